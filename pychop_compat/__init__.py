@@ -1,0 +1,17 @@
+"""pychop_compat: a bit-exact Python port of Higham & Pranesh's MATLAB ``chop``.
+
+>>> from pychop_compat import chop
+>>> chop(0.1, {'format': 'h'})
+0.0999755859375
+"""
+
+from ._version import __version__
+from .api import Chop, chop, chop_options, clear_chop, roundit
+from .formats import Format, float_params
+from .matlab_random import RngSettings, rand, randi, rng
+from .options import Options
+
+__all__ = [
+    "__version__", "chop", "clear_chop", "chop_options", "roundit", "float_params",
+    "Options", "Chop", "Format", "rng", "rand", "randi", "RngSettings",
+]

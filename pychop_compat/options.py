@@ -1,0 +1,252 @@
+"""chop's options: the user-facing :class:`Options` and the resolved :class:`ChopSpec`.
+
+:func:`resolve` turns whatever the caller passed (a dict, an :class:`Options`,
+any object with attributes, or nothing) into a validated, immutable
+:class:`ChopSpec`, following chop.m's rules for defaults and persistence.
+"""
+
+from __future__ import annotations
+
+import numbers
+import operator
+from dataclasses import dataclass, fields
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+
+from .formats import CUSTOM_NAMES, Format, custom_format, lookup_format
+from .matlab_random import default_randfunc
+
+__all__ = ["Options", "ChopSpec", "resolve", "OPTION_NAMES"]
+
+
+@dataclass
+class Options:
+    """Options of :func:`chop`, with MATLAB's names; ``None`` means MATLAB's ``[]`` (use the default).
+
+    Attributes
+    ----------
+    format : str, optional
+        ``'q43'``/``'fp8-e4m3'``, ``'q52'``/``'fp8-e5m2'``, ``'b'``/``'bfloat16'``,
+        ``'h'``/``'half'``/``'fp16'`` (default), ``'s'``/``'single'``/``'fp32'``,
+        ``'d'``/``'double'``/``'fp64'``, or ``'c'``/``'custom'`` with :attr:`params`.
+    subnormal : int, optional
+        1 to keep subnormal numbers, 0 to flush them (default 0 for bfloat16, else 1).
+    round : int, optional
+        1 nearest-even (default), 2 towards +inf, 3 towards -inf, 4 towards zero,
+        5 stochastic (probability proportional to distance), 6 stochastic (equal probability).
+    flip : int, optional
+        1 to flip, with probability :attr:`p`, one random significand bit of each result (default 0).
+    p : float, optional
+        Probability of a bit flip (default 0.5).
+    explim : int, optional
+        0 to ignore the format's exponent range (default 1).
+    randfunc : callable, optional
+        ``randfunc(n)`` returns ``n`` uniform numbers in (0, 1) for stochastic
+        rounding (default: MATLAB's stream, ``rand(n, 1)``).
+    params : sequence of two ints, optional
+        ``[t, emax]`` of a custom format; returned filled in for every format.
+    """
+
+    format: Optional[str] = None
+    subnormal: Optional[int] = None
+    round: Optional[int] = None
+    flip: Optional[int] = None
+    p: Optional[float] = None
+    explim: Optional[int] = None
+    randfunc: Optional[Callable[[int], Any]] = None
+    params: Optional[Sequence[int]] = None
+
+
+OPTION_NAMES = tuple(f.name for f in fields(Options))
+
+
+@dataclass(frozen=True)
+class ChopSpec:
+    """Validated, immutable chop settings (what chop.m keeps in its persistent ``fpopts``)."""
+
+    format: str
+    fmt: Format
+    subnormal: Any
+    round: int
+    flip: Any
+    p: float
+    explim: Any
+    randfunc: Callable[[int], Any]
+
+    @property
+    def keeps_subnormals(self) -> bool:
+        return self.subnormal != 0
+
+    @property
+    def limits_exponent(self) -> bool:
+        return bool(self.explim)
+
+    @property
+    def flips(self) -> bool:
+        return bool(self.flip)
+
+    @property
+    def uses_matlab_stream(self) -> bool:
+        return self.randfunc is default_randfunc
+
+    def to_options(self) -> Options:
+        """The options as MATLAB's ``[~, options] = chop`` returns them."""
+        return Options(
+            format=self.format, subnormal=self.subnormal, round=self.round, flip=self.flip,
+            p=self.p, explim=self.explim, randfunc=self.randfunc, params=self.fmt.params,
+        )
+
+
+DEFAULT_SPEC = ChopSpec("h", lookup_format("h"), 1, 1, 0, 0.5, 1, default_randfunc)
+
+
+def _is_empty(value) -> bool:
+    """MATLAB's ``isempty`` for an option value: ``None``, ``''``, ``[]``, an empty array."""
+    if value is None:
+        return True
+    if isinstance(value, (str, list, tuple, dict)):
+        return len(value) == 0
+    if isinstance(value, np.ndarray):
+        return value.size == 0
+    return False
+
+
+def _given_fields(options) -> Optional[dict]:
+    """The non-empty fields of ``options``, or ``None`` when options is empty (MATLAB ``[]``)."""
+    if _is_empty(options):
+        return None
+    if isinstance(options, dict):
+        unknown = set(options) - set(OPTION_NAMES)
+        if unknown:
+            raise ValueError(
+                f"Unknown chop option(s) {sorted(unknown)}; allowed: {', '.join(OPTION_NAMES)}."
+            )
+        items = options.items()
+    elif isinstance(options, (str, bytes, numbers.Number, list, tuple, np.ndarray)):
+        raise TypeError(
+            "options must be a dict, an Options, or an object with attributes "
+            f"(e.g. SimpleNamespace), not {type(options).__name__}."
+        )
+    else:
+        items = ((name, getattr(options, name, None)) for name in OPTION_NAMES)
+    return {name: value for name, value in items if not _is_empty(value)}
+
+
+def _as_int(value, name: str) -> int:
+    try:
+        return operator.index(value)
+    except TypeError:
+        pass
+    try:
+        as_float = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"options.{name} must be an integer, got {value!r}.") from None
+    if not as_float.is_integer():
+        raise ValueError(f"options.{name} must be an integer, got {value!r}.")
+    return int(as_float)
+
+
+def _as_real(value, name: str) -> float:
+    if isinstance(value, (complex, np.complexfloating)):
+        raise ValueError(f"options.{name} must be a real number, got {value!r}.")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"options.{name} must be a real number, got {value!r}.") from None
+
+
+def _switch(value, name: str):
+    """A 0/1 switch; kept as given (chop.m tests ``== 0`` or truth), but must be a real number."""
+    _as_real(value, name)
+    return value
+
+
+def precision_limit(round_mode: int, x_class: str) -> int:
+    """Largest custom precision chop.m accepts for inputs of class ``x_class``.
+
+    Round to nearest needs ``p_2 >= 2 p_1 + 2`` to avoid double rounding
+    (chop.m's comment), hence 11 for single and 25 for double; other modes 23 and 52.
+    """
+    if round_mode == 1:
+        return 11 if x_class == "single" else 25
+    return 23 if x_class == "single" else 52
+
+
+def _custom_params(params, round_mode: int, x_class: str) -> Format:
+    values = np.asarray(params).ravel()
+    if values.size != 2:
+        raise ValueError(f"options.params must be [t, emax], got {params!r}.")
+    t, emax = (_as_int(v, "params") for v in values)
+    if t < 1 or emax < 1:
+        raise ValueError(f"options.params = [t, emax] needs t >= 1 and emax >= 1, got [{t}, {emax}].")
+    limit = precision_limit(round_mode, x_class)
+    if t > limit:
+        raise ValueError(f"Precision of the custom format must be at most {limit} if working in {x_class}.")
+    return custom_format(t, emax)
+
+
+def resolve(options, stored: Optional[ChopSpec], x_class: str = "double") -> ChopSpec:
+    """The settings chop.m would use for ``chop(x, options)``.
+
+    Parameters
+    ----------
+    options : dict, Options, object with attributes, or None
+        What the caller passed.  ``None``, ``{}`` and ``[]`` are MATLAB's ``[]``.
+    stored : ChopSpec or None
+        The persistent settings of the previous call (``None`` after ``clear_chop``).
+    x_class : {'double', 'single'}
+        MATLAB class of the array being chopped (limits custom precisions).
+
+    Returns
+    -------
+    ChopSpec
+        1. nothing stored and no options: the defaults; 2. options given: every
+        field from these options alone, missing ones at their defaults;
+        3. no options: the stored settings unchanged.  A custom format without
+        ``params`` keeps the previously stored ``[t, emax]``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown format, a rounding mode outside 1..6, malformed values, a
+        custom format without params and nothing stored, or a custom precision
+        over the limit for ``x_class``.  Nothing is stored when this is raised.
+    """
+    given = _given_fields(options)
+    if given is None:
+        return DEFAULT_SPEC if stored is None else stored
+
+    name = given.get("format", "h")
+    if not isinstance(name, str):
+        raise ValueError(f"options.format must be a string, got {name!r}.")
+    round_mode = _as_int(given.get("round", 1), "round")
+    if not 1 <= round_mode <= 6:
+        raise ValueError(
+            f"Unsupported value of options.round: {round_mode}. Allowed: 1 (nearest, ties to even), "
+            "2 (towards +inf), 3 (towards -inf), 4 (towards zero), 5 and 6 (stochastic)."
+        )
+    if name in CUSTOM_NAMES:
+        if "params" in given:
+            fmt = _custom_params(given["params"], round_mode, x_class)
+        elif stored is not None:
+            fmt = custom_format(stored.fmt.t, stored.fmt.emax)
+        else:
+            raise ValueError("Must specify options.params with options.format = 'c'.")
+    else:
+        fmt = lookup_format(name)
+
+    randfunc = given.get("randfunc", default_randfunc)
+    if not callable(randfunc):
+        raise ValueError(f"options.randfunc must be callable as randfunc(n), got {randfunc!r}.")
+    default_subnormal = 0 if name in ("b", "bfloat16") else 1
+    return ChopSpec(
+        format=name,
+        fmt=fmt,
+        subnormal=_switch(given.get("subnormal", default_subnormal), "subnormal"),
+        round=round_mode,
+        flip=_switch(given.get("flip", 0), "flip"),
+        p=_as_real(given.get("p", 0.5), "p"),
+        explim=_switch(given.get("explim", 1), "explim"),
+        randfunc=randfunc,
+    )

@@ -1,0 +1,144 @@
+"""The reference algorithm: chop.m and roundit.m, step by step, on NumPy vectors.
+
+This module is the executable specification.  It favours a one-to-one
+correspondence with chop.m over speed; the fast engines are tested bit for
+bit against it.  Every function takes a 1-D array in MATLAB's column-major
+element order (the order in which random numbers are assigned) and returns a
+new array: the input is never written to.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .options import ChopSpec
+from .randomness import RandomSources
+
+__all__ = ["chop_vector", "roundit_vector"]
+
+
+def _mysign(y: np.ndarray) -> np.ndarray:
+    """roundit.m's ``mysign``: ``sign(y)``, but 1 at zero."""
+    return np.sign(y) + (y == 0)
+
+
+def _round_integers(y: np.ndarray, mode: int, stochastic) -> np.ndarray:
+    if mode == 1:
+        return np.rint(y)  # ties to even, as roundit.m's round(y - (rem(y,2) == 0.5))
+    if mode == 2:
+        return np.ceil(y)
+    if mode == 3:
+        return np.floor(y)
+    if mode == 4:
+        return np.trunc(y)
+    magnitude = np.abs(y)
+    frac = magnitude - np.floor(magnitude)
+    k = np.flatnonzero(frac != 0)  # NaN != 0, so +-Inf and NaN draw a number too
+    if k.size == 0:
+        return y.copy()
+    # With single input MATLAB compares in single precision.
+    rnd = stochastic(k.size).astype(y.dtype)
+    up = rnd <= (frac[k] if mode == 5 else y.dtype.type(0.5))
+    magnitude[k] = np.where(up, np.ceil(magnitude[k]), np.floor(magnitude[k]))
+    return _mysign(y) * magnitude
+
+
+def _flip_bits(y: np.ndarray, t: int, p: float, sources: RandomSources) -> np.ndarray:
+    """Flip, with probability p, one of the t-1 bits below the leading one of each integer."""
+    chosen = np.flatnonzero(sources.flip_uniform(y.size) <= p)
+    if chosen.size == 0:
+        return y
+    bits = sources.flip_randi(t - 1, chosen.size)
+    values = y[chosen]
+    # MATLAB's bitxor rejects Inf and NaN; here they are left unchanged (their draws still count).
+    finite = np.isfinite(values)
+    magnitude = np.abs(values[finite]).astype(np.int64) ^ np.left_shift(1, bits[finite] - 1)
+    values[finite] = _mysign(values[finite]) * magnitude
+    y[chosen] = values
+    return y
+
+
+def roundit_vector(y: np.ndarray, mode: int, sources: RandomSources,
+                   flip: bool = False, p: float = 0.5, t: int = 0) -> np.ndarray:
+    """roundit.m on a vector: round to integers by ``mode``, then optionally flip bits."""
+    with np.errstate(invalid="ignore"):
+            = _round_integers(y, mode, sources.stochastic)
+    if flip:
+        if t < 2:
+            raise ValueError("Bit flips need a precision t >= 2 (a bit below the leading one).")
+        rounded = _flip_bits(rounded, t, p, sources)
+    return rounded
+
+
+def _apply_range_limits(c: np.ndarray, x: np.ndarray, spec: ChopSpec) -> None:
+    """chop.m's overflow and underflow rules (explim = 1), in place on ``c``."""
+    fmt, mode = spec.fmt, spec.round
+    inf = np.inf
+    # Thresholds as float64 scalars so that float32 data are compared exactly.
+    xmax, xboundary = np.float64(fmt.xmax), np.float64(fmt.xboundary)
+    if mode in (1, 6):
+        c[x >= xboundary] = inf
+        c[x <= -xboundary] = -inf
+    elif mode == 2:
+        c[x > xmax] = inf
+        c[(x < -xmax) & (x != -inf)] = -xmax
+    elif mode == 3:
+        c[(x > xmax) & (x != inf)] = xmax
+        c[x < -xmax] = -inf
+    else:
+        c[(x > xmax) & (x != inf)] = xmax
+        c[(x < -xmax) & (x != -inf)] = -xmax
+
+    min_rep = np.float64(fmt.xmins if spec.keeps_subnormals else fmt.xmin)
+    small = np.abs(c) < min_rep
+    if mode == 1:
+        if spec.keeps_subnormals:
+            to_min = small & (np.abs(c) > min_rep / 2)
+        else:
+            to_min = small & (np.abs(c) >= min_rep / 2)
+        c[to_min] = np.sign(c[to_min]) * min_rep
+    elif mode == 2:
+        to_min = small & (c > 0)
+        c[to_min] = min_rep
+    elif mode == 3:
+        to_min = small & (c < 0)
+        c[to_min] = -min_rep
+    else:
+        to_min = np.zeros_like(small)
+    c[small & ~to_min] = 0
+
+
+def chop_vector(x: np.ndarray, spec: ChopSpec, sources: RandomSources) -> np.ndarray:
+    """chop.m's rounding of the vector ``x`` (float32 or float64) under ``spec``."""
+    # Overflow to inf and inf - inf = NaN are part of the semantics, not accidents.
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _chop_vector(x, spec, sources)
+
+
+def _chop_vector(x: np.ndarray, spec: ChopSpec, sources: RandomSources) -> np.ndarray:
+    fmt = spec.fmt
+    t, emin, emins = fmt.t, fmt.emin, fmt.emins
+    _, e = np.frexp(np.abs(x))
+    e = e - 1  # x = 2^e * 1.f
+
+    if spec.limits_exponent:
+        in_subnormal_range = (e < emin) & (e >= emins)
+    else:
+        in_subnormal_range = np.zeros(x.shape, dtype=bool)
+
+    def round_block(index: np.ndarray, precision) -> np.ndarray:
+        scaled = np.ldexp(x[index], precision - 1 - e[index])
+        rounded = roundit_vector(scaled, spec.round, sources, spec.flips, spec.p, t)
+        return np.ldexp(rounded, e[index] - (precision - 1))
+
+    c = x.copy()
+    normal = np.flatnonzero(~in_subnormal_range)
+    c[normal] = round_block(normal, t)
+    subnormal = np.flatnonzero(in_subnormal_range)
+    if subnormal.size:
+        # Fewer significant bits the further below emin.
+        c[subnormal] = round_block(subnormal, t - np.maximum(emin - e[subnormal], 0))
+
+    if spec.limits_exponent:
+        _apply_range_limits(c, x, spec)
+    return c

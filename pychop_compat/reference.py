@@ -61,8 +61,8 @@ def _flip_bits(y: np.ndarray, t: int, p: float, sources: RandomSources) -> np.nd
 def roundit_vector(y: np.ndarray, mode: int, sources: RandomSources,
                    flip: bool = False, p: float = 0.5, t: int = 0) -> np.ndarray:
     """roundit.m on a vector: round to integers by ``mode``, then optionally flip bits."""
-    with np.errstate(invalid="ignore"):
-            = _round_integers(y, mode, sources.stochastic)
+    with np.errstate(invalid="ignore"):  # inf - inf = NaN: Inf and NaN draw like chop.m
+        rounded = _round_integers(y, mode, sources.stochastic)
     if flip:
         if t < 2:
             raise ValueError("Bit flips need a precision t >= 2 (a bit below the leading one).")

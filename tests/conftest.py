@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -61,74 +60,42 @@ class StreamFunc:
 
 # --- engines: one semantics, every available engine runs the same matrix -----------------
 
-def _torch_available() -> bool:
-    return importlib.util.find_spec("torch") is not None
+from pychop_compat.engines import array_library, available_engines, from_numpy, to_numpy  # noqa: E402
 
-
-def _cupy_gpu_available() -> bool:
-    if importlib.util.find_spec("cupy") is None:
-        return False
-    try:
-        import cupy
-
-        return cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:
-        return False
-
-
-def _torch_cuda_available() -> bool:
-    if not _torch_available():
-        return False
-    import torch
-
-    return torch.cuda.is_available()
+_AVAILABLE = available_engines()
 
 
 class Engine:
-    """How to hand an array to an engine and read the result back as NumPy."""
+    """How to hand a NumPy array to an engine and read its result back (checking type and device)."""
 
     def __init__(self, name):
         self.name = name
 
     def to(self, x: np.ndarray):
-        if self.name == "numpy":
-            return x
-        if self.name.startswith("torch"):
-            import torch
-
-            t = torch.from_numpy(np.ascontiguousarray(x).copy())
-            return t.cuda() if self.name == "torch-cuda" else t
-        import cupy
-
-        return cupy.asarray(x)
+        return from_numpy(x, self.name)
 
     def back(self, y, like):
-        if self.name == "numpy":
-            assert isinstance(y, np.ndarray)
-            return y
-        if self.name.startswith("torch"):
-            import torch
-
-            assert isinstance(y, torch.Tensor), type(y)
+        assert array_library(y) == array_library(like), (type(y), type(like))
+        if self.name != "numpy":
             assert y.device == like.device, (y.device, like.device)
-            return y.cpu().numpy()
-        import cupy
-
-        assert isinstance(y, cupy.ndarray)
-        return cupy.asnumpy(y)
+        return to_numpy(y)
 
     def __repr__(self):
         return self.name
 
 
+def _engine_param(name, reason, gpu=False):
+    marks = [pytest.mark.skipif(name not in _AVAILABLE, reason=reason)]
+    if gpu:
+        marks.append(pytest.mark.gpu)
+    return pytest.param(Engine(name), id=name, marks=marks)
+
+
 ENGINES = [
-    pytest.param(Engine("numpy"), id="numpy"),
-    pytest.param(Engine("torch"), id="torch",
-                 marks=pytest.mark.skipif(not _torch_available(), reason="torch not installed")),
-    pytest.param(Engine("torch-cuda"), id="torch-cuda",
-                 marks=[pytest.mark.gpu, pytest.mark.skipif(not _torch_cuda_available(), reason="no CUDA GPU for torch")]),
-    pytest.param(Engine("cupy"), id="cupy",
-                 marks=[pytest.mark.gpu, pytest.mark.skipif(not _cupy_gpu_available(), reason="no cupy with a GPU")]),
+    _engine_param("numpy", "numpy is always available"),
+    _engine_param("torch", "torch not installed"),
+    _engine_param("torch-cuda", "no CUDA GPU for torch", gpu=True),
+    _engine_param("cupy", "no cupy with a GPU", gpu=True),
 ]
 
 

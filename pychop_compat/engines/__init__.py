@@ -18,3 +18,53 @@ def array_library(x) -> str:
     if module == "torch" and "torch" in sys.modules and isinstance(x, sys.modules["torch"].Tensor):
         return "torch"
     return "numpy"
+
+
+def available_engines() -> list[str]:
+    """Engines usable here: ``'numpy'`` always; ``'torch'`` (CPU) if torch imports;
+    ``'torch-cuda'`` and ``'cupy'`` when a CUDA GPU is visible to them."""
+    import importlib.util
+
+    names = ["numpy"]
+    if importlib.util.find_spec("torch") is not None:
+        import torch
+
+        names.append("torch")
+        if torch.cuda.is_available():
+            names.append("torch-cuda")
+    if importlib.util.find_spec("cupy") is not None:
+        try:
+            import cupy
+
+            if cupy.cuda.runtime.getDeviceCount() > 0:
+                names.append("cupy")
+        except Exception:  # no driver or no device: cupy is unusable here
+            pass
+    return names
+
+
+def from_numpy(x, engine: str):
+    """``x`` (a NumPy array) as an array of ``engine``'s library, on its device."""
+    if engine == "numpy":
+        return x
+    if engine in ("torch", "torch-cuda"):
+        import numpy as np
+        import torch
+
+        t = torch.from_numpy(np.ascontiguousarray(x).copy())
+        return t.cuda() if engine == "torch-cuda" else t
+    if engine == "cupy":
+        import cupy
+
+        return cupy.asarray(x)
+    raise ValueError(f"Unknown engine {engine!r}.")
+
+
+def to_numpy(y):
+    """Any engine's array as a NumPy array (copied to the host if needed)."""
+    library = array_library(y)
+    if library == "torch":
+        return y.detach().cpu().numpy()
+    if library == "cupy":
+        return sys.modules["cupy"].asnumpy(y)
+    return y

@@ -1,0 +1,133 @@
+"""MATLAB's random stream: published MATLAB outputs and MATLAB's calling conventions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pychop_compat import chop, rand, randi, rng
+
+# Published MATLAB outputs (MathWorks documentation; 15 significant digits as printed there).
+DEFAULT_RAND_1x5 = [0.814723686393179, 0.905791937075619, 0.126986816293506, 0.913375856139019, 0.632359246225410]
+
+
+def test_default_rand_1x5():
+    rng("default")
+    np.testing.assert_allclose(rand(1, 5).ravel(), DEFAULT_RAND_1x5, rtol=0, atol=5e-16)
+
+
+def test_state_at_import_is_default():
+    import subprocess
+    import sys
+
+    code = "from pychop_compat import rand; print(repr(float(rand())))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert abs(float(out) - DEFAULT_RAND_1x5[0]) < 5e-16
+
+
+def test_randi_published_examples():
+    rng("default")
+    assert randi([-5, 5], 10, 1).ravel().tolist() == [3, 4, -4, 5, 1, -4, -2, 1, 5, 5]
+    rng("default")
+    assert randi([10, 50], 1, 5).ravel().tolist() == [43, 47, 15, 47, 35]
+
+
+def test_rng_1():
+    rng(1)
+    assert abs(rand() - 0.417022004702574) < 5e-16
+
+
+def test_seed_zero_is_default():
+    rng(0)
+    a = rand(3, 1)
+    rng("default")
+    assert np.array_equal(a, rand(3, 1))
+    rng(0, "twister")
+    assert np.array_equal(a, rand(3, 1))
+
+
+def test_save_and_restore_settings():
+    rng(7)
+    rand(5, 1)
+    saved = rng()
+    first = rand(4, 4)
+    rand(3, 1)
+    previous = rng(saved)
+    assert previous != saved
+    assert np.array_equal(rand(4, 4), first)
+    assert rng().Type == "twister" and rng().Seed == 7
+
+
+def test_rng_returns_previous_settings():
+    rng(3)
+    before = rng()
+    assert rng(4) == before
+
+
+def test_shapes_and_column_major_fill():
+    rng(5)
+    column = rand(6, 1).ravel()
+    rng(5)
+    matrix = rand(2, 3)
+    assert matrix.shape == (2, 3)
+    assert np.array_equal(matrix.ravel(order="F"), column)  # MATLAB fills column by column
+    rng(5)
+    assert rand(3).shape == (3, 3) and rand([2, 4]).shape == (2, 4) and rand(2, 3, 4).shape == (2, 3, 4)
+    assert rand(0, 3).shape == (0, 3)
+    assert isinstance(rand(), np.floating)
+
+
+def test_single_class():
+    rng(5)
+    d = rand(2, 2)
+    rng(5)
+    s = rand(2, 2, "single")
+    assert s.dtype == np.float32 and np.array_equal(s, d.astype(np.float32))
+
+
+def test_randi_range_and_rule():
+    rng(9)
+    u = rand(1000, 1)
+    rng(9)
+    r = randi(6, 1000, 1)
+    assert np.array_equal(r, 1 + np.floor(6 * u))  # one uniform per integer
+    assert r.min() == 1 and r.max() == 6
+
+
+@pytest.mark.parametrize("bad", [-1, 2**32, 1.5, "twist"])
+def test_bad_seeds(bad):
+    with pytest.raises(ValueError):
+        rng(bad)
+
+
+def test_bad_generator():
+    with pytest.raises(ValueError, match="twister"):
+        rng(1, "philox")
+
+
+def test_bad_randi_bounds():
+    with pytest.raises(ValueError):
+        randi([5, 1])
+    with pytest.raises(ValueError):
+        randi([1, 2, 3])
+
+
+def test_stochastic_chop_is_reproducible_after_rng():
+    x = np.linspace(0.1, 0.9, 50).reshape(5, 10)
+    rng(2026)
+    a = chop(x, {"format": "b", "round": 5})
+    rng(2026)
+    b = chop(x, {"format": "b", "round": 5})
+    c = chop(x, {"format": "b", "round": 5})
+    assert np.array_equal(a, b) and not np.array_equal(b, c)
+
+
+def test_stochastic_chop_draws_one_uniform_per_inexact_element():
+    # Every element of x is inexact in fp16, so chop.m draws numel(x) numbers with rand(n, 1).
+    x = np.full((4, 3), 0.1)
+    rng(11)
+    chop(x, {"format": "h", "round": 5})
+    after = rand()
+    rng(11)
+    rand(12, 1)
+    assert after == rand()

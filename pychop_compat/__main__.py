@@ -1,0 +1,66 @@
+"""Command line: ``python -m pychop_compat [--version | validate ...]``.
+
+With no arguments, prints a small demonstration table of chop results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+
+from . import __version__
+from .api import Chop
+
+
+def demo() -> None:
+    """Print chop(x) for a few values, formats and rounding modes."""
+    values = [("pi", math.pi), ("1/3", 1 / 3), ("1e-6", 1e-6), ("70000", 70000.0)]
+    modes = {1: "nearest", 2: "up", 3: "down", 4: "to zero"}
+    print(f"pychop_compat {__version__}: chop(x, {{'format': F, 'round': R}})\n")
+    header = f"{'x':>6} {'format':>9} " + " ".join(f"{name:>14}" for name in modes.values())
+    print(header)
+    print("-" * len(header))
+    for label, x in values:
+        for fmt in ("fp8-e4m3", "bfloat16", "fp16", "single"):
+            cells = " ".join(f"{Chop(format=fmt, round=r)(x):>14.8g}" for r in modes)
+            print(f"{label:>6} {fmt:>9} {cells}")
+    print("\nStochastic rounding of 1/3 to fp8-e4m3 (round=5), mean of 10^5 draws:",
+          f"{sum(Chop(format='fp8-e4m3', round=5, rng=0)([1 / 3] * 100000)) / 100000:.5f}")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pychop_compat",
+                                     description="Bit-exact port of MATLAB's chop.")
+    parser.add_argument("--version", action="version", version=f"pychop_compat {__version__}")
+    sub = parser.add_subparsers(dest="command")
+    v = sub.add_parser("validate", help="rerun the stored MATLAB corpus on every available engine")
+    v.add_argument("--corpus", help="corpus folder (default: tests/matlab_reference of the checkout)")
+    v.add_argument("--engines", help="comma-separated engines (default: all available)")
+    v.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    v.add_argument("--no-progress", action="store_true", help="no progress bar")
+    args = parser.parse_args(argv)
+
+    if args.command != "validate":
+        demo()
+        return 0
+    from .validation import format_table, validate, write_json
+
+    engines = args.engines.split(",") if args.engines else None
+    try:
+        results = validate(args.corpus, engines, progress=not args.no_progress)
+    except FileNotFoundError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    print(format_table(results))
+    if args.json:
+        write_json(results, args.json)
+    failed = [r for r in results if not r.ok]
+    for r in failed:
+        print(f"DISAGREE {r.group}/{r.engine}: {', '.join(map(str, r.disagreeing[:10]))}", file=sys.stderr)
+    print("all cases agree" if not failed else f"{len(failed)} group(s) disagree")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

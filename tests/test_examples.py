@@ -1,0 +1,133 @@
+"""The examples' key claims, on small sizes.
+
+Expected values: the published harmonic-series results of Higham & Pranesh
+(2019), mathematical facts stated at each assertion, exact solutions from
+mpmath, and the standard rounding-error bounds.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+
+import mpmath
+import numpy as np
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def load(name):
+    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# ---------------------------------------------------------------------------
+# harmonic.py
+# ---------------------------------------------------------------------------
+
+
+def test_harmonic_published_numbers():
+    res = load("harmonic").main(formats=("fp16", "bfloat16"), rounds=(1,), verbose=False)
+    # Higham & Pranesh (2019), sec. 5: round to nearest stagnates at
+    # 7.0859375 after 513 terms in fp16 and at 5.0625 after 65 terms in bfloat16.
+    assert res[("fp16", 1)] == (7.0859375, 513, True)
+    assert res[("bfloat16", 1)] == (5.0625, 65, True)
+
+
+@pytest.fixture(scope="module")
+def harmonic_all():
+    return load("harmonic").main(verbose=False)
+
+
+def test_harmonic_all_formats_and_modes(harmonic_all):
+    res = harmonic_all
+    mod = load("harmonic")
+    assert set(res) == {(f, m) for f in mod.FORMATS for m in range(1, 7)}
+    assert res[("fp16", 1)][:2] == (7.0859375, 513)
+    assert res[("bfloat16", 1)][:2] == (5.0625, 65)
+    from pychop_compat import Chop
+
+    for fmt in mod.FORMATS:
+        # every partial sum and term is positive, so rounding down and
+        # rounding toward zero are the same operation
+        assert res[(fmt, 3)] == res[(fmt, 4)]
+        # rounding is monotone, so by induction every partial sum rounded
+        # down is at most the one rounded to nearest; both sequences are
+        # nondecreasing, so the final sums are ordered too
+        assert res[(fmt, 3)][0] <= res[(fmt, 1)][0]
+        # round to nearest stagnates only once chop(1/n) is at most half the
+        # spacing of the format at s (else s + chop(1/n) would round away from s)
+        s, n, stagnated = res[(fmt, 1)]
+        assert stagnated
+        o = mod.options_for(fmt, 1)
+        t = Chop(o).options.params[0]
+        spacing = 2.0 ** (math.frexp(s)[1] - t)
+        assert Chop(o)(1 / n) <= spacing / 2
+    assert all(r[2] for r in res.values())  # every run stagnated (none hit the cap)
+    # fp16, round up: each term moves s up by at least one spacing, so the sum
+    # grows until it overflows to inf (chop's round-up overflow)
+    assert res[("fp16", 2)][0] == math.inf
+
+
+# ---------------------------------------------------------------------------
+# lu_solve.py
+# ---------------------------------------------------------------------------
+
+
+def test_lu_solve_claims():
+    n, kappas = 30, (1e1, 1e3, 1e5)
+    res = load("lu_solve").main(n=n, kappas=kappas, formats=("fp16", "bfloat16"), verbose=False)
+    for fmt in ("fp16", "bfloat16"):
+        u = res["u"][fmt]
+        for kappa in kappas:
+            ferr, nbe = res[(fmt, False, 1, kappa)]
+            # backward stable: normwise backward error of order u
+            # (Higham Thm 9.4 gives gamma_3n times a modest growth factor)
+            assert nbe <= 3 * n * u
+            assert ferr <= n * kappa * u
+            # scaled near the underflow threshold: with subnormals still
+            # backward stable ...
+            _, nbe_sub = res[(fmt, True, 1, kappa)]
+            assert nbe_sub <= 3 * n * u
+            # ... flushing subnormals to zero is markedly worse (or fails)
+            _, nbe_ftz = res[(fmt, True, 0, kappa)]
+            assert nbe_ftz >= 3 * nbe_sub
+        # the forward error grows with the condition number
+        assert res[(fmt, False, 1, kappas[-1])][0] >= 100 * res[(fmt, False, 1, kappas[0])][0]
+
+
+# ---------------------------------------------------------------------------
+# gmres_ir.py
+# ---------------------------------------------------------------------------
+
+
+def mp_solve(A, b):
+    with mpmath.workprec(200):
+        x = mpmath.lu_solve(mpmath.matrix(A.tolist()), mpmath.matrix(b.tolist()))
+        return np.array([float(v) for v in x])
+
+
+def test_gmres_ir_claims():
+    n = 40
+    out = load("gmres_ir").main(n=n, kappas=(1e7,), modes=(2, 3), verbose=False)
+    assert len(out) == 2
+    for (mode, kappa), r in out.items():
+        A, b = r["A"], r["b"]
+        x_exact = mp_solve(A, b)
+        err = lambda x: np.linalg.norm(x - x_exact, np.inf) / np.linalg.norm(x_exact, np.inf)  # noqa: E731
+        # the example's reference solution is accurate to double precision
+        assert err(r["x_ref"]) <= 2.0**-52
+        # kappa_inf(A) * uf >> 1: outside the range where LU-IR can converge
+        assert r["kappa_inf"] * 2.0**-11 > 1e3
+        lu_res, gm_res = r["lu_ir"], r["gmres_ir"]
+        assert not lu_res.converged
+        assert lu_res.forward_error[-1] > 0.1
+        # GMRES-IR reaches double-precision accuracy
+        assert gm_res.converged
+        assert err(gm_res.x) <= 2.0**-52
+        assert gm_res.backward_error[-1] <= 2.0**-53
+        assert gm_res.iterations <= 10

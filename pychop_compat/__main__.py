@@ -34,11 +34,12 @@ def main(argv=None) -> int:
                                      description="Bit-exact port of MATLAB's chop.")
     parser.add_argument("--version", action="version", version=f"pychop_compat {__version__}")
     sub = parser.add_subparsers(dest="command")
-    v = sub.add_parser("validate", help="rerun the stored MATLAB corpus on every available engine")
+    v = sub.add_parser("validate", help="rerun the MATLAB corpus and the mpmath oracle on every available engine")
     v.add_argument("--corpus", help="corpus folder (default: tests/matlab_reference of the checkout)")
     v.add_argument("--engines", help="comma-separated engines (default: all available)")
     v.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     v.add_argument("--no-progress", action="store_true", help="no progress bar")
+    v.add_argument("--no-oracle", action="store_true", help="skip the mpmath oracle (corpus only)")
     args = parser.parse_args(argv)
 
     if args.command != "validate":
@@ -48,7 +49,7 @@ def main(argv=None) -> int:
 
     engines = args.engines.split(",") if args.engines else None
     try:
-        results = validate(args.corpus, engines, progress=not args.no_progress)
+        results = validate(args.corpus, engines, progress=not args.no_progress, oracle=not args.no_oracle)
     except FileNotFoundError as exc:
         print(exc, file=sys.stderr)
         return 2

@@ -1,9 +1,11 @@
-"""``python -m pychop_compat validate``: rerun the stored MATLAB corpus on every available engine.
+"""``python -m pychop_compat validate``: the MATLAB corpus and the mpmath oracle on every engine.
 
 The corpus (``tests/matlab_reference`` in a source checkout; see its README)
 holds outputs of MATLAB's chop.m, roundit.m and float_params.m.  Each case
 is rerun and compared under MATLAB's ``isequal`` rule with NaN == NaN (sign of
-zero and NaN payloads ignored, nothing else).
+zero and NaN payloads ignored, nothing else).  The ``mpmath_oracle`` group
+compares chop with :func:`pychop_compat.oracle.chop_rule_round`, an exact
+implementation of chop.m's documented rounding rules built on mpmath.
 """
 
 from __future__ import annotations
@@ -146,6 +148,30 @@ def _roundit_case(path: Path, engine: str) -> bool:
     return matlab_equal(y, case["y"]) and stream.used == int(_scalar(case, "n_consumed"))
 
 
+def _oracle_checks(engine: str):
+    """chop on ``engine`` against the exact mpmath oracle: every dataset, explim, subnormal and mode 1-4."""
+    from . import oracle
+
+    cache = {}
+
+    def check(case, dtype_name, explim, subnormal, mode):
+        key = (case, dtype_name)
+        if key not in cache:
+            cache.clear()  # one dataset in memory at a time
+            x = oracle.oracle_inputs(case, dtype_name)
+            cache[key] = (x, oracle.ExactValues(x))
+        x, exact = cache[key]
+        spec = oracle.case_spec(case)
+        want = oracle.chop_rule_round(exact, spec.t, spec.emax, subnormal, mode, explim, dtype=x.dtype)
+        got = to_numpy(api.Chop(oracle.case_options(case, mode, subnormal, explim))(from_numpy(x, engine)))
+        return matlab_equal(got, want)
+
+    return [(f"{case}-{dtype_name}-e{explim}-s{subnormal}-r{mode}",
+             lambda a=(case, dtype_name, explim, subnormal, mode): check(*a))
+            for case, dtype_name in oracle.DATASETS
+            for explim in (1, 0) for subnormal in (1, 0) for mode in (1, 2, 3, 4)]
+
+
 def _float_params_rows(path: Path) -> Iterator[tuple[str, Callable[[], bool]]]:
     table = _load(path)
     for name, row in zip(table["names"], table["vals"]):
@@ -153,7 +179,7 @@ def _float_params_rows(path: Path) -> Iterator[tuple[str, Callable[[], bool]]]:
         yield name, (lambda name=name, row=row: matlab_equal(np.array(float_params(name), dtype=np.float64), row))
 
 
-def _groups(corpus: Path, engines: Iterable[str]):
+def _groups(corpus: Path, engines: Iterable[str], with_oracle: bool = True):
     """(group, engine, [(case id, check)]) for every group and engine it applies to."""
     chop_ids = [c["id"] for c in json.loads((corpus / "manifest.json").read_text())]
     stream_ids = [c["id"] for c in json.loads((corpus / "matlab_stream" / "manifest.json").read_text())]
@@ -166,6 +192,8 @@ def _groups(corpus: Path, engines: Iterable[str]):
             yield "matlab_stream", engine, [
                 (i, lambda i=i, e=engine: _stream_case(corpus / "matlab_stream" / "chop" / f"{i}.mat", e))
                 for i in stream_ids]
+        if with_oracle:
+            yield "mpmath_oracle", engine, _oracle_checks(engine)
     yield "roundit", "numpy", [(p.stem, lambda p=p: _roundit_case(p, "numpy"))
                                for p in sorted((corpus / "roundit").glob("*.mat"))]
     yield "float_params", "numpy", list(_float_params_rows(corpus / "float_params.mat"))
@@ -191,7 +219,7 @@ class _Progress:
             sys.stderr.write("\n")
 
 
-def validate(corpus=None, engines=None, progress: bool = True) -> list[GroupResult]:
+def validate(corpus=None, engines=None, progress: bool = True, oracle: bool = True) -> list[GroupResult]:
     """Run every corpus group on every engine; return one :class:`GroupResult` per (group, engine).
 
     Parameters
@@ -202,10 +230,13 @@ def validate(corpus=None, engines=None, progress: bool = True) -> list[GroupResu
         Engines to run (default: :func:`pychop_compat.engines.available_engines`).
     progress : bool
         Draw a progress bar on standard error.
+    oracle : bool
+        Also compare with the exact mpmath oracle (about 200,000 inputs per format and
+        dtype, each under explim 0/1, subnormal 0/1 and rounding modes 1-4).
     """
     corpus = find_corpus(corpus)
     engines = list(engines or available_engines())
-    groups = list(_groups(corpus, engines))
+    groups = list(_groups(corpus, engines, oracle))
     bar = _Progress(sum(len(cases) for _, _, cases in groups), progress)
     saved_state = matlab_random.rng()
     results = []

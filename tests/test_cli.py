@@ -27,7 +27,7 @@ def test_demo_table():
 
 def test_validate_numpy(tmp_path):
     report = tmp_path / "v.json"
-    out = _run("validate", "--engines", "numpy", "--json", str(report), "--no-progress")
+    out = _run("validate", "--engines", "numpy", "--json", str(report), "--no-progress", "--no-oracle")
     assert out.returncode == 0, out.stderr
     rows = {(r["group"], r["engine"]): r for r in json.loads(report.read_text())}
     expected_counts = {"chop": 744, "matlab_native": 32, "matlab_stream": 120, "roundit": 6, "float_params": 20}
@@ -42,7 +42,7 @@ def test_validate_reports_disagreement(tmp_path, monkeypatch):
     from pychop_compat import validation
 
     monkeypatch.setattr(validation.api, "chop", lambda x, options=None: x)
-    results = validation.validate(engines=["numpy"], progress=False)
+    results = validation.validate(engines=["numpy"], progress=False, oracle=False)
     chop_row = next(r for r in results if r.group == "chop")
     assert not chop_row.ok and chop_row.agreeing < chop_row.cases
 
@@ -50,3 +50,11 @@ def test_validate_reports_disagreement(tmp_path, monkeypatch):
 def test_validate_missing_corpus(tmp_path):
     out = _run("validate", "--corpus", str(tmp_path))
     assert out.returncode == 2 and "corpus not found" in out.stderr
+
+
+def test_validate_oracle_group():
+    from pychop_compat import validation
+
+    results = validation.validate(engines=["numpy"], progress=False)
+    row = next(r for r in results if r.group == "mpmath_oracle")
+    assert row.cases == 15 * 16 and row.ok, row.disagreeing[:5]

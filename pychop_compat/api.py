@@ -71,13 +71,16 @@ def _engine_chop(x, spec: ChopSpec, sources: RandomSources):
     return restore(out) if restore else out
 
 
+_SINGLE_DTYPE_NAMES = ("float32", "float16", "bfloat16")
+
+
 def _x_class(x) -> str:
     """MATLAB class ('single' or 'double') of any accepted input, without converting it."""
     if x is None:
         return "double"
-    library = array_library(x)
-    if library != "numpy":
-        return "double" if str(x.dtype).endswith("float64") else "single"
+    if array_library(x) != "numpy":
+        # torch/cupy: float32, float16 and bfloat16 are computed in single; the rest in double.
+        return "single" if str(x.dtype).rpartition(".")[2] in _SINGLE_DTYPE_NAMES else "double"
     dtype = getattr(x, "dtype", None)
     return "single" if dtype in (np.float32, np.float16) else "double"
 

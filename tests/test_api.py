@@ -310,3 +310,11 @@ def test_flip_changes_one_significand_bit():
     c = chop(np.ones(500), {"format": "h", "flip": 1, "p": 1.0})
     offsets = np.log2(c - 1.0)
     assert set(offsets.tolist()) == set(range(-10, 0))
+
+
+def test_integer_tensors_count_as_double():
+    torch = pytest.importorskip("torch")
+    # t = 20 > 11 is allowed for double input with round to nearest (limit 25), as for NumPy integers.
+    options = {"format": "c", "params": [20, 15]}
+    assert chop(np.array([3]), options).tolist() == [3.0]
+    assert chop(torch.tensor([3]), options).tolist() == [3.0]

@@ -80,6 +80,16 @@ class Engine:
             assert y.device == like.device, (y.device, like.device)
         return to_numpy(y)
 
+    def matlab_random_numbers(self):
+        """GPU engines draw on the device unless told otherwise; the corpus needs MATLAB's stream."""
+        if self.name in ("torch-cuda", "cupy"):
+            from pychop_compat.engines.torch_engine import matlab_stream_on_device
+
+            return matlab_stream_on_device()
+        import contextlib
+
+        return contextlib.nullcontext()
+
     def __repr__(self):
         return self.name
 
@@ -101,7 +111,8 @@ ENGINES = [
 
 @pytest.fixture(params=ENGINES)
 def engine(request):
-    return request.param
+    with request.param.matlab_random_numbers():
+        yield request.param
 
 
 @pytest.fixture(autouse=True)

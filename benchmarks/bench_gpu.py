@@ -1,0 +1,218 @@
+"""GPU benchmark of pychop_compat's CuPy and torch CUDA engines.
+
+Run from the repository root::
+
+    python benchmarks/bench_gpu.py                  # n = 1e6 .. 1e9, float32 and float64
+    python benchmarks/bench_gpu.py --quick          # smoke run: n = 1e6 and 1e7, few repeats
+    python benchmarks/bench_gpu.py --sizes 1e6 1e8  # chosen sizes
+
+For each engine (CuPy arrays; torch CUDA tensors, through CuPy's kernel when
+CuPy is installed; torch CUDA tensors in pure torch), dtype, size and case
+(fp16, bf16 and fp8-e4m3 round to nearest, fp16 stochastic rounding with
+device draws) the table gives the median time of ``chop`` and its effective
+bandwidth: bytes read plus bytes written (``2 * n * itemsize``) per second.
+Next to it, measured in the same run on the same array: the device's copy
+bandwidth (``cupy.copyto`` or ``Tensor.copy_``, the same bytes) and, for
+torch, the native ``x.half()`` round trip (``x.half().to(x.dtype)``, counted
+with the same bytes, so its column compares directly with the fp16 row).
+Sizes that do not fit in device memory are reported as such.  Without a CUDA
+GPU the script says so and exits with status 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from pychop_compat import Chop  # noqa: E402
+from pychop_compat.engines import available_engines  # noqa: E402
+
+CASES = [
+    ("fp16 RN", dict(format="h")),
+    ("bf16 RN", dict(format="b")),
+    ("fp8-e4m3 RN", dict(format="fp8-e4m3")),
+    ("fp16 SR", dict(format="h", round=5)),
+]
+
+
+class _Timer:
+    """Median milliseconds of a GPU callable, timed with device events."""
+
+    def __init__(self, library):
+        self.library = library
+
+    def __call__(self, func, repeats: int) -> float:
+        func()  # warm up (kernel compilation, allocator)
+        times = []
+        for _ in range(repeats):
+            if self.library == "cupy":
+                import cupy
+
+                start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+                start.record()
+                func()
+                stop.record()
+                stop.synchronize()
+                times.append(cupy.cuda.get_elapsed_time(start, stop))
+            else:
+                import torch
+
+                start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                func()
+                stop.record()
+                stop.synchronize()
+                times.append(start.elapsed_time(stop))
+        return statistics.median(times)
+
+
+def _gbps(nbytes: int, ms: float) -> float:
+    return nbytes / (ms * 1e-3) / 1e9
+
+
+def _input(library, n: int, dtype: str):
+    """n standard normal values on the device."""
+    if library == "cupy":
+        import cupy
+
+        return cupy.random.default_rng(0).standard_normal(n, dtype=dtype)
+    import torch
+
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    return torch.randn(n, dtype=getattr(torch, dtype), device="cuda", generator=generator)
+
+
+def _free_bytes(library) -> int:
+    if library == "cupy":
+        import cupy
+
+        return cupy.cuda.runtime.memGetInfo()[0]
+    import torch
+
+    return torch.cuda.mem_get_info()[0]
+
+
+def _release(library) -> None:
+    if library == "cupy":
+        import cupy
+
+        cupy.get_default_memory_pool().free_all_blocks()
+    else:
+        import torch
+
+        torch.cuda.empty_cache()
+
+
+def _engine_rows(engine: str, sizes, dtypes, repeats: int):
+    """Rows of the table for one engine: (engine, dtype, n, case, ms, GB/s, copy GB/s, half GB/s)."""
+    from pychop_compat.engines import torch_engine
+
+    library = "cupy" if engine == "cupy" else "torch"
+    pure_torch = engine == "torch-cuda (pure torch)"
+    timer = _Timer(library)
+    saved = torch_engine._cupy_for
+    if pure_torch:
+        torch_engine._cupy_for = lambda x: None  # skip CuPy's kernel even if installed
+    try:
+        for dtype in dtypes:
+            itemsize = 4 if dtype == "float32" else 8
+            for n in sizes:
+                # Input, output, and for stochastic rounding one float64 draw per element,
+                # plus room for temporaries (pure torch keeps several full-size ones).
+                need = n * (2 * itemsize + 8) * (4 if pure_torch else 1.5)
+                if need > _free_bytes(library):
+                    yield (engine, dtype, n, "all", None, None, None, None)
+                    continue
+                try:
+                    x = _input(library, n, dtype)
+                    nbytes = 2 * n * itemsize
+                    if library == "cupy":
+                        import cupy
+
+                        y = cupy.empty_like(x)
+                        copy_ms = timer(lambda: cupy.copyto(y, x), repeats)
+                        half_ms = None
+                    else:
+                        y = x.clone()
+                        copy_ms = timer(lambda: y.copy_(x), repeats)
+                        half_ms = timer(lambda: x.half().to(x.dtype), repeats)
+                    del y
+                    for label, options in CASES:
+                        chopper = Chop(options)
+                        ms = timer(lambda: chopper(x), repeats)
+                        yield (engine, dtype, n, label, ms, _gbps(nbytes, ms), _gbps(nbytes, copy_ms),
+                               None if half_ms is None else _gbps(nbytes, half_ms))
+                    del x
+                except MemoryError:
+                    yield (engine, dtype, n, "all", None, None, None, None)
+                except RuntimeError as err:  # torch's out-of-memory error
+                    if "out of memory" not in str(err):
+                        raise
+                    yield (engine, dtype, n, "all", None, None, None, None)
+                finally:
+                    _release(library)
+    finally:
+        torch_engine._cupy_for = saved
+
+
+def _format(row) -> str:
+    engine, dtype, n, case, ms, gbps, copy, half = row
+    if ms is None:
+        return f"| {engine} | {dtype} | {n:.0e} | {case} | does not fit | | | | |"
+    share = f"{100 * gbps / copy:.0f}%"
+    half_text = "" if half is None else f"{half:.0f}"
+    return (f"| {engine} | {dtype} | {n:.0e} | {case} | {ms:.3f} | {gbps:.0f} | {copy:.0f} | "
+            f"{share} | {half_text} |")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="smoke run: n = 1e6 and 1e7, few repeats")
+    parser.add_argument("--sizes", type=float, nargs="+", default=None, help="sizes (default 1e6 1e7 1e8 1e9)")
+    parser.add_argument("--dtypes", nargs="+", default=["float32", "float64"], choices=["float32", "float64"])
+    parser.add_argument("--repeats", type=int, default=None, help="timed calls per entry (median)")
+    args = parser.parse_args(argv)
+
+    available = available_engines()
+    engines = []
+    if "cupy" in available:
+        engines.append("cupy")
+    if "torch-cuda" in available:
+        engines += ["torch-cuda", "torch-cuda (pure torch)"] if "cupy" in available else ["torch-cuda"]
+    if not engines:
+        print("No CUDA GPU visible to CuPy or torch: nothing to benchmark (see benchmarks/bench_cpu.py).")
+        return 0
+
+    sizes = [int(s) for s in (args.sizes or ([1e6, 1e7] if args.quick else [1e6, 1e7, 1e8, 1e9]))]
+    repeats = args.repeats or (3 if args.quick else 10)
+    print(_device_line(engines[0]))
+    print()
+    print("| engine | dtype | n | case | ms | GB/s | copy GB/s | of copy | x.half() GB/s |")
+    print("|---|---|---|---|---:|---:|---:|---:|---:|")
+    for engine in engines:
+        for row in _engine_rows(engine, sizes, args.dtypes, repeats):
+            print(_format(row), flush=True)
+    print()
+    print("GB/s = 2 * n * itemsize / time (bytes read + written); the fp16 SR rows draw on the device.")
+    return 0
+
+
+def _device_line(engine: str) -> str:
+    if engine == "cupy":
+        import cupy
+
+        props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+        name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+        return f"Device: {name}, CuPy {cupy.__version__}"
+    import torch
+
+    return f"Device: {torch.cuda.get_device_name()}, torch {torch.__version__}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

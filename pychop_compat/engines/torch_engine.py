@@ -1,0 +1,788 @@
+"""The torch engine: chop.m's rounding on ``torch.Tensor`` (CPU, CUDA and other devices).
+
+Results are bit-identical to the NumPy engine (:mod:`pychop_compat.reference`):
+
+* deterministic rounding (modes 1 to 4, no flips) takes a fast path that works
+  on the bit patterns (``view(int64)``/``view(int32)``) of cache-sized chunks,
+  shared out over ``torch.get_num_threads()`` threads on the CPU; elements
+  below xmin take a short exact path (chop.m's subnormal grid is a fixed-point
+  rounding), and the few it cannot handle (huge, Inf, NaN, the carrier's
+  subnormals) the general path;
+* stochastic rounding and bit flips take the general path: a port of
+  ``reference.py`` with torch operations, drawing the same random numbers
+  (``sources``) in chop.m's order: column-major, the normal block first and
+  then the subnormal block, one uniform per element whose scaled value is not
+  an integer (Inf and NaN included).
+
+Random numbers on a GPU
+-----------------------
+On a CPU tensor the numbers always come from ``sources`` (MATLAB's stream by
+default), as for NumPy.  On any other device, when no ``randfunc`` is given and
+``sources`` is MATLAB's stream, they are drawn on the device instead (no host
+round trip) from this module's per-device :class:`torch.Generator`:
+
+* one float64 uniform per element (memory order of the contiguous tensor) for
+  stochastic rounding, then, with flips, one float64 uniform per element
+  (flip if ``u <= p``) and one integer in ``1..t-1`` per element (the bit);
+* the generators start from seed 0 and :func:`seed_device` reseeds them all,
+  so the same seed, the same sequence of calls, the same shapes, options and
+  values give the same results on the same device (with or without CuPy);
+* these are not MATLAB's numbers.  :func:`matlab_stream_on_device` switches
+  GPU inputs (torch and CuPy) back to the host stream, bit-identical to NumPy
+  and MATLAB, at the cost of host-device transfers.
+
+With ``randfunc`` (or ``Chop(..., rng=...)``) the draws always come from the
+host and the results are bit-identical to NumPy on every device.
+
+Autograd: the result is detached (``requires_grad=False``); chop is a
+rounding, and gradients do not flow through it.
+
+torch is imported lazily so that :mod:`pychop_compat.engines.cupy_engine` can
+share this module's helpers without importing torch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from ..options import ChopSpec
+from ..randomness import MATLAB_STREAM, RandomSources
+
+__all__ = ["chop_tensor", "seed_device", "matlab_stream_on_device", "host_draw_plan"]
+
+# Elements per chunk of the fast path on the CPU.  The ten or so passes over a
+# chunk stay in the L2 cache instead of streaming memory, and a chunk is below
+# torch's parallel grain size (32768), so each op runs on the calling thread:
+# an OpenMP barrier per op costs a scheduler time slice whenever another
+# process holds a core.  The chunks are shared out by _cpu_pool() instead.
+_CPU_CHUNK = 32000
+
+_FLIP_PRECISION_ERROR = "Bit flips need a precision t >= 2 (a bit below the leading one)."
+
+
+# --- the policy for random numbers on devices (shared with cupy_engine) ---------------------
+
+_matlab_stream_on_device = False
+
+
+@contextlib.contextmanager
+def matlab_stream_on_device(enabled: bool = True):
+    """Draw from MATLAB's stream on the host even for GPU inputs (torch and CuPy), within ``with``.
+
+    Results are then bit-identical to the NumPy engine and to MATLAB, and the
+    stream advances exactly as chop.m's would, at the cost of host-device
+    transfers.
+
+    Examples
+    --------
+    >>> with matlab_stream_on_device():  # doctest: +SKIP
+    ...     c = chop(x_cuda, {'round': 5})
+    """
+    global _matlab_stream_on_device
+    previous = _matlab_stream_on_device
+    _matlab_stream_on_device = bool(enabled)
+    try:
+        yield
+    finally:
+        _matlab_stream_on_device = previous
+
+
+def draws_on_device(spec: ChopSpec, sources: RandomSources) -> bool:
+    """True when a GPU input should draw its random numbers on the device."""
+    return (not _matlab_stream_on_device) and spec.uses_matlab_stream and sources == MATLAB_STREAM
+
+
+def host_draw_plan(spec: ChopSpec, sources: RandomSources, block_sizes, draw_counts):
+    """The random numbers chop.m draws, in its order, as NumPy arrays.
+
+    Parameters
+    ----------
+    spec : ChopSpec
+    sources : RandomSources
+    block_sizes : (int, int)
+        Elements in the normal block and in the subnormal block.
+    draw_counts : (int, int)
+        Elements of each block whose scaled value needs a stochastic draw.
+
+    Returns
+    -------
+    list of (draws, flip_bits)
+        Per block: the float64 draws (or ``None``) and, with flips, an int64
+        array over the block's elements holding ``2**(bit-1)`` for a chosen
+        element and 0 elsewhere (or ``None``).  The subnormal block is only
+        visited when it is not empty, as in chop.m.
+
+    Raises
+    ------
+    ValueError
+        For flips with ``t < 2``, after the normal block's stochastic draws (as chop.m).
+    """
+    plan = []
+    for block, (size, count) in enumerate(zip(block_sizes, draw_counts)):
+        if block == 1 and size == 0:
+            plan.append((None, None))
+            continue
+        draws = None
+        if spec.round >= 5 and count:
+            draws = np.asarray(sources.stochastic(count), dtype=np.float64).ravel()
+        flip_bits = None
+        if spec.flips:
+            if spec.fmt.t < 2:
+                raise ValueError(_FLIP_PRECISION_ERROR)
+            chosen = np.asarray(sources.flip_uniform(size), dtype=np.float64).ravel() <= spec.p
+            flip_bits = np.zeros(size, dtype=np.int64)
+            n_chosen = int(np.count_nonzero(chosen))
+            if n_chosen:
+                bits = np.asarray(sources.flip_randi(spec.fmt.t - 1, n_chosen)).astype(np.int64).ravel()
+                flip_bits[chosen] = np.left_shift(np.int64(1), bits - 1)
+        plan.append((draws, flip_bits))
+    return plan
+
+
+# --- thresholds: chop.m compares with doubles; make the comparisons exact in float32 --------
+
+def _at_least(value: float, dtype) -> float:
+    """The smallest ``dtype`` number >= value, so that ``x >= value`` iff ``x >= result``."""
+    with np.errstate(over="ignore"):
+        f = dtype.type(value)
+    if float(f) < value:
+        f = np.nextafter(f, dtype.type(np.inf))
+    return float(f)
+
+
+def _at_most(value: float, dtype) -> float:
+    """The largest ``dtype`` number <= value, so that ``x > value`` iff ``x > result``."""
+    with np.errstate(over="ignore"):
+        f = dtype.type(value)
+    if float(f) > value:
+        f = np.nextafter(f, dtype.type(-np.inf))
+    return float(f)
+
+
+def _as_dtype(value: float, dtype) -> float:
+    """``value`` stored into a ``dtype`` array (rounded to nearest, as NumPy's assignment)."""
+    with np.errstate(over="ignore"):
+        return float(dtype.type(value))
+
+
+@dataclass(frozen=True)
+class _Carrier:
+    """Bit layout and chop's thresholds for one floating dtype (float32 or float64)."""
+
+    np_float: np.dtype
+    np_int: np.dtype
+    mant: int        # stored significand bits
+    bias: int
+    field: int       # all-ones exponent field (Inf, NaN)
+    abs_mask: int
+    sign_bit: int
+
+    def bits(self, value: float) -> int:
+        return int(np.array(value, dtype=self.np_float).view(self.np_int))
+
+    @property
+    def min_normal_bits(self) -> int:
+        return 1 << self.mant
+
+    @property
+    def max_finite_bits(self) -> int:
+        return (self.field << self.mant) - 1
+
+
+_CARRIERS = {
+    "float64": _Carrier(np.dtype(np.float64), np.dtype(np.int64), 52, 1023, 0x7FF,
+                        0x7FFF_FFFF_FFFF_FFFF, -(1 << 63)),
+    "float32": _Carrier(np.dtype(np.float32), np.dtype(np.int32), 23, 127, 0xFF,
+                        0x7FFF_FFFF, -(1 << 31)),
+}
+
+
+def _clamp_exponent(e: int) -> int:
+    """Format exponents far outside every carrier's range act like +-2^30 (keeps int32 safe)."""
+    return max(-(1 << 30), min(1 << 30, int(e)))
+
+
+@dataclass(frozen=True)
+class _Limits:
+    """chop.m's range thresholds as exact comparisons and assignable values in one dtype."""
+
+    xboundary_ge: float   # x >= xboundary   <=> x >= xboundary_ge
+    xmax_gt: float        # x > xmax         <=> x > xmax_gt
+    xmax_value: float     # xmax stored in the dtype
+    min_rep_lt: float     # |c| < min_rep    <=> |c| < min_rep_lt
+    half_gt: float        # |c| > min_rep/2  <=> |c| > half_gt
+    half_ge: float        # |c| >= min_rep/2 <=> |c| >= half_ge
+    min_rep_value: float  # min_rep stored in the dtype
+
+
+def _limits(spec: ChopSpec, carrier: _Carrier) -> _Limits:
+    fmt, dt = spec.fmt, carrier.np_float
+    min_rep = np.float64(fmt.xmins if spec.keeps_subnormals else fmt.xmin)
+    half = float(min_rep / 2)  # in double, as chop.m (xmins/2 of 'd' is 0)
+    return _Limits(
+        xboundary_ge=_at_least(fmt.xboundary, dt), xmax_gt=_at_most(fmt.xmax, dt),
+        xmax_value=_as_dtype(fmt.xmax, dt), min_rep_lt=_at_least(float(min_rep), dt),
+        half_gt=_at_most(half, dt), half_ge=_at_least(half, dt),
+        min_rep_value=_as_dtype(float(min_rep), dt),
+    )
+
+
+# --- the general path: reference.py with torch operations -----------------------------------
+
+def _torch_int(torch, carrier: _Carrier):
+    return torch.int64 if carrier.np_int == np.int64 else torch.int32
+
+
+def _pow2(k, carrier: _Carrier, float_dtype):
+    """2**k for an integer tensor k in the carrier's normal range, built from its bits (exact)."""
+    return ((k + carrier.bias) << carrier.mant).view(float_dtype)
+
+
+def _exponents(v, carrier: _Carrier):
+    """e with |v| = 2^e * 1.f, exact for subnormals; -1 for 0, Inf and NaN (as np.frexp gives)."""
+    import torch
+
+    bits = v.view(_torch_int(torch, carrier))
+    magnitude = bits & carrier.abs_mask
+    biased = magnitude >> carrier.mant
+    e = biased - carrier.bias
+    tiny = (biased == 0) & (magnitude != 0)
+    # torch.frexp returns exponent 0 for subnormals on the CPU, so read the leading
+    # bit of a subnormal from its significand converted (exactly) to a float.
+    if v.device.type != "cpu" or bool(tiny.any()):
+        lead = (magnitude.to(v.dtype).view(bits.dtype) >> carrier.mant) - carrier.bias
+        e = torch.where(tiny, lead + (1 - carrier.bias - carrier.mant), e)
+    special = (magnitude == 0) | (biased == carrier.field)
+    return torch.where(special, torch.full_like(e, -1), e)
+
+
+def _apply_limits(c, v, spec: ChopSpec, lim: _Limits):
+    """chop.m's overflow and underflow rules on the rounded values ``c`` of the inputs ``v``."""
+    return _apply_underflow(_apply_overflow(c, v, spec, lim), spec, lim)
+
+
+def _apply_overflow(c, v, spec: ChopSpec, lim: _Limits):
+    """chop.m's overflow rules: decided on the input ``v``."""
+    import torch
+
+    inf, mode = float("inf"), spec.round
+    if mode in (1, 6):
+        c = torch.where(v >= lim.xboundary_ge, inf, c)
+        return torch.where(v <= -lim.xboundary_ge, -inf, c)
+    if mode == 2:
+        c = torch.where(v > lim.xmax_gt, inf, c)
+        return torch.where((v < -lim.xmax_gt) & (v != -inf), -lim.xmax_value, c)
+    if mode == 3:
+        c = torch.where((v > lim.xmax_gt) & (v != inf), lim.xmax_value, c)
+        return torch.where(v < -lim.xmax_gt, -inf, c)
+    c = torch.where((v > lim.xmax_gt) & (v != inf), lim.xmax_value, c)
+    return torch.where((v < -lim.xmax_gt) & (v != -inf), -lim.xmax_value, c)
+
+
+def _apply_underflow(c, spec: ChopSpec, lim: _Limits):
+    """chop.m's underflow rules: decided on the rounded value ``c``."""
+    import torch
+
+    mode = spec.round
+    magnitude = c.abs()
+    small = magnitude < lim.min_rep_lt
+    if mode == 1:
+        to_min = small & (magnitude > lim.half_gt if spec.keeps_subnormals else magnitude >= lim.half_ge)
+        # A tensor, not two scalars: torch.where(cond, scalar, scalar) is float32.
+        target = torch.full_like(c, lim.min_rep_value).copysign_(c)
+    elif mode == 2:
+        to_min, target = small & (c > 0), lim.min_rep_value
+    elif mode == 3:
+        to_min, target = small & (c < 0), -lim.min_rep_value
+    else:
+        return torch.where(small, 0.0, c)
+    return torch.where(to_min, target, torch.where(small, 0.0, c))
+
+
+class _DeviceDraws:
+    """Per-element random numbers from a generator on the tensor's device (see the module notes)."""
+
+    def __init__(self, generator, device):
+        self.generator, self.device = generator, device
+
+    def uniform(self, n: int):
+        import torch
+
+        return torch.rand(n, generator=self.generator, device=self.device, dtype=torch.float64)
+
+    def randint(self, imax: int, n: int):
+        import torch
+
+        return torch.randint(1, imax + 1, (n,), generator=self.generator, device=self.device,
+                             dtype=torch.int64)
+
+
+def _per_element_draws(y_need, sub, spec: ChopSpec, sources, device_draws, n: int, device):
+    """``(draws, flip_bits, has_normal, has_sub)`` for each element of the vector.
+
+    ``draws`` (float64, 0 where unused) feeds stochastic rounding; ``flip_bits``
+    (int64) holds ``2**(bit-1)`` for elements whose bit is flipped, else 0.
+    ``has_normal``/``has_sub`` tell whether a block drew at all (chop.m leaves a
+    block without draws untouched, which keeps the sign of its zeros).
+    """
+    import torch
+
+    stochastic = spec.round >= 5
+    if device_draws is not None:
+        if spec.flips and spec.fmt.t < 2:
+            raise ValueError(_FLIP_PRECISION_ERROR)
+        draws = device_draws.uniform(n) if stochastic else None
+        flip_bits = None
+        if spec.flips:
+            chosen = device_draws.uniform(n) <= spec.p
+            bits = device_draws.randint(spec.fmt.t - 1, n)
+            flip_bits = torch.where(chosen, torch.ones_like(bits) << (bits - 1), 0)
+        return draws, flip_bits, True, True
+
+    normal = ~sub if sub is not None else None
+    n_sub = int(sub.sum()) if sub is not None else 0
+    counts = (0, 0)
+    if stochastic:
+        k_normal = int((y_need & normal).sum()) if normal is not None else int(y_need.sum())
+        counts = (k_normal, int((y_need & sub).sum()) if sub is not None else 0)
+    plan = host_draw_plan(spec, sources, (n - n_sub, n_sub), counts)
+
+    def scatter(values, mask, dtype):
+        out = torch.zeros(n, dtype=dtype, device=device)
+        for block_values, block_mask in zip(values, mask):
+            if block_values is not None and block_values.size:
+                tensor = torch.from_numpy(block_values).to(device)
+                if block_mask is None:
+                    out.copy_(tensor)
+                else:
+                    out[block_mask] = tensor
+        return out
+
+    draws = flip_bits = None
+    if stochastic:
+        masks = (y_need if normal is None else y_need & normal, None if sub is None else y_need & sub)
+        draws = scatter([p[0] for p in plan], masks, torch.float64)
+    if spec.flips:
+        flip_bits = scatter([p[1] for p in plan], (normal, sub), torch.int64)
+    return draws, flip_bits, counts[0] > 0, counts[1] > 0
+
+
+def _chop_vector(v, spec: ChopSpec, sources: Optional[RandomSources], device_draws=None):
+    """chop.m on the 1-D float32/float64 tensor ``v``: a new tensor.
+
+    ``v`` must be in MATLAB's column-major order when ``sources`` feeds the draws;
+    any order will do for deterministic modes and for ``device_draws``.
+    """
+    import torch
+
+    carrier = _CARRIERS[str(v.dtype).rpartition(".")[2]]
+    fmt, mode, t = spec.fmt, spec.round, spec.fmt.t
+    emin, emins = _clamp_exponent(fmt.emin), _clamp_exponent(fmt.emins)
+    e = _exponents(v, carrier)
+    sub = ((e < emin) & (e >= emins)) if spec.limits_exponent else None
+    if sub is not None and not bool(sub.any()) and device_draws is None:
+        sub = None  # no subnormal block (saves work; chop.m then skips it)
+    # Scale to integers: the normal block keeps t bits, the subnormal block the
+    # grid of xmins.  Two exact power-of-two factors, since 2^s alone can
+    # overflow (s reaches 1126 for double subnormals).
+    s = (t - 1) - (torch.where(sub, emin, e) if sub is not None else e)
+    s1 = s >> 1
+    s2 = s - s1
+    y = v * _pow2(s1, carrier, v.dtype) * _pow2(s2, carrier, v.dtype)
+
+    need = None
+    if mode >= 5:
+        magnitude = y.abs()
+        floor = magnitude.floor()
+        fraction = magnitude - floor
+        need = fraction != 0  # NaN != 0: Inf and NaN draw too, as in chop.m
+    draws = flip_bits = None
+    has_normal = has_sub = True
+    if mode >= 5 or spec.flips:
+        draws, flip_bits, has_normal, has_sub = _per_element_draws(
+            need, sub, spec, sources, device_draws, v.numel(), v.device)
+
+    if mode == 1:
+        r = y.round()  # half to even
+    elif mode == 2:
+        r = y.ceil()
+    elif mode == 3:
+        r = y.floor()
+    elif mode == 4:
+        r = y.trunc()
+    else:
+        threshold = fraction if mode == 5 else 0.5
+        up = need & (draws.to(v.dtype) <= threshold)  # compared in the input's class
+        rounded = torch.where(up, magnitude.ceil(), floor)
+        r = torch.where(y < 0, -rounded, rounded)
+        # A block that drew nothing is returned as it was (chop.m copies it).
+        if not has_normal:
+            r = torch.where(sub, r, y) if sub is not None else y
+        if not has_sub and sub is not None:
+            r = torch.where(sub, y, r)
+
+    if flip_bits is not None:
+        chosen = (flip_bits != 0) & torch.isfinite(r)
+        magnitude_bits = torch.where(chosen, r.abs(), 0).to(torch.int64) ^ flip_bits
+        flipped = torch.where(r < 0, -magnitude_bits.to(torch.float64), magnitude_bits.to(torch.float64))
+        r = torch.where(chosen, flipped.to(v.dtype), r)
+
+    # Back to the input's scale: the first factor keeps the value normal (exact),
+    # so the second one rounds once, as ldexp does.
+    c = r * _pow2(-s1, carrier, v.dtype) * _pow2(-s2, carrier, v.dtype)
+    if spec.limits_exponent:
+        c = _apply_limits(c, v, spec, _limits(spec, carrier))
+    return c
+
+
+# --- the fast path: deterministic rounding on bit patterns, chunk by chunk ------------------
+
+@dataclass(frozen=True)
+class _FastPlan:
+    """Constants of the fast path for one spec and dtype."""
+
+    shift: int     # significand bits dropped by rounding to t bits (0: nothing to round)
+    low: int       # nonzero magnitudes (as bits) below this are "tiny"
+    high: int      # magnitudes above this go to the general path
+    mode: int
+    plus_zero: bool  # chop.m's range limits turn -0 into +0
+    tiny_path: bool  # tiny elements take _chop_tiny (else the general path)
+    up: tuple = ()     # 2^-emins as two exact factors
+    down: tuple = ()   # 2^emins as two exact factors, the larger first
+    xmins_ge: float = 0.0  # |x| >= xmins <=> |x| >= xmins_ge: chop.m's subnormal block
+    xmin_ge: float = 0.0   # |x| >= xmin <=> |x| >= xmin_ge
+
+
+def _fast_plan(spec: ChopSpec, carrier: _Carrier) -> _FastPlan:
+    fmt, dt = spec.fmt, carrier.np_float
+    shift = max(carrier.mant - fmt.t + 1, 0)
+    low = carrier.min_normal_bits
+    high = carrier.max_finite_bits
+    if not spec.limits_exponent:
+        return _FastPlan(shift, low, high, spec.round, False, False)
+    # Zeros are "small" (and set to +0) unless min_rep itself is 0 in double (huge emax).
+    plus_zero = (fmt.xmins if spec.keeps_subnormals else fmt.xmin) > 0
+    # Below xmin: subnormal grid or flush; above: overflow rules.
+    low = max(low, carrier.bits(_at_least(fmt.xmin, dt)))
+    if spec.round == 1:
+        top = _at_least(fmt.xboundary, dt)  # |x| < xboundary rounds to at most xmax
+        high = min(high, carrier.bits(top) - 1)
+    else:
+        high = min(high, carrier.bits(_at_most(fmt.xmax, dt)))
+    # The tiny path scales by 2^-emins with two factors that must be normal numbers.
+    a = fmt.emins // 2
+    b = fmt.emins - a
+    tiny = 1 - carrier.bias <= a and -b <= carrier.bias and fmt.emins < fmt.emin
+    if not tiny:
+        return _FastPlan(shift, low, high, spec.round, plus_zero, False)
+    return _FastPlan(shift, low, high, spec.round, plus_zero, True,
+                     up=(2.0 ** -a, 2.0 ** -b), down=(2.0 ** b, 2.0 ** a),
+                     xmins_ge=_at_least(fmt.xmins, dt), xmin_ge=_at_least(fmt.xmin, dt))
+
+
+def _round_bits(bits, plan: _FastPlan, carrier: _Carrier, scratch, target):
+    """Round the bit patterns ``bits`` to multiples of 2**shift, into ``target``.
+
+    In a normal number's pattern this rounds the value to ``t`` bits (a carry
+    out of the significand correctly bumps the exponent, up to Inf).  The sign
+    bit is left alone: sign-magnitude makes nearest, truncation and the two
+    directed modes act on the magnitude bits only, and no carry reaches the sign.
+    """
+    import torch
+
+    shift = plan.shift
+    if shift == 0:
+        return target.copy_(bits)
+    mask = (1 << shift) - 1
+    if plan.mode == 1 and shift == carrier.mant:
+        # t = 1: the kept significand is the hidden bit, always odd, so ties round up.
+        torch.add(bits, (mask >> 1) + 1, out=target)
+    elif plan.mode == 1:
+        # Nearest, ties to even: add half an ulp, minus one unless the kept lsb is odd.
+        torch.bitwise_right_shift(bits, shift, out=scratch)
+        scratch.bitwise_and_(1)
+        torch.add(bits, scratch, out=target)
+        target.add_(mask >> 1)
+    elif plan.mode in (2, 3):
+        # Up in magnitude for the sign the mode rounds towards, truncation for the other.
+        towards = bits >= 0 if plan.mode == 2 else bits < 0
+        torch.add(bits, towards.to(bits.dtype).mul_(mask), out=target)
+    else:
+        target.copy_(bits)
+    return target.bitwise_and_(~mask)
+
+
+def _chop_tiny(values, rounded, spec: ChopSpec, plan: _FastPlan, carrier: _Carrier, dense=False):
+    """chop.m on carrier-normal ``values`` below xmin (explim on), given their t-bit roundings ``rounded``.
+
+    chop.m rounds an element with exponent in [emins, emin) on the fixed grid
+    of xmins (a constant scale, exact in two factors) and an element below
+    xmins to t bits at its own exponent (the bit rounding, ``rounded``); then
+    its underflow rules apply (tiny values never overflow).  ``dense``: the
+    values may also hold regular elements (left as ``rounded``, which the
+    underflow rules do not change) and zeros.
+    """
+    import torch
+
+    scaled = values * plan.up[0] * plan.up[1]
+    if plan.mode == 1:
+        scaled.round_()
+    elif plan.mode == 2:
+        scaled.ceil_()
+    elif plan.mode == 3:
+        scaled.floor_()
+    else:
+        scaled.trunc_()
+    magnitude = values.abs()
+    on_grid = magnitude >= plan.xmins_ge
+    if dense:
+        on_grid &= magnitude < plan.xmin_ge
+    c = torch.where(on_grid, scaled.mul_(plan.down[0]).mul_(plan.down[1]), rounded)
+    return _apply_underflow(c, spec, _limits(spec, carrier))
+
+
+def _flat_nonzero(mask):
+    """Indices of the True elements of a 1-D mask (NumPy's is several times faster on the CPU)."""
+    import torch
+
+    if mask.device.type == "cpu":
+        return torch.from_numpy(np.flatnonzero(mask.numpy()))
+    return torch.nonzero(mask).view(-1)
+
+
+def _scan(flat, out, spec: ChopSpec, plan: _FastPlan, carrier: _Carrier, start: int, stop: int, chunk: int):
+    """The fast path on ``flat[start:stop]``, chunk by chunk, into ``out``."""
+    import torch
+
+    bits_in = flat.view(_torch_int(torch, carrier))
+    bits_out = out.view(bits_in.dtype)
+    magnitude_buf = torch.empty(min(chunk, stop - start), dtype=bits_in.dtype, device=flat.device)
+    scratch_buf = torch.empty_like(magnitude_buf)
+    general, tiny = [], []
+    for begin in range(start, stop, chunk):
+        end = min(begin + chunk, stop)
+        bits = bits_in[begin:end]
+        magnitude = torch.bitwise_and(bits, carrier.abs_mask, out=magnitude_buf[:end - begin])
+        smallest, largest = (int(v) for v in torch.aminmax(magnitude))
+        _round_bits(bits, plan, carrier, scratch_buf[:end - begin], bits_out[begin:end])
+        if plan.plus_zero and smallest == 0:
+            out[begin:end].add_(0.0)  # -0 + 0 = +0, as chop.m's underflow rule assigns 0
+        if smallest < plan.low:  # zeros, or values the shift alone cannot round
+            mask = magnitude < plan.low
+            if smallest == 0:
+                mask &= magnitude != 0
+            found = _flat_nonzero(mask)
+            if not plan.tiny_path:
+                general.append(found + begin)
+            elif 8 * found.numel() > end - begin:
+                # Mostly tiny: the tiny path on the whole chunk beats gathering.
+                out[begin:end] = _chop_tiny(flat[begin:end], out[begin:end], spec, plan, carrier, dense=True)
+            elif found.numel():
+                tiny.append(found + begin)
+            if plan.tiny_path and smallest < carrier.min_normal_bits:
+                # Subnormals of the carrier need their exact exponent: general path.
+                general.append(_flat_nonzero((magnitude < carrier.min_normal_bits) & (magnitude != 0)) + begin)
+        if largest > plan.high:
+            general.append(_flat_nonzero(magnitude > plan.high) + begin)
+    # The elements left over, in cache-sized pieces: far fewer calls than one per
+    # chunk.  The general path goes last: it overrides the tiny path for subnormals.
+    for indices, path in ((tiny, _chop_tiny), (general, None)):
+        indices = [i for i in indices if i.numel()]
+        if not indices:
+            continue
+        indices = torch.cat(indices)
+        for begin in range(0, indices.numel(), chunk):
+            piece = indices[begin:begin + chunk]
+            if path is None:
+                out[piece] = _chop_vector(flat[piece], spec, None)
+            else:
+                out[piece] = _chop_tiny(flat[piece], out[piece], spec, plan, carrier)
+
+
+_pool = None  # (process id, executor, size)
+
+
+def _cpu_pool(n: int, chunk: int):
+    """``(executor, workers)`` for n elements: torch's thread count, if there is enough work."""
+    import concurrent.futures
+    import os
+
+    import torch
+
+    global _pool
+    workers = min(torch.get_num_threads(), n // (4 * chunk))
+    if workers < 2:
+        return None, 1
+    # A forked child (e.g. a DataLoader worker) inherits the pool but not its threads.
+    if _pool is None or _pool[0] != os.getpid() or _pool[2] < workers:
+        _pool = (os.getpid(), concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="pychop"), workers)
+    return _pool[1], workers
+
+
+def _chop_fast(x, spec: ChopSpec):
+    """Modes 1 to 4 without flips on any tensor: a new contiguous tensor of the same shape."""
+    import torch
+
+    carrier = _CARRIERS[str(x.dtype).rpartition(".")[2]]
+    plan = _fast_plan(spec, carrier)
+    flat = x.contiguous().view(-1)
+    out = torch.empty_like(flat)
+    n = flat.numel()
+    # On a GPU one pass over the whole tensor is best; on the CPU, chunks stay in cache.
+    chunk = _CPU_CHUNK if x.device.type == "cpu" else n
+    pool, workers = _cpu_pool(n, chunk) if x.device.type == "cpu" else (None, 1)
+    if pool is None:
+        _scan(flat, out, spec, plan, carrier, 0, n, chunk)
+    else:
+        # Contiguous ranges of whole chunks, one per worker (torch ops release the GIL).
+        per_worker = -(-n // (workers * chunk)) * chunk
+        futures = [pool.submit(_scan, flat, out, spec, plan, carrier, begin, min(begin + per_worker, n), chunk)
+                   for begin in range(0, n, per_worker)]
+        for future in futures:
+            future.result()
+    return out.view(x.shape)
+
+
+# --- orchestration ---------------------------------------------------------------------------
+
+_generators: dict = {}
+_device_seed = 0
+
+
+def seed_device(seed: int) -> None:
+    """Seed the generators that draw chop's random numbers for tensors on GPUs.
+
+    Each device gets its own :class:`torch.Generator`, created on first use and
+    seeded with the last seed given here (0 before any call).  The same seed,
+    then the same sequence of chop calls with the same options, shapes and
+    values, gives the same results.  CPU tensors are not affected: they use
+    MATLAB's stream (see :func:`pychop_compat.rng`).
+    """
+    global _device_seed
+    _device_seed = int(seed)
+    for generator in _generators.values():
+        generator.manual_seed(_device_seed)
+
+
+def _generator(device):
+    import torch
+
+    key = str(device)
+    generator = _generators.get(key)
+    if generator is None:
+        generator = _generators[key] = torch.Generator(device=device)
+        generator.manual_seed(_device_seed)
+    return generator
+
+
+_cupy = None
+
+
+def _cupy_for(x):
+    """CuPy, when it is installed and can run on the tensor's CUDA device; else None."""
+    global _cupy
+    if x.device.type != "cuda":
+        return None
+    if _cupy is None:
+        _cupy = False
+        if importlib.util.find_spec("cupy") is not None:
+            try:
+                import cupy
+
+                if cupy.cuda.runtime.getDeviceCount() > 0:
+                    _cupy = cupy
+            except Exception:  # a CuPy without a usable CUDA runtime: use torch alone
+                _cupy = False
+    return _cupy or None
+
+
+def _column_major(x):
+    """The elements of x in MATLAB's order (x's reversed dims, flattened)."""
+    if x.dim() < 2:
+        return x.reshape(-1)
+    return x.permute(*reversed(range(x.dim()))).reshape(-1)
+
+
+def _from_column_major(v, shape):
+    if len(shape) < 2:
+        return v.reshape(shape)
+    dims = tuple(reversed(range(len(shape))))
+    return v.reshape(tuple(reversed(shape))).permute(*dims).contiguous()
+
+
+def _working_tensor(x):
+    """``(tensor, dtype to give back)``: float32/float64 to compute on, chop's classes."""
+    import torch
+
+    if x.is_complex():
+        raise ValueError("Chop requires a real input array.")
+    if x.dtype in (torch.float64, torch.float32):
+        return x, None
+    if x.dtype in (torch.float16, torch.bfloat16):
+        return x.to(torch.float32), x.dtype  # no MATLAB class is half: compute in single
+    if not x.is_floating_point():
+        return x.to(torch.float64), None  # integers and bool, as NumPy
+    raise TypeError(f"chop supports float64, float32, float16 and bfloat16 tensors (and integers), not {x.dtype}.")
+
+
+def chop_tensor(x, spec: ChopSpec, sources: RandomSources):
+    """Round the tensor ``x`` by ``spec``, like :func:`pychop_compat.chop`.
+
+    Parameters
+    ----------
+    x : torch.Tensor
+        float64 and float32 are rounded in their own precision; float16 and
+        bfloat16 in float32 and cast back; integers and bool as float64.  Any
+        shape (0-d, empty, non-contiguous), any device.
+    spec : ChopSpec
+    sources : RandomSources
+        Where stochastic rounding and bit flips draw from (see the module notes
+        for GPU tensors).
+
+    Returns
+    -------
+    torch.Tensor
+        A new, detached, contiguous tensor with the shape, device and dtype
+        of ``x`` (float64 for integer and bool input).  ``x`` is not modified.
+    """
+    import torch
+
+    with torch.no_grad():
+        work, give_back = _working_tensor(x.detach())
+        out = _chop_work(work, spec, sources)
+        return out.to(give_back) if give_back is not None else out
+
+
+def _chop_work(x, spec: ChopSpec, sources: RandomSources):
+    if x.numel() == 0:
+        return x.clone()
+    device_draws = None
+    if x.device.type != "cpu" and (spec.round >= 5 or spec.flips) and draws_on_device(spec, sources):
+        device_draws = _generator(x.device)
+    cupy = _cupy_for(x)
+    if cupy is not None:
+        return _chop_with_cupy(cupy, x, spec, sources, device_draws)
+    if spec.round <= 4 and not spec.flips:
+        return _chop_fast(x, spec)
+    if device_draws is not None:
+        flat = x.contiguous().view(-1)
+        return _chop_vector(flat, spec, None, _DeviceDraws(device_draws, x.device)).view(x.shape)
+    return _from_column_major(_chop_vector(_column_major(x), spec, sources), x.shape)
+
+
+def _chop_with_cupy(cupy, x, spec: ChopSpec, sources, generator):
+    """CUDA tensors with CuPy installed: CuPy's fused kernel on the same memory (DLPack)."""
+    import torch
+
+    from . import cupy_engine
+
+    with cupy.cuda.Device(x.device.index or 0):
+        array = cupy.from_dlpack(x.contiguous())
+        draws = None if generator is None else _DeviceDraws(generator, x.device)
+        result = cupy_engine.chop_device_array(array, spec, sources, draws)
+        return torch.from_dlpack(result)

@@ -44,6 +44,19 @@ def assert_matlab_equal(actual, expected, context=""):
         raise AssertionError(f"{context}: {bad.size} of {a.size} elements differ: {sample}")
 
 
+def assert_same(got, want, x, context=""):
+    """Exact equality, NaN == NaN, sign of zero ignored; dtype and shape must agree."""
+    got = np.asarray(got)
+    assert got.dtype == want.dtype, f"{context}: dtype {got.dtype} != {want.dtype}"
+    assert got.shape == want.shape, f"{context}: shape {got.shape} != {want.shape}"
+    ok = (got == want) | (np.isnan(got) & np.isnan(want))
+    if not ok.all():
+        bad = np.flatnonzero(~ok)
+        rows = "\n".join(f"  x={float(x[i])!r} ({float(x[i]).hex()}): got {float(got[i])!r}, "
+                         f"want {float(want[i])!r}" for i in bad[:8])
+        raise AssertionError(f"{context}: {bad.size} of {got.size} values differ:\n{rows}")
+
+
 class StreamFunc:
     """options.randfunc that returns the next n numbers of a stored column, counting what it gives."""
 

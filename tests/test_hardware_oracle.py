@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from pychop_compat import chop
+from conftest import assert_same
 from pychop_compat.oracle import FORMATS
 
 SEED = 8675309
@@ -38,19 +39,6 @@ S_BAND = (2.0**-150, 2.0**-150 * (1 + 2.0**-24), 2.0**-149)
 def _in_band(x, band):
     ax = np.abs(x.astype(np.float64))
     return (ax > band[0]) & (ax <= band[1])
-
-
-def assert_same(got, want, x, context=""):
-    """Exact equality, NaN == NaN, sign of zero ignored; dtype and shape must agree."""
-    got = np.asarray(got)
-    assert got.dtype == want.dtype, f"{context}: dtype {got.dtype} != {want.dtype}"
-    assert got.shape == want.shape, f"{context}: shape {got.shape} != {want.shape}"
-    ok = (got == want) | (np.isnan(got) & np.isnan(want))
-    if not ok.all():
-        bad = np.flatnonzero(~ok)
-        rows = "\n".join(f"  x={float(x[i])!r} ({float(x[i]).hex()}): got {float(got[i])!r}, "
-                         f"want {float(want[i])!r}" for i in bad[:8])
-        raise AssertionError(f"{context}: {bad.size} of {got.size} values differ:\n{rows}")
 
 
 def _log_uniform(rng, n, lo, hi):

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from mpmath import libmp
 
+from conftest import assert_same
 from pychop_compat import chop
 from pychop_compat.oracle import (FORMATS, FLOAT32_CASES, ORACLE_CASES, DATASETS, DATASET_IDS, ExactValues,
                                   FormatSpec, case_options, case_spec, chop_rule_round, double_bound,
@@ -32,19 +33,6 @@ def _dataset(case: str, dtype_name: str):
 
 
 # ----------------------------------------------------------------------------- comparison
-
-def assert_same(got, want, x, context=""):
-    """Exact equality with NaN == NaN and the sign of zero ignored; same dtype and shape."""
-    got = np.asarray(got)
-    assert got.dtype == want.dtype, f"{context}: dtype {got.dtype} != {want.dtype}"
-    assert got.shape == want.shape, f"{context}: shape {got.shape} != {want.shape}"
-    ok = (got == want) | (np.isnan(got) & np.isnan(want))
-    if not ok.all():
-        bad = np.flatnonzero(~ok)
-        rows = "\n".join(f"  x={float(x[i])!r} ({float(x[i]).hex()}): got {float(got[i])!r}, "
-                         f"want {float(want[i])!r}" for i in bad[:8])
-        raise AssertionError(f"{context}: {bad.size} of {got.size} values differ:\n{rows}")
-
 
 def _double_rounding_band(ev: ExactValues, spec: FormatSpec, subnormal: int) -> np.ndarray:
     """Inputs where chop.m's round-to-nearest differs from IEEE rounding by design.

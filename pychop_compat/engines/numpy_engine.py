@@ -1,4 +1,10 @@
-"""The NumPy engine: float32/float64 ndarrays on the CPU."""
+"""The NumPy engine: float32/float64 ndarrays on the CPU.
+
+:func:`chop_array` runs the fast exact engine (:mod:`.numpy_fast`);
+:func:`chop_array_reference` (or ``chop_array(..., reference=True)``) runs
+the executable specification (:mod:`pychop_compat.reference`), which the
+fast engine is tested against bit for bit.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,9 @@ import numpy as np
 from ..options import ChopSpec
 from ..randomness import RandomSources
 from ..reference import chop_vector, roundit_vector
+from . import numpy_fast
+
+__all__ = ["chop_array", "chop_array_reference", "roundit_array"]
 
 
 def _in_matlab_order(x: np.ndarray) -> np.ndarray:
@@ -17,9 +26,29 @@ def _from_matlab_order(v: np.ndarray, shape) -> np.ndarray:
     return v.reshape(shape, order="F")
 
 
-def chop_array(x: np.ndarray, spec: ChopSpec, sources: RandomSources) -> np.ndarray:
-    """Round ``x`` (float32 or float64, any shape) by ``spec``; a new array of the same shape."""
+def chop_array_reference(x: np.ndarray, spec: ChopSpec, sources: RandomSources) -> np.ndarray:
+    """:func:`chop_array` by the reference algorithm (slow; the specification)."""
     return _from_matlab_order(chop_vector(_in_matlab_order(x), spec, sources), x.shape)
+
+
+def chop_array(x: np.ndarray, spec: ChopSpec, sources: RandomSources, reference: bool = False) -> np.ndarray:
+    """Round ``x`` (float32 or float64, any shape) by ``spec``; a new array of the same shape.
+
+    Parameters
+    ----------
+    x : numpy.ndarray
+        float32 or float64 values; never modified.
+    spec : ChopSpec
+        The resolved options.
+    sources : RandomSources
+        Where stochastic rounding and bit flips draw their numbers (used in
+        MATLAB's column-major element order, as chop.m does).
+    reference : bool, optional
+        Use the reference algorithm instead of the fast engine (same result).
+    """
+    if reference:
+        return chop_array_reference(x, spec, sources)
+    return numpy_fast.chop_array(x, spec, sources)
 
 
 def roundit_array(x: np.ndarray, mode: int, sources: RandomSources, flip: bool, p: float, t: int) -> np.ndarray:

@@ -1,0 +1,996 @@
+"""A fast CPU engine for chop, bit for bit equal to :mod:`pychop_compat.reference`.
+
+The reference scales every element with ``frexp``/``ldexp`` and rounds the
+scaled value with ``rint``, ``ceil``, ...  Here the rounding works on the
+IEEE bit pattern instead: viewed as an unsigned integer, a positive float is
+its exponent field followed by its significand, so rounding to a grid of
+``2^d`` units in the last place is integer arithmetic on the low ``d`` bits,
+and a carry out of the significand moves to the next binade (or to Inf)
+exactly as the rounded value does.
+
+Elements fall in two groups:
+
+* *regular* elements: finite normal inputs whose exponent puts them in the
+  format's normal range below its top binade (``emin <= e < emax``; every
+  normal input when ``explim = 0``).  They all lose the same ``d0 = p - t``
+  bits and never meet an overflow or underflow rule, so a few whole-block
+  ufuncs with one constant shift round them (round to nearest even even
+  uses the FPU: ``(x + S) - S`` with ``S = 1.5 * 2^(e + d0)``).
+* *special* elements: everything else (zeros, subnormal inputs, chop's
+  subnormal range and below, the top binade and above, Inf, NaN).  One range
+  test on the exponent field finds them; :func:`_analyse`/:func:`_finish`
+  round them with a per-element number of bits, and :func:`_limit_range`
+  applies chop's overflow and underflow rules.  They are rare in most data,
+  so they are gathered over blocks and rounded in batches (a handful in
+  plain Python).
+
+Blocks of :data:`BLOCK` elements reuse per-thread scratch buffers, so each
+element crosses main memory about once and the memory used is the output
+plus O(block).  Deterministic modes split large arrays over :data:`THREADS`
+threads (contiguous block ranges, :data:`PARALLEL_BLOCK` elements per block
+so that the GIL changes hands rarely); every block is written by one thread,
+so results do not depend on the thread count.
+
+Stochastic rounding and bit flips use random numbers exactly as chop.m does:
+same calls, same counts, same order (MATLAB's column-major element order,
+normal block first, then the subnormal block).  With MATLAB's stream or a
+NumPy Generator the numbers are drawn block by block in one pass
+(:func:`_chop_stochastic_streamed`); a user's ``randfunc`` is called just
+as chop.m calls it, after a counting pass (:func:`_chop_stochastic`).  Bit
+flips take the per-element path everywhere (:func:`_chop_with_flips`).  A
+single element takes a plain-Python path (:func:`_chop_scalar`), since a
+dozen ufunc calls on one element cost far more than the arithmetic.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Optional
+
+import numpy as np
+
+from ..options import ChopSpec
+from ..matlab_random import stream_uniform
+from ..randomness import RandomSources
+
+__all__ = ["chop_array", "chop_scalar", "BLOCK", "PARALLEL_BLOCK", "THREADS", "set_threads"]
+
+#: Elements per block: a few arrays of this many 8-byte words fit in a core's L2 cache.
+BLOCK = 16384
+#: Elements per block with several threads: longer ufunc calls, fewer hand-offs of the GIL
+#: (each NumPy call takes it back; with short calls the threads mostly wait for it).
+PARALLEL_BLOCK = 65536
+#: Special elements gathered before they are rounded in one batch.
+_FLUSH = 8192
+#: Below this many elements one thread does everything (thread hand-off costs ~50 us).
+_MIN_PARALLEL = 1 << 18
+#: Up to this many special elements are rounded in plain Python (cheaper than the ufunc path).
+_FEW = 16
+#: Chunk size of the all-general path used with bit flips.
+_FLIP_CHUNK = 1 << 16
+
+
+def _default_threads() -> int:
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, 4))
+
+
+#: Worker threads for large arrays (at most 4; change with :func:`set_threads`).
+THREADS = _default_threads()
+_pool: Optional[ThreadPoolExecutor] = None
+_pool_pid = 0
+
+
+def set_threads(n: int) -> None:
+    """Use ``n`` worker threads for large arrays (1 disables threading)."""
+    global THREADS, _pool
+    if n < 1:
+        raise ValueError("need at least one thread")
+    if _pool is not None and _pool_pid == os.getpid():
+        _pool.shutdown(wait=True)
+    _pool = None
+    THREADS = int(n)
+
+
+def _get_pool() -> ThreadPoolExecutor:
+    global _pool, _pool_pid
+    # A forked child inherits the pool object but not its threads: make a new one there.
+    if _pool is None or _pool_pid != os.getpid():
+        _pool = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="pychop_compat")
+        _pool_pid = os.getpid()
+    return _pool
+
+
+def _tiling(n: int):
+    """``(threads, block, n_blocks)`` for an array of ``n`` elements."""
+    threads = THREADS if n >= _MIN_PARALLEL else 1
+    block = PARALLEL_BLOCK if threads > 1 else BLOCK
+    n_blocks = -(-n // block)
+    return max(1, min(threads, n_blocks)), block, n_blocks
+
+
+def _map_ranges(func, n_blocks: int, threads: int) -> list:
+    """``func(first_block, stop_block)`` over contiguous block ranges, one per thread, in order."""
+    if threads <= 1:
+        return [func(0, n_blocks)]
+    pool = _get_pool()
+    edges = [n_blocks * k // threads for k in range(threads + 1)]
+    futures = [pool.submit(_quietly, func, edges[k], edges[k + 1]) for k in range(threads)]
+    return [f.result() for f in futures]
+
+
+def _quietly(func, first: int, stop: int):
+    """Run ``func`` in a worker thread with the caller's error state (threads start afresh)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return func(first, stop)
+
+
+# --- the input classes -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Bit layout of an IEEE binary input class (float32 or float64)."""
+
+    ftype: type
+    utype: type
+    itype: type
+    width: int
+    p: int  # significand bits, hidden bit included
+    emin: int  # exponent of the smallest normal number
+
+    @property
+    def sign(self) -> int:
+        return 1 << (self.width - 1)
+
+    @property
+    def mag(self) -> int:
+        return self.sign - 1
+
+    @property
+    def inf(self) -> int:
+        """Bit pattern of +Inf; any larger magnitude is a NaN."""
+        return ((1 << (self.width - self.p)) - 1) << (self.p - 1)
+
+    @property
+    def emax(self) -> int:
+        return 1 - self.emin
+
+    def pow2_bits(self, k: int) -> int:
+        """Bit pattern of ``2^k``, or 0 below the smallest subnormal and +Inf above the largest."""
+        if k > self.emax:
+            return self.inf
+        if k >= self.emin:
+            return (k - self.emin + 1) << (self.p - 1)
+        shift = k - (self.emin - self.p + 1)
+        return 1 << shift if shift >= 0 else 0
+
+
+_LAYOUTS = {
+    np.dtype(np.float64): _Layout(np.float64, np.uint64, np.int64, 64, 53, -1022),
+    np.dtype(np.float32): _Layout(np.float32, np.uint32, np.int32, 32, 24, -126),
+}
+
+
+# --- the plan: everything that depends on the options and the input class only -----------
+
+
+class _Plan:
+    """Constants and lookup tables for one (format, mode, subnormal, explim, input class)."""
+
+    def __init__(self, t: int, emax: int, mode: int, keep_subnormals: bool, explim: bool,
+                 xmax: float, xboundary: float, xmin: float, xmins: float, layout: _Layout):
+        L = self.layout = layout
+        self.t, self.mode, self.explim, self.keep_subnormals = t, mode, explim, keep_subnormals
+        self.emin = 1 - emax
+        self.emins = self.emin + 1 - t
+        u = L.utype
+        self.u = u
+        self.SIGN, self.MAG, self.INF = u(L.sign), u(L.mag), u(L.inf)
+
+        # Regular elements lose d0 bits; with t >= p nothing is rounded there.
+        d0 = max(L.p - t, 0)
+        self.d0 = d0
+        self.LOW0 = u((1 << d0) - 1)
+        self.KEEP0 = u(((1 << L.width) - 1) ^ ((1 << d0) - 1))
+        self.UNIT0 = u(1 << d0)
+        self.HALFM1 = u((1 << (d0 - 1)) - 1) if d0 else u(0)
+        self.FRAC_SCALE = L.ftype(2.0 ** -d0)
+
+        # Regular magnitudes are [LO, HI): above, the top binade may overflow; below, underflow
+        # or a different number of dropped bits.  Both are powers of two, so comparing the
+        # exponent field alone decides; zero (field 0) is below LO on purpose.
+        if explim:
+            lo = L.pow2_bits(max(self.emin, L.emin))
+            hi = L.pow2_bits(emax)
+        else:
+            lo, hi = L.pow2_bits(L.emin), L.inf
+        # Round to nearest uses the FPU: (x + S) - S with S = 1.5 * 2^(e + d0) rounds x to
+        # the grid 2^(e - t + 1), ties to even, as long as S's binade holds x + S (d0 >= 2)
+        # and S is finite, which lowers HI for formats with nearly the input's range.
+        self.float_rn = mode == 1 and d0 >= 2
+        if self.float_rn:
+            hi = min(hi, L.pow2_bits(L.emax - d0 + 1))
+            self.S_OFF = u((d0 << (L.p - 1)) | (1 << (L.p - 2)))
+        self.EXP = u(L.inf)
+        self.LO, self.HI, self.SPAN = u(lo), u(hi), u(hi - lo)
+
+        # Per-exponent tables for special elements, indexed by frexp's exponent + off
+        # (frexp gives e + 1 for x = 2^e * 1.f, and 0 for zero, Inf and NaN, i.e. e = -1).
+        lowest = L.emin - L.p + 2
+        self.off = -lowest
+        fe = np.arange(lowest, L.emax + 2)
+        e = fe - 1
+        sub = (e >= self.emins) & (e < self.emin) if explim else np.zeros(e.shape, bool)
+        quantum = np.where(sub, self.emins, e - t + 1)  # exponent of the grid spacing
+        unit_in = np.maximum(e, L.emin) - L.p + 1  # exponent of the input's last bit
+        self.d_table = np.clip(quantum - unit_in, 0, L.p - 1).astype(u)
+        self.sub_table = sub
+        self.quantum_table = quantum.astype(np.int32)
+
+        # Range limits: float64 thresholds, as the reference compares them.
+        self.xmax, self.xboundary = np.float64(xmax), np.float64(xboundary)
+        self.min_rep = np.float64(xmins if keep_subnormals else xmin)
+
+
+@lru_cache(maxsize=64)
+def _plan(fmt, mode: int, keep_subnormals: bool, explim: bool, dtype_char: str) -> _Plan:
+    return _Plan(fmt.t, fmt.emax, mode, keep_subnormals, explim, fmt.xmax, fmt.xboundary,
+                 fmt.xmin, fmt.xmins, _LAYOUTS[np.dtype(dtype_char)])
+
+
+_recent_plans: dict = {}
+
+
+def _plan_for(spec: ChopSpec, dtype: np.dtype) -> _Plan:
+    """The plan for ``spec`` and ``dtype``; a repeated spec object is found by identity (fast)."""
+    key = (id(spec), dtype.char)
+    hit = _recent_plans.get(key)
+    if hit is not None and hit[0] is spec:  # the stored spec keeps its id from being reused
+        return hit[1]
+    plan = _plan(spec.fmt, spec.round, spec.keeps_subnormals, spec.limits_exponent, dtype.char)
+    if len(_recent_plans) >= 32:
+        _recent_plans.clear()
+    _recent_plans[key] = (spec, plan)
+    return plan
+
+
+# --- special elements: per-element bit counts, then chop's range rules -------------------
+
+
+class _Analysis:
+    """Per-element rounding data of special elements (see :func:`_analyse`)."""
+
+    __slots__ = ("bits", "mag", "d", "unit", "frac", "trunc", "finite", "need", "sub")
+
+
+def _analyse(plan: _Plan, xs: np.ndarray) -> _Analysis:
+    """Bits to drop, the dropped part and what is kept, for each element of ``xs``.
+
+    ``need`` marks the elements that draw a random number in stochastic modes:
+    a nonzero dropped part (chop's fraction of the scaled value), and Inf and
+    NaN, whose fraction ``inf - inf`` is NaN.  ``sub`` marks chop's subnormal
+    block (``None`` when explim is off).
+    """
+    a = _Analysis()
+    key = np.frexp(xs)[1]
+    key += plan.off
+    a.bits = xs.view(plan.u)
+    a.mag = a.bits & plan.MAG
+    a.d = plan.d_table.take(key)
+    a.unit = np.left_shift(plan.u(1), a.d)
+    a.frac = a.mag & (a.unit - plan.u(1))
+    a.trunc = a.mag ^ a.frac
+    a.finite = a.mag < plan.INF
+    a.need = (a.frac != 0) | ~a.finite
+    a.sub = plan.sub_table.take(key) if plan.explim else None
+    return a
+
+
+def _round_up(plan: _Plan, a: _Analysis, rnd: Optional[np.ndarray]) -> np.ndarray:
+    """Whether each element's magnitude moves up one grid step."""
+    mode = plan.mode
+    inexact = a.frac != 0
+    if mode == 1:
+        # The last kept bit decides ties.  With p - 1 bits dropped (precision 1), the kept
+        # integer is the hidden bit: always odd, not the exponent field's lowest bit.
+        lsb = np.right_shift(a.trunc, a.d) | (a.d == plan.layout.p - 1)
+        lsb &= plan.u(1)
+        return inexact & (a.frac + lsb > (a.unit >> plan.u(1)))
+    if mode == 2:
+        return inexact & (a.bits < plan.SIGN)
+    if mode == 3:
+        return inexact & (a.bits >= plan.SIGN)
+    if mode == 4:
+        return np.zeros(a.frac.shape, bool)
+    if mode == 5:
+        # The fraction, exact in the input's class; chop compares in that class.
+        frac = np.ldexp(a.frac.view(plan.layout.itype).astype(plan.layout.ftype),
+                        -a.d.astype(np.int32))
+        return a.need & (rnd <= frac)
+    return a.need & (rnd <= plan.layout.ftype(0.5))
+
+
+def _finish(plan: _Plan, a: _Analysis, up: np.ndarray, plus_zero=None) -> np.ndarray:
+    """The rounded values (before range limits) from the analysis and the rounding decision.
+
+    ``plus_zero``: a boolean mask (or None) of the zeros that come back as +0,
+    as chop's stochastic branch does with ``sign(y) + (y == 0)``.
+    """
+    res = a.trunc + up * a.unit
+    np.copyto(res, a.mag, where=~a.finite)  # Inf stays Inf, NaN stays NaN
+    res |= a.bits & plan.SIGN
+    c = res.view(plan.layout.ftype)
+    if plus_zero is not None:
+        c[plus_zero & (a.mag == 0)] = 0.0
+    return c
+
+
+def _limit_range(plan: _Plan, c: np.ndarray, x: np.ndarray) -> None:
+    """chop's overflow and underflow rules (explim = 1), in place on ``c`` (x: the inputs)."""
+    mode, xmax, xb, inf = plan.mode, plan.xmax, plan.xboundary, np.inf
+    if mode in (1, 6):
+        c[x >= xb] = inf
+        c[x <= -xb] = -inf
+    elif mode == 2:
+        c[x > xmax] = inf
+        c[(x < -xmax) & (x != -inf)] = -xmax
+    elif mode == 3:
+        c[(x > xmax) & (x != inf)] = xmax
+        c[x < -xmax] = -inf
+    else:
+        c[(x > xmax) & (x != inf)] = xmax
+        c[(x < -xmax) & (x != -inf)] = -xmax
+    min_rep = plan.min_rep
+    magnitude = np.abs(c)
+    small = magnitude < min_rep
+    if not small.any():
+        return
+    if mode == 1:
+        half = min_rep / 2
+        to_min = small & ((magnitude > half) if plan.keep_subnormals else (magnitude >= half))
+        c[to_min] = np.sign(c[to_min]) * min_rep
+    elif mode == 2:
+        to_min = small & (c > 0)
+        c[to_min] = min_rep
+    elif mode == 3:
+        to_min = small & (c < 0)
+        c[to_min] = -min_rep
+    else:
+        c[small] = 0
+        return
+    c[small & ~to_min] = 0
+
+
+def _round_general(plan: _Plan, xs: np.ndarray) -> np.ndarray:
+    """Deterministic modes: round the (special) elements ``xs`` one by one, range limits included."""
+    if xs.size <= _FEW:
+        # A few elements: plain Python beats a dozen ufunc calls (same results, tested).
+        return np.array([_chop_scalar(plan, v, None) for v in xs.tolist()], plan.layout.ftype)
+    a = _analyse(plan, xs)
+    c = _finish(plan, a, _round_up(plan, a, None))
+    if plan.explim:
+        _limit_range(plan, c, xs)
+    return c
+
+
+# --- regular elements: whole blocks, one constant shift --------------------------------------
+
+
+class _Scratch:
+    """Block buffers for one thread; see :func:`_scratch`."""
+
+    def __init__(self, plan: _Plan, m: int):
+        self.size = m
+        self.a = np.empty(m, plan.u)
+        self.b = np.empty(m, plan.u)
+        self.flags = np.empty(m, bool)
+        self.up = np.empty(m, bool)
+        self.f = np.empty(m, plan.layout.ftype)
+        self.rnd = np.empty(m, plan.layout.ftype)
+        self.busy = False
+
+
+_local = threading.local()
+
+
+class _scratch:
+    """``with _scratch(plan, block) as s``: this thread's buffers for ``plan``'s input class.
+
+    They are kept between calls (allocating them per call would cost more than
+    rounding a small array); a nested call (a ``randfunc`` that calls chop)
+    gets fresh ones.  (A plain class: cheaper than a generator context manager.)
+    """
+
+    __slots__ = ("s",)
+
+    def __init__(self, plan: _Plan, block: int):
+        pool = getattr(_local, "scratch", None)
+        if pool is None:
+            pool = _local.scratch = {}
+        s = pool.get((plan.u, block))
+        if s is None:
+            s = pool[(plan.u, block)] = _Scratch(plan, block)
+        self.s = _Scratch(plan, block) if s.busy else s
+
+    def __enter__(self) -> _Scratch:
+        self.s.busy = True
+        return self.s
+
+    def __exit__(self, *exc) -> None:
+        self.s.busy = False
+
+
+def _find_special(plan: _Plan, ub: np.ndarray, ebits: np.ndarray, tmp: np.ndarray, flags: np.ndarray):
+    """Local indices of the special elements of a block, or None when there are none.
+
+    Leaves the exponent fields of ``ub`` in ``ebits``.
+    """
+    np.bitwise_and(ub, plan.EXP, out=ebits)
+    # Two reductions (reads only) settle the common case of a block without special elements.
+    if np.minimum.reduce(ebits) >= plan.LO and np.maximum.reduce(ebits) < plan.HI:
+        return None
+    # One unsigned comparison tests LO <= field < HI: below LO the subtraction wraps around.
+    np.subtract(ebits, plan.LO, out=tmp)
+    np.greater_equal(tmp, plan.SPAN, out=flags)
+    return np.flatnonzero(flags)
+
+
+def _round_regular_bits(plan: _Plan, ub: np.ndarray, ob: np.ndarray, tmp: np.ndarray) -> None:
+    """Round the bit patterns ``ub`` into ``ob`` as if every element were regular (integer ops)."""
+    if plan.d0 == 0:
+        np.copyto(ob, ub)
+        return
+    mode = plan.mode
+    top = plan.layout.width - 1
+    if mode == 1 and plan.d0 == plan.layout.p - 1:
+        # t = 1: the kept integer is the hidden bit, always odd, so ties go up.
+        np.add(ub, plan.HALFM1 + plan.u(1), out=ob)
+    elif mode == 1:
+        # Ties to even: add half an ulp minus one, plus the bit that is kept last, then cut.
+        np.right_shift(ub, plan.d0, out=tmp)
+        np.bitwise_and(tmp, 1, out=tmp)
+        np.add(tmp, plan.HALFM1, out=tmp)
+        np.add(ub, tmp, out=ob)
+    elif mode == 2:
+        # Towards +inf: positive magnitudes go up (add ulp - 1, then cut), negative ones are cut.
+        # (Arithmetic on the sign bit: a masked ufunc, where=, is ten times slower.)
+        np.right_shift(ub, top, out=tmp)  # 1 for negative
+        np.subtract(tmp, 1, out=tmp)  # all ones for positive, 0 for negative
+        np.bitwise_and(tmp, plan.LOW0, out=tmp)
+        np.add(ub, tmp, out=ob)
+    elif mode == 3:
+        np.right_shift(ub, top, out=tmp)
+        np.multiply(tmp, plan.LOW0, out=tmp)  # ulp - 1 for negative
+        np.add(ub, tmp, out=ob)
+    else:  # towards zero: cut
+        np.bitwise_and(ub, plan.KEEP0, out=ob)
+        return
+    np.bitwise_and(ob, plan.KEEP0, out=ob)
+
+
+def _round_block(plan: _Plan, ub: np.ndarray, ob: np.ndarray, s: _Scratch):
+    """Round a block as if regular; return the local indices of its special elements (or None)."""
+    m = ub.size
+    special = _find_special(plan, ub, s.a[:m], s.b[:m], s.flags[:m])
+    if plan.float_rn:
+        ftype = plan.layout.ftype
+        big = s.a[:m]
+        np.add(big, plan.S_OFF, out=big)  # S = 1.5 * 2^(e + d0), from x's exponent field
+        big_f, xb, of = big.view(ftype), ub.view(ftype), ob.view(ftype)
+        if special is None:  # regular values neither overflow nor meet NaN here
+            np.add(xb, big_f, out=of)
+            np.subtract(of, big_f, out=of)
+        else:
+            with np.errstate(over="ignore", invalid="ignore"):  # Inf, NaN, huge: redone later
+                np.add(xb, big_f, out=of)
+                np.subtract(of, big_f, out=of)
+    else:
+        _round_regular_bits(plan, ub, ob, s.a[:m])
+    return special
+
+
+def _chop_deterministic(plan: _Plan, xu: np.ndarray, ou: np.ndarray) -> None:
+    """Modes 1-4 without flips on flat bit views (any element order)."""
+    n = xu.size
+    threads, block, n_blocks = _tiling(n)
+
+    def fix(pending):
+        idx = np.concatenate(pending)
+        xs = xu.take(idx).view(plan.layout.ftype)
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow to Inf is chop's rule
+            ou[idx] = _round_general(plan, xs).view(plan.u)
+
+    def work(first, stop):
+        pending, count = [], 0
+        with _scratch(plan, block) as s:
+            for b in range(first, stop):
+                i = b * block
+                j = min(i + block, n)
+                special = _round_block(plan, xu[i:j], ou[i:j], s)
+                if special is not None:
+                    pending.append(special + i)
+                    count += special.size
+                    if count >= _FLUSH:
+                        fix(pending)
+                        pending, count = [], 0
+        if pending:
+            fix(pending)
+
+    _map_ranges(work, n_blocks, threads)
+
+
+# --- stochastic rounding: draw exactly as chop.m, round in blocks ------------------------------
+
+
+def _round_stochastic_regular(plan: _Plan, ub, ob, low, rnd, s: _Scratch) -> None:
+    """Stochastic rounding of a block as if regular; ``low`` holds the dropped bits (clobbered)."""
+    m = ub.size
+    up = s.up[:m]
+    if plan.mode == 5:
+        f = s.f[:m]
+        np.copyto(f, low.view(plan.layout.itype), casting="unsafe")  # exact: below 2^(p-1)
+        np.multiply(f, plan.FRAC_SCALE, out=f)  # chop's fraction of the scaled value
+        np.less_equal(rnd, f, out=up)
+    else:
+        np.less_equal(rnd, plan.layout.ftype(0.5), out=up)
+    np.bitwise_and(ub, plan.KEEP0, out=ob)
+    # (A masked add, out=ob, where=up, is ten times slower on a random mask.)
+    np.multiply(up, plan.UNIT0, out=low)
+    np.add(ob, low, out=ob)
+
+
+def _normal_need(plan: _Plan, xs: np.ndarray) -> np.ndarray:
+    """Which of the (special) elements ``xs`` draw a number in chop's normal block."""
+    if xs.size <= _FEW:
+        return np.array([_draws_in_normal_block(plan, v) for v in xs.tolist()], bool)
+    a = _analyse(plan, xs)
+    return a.need & ~a.sub if a.sub is not None else a.need
+
+
+def _draws_in_normal_block(plan: _Plan, v: float) -> bool:
+    """:func:`_normal_need` for one value, in plain Python."""
+    e = math.frexp(v)[1] - 1
+    if plan.explim and plan.emins <= e < plan.emin:
+        return False  # chop's subnormal block
+    if not math.isfinite(v):
+        return True  # inf - inf is NaN, not 0: Inf and NaN draw
+    y = math.ldexp(v, plan.t - 1 - e)
+    return y != math.floor(y)
+
+
+def _finish_special(plan: _Plan, out, special, xs, rnd, k_normal, draw) -> None:
+    """Round the special elements (their normal-block numbers in ``rnd``) into ``out``.
+
+    Draws the subnormal block's numbers with ``draw`` (chop's second call).
+    """
+    a = _analyse(plan, xs)
+    plus_zero = np.full(xs.shape, k_normal > 0)
+    if a.sub is not None:
+        sub_need = a.need & a.sub
+        k_sub = int(np.count_nonzero(sub_need))
+        if k_sub:
+            rnd[sub_need] = draw(k_sub)
+        plus_zero[a.sub] = k_sub > 0
+    c = _finish(plan, a, _round_up(plan, a, rnd), plus_zero)
+    if plan.explim:
+        _limit_range(plan, c, xs)
+    out[special] = c
+
+
+def _block_numbers(plan: _Plan, low, special, need_special, k: int, block_draws, s: _Scratch):
+    """The block's random numbers aligned with its elements (2, which never rounds up, where none).
+
+    ``low`` holds the dropped bits of the block (nonzero: a regular element draws);
+    ``special``/``need_special``: local indices of the special elements and whether they draw.
+    """
+    m = low.size
+    if k == m:
+        return block_draws  # every element draws: the numbers are already in place
+    rnd = s.rnd[:m]
+    if k == 0:
+        rnd.fill(2.0)
+        return rnd
+    holes = s.flags[:m]
+    np.equal(low, 0, out=holes)
+    if special is not None:
+        holes[special] = ~need_special
+    if m - k <= _FEW:
+        # A few elements without a number: copy the numbers around them (cheaper than a mask).
+        start = taken = 0
+        for h in np.flatnonzero(holes).tolist():
+            rnd[start:h] = block_draws[taken:taken + h - start]
+            taken += h - start
+            rnd[h] = 2.0
+            start = h + 1
+        rnd[start:] = block_draws[taken:]
+    else:
+        rnd.fill(2.0)
+        np.logical_not(holes, out=holes)
+        np.place(rnd, holes, block_draws)
+    return rnd
+
+
+def _chop_stochastic_streamed(plan: _Plan, xf: np.ndarray, draw) -> np.ndarray:
+    """Modes 5 and 6 without flips, drawing block by block from a sequential stream.
+
+    For a stream whose ``n`` numbers do not depend on how they are requested
+    (MATLAB's stream, a NumPy Generator), drawing each block's numbers in
+    turn gives the numbers that one call for the whole normal block gives.
+    One pass, no array of draws (each element crosses main memory about
+    once); the special elements are rounded at the end, after the one call
+    for chop's subnormal block.  Single-threaded: the draws are sequential,
+    and handing blocks to a worker thread lost more to the GIL than it
+    gained (measured).
+    """
+    n = xf.size
+    xu = xf.view(plan.u)
+    out = np.empty_like(xf)
+    ou = out.view(plan.u)
+    block = BLOCK
+    special_parts, rnd_parts = [], []
+    k_normal = 0
+    with _scratch(plan, block) as s:
+        for i in range(0, n, block):
+            j = min(i + block, n)
+            ub, ob, m = xu[i:j], ou[i:j], j - i
+            low = s.b[:m]
+            special = _find_special(plan, ub, s.a[:m], low, s.flags[:m])
+            np.bitwise_and(ub, plan.LOW0, out=low)
+            k = np.count_nonzero(low)
+            need_special = None
+            if special is not None:
+                need_special = _normal_need(plan, xf[i + special])
+                k += np.count_nonzero(need_special) - np.count_nonzero(low[special])
+            rnd = _block_numbers(plan, low, special, need_special, k, draw(k) if k else None, s)
+            k_normal += k
+            if special is not None:
+                special_parts.append(special + i)
+                rnd_parts.append(rnd[special])
+            _round_stochastic_regular(plan, ub, ob, low, rnd, s)
+    if special_parts:
+        special = np.concatenate(special_parts)
+        _finish_special(plan, out, special, xf[special], np.concatenate(rnd_parts), k_normal, draw)
+    return out
+
+
+def _chop_stochastic(plan: _Plan, xf: np.ndarray, draw) -> np.ndarray:
+    """Modes 5 and 6 without flips on ``xf``, flat in MATLAB's column-major order.
+
+    chop.m draws ``randfunc(k)`` once for the k elements of its normal block
+    whose scaled value is not an integer, in element order, then once for
+    those of its subnormal block.  A user's ``randfunc`` must be called just
+    so; a first pass counts these elements block by block (so each block
+    knows where its numbers start), the draws are made, and a second pass
+    rounds, handing each element its number in order.
+    """
+    n = xf.size
+    xu = xf.view(plan.u)
+    out = np.empty_like(xf)
+    ou = out.view(plan.u)
+    threads, block, n_blocks = _tiling(n)
+
+    # Pass 1: per block, the elements whose low d0 bits are not zero, and the special elements.
+    regular_counts = np.empty(n_blocks, np.int64)
+
+    def count(first, stop):
+        found = []
+        with _scratch(plan, block) as s:
+            for b in range(first, stop):
+                i = b * block
+                j = min(i + block, n)
+                ub, m = xu[i:j], j - i
+                special = _find_special(plan, ub, s.a[:m], s.b[:m], s.flags[:m])
+                np.bitwise_and(ub, plan.LOW0, out=s.a[:m])
+                regular_counts[b] = np.count_nonzero(s.a[:m])
+                if special is not None:
+                    found.append(special + i)
+        return found
+
+    parts = [p for found in _map_ranges(count, n_blocks, threads) for p in found]
+    special = np.concatenate(parts) if parts else np.zeros(0, np.intp)
+    xs = xf[special]
+    need_special = _normal_need(plan, xs)
+    block_of = special // block
+    counted = (xs.view(plan.u) & plan.LOW0) != 0  # what pass 1 counted for them
+    normal_counts = (regular_counts
+                     - np.bincount(block_of, counted, n_blocks).astype(np.int64)
+                     + np.bincount(block_of, need_special, n_blocks).astype(np.int64))
+    k_normal = int(normal_counts.sum())
+    draws = draw(k_normal) if k_normal else None
+    starts = np.zeros(n_blocks + 1, np.int64)
+    np.cumsum(normal_counts, out=starts[1:])
+    special_starts = np.searchsorted(special, np.arange(n_blocks + 1) * block)
+    special_rnd = np.empty(xs.shape, plan.layout.ftype)
+
+    # Pass 2: round the regular elements with their numbers; collect those of the special ones.
+    def round_blocks(first, stop):
+        with _scratch(plan, block) as s:
+            for b in range(first, stop):
+                i = b * block
+                j = min(i + block, n)
+                ub, ob, m = xu[i:j], ou[i:j], j - i
+                s0, s1 = special_starts[b], special_starts[b + 1]
+                local = special[s0:s1] - i if s1 > s0 else None
+                low = s.a[:m]
+                np.bitwise_and(ub, plan.LOW0, out=low)
+                k = int(normal_counts[b])
+                block_draws = draws[starts[b]:starts[b] + k] if k else None
+                rnd = _block_numbers(plan, low, local, need_special[s0:s1], k, block_draws, s)
+                if local is not None:
+                    special_rnd[s0:s1] = rnd[local]
+                _round_stochastic_regular(plan, ub, ob, low, rnd, s)
+
+    _map_ranges(round_blocks, n_blocks, threads)
+    if special.size:
+        _finish_special(plan, out, special, xs, special_rnd, k_normal, draw)
+    return out
+
+
+# --- bit flips: every element through the per-element path --------------------------------------
+
+
+def _chop_with_flips(plan: _Plan, xf: np.ndarray, spec: ChopSpec, sources: RandomSources) -> np.ndarray:
+    """Any mode with ``flip = 1`` on ``xf`` (flat, column-major).
+
+    chop.m's draw order is: normal block ``randfunc`` (stochastic modes), flip
+    ``rand`` for every element of the block, ``randi(t-1)`` for the chosen
+    ones; then the same for the subnormal block if it has elements.  Flips are
+    not a performance target, so every element goes through the per-element
+    path, in chunks, and the bit is flipped like chop.m does, on the scaled
+    integer.
+    """
+    L = plan.layout
+    n = xf.size
+    stochastic = plan.mode >= 5
+    chunks = [(i, min(i + _FLIP_CHUNK, n)) for i in range(0, n, _FLIP_CHUNK)]
+
+    counts = np.zeros(4, np.int64)  # draws normal, draws sub, elements normal, elements sub
+    for i, j in chunks:
+        a = _analyse(plan, xf[i:j])
+        sub = a.sub if a.sub is not None else np.zeros(j - i, bool)
+        n_sub = int(np.count_nonzero(sub))
+        k_sub = int(np.count_nonzero(a.need & sub))
+        counts += (int(np.count_nonzero(a.need)) - k_sub, k_sub, j - i - n_sub, n_sub)
+    k_normal, k_sub, n_normal, n_sub = (int(v) for v in counts)
+
+    def draw_block(k, count):
+        rnd = sources.stochastic(k).astype(L.ftype, copy=False) if stochastic and k else None
+        if plan.t < 2:
+            raise ValueError("Bit flips need a precision t >= 2 (a bit below the leading one).")
+        chosen = sources.flip_uniform(count) <= spec.p
+        m = int(np.count_nonzero(chosen))
+        bits = sources.flip_randi(plan.t - 1, m) if m else np.zeros(0, np.int64)
+        return rnd, chosen, np.asarray(bits, np.int64)
+
+    normal = draw_block(k_normal, n_normal)
+    sub = draw_block(k_sub, n_sub) if n_sub else (None, np.zeros(0, bool), np.zeros(0, np.int64))
+
+    out = np.empty_like(xf)
+    pos = np.zeros((2, 3), np.int64)  # per kind: next draw, next flip choice, next bit
+    for i, j in chunks:
+        xs = xf[i:j]
+        a = _analyse(plan, xs)
+        kind = a.sub if a.sub is not None else np.zeros(j - i, bool)
+        rnd = np.full(j - i, 2.0, L.ftype) if stochastic else None
+        chosen = np.empty(j - i, bool)
+        bits = np.zeros(j - i, np.int64)
+        for s, drawn in ((0, normal), (1, sub)):
+            members = kind if s else ~kind
+            block_rnd, block_chosen, block_bits = drawn
+            if stochastic:
+                wanted = a.need & members
+                k = int(np.count_nonzero(wanted))
+                if k:
+                    rnd[wanted] = block_rnd[pos[s, 0]:pos[s, 0] + k]
+                pos[s, 0] += k
+            m = int(np.count_nonzero(members))
+            chosen[members] = block_chosen[pos[s, 1]:pos[s, 1] + m]
+            pos[s, 1] += m
+            picked = chosen & members
+            k = int(np.count_nonzero(picked))
+            bits[picked] = block_bits[pos[s, 2]:pos[s, 2] + k]
+            pos[s, 2] += k
+        plus_zero = None
+        if stochastic:
+            plus_zero = np.where(kind, k_sub > 0, k_normal > 0)
+        c = _finish(plan, a, _round_up(plan, a, rnd), plus_zero)
+        _flip(plan, c, xs, chosen, bits)
+        if plan.explim:
+            _limit_range(plan, c, xs)
+        out[i:j] = c
+    return out
+
+
+def _flip(plan: _Plan, c: np.ndarray, xs: np.ndarray, chosen: np.ndarray, bits: np.ndarray) -> None:
+    """Flip bit ``bits - 1`` of the scaled integer of the chosen elements, in place on ``c``."""
+    idx = np.flatnonzero(chosen)
+    if idx.size == 0:
+        return
+    key = np.frexp(xs[idx])[1] + plan.off
+    quantum = plan.quantum_table.take(key)
+    y = np.ldexp(c[idx], -quantum)  # the rounded integer (exact: c is on its grid)
+    finite = np.isfinite(y)
+    yf = y[finite]
+    magnitude = np.abs(yf).astype(np.int64) ^ np.left_shift(1, bits[idx][finite] - 1)
+    # As chop.m: sign (1 at zero) times the new integer, stored back in the input's class.
+    y[finite] = (np.sign(yf) + (yf == 0)) * magnitude
+    c[idx] = np.ldexp(y, quantum)
+
+
+# --- one element: plain Python -----------------------------------------------------------------
+
+
+def _chop_scalar(plan: _Plan, v: float, sources: RandomSources) -> float:
+    """chop of one value, in Python floats (exact: every step is a scaling or an integer)."""
+    mode, t = plan.mode, plan.t
+    e = math.frexp(v)[1] - 1
+    quantum = plan.emins if plan.explim and plan.emins <= e < plan.emin else e - t + 1
+    y = math.ldexp(v, -quantum)  # |y| < 2^t: no overflow, and exact
+    if y == 0.0 or not math.isfinite(y):
+        r = y
+        if mode >= 5 and y != 0.0:  # Inf and NaN draw a number and stay as they are
+            sources.stochastic(1)
+    elif mode == 1:
+        r = float(round(y))  # ties to even
+    elif mode == 2:
+        r = float(math.ceil(y))
+    elif mode == 3:
+        r = float(math.floor(y))
+    elif mode == 4:
+        r = float(math.trunc(y))
+    else:
+        magnitude = abs(y)
+        low = math.floor(magnitude)
+        frac = magnitude - low
+        if frac == 0.0:
+            r = y
+        else:
+            rnd = float(np.asarray(sources.stochastic(1), np.float64).reshape(-1)[0])
+            if plan.layout.ftype is np.float32:
+                rnd = float(np.float32(rnd))  # chop compares in single precision
+            up = rnd <= (frac if mode == 5 else 0.5)
+            r = math.copysign(float(low + 1 if up else low), y)
+    try:
+        c = math.ldexp(r, quantum)
+    except OverflowError:
+        c = math.copysign(math.inf, r)
+    if plan.explim:
+        c = _limit_scalar(plan, c, v)
+    return c
+
+
+def _limit_scalar(plan: _Plan, c: float, x: float) -> float:
+    """:func:`_limit_range` for one value."""
+    mode, xmax, xb, inf = plan.mode, float(plan.xmax), float(plan.xboundary), math.inf
+    if mode in (1, 6):
+        if x >= xb:
+            return inf
+        if x <= -xb:
+            return -inf
+    elif mode == 2:
+        if x > xmax:
+            return inf
+        if x < -xmax and x != -inf:
+            return -xmax
+    elif mode == 3:
+        if x > xmax and x != inf:
+            return xmax
+        if x < -xmax:
+            return -inf
+    else:
+        if x > xmax and x != inf:
+            return xmax
+        if x < -xmax and x != -inf:
+            return -xmax
+    min_rep = float(plan.min_rep)
+    magnitude = abs(c)
+    if not magnitude < min_rep:
+        return c
+    if mode == 1:
+        half = min_rep / 2
+        if magnitude > half or (magnitude == half and not plan.keep_subnormals):
+            return math.copysign(min_rep, c)
+    elif mode == 2 and c > 0:
+        return min_rep
+    elif mode == 3 and c < 0:
+        return -min_rep
+    return 0.0
+
+
+# --- entry point -----------------------------------------------------------------------------------
+
+
+def _is_sequential_stream(func) -> bool:
+    """Whether ``func(a)`` then ``func(b)`` gives the numbers of ``func(a + b)``.
+
+    True for MATLAB's stream and a NumPy Generator's ``random``; unknown
+    (False) for a user's ``randfunc``, which is then called exactly as chop.m calls it.
+    """
+    if func is stream_uniform:
+        return True
+    owner = getattr(func, "__self__", None)
+    return isinstance(owner, np.random.Generator) and getattr(func, "__name__", "") == "random"
+
+
+def chop_scalar(value: float, spec: ChopSpec, sources: RandomSources, single: bool = False) -> float:
+    """chop of one Python float, no array involved (for a facade's scalar fast path).
+
+    ``single``: the value is a float32 (MATLAB single); the result is then
+    rounded to single precision by the caller (it is exact there, or beyond
+    single's range: Inf).  Bit flips are not handled here: use :func:`chop_array`.
+    """
+    if spec.flips:
+        raise ValueError("chop_scalar does not flip bits; use chop_array")
+    return _chop_scalar(_plan_for(spec, _SINGLE if single else _DOUBLE), value, sources)
+
+
+_SINGLE, _DOUBLE = np.dtype(np.float32), np.dtype(np.float64)
+
+
+def chop_array(x: np.ndarray, spec: ChopSpec, sources: RandomSources) -> np.ndarray:
+    """Round ``x`` (float32 or float64 ndarray, any shape and layout) by ``spec``.
+
+    Returns a new array of the same shape and dtype, equal bit for bit to
+    :func:`pychop_compat.reference.chop_vector` on ``x`` in column-major
+    order, consuming the same random numbers in the same calls.
+    """
+    dtype = x.dtype
+    if dtype not in _LAYOUTS:
+        if dtype.kind == "f" and not dtype.isnative and dtype.newbyteorder("=") in _LAYOUTS:
+            x = x.astype(dtype.newbyteorder("="))  # the bit views below need native order
+            dtype = x.dtype
+        else:
+            raise TypeError(f"chop_array needs float32 or float64, not {dtype}")
+    plan = _plan_for(spec, dtype)
+    if x.size == 1 and not spec.flips:
+        c = _chop_scalar(plan, x.item(), sources)
+        if dtype == np.float32 and abs(c) > _FLOAT32_MAX:
+            c = math.copysign(math.inf, c)  # beyond single's range: Inf, without a warning
+        return np.array(c, dtype).reshape(x.shape)
+    if x.size == 0 and not spec.flips:  # (with flips chop.m still calls rand(0) and checks t)
+        return x.copy()
+    if spec.flips or plan.mode >= 5:
+        # Overflow to Inf and NaN comparisons are part of chop's semantics, not accidents.
+        with np.errstate(over="ignore", invalid="ignore"):
+            return _chop_random(x, plan, spec, sources)
+    return _chop_in_memory_order(x, plan)
+
+
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _chop_random(x: np.ndarray, plan: _Plan, spec: ChopSpec, sources: RandomSources) -> np.ndarray:
+    """Stochastic modes and bit flips: random numbers go to elements in column-major order."""
+    xf = x.ravel(order="F")
+    if spec.flips:
+        return _chop_with_flips(plan, xf, spec, sources).reshape(x.shape, order="F")
+    stochastic, ftype = sources.stochastic, plan.layout.ftype
+
+    def draw(k):  # with single input chop compares in single precision
+        return np.asarray(stochastic(k), np.float64).reshape(-1).astype(ftype, copy=False)
+
+    chop = _chop_stochastic_streamed if _is_sequential_stream(stochastic) else _chop_stochastic
+    return chop(plan, xf, draw).reshape(x.shape, order="F")
+
+
+def _chop_in_memory_order(x: np.ndarray, plan: _Plan) -> np.ndarray:
+    """Deterministic modes: the element order is free, so keep the caller's memory order."""
+    if x.flags.c_contiguous:
+        order = "C"
+    elif x.flags.f_contiguous:
+        order = "F"
+    else:
+        x, order = np.ascontiguousarray(x), "C"
+    out = np.empty(x.shape, x.dtype, order=order)
+    _chop_deterministic(plan, x.reshape(-1, order=order).view(plan.u),
+                        out.reshape(-1, order=order).view(plan.u))
+    return out

@@ -7,8 +7,9 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from .engines import array_library
+from .engines import array_library, numpy_fast
 from .options import ChopSpec, Options, _given_fields, _as_int, _as_real, resolve
+from .matlab_random import default_randfunc
 from .randomness import MATLAB_STREAM, RandomSources, generator_sources, sources_for
 
 __all__ = ["chop", "clear_chop", "chop_options", "roundit", "Chop"]
@@ -55,7 +56,10 @@ def _matlab_class(arr) -> str:
 
 
 def _engine_chop(x, spec: ChopSpec, sources: RandomSources):
-    library = array_library(x)
+    if type(x) is float and not spec.flips:
+        # MATLAB code calls chop on scalars in loops: no array for a Python float.
+        return numpy_fast.chop_scalar(x, spec, sources)
+    library = "numpy" if type(x) is np.ndarray else array_library(x)
     if library == "torch":
         from .engines import torch_engine
 
@@ -133,8 +137,9 @@ def chop(x=None, options=None):
     0.333984375
     """
     global _stored
-    _reject_complex(x)
-    spec = resolve(options, _stored, _x_class(x))
+    if type(x) is not float:  # (a float is real and of class double)
+        _reject_complex(x)
+    spec = resolve(options, _stored, "double" if type(x) is float else _x_class(x))
     _stored = spec
     if _is_placeholder(x):
         return None if x is None else np.zeros(0)
@@ -261,9 +266,17 @@ class Chop:
         return self._specs["double"].to_options()
 
     def __call__(self, x):
-        _reject_complex(x)
-        spec = self._spec(_x_class(x))
-        return _engine_chop(x, spec, sources_for(spec.randfunc, self._flips))
+        if type(x) is float:
+            spec = self._specs["double"]
+        else:
+            _reject_complex(x)
+            spec = self._spec(_x_class(x))
+        return _engine_chop(x, spec, self._sources(spec))
+
+    def _sources(self, spec: ChopSpec) -> RandomSources:
+        if spec.randfunc is default_randfunc:
+            return self._flips
+        return sources_for(spec.randfunc, self._flips)
 
     def __repr__(self) -> str:
         o = self.options

@@ -186,6 +186,23 @@ def _custom_params(params, round_mode: int, x_class: str) -> Format:
     return custom_format(t, emax)
 
 
+_RESOLVED: dict = {}  # memo for dict options: MATLAB ports pass the same struct on every call
+_RESOLVED_MAX = 256
+
+
+def _memo_key(options: dict, stored: Optional[ChopSpec], x_class: str):
+    """A hashable key for everything ``resolve`` reads, or None when a value is unhashable."""
+    items = tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in options.items())
+    inherits_params = options.get("format") in CUSTOM_NAMES and _is_empty(options.get("params"))
+    inherited = (stored.fmt.t, stored.fmt.emax) if inherits_params and stored is not None else None
+    key = (items, x_class, inherits_params, inherited)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
 def resolve(options, stored: Optional[ChopSpec], x_class: str = "double") -> ChopSpec:
     """The settings chop.m would use for ``chop(x, options)``.
 
@@ -213,6 +230,20 @@ def resolve(options, stored: Optional[ChopSpec], x_class: str = "double") -> Cho
         custom format without params and nothing stored, or a custom precision
         over the limit for ``x_class``.  Nothing is stored when this is raised.
     """
+    if options is None:
+        return DEFAULT_SPEC if stored is None else stored
+    key = _memo_key(options, stored, x_class) if type(options) is dict and options else None
+    spec = _RESOLVED.get(key) if key is not None else None
+    if spec is None:
+        spec = _resolve(options, stored, x_class)
+        if key is not None:
+            if len(_RESOLVED) >= _RESOLVED_MAX:
+                _RESOLVED.clear()
+            _RESOLVED[key] = spec
+    return spec
+
+
+def _resolve(options, stored: Optional[ChopSpec], x_class: str) -> ChopSpec:
     given = _given_fields(options)
     if given is None:
         return DEFAULT_SPEC if stored is None else stored

@@ -45,7 +45,7 @@ def _checked(randfunc) -> Callable[[int], np.ndarray]:
 def sources_for(randfunc, flips: RandomSources = MATLAB_STREAM) -> RandomSources:
     """Sources as chop.m uses them: ``randfunc`` for stochastic rounding, ``flips`` for bit flips."""
     if randfunc is default_randfunc:
-        return RandomSources(flips.stochastic, flips.flip_uniform, flips.flip_randi)
+        return flips  # its own uniform draws serve stochastic rounding too
     return RandomSources(_checked(randfunc), flips.flip_uniform, flips.flip_randi)
 
 

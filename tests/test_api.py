@@ -318,3 +318,28 @@ def test_integer_tensors_count_as_double():
     options = {"format": "c", "params": [20, 15]}
     assert chop(np.array([3]), options).tolist() == [3.0]
     assert chop(torch.tensor([3]), options).tolist() == [3.0]
+
+
+def test_reused_options_dict_sees_its_changes():
+    options = {"format": "h"}
+    assert chop(THIRD, options) == THIRD_FP16_NEAREST
+    options["format"] = "b"
+    assert chop(THIRD, options) == THIRD_BF16_UP
+    options["round"] = 3
+    assert chop(THIRD, options) == THIRD_BF16_DOWN
+
+
+def test_reused_custom_options_inherit_the_current_params():
+    inherit = {"format": "c"}
+    chop(None, {"format": "c", "params": [5, 3]})
+    chop(None, inherit)
+    assert chop_options().params == [5, 3]
+    chop(None, {"format": "c", "params": [4, 7]})
+    chop(None, inherit)
+    assert chop_options().params == [4, 7]
+
+
+def test_scalar_fast_path_matches_array_path():
+    x = np.random.default_rng(5).standard_normal(200) * 10.0 ** np.random.default_rng(6).integers(-9, 9, 200)
+    for options in ({"format": "h"}, {"format": "q43", "round": 2}, {"format": "b", "round": 4, "subnormal": 1}):
+        assert [chop(float(v), options) for v in x] == chop(x, options).tolist()

@@ -14,7 +14,7 @@ import numpy as np
 from .options import ChopSpec
 from .randomness import RandomSources
 
-__all__ = ["chop_vector", "roundit_vector"]
+__all__ = ["chop_vector", "roundit_vector", "apply_range_limits"]
 
 
 def _mysign(y: np.ndarray) -> np.ndarray:
@@ -70,12 +70,14 @@ def roundit_vector(y: np.ndarray, mode: int, sources: RandomSources,
     return rounded
 
 
-def _apply_range_limits(c: np.ndarray, x: np.ndarray, spec: ChopSpec) -> None:
-    """chop.m's overflow and underflow rules (explim = 1), in place on ``c``."""
-    fmt, mode = spec.fmt, spec.round
+def apply_range_limits(c: np.ndarray, x: np.ndarray, mode: int, xmax, xboundary, min_rep,
+                       keeps_subnormals: bool) -> None:
+    """chop.m's overflow and underflow rules (explim = 1), in place on ``c``; ``x`` holds the inputs.
+
+    ``min_rep`` is xmins with subnormals, else xmin.  Pass the thresholds as
+    float64 scalars so that float32 data are compared exactly.
+    """
     inf = np.inf
-    # Thresholds as float64 scalars so that float32 data are compared exactly.
-    xmax, xboundary = np.float64(fmt.xmax), np.float64(fmt.xboundary)
     if mode in (1, 6):
         c[x >= xboundary] = inf
         c[x <= -xboundary] = -inf
@@ -89,13 +91,13 @@ def _apply_range_limits(c: np.ndarray, x: np.ndarray, spec: ChopSpec) -> None:
         c[(x > xmax) & (x != inf)] = xmax
         c[(x < -xmax) & (x != -inf)] = -xmax
 
-    min_rep = np.float64(fmt.xmins if spec.keeps_subnormals else fmt.xmin)
-    small = np.abs(c) < min_rep
+    magnitude = np.abs(c)
+    small = magnitude < min_rep
+    if not small.any():
+        return
     if mode == 1:
-        if spec.keeps_subnormals:
-            to_min = small & (np.abs(c) > min_rep / 2)
-        else:
-            to_min = small & (np.abs(c) >= min_rep / 2)
+        half = min_rep / 2
+        to_min = small & ((magnitude > half) if keeps_subnormals else (magnitude >= half))
         c[to_min] = np.sign(c[to_min]) * min_rep
     elif mode == 2:
         to_min = small & (c > 0)
@@ -106,6 +108,13 @@ def _apply_range_limits(c: np.ndarray, x: np.ndarray, spec: ChopSpec) -> None:
     else:
         to_min = np.zeros_like(small)
     c[small & ~to_min] = 0
+
+
+def _apply_range_limits(c: np.ndarray, x: np.ndarray, spec: ChopSpec) -> None:
+    fmt = spec.fmt
+    min_rep = fmt.xmins if spec.keeps_subnormals else fmt.xmin
+    apply_range_limits(c, x, spec.round, np.float64(fmt.xmax), np.float64(fmt.xboundary),
+                       np.float64(min_rep), spec.keeps_subnormals)
 
 
 def chop_vector(x: np.ndarray, spec: ChopSpec, sources: RandomSources) -> np.ndarray:

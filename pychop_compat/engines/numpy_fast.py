@@ -57,6 +57,7 @@ import numpy as np
 from ..options import ChopSpec
 from ..matlab_random import stream_uniform
 from ..randomness import RandomSources
+from ..reference import apply_range_limits
 
 __all__ = ["chop_array", "chop_scalar", "BLOCK", "PARALLEL_BLOCK", "THREADS", "set_threads"]
 
@@ -336,38 +337,7 @@ def _finish(plan: _Plan, a: _Analysis, up: np.ndarray, plus_zero=None) -> np.nda
 
 def _limit_range(plan: _Plan, c: np.ndarray, x: np.ndarray) -> None:
     """chop's overflow and underflow rules (explim = 1), in place on ``c`` (x: the inputs)."""
-    mode, xmax, xb, inf = plan.mode, plan.xmax, plan.xboundary, np.inf
-    if mode in (1, 6):
-        c[x >= xb] = inf
-        c[x <= -xb] = -inf
-    elif mode == 2:
-        c[x > xmax] = inf
-        c[(x < -xmax) & (x != -inf)] = -xmax
-    elif mode == 3:
-        c[(x > xmax) & (x != inf)] = xmax
-        c[x < -xmax] = -inf
-    else:
-        c[(x > xmax) & (x != inf)] = xmax
-        c[(x < -xmax) & (x != -inf)] = -xmax
-    min_rep = plan.min_rep
-    magnitude = np.abs(c)
-    small = magnitude < min_rep
-    if not small.any():
-        return
-    if mode == 1:
-        half = min_rep / 2
-        to_min = small & ((magnitude > half) if plan.keep_subnormals else (magnitude >= half))
-        c[to_min] = np.sign(c[to_min]) * min_rep
-    elif mode == 2:
-        to_min = small & (c > 0)
-        c[to_min] = min_rep
-    elif mode == 3:
-        to_min = small & (c < 0)
-        c[to_min] = -min_rep
-    else:
-        c[small] = 0
-        return
-    c[small & ~to_min] = 0
+    apply_range_limits(c, x, plan.mode, plan.xmax, plan.xboundary, plan.min_rep, plan.keep_subnormals)
 
 
 def _round_general(plan: _Plan, xs: np.ndarray) -> np.ndarray:

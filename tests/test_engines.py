@@ -626,3 +626,22 @@ def test_cuda_kernel_device_draws_on_host(host_cupy, monkeypatch, dtype, mode, f
     else:
         down, up = chop(x.copy(), {"format": "h", "round": 3}), chop(x.copy(), {"format": "h", "round": 2})
         assert (np.isnan(first) | ((down <= first) & (first <= up))).all()
+
+
+def _random_matrix():
+    for param in _matrix():
+        name, params, dtype, mode, sub, explim, flip = param.values
+        if (mode >= 5 or flip) and sub == explim:  # a representative half of the random cases
+            yield param
+
+
+@pytest.mark.skipif("torch" not in _AVAILABLE, reason="torch not installed")
+@pytest.mark.parametrize("name, params, dtype, mode, sub, explim, flip", list(_random_matrix()))
+def test_torch_port_of_random_modes_on_cpu(monkeypatch, name, params, dtype, mode, sub, explim, flip):
+    """CPU tensors hand random modes to the NumPy engine; the torch port (used on GPUs without
+    CuPy) is checked here on the CPU, against NumPy, bit for bit."""
+    from conftest import Engine
+    from pychop_compat.engines import torch_engine
+
+    monkeypatch.setattr(torch_engine, "_NATIVE_RANDOM_ON_CPU", True)
+    test_engine_matches_numpy(Engine("torch"), name, params, dtype, mode, sub, explim, flip)

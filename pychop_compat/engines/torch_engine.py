@@ -8,8 +8,9 @@ Results are bit-identical to the NumPy engine (:mod:`pychop_compat.reference`):
   below xmin take a short exact path (chop.m's subnormal grid is a fixed-point
   rounding), and the few it cannot handle (huge, Inf, NaN, the carrier's
   subnormals) the general path;
-* stochastic rounding and bit flips take the general path: a port of
-  ``reference.py`` with torch operations, drawing the same random numbers
+* stochastic rounding and bit flips on CPU tensors run the NumPy engine on the
+  tensor's memory (zero copy); on other devices they take the general path: a
+  port of ``reference.py`` with torch operations, drawing the same random numbers
   (``sources``) in chop.m's order: column-major, the normal block first and
   then the subnormal block, one uniform per element whose scaled value is not
   an integer (Inf and NaN included).
@@ -758,9 +759,23 @@ def chop_tensor(x, spec: ChopSpec, sources: RandomSources):
         return out.to(give_back) if give_back is not None else out
 
 
+# Stochastic rounding and flips on CPU tensors run the NumPy engine on the tensor's own
+# memory: the same bits by construction, with its batched draws (the torch port of the
+# reference is several times slower there).  Tests set this to exercise the torch port,
+# which is what CUDA tensors without CuPy use.
+_NATIVE_RANDOM_ON_CPU = False
+
+
 def _chop_work(x, spec: ChopSpec, sources: RandomSources):
     if x.numel() == 0:
         return x.clone()
+    if x.device.type == "cpu" and (spec.round >= 5 or spec.flips) and not _NATIVE_RANDOM_ON_CPU:
+        import torch
+
+        from .numpy_fast import chop_array
+
+        out = chop_array(x.numpy(), spec, sources)
+        return torch.from_numpy(out if out.flags.c_contiguous else out.copy(order="C"))
     device_draws = None
     if x.device.type != "cpu" and (spec.round >= 5 or spec.flips) and draws_on_device(spec, sources):
         device_draws = _generator(x.device)

@@ -8,7 +8,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from .engines import array_library, numpy_fast
-from .options import ChopSpec, Options, _given_fields, _as_int, _as_real, resolve
+from .options import ChopSpec, Options, _as_int, _as_real, _given_fields, resolve, round_mode
 from .matlab_random import default_randfunc
 from .randomness import MATLAB_STREAM, RandomSources, generator_sources, sources_for
 
@@ -17,11 +17,33 @@ __all__ = ["chop", "clear_chop", "chop_options", "roundit", "Chop"]
 _stored: Optional[ChopSpec] = None  # chop.m's persistent fpopts
 
 
+_SINGLE_DTYPE_NAMES = ("float32", "float16", "bfloat16")
+
+
 def _reject_complex(x) -> None:
-    if isinstance(x, (complex, np.complexfloating)) or (
-        isinstance(x, np.ndarray) and np.iscomplexobj(x)
-    ):
+    """chop.m's first check, made before any option is stored: the input must be real."""
+    dtype = getattr(x, "dtype", None)  # NumPy, CuPy and torch arrays, NumPy scalars
+    if dtype is not None:
+        complex_ = getattr(dtype, "is_complex", False) or getattr(dtype, "kind", "") == "c"
+    elif isinstance(x, (list, tuple)):
+        complex_ = np.iscomplexobj(np.asarray(x))
+    else:
+        complex_ = isinstance(x, complex)
+    if complex_:
         raise ValueError("Chop requires a real input array.")
+
+
+def _checked_class(x) -> str:
+    """MATLAB class ('single' or 'double') of an accepted input, after rejecting complex input."""
+    if type(x) is float:  # the hot path: MATLAB code chops scalars in loops
+        return "double"
+    _reject_complex(x)
+    if x is None:
+        return "double"
+    if type(x) is not np.ndarray and array_library(x) != "numpy":
+        # torch/cupy: float32, float16 and bfloat16 are computed in single; the rest in double.
+        return "single" if str(x.dtype).rpartition(".")[2] in _SINGLE_DTYPE_NAMES else "double"
+    return "single" if getattr(x, "dtype", None) in (np.float32, np.float16) else "double"
 
 
 def _as_float_array(x):
@@ -38,7 +60,6 @@ def _as_float_array(x):
     else:
         arr = np.asarray(x)
         restore = None
-    _reject_complex(arr)
     dtype = arr.dtype
     if dtype == np.float64 or dtype == np.float32:
         return arr, restore
@@ -49,10 +70,6 @@ def _as_float_array(x):
     if dtype.kind in "biu" or dtype == object:
         return arr.astype(np.float64), restore
     raise TypeError(f"chop supports float64, float32 and float16 arrays (and integers), not {dtype}.")
-
-
-def _matlab_class(arr) -> str:
-    return "single" if arr is not None and arr.dtype == np.float32 else "double"
 
 
 def _engine_chop(x, spec: ChopSpec, sources: RandomSources):
@@ -73,20 +90,6 @@ def _engine_chop(x, spec: ChopSpec, sources: RandomSources):
     arr, restore = _as_float_array(x)
     out = chop_array(arr, spec, sources) if arr.size else arr.copy()
     return restore(out) if restore else out
-
-
-_SINGLE_DTYPE_NAMES = ("float32", "float16", "bfloat16")
-
-
-def _x_class(x) -> str:
-    """MATLAB class ('single' or 'double') of any accepted input, without converting it."""
-    if x is None:
-        return "double"
-    if array_library(x) != "numpy":
-        # torch/cupy: float32, float16 and bfloat16 are computed in single; the rest in double.
-        return "single" if str(x.dtype).rpartition(".")[2] in _SINGLE_DTYPE_NAMES else "double"
-    dtype = getattr(x, "dtype", None)
-    return "single" if dtype in (np.float32, np.float16) else "double"
 
 
 def _is_placeholder(x) -> bool:
@@ -137,9 +140,7 @@ def chop(x=None, options=None):
     0.333984375
     """
     global _stored
-    if type(x) is not float:  # (a float is real and of class double)
-        _reject_complex(x)
-    spec = resolve(options, _stored, "double" if type(x) is float else _x_class(x))
+    spec = resolve(options, _stored, _checked_class(x))
     _stored = spec
     if _is_placeholder(x):
         return None if x is None else np.zeros(0)
@@ -196,9 +197,7 @@ def roundit(x, options=None):
     """
     _reject_complex(x)
     given = _given_fields(options) or {}
-    mode = _as_int(given.get("round", 1), "round")
-    if not 1 <= mode <= 6:
-        raise ValueError(f"Unsupported value of options.round: {mode}. Allowed: 1 to 6.")
+    mode = round_mode(given.get("round", 1))
     flip = bool(_as_real(given.get("flip", 0), "flip"))
     p = _as_real(given.get("p", 0.5), "p")
     t = 0
@@ -207,7 +206,6 @@ def roundit(x, options=None):
             raise ValueError("roundit with flip = 1 needs options.params = [t, emax] (t picks the bits).")
         t = _as_int(np.asarray(given["params"]).ravel()[0], "params")
     from .engines.numpy_engine import roundit_array
-    from .matlab_random import default_randfunc
 
     arr, restore = _as_float_array(x)
     sources = sources_for(given.get("randfunc", default_randfunc))
@@ -266,17 +264,8 @@ class Chop:
         return self._specs["double"].to_options()
 
     def __call__(self, x):
-        if type(x) is float:
-            spec = self._specs["double"]
-        else:
-            _reject_complex(x)
-            spec = self._spec(_x_class(x))
-        return _engine_chop(x, spec, self._sources(spec))
-
-    def _sources(self, spec: ChopSpec) -> RandomSources:
-        if spec.randfunc is default_randfunc:
-            return self._flips
-        return sources_for(spec.randfunc, self._flips)
+        spec = self._spec(_checked_class(x))
+        return _engine_chop(x, spec, sources_for(spec.randfunc, self._flips))
 
     def __repr__(self) -> str:
         o = self.options

@@ -162,25 +162,36 @@ def _switch(value, name: str):
     return value
 
 
-def precision_limit(round_mode: int, x_class: str) -> int:
+def round_mode(value) -> int:
+    """``options.round`` checked: an integer from 1 to 6 (chop.m and roundit.m)."""
+    mode = _as_int(value, "round")
+    if not 1 <= mode <= 6:
+        raise ValueError(
+            f"Unsupported value of options.round: {mode}. Allowed: 1 (nearest, ties to even), "
+            "2 (towards +inf), 3 (towards -inf), 4 (towards zero), 5 and 6 (stochastic)."
+        )
+    return mode
+
+
+def precision_limit(mode: int, x_class: str) -> int:
     """Largest custom precision chop.m accepts for inputs of class ``x_class``.
 
     Round to nearest needs ``p_2 >= 2 p_1 + 2`` to avoid double rounding
     (chop.m's comment), hence 11 for single and 25 for double; other modes 23 and 52.
     """
-    if round_mode == 1:
+    if mode == 1:
         return 11 if x_class == "single" else 25
     return 23 if x_class == "single" else 52
 
 
-def _custom_params(params, round_mode: int, x_class: str) -> Format:
+def _custom_params(params, mode: int, x_class: str) -> Format:
     values = np.asarray(params).ravel()
     if values.size != 2:
         raise ValueError(f"options.params must be [t, emax], got {params!r}.")
     t, emax = (_as_int(v, "params") for v in values)
     if t < 1 or emax < 1:
         raise ValueError(f"options.params = [t, emax] needs t >= 1 and emax >= 1, got [{t}, {emax}].")
-    limit = precision_limit(round_mode, x_class)
+    limit = precision_limit(mode, x_class)
     if t > limit:
         raise ValueError(f"Precision of the custom format must be at most {limit} if working in {x_class}.")
     return custom_format(t, emax)
@@ -251,15 +262,10 @@ def _resolve(options, stored: Optional[ChopSpec], x_class: str) -> ChopSpec:
     name = given.get("format", "h")
     if not isinstance(name, str):
         raise ValueError(f"options.format must be a string, got {name!r}.")
-    round_mode = _as_int(given.get("round", 1), "round")
-    if not 1 <= round_mode <= 6:
-        raise ValueError(
-            f"Unsupported value of options.round: {round_mode}. Allowed: 1 (nearest, ties to even), "
-            "2 (towards +inf), 3 (towards -inf), 4 (towards zero), 5 and 6 (stochastic)."
-        )
+    mode = round_mode(given.get("round", 1))
     if name in CUSTOM_NAMES:
         if "params" in given:
-            fmt = _custom_params(given["params"], round_mode, x_class)
+            fmt = _custom_params(given["params"], mode, x_class)
         elif stored is not None:
             fmt = custom_format(stored.fmt.t, stored.fmt.emax)
         else:
@@ -275,7 +281,7 @@ def _resolve(options, stored: Optional[ChopSpec], x_class: str) -> ChopSpec:
         format=name,
         fmt=fmt,
         subnormal=_switch(given.get("subnormal", default_subnormal), "subnormal"),
-        round=round_mode,
+        round=mode,
         flip=_switch(given.get("flip", 0), "flip"),
         p=_as_real(given.get("p", 0.5), "p"),
         explim=_switch(given.get("explim", 1), "explim"),

@@ -172,11 +172,26 @@ def test_complex_input_rejected(x):
         chop(x, {"format": "h"})
 
 
-def test_complex_rejected_before_options_are_stored():
+def _complex_inputs():
+    yield 1j
+    yield [1j, 2.0]
+    yield np.array([1.0, 2.0], dtype=complex)
+    yield np.complex64(1)
+    try:
+        import torch
+    except ImportError:
+        return
+    yield torch.tensor([1 + 1j])
+
+
+@pytest.mark.parametrize("x", list(_complex_inputs()), ids=lambda x: type(x).__name__)
+def test_complex_rejected_before_options_are_stored(x):
     chop(None, {"format": "b"})
-    with pytest.raises(ValueError):
-        chop(1j, {"format": "h"})
+    with pytest.raises(ValueError, match="Chop requires a real input array"):
+        chop(x, {"format": "h"})
     assert chop_options().format == "b"
+    with pytest.raises(ValueError, match="Chop requires a real input array"):
+        Chop(format="h")(x)
 
 
 def test_unsupported_dtype():

@@ -51,7 +51,7 @@ def from_numpy(x, engine: str):
         import numpy as np
         import torch
 
-        t = torch.from_numpy(np.ascontiguousarray(x).copy())
+        t = torch.from_numpy(np.array(x, order="C"))  # a copy; keeps 0-d arrays 0-d
         return t.cuda() if engine == "torch-cuda" else t
     if engine == "cupy":
         import cupy

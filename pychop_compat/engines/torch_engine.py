@@ -720,8 +720,6 @@ def _working_tensor(x):
     """``(tensor, dtype to give back)``: float32/float64 to compute on, chop's classes."""
     import torch
 
-    if x.is_complex():
-        raise ValueError("Chop requires a real input array.")
     if x.dtype in (torch.float64, torch.float32):
         return x, None
     if x.dtype in (torch.float16, torch.bfloat16):

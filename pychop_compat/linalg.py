@@ -52,7 +52,6 @@ are identical to the scalar loops they describe, element by element.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 from dataclasses import dataclass, field
@@ -101,35 +100,16 @@ _EXTENDED_NAMES = ("q", "quad", "quadruple", "fp128", "dd", "double-double")
 # ---------------------------------------------------------------------------
 
 
-def _options_dict(options: Any) -> dict:
-    """A plain dict of chop options from any accepted spelling."""
-    if options is None:
-        return {}
-    if isinstance(options, str):
-        return {"format": options}
-    if isinstance(options, Mapping):
-        return dict(options)
-    if dataclasses.is_dataclass(options) and not isinstance(options, type):
-        return {f.name: getattr(options, f.name) for f in dataclasses.fields(options)}
-    if hasattr(options, "__dict__"):
-        return {k: v for k, v in vars(options).items() if not k.startswith("_")}
-    raise TypeError(f"cannot interpret {options!r} as chop options")
-
-
-def _resolve(options: OptionsLike) -> dict:
-    """Options as a dict; ``None`` reads the persistent chop options now."""
-    if options is None:
-        from . import chop_options
-
-        return _options_dict(chop_options())
-    return _options_dict(options)
-
-
 def _chop_object(options: OptionsLike):
-    """A stateless :class:`~pychop_compat.Chop` for ``options``."""
-    from . import Chop
+    """A stateless :class:`~pychop_compat.Chop` for ``options``: anything chop accepts, a
+    format name, or ``None`` for the persistent chop options as they are now."""
+    from . import Chop, chop_options
 
-    return Chop(_resolve(options))
+    if options is None:
+        options = chop_options()
+    elif isinstance(options, str):
+        options = {"format": options}
+    return Chop(options)
 
 
 def _make_rounder(options: OptionsLike) -> Rounder:

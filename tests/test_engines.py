@@ -472,6 +472,32 @@ def test_kernel_source_is_built_for_both_dtypes():
         assert source.count("{") == source.count("}")
 
 
+
+@pytest.mark.parametrize("dtype, real", [("float32", "f32"), ("float64", "f64")])
+def test_kernel_compiles_for_hopper_without_ftz_or_fma(tmp_path, dtype, real):
+    """Where CUDA's compiler is installed (no GPU needed), the kernel compiles for sm_90 with the
+    options CuPy hands NVRTC, and the PTX shows they took effect: every product is a separately
+    rounded ``mul.rn`` (no contracted ``fma``), and no instruction flushes subnormals (``.ftz``)."""
+    import shutil
+
+    from pychop_compat.engines.cupy_engine import _COMPILE_OPTIONS, kernel_source
+
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("no nvcc (CUDA toolkit) on this machine")
+    source = tmp_path / "chop_kernel.cu"
+    source.write_text(kernel_source(dtype))
+    ptx = tmp_path / "chop_kernel.ptx"
+    subprocess.run([nvcc, "-arch=sm_90", *_COMPILE_OPTIONS, "-ptx", "-o", str(ptx), str(source)],
+                   check=True, capture_output=True, timeout=300)
+    subprocess.run([nvcc, "-arch=sm_90", *_COMPILE_OPTIONS, "-cubin", "-o", str(tmp_path / "k.cubin"),
+                    str(source)], check=True, capture_output=True, timeout=300)
+    text = ptx.read_text()
+    assert ".entry chop_kernel(" in text
+    assert f"mul.rn.{real}" in text
+    assert ".ftz" not in text
+    assert "fma." not in text and "mad." not in text
+
 def test_engines_report_their_library(engine):
     x = np.linspace(-1, 1, 12).reshape(3, 4)
     xe = engine.to(x)

@@ -7,7 +7,8 @@ halves and neighbours, ties), the carrier's own extremes and subnormals,
 Random modes draw from identical seeded ``randfunc``s; flips from MATLAB's
 stream reset by ``rng`` before each engine.  Then the torch specifics
 (float16/bfloat16, non-contiguous, autograd, 0-d, empty, integers), the
-device generator's contract (GPU only), and the lazy imports.
+device generator's contract (on GPUs, and on CPU tensors sent down the GPU
+paths), the lazy imports, and the CUDA kernel compiled for the host and by nvcc.
 """
 
 from __future__ import annotations
@@ -376,7 +377,7 @@ def test_torch_complex_is_rejected(torch_device):
         chop(torch.ones(3, dtype=torch.complex64, device=torch_device), {"format": "h"})
 
 
-# --- the device generator (GPU only) ----------------------------------------------------------
+# --- the device generator (GPU, and CPU tensors on the GPU paths) ------------------------------
 
 def _seed_device(name, seed):
     if name == "cupy":
@@ -395,9 +396,31 @@ def _on_device(name, x):
     return from_numpy(x, name)
 
 
-@pytest.mark.parametrize("name", GPU_ENGINES)
+DEVICE_PATH_ENGINES = [
+    pytest.param("torch-device-paths", id="torch-cpu-device-paths",
+                 marks=pytest.mark.skipif("torch" not in _AVAILABLE, reason="torch not installed")),
+    *GPU_ENGINES,
+]
+
+
+@pytest.fixture
+def device_paths(monkeypatch):
+    """For "torch-device-paths": CPU tensors take the GPU paths (a per-device torch.Generator)."""
+    def select(name):
+        if name == "torch-device-paths":
+            from pychop_compat.engines import torch_engine
+
+            monkeypatch.setattr(torch_engine, "_DEVICE_PATHS_ON_CPU", True)
+            return "torch"
+        return name
+
+    return select
+
+
+@pytest.mark.parametrize("name", DEVICE_PATH_ENGINES)
 @pytest.mark.parametrize("mode, flip", [(5, 0), (6, 0), (1, 1), (5, 1)])
-def test_device_generator_contract(name, mode, flip):
+def test_device_generator_contract(device_paths, name, mode, flip):
+    name = device_paths(name)
     x = make_input(lookup_format("h"), "float32", seed=9, n=5000)
     options = {"format": "h", "round": mode, "flip": flip}
     stream_before = rng().State.copy()
@@ -416,8 +439,9 @@ def test_device_generator_contract(name, mode, flip):
         assert (np.isnan(first) | ((down <= first) & (first <= up))).all()
 
 
-@pytest.mark.parametrize("name", GPU_ENGINES)
-def test_device_deterministic_modes_ignore_generator(name):
+@pytest.mark.parametrize("name", DEVICE_PATH_ENGINES)
+def test_device_deterministic_modes_ignore_generator(device_paths, name):
+    name = device_paths(name)
     x = make_input(lookup_format("b"), "float64", seed=10)
     for mode in (1, 2, 3, 4):
         expected = chop(x.copy(), {"format": "b", "round": mode})
@@ -654,20 +678,15 @@ def test_cuda_kernel_device_draws_on_host(host_cupy, monkeypatch, dtype, mode, f
         assert (np.isnan(first) | ((down <= first) & (first <= up))).all()
 
 
-def _random_matrix():
-    for param in _matrix():
-        name, params, dtype, mode, sub, explim, flip = param.values
-        if (mode >= 5 or flip) and sub == explim:  # a representative half of the random cases
-            yield param
-
-
 @pytest.mark.skipif("torch" not in _AVAILABLE, reason="torch not installed")
-@pytest.mark.parametrize("name, params, dtype, mode, sub, explim, flip", list(_random_matrix()))
-def test_torch_port_of_random_modes_on_cpu(monkeypatch, name, params, dtype, mode, sub, explim, flip):
-    """CPU tensors hand random modes to the NumPy engine; the torch port (used on GPUs without
-    CuPy) is checked here on the CPU, against NumPy, bit for bit."""
+@pytest.mark.parametrize("name, params, dtype, mode, sub, explim, flip", list(_matrix()))
+def test_torch_device_paths_on_cpu(monkeypatch, name, params, dtype, mode, sub, explim, flip):
+    """CPU tensors take host-tuned paths; the paths a CUDA tensor takes without CuPy (the torch
+    port, whole-tensor passes, torch.nonzero) are run here on CPU tensors, against NumPy, bit
+    for bit, with flips from MATLAB's stream as the GPU engines are tested."""
     from conftest import Engine
     from pychop_compat.engines import torch_engine
 
-    monkeypatch.setattr(torch_engine, "_NATIVE_RANDOM_ON_CPU", True)
-    test_engine_matches_numpy(Engine("torch"), name, params, dtype, mode, sub, explim, flip)
+    monkeypatch.setattr(torch_engine, "_DEVICE_PATHS_ON_CPU", True)
+    with torch_engine.matlab_stream_on_device():
+        test_engine_matches_numpy(Engine("torch"), name, params, dtype, mode, sub, explim, flip)

@@ -233,6 +233,19 @@ def _limits(spec: ChopSpec, carrier: _Carrier) -> _Limits:
     )
 
 
+# CPU tensors take paths tuned for the host: random modes run the NumPy engine on the
+# tensor's own memory (the same bits by construction, with its batched draws), the fast
+# path works in cache-sized chunks on a thread pool, and indices come from NumPy.
+# Tests set this flag to send CPU tensors down the paths every other device takes (the
+# torch port, whole-tensor passes, a per-device generator): what CUDA runs without CuPy.
+_DEVICE_PATHS_ON_CPU = False
+
+
+def _host_tuned(t) -> bool:
+    """True for a CPU tensor, which takes the host-tuned paths (see above)."""
+    return t.device.type == "cpu" and not _DEVICE_PATHS_ON_CPU
+
+
 # --- the general path: reference.py with torch operations -----------------------------------
 
 def _torch_int(torch, carrier: _Carrier):
@@ -255,7 +268,7 @@ def _exponents(v, carrier: _Carrier):
     tiny = (biased == 0) & (magnitude != 0)
     # torch.frexp returns exponent 0 for subnormals on the CPU, so read the leading
     # bit of a subnormal from its significand converted (exactly) to a float.
-    if v.device.type != "cpu" or bool(tiny.any()):
+    if not _host_tuned(v) or bool(tiny.any()):
         lead = (magnitude.to(v.dtype).view(bits.dtype) >> carrier.mant) - carrier.bias
         e = torch.where(tiny, lead + (1 - carrier.bias - carrier.mant), e)
     special = (magnitude == 0) | (biased == carrier.field)
@@ -551,7 +564,7 @@ def _flat_nonzero(mask):
     """Indices of the True elements of a 1-D mask (NumPy's is several times faster on the CPU)."""
     import torch
 
-    if mask.device.type == "cpu":
+    if _host_tuned(mask):
         return torch.from_numpy(np.flatnonzero(mask.numpy()))
     return torch.nonzero(mask).view(-1)
 
@@ -635,8 +648,8 @@ def _chop_fast(x, spec: ChopSpec):
     out = torch.empty_like(flat)
     n = flat.numel()
     # On a GPU one pass over the whole tensor is best; on the CPU, chunks stay in cache.
-    chunk = _CPU_CHUNK if x.device.type == "cpu" else n
-    pool, workers = _cpu_pool(n, chunk) if x.device.type == "cpu" else (None, 1)
+    chunk = _CPU_CHUNK if _host_tuned(x) else n
+    pool, workers = _cpu_pool(n, chunk) if _host_tuned(x) else (None, 1)
     if pool is None:
         _scan(flat, out, spec, plan, carrier, 0, n, chunk)
     else:
@@ -757,17 +770,10 @@ def chop_tensor(x, spec: ChopSpec, sources: RandomSources):
         return out.to(give_back) if give_back is not None else out
 
 
-# Stochastic rounding and flips on CPU tensors run the NumPy engine on the tensor's own
-# memory: the same bits by construction, with its batched draws (the torch port of the
-# reference is several times slower there).  Tests set this to exercise the torch port,
-# which is what CUDA tensors without CuPy use.
-_NATIVE_RANDOM_ON_CPU = False
-
-
 def _chop_work(x, spec: ChopSpec, sources: RandomSources):
     if x.numel() == 0:
         return x.clone()
-    if x.device.type == "cpu" and (spec.round >= 5 or spec.flips) and not _NATIVE_RANDOM_ON_CPU:
+    if _host_tuned(x) and (spec.round >= 5 or spec.flips):
         import torch
 
         from .numpy_fast import chop_array
@@ -775,7 +781,7 @@ def _chop_work(x, spec: ChopSpec, sources: RandomSources):
         out = chop_array(x.numpy(), spec, sources)
         return torch.from_numpy(out if out.flags.c_contiguous else out.copy(order="C"))
     device_draws = None
-    if x.device.type != "cpu" and (spec.round >= 5 or spec.flips) and draws_on_device(spec, sources):
+    if not _host_tuned(x) and (spec.round >= 5 or spec.flips) and draws_on_device(spec, sources):
         device_draws = _generator(x.device)
     cupy = _cupy_for(x)
     if cupy is not None:

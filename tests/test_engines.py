@@ -616,12 +616,15 @@ def _host_cupy(tmp_path_factory):
         def randint(self, low, high, size, dtype=np.int64):
             return self.state.randint(low, high, size=size).astype(dtype).view(HostArray)
 
+    class Device(contextlib.nullcontext):
+        id = 0
+
     return types.SimpleNamespace(
         ndarray=HostArray, RawKernel=RawKernel, asarray=wrap(np.asarray), zeros=wrap(np.zeros),
         empty=wrap(np.empty), empty_like=wrap(np.empty_like), ascontiguousarray=wrap(np.ascontiguousarray),
-        where=wrap(np.where), left_shift=wrap(np.left_shift),
+        where=wrap(np.where), left_shift=wrap(np.left_shift), from_dlpack=wrap(np.from_dlpack),
         random=types.SimpleNamespace(RandomState=RandomState),
-        cuda=types.SimpleNamespace(Device=lambda *a: types.SimpleNamespace(id=0)),
+        cuda=types.SimpleNamespace(Device=Device),
         HostArray=HostArray)
 
 
@@ -677,6 +680,37 @@ def test_cuda_kernel_device_draws_on_host(host_cupy, monkeypatch, dtype, mode, f
         down, up = chop(x.copy(), {"format": "h", "round": 3}), chop(x.copy(), {"format": "h", "round": 2})
         assert (np.isnan(first) | ((down <= first) & (first <= up))).all()
 
+
+
+@pytest.mark.skipif("torch" not in _AVAILABLE, reason="torch not installed")
+@pytest.mark.parametrize("options", [
+    {"format": "q52", "round": 1}, {"format": "b", "round": 4, "explim": 0},
+    {"format": "h", "round": 5}, {"format": "q52", "round": 6, "flip": 1, "p": 0.3},
+    {"format": "s", "round": 1, "flip": 1, "subnormal": 0},
+])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_torch_through_kernel_matches_pure_torch_on_host(host_cupy, monkeypatch, options, dtype):
+    """A CUDA tensor with CuPy goes through DLPack to the kernel, drawing from torch's device
+    generator; without CuPy, pure torch.  Here both on CPU tensors (the kernel compiled for
+    the host): the same bits, device draws included, and the input is left alone."""
+    import torch
+
+    from pychop_compat.engines import cupy_engine, torch_engine
+
+    monkeypatch.setattr(cupy_engine, "_cupy", lambda: host_cupy)
+    monkeypatch.setattr(torch_engine, "_DEVICE_PATHS_ON_CPU", True)
+    x = torch.from_numpy(make_input(lookup_format(options["format"]), dtype, seed=12, n=4000))
+    kept = x.clone()
+    results = {}
+    for route, cupy_for in (("kernel", lambda _: host_cupy), ("torch", lambda _: None)):
+        monkeypatch.setattr(torch_engine, "_cupy_for", cupy_for)
+        torch_engine.seed_device(3)
+        out = chop(x, options)
+        assert isinstance(out, torch.Tensor) and out.dtype == x.dtype and out.shape == x.shape
+        results[route] = out.numpy()
+    assert_bits_equal(results["kernel"], results["torch"], str(options))
+    assert torch.equal(x.view(torch.int64 if dtype == "float64" else torch.int32),
+                       kept.view(torch.int64 if dtype == "float64" else torch.int32))
 
 @pytest.mark.skipif("torch" not in _AVAILABLE, reason="torch not installed")
 @pytest.mark.parametrize("name, params, dtype, mode, sub, explim, flip", list(_matrix()))

@@ -11,7 +11,8 @@
   of the threshold are checked explicitly.
 * Every fp16, bfloat16, fp8-e4m3 (q43) and fp8-e5m2 (q52) code point is a fixed
   point of chop for rounding modes 1-4.
-* ml_dtypes, when importable, is an extra oracle (not a dependency).
+* Casts to bfloat16 and fp8 from float32: torch's (bfloat16, float8_e5m2 and, below
+  q43's overflow threshold, float8_e4m3fn) and ml_dtypes', when importable.
 """
 
 from __future__ import annotations
@@ -202,39 +203,82 @@ def test_every_fp8_code_point_is_fixed(fmt, t, emax, dtype, mode):
                   f"{fmt} subnormal=0 round={mode}")
 
 
-# --------------------------------------------------------------------------- ml_dtypes
+# ------------------------------------------------------------- ml_dtypes and torch casts
+#
+# Casts from float32 round once, to nearest even, and overflow to inf from xboundary
+# (float64 inputs would be rounded twice, through float32, by both libraries: only
+# float32 values are used, as float32 and as their exact float64 copies).  The
+# double-rounding band xmins/2 < |x| <= xmins/2 * (1 + 2**-t) is excluded: chop
+# gives 0 there, a correctly rounded cast gives xmins; both are asserted.
 
-ML_FORMATS = [("b", "bfloat16", 2.0**-134, 8), ("q43", "float8_e4m3", 2.0**-10, 4),
-              ("q52", "float8_e5m2", 2.0**-17, 3)]
+
+def _assert_cast_oracle(fmt, cast, code_points, limit=None, label=""):
+    """chop(x, fmt, round to nearest, subnormals) == cast(x) on float32 x below ``limit``.
+
+    ``cast`` maps a float32 array to the format and back to float32; ``code_points``
+    are the format's values as float32 (their midpoints and neighbours are inputs too).
+    """
+    f = FORMATS[fmt]
+    half_xmins, t = f.xmins / 2, f.t
+    rng = np.random.default_rng(SEED + 2)
+    with np.errstate(over="ignore"):
+        x = _log_uniform(rng, 300000, f.emins - 3, min(f.emax + 2, 127)).astype(np.float32)
+    cp = np.unique(code_points[np.isfinite(code_points)])
+    mids = ((cp[:-1].astype(np.float64) + cp[1:]) / 2).astype(np.float32)   # exact in float32
+    x = np.concatenate([x, cp, mids, np.nextafter(mids, np.float32(0)),
+                        np.nextafter(mids, np.float32(np.inf)), np.float32([np.inf, -np.inf, np.nan])])
+    if limit is not None:
+        x = x[~(np.abs(x) >= limit)]
+    want32 = cast(x)
+    band = _in_band(x, (half_xmins, half_xmins * (1 + 2.0**-t)))
+    assert band.sum() > 10, "the inputs reach into the double-rounding band"
+    assert np.all(np.abs(want32[band]) == np.float32(f.xmins))
+    for dtype in DTYPES:
+        xd = x.astype(dtype)
+        want = want32.astype(dtype)
+        got = chop(xd.copy(), {"format": fmt, "round": 1, "subnormal": 1})
+        assert_same(got[~band], want[~band], xd[~band], f"{fmt} vs {label} {np.dtype(dtype)}")
+        assert np.all(got[band] == 0)
+    _assert_fixed(cp.astype(np.float64), {"format": fmt, "round": 1, "subnormal": 1}, f"{label} code points")
 
 
-@pytest.mark.parametrize("fmt,ml_name,half_xmins,t", ML_FORMATS)
-def test_ml_dtypes_round_to_nearest(fmt, ml_name, half_xmins, t):
-    """ml_dtypes casts (round to nearest even, overflow to inf from xboundary) as oracle.
+ML_FORMATS = [("b", "bfloat16"), ("q43", "float8_e4m3"), ("q52", "float8_e5m2")]
 
-    ml_dtypes converts float64 through float32 (itself a double rounding), so only
-    float32 inputs are used, as float32 and as their exact float64 copies.  The
-    double-rounding band xmins/2 < |x| <= xmins/2 * (1 + 2**-t) is excluded (chop
-    gives 0 there, a correctly rounded cast gives xmins)."""
+
+@pytest.mark.parametrize("fmt,ml_name", ML_FORMATS)
+def test_ml_dtypes_round_to_nearest(fmt, ml_name):
+    """ml_dtypes casts as oracle (ml_dtypes is not a dependency: skipped without it)."""
     ml_dtypes = pytest.importorskip("ml_dtypes")
     target = getattr(ml_dtypes, ml_name, None)
     if target is None:
         pytest.skip(f"ml_dtypes has no {ml_name}")
-    emax = FORMATS[fmt].emax
-    rng = np.random.default_rng(SEED + 2)
-    x = _log_uniform(rng, 300000, FORMATS[fmt].emins - 3, min(emax + 2, 127)).astype(np.float32)
     codes = np.arange(2**16, dtype=np.uint16) if ml_name == "bfloat16" else np.arange(2**8, dtype=np.uint8)
-    cp = codes.view(target).astype(np.float32)
-    cp = np.unique(cp[np.isfinite(cp)])
-    mids = ((cp[:-1].astype(np.float64) + cp[1:]) / 2).astype(np.float32)   # exact in float32
-    x = np.concatenate([x, cp, mids, np.nextafter(mids, np.float32(0)),
-                        np.nextafter(mids, np.float32(np.inf))])
-    for dtype in DTYPES:
-        xd = x.astype(dtype)
+
+    def cast(x):
         with np.errstate(over="ignore"):
-            want = x.astype(target).astype(np.float32).astype(dtype)
-        got = chop(xd.copy(), {"format": fmt, "round": 1, "subnormal": 1})
-        band = _in_band(xd, (half_xmins, half_xmins * (1 + 2.0**-t)))
-        assert_same(got[~band], want[~band], xd[~band], f"{fmt} vs ml_dtypes.{ml_name} {np.dtype(dtype)}")
-        assert np.all(got[band] == 0)
-        _assert_fixed(cp.astype(dtype), {"format": fmt, "round": 1, "subnormal": 1}, f"{ml_name} code points")
+            return x.astype(target).astype(np.float32)
+
+    _assert_cast_oracle(fmt, cast, codes.view(target).astype(np.float32), label=f"ml_dtypes.{ml_name}")
+
+
+# torch.float8_e4m3fn is OCP E4M3 (max 448, no inf): on |x| < 248, the overflow threshold
+# of chop's q43 (max 240), the two formats have the same values and round alike.
+TORCH_FORMATS = [("b", "bfloat16", 16, None), ("q52", "float8_e5m2", 8, None), ("q43", "float8_e4m3fn", 8, 248.0)]
+
+
+@pytest.mark.parametrize("fmt,torch_name,bits,limit", TORCH_FORMATS)
+def test_torch_casts_round_to_nearest(fmt, torch_name, bits, limit):
+    """torch's casts from float32 tensors as oracle (torch is a test dependency in CI)."""
+    torch = pytest.importorskip("torch")
+    target = getattr(torch, torch_name, None)
+    if target is None:
+        pytest.skip(f"torch has no {torch_name}")
+    codes = torch.arange(2**bits, dtype=torch.int32).to(torch.int16 if bits == 16 else torch.uint8)
+    code_points = codes.view(target).to(torch.float32).numpy()
+    if limit is not None:
+        code_points = code_points[np.abs(code_points) < limit]
+
+    def cast(x):
+        return torch.from_numpy(x).to(target).to(torch.float32).numpy()
+
+    _assert_cast_oracle(fmt, cast, code_points, limit=limit, label=f"torch.{torch_name}")

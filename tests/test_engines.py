@@ -378,16 +378,58 @@ def test_torch_complex_is_rejected(torch_device):
 
 
 # --- the device generator (GPU, and CPU tensors on the GPU paths) ------------------------------
+#
+# The definition (pychop_compat/engines/device_random.py), restated here with NumPy's
+# uint64 arithmetic (which wraps modulo 2**64), is the oracle for every route.
 
-def _seed_device(name, seed):
-    if name == "cupy":
-        from pychop_compat.engines import cupy_engine
+G, M1, M2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 
-        cupy_engine.seed_device(seed)
-    else:
-        from pychop_compat.engines import torch_engine
 
-        torch_engine.seed_device(seed)
+def _mix(z):
+    z = (z ^ (z >> np.uint64(30))) * M1
+    z = (z ^ (z >> np.uint64(27))) * M2
+    return z ^ (z >> np.uint64(31))
+
+
+def _u(seed: int, stream: int, j) -> np.ndarray:
+    """u_s(j) = ((mix(key_s + j G) >> 12) + 1/2) 2^-52 with key_s = mix(seed + s G)."""
+    with np.errstate(over="ignore"):
+        key = _mix(np.uint64(seed % 2**64) + np.uint64(stream) * G)
+        z = _mix(key + np.asarray(j, np.uint64) * G)
+    return ((z >> np.uint64(12)).astype(np.float64) + 0.5) * 2.0**-52
+
+
+DEVICE_PATH_ENGINES = [
+    pytest.param("torch-device-paths", id="torch-cpu-device-paths",
+                 marks=pytest.mark.skipif("torch" not in _AVAILABLE, reason="torch not installed")),
+    pytest.param("torch-host-kernel", id="torch-cpu-host-kernel",
+                 marks=pytest.mark.skipif("torch" not in _AVAILABLE, reason="torch not installed")),
+    *GPU_ENGINES,
+]
+
+
+@pytest.fixture
+def device_paths(monkeypatch, request):
+    """The engine to hand arrays to for a DEVICE_PATH_ENGINES name.
+
+    "torch-device-paths": CPU tensors take the paths of a CUDA tensor without CuPy;
+    "torch-host-kernel": and with CuPy, its kernel compiled for the host (see below).
+    """
+    def select(name):
+        if name in ("torch-device-paths", "torch-host-kernel"):
+            from pychop_compat.engines import torch_engine
+
+            monkeypatch.setattr(torch_engine, "_DEVICE_PATHS_ON_CPU", True)
+            if name == "torch-host-kernel":
+                from pychop_compat.engines import cupy_engine
+
+                host_cupy = request.getfixturevalue("host_cupy")
+                monkeypatch.setattr(cupy_engine, "_cupy", lambda: host_cupy)
+                monkeypatch.setattr(torch_engine, "_cupy_for", lambda _: host_cupy)
+            return "torch"
+        return name
+
+    return select
 
 
 def _on_device(name, x):
@@ -396,38 +438,19 @@ def _on_device(name, x):
     return from_numpy(x, name)
 
 
-DEVICE_PATH_ENGINES = [
-    pytest.param("torch-device-paths", id="torch-cpu-device-paths",
-                 marks=pytest.mark.skipif("torch" not in _AVAILABLE, reason="torch not installed")),
-    *GPU_ENGINES,
-]
-
-
-@pytest.fixture
-def device_paths(monkeypatch):
-    """For "torch-device-paths": CPU tensors take the GPU paths (a per-device torch.Generator)."""
-    def select(name):
-        if name == "torch-device-paths":
-            from pychop_compat.engines import torch_engine
-
-            monkeypatch.setattr(torch_engine, "_DEVICE_PATHS_ON_CPU", True)
-            return "torch"
-        return name
-
-    return select
-
-
 @pytest.mark.parametrize("name", DEVICE_PATH_ENGINES)
 @pytest.mark.parametrize("mode, flip", [(5, 0), (6, 0), (1, 1), (5, 1)])
 def test_device_generator_contract(device_paths, name, mode, flip):
+    from pychop_compat.engines.device_random import seed_device
+
     name = device_paths(name)
     x = make_input(lookup_format("h"), "float32", seed=9, n=5000)
     options = {"format": "h", "round": mode, "flip": flip}
     stream_before = rng().State.copy()
-    _seed_device(name, 42)
+    seed_device(42)
     first = to_numpy(chop(_on_device(name, x), options))
     second = to_numpy(chop(_on_device(name, x), options))
-    _seed_device(name, 42)
+    seed_device(42)
     again = to_numpy(chop(_on_device(name, x), options))
     assert_bits_equal(again, first, "same seed, same shape: same result")
     assert not np.array_equal(first, second, equal_nan=True), "the generator advances between calls"
@@ -437,6 +460,87 @@ def test_device_generator_contract(device_paths, name, mode, flip):
         down = chop(x.copy(), {"format": "h", "round": 3})
         up = chop(x.copy(), {"format": "h", "round": 2})
         assert (np.isnan(first) | ((down <= first) & (first <= up))).all()
+
+
+def _normal_fp16_values(dtype, n, seed, on_grid=False):
+    """n values of fp16's normal range (exponents -14..15), random signs; on fp16's grid if asked."""
+    gen = np.random.default_rng(seed)
+    significand = gen.integers(2**10, 2**11, n) if on_grid else gen.uniform(2**10, 2**11, n)
+    x = gen.choice([-1.0, 1.0], n) * np.ldexp(significand, gen.integers(-14, 16, n) - 10)
+    return x.astype(dtype)
+
+
+@pytest.mark.parametrize("name", DEVICE_PATH_ENGINES)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_device_stochastic_rounding_follows_the_definition(device_paths, name, dtype):
+    """Element i of the k-th drawing call (n elements each) after seed_device(s) rounds |x|
+    up exactly when u_1(k n + i) <= frac(|x| 2^(t-1-e)) (mode 5), or <= 1/2 (mode 6)."""
+    from pychop_compat.engines.device_random import seed_device
+
+    name = device_paths(name)
+    n, t = 4096, 11
+    x = _normal_fp16_values(dtype, n, seed=31)
+    e = np.frexp(x.astype(np.float64))[1] - 1
+    scaled = np.abs(x.astype(np.float64)) * 2.0**(t - 1 - e)   # exact
+    floor, frac = np.floor(scaled), scaled - np.floor(scaled)
+    seed_device(2**64 - 3)
+    for call, mode in enumerate((5, 6, 5)):
+        u = _u(2**64 - 3, 1, np.arange(n) + call * n).astype(dtype)   # compared in the input's class
+        up = (frac != 0) & (u <= (frac.astype(dtype) if mode == 5 else 0.5))
+        want = (np.sign(x) * (floor + up) * 2.0**-(t - 1 - e)).astype(dtype)
+        got = to_numpy(chop(_on_device(name, x), {"format": "h", "round": mode}))
+        assert_bits_equal(got, want, f"{name} {dtype} call {call} mode {mode}")
+
+
+@pytest.mark.parametrize("name", DEVICE_PATH_ENGINES)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_device_bit_flips_follow_the_definition(device_paths, name, dtype):
+    """On fp16 values (which round to themselves), element i flips bit 1 + floor((t-1) u_3(j))
+    of its t-bit integer significand exactly when u_2(j) <= p, j = offset + i."""
+    from pychop_compat.engines.device_random import seed_device
+
+    name = device_paths(name)
+    n, t, p = 4096, 11, 0.3
+    x = _normal_fp16_values(dtype, n, seed=32, on_grid=True)
+    e = np.frexp(x.astype(np.float64))[1] - 1
+    m = (np.abs(x.astype(np.float64)) * 2.0**(t - 1 - e)).astype(np.int64)   # t-bit integers
+    seed_device(7)
+    to_numpy(chop(_on_device(name, x[:100]), {"format": "h", "round": 5}))   # offset 100 after this
+    j = 100 + np.arange(n)
+    chosen = _u(7, 2, j) <= p
+    bit = 1 + np.floor((t - 1) * _u(7, 3, j)).astype(np.int64)
+    flipped = np.where(chosen, m ^ (np.int64(1) << (bit - 1)), m)
+    want = (np.sign(x) * flipped * 2.0**-(t - 1 - e)).astype(dtype)
+    got = to_numpy(chop(_on_device(name, x), {"format": "h", "round": 1, "flip": 1, "p": p}))
+    assert_bits_equal(got, want, f"{name} {dtype}")
+    assert 0.25 < chosen.mean() < 0.35 and set(bit.tolist()) == set(range(1, t))
+
+
+def test_counter_numbers_match_their_definition():
+    """The Python definition and the torch implementation (int64 words) against NumPy's uint64,
+    across the 2**64 wrap of the counter; and the numbers' support and mean."""
+    from pychop_compat.engines import device_random
+
+    seed = 123456789
+    keys = [device_random.mix64(seed + s * device_random.GOLDEN) for s in (1, 2, 3)]
+    offsets = [0, 2**63 - 5, 2**64 - 40]
+    for s, key in enumerate(keys, start=1):
+        for offset in offsets:
+            j = (offset + np.arange(64, dtype=object)) % 2**64
+            want = _u(seed, s, j.astype(np.uint64))
+            assert [device_random.counter_uniform(key, int(k)) for k in j] == want.tolist()
+            if "torch" in _AVAILABLE:
+                import torch
+
+                from pychop_compat.engines.torch_engine import _counter_uniform
+
+                got = _counter_uniform(key, offset, 64, torch.device("cpu")).numpy()
+                assert np.array_equal(got, want), (s, offset)
+    u = _u(seed, 1, np.arange(2**20))
+    assert ((u > 0) & (u < 1)).all()
+    assert np.all(np.ldexp(u, 53) % 2 == 1), "odd multiples of 2**-53"
+    sigma = (1 / 12 / u.size) ** 0.5
+    assert abs(u.mean() - 0.5) < 5 * sigma
 
 
 @pytest.mark.parametrize("name", DEVICE_PATH_ENGINES)
@@ -568,10 +672,13 @@ def _host_cupy(tmp_path_factory):
     if compiler is None:
         pytest.skip("no host C++ compiler")
 
+    class Device(contextlib.nullcontext):
+        id = 0
+
     class HostArray(np.ndarray):
         @property
         def device(self):
-            return contextlib.nullcontext()
+            return Device()
 
     def wrap(function):
         return lambda *args, **kwargs: np.asarray(function(*args, **kwargs)).view(HostArray)
@@ -599,6 +706,8 @@ def _host_cupy(tmp_path_factory):
                     converted.append(ctypes.c_void_p(arg.ctypes.data))
                 elif isinstance(arg, np.int64):
                     converted.append(ctypes.c_longlong(int(arg)))
+                elif isinstance(arg, np.uint64):
+                    converted.append(ctypes.c_ulonglong(int(arg)))
                 elif isinstance(arg, np.int32):
                     converted.append(ctypes.c_int(int(arg)))
                 else:
@@ -606,24 +715,10 @@ def _host_cupy(tmp_path_factory):
                     converted.append(ctypes.c_double(float(arg)))
             self.function(*converted)
 
-    class RandomState:
-        def __init__(self, seed):
-            self.state = np.random.RandomState(seed)
-
-        def random_sample(self, n, dtype=np.float64):
-            return self.state.random_sample(n).astype(dtype).view(HostArray)
-
-        def randint(self, low, high, size, dtype=np.int64):
-            return self.state.randint(low, high, size=size).astype(dtype).view(HostArray)
-
-    class Device(contextlib.nullcontext):
-        id = 0
-
     return types.SimpleNamespace(
         ndarray=HostArray, RawKernel=RawKernel, asarray=wrap(np.asarray), zeros=wrap(np.zeros),
         empty=wrap(np.empty), empty_like=wrap(np.empty_like), ascontiguousarray=wrap(np.ascontiguousarray),
         where=wrap(np.where), left_shift=wrap(np.left_shift), from_dlpack=wrap(np.from_dlpack),
-        random=types.SimpleNamespace(RandomState=RandomState),
         cuda=types.SimpleNamespace(Device=Device),
         HostArray=HostArray)
 

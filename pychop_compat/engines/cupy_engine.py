@@ -14,9 +14,10 @@ classification phase that marks each element's block and whether it needs a
 draw; the counts go to the host, the host draws in chop.m's order
 (:func:`~pychop_compat.engines.torch_engine.host_draw_plan`) and the numbers
 are scattered to their elements in column-major order.  Without ``randfunc``
-the numbers are drawn on the device instead (see
-:mod:`pychop_compat.engines.torch_engine` for the contract), here from
-CuPy's generator, seeded by :func:`seed_device`.
+the kernel computes each element's numbers itself from the counter-based
+generator of :mod:`pychop_compat.engines.device_random` (seeded by
+:func:`seed_device`): one pass over memory, and the same numbers as torch's
+engine computes for a tensor.
 
 The kernel is compiled without flush-to-zero and with IEEE division and
 without contracting multiply-adds, so that subnormals survive and every
@@ -26,12 +27,16 @@ product is rounded once, as on the CPU.  CuPy is imported lazily.
 from __future__ import annotations
 
 import functools
+from typing import Optional
 
 import numpy as np
 
 from ..options import ChopSpec
 from ..randomness import RandomSources
-from .torch_engine import _clamp_exponent, draws_on_device, host_draw_plan, matlab_stream_on_device
+from . import device_random
+from .device_random import CounterStream, seed_device
+from .torch_engine import (_FLIP_PRECISION_ERROR, _clamp_exponent, draws_on_device, host_draw_plan,
+                           matlab_stream_on_device)
 
 __all__ = ["chop_cupy", "chop_device_array", "seed_device", "matlab_stream_on_device"]
 
@@ -68,6 +73,15 @@ __device__ __forceinline__ int exponent_of(REAL v) {
     return biased - BIAS;
 }
 
+// u(j) of device_random.py: SplitMix64's finaliser on key + j * G, an odd multiple of 2^-53.
+__device__ __forceinline__ double counter_uniform(const unsigned long long key, const unsigned long long j) {
+    unsigned long long z = key + j * 0x9E3779B97F4A7C15ULL;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    z ^= z >> 31;
+    return ((double)(z >> 12) + 0.5) * 2.220446049250313080847263336181640625e-16;
+}
+
 // chop.m's overflow rules (on the input v) and underflow rules (on c), compared in double.
 __device__ REAL range_limits(REAL c, const REAL v, const int mode, const int keep_sub,
                              const double xmax, const double xboundary,
@@ -99,14 +113,17 @@ __device__ REAL range_limits(REAL c, const REAL v, const int mode, const int kee
 }
 
 // phase 0: flags[i] = (in the subnormal block) | 2 * (needs a stochastic draw).
-// phase 1: out[i] = chop(x[i]) with draws[i] and flip_bits[i] (see cupy_engine.py).
+// phase 1: out[i] = chop(x[i]) with draws[i] and flip_bits[i] (see cupy_engine.py), or
+// with counted = 1 the numbers u_s(offset + i) of the keys (device_random.py).
 extern "C" __global__ void chop_kernel(
         const REAL* __restrict__ x, REAL* __restrict__ out, unsigned char* __restrict__ flags,
         const double* __restrict__ draws, const long long* __restrict__ flip_bits,
         const long long n, const int phase, const int t, const int emin, const int emins,
         const int mode, const int limits, const int keep_sub, const int use_flips,
         const int draws_normal, const int draws_sub, const double xmax, const double xboundary,
-        const double min_rep, const double min_rep_half) {
+        const double min_rep, const double min_rep_half, const int counted,
+        const unsigned long long key_round, const unsigned long long key_choice,
+        const unsigned long long key_bit, const unsigned long long offset, const double p) {
     const long long stride = (long long)blockDim.x * gridDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         const REAL v = x[i];
@@ -134,11 +151,15 @@ extern "C" __global__ void chop_kernel(
         else {
             REAL m = fl;
             // Compared in the input's class, as MATLAB does for single.
-            if (need && (REAL)draws[i] <= (mode == 5 ? frac : (REAL)0.5)) m = CEIL(mag);
+            const double u = counted ? counter_uniform(key_round, offset + i) : draws[i];
+            if (need && (REAL)u <= (mode == 5 ? frac : (REAL)0.5)) m = CEIL(mag);
             r = y < 0 ? -m : m;
         }
         if (use_flips) {
-            const long long bit = flip_bits[i];
+            long long bit = 0;
+            if (!counted) bit = flip_bits[i];
+            else if (counter_uniform(key_choice, offset + i) <= p)  // bit 1 + floor((t-1) u)
+                bit = 1LL << (long long)floor((double)(t - 1) * counter_uniform(key_bit, offset + i));
             if (bit != 0 && is_finite(r)) {
                 const long long m = ((long long)FABS(r)) ^ bit;
                 r = (REAL)(r < 0 ? -(double)m : (double)m);
@@ -170,59 +191,23 @@ def _kernel(dtype_name: str):
     return _cupy().RawKernel(kernel_source(dtype_name), "chop_kernel", options=_COMPILE_OPTIONS)
 
 
-# --- random numbers on the device ---------------------------------------------------------
-
-_generators: dict = {}
-_device_seed = 0
-
-
-def seed_device(seed: int) -> None:
-    """Seed the per-device CuPy generators used for cupy arrays without ``randfunc``.
-
-    The same seed, then the same sequence of chop calls with the same options,
-    shapes and values, gives the same results.  See
-    :mod:`pychop_compat.engines.torch_engine` for what is drawn.
-    """
-    global _device_seed
-    _device_seed = int(seed)
-    _generators.clear()
-
-
-class _CupyDraws:
-    """Per-element draws from CuPy's generator on the current device."""
-
-    def __init__(self):
-        cupy = _cupy()
-        device = cupy.cuda.Device().id
-        state = _generators.get(device)
-        if state is None:
-            state = _generators[device] = cupy.random.RandomState(_device_seed)
-        self.state = state
-
-    def uniform(self, n: int):
-        return self.state.random_sample(n, dtype=np.float64)
-
-    def randint(self, imax: int, n: int):
-        return self.state.randint(1, imax + 1, size=n, dtype=np.int64)
-
-
-def _as_cupy(array):
-    cupy = _cupy()
-    return array if isinstance(array, cupy.ndarray) else cupy.from_dlpack(array)
-
-
 # --- orchestration ---------------------------------------------------------------------------
 
 def _launch(vector, spec: ChopSpec, phase: int, draws=None, flip_bits=None,
-            draws_normal=True, draws_sub=True):
-    """Run the kernel on the contiguous 1-D float32/float64 ``vector``."""
+            draws_normal=True, draws_sub=True, stream: Optional[CounterStream] = None):
+    """Run the kernel on the contiguous 1-D float32/float64 ``vector``.
+
+    Random numbers come from ``draws``/``flip_bits`` or, given ``stream``, are
+    computed in the kernel.
+    """
     cupy = _cupy()
     n = vector.size
     fmt = spec.fmt
     min_rep = np.float64(fmt.xmins if spec.keeps_subnormals else fmt.xmin)
     out = cupy.empty_like(vector) if phase == 1 else cupy.empty(1, dtype=vector.dtype)
     flags = cupy.empty(n, dtype=np.uint8) if phase == 0 else cupy.empty(1, dtype=np.uint8)
-    use_flips = flip_bits is not None
+    use_flips = flip_bits is not None or (stream is not None and spec.flips)
+    keys, offset = (stream.keys, stream.offset) if stream is not None else ((0, 0, 0), 0)
     if draws is None:
         draws = cupy.zeros(1, dtype=np.float64)  # unread: the kernel needs a pointer
     if flip_bits is None:
@@ -234,22 +219,9 @@ def _launch(vector, spec: ChopSpec, phase: int, draws=None, flip_bits=None,
          np.int32(fmt.t), np.int32(_clamp_exponent(fmt.emin)), np.int32(_clamp_exponent(fmt.emins)),
          np.int32(spec.round), np.int32(spec.limits_exponent), np.int32(spec.keeps_subnormals),
          np.int32(use_flips), np.int32(draws_normal), np.int32(draws_sub),
-         np.float64(fmt.xmax), np.float64(fmt.xboundary), min_rep, np.float64(min_rep / 2)))
+         np.float64(fmt.xmax), np.float64(fmt.xboundary), min_rep, np.float64(min_rep / 2),
+         np.int32(stream is not None), *(np.uint64(k) for k in keys), np.uint64(offset), np.float64(spec.p)))
     return flags if phase == 0 else out
-
-
-def _device_draws(spec: ChopSpec, device_draws, n: int):
-    """Per-element ``(draws, flip_bits)`` from a device generator."""
-    cupy = _cupy()
-    if spec.flips and spec.fmt.t < 2:
-        raise ValueError("Bit flips need a precision t >= 2 (a bit below the leading one).")
-    draws = _as_cupy(device_draws.uniform(n)) if spec.round >= 5 else None
-    flip_bits = None
-    if spec.flips:
-        chosen = _as_cupy(device_draws.uniform(n)) <= spec.p
-        bits = _as_cupy(device_draws.randint(spec.fmt.t - 1, n)).astype(np.int64)
-        flip_bits = cupy.left_shift(np.int64(1), bits - 1) * chosen  # 0 where not chosen
-    return draws, flip_bits
 
 
 def _host_draws(vector, spec: ChopSpec, sources: RandomSources):
@@ -283,7 +255,7 @@ def _host_draws(vector, spec: ChopSpec, sources: RandomSources):
     return draws, flip_bits, counts[0] > 0, counts[1] > 0
 
 
-def chop_device_array(x, spec: ChopSpec, sources: RandomSources, device_draws=None):
+def chop_device_array(x, spec: ChopSpec, sources: RandomSources, stream: Optional[CounterStream] = None):
     """chop on a non-empty float32/float64 cupy array: a new C-contiguous array of its shape.
 
     Parameters
@@ -291,20 +263,20 @@ def chop_device_array(x, spec: ChopSpec, sources: RandomSources, device_draws=No
     x : cupy.ndarray
     spec : ChopSpec
     sources : RandomSources
-        Host sources, used when ``device_draws`` is None.
-    device_draws : object, optional
-        ``uniform(n)`` and ``randint(imax, n)`` on the device (CuPy or torch
-        arrays): per-element draws in memory order instead of ``sources``.
+        Host sources, used when ``stream`` is None.
+    stream : CounterStream, optional
+        The call's numbers from :mod:`~pychop_compat.engines.device_random`,
+        computed in the kernel for each element in memory order, instead of
+        ``sources``.
     """
     cupy = _cupy()
     with x.device:
-        if (spec.round <= 4 and not spec.flips) or device_draws is not None:
+        if (spec.round <= 4 and not spec.flips) or stream is not None:
+            if stream is not None and spec.flips and spec.fmt.t < 2:
+                raise ValueError(_FLIP_PRECISION_ERROR)
             # Order does not matter: one pass over memory.
             flat = cupy.ascontiguousarray(x).ravel()
-            draws = flip_bits = None
-            if device_draws is not None:
-                draws, flip_bits = _device_draws(spec, device_draws, flat.size)
-            return _launch(flat, spec, 1, draws, flip_bits).reshape(x.shape)
+            return _launch(flat, spec, 1, stream=stream).reshape(x.shape)
         vector = cupy.ascontiguousarray(x.ravel(order="F"))  # MATLAB's element order
         draws, flip_bits, draws_normal, draws_sub = _host_draws(vector, spec, sources)
         out = _launch(vector, spec, 1, draws, flip_bits, draws_normal, draws_sub)
@@ -345,7 +317,8 @@ def chop_cupy(x, spec: ChopSpec, sources: RandomSources):
         out = work.copy()
     else:
         with work.device:
-            random = spec.round >= 5 or spec.flips
-            device_draws = _CupyDraws() if random and draws_on_device(spec, sources) else None
-            out = chop_device_array(work, spec, sources, device_draws)
+            stream = None
+            if (spec.round >= 5 or spec.flips) and draws_on_device(spec, sources):
+                stream = device_random.take(f"cuda:{work.device.id}", work.size)
+            out = chop_device_array(work, spec, sources, stream)
     return out.astype(give_back) if give_back is not None else out

@@ -20,14 +20,15 @@ Random numbers on a GPU
 On a CPU tensor the numbers always come from ``sources`` (MATLAB's stream by
 default), as for NumPy.  On any other device, when no ``randfunc`` is given and
 ``sources`` is MATLAB's stream, they are drawn on the device instead (no host
-round trip) from this module's per-device :class:`torch.Generator`:
+round trip) by the counter-based generator of
+:mod:`pychop_compat.engines.device_random`, computed with int64 tensor
+operations:
 
-* one float64 uniform per element (memory order of the contiguous tensor) for
-  stochastic rounding, then, with flips, one float64 uniform per element
-  (flip if ``u <= p``) and one integer in ``1..t-1`` per element (the bit);
-* the generators start from seed 0 and :func:`seed_device` reseeds them all,
+* each element (memory order of the contiguous tensor) gets its own numbers,
+  a function of the seed, the device's counter and its index;
+* :func:`seed_device` (the same function for torch and CuPy) sets the seed,
   so the same seed, the same sequence of calls, the same shapes, options and
-  values give the same results on the same device (with or without CuPy);
+  values give the same results on any GPU, with or without CuPy;
 * these are not MATLAB's numbers.  :func:`matlab_stream_on_device` switches
   GPU inputs (torch and CuPy) back to the host stream, bit-identical to NumPy
   and MATLAB, at the cost of host-device transfers.
@@ -53,6 +54,8 @@ import numpy as np
 
 from ..options import ChopSpec
 from ..randomness import MATLAB_STREAM, RandomSources
+from . import device_random
+from .device_random import seed_device
 
 __all__ = ["chop_tensor", "seed_device", "matlab_stream_on_device", "host_draw_plan"]
 
@@ -318,22 +321,36 @@ def _apply_underflow(c, spec: ChopSpec, lim: _Limits):
     return torch.where(to_min, target, torch.where(small, 0.0, c))
 
 
-class _DeviceDraws:
-    """Per-element random numbers from a generator on the tensor's device (see the module notes)."""
+_MASK64 = (1 << 64) - 1
 
-    def __init__(self, generator, device):
-        self.generator, self.device = generator, device
 
-    def uniform(self, n: int):
-        import torch
+def _signed64(value: int) -> int:
+    """The int64 with the bits of the 64-bit unsigned ``value``."""
+    value &= _MASK64
+    return value - (1 << 64) if value >= 1 << 63 else value
 
-        return torch.rand(n, generator=self.generator, device=self.device, dtype=torch.float64)
 
-    def randint(self, imax: int, n: int):
-        import torch
+def _shift_right(z, k: int):
+    """Logical right shift of int64 bits (torch's ``>>`` is arithmetic)."""
+    return (z >> k) & ((1 << (64 - k)) - 1)
 
-        return torch.randint(1, imax + 1, (n,), generator=self.generator, device=self.device,
-                             dtype=torch.int64)
+
+def _counter_uniform(key: int, offset: int, n: int, device):
+    """``u(offset + i)`` of :mod:`~pychop_compat.engines.device_random` for i < n, as float64.
+
+    int64 tensors hold the unsigned 64-bit words: addition and multiplication
+    wrap around modulo 2**64, as the definition's arithmetic does.
+    """
+    import torch
+
+    z = torch.arange(n, dtype=torch.int64, device=device)
+    z.mul_(_signed64(device_random.GOLDEN)).add_(_signed64(key + offset * device_random.GOLDEN))
+    z ^= _shift_right(z, 30)
+    z.mul_(_signed64(device_random.MIX1))
+    z ^= _shift_right(z, 27)
+    z.mul_(_signed64(device_random.MIX2))
+    z ^= _shift_right(z, 31)
+    return _shift_right(z, 12).to(torch.float64).add_(0.5).mul_(2.0**-52)
 
 
 def _per_element_draws(y_need, sub, spec: ChopSpec, sources, device_draws, n: int, device):
@@ -350,12 +367,14 @@ def _per_element_draws(y_need, sub, spec: ChopSpec, sources, device_draws, n: in
     if device_draws is not None:
         if spec.flips and spec.fmt.t < 2:
             raise ValueError(_FLIP_PRECISION_ERROR)
-        draws = device_draws.uniform(n) if stochastic else None
+        key_round, key_choice, key_bit = device_draws.keys
+        offset = device_draws.offset
+        draws = _counter_uniform(key_round, offset, n, device) if stochastic else None
         flip_bits = None
         if spec.flips:
-            chosen = device_draws.uniform(n) <= spec.p
-            bits = device_draws.randint(spec.fmt.t - 1, n)
-            flip_bits = torch.where(chosen, torch.ones_like(bits) << (bits - 1), 0)
+            chosen = _counter_uniform(key_choice, offset, n, device) <= spec.p
+            shift = _counter_uniform(key_bit, offset, n, device).mul_(spec.fmt.t - 1).floor_().to(torch.int64)
+            flip_bits = torch.where(chosen, torch.ones_like(shift) << shift, 0)  # bit 1 + shift
         return draws, flip_bits, True, True
 
     normal = ~sub if sub is not None else None
@@ -664,34 +683,9 @@ def _chop_fast(x, spec: ChopSpec):
 
 # --- orchestration ---------------------------------------------------------------------------
 
-_generators: dict = {}
-_device_seed = 0
-
-
-def seed_device(seed: int) -> None:
-    """Seed the generators that draw chop's random numbers for tensors on GPUs.
-
-    Each device gets its own :class:`torch.Generator`, created on first use and
-    seeded with the last seed given here (0 before any call).  The same seed,
-    then the same sequence of chop calls with the same options, shapes and
-    values, gives the same results.  CPU tensors are not affected: they use
-    MATLAB's stream (see :func:`pychop_compat.rng`).
-    """
-    global _device_seed
-    _device_seed = int(seed)
-    for generator in _generators.values():
-        generator.manual_seed(_device_seed)
-
-
-def _generator(device):
-    import torch
-
-    key = str(device)
-    generator = _generators.get(key)
-    if generator is None:
-        generator = _generators[key] = torch.Generator(device=device)
-        generator.manual_seed(_device_seed)
-    return generator
+def _device_key(device) -> str:
+    """The counter of :mod:`~pychop_compat.engines.device_random` that a device uses."""
+    return f"{device.type}:{device.index or 0}"
 
 
 _cupy = None
@@ -780,21 +774,20 @@ def _chop_work(x, spec: ChopSpec, sources: RandomSources):
 
         out = chop_array(x.numpy(), spec, sources)
         return torch.from_numpy(out if out.flags.c_contiguous else out.copy(order="C"))
-    device_draws = None
+    stream = None
     if not _host_tuned(x) and (spec.round >= 5 or spec.flips) and draws_on_device(spec, sources):
-        device_draws = _generator(x.device)
+        stream = device_random.take(_device_key(x.device), x.numel())
     cupy = _cupy_for(x)
     if cupy is not None:
-        return _chop_with_cupy(cupy, x, spec, sources, device_draws)
+        return _chop_with_cupy(cupy, x, spec, sources, stream)
     if spec.round <= 4 and not spec.flips:
         return _chop_fast(x, spec)
-    if device_draws is not None:
-        flat = x.contiguous().view(-1)
-        return _chop_vector(flat, spec, None, _DeviceDraws(device_draws, x.device)).view(x.shape)
+    if stream is not None:
+        return _chop_vector(x.contiguous().view(-1), spec, None, stream).view(x.shape)
     return _from_column_major(_chop_vector(_column_major(x), spec, sources), x.shape)
 
 
-def _chop_with_cupy(cupy, x, spec: ChopSpec, sources, generator):
+def _chop_with_cupy(cupy, x, spec: ChopSpec, sources, stream):
     """CUDA tensors with CuPy installed: CuPy's fused kernel on the same memory (DLPack)."""
     import torch
 
@@ -802,6 +795,5 @@ def _chop_with_cupy(cupy, x, spec: ChopSpec, sources, generator):
 
     with cupy.cuda.Device(x.device.index or 0):
         array = cupy.from_dlpack(x.contiguous())
-        draws = None if generator is None else _DeviceDraws(generator, x.device)
-        result = cupy_engine.chop_device_array(array, spec, sources, draws)
+        result = cupy_engine.chop_device_array(array, spec, sources, stream)
         return torch.from_dlpack(result)

@@ -240,7 +240,7 @@ def _limits(spec: ChopSpec, carrier: _Carrier) -> _Limits:
 # tensor's own memory (the same bits by construction, with its batched draws), the fast
 # path works in cache-sized chunks on a thread pool, and indices come from NumPy.
 # Tests set this flag to send CPU tensors down the paths every other device takes (the
-# torch port, whole-tensor passes, a per-device generator): what CUDA runs without CuPy.
+# torch port, whole-tensor passes, the counter-based numbers): what CUDA runs without CuPy.
 _DEVICE_PATHS_ON_CPU = False
 
 

@@ -13,8 +13,10 @@ paths), the lazy imports, and the CUDA kernel compiled for the host and by nvcc.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
+import re
 import subprocess
 import sys
 import textwrap
@@ -423,8 +425,7 @@ def device_paths(monkeypatch, request):
             if name == "torch-host-kernel":
                 from pychop_compat.engines import cupy_engine
 
-                host_cupy = request.getfixturevalue("host_cupy")
-                monkeypatch.setattr(cupy_engine, "_cupy", lambda: host_cupy)
+                host_cupy = request.getfixturevalue("host_kernel")
                 monkeypatch.setattr(torch_engine, "_cupy_for", lambda _: host_cupy)
             return "torch"
         return name
@@ -470,24 +471,36 @@ def _normal_fp16_values(dtype, n, seed, on_grid=False):
     return x.astype(dtype)
 
 
+def _set_counter(name, value):
+    """Put the device counter of the route ``name`` (after ``device_paths``) at ``value``."""
+    from pychop_compat.engines import device_random
+
+    device_random._offsets["cpu:0" if name == "torch" else "cuda:0"] = value
+
+
 @pytest.mark.parametrize("name", DEVICE_PATH_ENGINES)
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_device_stochastic_rounding_follows_the_definition(device_paths, name, dtype):
-    """Element i of the k-th drawing call (n elements each) after seed_device(s) rounds |x|
-    up exactly when u_1(k n + i) <= frac(|x| 2^(t-1-e)) (mode 5), or <= 1/2 (mode 6)."""
+@pytest.mark.parametrize("start", [0, 2**64 - 5000], ids=["counter-0", "counter-wraps"])
+def test_device_stochastic_rounding_follows_the_definition(device_paths, name, dtype, start):
+    """Element i (row-major order) of the k-th drawing call (n elements each) after the
+    counter is at ``start`` rounds |x| up exactly when u_1(start + k n + i mod 2**64)
+    <= frac(|x| 2^(t-1-e)) (mode 5), or <= 1/2 (mode 6).  The input is a transposed view."""
     from pychop_compat.engines.device_random import seed_device
 
     name = device_paths(name)
-    n, t = 4096, 11
-    x = _normal_fp16_values(dtype, n, seed=31)
-    e = np.frexp(x.astype(np.float64))[1] - 1
-    scaled = np.abs(x.astype(np.float64)) * 2.0**(t - 1 - e)   # exact
+    n, t, seed = 4096, 11, 2**64 - 3
+    x = _normal_fp16_values(dtype, n, seed=31).reshape(64, 64).T   # not C-contiguous
+    flat = np.ascontiguousarray(x).ravel()                         # row-major order
+    e = np.frexp(flat.astype(np.float64))[1] - 1
+    scaled = np.abs(flat.astype(np.float64)) * 2.0**(t - 1 - e)   # exact
     floor, frac = np.floor(scaled), scaled - np.floor(scaled)
-    seed_device(2**64 - 3)
+    seed_device(seed)
+    _set_counter(name, start)
     for call, mode in enumerate((5, 6, 5)):
-        u = _u(2**64 - 3, 1, np.arange(n) + call * n).astype(dtype)   # compared in the input's class
+        j = (start + call * n + np.arange(n, dtype=object)) % 2**64
+        u = _u(seed, 1, j.astype(np.uint64)).astype(dtype)   # compared in the input's class
         up = (frac != 0) & (u <= (frac.astype(dtype) if mode == 5 else 0.5))
-        want = (np.sign(x) * (floor + up) * 2.0**-(t - 1 - e)).astype(dtype)
+        want = (np.sign(flat) * (floor + up) * 2.0**-(t - 1 - e)).astype(dtype).reshape(x.shape)
         got = to_numpy(chop(_on_device(name, x), {"format": "h", "round": mode}))
         assert_bits_equal(got, want, f"{name} {dtype} call {call} mode {mode}")
 
@@ -545,11 +558,15 @@ def test_counter_numbers_match_their_definition():
 
 @pytest.mark.parametrize("name", DEVICE_PATH_ENGINES)
 def test_device_deterministic_modes_ignore_generator(device_paths, name):
+    from pychop_compat.engines import device_random
+
     name = device_paths(name)
     x = make_input(lookup_format("b"), "float64", seed=10)
+    device_random.seed_device(0)
     for mode in (1, 2, 3, 4):
         expected = chop(x.copy(), {"format": "b", "round": mode})
         assert_bits_equal(to_numpy(chop(_on_device(name, x), {"format": "b", "round": mode})), expected, name)
+    assert device_random._offsets == {}, "deterministic modes leave the counters alone"
 
 
 @pytest.mark.gpu
@@ -684,8 +701,28 @@ def _host_cupy(tmp_path_factory):
         return lambda *args, **kwargs: np.asarray(function(*args, **kwargs)).view(HostArray)
 
     libraries = {}
+    scalar_types = {"int": (np.int32, ctypes.c_int), "long long": (np.int64, ctypes.c_longlong),
+                    "unsigned long long": (np.uint64, ctypes.c_ulonglong), "double": (np.float64, ctypes.c_double)}
+    pointer_types = {"float": np.float32, "double": np.float64, "long long": np.int64, "unsigned char": np.uint8}
+
+    def signature(code, name):
+        """The kernel's parameters as (pointer?, NumPy type), read from its source."""
+        real = re.search(r"#define REAL (\w+)", code).group(1)
+        params = re.search(rf"void {name}\((.*?)\)\s*{{", code, re.S).group(1)
+        out = []
+        for param in params.split(","):
+            words = param.replace("__restrict__", "").replace("const", "").split()[:-1]  # drop the name
+            kind = " ".join(words).replace("REAL", real)
+            if kind.endswith("*"):
+                out.append((True, pointer_types[kind[:-1].strip()]))
+            else:
+                out.append((False, scalar_types[kind][0]))
+        return out
 
     class RawKernel:
+        """Checks every argument against the kernel's signature, as CuPy does not: a scalar of
+        the wrong type or order would be read as other bits on a GPU."""
+
         def __init__(self, code, name, options=()):
             assert "--ftz=false" in options and "--fmad=false" in options
             key = hash(code)
@@ -696,23 +733,23 @@ def _host_cupy(tmp_path_factory):
                 subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-ffp-contract=off", "-fno-fast-math",
                                 "-o", str(library), str(source)], check=True, capture_output=True)
                 libraries[key] = ctypes.CDLL(str(library))
+            self.signature = signature(code, name)
             self.function = getattr(libraries[key], name)
+            self.function.argtypes = [ctypes.c_void_p if pointer else
+                                      next(c for t, c in scalar_types.values() if t is kind)
+                                      for pointer, kind in self.signature]
 
         def __call__(self, grid, block, args):
+            assert len(args) == len(self.signature), (len(args), len(self.signature))
             converted = []
-            for arg in args:
-                if isinstance(arg, np.ndarray):
+            for position, (arg, (pointer, kind)) in enumerate(zip(args, self.signature)):
+                if pointer:
+                    assert isinstance(arg, np.ndarray) and arg.dtype == kind, (position, type(arg))
                     assert arg.flags.c_contiguous
-                    converted.append(ctypes.c_void_p(arg.ctypes.data))
-                elif isinstance(arg, np.int64):
-                    converted.append(ctypes.c_longlong(int(arg)))
-                elif isinstance(arg, np.uint64):
-                    converted.append(ctypes.c_ulonglong(int(arg)))
-                elif isinstance(arg, np.int32):
-                    converted.append(ctypes.c_int(int(arg)))
+                    converted.append(arg.ctypes.data)
                 else:
-                    assert isinstance(arg, np.float64), type(arg)
-                    converted.append(ctypes.c_double(float(arg)))
+                    assert type(arg) is kind, (position, type(arg), kind)
+                    converted.append(arg.item())
             self.function(*converted)
 
     return types.SimpleNamespace(
@@ -728,12 +765,23 @@ def host_cupy(tmp_path_factory):
     return _host_cupy(tmp_path_factory)
 
 
+@pytest.fixture
+def host_kernel(host_cupy, monkeypatch):
+    """cupy_engine on the stand-in, with a kernel cache of its own (the real one stays clean
+    for the GPU tests that may follow)."""
+    from pychop_compat.engines import cupy_engine
+
+    monkeypatch.setattr(cupy_engine, "_cupy", lambda: host_cupy)
+    monkeypatch.setattr(cupy_engine, "_kernel", functools.lru_cache(maxsize=None)(cupy_engine._kernel.__wrapped__))
+    return host_cupy
+
+
 @pytest.mark.parametrize("name, params, dtype, mode, sub, explim, flip", list(_matrix()))
-def test_cuda_kernel_logic_on_host(host_cupy, monkeypatch, name, params, dtype, mode, sub, explim, flip):
+def test_cuda_kernel_logic_on_host(host_kernel, name, params, dtype, mode, sub, explim, flip):
     from pychop_compat.engines import cupy_engine
     from pychop_compat.randomness import sources_for
 
-    monkeypatch.setattr(cupy_engine, "_cupy", lambda: host_cupy)
+    host_cupy = host_kernel
     fmt = custom_format(*params) if params else lookup_format(name)
     seed = zlib_seed(name, dtype, mode, sub, explim, flip)
     x = make_input(fmt, dtype, seed)
@@ -755,11 +803,11 @@ def test_cuda_kernel_logic_on_host(host_cupy, monkeypatch, name, params, dtype, 
 
 @pytest.mark.parametrize("mode, flip", [(5, 0), (6, 1), (1, 1)])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_cuda_kernel_device_draws_on_host(host_cupy, monkeypatch, dtype, mode, flip):
-    """Device draws (here the stand-in's generator): reproducible from the seed, between round down and up."""
+def test_cuda_kernel_device_draws_on_host(host_kernel, dtype, mode, flip):
+    """A cupy array's numbers made in the kernel: reproducible from the seed, between round down and up."""
     from pychop_compat.engines import cupy_engine
 
-    monkeypatch.setattr(cupy_engine, "_cupy", lambda: host_cupy)
+    host_cupy = host_kernel
     x = make_input(lookup_format("h"), dtype, seed=21, n=3000)
     spec = resolve({"format": "h", "round": mode, "flip": flip}, None, "single" if dtype == "float32" else "double")
     stream_before = rng().State.copy()
@@ -776,7 +824,6 @@ def test_cuda_kernel_device_draws_on_host(host_cupy, monkeypatch, dtype, mode, f
         assert (np.isnan(first) | ((down <= first) & (first <= up))).all()
 
 
-
 @pytest.mark.skipif("torch" not in _AVAILABLE, reason="torch not installed")
 @pytest.mark.parametrize("options", [
     {"format": "q52", "round": 1}, {"format": "b", "round": 4, "explim": 0},
@@ -784,15 +831,15 @@ def test_cuda_kernel_device_draws_on_host(host_cupy, monkeypatch, dtype, mode, f
     {"format": "s", "round": 1, "flip": 1, "subnormal": 0},
 ])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_torch_through_kernel_matches_pure_torch_on_host(host_cupy, monkeypatch, options, dtype):
-    """A CUDA tensor with CuPy goes through DLPack to the kernel, drawing from torch's device
-    generator; without CuPy, pure torch.  Here both on CPU tensors (the kernel compiled for
-    the host): the same bits, device draws included, and the input is left alone."""
+def test_torch_through_kernel_matches_pure_torch_on_host(host_kernel, monkeypatch, options, dtype):
+    """A CUDA tensor with CuPy goes through DLPack to the kernel; without CuPy, pure torch.
+    Here both on CPU tensors (the kernel compiled for the host): the same bits, numbers made
+    on the device included, and the input is left alone."""
     import torch
 
     from pychop_compat.engines import cupy_engine, torch_engine
 
-    monkeypatch.setattr(cupy_engine, "_cupy", lambda: host_cupy)
+    host_cupy = host_kernel
     monkeypatch.setattr(torch_engine, "_DEVICE_PATHS_ON_CPU", True)
     x = torch.from_numpy(make_input(lookup_format(options["format"]), dtype, seed=12, n=4000))
     kept = x.clone()
@@ -806,6 +853,7 @@ def test_torch_through_kernel_matches_pure_torch_on_host(host_cupy, monkeypatch,
     assert_bits_equal(results["kernel"], results["torch"], str(options))
     assert torch.equal(x.view(torch.int64 if dtype == "float64" else torch.int32),
                        kept.view(torch.int64 if dtype == "float64" else torch.int32))
+
 
 @pytest.mark.skipif("torch" not in _AVAILABLE, reason="torch not installed")
 @pytest.mark.parametrize("name, params, dtype, mode, sub, explim, flip", list(_matrix()))

@@ -266,8 +266,8 @@ def chop_device_array(x, spec: ChopSpec, sources: RandomSources, stream: Optiona
         Host sources, used when ``stream`` is None.
     stream : CounterStream, optional
         The call's numbers from :mod:`~pychop_compat.engines.device_random`,
-        computed in the kernel for each element in memory order, instead of
-        ``sources``.
+        computed in the kernel for each element in row-major order, instead
+        of ``sources``.
     """
     cupy = _cupy()
     with x.device:

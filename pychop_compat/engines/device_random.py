@@ -19,8 +19,8 @@ modulo 2**64::
     key_s  = mix(seed + s * G)                                 s = 1, 2, 3
     u_s(j) = ((mix(key_s + j * G) >> 12) + 1/2) * 2**-52         in (0, 1)
 
-Element ``i`` of a call, in the memory order of the contiguous array, has
-the counter ``j = offset + i``.  Stochastic rounding compares with
+Element ``i`` of a call, in row-major (C) order of the array's elements, has
+the counter ``j = offset + i`` (modulo 2**64).  Stochastic rounding compares with
 ``u_1(j)``; with ``flip = 1`` the element's bit ``1 + floor((t - 1) * u_3(j))``
 is flipped when ``u_2(j) <= p`` (the rule of MATLAB's ``randi``).  Each device
 keeps its own ``offset``: 0 after :func:`seed_device` (and at import), and every

@@ -24,8 +24,8 @@ round trip) by the counter-based generator of
 :mod:`pychop_compat.engines.device_random`, computed with int64 tensor
 operations:
 
-* each element (memory order of the contiguous tensor) gets its own numbers,
-  a function of the seed, the device's counter and its index;
+* each element gets its own numbers, a function of the seed, the device's
+  counter and its index in row-major (C) order;
 * :func:`seed_device` (the same function for torch and CuPy) sets the seed,
   so the same seed, the same sequence of calls, the same shapes, options and
   values give the same results on any GPU, with or without CuPy;

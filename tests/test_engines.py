@@ -855,6 +855,35 @@ def test_torch_through_kernel_matches_pure_torch_on_host(host_kernel, monkeypatc
                        kept.view(torch.int64 if dtype == "float64" else torch.int32))
 
 
+def _random_modes():
+    for param in _matrix():
+        if param.values[3] >= 5 or param.values[6]:
+            yield param
+
+
+@pytest.mark.skipif("torch" not in _AVAILABLE, reason="torch not installed")
+@pytest.mark.parametrize("name, params, dtype, mode, sub, explim, flip", list(_random_modes()))
+def test_device_numbers_give_the_same_bits_on_both_routes(host_kernel, monkeypatch, name, params, dtype,
+                                                          mode, sub, explim, flip):
+    """With numbers made on the device, pure torch (its bit-pattern path for stochastic
+    rounding, the general path for the rest and for flips) and the CUDA kernel (compiled for
+    the host, itself checked against NumPy above) agree bit for bit on the matrix's inputs."""
+    import torch
+
+    from pychop_compat.engines import torch_engine
+
+    monkeypatch.setattr(torch_engine, "_DEVICE_PATHS_ON_CPU", True)
+    fmt = custom_format(*params) if params else lookup_format(name)
+    x = torch.from_numpy(make_input(fmt, dtype, zlib_seed(name, dtype, mode, sub, explim, flip)))
+    options = _options(name, params, mode, sub, explim, flip)
+    results = []
+    for cupy_for in (lambda _: host_kernel, lambda _: None):
+        monkeypatch.setattr(torch_engine, "_cupy_for", cupy_for)
+        torch_engine.seed_device(11)
+        results.append(chop(x, options).numpy())
+    assert_bits_equal(results[1], results[0], f"{name} {dtype} r{mode} s{sub} e{explim} f{flip}")
+
+
 @pytest.mark.skipif("torch" not in _AVAILABLE, reason="torch not installed")
 @pytest.mark.parametrize("name, params, dtype, mode, sub, explim, flip", list(_matrix()))
 def test_torch_device_paths_on_cpu(monkeypatch, name, params, dtype, mode, sub, explim, flip):

@@ -13,7 +13,10 @@ Results are bit-identical to the NumPy engine (:mod:`pychop_compat.reference`):
   port of ``reference.py`` with torch operations, drawing the same random numbers
   (``sources``) in chop.m's order: column-major, the normal block first and
   then the subnormal block, one uniform per element whose scaled value is not
-  an integer (Inf and NaN included).
+  an integer (Inf and NaN included);
+* on GPUs, stochastic rounding with numbers made on the device (see below)
+  rounds the bit patterns like the deterministic fast path, each element with
+  its own number, and leaves the rest (and bit flips) to the general path.
 
 Random numbers on a GPU
 -----------------------
@@ -330,27 +333,41 @@ def _signed64(value: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
-def _shift_right(z, k: int):
-    """Logical right shift of int64 bits (torch's ``>>`` is arithmetic)."""
-    return (z >> k) & ((1 << (64 - k)) - 1)
-
-
-def _counter_uniform(key: int, offset: int, n: int, device):
-    """``u(offset + i)`` of :mod:`~pychop_compat.engines.device_random` for i < n, as float64.
+def _counter_uniform(key: int, offset: int, n: int, device, indices=None):
+    """``u(offset + i)`` of :mod:`~pychop_compat.engines.device_random` as float64, for
+    i < n, or for i in the int64 tensor ``indices``.
 
     int64 tensors hold the unsigned 64-bit words: addition and multiplication
-    wrap around modulo 2**64, as the definition's arithmetic does.
+    wrap around modulo 2**64, as the definition's arithmetic does, and the
+    logical right shifts are arithmetic ones with the sign copies masked off.
     """
     import torch
 
-    z = torch.arange(n, dtype=torch.int64, device=device)
+    if indices is None:
+        z = torch.arange(n, dtype=torch.int64, device=device)
+    else:
+        z = indices.to(torch.int64, copy=True)
     z.mul_(_signed64(device_random.GOLDEN)).add_(_signed64(key + offset * device_random.GOLDEN))
-    z ^= _shift_right(z, 30)
-    z.mul_(_signed64(device_random.MIX1))
-    z ^= _shift_right(z, 27)
-    z.mul_(_signed64(device_random.MIX2))
-    z ^= _shift_right(z, 31)
-    return _shift_right(z, 12).to(torch.float64).add_(0.5).mul_(2.0**-52)
+    shifted = torch.empty_like(z)
+    for k, multiplier in ((30, device_random.MIX1), (27, device_random.MIX2), (31, None)):
+        torch.bitwise_right_shift(z, k, out=shifted)
+        z.bitwise_xor_(shifted.bitwise_and_((1 << (64 - k)) - 1))
+        if multiplier is not None:
+            z.mul_(_signed64(multiplier))
+    # The top 52 bits k as the significand of 1 + k 2^-52 (exact), then minus 1 - 2^-53 (exact).
+    z.bitwise_right_shift_(12).bitwise_and_((1 << 52) - 1).bitwise_or_(0x3FF0_0000_0000_0000)
+    return z.view(torch.float64).sub_(1.0 - 2.0**-53)
+
+
+class _CounterDraws:
+    """The numbers of a :class:`~pychop_compat.engines.device_random.CounterStream` for some
+    elements of a call: those at ``indices`` (an int64 tensor), or all of them (None)."""
+
+    def __init__(self, stream, indices=None):
+        self.stream, self.indices = stream, indices
+
+    def uniform(self, stream_number: int, n: int, device):
+        return _counter_uniform(self.stream.keys[stream_number - 1], self.stream.offset, n, device, self.indices)
 
 
 def _per_element_draws(y_need, sub, spec: ChopSpec, sources, device_draws, n: int, device):
@@ -367,13 +384,12 @@ def _per_element_draws(y_need, sub, spec: ChopSpec, sources, device_draws, n: in
     if device_draws is not None:
         if spec.flips and spec.fmt.t < 2:
             raise ValueError(_FLIP_PRECISION_ERROR)
-        key_round, key_choice, key_bit = device_draws.keys
-        offset = device_draws.offset
-        draws = _counter_uniform(key_round, offset, n, device) if stochastic else None
+        draws = device_draws.uniform(device_random.ROUND, n, device) if stochastic else None
         flip_bits = None
         if spec.flips:
-            chosen = _counter_uniform(key_choice, offset, n, device) <= spec.p
-            shift = _counter_uniform(key_bit, offset, n, device).mul_(spec.fmt.t - 1).floor_().to(torch.int64)
+            chosen = device_draws.uniform(device_random.FLIP_CHOICE, n, device) <= spec.p
+            shift = device_draws.uniform(device_random.FLIP_BIT, n, device).mul_(spec.fmt.t - 1).floor_()
+            shift = shift.to(torch.int64)
             flip_bits = torch.where(chosen, torch.ones_like(shift) << shift, 0)  # bit 1 + shift
         return draws, flip_bits, True, True
 
@@ -681,6 +697,43 @@ def _chop_fast(x, spec: ChopSpec):
     return out.view(x.shape)
 
 
+def _chop_fast_stochastic(x, spec: ChopSpec, stream):
+    """Modes 5 and 6 without flips, numbers made on the device: a new contiguous tensor.
+
+    An element's result depends only on its value and its number, so the
+    regular elements (those the bit rounding of :func:`_chop_fast` handles)
+    round on their bit patterns: the dropped bits are the scaled value's
+    fraction (exact as a float), and the kept bits go up one unit when the
+    number is at most that fraction (mode 5) or 1/2 (mode 6).  The others go
+    to the general path with their own numbers.
+    """
+    import torch
+
+    carrier = _CARRIERS[str(x.dtype).rpartition(".")[2]]
+    plan = _fast_plan(spec, carrier)
+    flat = x.contiguous().view(-1)
+    bits = flat.view(_torch_int(torch, carrier))
+    n = flat.numel()
+    if plan.shift:
+        mask = (1 << plan.shift) - 1
+        dropped = bits & mask
+        u = _counter_uniform(stream.keys[device_random.ROUND - 1], stream.offset, n, flat.device)
+        u = u.to(flat.dtype)  # compared in the input's class, as chop.m
+        if spec.round == 5:
+            up = u <= dropped.to(flat.dtype).mul_(2.0 ** -plan.shift)  # 0 < u: no fraction, no step
+        else:
+            up = (u <= 0.5).logical_and_(dropped != 0)
+        out_bits = (bits & ~mask).add_(up.to(bits.dtype).mul_(mask + 1))
+    else:
+        out_bits = bits.clone()
+    out = out_bits.view(flat.dtype)
+    magnitude = bits & carrier.abs_mask
+    indices = _flat_nonzero((magnitude < plan.low).logical_or_(magnitude > plan.high))
+    if indices.numel():
+        out[indices] = _chop_vector(flat[indices], spec, None, _CounterDraws(stream, indices))
+    return out.view(x.shape)
+
+
 # --- orchestration ---------------------------------------------------------------------------
 
 def _device_key(device) -> str:
@@ -782,8 +835,10 @@ def _chop_work(x, spec: ChopSpec, sources: RandomSources):
         return _chop_with_cupy(cupy, x, spec, sources, stream)
     if spec.round <= 4 and not spec.flips:
         return _chop_fast(x, spec)
+    if stream is not None and not spec.flips:
+        return _chop_fast_stochastic(x, spec, stream)
     if stream is not None:
-        return _chop_vector(x.contiguous().view(-1), spec, None, stream).view(x.shape)
+        return _chop_vector(x.contiguous().view(-1), spec, None, _CounterDraws(stream)).view(x.shape)
     return _from_column_major(_chop_vector(_column_major(x), spec, sources), x.shape)
 
 

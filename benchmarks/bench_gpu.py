@@ -17,13 +17,21 @@ torch, the native ``x.half()`` round trip (``x.half().to(x.dtype)``, counted
 with the same bytes, so its column compares directly with the fp16 row).
 Sizes that do not fit in device memory are reported as such.  Without a CUDA
 GPU the script says so and exits with status 0.
+
+``--cpu-proxy`` runs the pure-torch rows on CPU tensors sent down the paths a
+CUDA tensor takes without CuPy (whole-tensor operations, numbers made by the
+counter-based generator), timed with ``time.perf_counter``: not a GPU
+measurement, but the ratio to the copy column tells how many passes over
+memory those paths make.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,6 +39,8 @@ sys.path.insert(0, str(ROOT))
 
 from pychop_compat import Chop  # noqa: E402
 from pychop_compat.engines import available_engines  # noqa: E402
+
+_CPU_PROXY = "torch-cpu (GPU paths, proxy)"
 
 CASES = [
     ("fp16 RN", dict(format="h")),
@@ -41,7 +51,7 @@ CASES = [
 
 
 class _Timer:
-    """Median milliseconds of a GPU callable, timed with device events."""
+    """Median milliseconds of a callable: GPU work timed with device events, CPU work with a clock."""
 
     def __init__(self, library):
         self.library = library
@@ -50,7 +60,11 @@ class _Timer:
         func()  # warm up (kernel compilation, allocator)
         times = []
         for _ in range(repeats):
-            if self.library == "cupy":
+            if self.library == "cpu":
+                start = time.perf_counter()
+                func()
+                times.append(1e3 * (time.perf_counter() - start))
+            elif self.library == "cupy":
                 import cupy
 
                 start, stop = cupy.cuda.Event(), cupy.cuda.Event()
@@ -83,11 +97,14 @@ def _input(library, n: int, dtype: str):
         return cupy.random.default_rng(0).standard_normal(n, dtype=dtype)
     import torch
 
-    generator = torch.Generator(device="cuda").manual_seed(0)
-    return torch.randn(n, dtype=getattr(torch, dtype), device="cuda", generator=generator)
+    device = "cpu" if library == "cpu" else "cuda"
+    generator = torch.Generator(device=device).manual_seed(0)
+    return torch.randn(n, dtype=getattr(torch, dtype), device=device, generator=generator)
 
 
 def _free_bytes(library) -> int:
+    if library == "cpu":
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     if library == "cupy":
         import cupy
 
@@ -98,6 +115,8 @@ def _free_bytes(library) -> int:
 
 
 def _release(library) -> None:
+    if library == "cpu":
+        return
     if library == "cupy":
         import cupy
 
@@ -112,12 +131,13 @@ def _engine_rows(engine: str, sizes, dtypes, repeats: int):
     """Rows of the table for one engine: (engine, dtype, n, case, ms, GB/s, copy GB/s, half GB/s)."""
     from pychop_compat.engines import torch_engine
 
-    library = "cupy" if engine == "cupy" else "torch"
-    pure_torch = engine == "torch-cuda (pure torch)"
+    library = {"cupy": "cupy", _CPU_PROXY: "cpu"}.get(engine, "torch")
+    pure_torch = engine in ("torch-cuda (pure torch)", _CPU_PROXY)
     timer = _Timer(library)
-    saved = torch_engine._cupy_for
+    saved = torch_engine._cupy_for, torch_engine._DEVICE_PATHS_ON_CPU
     if pure_torch:
         torch_engine._cupy_for = lambda x: None  # skip CuPy's kernel even if installed
+    torch_engine._DEVICE_PATHS_ON_CPU = engine == _CPU_PROXY
     try:
         for dtype in dtypes:
             itemsize = 4 if dtype == "float32" else 8
@@ -157,7 +177,7 @@ def _engine_rows(engine: str, sizes, dtypes, repeats: int):
                 finally:
                     _release(library)
     finally:
-        torch_engine._cupy_for = saved
+        torch_engine._cupy_for, torch_engine._DEVICE_PATHS_ON_CPU = saved
 
 
 def _format(row) -> str:
@@ -165,8 +185,8 @@ def _format(row) -> str:
     if ms is None:
         return f"| {engine} | {dtype} | {n:.0e} | {case} | does not fit | | | | |"
     share = f"{100 * gbps / copy:.0f}%"
-    half_text = "" if half is None else f"{half:.0f}"
-    return (f"| {engine} | {dtype} | {n:.0e} | {case} | {ms:.3f} | {gbps:.0f} | {copy:.0f} | "
+    half_text = "" if half is None else f"{half:.3g}"
+    return (f"| {engine} | {dtype} | {n:.0e} | {case} | {ms:.3f} | {gbps:.3g} | {copy:.3g} | "
             f"{share} | {half_text} |")
 
 
@@ -176,13 +196,20 @@ def main(argv=None) -> int:
     parser.add_argument("--sizes", type=float, nargs="+", default=None, help="sizes (default 1e6 1e7 1e8 1e9)")
     parser.add_argument("--dtypes", nargs="+", default=["float32", "float64"], choices=["float32", "float64"])
     parser.add_argument("--repeats", type=int, default=None, help="timed calls per entry (median)")
+    parser.add_argument("--cpu-proxy", action="store_true",
+                        help="only the pure-torch GPU paths, run on CPU tensors (not a GPU measurement)")
     args = parser.parse_args(argv)
 
     available = available_engines()
     engines = []
-    if "cupy" in available:
+    if args.cpu_proxy:
+        if "torch" not in available:
+            print("--cpu-proxy needs torch.")
+            return 0
+        engines = [_CPU_PROXY]
+    if "cupy" in available and not args.cpu_proxy:
         engines.append("cupy")
-    if "torch-cuda" in available:
+    if "torch-cuda" in available and not args.cpu_proxy:
         engines += ["torch-cuda", "torch-cuda (pure torch)"] if "cupy" in available else ["torch-cuda"]
     if not engines:
         print("No CUDA GPU visible to CuPy or torch: nothing to benchmark (see benchmarks/bench_cpu.py).")
@@ -198,11 +225,17 @@ def main(argv=None) -> int:
         for row in _engine_rows(engine, sizes, args.dtypes, repeats):
             print(_format(row), flush=True)
     print()
-    print("GB/s = 2 * n * itemsize / time (bytes read + written); the fp16 SR rows draw on the device.")
+    print("GB/s = 2 * n * itemsize / time (bytes read + written); the fp16 SR rows make their numbers "
+          "on the device.")
     return 0
 
 
 def _device_line(engine: str) -> str:
+    if engine == _CPU_PROXY:
+        import torch
+
+        return (f"CPU proxy (no GPU): {os.cpu_count()} cores, torch {torch.__version__}, "
+                f"{torch.get_num_threads()} threads; times are not GPU times")
     if engine == "cupy":
         import cupy
 

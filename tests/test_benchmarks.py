@@ -1,0 +1,48 @@
+"""The benchmark scripts run and print their tables (smoke runs: no timing is asserted)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pychop_compat.engines import available_engines
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def _run(script, *args):
+    return subprocess.run([sys.executable, str(BENCHMARKS / script), *args],
+                          capture_output=True, text=True, timeout=600)
+
+
+def _table_rows(stdout: str) -> list:
+    return [line for line in stdout.splitlines() if line.startswith("| ") and not line.startswith("| engine")]
+
+
+@pytest.mark.skipif("torch" not in available_engines(), reason="torch not installed")
+def test_gpu_benchmark_table_on_the_cpu_proxy():
+    """The GPU benchmark's table code, run on CPU tensors sent down the GPU paths."""
+    out = _run("bench_gpu.py", "--cpu-proxy", "--sizes", "2e4", "--repeats", "1")
+    assert out.returncode == 0, out.stderr
+    rows = _table_rows(out.stdout)
+    assert len(rows) == 8, out.stdout  # 2 dtypes x 4 cases
+    assert all(row.count("|") == 10 and "does not fit" not in row for row in rows)
+    assert "not GPU times" in out.stdout
+
+
+def test_gpu_benchmark_without_a_gpu_says_so():
+    if {"cupy", "torch-cuda"} & set(available_engines()):
+        pytest.skip("a GPU is visible")
+    out = _run("bench_gpu.py", "--quick")
+    assert out.returncode == 0 and "No CUDA GPU" in out.stdout
+
+
+def test_cpu_benchmark_quick_run():
+    out = _run("bench_cpu.py", "--quick", "--no-pychop")
+    assert out.returncode == 0, out.stderr
+    rows = [row for row in out.stdout.splitlines() if row.startswith("| 1e+0")]
+    assert len(rows) >= 24, out.stdout  # 2 sizes x 2 dtypes x 6 configurations, then torch rows
+    assert any("fp16 SR5 MATLAB stream" in row for row in rows)

@@ -221,6 +221,13 @@ class _Plan:
         if self.float_rn:
             hi = min(hi, L.pow2_bits(L.emax - d0 + 1))
             self.S_OFF = u((d0 << (L.p - 1)) | (1 << (L.p - 2)))
+            # chop's subnormal block (xmins <= |x| < xmin) rounds on the fixed grid of xmins,
+            # the grid of S for e = emin: with subnormals kept (no underflow rule applies
+            # there) it is regular too, its exponent field raised to emin's.  Below xmins and
+            # the carrier's own subnormals stay special.
+            self.E_FLOOR = u(lo)
+            if explim and keep_subnormals:
+                lo = min(lo, L.pow2_bits(max(self.emins, L.emin)))
         self.EXP = u(L.inf)
         self.LO, self.HI, self.SPAN = u(lo), u(hi), u(hi - lo)
 
@@ -454,6 +461,8 @@ def _round_block(plan: _Plan, ub: np.ndarray, ob: np.ndarray, s: _Scratch):
     if plan.float_rn:
         ftype = plan.layout.ftype
         big = s.a[:m]
+        if plan.E_FLOOR > plan.LO:
+            np.maximum(big, plan.E_FLOOR, out=big)  # chop's subnormal block: e = emin
         np.add(big, plan.S_OFF, out=big)  # S = 1.5 * 2^(e + d0), from x's exponent field
         big_f, xb, of = big.view(ftype), ub.view(ftype), ob.view(ftype)
         if special is None:  # regular values neither overflow nor meet NaN here

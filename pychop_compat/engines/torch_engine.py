@@ -505,6 +505,10 @@ class _FastPlan:
     down: tuple = ()   # 2^emins as two exact factors, the larger first
     xmins_ge: float = 0.0  # |x| >= xmins <=> |x| >= xmins_ge: chop.m's subnormal block
     xmin_ge: float = 0.0   # |x| >= xmin <=> |x| >= xmin_ge
+    # Round to nearest by (x + S) - S, S = 1.5 * 2^(max(e, floor) + shift) from the
+    # exponent field (see _round_nearest); 0: integer rounding of the bits instead.
+    s_offset: int = 0
+    exponent_floor: int = 0  # exponent field of 2^emin: chop.m's subnormal block is regular
 
 
 def _fast_plan(spec: ChopSpec, carrier: _Carrier) -> _FastPlan:
@@ -529,9 +533,34 @@ def _fast_plan(spec: ChopSpec, carrier: _Carrier) -> _FastPlan:
     tiny = 1 - carrier.bias <= a and -b <= carrier.bias and fmt.emins < fmt.emin
     if not tiny:
         return _FastPlan(shift, low, high, spec.round, plus_zero, False)
+    s_offset = exponent_floor = 0
+    if spec.round == 1 and shift >= 2 and spec.keeps_subnormals:
+        # S's binade holds x + S (shift >= 2); S must stay finite.  With subnormals kept,
+        # chop.m's subnormal block (the grid of xmins, no underflow rule there) is S's
+        # grid at e = emin: those elements are regular, their exponent field raised.
+        s_offset = (shift << carrier.mant) | (1 << (carrier.mant - 1))
+        high = min(high, ((carrier.bias - shift + 1 + carrier.bias) << carrier.mant) - 1)
+        exponent_floor = low & (carrier.field << carrier.mant)
+        low = max(carrier.min_normal_bits, carrier.bits(_at_least(fmt.xmins, dt)))
     return _FastPlan(shift, low, high, spec.round, plus_zero, True,
                      up=(2.0 ** -a, 2.0 ** -b), down=(2.0 ** b, 2.0 ** a),
-                     xmins_ge=_at_least(fmt.xmins, dt), xmin_ge=_at_least(fmt.xmin, dt))
+                     xmins_ge=_at_least(fmt.xmins, dt), xmin_ge=_at_least(fmt.xmin, dt),
+                     s_offset=s_offset, exponent_floor=exponent_floor)
+
+
+def _round_nearest(values, bits, plan: _FastPlan, carrier: _Carrier, scratch, target):
+    """Round to nearest, ties to even, by the FPU: ``(x + S) - S`` into ``target`` (a float view).
+
+    S = 1.5 * 2^(e + shift), built from the exponent field (raised to chop.m's emin,
+    for its subnormal block), lies in a binade whose spacing is the grid of x; x + S
+    stays in that binade, so one rounding there is the rounding of x.
+    """
+    import torch
+
+    torch.bitwise_and(bits, carrier.field << carrier.mant, out=scratch)
+    scratch.clamp_(min=plan.exponent_floor).add_(plan.s_offset)
+    big = scratch.view(values.dtype)
+    return torch.add(values, big, out=target).sub_(big)
 
 
 def _round_bits(bits, plan: _FastPlan, carrier: _Carrier, scratch, target):
@@ -604,6 +633,18 @@ def _flat_nonzero(mask):
     return torch.nonzero(mask).view(-1)
 
 
+def _bit_rounded(values, rounded, plan: _FastPlan, carrier: _Carrier):
+    """The t-bit roundings of ``values`` that :func:`_chop_tiny` needs: ``rounded`` itself,
+    unless it came from :func:`_round_nearest`, which rounds below xmin on chop.m's grid."""
+    import torch
+
+    if not plan.s_offset:
+        return rounded
+    bits = values.view(_torch_int(torch, carrier))
+    target = torch.empty_like(bits)
+    return _round_bits(bits, plan, carrier, torch.empty_like(bits), target).view(values.dtype)
+
+
 def _scan(flat, out, spec: ChopSpec, plan: _FastPlan, carrier: _Carrier, start: int, stop: int, chunk: int):
     """The fast path on ``flat[start:stop]``, chunk by chunk, into ``out``."""
     import torch
@@ -618,7 +659,10 @@ def _scan(flat, out, spec: ChopSpec, plan: _FastPlan, carrier: _Carrier, start: 
         bits = bits_in[begin:end]
         magnitude = torch.bitwise_and(bits, carrier.abs_mask, out=magnitude_buf[:end - begin])
         smallest, largest = (int(v) for v in torch.aminmax(magnitude))
-        _round_bits(bits, plan, carrier, scratch_buf[:end - begin], bits_out[begin:end])
+        if plan.s_offset:
+            _round_nearest(flat[begin:end], bits, plan, carrier, scratch_buf[:end - begin], out[begin:end])
+        else:
+            _round_bits(bits, plan, carrier, scratch_buf[:end - begin], bits_out[begin:end])
         if plan.plus_zero and smallest == 0:
             out[begin:end].add_(0.0)  # -0 + 0 = +0, as chop.m's underflow rule assigns 0
         if smallest < plan.low:  # zeros, or values the shift alone cannot round
@@ -630,7 +674,8 @@ def _scan(flat, out, spec: ChopSpec, plan: _FastPlan, carrier: _Carrier, start: 
                 general.append(found + begin)
             elif 8 * found.numel() > end - begin:
                 # Mostly tiny: the tiny path on the whole chunk beats gathering.
-                out[begin:end] = _chop_tiny(flat[begin:end], out[begin:end], spec, plan, carrier, dense=True)
+                out[begin:end] = _chop_tiny(flat[begin:end], _bit_rounded(flat[begin:end], out[begin:end], plan, carrier),
+                                            spec, plan, carrier, dense=True)
             elif found.numel():
                 tiny.append(found + begin)
             if plan.tiny_path and smallest < carrier.min_normal_bits:
@@ -650,7 +695,8 @@ def _scan(flat, out, spec: ChopSpec, plan: _FastPlan, carrier: _Carrier, start: 
             if path is None:
                 out[piece] = _chop_vector(flat[piece], spec, None)
             else:
-                out[piece] = _chop_tiny(flat[piece], out[piece], spec, plan, carrier)
+                out[piece] = _chop_tiny(flat[piece], _bit_rounded(flat[piece], out[piece], plan, carrier),
+                                        spec, plan, carrier)
 
 
 _pool = None  # (process id, executor, size)

@@ -4,10 +4,12 @@ Results are bit-identical to the NumPy engine (:mod:`pychop_compat.reference`):
 
 * deterministic rounding (modes 1 to 4, no flips) takes a fast path that works
   on the bit patterns (``view(int64)``/``view(int32)``) of cache-sized chunks,
-  shared out over ``torch.get_num_threads()`` threads on the CPU; elements
-  below xmin take a short exact path (chop.m's subnormal grid is a fixed-point
-  rounding), and the few it cannot handle (huge, Inf, NaN, the carrier's
-  subnormals) the general path;
+  shared out over ``torch.get_num_threads()`` threads on the CPU (round to
+  nearest with subnormals kept adds ``S = 1.5 * 2^(e + shift)`` and takes it
+  away, which also rounds chop.m's subnormal block); elements below xmin take
+  a short exact path (chop.m's subnormal grid is a fixed-point rounding), and
+  the few it cannot handle (huge, Inf, NaN, the carrier's subnormals) the
+  general path;
 * stochastic rounding and bit flips on CPU tensors run the NumPy engine on the
   tensor's memory (zero copy); on other devices they take the general path: a
   port of ``reference.py`` with torch operations, drawing the same random numbers

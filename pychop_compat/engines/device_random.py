@@ -70,8 +70,12 @@ class CounterStream:
     offset: int
 
 
+def _keys(seed: int) -> tuple:
+    return tuple(mix64(seed + s * GOLDEN) for s in (ROUND, FLIP_CHOICE, FLIP_BIT))
+
+
 _lock = threading.Lock()
-_seed = 0
+_seed_keys = _keys(0)
 _offsets: dict = {}
 
 
@@ -83,9 +87,10 @@ def seed_device(seed: int) -> None:
     options, shapes and values, gives the same results.  Arrays on the CPU
     are not affected: they use MATLAB's stream (see :func:`pychop_compat.rng`).
     """
-    global _seed
+    global _seed_keys
+    keys = _keys(int(seed) & _MASK)
     with _lock:
-        _seed = int(seed) & _MASK
+        _seed_keys = keys
         _offsets.clear()
 
 
@@ -94,6 +99,4 @@ def take(device: str, n: int) -> CounterStream:
     with _lock:
         offset = _offsets.get(device, 0)
         _offsets[device] = (offset + n) & _MASK
-        seed = _seed
-    keys = tuple(mix64(seed + s * GOLDEN) for s in (ROUND, FLIP_CHOICE, FLIP_BIT))
-    return CounterStream(keys, offset)
+        return CounterStream(_seed_keys, offset)

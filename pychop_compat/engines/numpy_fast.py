@@ -228,6 +228,7 @@ class _Plan:
             self.E_FLOOR = u(lo)
             if explim and keep_subnormals:
                 lo = min(lo, L.pow2_bits(max(self.emins, L.emin)))
+            self.raise_exponent = lo < int(self.E_FLOOR)
         self.EXP = u(L.inf)
         self.LO, self.HI, self.SPAN = u(lo), u(hi), u(hi - lo)
 
@@ -461,7 +462,7 @@ def _round_block(plan: _Plan, ub: np.ndarray, ob: np.ndarray, s: _Scratch):
     if plan.float_rn:
         ftype = plan.layout.ftype
         big = s.a[:m]
-        if plan.E_FLOOR > plan.LO:
+        if plan.raise_exponent:
             np.maximum(big, plan.E_FLOOR, out=big)  # chop's subnormal block: e = emin
         np.add(big, plan.S_OFF, out=big)  # S = 1.5 * 2^(e + d0), from x's exponent field
         big_f, xb, of = big.view(ftype), ub.view(ftype), ob.view(ftype)

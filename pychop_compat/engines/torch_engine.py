@@ -765,7 +765,7 @@ def _chop_fast_stochastic(x, spec: ChopSpec, stream):
     if plan.shift:
         mask = (1 << plan.shift) - 1
         dropped = bits & mask
-        u = _counter_uniform(stream.keys[device_random.ROUND - 1], stream.offset, n, flat.device)
+        u = _CounterDraws(stream).uniform(device_random.ROUND, n, flat.device)
         u = u.to(flat.dtype)  # compared in the input's class, as chop.m
         if spec.round == 5:
             up = u <= dropped.to(flat.dtype).mul_(2.0 ** -plan.shift)  # 0 < u: no fraction, no step

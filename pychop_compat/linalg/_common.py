@@ -1,0 +1,90 @@
+"""Shared helpers of :mod:`pychop_compat.linalg`: option handling, rounders, IEEE error state."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Mapping, Union
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+
+OptionsLike = Union[None, str, Mapping[str, Any], Any]
+Rounder = Callable[[np.ndarray], np.ndarray]
+
+
+def _ieee(func):
+    """Run ``func`` with NumPy's floating-point warnings off: overflow to
+    infinity and NaN are part of the simulated arithmetic, as in MATLAB."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        with np.errstate(all="ignore"):
+            return func(*args, **kwargs)
+
+    return wrapper
+
+
+_METHODS = ("recursive", "fma", "pairwise", "blocked")
+_DOUBLE_NAMES = ("d", "double", "fp64")
+# Residual precision beyond double: simulated with double-double arithmetic.
+_EXTENDED_NAMES = ("q", "quad", "quadruple", "fp128", "dd", "double-double")
+
+
+# ---------------------------------------------------------------------------
+# Options and rounders
+# ---------------------------------------------------------------------------
+
+
+def _chop_object(options: OptionsLike):
+    """A stateless :class:`~pychop_compat.Chop` for ``options``: anything chop accepts, a
+    format name, or ``None`` for the persistent chop options as they are now."""
+    from .. import Chop, chop_options
+
+    if options is None:
+        options = chop_options()
+    elif isinstance(options, str):
+        options = {"format": options}
+    return Chop(options)
+
+
+def _make_rounder(options: OptionsLike) -> Rounder:
+    """A function rounding an array with chop semantics for ``options``.
+
+    Double format with subnormals and no bit flips, applied to double data,
+    is the identity (chop returns double input unchanged), so it is
+    short-circuited; everything else goes through a stateless
+    :class:`~pychop_compat.Chop`.
+    """
+    ch = _chop_object(options)
+    o = ch.options
+    if o.format in _DOUBLE_NAMES and o.subnormal != 0 and not o.flip:
+
+        def rnd_double(x: np.ndarray) -> np.ndarray:
+            return x if x.dtype == np.float64 else np.asarray(ch(x))
+
+        rnd_double.identity_for_double = True  # type: ignore[attr-defined]
+        return rnd_double
+
+    def rnd(x: np.ndarray) -> np.ndarray:
+        return np.asarray(ch(x))
+
+    return rnd
+
+
+def _unit_roundoff(options: OptionsLike) -> float:
+    """Unit roundoff ``2**-t`` of the format named by ``options``."""
+    if _is_extended(options):
+        return 2.0**-106
+    return 2.0 ** -int(_chop_object(options).options.params[0])
+
+
+def _is_extended(options: OptionsLike) -> bool:
+    return isinstance(options, str) and options in _EXTENDED_NAMES
+
+
+def _float_array(x: ArrayLike, *others: ArrayLike) -> np.ndarray:
+    """A copy of ``x`` in single if all inputs are single, else in double."""
+    x = np.asarray(x)
+    single = all(np.asarray(o).dtype == np.float32 for o in (x, *others))
+    return x.astype(np.float32 if single else np.float64, copy=True)

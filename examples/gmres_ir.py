@@ -77,9 +77,11 @@ def main(n: int = 100, kappas=(1e6, 1e7, 1e8), modes=(2, 3), seed: int = 1,
             b = rng.standard_normal(n)
             x_ref = reference_solution(A, b)
             kinf = float(np.linalg.cond(A, np.inf))
-            lu_res = linalg.lu_ir(A, b, uf, u, ur, x_true=x_ref, max_iter=max_iter)
+            # stop='all': forward, normwise and componentwise backward errors <= u
+            # (gmresir3's cri = 1), so "converged" means double accuracy.
+            lu_res = linalg.lu_ir(A, b, uf, u, ur, x_true=x_ref, max_iter=max_iter, stop="all")
             gm_res = linalg.gmres_ir(A, b, uf, u, ur, x_true=x_ref, max_iter=max_iter,
-                                     gmres_tol=gmres_tol)
+                                     gmres_tol=gmres_tol, stop="all")
             out[(mode, kappa)] = dict(A=A, b=b, x_ref=x_ref, kappa_inf=kinf,
                                       lu_ir=lu_res, gmres_ir=gm_res)
             if verbose:

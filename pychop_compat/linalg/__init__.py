@@ -54,6 +54,8 @@ from .kernels import dot, matmul, matvec
 from .lu import LUResult, lu, solve
 from .refinement import IRResult, gmres_ir, lu_ir
 from .gallery import randsvd
+from .errors import SingularMatrixWarning
+from .scaling import Scaling, scale_diag_2side, scale_diag_2side_symm, squeeze
 
 __all__ = [
     "dot",
@@ -66,4 +68,9 @@ __all__ = [
     "gmres_ir",
     "IRResult",
     "randsvd",
+    "SingularMatrixWarning",
+    "Scaling",
+    "scale_diag_2side",
+    "scale_diag_2side_symm",
+    "squeeze",
 ]

@@ -83,8 +83,18 @@ def _is_extended(options: OptionsLike) -> bool:
     return isinstance(options, str) and options in _EXTENDED_NAMES
 
 
+def _reject_complex(x: np.ndarray) -> None:
+    """chop's check, with chop's message: simulated arithmetic is real."""
+    if np.iscomplexobj(x):
+        raise ValueError("Chop requires a real input array.")
+
+
 def _float_array(x: ArrayLike, *others: ArrayLike) -> np.ndarray:
-    """A copy of ``x`` in single if all inputs are single, else in double."""
+    """A copy of ``x`` in single if all inputs are single, else in double.
+
+    Complex input is refused with chop's error (``ValueError``), never cast.
+    """
     x = np.asarray(x)
+    _reject_complex(x)
     single = all(np.asarray(o).dtype == np.float32 for o in (x, *others))
     return x.astype(np.float32 if single else np.float64, copy=True)

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._common import (OptionsLike, _float_array, _ieee, _make_rounder)
+from ._common import (OptionsLike, _chop_object, _float_array, _ieee, _make_rounder)
+from .errors import SingularMatrixWarning
+from .scaling import Scaling, scale_diag_2side, scale_diag_2side_symm, squeeze
+
+_SCALINGS = {None: None, "none": None, "general": "general", "g": "general",
+             "symmetric": "symmetric", "s": "symmetric"}
+_LU_METHODS = ("chopped", "lapack")
 
 
 @dataclass(frozen=True, eq=False)
@@ -27,6 +34,11 @@ class LUResult:
         0 if all pivots are nonzero, else ``k`` where ``U[k-1, k-1]`` is the
         first zero pivot (LAPACK's convention); the factorization is then
         complete but ``U`` is singular.
+    scaling : Scaling or None
+        When the matrix was scaled before factorizing (``lu(..., scaling=...,
+        theta=...)``): the factors are those of ``mu * R A S``,
+        ``P (mu R A S) = L U``; :func:`solve` undoes the scaling, so the
+        factors act as factors of ``A``.
 
     Notes
     -----
@@ -39,6 +51,12 @@ class LUResult:
     U: np.ndarray
     perm: np.ndarray
     info: int = 0
+    scaling: Optional[Scaling] = None
+
+    @property
+    def singular(self) -> bool:
+        """True when a pivot is zero or a factor entry is Inf or NaN."""
+        return bool(self.info) or not (np.all(np.isfinite(self.L)) and np.all(np.isfinite(self.U)))
 
     @property
     def P(self) -> np.ndarray:
@@ -52,8 +70,74 @@ class LUResult:
         return iter((self.L, self.U, self.perm))
 
 
+def _scaling_for(a: np.ndarray, options: OptionsLike, scaling, theta) -> Optional[Scaling]:
+    try:
+        kind = _SCALINGS[scaling]
+    except (KeyError, TypeError):
+        raise ValueError(
+            f"scaling must be None, 'general' ('g') or 'symmetric' ('s'), got {scaling!r}"
+        ) from None
+    if kind is None and theta is None:
+        return None
+    n = a.shape[0]
+    if kind == "general":
+        sc = scale_diag_2side(a)
+    elif kind == "symmetric":
+        sc = scale_diag_2side_symm(a)
+    else:
+        sc = Scaling(np.ones(n), np.ones(n))
+    if theta is not None:
+        xmax = _format_xmax(options)
+        sc = squeeze(a, xmax, theta, sc)
+    return sc
+
+
+def _format_xmax(options: OptionsLike) -> float:
+    from ..formats import custom_format, lookup_format
+
+    o = _chop_object(options).options
+    t, emax = o.params
+    try:
+        return lookup_format(o.format).xmax
+    except ValueError:
+        return custom_format(t, emax).xmax
+
+
+def _warn_if_singular(F: "LUResult", what: str) -> None:
+    if F.singular:
+        warnings.warn(
+            f"{what}: matrix is singular to working precision (a zero or non-finite pivot "
+            "or factor entry); the result contains Inf or NaN.",
+            SingularMatrixWarning, stacklevel=4,
+        )
+
+
+def _lapack_lu(a: np.ndarray, options: OptionsLike):
+    """LAPACK's getrf in single or double (what MATLAB's ``lu(single(A))`` calls)."""
+    import scipy.linalg
+
+    fmt = _chop_object(options).options.format
+    if fmt in ("s", "single", "fp32"):
+        dtype = np.float32
+    elif fmt in ("d", "double", "fp64"):
+        dtype = np.float64
+    else:
+        raise ValueError(f"method='lapack' needs format 's' or 'd' (LAPACK's sgetrf/dgetrf), got {fmt!r}")
+    lu_, piv = scipy.linalg.lu_factor(a.astype(dtype), check_finite=False)
+    n = a.shape[0]
+    perm = np.arange(n)
+    for k, p in enumerate(piv):  # LAPACK's row interchanges, applied in order
+        perm[[k, p]] = perm[[p, k]]
+    L = np.tril(lu_, -1).astype(np.float64)
+    L[np.diag_indices(n)] = 1.0
+    U = np.triu(lu_).astype(np.float64)
+    zero = np.flatnonzero(np.diag(U) == 0)
+    return L, U, perm, int(zero[0]) + 1 if zero.size else 0
+
+
 @_ieee
-def lu(A: ArrayLike, options: OptionsLike = None) -> LUResult:
+def lu(A: ArrayLike, options: OptionsLike = None, *, scaling: Optional[str] = None,
+       theta: Optional[float] = None, method: str = "chopped") -> LUResult:
     """LU factorization with partial pivoting in simulated precision.
 
     Right-looking Gaussian elimination (``kij`` form).  At step ``k`` the row
@@ -69,11 +153,30 @@ def lu(A: ArrayLike, options: OptionsLike = None) -> LUResult:
         working format of the factorization).
     options : chop options, str or None, optional
         Format and rounding (``None``: the persistent chop options).
+    scaling : {None, 'general', 'symmetric'}, optional
+        Two-sided diagonal scaling before rounding ``A`` to the format
+        (Higham, Pranesh & Zounon 2019): ``'general'`` (``'g'``) equilibrates
+        rows and columns (``R A S``), ``'symmetric'`` (``'s'``) preserves
+        symmetry (``D A D``); see :mod:`pychop_compat.linalg.scaling`.
+    theta : float, optional
+        Squeeze: multiply the (scaled) matrix by ``mu = theta * xmax / beta``
+        so that its largest entry is ``theta * xmax`` of the format.
+    method : {'chopped', 'lapack'}, optional
+        ``'chopped'`` (default): the chopped elimination below.  ``'lapack'``:
+        LAPACK's ``sgetrf``/``dgetrf`` through SciPy, for format ``'s'`` or
+        ``'d'`` only -- what MATLAB's ``lu(single(A))`` does (gmresir3 for
+        ``uf = single``); its blocked order of operations is LAPACK's.
 
     Returns
     -------
     LUResult
-        ``L``, ``U``, ``perm`` (``A[perm] = L @ U``), ``P`` and ``info``.
+        ``L``, ``U``, ``perm`` (``A[perm] = L @ U``), ``P``, ``info`` and
+        ``scaling``.
+
+    Warns
+    -----
+    SingularMatrixWarning
+        When a pivot is zero or a factor entry is Inf or NaN.
 
     Notes
     -----
@@ -94,6 +197,23 @@ def lu(A: ArrayLike, options: OptionsLike = None) -> LUResult:
     a = _float_array(A)
     if a.ndim != 2 or a.shape[0] != a.shape[1]:
         raise ValueError("lu needs a square matrix")
+    if method not in _LU_METHODS:
+        raise ValueError(f"method must be one of {_LU_METHODS}, got {method!r}")
+    sc = _scaling_for(a, options, scaling, theta)
+    if sc is not None:
+        a = sc.apply(a.astype(np.float64)).astype(a.dtype)
+    if method == "lapack":
+        L, U, perm, info = _lapack_lu(a, options)
+        F = LUResult(L, U, perm, info, sc)
+        _warn_if_singular(F, "lu")
+        return F
+    F = _chopped_lu(a, options)
+    F = LUResult(F.L, F.U, F.perm, F.info, sc)
+    _warn_if_singular(F, "lu")
+    return F
+
+
+def _chopped_lu(a: np.ndarray, options: OptionsLike) -> LUResult:
     r = _make_rounder(options)
     a = np.array(r(a), copy=True)
     n = a.shape[0]
@@ -122,6 +242,8 @@ def _as_factors(F: Any) -> LUResult:
     if isinstance(F, LUResult):
         return F
     L, U, p = F
+    for M in (L, U):
+        _float_array(M)  # refuses complex factors with chop's error
     p = np.asarray(p)
     if p.ndim == 2:  # MATLAB-style permutation matrix, P A = L U
         p = np.argmax(p, axis=1)
@@ -150,6 +272,12 @@ def solve(A: Any, b: ArrayLike, options: OptionsLike = None) -> np.ndarray:
     ndarray
         The solution, shaped like ``b``.
 
+    Warns
+    -----
+    SingularMatrixWarning
+        When ``U`` has a zero diagonal entry or a factor holds Inf or NaN
+        (MATLAB: "Matrix is singular to working precision").
+
     Notes
     -----
     Column-oriented substitution.  With ``c = fl(b[p])``, forward:
@@ -162,12 +290,17 @@ def solve(A: Any, b: ArrayLike, options: OptionsLike = None) -> np.ndarray:
     products then the differences; backward: per ``j`` the quotient, the
     products, the differences.  Backward error (Higham, Thm. 9.4, round to
     nearest): ``(P A + dA) x = P b``, ``|dA| <= gamma_{3n} |L||U|``.
+    Factors of a scaled matrix (``F.scaling``: ``P (mu R A S) = L U``) solve
+    ``A x = b`` as ``x = S y``, ``L U y = P (mu R b)``: before the substitutions
+    ``fl(fl(R b) * mu)``, after them ``fl(S y)``.
     """
     F = A if isinstance(A, LUResult) or isinstance(A, tuple) else None
     r = _make_rounder(options)
     if F is None:
-        F = lu(A, options)
-    F = _as_factors(F)
+        F = lu(A, options)  # warns if singular
+    else:
+        F = _as_factors(F)
+        _warn_if_singular(LUResult(F.L, F.U, F.perm, _zero_pivot(F.U)), "solve")
     bb = _float_array(b, F.L, F.U)
     vec = bb.ndim == 1
     c = bb[:, None] if vec else bb
@@ -176,6 +309,9 @@ def solve(A: Any, b: ArrayLike, options: OptionsLike = None) -> np.ndarray:
         raise ValueError("b has the wrong number of rows")
     L = r(F.L.astype(c.dtype))
     U = r(F.U.astype(c.dtype))
+    sc = F.scaling
+    if sc is not None:  # P (mu R A S) = L U: solve for y = S^{-1} x with right-hand side mu R b
+        c = r(r(sc.row.astype(c.dtype)[:, None] * c) * c.dtype.type(sc.mu))
     c = np.array(r(c[F.perm]), copy=True)
     for j in range(n - 1):
         c[j + 1 :] = r(c[j + 1 :] - r(L[j + 1 :, j : j + 1] * c[j : j + 1]))
@@ -183,4 +319,11 @@ def solve(A: Any, b: ArrayLike, options: OptionsLike = None) -> np.ndarray:
         c[j] = r(c[j] / U[j, j])
         if j:
             c[:j] = r(c[:j] - r(U[:j, j : j + 1] * c[j : j + 1]))
+    if sc is not None:
+        c = r(sc.col.astype(c.dtype)[:, None] * c)
     return c[:, 0] if vec else c
+
+
+def _zero_pivot(U: np.ndarray) -> int:
+    zero = np.flatnonzero(np.diag(np.asarray(U)) == 0)
+    return int(zero[0]) + 1 if zero.size else 0

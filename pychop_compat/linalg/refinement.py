@@ -12,7 +12,12 @@ from numpy.typing import ArrayLike
 from ._common import (OptionsLike, _float_array, _ieee, _make_rounder, _unit_roundoff)
 from .kernels import dot, matvec
 from .lu import LUResult, lu, solve
-from .extended import _residual, _residual_dd, _norm_inf, _pow2_scale
+from .extended import (ARITHMETICS, _norm_inf, _pow2_scale, _residual, _residual_dd, _two_sum,
+                       ext_lu_solve, ext_matvec, extended_kind)
+
+
+STATUSES = ("converged", "singular", "diverged", "stagnated", "maxiter")
+STOPS = ("backward", "all", "change")
 
 
 @dataclass(eq=False)
@@ -22,21 +27,39 @@ class IRResult:
     Attributes
     ----------
     x : ndarray
-        The last iterate.
+        The last accepted iterate (all NaN when ``status == 'singular'``).
     converged : bool
-        Whether a step changed the iterate by at most ``tol`` relative to it:
-        ``||x_{i+1} - x_i|| <= tol ||x_{i+1}||`` (infinity norm; ``tol``
-        defaults to the working precision's unit roundoff, so the iterate
-        has stopped changing in that precision).
+        True exactly when ``status == 'converged'``: the stopping criterion
+        (``stop``) holds for the returned ``x``, checked with its own errors.
     status : str
-        ``'converged'``, ``'diverged'`` (a non-finite iterate; it is not
-        accepted) or ``'maxiter'``.
+        Why the refinement stopped:
+
+        * ``'converged'``: the criterion of ``stop`` holds for ``x``
+          (``'backward'``: normwise backward error ``<= tol``; ``'all'``:
+          forward, normwise and componentwise backward errors all ``<= tol``;
+          ``'change'``: the last step changed ``x`` by at most ``tol``
+          relative to it *and* the normwise backward error of ``x`` is at most
+          ``n u``).
+        * ``'singular'``: the factorization in precision ``uf`` has a zero or
+          non-finite pivot or factor entry (e.g. a singular matrix, Inf or NaN
+          entries, entries or growth that overflow ``uf``); no iterate is formed.
+        * ``'diverged'``: an iterate (or its backward error) is Inf or NaN
+          (it is rejected: ``x`` is the iterate before it), or the
+          normwise backward error grew above 10 times the smallest one seen.
+        * ``'stagnated'``: the quantity that ``stop`` tests did not decrease in
+          two consecutive steps, or (``stop='change'``) ``x`` stopped changing
+          with a backward error above ``n u``.
+        * ``'maxiter'``: ``max_iter`` steps done without meeting the criterion.
     backward_error : list of float
         Normwise backward error ``||b - A x_i|| / (||A|| ||x_i|| + ||b||)``
-        (infinity norm; residual in double-double, rounded) of ``x_0, x_1,
-        ...``, with ``A`` and ``b`` as stored in the working precision.
+        (infinity norm; residual in double-double, rounded; ``0/0`` read as 0)
+        of ``x_0, x_1, ...``, with ``A`` and ``b`` as stored in the working precision.
     forward_error : list of float or None
-        ``||x_i - x_true|| / ||x_true||`` (infinity norm) when ``x_true`` was given.
+        ``||x_i - x_true|| / ||x_true||`` (infinity norm) when ``x_true`` was
+        given, or computed (``stop='all'``).
+    componentwise_error : list of float
+        Componentwise backward error ``max_i |b - A x|_i / (|A||x| + |b|)_i``
+        (``0/0`` read as 0) of each iterate.
     changes : list of float
         ``||x_{i+1} - x_i|| / ||x_{i+1}||`` of each accepted step.
     gmres_iterations : list of int
@@ -44,6 +67,8 @@ class IRResult:
         divergence, the last entry is that of the rejected step).
     factors : LUResult
         The LU factors computed in precision ``uf``.
+    stop, tol : str, float
+        The stopping rule and tolerance used.
     """
 
     x: np.ndarray
@@ -54,11 +79,14 @@ class IRResult:
     changes: list = field(default_factory=list)
     gmres_iterations: list = field(default_factory=list)
     factors: Optional[LUResult] = None
+    componentwise_error: list = field(default_factory=list)
+    stop: str = "backward"
+    tol: float = 0.0
 
     @property
     def iterations(self) -> int:
         """Number of refinement steps done (accepted corrections)."""
-        return len(self.backward_error) - 1
+        return max(len(self.backward_error) - 1, 0)
 
     def table(self) -> str:
         """The iteration history as a text table (one row per iterate ``x_i``)."""
@@ -70,34 +98,144 @@ class IRResult:
             ch = f"{self.changes[i - 1]:11.3e}" if i else f"{'-':>11}"
             gi = str(self.gmres_iterations[i - 1]) if 0 < i <= len(self.gmres_iterations) else "-"
             lines.append(f"{i:>4}  {be:12.3e}  {fe:12.3e}  {ch}  {gi:>9}")
+        lines.append(f"status: {self.status}")
         return "\n".join(lines)
 
 
-def _refine(A, b, uf, u, ur, correction, x_true, max_iter, tol, kind) -> IRResult:
+def _errors(Au, bu, x, normA, normb, absA):
+    """Normwise and componentwise backward errors of ``x`` (residual in double-double)."""
+    r = _residual_dd(Au, x, bu) if Au.size else np.zeros(0)
+    rn = _norm_inf(r)
+    denom = normA * _norm_inf(x) + normb
+    nbe = 0.0 if rn == 0 else (rn / denom if denom else math.inf)
+    if not np.all(np.isfinite(x)):
+        nbe = math.nan
+    cden = absA @ np.abs(x) + np.abs(bu) if Au.size else np.zeros(0)
+    ar = np.abs(r)
+    with np.errstate(all="ignore"):
+        ratio = np.where(ar == 0, 0.0, ar / cden)
+    cbe = float(np.max(ratio)) if ratio.size else 0.0
+    return nbe, cbe
+
+
+def extended_solution(A: np.ndarray, b: np.ndarray, steps: int = 8) -> np.ndarray:
+    """``A^{-1} b`` to about twice double's precision, rounded to double.
+
+    Double LU (LAPACK) and refinement of a double-double iterate
+    ``x = x_hi + x_lo`` with residuals in double-double: the error contracts
+    by about ``kappa(A) u`` per step down to ``u**2 kappa(A)``-level, so the
+    result is the solution correctly rounded in all but pathological cases
+    (``kappa(A) u`` must be below 1).
+    """
+    import warnings
+
+    import scipy.linalg
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", scipy.linalg.LinAlgWarning)
+        F = scipy.linalg.lu_factor(A, check_finite=False)
+    hi = scipy.linalg.lu_solve(F, b, check_finite=False)
+    lo = np.zeros_like(hi)
+    for _ in range(steps):
+        r = _residual_dd2(A, hi, lo, b)
+        d = scipy.linalg.lu_solve(F, r, check_finite=False)
+        if not np.all(np.isfinite(d)):
+            break
+        s, e = _two_sum(hi, d)
+        hi, lo = _quick(s, e + lo)
+    return hi + lo
+
+
+def _quick(a, b):
+    s = a + b
+    return s, b - (s - a)
+
+
+def _residual_dd2(A, hi, lo, b):
+    """``b - A (hi + lo)`` in double-double, rounded to double."""
+    r1 = _residual_dd(A, hi, b)
+    return r1 - A @ lo
+
+
+def _criterion(stop, nbe, cbe, fe):
+    if stop == "all":
+        return max(nbe, cbe, fe)
+    return nbe
+
+
+def _refine(A, b, uf, u, ur, correction, x_true, max_iter, tol, stop, kind, lu_options) -> IRResult:
     A = _float_array(A).astype(np.float64)
     b = _float_array(b).astype(np.float64)
     if A.ndim != 2 or A.shape[0] != A.shape[1] or b.shape != (A.shape[0],):
         raise ValueError("need a square A and a vector b of matching size")
+    if stop not in STOPS:
+        raise ValueError(f"stop must be one of {STOPS}, got {stop!r}")
+    max_iter = int(max_iter)
+    n = A.shape[0]
     ru = _make_rounder(u)
-    tol = _unit_roundoff(u) if tol is None else float(tol)
+    uw = _unit_roundoff(u)
+    if tol is None:
+        tol = max(n, 1) * uw if stop == "backward" else uw
+    tol = float(tol)
     Au, bu = ru(A), ru(b)  # the problem stored in the working precision
+    absA = np.abs(Au)
+    normA = _norm_inf(np.sum(absA, axis=1)) if Au.size else 0.0
+    normb = _norm_inf(bu)
 
-    F = lu(A, uf)
+    xt = None if x_true is None else np.asarray(x_true, dtype=np.float64)
+    F = lu(A, uf, **lu_options)
+    if xt is None and stop == "all" and not F.singular:
+        if n and np.all(np.isfinite(Au)) and np.all(np.isfinite(bu)):
+            xt = extended_solution(Au, bu)
+    out = IRResult(np.full(n, np.nan), False, "maxiter", forward_error=None if xt is None else [],
+                   factors=F, stop=stop, tol=tol)
+    if F.singular:
+        out.status = "singular"
+        return out
     x = solve(F, bu, uf)
     if not np.all(np.isfinite(x)):
-        x = np.zeros_like(bu)
+        x = np.zeros_like(bu)  # as gmresir3: start from 0 when x_0 overflowed
     x = ru(x)
 
-    normA = _norm_inf(np.sum(np.abs(Au), axis=1)) if Au.size else 0.0
-    normb = _norm_inf(bu)
-    xt = None if x_true is None else np.asarray(x_true, dtype=np.float64)
-    out = IRResult(x, False, "maxiter", forward_error=None if xt is None else [], factors=F)
+    def forward(v):
+        if xt is None:
+            return math.nan
+        nt = _norm_inf(xt)
+        dv = _norm_inf(v - xt)
+        return dv / nt if nt else (0.0 if dv == 0 else math.inf)
+
+    measures = []
+    status = None
     for it in range(max_iter + 1):
-        denom = normA * _norm_inf(x) + normb
-        out.backward_error.append(_norm_inf(_residual_dd(Au, x, bu)) / denom if denom else 0.0)
+        nbe, cbe = _errors(Au, bu, x, normA, normb, absA)
+        out.backward_error.append(nbe)
+        out.componentwise_error.append(cbe)
+        fe = forward(x)
         if xt is not None:
-            out.forward_error.append(_norm_inf(x - xt) / _norm_inf(xt))
-        if out.status == "converged" or it == max_iter:
+            out.forward_error.append(fe)
+        if stop == "change":
+            m = out.changes[-1] if it else None
+        else:
+            m = _criterion(stop, nbe, cbe, fe)
+        if not math.isfinite(nbe):
+            status = "diverged"
+            break
+        if stop == "change":
+            if it and out.changes[-1] <= tol:
+                status = "converged" if nbe <= max(n, 1) * uw else "stagnated"
+                break
+        elif m <= tol:
+            status = "converged"
+            break
+        if it and nbe > max(10 * min(out.backward_error[:-1]), max(n, 1) * uw):
+            status = "diverged"
+            break
+        if m is not None:
+            measures.append(m)
+        if len(measures) >= 3 and measures[-1] >= measures[-2] >= measures[-3]:
+            status = "stagnated"
+            break
+        if it == max_iter:
             break
         r = ru(_residual(Au, x, bu, ur))
         d, its = correction(F, Au, r)
@@ -105,14 +243,13 @@ def _refine(A, b, uf, u, ur, correction, x_true, max_iter, tol, kind) -> IRResul
             out.gmres_iterations.append(its)
         x_new = ru(x + d)
         if not np.all(np.isfinite(x_new)):
-            out.status = "diverged"
+            status = "diverged"
             break
         step, size = _norm_inf(x_new - x), _norm_inf(x_new)
         out.changes.append(step / size if size else (0.0 if step == 0 else math.inf))
         x = x_new
-        if out.changes[-1] <= tol:
-            out.status = "converged"
     out.x = x
+    out.status = status or "maxiter"
     out.converged = out.status == "converged"
     return out
 
@@ -128,6 +265,10 @@ def lu_ir(
     x_true: Optional[ArrayLike] = None,
     max_iter: int = 10,
     tol: Optional[float] = None,
+    stop: str = "backward",
+    scaling: Optional[str] = None,
+    theta: Optional[float] = None,
+    lu_method: str = "chopped",
 ) -> IRResult:
     """LU-based iterative refinement in three precisions (Carson & Higham, 2018).
 
@@ -146,12 +287,34 @@ def lu_ir(
     max_iter : int, optional
         Maximum number of refinement steps (default 10).
     tol : float, optional
-        Convergence: stop when a step changes the iterate by at most ``tol``
-        relative to it (infinity norm; default: the unit roundoff of ``u``).
+        Tolerance of the stopping rule (default ``n u`` for ``stop='backward'``,
+        ``u`` otherwise; ``u`` the unit roundoff of the working precision).
+    stop : {'backward', 'all', 'change'}, optional
+        Stopping rule, checked on each iterate before a correction is computed
+        (gmresir3's order): ``'backward'`` (default): normwise backward error
+        ``<= tol``; ``'all'``: forward, normwise and componentwise backward
+        errors all ``<= tol`` (the forward error against ``x_true``, or
+        against a solution computed in extended precision when ``x_true`` is
+        not given; gmresir3's ``cri = 1``); ``'change'``: the last step changed
+        ``x`` by at most ``tol`` relative to it (the rule before 0.2.0), reported
+        as converged only if the backward error is also at most ``n u``.
+    scaling : {None, 'general', 'symmetric'}, optional
+        Two-sided diagonal scaling of ``A`` before it is rounded to ``uf``
+        (see :func:`lu`; Higham, Pranesh & Zounon 2019).
+    theta : float, optional
+        Squeeze ``A`` (after scaling) so that its largest entry is
+        ``theta * xmax`` of ``uf`` before it is rounded (see :func:`lu`).
+        The factors are then those of ``mu R A S`` and are used as factors
+        of ``A`` (:func:`solve` undoes the scaling).
+    lu_method : {'chopped', 'lapack'}, optional
+        How the ``uf`` factors are computed: chopped elimination (default) or,
+        for ``uf`` = ``'s'`` or ``'d'``, LAPACK (what gmresir3 does for single).
 
     Returns
     -------
     IRResult
+        ``converged`` is true only when the rule of ``stop`` holds for the
+        returned ``x``; ``status`` says why it stopped (see :class:`IRResult`).
 
     Notes
     -----
@@ -163,12 +326,13 @@ def lu_ir(
        ``A d_i = r_i / s`` with the factors in precision ``uf``;
        ``x_{i+1} = fl_u(x_i + s d_i)``.
 
-    ``A`` and ``b`` are rounded to ``u`` first.  Stops when a step changes
-    ``x`` by at most ``tol`` relative to it (converged), when an iterate is
-    not finite (diverged; that iterate is rejected) or after ``max_iter``
-    steps.  LU-IR is guaranteed to converge when ``kappa(A) u_f`` is
-    sufficiently below 1.  ``A`` is not scaled: entries outside the range of
-    ``uf`` overflow when it is rounded.
+    ``A`` and ``b`` are rounded to ``u`` first.  Stops on the rule of
+    ``stop``, on a singular ``uf`` factorization (no iterate), when an
+    iterate is not finite or its backward error grows (diverged), when the
+    tested error stops decreasing (stagnated) or after ``max_iter`` steps.
+    LU-IR is guaranteed to converge when ``kappa(A) u_f`` is sufficiently
+    below 1.  Without ``scaling``/``theta``, entries outside the range of
+    ``uf`` overflow when ``A`` is rounded (status ``'singular'``).
 
     References
     ----------
@@ -181,7 +345,8 @@ def lu_ir(
         s = _pow2_scale(r)
         return _make_rounder(u)(solve(F, r / s, uf) * s), None
 
-    return _refine(A, b, uf, u, ur, correction, x_true, max_iter, tol, "lu")
+    lu_options = dict(scaling=scaling, theta=theta, method=lu_method)
+    return _refine(A, b, uf, u, ur, correction, x_true, max_iter, tol, stop, "lu", lu_options)
 
 
 def _gmres(A, r, F, u, up, tol, maxit):
@@ -199,10 +364,20 @@ def _gmres(A, r, F, u, up, tol, maxit):
     def nrm2(v):
         return ru(np.sqrt(dot(v, v, u)))
 
-    def apply(v):  # M^{-1} A v in precision up
-        return ru(solve(F, matvec(A, v, up), up))
+    kind = extended_kind(up)
+    if kind is not None:
+        arith = ARITHMETICS[kind]
 
-    z = ru(solve(F, r, up))
+        def apply(v):  # M^{-1} A v in extended precision, rounded to u
+            return ru(arith.to_double(ext_lu_solve(arith, F, ext_matvec(arith, A, v))))
+
+        z = ru(arith.to_double(ext_lu_solve(arith, F, arith.from_double(r))))
+    else:
+
+        def apply(v):  # M^{-1} A v in precision up
+            return ru(solve(F, matvec(A, v, up), up))
+
+        z = ru(solve(F, r, up))
     beta = nrm2(z)
     if beta == 0 or not np.isfinite(beta):
         return np.zeros_like(r), 0
@@ -259,6 +434,10 @@ def gmres_ir(
     tol: Optional[float] = None,
     gmres_tol: float = 1e-6,
     gmres_maxit: Optional[int] = None,
+    stop: str = "backward",
+    scaling: Optional[str] = None,
+    theta: Optional[float] = None,
+    lu_method: str = "chopped",
 ) -> IRResult:
     """GMRES-based iterative refinement in three precisions (Carson & Higham 2018).
 
@@ -268,12 +447,16 @@ def gmres_ir(
 
     Parameters
     ----------
-    A, b, uf, u, ur, x_true, max_iter, tol
+    A, b, uf, u, ur, x_true, max_iter, tol, stop, scaling, theta, lu_method
         As for :func:`lu_ir`.
     up : chop options or str, optional
         Precision in which GMRES applies ``U^{-1} L^{-1} P A`` and
-        ``U^{-1} L^{-1} P`` (default: ``u``, i.e. GMRES entirely in the working
-        precision).
+        ``U^{-1} L^{-1} P`` (default: ``ur``, as gmresir3, whose GMRES
+        applies them in the residual precision).  ``'d'`` or a chop format:
+        simulated with :func:`matvec` and :func:`solve`; ``'q'``, ``'quad'``,
+        ``'fp128'``, ``'dd'``: double-double arithmetic (about 106 bits);
+        ``'binary128'``: IEEE quadruple precision, every operation rounded
+        exactly to binary128 (mpmath; slow).
     gmres_tol : float, optional
         GMRES stops when its (preconditioned, relative) residual norm is at
         most ``gmres_tol`` (default 1e-6).
@@ -287,19 +470,24 @@ def gmres_ir(
 
     Notes
     -----
-    The residual ``r_i`` is scaled by the power of two ``s <= ||r_i||``
-    (exact) before GMRES, and the correction scaled back.  GMRES starts from
-    zero, uses modified Gram-Schmidt Arnoldi and Givens rotations, every
-    operation rounded to ``u`` (dot products and norms by :func:`dot`, vector
-    updates elementwise), except the preconditioned operator, applied in
-    ``up`` with :func:`matvec` and :func:`solve`.  Carson & Higham's
-    convergence analysis assumes that operator applied in extra precision
-    (``u**2``); here ``up`` can be any chop format up to double and defaults to
-    ``u``.  GMRES-IR converges for much larger ``kappa(A)`` than LU-IR with the
-    same ``uf`` (see ``examples/gmres_ir.py``).
+    The residual ``r_i`` is scaled to unit infinity norm, ``fl_u(r_i / s)``
+    with ``s = ||r_i||_inf``, before GMRES, and the correction scaled back,
+    ``fl_u(s d)`` (gmresir3).  GMRES starts from zero, uses modified
+    Gram-Schmidt Arnoldi and Givens rotations, every operation rounded to
+    ``u`` (dot products and norms by :func:`dot`, vector updates
+    elementwise), except the preconditioned operator, applied in ``up``.
+    With scaling, the preconditioner is ``M^{-1} v = S U^{-1} L^{-1} P (mu R v)``:
+    the factors of the scaled matrix, unscaled, as in Higham, Pranesh &
+    Zounon's algorithm (mathematically their ``U S^{-1}`` and
+    ``(mu R)^{-1} P^T L``).  GMRES-IR converges for much larger ``kappa(A)``
+    than LU-IR with the same ``uf`` (see ``examples/gmres_ir.py`` and
+    ``examples/gmres_ir_study.py``).
 
     References
     ----------
+    N. J. Higham, S. Pranesh and M. Zounon, Squeezing a matrix into half
+    precision, with an application to solving linear systems, SIAM J. Sci.
+    Comput. 41(4), A2536-A2551, 2019.
     E. Carson and N. J. Higham, A new analysis of iterative refinement and its
     application to accurate solution of ill-conditioned sparse linear
     systems, SIAM J. Sci. Comput. 39(6), A2834-A2856, 2017.
@@ -307,11 +495,15 @@ def gmres_ir(
     iterative refinement in three precisions, SIAM J. Sci. Comput. 40(2),
     A817-A847, 2018.
     """
-    upp = u if up is None else up
+    upp = ur if up is None else up
+    ru = _make_rounder(u)
 
     def correction(F, Au, r):
-        s = _pow2_scale(r)
-        d, its = _gmres(Au, r / s, F, u, upp, gmres_tol, gmres_maxit)
-        return _make_rounder(u)(d * s), its
+        s = _norm_inf(r)
+        if s == 0 or not math.isfinite(s):
+            s = 1.0
+        d, its = _gmres(Au, ru(r / s), F, u, upp, gmres_tol, gmres_maxit)
+        return ru(d * s), its
 
-    return _refine(A, b, uf, u, ur, correction, x_true, max_iter, tol, "gmres")
+    lu_options = dict(scaling=scaling, theta=theta, method=lu_method)
+    return _refine(A, b, uf, u, ur, correction, x_true, max_iter, tol, stop, "gmres", lu_options)

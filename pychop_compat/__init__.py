@@ -12,9 +12,10 @@ from .matlab_random import RngSettings, rand, randi, rng
 from .options import Options
 from . import linalg  # noqa: E402  (needs chop above)
 from .linalg.errors import SingularMatrixWarning  # noqa: E402
+from .history import chop_at  # noqa: E402
 
 __all__ = [
     "__version__", "chop", "clear_chop", "chop_options", "roundit", "float_params",
     "Options", "Chop", "Format", "linalg", "rng", "rand", "randi", "RngSettings",
-    "SingularMatrixWarning",
+    "SingularMatrixWarning", "chop_at",
 ]

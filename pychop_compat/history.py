@@ -1,0 +1,416 @@
+"""chop as it was on a date: :func:`chop_at`.
+
+MATLAB's chop changed its results several times between its first release
+(2019-03-07) and today (github.com/higham/chop, branch ``master``).  Studies
+published with an older chop can only be reproduced with the rules of their
+time.  ``chop_at('2020-06-01')`` returns a function with chop's signature that
+follows the rules of chop.m as it stood on master at the end of that day.
+
+The rules are written here from the change history (one small, named
+function per rule that changed; the rounding itself is today's reference
+algorithm, :mod:`pychop_compat.reference`), and checked against the
+historical corpus in ``tests/chop_history`` (every version of chop.m on
+master run on a common input set).  See ``docs/history.rst``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Union
+
+import numpy as np
+
+from .formats import CUSTOM_NAMES, custom_format, lookup_format
+from .options import OPTION_NAMES, ChopSpec, resolve
+from .randomness import sources_for
+from .reference import apply_range_limits, roundit_vector
+
+__all__ = ["chop_at", "ChopAt", "HISTORY", "rules_at", "Rules", "FIRST_RELEASE"]
+
+FIRST_RELEASE = _dt.date(2019, 3, 7)
+
+# Every change of chop.m/roundit.m on master that changes a result or an error,
+# as (date, commit, what changed).  Comment-only commits are left out.
+HISTORY = (
+    ("2019-03-07", "f056228", "First release (commit 4eba2f3 and f056228 the same day)."),
+    ("2019-03-14", "dc590c4", "Custom formats: options.format may be omitted (default 'h'); "
+     "custom precision limited to t <= 11 for single and t <= 25 for double input, every rounding mode."),
+    ("2019-03-20", "f29e260", "Explicit 'Unrecognized format.' error (before: an undefined-variable error)."),
+    ("2019-07-11", "8bc14e8", "options.explim added (before: the exponent range was always applied); "
+     "complex input refused; bit flips break (roundit reads options.t, no longer set) until 2020-05-31; "
+     "with explim = 0 only the first max(size(x)) elements of a matrix are rounded."),
+    ("2019-10-14", "7ebabda", "Format parameters kept between calls (persistent t and emax): "
+     "recomputed only when options are given."),
+    ("2020-05-01", "7ca5df6", "Round towards zero (mode 4) elementwise (before: floor for the whole "
+     "block if every element was >= 0, else ceil), but +-Inf become NaN; explim = 0 rounds all "
+     "elements of a matrix."),
+    ("2020-05-13", "d004a1a", "IEEE overflow for directed rounding (modes 2-5: +-xmax or +-Inf by "
+     "direction; before: +-Inf beyond the rounding boundary in every mode); mode 4 keeps +-Inf."),
+    ("2020-05-14", "817da71", "Exponent from [~, e] = log2(x) (frexp) instead of floor(log2(abs(x))), "
+     "which was one too large just below powers of two, and NaN for 0 and Inf without explim."),
+    ("2020-05-31", "fe28402", "Bit flips work again (roundit draws the bit from options.params)."),
+    ("2020-06-16", "c213288", "Values below xmin (subnormal = 0) or xmins: round to nearest and the "
+     "directed modes give +-xmin (+-xmins) or 0 by the rounding rule; before: subnormal = 0 flushed "
+     "the whole subnormal range to 0 and every |x| < xmins became 0 (commit 2691888 merged the same day)."),
+    ("2020-10-03", "7072147", "Custom precision limit only for round to nearest (11 single, 25 double); "
+     "other modes up to 23 (single) and 52 (double)."),
+    ("2022-04-15", "dfcc2a3", "8-bit formats 'q43' ('fp8-e4m3') and 'q52' ('fp8-e5m2')."),
+    ("2022-06-14", "906c31e", "options.randfunc for the stochastic rounding draws (before: rand)."),
+)
+
+
+def _day(text: str) -> _dt.date:
+    return _dt.date.fromisoformat(text)
+
+
+@dataclass(frozen=True)
+class Rules:
+    """Which of chop.m's historical rules are in force (see :data:`HISTORY`)."""
+
+    date: _dt.date
+    commit: str
+    requires_format: bool  # before 2019-03-14: options.format must be given
+    precision_limit: str  # 'none' | 'all modes' | 'round to nearest'
+    explim_option: bool  # 2019-07-11
+    flips_broken: bool  # 2019-07-11 .. 2020-05-30
+    explim0_first_elements_only: bool  # 2019-07-11 .. 2020-04-30
+    truncation: str  # 'block' | 'mask' | 'elementwise'
+    overflow: str  # 'infinity' | 'by mode'
+    exponent: str  # 'floor log2' | 'frexp'
+    tiny: str  # 'flush' | 'by mode'
+    fp8: bool  # 2022-04-15
+    randfunc_option: bool  # 2022-06-14
+
+
+def rules_at(date: Union[str, _dt.date]) -> Rules:
+    """The rules of chop.m on master at the end of ``date`` (ISO ``'YYYY-MM-DD'`` or a date).
+
+    Raises
+    ------
+    ValueError
+        For a malformed date or one before chop's first release, 2019-03-07.
+    """
+    if isinstance(date, _dt.datetime):
+        day = date.date()
+    elif isinstance(date, _dt.date):
+        day = date
+    elif isinstance(date, str):
+        try:
+            day = _dt.date.fromisoformat(date)
+        except ValueError:
+            raise ValueError(f"date must be an ISO date 'YYYY-MM-DD', got {date!r}") from None
+    else:
+        raise TypeError(f"date must be an ISO date string or a datetime.date, got {type(date).__name__}")
+    if day < FIRST_RELEASE:
+        raise ValueError(f"chop was first released on {FIRST_RELEASE.isoformat()}; no chop existed on {day}.")
+    commit = [c for d, c, _ in HISTORY if _day(d) <= day][-1]
+
+    def since(text: str) -> bool:
+        return day >= _day(text)
+
+    return Rules(
+        date=day,
+        commit=commit,
+        requires_format=not since("2019-03-14"),
+        precision_limit=("round to nearest" if since("2020-10-03")
+                         else "all modes" if since("2019-03-14") else "none"),
+        explim_option=since("2019-07-11"),
+        flips_broken=since("2019-07-11") and not since("2020-05-31"),
+        explim0_first_elements_only=since("2019-07-11") and not since("2020-05-01"),
+        truncation=("elementwise" if since("2020-05-13") else "mask" if since("2020-05-01") else "block"),
+        overflow="by mode" if since("2020-05-13") else "infinity",
+        exponent="frexp" if since("2020-05-14") else "floor log2",
+        tiny="by mode" if since("2020-06-16") else "flush",
+        fp8=since("2022-04-15"),
+        randfunc_option=since("2022-06-14"),
+    )
+
+
+# ---------------------------------------------------------------------------
+# Options, as each version read them
+# ---------------------------------------------------------------------------
+
+_FP8_NAMES = ("q43", "fp8-e4m3", "q52", "fp8-e5m2")
+
+
+def _fields(options) -> Optional[dict]:
+    """The non-empty fields given, or None for MATLAB's ``[]`` (reuse the stored options)."""
+    if options is None:
+        return None
+    if isinstance(options, Mapping):
+        items = dict(options)
+    elif isinstance(options, (str, bytes, int, float, complex, list, tuple, set, np.ndarray)):
+        raise TypeError(f"options must be a mapping or an object with attributes, not {type(options).__name__}.")
+    else:
+        items = {name: getattr(options, name, None) for name in OPTION_NAMES}
+    unknown = set(items) - set(OPTION_NAMES)
+    if unknown:
+        raise ValueError(f"Unknown chop option(s) {sorted(unknown)}; allowed: {', '.join(OPTION_NAMES)}.")
+    return {k: v for k, v in items.items() if v is not None and not (isinstance(v, str) and v == "")}
+
+
+def _precision_limit(rules: Rules, mode: int, x_class: str) -> Optional[int]:
+    if rules.precision_limit == "none":
+        return None
+    if rules.precision_limit == "all modes" or mode == 1:
+        return 11 if x_class == "single" else 25
+    return 23 if x_class == "single" else 52
+
+
+def _resolve_at(options, stored: Optional[ChopSpec], x_class: str, rules: Rules) -> ChopSpec:
+    given = _fields(options)
+    if given is None:
+        return resolve(None, stored, x_class)
+    # An empty mapping or an object with no option fields is MATLAB's struct():
+    # not empty for chop.m, so every field takes its default.
+    if rules.requires_format and "format" not in given:
+        raise ValueError("Before 2019-03-14 chop needs options.format (Reference to non-existent field 'format').")
+    if not rules.explim_option:
+        given.pop("explim", None)  # not read: the exponent range always applied
+    if not rules.randfunc_option:
+        given.pop("randfunc", None)  # not read: stochastic rounding drew from rand
+    name = given.get("format", "h")
+    if not isinstance(name, str):
+        raise ValueError(f"options.format must be a string, got {name!r}.")
+    if name in _FP8_NAMES and not rules.fp8:
+        raise ValueError(f"Unrecognized format {name!r}: 8-bit formats were added to chop on 2022-04-15.")
+    if name not in CUSTOM_NAMES:
+        lookup_format(name)  # raises for an unknown name
+        return resolve(dict(given, format=name), stored, x_class)
+    # Custom formats: validate the other fields with today's rules, then the params of the time.
+    standin = dict(given, format="h")
+    standin.pop("params", None)
+    spec = resolve(standin, None, x_class)
+    if "params" in given:
+        values = np.asarray(given["params"]).ravel()
+        if values.size != 2 or not all(float(v).is_integer() and v >= 1 for v in values):
+            raise ValueError(f"options.params must be [t, emax] with integers t, emax >= 1, got {given['params']!r}.")
+        t, emax = int(values[0]), int(values[1])
+        limit = _precision_limit(rules, spec.round, x_class)
+        if limit is not None and t > limit:
+            raise ValueError(
+                f"Precision of the custom format must be at most {limit} if working in {x_class} "
+                f"(chop on {rules.date.isoformat()})."
+            )
+        fmt = custom_format(t, emax)
+    elif stored is not None:
+        fmt = custom_format(stored.fmt.t, stored.fmt.emax)
+    else:
+        raise ValueError("Must specify options.params with options.format = 'c'.")
+    return dataclasses.replace(spec, format=name, fmt=fmt)
+
+
+# ---------------------------------------------------------------------------
+# Rounding, as each version did it
+# ---------------------------------------------------------------------------
+
+
+def _pow2(x: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """MATLAB's exact ``pow2(x, e) = x * 2^e``; a non-finite ``e`` gives ``x * 2^e`` in IEEE
+    arithmetic (``0 * 2^Inf`` and ``Inf * 2^-Inf`` are NaN)."""
+    out = np.empty_like(x)
+    finite = np.isfinite(e)
+    out[finite] = np.ldexp(x[finite], e[finite].astype(np.int64))
+    bad = ~finite
+    out[bad] = x[bad] * np.power(x.dtype.type(2), e[bad].astype(x.dtype))
+    return out
+
+
+def _exponent(x: np.ndarray, rules: Rules) -> np.ndarray:
+    """The exponent ``e`` with ``x = 2^e * 1.f``, as a float array (may hold +-Inf, NaN)."""
+    if rules.exponent == "frexp":
+        return (np.frexp(np.abs(x))[1] - 1).astype(np.float64)
+    # floor(log2(abs(x))), evaluated in the class of x, as MATLAB does
+    return np.floor(np.log2(np.abs(x))).astype(np.float64)
+
+
+def _truncate(y: np.ndarray, rules: Rules) -> np.ndarray:
+    """Round towards zero as roundit.m did at the time."""
+    if rules.truncation == "elementwise":
+        return np.trunc(y)
+    if rules.truncation == "mask":
+        # (y >= 0) .* floor(y) + (y < 0) .* ceil(y): 0 * Inf = NaN for +-Inf
+        return (y >= 0) * np.floor(y) + (y < 0) * np.ceil(y)
+    # ``if y >= 0`` on a whole block: true only when every element is >= 0
+    return np.floor(y) if y.size and np.all(y >= 0) else np.ceil(y)
+
+
+def _roundit(y: np.ndarray, spec: ChopSpec, rules: Rules, sources) -> np.ndarray:
+    if spec.flips and rules.flips_broken:
+        raise ValueError("Bit flips fail in chop.m from 2019-07-11 to 2020-05-30 "
+                         "(roundit reads options.t, which chop no longer sets).")
+    if spec.round == 4:
+        # truncate as at the time, then let the reference apply the flips (mode 1 on integers is exact)
+        y = _truncate(y, rules)
+        return roundit_vector(y, 1, sources, spec.flips, spec.p, spec.fmt.t)
+    return roundit_vector(y, spec.round, sources, spec.flips, spec.p, spec.fmt.t)
+
+
+def _overflow_to_infinity(c: np.ndarray, x: np.ndarray, xboundary: np.float64) -> None:
+    c[x >= xboundary] = np.inf
+    c[x <= -xboundary] = -np.inf
+
+
+def chop_vector_at(x: np.ndarray, spec: ChopSpec, rules: Rules, sources,
+                   n_first: Optional[int] = None) -> np.ndarray:
+    """chop.m of ``rules.date`` on a vector in column-major order.
+
+    ``n_first``: for the 2019-07-11 .. 2020-04-30 bug with ``explim = 0``, only
+    the first ``n_first`` elements are rounded (``max(size(x))``).
+    """
+    with np.errstate(all="ignore"):
+        return _chop_vector_at(x, spec, rules, sources, n_first)
+
+
+def _chop_vector_at(x, spec, rules, sources, n_first):
+    fmt = spec.fmt
+    t, emin, emins = fmt.t, fmt.emin, fmt.emins
+    limits = spec.limits_exponent if rules.explim_option else True
+    e = _exponent(x, rules)
+    c = x.copy()
+    if limits:
+        in_sub = (e < emin) & (e >= emins)
+        normal = np.flatnonzero(~in_sub)
+        sub = np.flatnonzero(in_sub)
+    else:
+        count = x.size if n_first is None or not rules.explim0_first_elements_only else min(n_first, x.size)
+        normal = np.arange(count)
+        sub = np.zeros(0, dtype=np.intp)
+
+    def round_block(index, precision):
+        scaled = _pow2(x[index], precision - 1 - e[index])
+        return _pow2(_roundit(scaled, spec, rules, sources), e[index] - (precision - 1))
+
+    c[normal] = round_block(normal, t)
+    if sub.size:
+        c[sub] = round_block(sub, t - np.maximum(emin - e[sub], 0))
+    if not limits:
+        return c
+    xmax, xboundary = np.float64(fmt.xmax), np.float64(fmt.xboundary)
+    if rules.tiny == "by mode":  # today's rules (overflow by mode as well)
+        min_rep = np.float64(fmt.xmins if spec.keeps_subnormals else fmt.xmin)
+        apply_range_limits(c, x, spec.round, xmax, xboundary, min_rep, spec.keeps_subnormals)
+        return c
+    if not spec.keeps_subnormals:
+        c[sub] = 0  # flush the whole subnormal range
+    if rules.overflow == "by mode":
+        # today's overflow rule; the underflow rule below is the old one
+        apply_range_limits(c, x, spec.round, xmax, xboundary, np.float64(0), True)
+    else:
+        _overflow_to_infinity(c, x, xboundary)
+    c[np.abs(x) < np.float64(fmt.xmins)] = 0
+    return c
+
+
+# ---------------------------------------------------------------------------
+# The facade
+# ---------------------------------------------------------------------------
+
+
+def _x_class(x) -> str:
+    if np.iscomplexobj(x):
+        raise ValueError("Chop requires a real input array.")
+    dtype = getattr(x, "dtype", None)
+    return "single" if dtype in (np.float32, np.float16) else "double"
+
+
+class ChopAt:
+    """chop as of a date, with its own persistent options (see :func:`chop_at`)."""
+
+    def __init__(self, date: Union[str, _dt.date]):
+        self.rules = rules_at(date)
+        self._lock = threading.Lock()
+        self._stored: Optional[ChopSpec] = None
+
+    def __call__(self, x=None, options=None):
+        """``chop(x, options)`` with the rules of :attr:`rules`; ``x=None`` only sets the options."""
+        x_class = _x_class(x) if x is not None else "double"
+        with self._lock:
+            spec = _resolve_at(options, self._stored, x_class, self.rules)
+            if x is None or (isinstance(x, (list, tuple)) and len(x) == 0):
+                self._stored = spec
+                return None if x is None else np.zeros(0)
+            out = self._chop(x, spec)
+            self._stored = spec  # stored only when the call succeeded
+            return out
+
+    def _chop(self, x, spec: ChopSpec):
+        scalar = np.ndim(x) == 0 and not isinstance(x, np.ndarray)
+        arr = np.asarray(x)
+        if arr.dtype == np.float16:
+            work = arr.astype(np.float32)
+        elif arr.dtype in (np.float32, np.float64):
+            work = arr
+        elif arr.dtype.kind in "biu":
+            work = arr.astype(np.float64)
+        else:
+            raise TypeError(f"chop supports float64, float32 and float16 arrays (and integers), not {arr.dtype}.")
+        flat = np.ravel(work, order="F").copy()
+        n_first = max(work.shape) if work.ndim else 1
+        out = chop_vector_at(flat, spec, self.rules, sources_for(spec.randfunc), n_first)
+        out = out.reshape(work.shape, order="F").astype(arr.dtype if arr.dtype == np.float16 else work.dtype)
+        if scalar:
+            return float(out) if isinstance(x, (int, float)) else out[()]
+        return out
+
+    def options(self):
+        """The stored options (``[~, options] = chop`` of that time), or the defaults."""
+        return resolve(None, self._stored).to_options()
+
+    def clear(self) -> None:
+        """``clear chop``: forget the stored options."""
+        with self._lock:
+            self._stored = None
+
+    def __repr__(self) -> str:
+        return f"chop_at({self.rules.date.isoformat()!r})  # chop.m at commit {self.rules.commit}"
+
+
+def chop_at(date: Union[str, _dt.date]) -> ChopAt:
+    """chop as it was on master at the end of ``date``.
+
+    Parameters
+    ----------
+    date : str or datetime.date
+        An ISO date ``'YYYY-MM-DD'`` on or after 2019-03-07 (chop's first release).
+
+    Returns
+    -------
+    ChopAt
+        A callable ``chop(x, options)`` with chop's signature, behaving as
+        chop.m did at the end of that day (the commit in ``.rules.commit``),
+        with its own persistent options (independent of :func:`chop` and of
+        other ``chop_at`` functions).  Today's :func:`chop` is unchanged.
+
+    Raises
+    ------
+    ValueError
+        For a date before 2019-03-07 or a malformed date.
+
+    Notes
+    -----
+    Reproduced: every rule of :data:`HISTORY` for rounding modes 1-6, bit
+    flips, ``explim``, the custom-precision limits and format names, and the
+    persistence rules (options given: every field from them, defaults for
+    the others; none: the previous ones; a custom format without ``params``:
+    the previous ``params``).  Not reproduced: chop.m stored options *before*
+    validating them, so a failing call left half-updated options behind;
+    ``chop_at`` stores nothing on a failed call.  Error messages are this
+    package's, not MATLAB's.  Stochastic rounding and flips draw from the
+    same MATLAB stream as :func:`chop`, in chop.m's order (unchanged across
+    the history), from ``options.randfunc`` only from 2022-06-14.
+
+    Examples
+    --------
+    >>> from pychop_compat import chop_at
+    >>> old = chop_at('2020-06-01')
+    >>> old(3e-8, {'format': 'h'})   # below xmins = 2**-24: 0 before 2020-06-16
+    0.0
+    >>> chop_at('2020-06-16')(3e-8, {'format': 'h'})  # rounds to xmins since
+    5.960464477539063e-08
+    """
+    return ChopAt(date)

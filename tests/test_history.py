@@ -1,0 +1,224 @@
+"""chop_at(date): chop.m as it was on master at the end of a day.
+
+Expected values: tests/chop_history (what every historical chop.m on master
+returned under GNU Octave on a common input set, errors included; made from
+github.com/higham/chop), MATLAB's stream through today's chop for the
+stochastic modes, and rules stated in chop.m's change history.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import pychop_compat
+from pychop_compat import chop, chop_at, clear_chop, rng
+from pychop_compat.history import HISTORY, rules_at
+
+DATA = Path(__file__).parent / "chop_history"
+INDEX = json.loads((DATA / "index.json").read_text())
+ARRAYS = np.load(DATA / "outputs.npz")
+VERSIONS = INDEX["versions"]
+CASES = INDEX["cases"]
+
+
+def same(a, b):
+    """Equal values (NaN equal to NaN; the sign of zero is not compared) and dtype."""
+    a, b = np.asarray(a), np.asarray(b)
+    return a.dtype == b.dtype and a.shape == b.shape and bool(np.all((a == b) | (np.isnan(a) & np.isnan(b))))
+
+
+def case_options(c):
+    o = {"format": c["format"], "round": c["round"], "subnormal": c["subnormal"], "explim": c["explim"]}
+    if c["params"]:
+        o["params"] = c["params"]
+    return o
+
+
+def check_date(date, version):
+    f = chop_at(date)
+    errors = set(version["errors"])
+    mismatches = []
+    for c in CASES:
+        f.clear()
+        x = ARRAYS["x/" + c["input"]]
+        if c["id"] in errors:
+            with pytest.raises(ValueError):
+                f(x, case_options(c))
+            continue
+        out = f(x, case_options(c))
+        expected = ARRAYS[f"y/{c['id']}/{c['outputs'][str(version['behaviour'])]}"]
+        if not same(out, expected):
+            mismatches.append(c["id"])
+    assert mismatches == []
+
+
+@pytest.mark.parametrize("version", VERSIONS, ids=[v["date"] for v in VERSIONS])
+def test_corpus_every_version(version):
+    check_date(version["date"], version)
+
+
+def test_corpus_days_between_versions_keep_the_last_behaviour():
+    days = [dt.date.fromisoformat(v["date"]) for v in VERSIONS]
+    for i, v in enumerate(VERSIONS[:-1]):
+        later = days[i] + dt.timedelta(days=1)
+        if later < days[i + 1]:
+            check_date(later.isoformat(), v)
+    check_date("2026-01-01", VERSIONS[-1])  # after the last change: today's chop
+
+
+def test_corpus_is_not_trivial():
+    # the behaviours really differ, so agreeing on every date is a real check
+    behaviours = {v["behaviour"] for v in VERSIONS}
+    assert len(behaviours) == 9
+    c = next(c for c in CASES if c["id"] == "h_double_r1_s0_e1")
+    assert len(set(c["outputs"].values())) >= 2
+    # each behaviour differs from the one before it in some case
+    for b in range(1, 9):
+        assert any(c["outputs"].get(str(b)) != c["outputs"].get(str(b - 1)) for c in CASES)
+
+
+def test_dates_before_first_release_are_errors():
+    with pytest.raises(ValueError, match="2019-03-07"):
+        chop_at("2019-03-06")
+    with pytest.raises(ValueError):
+        chop_at("2020-13-01")
+    with pytest.raises(TypeError):
+        chop_at(20200601)
+    assert chop_at("2019-03-07").rules.commit == "f056228"
+    assert chop_at(dt.date(2020, 6, 16)).rules.commit == "c213288"
+    assert chop_at("2020-06-15").rules.tiny == "flush"  # in force at the end of that day
+
+
+def test_history_table_is_ordered_and_complete():
+    dates = [d for d, _, _ in HISTORY]
+    assert dates == sorted(dates)
+    # every date where the corpus shows a new behaviour or new errors is a documented change
+    changes = [v["date"] for i, v in enumerate(VERSIONS)
+               if i == 0 or v["behaviour"] != VERSIONS[i - 1]["behaviour"]
+               or v["errors"] != VERSIONS[i - 1]["errors"]]
+    assert changes and set(changes) <= set(dates)
+
+
+def test_issue_example_tiny_values_rule_of_2020_06_16():
+    x = 2.0**-25 * 1.5  # between xmins/2 and xmins of fp16
+    assert chop_at("2020-06-15")(x, {"format": "h"}) == 0.0
+    assert chop_at("2020-06-16")(x, {"format": "h"}) == 2.0**-24
+    # subnormal = 0: before, the whole subnormal range was flushed
+    y = 2.0**-15  # half of fp16's xmin
+    assert chop_at("2020-06-15")(y, {"format": "h", "subnormal": 0}) == 0.0
+    assert chop_at("2020-06-16")(y, {"format": "h", "subnormal": 0}) == 2.0**-14
+
+
+def test_persistent_options_are_its_own():
+    clear_chop()
+    old = chop_at("2020-01-01")
+    old(None, {"format": "b"})
+    assert chop(1 / 3) == 0.333251953125  # today's chop: still the fp16 default
+    assert old(1 / 3) == 0.333984375  # bfloat16 kept by the historical chop
+    other = chop_at("2020-01-01")
+    assert other(1 / 3) == 0.333251953125  # a new one starts from the defaults
+    assert old.options().format == "b"
+    old.clear()
+    assert old(1 / 3) == 0.333251953125
+
+
+def test_custom_params_inherited_and_failed_calls_store_nothing():
+    f = chop_at("2019-12-01")
+    f(None, {"format": "c", "params": [5, 7]})
+    assert f(1 / 3, {"format": "c"}) == chop(1 / 3, {"format": "c", "params": [5, 7]})
+    with pytest.raises(ValueError):  # 2019: limit t <= 25 for every rounding mode
+        f(1 / 3, {"format": "c", "params": [30, 20], "round": 2})
+    assert f.options().params == [5, 7]
+    assert chop_at("2020-10-03")(1 / 3, {"format": "c", "params": [30, 20], "round": 2}) == chop(
+        1 / 3, {"format": "c", "params": [30, 20], "round": 2})
+
+
+def test_fp8_names_only_from_2022_04_15():
+    with pytest.raises(ValueError, match="2022-04-15"):
+        chop_at("2022-04-14")(0.3, {"format": "q43"})
+    assert chop_at("2022-04-15")(0.3, {"format": "q43"}) == 0.3125
+
+
+def test_explim_ignored_before_2019_07_11():
+    big = 1e6
+    assert chop_at("2019-07-10")(big, {"format": "h", "explim": 0}) == np.inf
+    assert chop_at("2019-07-11")(big, {"format": "h", "explim": 0}) == 999936.0  # 1e6 to 11 bits: 1953 * 2**9
+
+
+def test_explim0_matrix_bug_2019_07_11_to_2020_04_30():
+    # chop.m rounded only elements 1:length(x) = 1:max(size(x)) of a matrix without explim
+    x = np.full((3, 2), 1 / 3)
+    rounded = 0.333251953125
+    out = chop_at("2020-04-30")(x, {"format": "h", "explim": 0})
+    assert np.array_equal(out, np.array([[rounded, 1 / 3], [rounded, 1 / 3], [rounded, 1 / 3]]))
+    out = chop_at("2020-05-01")(x, {"format": "h", "explim": 0})
+    assert np.all(out == rounded)
+
+
+def test_truncation_before_2020_05_01_rounds_blocks_by_sign():
+    # roundit.m: ``if x >= 0, floor, else ceil`` on the whole block
+    x = np.array([1.3, -1.3])
+    opts = {"format": "c", "params": [1, 7], "round": 4}  # one bit: truncation to powers of 2
+    assert np.array_equal(chop_at("2020-04-30")(x, opts), np.array([2.0, -1.0]))
+    assert np.array_equal(chop_at("2020-05-01")(x, opts), np.array([1.0, -1.0]))
+
+
+def test_bit_flips_fail_between_2019_07_11_and_2020_05_30():
+    opts = {"format": "h", "flip": 1, "p": 1.0}
+    with pytest.raises(ValueError, match="flip"):
+        chop_at("2020-01-01")(np.array([0.5]), opts)
+    rng(3)
+    a = chop_at("2020-05-31")(np.array([0.3, 0.7]), opts)
+    rng(3)
+    b = chop(np.array([0.3, 0.7]), opts)
+    assert np.array_equal(a, b)  # today's draws, same order
+
+
+def test_stochastic_rounding_draws_like_todays_chop():
+    x = np.array([1.3, 2.7, -0.11, 5.5, 100.01])
+    for date in ("2019-03-07", "2020-01-01", "2021-01-01"):
+        opts = {"format": "b", "round": 5}
+        rng(7)
+        a = chop_at(date)(x, opts)
+        rng(7)
+        b = chop(x, opts)
+        assert np.array_equal(a, b)
+
+
+def test_randfunc_read_only_from_2022_06_14():
+    calls = []
+
+    def half(n):
+        calls.append(n)
+        return np.full(n, 0.5)
+
+    x = np.array([1 + 2.0**-9])  # bfloat16: between 1 and 1 + 2**-7, fraction 1/4
+    opts = {"format": "b", "round": 5, "randfunc": half}
+    assert chop_at("2022-06-14")(x, opts)[0] == 1.0 and calls == [1]  # 0.5 > 1/4: down
+    rng(1)
+    chop_at("2022-06-13")(x, opts)
+    assert calls == [1]  # not called before
+
+
+def test_complex_and_default_today():
+    with pytest.raises(ValueError, match="real"):
+        chop_at("2021-01-01")(np.array([1j]))
+    # today's rules on random data of every format
+    r = np.random.default_rng(0)
+    x = r.standard_normal(500) * 2.0 ** r.integers(-30, 30, 500)
+    today = chop_at(dt.date.today())
+    for fmt in ("h", "b", "s", "q43", "q52"):
+        for mode in (1, 2, 3, 4):
+            o = {"format": fmt, "round": mode}
+            assert same(today(x, o), chop(x, o))
+
+
+def test_exported():
+    assert pychop_compat.chop_at is chop_at
+    assert rules_at("2020-05-14").exponent == "frexp"
+    assert rules_at("2020-05-13").exponent == "floor log2"

@@ -157,6 +157,13 @@ def _residual_dd2(A, hi, lo, b):
     return r1 - A @ lo
 
 
+def _solve_precision(F, uf, u):
+    """Precision of the solves with the factors: ``uf``, but the working precision ``u``
+    for factors of a scaled matrix (unscaled, they and the solution need not fit in
+    ``uf``'s range; gmresir3 solves with them in the working precision)."""
+    return u if F.scaling is not None else uf
+
+
 def _criterion(stop, nbe, cbe, fe):
     if stop == "all":
         return max(nbe, cbe, fe)
@@ -192,7 +199,7 @@ def _refine(A, b, uf, u, ur, correction, x_true, max_iter, tol, stop, kind, lu_o
     if F.singular:
         out.status = "singular"
         return out
-    x = solve(F, bu, uf)
+    x = solve(F, bu, _solve_precision(F, uf, u))
     if not np.all(np.isfinite(x)):
         x = np.zeros_like(bu)  # as gmresir3: start from 0 when x_0 overflowed
     x = ru(x)
@@ -319,8 +326,8 @@ def lu_ir(
     Notes
     -----
     1. ``P A = L U`` in precision ``uf`` (:func:`lu`; ``A`` rounded to ``uf``).
-    2. ``x_0``: :func:`solve` with the factors in precision ``uf``, stored in
-       ``u`` (zero if not finite).
+    2. ``x_0``: :func:`solve` with the factors in precision ``uf`` (in ``u``
+       for factors of a scaled matrix), stored in ``u`` (zero if not finite).
     3. For ``i = 0, 1, ...``: ``r_i = b - A x_i`` in precision ``ur``, stored
        in ``u``; scaled by the power of two ``s <= ||r_i||`` (exact), solve
        ``A d_i = r_i / s`` with the factors in precision ``uf``;
@@ -343,7 +350,7 @@ def lu_ir(
 
     def correction(F, Au, r):
         s = _pow2_scale(r)
-        return _make_rounder(u)(solve(F, r / s, uf) * s), None
+        return _make_rounder(u)(solve(F, r / s, _solve_precision(F, uf, u)) * s), None
 
     lu_options = dict(scaling=scaling, theta=theta, method=lu_method)
     return _refine(A, b, uf, u, ur, correction, x_true, max_iter, tol, stop, "lu", lu_options)

@@ -53,7 +53,8 @@ are identical to the scalar loops they describe, element by element.
 from .kernels import dot, matmul, matvec
 from .lu import LUResult, lu, solve
 from .refinement import IRResult, gmres_ir, lu_ir
-from .gallery import randsvd
+from .gallery import gallery_randsvd, randsvd
+from .norms import cond, norm
 from .errors import SingularMatrixWarning
 from .scaling import Scaling, scale_diag_2side, scale_diag_2side_symm, squeeze
 
@@ -68,6 +69,9 @@ __all__ = [
     "gmres_ir",
     "IRResult",
     "randsvd",
+    "gallery_randsvd",
+    "norm",
+    "cond",
     "SingularMatrixWarning",
     "Scaling",
     "scale_diag_2side",

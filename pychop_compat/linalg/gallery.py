@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Union
+from typing import Optional, Tuple, Union
 
 import numpy as np
 
@@ -51,3 +51,117 @@ def randsvd(
     else:
         raise ValueError("mode must be 1, 2, 3, 4 or 5")
     return (_haar(n, rng) * sigma) @ _haar(n, rng).T
+
+
+def _singular_values(p: int, kappa: float, mode: int, rng: np.random.Generator) -> np.ndarray:
+    """The singular values of MATLAB's ``gallery('randsvd', n, kappa, mode)`` (largest first)."""
+    j = abs(mode)
+    if j == 1:  # one large singular value
+        sigma = np.full(p, 1.0 / kappa)
+        sigma[0] = 1.0
+    elif j == 2:  # one small singular value
+        sigma = np.ones(p)
+        sigma[-1] = 1.0 / kappa
+    elif j == 3:  # geometrically distributed: factor^(0:p-1), factor = kappa^(-1/(p-1))
+        factor = kappa ** (-1.0 / (p - 1))
+        sigma = factor ** np.arange(p, dtype=np.float64)
+    elif j == 4:  # arithmetically distributed
+        sigma = 1.0 - np.arange(p) / (p - 1) * (1.0 - 1.0 / kappa)
+    else:  # j == 5: random, uniformly distributed logarithm; cond(A) <= kappa
+        sigma = np.exp(-rng.random(p) * math.log(kappa))
+    return sigma[::-1].copy() if mode < 0 else sigma
+
+
+def gallery_randsvd(
+    n: Union[int, Tuple[int, int]],
+    kappa: Optional[float] = None,
+    mode: int = 3,
+    kl: Optional[int] = None,
+    ku: Optional[int] = None,
+    method: int = 0,
+    classname: str = "double",
+    *,
+    rng: Union[None, int, np.random.Generator] = None,
+) -> np.ndarray:
+    """MATLAB's ``gallery('randsvd', n, kappa, mode, kl, ku, method, classname)``.
+
+    A random matrix ``A = U diag(sigma) V^T`` with singular values ``sigma``
+    chosen by ``mode``, exactly as MATLAB defines them (``p = min(m, n)``):
+
+    * ``1``: one large: ``sigma = [1, 1/kappa, ..., 1/kappa]``;
+    * ``2``: one small: ``sigma = [1, ..., 1, 1/kappa]``;
+    * ``3`` (default): geometric: ``sigma_i = f^(i-1)``, ``f = kappa^(-1/(p-1))``;
+    * ``4``: arithmetic: ``sigma_i = 1 - (i-1)/(p-1) (1 - 1/kappa)``;
+    * ``5``: random with uniformly distributed logarithm,
+      ``sigma_i = exp(-r_i log(kappa))``, ``r_i`` uniform on (0, 1) (so
+      ``cond(A) <= kappa``);
+    * ``mode < 0``: as ``abs(mode)``, the order of ``sigma`` reversed.
+
+    ``kappa`` defaults to ``sqrt(1/eps)``; ``kappa < 0`` gives a symmetric
+    positive definite ``A = Q^T diag(sigma) Q`` with ``cond(A) = -kappa``.
+
+    Parameters
+    ----------
+    n : int or (m, n)
+        Order, or the shape of a rectangular matrix.
+    kappa : float, optional
+        2-norm condition number (``>= 1``; negative: positive definite).
+    mode : int, optional
+        Distribution of the singular values, ``+-1 .. +-5`` (default 3).
+    kl, ku : int, optional
+        MATLAB's bandwidth reduction: only a full matrix (``None`` or
+        ``kl = ku = n - 1``) is supported.
+    method : int, optional
+        Accepted for MATLAB's argument order; the orthogonal factors are
+        always Haar-distributed (QR of a Gaussian matrix with the signs of
+        ``R``'s diagonal fixed) from ``rng``, not MATLAB's stream.
+    classname : {'double', 'single'}, optional
+        Class of the result.
+    rng : int, numpy.random.Generator or None
+        Source of the orthogonal factors (and of mode 5's ``r_i``).
+
+    Returns
+    -------
+    ndarray
+        ``m x n`` matrix.
+
+    Notes
+    -----
+    The singular values are MATLAB's, formula for formula; the random
+    orthogonal factors are not MATLAB's numbers (MATLAB draws them from
+    ``randn``; see ``docs/linalg.rst`` on reproducing MATLAB inputs exactly).
+    """
+    rng = np.random.default_rng(rng)
+    shape = (int(n), int(n)) if np.ndim(n) == 0 else tuple(int(v) for v in n)
+    if len(shape) != 2 or min(shape) < 1:
+        raise ValueError(f"n must be a positive integer or a pair (m, n), got {n!r}")
+    m, nc = shape
+    p = min(m, nc)
+    kappa = math.sqrt(1 / np.finfo(float).eps) if kappa is None else float(kappa)
+    posdef = kappa < 0
+    kappa = abs(kappa)
+    if not kappa >= 1:
+        raise ValueError(f"kappa must satisfy |kappa| >= 1, got {kappa!r}")
+    if int(mode) != mode or not 1 <= abs(int(mode)) <= 5:
+        raise ValueError(f"mode must be one of +-1, +-2, +-3, +-4, +-5, got {mode!r}")
+    mode = int(mode)
+    if (kl, ku) != (None, None) and not (kl == m - 1 and (ku if ku is not None else kl) == nc - 1):
+        raise NotImplementedError("gallery_randsvd: bandwidth reduction (kl, ku) is not implemented")
+    if classname not in ("double", "single"):
+        raise ValueError(f"classname must be 'double' or 'single', got {classname!r}")
+    if p == 1:  # a vector: randn normalised, as MATLAB
+        A = rng.standard_normal((m, nc))
+        A = A / np.linalg.norm(A)
+    else:
+        sigma = _singular_values(p, kappa, mode, rng)
+        if posdef:
+            if m != nc:
+                raise ValueError("kappa < 0 (positive definite) needs a square matrix")
+            Q = _haar(p, rng)
+            A = (Q.T * sigma) @ Q
+            A = (A + A.T) / 2
+        else:
+            S = np.zeros((m, nc))
+            S[np.arange(p), np.arange(p)] = sigma
+            A = _haar(m, rng) @ S @ _haar(nc, rng).T
+    return A.astype(np.float32 if classname == "single" else np.float64)

@@ -1,0 +1,208 @@
+"""MATLAB's ``norm(A, p)`` and ``cond(A, p)`` for ``p = 1, 2, inf, 'fro'``:
+in double, correctly rounded ('exact'), or in simulated precision (chopped).
+
+``precision`` selects how:
+
+* ``None`` or ``'d'`` (default): double precision as MATLAB computes it
+  (NumPy/LAPACK: sums in double, the 2-norm from the SVD);
+* ``'exact'``: the exact value correctly rounded to double -- sums of
+  absolute values and of squares in rational arithmetic, square roots and
+  the 2-norm in 200-bit arithmetic (mpmath), the inverse for ``cond`` in
+  200-bit arithmetic (slow for large ``n``; fine for ``n`` up to about 100);
+* chop options or a format name (``'h'``, ``{'format': 'b'}``): simulated:
+  ``A`` stored in the format, every sum rounded (recursive summation by
+  :func:`pychop_compat.linalg.matvec` / :func:`~pychop_compat.linalg.dot`),
+  the square root rounded; the 2-norm is the largest singular value of the
+  stored ``A`` computed in double and rounded (no chopped SVD); ``cond``
+  inverts with chopped LU (:func:`~pychop_compat.linalg.solve`).
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Union
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from ._common import OptionsLike, _float_array, _ieee, _make_rounder
+from .kernels import dot, matvec
+from .lu import solve
+
+__all__ = ["norm", "cond"]
+
+NormOrder = Union[int, float, str]
+_EXACT_PREC = 200
+
+
+def _order(p: NormOrder):
+    if isinstance(p, str):
+        if p in ("fro", "inf", "Inf"):
+            return "fro" if p == "fro" else np.inf
+        raise ValueError(f"p must be 1, 2, inf or 'fro', got {p!r}")
+    if p in (1, 2) or p == np.inf:
+        return np.inf if p == np.inf else int(p)
+    raise ValueError(f"p must be 1, 2, inf or 'fro', got {p!r}")
+
+
+def _matrix(A: ArrayLike) -> np.ndarray:
+    a = _float_array(A)
+    if a.ndim == 1:
+        a = a[:, None]  # a vector: MATLAB's vector norms agree with these on a column
+    if a.ndim != 2:
+        raise ValueError("norm needs a vector or a matrix")
+    return a
+
+
+def _exact_sqrt(q: Fraction) -> float:
+    import mpmath
+
+    with mpmath.workprec(_EXACT_PREC):
+        return float(mpmath.sqrt(mpmath.mpf(q.numerator) / q.denominator))
+
+
+def _exact_norm(a: np.ndarray, p) -> float:
+    if a.size == 0:
+        return 0.0
+    if not np.all(np.isfinite(a)):
+        return float(np.nan) if np.any(np.isnan(a)) else float(np.inf)
+    if p == 1:
+        return float(max(sum((abs(Fraction(v)) for v in col), Fraction(0)) for col in a.T))
+    if p == np.inf:
+        return float(max(sum((abs(Fraction(v)) for v in row), Fraction(0)) for row in a))
+    if p == "fro":
+        return _exact_sqrt(sum((Fraction(v) ** 2 for v in a.ravel()), Fraction(0)))
+    import mpmath
+
+    with mpmath.workprec(_EXACT_PREC):
+        s = mpmath.svd_r(mpmath.matrix(a.tolist()), compute_uv=False)
+        return float(max(s))
+
+
+def _chopped_norm(a: np.ndarray, p, options: OptionsLike) -> float:
+    r = _make_rounder(options)
+    stored = r(a)
+    if stored.size == 0:
+        return 0.0
+    if p == 1:
+        return float(np.max(matvec(np.abs(stored).T, np.ones(stored.shape[0], stored.dtype), options)))
+    if p == np.inf:
+        return float(np.max(matvec(np.abs(stored), np.ones(stored.shape[1], stored.dtype), options)))
+    if p == "fro":
+        v = stored.ravel(order="F")
+        return float(r(np.sqrt(np.asarray(dot(v, v, options)))))
+    return float(r(np.asarray(np.linalg.norm(stored.astype(np.float64), 2))))
+
+
+@_ieee
+def norm(A: ArrayLike, p: NormOrder = 2, precision: OptionsLike = None) -> float:
+    """MATLAB's ``norm(A, p)`` for ``p = 1, 2, inf, 'fro'``.
+
+    Parameters
+    ----------
+    A : array_like
+        A matrix (a vector is treated as a column).
+    p : {1, 2, inf, 'fro'}, optional
+        The norm (default 2, as MATLAB).
+    precision : None, 'd', 'exact' or chop options, optional
+        How it is computed (see the module notes); default double.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from pychop_compat import linalg
+    >>> A = np.array([[1.0, -2.0], [3.0, 4.0]])
+    >>> linalg.norm(A, 1), linalg.norm(A, np.inf), linalg.norm(A, 'fro', 'exact')
+    (6.0, 7.0, 5.477225575051661)
+    """
+    order = _order(p)
+    a = _matrix(A)
+    if precision is None or precision in ("d", "double", "fp64"):
+        if a.size == 0:
+            return 0.0
+        return float(np.linalg.norm(a.astype(np.float64), order))
+    if isinstance(precision, str) and precision == "exact":
+        return _exact_norm(a.astype(np.float64), order)
+    return _chopped_norm(a, order, precision)
+
+
+def _exact_inverse(a: np.ndarray) -> np.ndarray:
+    import mpmath
+
+    with mpmath.workprec(_EXACT_PREC):
+        inv = mpmath.inverse(mpmath.matrix(a.tolist()))
+        return np.array([[float(inv[i, j]) for j in range(inv.cols)] for i in range(inv.rows)])
+
+
+@_ieee
+def cond(A: ArrayLike, p: NormOrder = 2, precision: OptionsLike = None) -> float:
+    """MATLAB's ``cond(A, p)``: ``norm(A, p) * norm(inv(A), p)``; for ``p = 2`` the ratio
+    of the largest to the smallest singular value.
+
+    Parameters
+    ----------
+    A : array_like
+        Square matrix.
+    p : {1, 2, inf, 'fro'}, optional
+        The norm (default 2).
+    precision : None, 'd', 'exact' or chop options, optional
+        ``None``: double (NumPy, as MATLAB); ``'exact'``: the inverse and the
+        singular values in 200-bit arithmetic, the result correctly rounded
+        up to the last step (a product of two rounded norms); chop options:
+        ``A`` stored in the format, the inverse from chopped LU and
+        substitution, chopped norms, the product rounded.
+
+    Returns
+    -------
+    float
+        ``inf`` for a singular matrix.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from pychop_compat import linalg
+    >>> linalg.cond(np.array([[2.0, 0.0], [0.0, 0.5]]), 1)
+    4.0
+    """
+    order = _order(p)
+    a = _float_array(A)
+    if a.ndim != 2 or a.shape[0] != a.shape[1]:
+        raise ValueError("cond needs a square matrix")
+    if a.size == 0:
+        return 0.0
+    if precision is None or precision in ("d", "double", "fp64"):
+        return float(np.linalg.cond(a.astype(np.float64), order))
+    if isinstance(precision, str) and precision == "exact":
+        a64 = a.astype(np.float64)
+        if order == 2:
+            import mpmath
+
+            with mpmath.workprec(_EXACT_PREC):
+                s = mpmath.svd_r(mpmath.matrix(a64.tolist()), compute_uv=False)
+                smin = min(s)
+                return float(max(s) / smin) if smin != 0 else math.inf
+        try:
+            inv = _exact_inverse(a64)
+        except ZeroDivisionError:
+            return math.inf
+        return _exact_norm(a64, order) * _exact_norm(inv, order)
+    r = _make_rounder(precision)
+    stored = r(a)
+    if order == 2:
+        s = np.linalg.svd(stored.astype(np.float64), compute_uv=False)
+        return float(r(np.asarray(s[0] / s[-1]))) if s[-1] else math.inf
+    import warnings
+
+    from .errors import SingularMatrixWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SingularMatrixWarning)
+        inv = solve(stored, np.eye(a.shape[0], dtype=stored.dtype), precision)
+    if not np.all(np.isfinite(inv)):
+        return math.inf
+    return float(r(np.asarray(_chopped_norm(stored, order, precision) * _chopped_norm(inv, order, precision))))

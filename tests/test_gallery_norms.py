@@ -1,0 +1,140 @@
+"""MATLAB's test matrices and norms: gallery_randsvd, norm, cond; and the
+reliable path for MATLAB's random inputs (save -v7, scipy.io.loadmat).
+
+Expected values: MATLAB's definitions of randsvd's singular values (written
+out below from its documentation), exact rational arithmetic (fractions), and
+hand-computed norms of small matrices.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import scipy.io
+
+import pychop_compat.linalg as linalg
+from pychop_compat import Chop
+from pychop_compat.linalg.gallery import _singular_values
+
+
+def expected_sigma(p, kappa, mode):
+    if mode == 1:
+        return np.r_[1.0, np.full(p - 1, 1 / kappa)]
+    if mode == 2:
+        return np.r_[np.ones(p - 1), 1 / kappa]
+    if mode == 3:
+        return np.array([kappa ** (-i / (p - 1)) for i in range(p)])
+    if mode == 4:
+        return np.array([1 - i / (p - 1) * (1 - 1 / kappa) for i in range(p)])
+    raise AssertionError
+
+
+@pytest.mark.parametrize("mode", [1, 2, 3, 4])
+def test_randsvd_singular_values_are_matlabs(mode):
+    n, kappa = 12, 1e6
+    A = linalg.gallery_randsvd(n, kappa, mode, rng=mode)
+    s = np.linalg.svd(A, compute_uv=False)
+    np.testing.assert_allclose(s, np.sort(expected_sigma(n, kappa, mode))[::-1], rtol=1e-9, atol=1e-15)
+    np.testing.assert_allclose(_singular_values(n, kappa, mode, None), expected_sigma(n, kappa, mode), rtol=1e-14)
+    assert _singular_values(n, kappa, -mode, None).tolist() == _singular_values(n, kappa, mode, None)[::-1].tolist()
+
+
+def test_randsvd_mode_5_and_defaults():
+    A = linalg.gallery_randsvd(30, 1e8, 5, rng=1)
+    s = np.linalg.svd(A, compute_uv=False)
+    assert np.all(s <= 1 + 1e-12) and np.all(s >= 1e-8 * (1 - 1e-9))
+    assert np.linalg.cond(A) <= 1e8 * (1 + 1e-6)  # MATLAB: cond(A) <= kappa in mode 5
+    B = linalg.gallery_randsvd(10, rng=2)  # kappa = sqrt(1/eps) = 2**26, mode 3
+    assert abs(np.linalg.cond(B) / 2**26 - 1) < 1e-6
+
+
+def test_randsvd_shapes_classes_and_positive_definite():
+    assert linalg.gallery_randsvd((4, 7), 10.0, rng=0).shape == (4, 7)
+    v = linalg.gallery_randsvd((5, 1), 10.0, rng=0)
+    assert v.shape == (5, 1) and abs(np.linalg.norm(v) - 1) < 1e-15
+    assert linalg.gallery_randsvd(5, 10.0, classname="single", rng=0).dtype == np.float32
+    P = linalg.gallery_randsvd(8, -1e3, 3, rng=3)
+    assert np.array_equal(P, P.T)
+    ev = np.linalg.eigvalsh(P)
+    np.testing.assert_allclose(np.sort(ev), np.sort(expected_sigma(8, 1e3, 3)), rtol=1e-9)
+    for bad in (dict(mode=6), dict(mode=0), dict(kappa=0.5), dict(classname="int8")):
+        with pytest.raises(ValueError):
+            linalg.gallery_randsvd(4, **{"kappa": 10.0, **bad})
+    with pytest.raises(NotImplementedError):
+        linalg.gallery_randsvd(6, 10.0, 3, 1, 1)
+
+
+A2 = np.array([[1.0, 2.0], [3.0, 4.0]])
+
+
+def test_norms_of_a_small_matrix():
+    assert linalg.norm(A2, 1) == 6.0 and linalg.norm(A2, np.inf) == 7.0 and linalg.norm(A2, "inf") == 7.0
+    assert linalg.norm(A2, "fro", "exact") == math.sqrt(30)  # sqrt correctly rounded
+    assert linalg.norm(np.array([[3.0, 0.0], [4.0, 0.0]]), 2, "exact") == 5.0
+    assert linalg.norm(np.array([[3.0, 0.0], [4.0, 0.0]])) == pytest.approx(5.0, rel=1e-15)
+    # inv(A2) = [[-2, 1], [1.5, -0.5]]
+    assert linalg.cond(A2, 1, "exact") == 21.0
+    assert linalg.cond(A2, np.inf, "exact") == 21.0
+    assert linalg.cond(A2, "fro", "exact") == pytest.approx(15.0, rel=1e-15)
+    assert linalg.cond(A2, 1) == pytest.approx(21.0, rel=1e-14)
+    assert linalg.cond(np.diag([2.0, 0.5]), 2, "exact") == 4.0
+    assert linalg.cond(np.array([[1.0, 2.0], [2.0, 4.0]]), 1, "exact") == math.inf
+    with pytest.raises(ValueError, match="p must be"):
+        linalg.norm(A2, 3)
+
+
+def test_exact_norms_are_correctly_rounded():
+    r = np.random.default_rng(0)
+    A = r.standard_normal((7, 5)) * 2.0 ** r.integers(-20, 20, (7, 5))
+    col = max(sum(abs(Fraction(v)) for v in A[:, j]) for j in range(5))
+    row = max(sum(abs(Fraction(v)) for v in A[i]) for i in range(7))
+    assert linalg.norm(A, 1, "exact") == float(col)
+    assert linalg.norm(A, np.inf, "exact") == float(row)
+
+
+@pytest.mark.parametrize("fmt", ["h", "b"])
+def test_chopped_norms_match_scalar_loops(fmt):
+    ch = Chop(format=fmt)
+    f = lambda v: float(ch(float(v)))  # noqa: E731
+    r = np.random.default_rng(1)
+    A = r.standard_normal((6, 4))
+    S = ch(A)
+    cols = []
+    for j in range(4):
+        s = abs(S[0, j])
+        for i in range(1, 6):
+            s = f(s + abs(S[i, j]))
+        cols.append(s)
+    assert linalg.norm(A, 1, fmt) == max(cols)
+    rows = []
+    for i in range(6):
+        s = abs(S[i, 0])
+        for j in range(1, 4):
+            s = f(s + abs(S[i, j]))
+        rows.append(s)
+    assert linalg.norm(A, np.inf, fmt) == max(rows)
+    v = S.ravel(order="F")
+    s = f(v[0] * v[0])
+    for t in v[1:]:
+        s = f(s + f(t * t))
+    assert linalg.norm(A, "fro", fmt) == f(math.sqrt(s))
+    # an fp16-exact inverse: diag(2, 0.5), cond_1 = 4 in every precision
+    assert linalg.cond(np.diag([2.0, 0.5]), 1, fmt) == 4.0
+
+
+def test_matlab_inputs_through_a_mat_file(tmp_path):
+    # MATLAB: A = gallery('randsvd', n, kappa, mode); b = randn(n, 1); save('in.mat', 'A', 'b', '-v7')
+    # Python: scipy.io.loadmat reads the same doubles.  Here scipy writes the v7
+    # (compressed level-5) file that MATLAB's save -v7 writes.
+    A = linalg.gallery_randsvd(6, 1e4, 2, rng=5)
+    b = np.array([0.5377, 1.8339, -2.2588, 0.8622, 0.3188, -1.3077])[:, None]
+    path = tmp_path / "in.mat"
+    scipy.io.savemat(path, {"A": A, "b": b}, do_compression=True, format="5")
+    data = scipy.io.loadmat(path)
+    assert data["A"].dtype == np.float64 and data["A"].shape == (6, 6)
+    assert np.array_equal(data["A"], A) and np.array_equal(data["b"], b)
+    x = linalg.gmres_ir(data["A"], data["b"].ravel(), "h")
+    assert x.converged

@@ -131,3 +131,34 @@ def test_gmres_ir_claims():
         assert err(gm_res.x) <= 2.0**-52
         assert gm_res.backward_error[-1] <= 2.0**-53
         assert gm_res.iterations <= 10
+
+
+# ---------------------------------------------------------------------------
+# gmres_ir_study.py
+# ---------------------------------------------------------------------------
+
+
+def test_gmres_ir_study_small(tmp_path):
+    study = load("gmres_ir_study")
+    n = 16
+    out = study.main(n=n, kappas=(1e2, 1e8), modes=(2, 3), ufs=("h", "s"), verbose=False,
+                     plot=str(tmp_path / "study.png"))
+    assert len(out) == 8
+    for (mode, kappa, uf), r in out.items():
+        res = r["result"]
+        # converged is claimed only with the backward error criterion met, checked here with
+        # an exact residual (mpmath at 200 bits)
+        if res.converged:
+            A, b, x = r["A"], r["b"], res.x
+            with mpmath.workprec(200):
+                rr = [abs(mpmath.mpf(b[i]) - mpmath.fsum(mpmath.mpf(A[i, j]) * mpmath.mpf(x[j]) for j in range(n)))
+                      for i in range(n)]
+                nbe = max(rr) / (max(mpmath.fsum(abs(mpmath.mpf(v)) for v in row) for row in A)
+                                 * max(abs(mpmath.mpf(v)) for v in x) + max(abs(mpmath.mpf(v)) for v in b))
+            assert nbe <= n * 2.0**-53
+    # GMRES-IR with single factors converges on all of these (kappa * u_s < 1 up to 1e8)
+    assert all(out[(m, k, "s")]["result"].converged for m in (2, 3) for k in (1e2, 1e8))
+    text = study.table(out, (2, 3), (1e2, 1e8), ("h", "s"), n)
+    assert "fp16" in text and "single" in text
+    pytest.importorskip("matplotlib")
+    assert (tmp_path / "study.png").stat().st_size > 0

@@ -238,3 +238,15 @@ def test_stop_all_without_x_true_uses_an_extended_solution():
     assert res.converged
     assert np.max(np.abs(res.x - x)) <= U_D * np.max(np.abs(x)) * 1.01
     assert len(res.forward_error) == len(res.backward_error)
+
+
+def test_fast_double_double_matvec_is_the_generic_one():
+    from pychop_compat.linalg.extended import dd_matvec, ext_matvec
+
+    A, v = make_matrix(9, 1e3, 3, 10)
+    a, b = ext_matvec(DoubleDouble, A, v), dd_matvec(A, v)
+    assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+    with mpmath.workprec(300):
+        exact = [mpmath.fsum(mpmath.mpf(A[i, j]) * mpmath.mpf(v[j]) for j in range(9)) for i in range(9)]
+        assert all(abs((mpmath.mpf(b[0][i]) + mpmath.mpf(b[1][i])) - exact[i]) <= abs(exact[i]) * 2.0**-100
+                   for i in range(9))

@@ -13,7 +13,7 @@ from ._common import (OptionsLike, _float_array, _ieee, _make_rounder, _unit_rou
 from .kernels import dot, matvec
 from .lu import LUResult, lu, solve
 from .extended import (ARITHMETICS, _norm_inf, _pow2_scale, _residual, _residual_dd, _two_sum,
-                       ext_lu_solve, ext_matvec, extended_kind)
+                       dd_matvec, ext_lu_solve, ext_matvec, extended_kind)
 
 
 STATUSES = ("converged", "singular", "diverged", "stagnated", "maxiter")
@@ -375,8 +375,10 @@ def _gmres(A, r, F, u, up, tol, maxit):
     if kind is not None:
         arith = ARITHMETICS[kind]
 
+        matvec_ext = dd_matvec if kind == "dd" else (lambda M, v: ext_matvec(arith, M, v))
+
         def apply(v):  # M^{-1} A v in extended precision, rounded to u
-            return ru(arith.to_double(ext_lu_solve(arith, F, ext_matvec(arith, A, v))))
+            return ru(arith.to_double(ext_lu_solve(arith, F, matvec_ext(A, v))))
 
         z = ru(arith.to_double(ext_lu_solve(arith, F, arith.from_double(r))))
     else:

@@ -250,3 +250,20 @@ def test_fast_double_double_matvec_is_the_generic_one():
         exact = [mpmath.fsum(mpmath.mpf(A[i, j]) * mpmath.mpf(v[j]) for j in range(9)) for i in range(9)]
         assert all(abs((mpmath.mpf(b[0][i]) + mpmath.mpf(b[1][i])) - exact[i]) <= abs(exact[i]) * 2.0**-100
                    for i in range(9))
+
+
+def test_binary128_residual_precision():
+    A, b = make_matrix(6, 1e4, 3, 11)
+    res = linalg.lu_ir(A, b, "s", "d", "binary128")
+    assert res.converged
+    x = res.x
+    from pychop_compat.linalg.extended import _residual
+
+    r = _residual(A, x, b, "binary128")
+    with mpmath.workprec(300):
+        exact = [mpmath.mpf(b[i]) - mpmath.fsum(mpmath.mpf(A[i, j]) * mpmath.mpf(x[j]) for j in range(6))
+                 for i in range(6)]
+    # binary128 sums of exact products, rounded to double: within a few binary128 ulps
+    # of the largest term (|a_ij x_j| <= ~10) plus half a double ulp of the result
+    for ri, ei in zip(r, exact):
+        assert abs(mpmath.mpf(ri) - ei) <= abs(ei) * 2.0**-53 + 2.0**-105

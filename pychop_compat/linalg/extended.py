@@ -44,6 +44,9 @@ def _residual_dd(A: np.ndarray, x: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _residual(A, x, b, ur) -> np.ndarray:
+    if extended_kind(ur) == "binary128":
+        arith = Binary128
+        return arith.to_double(arith.sub(arith.from_double(b), ext_matvec(arith, A, x)))
     if _is_extended(ur):
         return _residual_dd(A, x, b)
     rr = _make_rounder(ur)

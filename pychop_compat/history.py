@@ -339,6 +339,11 @@ class ChopAt:
             return out
 
     def _chop(self, x, spec: ChopSpec):
+        if not isinstance(x, (np.ndarray, np.generic, int, float, list, tuple)) or isinstance(x, bool):
+            raise TypeError(
+                f"chop_at rounds NumPy arrays, NumPy scalars, Python numbers and lists, not {type(x).__name__} "
+                "(historical chop.m had no GPU or torch path)."
+            )
         scalar = np.ndim(x) == 0 and not isinstance(x, np.ndarray)
         arr = np.asarray(x)
         if arr.dtype == np.float16:

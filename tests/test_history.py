@@ -222,3 +222,13 @@ def test_exported():
     assert pychop_compat.chop_at is chop_at
     assert rules_at("2020-05-14").exponent == "frexp"
     assert rules_at("2020-05-13").exponent == "floor log2"
+
+
+def test_other_array_types_refused_not_converted():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(TypeError, match="chop_at"):
+        chop_at("2021-01-01")(torch.ones(2), {"format": "h"})
+    f = chop_at("2021-01-01")
+    assert isinstance(f(0.1, {"format": "h"}), float)
+    out = f(np.float32(0.1))
+    assert isinstance(out, np.float32) and out == np.float32(chop(np.float32(0.1), {"format": "h"}))

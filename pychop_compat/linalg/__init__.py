@@ -44,10 +44,19 @@ order.
 only; each step is one whole-array operation and one chop call, so the results
 are identical to the scalar loops they describe, element by element.
 
-*Precisions beyond double.*  Iterative refinement may compute residuals in
-"quad" (``ur='q'``): this is simulated with double-double arithmetic (about
-106 bits; the residual is then rounded to double).  The backward errors that
-:func:`lu_ir` and :func:`gmres_ir` report are measured the same way.
+*Precisions beyond double.*  Iterative refinement may compute residuals and
+apply GMRES's preconditioned operator beyond double: ``'q'`` (``'quad'``,
+``'quadruple'``, ``'fp128'``, ``'dd'``) is double-double arithmetic (about 106
+bits); ``'binary128'`` is IEEE quadruple precision with every operation
+rounded exactly (mpmath; slow).  The backward errors that :func:`lu_ir` and
+:func:`gmres_ir` report use double-double residuals.
+
+*Outcomes.*  :func:`lu_ir` and :func:`gmres_ir` report ``converged=True`` only
+when their stopping rule holds for the returned iterate; otherwise the status
+says why they stopped (``'singular'``, ``'diverged'``, ``'stagnated'``,
+``'maxiter'``).  :func:`lu` and :func:`solve` warn with
+:class:`SingularMatrixWarning` on a zero or non-finite pivot.  Complex input
+is refused with chop's error.
 """
 
 from .kernels import dot, matmul, matvec

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from ._common import (_is_extended, _make_rounder)
+from ._common import (_EXTENDED_NAMES, _is_extended, _make_rounder)
 from .kernels import matvec
 
 
@@ -72,7 +72,7 @@ def _pow2_scale(v) -> float:
 # from double, ``+``, ``-``, ``* double``, ``/ double``, rounding to double.
 # ---------------------------------------------------------------------------
 
-DOUBLE_DOUBLE_NAMES = ("q", "quad", "quadruple", "fp128", "dd", "double-double")
+DOUBLE_DOUBLE_NAMES = _EXTENDED_NAMES  # 'q', 'quad', 'quadruple', 'fp128', 'dd', 'double-double'
 BINARY128_NAMES = ("binary128",)
 
 

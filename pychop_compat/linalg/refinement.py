@@ -152,7 +152,9 @@ def _quick(a, b):
 
 
 def _residual_dd2(A, hi, lo, b):
-    """``b - A (hi + lo)`` in double-double, rounded to double."""
+    """``b - A (hi + lo)``: the residual of ``hi`` in double-double, rounded to double,
+    minus ``A lo`` in double (``lo`` is below half an ulp of ``hi``, so the error
+    of this last step is of order ``u**2 ||A|| ||x||``)."""
     r1 = _residual_dd(A, hi, b)
     return r1 - A @ lo
 

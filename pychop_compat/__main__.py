@@ -35,7 +35,7 @@ def main(argv=None) -> int:
     parser.add_argument("--version", action="version", version=f"pychop_compat {__version__}")
     sub = parser.add_subparsers(dest="command")
     v = sub.add_parser("validate", help="rerun the MATLAB corpus and the mpmath oracle on every available engine")
-    v.add_argument("--corpus", help="corpus folder (default: tests/matlab_reference of the checkout)")
+    v.add_argument("--corpus", help="corpus folder in pychop_compat.corpora's layout (default: the copy installed with the package)")
     v.add_argument("--engines", help="comma-separated engines (default: all available)")
     v.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     v.add_argument("--no-progress", action="store_true", help="no progress bar")

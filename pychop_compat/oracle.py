@@ -573,11 +573,13 @@ DATASET_IDS = [f"{c}-{d}" for c, d in DATASETS]
 
 
 def case_spec(case: str) -> FormatSpec:
+    """The :class:`FormatSpec` (t, emax) of the oracle dataset ``case`` (a key of :data:`ORACLE_CASES`)."""
     fmt, params = ORACLE_CASES[case]
     return FormatSpec(*params) if params else FORMATS[fmt]
 
 
 def case_options(case: str, mode: int, subnormal: int, explim: int) -> dict:
+    """chop's options for the oracle dataset ``case`` with rounding ``mode``, ``subnormal`` and ``explim``."""
     fmt, params = ORACLE_CASES[case]
     opts = {"format": fmt, "round": mode, "subnormal": subnormal, "explim": explim}
     if params:
@@ -647,6 +649,7 @@ def oracle_inputs(case: str, dtype_name: str) -> np.ndarray:
       xmin/2 - xmins/2, xmin/2, xmin, xmax, xboundary, 2**(emax+1), ...) and the
       4 nearest input values on each side;
     * +-0, +-inf, NaN, the dtype's smallest subnormal, smallest normal and max.
+
     Signs are random, critical points appear with both signs.
     """
     dtype = np.dtype(dtype_name)

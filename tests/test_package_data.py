@@ -46,6 +46,14 @@ def test_every_data_file_is_declared_package_data():
             assert (PACKAGE / "data" / name / part).is_file(), (name, part)
 
 
+def test_every_subpackage_is_declared():
+    tomllib = pytest.importorskip("tomllib")
+    declared = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(ROOT).parts) for p in PACKAGE.rglob("__init__.py")
+             if "__pycache__" not in p.parts}
+    assert found == declared, f"[tool.setuptools] packages: missing {found - declared}, stale {declared - found}"
+
+
 def test_corpus_is_read_from_the_package():
     folder = corpus_path("matlab_reference")
     assert folder == Path(pychop_compat.__file__).parent / "data" / "matlab_reference"

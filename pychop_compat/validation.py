@@ -24,7 +24,7 @@ from .corpora import Corpus, CorpusCase, load_corpus
 from .engines import available_engines, from_numpy, to_numpy
 from .formats import float_params
 
-__all__ = ["GroupResult", "find_corpus", "validate", "matlab_equal"]
+__all__ = ["GroupResult", "find_corpus", "validate", "matlab_equal", "environment", "format_table", "write_json"]
 
 # Engines whose default random draws are MATLAB's stream (GPU engines draw on the device).
 _MATLAB_STREAM_ENGINES = ("numpy", "torch")
@@ -255,5 +255,73 @@ def format_table(results: list[GroupResult]) -> str:
     return "\n".join(lines)
 
 
-def write_json(results: list[GroupResult], path) -> None:
-    Path(path).write_text(json.dumps([{**asdict(r), "ok": r.ok} for r in results], indent=2) + "\n")
+def environment(engines: Iterable[str] = (), corpus: Corpus | None = None) -> dict:
+    """What a validation run ran on: package, Python, libraries, engines, machine and corpus.
+
+    Recorded by :func:`write_json` beside the results, so that a saved run is a
+    certificate of which code agreed with which data where.
+
+    Parameters
+    ----------
+    engines : iterable of str
+        The engines that ran (their libraries' versions and devices are recorded).
+    corpus : Corpus, optional
+        The corpus that was read (its name, folder and the SHA-256 of its files).
+    """
+    import datetime
+    import hashlib
+    import platform
+
+    from importlib import metadata
+
+    from . import __version__
+
+    libraries = {"numpy": np.__version__}
+    for name in ("scipy", "mpmath"):  # dependencies: always installed
+        libraries[name] = metadata.version(name)
+    for name in ("torch", "cupy"):  # optional engines: recorded when imported in this run
+        module = sys.modules.get(name)
+        if module is not None:
+            libraries[name] = getattr(module, "__version__", "unknown")
+    devices = {}
+    for engine in engines:
+        if engine == "torch-cuda":
+            import torch
+
+            devices[engine] = torch.cuda.get_device_name(0)
+        elif engine == "cupy":
+            import cupy
+
+            props = cupy.cuda.runtime.getDeviceProperties(0)
+            devices[engine] = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+        else:
+            devices[engine] = "cpu"
+    record = {
+        "package": {"name": "pychop_compat", "version": __version__, "location": str(Path(__file__).resolve().parent)},
+        "python": {"version": platform.python_version(), "implementation": platform.python_implementation(),
+                   "executable": sys.executable},
+        "libraries": libraries,
+        "engines": devices,
+        "machine": {"platform": platform.platform(), "machine": platform.machine(),
+                    "processor": platform.processor() or "unknown", "cpu_count": os.cpu_count()},
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+    if corpus is not None:
+        files = sorted(p for p in corpus.folder.iterdir() if p.is_file())
+        record["corpus"] = {"name": corpus.name, "folder": str(corpus.folder),
+                            "sha256": {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in files}}
+    return record
+
+
+def write_json(results: list[GroupResult], path, env: dict | None = None) -> None:
+    """Write the results and the environment they were obtained in (:func:`environment`) as JSON.
+
+    The file holds ``{"all_agree": bool, "environment": {...}, "results": [row, ...]}``, one row
+    per group and engine with the fields of :class:`GroupResult` and ``ok``.
+    """
+    document = {
+        "all_agree": all(r.ok for r in results),
+        "environment": env if env is not None else environment(sorted({r.engine for r in results})),
+        "results": [{**asdict(r), "ok": r.ok} for r in results],
+    }
+    Path(path).write_text(json.dumps(document, indent=2) + "\n")

@@ -15,7 +15,7 @@ import os
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable, Optional, Union
 
 import numpy as np
 
@@ -45,7 +45,7 @@ class GroupResult:
         return self.cases == self.agreeing and self.cases > 0
 
 
-def matlab_equal(actual, expected) -> bool:
+def matlab_equal(actual: Any, expected: Any) -> bool:
     """Equal shape and dtype, and every element equal with NaN == NaN (MATLAB ``isequal``, NaNs equal)."""
     a, b = np.asarray(actual), np.asarray(expected)
     if a.shape != b.shape or a.dtype != b.dtype:
@@ -53,7 +53,7 @@ def matlab_equal(actual, expected) -> bool:
     return bool(np.all((a == b) | (np.isnan(a) & np.isnan(b))))
 
 
-def find_corpus(path=None) -> Corpus:
+def find_corpus(path: Union[str, os.PathLike, Corpus, None] = None) -> Corpus:
     """The MATLAB corpus: the folder ``path`` or ``$PYCHOP_COMPAT_CORPUS`` if given, else the shipped copy.
 
     A folder must have the layout of :mod:`pychop_compat.corpora` (``manifest.json``
@@ -204,7 +204,8 @@ class _Progress:
             sys.stderr.write("\n")
 
 
-def validate(corpus=None, engines=None, progress: bool = True, oracle: bool = True) -> list[GroupResult]:
+def validate(corpus: Union[str, os.PathLike, Corpus, None] = None, engines: Optional[Iterable[str]] = None,
+             progress: bool = True, oracle: bool = True) -> list[GroupResult]:
     """Run every corpus group on every engine; return one :class:`GroupResult` per (group, engine).
 
     Parameters
@@ -255,7 +256,7 @@ def format_table(results: list[GroupResult]) -> str:
     return "\n".join(lines)
 
 
-def environment(engines: Iterable[str] = (), corpus: Corpus | None = None) -> dict:
+def environment(engines: Iterable[str] = (), corpus: Optional[Corpus] = None) -> dict:
     """What a validation run ran on: package, Python, libraries, engines, machine and corpus.
 
     Recorded by :func:`write_json` beside the results, so that a saved run is a
@@ -313,7 +314,7 @@ def environment(engines: Iterable[str] = (), corpus: Corpus | None = None) -> di
     return record
 
 
-def write_json(results: list[GroupResult], path, env: dict | None = None) -> None:
+def write_json(results: list[GroupResult], path: Union[str, os.PathLike], env: Optional[dict] = None) -> None:
     """Write the results and the environment they were obtained in (:func:`environment`) as JSON.
 
     The file holds ``{"all_agree": bool, "environment": {...}, "results": [row, ...]}``, one row

@@ -1,9 +1,10 @@
 """``python -m pychop_compat validate``: the MATLAB corpus and the mpmath oracle on every engine.
 
 The corpus, shipped with the package (``pychop_compat/data/matlab_reference``,
-read by :mod:`pychop_compat.corpora`; see its README), holds outputs of MATLAB's chop.m, roundit.m and float_params.m.  Each case
-is rerun and compared under MATLAB's ``isequal`` rule with NaN == NaN (sign of
-zero and NaN payloads ignored, nothing else).  The ``mpmath_oracle`` group
+read by :mod:`pychop_compat.corpora`; see its README), holds outputs of
+MATLAB's chop.m, roundit.m and float_params.m.  Each case is rerun and
+compared under MATLAB's ``isequal`` rule with NaN == NaN (sign of zero and
+NaN payloads ignored, nothing else).  The ``mpmath_oracle`` group
 compares chop with :func:`pychop_compat.oracle.chop_rule_round`, an exact
 implementation of chop.m's documented rounding rules built on mpmath.
 """

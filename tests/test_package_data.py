@@ -86,6 +86,10 @@ def test_corpus_loader_contract(tmp_path):
 def test_wheel_ships_the_corpus_and_validate_runs_from_it(tmp_path):
     """Build the wheel from a copy of the sources, unpack it, run validate from an unrelated folder."""
     pytest.importorskip("setuptools")
+    import importlib.util
+
+    if importlib.util.find_spec("setuptools.command.bdist_wheel") is None and importlib.util.find_spec("wheel") is None:
+        pytest.skip("building a wheel offline needs setuptools >= 70.1 or the wheel package")
     src = tmp_path / "src"
     src.mkdir()
     for name in ("pyproject.toml", "README.md", "LICENSE"):

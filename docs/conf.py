@@ -1,9 +1,13 @@
 """Sphinx configuration for pychop_compat.
 
-Build (offline, warnings are errors)::
+Build (offline, warnings are errors, every cross-reference must resolve)::
 
-    python -m sphinx -W --keep-going -b html docs docs/_build/html
+    python -m sphinx -W -n --keep-going -b html docs docs/_build/html
     python -m sphinx -W -b doctest docs docs/_build/doctest
+
+``tests/test_docs.py`` runs both in CI.  The figures in ``docs/figures/*.png``
+are made by the scripts beside them (``python docs/figures/make_all.py``);
+the build only includes them.
 """
 
 from __future__ import annotations
@@ -34,12 +38,25 @@ root_doc = "index"
 exclude_patterns = ["_build"]
 templates_path: list[str] = []
 
-# Offline build: no intersphinx, no remote images.
-nitpicky = False
+# Offline build: no intersphinx, no remote images.  Every reference to this
+# package must resolve (-n); names of other libraries (NumPy, SciPy, torch, ...)
+# and private helpers (``_name``, deliberately undocumented) render as code.
+nitpicky = True
+nitpick_ignore_regex = [
+    (r"py:.*", r"(numpy|np|scipy|torch|cupy|jax|dask|ml_dtypes|mpmath|matplotlib|types|typing|"
+               r"collections|pathlib|fractions|os|json|argparse)(\..*)?"),
+    (r"py:.*", r"(.*\.)?_[A-Za-z]\w*"),
+    # chop's eight options, documented in the Attributes section of Options (no targets of their own)
+    (r"py:attr", r"(format|subnormal|round|flip|p|explim|randfunc|params)"),
+    # builtin types named in numpydoc parameter sections
+    (r"py:(class|obj)", r"(int|float|str|bool|bytes|list|tuple|dict|callable|None|optional|array_like|"
+                        r"ndarray|path-like|sequence|iterable|object)"),
+]
 
-html_theme = "alabaster"
+html_theme = "furo"
+html_title = f"pychop_compat {release}"
 html_static_path: list[str] = []
-html_theme_options = {"description": "Bit-exact Python port of MATLAB chop", "fixed_sidebar": False}
+html_theme_options: dict = {}
 
 # autodoc
 autodoc_member_order = "bysource"
@@ -69,6 +86,29 @@ if not HAVE_LINALG:
     exclude_patterns.append("api/linalg.rst")
 if not _importable("pychop_compat.engines.cupy_engine"):
     exclude_patterns.append("api/engines_cupy.rst")
+
+
+
+def _resolve_short_names(app, env, node, contnode):
+    """Resolve ``:func:`seed_device``` written in another module's docstring when exactly one
+    documented object of this package has that name (Sphinx looks only in the current module)."""
+    if node.get("refdomain") != "py" or node["reftype"] in ("attr", "meth"):
+        return None  # attributes and methods are looked up in their class only
+    target = node["reftarget"].lstrip(".~")
+    if target.startswith("_") or ".__" in target:
+        return None
+    domain = env.get_domain("py")
+    suffix = "." + target
+    matches = [name for name in domain.objects
+               if name.startswith("pychop_compat.") and name.endswith(suffix)]
+    if len(matches) != 1:
+        return None
+    return domain.resolve_xref(env, node["refdoc"], app.builder, node["reftype"], matches[0], node, contnode)
+
+
+def setup(app):
+    app.connect("missing-reference", _resolve_short_names)
+
 
 # doctest: every document starts from chop.m's initial state
 # (no persistent options, MATLAB's default random stream).

@@ -1,6 +1,6 @@
-"""Command line: ``python -m pychop_compat [--version | validate ...]``.
+"""Command line: ``python -m pychop_compat [--version | demo | validate ... | info]``.
 
-With no arguments, prints a small demonstration table of chop results.
+With no arguments, prints a small demonstration table of chop results (``demo``).
 """
 
 from __future__ import annotations
@@ -29,33 +29,52 @@ def demo() -> None:
           f"{sum(Chop(format='fp8-e4m3', round=5, rng=0)([1 / 3] * 100000)) / 100000:.5f}")
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
     parser = argparse.ArgumentParser(prog="python -m pychop_compat",
                                      description="Bit-exact port of MATLAB's chop.")
     parser.add_argument("--version", action="version", version=f"pychop_compat {__version__}")
-    sub = parser.add_subparsers(dest="command")
+    sub = parser.add_subparsers(dest="command", title="commands", metavar="COMMAND")
+    sub.add_parser("demo", help="print a table of chop results by format and rounding mode (the default)")
+    sub.add_parser("info", help="print the package, Python, library and engine versions and the machine, as JSON")
     v = sub.add_parser("validate", help="rerun the MATLAB corpus and the mpmath oracle on every available engine")
-    v.add_argument("--corpus", help="corpus folder (default: tests/matlab_reference of the checkout)")
+    v.add_argument("--corpus", help="corpus folder in pychop_compat.corpora's layout (default: the copy installed with the package)")
     v.add_argument("--engines", help="comma-separated engines (default: all available)")
-    v.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    v.add_argument("--json", metavar="FILE", help="also write the results as JSON, with the versions "
+                   "of the package, Python, NumPy and the engines, the machine and the corpus's checksums")
     v.add_argument("--no-progress", action="store_true", help="no progress bar")
     v.add_argument("--no-oracle", action="store_true", help="skip the mpmath oracle (corpus only)")
     args = parser.parse_args(argv)
 
-    if args.command != "validate":
+    if args.command in (None, "demo"):
         demo()
         return 0
-    from .validation import format_table, validate, write_json
+    if args.command == "info":
+        import json
+
+        from .engines import available_engines
+        from .validation import environment
+
+        print(json.dumps(environment(available_engines()), indent=2))
+        return 0
+    from .engines import available_engines
+    from .validation import environment, find_corpus, format_table, validate, write_json
 
     engines = args.engines.split(",") if args.engines else None
+    if engines is not None:
+        known = available_engines()
+        unknown = [e for e in engines if e not in known]
+        if unknown:
+            parser.error(f"--engines: {', '.join(unknown)} not available here; available: {', '.join(known)}")
     try:
-        results = validate(args.corpus, engines, progress=not args.no_progress, oracle=not args.no_oracle)
+        corpus = find_corpus(args.corpus)
     except FileNotFoundError as exc:
         print(exc, file=sys.stderr)
         return 2
+    results = validate(corpus, engines, progress=not args.no_progress, oracle=not args.no_oracle)
     print(format_table(results))
     if args.json:
-        write_json(results, args.json)
+        write_json(results, args.json, environment(engines or available_engines(), corpus))
     failed = [r for r in results if not r.ok]
     for r in failed:
         print(f"DISAGREE {r.group}/{r.engine}: {', '.join(map(str, r.disagreeing[:10]))}", file=sys.stderr)

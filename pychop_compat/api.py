@@ -97,7 +97,7 @@ def _is_placeholder(x) -> bool:
     return x is None or (isinstance(x, (list, tuple)) and len(x) == 0)
 
 
-def chop(x=None, options=None):
+def chop(x: Any = None, options: Any = None) -> Any:
     """Round the elements of ``x`` to a lower-precision format (MATLAB ``chop``).
 
     Parameters
@@ -171,7 +171,7 @@ def chop_options() -> Options:
     return _stored.to_options()
 
 
-def roundit(x, options=None):
+def roundit(x: Any, options: Any = None) -> Any:
     """Round to integers with one of chop's six modes (MATLAB ``roundit``).
 
     Parameters

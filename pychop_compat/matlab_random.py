@@ -17,6 +17,7 @@ import math
 import operator
 import time
 from dataclasses import dataclass
+from typing import Any, Union
 
 import numpy as np
 
@@ -75,7 +76,7 @@ def _seed_word(seed) -> int:
     return s
 
 
-def rng(*args) -> RngSettings:
+def rng(*args: Any) -> RngSettings:
     """Control MATLAB's global random stream (MATLAB ``rng``).
 
     Calling forms::
@@ -177,7 +178,7 @@ def _fill(values: np.ndarray, shape, cls):
     return out
 
 
-def rand(*args):
+def rand(*args: Any) -> Union[float, np.ndarray]:
     """Uniform random numbers in (0, 1) from MATLAB's stream (MATLAB ``rand``).
 
     ``rand()`` is a scalar, ``rand(n)`` is n-by-n, ``rand(m, n, ...)`` and
@@ -206,7 +207,7 @@ def rand(*args):
     return _fill(stream_uniform(math.prod(shape)), shape, cls)
 
 
-def randi(imax, *args):
+def randi(imax: Any, *args: Any) -> Union[float, np.ndarray]:
     """Uniform random integers from MATLAB's stream (MATLAB ``randi``).
 
     ``randi(imax, ...)`` draws from ``1..imax`` and ``randi([imin, imax], ...)``

@@ -34,8 +34,10 @@ Notation (as in ``chop.m``): ``emin = 1 - emax``, ``emins = emin + 1 - t``,
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 from mpmath import libmp
 
 __all__ = [
@@ -123,7 +125,7 @@ FORMATS = {
 }
 
 
-def double_bound(value, direction: str) -> float:
+def double_bound(value: Any, direction: str) -> float:
     """Convert an exact mpmath value to a double, rounding in a given direction.
 
     Parameters
@@ -189,7 +191,7 @@ class ExactValues:
         Exponent with ``|x| = f * 2**e``, ``1 <= f < 2`` (finite nonzero only).
     """
 
-    def __init__(self, values):
+    def __init__(self, values: ArrayLike) -> None:
         arr = np.asarray(values)
         if arr.dtype not in (np.float32, np.float64):
             raise TypeError(f"float32 or float64 expected, got {arr.dtype}")
@@ -238,7 +240,7 @@ class GridNeighbours:
     up: np.ndarray
 
 
-def grid_neighbours(ev: ExactValues, q) -> GridNeighbours:
+def grid_neighbours(ev: ExactValues, q: np.ndarray) -> GridNeighbours:
     """Exact neighbours of ``|x|`` on the grid with spacing ``2**q``.
 
     Parameters
@@ -328,7 +330,8 @@ def _finish(ev: ExactValues, c: np.ndarray, dtype) -> np.ndarray:
     return out.reshape(ev.shape)
 
 
-def ieee_round(values, t, emax, subnormal=1, mode=1, overflow=True, dtype=None):
+def ieee_round(values: Any, t: int, emax: int, subnormal: int = 1, mode: int = 1, overflow: bool = True,
+               dtype: Any = None) -> np.ndarray:
     """Correct IEEE 754 style rounding to the format ``(t, emax)``.
 
     Parameters
@@ -373,7 +376,8 @@ def ieee_round(values, t, emax, subnormal=1, mode=1, overflow=True, dtype=None):
     return _finish(ev, c, dtype)
 
 
-def neighbours(values, t, emax, subnormal=1, dtype=None):
+def neighbours(values: Any, t: int, emax: int, subnormal: int = 1,
+               dtype: Any = None) -> tuple[np.ndarray, np.ndarray]:
     """The two candidates of stochastic rounding: round down and round up.
 
     Parameters
@@ -394,7 +398,8 @@ def neighbours(values, t, emax, subnormal=1, dtype=None):
             ieee_round(ev, t, emax, subnormal, 2, overflow=False, dtype=dtype))
 
 
-def chop_rule_round(values, t, emax, subnormal=1, mode=1, explim=1, dtype=None):
+def chop_rule_round(values: Any, t: int, emax: int, subnormal: int = 1, mode: int = 1, explim: int = 1,
+                    dtype: Any = None) -> np.ndarray:
     """The rounding rules documented for MATLAB ``chop.m`` (deterministic modes).
 
     Parameters
@@ -480,7 +485,7 @@ def chop_rule_round(values, t, emax, subnormal=1, mode=1, explim=1, dtype=None):
     return _finish(ev, c, dtype)
 
 
-def is_representable(values, t, emax, subnormal=1) -> np.ndarray:
+def is_representable(values: Any, t: int, emax: int, subnormal: int = 1) -> np.ndarray:
     """Whether each value is a member of the format ``(t, emax)``.
 
     Parameters
@@ -573,11 +578,13 @@ DATASET_IDS = [f"{c}-{d}" for c, d in DATASETS]
 
 
 def case_spec(case: str) -> FormatSpec:
+    """The :class:`FormatSpec` (t, emax) of the oracle dataset ``case`` (a key of :data:`ORACLE_CASES`)."""
     fmt, params = ORACLE_CASES[case]
     return FormatSpec(*params) if params else FORMATS[fmt]
 
 
 def case_options(case: str, mode: int, subnormal: int, explim: int) -> dict:
+    """chop's options for the oracle dataset ``case`` with rounding ``mode``, ``subnormal`` and ``explim``."""
     fmt, params = ORACLE_CASES[case]
     opts = {"format": fmt, "round": mode, "subnormal": subnormal, "explim": explim}
     if params:
@@ -647,6 +654,7 @@ def oracle_inputs(case: str, dtype_name: str) -> np.ndarray:
       xmin/2 - xmins/2, xmin/2, xmin, xmax, xboundary, 2**(emax+1), ...) and the
       4 nearest input values on each side;
     * +-0, +-inf, NaN, the dtype's smallest subnormal, smallest normal and max.
+
     Signs are random, critical points appear with both signs.
     """
     dtype = np.dtype(dtype_name)

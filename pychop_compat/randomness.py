@@ -10,7 +10,7 @@ no global state.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -42,7 +42,7 @@ def _checked(randfunc) -> Callable[[int], np.ndarray]:
     return draw
 
 
-def sources_for(randfunc, flips: RandomSources = MATLAB_STREAM) -> RandomSources:
+def sources_for(randfunc: Optional[Callable[[int], Any]], flips: RandomSources = MATLAB_STREAM) -> RandomSources:
     """Sources as chop.m uses them: ``randfunc`` for stochastic rounding, ``flips`` for bit flips."""
     if randfunc is default_randfunc:
         return flips  # its own uniform draws serve stochastic rounding too

@@ -70,7 +70,7 @@ def roundit_vector(y: np.ndarray, mode: int, sources: RandomSources,
     return rounded
 
 
-def apply_range_limits(c: np.ndarray, x: np.ndarray, mode: int, xmax, xboundary, min_rep,
+def apply_range_limits(c: np.ndarray, x: np.ndarray, mode: int, xmax: float, xboundary: float, min_rep: float,
                        keeps_subnormals: bool) -> None:
     """chop.m's overflow and underflow rules (explim = 1), in place on ``c``; ``x`` holds the inputs.
 

@@ -1,9 +1,10 @@
 """``python -m pychop_compat validate``: the MATLAB corpus and the mpmath oracle on every engine.
 
-The corpus (``tests/matlab_reference`` in a source checkout; see its README)
-holds outputs of MATLAB's chop.m, roundit.m and float_params.m.  Each case
-is rerun and compared under MATLAB's ``isequal`` rule with NaN == NaN (sign of
-zero and NaN payloads ignored, nothing else).  The ``mpmath_oracle`` group
+The corpus, shipped with the package (``pychop_compat/data/matlab_reference``,
+read by :mod:`pychop_compat.corpora`; see its README), holds outputs of
+MATLAB's chop.m, roundit.m and float_params.m.  Each case is rerun and
+compared under MATLAB's ``isequal`` rule with NaN == NaN (sign of zero and
+NaN payloads ignored, nothing else).  The ``mpmath_oracle`` group
 compares chop with :func:`pychop_compat.oracle.chop_rule_round`, an exact
 implementation of chop.m's documented rounding rules built on mpmath.
 """
@@ -15,15 +16,16 @@ import os
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Any, Iterable, Optional, Union
 
 import numpy as np
 
 from . import api, matlab_random
+from .corpora import Corpus, CorpusCase, load_corpus
 from .engines import available_engines, from_numpy, to_numpy
 from .formats import float_params
 
-__all__ = ["GroupResult", "find_corpus", "validate", "matlab_equal"]
+__all__ = ["GroupResult", "find_corpus", "validate", "matlab_equal", "environment", "format_table", "write_json"]
 
 # Engines whose default random draws are MATLAB's stream (GPU engines draw on the device).
 _MATLAB_STREAM_ENGINES = ("numpy", "torch")
@@ -44,7 +46,7 @@ class GroupResult:
         return self.cases == self.agreeing and self.cases > 0
 
 
-def matlab_equal(actual, expected) -> bool:
+def matlab_equal(actual: Any, expected: Any) -> bool:
     """Equal shape and dtype, and every element equal with NaN == NaN (MATLAB ``isequal``, NaNs equal)."""
     a, b = np.asarray(actual), np.asarray(expected)
     if a.shape != b.shape or a.dtype != b.dtype:
@@ -52,31 +54,27 @@ def matlab_equal(actual, expected) -> bool:
     return bool(np.all((a == b) | (np.isnan(a) & np.isnan(b))))
 
 
-def find_corpus(path=None) -> Path:
-    """The corpus folder: ``path``, ``$PYCHOP_COMPAT_CORPUS``, or ``tests/matlab_reference`` beside the package."""
+def find_corpus(path: Union[str, os.PathLike, Corpus, None] = None) -> Corpus:
+    """The MATLAB corpus: the folder ``path`` or ``$PYCHOP_COMPAT_CORPUS`` if given, else the shipped copy.
+
+    A folder must have the layout of :mod:`pychop_compat.corpora` (``manifest.json``
+    and its arrays).  Without either, the corpus installed with the package
+    (``pychop_compat/data/matlab_reference``) is used, so ``validate`` runs from
+    any folder after ``pip install``.
+    """
+    if isinstance(path, Corpus):
+        return path
     explicit = path or os.environ.get("PYCHOP_COMPAT_CORPUS")
-    candidates = [explicit] if explicit else [Path(__file__).resolve().parent.parent / "tests" / "matlab_reference"]
-    for candidate in candidates:
-        if (Path(candidate) / "manifest.json").is_file():
-            return Path(candidate)
-    raise FileNotFoundError(
-        "MATLAB reference corpus not found: pass --corpus PATH (the folder tests/matlab_reference "
-        "of a source checkout) or set PYCHOP_COMPAT_CORPUS."
-    )
-
-
-def _load(path: Path) -> dict:
-    import scipy.io
-
-    return {k: v for k, v in scipy.io.loadmat(path).items() if not k.startswith("__")}
-
-
-def _text(value) -> str:
-    return str(value[0]) if np.size(value) else ""
-
-
-def _scalar(case, name):
-    return case[name].item()
+    if not explicit:
+        return load_corpus("matlab_reference")
+    try:
+        return load_corpus(Path(explicit))
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f"MATLAB reference corpus not found in {explicit}: pass --corpus PATH, a folder holding "
+            "manifest.json and arrays.npz (see pychop_compat.corpora), or leave it out to use the "
+            "corpus installed with the package."
+        ) from None
 
 
 class _Stream:
@@ -94,58 +92,51 @@ class _Stream:
         return out
 
 
-def _chop_case(path: Path, engine: str) -> bool:
-    case = _load(path)
+def _chop_case(case: CorpusCase, engine: str) -> bool:
     stream = _Stream(case["stream"]) if case["stream"].size else None
-    options = {"format": _text(case["format"]), "round": int(_scalar(case, "round")),
-               "subnormal": int(_scalar(case, "subnormal")), "explim": int(_scalar(case, "explim")), "flip": 0}
-    if case["params"].size:
-        options["params"] = case["params"].ravel().tolist()
+    options = {"format": case["format"], "round": case["round"], "subnormal": case["subnormal"],
+               "explim": case["explim"], "flip": 0}
+    if case["params"] is not None:
+        options["params"] = case["params"]
     if stream is not None:
         options["randfunc"] = stream
     api.clear_chop()
-    error = _text(case["err"])
-    if error:
+    if case["err"]:
         try:
             api.chop(from_numpy(case["x"], engine), options)
         except ValueError as exc:
-            return error in str(exc)
+            return case["err"] in str(exc)
         return False
     c = to_numpy(api.chop(from_numpy(case["x"], engine), options))
     consumed = stream.used if stream is not None else 0
-    return (matlab_equal(c, case["c"]) and consumed == int(_scalar(case, "n_consumed"))
-            and api.chop_options().params == case["ret_params"].ravel().tolist())
+    return (matlab_equal(c, case["c"]) and consumed == case["n_consumed"]
+            and api.chop_options().params == case["ret_params"])
 
 
-def _native_case(path: Path, engine: str) -> bool:
-    fmt, _, mode, _, subnormal = path.stem.split("_")
-    array = _load(path.parent / "verified_data.mat")["array"]
-    x = array if subnormal == "0" else 1e-3 * array
+def _native_case(case: CorpusCase, engine: str) -> bool:
+    x = case["scale"] * case["array"] if case["scale"] != 1 else case["array"]
     api.clear_chop()
-    options = {"format": "h" if fmt == "half" else fmt, "round": int(mode), "subnormal": int(subnormal)}
+    options = {"format": case["format"], "round": case["round"], "subnormal": case["subnormal"]}
     c = to_numpy(api.chop(from_numpy(x, engine), options))
-    return matlab_equal(c.ravel(), _load(path)["emu_vals"].ravel())
+    return matlab_equal(c.ravel(), case["emu_vals"].ravel())
 
 
-def _stream_case(path: Path, engine: str) -> bool:
-    case = _load(path)
-    options = {"format": _text(case["format"]), "round": int(_scalar(case, "round")),
-               "subnormal": int(_scalar(case, "subnormal")), "flip": int(_scalar(case, "flip")),
-               "p": float(_scalar(case, "p"))}
-    if case["params"].size:
-        options["params"] = case["params"].ravel().tolist()
+def _stream_case(case: CorpusCase, engine: str) -> bool:
+    options = {"format": case["format"], "round": case["round"], "subnormal": case["subnormal"],
+               "flip": case["flip"], "p": case["p"]}
+    if case["params"] is not None:
+        options["params"] = case["params"]
     api.clear_chop()
-    matlab_random.rng(int(_scalar(case, "seed")))
+    matlab_random.rng(case["seed"])
     c = to_numpy(api.chop(from_numpy(case["x"], engine), options))
     after = matlab_random.rand(4, 1)
     return matlab_equal(c, case["c"]) and matlab_equal(after, case["after"])
 
 
-def _roundit_case(path: Path, engine: str) -> bool:
-    case = _load(path)
+def _roundit_case(case: CorpusCase, engine: str) -> bool:
     stream = _Stream(case["stream"])
-    y = api.roundit(case["x"], {"round": int(_scalar(case, "mode")), "randfunc": stream})
-    return matlab_equal(y, case["y"]) and stream.used == int(_scalar(case, "n_consumed"))
+    y = api.roundit(case["x"], {"round": case["mode"], "randfunc": stream})
+    return matlab_equal(y, case["y"]) and stream.used == case["n_consumed"]
 
 
 def _oracle_checks(engine: str):
@@ -172,31 +163,26 @@ def _oracle_checks(engine: str):
             for explim in (1, 0) for subnormal in (1, 0) for mode in (1, 2, 3, 4)]
 
 
-def _float_params_rows(path: Path) -> Iterator[tuple[str, Callable[[], bool]]]:
-    table = _load(path)
-    for name, row in zip(table["names"], table["vals"]):
-        name = str(name).strip()
-        yield name, (lambda name=name, row=row: matlab_equal(np.array(float_params(name), dtype=np.float64), row))
+def _float_params_case(case: CorpusCase) -> bool:
+    return matlab_equal(np.array(float_params(case.id), dtype=np.float64), case["vals"])
 
 
-def _groups(corpus: Path, engines: Iterable[str], with_oracle: bool = True):
+def _groups(corpus: Corpus, engines: Iterable[str], with_oracle: bool = True):
     """(group, engine, [(case id, check)]) for every group and engine it applies to."""
-    chop_ids = [c["id"] for c in json.loads((corpus / "manifest.json").read_text())]
-    stream_ids = [c["id"] for c in json.loads((corpus / "matlab_stream" / "manifest.json").read_text())]
-    natives = sorted((corpus / "matlab_native").glob("*_rmode_*.mat"))
+
+    def checks(group, run, engine):
+        return [(case.id, lambda case=case: run(case, engine)) for case in corpus.cases(group)]
+
     for engine in engines:
-        yield "chop", engine, [(i, lambda i=i, e=engine: _chop_case(corpus / "chop" / f"{i}.mat", e))
-                               for i in chop_ids]
-        yield "matlab_native", engine, [(p.stem, lambda p=p, e=engine: _native_case(p, e)) for p in natives]
+        yield "chop", engine, checks("chop", _chop_case, engine)
+        yield "matlab_native", engine, checks("matlab_native", _native_case, engine)
         if engine in _MATLAB_STREAM_ENGINES:
-            yield "matlab_stream", engine, [
-                (i, lambda i=i, e=engine: _stream_case(corpus / "matlab_stream" / "chop" / f"{i}.mat", e))
-                for i in stream_ids]
+            yield "matlab_stream", engine, checks("matlab_stream", _stream_case, engine)
         if with_oracle:
             yield "mpmath_oracle", engine, _oracle_checks(engine)
-    yield "roundit", "numpy", [(p.stem, lambda p=p: _roundit_case(p, "numpy"))
-                               for p in sorted((corpus / "roundit").glob("*.mat"))]
-    yield "float_params", "numpy", list(_float_params_rows(corpus / "float_params.mat"))
+    yield "roundit", "numpy", checks("roundit", _roundit_case, "numpy")
+    yield "float_params", "numpy", [(case.id, lambda case=case: _float_params_case(case))
+                                    for case in corpus.cases("float_params")]
 
 
 class _Progress:
@@ -219,13 +205,14 @@ class _Progress:
             sys.stderr.write("\n")
 
 
-def validate(corpus=None, engines=None, progress: bool = True, oracle: bool = True) -> list[GroupResult]:
+def validate(corpus: Union[str, os.PathLike, Corpus, None] = None, engines: Optional[Iterable[str]] = None,
+             progress: bool = True, oracle: bool = True) -> list[GroupResult]:
     """Run every corpus group on every engine; return one :class:`GroupResult` per (group, engine).
 
     Parameters
     ----------
-    corpus : path-like, optional
-        The corpus folder (see :func:`find_corpus`).
+    corpus : path-like or Corpus, optional
+        The corpus (see :func:`find_corpus`; default: the copy installed with the package).
     engines : list of str, optional
         Engines to run (default: :func:`pychop_compat.engines.available_engines`).
     progress : bool
@@ -270,5 +257,73 @@ def format_table(results: list[GroupResult]) -> str:
     return "\n".join(lines)
 
 
-def write_json(results: list[GroupResult], path) -> None:
-    Path(path).write_text(json.dumps([{**asdict(r), "ok": r.ok} for r in results], indent=2) + "\n")
+def environment(engines: Iterable[str] = (), corpus: Optional[Corpus] = None) -> dict:
+    """What a validation run ran on: package, Python, libraries, engines, machine and corpus.
+
+    Recorded by :func:`write_json` beside the results, so that a saved run is a
+    certificate of which code agreed with which data where.
+
+    Parameters
+    ----------
+    engines : iterable of str
+        The engines that ran (their libraries' versions and devices are recorded).
+    corpus : Corpus, optional
+        The corpus that was read (its name, folder and the SHA-256 of its files).
+    """
+    import datetime
+    import hashlib
+    import platform
+
+    from importlib import metadata
+
+    from . import __version__
+
+    libraries = {"numpy": np.__version__}
+    for name in ("scipy", "mpmath"):  # dependencies: always installed
+        libraries[name] = metadata.version(name)
+    for name in ("torch", "cupy"):  # optional engines: recorded when imported in this run
+        module = sys.modules.get(name)
+        if module is not None:
+            libraries[name] = getattr(module, "__version__", "unknown")
+    devices = {}
+    for engine in engines:
+        if engine == "torch-cuda":
+            import torch
+
+            devices[engine] = torch.cuda.get_device_name(0)
+        elif engine == "cupy":
+            import cupy
+
+            props = cupy.cuda.runtime.getDeviceProperties(0)
+            devices[engine] = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+        else:
+            devices[engine] = "cpu"
+    record = {
+        "package": {"name": "pychop_compat", "version": __version__, "location": str(Path(__file__).resolve().parent)},
+        "python": {"version": platform.python_version(), "implementation": platform.python_implementation(),
+                   "executable": sys.executable},
+        "libraries": libraries,
+        "engines": devices,
+        "machine": {"platform": platform.platform(), "machine": platform.machine(),
+                    "processor": platform.processor() or "unknown", "cpu_count": os.cpu_count()},
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+    if corpus is not None:
+        files = sorted(p for p in corpus.folder.iterdir() if p.is_file())
+        record["corpus"] = {"name": corpus.name, "folder": str(corpus.folder),
+                            "sha256": {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in files}}
+    return record
+
+
+def write_json(results: list[GroupResult], path: Union[str, os.PathLike], env: Optional[dict] = None) -> None:
+    """Write the results and the environment they were obtained in (:func:`environment`) as JSON.
+
+    The file holds ``{"all_agree": bool, "environment": {...}, "results": [row, ...]}``, one row
+    per group and engine with the fields of :class:`GroupResult` and ``ok``.
+    """
+    document = {
+        "all_agree": all(r.ok for r in results),
+        "environment": env if env is not None else environment(sorted({r.engine for r in results})),
+        "results": [{**asdict(r), "ok": r.ok} for r in results],
+    }
+    Path(path).write_text(json.dumps(document, indent=2) + "\n")

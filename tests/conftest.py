@@ -1,27 +1,20 @@
-"""Shared test plumbing: corpus loading, MATLAB's equality rule, and the engine matrix."""
+"""Shared test plumbing: the MATLAB corpus, MATLAB's equality rule, and the engine matrix."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import numpy as np
 import pytest
-import scipy.io
 
-CORPUS = Path(__file__).parent / "matlab_reference"
+from pychop_compat.corpora import load_corpus
 
-
-def load_mat(path) -> dict:
-    return {k: v for k, v in scipy.io.loadmat(path).items() if not k.startswith("__")}
-
-
-def manifest(group: str = "") -> list:
-    return json.loads((CORPUS / group / "manifest.json").read_text())
+# The MATLAB corpus is read from the copy shipped inside the package
+# (pychop_compat/data/matlab_reference; one copy of the data for tests and `validate`).
+MATLAB_CORPUS = load_corpus("matlab_reference")
 
 
-def matlab_string(value) -> str:
-    return str(value[0]) if np.size(value) else ""
+def matlab_cases(group: str) -> list:
+    """The cases of one group of the MATLAB corpus (chop, matlab_native, matlab_stream, roundit, float_params)."""
+    return MATLAB_CORPUS.cases(group)
 
 
 def matlab_equal(actual, expected) -> bool:

@@ -66,3 +66,12 @@ def test_validates_with_cffconvert():
     from cffconvert.citation import Citation
 
     Citation(_text()).validate()  # raises on a schema violation
+
+
+def test_preferred_citation_is_this_version_of_the_software():
+    data = _yaml(_text())
+    preferred = data["preferred-citation"]
+    assert preferred["type"] == "software"
+    assert str(preferred["version"]) == pychop_compat.__version__
+    assert preferred["authors"] == data["authors"]
+    assert "10.1137/19M1251308" in preferred["notes"]  # and the chop paper with it

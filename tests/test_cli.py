@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pychop_compat
 
@@ -29,12 +30,58 @@ def test_validate_numpy(tmp_path):
     report = tmp_path / "v.json"
     out = _run("validate", "--engines", "numpy", "--json", str(report), "--no-progress", "--no-oracle")
     assert out.returncode == 0, out.stderr
-    rows = {(r["group"], r["engine"]): r for r in json.loads(report.read_text())}
+    document = json.loads(report.read_text())
+    assert document["all_agree"] is True
+    rows = {(r["group"], r["engine"]): r for r in document["results"]}
     expected_counts = {"chop": 744, "matlab_native": 32, "matlab_stream": 120, "roundit": 6, "float_params": 20}
     for group, count in expected_counts.items():
         row = rows[(group, "numpy")]
         assert row["cases"] == count and row["agreeing"] == count and row["ok"]
     assert "| chop | numpy | 744 | 744 |" in out.stdout
+
+
+def test_validate_json_is_a_certificate(tmp_path):
+    """--json records what ran where: package, Python, NumPy, engines, machine and the corpus's checksums."""
+    import hashlib
+    import platform
+
+    import numpy as np
+
+    from pychop_compat.corpora import corpus_path
+
+    report = tmp_path / "v.json"
+    out = _run("validate", "--engines", "numpy", "--json", str(report), "--no-progress", "--no-oracle")
+    assert out.returncode == 0, out.stderr
+    env = json.loads(report.read_text())["environment"]
+    assert env["package"] == {"name": "pychop_compat", "version": pychop_compat.__version__,
+                              "location": str(Path(pychop_compat.__file__).resolve().parent)}
+    assert env["python"]["version"] == platform.python_version()
+    assert env["libraries"]["numpy"] == np.__version__
+    assert set(env["libraries"]) >= {"numpy", "scipy", "mpmath"}
+    assert env["engines"] == {"numpy": "cpu"}
+    assert env["machine"]["machine"] == platform.machine() and env["machine"]["cpu_count"] >= 1
+    folder = corpus_path("matlab_reference")
+    assert env["corpus"]["name"] == "matlab_reference"
+    for name in ("manifest.json", "arrays.npz"):
+        assert env["corpus"]["sha256"][name] == hashlib.sha256((folder / name).read_bytes()).hexdigest()
+
+
+def test_help_lists_every_command():
+    out = _run("--help")
+    assert out.returncode == 0
+    for command in ("demo", "info", "validate"):
+        assert command in out.stdout
+        assert _run(command, "--help").returncode == 0
+    info = _run("info")
+    assert info.returncode == 0 and json.loads(info.stdout)["package"]["version"] == pychop_compat.__version__
+
+
+def test_cli_errors_name_the_option_and_the_allowed_values():
+    out = _run("validate", "--engines", "numpy,gpu9")
+    assert out.returncode == 2
+    assert "--engines" in out.stderr and "gpu9" in out.stderr and "available: numpy" in out.stderr
+    out = _run("no-such-command")
+    assert out.returncode == 2 and "demo" in out.stderr and "validate" in out.stderr
 
 
 def test_validate_reports_disagreement(tmp_path, monkeypatch):

@@ -1,4 +1,4 @@
-"""The stored MATLAB outputs (tests/matlab_reference, see its README) reproduced exactly."""
+"""The stored MATLAB outputs (pychop_compat/data/matlab_reference, see its README) reproduced exactly."""
 
 from __future__ import annotations
 
@@ -6,30 +6,31 @@ import numpy as np
 import pytest
 
 from pychop_compat import chop, chop_options, clear_chop, float_params, rand, rng, roundit
-from conftest import CORPUS, StreamFunc, assert_matlab_equal, load_mat, manifest, matlab_string
+from conftest import MATLAB_CORPUS, StreamFunc, assert_matlab_equal, matlab_cases
 
-CHOP_CASES = [case["id"] for case in manifest()]  # the top-level manifest lists chop/
-NATIVE_CASES = sorted(p.stem for p in (CORPUS / "matlab_native").glob("*_rmode_*.mat"))
-STREAM_CASES = [case["id"] for case in manifest("matlab_stream")]
+CHOP_CASES = [case.id for case in matlab_cases("chop")]
+NATIVE_CASES = [case.id for case in matlab_cases("matlab_native")]
+STREAM_CASES = [case.id for case in matlab_cases("matlab_stream")]
 
 
 def test_corpus_is_complete():
-    assert len(CHOP_CASES) == 744
+    assert len(CHOP_CASES) == len(set(CHOP_CASES)) == 744
     assert len(NATIVE_CASES) == 32
     assert len(STREAM_CASES) == 120
-    assert len(list((CORPUS / "roundit").glob("*.mat"))) == 6
+    assert len(matlab_cases("roundit")) == 6
+    assert len(matlab_cases("float_params")) == 20
 
 
 def _chop_case_options(case, randfunc):
     options = {
-        "format": matlab_string(case["format"]),
-        "round": int(case["round"][0, 0]),
-        "subnormal": int(case["subnormal"][0, 0]),
-        "explim": int(case["explim"][0, 0]),
+        "format": case["format"],
+        "round": case["round"],
+        "subnormal": case["subnormal"],
+        "explim": case["explim"],
         "flip": 0,
     }
-    if case["params"].size:
-        options["params"] = case["params"].ravel().tolist()
+    if case["params"] is not None:
+        options["params"] = case["params"]
     if randfunc is not None:
         options["randfunc"] = randfunc
     return options
@@ -37,11 +38,11 @@ def _chop_case_options(case, randfunc):
 
 @pytest.mark.parametrize("case_id", CHOP_CASES)
 def test_chop_case(case_id, engine):
-    case = load_mat(CORPUS / "chop" / f"{case_id}.mat")
+    case = MATLAB_CORPUS.case("chop", case_id)
     x = case["x"]
     stream = StreamFunc(case["stream"]) if case["stream"].size else None
     options = _chop_case_options(case, stream)
-    error = matlab_string(case["err"])
+    error = case["err"]
     x_before = x.copy()
     if error:
         with pytest.raises(ValueError, match=error.replace(".", r"\.")):
@@ -52,55 +53,54 @@ def test_chop_case(case_id, engine):
     assert_matlab_equal(c, case["c"], case_id)
     np.testing.assert_array_equal(x, x_before)
     consumed = stream.used if stream is not None else 0
-    assert consumed == int(case["n_consumed"][0, 0]), "number of random draws"
-    assert chop_options().params == case["ret_params"].ravel().tolist()
+    assert consumed == case["n_consumed"], "number of random draws"
+    assert chop_options().params == case["ret_params"]
 
 
 @pytest.mark.parametrize("case_id", NATIVE_CASES)
 def test_matlab_native_case(case_id, engine):
-    fmt, _, mode, _, subnormal = case_id.split("_")
-    array = load_mat(CORPUS / "matlab_native" / "verified_data.mat")["array"]
-    x = array if subnormal == "0" else 1e-3 * array
-    expected = load_mat(CORPUS / "matlab_native" / f"{case_id}.mat")["emu_vals"]
-    options = {"format": "h" if fmt == "half" else fmt, "round": int(mode), "subnormal": int(subnormal)}
+    case = MATLAB_CORPUS.case("matlab_native", case_id)
+    # x = array for subnormal = 0 and 1e-3 * array for subnormal = 1 (the corpus README).
+    assert case["scale"] == (1.0 if case["subnormal"] == 0 else 1e-3)
+    x = case["array"] if case["subnormal"] == 0 else 1e-3 * case["array"]
+    options = {"format": case["format"], "round": case["round"], "subnormal": case["subnormal"]}
     xe = engine.to(x)
     c = engine.back(chop(xe, options), xe)
-    assert_matlab_equal(c.ravel(), expected.ravel(), case_id)
+    assert_matlab_equal(c.ravel(), case["emu_vals"].ravel(), case_id)
 
 
 @pytest.mark.parametrize("mode", range(1, 7))
 def test_roundit_case(mode):
-    case = load_mat(CORPUS / "roundit" / f"roundit_r{mode}.mat")
+    case = MATLAB_CORPUS.case("roundit", f"roundit_r{mode}")
+    assert case["mode"] == mode
     stream = StreamFunc(case["stream"])
     y = roundit(case["x"], {"round": mode, "flip": 0, "randfunc": stream})
     assert_matlab_equal(y, case["y"], f"roundit mode {mode}")
-    assert stream.used == int(case["n_consumed"][0, 0])
+    assert stream.used == case["n_consumed"]
 
 
 def test_float_params_table():
-    table = load_mat(CORPUS / "float_params.mat")
-    assert matlab_string(table["columns"]).split() == ["u", "xmins", "xmin", "xmax", "p", "emins", "emin", "emax"]
-    names = [str(n).strip() for n in table["names"]]
-    assert len(names) == 20
-    for name, row in zip(names, table["vals"]):
-        assert_matlab_equal(np.array(float_params(name), dtype=np.float64), row, name)
+    cases = matlab_cases("float_params")
+    assert {tuple(case["columns"]) for case in cases} == {("u", "xmins", "xmin", "xmax", "p", "emins", "emin", "emax")}
+    for case in cases:
+        assert_matlab_equal(np.array(float_params(case.id), dtype=np.float64), case["vals"], case.id)
 
 
 @pytest.mark.parametrize("case_id", STREAM_CASES)
 def test_matlab_stream_case(case_id, engine):
     """rng(seed); c = chop(x, options); after = rand(4, 1), with MATLAB's own stream."""
-    case = load_mat(CORPUS / "matlab_stream" / "chop" / f"{case_id}.mat")
+    case = MATLAB_CORPUS.case("matlab_stream", case_id)
     options = {
-        "format": matlab_string(case["format"]),
-        "round": int(case["round"][0, 0]),
-        "subnormal": int(case["subnormal"][0, 0]),
-        "flip": int(case["flip"][0, 0]),
-        "p": float(case["p"][0, 0]),
+        "format": case["format"],
+        "round": case["round"],
+        "subnormal": case["subnormal"],
+        "flip": case["flip"],
+        "p": case["p"],
     }
-    if case["params"].size:
-        options["params"] = case["params"].ravel().tolist()
+    if case["params"] is not None:
+        options["params"] = case["params"]
     clear_chop()
-    rng(int(case["seed"][0, 0]))
+    rng(case["seed"])
     assert np.array_equal(rng().State[:624], case["state"].ravel()[:624].astype(np.uint32))
     xe = engine.to(case["x"])
     c = engine.back(chop(xe, options), xe)

@@ -1,0 +1,115 @@
+"""pychop_compat.matlab: MATLAB-language behaviour, checked against its mathematical definition
+and MathWorks' documented outputs."""
+
+from __future__ import annotations
+
+import warnings
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from pychop_compat import chop
+from pychop_compat.matlab import chop_struct, int_divide, round_half_away, sprintf
+
+
+def _round_half_away_exact(x: float) -> float:
+    """sign(x) * floor(|x| + 1/2) in exact rational arithmetic (the definition of MATLAB's round)."""
+    q = Fraction(abs(x)) + Fraction(1, 2)
+    return float(np.copysign(float(q.numerator // q.denominator), x))
+
+
+def test_round_half_away_on_halves_and_their_neighbours():
+    k = np.arange(-50, 51, dtype=np.float64)
+    halves = k + 0.5
+    # k + 1/2 lies exactly between k and k + 1; away from zero means k + 1 for k >= 0, k for k < 0
+    np.testing.assert_array_equal(round_half_away(halves), np.where(k >= 0, k + 1, k))
+    below, above = np.nextafter(halves, -np.inf), np.nextafter(halves, np.inf)
+    np.testing.assert_array_equal(round_half_away(below), [_round_half_away_exact(v) for v in below])
+    np.testing.assert_array_equal(round_half_away(above), [_round_half_away_exact(v) for v in above])
+    # the classic trap: floor(x + 0.5) gives 1 for the double just below 1/2
+    x = 0.49999999999999994
+    assert np.floor(x + 0.5) == 1.0 and round_half_away(x) == 0.0
+
+
+def test_round_half_away_random_and_special_values():
+    rng = np.random.default_rng(19)
+    x = np.concatenate([rng.standard_normal(2000) * 10.0 ** rng.integers(-3, 18, 2000),
+                        [2.0**52 + 1, -(2.0**53) + 2, 1e300, 5e-324]])
+    np.testing.assert_array_equal(round_half_away(x), [_round_half_away_exact(v) for v in x])
+    special = round_half_away([np.inf, -np.inf, np.nan])
+    assert special[0] == np.inf and special[1] == -np.inf and np.isnan(special[2])
+    assert round_half_away(np.float32([2.5])).dtype == np.float32
+    assert round_half_away(np.float32(-2.5)) == -3.0
+    assert round(2.5) == 2 and np.round(2.5) == 2.0  # Python's and NumPy's: ties to even
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16])
+def test_int_divide_rounds_half_away_and_saturates(dtype):
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(int(info.bits))
+    a = rng.integers(info.min, info.max, 500, endpoint=True, dtype=dtype)
+    b = rng.integers(info.min, info.max, 500, endpoint=True, dtype=dtype)
+    b[:20] = 0
+    a[20:40] = info.min
+    if info.min < 0:
+        b[20:40] = -1  # intmin / -1 overflows: saturates to intmax
+    b[40:60] = 2  # many exact halves
+    got = int_divide(a, b)
+    assert got.dtype == np.dtype(dtype)
+    for p, q, r in zip(a.tolist(), b.tolist(), got.tolist()):
+        if q == 0:  # MATLAB: x/0 is intmax for x > 0, intmin for x < 0, 0 for 0
+            want = info.max if p > 0 else info.min if p < 0 else 0
+        else:
+            exact = Fraction(p, q)
+            want = int(np.sign(exact)) * int(abs(exact) + Fraction(1, 2))
+            want = min(max(want, info.min), info.max)
+        assert r == want, (p, q, r, want)
+
+
+def test_int_divide_examples_and_errors():
+    # MATLAB: int32(7)/int32(2) = 4, int32(-7)/int32(2) = -4; Python floors: 7 // 2 = 3, -7 // 2 = -4
+    np.testing.assert_array_equal(int_divide(np.int32([7, -7, -5]), np.int32(2)), [4, -4, -3])
+    assert (7 // 2, -7 // 2, -5 // 2) == (3, -4, -3)
+    with pytest.raises(TypeError, match="integer"):
+        int_divide(np.array([1.0]), np.array([2.0]))
+    with pytest.raises(TypeError, match="same integer class"):
+        int_divide(np.int8([1]), np.int16([2]))
+
+
+def test_sprintf_recycles_the_format_column_major():
+    A = np.array([[1, 2], [3, 4]])  # MATLAB [1 2; 3 4]; A(:) is 1, 3, 2, 4
+    assert sprintf("%d %d\n", A) == "1 3\n2 4\n"
+    assert sprintf("%d", [1, 2, 3]) == "123"
+    assert sprintf("%d, %d\n", [1, 2, 3]) == "1, 2\n3, "  # stops before the conversion without a value
+    assert sprintf(r"%d\n", 5) == "5\n"  # a raw-string format copied from MATLAB
+    assert sprintf("%s = %g\n", "x", 0.25) == "x = 0.25\n"
+    assert sprintf("100%%") == "100%"
+
+
+def test_sprintf_prints_inf_and_nan_as_matlab_does():
+    for conversion in ("%f", "%e", "%g", "%d", "%.3f"):
+        assert sprintf(conversion + " ", [np.inf, -np.inf, np.nan]) == "Inf -Inf NaN "
+    assert sprintf("%5.1f|", np.nan) == "  NaN|"  # the width still pads
+    assert "%f" % np.inf == "inf"  # Python's spelling, the trap
+
+
+def test_sprintf_integer_conversion_of_a_fraction_uses_e():
+    # MathWorks' documentation: a value that does not fit the conversion is printed with %e
+    assert sprintf("%d", np.pi) == "3.141593e+00"
+    assert sprintf("%d", 2.0) == "2"
+    assert sprintf("%x", 255) == "ff"
+
+
+def test_chop_struct_ignores_unknown_fields_like_chop_m():
+    with pytest.warns(UserWarning, match="'precision'.*defaults apply to format"):
+        opts = chop_struct({"precision": "b", "round": 1})
+    # no format field: chop.m's default, fp16 (11 bits): 1/3 -> 0.333251953125
+    assert chop(1 / 3, opts) == 0.333251953125
+    assert chop(1 / 3, {"format": "h"}) == 0.333251953125
+    assert chop(1 / 3, {"format": "b"}) == 0.333984375  # what 'precision' meant, bfloat16
+    with pytest.raises(ValueError, match="precision"):
+        chop(1 / 3, {"precision": "b"})  # a dict refuses the unknown key instead
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert vars(chop_struct({"format": "b", "round": 2}, warn=True)) == {"format": "b", "round": 2}

@@ -25,16 +25,17 @@ from typing import Any, Callable, Optional, Union
 import numpy as np
 
 from .formats import CUSTOM_NAMES, custom_format, lookup_format
-from .options import OPTION_NAMES, ChopSpec, resolve
+from .options import OPTION_NAMES, ChopSpec, Options, resolve
 from .randomness import sources_for
 from .reference import apply_range_limits, roundit_vector
 
 __all__ = ["chop_at", "ChopAt", "HISTORY", "rules_at", "Rules", "FIRST_RELEASE"]
 
+#: chop.m's first public release; earlier dates are refused by :func:`chop_at`.
 FIRST_RELEASE = _dt.date(2019, 3, 7)
 
-# Every change of chop.m/roundit.m on master that changes a result or an error,
-# as (date, commit, what changed).  Comment-only commits are left out.
+#: Every change of chop.m/roundit.m on master that changes a result or an error,
+#: as (date, commit, what changed).  Comment-only commits are left out.
 HISTORY = (
     ("2019-03-07", "f056228", "First release (commit 4eba2f3 and f056228 the same day)."),
     ("2019-03-14", "dc590c4", "Custom formats: options.format may be omitted (default 'h'); "
@@ -362,7 +363,7 @@ class ChopAt:
             return float(out) if isinstance(x, (int, float)) else out[()]
         return out
 
-    def options(self):
+    def options(self) -> Options:
         """The stored options (``[~, options] = chop`` of that time), or the defaults."""
         return resolve(None, self._stored).to_options()
 

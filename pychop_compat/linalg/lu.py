@@ -157,7 +157,7 @@ def lu(A: ArrayLike, options: OptionsLike = None, *, scaling: Optional[str] = No
         Two-sided diagonal scaling before rounding ``A`` to the format
         (Higham, Pranesh & Zounon 2019): ``'general'`` (``'g'``) equilibrates
         rows and columns (``R A S``), ``'symmetric'`` (``'s'``) preserves
-        symmetry (``D A D``); see :mod:`pychop_compat.linalg.scaling`.
+        symmetry (``D A D``); see ``pychop_compat.linalg.scaling``.
     theta : float, optional
         Squeeze: multiply the (scaled) matrix by ``mu = theta * xmax / beta``
         so that its largest entry is ``theta * xmax`` of the format.

@@ -11,8 +11,10 @@ from .formats import Format, float_params
 from .matlab_random import RngSettings, rand, randi, rng
 from .options import Options
 from . import linalg  # noqa: E402  (needs chop above)
+from .cpfloat import clear_cpfloat, cpfloat, cpfloat_options  # noqa: E402
 
 __all__ = [
     "__version__", "chop", "clear_chop", "chop_options", "roundit", "float_params",
     "Options", "Chop", "Format", "linalg", "rng", "rand", "randi", "RngSettings",
+    "cpfloat", "clear_cpfloat", "cpfloat_options",
 ]

@@ -321,8 +321,10 @@ def cpfloat(x=None, fpopts=None):
     0.333251953125
     >>> cpfloat(1/3, {'format': 'c', 'params': [3, -2, 3], 'round': 7})
     0.3125
-    >>> cpfloat(1000.0, {'format': 'E4M3'})  # CPFloat's E4M3: largest 480, no Inf
+    >>> cpfloat(1000.0, {'format': 'E4M3', 'round': 1})  # CPFloat's E4M3: largest 480, no Inf
     nan
+    >>> cpfloat().round  # the persistent options
+    1
     """
     global _state
     state = _state or _default_state()

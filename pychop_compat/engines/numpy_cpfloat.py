@@ -47,7 +47,7 @@ def round_array(x: np.ndarray, spec: ChopSpec) -> np.ndarray:
     regular_hi = eff.emax + bias
     u = u_type
     xu, ou = flat.view(u), out.view(u)
-    if regular_hi <= regular_lo:
+    if regular_hi <= regular_lo or eff.encoding == "e8m0":  # E8M0: no sign, every element checked
         special_parts = [np.arange(flat.size)]
     else:
         special_parts = []

@@ -316,6 +316,7 @@ def cpfloat(x=None, fpopts=None):
 
     Examples
     --------
+    >>> from pychop_compat import clear_cpfloat, cpfloat
     >>> clear_cpfloat()
     >>> cpfloat(1/3, {'format': 'h'})
     0.333251953125

@@ -84,6 +84,7 @@ def round_to_format(x, fmt: Union[Format, str, ChopSpec], round: int = 1, **kwar
 
     Examples
     --------
+    >>> from pychop_compat.rounding import round_to_format
     >>> round_to_format([300.0, 500.0, 0.001], 'float8_e4m3fn').tolist()
     [288.0, nan, 0.001953125]
     >>> round_to_format([0.1, 0.3], 'float4_e2m1fn', 7).tolist()  # round to odd

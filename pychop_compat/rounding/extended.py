@@ -76,14 +76,22 @@ def apply_encoding(c: np.ndarray, x: np.ndarray, fmt: Format, mode: int, saturat
       zero, negative and NaN inputs give NaN; positive results that chop flushed
       to zero give the smallest number (as ml_dtypes' cast does).
     """
-    if fmt.encoding == "fn" and mode == 1:
-        tie = np.abs(x) == fmt.xboundary
-        c[tie] = np.copysign(fmt.xmax, x[tie])
-    infinite = np.isinf(c)
-    if saturation:
-        c[infinite] = np.copysign(fmt.xmax, c[infinite])
-    elif not infinity:
-        c[infinite] = np.nan
+    if c.ndim == 0:
+        apply_encoding(c.reshape(1), x.reshape(1), fmt, mode, saturation, infinity)  # views
+        return
+    infinite = np.nonzero(np.isinf(c))  # few: chop's overflow results (and Inf inputs)
+    if infinite[0].size:
+        ci, xi = c[infinite], x[infinite]
+        if fmt.encoding == "fn" and mode == 1:
+            # chop's rule sends |x| >= xboundary to Inf; the tie itself goes to the even xmax.
+            tie = np.abs(xi) == fmt.xboundary
+            ci[tie] = np.copysign(fmt.xmax, xi[tie])
+        still = np.isinf(ci)
+        if saturation:
+            ci[still] = np.copysign(fmt.xmax, ci[still])
+        elif not infinity:
+            ci[still] = np.nan
+        c[infinite] = ci
     if fmt.encoding == "fnuz":
         c[c == 0] = 0.0
     elif fmt.encoding == "e8m0":

@@ -207,3 +207,51 @@ def test_flip_any_bit_of_the_encoding_changes_exactly_one_bit():
     diff = rounded.astype(ml_dtypes.float8_e4m3fn).view(np.uint8) ^ \
         fraction_only.astype(ml_dtypes.float8_e4m3fn).view(np.uint8)
     assert set(np.unique(diff).tolist()) == {1, 2, 4}
+
+
+def test_chop_flips_on_ocp_e4m3_never_give_values_beyond_448():
+    """A flipped fraction bit of 448 = 1.110b * 2^8 gives 1.111b * 2^8, OCP E4M3's NaN pattern."""
+    from pychop_compat import rng
+    rng(2)
+    y = chop(np.full(400, 448.0), {"format": "float8_e4m3fn", "flip": 1, "p": 1})
+    assert np.nanmax(np.abs(y)) <= 448 and np.isnan(y).any()
+    assert set(np.unique(y[~np.isnan(y)]).tolist()) == {320.0, 384.0}  # 1.010b and 1.100b times 2^8
+
+
+def test_stochastic_modes_with_cpfloats_rules_against_exact_rules():
+    """Modes 5 and 6 with CPFloat's rules: one draw per inexact finite element, in order; mode 5
+    rounds the magnitude up iff u <= f (the dropped fraction), mode 6 iff u <= 1/2; overflow to Inf."""
+    fmt = Format(4, 3, emin=-2)
+    gen = np.random.default_rng(9)
+    x = np.concatenate([gen.uniform(-20, 20, 500), [0.0, 2.0, np.inf, -np.inf, np.nan, 15.9]])
+    for mode in (5, 6):
+        draws = gen.uniform(size=x.size)
+        taken = []
+
+        def randfunc(n, draws=draws, taken=taken):
+            taken.append(n)
+            return draws[:n]
+
+        got = round_to_format(x, make_spec(fmt, mode, randfunc=randfunc))
+        assert len(taken) == 1
+        want, k = [], 0
+        for v in x.tolist():
+            if not math.isfinite(v):
+                want.append(v)
+                continue
+            a = Fraction(abs(v))
+            e = math.frexp(abs(v))[1] - 1 if v else 0
+            unit = Fraction(2) ** (max(e, fmt.emin) - fmt.t + 1)
+            n = a / unit
+            low = n.numerator // n.denominator
+            frac = n - low
+            up = False
+            if frac:
+                u = draws[k]
+                k += 1
+                up = u <= (frac if mode == 5 else 0.5)
+            value = (low + up) * unit
+            value = math.inf if value > Fraction(fmt.xmax) else float(value)
+            want.append(math.copysign(value, v))
+        assert taken == [k]
+        assert np.array_equal(got, np.array(want), equal_nan=True)

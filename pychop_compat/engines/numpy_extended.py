@@ -49,7 +49,7 @@ def _chop_rules(x, spec: ChopSpec, sources, reference: bool) -> np.ndarray:
         out = numpy_fast.chop_array(x, spec, sources)
     if spec.limits_exponent:  # explim = 0 ignores the format's range and its encoding
         with np.errstate(invalid="ignore"):
-            apply_encoding(out, x, spec.fmt, spec.round, spec.saturation, spec.infinity)
+            apply_encoding(out, x, spec.fmt, spec.round, spec.saturation, spec.infinity, spec.flips)
     return out
 
 

@@ -65,7 +65,7 @@ def limited_bit_sources(sources: RandomSources, bits: int) -> RandomSources:
 
 
 def apply_encoding(c: np.ndarray, x: np.ndarray, fmt: Format, mode: int, saturation: bool,
-                   infinity: bool) -> None:
+                   infinity: bool, flips: bool = False) -> None:
     """Map chop.m's results ``c`` (in place; ``x``: the inputs) onto ``fmt``'s encoding.
 
     * A round-to-nearest tie at the overflow threshold goes to the even
@@ -75,10 +75,14 @@ def apply_encoding(c: np.ndarray, x: np.ndarray, fmt: Format, mode: int, saturat
     * No -0 (``'fnuz'``): zeros become +0.  E8M0 has no zero and no sign:
       zero, negative and NaN inputs give NaN; positive results that chop flushed
       to zero give the smallest number (as ml_dtypes' cast does).
+    * With ``flips``: a flipped fraction bit can give a pattern beyond ``xmax``,
+      which in an ``'fn'`` format is the NaN pattern: NaN.
     """
     if c.ndim == 0:
-        apply_encoding(c.reshape(1), x.reshape(1), fmt, mode, saturation, infinity)  # views
+        apply_encoding(c.reshape(1), x.reshape(1), fmt, mode, saturation, infinity, flips)  # views
         return
+    if flips and fmt.encoding == "fn":
+        c[np.isfinite(c) & (np.abs(c) > fmt.xmax)] = np.nan
     infinite = np.nonzero(np.isinf(c))  # few: chop's overflow results (and Inf inputs)
     if infinite[0].size:
         ci, xi = c[infinite], x[infinite]

@@ -34,7 +34,6 @@ from .formats import Format, catalogue_format
 from .matlab_random import default_randfunc
 from .options import ChopSpec
 from .randomness import MATLAB_STREAM
-from .rounding.extended import ROUND_MODES
 
 __all__ = ["cpfloat", "cpfloat_options", "clear_cpfloat", "CpfloatOptions", "CPFLOAT_FORMATS",
            "CpfloatError"]

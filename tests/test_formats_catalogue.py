@@ -192,8 +192,9 @@ def test_limited_random_bits_round_up_with_the_truncated_fraction():
 
 def test_flip_any_bit_of_the_encoding_changes_exactly_one_bit():
     ml_dtypes = pytest.importorskip("ml_dtypes")
-    from pychop_compat import cpfloat
+    from pychop_compat import clear_cpfloat, cpfloat
 
+    clear_cpfloat()  # cpfloat keeps fields from earlier calls: start from its defaults
     x = np.random.default_rng(8).uniform(-400, 400, 4000)
     rounded = cpfloat(x, {"format": "float8_e4m3fn", "round": 1, "flip": 0})
     flipped = cpfloat(x, {"format": "float8_e4m3fn", "flip": 2, "p": 1})

@@ -7,6 +7,7 @@ any object with attributes, or nothing) into a validated, immutable
 
 from __future__ import annotations
 
+import functools
 import numbers
 import operator
 from dataclasses import dataclass, fields
@@ -87,7 +88,7 @@ class ChopSpec:
     #: ``'fraction'`` (chop.m: a bit of the significand) or ``'encoding'`` (any bit: CPFloat's flip = 2).
     flip_scope: str = "fraction"
 
-    @property
+    @functools.cached_property  # computed once per spec: chop's scalar path asks on every call
     def extended(self) -> bool:
         """Whether this spec uses anything beyond chop.m's semantics.
 

@@ -315,6 +315,14 @@ def chop_cupy(x, spec: ChopSpec, sources: RandomSources):
         raise TypeError(f"chop supports float64, float32 and float16 arrays (and integers), not {x.dtype}.")
     if work.size == 0:
         out = work.copy()
+    elif getattr(spec, "extended", False):
+        # Specs beyond chop.m: the NumPy engine through the host (slow; no device kernel yet).
+        from .numpy_engine import chop_array
+
+        import cupy
+
+        with work.device:
+            out = cupy.asarray(np.ascontiguousarray(chop_array(cupy.asnumpy(work), spec, sources)))
     else:
         with work.device:
             stream = None

@@ -868,6 +868,8 @@ def chop_tensor(x, spec: ChopSpec, sources: RandomSources):
 def _chop_work(x, spec: ChopSpec, sources: RandomSources):
     if x.numel() == 0:
         return x.clone()
+    if getattr(spec, "extended", False):
+        return _chop_extended(x, spec, sources)
     if _host_tuned(x) and (spec.round >= 5 or spec.flips):
         import torch
 
@@ -888,6 +890,19 @@ def _chop_work(x, spec: ChopSpec, sources: RandomSources):
     if stream is not None:
         return _chop_vector(x.contiguous().view(-1), spec, None, _CounterDraws(stream)).view(x.shape)
     return _from_column_major(_chop_vector(_column_major(x), spec, sources), x.shape)
+
+
+def _chop_extended(x, spec: ChopSpec, sources: RandomSources):
+    """Specs beyond chop.m (``spec.extended``): the NumPy engine, on the tensor's memory for CPU
+    tensors; CUDA tensors make a round trip through the host (slow; no device kernel yet)."""
+    import torch
+
+    from .numpy_engine import chop_array
+
+    host = x if x.device.type == "cpu" else x.cpu()
+    out = np.ascontiguousarray(chop_array(host.numpy(), spec, sources))
+    result = torch.from_numpy(out)
+    return result if x.device.type == "cpu" else result.to(x.device)
 
 
 def _chop_with_cupy(cupy, x, spec: ChopSpec, sources, stream):

@@ -1,0 +1,11 @@
+"""Number formats beyond floating point: fixed point, integer quantization, block floating
+point and the OCP Microscaling (MX) formats.
+
+Each is one function over NumPy arrays, torch tensors and CuPy arrays, built on
+chop's integer rounding (:func:`pychop_compat.roundit`'s modes, MATLAB's random
+stream) and the format catalogue (:mod:`pychop_compat.formats`).
+"""
+
+from .fixed import fixed_point, fixed_point_range
+
+__all__ = ["fixed_point", "fixed_point_range"]

@@ -7,5 +7,6 @@ stream) and the format catalogue (:mod:`pychop_compat.formats`).
 """
 
 from .fixed import fixed_point, fixed_point_range
+from .integer import int_quantize, int_range
 
-__all__ = ["fixed_point", "fixed_point_range"]
+__all__ = ["fixed_point", "fixed_point_range", "int_quantize", "int_range"]

@@ -14,12 +14,12 @@ from . import linalg  # noqa: E402  (needs chop above)
 from .linalg.errors import SingularMatrixWarning  # noqa: E402
 from .history import chop_at  # noqa: E402
 from .cpfloat import clear_cpfloat, cpfloat, cpfloat_options  # noqa: E402
-from .numbers import fixed_point, int_quantize  # noqa: E402
+from .numbers import block_quantize, fixed_point, int_quantize, mx_quantize  # noqa: E402
 
 __all__ = [
     "__version__", "chop", "clear_chop", "chop_options", "roundit", "float_params",
     "Options", "Chop", "Format", "linalg", "rng", "rand", "randi", "RngSettings",
     "SingularMatrixWarning", "chop_at",
     "cpfloat", "clear_cpfloat", "cpfloat_options",
-    "fixed_point", "int_quantize",
+    "fixed_point", "int_quantize", "block_quantize", "mx_quantize",
 ]

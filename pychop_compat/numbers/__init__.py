@@ -8,5 +8,8 @@ stream) and the format catalogue (:mod:`pychop_compat.formats`).
 
 from .fixed import fixed_point, fixed_point_range
 from .integer import int_quantize, int_range
+from .mx import MX_ELEMENT_NAMES, MXElement, mx_element, mx_quantize
+from .block import block_quantize
 
-__all__ = ["fixed_point", "fixed_point_range", "int_quantize", "int_range"]
+__all__ = ["fixed_point", "fixed_point_range", "int_quantize", "int_range",
+           "mx_quantize", "mx_element", "MXElement", "MX_ELEMENT_NAMES", "block_quantize"]

@@ -135,7 +135,10 @@ def int_quantize(x: Any, bits: int, *, signed: bool = True, symmetric: bool = Tr
     same type as ``x``, or a tuple
         Dequantized values, computed in float64 and given back in the dtype of
         ``x`` (integer input: float64), with its shape and device; NaN stays NaN
-        and +-Inf clip to the end codes.
+        and +-Inf clip to the end codes.  The product ``(q - zero_point) * scale`` is
+        rounded to double: re-quantizing the result with the same scale and zero
+        point gives it back in round to nearest, while a directed mode can move
+        a code by one where that product is inexact.
 
     Examples
     --------

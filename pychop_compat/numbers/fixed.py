@@ -16,6 +16,7 @@ OVERFLOW_RULES = ("saturate", "wrap")
 def fixed_point_range(wl: int, signed: bool = True) -> tuple[int, int]:
     """The integer codes of a ``wl``-bit word: ``(-2^(wl-1), 2^(wl-1) - 1)`` signed, ``(0, 2^wl - 1)`` unsigned.
 
+    >>> from pychop_compat.numbers import fixed_point_range
     >>> fixed_point_range(8), fixed_point_range(8, signed=False)
     ((-128, 127), (0, 255))
     """

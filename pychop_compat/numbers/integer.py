@@ -24,6 +24,7 @@ _VELTKAMP = 134217729.0  # 2^27 + 1: splits a double into two halves of at most 
 def int_range(bits: int, signed: bool = True) -> tuple[int, int]:
     """The codes of a ``bits``-bit integer: ``(-2^(bits-1), 2^(bits-1) - 1)`` or ``(0, 2^bits - 1)``.
 
+    >>> from pychop_compat.numbers import int_range
     >>> int_range(4), int_range(4, signed=False)
     ((-8, 7), (0, 15))
     """

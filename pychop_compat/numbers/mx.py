@@ -61,6 +61,7 @@ MX_ELEMENT_NAMES: tuple[str, ...] = tuple(n for short, more in _ELEMENTS.items()
 def mx_element(name: str) -> MXElement:
     """The MX element type called ``name`` (e.g. ``'e4m3'``, ``'float8_e4m3fn'``, ``'mxfp4'``, ``'int8'``).
 
+    >>> from pychop_compat.numbers import mx_element
     >>> mx_element('mxfp4').emax, mx_element('float8_e4m3fn').format.xmax
     (2, 448.0)
     """

@@ -767,3 +767,45 @@ def test_zero_dim_cupy_array_keeps_its_shape(host_kernel):
     with cupy_engine.matlab_stream_on_device():
         out = cupy_engine.chop_cupy(np.array(1 / 3).view(host_kernel.HostArray), spec, sources_for(spec.randfunc))
     assert out.shape == ()
+
+
+@pytest.mark.parametrize("route", ["torch-device-paths", "torch-host-kernel", "cupy-host-kernel"])
+def test_extended_specs_round_trip_through_numpy(monkeypatch, request, route):
+    """A spec beyond chop.m's semantics (``spec.extended``, CONTRACTS.md) is never rounded by the
+    device code: the array goes to the NumPy engine on the host and comes back."""
+    import dataclasses
+
+    from pychop_compat.engines import cupy_engine, numpy_engine, torch_engine
+    from pychop_compat.options import ChopSpec
+
+    @dataclasses.dataclass(frozen=True)
+    class ExtendedSpec(ChopSpec):
+        @property
+        def extended(self) -> bool:
+            return True
+
+    calls = []
+    original = numpy_engine.chop_array
+
+    def recording(x, spec, sources, *args, **kwargs):
+        calls.append(spec)
+        return original(x, spec, sources, *args, **kwargs)
+
+    monkeypatch.setattr(numpy_engine, "chop_array", recording)
+    base = resolve({"format": "h", "round": 1}, None, "double")
+    spec = ExtendedSpec(**{f.name: getattr(base, f.name) for f in dataclasses.fields(ChopSpec)})
+    x = make_input(lookup_format("h"), "float64", seed=3)
+    expected = original(x.copy(), base, MATLAB_STREAM)
+    if route == "cupy-host-kernel":
+        host = request.getfixturevalue("host_kernel")
+        got = np.asarray(cupy_engine.chop_cupy(x.view(host.HostArray), spec, MATLAB_STREAM))
+    else:
+        import torch
+
+        monkeypatch.setattr(torch_engine, "_DEVICE_PATHS_ON_CPU", True)
+        if route == "torch-host-kernel":
+            host = request.getfixturevalue("host_kernel")
+            monkeypatch.setattr(torch_engine, "_cupy_for", lambda _: host)
+        got = torch_engine.chop_tensor(torch.from_numpy(x.copy()), spec, MATLAB_STREAM).numpy()
+    assert calls and calls[0] is spec
+    assert_bits_equal(got, expected, route)

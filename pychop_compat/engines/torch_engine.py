@@ -52,6 +52,7 @@ CUDA tensors with CuPy installed run the kernel of
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 from dataclasses import dataclass
 from typing import Optional
@@ -67,7 +68,7 @@ from .device_plan import (CARRIERS as _CARRIERS, FLIP_PRECISION_ERROR as _FLIP_P
                           Limits, matlab_stream_on_device, range_limits as _limits)
 from .device_random import seed_device
 
-__all__ = ["chop_tensor", "seed_device", "matlab_stream_on_device", "host_draw_plan"]
+__all__ = ["chop_tensor", "seed_device", "matlab_stream_on_device", "host_draw_plan", "cuda_route"]
 
 # Elements per chunk of the fast path on the CPU.  The ten or so passes over a
 # chunk stay in the L2 cache instead of streaming memory, and a chunk is below
@@ -619,6 +620,32 @@ def _chop_fast_stochastic(x, spec: ChopSpec, stream):
 
 # --- orchestration ---------------------------------------------------------------------------
 
+_CUDA_ROUTES = ("auto", "cupy", "torch")
+_cuda_route = "auto"
+
+
+@contextlib.contextmanager
+def cuda_route(route: str):
+    """Pick how CUDA tensors are rounded within ``with`` (for checks and benchmarks).
+
+    Parameters
+    ----------
+    route : {'auto', 'cupy', 'torch'}
+        ``'auto'`` (the default): CuPy's kernel when CuPy is installed and can
+        use the GPU, else pure torch.  ``'cupy'``: CuPy's kernel (an error
+        without CuPy).  ``'torch'``: pure torch operations.  Every route gives
+        the same bits.
+    """
+    global _cuda_route
+    if route not in _CUDA_ROUTES:
+        raise ValueError(f"cuda_route: route must be one of {', '.join(map(repr, _CUDA_ROUTES))}, not {route!r}.")
+    previous, _cuda_route = _cuda_route, route
+    try:
+        yield
+    finally:
+        _cuda_route = previous
+
+
 def _device_key(device) -> str:
     """The counter of :mod:`~pychop_compat.engines.device_random` that a device uses."""
     return f"{device.type}:{device.index or 0}"
@@ -721,7 +748,10 @@ def _chop_work(x, spec: ChopSpec, sources: RandomSources):
     stream = None
     if not _host_tuned(x) and (spec.round >= 5 or spec.flips) and draws_on_device(spec, sources):
         stream = device_random.take(_device_key(x.device), x.numel())
-    cupy = _cupy_for(x)
+    route = _cuda_route
+    cupy = _cupy_for(x) if route in ("auto", "cupy") else None
+    if route == "cupy" and cupy is None and x.device.type == "cuda":
+        raise RuntimeError("cuda_route('cupy'): CuPy is not installed or cannot use this GPU.")
     if cupy is not None:
         return _chop_with_cupy(cupy, x, spec, sources, stream)
     if spec.round <= 4 and not spec.flips:

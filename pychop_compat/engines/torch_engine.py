@@ -65,7 +65,7 @@ from . import device_random
 from .device_plan import (CARRIERS as _CARRIERS, FLIP_PRECISION_ERROR as _FLIP_PRECISION_ERROR,
                           Carrier as _Carrier, at_least as _at_least, at_most as _at_most,
                           clamp_exponent as _clamp_exponent, draws_on_device, host_draw_plan,
-                          Limits, matlab_stream_on_device, range_limits as _limits)
+                          Limits, matlab_stream_on_device, range_limits as _limits, regular_range)
 from .device_random import seed_device
 
 __all__ = ["chop_tensor", "seed_device", "matlab_stream_on_device", "host_draw_plan", "cuda_route"]
@@ -620,7 +620,7 @@ def _chop_fast_stochastic(x, spec: ChopSpec, stream):
 
 # --- orchestration ---------------------------------------------------------------------------
 
-_CUDA_ROUTES = ("auto", "cupy", "torch")
+_CUDA_ROUTES = ("auto", "cupy", "triton", "torch")
 _cuda_route = "auto"
 
 
@@ -630,11 +630,14 @@ def cuda_route(route: str):
 
     Parameters
     ----------
-    route : {'auto', 'cupy', 'torch'}
+    route : {'auto', 'cupy', 'triton', 'torch'}
         ``'auto'`` (the default): CuPy's kernel when CuPy is installed and can
-        use the GPU, else pure torch.  ``'cupy'``: CuPy's kernel (an error
-        without CuPy).  ``'torch'``: pure torch operations.  Every route gives
-        the same bits.
+        use the GPU, else the Triton kernel where it applies (modes 1 to 4,
+        and 5 and 6 with numbers made on the device, without flips) and
+        Triton is installed, else pure torch.  ``'cupy'``: CuPy's kernel (an
+        error without CuPy).  ``'triton'``: the Triton kernel where it
+        applies, pure torch for the rest (an error without Triton).
+        ``'torch'``: pure torch operations.  Every route gives the same bits.
     """
     global _cuda_route
     if route not in _CUDA_ROUTES:
@@ -670,6 +673,56 @@ def _cupy_for(x):
             except Exception:  # a CuPy without a usable CUDA runtime: use torch alone
                 _cupy = False
     return _cupy or None
+
+
+_triton = None
+
+
+def _triton_for(x):
+    """The Triton kernel module for a CUDA tensor when Triton is installed; else None.
+
+    Triton itself is imported only when the kernel is first launched.
+    """
+    global _triton
+    if x.device.type != "cuda":
+        return None
+    if _triton is None:
+        from . import triton_kernel
+
+        _triton = triton_kernel if triton_kernel.available() else False
+    return _triton or None
+
+
+def _chop_with_triton(kernel_module, x, spec: ChopSpec, stream, strict: bool = False):
+    """Regular elements in the Triton kernel (one pass), the others by the general path.
+
+    Returns None when Triton cannot compile or launch here (then, unless
+    ``strict``, with a warning, and the caller takes the pure-torch path).
+    """
+    import torch
+
+    global _triton
+    carrier = _CARRIERS[str(x.dtype).rpartition(".")[2]]
+    regular = regular_range(spec, carrier)
+    flat = x.contiguous().view(-1)
+    out = torch.empty_like(flat)
+    try:
+        specials = kernel_module.chop_regular(flat, out, spec, regular, stream)
+    except Exception as exc:  # Triton's compiler or driver, not the rounding: fall back
+        if strict:
+            raise
+        import warnings
+
+        warnings.warn(f"pychop_compat: Triton kernel unusable here ({type(exc).__name__}: {exc}); "
+                      "CUDA tensors use pure torch operations.", RuntimeWarning, stacklevel=4)
+        _triton = False
+        return None
+    if specials:
+        magnitude = flat.view(_torch_int(torch, carrier)) & carrier.abs_mask
+        indices = _flat_nonzero((magnitude < regular.low).logical_or_(magnitude > regular.high))
+        draws = _CounterDraws(stream, indices) if stream is not None else None
+        out[indices] = _chop_vector(flat[indices], spec, None, draws)
+    return out.view(x.shape)
 
 
 def _column_major(x):
@@ -754,6 +807,14 @@ def _chop_work(x, spec: ChopSpec, sources: RandomSources):
         raise RuntimeError("cuda_route('cupy'): CuPy is not installed or cannot use this GPU.")
     if cupy is not None:
         return _chop_with_cupy(cupy, x, spec, sources, stream)
+    if route in ("auto", "triton") and not spec.flips and (spec.round <= 4 or stream is not None):
+        triton_kernel = _triton_for(x)
+        if triton_kernel is None and route == "triton" and x.device.type == "cuda":
+            raise RuntimeError("cuda_route('triton'): Triton is not installed.")
+        if triton_kernel is not None:
+            out = _chop_with_triton(triton_kernel, x, spec, stream, strict=route == "triton")
+            if out is not None:
+                return out
     if spec.round <= 4 and not spec.flips:
         return _chop_fast(x, spec)
     if stream is not None and not spec.flips:

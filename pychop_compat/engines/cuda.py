@@ -42,6 +42,7 @@ lazily, only when a device array needs the kernel.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import tempfile
@@ -54,7 +55,7 @@ import numpy as np
 
 from ..options import ChopSpec
 from ..randomness import RandomSources
-from .device_plan import (FLIP_PRECISION_ERROR, carrier_for, clamp_exponent, host_draw_plan, regular_range)
+from .device_plan import FLIP_PRECISION_ERROR, carrier_for, clamp_exponent, host_draw_plan, regular_range
 from .device_random import CounterStream
 
 __all__ = ["COMPILE_OPTIONS", "THREADS", "Variant", "variant_for", "kernel_source", "compile_options",
@@ -512,29 +513,55 @@ def _classify(vector, spec: ChopSpec, variant: Variant, device_id: int):
     return flags
 
 
+def _format_arguments(spec: ChopSpec, dtype_name: str) -> tuple:
+    """The kernel's arguments that depend on the spec only: ``(t, emin, emins, shift, low, high)``
+    and ``(xmax, xboundary, min_rep, min_rep/2, p)``, typed as the kernel reads them."""
+    return _format_arguments_of(spec.fmt, int(spec.round), bool(spec.limits_exponent),
+                                bool(spec.keeps_subnormals), float(spec.p), dtype_name)
+
+
+@functools.lru_cache(maxsize=256)
+def _format_arguments_of(fmt, mode, limits, keep_subnormals, p, dtype_name):
+    from types import SimpleNamespace
+
+    view = SimpleNamespace(fmt=fmt, round=mode, limits_exponent=limits, keeps_subnormals=keep_subnormals)
+    regular = regular_range(view, carrier_for(dtype_name))
+    min_rep = np.float64(fmt.xmins if keep_subnormals else fmt.xmin)
+    integers = (np.int32(fmt.t), np.int32(clamp_exponent(fmt.emin)), np.int32(clamp_exponent(fmt.emins)),
+                np.int32(regular.shift), np.int64(regular.low), np.int64(regular.high))
+    reals = (np.float64(fmt.xmax), np.float64(fmt.xboundary), min_rep, np.float64(min_rep / 2), np.float64(p))
+    return integers, reals
+
+
+_placeholders: dict = {}
+
+
+def _placeholder(cupy, device_id: int, dtype):
+    """A one-element device array for a pointer argument the variant never reads (made once)."""
+    key = (device_id, np.dtype(dtype).name, id(cupy))
+    array = _placeholders.get(key)
+    if array is None:
+        array = _placeholders[key] = cupy.zeros(1, dtype=dtype)
+    return array
+
+
 def _launch(vector, spec: ChopSpec, variant: Variant, device_id: int, draws=None, flip_bits=None,
             draws_normal=True, draws_sub=True, stream: Optional[CounterStream] = None):
     """Run the kernel on the contiguous 1-D float32/float64 ``vector``: a new vector."""
     cupy = _cupy()
     n = vector.size
-    fmt = spec.fmt
-    carrier = carrier_for(variant.dtype)
-    regular = regular_range(spec, carrier)
-    min_rep = np.float64(fmt.xmins if spec.keeps_subnormals else fmt.xmin)
+    (t, emin, emins, shift, low, high), (xmax, xboundary, min_rep, half, p) = _format_arguments(spec, variant.dtype)
     out = cupy.empty_like(vector)
     keys, offset = (stream.keys, stream.offset) if stream is not None else ((0, 0, 0), 0)
     if draws is None:
-        draws = cupy.zeros(1, dtype=np.float64)  # unread: the kernel needs a pointer
+        draws = _placeholder(cupy, device_id, np.float64)
     if flip_bits is None:
-        flip_bits = cupy.zeros(1, dtype=np.int64)
+        flip_bits = _placeholder(cupy, device_id, np.int64)
     _kernels(variant, device_id)[0](
         (_blocks(n),), (THREADS,),
-        (vector, out, draws, flip_bits, np.int64(n), np.int32(fmt.t),
-         np.int32(clamp_exponent(fmt.emin)), np.int32(clamp_exponent(fmt.emins)),
-         np.int32(regular.shift), np.int64(regular.low), np.int64(regular.high),
-         np.int32(draws_normal), np.int32(draws_sub),
-         np.float64(fmt.xmax), np.float64(fmt.xboundary), min_rep, np.float64(min_rep / 2),
-         *(np.uint64(k) for k in keys), np.uint64(offset), np.float64(spec.p)))
+        (vector, out, draws, flip_bits, np.int64(n), t, emin, emins, shift, low, high,
+         np.int32(draws_normal), np.int32(draws_sub), xmax, xboundary, min_rep, half,
+         *(np.uint64(k) for k in keys), np.uint64(offset), p))
     return out
 
 

@@ -346,6 +346,9 @@ class _FakeNVRTC:
     def getPTX(self, program):
         return self.ptx.encode() + b"\x00"
 
+    def getCUBIN(self, program):
+        return b"\x7fELF fake cubin"
+
     def getProgramLog(self, program):
         return ""
 
@@ -367,8 +370,15 @@ def _fake_cupy(nvrtc, loaded):
         raise AssertionError("CuPy's compilers append -ftz=true: never used")
 
     class RawModule:
+        reject_ptx = False
+
         def __init__(self, code=None, *, path=None, options=(), **kwargs):
             assert code is None and path is not None and options == () and not kwargs, (code, options, kwargs)
+            if path.endswith(".cubin"):
+                loaded.append(Path(path).read_bytes())
+                return
+            if RawModule.reject_ptx:
+                raise RuntimeError("CUDA_ERROR_UNSUPPORTED_PTX_VERSION")
             loaded.append(Path(path).read_text())
 
         def get_function(self, name):
@@ -383,7 +393,8 @@ def fake_cuda(monkeypatch, tmp_path):
     from pychop_compat.engines import cuda
 
     nvrtc, loaded = _FakeNVRTC(), []
-    monkeypatch.setattr(cuda, "_cupy", lambda: _fake_cupy(nvrtc, loaded))
+    fake = _fake_cupy(nvrtc, loaded)
+    monkeypatch.setattr(cuda, "_cupy", lambda: fake)
     monkeypatch.setattr(cuda, "_kernel_cache", {})
     monkeypatch.setenv("PYCHOP_COMPAT_CACHE_DIR", str(tmp_path / "cache"))
     return cuda, nvrtc, loaded, tmp_path / "cache"
@@ -454,6 +465,17 @@ def test_corrupt_or_unwritable_cache_is_survived(fake_cuda, monkeypatch):
     assert len(nvrtc.compiled) == compiled + 1 and loaded[-1] == whole
 
 
+def test_a_driver_rejecting_the_ptx_gets_nvrtc_cubin(fake_cuda, monkeypatch):
+    """A driver older than NVRTC's PTX version: NVRTC's CUBIN for sm_XY, with the same options."""
+    cuda, nvrtc, loaded, _ = fake_cuda
+    RawModule = cuda._cupy().RawModule
+    monkeypatch.setattr(RawModule, "reject_ptx", True)
+    cuda._kernels(list(_variants())[3], 0)
+    assert nvrtc.compiled[-1] == ("--ftz=false", "--prec-div=true", "--prec-sqrt=true", "--fmad=false",
+                                  "-arch=sm_90")
+    assert loaded == [b"\x7fELF fake cubin"]
+
+
 def test_real_nvrtc_compiles_without_ftz_or_fma():
     """Where CuPy and NVRTC are installed (no GPU needed), the engine's own compile path gives
     PTX without ``.ftz`` and without floating-point ``fma``, for the architecture it picks."""
@@ -463,13 +485,14 @@ def test_real_nvrtc_compiles_without_ftz_or_fma():
         nvrtc.getVersion()
     except Exception as exc:  # no cupy, or no libnvrtc
         pytest.skip(f"no usable cupy.cuda.nvrtc: {exc}")
-    from pychop_compat.engines.cuda import compile_ptx, device_arch, kernel_source
+    from pychop_compat.engines.cuda import compile_cubin, compile_ptx, device_arch, kernel_source
 
     arch = device_arch("90", nvrtc)
     for variant in _variants():
         ptx = compile_ptx(kernel_source(variant), arch, nvrtc)
         assert ".entry chop_kernel(" in ptx and f".target sm_{arch}" in ptx
         assert ".ftz" not in ptx and not _FLOAT_FMA.search(ptx)
+    assert compile_cubin(kernel_source(variant), arch, nvrtc)[:4] == b"\x7fELF"
 
 
 # --- the CUDA kernel's logic, compiled for the host -------------------------------------------

@@ -32,7 +32,9 @@ float32 kernel built that way returns 0 for binary32 subnormals.  So the
 source is compiled here by NVRTC directly (``cupy.cuda.nvrtc``:
 ``createProgram``, ``compileProgram`` with :data:`COMPILE_OPTIONS` and
 ``-arch=compute_XY`` of the device, ``getPTX``), and the PTX is loaded with
-``cupy.RawModule(path=...)``, which compiles nothing.  The PTX is cached in
+``cupy.RawModule(path=...)``, which compiles nothing (a driver that rejects
+NVRTC's PTX version gets NVRTC's CUBIN for the device, with the same
+options, instead).  The PTX is cached in
 memory and on disk (:func:`cache_dir`), keyed by the source, the options,
 the architecture and the NVRTC version; an unreadable, read-only or corrupt
 cache is ignored (the kernel is then compiled again, and written to a
@@ -59,7 +61,7 @@ from .device_plan import FLIP_PRECISION_ERROR, carrier_for, clamp_exponent, host
 from .device_random import CounterStream
 
 __all__ = ["COMPILE_OPTIONS", "THREADS", "Variant", "variant_for", "kernel_source", "compile_options",
-           "compile_ptx", "cache_dir", "cached_ptx", "chop_device_array"]
+           "compile_ptx", "compile_cubin", "cache_dir", "cached_ptx", "chop_device_array"]
 
 #: NVRTC options of every kernel: no flush-to-zero, IEEE division and square root, no
 #: contraction of a multiply and an add into an fma (each product rounded once, as on the CPU).
@@ -369,20 +371,31 @@ def compile_ptx(source: str, arch: str, nvrtc=None) -> str:
     RuntimeError
         When NVRTC rejects the source (with its log).
     """
+    ptx = _nvrtc_compile(source, compile_options(arch), "getPTX", nvrtc)
+    if isinstance(ptx, bytes):
+        ptx = ptx.decode()
+    return ptx.rstrip("\x00")
+
+
+def compile_cubin(source: str, arch: str, nvrtc=None) -> bytes:
+    """A CUBIN of ``source`` for ``sm_<arch>`` from NVRTC, with the options of :func:`compile_ptx`
+    but ``-arch=sm_<arch>``: for a driver that does not accept NVRTC's PTX version."""
+    options = (*COMPILE_OPTIONS, f"-arch=sm_{arch}")
+    return bytes(_nvrtc_compile(source, options, "getCUBIN", nvrtc))
+
+
+def _nvrtc_compile(source: str, options: tuple, getter: str, nvrtc=None):
     if nvrtc is None:
         nvrtc = _cupy().cuda.nvrtc
     program = nvrtc.createProgram(source, "pychop_compat_chop.cu", (), ())
     try:
         try:
-            nvrtc.compileProgram(program, compile_options(arch))
+            nvrtc.compileProgram(program, options)
         except Exception as exc:
             raise RuntimeError(f"NVRTC could not compile chop's kernel:\n{nvrtc.getProgramLog(program)}") from exc
-        ptx = nvrtc.getPTX(program)
+        return getattr(nvrtc, getter)(program)
     finally:
         nvrtc.destroyProgram(program)
-    if isinstance(ptx, bytes):
-        ptx = ptx.decode()
-    return ptx.rstrip("\x00")
 
 
 def nvrtc_version(nvrtc=None) -> str:
@@ -439,9 +452,17 @@ _private_dir: Optional[Path] = None
 _lock = threading.Lock()
 
 
+def _private_folder() -> Path:
+    """A temporary folder of this process, for kernels that the cache cannot hold."""
+    global _private_dir
+    with _lock:
+        if _private_dir is None:
+            _private_dir = Path(tempfile.mkdtemp(prefix="pychop_compat-cuda-"))
+    return _private_dir
+
+
 def _write(path: Path, text: str) -> Path:
     """Write ``text`` to ``path`` atomically; where that fails, to a private temporary folder."""
-    global _private_dir
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".ptx")
@@ -450,10 +471,7 @@ def _write(path: Path, text: str) -> Path:
         os.replace(temporary, path)
         return path
     except OSError:
-        with _lock:
-            if _private_dir is None:
-                _private_dir = Path(tempfile.mkdtemp(prefix="pychop_compat-cuda-"))
-        fallback = _private_dir / path.name
+        fallback = _private_folder() / path.name
         fallback.write_text(text)
         return fallback
 
@@ -486,11 +504,21 @@ def _kernels(variant: Variant, device_id: int):
     kernels = _kernel_cache.get(key)
     if kernels is None:
         cupy = _cupy()
+        source = kernel_source(variant)
         with cupy.cuda.Device(device_id) as device:
             arch = device_arch(device.compute_capability)
-            path = cached_ptx(kernel_source(variant), arch)
-            module = cupy.RawModule(path=str(path))  # loads the PTX: no compiler, no -ftz=true
-            kernels = (module.get_function("chop_kernel"), module.get_function("chop_classify"))
+            path = cached_ptx(source, arch)
+            try:
+                module = cupy.RawModule(path=str(path))  # loads the PTX: no compiler, no -ftz=true
+                kernels = (module.get_function("chop_kernel"), module.get_function("chop_classify"))
+            except Exception as exc:  # e.g. a driver older than NVRTC's PTX: NVRTC's own CUBIN
+                cubin = _private_folder() / f"{path.stem}-sm_{arch}.cubin"
+                cubin.write_bytes(compile_cubin(source, arch))
+                try:
+                    module = cupy.RawModule(path=str(cubin))
+                    kernels = (module.get_function("chop_kernel"), module.get_function("chop_classify"))
+                except Exception as second:
+                    raise second from exc
         _kernel_cache[key] = kernels
     return kernels
 

@@ -832,3 +832,54 @@ def test_extended_specs_round_trip_through_numpy(monkeypatch, request, route):
         got = torch_engine.chop_tensor(torch.from_numpy(x.copy()), spec, MATLAB_STREAM).numpy()
     assert calls and calls[0] is spec
     assert_bits_equal(got, expected, route)
+
+
+# --- CUDA tensors on every route (GPU only) ----------------------------------------------------
+
+def _route_available(route) -> bool:
+    import importlib.util
+
+    if route == "cupy":
+        return "cupy" in _AVAILABLE
+    if route == "triton":
+        return importlib.util.find_spec("triton") is not None
+    return True
+
+
+CUDA_ROUTES = [pytest.param(route, id=f"torch-cuda-{route}",
+                            marks=[pytest.mark.gpu,
+                                   pytest.mark.skipif("torch-cuda" not in _AVAILABLE, reason="no CUDA GPU for torch"),
+                                   pytest.mark.skipif(not _route_available(route), reason=f"{route} not installed")])
+               for route in ("cupy", "triton", "torch")]
+
+
+@pytest.mark.parametrize("route", CUDA_ROUTES)
+@pytest.mark.parametrize("name, params, dtype, mode, sub, explim, flip", list(matrix()))
+def test_torch_cuda_route_matches_numpy(route, name, params, dtype, mode, sub, explim, flip):
+    """Each route of a CUDA tensor (CuPy's kernel, the Triton kernel, pure torch) over the
+    engine matrix, MATLAB's stream on the host, against NumPy bit for bit."""
+    from conftest import Engine
+    from pychop_compat.engines import torch_engine
+
+    with torch_engine.cuda_route(route), torch_engine.matlab_stream_on_device():
+        check_engine_matches_numpy(Engine("torch-cuda"), name, params, dtype, mode, sub, explim, flip)
+
+
+@pytest.mark.parametrize("route", CUDA_ROUTES)
+@pytest.mark.parametrize("name, params, dtype, mode, sub, explim, flip", list(random_modes()))
+def test_torch_cuda_route_device_numbers_match_pure_torch(route, name, params, dtype, mode, sub, explim, flip):
+    """With numbers made on the device, every route gives pure torch's bits (which the tests
+    above check against the generator's definition)."""
+    import torch
+
+    from pychop_compat.engines import torch_engine
+
+    fmt = custom_format(*params) if params else lookup_format(name)
+    x = torch.from_numpy(make_input(fmt, dtype, zlib_seed(name, dtype, mode, sub, explim, flip))).cuda()
+    options = options_for(name, params, mode, sub, explim, flip)
+    results = []
+    for chosen in ("torch", route):
+        torch_engine.seed_device(23)
+        with torch_engine.cuda_route(chosen):
+            results.append(chop(x, options).cpu().numpy())
+    assert_bits_equal(results[1], results[0], f"{route} {name} {dtype} r{mode} s{sub} e{explim} f{flip}")

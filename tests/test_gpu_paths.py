@@ -4,13 +4,17 @@
   with NumPy's uint64 arithmetic is the oracle for stochastic rounding and bit
   flips on every route, and its contract (same seed, same result; MATLAB's
   stream untouched; deterministic modes leave it alone).
-* The CUDA kernel's source, compiled for the host (g++, shims for a few CUDA
-  intrinsics) and driven by ``cupy_engine`` on a NumPy stand-in for CuPy,
-  against the NumPy engine over the engine matrix; compiled by nvcc where it
-  is installed (no flush-to-zero, no fused multiply-add in the PTX).
+* The CUDA kernel (``engines/cuda.py``): its compile path (NVRTC with exactly
+  the engine's options, the PTX loaded by ``RawModule(path=...)``, never one
+  of CuPy's compilers, which force ``-ftz=true``; the disk cache), its PTX
+  from nvcc and NVRTC where installed (no ``.ftz``, no fused multiply-add),
+  and its generated source for every variant, compiled for the host (g++,
+  shims for a few CUDA intrinsics) and driven by ``engines/cuda.py`` on a
+  NumPy stand-in for CuPy, against the NumPy engine over the engine matrix.
 * The paths a CUDA tensor takes without CuPy (the torch port, whole-tensor
   passes, the counter-based numbers), run on CPU tensors, and the route
-  through CuPy's kernel (DLPack), against each other and against NumPy.
+  through CuPy's kernel (DLPack), against each other and against NumPy; on a
+  GPU, every route of a CUDA tensor (``cuda_route``) over the matrix.
 """
 
 from __future__ import annotations

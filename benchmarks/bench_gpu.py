@@ -136,7 +136,8 @@ def _engine_rows(engine: str, sizes, dtypes, repeats: int):
     library = {"cupy": "cupy", _CPU_PROXY: "cpu"}.get(engine, "torch")
     pure_torch = engine in ("torch-cuda (pure torch)", _CPU_PROXY)
     timer = _Timer(library)
-    route = {"torch-cuda (pure torch)": "torch", "torch-cuda (triton)": "triton", _CPU_PROXY: "torch"}.get(engine, "auto")
+    routes = {"torch-cuda (pure torch)": "torch", "torch-cuda (triton)": "triton", _CPU_PROXY: "torch"}
+    route = routes.get(engine, "auto")
     saved = torch_engine._DEVICE_PATHS_ON_CPU
     torch_engine._DEVICE_PATHS_ON_CPU = engine == _CPU_PROXY
     try:

@@ -6,8 +6,9 @@ Three steps, then one summary:
    ``tests/`` folder (in a subprocess; each test is counted for the engine its
    id names, ``cupy`` or ``torch-cuda``, or for both);
 2. :func:`pychop_compat.validation.validate` (the MATLAB corpus and the mpmath
-   oracle) on every GPU engine, and on CUDA tensors through each route
-   (:func:`pychop_compat.engines.torch_engine.cuda_route`) when CuPy is installed;
+   oracle) on every GPU engine, and on CUDA tensors through each other
+   installed route (:func:`pychop_compat.engines.torch_engine.cuda_route`:
+   Triton, pure torch);
 3. the quick GPU benchmark, ``benchmarks/bench_gpu.py --quick`` (its
    bandwidth table is printed in the summary).
 
@@ -19,6 +20,7 @@ was checked, and the command says so.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import subprocess
 import sys
@@ -28,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-__all__ = ["NO_GPU", "EngineReport", "classify_junit", "format_summary", "main"]
+__all__ = ["NO_GPU", "EngineReport", "classify_junit", "format_summary", "validation_routes", "main"]
 
 #: Exit status when there is no GPU to check.
 NO_GPU = 3
@@ -122,6 +124,18 @@ def _validate(reports: dict, routes) -> None:
                 report.validate_groups_failed.append(f"{result.group} {result.agreeing}/{result.cases}")
 
 
+def validation_routes(engines, has_triton: bool) -> list:
+    """``(label, engine, cuda_route)`` for each run of validate: every GPU engine on its default
+    route, and CUDA tensors also on each other route that is installed."""
+    routes = [(name, name, None) for name in engines]
+    if "torch-cuda" in engines:
+        if "cupy" in engines and has_triton:
+            routes.append(("torch-cuda (triton)", "torch-cuda", "triton"))
+        if "cupy" in engines or has_triton:
+            routes.append(("torch-cuda (pure torch)", "torch-cuda", "torch"))
+    return routes
+
+
 def _route_context(route):
     import contextlib
 
@@ -212,11 +226,7 @@ def main(argv=None) -> int:
         for report in reports.values():
             report.validate_requested = False
     else:
-        routes = [(name, name, None) for name in engines]
-        if "cupy" in engines and "torch-cuda" in engines:
-            routes = [(n, n, "cupy" if n == "torch-cuda" else None) for n in engines]
-            routes.append(("torch-cuda (pure torch)", "torch-cuda", "torch"))
-        _validate(reports, routes)
+        _validate(reports, validation_routes(engines, importlib.util.find_spec("triton") is not None))
     bench_ok, bench_lines = (None, []) if args.skip_bench else _benchmark([])
     summary = format_summary(_device_line(engines), reports, note, bench_ok, bench_lines)
     print()

@@ -7,6 +7,7 @@ results and what it prints and returns.
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 
@@ -73,6 +74,7 @@ def test_summary_passes_when_everything_passes(monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "| cupy | 10 passed, 0 failed, 0 skipped | 100/100 agree | PASS |" in out
     assert "| torch-cuda (pure torch) |" in out and "| fp16 RN |" in out
+    assert ("| torch-cuda (triton) |" in out) == (importlib.util.find_spec("triton") is not None)
     assert out.rstrip().endswith("GPU check: PASS")
 
 
@@ -85,3 +87,13 @@ def test_any_failure_fails_the_check(monkeypatch, capsys, failure):
     assert out.rstrip().endswith("GPU check: FAIL")
     if failure == "validate":
         assert "| torch-cuda | 10 passed, 0 failed, 0 skipped | 99/100 agree (disagree: chop 99/100) | FAIL |" in out
+
+
+def test_validate_runs_every_route_of_cuda_tensors():
+    routes = gpu_check.validation_routes
+    assert routes(["cupy"], True) == [("cupy", "cupy", None)]
+    assert routes(["torch-cuda"], False) == [("torch-cuda", "torch-cuda", None)]
+    assert routes(["torch-cuda"], True) == [("torch-cuda", "torch-cuda", None),
+                                             ("torch-cuda (pure torch)", "torch-cuda", "torch")]
+    assert [label for label, _, _ in routes(["torch-cuda", "cupy"], True)] == [
+        "torch-cuda", "cupy", "torch-cuda (triton)", "torch-cuda (pure torch)"]

@@ -182,3 +182,49 @@ def test_bfp_whole_tensor_and_scales():
     assert scales.tolist() == [[2.0]] and np.array_equal(scales * elements, got)
     assert np.isnan(block_quantize([1.0, np.nan, 2.0], 4, block_size=2)[:2]).all()
     assert block_quantize([1.0, np.nan, 2.0], 4, block_size=2)[2] == 2.0
+
+
+# --- shapes, dtypes and libraries shared by the four functions ---------------------------------
+
+from pychop_compat import fixed_point, int_quantize  # noqa: E402
+
+CALLS = [
+    ("fixed", lambda x: fixed_point(x, 8, 4)),
+    ("int", lambda x: int_quantize(x, 8)),
+    ("int-affine", lambda x: int_quantize(x, 8, symmetric=False)),
+    ("bfp-blocks", lambda x: block_quantize(x, 4, block_size=4)),
+    ("bfp-tensor", lambda x: block_quantize(x, 4)),
+    ("mx", lambda x: mx_quantize(x, "e4m3")),
+]
+
+
+@pytest.mark.parametrize("name, call", CALLS)
+def test_empty_zero_d_and_scalars(name, call):
+    for x in (np.zeros(0), np.zeros((0, 3))):
+        out = call(x)
+        assert out.shape == x.shape and out.dtype == np.float64
+    assert isinstance(call(np.float32(1.3)), np.float32)
+    assert isinstance(call(2.5), np.float64)
+    assert call(np.array(1.7)).shape == ()
+    torch = pytest.importorskip("torch")
+    assert call(torch.tensor(1.5, dtype=torch.bfloat16)).shape == ()
+    assert call(torch.zeros(0, 2)).shape == (0, 2)
+
+
+@pytest.mark.parametrize("name, call", CALLS)
+def test_torch_half_results_are_rounded_once(name, call):
+    """float16/bfloat16 tensors get the float64 result rounded once (ml_dtypes' cast, NumPy's
+    float16 cast), not torch's float64 -> float32 -> bfloat16 double rounding."""
+    torch = pytest.importorskip("torch")
+    x = torch.randn(256, generator=torch.Generator().manual_seed(1)) * 3
+    for dtype, oracle in ((torch.bfloat16, ml_dtypes.bfloat16), (torch.float16, np.float16)):
+        t = x.to(dtype)
+        got = call(t)
+        assert got.dtype == dtype and got.shape == t.shape
+        want = np.asarray(call(t.double().numpy())).astype(oracle).astype(np.float32)
+        np.testing.assert_array_equal(got.float().numpy(), want)
+
+
+def test_mxint8_is_bfp_with_seven_bits_in_blocks_of_32():
+    x = sample(np.random.default_rng(4), 256)
+    np.testing.assert_array_equal(mx_quantize(x, "int8"), block_quantize(x, 7, block_size=32))

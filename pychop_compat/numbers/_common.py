@@ -104,10 +104,17 @@ class HostArray:
 
     def give_back(self, values: np.ndarray) -> Any:
         """Float results in the input's library, dtype, shape and device."""
+        values = np.asarray(values)
         if self.library == "torch":
             import torch
 
-            out = torch.from_numpy(np.ascontiguousarray(values))
+            if self.dtype in (torch.float16, torch.bfloat16):
+                # torch casts float64 to these through float32 (two roundings): round once here
+                # (the same rounding as NumPy's float64 -> float16 cast), then the cast is exact.
+                from ..rounding import round_to_format
+
+                values = round_to_format(values, "half" if self.dtype == torch.float16 else "bfloat16")
+            out = torch.from_numpy(values.copy(order="C"))
             return out.to(device=self.device, dtype=self.dtype or torch.float64)
         out = values.astype(self.dtype)
         if self.library == "cupy":
@@ -120,11 +127,11 @@ class HostArray:
         """Integer codes (int64) in the input's library and device."""
         if np.isnan(codes).any():
             raise ValueError("NaN input has no integer code; remove NaNs or ask for dequantized values.")
-        ints = codes.astype(np.int64)
+        ints = np.asarray(codes).astype(np.int64)
         if self.library == "torch":
             import torch
 
-            return torch.from_numpy(np.ascontiguousarray(ints)).to(self.device)
+            return torch.from_numpy(ints.copy(order="C")).to(self.device)
         if self.library == "cupy":
             import sys
 
@@ -136,7 +143,7 @@ class HostArray:
         if self.library == "torch":
             import torch
 
-            return torch.from_numpy(np.ascontiguousarray(values)).to(self.device)
+            return torch.from_numpy(np.array(values, dtype=np.float64, order="C")).to(self.device)
         if self.library == "cupy":
             import sys
 

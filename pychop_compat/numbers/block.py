@@ -82,7 +82,7 @@ def block_quantize(x: Any, mantissa_bits: int = 8, block_size: Optional[int] = N
     top = (1 << mantissa_bits) - 1
     codes = np.clip(fixed_point_codes(scaled, mantissa_bits + 1, fl, True, "saturate", mode,
                                       random_sources(rng, randfunc)), -top, top)
-    elements = np.ldexp(codes, -fl)
+    elements = np.array(np.ldexp(codes, -fl))  # an array even for 0-d input
     elements[~usable] = np.nan
     if return_scales:
         finite = np.isfinite(shared)

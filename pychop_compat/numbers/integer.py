@@ -33,9 +33,10 @@ def int_range(bits: int, signed: bool = True) -> tuple[int, int]:
 
 
 def _reduce(values: np.ndarray, axis: Optional[Union[int, tuple]], function) -> np.ndarray:
-    """``function`` over every axis but the channel axes, keeping dims (per-tensor: all axes)."""
+    """``function`` (max or min) over every axis but the channel axes, keeping dims (per tensor:
+    all axes), with 0 as the initial value (empty input; callers include 0 in the range anyway)."""
     if axis is None:
-        return function(values, axis=None, keepdims=True) if values.ndim else function(values)
+        return function(values, axis=None, keepdims=True, initial=0.0)
     channels = (axis,) if isinstance(axis, int) else tuple(axis)
     ndim = values.ndim
     kept = set()
@@ -43,7 +44,7 @@ def _reduce(values: np.ndarray, axis: Optional[Union[int, tuple]], function) -> 
         a = check_int(a, "axis", -ndim, ndim - 1) if ndim else check_int(a, "axis", 0, -1)
         kept.add(a % ndim)
     over = tuple(a for a in range(ndim) if a not in kept)
-    return function(values, axis=over, keepdims=True)
+    return function(values, axis=over, keepdims=True, initial=0.0)
 
 
 def _exact_side(x: np.ndarray, m: np.ndarray, s_hi: np.ndarray, s_lo: np.ndarray) -> np.ndarray:

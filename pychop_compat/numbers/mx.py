@@ -94,7 +94,7 @@ def block_scales(values: np.ndarray, blocks: Blocks, emax_elem: int, emin: int =
     amax = blocks.block_max(np.abs(values))
     finite = np.isfinite(amax)
     exponent = np.frexp(np.where(finite, amax, 1.0))[1] - 1 - emax_elem  # frexp: exact floor(log2)
-    shared = np.maximum(np.where(amax > 0, exponent, emin), emin).astype(np.float64)
+    shared = np.array(np.maximum(np.where(amax > 0, exponent, emin), emin), dtype=np.float64)
     shared[~finite | (shared > emax)] = np.nan
     return shared
 
@@ -157,7 +157,7 @@ def mx_quantize(x: Any, element_format: str, block_size: int = 32, axis: int = -
     usable = np.isfinite(spread)
     exponent = np.where(usable, spread, 0).astype(np.int64)
     scaled = np.where(usable, shift(values, -exponent), 0.0)
-    elements = quantize_elements(scaled, element, mode, random_sources(rng, randfunc))
+    elements = np.array(quantize_elements(scaled, element, mode, random_sources(rng, randfunc)))
     elements[~usable] = np.nan
     if return_scales:
         scales = np.where(np.isfinite(shared), np.ldexp(1.0, np.where(np.isfinite(shared), shared, 0).astype(np.int64)),

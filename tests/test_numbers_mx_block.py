@@ -228,3 +228,47 @@ def test_torch_half_results_are_rounded_once(name, call):
 def test_mxint8_is_bfp_with_seven_bits_in_blocks_of_32():
     x = sample(np.random.default_rng(4), 256)
     np.testing.assert_array_equal(mx_quantize(x, "int8"), block_quantize(x, 7, block_size=32))
+
+
+def _element_values(dtype):
+    """Every finite value of an ml_dtypes element type, sorted (from all its bit patterns)."""
+    bits = 8 if np.dtype(dtype).itemsize == 1 else 16
+    codes = np.arange(2 ** bits, dtype=np.uint8 if bits == 8 else np.uint16)
+    values = codes.view(dtype).astype(np.float64)
+    return np.unique(values[np.isfinite(values)])
+
+
+@pytest.mark.parametrize("name, dtype, emax_elem, top", FP_ELEMENTS)
+def test_mx_every_element_midpoint_and_quarter(name, dtype, emax_elem, top):
+    """X = 1 (the block's first value is 2^emax_elem); every element value, every midpoint
+    between neighbours (ties to even) and the quarter points, against ml_dtypes' cast."""
+    values = _element_values(dtype)
+    mids = (values[:-1] + values[1:]) / 2
+    quarters = np.concatenate([(3 * values[:-1] + values[1:]) / 4, (values[:-1] + 3 * values[1:]) / 4])
+    x = np.concatenate([[2.0 ** emax_elem], values, mids, quarters])
+    scales, elements = mx_quantize(x, name, block_size=x.size, return_scales=True)
+    assert scales.tolist() == [1.0]
+    want = np.clip(x, -top, top).astype(dtype).astype(np.float64)
+    np.testing.assert_array_equal(elements, want)
+
+
+@pytest.mark.parametrize("mode", [5, 6])
+def test_mx_stochastic_draws_in_column_major_order(mode):
+    values = _element_values(ml_dtypes.float4_e2m1fn)
+    x = np.array([[6.0, 0.3, -2.6, 5.0], [1.0, -0.7, 4.5, 0.0]])
+    got = mx_quantize(x, "e2m1", block_size=4, axis=-1, round=mode, rng=np.random.default_rng(11))
+    # Row 0: max 6 -> X = 1; row 1: max 4.5 -> X = 2^(2 - 2) = 1.  Draws: inexact elements,
+    # column-major order, magnitude rounds up iff u <= its position between the neighbours.
+    u = iter(np.random.default_rng(11).random(x.size))
+    want = np.empty_like(x)
+    for j in range(x.shape[1]):
+        for i in range(x.shape[0]):
+            a = abs(x[i, j])
+            lo, hi = values[values <= a].max(), values[values >= a].min()
+            if lo == hi:
+                want[i, j] = x[i, j]
+                continue
+            r = (a - lo) / (hi - lo)
+            up = next(u) <= (r if mode == 5 else 0.5)
+            want[i, j] = np.copysign(hi if up else lo, x[i, j])
+    np.testing.assert_array_equal(got, want)

@@ -9,22 +9,101 @@ column-major order; ``randi(imax)`` maps one such uniform ``u`` to
 implements exactly this generator, seeding and double construction, so it
 drives the stream here.  The evidence for each rule (MathWorks' published
 outputs, and the stored MATLAB corpus) is in the test suite.
+
+Threads and processes
+---------------------
+There is one stream per process, as in MATLAB.  A re-entrant lock guards it:
+concurrent draws never corrupt it, and :func:`exclusive_stream` lets a caller
+(chop) take a run of draws that no other thread interleaves with.  Which
+thread gets which numbers then depends on scheduling.
+
+A process started by ``fork`` inherits the stream's state, so without care
+every child would draw the parent's next numbers, and all children the same
+ones.  The rule: in a forked child the first draw raises
+:class:`ForkedStreamError` unless :func:`rng` was called (with a seed,
+``'shuffle'``, ``'default'`` or saved settings) in that child first.
 """
 
 from __future__ import annotations
 
 import math
 import operator
+import os
+import threading
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["rng", "rand", "randi", "RngSettings", "stream_uniform", "stream_randi"]
+__all__ = ["rng", "rand", "randi", "RngSettings", "stream_uniform", "stream_randi",
+           "ForkedStreamError", "exclusive_stream", "fork_generation"]
 
 _DEFAULT_SEED_WORD = 5489  # mt19937ar's reference seed, used by MATLAB for rng(0)
 _stream = np.random.RandomState(_DEFAULT_SEED_WORD)
 _seed: int = 0
+_lock = threading.RLock()
+
+# Fork tracking: _generation counts the forks between the first process and this
+# one; _seeded_generation is the generation in which rng() last set the stream.
+_generation = 0
+_seeded_generation = 0
+
+
+class ForkedStreamError(RuntimeError):
+    """A random draw in a forked child process from a generator inherited from its parent.
+
+    The child would repeat the parent's numbers (and every sibling's).  Seed
+    the generator in the child first (``rng(seed)``), or make the generator
+    there (a ``Chop(..., rng=...)`` created in, or pickled to, the child).
+    """
+
+
+def fork_generation() -> int:
+    """How many ``fork`` calls separate this process from the one that imported the package.
+
+    0 in the original process; a child forked from a process of generation
+    ``g`` has ``g + 1``.  Objects that own random state record it to detect
+    that they were inherited by a forked child.
+    """
+    return _generation
+
+
+def _before_fork() -> None:
+    _lock.acquire()  # no draw is half done in the child's copy of the stream
+
+
+def _after_fork_in_parent() -> None:
+    _lock.release()
+
+
+def _after_fork_in_child() -> None:
+    global _lock, _generation
+    _lock = threading.RLock()  # the parent's lock belongs to the parent's threads
+    _generation += 1
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                        after_in_child=_after_fork_in_child)
+
+
+def exclusive_stream() -> threading.RLock:
+    """The stream's lock: ``with exclusive_stream(): ...`` makes a run of draws no other thread enters.
+
+    Re-entrant: the draws inside take it again.  chop holds it for the whole
+    of a call that draws from the stream, so each call's numbers are a
+    contiguous run of the stream, as if the calls ran one after another.
+    """
+    return _lock
+
+
+def _refuse_inherited_stream() -> None:
+    raise ForkedStreamError(
+            "MATLAB's random stream was inherited from the parent process by fork: drawing from it "
+            "would repeat the parent's numbers (and every other child's). Seed it in this process "
+            "first, e.g. pychop_compat.rng(base_seed + worker_index), or use "
+            "Chop(..., rng=seed) objects made for each task (see the randomness contract in the docs)."
+        )
 
 
 @dataclass(frozen=True)
@@ -104,7 +183,12 @@ def rng(*args) -> RngSettings:
     >>> round(float(rand()), 15)
     0.417022004702574
     """
-    global _seed
+    with _lock:
+        return _rng(args)
+
+
+def _rng(args) -> RngSettings:
+    global _seed, _seeded_generation
     previous = _settings()
     if not args:
         return previous
@@ -117,6 +201,7 @@ def rng(*args) -> RngSettings:
         state = np.asarray(arg.State, dtype=np.uint32)
         _stream.set_state(("MT19937", state[:624], int(state[624]), 0, 0.0))
         _seed = arg.Seed
+        _seeded_generation = _generation
         return previous
     if isinstance(arg, str):
         if arg == "default":
@@ -128,17 +213,27 @@ def rng(*args) -> RngSettings:
     word = _seed_word(arg)
     _stream.seed(word if word != 0 else _DEFAULT_SEED_WORD)
     _seed = word
+    _seeded_generation = _generation
     return previous
 
 
 def stream_uniform(n: int) -> np.ndarray:
-    """The next ``n`` doubles of the stream, in order (``rand(n, 1)`` as a flat array)."""
-    return _stream.random_sample(n)
+    """The next ``n`` doubles of the stream, in order (``rand(n, 1)`` as a flat array).
+
+    Raises
+    ------
+    ForkedStreamError
+        In a forked child that has not called :func:`rng`.
+    """
+    with _lock:
+        if _seeded_generation != _generation:
+            _refuse_inherited_stream()
+        return _stream.random_sample(n)
 
 
 def stream_randi(imax: int, n: int) -> np.ndarray:
     """The next ``n`` integers ``1 + floor(imax * u)`` of the stream (``randi(imax, n, 1)`` flat)."""
-    return 1 + np.floor(imax * _stream.random_sample(n)).astype(np.int64)
+    return 1 + np.floor(imax * stream_uniform(n)).astype(np.int64)
 
 
 def _shape_and_class(args, name):

@@ -115,9 +115,22 @@ def _as_float_array(x):
         # No MATLAB class is half precision: compute in single, give back half.
         base = restore or (lambda out: out)
         return arr.astype(np.float32), lambda out: base(out.astype(np.float16))
-    if dtype.kind in "biu" or dtype == object:
+    if dtype.kind in "biu":
         return arr.astype(np.float64), restore
+    if dtype == object:
+        return _object_array_as_float(arr), restore
     raise TypeError(f"chop supports float64, float32 and float16 arrays (and integers), not {dtype}.")
+
+
+def _object_array_as_float(arr: np.ndarray) -> np.ndarray:
+    """An object array of real numbers as float64; anything else (``'1.5'``, ``None``) is refused."""
+    for value in arr.flat:
+        if not isinstance(value, (numbers.Real, np.bool_)):
+            if isinstance(value, (numbers.Complex, np.complexfloating)):
+                raise ValueError("Chop requires a real input array.")
+            raise TypeError("chop supports float64, float32 and float16 arrays (and integers), not an "
+                            f"object array holding {type(value).__name__}.")
+    return arr.astype(np.float64)
 
 
 def _on_array_kind(x, compute):

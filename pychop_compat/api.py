@@ -149,15 +149,15 @@ def _on_array_kind(x, compute):
             out = compute(data)
         else:
             keep = ~mask.reshape(-1, order="F")
-            flat = data.reshape(-1, order="F")
-            computed = compute(flat[keep])
-            out_flat = flat.astype(computed.dtype, copy=True)
-            out_flat[keep] = computed
-            out = out_flat.reshape(data.shape, order="F")
-        return np.ma.MaskedArray(out, mask=np.ma.getmask(x).copy() if mask.any() else np.ma.nomask,
-                                 fill_value=x.fill_value, hard_mask=x.hardmask)
+            computed = compute(data.reshape(-1, order="F")[keep])
+            out = data.astype(computed.dtype, order="F", copy=True)
+            flat = out.reshape(-1, order="F")  # a view: out is Fortran-ordered
+            flat[keep] = computed
+        result = x.astype(out.dtype)  # a copy with x's mask, fill value and hardness
+        np.ma.getdata(result)[...] = out
+        return result
     if isinstance(x, np.matrix):
-        return np.asmatrix(compute(np.asarray(x)))
+        return compute(np.asarray(x)).view(np.matrix)
     if isinstance(x, np.memmap):
         return compute(np.asarray(x))
     raise TypeError(

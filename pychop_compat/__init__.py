@@ -8,11 +8,12 @@
 from ._version import __version__
 from .api import Chop, chop, chop_options, clear_chop, roundit
 from .formats import Format, float_params
-from .matlab_random import RngSettings, rand, randi, rng
+from .matlab_random import ForkedStreamError, RngSettings, rand, randi, rng
 from .options import Options
 from . import linalg  # noqa: E402  (needs chop above)
 
 __all__ = [
     "__version__", "chop", "clear_chop", "chop_options", "roundit", "float_params",
     "Options", "Chop", "Format", "linalg", "rng", "rand", "randi", "RngSettings",
+    "ForkedStreamError",
 ]

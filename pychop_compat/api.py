@@ -109,6 +109,9 @@ def _as_float_array(x):
         arr = np.asarray(x)
         restore = None
     dtype = arr.dtype
+    if dtype.kind == "f" and not dtype.isnative:  # byte-swapped data: the result is native, as NumPy's
+        arr = arr.astype(dtype.newbyteorder("="))
+        dtype = arr.dtype
     if dtype == np.float64 or dtype == np.float32:
         return arr, restore
     if dtype == np.float16:

@@ -19,9 +19,11 @@ thread gets which numbers then depends on scheduling.
 
 A process started by ``fork`` inherits the stream's state, so without care
 every child would draw the parent's next numbers, and all children the same
-ones.  The rule: in a forked child the first draw raises
-:class:`ForkedStreamError` unless :func:`rng` was called (with a seed,
-``'shuffle'``, ``'default'`` or saved settings) in that child first.
+ones; a child started by ``multiprocessing`` with ``spawn`` or ``forkserver``
+starts, like all its siblings, at ``rng('default')``.  The rule: in a forked
+child, or any child process started by ``multiprocessing``, the first draw
+raises :class:`ForkedStreamError` unless :func:`rng` was called (with a seed,
+``'shuffle'``, ``'default'`` or saved settings) in that process first.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from __future__ import annotations
 import math
 import operator
 import os
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -49,12 +52,25 @@ _generation = 0
 _seeded_generation = 0
 
 
-class ForkedStreamError(RuntimeError):
-    """A random draw in a forked child process from a generator inherited from its parent.
+def _started_by_multiprocessing() -> bool:
+    """Whether this process is a child started by multiprocessing (spawn, forkserver, fork)."""
+    mp = sys.modules.get("multiprocessing")  # imported by a child's bootstrap before any user code
+    return mp is not None and mp.parent_process() is not None
 
-    The child would repeat the parent's numbers (and every sibling's).  Seed
-    the generator in the child first (``rng(seed)``), or make the generator
-    there (a ``Chop(..., rng=...)`` created in, or pickled to, the child).
+
+if _started_by_multiprocessing():
+    # A spawned child starts at rng('default'), like all its siblings: not seeded for this process.
+    _seeded_generation = -1
+
+
+class ForkedStreamError(RuntimeError):
+    """A random draw in a child process from a generator not seeded there.
+
+    Raised for MATLAB's stream in a forked child, or any child started by
+    ``multiprocessing``, that has not called :func:`rng`, and for a
+    ``Chop(..., rng=...)`` inherited by ``fork``: the child would repeat the
+    numbers of its parent or siblings.  Seed the generator in the child first
+    (``rng(seed)``), or make it there (a ``Chop`` created in, or pickled to, the child).
     """
 
 
@@ -99,11 +115,12 @@ def exclusive_stream() -> threading.RLock:
 
 def _refuse_inherited_stream() -> None:
     raise ForkedStreamError(
-            "MATLAB's random stream was inherited from the parent process by fork: drawing from it "
-            "would repeat the parent's numbers (and every other child's). Seed it in this process "
-            "first, e.g. pychop_compat.rng(base_seed + worker_index), or use "
-            "Chop(..., rng=seed) objects made for each task (see the randomness contract in the docs)."
-        )
+        "MATLAB's random stream was not seeded in this child process: it would repeat the numbers "
+        "of the parent or of the other children (fork copies the parent's stream; spawn and "
+        "forkserver start every child at rng('default')). Seed it in this process first, e.g. "
+        "pychop_compat.rng(seed_of_this_task), or use a Chop(..., rng=...) made for each task "
+        "(see the randomness contract in the docs)."
+    )
 
 
 @dataclass(frozen=True)

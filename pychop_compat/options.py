@@ -8,6 +8,7 @@ any object with attributes, or nothing) into a validated, immutable
 from __future__ import annotations
 
 import collections.abc
+import dataclasses
 import difflib
 import math
 import numbers
@@ -199,6 +200,10 @@ def _given_fields(options) -> Optional[dict]:
         raise TypeError(_container_message(options))
     else:
         unknown = _attribute_fields(options) - set(OPTION_NAMES)
+        struct_like = isinstance(options, (types.SimpleNamespace, Options)) or dataclasses.is_dataclass(options)
+        if not struct_like and not any(hasattr(options, name) for name in OPTION_NAMES):
+            # An object of some other kind (a Chop, a DataFrame) is not an empty struct.
+            raise TypeError(_container_message(options) + " It has none of the option fields.")
         if unknown:
             raise _unknown_fields_error(unknown)
         items = ((name, getattr(options, name, None)) for name in OPTION_NAMES)
@@ -319,7 +324,8 @@ def _memo_key(options: dict, stored: Optional[ChopSpec], x_class: str):
     same types and values were validated before: the memo skips work, never a check.
     """
     items = tuple((k, _typed(v)) for k, v in options.items())
-    inherits_params = options.get("format") in CUSTOM_NAMES and _is_empty(options.get("params"))
+    name = options.get("format")
+    inherits_params = isinstance(name, str) and name in CUSTOM_NAMES and _is_empty(options.get("params"))
     inherited = (stored.fmt.t, stored.fmt.emax) if inherits_params and stored is not None else None
     key = (items, x_class, inherits_params, inherited)
     try:
@@ -394,6 +400,8 @@ def _resolve(options, stored: Optional[ChopSpec], x_class: str) -> ChopSpec:
             raise ValueError("Must specify options.params with options.format = 'c'.")
     else:
         fmt = lookup_format(name)
+        if "params" in given:
+            _params_pair(given["params"])  # ignored, as by chop.m, but not if malformed
 
     randfunc = given.get("randfunc", default_randfunc)
     if not callable(randfunc):

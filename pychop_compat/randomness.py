@@ -6,23 +6,22 @@ stream (``rand`` to pick elements, ``randi`` to pick bits).  A
 :class:`RandomSources` bundles the three draws so that the rounding code owns
 no global state.
 
-The contract (the page ``docs/randomness.rst`` says it in words; the tests
-check each promise):
+The contract (``docs/randomness.rst`` says it in words; the tests check each
+promise), by call:
 
-========================================  ==========================  ==================
-Call                                      Source                      Element order
-========================================  ==========================  ==================
-NumPy array or CPU tensor, no ``rng``     :attr:`Source.MATLAB_STREAM`  column-major, chop.m's
-GPU array (torch CUDA, CuPy), no ``rng``  :attr:`Source.DEVICE_COUNTER` row-major index
-``Chop(..., rng=<Generator>)``            :attr:`Source.GENERATOR`    column-major, chop.m's
-``Chop(..., rng=<int seed>)``             :data:`INT_SEED_SOURCE`     see there
-``options.randfunc``                      :attr:`Source.RANDFUNC`     chop.m's calls
-========================================  ==========================  ==================
+* NumPy array or CPU tensor, no ``rng``: :attr:`Source.MATLAB_STREAM`, in
+  chop.m's column-major order;
+* GPU array (torch CUDA, CuPy), no ``rng``: :attr:`Source.DEVICE_COUNTER`,
+  by row-major element index;
+* ``Chop(..., rng=<Generator>)``: :attr:`Source.GENERATOR`, in chop.m's order;
+* ``Chop(..., rng=<int seed>)``: :data:`INT_SEED_SOURCE`;
+* ``options.randfunc``: :attr:`Source.RANDFUNC`, called as chop.m calls it,
+  for stochastic rounding only; bit flips then draw from the source the call
+  would otherwise use.
 
-``randfunc`` supplies only the stochastic-rounding numbers; bit flips then
-draw from the source the row would otherwise use.  The counter-based
-generator itself (``mix64``, ``counter_uniform``, the stream numbers) is
-defined in :mod:`pychop_compat.engines.device_random` and only there.
+:func:`default_source` and :func:`source_for` state the table as functions.
+The counter-based generator itself (``mix64``, ``counter_uniform``, the stream
+numbers) is defined in :mod:`pychop_compat.engines.device_random` and only there.
 """
 
 from __future__ import annotations
@@ -210,6 +209,7 @@ def source_for(x, *, randfunc: Optional[Callable] = None, rng=None) -> SourcePla
     Examples
     --------
     >>> import numpy as np
+    >>> from pychop_compat.randomness import source_for
     >>> source_for(np.zeros(3))
     SourcePlan(stochastic=<Source.MATLAB_STREAM: 'matlab_stream'>, flips=<Source.MATLAB_STREAM: 'matlab_stream'>)
     >>> source_for(np.zeros(3), randfunc=np.random.default_rng(0).random, rng=7).stochastic

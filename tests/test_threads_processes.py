@@ -366,6 +366,15 @@ def test_parent_stream_unaffected_by_children():
     assert np.array_equal(rand(1, 4), expected)
 
 
+def test_spawned_children_must_seed_too():
+    # A spawned child starts at rng('default'), as every sibling does: the same numbers in each.
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        assert pool.map(_child_draws_unseeded, [0])[0][0] == "refused"
+        seeded = pool.map(_child_seeded, [31])
+    rng(31)
+    assert seeded == [chop(np.linspace(0.1, 0.9, 9), {"format": "h", "round": 5, "flip": 1}).tolist()]
+
+
 # --- the example ---------------------------------------------------------------------------------------
 
 def _load_example():

@@ -1,8 +1,10 @@
 """chop's options: the user-facing :class:`Options` and the resolved :class:`ChopSpec`.
 
-:func:`resolve` turns whatever the caller passed (a dict, an :class:`Options`,
+:func:`resolve` turns whatever the caller passed (a mapping, an :class:`Options`,
 any object with attributes, or nothing) into a validated, immutable
 :class:`ChopSpec`, following chop.m's rules for defaults and persistence.
+Every value is checked on every call; ``None`` is MATLAB's ``[]`` and an
+empty mapping MATLAB's ``struct()`` (see :func:`options_are_empty`).
 """
 
 from __future__ import annotations
@@ -36,18 +38,19 @@ class Options:
         ``'d'``/``'double'``/``'fp64'``, or ``'c'``/``'custom'`` with :attr:`params`.
     subnormal : int, optional
         1 to keep subnormal numbers, 0 to flush them (default 0 for bfloat16, else 1).
+        Like ``flip`` and ``explim``: 0 or 1 (``False``/``True``), nothing else.
     round : int, optional
         1 nearest-even (default), 2 towards +inf, 3 towards -inf, 4 towards zero,
         5 stochastic (probability proportional to distance), 6 stochastic (equal probability).
     flip : int, optional
         1 to flip, with probability :attr:`p`, one random significand bit of each result (default 0).
     p : float, optional
-        Probability of a bit flip (default 0.5).
+        Probability of a bit flip, a real number in [0, 1] (default 0.5).
     explim : int, optional
         0 to ignore the format's exponent range (default 1).
     randfunc : callable, optional
-        ``randfunc(n)`` returns ``n`` uniform numbers in (0, 1) for stochastic
-        rounding (default: MATLAB's stream, ``rand(n, 1)``).
+        ``randfunc(n)`` returns ``n`` uniform numbers in [0, 1) for stochastic
+        rounding (default: MATLAB's stream, ``rand(n, 1)``); checked on every call.
     params : sequence of two ints, optional
         ``[t, emax]`` of a custom format; returned filled in for every format.
     """

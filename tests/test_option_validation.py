@@ -261,3 +261,29 @@ def test_roundit_validates_like_chop():
         roundit([0.5], {"flip": 1, "params": [1, 3]})
     with pytest.raises(TypeError, match="options must be a dict"):
         roundit([0.5], {"round"})
+
+
+def test_chop_object_checks_its_arguments():
+    with pytest.raises(ValueError, match=r"\['precision'\]"):
+        Chop(precision="b")
+    with pytest.raises(ValueError, match=r"options\.flip must be 0 or 1"):
+        Chop(format="h", flip="1")
+    for bad in ("seed", 1.5, True, [1, 2]):
+        with pytest.raises(TypeError, match="rng must be a numpy.random.Generator or an integer seed"):
+            Chop(format="h", round=5, rng=bad)
+    a = Chop(format="h", round=5, rng=np.int64(3))(np.array([0.1, 0.2]))
+    b = Chop(format="h", round=5, rng=np.random.SeedSequence(3))(np.array([0.1, 0.2]))
+    assert np.array_equal(a, b)  # default_rng(3) and default_rng(SeedSequence(3)) are one stream
+
+
+def test_chop_with_an_object_that_is_not_options():
+    # An object of another kind (here a Chop) is not an empty struct: it is refused.
+    with pytest.raises(TypeError, match="options must be a dict"):
+        chop(THIRD, Chop(format="b"))
+
+    class Unrelated:
+        def __init__(self):
+            self._x = 1
+
+    with pytest.raises(TypeError, match="none of the option fields"):
+        chop(THIRD, Unrelated())

@@ -223,7 +223,7 @@ def _chop_checked(x, spec: ChopSpec, sources: RandomSources):
         try:
             return _engine_chop(x, spec, sources)
         except BaseException:
-            matlab_random.rng(saved)
+            matlab_random.restore_stream(saved)
             raise
 
 

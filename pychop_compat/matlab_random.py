@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["rng", "rand", "randi", "RngSettings", "stream_uniform", "stream_randi",
-           "ForkedStreamError", "exclusive_stream", "fork_generation"]
+           "ForkedStreamError", "exclusive_stream", "fork_generation", "restore_stream"]
 
 _DEFAULT_SEED_WORD = 5489  # mt19937ar's reference seed, used by MATLAB for rng(0)
 _stream = np.random.RandomState(_DEFAULT_SEED_WORD)
@@ -111,6 +111,19 @@ def exclusive_stream() -> threading.RLock:
     contiguous run of the stream, as if the calls ran one after another.
     """
     return _lock
+
+
+def restore_stream(settings: RngSettings) -> None:
+    """Put the stream back to ``settings`` (from ``rng()``) after a failed call.
+
+    Unlike ``rng(settings)`` this does not count as seeding the stream in a
+    child process: an undone call must not unlock the stream there.
+    """
+    global _seed
+    with _lock:
+        state = np.asarray(settings.State, dtype=np.uint32)
+        _stream.set_state(("MT19937", state[:624], int(state[624]), 0, 0.0))
+        _seed = settings.Seed
 
 
 def _refuse_inherited_stream() -> None:

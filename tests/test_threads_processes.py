@@ -298,6 +298,23 @@ def _child_seeded(seed):
     return chop(np.linspace(0.1, 0.9, 9), {"format": "h", "round": 5, "flip": 1}).tolist()
 
 
+def _child_randfunc_then_flips_twice(_):
+    # randfunc supplies the rounding numbers; the flips would come from the inherited stream.
+    options = {"format": "h", "round": 5, "flip": 1, "randfunc": _half}
+    kinds = []
+    for _ in range(2):
+        try:
+            chop(np.array([0.1, 3e-6]), options)
+            kinds.append("ok")
+        except ForkedStreamError:
+            kinds.append("refused")
+    return kinds
+
+
+def _half(n):
+    return np.full(n, 0.5)
+
+
 def _child_deterministic(_):
     return chop(THIRD, {"format": "b"})
 
@@ -328,6 +345,8 @@ def test_forked_child_refuses_to_repeat_the_parents_stream():
         assert all(kind == "refused" for kind, _ in results)
         assert "rng(" in results[0][1]
         assert all(kind == "refused" for kind, _ in pool.map(_child_rand_unseeded, range(2)))
+        # a refused call is undone without unlocking the stream: the next one is refused too
+        assert pool.map(_child_randfunc_then_flips_twice, [0]) == [["refused", "refused"]]
         # deterministic rounding draws nothing and works as ever
         assert pool.map(_child_deterministic, range(2)) == [THIRD_BF16] * 2
 

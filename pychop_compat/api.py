@@ -400,7 +400,9 @@ class Chop:
     Notes
     -----
     A ``Chop`` pickles (with its generator's state, if it has one): the
-    copy gives the numbers the original would have given next.  A ``Chop``
+    copy gives the numbers the original would have given next.  Threads may
+    share a ``Chop``: a call holds its generator, so each call's numbers are
+    a contiguous run of it (which call gets which run depends on scheduling).  A ``Chop``
     with its own generator that reaches a forked child by inheritance
     (not by pickling) raises :class:`~pychop_compat.randomness.ForkedStreamError`
     on its first random draw there, as its copies in every child would draw
@@ -430,9 +432,16 @@ class Chop:
                 rng = np.random.default_rng(rng)
             self._flips = generator_sources(rng)
             self._fork_generation = fork_generation()
+        self._draw_lock = threading.RLock()  # one call's draws from the generator are contiguous
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        del state["_draw_lock"]
+        return state
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
+        self._draw_lock = threading.RLock()
         if self._fork_generation is not None:  # a copy made here owns its generator here
             self._fork_generation = fork_generation()
 
@@ -456,7 +465,10 @@ class Chop:
                 "would repeat the parent's (and every other child's). Create the Chop in this process "
                 "(e.g. with a seed from numpy.random.SeedSequence(seed).spawn) or send it here pickled."
             )
-        return _chop_checked(x, spec, sources_for(spec.randfunc, self._flips))
+        if self._fork_generation is None or not (spec.flips or spec.round >= 5):
+            return _chop_checked(x, spec, sources_for(spec.randfunc, self._flips))
+        with self._draw_lock:
+            return _chop_checked(x, spec, sources_for(spec.randfunc, self._flips))
 
     def __repr__(self) -> str:
         o = self.options

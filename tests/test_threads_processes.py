@@ -228,6 +228,25 @@ def test_a_chop_call_holds_the_stream_until_it_returns():
     assert other_done.wait(10)
 
 
+def test_a_shared_chop_holds_its_generator_for_each_call():
+    # Two threads share one Chop with its own generator: the second call waits while the first
+    # one (paused inside its randfunc, between drawing flip numbers) holds the generator.
+    other_done = threading.Event()
+    seen_inside = []
+
+    def randfunc(n):
+        if not seen_inside:
+            worker = threading.Thread(target=lambda: (shared(np.array([0.1, 0.2])), other_done.set()))
+            worker.start()
+            seen_inside.append(other_done.wait(0.2))
+        return np.full(n, 0.5)
+
+    shared = Chop({"format": "h", "round": 5, "flip": 1, "randfunc": randfunc}, rng=np.random.default_rng(3))
+    shared(np.array([0.1, 2e-6]))
+    assert seen_inside == [False]
+    assert other_done.wait(10)
+
+
 def rand_after(seed, skipped):
     rng(seed)
     rand(skipped, 1)

@@ -188,3 +188,21 @@ def test_device_counter_advances_by_elements():
     assert device_random.take("contract-test", 5).offset == 10
     assert device_random.take("other-device", 1).offset == 0  # one counter per device
     device_random.seed_device(0)
+
+
+def test_device_counter_chunks_in_row_major_order_reproduce_the_whole_call(monkeypatch):
+    # Element i (row-major) of a call has counter offset + i, and each call advances the counter
+    # by its size: rows chopped one call at a time, in order, get the single call's numbers.
+    # Run on the GPU code path with CPU tensors (the switch the GPU-path tests use).
+    torch = pytest.importorskip("torch")
+    from pychop_compat.engines import torch_engine
+
+    monkeypatch.setattr(torch_engine, "_DEVICE_PATHS_ON_CPU", True)
+    x = torch.from_numpy(np.random.default_rng(6).uniform(0.1, 10.0, (5, 8)))
+    options = {"format": "b", "round": 5, "flip": 1, "p": 0.25}
+    device_random.seed_device(41)
+    whole = chop(x, options)
+    device_random.seed_device(41)
+    rows = torch.stack([chop(x[i], options) for i in range(x.shape[0])])
+    device_random.seed_device(0)
+    assert torch.equal(rows, whole)

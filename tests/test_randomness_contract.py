@@ -18,7 +18,7 @@ from pychop_compat import Chop, chop, rand, rng
 from pychop_compat.engines import device_random
 from pychop_compat.engines.numpy_engine import chop_array
 from pychop_compat.options import resolve
-from pychop_compat.randomness import (ELEMENT_ORDER, INT_SEED_SOURCE, MATLAB_STREAM, RandomSources, Source,
+from pychop_compat.randomness import (ELEMENT_ORDER, INT_SEED_SOURCE, RandomSources, Source,
                                       SourcePlan, default_source, generator_sources, source_for)
 
 # Six values in [0.25, 0.5): none is an fp16 number, each lies between k/2^12 and (k+1)/2^12.

@@ -272,3 +272,11 @@ def test_mx_stochastic_draws_in_column_major_order(mode):
             up = next(u) <= (r if mode == 5 else 0.5)
             want[i, j] = np.copysign(hi if up else lo, x[i, j])
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("name, call", CALLS)
+def test_ndarray_subclasses_are_refused_not_flattened(name, call):
+    with pytest.raises(TypeError, match="ndarray subclass"):
+        call(np.ma.masked_array([1.0, 2.0], mask=[False, True]))
+    with pytest.raises(TypeError, match="ndarray subclass"):
+        call(np.asmatrix([[1.0, 2.0]]))

@@ -92,6 +92,11 @@ class HostArray:
 
             host = sys.modules["cupy"].asnumpy(x)
         else:
+            if isinstance(x, np.ndarray) and type(x) is not np.ndarray and not isinstance(x, np.memmap):
+                # A masked array or matrix would silently come back plain (and masked values
+                # would set block scales): refuse rather than guess.
+                raise TypeError(f"Cannot give back a {type(x).__module__}.{type(x).__name__} (an ndarray "
+                                "subclass); pass numpy.asarray(x) to get a plain ndarray back.")
             host = x
             self.scalar = isinstance(x, numbers.Number) or isinstance(x, np.generic)
         arr = np.asarray(host)

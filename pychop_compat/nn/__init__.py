@@ -1,0 +1,11 @@
+"""Low-precision training in PyTorch: differentiable quantizers, quantized layers, an optimizer wrapper.
+
+Needs torch (``pip install pychop_compat[torch]``); ``import pychop_compat``
+does not import this package.  See the "Training in low precision" page of
+the documentation.
+"""
+
+from .quantize import ROUNDING_NAMES, GradientRule, Rounder, apply_quantizer, quantize
+from .modules import Quantizer
+
+__all__ = ["quantize", "Rounder", "GradientRule", "apply_quantizer", "ROUNDING_NAMES", "Quantizer"]

@@ -7,5 +7,6 @@ the documentation.
 
 from .quantize import ROUNDING_NAMES, GradientRule, Rounder, apply_quantizer, quantize
 from .modules import Quantizer
+from .optim import OptimLP
 
-__all__ = ["quantize", "Rounder", "GradientRule", "apply_quantizer", "ROUNDING_NAMES", "Quantizer"]
+__all__ = ["quantize", "Rounder", "GradientRule", "apply_quantizer", "ROUNDING_NAMES", "Quantizer", "OptimLP"]

@@ -6,7 +6,9 @@ the documentation.
 """
 
 from .quantize import ROUNDING_NAMES, GradientRule, Rounder, apply_quantizer, quantize
-from .modules import Quantizer
+from .modules import (Quantizer, QuantizedConv1d, QuantizedConv2d, QuantizedConv3d, QuantizedLayerNorm,
+                      QuantizedLinear, lower)
 from .optim import OptimLP
 
-__all__ = ["quantize", "Rounder", "GradientRule", "apply_quantizer", "ROUNDING_NAMES", "Quantizer", "OptimLP"]
+__all__ = ["quantize", "Rounder", "GradientRule", "apply_quantizer", "ROUNDING_NAMES", "Quantizer", "OptimLP", "lower",
+           "QuantizedLinear", "QuantizedConv1d", "QuantizedConv2d", "QuantizedConv3d", "QuantizedLayerNorm"]

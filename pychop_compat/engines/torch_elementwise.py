@@ -22,6 +22,13 @@ extended semantics (``spec.extended``):
 4. the scale undone (one rounding, as ``ldexp``) and chop.m's overflow and
    underflow rules (overflow decided on ``x``, underflow on the result).
 
+In eager mode, float32 values rounded to nearest in fp16 or bfloat16 with
+subnormals take torch's hardware cast to that dtype and back (one correct
+rounding, chop.m's overflow threshold), with zeros made +0 as chop.m's range
+rules make them.  Not under ``torch.compile``: Inductor does not emulate a
+cast down and back up by default (``emulate_precision_casts``) and would
+return the input unchanged.
+
 Only multiplications (no additions after a product) touch floating-point
 values, so a compiler that fuses multiply-add cannot change a result, and the
 carrier's subnormals are never flushed by an operation: a flush would be
@@ -39,6 +46,7 @@ it is always ``+0``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 
@@ -111,6 +119,9 @@ class ElementwisePlan:
     half_gt: float        # |c| > min_rep/2  <=> |c| > half_gt
     half_ge: float        # |c| >= min_rep/2 <=> |c| >= half_ge
     min_rep_value: float
+    # 'float16' or 'bfloat16' when chop's rounding of this carrier (float32) is the hardware
+    # cast to that dtype and back, up to the sign of zero; else None (see round_elementwise).
+    cast: Optional[str] = None
 
     @classmethod
     def from_spec(cls, spec: ChopSpec, carrier: str) -> "ElementwisePlan":
@@ -140,7 +151,25 @@ class ElementwisePlan:
             xmax_value=_stored(fmt.xmax, dt), min_rep_lt=_at_least(float(min_rep), dt),
             half_gt=_at_most(half, dt), half_ge=_at_least(half, dt),
             min_rep_value=_stored(float(min_rep), dt),
+            cast=_hardware_cast(spec, carrier),
         )
+
+
+# (t, emax) of the formats torch can cast float32 to in one correct rounding to nearest.
+_CASTS = {(11, 15): "float16", (8, 127): "bfloat16"}
+
+
+def _hardware_cast(spec: ChopSpec, carrier: str) -> Optional[str]:
+    """The torch dtype whose float32 cast rounds like chop's nearest mode with the full range.
+
+    A float32 -> float16/bfloat16 cast rounds to nearest, ties to even, with
+    gradual underflow and overflow to Inf at the same threshold as chop.m
+    (xboundary); chop.m gives +0 where the cast keeps the sign of a zero.
+    Only from float32: torch casts float64 through float32 (two roundings).
+    """
+    if carrier != "float32" or spec.round != 1 or not spec.limits_exponent or not spec.keeps_subnormals:
+        return None
+    return _CASTS.get((spec.fmt.t, spec.fmt.emax))
 
 
 def _int_dtype(torch, plan: ElementwisePlan):
@@ -195,6 +224,11 @@ def round_elementwise(x, plan: ElementwisePlan, uniforms=None):
     if str(x.dtype).rpartition(".")[2] != plan.carrier:
         raise ValueError(f"round_elementwise: the plan is for {plan.carrier} tensors, got {x.dtype}.")
     mode = plan.mode
+    if plan.cast is not None and not torch.compiler.is_compiling():
+        # Eager only: Inductor does not emulate a cast down and back up (its
+        # emulate_precision_casts is off by default) and would return x unchanged.
+        y = x.to(getattr(torch, plan.cast)).to(x.dtype)
+        return y.add_(0.0)  # chop.m's range rules make zeros +0; -0 + 0 = +0
     if mode >= 5 and uniforms is None:
         raise ValueError("Stochastic rounding (round = 5 or 6) needs a tensor of uniform numbers.")
     e = _exponent(x, plan)

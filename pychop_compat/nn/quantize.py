@@ -176,15 +176,41 @@ class Rounder:
                 raise ValueError("uniforms can only be given to a rounder that rounds elementwise "
                                  "(no bit flips, no extended format, rng None or a torch.Generator).")
             out = self._chop(work)
+        elif torch.compiler.is_compiling() or plan.cast is not None:
+            out = round_elementwise(work, plan, self._uniforms(work, uniforms))
+        elif not self.stochastic:
+            # Eager: chop's own engine, the same values (tested) by its tuned bit-pattern path.
+            out = self._chop(work)
         else:
-            if self.stochastic and uniforms is None:
-                generator = self.rng if isinstance(self.rng, torch.Generator) else None
-                uniforms = torch.rand(work.shape, dtype=work.dtype, device=work.device, generator=generator)
-            out = round_elementwise(work, plan, uniforms)
+            out = _in_chunks(work, plan, self._uniforms(work, uniforms))
         return out.to(give_back) if give_back is not None else out
+
+    def _uniforms(self, work: torch.Tensor, uniforms: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+        if not self.stochastic or uniforms is not None:
+            return uniforms
+        generator = self.rng if isinstance(self.rng, torch.Generator) else None
+        return torch.rand(work.shape, dtype=work.dtype, device=work.device, generator=generator)
 
     def __repr__(self) -> str:
         return f"Rounder({self._given!r}, rng={self.rng!r})"
+
+
+# Elements per piece of an eager elementwise rounding on the CPU: its twenty-odd passes
+# stay in the cache, and each operation stays below torch's parallel grain size (32768).
+_CPU_CHUNK = 32768
+
+
+def _in_chunks(work: torch.Tensor, plan: ElementwisePlan, uniforms: torch.Tensor) -> torch.Tensor:
+    """:func:`round_elementwise` piece by piece on the CPU (the same values: it is elementwise)."""
+    if work.device.type != "cpu" or work.numel() <= _CPU_CHUNK:
+        return round_elementwise(work, plan, uniforms)
+    flat = work.reshape(-1)
+    u = uniforms.expand(work.shape).reshape(-1)
+    out = torch.empty_like(flat)
+    for begin in range(0, flat.numel(), _CPU_CHUNK):
+        piece = slice(begin, begin + _CPU_CHUNK)
+        out[piece] = round_elementwise(flat[piece], plan, u[piece])
+    return out.view(work.shape)
 
 
 @dataclass(frozen=True, eq=False)

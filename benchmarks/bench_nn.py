@@ -52,7 +52,11 @@ def main(argv=None) -> int:
     parser.add_argument("--sizes", default=None, help="comma-separated n (default 1e5,1e6)")
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile rows")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch.set_num_threads (1 gives steadier numbers on a shared machine)")
     args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         print("No CUDA GPU visible to torch: nothing to measure on cuda.")
         return 0

@@ -52,7 +52,7 @@ import numpy as np
 
 from ..options import ChopSpec
 
-__all__ = ["ElementwisePlan", "supports", "round_elementwise"]
+__all__ = ["ElementwisePlan", "supports", "round_elementwise", "round_stochastic_eager"]
 
 
 def supports(spec: ChopSpec) -> bool:
@@ -301,3 +301,54 @@ def _underflow(c, plan: ElementwisePlan):
     else:
         return torch.where(small, zero, c)
     return torch.where(to_min, target, torch.where(small, zero, c))
+
+
+def _regular_range(plan: ElementwisePlan):
+    """(low, high): carrier bit patterns of magnitudes whose rounding is a plain t-bit
+    rounding of the significand, untouched by chop's range rules (xmin <= |x| <= xmax,
+    normal in the carrier)."""
+    dt = np.dtype(plan.carrier)
+    int_dt = np.int64 if plan.carrier == "float64" else np.int32
+    low = 1 << plan.mant  # the carrier's smallest normal number
+    high = (plan.field << plan.mant) - 1  # its largest finite number
+    if plan.limits:
+        xmin = _at_least(2.0 ** plan.emin if plan.emin >= -1074 else 0.0, dt)  # the format's
+        low = max(low, int(np.array(xmin, dt).view(int_dt)))
+        high = min(high, int(np.array(plan.xmax_gt, dt).view(int_dt)))
+    return low, high
+
+
+def round_stochastic_eager(x, plan: ElementwisePlan, uniforms):
+    """Stochastic rounding (modes 5, 6) of ``x`` as :func:`round_elementwise`, faster in eager mode.
+
+    Elements in the format's normal range round on their bit patterns (the
+    dropped bits are the scaled value's fraction, exactly; the kept bits go up
+    one unit when the element's number is at most that fraction, or 1/2 in
+    mode 6, and the fraction is not 0); the others (below xmin, above xmax,
+    the carrier's subnormals, Inf, NaN) are gathered and take
+    :func:`round_elementwise`.  The gathering depends on the data: for eager
+    mode only (``torch.compile`` traces :func:`round_elementwise` instead).
+    """
+    import torch
+
+    if plan.mode < 5:
+        raise ValueError("round_stochastic_eager is for round = 5 or 6.")
+    int_dtype = _int_dtype(torch, plan)
+    flat = x.reshape(-1)
+    u = uniforms.expand(x.shape).reshape(-1).to(x.dtype)
+    bits = flat.view(int_dtype)
+    shift = max(plan.mant - plan.t + 1, 0)
+    mask = (1 << shift) - 1
+    dropped = bits & mask
+    if plan.mode == 5:
+        up = (u <= dropped.to(x.dtype).mul_(2.0 ** -shift)).logical_and_(dropped != 0)
+    else:
+        up = (u <= 0.5).logical_and_(dropped != 0)
+    out_bits = (bits & ~mask).add_(up.to(int_dtype).mul_(mask + 1))
+    out = out_bits.view(x.dtype)
+    low, high = _regular_range(plan)
+    magnitude = bits & (np.iinfo(np.int64 if plan.carrier == "float64" else np.int32).max)
+    others = torch.nonzero((magnitude < low).logical_or_(magnitude > high)).view(-1)
+    if others.numel():
+        out[others] = round_elementwise(flat[others], plan, u[others])
+    return out.view(x.shape)

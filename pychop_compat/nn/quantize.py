@@ -19,7 +19,7 @@ import torch
 
 from ..api import Chop
 from ..options import OPTION_NAMES, resolve
-from ..engines.torch_elementwise import ElementwisePlan, round_elementwise, supports
+from ..engines.torch_elementwise import ElementwisePlan, round_elementwise, round_stochastic_eager, supports
 
 __all__ = ["Rounder", "quantize", "ROUNDING_NAMES"]
 
@@ -182,7 +182,7 @@ class Rounder:
             # Eager: chop's own engine, the same values (tested) by its tuned bit-pattern path.
             out = self._chop(work)
         else:
-            out = _in_chunks(work, plan, self._uniforms(work, uniforms))
+            out = round_stochastic_eager(work, plan, self._uniforms(work, uniforms))
         return out.to(give_back) if give_back is not None else out
 
     def _uniforms(self, work: torch.Tensor, uniforms: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
@@ -193,24 +193,6 @@ class Rounder:
 
     def __repr__(self) -> str:
         return f"Rounder({self._given!r}, rng={self.rng!r})"
-
-
-# Elements per piece of an eager elementwise rounding on the CPU: its twenty-odd passes
-# stay in the cache, and each operation stays below torch's parallel grain size (32768).
-_CPU_CHUNK = 32768
-
-
-def _in_chunks(work: torch.Tensor, plan: ElementwisePlan, uniforms: torch.Tensor) -> torch.Tensor:
-    """:func:`round_elementwise` piece by piece on the CPU (the same values: it is elementwise)."""
-    if work.device.type != "cpu" or work.numel() <= _CPU_CHUNK:
-        return round_elementwise(work, plan, uniforms)
-    flat = work.reshape(-1)
-    u = uniforms.expand(work.shape).reshape(-1)
-    out = torch.empty_like(flat)
-    for begin in range(0, flat.numel(), _CPU_CHUNK):
-        piece = slice(begin, begin + _CPU_CHUNK)
-        out[piece] = round_elementwise(flat[piece], plan, u[piece])
-    return out.view(work.shape)
 
 
 @dataclass(frozen=True, eq=False)

@@ -38,6 +38,7 @@ class Quantizer(nn.Module):
     Examples
     --------
     >>> import torch
+    >>> from pychop_compat.nn import Quantizer
     >>> q = Quantizer('b', 'q52', backward_rounding='stochastic')
     >>> x = torch.tensor([1/3], requires_grad=True)
     >>> q(x)
@@ -110,6 +111,7 @@ class QuantizedLinear(_QuantizedLayer, nn.Linear):
 
     Examples
     --------
+    >>> from pychop_compat.nn import QuantizedLinear
     >>> layer = QuantizedLinear(4, 2, weight='b', activation='h', gradient=('q52', 'stochastic'))
     """
 
@@ -206,6 +208,7 @@ def lower(model: nn.Module, weight: Any = None, activation: Any = None, gradient
     Examples
     --------
     >>> import torch
+    >>> from pychop_compat.nn import lower
     >>> net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
     >>> low = lower(net, weight='b', activation='b', gradient=('b', 'stochastic'))
     >>> type(low[0]).__name__

@@ -68,6 +68,7 @@ class OptimLP(torch.optim.Optimizer):
     Examples
     --------
     >>> import torch
+    >>> from pychop_compat.nn import OptimLP
     >>> model = torch.nn.Linear(4, 1)
     >>> opt = OptimLP(torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
     ...               weight=('b', 'stochastic'), grad='h', state='h')

@@ -93,6 +93,7 @@ class Rounder:
     Examples
     --------
     >>> import torch
+    >>> from pychop_compat.nn import Rounder
     >>> Rounder('b')(torch.tensor([1/3]))
     tensor([0.3340])
     """
@@ -293,6 +294,7 @@ def quantize(x: torch.Tensor, format: Any = "h", rounding: Union[str, int, None]
     Examples
     --------
     >>> import torch
+    >>> from pychop_compat.nn import quantize
     >>> x = torch.tensor([1/3, 100000.0], requires_grad=True)
     >>> y = quantize(x, 'h', clip=True)
     >>> y

@@ -46,3 +46,12 @@ def test_cpu_benchmark_quick_run():
     rows = [row for row in out.stdout.splitlines() if row.startswith("| 1e+0")]
     assert len(rows) >= 24, out.stdout  # 2 sizes x 2 dtypes x 6 configurations, then torch rows
     assert any("fp16 SR5 MATLAB stream" in row for row in rows)
+
+
+@pytest.mark.skipif("torch" not in available_engines(), reason="torch not installed")
+def test_nn_benchmark_prints_its_table():
+    out = _run("bench_nn.py", "--quick", "--threads", "1")
+    assert out.returncode == 0, out.stderr
+    rows = [line for line in out.stdout.splitlines() if line.startswith("| ") and not line.startswith("| case")]
+    assert len(rows) == 5, out.stdout  # one size, five cases (no torch.compile row in --quick)
+    assert all(row.count("|") == 6 for row in rows)

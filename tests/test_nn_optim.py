@@ -6,7 +6,6 @@ from __future__ import annotations
 import copy
 import math
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")

@@ -107,13 +107,13 @@ class Rounder:
             given["subnormal"] = int(bool(subnormal))
         self._given = given
         self.rng = rng
-        self._host_random = isinstance(rng, (int, np.integer, np.random.Generator)) or (
-            isinstance(rng, str) and rng == _CHOP_RANDOM)
+        chop_seed = isinstance(rng, (int, np.integer, np.random.Generator)) and not isinstance(rng, bool)
+        self._host_random = chop_seed or (isinstance(rng, str) and rng == _CHOP_RANDOM)
         if not (rng is None or self._host_random or isinstance(rng, torch.Generator)):
             raise TypeError(f"rng must be None, a torch.Generator, 'chop', an int or a "
                             f"numpy.random.Generator, not {rng!r}.")
-        self._chop = Chop(given) if rng is None or rng == _CHOP_RANDOM or isinstance(rng, torch.Generator) \
-            else Chop(given, rng=rng)
+        # chop's own machinery: for bit flips, extended formats and chop's random numbers.
+        self._chop = Chop(given, rng=rng) if chop_seed else Chop(given)
         self.spec = resolve(given, None, "double")  # raises here for bad options
         # Resolved once, so that a call does no option parsing (torch.compile traces calls).
         self._plans = {}

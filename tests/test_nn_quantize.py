@@ -27,9 +27,10 @@ def _samples(dtype, n=3000, seed=0):
 
 def _bits(t):
     """Bit patterns of a float tensor; all NaNs as one pattern (NaN payloads may differ)."""
-    a = t.detach().numpy()
-    view = a.view({8: np.int64, 4: np.int32, 2: np.int16}[a.itemsize]).copy()
-    view[np.isnan(a)] = -1
+    t = t.detach()
+    int_dtype = {8: torch.int64, 4: torch.int32, 2: torch.int16}[t.element_size()]
+    view = t.view(int_dtype).numpy().copy()  # (bfloat16 has no NumPy dtype: its bits do)
+    view[torch.isnan(t).numpy()] = -1
     return view
 
 
@@ -107,10 +108,12 @@ def test_hardware_casts_are_round_to_nearest():
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_half_dtypes_keep_their_dtype(dtype):
-    x = torch.linspace(-3, 3, 1001).to(dtype)
-    got = quantize(x, "q43")
-    assert got.dtype == dtype and got.shape == x.shape
-    np.testing.assert_array_equal(_bits(got.float()), _bits(chop(x.float(), {"format": "q43"})))
+    x = torch.cat([torch.linspace(-3, 3, 1001), torch.tensor([1e-7, -3e-8, 6e-5, 70000.0])]).to(dtype)
+    for options in ({"format": "q43"}, {"format": "h"}, {"format": "b"}, {"format": "b", "subnormal": 1},
+                    {"format": "q52", "round": 2}):
+        got = quantize(x, options)
+        assert got.dtype == dtype and got.shape == x.shape
+        np.testing.assert_array_equal(_bits(got), _bits(chop(x, options)), err_msg=str(options))
 
 
 def test_stochastic_rounding_is_unbiased_with_torchs_generator():

@@ -318,6 +318,9 @@ def _regular_range(plan: ElementwisePlan):
     return low, high
 
 
+_EAGER_PIECE = 32768
+
+
 def round_stochastic_eager(x, plan: ElementwisePlan, uniforms):
     """Stochastic rounding (modes 5, 6) of ``x`` as :func:`round_elementwise`, faster in eager mode.
 
@@ -336,19 +339,27 @@ def round_stochastic_eager(x, plan: ElementwisePlan, uniforms):
     int_dtype = _int_dtype(torch, plan)
     flat = x.reshape(-1)
     u = uniforms.expand(x.shape).reshape(-1).to(x.dtype)
-    bits = flat.view(int_dtype)
     shift = max(plan.mant - plan.t + 1, 0)
     mask = (1 << shift) - 1
-    dropped = bits & mask
-    if plan.mode == 5:
-        up = (u <= dropped.to(x.dtype).mul_(2.0 ** -shift)).logical_and_(dropped != 0)
-    else:
-        up = (u <= 0.5).logical_and_(dropped != 0)
-    out_bits = (bits & ~mask).add_(up.to(int_dtype).mul_(mask + 1))
-    out = out_bits.view(x.dtype)
     low, high = _regular_range(plan)
-    magnitude = bits & (np.iinfo(np.int64 if plan.carrier == "float64" else np.int32).max)
-    others = torch.nonzero((magnitude < low).logical_or_(magnitude > high)).view(-1)
+    abs_mask = np.iinfo(np.int64 if plan.carrier == "float64" else np.int32).max
+    out = torch.empty_like(flat)
+    irregular = torch.empty(flat.shape, dtype=torch.bool, device=flat.device)
+    # On the CPU, pieces that stay in the cache (and below torch's parallel grain size);
+    # elsewhere, one piece.
+    piece = _EAGER_PIECE if flat.device.type == "cpu" else max(flat.numel(), 1)
+    for begin in range(0, flat.numel(), piece):
+        part = slice(begin, begin + piece)
+        bits = flat[part].view(int_dtype)
+        dropped = bits & mask
+        if plan.mode == 5:
+            up = (u[part] <= dropped.to(x.dtype).mul_(2.0 ** -shift)).logical_and_(dropped != 0)
+        else:
+            up = (u[part] <= 0.5).logical_and_(dropped != 0)
+        torch.add(bits & ~mask, up.to(int_dtype).mul_(mask + 1), out=out[part].view(int_dtype))
+        magnitude = bits & abs_mask
+        torch.logical_or(magnitude < low, magnitude > high, out=irregular[part])
+    others = torch.nonzero(irregular).view(-1)
     if others.numel():
         out[others] = round_elementwise(flat[others], plan, u[others])
     return out.view(x.shape)

@@ -11,8 +11,10 @@ from .formats import Format, float_params
 from .matlab_random import RngSettings, rand, randi, rng
 from .options import Options
 from . import linalg  # noqa: E402  (needs chop above)
+from .arithmetic import chopped, decode, encode  # noqa: E402  (needs linalg)
 
 __all__ = [
     "__version__", "chop", "clear_chop", "chop_options", "roundit", "float_params",
     "Options", "Chop", "Format", "linalg", "rng", "rand", "randi", "RngSettings",
+    "chopped", "encode", "decode",
 ]

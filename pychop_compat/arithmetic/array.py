@@ -622,7 +622,8 @@ def _matmul(a, b, out=None):
             C = C[..., 0, :]
         if B.ndim == 1:
             C = C[..., 0]
-    return _write_out(_result(np.asarray(C), arith, False), out)
+    C = np.asarray(C)
+    return _write_out(_result(C, arith, C.ndim == 0), out)
 
 
 def _dot(a, b, out=None):
@@ -708,8 +709,8 @@ def _einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
         if summed:
             data = reductions.reduce(data, arith.round, "add", summed, method=arith.method,
                                      block_size=arith.block_size, scalar_rnd=arith.round_scalar)
-        result = np.einsum(f"{kept}->{output}", data) if kept else data
-        return _write_out(_result(np.asarray(result), arith, False), out)
+        result = np.asarray(np.einsum(f"{kept}->{output}", data) if kept else data)
+        return _write_out(_result(result, arith, result.ndim == 0), out)
     if len(datas) != 2:
         raise NotChoppedError("einsum with more than two operands is not implemented on chopped "
                               "arrays (the order of the contractions would be a choice); contract "
@@ -745,8 +746,8 @@ def _einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
         C[i] = _kernel(A3[i], B3[i], arith) if k else 0.0
     letters = batch + free_a + free_b
     C = C.reshape(tuple(size[c] for c in letters))
-    result = np.einsum(f"{''.join(letters)}->{output}", C) if letters else C.reshape(())
-    return _write_out(_result(np.asarray(result), arith, False), out)
+    result = np.asarray(np.einsum(f"{''.join(letters)}->{output}", C) if letters else C.reshape(()))
+    return _write_out(_result(result, arith, result.ndim == 0), out)
 
 
 # -- numpy.linalg ----------------------------------------------------------------------------

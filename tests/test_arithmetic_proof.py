@@ -248,3 +248,32 @@ def test_matmul_table_matches_scalar_loops(fmt, method):
     got = chopped(A, fmt, method=method, block_size=4) @ chopped(B, fmt)
     want = np.array([[hand_inner(ch, A[i], B[:, j], method, 4) for j in range(3)] for i in range(4)])
     same(got.values, want)
+
+
+# --- the example: a user's function in fp16, bfloat16 and fp8 ------------------------------------
+
+
+def test_example_user_function_matches_hand_chopped():
+    import importlib.util
+    from pathlib import Path
+
+    from pychop_compat import linalg
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "chopped_user_function.py"
+    spec = importlib.util.spec_from_file_location("chopped_user_function", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    results = example.main(verbose=False)
+    x, w1, w2 = example.inputs()
+    for name, fmt in example.FORMATS.items():
+        ch = Chop(format=fmt)
+        h = ch(np.tanh(linalg.matmul(ch(x), ch(w1), fmt)))
+        logits = linalg.matmul(h, ch(w2), fmt)
+        e = ch(np.exp(ch(logits - logits.max(axis=1, keepdims=True))))
+        s = e[:, 0]
+        for k in range(1, e.shape[1]):
+            s = ch(s + e[:, k])
+        same(results[name], ch(e / s[:, None]))
+    # more bits, smaller error: unit roundoffs 2^-11 (fp16) < 2^-8 (bfloat16) < 2^-4 (fp8-e4m3)
+    errors = [np.max(np.abs(results[n] - results["double"])) for n in ("fp16", "bfloat16", "fp8-e4m3")]
+    assert errors[0] < errors[1] < errors[2]

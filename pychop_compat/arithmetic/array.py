@@ -904,8 +904,8 @@ def chopped(x, options=None, *, strict: bool = False, mismatch: str = "error",
             arith = arith.with_settings(strict=strict, mismatch=mismatch, method=method,
                                         block_size=block_size)
     else:
-        arith = Arithmetic(options, strict=strict, mismatch=mismatch, method=method,
-                           block_size=block_size, **kwargs)
+        arith = Arithmetic.of(options, strict=strict, mismatch=mismatch, method=method,
+                              block_size=block_size, **kwargs)
     if isinstance(x, (ChoppedArray, ChoppedScalar)):
         x = _unwrap(x)
     if isinstance(x, (numbers.Real, np.floating, np.integer)) and not isinstance(x, (bool, np.bool_)) \

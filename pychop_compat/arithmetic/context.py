@@ -99,6 +99,25 @@ class Arithmetic:
                      spec.p if spec.flip else None, bool(spec.explim), spec.randfunc)
         self.round_scalar = _scalar_rounder(spec, self._sources)
 
+    @classmethod
+    def of(cls, options=None, **settings: Any) -> "Arithmetic":
+        """``Arithmetic(options, **settings)``, the same object for the same hashable request.
+
+        Operations between chopped values of one arithmetic object skip the
+        comparison of formats, so :func:`chopped` hands out shared objects
+        (they are immutable).  ``options=None`` (the persistent chop options,
+        which may change) is never shared.
+        """
+        key = _request_key(options, settings)
+        if key is None:
+            return cls(options, **settings)
+        arith = _SHARED.get(key)
+        if arith is None:
+            if len(_SHARED) >= 256:
+                _SHARED.clear()
+            arith = _SHARED[key] = cls(options, **settings)
+        return arith
+
     # -- identity ------------------------------------------------------------------------
 
     @property
@@ -207,6 +226,27 @@ class Arithmetic:
         return self.round(arr)
 
 
+_SHARED: dict = {}
+
+
+def _request_key(options, settings):
+    """A hashable form of ``(options, settings)``, or None."""
+    if options is None and not settings:
+        return None
+    if isinstance(options, dict):
+        opts = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in options.items()))
+    elif isinstance(options, str) or options is None:
+        opts = options
+    else:
+        return None
+    key = (opts, tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in settings.items())))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
 # -- scalars ------------------------------------------------------------------------------------
 
 
@@ -236,13 +276,13 @@ def _scalar_rounder(spec: ChopSpec, sources) -> Callable[[float], float]:
         return general
     # frexp's exponent e of v (0.5 <= |m| < 1): v's binade is e - 1; regular when emin <= e - 1 < emax
     low, high = fmt.emin + 1, fmt.emax
-    shift = 52 - t
-    frexp, ldexp = math.frexp, math.ldexp
+    shifters = [math.ldexp(1.5, e + 52 - t) for e in range(low, high + 1)]
+    frexp = math.frexp
 
     def round_nearest(v: float) -> float:
         e = frexp(v)[1]
         if low <= e <= high and v:  # (frexp gives e = 0 for zeros, Inf and NaN)
-            s = ldexp(1.5, e + shift)
+            s = shifters[e - low]
             r = (v + s) - s
             if r == r:  # not Inf - Inf
                 return r

@@ -106,54 +106,90 @@ class ChoppedScalar:
         return NotImplemented
 
     def __add__(self, other):
-        a, o = self._other(other)
-        if a is None:
-            return self._array_op(np.add, other, False)
+        a = self._arith
+        if type(other) is ChoppedScalar and other._arith is a:
+            o = other._v
+        elif type(other) is float and not a.strict:
+            o = other
+        else:
+            a, o = self._other(other)
+            if a is None:
+                return self._array_op(np.add, other, False)
         r = _new(ChoppedScalar)
         r._v = a.round_scalar(self._v + o)
         r._arith = a
         return r
 
     def __radd__(self, other):
-        a, o = self._other(other)
-        if a is None:
-            return self._array_op(np.add, other, True)
+        a = self._arith
+        if type(other) is ChoppedScalar and other._arith is a:
+            o = other._v
+        elif type(other) is float and not a.strict:
+            o = other
+        else:
+            a, o = self._other(other)
+            if a is None:
+                return self._array_op(np.add, other, True)
         r = _new(ChoppedScalar)
         r._v = a.round_scalar(o + self._v)
         r._arith = a
         return r
 
     def __sub__(self, other):
-        a, o = self._other(other)
-        if a is None:
-            return self._array_op(np.subtract, other, False)
+        a = self._arith
+        if type(other) is ChoppedScalar and other._arith is a:
+            o = other._v
+        elif type(other) is float and not a.strict:
+            o = other
+        else:
+            a, o = self._other(other)
+            if a is None:
+                return self._array_op(np.subtract, other, False)
         r = _new(ChoppedScalar)
         r._v = a.round_scalar(self._v - o)
         r._arith = a
         return r
 
     def __rsub__(self, other):
-        a, o = self._other(other)
-        if a is None:
-            return self._array_op(np.subtract, other, True)
+        a = self._arith
+        if type(other) is ChoppedScalar and other._arith is a:
+            o = other._v
+        elif type(other) is float and not a.strict:
+            o = other
+        else:
+            a, o = self._other(other)
+            if a is None:
+                return self._array_op(np.subtract, other, True)
         r = _new(ChoppedScalar)
         r._v = a.round_scalar(o - self._v)
         r._arith = a
         return r
 
     def __mul__(self, other):
-        a, o = self._other(other)
-        if a is None:
-            return self._array_op(np.multiply, other, False)
+        a = self._arith
+        if type(other) is ChoppedScalar and other._arith is a:
+            o = other._v
+        elif type(other) is float and not a.strict:
+            o = other
+        else:
+            a, o = self._other(other)
+            if a is None:
+                return self._array_op(np.multiply, other, False)
         r = _new(ChoppedScalar)
         r._v = a.round_scalar(self._v * o)
         r._arith = a
         return r
 
     def __rmul__(self, other):
-        a, o = self._other(other)
-        if a is None:
-            return self._array_op(np.multiply, other, True)
+        a = self._arith
+        if type(other) is ChoppedScalar and other._arith is a:
+            o = other._v
+        elif type(other) is float and not a.strict:
+            o = other
+        else:
+            a, o = self._other(other)
+            if a is None:
+                return self._array_op(np.multiply, other, True)
         r = _new(ChoppedScalar)
         r._v = a.round_scalar(o * self._v)
         r._arith = a

@@ -19,6 +19,7 @@ from typing import Any, Optional
 import numpy as np
 
 from .. import linalg
+from ..engines import array_library
 from . import reductions
 from .context import Arithmetic, FormatMismatchError
 from .scalar import ChoppedScalar
@@ -26,7 +27,7 @@ from .scalar import ChoppedScalar
 __all__ = ["ChoppedArray", "chopped", "NotChoppedError"]
 
 
-class NotChoppedError(TypeError):
+class NotChoppedError(NotImplementedError):
     """A NumPy function that chopped arrays do not implement with per-operation rounding."""
 
 
@@ -908,6 +909,13 @@ def chopped(x, options=None, *, strict: bool = False, mismatch: str = "error",
                               block_size=block_size, **kwargs)
     if isinstance(x, (ChoppedArray, ChoppedScalar)):
         x = _unwrap(x)
+    if array_library(x) == "torch":
+        from .torch_tensor import chopped_tensor
+
+        return chopped_tensor(x, arith)
+    if array_library(x) == "cupy":
+        raise NotImplementedError("chopped CuPy arrays are not implemented yet; use "
+                                  "pychop_compat.chop on CuPy arrays, or chopped NumPy arrays.")
     if isinstance(x, (numbers.Real, np.floating, np.integer)) and not isinstance(x, (bool, np.bool_)) \
             and not (isinstance(x, np.generic) and x.dtype == np.float32):
         return ChoppedScalar._make(float(arith.store(float(x))), arith)

@@ -29,7 +29,7 @@ METHODS = ("recursive", "pairwise", "blocked", "fma")
 MISMATCH_RULES = ("error", "left", "wider")
 
 
-class FormatMismatchError(TypeError):
+class FormatMismatchError(ValueError):
     """Two chopped operands of one operation have different formats or rounding."""
 
 

@@ -14,6 +14,7 @@ rounding raises an error that says so.  Leaving the simulation is explicit:
 from __future__ import annotations
 
 import numbers
+import sys
 from typing import Any, Optional
 
 import numpy as np
@@ -865,6 +866,13 @@ _PLAIN = {
 }
 
 
+def _is_jax_array(x) -> bool:
+    """A JAX array, detected without importing jax."""
+    module = type(x).__module__.partition(".")[0]
+    jax = sys.modules.get("jax")
+    return module in ("jax", "jaxlib") and jax is not None and isinstance(x, jax.Array)
+
+
 def chopped(x, options=None, *, strict: bool = False, mismatch: str = "error",
             method: str = "recursive", block_size: int = 32, **kwargs: Any):
     """Values in a low-precision format whose every arithmetic operation rounds.
@@ -913,6 +921,10 @@ def chopped(x, options=None, *, strict: bool = False, mismatch: str = "error",
         from .torch_tensor import chopped_tensor
 
         return chopped_tensor(x, arith)
+    if _is_jax_array(x):
+        from .jax_array import chopped_jax
+
+        return chopped_jax(x, arith)
     if array_library(x) == "cupy":
         raise NotImplementedError("chopped CuPy arrays are not implemented yet; use "
                                   "pychop_compat.chop on CuPy arrays, or chopped NumPy arrays.")

@@ -184,7 +184,9 @@ class Arithmetic:
 
     # -- rounding --------------------------------------------------------------------------
 
-    def _spec_for(self, dtype: np.dtype) -> ChopSpec:
+    def spec_for(self, dtype) -> ChopSpec:
+        """The resolved spec for data of ``dtype`` (float64: MATLAB double; else single)."""
+        dtype = np.dtype(dtype)
         spec = self._specs.get(dtype)
         if spec is None:
             spec = self._specs[dtype] = resolve(self.given, None, "single")
@@ -200,7 +202,7 @@ class Arithmetic:
             return np.asarray(self.chop(x))
         if x.size == 0:
             return x.copy()
-        return numpy_engine.chop_array(x, self._spec_for(dtype), self._sources)
+        return numpy_engine.chop_array(x, self._specs.get(dtype) or self.spec_for(dtype), self._sources)
 
     def enter(self, x) -> np.ndarray:
         """A plain operand as it enters an operation: exactly, or rounded when ``strict``."""

@@ -16,6 +16,7 @@ Run from the repository root::
 
     python benchmarks/bench_arithmetic.py            # n = 10, 1e3, 1e5, 1e7
     python benchmarks/bench_arithmetic.py --quick    # n = 10, 1e3
+    python benchmarks/bench_arithmetic.py --smoke    # one sample of each (checks the script)
 """
 
 from __future__ import annotations
@@ -44,15 +45,15 @@ def interleaved(funcs, repeats: int, number: int) -> list[float]:
     return [float(np.median(s)) for s in samples]
 
 
-def elementwise(sizes, fmt: str = "h"):
+def elementwise(sizes, fmt: str = "h", smoke: bool = False):
     ch = Chop(format=fmt)
     rows = []
     rng = np.random.default_rng(0)
     for n in sizes:
         x, y = ch(rng.standard_normal(n)), ch(np.abs(rng.standard_normal(n)) + 3.0)
         X, Y = chopped(x, fmt), chopped(y, fmt)
-        number = min(1000, max(1, int(2e5 // n)))
-        repeats = 7 if n >= 10**6 else 11
+        number = 1 if smoke else min(1000, max(1, int(2e5 // n)))
+        repeats = 1 if smoke else (7 if n >= 10**6 else 11)
         cases = [
             ("x + y", lambda: ch(x + y), lambda: X + Y),
             ("x * y", lambda: ch(x * y), lambda: X * Y),
@@ -64,7 +65,7 @@ def elementwise(sizes, fmt: str = "h"):
     return rows
 
 
-def scalars(fmt: str = "h", mode: int = 1, number: int = 200000):
+def scalars(fmt: str = "h", mode: int = 1, number: int = 200000, repeats: int = 9):
     o = {"format": fmt, "round": mode}
     a, b = chop(1 / 3, o), chop(2 / 7, o)
     A, B = chopped(a, o), chopped(b, o)
@@ -74,7 +75,7 @@ def scalars(fmt: str = "h", mode: int = 1, number: int = 200000):
         ("a * b", lambda: a * b, lambda: chop(a * b), lambda: A * B),
         ("a / b", lambda: a / b, lambda: chop(a / b), lambda: A / B),
     ):
-        t_bare, t_hand, t_wrapped = interleaved([bare, hand, wrapped], 9, number)
+        t_bare, t_hand, t_wrapped = interleaved([bare, hand, wrapped], repeats, number)
         rows.append((name, t_bare, t_hand, t_wrapped))
     return rows
 
@@ -82,21 +83,22 @@ def scalars(fmt: str = "h", mode: int = 1, number: int = 200000):
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes only")
+    parser.add_argument("--smoke", action="store_true", help="one sample of each (tests the script)")
     parser.add_argument("--format", default="h", help="chop format (default 'h')")
     args = parser.parse_args(argv)
-    sizes = [10, 1000] if args.quick else [10, 1000, 100000, 10**7]
+    sizes = [10, 1000] if args.quick or args.smoke else [10, 1000, 100000, 10**7]
     print(f"Elementwise, format {args.format!r}, round to nearest: chopped arrays vs ch(op(x, y))\n")
     print("| n | operation | ch(op) | chopped | ratio | overhead per op |")
     print("|---|---|---|---|---|---|")
-    for n, name, t_hand, t_wrapped in elementwise(sizes, args.format):
+    for n, name, t_hand, t_wrapped in elementwise(sizes, args.format, args.smoke):
         print(f"| {n:.0e} | `{name}` | {t_hand * 1e6:.2f} us | {t_wrapped * 1e6:.2f} us | "
               f"{t_wrapped / t_hand:.3f} | {(t_wrapped - t_hand) * 1e6:+.2f} us |")
     for mode in (1, 4):
         print(f"\nScalars, format {args.format!r}, round={mode}: chopped scalars vs Python floats\n")
         print("| operation | float op | chop(float op) | chopped scalar | overhead over float op |")
         print("|---|---|---|---|---|")
-        for name, t_bare, t_hand, t_wrapped in scalars(args.format, mode,
-                                                       20000 if args.quick else 200000):
+        number = 10 if args.smoke else (20000 if args.quick else 200000)
+        for name, t_bare, t_hand, t_wrapped in scalars(args.format, mode, number, 1 if args.smoke else 9):
             print(f"| `{name}` | {t_bare * 1e9:.0f} ns | {t_hand * 1e9:.0f} ns | {t_wrapped * 1e9:.0f} ns | "
                   f"{(t_wrapped - t_bare) * 1e9:.0f} ns |")
 

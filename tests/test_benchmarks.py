@@ -46,3 +46,11 @@ def test_cpu_benchmark_quick_run():
     rows = [row for row in out.stdout.splitlines() if row.startswith("| 1e+0")]
     assert len(rows) >= 24, out.stdout  # 2 sizes x 2 dtypes x 6 configurations, then torch rows
     assert any("fp16 SR5 MATLAB stream" in row for row in rows)
+
+
+def test_arithmetic_benchmark_smoke_run():
+    out = _run("bench_arithmetic.py", "--smoke")
+    assert out.returncode == 0, out.stderr
+    rows = [row for row in out.stdout.splitlines() if row.startswith("| ")]
+    assert sum(row.startswith("| 1e+0") for row in rows) == 6, out.stdout  # 2 sizes x 3 operations
+    assert sum(row.startswith("| `a ") for row in rows) == 6, out.stdout  # 3 operations x 2 modes

@@ -86,9 +86,35 @@ def test_in_place_arithmetic_rounds():
     same(A, ch(a + 0.1))
 
 
+def test_sums_and_products_equal_numpy_chopped_arrays():
+    from pychop_compat import linalg
+
+    ch = Chop(format="h")
+    a, b = ch(torch.randn(6, 9, dtype=torch.float64)), ch(torch.randn(9, 4, dtype=torch.float64))
+    A, B = chopped(a, "h"), chopped(b, "h")
+    na, nb = chopped(a.numpy(), "h"), chopped(b.numpy(), "h")
+    same(A @ B, torch.from_numpy(linalg.matmul(a.numpy(), b.numpy(), "h")))
+    same(torch.matmul(A, B[:, 0]), torch.from_numpy(linalg.matvec(a.numpy(), b[:, 0].numpy(), "h")))
+    same(A.sum(), torch.tensor(na.sum().value, dtype=torch.float64))
+    same(A.sum(dim=0), torch.from_numpy(na.sum(axis=0).values))
+    same(torch.mean(A, 1, keepdim=True), torch.from_numpy(na.mean(axis=1, keepdims=True).values))
+    same(A.cumsum(1), torch.from_numpy(np.cumsum(na, axis=1).values))
+    same(chopped(torch.ones(4096), "h").sum(), torch.tensor(2048.0))  # fp16 recursive summation stagnates
+
+
+def test_product_gradients_straight_through():
+    ch = Chop(format="h")
+    a, b = ch(torch.randn(3, 5, dtype=torch.float64)), ch(torch.randn(5, 2, dtype=torch.float64))
+    leaf = a.clone().requires_grad_(True)
+    (chopped(leaf, "h") @ chopped(b, "h")).sum().backward()
+    # d/dA sum(A B) = ones @ B^T: each row is the row sums of B
+    assert torch.equal(leaf.grad, b.sum(dim=1).expand(3, 5))
+
+
 def test_unimplemented_and_mismatch_raise():
     A = chopped(torch.randn(3, 3), "h")
-    for func in (lambda: A.sum(), lambda: A @ A, lambda: torch.matmul(A, A), lambda: A.mean()):
+    for func in (lambda: torch.linalg.inv(A), lambda: torch.softmax(A, 0), lambda: A.var(),
+                 lambda: torch.einsum("ij,jk->ik", A, A)):
         with pytest.raises(NotChoppedError):
             func()
     with pytest.raises(FormatMismatchError, match=r"'h'.*'b'"):

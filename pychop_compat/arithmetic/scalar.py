@@ -80,6 +80,9 @@ class ChoppedScalar:
     def item(self) -> float:
         return self._v
 
+    def __array__(self, dtype=None, copy=None):
+        return np.array(self._v, dtype=dtype)
+
     # -- binary operations: the hot path ---------------------------------------------------
 
     def _other(self, other):

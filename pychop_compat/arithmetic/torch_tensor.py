@@ -12,12 +12,17 @@ views and autograd results included, knows its format).  Through
   tensor's device, in its dtype;
 * data movement (views, indexing, ``cat``, ``to``, ``clone``, ...) keeps the
   values; comparisons and other non-float results are plain tensors;
-* sums, products and matrix products (``sum``, ``matmul``, ``@``, ...) would
-  need per-operation rounding on the device, which is not implemented for
-  torch yet: they raise :class:`~.array.NotChoppedError`, as does every
-  operation not listed, rather than computing in full precision;
+* sums, products and matrix products (``sum``, ``mean``, ``prod``,
+  ``cumsum``, ``matmul``/``@``, ``mm``, ``mv``, ``dot``; see :data:`REDUCTIONS`)
+  round after every operation exactly as chopped NumPy arrays do (the same
+  code: :mod:`.reductions` and :func:`pychop_compat.linalg.matmul`), run on
+  the tensor's memory on the CPU; tensors on other devices are copied to the
+  host and back (slow, documented);
+* every other function raises :class:`~.array.NotChoppedError` rather than
+  computing in full precision;
 * autograd: each rounding is the identity in the backward pass (the
-  straight-through estimator); gradients themselves are not rounded.
+  straight-through estimator): the gradient of a chopped operation is that
+  of the exact operation; gradients themselves are not rounded.
 
 torch is imported only when a tensor is chopped.
 """
@@ -61,6 +66,11 @@ empty_like requires_grad_ retain_grad backward float double half bfloat16 type t
 __set__ __setitem__ __deepcopy__ __reduce_ex__ numpy tolist item diag diagonal tril triu mT T H
 real data new_zeros new_ones new_empty __format__ __len__ __iter__ __bool__ __float__ __int__
 __index__ register_hook share_memory_ pin_memory storage untyped_storage data_ptr dim size numel
+""".split())
+
+#: Sums and products, computed by the NumPy chopped-array code (see the module notes).
+REDUCTIONS = frozenset("""
+sum mean prod cumsum cumprod matmul mm mv dot inner __matmul__ __rmatmul__
 """.split())
 
 _CLASSES: Dict[Arithmetic, type] = {}
@@ -203,6 +213,8 @@ def _dispatch(cls, func, types, args, kwargs):
         with torch._C.DisableTorchFunctionSubclass():
             result = func(*args, **kwargs)
         return _wrap(result, out_cls, True)
+    if name in REDUCTIONS:
+        return _reduction(name, out_cls, args, kwargs)
     if name in EXACT or name in MOVES:
         with torch._C.DisableTorchFunctionSubclass():
             result = func(*args, **kwargs)
@@ -215,9 +227,96 @@ def _dispatch(cls, func, types, args, kwargs):
     if _has_float_tensor(result):
         raise NotChoppedError(
             f"torch function {name!r} is not implemented for chopped tensors with per-operation "
-            "rounding (sums, products and matrix products are NumPy-only for now: use chopped "
-            "NumPy arrays or pychop_compat.linalg); call .values to leave the simulation explicitly.")
+            "rounding; call .values to leave the simulation explicitly.")
     return result
+
+
+_VIA_NUMPY = None
+
+
+def _via_numpy():
+    """An autograd function: forward by chopped NumPy code, backward by the exact torch operation."""
+    global _VIA_NUMPY
+    if _VIA_NUMPY is None:
+        import numpy as np
+        import torch
+
+        class ChoppedViaNumPy(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, numpy_func, exact_func, *tensors):
+                ctx.exact_func = exact_func
+                ctx.save_for_backward(*tensors)
+                carrier = tensors[0].dtype if tensors[0].dtype in (torch.float32, torch.float64) else torch.float32
+                arrays = [t.detach().to(device="cpu", dtype=carrier).numpy() for t in tensors]
+                out = np.array(numpy_func(*arrays), order="C")  # (keeps 0-d results 0-d)
+                return torch.from_numpy(out).to(device=tensors[0].device, dtype=tensors[0].dtype)
+
+            @staticmethod
+            def backward(ctx, grad):
+                inputs = [t.detach().requires_grad_(t.requires_grad) for t in ctx.saved_tensors]
+                wanted = [t for t in inputs if t.requires_grad]
+                with torch.enable_grad():
+                    y = ctx.exact_func(*inputs)
+                found = iter(torch.autograd.grad(y, wanted, grad, allow_unused=True) if wanted else ())
+                return (None, None) + tuple(next(found) if t.requires_grad else None for t in inputs)
+
+        _VIA_NUMPY = ChoppedViaNumPy
+    return _VIA_NUMPY
+
+
+def _reduction(name: str, cls, args, kwargs):
+    """Sums and products of chopped tensors by the chopped NumPy code, straight-through autograd."""
+    import numpy as np
+    import torch
+
+    from .array import _wrap as wrap_array
+
+    arith = cls.arithmetic
+    if name in ("__rmatmul__",):
+        args = (args[1], args[0])
+        name = "matmul"
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    options = {k: v for k, v in kwargs.items() if v is not None}
+    if name in ("sum", "mean", "prod", "cumsum", "cumprod"):
+        dim = args[1] if len(args) > 1 else options.pop("dim", options.pop("axis", None))
+        keepdim = args[2] if len(args) > 2 else options.pop("keepdim", False)
+        if options:
+            raise _not_chopped(f"torch.{name} with {sorted(options)}")
+        axis = tuple(dim) if isinstance(dim, (list, tuple)) else dim
+        numpy_name = {"sum": np.sum, "mean": np.mean, "prod": np.prod, "cumsum": np.cumsum,
+                      "cumprod": np.cumprod}[name]
+        if name in ("cumsum", "cumprod"):
+            def numpy_func(a):
+                return np.asarray(numpy_name(wrap_array(a, arith), axis=axis))
+
+            def exact(t):
+                return getattr(torch, name)(t, dim=dim)
+        else:
+            def numpy_func(a):
+                return np.asarray(numpy_name(wrap_array(a, arith), axis=axis, keepdims=bool(keepdim)))
+
+            def exact(t):
+                return getattr(torch, name)(t) if dim is None else getattr(torch, name)(t, dim, keepdim=keepdim)
+        tensors = tensors[:1]
+    else:
+        if options or len(tensors) != 2:
+            raise _not_chopped(f"torch.{name} with these arguments")
+
+        def numpy_func(a, b):
+            return np.asarray(np.matmul(wrap_array(a, arith), wrap_array(b, arith)))
+
+        def exact(a, b):
+            return torch.matmul(a, b)
+    plain = [_plain(t) for t in tensors]
+    with torch._C.DisableTorchFunctionSubclass():
+        out = _via_numpy().apply(numpy_func, exact, *plain)
+        return torch.Tensor.as_subclass(out, cls)
+
+
+def _not_chopped(what: str):
+    from .array import NotChoppedError
+
+    return NotChoppedError(f"{what} is not implemented for chopped tensors with per-operation rounding.")
 
 
 def _has_float_tensor(value) -> bool:

@@ -174,6 +174,8 @@ def test_bad_arguments():
         chopped(1.0, "nosuchformat")
     with pytest.raises(ValueError, match="real"):
         chopped(np.array([1j]), "h")
+    with pytest.raises(TypeError, match="rng"):
+        chopped(1.0, "h", rng=0)  # would be silently ignored otherwise
 
 
 @pytest.mark.parametrize("func", [

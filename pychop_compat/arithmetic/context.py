@@ -84,6 +84,9 @@ class Arithmetic:
             raise ValueError(f"mismatch must be one of {MISMATCH_RULES}, not {mismatch!r}.")
         if method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, not {method!r}.")
+        if "rng" in kwargs:
+            raise TypeError("chopped arithmetic draws random numbers as chop does (MATLAB's stream, "
+                            "or options.randfunc); rng= is not supported.")
         if int(block_size) != block_size or block_size < 1:
             raise ValueError(f"block_size must be a positive integer, not {block_size!r}.")
         self.given = _given_options(options, kwargs)

@@ -374,6 +374,7 @@ def test_scalar_operations_equal_array_path():
                           (x * y, A[i:i + 1] * B[i:i + 1]), (x / y, A[i:i + 1] / B[i:i + 1]),
                           (x ** 3, A[i:i + 1] ** 3), (0.1 + x, 0.1 + A[i:i + 1]),
                           (3 / x, 3 / A[i:i + 1]), (np.sqrt(abs(x)), np.sqrt(abs(A[i:i + 1]))),
+                          (x // y, A[i:i + 1] // B[i:i + 1]), (x % 0.7, A[i:i + 1] % 0.7),
                           (abs(x).sqrt(), np.sqrt(abs(A[i:i + 1])))):
             assert isinstance(got, ChoppedScalar)
             np.testing.assert_array_equal(got.value, want.values[0])

@@ -233,6 +233,25 @@ class ChoppedScalar:
             return self._array_op(np.power, other, True)
         return ChoppedScalar._make(a.round_scalar(_ieee(np.power, o, self._v)), a)
 
+    def _numpy_binary(self, ufunc, other, reflected: bool):
+        a, o = self._other(other)
+        if a is None:
+            return self._array_op(ufunc, other, reflected)
+        x, y = (o, self._v) if reflected else (self._v, o)
+        return ChoppedScalar._make(a.round_scalar(_ieee(ufunc, x, y)), a)
+
+    def __floordiv__(self, other):
+        return self._numpy_binary(np.floor_divide, other, False)
+
+    def __rfloordiv__(self, other):
+        return self._numpy_binary(np.floor_divide, other, True)
+
+    def __mod__(self, other):
+        return self._numpy_binary(np.remainder, other, False)
+
+    def __rmod__(self, other):
+        return self._numpy_binary(np.remainder, other, True)
+
     def __neg__(self):
         return ChoppedScalar._make(-self._v, self._arith)
 

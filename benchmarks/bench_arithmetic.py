@@ -1,7 +1,10 @@
 """Cost of chopped arithmetic over the hand-written ``chop(op(a, b))`` it replaces.
 
 Measured in one run, timings interleaved (A, B, A, B, ...) and the median of
-each kept, so both sides see the same machine state.  No assertions: the
+each kept, so both sides see the same machine state.  The default clock is
+the process's CPU time (``time.process_time``, all threads), which a machine
+shared with other jobs disturbs far less than wall time; ``--clock wall``
+measures wall time.  No assertions: the
 output is a Markdown table for ``docs/performance.rst``.
 
 * elementwise: ``X + Y``, ``X * Y``, ``np.sqrt(X)`` on chopped arrays of n
@@ -33,15 +36,18 @@ sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")
 from pychop_compat import Chop, chop, chopped  # noqa: E402
 
 
+CLOCK = time.process_time  # CPU time of the process (all its threads); see --clock
+
+
 def interleaved(funcs, repeats: int, number: int) -> list[float]:
     """Median seconds per call of each function, timed alternately."""
     samples = [[] for _ in funcs]
     for _ in range(repeats):
         for k, f in enumerate(funcs):
-            start = time.perf_counter()
+            start = CLOCK()
             for _ in range(number):
                 f()
-            samples[k].append((time.perf_counter() - start) / number)
+            samples[k].append((CLOCK() - start) / number)
     return [float(np.median(s)) for s in samples]
 
 
@@ -85,14 +91,20 @@ def main(argv=None) -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes only")
     parser.add_argument("--smoke", action="store_true", help="one sample of each (tests the script)")
     parser.add_argument("--format", default="h", help="chop format (default 'h')")
+    parser.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
+                        help="cpu: process CPU time (default; steadier on a shared machine); wall: perf_counter")
     args = parser.parse_args(argv)
+    global CLOCK
+    CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
+    print(f"Clock: {args.clock} time; median of interleaved samples; NumPy {np.__version__}\n")
     sizes = [10, 1000] if args.quick or args.smoke else [10, 1000, 100000, 10**7]
     print(f"Elementwise, format {args.format!r}, round to nearest: chopped arrays vs ch(op(x, y))\n")
     print("| n | operation | ch(op) | chopped | ratio | overhead per op |")
     print("|---|---|---|---|---|---|")
     for n, name, t_hand, t_wrapped in elementwise(sizes, args.format, args.smoke):
         print(f"| {n:.0e} | `{name}` | {t_hand * 1e6:.2f} us | {t_wrapped * 1e6:.2f} us | "
-              f"{t_wrapped / t_hand:.3f} | {(t_wrapped - t_hand) * 1e6:+.2f} us |")
+              f"{t_wrapped / t_hand if t_hand > 0 else float('nan'):.3f} | "
+              f"{(t_wrapped - t_hand) * 1e6:+.2f} us |")
     for mode in (1, 4):
         print(f"\nScalars, format {args.format!r}, round={mode}: chopped scalars vs Python floats\n")
         print("| operation | float op | chop(float op) | chopped scalar | overhead over float op |")

@@ -263,8 +263,10 @@ def _scalar_rounder(spec: ChopSpec, sources) -> Callable[[float], float]:
     ``S = 1.5 * 2^(e - t + 52)``, ``2^(e-1) <= |v| < 2^e``, rounds ``v`` to a
     multiple of ``2^(e - t)`` with ties to even in one double addition (the
     multiple's parity is that of the sum, since ``S / 2^(e-t)`` is even), and
-    the subtraction is exact.  Everything else (zeros, Inf, NaN, the subnormal
-    range, the top binade, other modes) goes to the engine's scalar path.
+    the subtraction is exact.  The directed modes (2 to 4) have the same fast
+    path with ``ceil``/``floor``/``trunc`` of the exactly scaled value.
+    Everything else (zeros, Inf, NaN, the subnormal range, the top binade,
+    stochastic rounding, ``explim = 0``) goes to the engine's scalar path.
     """
     if spec.flips:
         def round_flipping(v: float) -> float:
@@ -277,12 +279,27 @@ def _scalar_rounder(spec: ChopSpec, sources) -> Callable[[float], float]:
 
     fmt = spec.fmt
     t = fmt.t
-    if spec.round != 1 or not spec.explim or t > 50 or not -1000 < fmt.emin - t < fmt.emax + 52 - t < 1000:
+    if spec.round > 4 or not spec.explim or t > 50 or not -1000 < fmt.emin - t < fmt.emax + 52 - t < 1000:
         return general
     # frexp's exponent e of v (0.5 <= |m| < 1): v's binade is e - 1; regular when emin <= e - 1 < emax
     low, high = fmt.emin + 1, fmt.emax
-    shifters = [math.ldexp(1.5, e + 52 - t) for e in range(low, high + 1)]
     frexp = math.frexp
+    if spec.round != 1:
+        # Directed modes: v * 2^(t-e) is exact and below 2^t in magnitude, the integer
+        # rounding is exact, and so is scaling back; no range rule applies to regular values.
+        integer = {2: math.ceil, 3: math.floor, 4: math.trunc}[spec.round]
+        scales = [math.ldexp(1.0, t - e) for e in range(low, high + 1)]
+        quanta = [math.ldexp(1.0, e - t) for e in range(low, high + 1)]
+
+        def round_directed(v: float) -> float:
+            e = frexp(v)[1]
+            if low <= e <= high and v and v - v == 0.0:  # regular, finite and nonzero
+                k = e - low
+                return integer(v * scales[k]) * quanta[k]
+            return general(v)
+
+        return round_directed
+    shifters = [math.ldexp(1.5, e + 52 - t) for e in range(low, high + 1)]
 
     def round_nearest(v: float) -> float:
         e = frexp(v)[1]

@@ -147,6 +147,13 @@ def test_stochastic_rounding_draws_as_chop():
     same(got_strict.values, want_strict)
 
 
+def test_format_spellings_mix_and_settings_do_not_matter():
+    a = chopped(data(40), "h") + chopped(data(41), "half", method="pairwise")
+    assert a.arithmetic.t == 11
+    with pytest.raises(FormatMismatchError, match="round=1.*round=2"):
+        chopped(1.0, "h") + chopped(1.0, {"format": "h", "round": 2})
+
+
 def test_different_formats_raise_naming_both_unless_a_rule_is_chosen():
     h, b = chopped(data(15), "h"), chopped(data(16), "b")
     with pytest.raises(FormatMismatchError, match=r"format 'h'.*format 'b'"):
@@ -310,6 +317,10 @@ def test_matmul_dot_einsum_use_linalg_kernels(method):
         (lambda: np.einsum("ij,kj->ik", cA, cA), lambda: linalg.matmul(A, A.T, o, method=method, block_size=4)),
         (lambda: np.einsum("i,i", cv, cv), lambda: linalg.dot(v, v, o, method=method, block_size=4)),
         (lambda: np.einsum("ji,j->i", cB, cv), lambda: linalg.matmul(v, B, o, method=method, block_size=4)),
+        (lambda: np.inner(cA, cA), lambda: linalg.matmul(A, A.T, o, method=method, block_size=4)),
+        (lambda: np.inner(cv, cB.T), lambda: linalg.matmul(B.T, v, o, method=method, block_size=4)),
+        (lambda: np.einsum("ij,ij->", cA, cA),
+         lambda: linalg.dot(A.ravel(), A.ravel(), o, method=method, block_size=4)),
     ]
     for got, want in cases:
         pychop_compat.rng(5)

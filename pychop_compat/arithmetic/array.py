@@ -645,10 +645,18 @@ def _vdot(a, b):
 
 
 def _inner(a, b):
+    """``np.inner``: vectors, or the last axes of matrices, by linalg's kernels."""
     A, B, arith = _product_operands(a, b, "inner")
-    if A.ndim > 1 or B.ndim > 1:
-        return _einsum("...i,...i->...", a, b) if A.ndim == 1 or B.ndim == 1 else _matmul(a, _wrap(B.T, arith))
-    return _dot(a, b)
+    if A.ndim > 2 or B.ndim > 2:
+        raise NotChoppedError("np.inner of arrays with more than 2 dimensions is not implemented on "
+                              "chopped arrays; use np.einsum.")
+    if A.ndim <= 1 and B.ndim <= 1:
+        return _dot(a, b)
+    if B.ndim == 1:
+        return _matmul(a, b)
+    if A.ndim == 1:
+        return _matmul(b, a)
+    return _matmul(a, _wrap(B.T, arith) if isinstance(b, ChoppedArray) else B.T)
 
 
 def _outer(a, b, out=None):

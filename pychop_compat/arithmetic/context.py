@@ -98,8 +98,9 @@ class Arithmetic:
         spec = resolve(self.given, None, "double")
         self._specs = {np.dtype(np.float64): spec}
         self._sources = sources_for(spec.randfunc)
-        self._key = (spec.fmt.t, spec.fmt.emax, spec.subnormal != 0, spec.round, bool(spec.flip),
-                     spec.p if spec.flip else None, bool(spec.explim), spec.randfunc)
+        # Every setting of the spec but the format's spelling ('h' and 'half' round alike);
+        # settings added to ChopSpec later take part automatically.
+        self._key = dataclasses.replace(spec, format="")
         self.round_scalar = _scalar_rounder(spec, self._sources)
 
     @classmethod

@@ -434,3 +434,23 @@ def test_fma_rounds_once(fmt, t, mode, rnd):
 def test_fma_refuses_wide_formats():
     with pytest.raises(ValueError, match="26 bits"):
         fma(chopped(1.0, "d"), 2.0, 3.0)
+
+
+def test_chopped_numpy_use_imports_no_optional_library():
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import sys
+        import numpy as np
+        from pychop_compat import chopped, encode
+        from pychop_compat.arithmetic import torch_tensor, jax_array  # import lazily
+        x = chopped(np.linspace(-3, 3, 50).reshape(5, 10), 'h')
+        y = chopped(1.0, 'b', mismatch='left') * 2 + (x @ x.T).sum()
+        encode(x)
+        print(sorted(m for m in ('torch', 'cupy', 'jax', 'ml_dtypes') if m in sys.modules))
+    """)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"

@@ -15,7 +15,6 @@ torch = pytest.importorskip("torch")
 import pychop_compat  # noqa: E402
 from pychop_compat import Chop, chopped  # noqa: E402
 from pychop_compat.arithmetic import FormatMismatchError, NotChoppedError  # noqa: E402
-from pychop_compat.arithmetic.torch_tensor import ChoppedTensor  # noqa: E402,F401
 
 
 def same(got, want):
@@ -92,7 +91,7 @@ def test_sums_and_products_equal_numpy_chopped_arrays():
     ch = Chop(format="h")
     a, b = ch(torch.randn(6, 9, dtype=torch.float64)), ch(torch.randn(9, 4, dtype=torch.float64))
     A, B = chopped(a, "h"), chopped(b, "h")
-    na, nb = chopped(a.numpy(), "h"), chopped(b.numpy(), "h")
+    na = chopped(a.numpy(), "h")
     same(A @ B, torch.from_numpy(linalg.matmul(a.numpy(), b.numpy(), "h")))
     same(torch.matmul(A, B[:, 0]), torch.from_numpy(linalg.matvec(a.numpy(), b[:, 0].numpy(), "h")))
     same(A.sum(), torch.tensor(na.sum().value, dtype=torch.float64))

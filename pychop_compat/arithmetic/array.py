@@ -22,7 +22,7 @@ import numpy as np
 from .. import linalg
 from ..engines import array_library
 from . import reductions
-from .context import Arithmetic, FormatMismatchError
+from .context import Arithmetic
 from .scalar import ChoppedScalar
 
 __all__ = ["ChoppedArray", "chopped", "NotChoppedError"]

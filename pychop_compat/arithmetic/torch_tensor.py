@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
-from .context import Arithmetic, FormatMismatchError  # noqa: F401  (re-exported for messages)
+from .context import Arithmetic
 
 __all__ = ["ChoppedTensor", "chopped_tensor", "ROUNDED", "EXACT", "MOVES"]
 

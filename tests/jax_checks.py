@@ -62,6 +62,15 @@ def test_chopped_jax_arrays_under_jit_equal_hand_chopped():
     np.testing.assert_array_equal(np.asarray(got.values), want)
 
 
+def test_chopped_jax_sum_equals_numpy_chopped_sum():
+    x = np.random.default_rng(3).standard_normal((300, 4))
+    want = chopped(x, "h").sum(axis=0).values
+    got = jax.jit(lambda c: c.sum(axis=0))(chopped(jnp.asarray(x), "h"))
+    np.testing.assert_array_equal(np.asarray(got.values), want)
+    ones = chopped(jnp.ones(4096), "h").sum()
+    assert float(ones.values) == 2048.0  # fp16 recursive summation stagnates at 2048
+
+
 def test_chopped_jax_refuses_what_it_cannot_round():
     x = chopped(jnp.ones(3), "h")
     with pytest.raises(TypeError):

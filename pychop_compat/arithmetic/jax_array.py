@@ -4,11 +4,12 @@
 (the arithmetic is static data), so functions on it can be ``jax.jit``-ed.
 ``+ - * / **``, unary minus and ``abs`` round like NumPy chopped arrays;
 :meth:`ChoppedJax.apply` rounds the result of any elementwise ``jax.numpy``
-function once (``x.apply(jnp.exp)``).  JAX has no dispatch protocol for
+function once (``x.apply(jnp.exp)``); :meth:`ChoppedJax.sum` sums
+recursively with every addition rounded.  JAX has no dispatch protocol for
 ``jnp`` functions, and a chopped JAX array deliberately defines no
 ``__jax_array__``: ``jnp.sum(x)`` or ``x @ y`` fail with a type error instead
-of computing in full precision; sums and products with per-operation
-rounding are not implemented for JAX.  Deterministic rounding only (modes 1
+of computing in full precision; matrix products and the other summation
+orders are not implemented for JAX.  Deterministic rounding only (modes 1
 to 4, no bit flips).
 """
 
@@ -127,6 +128,28 @@ class ChoppedJax:
         """``fl(func(x, *args))`` for an elementwise ``func`` (e.g. ``jnp.exp``), rounded once."""
         plain = tuple(getattr(a, "_data", a) for a in args)
         return self._round(func(self._data, *plain, **kwargs), self._arith)
+
+    def sum(self, axis=None) -> "ChoppedJax":
+        """Recursive sum with every addition rounded (the order of
+        :func:`pychop_compat.arithmetic.reductions.reduce`, ``method='recursive'``):
+        ``s = x_1``, ``s = fl(s + x_k)``, by ``lax.fori_loop`` (one rounding per step under
+        ``jit``).  ``axis=None``: all elements in row-major order.  Other methods: not
+        implemented for JAX (``NotImplementedError``)."""
+        import jax
+        import jax.numpy as jnp
+
+        if self._arith.method not in ("recursive", "fma"):
+            raise NotImplementedError(f"sum with method={self._arith.method!r} is not implemented for JAX")
+        terms = self._data.ravel() if axis is None else jnp.moveaxis(self._data, axis, 0)
+        n = terms.shape[0]
+        if n == 0:
+            return ChoppedJax(jnp.zeros(terms.shape[1:], terms.dtype), self._arith)
+        spec = self._arith.spec_for(terms.dtype)
+
+        def step(k, s):
+            return jax_engine.chop_jax(s + terms[k], spec)
+
+        return ChoppedJax(jax.lax.fori_loop(1, n, step, terms[0]), self._arith)
 
     def sqrt(self) -> "ChoppedJax":
         import jax.numpy as jnp

@@ -15,17 +15,28 @@ from __future__ import annotations
 
 import numbers
 import sys
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, List, Literal, Optional, Sequence, Tuple, Union
 
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
 
 from .. import linalg
 from ..engines import array_library
 from . import reductions
-from .context import Arithmetic
+from .context import Arithmetic, OptionsLike
+from .reductions import Axis
 from .scalar import ChoppedScalar
 
+if TYPE_CHECKING:
+    import jax
+    import torch
+
+    from .jax_array import ChoppedJax
+
 __all__ = ["ChoppedArray", "chopped", "NotChoppedError"]
+
+#: The order of elements in memory, as NumPy spells it.
+_Order = Literal["C", "F", "A", "K"]
 
 
 class NotChoppedError(NotImplementedError):
@@ -176,11 +187,11 @@ class ChoppedArray:
     def __index__(self) -> int:
         raise TypeError("a chopped array cannot be used as an index")
 
-    def item(self, *args) -> float:
+    def item(self, *args: Union[int, Tuple[int, ...]]) -> float:
         """One element as a plain Python float."""
         return self._data.item(*args)
 
-    def tolist(self):
+    def tolist(self) -> Union[float, List[Any]]:
         """The values as (nested) lists of plain Python floats."""
         return self._data.tolist()
 
@@ -196,7 +207,7 @@ class ChoppedArray:
         """
         return _wrap(self._data, self._arith.with_settings(**settings))
 
-    def astype(self, dtype, copy: bool = True):
+    def astype(self, dtype: DTypeLike, copy: bool = True) -> Union["ChoppedArray", np.ndarray]:
         """float32/float64: a chopped array stored in that dtype; other dtypes: a plain array."""
         dtype = np.dtype(dtype)
         if dtype == np.float64 or dtype == np.float32:
@@ -343,64 +354,71 @@ class ChoppedArray:
 
     # -- methods that NumPy code calls on arrays ----------------------------------------------
 
-    def sum(self, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
+    def sum(self, axis: Axis = None, dtype: None = None, out: Optional["ChoppedArray"] = None,
+            keepdims: bool = False, **kwargs: Any) -> Union["ChoppedArray", ChoppedScalar]:
         return _sum(self, axis, dtype, out, keepdims, **kwargs)
 
-    def prod(self, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
+    def prod(self, axis: Axis = None, dtype: None = None, out: Optional["ChoppedArray"] = None,
+             keepdims: bool = False, **kwargs: Any) -> Union["ChoppedArray", ChoppedScalar]:
         return _prod(self, axis, dtype, out, keepdims, **kwargs)
 
-    def cumsum(self, axis=None, dtype=None, out=None):
+    def cumsum(self, axis: Optional[int] = None, dtype: None = None,
+               out: Optional["ChoppedArray"] = None) -> "ChoppedArray":
         return _cumsum(self, axis, dtype, out)
 
-    def cumprod(self, axis=None, dtype=None, out=None):
+    def cumprod(self, axis: Optional[int] = None, dtype: None = None,
+                out: Optional["ChoppedArray"] = None) -> "ChoppedArray":
         return _cumprod(self, axis, dtype, out)
 
-    def mean(self, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
+    def mean(self, axis: Axis = None, dtype: None = None, out: Optional["ChoppedArray"] = None,
+             keepdims: bool = False, **kwargs: Any) -> Union["ChoppedArray", ChoppedScalar]:
         return _mean(self, axis, dtype, out, keepdims, **kwargs)
 
-    def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
+    def var(self, axis: Axis = None, dtype: None = None, out: Optional["ChoppedArray"] = None,
+            ddof: float = 0, keepdims: bool = False, **kwargs: Any) -> Union["ChoppedArray", ChoppedScalar]:
         return _var(self, axis, dtype, out, ddof, keepdims, **kwargs)
 
-    def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
+    def std(self, axis: Axis = None, dtype: None = None, out: Optional["ChoppedArray"] = None,
+            ddof: float = 0, keepdims: bool = False, **kwargs: Any) -> Union["ChoppedArray", ChoppedScalar]:
         return _std(self, axis, dtype, out, ddof, keepdims, **kwargs)
 
-    def dot(self, b):
+    def dot(self, b: "ChoppedOperand") -> Union["ChoppedArray", ChoppedScalar]:
         return _dot(self, b)
 
-    def max(self, *args, **kwargs):
+    def max(self, *args: Any, **kwargs: Any) -> Union["ChoppedArray", ChoppedScalar]:
         return np.max(self, *args, **kwargs)
 
-    def min(self, *args, **kwargs):
+    def min(self, *args: Any, **kwargs: Any) -> Union["ChoppedArray", ChoppedScalar]:
         return np.min(self, *args, **kwargs)
 
-    def argmax(self, *args, **kwargs):
+    def argmax(self, *args: Any, **kwargs: Any) -> Union[np.intp, np.ndarray]:
         return self._data.argmax(*args, **kwargs)
 
-    def argmin(self, *args, **kwargs):
+    def argmin(self, *args: Any, **kwargs: Any) -> Union[np.intp, np.ndarray]:
         return self._data.argmin(*args, **kwargs)
 
-    def any(self, *args, **kwargs):
+    def any(self, *args: Any, **kwargs: Any) -> Union[np.bool_, np.ndarray]:
         return self._data.any(*args, **kwargs)
 
-    def all(self, *args, **kwargs):
+    def all(self, *args: Any, **kwargs: Any) -> Union[np.bool_, np.ndarray]:
         return self._data.all(*args, **kwargs)
 
-    def reshape(self, *shape, **kwargs):
+    def reshape(self, *shape: Union[int, Sequence[int]], **kwargs: Any) -> "ChoppedArray":
         return _wrap(self._data.reshape(*shape, **kwargs), self._arith)
 
-    def transpose(self, *axes):
+    def transpose(self, *axes: Union[None, int, Sequence[int]]) -> "ChoppedArray":
         return _wrap(self._data.transpose(*axes), self._arith)
 
-    def ravel(self, order="C"):
+    def ravel(self, order: _Order = "C") -> "ChoppedArray":
         return _wrap(self._data.ravel(order), self._arith)
 
-    def flatten(self, order="C"):
+    def flatten(self, order: _Order = "C") -> "ChoppedArray":
         return _wrap(self._data.flatten(order), self._arith)
 
-    def squeeze(self, axis=None):
+    def squeeze(self, axis: Union[None, int, Tuple[int, ...]] = None) -> "ChoppedArray":
         return _wrap(self._data.squeeze(axis), self._arith)
 
-    def fill(self, value) -> None:
+    def fill(self, value: "ChoppedOperand") -> None:
         self[...] = value
 
     # -- NumPy protocols --------------------------------------------------------------------------
@@ -423,6 +441,10 @@ class ChoppedArray:
             "would compute in double.  Use np.asarray(x) to leave the simulation explicitly "
             "(and chopped(result, ...) to round the result once), or see "
             "pychop_compat.linalg for chopped linear algebra.")
+
+
+#: An operand of chopped arithmetic: a chopped array or scalar, or plain values.
+ChoppedOperand = Union[ChoppedArray, ChoppedScalar, ArrayLike]
 
 
 def _flatten_args(args, kwargs):
@@ -881,8 +903,10 @@ def _is_jax_array(x) -> bool:
     return module in ("jax", "jaxlib") and jax is not None and isinstance(x, jax.Array)
 
 
-def chopped(x, options=None, *, strict: bool = False, mismatch: str = "error",
-            method: str = "recursive", block_size: int = 32, **kwargs: Any):
+def chopped(x: Union[ChoppedOperand, torch.Tensor, jax.Array],
+            options: Union[OptionsLike, Arithmetic] = None, *, strict: bool = False,
+            mismatch: str = "error", method: str = "recursive", block_size: int = 32,
+            **kwargs: Any) -> Union[ChoppedArray, ChoppedScalar, torch.Tensor, ChoppedJax]:
     """Values in a low-precision format whose every arithmetic operation rounds.
 
     Parameters

@@ -14,10 +14,13 @@ bits, in the low bits.
 
 from __future__ import annotations
 
+from typing import Tuple, Union
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .array import ChoppedArray
-from .context import Arithmetic
+from .context import Arithmetic, OptionsLike
 from .scalar import ChoppedScalar
 
 __all__ = ["encode", "decode", "bit_layout"]
@@ -33,7 +36,7 @@ def _arithmetic(options, x=None) -> Arithmetic:
     return Arithmetic(options)
 
 
-def bit_layout(options) -> tuple:
+def bit_layout(options: Union[OptionsLike, Arithmetic]) -> Tuple[int, int, int]:
     """``(sign_bits, exponent_bits, fraction_bits)`` of a format (anything chop accepts).
 
     Raises
@@ -61,7 +64,8 @@ def _code_dtype(bits: int):
     raise ValueError(f"formats of more than 64 bits are not supported ({bits} bits)")
 
 
-def encode(x, options=None) -> np.ndarray:
+def encode(x: Union[ArrayLike, ChoppedArray, ChoppedScalar],
+           options: Union[OptionsLike, Arithmetic] = None) -> np.ndarray:
     """The bit patterns of values of a format.
 
     Parameters
@@ -128,7 +132,7 @@ def encode(x, options=None) -> np.ndarray:
     return code.astype(dtype)
 
 
-def decode(codes, options) -> np.ndarray:
+def decode(codes: ArrayLike, options: Union[OptionsLike, Arithmetic]) -> np.ndarray:
     """The values (float64) of bit patterns of a format; the inverse of :func:`encode`.
 
     Parameters

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Union
 
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
 
 from ..api import Chop, chop_options
 from ..engines import numpy_engine, numpy_fast
@@ -27,6 +28,11 @@ __all__ = ["Arithmetic", "FormatMismatchError", "METHODS", "MISMATCH_RULES"]
 METHODS = ("recursive", "pairwise", "blocked", "fma")
 #: What to do when two chopped operands have different arithmetics.
 MISMATCH_RULES = ("error", "left", "wider")
+
+
+#: What :class:`pychop_compat.Chop` accepts as options: None, a format name, a dict, an
+#: :class:`~pychop_compat.Options` or any object with option attributes (hence ``Any``).
+OptionsLike = Union[None, str, Mapping[str, Any], Any]
 
 
 class FormatMismatchError(ValueError):
@@ -78,8 +84,8 @@ class Arithmetic:
     __slots__ = ("given", "chop", "strict", "mismatch", "method", "block_size",
                  "_specs", "_sources", "round_scalar", "_key")
 
-    def __init__(self, options=None, *, strict: bool = False, mismatch: str = "error",
-                 method: str = "recursive", block_size: int = 32, **kwargs: Any):
+    def __init__(self, options: OptionsLike = None, *, strict: bool = False, mismatch: str = "error",
+                 method: str = "recursive", block_size: int = 32, **kwargs: Any) -> None:
         if mismatch not in MISMATCH_RULES:
             raise ValueError(f"mismatch must be one of {MISMATCH_RULES}, not {mismatch!r}.")
         if method not in METHODS:
@@ -104,7 +110,7 @@ class Arithmetic:
         self.round_scalar = _scalar_rounder(spec, self._sources)
 
     @classmethod
-    def of(cls, options=None, **settings: Any) -> "Arithmetic":
+    def of(cls, options: OptionsLike = None, **settings: Any) -> "Arithmetic":
         """``Arithmetic(options, **settings)``, the same object for the same hashable request.
 
         Operations between chopped values of one arithmetic object skip the
@@ -188,7 +194,7 @@ class Arithmetic:
 
     # -- rounding --------------------------------------------------------------------------
 
-    def spec_for(self, dtype) -> ChopSpec:
+    def spec_for(self, dtype: DTypeLike) -> ChopSpec:
         """The resolved spec for data of ``dtype`` (float64: MATLAB double; else single)."""
         dtype = np.dtype(dtype)
         spec = self._specs.get(dtype)
@@ -208,7 +214,7 @@ class Arithmetic:
             return x.copy()
         return numpy_engine.chop_array(x, self._specs.get(dtype) or self.spec_for(dtype), self._sources)
 
-    def enter(self, x) -> np.ndarray:
+    def enter(self, x: ArrayLike) -> np.ndarray:
         """A plain operand as it enters an operation: exactly, or rounded when ``strict``."""
         arr = np.asarray(x)
         if arr.dtype.kind not in "f":
@@ -220,7 +226,7 @@ class Arithmetic:
             arr = arr.astype(np.float32 if arr.dtype == np.float16 else np.float64)
         return self.round(arr) if self.strict else arr
 
-    def store(self, x) -> np.ndarray:
+    def store(self, x: ArrayLike) -> np.ndarray:
         """Values stored in the format: float32 data stays float32, everything else float64."""
         arr = np.asarray(x)
         if arr.dtype.kind == "c":

@@ -15,9 +15,11 @@ relative of the exact ones).
 
 from __future__ import annotations
 
+from typing import Union
+
 import numpy as np
 
-from .array import ChoppedArray, _arithmetic_of, _result, _stored, _unwrap
+from .array import ChoppedArray, ChoppedOperand, _arithmetic_of, _result, _stored, _unwrap
 from .scalar import ChoppedScalar
 
 __all__ = ["fma"]
@@ -36,7 +38,7 @@ def _round_to_odd_sum(p: np.ndarray, c: np.ndarray) -> np.ndarray:
     return s
 
 
-def fma(a, b, c):
+def fma(a: ChoppedOperand, b: ChoppedOperand, c: ChoppedOperand) -> Union[ChoppedArray, ChoppedScalar]:
     """Fused multiply-add ``a * b + c`` with a single rounding.
 
     Parameters

@@ -15,10 +15,15 @@ to 4, no bit flips).
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
+
+from numpy.typing import ArrayLike
 
 from ..engines import jax_engine
 from .context import Arithmetic
+
+if TYPE_CHECKING:
+    import jax
 
 __all__ = ["ChoppedJax", "chopped_jax"]
 
@@ -40,12 +45,12 @@ class ChoppedJax:
 
     __slots__ = ("_data", "_arith")
 
-    def __init__(self, data, arith: Arithmetic):
+    def __init__(self, data: jax.Array, arith: Arithmetic) -> None:
         self._data = data
         self._arith = arith
 
     @property
-    def values(self):
+    def values(self) -> jax.Array:
         """The plain JAX array (leaves the simulation)."""
         return self._data
 
@@ -124,12 +129,12 @@ class ChoppedJax:
     def __ge__(self, o):
         return self._data >= getattr(o, "_data", o)
 
-    def apply(self, func: Callable, *args, **kwargs) -> "ChoppedJax":
+    def apply(self, func: Callable[..., jax.Array], *args: Any, **kwargs: Any) -> "ChoppedJax":
         """``fl(func(x, *args))`` for an elementwise ``func`` (e.g. ``jnp.exp``), rounded once."""
         plain = tuple(getattr(a, "_data", a) for a in args)
         return self._round(func(self._data, *plain, **kwargs), self._arith)
 
-    def sum(self, axis=None) -> "ChoppedJax":
+    def sum(self, axis: Optional[int] = None) -> "ChoppedJax":
         """Recursive sum with every addition rounded (the order of
         :func:`pychop_compat.arithmetic.reductions.reduce`, ``method='recursive'``):
         ``s = x_1``, ``s = fl(s + x_k)``, by ``lax.fori_loop`` (one rounding per step under
@@ -157,7 +162,7 @@ class ChoppedJax:
         return self.apply(jnp.sqrt)
 
 
-def chopped_jax(x, arith: Arithmetic) -> ChoppedJax:
+def chopped_jax(x: Union[jax.Array, ArrayLike], arith: Arithmetic) -> ChoppedJax:
     """``x`` rounded to ``arith``'s format as a :class:`ChoppedJax` (deterministic modes only)."""
     _register()
     if not jax_engine.supports(arith.spec):

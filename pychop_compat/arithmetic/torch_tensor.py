@@ -29,9 +29,12 @@ torch is imported only when a tensor is chopped.
 
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import TYPE_CHECKING, Any, Dict
 
 from .context import Arithmetic
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["ChoppedTensor", "chopped_tensor", "ROUNDED", "EXACT", "MOVES", "REDUCTIONS"]
 
@@ -329,7 +332,7 @@ def _has_float_tensor(value) -> bool:
     return False
 
 
-def chopped_tensor(x, arith: Arithmetic):
+def chopped_tensor(x: torch.Tensor, arith: Arithmetic) -> torch.Tensor:
     """``x`` (a torch tensor) rounded to ``arith``'s format, as a chopped tensor on its device.
 
     The rounding keeps ``x``'s autograd graph (straight-through); ``x`` is not modified.

@@ -16,6 +16,8 @@ raise ``NotImplementedError``.  jax is imported only by the functions here.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..options import ChopSpec
 
 __all__ = ["chop_jax", "supports"]
@@ -26,7 +28,7 @@ def supports(spec: ChopSpec) -> bool:
     return spec.round <= 4 and not spec.flips and not getattr(spec, "extended", False)
 
 
-def chop_jax(x, spec: ChopSpec):
+def chop_jax(x: Any, spec: ChopSpec) -> Any:
     """Round the JAX array ``x`` (float32 or float64) by ``spec``; same dtype and shape.
 
     Raises

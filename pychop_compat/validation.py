@@ -26,7 +26,7 @@ from .formats import float_params
 __all__ = ["GroupResult", "find_corpus", "validate", "matlab_equal"]
 
 # Engines whose default random draws are MATLAB's stream (GPU engines draw on the device).
-_MATLAB_STREAM_ENGINES = ("numpy", "torch")
+_MATLAB_STREAM_ENGINES = ("numpy", "numba", "torch")
 
 
 @dataclass
@@ -246,7 +246,8 @@ def validate(corpus=None, engines=None, progress: bool = True, oracle: bool = Tr
             for case_id, check in cases:
                 row.cases += 1
                 try:
-                    agrees = check()
+                    with _cpu_engine_for(engine):
+                        agrees = check()
                 except Exception as exc:  # a crash is a disagreement, reported by id
                     agrees = False
                     case_id = f"{case_id} ({type(exc).__name__}: {exc})"
@@ -261,6 +262,15 @@ def validate(corpus=None, engines=None, progress: bool = True, oracle: bool = Tr
         api.clear_chop()
         matlab_random.rng(saved_state)
     return results
+
+
+def _cpu_engine_for(engine: str):
+    """The NumPy rows run on their own CPU engine (NumPy or compiled); the others as they are."""
+    import contextlib
+
+    from .engines.compiled import cpu_engine
+
+    return cpu_engine(engine) if engine in ("numpy", "numba") else contextlib.nullcontext()
 
 
 def format_table(results: list[GroupResult]) -> str:

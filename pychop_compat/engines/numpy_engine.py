@@ -1,6 +1,8 @@
 """The NumPy engine: float32/float64 ndarrays on the CPU.
 
-:func:`chop_array` runs the fast exact engine (:mod:`.numpy_fast`);
+:func:`chop_array` runs the compiled engine (:mod:`.compiled`, when Numba is
+installed and :func:`.compiled.set_cpu_engine` allows it) or the fast exact
+NumPy engine (:mod:`.numpy_fast`), which give the same bits;
 :func:`chop_array_reference` (or ``chop_array(..., reference=True)``) runs
 the executable specification (:mod:`pychop_compat.reference`), which the
 fast engine is tested against bit for bit.
@@ -13,7 +15,7 @@ import numpy as np
 from ..options import ChopSpec
 from ..randomness import RandomSources
 from ..reference import chop_vector, roundit_vector
-from . import numpy_fast
+from . import compiled, numpy_fast
 
 __all__ = ["chop_array", "chop_array_reference", "roundit_array"]
 
@@ -48,6 +50,8 @@ def chop_array(x: np.ndarray, spec: ChopSpec, sources: RandomSources, reference:
     """
     if reference:
         return chop_array_reference(x, spec, sources)
+    if compiled.wanted() and compiled.handles(x, spec):
+        return compiled.chop_array(x, spec, sources)
     return numpy_fast.chop_array(x, spec, sources)
 
 

@@ -151,9 +151,18 @@ def _constants(fmt, mode: int, keep_subnormals: bool, explim: bool, char: str, p
                    (1 << (d0 - 1)) - 1 if d0 else 0, 1 << d0], np.uint64)
     min_rep = fmt.xmins if keep_subnormals else fmt.xmin
     fp = np.array([fmt.xmax, fmt.xboundary, min_rep, p_flip, 2.0 ** -d0], np.float64)
-    for a in (ip, up, fp):
+    # The branch-free deterministic loop's constants: ODD, RN, HALF, UP, DOWN (numba_kernels).
+    rp = np.zeros(5, np.uint64)
+    if d0:
+        if mode == 1:
+            rp[:3] = (1 if d0 == p - 1 else 0, 1, (1 << (d0 - 1)) - 1)  # t = 1: the kept bit is odd
+        elif mode == 2:
+            rp[3] = low0
+        elif mode == 3:
+            rp[4] = low0
+    for a in (ip, up, fp, rp):
         a.setflags(write=False)
-    return ip, up, fp
+    return ip, up, fp, rp
 
 
 def _spec_constants(spec: ChopSpec, char: str):
@@ -181,19 +190,19 @@ def chop_array(x: np.ndarray, spec: ChopSpec, sources: RandomSources) -> np.ndar
     """
     k = _load()
     char = x.dtype.char
-    ip, up, fp = _spec_constants(spec, char)
+    ip, up, fp, rp = _spec_constants(spec, char)
     single = char == "f"
     utype = _UINT[char]
     stochastic = spec.round >= 5
     counter = getattr(sources, "counter", None)
     if not stochastic and not spec.flips:
-        return _deterministic(k, x, ip, up, fp, single, utype)
+        return _deterministic(k, x, ip, up, fp, rp, single, utype)
     if counter is not None:
         return _with_counter(k, x, ip, up, fp, single, utype, counter)
     return _in_chop_order(k, x, spec, sources, ip, up, fp, single, utype)
 
 
-def _deterministic(k, x, ip, up, fp, single, utype):
+def _deterministic(k, x, ip, up, fp, rp, single, utype):
     # The element order is free: keep the caller's memory order.
     if x.flags.c_contiguous:
         order = "C"
@@ -205,9 +214,9 @@ def _deterministic(k, x, ip, up, fp, single, utype):
     xf = x.reshape(-1, order=order)
     of = out.reshape(-1, order=order)
     if xf.size < SERIAL_BELOW:
-        k.det_serial(xf, xf.view(utype), of, of.view(utype), ip, up, fp, single)
+        k.det_serial(xf, xf.view(utype), of, of.view(utype), ip, up, fp, rp, single)
     else:
-        k.det_parallel(xf, xf.view(utype), of, of.view(utype), ip, up, fp, single, CHUNK)
+        k.det_parallel(xf, xf.view(utype), of, of.view(utype), ip, up, fp, rp, single, CHUNK)
     return out
 
 
@@ -241,7 +250,7 @@ def _in_chop_order(k, x, spec, sources, ip, up, fp, single, utype):
     xu = xf.view(utype)
     stochastic = spec.round >= 5
     chunk = CHUNK if n >= SERIAL_BELOW else n
-    counts = k.count_draws(xf, xu, ip, up, chunk, stochastic)
+    counts = k.count_draws(xf, xu, ip, up, fp, chunk, stochastic)
     k_normal, k_sub, n_sub = (int(v) for v in counts.sum(axis=0))
     n_normal = n - n_sub
     ftype = np.float32 if single else np.float64

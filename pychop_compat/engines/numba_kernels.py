@@ -31,10 +31,12 @@ from numba import prange
 
 from .device_random import FLIP_BIT, FLIP_CHOICE, GOLDEN, MIX1, MIX2, ROUND  # noqa: F401
 
-# Indices into the constant arrays (see module notes).
+# Indices into the tuple of constants that every kernel unpacks from ip, up, fp (module notes).
+# Helpers take scalars and this tuple, never arrays: an array argument costs reference-count
+# updates on every call, which dominated the loop.
 MODE, T, EMIN, EMINS, EXPLIM, KEEPSUB, D0, P, WIDTH = range(9)
-LO, HI, INF, SIGN, MAG, LOW0, KEEP0, HALFM1, UNIT0 = range(9)
-XMAX, XBOUNDARY, MIN_REP, PFLIP, FRAC_SCALE = range(5)
+LO, HI, INF, SIGN, MAG, LOW0, KEEP0, HALFM1, UNIT0 = range(9, 18)
+XMAX, XBOUNDARY, MIN_REP, PFLIP, FRAC_SCALE = range(18, 23)
 
 _U0 = np.uint64(0)
 _U1 = np.uint64(1)
@@ -44,10 +46,18 @@ _M2 = np.uint64(MIX2)
 _S30, _S27, _S31, _S12 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(12)
 
 _jit = dict(cache=True, nogil=True, error_model="numpy")
-_inline = _jit  # small helpers: LLVM inlines them into the kernels
+_inline = dict(_jit, inline="always")  # helpers: inlined in Numba IR (no per-call array refcounts)
 
 
 # --- the counter-based generator of device_random ----------------------------------------------
+
+
+@numba.njit(**_inline)
+def _unpack(ip, up, fp):
+    """The constants as one tuple of scalars (indices MODE ... FRAC_SCALE)."""
+    return (ip[0], ip[1], ip[2], ip[3], ip[4], ip[5], ip[6], ip[7], ip[8],
+            up[0], up[1], up[2], up[3], up[4], up[5], up[6], up[7], up[8],
+            fp[0], fp[1], fp[2], fp[3], fp[4])
 
 
 @numba.njit(**_inline)
@@ -72,12 +82,12 @@ def _exponent(v):
 
 
 @numba.njit(**_inline)
-def _quantum(e, ip):
+def _quantum(e, k):
     """The exponent of the grid spacing of an element of exponent ``e``, and whether it is in
     chop's subnormal block."""
-    if ip[EXPLIM] != 0 and ip[EMINS] <= e < ip[EMIN]:
-        return ip[EMINS], True
-    return e - ip[T] + 1, False
+    if k[EXPLIM] != 0 and k[EMINS] <= e < k[EMIN]:
+        return k[EMINS], True
+    return e - k[T] + 1, False
 
 
 @numba.njit(**_inline)
@@ -89,10 +99,10 @@ def _to_class(c, single):
 
 
 @numba.njit(**_inline)
-def _limit(c, v, ip, fp):
+def _limit(c, v, k):
     """chop.m's overflow and underflow rules (explim = 1) on the result ``c`` of the input ``v``."""
-    mode = ip[MODE]
-    xmax, xb = fp[XMAX], fp[XBOUNDARY]
+    mode = k[MODE]
+    xmax, xb = k[XMAX], k[XBOUNDARY]
     inf = np.inf
     if mode == 1 or mode == 6:
         if v >= xb:
@@ -114,13 +124,13 @@ def _limit(c, v, ip, fp):
             return xmax
         if v < -xmax and v != -inf:
             return -xmax
-    min_rep = fp[MIN_REP]
+    min_rep = k[MIN_REP]
     magnitude = abs(c)
     if not magnitude < min_rep:
         return c
     if mode == 1:
         half = min_rep / 2
-        if magnitude > half or (magnitude == half and ip[KEEPSUB] == 0):
+        if magnitude > half or (magnitude == half and k[KEEPSUB] == 0):
             return math.copysign(min_rep, c)
     elif mode == 2 and c > 0:
         return min_rep
@@ -130,11 +140,11 @@ def _limit(c, v, ip, fp):
 
 
 @numba.njit(**_inline)
-def _needs_draw(v, ip):
+def _needs_draw(v, k):
     """``(subnormal block, draws)``: chop.m's block of ``v`` and whether its scaled value is
     not an integer (Inf and NaN too: their fraction inf - inf is NaN)."""
     e = _exponent(v)
-    quantum, sub = _quantum(e, ip)
+    quantum, sub = _quantum(e, k)
     if not math.isfinite(v):
         return sub, True
     y = math.ldexp(v, -quantum)
@@ -142,16 +152,16 @@ def _needs_draw(v, ip):
 
 
 @numba.njit(**_inline)
-def _general(v, ip, fp, single, rnd, plus_zero, flip_shift):
+def _general(v, k, single, rnd, plus_zero, flip_shift):
     """chop of one value (float64 holding the input), any mode; the result as float64.
 
     ``rnd``: the element's number (stochastic modes, when it draws);
     ``plus_zero``: a zero comes back +0 (chop.m's stochastic branch when its block drew);
     ``flip_shift``: flip bit ``flip_shift + 1`` of the rounded integer (-1: no flip).
     """
-    mode = ip[MODE]
+    mode = k[MODE]
     e = _exponent(v)
-    quantum, sub = _quantum(e, ip)
+    quantum, sub = _quantum(e, k)
     y = math.ldexp(v, -quantum)  # exact: |y| < 2^t
     if y == 0.0 or not math.isfinite(y):
         r = y
@@ -181,132 +191,192 @@ def _general(v, ip, fp, single, rnd, plus_zero, flip_shift):
         sign = -1.0 if z < 0 else 1.0  # chop.m's sign(z) + (z == 0)
         z = _to_class(sign * np.float64(magnitude_bits), single)
         c = _to_class(math.ldexp(z, quantum), single)
-    if ip[EXPLIM] != 0:
-        c = _to_class(_limit(c, v, ip, fp), single)
+    if k[EXPLIM] != 0:
+        c = _to_class(_limit(c, v, k), single)
     return c
 
 
 @numba.njit(**_inline)
-def _is_regular(b, up):
-    field = (b & up[MAG]) & up[INF]
-    return field >= up[LO] and field < up[HI]
+def _is_regular(b, k):
+    field = (b & k[MAG]) & k[INF]
+    return field >= k[LO] and field < k[HI]
 
 
 @numba.njit(**_inline)
-def _regular_bits(b, ip, up):
+def _regular_bits(b, k):
     """Deterministic rounding of a regular element's bit pattern (modes 1-4)."""
-    d0 = ip[D0]
+    d0 = k[D0]
     if d0 == 0:
         return b
-    mode = ip[MODE]
+    mode = k[MODE]
     if mode == 1:
-        if d0 == ip[P] - 1:  # t = 1: the kept integer is the hidden bit, odd: ties go up
-            return (b + up[HALFM1] + _U1) & up[KEEP0]
-        return (b + ((b >> np.uint64(d0)) & _U1) + up[HALFM1]) & up[KEEP0]
-    negative = (b & up[SIGN]) != _U0
+        if d0 == k[P] - 1:  # t = 1: the kept integer is the hidden bit, odd: ties go up
+            return (b + k[HALFM1] + _U1) & k[KEEP0]
+        return (b + ((b >> np.uint64(d0)) & _U1) + k[HALFM1]) & k[KEEP0]
+    negative = (b & k[SIGN]) != _U0
     if mode == 2:
-        return ((b + up[LOW0]) & up[KEEP0]) if not negative else (b & up[KEEP0])
+        return ((b + k[LOW0]) & k[KEEP0]) if not negative else (b & k[KEEP0])
     if mode == 3:
-        return ((b + up[LOW0]) & up[KEEP0]) if negative else (b & up[KEEP0])
-    return b & up[KEEP0]
+        return ((b + k[LOW0]) & k[KEEP0]) if negative else (b & k[KEEP0])
+    return b & k[KEEP0]
 
 
 @numba.njit(**_inline)
-def _regular_stochastic(b, ip, up, fp, rnd):
+def _regular_stochastic(b, k, rnd):
     """Stochastic rounding (modes 5, 6) of a regular element's bit pattern with its number."""
-    low = b & up[LOW0]
-    kept = b & up[KEEP0]
+    low = b & k[LOW0]
+    kept = b & k[KEEP0]
     if low == _U0:
         return b
-    if ip[MODE] == 5:
-        go_up = rnd <= np.float64(low) * fp[FRAC_SCALE]
+    if k[MODE] == 5:
+        go_up = rnd <= np.float64(low) * k[FRAC_SCALE]
     else:
         go_up = rnd <= 0.5
-    return kept + up[UNIT0] if go_up else kept
+    return kept + k[UNIT0] if go_up else kept
 
 
 # --- deterministic modes --------------------------------------------------------------------------
+# Each element function returns (bits, value, as_bits): the rounded bit pattern of a regular
+# element, or the value of any other; the loops store one or the other.
 
 
 @numba.njit(**_inline)
-def _det_one(xf, xu, of, ou, i, ip, up, fp, single):
-    b = np.uint64(xu[i])
-    if _is_regular(b, up):
-        ou[i] = _regular_bits(b, ip, up)
-    else:
-        of[i] = _general(np.float64(xf[i]), ip, fp, single, 2.0, False, -1)
+def _det_one(b, v, k, single):
+    if _is_regular(b, k):
+        return _regular_bits(b, k), 0.0, True
+    return _U0, _general(v, k, single, 2.0, False, -1), False
 
+
+#: Elements per sub-block of the deterministic loops: a sub-block with a special element is
+#: gone over again from the L1 cache.
+SUB_BLOCK = 256
+
+
+@numba.njit(**_inline)
+def _fix_specials(xf, xu, of, first, last, k, single):
+    for i in range(np.uint64(first), np.uint64(last)):
+        if not _is_regular(np.uint64(xu[i]), k):
+            of[i] = _general(np.float64(xf[i]), k, single, 2.0, False, -1)
+
+
+# The two loops below are the same code, serial and parallel (a helper taking the arrays,
+# called per sub-block, stopped LLVM from vectorising).  The first inner loop is
+# branch-free: every mode rounds as (b + add) & KEEP0 with
+#   add = ((b >> d0) & 1 | ODD) * RN + HALF + ((sign - 1) & UP) + ((0 - sign) & DOWN),
+# where the mode picks the constants (round to nearest: RN = 1, HALF = half an ulp - 1;
+# towards +inf: UP = ulp - 1; towards -inf: DOWN = ulp - 1; towards zero: all 0).
 
 @numba.njit(**_jit)
-def det_serial(xf, xu, of, ou, ip, up, fp, single):
-    for i in range(xf.size):
-        _det_one(xf, xu, of, ou, i, ip, up, fp, single)
+def det_serial(xf, xu, of, ou, ip, up, fp, rp, single):
+    k = _unpack(ip, up, fp)
+    d0, top = np.uint64(k[D0]), np.uint64(k[WIDTH] - 1)
+    lo, span, inf, keep = k[LO], k[HI] - k[LO], k[INF], k[KEEP0]
+    odd, rn, half, upm, down = rp[0], rp[1], rp[2], rp[3], rp[4]
+    n = xf.size
+    for block in range((n + SUB_BLOCK - 1) // SUB_BLOCK):
+        # Unsigned indices: with signed ones Numba checks for negative indices, which stops
+        # LLVM from vectorising the loop (five times slower).
+        first = np.uint64(block * SUB_BLOCK)
+        last = np.uint64(min(n, block * SUB_BLOCK + SUB_BLOCK))
+        special = 0
+        for i in range(first, last):
+            b = np.uint64(xu[i])
+            sign = b >> top
+            add = (((b >> d0) & _U1) | odd) * rn + half + ((sign - _U1) & upm) + ((_U0 - sign) & down)
+            ou[i] = (b + add) & keep
+            special += ((b & inf) - lo) >= span
+        if special:
+            _fix_specials(xf, xu, of, first, last, k, single)
 
 
 @numba.njit(parallel=True, **_jit)
-def det_parallel(xf, xu, of, ou, ip, up, fp, single, chunk):
+def det_parallel(xf, xu, of, ou, ip, up, fp, rp, single, chunk):
+    k = _unpack(ip, up, fp)
+    d0, top = np.uint64(k[D0]), np.uint64(k[WIDTH] - 1)
+    lo, span, inf, keep = k[LO], k[HI] - k[LO], k[INF], k[KEEP0]
+    odd, rn, half, upm, down = rp[0], rp[1], rp[2], rp[3], rp[4]
     n = xf.size
     for c in prange((n + chunk - 1) // chunk):
-        for i in range(c * chunk, min(n, (c + 1) * chunk)):
-            _det_one(xf, xu, of, ou, i, ip, up, fp, single)
+        stop = min(n, (c + 1) * chunk)
+        for block in range((stop - c * chunk + SUB_BLOCK - 1) // SUB_BLOCK):
+            first = np.uint64(c * chunk + block * SUB_BLOCK)
+            last = np.uint64(min(stop, c * chunk + block * SUB_BLOCK + SUB_BLOCK))
+            special = 0
+            for i in range(first, last):
+                b = np.uint64(xu[i])
+                sign = b >> top
+                add = (((b >> d0) & _U1) | odd) * rn + half + ((sign - _U1) & upm) + ((_U0 - sign) & down)
+                ou[i] = (b + add) & keep
+                special += ((b & inf) - lo) >= span
+            if special:
+                _fix_specials(xf, xu, of, first, last, k, single)
 
 
 # --- the counter-based generator: each element its own numbers ------------------------------------
 
 
 @numba.njit(**_inline)
-def _counter_one(xf, xu, of, ou, i, ip, up, fp, single, keys, offset):
-    j = offset + np.uint64(i)
-    mode = ip[MODE]
+def _counter_one(b, v, k, single, key_round, key_choice, key_bit, j):
+    mode = k[MODE]
     rnd = 2.0
     if mode >= 5:
-        rnd = _to_class(counter_uniform(keys[0], j), single)  # compared in the input's class
-    if fp[PFLIP] < 0.0:  # no flips
-        b = np.uint64(xu[i])
-        if mode >= 5 and _is_regular(b, up):
-            ou[i] = _regular_stochastic(b, ip, up, fp, rnd)
-            return
-        if mode < 5 and _is_regular(b, up):
-            ou[i] = _regular_bits(b, ip, up)
-            return
-        of[i] = _general(np.float64(xf[i]), ip, fp, single, rnd, True, -1)
-        return
+        rnd = _to_class(counter_uniform(key_round, j), single)  # compared in the input's class
+    if k[PFLIP] < 0.0:  # no flips
+        if _is_regular(b, k):
+            if mode >= 5:
+                return _regular_stochastic(b, k, rnd), 0.0, True
+            return _regular_bits(b, k), 0.0, True
+        return _U0, _general(v, k, single, rnd, True, -1), False
     shift = -1
-    if counter_uniform(keys[1], j) <= fp[PFLIP]:
-        shift = np.int64(math.floor((ip[T] - 1) * counter_uniform(keys[2], j)))
-    of[i] = _general(np.float64(xf[i]), ip, fp, single, rnd, True, shift)
+    if counter_uniform(key_choice, j) <= k[PFLIP]:
+        shift = np.int64(math.floor((k[T] - 1) * counter_uniform(key_bit, j)))
+    return _U0, _general(v, k, single, rnd, True, shift), False
 
 
 @numba.njit(**_jit)
 def counter_serial(xf, xu, of, ou, ip, up, fp, single, keys, offset):
-    for i in range(xf.size):
-        _counter_one(xf, xu, of, ou, i, ip, up, fp, single, keys, offset)
+    k = _unpack(ip, up, fp)
+    k0, k1, k2 = keys[0], keys[1], keys[2]
+    for i in range(np.uint64(xf.size)):
+        bits, value, as_bits = _counter_one(np.uint64(xu[i]), np.float64(xf[i]), k, single, k0, k1, k2,
+                                            offset + i)
+        if as_bits:
+            ou[i] = bits
+        else:
+            of[i] = value
 
 
 @numba.njit(parallel=True, **_jit)
 def counter_parallel(xf, xu, of, ou, ip, up, fp, single, keys, offset, chunk):
+    k = _unpack(ip, up, fp)
+    k0, k1, k2 = keys[0], keys[1], keys[2]
     n = xf.size
     for c in prange((n + chunk - 1) // chunk):
-        for i in range(c * chunk, min(n, (c + 1) * chunk)):
-            _counter_one(xf, xu, of, ou, i, ip, up, fp, single, keys, offset)
+        for i in range(np.uint64(c * chunk), np.uint64(min(n, (c + 1) * chunk))):
+            bits, value, as_bits = _counter_one(np.uint64(xu[i]), np.float64(xf[i]), k, single, k0, k1, k2,
+                                                offset + i)
+            if as_bits:
+                ou[i] = bits
+            else:
+                of[i] = value
 
 
 # --- chop.m's draw order: count, draw in bulk (by the caller), round ---------------------------------
 
 
 @numba.njit(**_inline)
-def _classify(xf, xu, i, ip, up):
-    """``(subnormal block, draws)`` of element ``i`` (see :func:`_needs_draw`)."""
-    b = np.uint64(xu[i])
-    if _is_regular(b, up):
-        return False, (b & up[LOW0]) != _U0
-    return _needs_draw(np.float64(xf[i]), ip)
+def _classify(b, v, k):
+    """``(subnormal block, draws)`` of an element (see :func:`_needs_draw`)."""
+    if _is_regular(b, k):
+        return False, (b & k[LOW0]) != _U0
+    return _needs_draw(v, k)
 
 
 @numba.njit(parallel=True, **_jit)
-def count_draws(xf, xu, ip, up, chunk, stochastic):
+def count_draws(xf, xu, ip, up, fp, chunk, stochastic):
     """Per chunk: draws of the normal block, draws of the subnormal block, elements of the
     subnormal block."""
+    k = _unpack(ip, up, fp)
     n = xf.size
     n_chunks = (n + chunk - 1) // chunk
     counts = np.zeros((n_chunks, 3), np.int64)
@@ -314,8 +384,8 @@ def count_draws(xf, xu, ip, up, chunk, stochastic):
         k_normal = 0
         k_sub = 0
         n_sub = 0
-        for i in range(c * chunk, min(n, (c + 1) * chunk)):
-            sub, need = _classify(xf, xu, i, ip, up)
+        for i in range(np.uint64(c * chunk), np.uint64(min(n, (c + 1) * chunk))):
+            sub, need = _classify(np.uint64(xu[i]), np.float64(xf[i]), k)
             if sub:
                 n_sub += 1
                 if need and stochastic:
@@ -334,29 +404,40 @@ def round_drawn(xf, xu, of, ou, ip, up, fp, single, chunk, starts, rnd_normal, r
     """Round with the numbers chop.m drew, in its order: element ``i`` of chunk ``c`` takes the
     next number of its block from the positions ``starts[c]`` (draws normal, draws subnormal,
     flip choices normal, flip choices subnormal, flipped bits normal, flipped bits subnormal)."""
+    k = _unpack(ip, up, fp)
     n = xf.size
     n_chunks = (n + chunk - 1) // chunk
-    mode = ip[MODE]
-    p = fp[PFLIP]
+    mode = k[MODE]
+    p = k[PFLIP]
     for c in prange(n_chunks):
-        q = starts[c].copy()
-        for i in range(c * chunk, min(n, (c + 1) * chunk)):
-            sub, need = _classify(xf, xu, i, ip, up)
-            block = 1 if sub else 0
+        q0, q1, q2, q3, q4, q5 = starts[c, 0], starts[c, 1], starts[c, 2], starts[c, 3], starts[c, 4], starts[c, 5]
+        for i in range(np.uint64(c * chunk), np.uint64(min(n, (c + 1) * chunk))):
+            b = np.uint64(xu[i])
+            v = np.float64(xf[i])
+            sub, need = _classify(b, v, k)
             rnd = 2.0
             if mode >= 5 and need:
-                rnd = rnd_sub[q[1]] if sub else rnd_normal[q[0]]
-                q[block] += 1
+                if sub:
+                    rnd = rnd_sub[q1]
+                    q1 += 1
+                else:
+                    rnd = rnd_normal[q0]
+                    q0 += 1
             shift = -1
             if flips:
-                u = choice_sub[q[3]] if sub else choice_normal[q[2]]
-                q[2 + block] += 1
-                if u <= p:
-                    shift = (bits_sub[q[5]] if sub else bits_normal[q[4]]) - 1
-                    q[4 + block] += 1
-            b = np.uint64(xu[i])
-            if not flips and not sub and _is_regular(b, up):
-                ou[i] = _regular_stochastic(b, ip, up, fp, rnd)
+                if sub:
+                    u = choice_sub[q3]
+                    q3 += 1
+                    if u <= p:
+                        shift = bits_sub[q5] - 1
+                        q5 += 1
+                else:
+                    u = choice_normal[q2]
+                    q2 += 1
+                    if u <= p:
+                        shift = bits_normal[q4] - 1
+                        q4 += 1
+            if not flips and not sub and _is_regular(b, k):
+                ou[i] = _regular_stochastic(b, k, rnd)
             else:
-                plus = plus_sub if sub else plus_normal
-                of[i] = _general(np.float64(xf[i]), ip, fp, single, rnd, plus, shift)
+                of[i] = _general(v, k, single, rnd, plus_sub if sub else plus_normal, shift)

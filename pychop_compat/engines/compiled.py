@@ -268,6 +268,8 @@ def _in_chop_order(k, x, spec, sources, ip, up, fp, single, utype):
             break  # chop.m skips an empty subnormal block
         if stochastic and k_draws:
             rnd[block] = draw(k_draws)
+            if block == 0:
+                rnd[0] = np.append(rnd[0], 2.0)  # a spare number for the branch-free loop
         if spec.flips:
             u = np.asarray(sources.flip_uniform(members), np.float64).reshape(-1)
             chosen = u <= spec.p

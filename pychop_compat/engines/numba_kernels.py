@@ -46,7 +46,10 @@ _M2 = np.uint64(MIX2)
 _S30, _S27, _S31, _S12 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(12)
 
 _jit = dict(cache=True, nogil=True, error_model="numpy")
-_inline = dict(_jit, inline="always")  # helpers: inlined in Numba IR (no per-call array refcounts)
+# Helpers take scalars (an array argument costs reference counting on every call).  The small
+# ones on the hot path are inlined in Numba's IR; the general path (rare) is a plain call, which
+# keeps compilation short.
+_inline = dict(_jit, inline="always")
 
 
 # --- the counter-based generator of device_random ----------------------------------------------
@@ -98,7 +101,7 @@ def _to_class(c, single):
     return c
 
 
-@numba.njit(**_inline)
+@numba.njit(**_jit)
 def _limit(c, v, k):
     """chop.m's overflow and underflow rules (explim = 1) on the result ``c`` of the input ``v``."""
     mode = k[MODE]
@@ -139,7 +142,7 @@ def _limit(c, v, k):
     return 0.0
 
 
-@numba.njit(**_inline)
+@numba.njit(**_jit)
 def _needs_draw(v, k):
     """``(subnormal block, draws)``: chop.m's block of ``v`` and whether its scaled value is
     not an integer (Inf and NaN too: their fraction inf - inf is NaN)."""
@@ -151,7 +154,7 @@ def _needs_draw(v, k):
     return sub, y != math.floor(y)
 
 
-@numba.njit(**_inline)
+@numba.njit(**_jit)
 def _general(v, k, single, rnd, plus_zero, flip_shift):
     """chop of one value (float64 holding the input), any mode; the result as float64.
 
@@ -223,16 +226,26 @@ def _regular_bits(b, k):
 
 @numba.njit(**_inline)
 def _regular_stochastic(b, k, rnd):
-    """Stochastic rounding (modes 5, 6) of a regular element's bit pattern with its number."""
+    """Stochastic rounding (modes 5, 6) of a regular element's bit pattern with its number
+    (branch-free once compiled: the selects become masks)."""
     low = b & k[LOW0]
-    kept = b & k[KEEP0]
     if low == _U0:
-        return b
-    if k[MODE] == 5:
-        go_up = rnd <= np.float64(low) * k[FRAC_SCALE]
+        threshold = -1.0  # nothing dropped: never up
+    elif k[MODE] == 5:
+        threshold = np.float64(np.int64(low)) * k[FRAC_SCALE]  # exact: below 2^52
     else:
-        go_up = rnd <= 0.5
-    return kept + k[UNIT0] if go_up else kept
+        threshold = 0.5
+    return (b & k[KEEP0]) + (k[UNIT0] if rnd <= threshold else _U0)
+
+
+@numba.njit(**_inline)
+def _count_specials(xu, first, last, k):
+    """How many elements of ``first:last`` are not regular (a vectorisable loop)."""
+    lo, span, inf = k[LO], k[HI] - k[LO], k[INF]
+    special = 0
+    for i in range(first, last):
+        special += ((np.uint64(xu[i]) & inf) - lo) >= span
+    return special
 
 
 # --- deterministic modes --------------------------------------------------------------------------
@@ -252,7 +265,7 @@ def _det_one(b, v, k, single):
 SUB_BLOCK = 256
 
 
-@numba.njit(**_inline)
+@numba.njit(**_jit)
 def _fix_specials(xf, xu, of, first, last, k, single):
     for i in range(np.uint64(first), np.uint64(last)):
         if not _is_regular(np.uint64(xu[i]), k):
@@ -313,52 +326,60 @@ def det_parallel(xf, xu, of, ou, ip, up, fp, rp, single, chunk):
 
 
 # --- the counter-based generator: each element its own numbers ------------------------------------
+# Sub-blocks as for the deterministic modes: a branch-free loop for the regular elements (no call
+# in it, so that it vectorises), and a plain call for a sub-block holding other elements.
+
+
+@numba.njit(**_jit)
+def _counter_general(xf, xu, of, first, last, k, single, k0, k1, k2, offset, every):
+    """The general path for the elements of ``first:last`` (all of them when ``every``)."""
+    mode = k[MODE]
+    for i in range(np.uint64(first), np.uint64(last)):
+        if not every and _is_regular(np.uint64(xu[i]), k):
+            continue
+        j = offset + i
+        rnd = 2.0
+        if mode >= 5:
+            rnd = _to_class(counter_uniform(k0, j), single)  # compared in the input's class
+        shift = -1
+        if k[PFLIP] >= 0.0 and counter_uniform(k1, j) <= k[PFLIP]:
+            shift = np.int64(math.floor((k[T] - 1) * counter_uniform(k2, j)))
+        of[i] = _general(np.float64(xf[i]), k, single, rnd, True, shift)
 
 
 @numba.njit(**_inline)
-def _counter_one(b, v, k, single, key_round, key_choice, key_bit, j):
-    mode = k[MODE]
-    rnd = 2.0
-    if mode >= 5:
-        rnd = _to_class(counter_uniform(key_round, j), single)  # compared in the input's class
-    if k[PFLIP] < 0.0:  # no flips
-        if _is_regular(b, k):
-            if mode >= 5:
-                return _regular_stochastic(b, k, rnd), 0.0, True
-            return _regular_bits(b, k), 0.0, True
-        return _U0, _general(v, k, single, rnd, True, -1), False
-    shift = -1
-    if counter_uniform(key_choice, j) <= k[PFLIP]:
-        shift = np.int64(math.floor((k[T] - 1) * counter_uniform(key_bit, j)))
-    return _U0, _general(v, k, single, rnd, True, shift), False
+def _counter_range(xf, xu, of, ou, start, stop, k, single, k0, k1, k2, offset):
+    n_blocks = (stop - start + SUB_BLOCK - 1) // SUB_BLOCK
+    for block in range(n_blocks):
+        first = np.uint64(start + block * SUB_BLOCK)
+        last = np.uint64(min(stop, start + block * SUB_BLOCK + SUB_BLOCK))
+        if k[PFLIP] >= 0.0:  # bit flips: every element takes the general path
+            _counter_general(xf, xu, of, first, last, k, single, k0, k1, k2, offset, True)
+            continue
+        if k[MODE] >= 5:
+            for i in range(first, last):
+                rnd = _to_class(counter_uniform(k0, offset + i), single)
+                ou[i] = _regular_stochastic(np.uint64(xu[i]), k, rnd)
+        else:  # (deterministic modes reach here only with flips; kept for completeness)
+            for i in range(first, last):
+                ou[i] = _regular_bits(np.uint64(xu[i]), k)
+        if _count_specials(xu, first, last, k):
+            _counter_general(xf, xu, of, first, last, k, single, k0, k1, k2, offset, False)
 
 
 @numba.njit(**_jit)
 def counter_serial(xf, xu, of, ou, ip, up, fp, single, keys, offset):
     k = _unpack(ip, up, fp)
-    k0, k1, k2 = keys[0], keys[1], keys[2]
-    for i in range(np.uint64(xf.size)):
-        bits, value, as_bits = _counter_one(np.uint64(xu[i]), np.float64(xf[i]), k, single, k0, k1, k2,
-                                            offset + i)
-        if as_bits:
-            ou[i] = bits
-        else:
-            of[i] = value
+    _counter_range(xf, xu, of, ou, 0, xf.size, k, single, keys[0], keys[1], keys[2], offset)
 
 
 @numba.njit(parallel=True, **_jit)
 def counter_parallel(xf, xu, of, ou, ip, up, fp, single, keys, offset, chunk):
     k = _unpack(ip, up, fp)
-    k0, k1, k2 = keys[0], keys[1], keys[2]
     n = xf.size
     for c in prange((n + chunk - 1) // chunk):
-        for i in range(np.uint64(c * chunk), np.uint64(min(n, (c + 1) * chunk))):
-            bits, value, as_bits = _counter_one(np.uint64(xu[i]), np.float64(xf[i]), k, single, k0, k1, k2,
-                                                offset + i)
-            if as_bits:
-                ou[i] = bits
-            else:
-                of[i] = value
+        _counter_range(xf, xu, of, ou, c * chunk, min(n, (c + 1) * chunk), k, single,
+                       keys[0], keys[1], keys[2], offset)
 
 
 # --- chop.m's draw order: count, draw in bulk (by the caller), round ---------------------------------
@@ -372,6 +393,22 @@ def _classify(b, v, k):
     return _needs_draw(v, k)
 
 
+@numba.njit(**_jit)
+def _count_general(xf, xu, first, last, k, stochastic):
+    k_normal = 0
+    k_sub = 0
+    n_sub = 0
+    for i in range(np.uint64(first), np.uint64(last)):
+        sub, need = _classify(np.uint64(xu[i]), np.float64(xf[i]), k)
+        if sub:
+            n_sub += 1
+            if need and stochastic:
+                k_sub += 1
+        elif need and stochastic:
+            k_normal += 1
+    return k_normal, k_sub, n_sub
+
+
 @numba.njit(parallel=True, **_jit)
 def count_draws(xf, xu, ip, up, fp, chunk, stochastic):
     """Per chunk: draws of the normal block, draws of the subnormal block, elements of the
@@ -380,22 +417,62 @@ def count_draws(xf, xu, ip, up, fp, chunk, stochastic):
     n = xf.size
     n_chunks = (n + chunk - 1) // chunk
     counts = np.zeros((n_chunks, 3), np.int64)
+    low0 = k[LOW0]
     for c in prange(n_chunks):
+        start = c * chunk
+        stop = min(n, start + chunk)
         k_normal = 0
         k_sub = 0
         n_sub = 0
-        for i in range(np.uint64(c * chunk), np.uint64(min(n, (c + 1) * chunk))):
-            sub, need = _classify(np.uint64(xu[i]), np.float64(xf[i]), k)
-            if sub:
-                n_sub += 1
-                if need and stochastic:
-                    k_sub += 1
-            elif need and stochastic:
-                k_normal += 1
+        for block in range((stop - start + SUB_BLOCK - 1) // SUB_BLOCK):
+            first = np.uint64(start + block * SUB_BLOCK)
+            last = np.uint64(min(stop, start + block * SUB_BLOCK + SUB_BLOCK))
+            if _count_specials(xu, first, last, k):
+                a, b, d = _count_general(xf, xu, first, last, k, stochastic)
+                k_normal += a
+                k_sub += b
+                n_sub += d
+            elif stochastic:
+                for i in range(first, last):
+                    k_normal += (np.uint64(xu[i]) & low0) != _U0
         counts[c, 0] = k_normal
         counts[c, 1] = k_sub
         counts[c, 2] = n_sub
     return counts
+
+
+@numba.njit(**_jit)
+def _round_drawn_general(xf, xu, of, first, last, k, single, q, rnd_normal, rnd_sub, plus_normal, plus_sub,
+                         flips, choice_normal, choice_sub, bits_normal, bits_sub):
+    """Every element of ``first:last`` by the general path; ``q`` (positions) is advanced."""
+    mode = k[MODE]
+    p = k[PFLIP]
+    for i in range(np.uint64(first), np.uint64(last)):
+        v = np.float64(xf[i])
+        sub, need = _classify(np.uint64(xu[i]), v, k)
+        rnd = 2.0
+        if mode >= 5 and need:
+            if sub:
+                rnd = rnd_sub[q[1]]
+                q[1] += 1
+            else:
+                rnd = rnd_normal[q[0]]
+                q[0] += 1
+        shift = -1
+        if flips:
+            if sub:
+                u = choice_sub[q[3]]
+                q[3] += 1
+                if u <= p:
+                    shift = bits_sub[q[5]] - 1
+                    q[5] += 1
+            else:
+                u = choice_normal[q[2]]
+                q[2] += 1
+                if u <= p:
+                    shift = bits_normal[q[4]] - 1
+                    q[4] += 1
+        of[i] = _general(v, k, single, rnd, plus_sub if sub else plus_normal, shift)
 
 
 @numba.njit(parallel=True, **_jit)
@@ -403,41 +480,40 @@ def round_drawn(xf, xu, of, ou, ip, up, fp, single, chunk, starts, rnd_normal, r
                 plus_normal, plus_sub, flips, choice_normal, choice_sub, bits_normal, bits_sub):
     """Round with the numbers chop.m drew, in its order: element ``i`` of chunk ``c`` takes the
     next number of its block from the positions ``starts[c]`` (draws normal, draws subnormal,
-    flip choices normal, flip choices subnormal, flipped bits normal, flipped bits subnormal)."""
+    flip choices normal, flip choices subnormal, flipped bits normal, flipped bits subnormal).
+    ``rnd_normal`` has one spare number at its end (read, never used, by the branch-free loop)."""
     k = _unpack(ip, up, fp)
     n = xf.size
     n_chunks = (n + chunk - 1) // chunk
-    mode = k[MODE]
-    p = k[PFLIP]
+    low0, keep, unit, scale = k[LOW0], k[KEEP0], k[UNIT0], k[FRAC_SCALE]
+    mode5 = k[MODE] == 5
     for c in prange(n_chunks):
-        q0, q1, q2, q3, q4, q5 = starts[c, 0], starts[c, 1], starts[c, 2], starts[c, 3], starts[c, 4], starts[c, 5]
-        for i in range(np.uint64(c * chunk), np.uint64(min(n, (c + 1) * chunk))):
-            b = np.uint64(xu[i])
-            v = np.float64(xf[i])
-            sub, need = _classify(b, v, k)
-            rnd = 2.0
-            if mode >= 5 and need:
-                if sub:
-                    rnd = rnd_sub[q1]
-                    q1 += 1
-                else:
-                    rnd = rnd_normal[q0]
-                    q0 += 1
-            shift = -1
-            if flips:
-                if sub:
-                    u = choice_sub[q3]
-                    q3 += 1
-                    if u <= p:
-                        shift = bits_sub[q5] - 1
-                        q5 += 1
-                else:
-                    u = choice_normal[q2]
-                    q2 += 1
-                    if u <= p:
-                        shift = bits_normal[q4] - 1
-                        q4 += 1
-            if not flips and not sub and _is_regular(b, k):
-                ou[i] = _regular_stochastic(b, k, rnd)
+        q = starts[c].copy()
+        start = c * chunk
+        stop = min(n, start + chunk)
+        for block in range((stop - start + SUB_BLOCK - 1) // SUB_BLOCK):
+            first = np.uint64(start + block * SUB_BLOCK)
+            last = np.uint64(min(stop, start + block * SUB_BLOCK + SUB_BLOCK))
+            if flips or _count_specials(xu, first, last, k):
+                _round_drawn_general(xf, xu, of, first, last, k, single, q, rnd_normal, rnd_sub,
+                                     plus_normal, plus_sub, flips, choice_normal, choice_sub,
+                                     bits_normal, bits_sub)
+                continue
+            # Unsigned positions (no negative-index checks); an element without dropped bits
+            # draws nothing: its threshold -1 never rounds up, whatever number it reads.
+            position = np.uint64(q[0])
+            if mode5:
+                for i in range(first, last):
+                    b = np.uint64(xu[i])
+                    low = b & low0
+                    threshold = np.float64(np.int64(low)) * scale if low != _U0 else -1.0
+                    ou[i] = (b & keep) + (unit if rnd_normal[position] <= threshold else _U0)
+                    position += np.uint64(low != _U0)
             else:
-                of[i] = _general(v, k, single, rnd, plus_sub if sub else plus_normal, shift)
+                for i in range(first, last):
+                    b = np.uint64(xu[i])
+                    low = b & low0
+                    threshold = 0.5 if low != _U0 else -1.0
+                    ou[i] = (b & keep) + (unit if rnd_normal[position] <= threshold else _U0)
+                    position += np.uint64(low != _U0)
+            q[0] = np.int64(position)

@@ -47,10 +47,12 @@ from ..options import ChopSpec
 from ..randomness import RandomSources
 
 __all__ = ["available", "set_cpu_engine", "cpu_engine", "get_cpu_engine", "chop_array", "warm_up",
+           "wanted", "handles", "rounding_constants", "kernels",
            "SERIAL_BELOW", "CHUNK"]
 
-#: Below this many elements one thread does everything (a parallel launch costs tens of us).
-SERIAL_BELOW = 1 << 16
+#: Below this many elements one thread does everything: a parallel launch costs tens of us on
+#: an idle machine and up to a scheduler time slice (milliseconds) on a busy one.
+SERIAL_BELOW = 1 << 20
 #: Elements per chunk of the parallel loops (and of the per-chunk counts in chop.m's order).
 CHUNK = 1 << 14
 
@@ -163,6 +165,17 @@ def _constants(fmt, mode: int, keep_subnormals: bool, explim: bool, char: str, p
     for a in (ip, up, fp, rp):
         a.setflags(write=False)
     return ip, up, fp, rp
+
+
+def rounding_constants(spec: ChopSpec, dtype) -> tuple:
+    """The constant arrays ``(ip, up, fp)`` of :mod:`.numba_kernels` for ``spec`` and ``dtype``
+    (for compiled code that rounds with :func:`.numba_kernels.chop_double`)."""
+    return _spec_constants(spec, np.dtype(dtype).char)[:3]
+
+
+def kernels():
+    """The module of Numba kernels (imports Numba on first use)."""
+    return _load()
 
 
 def _spec_constants(spec: ChopSpec, char: str):

@@ -27,7 +27,8 @@ import math
 
 import numba
 import numpy as np
-from numba import prange
+from numba import prange, types
+from numba.extending import intrinsic
 
 from .device_random import FLIP_BIT, FLIP_CHOICE, GOLDEN, MIX1, MIX2, ROUND  # noqa: F401
 
@@ -71,6 +72,33 @@ def counter_uniform(key, j):
     z = (z ^ (z >> _S27)) * _M2
     z = z ^ (z >> _S31)
     return (np.float64(z >> _S12) + 0.5) * 2.0**-52
+
+
+# --- a float64's bit pattern and back (LLVM bitcasts; Numba has no scalar view) --------------------
+
+
+@intrinsic
+def bits_of_double(typingctx, x):
+    """The uint64 bit pattern of a float64."""
+    if x != types.float64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(types.uint64))
+
+    return types.uint64(types.float64), codegen
+
+
+@intrinsic
+def double_of_bits(typingctx, b):
+    """The float64 with the bit pattern of a uint64."""
+    if b != types.uint64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(types.float64))
+
+    return types.float64(types.uint64), codegen
 
 
 # --- one element --------------------------------------------------------------------------------
@@ -517,3 +545,22 @@ def round_drawn(xf, xu, of, ou, ip, up, fp, single, chunk, starts, rnd_normal, r
                     ou[i] = (b & keep) + (unit if rnd_normal[position] <= threshold else _U0)
                     position += np.uint64(low != _U0)
             q[0] = np.int64(position)
+
+
+# --- one float64 value, for the compiled linear algebra ----------------------------------------------
+
+
+@numba.njit(**_inline)
+def constants(ip, up, fp):
+    """The tuple of constants of a rounding (see :func:`chop_double`)."""
+    return _unpack(ip, up, fp)
+
+
+@numba.njit(**_inline)
+def chop_double(v, k):
+    """chop of one float64 value, deterministic modes (1-4) without flips, by the constants ``k``
+    of :func:`constants`: the bit rounding for a regular value, chop.m's scaling for the rest."""
+    b = bits_of_double(v)
+    if _is_regular(b, k):
+        return double_of_bits(_regular_bits(b, k))
+    return _general(v, k, False, 2.0, False, -1)

@@ -66,6 +66,72 @@ _SUMMERS = {
     "blocked": _sum_blocked,
 }
 
+#: Products the NumPy pairwise and blocked paths hold at once (columns of C are done in groups).
+TERM_BUDGET = 1 << 22
+
+
+def _deterministic(rounder) -> bool:
+    """Whether a rounder (or None: no rounding) draws no random numbers."""
+    if rounder is None:
+        return True
+    o = rounder.options
+    return int(o.round) <= 4 and not o.flip
+
+
+def _compiled_specs(A, rprod, rsum):
+    """``(product spec or None, sum spec)`` when the compiled kernels can compute the product:
+    Numba in use, double data, deterministic rounding, chop.m's semantics; else None."""
+    from ..engines import compiled
+    from ..options import resolve
+
+    if A.dtype != np.float64 or not compiled.wanted():
+        return None
+    if not (_deterministic(rprod) and _deterministic(rsum)):
+        return None
+    specs = [resolve(r.options, None, "double") if r is not None else None for r in (rprod, rsum)]
+    if any(getattr(spec, "extended", False) for spec in specs if spec is not None):
+        return None
+    return specs
+
+
+def _compiled_product(method, A, B, product_spec, sum_spec, block_size):
+    from ..engines import compiled
+    from . import compiled_kernels
+
+    ips, ups, fps = compiled.rounding_constants(sum_spec, np.float64)
+    ipp, upp, fpp = compiled.rounding_constants(product_spec or sum_spec, np.float64)
+    rounds_products = product_spec is not None
+    A = np.ascontiguousarray(A)
+    B = np.ascontiguousarray(B)
+    if method == "pairwise":
+        return compiled_kernels.matmul_pairwise(A, B, ipp, upp, fpp, rounds_products, ips, ups, fps)
+    if method == "blocked":
+        return compiled_kernels.matmul_blocked(A, B, ipp, upp, fpp, rounds_products, ips, ups, fps,
+                                               int(block_size))
+    return compiled_kernels.matmul_recursive(A, B, ipp, upp, fpp, rounds_products, ips, ups, fps)
+
+
+def _product(method, A, B, rprod, rsum, block_size):
+    """``A @ B`` by ``method`` with O(m p + block) extra memory (see :func:`matmul`'s notes)."""
+    specs = _compiled_specs(A, rprod, rsum)
+    if specs is not None:
+        return _compiled_product(method, A, B, specs[0], specs[1], block_size)
+    summer = _SUMMERS[method]
+    (m, n), p = A.shape, B.shape[1]
+    if method in ("recursive", "fma") or p == 1:
+        return summer(A, B, rprod, rsum, block_size)
+    if _deterministic(rprod) and _deterministic(rsum):
+        # Each element of C depends on its own operations only: columns in groups give the same bits.
+        width = max(1, TERM_BUDGET // max(1, n * m))
+    else:
+        width = 1  # random numbers: one column at a time, a rule that does not depend on sizes
+    if width >= p:
+        return summer(A, B, rprod, rsum, block_size)
+    C = np.empty((m, p), A.dtype)
+    for j in range(0, p, width):
+        C[:, j:j + width] = summer(A, B[:, j:j + width], rprod, rsum, block_size)
+    return C
+
 
 @_ieee
 def matmul(
@@ -153,6 +219,8 @@ def matmul(
     """
     if method not in _SUMMERS:
         raise ValueError(f"method must be one of {_METHODS}, not {method!r}")
+    if method == "blocked" and int(block_size) < 1:
+        raise ValueError("block_size must be a positive integer")
     A2 = _float_array(A, B)
     B2 = _float_array(B, A)
     a_vec, b_vec = A2.ndim == 1, B2.ndim == 1
@@ -183,7 +251,7 @@ def matmul(
         # plain double: np.add.accumulate is sequential, i.e. recursive summation
         C = np.add.accumulate(_outer_terms(A2, B2, np.arange(n)), axis=0)[-1]
     else:
-        C = _SUMMERS[method](A2, B2, rprod, rsum, block_size)
+        C = _product(method, A2, B2, rprod, rsum, block_size)
     if a_vec:
         C = C[0]
     if b_vec:

@@ -168,9 +168,9 @@ def _constants(fmt, mode: int, keep_subnormals: bool, explim: bool, char: str, p
 
 
 def rounding_constants(spec: ChopSpec, dtype) -> tuple:
-    """The constant arrays ``(ip, up, fp)`` of :mod:`.numba_kernels` for ``spec`` and ``dtype``
-    (for compiled code that rounds with :func:`.numba_kernels.chop_double`)."""
-    return _spec_constants(spec, np.dtype(dtype).char)[:3]
+    """The constant arrays ``(ip, up, fp, rp)`` of :mod:`.numba_kernels` for ``spec`` and ``dtype``
+    (for compiled code that rounds with :func:`.numba_kernels.chop_double`, ``fast_bits``)."""
+    return _spec_constants(spec, np.dtype(dtype).char)
 
 
 def kernels():

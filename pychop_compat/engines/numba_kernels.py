@@ -564,3 +564,25 @@ def chop_double(v, k):
     if _is_regular(b, k):
         return double_of_bits(_regular_bits(b, k))
     return _general(v, k, False, 2.0, False, -1)
+
+
+@numba.njit(**_inline)
+def fast_constants(ip, up, rp):
+    """Constants of :func:`fast_bits` and :func:`irregular`: the branch-free deterministic rounding
+    of regular values (a tuple of scalars; see the deterministic loops)."""
+    return (rp[0], rp[1], rp[2], rp[3], rp[4], np.uint64(ip[D0]), np.uint64(ip[WIDTH] - 1),
+            up[KEEP0 - 9], up[LO - 9], up[HI - 9] - up[LO - 9], up[INF - 9])
+
+
+@numba.njit(**_inline)
+def fast_bits(b, f):
+    """The rounded bit pattern of ``b`` as if it were regular (modes 1-4; branch-free)."""
+    sign = b >> f[6]
+    add = (((b >> f[5]) & _U1) | f[0]) * f[1] + f[2] + ((sign - _U1) & f[3]) + ((_U0 - sign) & f[4])
+    return (b + add) & f[7]
+
+
+@numba.njit(**_inline)
+def irregular(b, f):
+    """1 when ``b`` is not regular (its rounding needs :func:`chop_double`), else 0."""
+    return np.int64(((b & f[10]) - f[8]) >= f[9])

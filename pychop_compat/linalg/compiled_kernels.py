@@ -11,6 +11,12 @@ Memory: the result, plus O(rows_per_task * p) (blocked) or
 O(n * COLUMNS) (pairwise) scratch per thread: never the n * m * p products.
 Rows of ``C`` are shared out over Numba's threads in groups of ROWS, so a
 row of ``B`` is read from the cache once per group.
+
+Speed: a row of operations is first rounded by a branch-free loop on the bit
+patterns (:func:`~pychop_compat.engines.numba_kernels.fast_bits`, which LLVM
+vectorises) that also counts the values it cannot round (zeros, values near
+the format's range limits, Inf, NaN); only a row with such a value is redone
+by :func:`~pychop_compat.engines.numba_kernels.chop_double` one value at a time.
 """
 
 from __future__ import annotations
@@ -19,52 +25,100 @@ import numba
 import numpy as np
 from numba import prange
 
-from ..engines.numba_kernels import chop_double, constants
+from ..engines.numba_kernels import (bits_of_double, chop_double, constants, double_of_bits, fast_bits,
+                                     fast_constants, irregular)
 
 __all__ = ["matmul_recursive", "matmul_pairwise", "matmul_blocked", "ROWS", "COLUMNS"]
 
 #: Rows of C per task.
 ROWS = 8
 #: Columns of C per pairwise tree pass (the n x COLUMNS terms stay in the cache).
-COLUMNS = 64
+COLUMNS = 128
 
 _jit = dict(cache=True, nogil=True, error_model="numpy")
 
 
+
+# --- rows: out[j] = fl_s(acc[j] + fl_p(a * b[j])) and friends, fast loop then exact loop if needed -----
+
+
+@numba.njit(**_jit)
+def _axpy_row(a, b, acc, out, first, kp, fp_, ks, fs, round_products, p):
+    """``out[j] = fl_s(acc[j] + fl_p(a b[j]))`` (``first``: ``out[j] = fl(a b[j])``, by the product
+    rounding when ``round_products`` else the sum rounding; no ``fl_p`` when not ``round_products``)."""
+    special = 0
+    for j in range(np.uint64(p)):
+        t = a * b[j]
+        if round_products:
+            tb = bits_of_double(t)
+            special += irregular(tb, fp_)
+            t = double_of_bits(fast_bits(tb, fp_))
+            if first:
+                out[j] = t
+                continue
+        elif first:
+            tb = bits_of_double(t)
+            special += irregular(tb, fs)
+            out[j] = double_of_bits(fast_bits(tb, fs))
+            continue
+        ub = bits_of_double(acc[j] + t)
+        special += irregular(ub, fs)
+        out[j] = double_of_bits(fast_bits(ub, fs))
+    if special:
+        for j in range(np.uint64(p)):
+            t = a * b[j]
+            if round_products:
+                t = chop_double(t, kp)
+                if first:
+                    out[j] = t
+                    continue
+            elif first:
+                out[j] = chop_double(t, ks)
+                continue
+            out[j] = chop_double(acc[j] + t, ks)
+
+
+@numba.njit(**_jit)
+def _add_rows(x, y, out, ks, fs, p):
+    """``out[j] = fl(x[j] + y[j])``."""
+    special = 0
+    for j in range(np.uint64(p)):
+        ub = bits_of_double(x[j] + y[j])
+        special += irregular(ub, fs)
+        out[j] = double_of_bits(fast_bits(ub, fs))
+    if special:
+        for j in range(np.uint64(p)):
+            out[j] = chop_double(x[j] + y[j], ks)
+
+
 @numba.njit(parallel=True, **_jit)
-def matmul_recursive(A, B, ipp, upp, fpp, round_products, ips, ups, fps):
+def matmul_recursive(A, B, ipp, upp, fpp, rpp, round_products, ips, ups, fps, rps):
     """``s = fl(p_1)``; ``s = fl(s + p_k)``, with ``p_k = fl(a_k b_k)`` when ``round_products``
     (products rounded by the first constants) else the double product (sums by the second)."""
-    kp = constants(ipp, upp, fpp)
-    ks = constants(ips, ups, fps)
+    kp, fp_ = constants(ipp, upp, fpp), fast_constants(ipp, upp, rpp)
+    ks, fs = constants(ips, ups, fps), fast_constants(ips, ups, rps)
     m, n = A.shape
     p = B.shape[1]
     C = np.empty((m, p))
     for block in prange((m + ROWS - 1) // ROWS):
         i0 = block * ROWS
         i1 = min(m, i0 + ROWS)
+        row = np.empty(p)
         for i in range(i0, i1):
-            a = A[i, 0]
-            for j in range(p):
-                t = a * B[0, j]
-                C[i, j] = chop_double(t, kp) if round_products else chop_double(t, ks)
+            _axpy_row(A[i, 0], B[0], C[i], C[i], True, kp, fp_, ks, fs, round_products, p)
         for kk in range(1, n):
             for i in range(i0, i1):
-                a = A[i, kk]
-                for j in range(p):
-                    t = a * B[kk, j]
-                    if round_products:
-                        t = chop_double(t, kp)
-                    C[i, j] = chop_double(C[i, j] + t, ks)
+                _axpy_row(A[i, kk], B[kk], C[i], row, False, kp, fp_, ks, fs, round_products, p)
+                C[i, :] = row
     return C
 
 
 @numba.njit(parallel=True, **_jit)
-def matmul_blocked(A, B, ipp, upp, fpp, round_products, ips, ups, fps, block_size):
+def matmul_blocked(A, B, ipp, upp, fpp, rpp, round_products, ips, ups, fps, rps, block_size):
     """Each block of ``block_size`` terms summed recursively, the block sums summed recursively
     in order (as each block ends, its sum joins the running total)."""
-    kp = constants(ipp, upp, fpp)
-    ks = constants(ips, ups, fps)
+    kp, fp_ = constants(ipp, upp, fpp), fast_constants(ipp, upp, rpp)
+    ks, fs = constants(ips, ups, fps), fast_constants(ips, ups, rps)
     m, n = A.shape
     p = B.shape[1]
     C = np.empty((m, p))
@@ -72,65 +126,59 @@ def matmul_blocked(A, B, ipp, upp, fpp, round_products, ips, ups, fps, block_siz
         i0 = block * ROWS
         i1 = min(m, i0 + ROWS)
         partial = np.empty((ROWS, p))
+        row = np.empty(p)
         for kk in range(n):
             position = kk % block_size
             ends = position == block_size - 1 or kk == n - 1
             first_block = kk < block_size
             for i in range(i0, i1):
-                a = A[i, kk]
-                for j in range(p):
-                    t = a * B[kk, j]
-                    if position == 0:
-                        v = chop_double(t, kp) if round_products else chop_double(t, ks)
-                    else:
-                        if round_products:
-                            t = chop_double(t, kp)
-                        v = chop_double(partial[i - i0, j] + t, ks)
-                    if not ends:
-                        partial[i - i0, j] = v
-                    elif first_block:
-                        C[i, j] = v
-                    else:
-                        C[i, j] = chop_double(C[i, j] + v, ks)
+                part = partial[i - i0]
+                _axpy_row(A[i, kk], B[kk], part, row, position == 0, kp, fp_, ks, fs, round_products, p)
+                if not ends:
+                    part[:] = row
+                elif first_block:
+                    C[i, :] = row
+                else:
+                    _add_rows(C[i], row, part, ks, fs, p)
+                    C[i, :] = part
     return C
 
 
 @numba.njit(parallel=True, **_jit)
-def matmul_pairwise(A, B, ipp, upp, fpp, round_products, ips, ups, fps):
+def matmul_pairwise(A, B, ipp, upp, fpp, rpp, round_products, ips, ups, fps, rps):
     """The products summed pairwise level by level: ``y_q = fl(x_{2q} + x_{2q+1})``, an odd last
     term carried over, until one is left (products unrounded, unless ``round_products`` or n = 1,
     as in :mod:`.kernels`)."""
-    kp = constants(ipp, upp, fpp)
-    ks = constants(ips, ups, fps)
+    kp, fp_ = constants(ipp, upp, fpp), fast_constants(ipp, upp, rpp)
+    ks, fs = constants(ips, ups, fps), fast_constants(ips, ups, rps)
     m, n = A.shape
     p = B.shape[1]
     C = np.empty((m, p))
+    zeros = np.zeros(COLUMNS)
     for block in prange((m + ROWS - 1) // ROWS):
         i0 = block * ROWS
         i1 = min(m, i0 + ROWS)
         terms = np.empty((n, COLUMNS))
+        row = np.empty(COLUMNS)
         for j0 in range(0, p, COLUMNS):
             width = min(p, j0 + COLUMNS) - j0
             for i in range(i0, i1):
                 for kk in range(n):
-                    a = A[i, kk]
-                    for j in range(width):
-                        t = a * B[kk, j0 + j]
-                        if round_products:
-                            t = chop_double(t, kp)
-                        elif n == 1:
-                            t = chop_double(t, ks)
-                        terms[kk, j] = t
+                    if round_products or n == 1:
+                        # fl_p(a b) (or, for a single term, fl_s(a b)): a first term of an axpy.
+                        _axpy_row(A[i, kk], B[kk, j0:j0 + width], zeros, terms[kk], True, kp, fp_, ks, fs,
+                                  round_products, width)
+                    else:
+                        for j in range(width):
+                            terms[kk, j] = A[i, kk] * B[kk, j0 + j]
                 length = n
                 while length > 1:
                     half = length // 2
                     for q in range(half):  # writes q, reads 2q and 2q + 1 >= q: in place is safe
-                        for j in range(width):
-                            terms[q, j] = chop_double(terms[2 * q, j] + terms[2 * q + 1, j], ks)
+                        _add_rows(terms[2 * q], terms[2 * q + 1], row, ks, fs, width)
+                        terms[q, :width] = row[:width]
                     if length % 2:
-                        for j in range(width):
-                            terms[half, j] = terms[length - 1, j]
+                        terms[half, :width] = terms[length - 1, :width]
                     length = half + length % 2
-                for j in range(width):
-                    C[i, j0 + j] = terms[0, j]
+                C[i, j0:j0 + width] = terms[0, :width]
     return C

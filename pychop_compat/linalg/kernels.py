@@ -98,17 +98,16 @@ def _compiled_product(method, A, B, product_spec, sum_spec, block_size):
     from ..engines import compiled
     from . import compiled_kernels
 
-    ips, ups, fps = compiled.rounding_constants(sum_spec, np.float64)
-    ipp, upp, fpp = compiled.rounding_constants(product_spec or sum_spec, np.float64)
+    sums = compiled.rounding_constants(sum_spec, np.float64)
+    products = compiled.rounding_constants(product_spec or sum_spec, np.float64)
     rounds_products = product_spec is not None
     A = np.ascontiguousarray(A)
     B = np.ascontiguousarray(B)
     if method == "pairwise":
-        return compiled_kernels.matmul_pairwise(A, B, ipp, upp, fpp, rounds_products, ips, ups, fps)
+        return compiled_kernels.matmul_pairwise(A, B, *products, rounds_products, *sums)
     if method == "blocked":
-        return compiled_kernels.matmul_blocked(A, B, ipp, upp, fpp, rounds_products, ips, ups, fps,
-                                               int(block_size))
-    return compiled_kernels.matmul_recursive(A, B, ipp, upp, fpp, rounds_products, ips, ups, fps)
+        return compiled_kernels.matmul_blocked(A, B, *products, rounds_products, *sums, int(block_size))
+    return compiled_kernels.matmul_recursive(A, B, *products, rounds_products, *sums)
 
 
 def _product(method, A, B, rprod, rsum, block_size):

@@ -262,7 +262,7 @@ def _in_chop_order(k, x, spec, sources, ip, up, fp, single, utype):
     n = xf.size
     xu = xf.view(utype)
     stochastic = spec.round >= 5
-    chunk = CHUNK if n >= SERIAL_BELOW else n
+    chunk = CHUNK
     counts = k.count_draws(xf, xu, ip, up, fp, chunk, stochastic)
     k_normal, k_sub, n_sub = (int(v) for v in counts.sum(axis=0))
     n_normal = n - n_sub
@@ -281,8 +281,6 @@ def _in_chop_order(k, x, spec, sources, ip, up, fp, single, utype):
             break  # chop.m skips an empty subnormal block
         if stochastic and k_draws:
             rnd[block] = draw(k_draws)
-            if block == 0:
-                rnd[0] = np.append(rnd[0], 2.0)  # a spare number for the branch-free loop
         if spec.flips:
             u = np.asarray(sources.flip_uniform(members), np.float64).reshape(-1)
             chosen = u <= spec.p
@@ -304,7 +302,8 @@ def _in_chop_order(k, x, spec, sources, ip, up, fp, single, utype):
         if n_sub:
             starts[:, 5] = chosen_before[1][starts[:, 3]]
     of = np.empty_like(xf)
-    k.round_drawn(xf, xu, of, of.view(utype), ip, up, fp, single, chunk, starts, rnd[0], rnd[1],
+    round_drawn = k.round_drawn if n >= SERIAL_BELOW else k.round_drawn_serial
+    round_drawn(xf, xu, of, of.view(utype), ip, up, fp, single, chunk, starts, rnd[0], rnd[1],
                   stochastic and k_normal > 0, stochastic and k_sub > 0, bool(spec.flips),
                   choice[0], choice[1], bits[0], bits[1])
     return of.reshape(x.shape, order="F")

@@ -437,16 +437,17 @@ def _count_general(xf, xu, first, last, k, stochastic):
     return k_normal, k_sub, n_sub
 
 
-@numba.njit(parallel=True, **_jit)
+@numba.njit(**_jit)
 def count_draws(xf, xu, ip, up, fp, chunk, stochastic):
     """Per chunk: draws of the normal block, draws of the subnormal block, elements of the
-    subnormal block."""
+    subnormal block.  One thread: a read-only pass, cheaper than a parallel launch on a busy
+    machine (measured)."""
     k = _unpack(ip, up, fp)
     n = xf.size
     n_chunks = (n + chunk - 1) // chunk
     counts = np.zeros((n_chunks, 3), np.int64)
     low0 = k[LOW0]
-    for c in prange(n_chunks):
+    for c in range(n_chunks):
         start = c * chunk
         stop = min(n, start + chunk)
         k_normal = 0
@@ -503,19 +504,15 @@ def _round_drawn_general(xf, xu, of, first, last, k, single, q, rnd_normal, rnd_
         of[i] = _general(v, k, single, rnd, plus_sub if sub else plus_normal, shift)
 
 
-@numba.njit(parallel=True, **_jit)
-def round_drawn(xf, xu, of, ou, ip, up, fp, single, chunk, starts, rnd_normal, rnd_sub,
-                plus_normal, plus_sub, flips, choice_normal, choice_sub, bits_normal, bits_sub):
-    """Round with the numbers chop.m drew, in its order: element ``i`` of chunk ``c`` takes the
-    next number of its block from the positions ``starts[c]`` (draws normal, draws subnormal,
-    flip choices normal, flip choices subnormal, flipped bits normal, flipped bits subnormal).
-    ``rnd_normal`` has one spare number at its end (read, never used, by the branch-free loop)."""
-    k = _unpack(ip, up, fp)
+@numba.njit(**_jit)
+def _round_drawn_chunks(c0, c1, xf, xu, of, ou, k, single, chunk, starts, rnd_normal, rnd_sub,
+                        plus_normal, plus_sub, flips, choice_normal, choice_sub, bits_normal, bits_sub):
+    """Chunks ``c0:c1`` of :func:`round_drawn`."""
     n = xf.size
-    n_chunks = (n + chunk - 1) // chunk
     low0, keep, unit, scale = k[LOW0], k[KEEP0], k[UNIT0], k[FRAC_SCALE]
     mode5 = k[MODE] == 5
-    for c in prange(n_chunks):
+    top = np.uint64(max(rnd_normal.size - 1, 0))
+    for c in range(c0, c1):
         q = starts[c].copy()
         start = c * chunk
         stop = min(n, start + chunk)
@@ -527,24 +524,48 @@ def round_drawn(xf, xu, of, ou, ip, up, fp, single, chunk, starts, rnd_normal, r
                                      plus_normal, plus_sub, flips, choice_normal, choice_sub,
                                      bits_normal, bits_sub)
                 continue
-            # Unsigned positions (no negative-index checks); an element without dropped bits
-            # draws nothing: its threshold -1 never rounds up, whatever number it reads.
+            # Unsigned positions (no negative-index checks).  An element without dropped bits
+            # draws nothing: it reads the next element's number (or the last one), and its
+            # threshold -1 never rounds up.
             position = np.uint64(q[0])
             if mode5:
                 for i in range(first, last):
                     b = np.uint64(xu[i])
                     low = b & low0
                     threshold = np.float64(np.int64(low)) * scale if low != _U0 else -1.0
-                    ou[i] = (b & keep) + (unit if rnd_normal[position] <= threshold else _U0)
+                    ou[i] = (b & keep) + (unit if rnd_normal[min(position, top)] <= threshold else _U0)
                     position += np.uint64(low != _U0)
             else:
                 for i in range(first, last):
                     b = np.uint64(xu[i])
                     low = b & low0
                     threshold = 0.5 if low != _U0 else -1.0
-                    ou[i] = (b & keep) + (unit if rnd_normal[position] <= threshold else _U0)
+                    ou[i] = (b & keep) + (unit if rnd_normal[min(position, top)] <= threshold else _U0)
                     position += np.uint64(low != _U0)
             q[0] = np.int64(position)
+
+
+@numba.njit(parallel=True, **_jit)
+def round_drawn(xf, xu, of, ou, ip, up, fp, single, chunk, starts, rnd_normal, rnd_sub,
+                plus_normal, plus_sub, flips, choice_normal, choice_sub, bits_normal, bits_sub):
+    """Round with the numbers chop.m drew, in its order: element ``i`` of chunk ``c`` takes the
+    next number of its block from the positions ``starts[c]`` (draws normal, draws subnormal,
+    flip choices normal, flip choices subnormal, flipped bits normal, flipped bits subnormal)."""
+    k = _unpack(ip, up, fp)
+    n_chunks = (xf.size + chunk - 1) // chunk
+    for c in prange(n_chunks):
+        _round_drawn_chunks(c, c + 1, xf, xu, of, ou, k, single, chunk, starts, rnd_normal, rnd_sub,
+                            plus_normal, plus_sub, flips, choice_normal, choice_sub, bits_normal, bits_sub)
+
+
+@numba.njit(**_jit)
+def round_drawn_serial(xf, xu, of, ou, ip, up, fp, single, chunk, starts, rnd_normal, rnd_sub,
+                       plus_normal, plus_sub, flips, choice_normal, choice_sub, bits_normal, bits_sub):
+    """:func:`round_drawn` on one thread (small arrays)."""
+    k = _unpack(ip, up, fp)
+    _round_drawn_chunks(0, (xf.size + chunk - 1) // chunk, xf, xu, of, ou, k, single, chunk, starts,
+                        rnd_normal, rnd_sub, plus_normal, plus_sub, flips, choice_normal, choice_sub,
+                        bits_normal, bits_sub)
 
 
 # --- one float64 value, for the compiled linear algebra ----------------------------------------------

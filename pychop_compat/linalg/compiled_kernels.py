@@ -103,13 +103,18 @@ def matmul_recursive(A, B, ipp, upp, fpp, rpp, round_products, ips, ups, fps, rp
     for block in prange((m + ROWS - 1) // ROWS):
         i0 = block * ROWS
         i1 = min(m, i0 + ROWS)
-        row = np.empty(p)
+        # Two sets of accumulator rows, read from one and written to the other at each step
+        # (the exact loop of a row with a special value needs the old sums).
+        sums = np.empty((2, ROWS, p))
         for i in range(i0, i1):
-            _axpy_row(A[i, 0], B[0], C[i], C[i], True, kp, fp_, ks, fs, round_products, p)
+            _axpy_row(A[i, 0], B[0], sums[0, i - i0], sums[0, i - i0], True, kp, fp_, ks, fs, round_products, p)
         for kk in range(1, n):
+            old = (kk - 1) % 2
             for i in range(i0, i1):
-                _axpy_row(A[i, kk], B[kk], C[i], row, False, kp, fp_, ks, fs, round_products, p)
-                C[i, :] = row
+                _axpy_row(A[i, kk], B[kk], sums[old, i - i0], sums[1 - old, i - i0], False, kp, fp_, ks, fs,
+                          round_products, p)
+        for i in range(i0, i1):
+            C[i, :] = sums[(n - 1) % 2, i - i0]
     return C
 
 
@@ -144,6 +149,48 @@ def matmul_blocked(A, B, ipp, upp, fpp, rpp, round_products, ips, ups, fps, rps,
     return C
 
 
+@numba.njit(**_jit)
+def _pairwise_column_block(A, i, B, j0, width, terms, row, kp, fp_, ks, fs, round_products):
+    """The pairwise sums of row ``i`` of A times columns ``j0:j0 + width`` of B (left in ``row``)."""
+    n = A.shape[1]
+    if round_products or n == 1:
+        # fl_p(a b) (for a single term without product rounding: fl_s(a b)).
+        kr, fr = (kp, fp_) if round_products else (ks, fs)
+        for kk in range(n):
+            a = A[i, kk]
+            special = 0
+            for j in range(np.uint64(width)):
+                tb = bits_of_double(a * B[kk, j0 + j])
+                special += irregular(tb, fr)
+                terms[kk, j] = double_of_bits(fast_bits(tb, fr))
+            if special:
+                for j in range(np.uint64(width)):
+                    terms[kk, j] = chop_double(a * B[kk, j0 + j], kr)
+    else:
+        for kk in range(n):
+            a = A[i, kk]
+            for j in range(np.uint64(width)):
+                terms[kk, j] = a * B[kk, j0 + j]
+    length = n
+    while length > 1:
+        half = length // 2
+        for q in range(half):  # writes q, reads 2q and 2q + 1 >= q: in place is safe
+            special = 0
+            for j in range(np.uint64(width)):
+                ub = bits_of_double(terms[2 * q, j] + terms[2 * q + 1, j])
+                special += irregular(ub, fs)
+                row[j] = double_of_bits(fast_bits(ub, fs))
+            if special:
+                for j in range(np.uint64(width)):
+                    row[j] = chop_double(terms[2 * q, j] + terms[2 * q + 1, j], ks)
+            for j in range(np.uint64(width)):
+                terms[q, j] = row[j]
+        if length % 2:
+            terms[half, :width] = terms[length - 1, :width]
+        length = half + length % 2
+    row[:width] = terms[0, :width]
+
+
 @numba.njit(parallel=True, **_jit)
 def matmul_pairwise(A, B, ipp, upp, fpp, rpp, round_products, ips, ups, fps, rps):
     """The products summed pairwise level by level: ``y_q = fl(x_{2q} + x_{2q+1})``, an odd last
@@ -154,7 +201,6 @@ def matmul_pairwise(A, B, ipp, upp, fpp, rpp, round_products, ips, ups, fps, rps
     m, n = A.shape
     p = B.shape[1]
     C = np.empty((m, p))
-    zeros = np.zeros(COLUMNS)
     for block in prange((m + ROWS - 1) // ROWS):
         i0 = block * ROWS
         i1 = min(m, i0 + ROWS)
@@ -163,22 +209,6 @@ def matmul_pairwise(A, B, ipp, upp, fpp, rpp, round_products, ips, ups, fps, rps
         for j0 in range(0, p, COLUMNS):
             width = min(p, j0 + COLUMNS) - j0
             for i in range(i0, i1):
-                for kk in range(n):
-                    if round_products or n == 1:
-                        # fl_p(a b) (or, for a single term, fl_s(a b)): a first term of an axpy.
-                        _axpy_row(A[i, kk], B[kk, j0:j0 + width], zeros, terms[kk], True, kp, fp_, ks, fs,
-                                  round_products, width)
-                    else:
-                        for j in range(width):
-                            terms[kk, j] = A[i, kk] * B[kk, j0 + j]
-                length = n
-                while length > 1:
-                    half = length // 2
-                    for q in range(half):  # writes q, reads 2q and 2q + 1 >= q: in place is safe
-                        _add_rows(terms[2 * q], terms[2 * q + 1], row, ks, fs, width)
-                        terms[q, :width] = row[:width]
-                    if length % 2:
-                        terms[half, :width] = terms[length - 1, :width]
-                    length = half + length % 2
-                C[i, j0:j0 + width] = terms[0, :width]
+                _pairwise_column_block(A, i, B, j0, width, terms, row, kp, fp_, ks, fs, round_products)
+                C[i, j0:j0 + width] = row[:width]
     return C

@@ -30,6 +30,8 @@ from ..engines.numba_kernels import (bits_of_double, chop_double, constants, dou
 
 __all__ = ["matmul_recursive", "matmul_pairwise", "matmul_blocked", "ROWS", "COLUMNS"]
 
+_ONE = np.uint64(1)
+
 #: Rows of C per task.
 ROWS = 8
 #: Columns of C per pairwise tree pass (the n x COLUMNS terms stay in the cache).
@@ -174,15 +176,15 @@ def _pairwise_column_block(A, i, B, j0, width, terms, row, kp, fp_, ks, fs, roun
     length = n
     while length > 1:
         half = length // 2
-        for q in range(half):  # writes q, reads 2q and 2q + 1 >= q: in place is safe
+        for q in range(np.uint64(half)):  # writes q, reads 2q and 2q + 1 >= q: in place is safe
             special = 0
             for j in range(np.uint64(width)):
-                ub = bits_of_double(terms[2 * q, j] + terms[2 * q + 1, j])
+                ub = bits_of_double(terms[q + q, j] + terms[q + q + _ONE, j])
                 special += irregular(ub, fs)
                 row[j] = double_of_bits(fast_bits(ub, fs))
             if special:
                 for j in range(np.uint64(width)):
-                    row[j] = chop_double(terms[2 * q, j] + terms[2 * q + 1, j], ks)
+                    row[j] = chop_double(terms[q + q, j] + terms[q + q + _ONE, j], ks)
             for j in range(np.uint64(width)):
                 terms[q, j] = row[j]
         if length % 2:

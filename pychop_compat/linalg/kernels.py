@@ -66,8 +66,8 @@ _SUMMERS = {
     "blocked": _sum_blocked,
 }
 
-#: Products the NumPy pairwise and blocked paths hold at once (columns of C are done in groups).
-TERM_BUDGET = 1 << 22
+#: Products (8 MiB) the NumPy pairwise and blocked paths hold at once (columns of C in groups).
+TERM_BUDGET = 1 << 20
 
 
 def _deterministic(rounder) -> bool:

@@ -47,37 +47,42 @@ _jit = dict(cache=True, nogil=True, error_model="numpy")
 @numba.njit(**_jit)
 def _axpy_row(a, b, acc, out, first, kp, fp_, ks, fs, round_products, p):
     """``out[j] = fl_s(acc[j] + fl_p(a b[j]))`` (``first``: ``out[j] = fl(a b[j])``, by the product
-    rounding when ``round_products`` else the sum rounding; no ``fl_p`` when not ``round_products``)."""
+    rounding when ``round_products`` else the sum rounding; no ``fl_p`` when not ``round_products``).
+    One branch-free loop per case (a test inside the loop stops LLVM from vectorising it)."""
     special = 0
-    for j in range(np.uint64(p)):
-        t = a * b[j]
-        if round_products:
-            tb = bits_of_double(t)
-            special += irregular(tb, fp_)
-            t = double_of_bits(fast_bits(tb, fp_))
-            if first:
-                out[j] = t
-                continue
-        elif first:
-            tb = bits_of_double(t)
-            special += irregular(tb, fs)
-            out[j] = double_of_bits(fast_bits(tb, fs))
-            continue
-        ub = bits_of_double(acc[j] + t)
+    n = np.uint64(p)
+    if first:
+        kr, fr = (kp, fp_) if round_products else (ks, fs)
+        for j in range(n):
+            tb = bits_of_double(a * b[j])
+            special += irregular(tb, fr)
+            out[j] = double_of_bits(fast_bits(tb, fr))
+        if special:  # redo the special elements only (the exact loop is scalar)
+            for j in range(n):
+                if irregular(bits_of_double(a * b[j]), fr):
+                    out[j] = chop_double(a * b[j], kr)
+        return
+    if round_products:
+        for j in range(n):
+            tb = bits_of_double(a * b[j])
+            ub = bits_of_double(acc[j] + double_of_bits(fast_bits(tb, fp_)))
+            special += irregular(tb, fp_) + irregular(ub, fs)
+            out[j] = double_of_bits(fast_bits(ub, fs))
+        if special:
+            for j in range(n):
+                tb = bits_of_double(a * b[j])
+                ub = bits_of_double(acc[j] + double_of_bits(fast_bits(tb, fp_)))
+                if irregular(tb, fp_) + irregular(ub, fs):
+                    out[j] = chop_double(acc[j] + chop_double(a * b[j], kp), ks)
+        return
+    for j in range(n):
+        ub = bits_of_double(acc[j] + a * b[j])
         special += irregular(ub, fs)
         out[j] = double_of_bits(fast_bits(ub, fs))
     if special:
-        for j in range(np.uint64(p)):
-            t = a * b[j]
-            if round_products:
-                t = chop_double(t, kp)
-                if first:
-                    out[j] = t
-                    continue
-            elif first:
-                out[j] = chop_double(t, ks)
-                continue
-            out[j] = chop_double(acc[j] + t, ks)
+        for j in range(n):
+            if irregular(bits_of_double(acc[j] + a * b[j]), fs):
+                out[j] = chop_double(acc[j] + a * b[j], ks)
 
 
 @numba.njit(**_jit)
@@ -90,7 +95,8 @@ def _add_rows(x, y, out, ks, fs, p):
         out[j] = double_of_bits(fast_bits(ub, fs))
     if special:
         for j in range(np.uint64(p)):
-            out[j] = chop_double(x[j] + y[j], ks)
+            if irregular(bits_of_double(x[j] + y[j]), fs):
+                out[j] = chop_double(x[j] + y[j], ks)
 
 
 @numba.njit(parallel=True, **_jit)
@@ -167,7 +173,8 @@ def _pairwise_column_block(A, i, B, j0, width, terms, row, kp, fp_, ks, fs, roun
                 terms[kk, j] = double_of_bits(fast_bits(tb, fr))
             if special:
                 for j in range(np.uint64(width)):
-                    terms[kk, j] = chop_double(a * B[kk, j0 + j], kr)
+                    if irregular(bits_of_double(a * B[kk, j0 + j]), fr):
+                        terms[kk, j] = chop_double(a * B[kk, j0 + j], kr)
     else:
         for kk in range(n):
             a = A[i, kk]
@@ -184,7 +191,8 @@ def _pairwise_column_block(A, i, B, j0, width, terms, row, kp, fp_, ks, fs, roun
                 row[j] = double_of_bits(fast_bits(ub, fs))
             if special:
                 for j in range(np.uint64(width)):
-                    row[j] = chop_double(terms[q + q, j] + terms[q + q + _ONE, j], ks)
+                    if irregular(bits_of_double(terms[q + q, j] + terms[q + q + _ONE, j]), fs):
+                        row[j] = chop_double(terms[q + q, j] + terms[q + q + _ONE, j], ks)
             for j in range(np.uint64(width)):
                 terms[q, j] = row[j]
         if length % 2:

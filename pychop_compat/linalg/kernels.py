@@ -196,8 +196,19 @@ def matmul(
     ``(n, m, p)`` array, then one call per level; ``'blocked'``: for each
     position ``j`` within a block, the products of all blocks having a ``j``-th
     term (stacked ``(blocks, m, p)``) then their sums, followed by one call per
-    block-sum addition.  ``'pairwise'`` and ``'blocked'`` hold ``n * m * p``
-    (resp. ``n/block_size * m * p``) products in memory.
+    block-sum addition.  With stochastic rounding or bit flips, ``'pairwise'``
+    and ``'blocked'`` (``p > 1``) make these calls for one column of ``C`` at a
+    time, column after column (the calls of ``matvec(A, B[:, j])``), so that
+    they never hold more than ``n * m`` products.
+
+    Memory and speed: every method needs O(n^2 + block) memory besides its
+    operands and result.  With deterministic rounding (modes 1-4, no flips)
+    and double data, and Numba installed (:mod:`pychop_compat.engines.compiled`),
+    compiled kernels do every operation with the compiled engine's rounding
+    (same results bit for bit); otherwise ``'pairwise'`` and ``'blocked'``
+    work on groups of columns of ``C`` holding at most ``TERM_BUDGET``
+    products (same results: each element of ``C`` depends only on its own
+    operations).
 
     Error bounds for round to nearest with unit roundoff ``u`` (Higham,
     ch. 3-4), ``gamma_k = k u / (1 - k u)``: ``|C - AB| <= gamma_n |A||B|``

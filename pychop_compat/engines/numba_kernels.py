@@ -511,7 +511,6 @@ def _round_drawn_chunks(c0, c1, xf, xu, of, ou, k, single, chunk, starts, rnd_no
     n = xf.size
     low0, keep, unit, scale = k[LOW0], k[KEEP0], k[UNIT0], k[FRAC_SCALE]
     mode5 = k[MODE] == 5
-    top = np.uint64(max(rnd_normal.size - 1, 0))
     for c in range(c0, c1):
         q = starts[c].copy()
         start = c * chunk
@@ -524,24 +523,27 @@ def _round_drawn_chunks(c0, c1, xf, xu, of, ou, k, single, chunk, starts, rnd_no
                                      plus_normal, plus_sub, flips, choice_normal, choice_sub,
                                      bits_normal, bits_sub)
                 continue
-            # Unsigned positions (no negative-index checks).  An element without dropped bits
-            # draws nothing: it reads the next element's number (or the last one), and its
-            # threshold -1 never rounds up.
+            # Unsigned positions (no negative-index checks); an element without dropped bits
+            # draws nothing.
             position = np.uint64(q[0])
             if mode5:
                 for i in range(first, last):
                     b = np.uint64(xu[i])
                     low = b & low0
-                    threshold = np.float64(np.int64(low)) * scale if low != _U0 else -1.0
-                    ou[i] = (b & keep) + (unit if rnd_normal[min(position, top)] <= threshold else _U0)
-                    position += np.uint64(low != _U0)
+                    up_ = False
+                    if low != _U0:
+                        up_ = rnd_normal[position] <= np.float64(np.int64(low)) * scale
+                        position += _U1
+                    ou[i] = (b & keep) + (unit if up_ else _U0)
             else:
                 for i in range(first, last):
                     b = np.uint64(xu[i])
                     low = b & low0
-                    threshold = 0.5 if low != _U0 else -1.0
-                    ou[i] = (b & keep) + (unit if rnd_normal[min(position, top)] <= threshold else _U0)
-                    position += np.uint64(low != _U0)
+                    up_ = False
+                    if low != _U0:
+                        up_ = rnd_normal[position] <= 0.5
+                        position += _U1
+                    ou[i] = (b & keep) + (unit if up_ else _U0)
             q[0] = np.int64(position)
 
 

@@ -35,7 +35,7 @@ _ONE = np.uint64(1)
 #: Rows of C per task.
 ROWS = 8
 #: Columns of C per pairwise tree pass (the n x COLUMNS terms stay in the cache).
-COLUMNS = 128
+COLUMNS = 32
 
 _jit = dict(cache=True, nogil=True, error_model="numpy")
 

@@ -50,9 +50,18 @@ def chop_array(x: np.ndarray, spec: ChopSpec, sources: RandomSources, reference:
     """
     if reference:
         return chop_array_reference(x, spec, sources)
-    if compiled.wanted() and compiled.handles(x, spec):
+    if compiled.wanted() and compiled.handles(x, spec) and not _streamed_is_faster(spec, sources):
         return compiled.chop_array(x, spec, sources)
     return numpy_fast.chop_array(x, spec, sources)
+
+
+def _streamed_is_faster(spec: ChopSpec, sources: RandomSources) -> bool:
+    """Under ``'auto'``: stochastic rounding from a sequential stream (MATLAB's, a NumPy
+    Generator) without flips stays on the NumPy engine, which draws block by block into the
+    cache while it rounds; the compiled engine draws every number in bulk first, a round trip
+    through memory that measured slower (docs/performance.rst).  Same bits either way."""
+    return (compiled.get_cpu_engine() == "auto" and spec.round >= 5 and not spec.flips
+            and getattr(sources, "counter", None) is None and numpy_fast.is_sequential_stream(sources.stochastic))
 
 
 def roundit_array(x: np.ndarray, mode: int, sources: RandomSources, flip: bool, p: float, t: int) -> np.ndarray:

@@ -901,6 +901,10 @@ def _is_sequential_stream(func) -> bool:
     return isinstance(owner, np.random.Generator) and getattr(func, "__name__", "") == "random"
 
 
+#: Public name: whether a draw function is a sequential stream (used by the engine choice).
+is_sequential_stream = _is_sequential_stream
+
+
 def chop_scalar(value: float, spec: ChopSpec, sources: RandomSources, single: bool = False) -> float:
     """chop of one Python float, no array involved (for a facade's scalar fast path).
 

@@ -21,11 +21,14 @@ def array_library(x) -> str:
 
 
 def available_engines() -> list[str]:
-    """Engines usable here: ``'numpy'`` always; ``'torch'`` (CPU) if torch imports;
+    """Engines usable here: ``'numpy'`` always; ``'numba'`` (the compiled CPU engine for
+    NumPy arrays) if numba is installed; ``'torch'`` (CPU) if torch imports;
     ``'torch-cuda'`` and ``'cupy'`` when a CUDA GPU is visible to them."""
     import importlib.util
 
     names = ["numpy"]
+    if importlib.util.find_spec("numba") is not None:
+        names.append("numba")  # the compiled CPU engine for NumPy arrays
     if importlib.util.find_spec("torch") is not None:
         import torch
 
@@ -45,7 +48,7 @@ def available_engines() -> list[str]:
 
 def from_numpy(x, engine: str):
     """``x`` (a NumPy array) as an array of ``engine``'s library, on its device."""
-    if engine == "numpy":
+    if engine in ("numpy", "numba"):
         return x
     if engine in ("torch", "torch-cuda"):
         import numpy as np

@@ -424,7 +424,7 @@ class Chop:
     0
     """
 
-    def __init__(self, options=None, /, *, rng=None, **kwargs: Any):
+    def __init__(self, options: Any = None, /, *, rng: Any = None, **kwargs: Any) -> None:
         given = dict(_given_fields(options) or {})
         given.update(kwargs)
         self._specs = {"double": resolve(given, None, "double")}

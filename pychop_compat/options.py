@@ -373,7 +373,7 @@ def _memo_key(options: dict, stored: Optional[ChopSpec], x_class: str):
     return key
 
 
-def resolve(options, stored: Optional[ChopSpec], x_class: str = "double") -> ChopSpec:
+def resolve(options: Any, stored: Optional[ChopSpec], x_class: str = "double") -> ChopSpec:
     """The settings chop.m would use for ``chop(x, options)``.
 
     Parameters

@@ -271,9 +271,13 @@ def test_chop_object_checks_its_arguments():
     for bad in ("seed", 1.5, True, [1, 2]):
         with pytest.raises(TypeError, match="rng must be a numpy.random.Generator or an integer seed"):
             Chop(format="h", round=5, rng=bad)
-    a = Chop(format="h", round=5, rng=np.int64(3))(np.array([0.1, 0.2]))
-    b = Chop(format="h", round=5, rng=np.random.SeedSequence(3))(np.array([0.1, 0.2]))
-    assert np.array_equal(a, b)  # default_rng(3) and default_rng(SeedSequence(3)) are one stream
+    x = np.array([0.1, 0.2])
+    # A NumPy integer is an integer seed (the counter-based generator, as a Python int) ...
+    assert np.array_equal(Chop(format="h", round=5, rng=np.int64(3))(x), Chop(format="h", round=5, rng=3)(x))
+    # ... and a SeedSequence seeds a NumPy Generator: default_rng(SeedSequence(3)) is one stream.
+    a = Chop(format="h", round=5, rng=np.random.SeedSequence(3))(x)
+    b = Chop(format="h", round=5, rng=np.random.default_rng(np.random.SeedSequence(3)))(x)
+    assert np.array_equal(a, b)
 
 
 def test_chop_with_an_object_that_is_not_options():

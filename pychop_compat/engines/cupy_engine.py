@@ -21,6 +21,8 @@ CuPy is imported lazily.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..options import ChopSpec
@@ -39,7 +41,7 @@ def _cupy():
     return cupy
 
 
-def chop_cupy(x, spec: ChopSpec, sources: RandomSources):
+def chop_cupy(x: Any, spec: ChopSpec, sources: RandomSources) -> Any:
     """Round the cupy array ``x`` by ``spec``, like :func:`pychop_compat.chop`.
 
     Parameters

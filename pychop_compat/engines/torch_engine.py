@@ -60,7 +60,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 from dataclasses import dataclass
-from typing import Iterator, Optional
+from typing import Any, Iterator, Optional
 
 import numpy as np
 
@@ -757,7 +757,7 @@ def _working_tensor(x):
     raise TypeError(f"chop supports float64, float32, float16 and bfloat16 tensors (and integers), not {x.dtype}.")
 
 
-def chop_tensor(x, spec: ChopSpec, sources: RandomSources):
+def chop_tensor(x: Any, spec: ChopSpec, sources: RandomSources) -> Any:
     """Round the tensor ``x`` by ``spec``, like :func:`pychop_compat.chop`.
 
     Parameters

@@ -97,7 +97,6 @@ def from_numpy(x, engine: str):
     if engine == "numpy":
         return x
     if engine in ("torch", "torch-cuda"):
-        import numpy as np
         import torch
 
         t = torch.from_numpy(np.array(x, order="C"))  # a copy; keeps 0-d arrays 0-d
@@ -107,9 +106,13 @@ def from_numpy(x, engine: str):
 
         return cupy.asarray(x)
     if engine == "jax":
-        import jax.numpy as jnp
+        import jax
 
-        return jnp.asarray(np.array(x))
+        x = np.array(x)  # a copy
+        if x.dtype.itemsize == 8 and not jax.config.read("jax_enable_x64"):
+            raise ValueError(f"JAX would turn this {x.dtype} array into a 32-bit one: enable "
+                             "jax.config.update('jax_enable_x64', True) first.")
+        return jax.numpy.asarray(x)
     raise ValueError(f"Unknown engine {engine!r}.")
 
 

@@ -40,6 +40,7 @@ class Namespace:
 
     xp: Any
     bitcast: Callable[[Any, Any], Any]
+    wide: bool = True  # 64-bit types exist (JAX: jax_enable_x64); else float32 input with t <= 24 only
 
 
 def _carrier(v):
@@ -58,7 +59,7 @@ def chop_elementwise(ns: Namespace, v, spec: ChopSpec, u_round=None, u_choice=No
     spec : ChopSpec
         The resolved options (chop.m's semantics; not ``extended`` ones).
     u_round : array, optional
-        Modes 5 and 6: each element's number in (0, 1), same shape as ``v``,
+        Modes 5 and 6: each element's number in [0, 1), same shape as ``v``,
         compared in ``v``'s precision (as chop.m compares in the input's class).
     u_choice, u_bit : array, optional
         With ``flip = 1``: the element's bit ``1 + floor((t - 1) u_bit)`` of the
@@ -66,6 +67,15 @@ def chop_elementwise(ns: Namespace, v, spec: ChopSpec, u_round=None, u_choice=No
 
     Notes
     -----
+    Integer arithmetic on the bit patterns does all the work that may meet a
+    subnormal number (XLA on the CPU treats subnormal operands and results of
+    float arithmetic and comparisons as zero): an element is
+    ``m * 2^E0`` with an integer significand ``m``; chop.m's grid for it is
+    ``2^g``; the rounded integer ``q`` and the result ``q * 2^g`` are built
+    from integers, and the range rules compare bit patterns.  Float operations
+    only touch normal numbers (integers converted to floats, the fraction
+    ``rem * 2^-k`` of stochastic rounding, overflow thresholds).
+
     Every element is independent: unlike chop.m on a whole array, an element
     whose block drew no number is still handled as if it drew, so zeros come
     back as +0 in the random modes (the sign of zero is the one difference
@@ -77,84 +87,133 @@ def chop_elementwise(ns: Namespace, v, spec: ChopSpec, u_round=None, u_choice=No
     fmt, mode, t = spec.fmt, spec.round, spec.fmt.t
     if spec.flips and t < 2:
         raise ValueError(FLIP_PRECISION_ERROR)
+    # The integers (significands shifted to chop.m's grid) need up to t + 2 bits.
+    q_dtype = xp.int64 if ns.wide else xp.int32
     emin, emins = _clamp_exponent(fmt.emin), _clamp_exponent(fmt.emins)
+    mant, bias, field = carrier.mant, carrier.bias, carrier.field
 
-    def pow2(k):  # 2**k for k in the carrier's normal exponent range, exactly, from its bits
-        return ns.bitcast(xp.left_shift(k + carrier.bias, carrier.mant), v.dtype)
-
-    # The exponent e with |v| = 2^e * 1.f, exact for the carrier's subnormals; -1 for 0, Inf, NaN.
     bits = ns.bitcast(v, int_dtype)
     magnitude = bits & carrier.abs_mask
-    biased = magnitude >> carrier.mant
+    negative = bits < 0
+    biased = magnitude >> mant
+    finite = biased != field
+    # chop.m's exponent e (|v| = 2^e * 1.f), exact for the carrier's subnormals; -1 for 0, Inf, NaN.
     tiny = (biased == 0) & (magnitude != 0)
-    lead = (ns.bitcast(magnitude.astype(v.dtype), int_dtype) >> carrier.mant) - carrier.bias
-    e = xp.where(tiny, lead + (1 - carrier.bias - carrier.mant), biased - carrier.bias)
-    e = xp.where((magnitude == 0) | (biased == carrier.field), -1, e)
+    lead = (ns.bitcast(magnitude.astype(v.dtype), int_dtype) >> mant) - bias
+    e = xp.where(tiny, lead + (1 - bias - mant), biased - bias)
+    e = xp.where((magnitude == 0) | ~finite, -1, e)
+    # |v| = m * 2^E0 with the integer significand m (hidden bit included for normal numbers).
+    m = xp.where(biased == 0, magnitude, (magnitude & ((1 << mant) - 1)) | (1 << mant)).astype(q_dtype)
+    m = xp.where(finite, m, 0)
+    e0 = xp.where(biased == 0, 1 - bias - mant, biased - bias - mant).astype(q_dtype)
 
+    # chop.m's grid: t bits at the element's exponent, the grid of xmins in its subnormal block.
     sub = ((e < emin) & (e >= emins)) if spec.limits_exponent else None
-    s = (t - 1) - (xp.where(sub, emin, e) if sub is not None else e)
-    s1 = s >> 1
-    s2 = s - s1
-    y = v * pow2(s1) * pow2(s2)
+    g = ((xp.where(sub, emin, e) if sub is not None else e) - (t - 1)).astype(q_dtype)
+    k = g - e0  # bits dropped (k <= 0: the grid is finer than the element's spacing; nothing to round)
+    k_down = xp.minimum(xp.maximum(k, 0), 60)  # m < 2**54, so 60 drops everything
+    scaled = m << xp.maximum(-k, 0)
+    q = scaled >> k_down
+    rem = scaled - (q << k_down)
+    inexact = rem != 0
 
     if mode == 1:
-        r = xp.round(y)  # half to even
+        half = xp.left_shift(xp.ones_like(k_down), xp.maximum(k_down - 1, 0))
+        near = (k > 0) & (k <= 60)
+        up = near & ((rem > half) | ((rem == half) & ((q & 1) == 1)))
     elif mode == 2:
-        r = xp.ceil(y)
+        up = inexact & ~negative
     elif mode == 3:
-        r = xp.floor(y)
+        up = inexact & negative
     elif mode == 4:
-        r = xp.trunc(y)
+        up = None
     else:
-        size = xp.abs(y)
-        below = xp.floor(size)
-        fraction = size - below
-        threshold = fraction if mode == 5 else 0.5
-        up = (fraction != 0) & (u_round.astype(v.dtype) <= threshold)
-        rounded = xp.where(up, xp.ceil(size), below)
-        r = xp.where(y < 0, -rounded, rounded)
+        if mode == 5:  # rem * 2^-k: exact, and normal (rem != 0 only where k <= mant + 1)
+            k_fraction = xp.minimum(k_down, mant + 1)
+            threshold = rem.astype(v.dtype) * _pow2(ns, -k_fraction.astype(int_dtype), carrier, v.dtype)
+        else:
+            threshold = 0.5
+        up = inexact & (u_round.astype(v.dtype) <= threshold)
+        negative = negative & (magnitude != 0)  # chop.m: where(y < 0, -r, r) turns -0 into +0
+    if up is not None:
+        q = q + up.astype(q_dtype)
 
     if spec.flips:
-        # The scaled integers reach 2**t (t <= 53): int64 even for float32 input.
-        shift = xp.floor(u_bit * (t - 1)).astype(xp.int64)
-        shift = xp.where(shift > t - 2, t - 2, shift)  # u_bit < 1; guards a rounded product in float32
-        chosen = (u_choice <= spec.p) & xp.isfinite(r)
-        flipped = xp.where(chosen, xp.abs(r), 0).astype(xp.int64) ^ xp.left_shift(xp.ones_like(shift), shift)
-        flipped = flipped.astype(xp.float64).astype(v.dtype)  # as the other engines: via double
-        r = xp.where(chosen, xp.where(r < 0, -flipped, flipped), r)
+        shift = xp.floor(u_bit * (t - 1)).astype(q_dtype)
+        shift = xp.where(shift > t - 2, t - 2, shift)  # u_bit < 1; guards a product rounded in float32
+        chosen = (u_choice <= spec.p) & finite
+        negative = negative & ~(chosen & (q == 0))  # chop.m: -0 * 2^s flipped is positive
+        q = xp.where(chosen, q ^ xp.left_shift(xp.ones_like(shift), shift), q)
 
-    c = r * pow2(-s1) * pow2(-s2)
+    # q * 2^g in the carrier: q rounded to the carrier's precision (via double, as chop.m converts),
+    # then g added to its exponent field, or shifted into the subnormal range (rounding to even).
+    wide_float = xp.float64 if ns.wide else v.dtype
+    q_float = ns.bitcast(q.astype(wide_float).astype(v.dtype), int_dtype)
+    q_biased = (q_float >> mant).astype(q_dtype)
+    new_biased = q_biased + g
+    normal_bits = (q_float.astype(q_dtype) + (g << mant)).astype(int_dtype)
+    below = xp.maximum(1 - new_biased, 0)
+    significand = ((q_float & ((1 << mant) - 1)) | (1 << mant)).astype(q_dtype)
+    sub_bits = _shift_round_even(xp, significand, below).astype(int_dtype)
+    out = xp.where(new_biased >= field, field << mant, xp.where(new_biased >= 1, normal_bits, sub_bits))
+    out = xp.where(q == 0, 0, out)
+    out = xp.where(finite, out, magnitude)  # Inf and NaN as they came
+    out = out | xp.where(negative, carrier.sign_bit, 0).astype(int_dtype)
     if spec.limits_exponent:
-        c = _apply_limits(xp, c, v, spec, _limits(spec, carrier))
-    return c
+        out = _apply_limits(ns, out, v, spec, carrier, _limits(spec, carrier))
+    return ns.bitcast(out.astype(int_dtype), v.dtype)
 
 
-def _apply_limits(xp, c, v, spec: ChopSpec, lim):
-    """chop.m's overflow rules (decided on the input ``v``), then its underflow rules (on ``c``)."""
-    inf, mode = float("inf"), spec.round
+def _pow2(ns: Namespace, k, carrier, float_dtype):
+    """2**k for integers k in the carrier's normal exponent range, exactly, from its bits."""
+    return ns.bitcast(ns.xp.left_shift(k + carrier.bias, carrier.mant), float_dtype)
+
+
+def _shift_round_even(xp, n, shift):
+    """``n / 2**shift`` rounded to nearest, ties to even, for non-negative integers (shift >= 0)."""
+    capped = xp.minimum(shift, 60)
+    floor = n >> capped
+    rem = n - (floor << capped)
+    half = xp.left_shift(xp.ones_like(capped), xp.maximum(capped - 1, 0))
+    up = (shift > 0) & (shift <= 60) & ((rem > half) | ((rem == half) & ((floor & 1) == 1)))
+    return floor + up.astype(floor.dtype)
+
+
+def _apply_limits(ns: Namespace, out, v, spec: ChopSpec, carrier, lim):
+    """chop.m's overflow rules (decided on the input ``v``), then its underflow rules, on the
+    result's bit patterns ``out`` (magnitudes compare as their patterns, subnormals included)."""
+    xp = ns.xp
+    inf_bits, mode = carrier.field << carrier.mant, spec.round
+    xmax_bits, sign = carrier.bits(lim.xmax_value), carrier.sign_bit
+    inf, big = float("inf"), lim.xmax_gt  # normal thresholds: float comparisons are safe
     if mode in (1, 6):
-        c = xp.where(v >= lim.xboundary_ge, inf, c)
-        c = xp.where(v <= -lim.xboundary_ge, -inf, c)
+        out = xp.where(v >= lim.xboundary_ge, inf_bits, out)
+        out = xp.where(v <= -lim.xboundary_ge, inf_bits | sign, out)
     elif mode == 2:
-        c = xp.where(v > lim.xmax_gt, inf, c)
-        c = xp.where((v < -lim.xmax_gt) & (v != -inf), -lim.xmax_value, c)
+        out = xp.where(v > big, inf_bits, out)
+        out = xp.where((v < -big) & (v != -inf), xmax_bits | sign, out)
     elif mode == 3:
-        c = xp.where((v > lim.xmax_gt) & (v != inf), lim.xmax_value, c)
-        c = xp.where(v < -lim.xmax_gt, -inf, c)
+        out = xp.where((v > big) & (v != inf), xmax_bits, out)
+        out = xp.where(v < -big, inf_bits | sign, out)
     else:
-        c = xp.where((v > lim.xmax_gt) & (v != inf), lim.xmax_value, c)
-        c = xp.where((v < -lim.xmax_gt) & (v != -inf), -lim.xmax_value, c)
+        out = xp.where((v > big) & (v != inf), xmax_bits, out)
+        out = xp.where((v < -big) & (v != -inf), xmax_bits | sign, out)
 
-    size = xp.abs(c)
-    small = size < lim.min_rep_lt
-    flushed = xp.where(small, 0.0, c)
+    size = out & carrier.abs_mask
+    negative = out < 0
+    small = size < carrier.bits(lim.min_rep_lt)
+    flushed = xp.where(small, 0, out)
+    min_bits = carrier.bits(lim.min_rep_value)
     if mode == 1:
-        to_min = small & ((size > lim.half_gt) if spec.keeps_subnormals else (size >= lim.half_ge))
-        target = xp.copysign(xp.full_like(c, lim.min_rep_value), c)
+        if spec.keeps_subnormals:
+            to_min = small & (size > carrier.bits(lim.half_gt))
+        else:
+            to_min = small & (size >= carrier.bits(lim.half_ge))
+        target = xp.where(negative, min_bits | sign, min_bits)
     elif mode == 2:
-        to_min, target = small & (c > 0), lim.min_rep_value
+        to_min, target = small & ~negative & (size != 0), min_bits
     elif mode == 3:
-        to_min, target = small & (c < 0), -lim.min_rep_value
+        to_min, target = small & negative & (size != 0), min_bits | sign
     else:
         return flushed
     return xp.where(to_min, target, flushed)

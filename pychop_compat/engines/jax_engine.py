@@ -63,7 +63,7 @@ def x64_enabled() -> bool:
 
 def _namespace() -> Namespace:
     jax = _jax()
-    return Namespace(jax.numpy, jax.lax.bitcast_convert_type)
+    return Namespace(jax.numpy, jax.lax.bitcast_convert_type, wide=x64_enabled())
 
 
 def _is_traced(x) -> bool:
@@ -92,6 +92,11 @@ def _needs_numbers(spec: ChopSpec) -> bool:
 
 def _elementwise(work, spec: ChopSpec, numbers=(None, None, None)):
     return chop_elementwise(_namespace(), work, spec, *numbers)
+
+
+def _fits_32_bits(spec: ChopSpec) -> bool:
+    """Without x64 the integers of :func:`chop_elementwise` are int32: enough for t <= 24."""
+    return x64_enabled() or spec.fmt.t <= 24
 
 
 def _key_numbers(key, shape, spec: ChopSpec):
@@ -140,7 +145,8 @@ def chop_jax_array(x, spec: ChopSpec, sources: RandomSources):
     """
     work, give_back = _working(x)
     counter = getattr(sources, "counter", None)
-    if _extended(spec) or (_needs_numbers(spec) and (counter is None or not x64_enabled())):
+    if _extended(spec) or not _fits_32_bits(spec) or (
+            _needs_numbers(spec) and (counter is None or not x64_enabled())):
         out = _on_host(x, work, spec, sources)
     elif _needs_numbers(spec):
         if _is_traced(work):
@@ -209,6 +215,9 @@ def chop_jax(x, options: Any = None, *, key=None, seed: Optional[int] = None, of
     if _extended(spec):
         raise ValueError("chop_jax: this format or option is only supported by the NumPy engine "
                          "(pychop_compat.chop outside jit).")
+    if not _fits_32_bits(spec):
+        raise TypeError("chop_jax: a precision t > 24 needs 64-bit integers: "
+                        "jax.config.update('jax_enable_x64', True).")
     numbers = (None, None, None)
     if _needs_numbers(spec):
         if key is not None:

@@ -38,6 +38,7 @@ through ``sys.modules``, never imported by ``import pychop_compat``).
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Any, Optional
 
@@ -90,8 +91,33 @@ def _needs_numbers(spec: ChopSpec) -> bool:
     return spec.round >= 5 or spec.flips
 
 
+#: Eager calls with a spec seen this many times (or on large arrays) use a compiled function.
+_COMPILE_AFTER, _COMPILE_SIZE = 2, 1 << 16
+_uses: dict = {}
+
+
 def _elementwise(work, spec: ChopSpec, numbers=(None, None, None)):
-    return chop_elementwise(_namespace(), work, spec, *numbers)
+    # Traced (inside the user's jit/vmap): the operations join the user's computation.  Eager:
+    # op by op for a spec's first calls on small arrays (no compilation), then one compiled
+    # function per spec, which costs one dispatch instead of ~80 (loops of small calls, big arrays).
+    key = (spec, x64_enabled())
+    if _is_traced(work) or any(_is_traced(u) for u in numbers if u is not None):
+        return chop_elementwise(_namespace(), work, spec, *numbers)
+    uses = _uses.get(key, 0)
+    if uses < _COMPILE_AFTER and work.size < _COMPILE_SIZE:
+        if len(_uses) > 4096:
+            _uses.clear()
+        _uses[key] = uses + 1
+        return chop_elementwise(_namespace(), work, spec, *numbers)
+    return _compiled(*key)(work, *numbers)
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(spec: ChopSpec, wide: bool):
+    jax = _jax()
+    namespace = Namespace(jax.numpy, jax.lax.bitcast_convert_type, wide=wide)
+    return jax.jit(lambda work, u_round, u_choice, u_bit: chop_elementwise(namespace, work, spec, u_round,
+                                                                             u_choice, u_bit))
 
 
 def _fits_32_bits(spec: ChopSpec) -> bool:

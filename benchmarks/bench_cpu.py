@@ -47,6 +47,11 @@ CONFIGS = [
     ("fp16 RZ", dict(format="h", round=4), False, (5, 10, 4, True), ("h", 4, 1)),
     ("fp16 SR5 MATLAB stream", dict(format="h", round=5), False, (5, 10, 5, True), ("h", 5, 1)),
     ("fp16 SR5 Generator", dict(format="h", round=5), True, (5, 10, 5, True), ("h", 5, 1)),
+    # Formats and modes beyond chop.m (issue 13): OCP formats through chop, round to odd
+    # through the cpfloat facade (no pychop equivalent: its column stays empty).
+    ("float8_e4m3fn RN", dict(format="float8_e4m3fn"), False, None, None),
+    ("float4_e2m1fn RN", dict(format="float4_e2m1fn"), False, None, None),
+    ("fp16 round to odd (cpfloat)", dict(cpfloat=dict(format="h", round=7)), False, None, None),
 ]
 
 
@@ -107,6 +112,8 @@ def _load_pychop():
 
 
 def _pychop_callables(classes, config):
+    if config[3] is None:
+        return []
     light, matlab_style = classes
     _, _, _, (eb, sb, rmode, sub), (prec, rm, s) = config
     found = []
@@ -133,6 +140,9 @@ def _torch():
 
 def _chopper(config):
     label, options, generator, _, _ = config
+    if "cpfloat" in options:
+        fpopts = options["cpfloat"]
+        return lambda x: pychop_compat.cpfloat(x, fpopts)
     return pychop_compat.Chop(rng=np.random.default_rng(0) if generator else None, **options)
 
 

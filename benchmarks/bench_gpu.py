@@ -6,8 +6,9 @@ Run from the repository root::
     python benchmarks/bench_gpu.py --quick          # smoke run: n = 1e6 and 1e7, few repeats
     python benchmarks/bench_gpu.py --sizes 1e6 1e8  # chosen sizes
 
-For each engine (CuPy arrays; torch CUDA tensors, through CuPy's kernel when
-CuPy is installed; torch CUDA tensors in pure torch), dtype, size and case
+For each engine (CuPy arrays; torch CUDA tensors on their default route:
+CuPy's kernel when CuPy is installed, else the Triton kernel; then, as
+separate rows, the Triton route and pure torch), dtype, size and case
 (fp16, bf16 and fp8-e4m3 round to nearest, fp16 stochastic rounding with
 device draws) the table gives the median time of ``chop`` and its effective
 bandwidth: bytes read plus bytes written (``2 * n * itemsize``) per second.
@@ -28,6 +29,7 @@ memory those paths make.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import statistics
 import sys
@@ -134,9 +136,9 @@ def _engine_rows(engine: str, sizes, dtypes, repeats: int):
     library = {"cupy": "cupy", _CPU_PROXY: "cpu"}.get(engine, "torch")
     pure_torch = engine in ("torch-cuda (pure torch)", _CPU_PROXY)
     timer = _Timer(library)
-    saved = torch_engine._cupy_for, torch_engine._DEVICE_PATHS_ON_CPU
-    if pure_torch:
-        torch_engine._cupy_for = lambda x: None  # skip CuPy's kernel even if installed
+    routes = {"torch-cuda (pure torch)": "torch", "torch-cuda (triton)": "triton", _CPU_PROXY: "torch"}
+    route = routes.get(engine, "auto")
+    saved = torch_engine._DEVICE_PATHS_ON_CPU
     torch_engine._DEVICE_PATHS_ON_CPU = engine == _CPU_PROXY
     try:
         for dtype in dtypes:
@@ -164,7 +166,8 @@ def _engine_rows(engine: str, sizes, dtypes, repeats: int):
                     del y
                     for label, options in CASES:
                         chopper = Chop(options)
-                        ms = timer(lambda: chopper(x), repeats)
+                        with torch_engine.cuda_route(route):
+                            ms = timer(lambda: chopper(x), repeats)
                         yield (engine, dtype, n, label, ms, _gbps(nbytes, ms), _gbps(nbytes, copy_ms),
                                None if half_ms is None else _gbps(nbytes, half_ms))
                     del x
@@ -177,7 +180,7 @@ def _engine_rows(engine: str, sizes, dtypes, repeats: int):
                 finally:
                     _release(library)
     finally:
-        torch_engine._cupy_for, torch_engine._DEVICE_PATHS_ON_CPU = saved
+        torch_engine._DEVICE_PATHS_ON_CPU = saved
 
 
 def _format(row) -> str:
@@ -210,7 +213,10 @@ def main(argv=None) -> int:
     if "cupy" in available and not args.cpu_proxy:
         engines.append("cupy")
     if "torch-cuda" in available and not args.cpu_proxy:
-        engines += ["torch-cuda", "torch-cuda (pure torch)"] if "cupy" in available else ["torch-cuda"]
+        engines.append("torch-cuda")
+        if "cupy" in available and importlib.util.find_spec("triton") is not None:
+            engines.append("torch-cuda (triton)")
+        engines.append("torch-cuda (pure torch)")
     if not engines:
         print("No CUDA GPU visible to CuPy or torch: nothing to benchmark (see benchmarks/bench_cpu.py).")
         return 0

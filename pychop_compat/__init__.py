@@ -13,9 +13,11 @@ from .options import Options
 from . import linalg  # noqa: E402  (needs chop above)
 from .linalg.errors import SingularMatrixWarning  # noqa: E402
 from .history import chop_at  # noqa: E402
+from .cpfloat import clear_cpfloat, cpfloat, cpfloat_options  # noqa: E402
 
 __all__ = [
     "__version__", "chop", "clear_chop", "chop_options", "roundit", "float_params",
     "Options", "Chop", "Format", "linalg", "rng", "rand", "randi", "RngSettings",
     "SingularMatrixWarning", "chop_at",
+    "cpfloat", "clear_cpfloat", "cpfloat_options",
 ]

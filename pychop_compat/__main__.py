@@ -1,4 +1,4 @@
-"""Command line: ``python -m pychop_compat [--version | demo | validate ... | info]``.
+"""Command line: ``python -m pychop_compat [--version | demo | validate ... | info | gpu-check ...]``.
 
 With no arguments, prints a small demonstration table of chop results (``demo``).
 """
@@ -44,6 +44,14 @@ def main(argv: list[str] | None = None) -> int:
                    "of the package, Python, NumPy and the engines, the machine and the corpus's checksums")
     v.add_argument("--no-progress", action="store_true", help="no progress bar")
     v.add_argument("--no-oracle", action="store_true", help="skip the mpmath oracle (corpus only)")
+    sub.add_parser("gpu-check", add_help=False,
+                   help="run the GPU tests, validate on every GPU engine and the quick GPU benchmark "
+                        "(exit 3 without a GPU; see gpu-check --help)")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["gpu-check"]:
+        from .gpu_check import main as gpu_check
+
+        return gpu_check(argv[1:])
     args = parser.parse_args(argv)
 
     if args.command in (None, "demo"):

@@ -80,7 +80,7 @@ def _as_float_array(x):
 
 
 def _engine_chop(x, spec: ChopSpec, sources: RandomSources):
-    if type(x) is float and not spec.flips:
+    if type(x) is float and not spec.flips and not spec.extended:
         # MATLAB code calls chop on scalars in loops: no array for a Python float.
         return numpy_fast.chop_scalar(x, spec, sources)
     library = "numpy" if type(x) is np.ndarray else array_library(x)

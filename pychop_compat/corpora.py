@@ -50,11 +50,17 @@ from typing import Any, Union
 
 import numpy as np
 
-__all__ = ["CORPORA", "Corpus", "CorpusCase", "corpus_path", "load_corpus"]
+__all__ = ["CORPORA", "OTHER_DATA", "Corpus", "CorpusCase", "corpus_path", "load_corpus"]
 
 #: The corpora shipped in ``pychop_compat/data``: name -> what it holds.
 CORPORA: dict[str, str] = {
     "matlab_reference": "outputs of MATLAB's chop.m, roundit.m and float_params.m (chop commit 906c31e)",
+}
+
+#: Other data shipped in ``pychop_compat/data`` in a layout of its own (read by
+#: :mod:`pychop_compat.validation` and the tests): name -> what it holds.
+OTHER_DATA: dict[str, str] = {
+    "cpfloat_reference": "outputs of the CPFloat C library (commit 3583976), deterministic modes",
 }
 
 #: The layout version a reader of this module understands.
@@ -163,15 +169,16 @@ class Corpus:
 
 
 def corpus_path(name: str) -> Path:
-    """The folder of the shipped corpus ``name`` (one of :data:`CORPORA`).
+    """The folder of the shipped corpus ``name`` (one of :data:`CORPORA` or :data:`OTHER_DATA`).
 
     Raises
     ------
     ValueError
         When ``name`` is not a shipped corpus; the message lists those that are.
     """
-    if name not in CORPORA:
-        raise ValueError(f"unknown corpus {name!r}; shipped corpora: {', '.join(sorted(CORPORA))}")
+    if name not in CORPORA and name not in OTHER_DATA:
+        known = ", ".join(sorted({**CORPORA, **OTHER_DATA}))
+        raise ValueError(f"unknown corpus {name!r}; shipped corpora: {known}")
     # The package is installed as files (setuptools does not zip it), so the
     # resource is a real folder that np.load can open by path.
     return Path(str(resources.files("pychop_compat") / "data" / name))

@@ -7,6 +7,7 @@ any object with attributes, or nothing) into a validated, immutable
 
 from __future__ import annotations
 
+import functools
 import numbers
 import operator
 from dataclasses import dataclass, fields
@@ -29,7 +30,9 @@ class Options:
     format : str, optional
         ``'q43'``/``'fp8-e4m3'``, ``'q52'``/``'fp8-e5m2'``, ``'b'``/``'bfloat16'``,
         ``'h'``/``'half'``/``'fp16'`` (default), ``'s'``/``'single'``/``'fp32'``,
-        ``'d'``/``'double'``/``'fp64'``, or ``'c'``/``'custom'`` with :attr:`params`.
+        ``'d'``/``'double'``/``'fp64'``, or ``'c'``/``'custom'`` with :attr:`params`;
+        also any name of the format catalogue (``'bf16'``, ``'tf32'``, ``'binary16'``,
+        ``'float8_e4m3fn'``, ``'float4_e2m1fn'``, ...; see :doc:`/formats`).
     subnormal : int, optional
         1 to keep subnormal numbers, 0 to flush them (default 0 for bfloat16, else 1).
     round : int, optional
@@ -73,6 +76,38 @@ class ChopSpec:
     p: float
     explim: Any
     randfunc: Callable[[int], Any]
+    # Beyond chop.m (issue 13); the defaults are chop.m's semantics.  See `extended`.
+    #: Results beyond the largest finite number become +-xmax (and +-Inf inputs too).
+    saturation: bool = False
+    #: Whether results may be +-Inf; when False, those that would be become NaN (or +-xmax).
+    infinity: bool = True
+    #: ``'chop'`` (chop.m's overflow/underflow rules) or ``'cpfloat'`` (CPFloat's).
+    range_rules: str = "chop"
+    #: Stochastic rounding with this many random bits (0: chop's full-precision draws).
+    random_bits: int = 0
+    #: ``'fraction'`` (chop.m: a bit of the significand) or ``'encoding'`` (any bit: CPFloat's flip = 2).
+    flip_scope: str = "fraction"
+
+    @functools.cached_property  # computed once per spec: chop's scalar path asks on every call
+    def extended(self) -> bool:
+        """Whether this spec uses anything beyond chop.m's semantics.
+
+        True for rounding modes outside 1..6 (CPFloat's -1, 0, 7, 8 and its
+        no-rounding codes), saturation, infinity off, CPFloat's range rules,
+        formats that are not chop's kind (``emin != 1 - emax``, encodings other
+        than IEEE's, no subnormals), limited random bits, or flips of any bit of
+        the encoding.  Engines that implement only chop.m's semantics hand such
+        specs to :func:`pychop_compat.engines.numpy_engine.chop_array`.
+        """
+        return (
+            not 1 <= self.round <= 6
+            or bool(self.saturation)
+            or not self.infinity
+            or self.range_rules != "chop"
+            or not self.fmt.is_chop_compatible
+            or self.random_bits != 0
+            or self.flip_scope != "fraction"
+        )
 
     @property
     def keeps_subnormals(self) -> bool:
@@ -276,7 +311,7 @@ def _resolve(options, stored: Optional[ChopSpec], x_class: str) -> ChopSpec:
     randfunc = given.get("randfunc", default_randfunc)
     if not callable(randfunc):
         raise ValueError(f"options.randfunc must be callable as randfunc(n), got {randfunc!r}.")
-    default_subnormal = 0 if name in ("b", "bfloat16") else 1
+    default_subnormal = 0 if name in _SUBNORMAL_OFF_NAMES or not fmt.subnormals else 1
     return ChopSpec(
         format=name,
         fmt=fmt,
@@ -286,4 +321,11 @@ def _resolve(options, stored: Optional[ChopSpec], x_class: str) -> ChopSpec:
         p=_as_real(given.get("p", 0.5), "p"),
         explim=_switch(given.get("explim", 1), "explim"),
         randfunc=randfunc,
+        # Formats without Inf: what overflow gives is the format's own rule (NaN or saturation).
+        saturation=fmt.overflow == "saturate",
+        infinity=fmt.has_inf,
     )
+
+
+# chop.m defaults subnormal to 0 for bfloat16; its new spelling 'bf16' follows it.
+_SUBNORMAL_OFF_NAMES = ("b", "bfloat16", "bf16")

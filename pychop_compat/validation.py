@@ -1,4 +1,5 @@
-"""``python -m pychop_compat validate``: the MATLAB corpus and the mpmath oracle on every engine.
+"""``python -m pychop_compat validate``: the MATLAB corpus, the mpmath oracle, CPFloat's corpus
+and the OCP formats against ml_dtypes, on every engine.
 
 The corpus, shipped with the package (``pychop_compat/data/matlab_reference``,
 read by :mod:`pychop_compat.corpora`; see its README), holds outputs of
@@ -6,11 +7,16 @@ MATLAB's chop.m, roundit.m and float_params.m.  Each case is rerun and
 compared under MATLAB's ``isequal`` rule with NaN == NaN (sign of zero and
 NaN payloads ignored, nothing else).  The ``mpmath_oracle`` group
 compares chop with :func:`pychop_compat.oracle.chop_rule_round`, an exact
-implementation of chop.m's documented rounding rules built on mpmath.
+implementation of chop.m's documented rounding rules built on mpmath.  The
+``cpfloat_corpus`` group reruns CPFloat's outputs
+(``pychop_compat/data/cpfloat_reference``; untagged cases, bit patterns compared) through
+:func:`pychop_compat.cpfloat`, and ``ocp_ml_dtypes`` (when ml_dtypes is
+installed) compares the OCP/ML formats with ml_dtypes' casts.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import sys
@@ -21,7 +27,7 @@ from typing import Any, Iterable, Optional, Union
 import numpy as np
 
 from . import api, matlab_random
-from .corpora import Corpus, CorpusCase, load_corpus
+from .corpora import Corpus, CorpusCase, corpus_path, load_corpus
 from .engines import available_engines, from_numpy, to_numpy
 from .formats import float_params
 
@@ -167,6 +173,88 @@ def _float_params_case(case: CorpusCase) -> bool:
     return matlab_equal(np.array(float_params(case.id), dtype=np.float64), case["vals"])
 
 
+def _bits_equal(got, want) -> bool:
+    """Same shape and dtype, same bit patterns (so -0 != +0), any NaN equal to any NaN."""
+    got, want = np.asarray(got), np.asarray(want)
+    if got.shape != want.shape or got.dtype != want.dtype:
+        return False
+    u = f"u{want.dtype.itemsize}"
+    return bool(np.all((got.view(u) == want.view(u)) | (np.isnan(got) & np.isnan(want))))
+
+
+def _cpfloat_cases(folder: Path, engine: str):
+    """CPFloat's outputs (``cpfloat_reference``, untagged cases): the cpfloat facade reproduces
+    them bit for bit, and raises the MEX's error where the MEX raises (its values are then
+    checked with ``drcheck = 0`` when the error is the double-rounding check)."""
+    import gzip
+
+    from .cpfloat import CpfloatError, clear_cpfloat, cpfloat  # (the package's `cpfloat` is the function)
+
+    manifest = json.loads(gzip.open(folder / "manifest.json.gz").read())
+    arrays = np.load(folder / "cases.npz")
+
+    def run(case, drcheck=None):
+        opts = {k: case[k] for k in ("round", "subnormal", "explim", "saturation", "infinity")}
+        if case["format"] is None:
+            opts.update(format="c", params=[case["precision"], case["emin"], case["emax"]])
+        else:
+            opts["format"] = case["format"]
+        if drcheck is not None:
+            opts["drcheck"] = drcheck
+        clear_cpfloat()
+        return to_numpy(cpfloat(from_numpy(arrays[case["input"]], engine), opts))
+
+    def check(case):
+        want = arrays[case["output"]]
+        if case["mex_error"]:
+            try:
+                run(case)
+                return False
+            except CpfloatError as exc:
+                if str(exc) != case["mex_error"]:
+                    return False
+            if "double rounding" not in case["mex_error"]:
+                return True
+            return _bits_equal(run(case, drcheck=0), want)
+        return _bits_equal(run(case), want)
+
+    return [(c["id"], lambda c=c: check(c)) for c in manifest if not c["tags"]]
+
+
+#: OCP/ML formats compared with ml_dtypes' casts.
+OCP_FORMATS = ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e4m3",
+               "float8_e3m4", "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn", "float8_e8m0fnu")
+
+
+def _ocp_checks(engine: str):
+    """Each OCP/ML format against ml_dtypes' cast from float32 (one correct rounding, round to
+    nearest even): every code point, every midpoint between neighbours and the float32 numbers
+    beside them, both signs, overflow; rounding by the format's defaults (CPFloat's range rules)."""
+    import ml_dtypes
+
+    from .formats import catalogue_format
+    from .rounding import round_to_format
+
+    def check(name):
+        kind = getattr(ml_dtypes, name)
+        fmt = catalogue_format(name)
+        codes = np.arange(2 ** fmt.bits, dtype=np.uint8).view(kind).astype(np.float64)
+        points = np.unique(np.abs(codes[~np.isnan(codes)]))
+        base = np.concatenate([points, (points[:-1] + points[1:]) / 2, [fmt.xmax * 1.5, fmt.xmax * 4]])
+        with np.errstate(over="ignore"):
+            x = base.astype(np.float32)
+            x = np.concatenate([x, np.nextafter(x, np.float32(np.inf)), np.nextafter(x, np.float32(0))])
+        x = np.concatenate([x, -x, np.float32([np.inf, -np.inf])])
+        if fmt.encoding == "e8m0":
+            x = x[(x > 0) & (x >= 2.0 ** -126)]  # ml_dtypes: float32 subnormals are not rounded correctly
+        with np.errstate(over="ignore", invalid="ignore"):
+            want = x.astype(kind).astype(np.float32)
+        got = to_numpy(round_to_format(from_numpy(x, engine), fmt))
+        return _bits_equal(got, want)
+
+    return [(name, lambda name=name: check(name)) for name in OCP_FORMATS]
+
+
 def _groups(corpus: Corpus, engines: Iterable[str], with_oracle: bool = True):
     """(group, engine, [(case id, check)]) for every group and engine it applies to."""
 
@@ -180,6 +268,11 @@ def _groups(corpus: Corpus, engines: Iterable[str], with_oracle: bool = True):
             yield "matlab_stream", engine, checks("matlab_stream", _stream_case, engine)
         if with_oracle:
             yield "mpmath_oracle", engine, _oracle_checks(engine)
+        cpfloat_folder = corpus_path("cpfloat_reference")
+        if (cpfloat_folder / "manifest.json.gz").is_file():
+            yield "cpfloat_corpus", engine, _cpfloat_cases(cpfloat_folder, engine)
+        if importlib.util.find_spec("ml_dtypes") is not None:
+            yield "ocp_ml_dtypes", engine, _ocp_checks(engine)
     yield "roundit", "numpy", checks("roundit", _roundit_case, "numpy")
     yield "float_params", "numpy", [(case.id, lambda case=case: _float_params_case(case))
                                     for case in corpus.cases("float_params")]
@@ -246,6 +339,9 @@ def validate(corpus: Union[str, os.PathLike, Corpus, None] = None, engines: Opti
     finally:
         bar.close()
         api.clear_chop()
+        from .cpfloat import clear_cpfloat
+
+        clear_cpfloat()
         matlab_random.rng(saved_state)
     return results
 

@@ -38,6 +38,9 @@ def test_validate_numpy(tmp_path):
         row = rows[(group, "numpy")]
         assert row["cases"] == count and row["agreeing"] == count and row["ok"]
     assert "| chop | numpy | 744 | 744 |" in out.stdout
+    assert rows[("cpfloat_corpus", "numpy")]["cases"] == 1925 and rows[("cpfloat_corpus", "numpy")]["ok"]
+    ocp = rows.get(("ocp_ml_dtypes", "numpy"))
+    assert ocp is None or (ocp["cases"] == 10 and ocp["ok"]), ocp
 
 
 def test_validate_json_is_a_certificate(tmp_path):

@@ -4,20 +4,24 @@
   with NumPy's uint64 arithmetic is the oracle for stochastic rounding and bit
   flips on every route, and its contract (same seed, same result; MATLAB's
   stream untouched; deterministic modes leave it alone).
-* The CUDA kernel's source, compiled for the host (g++, shims for a few CUDA
-  intrinsics) and driven by ``cupy_engine`` on a NumPy stand-in for CuPy,
-  against the NumPy engine over the engine matrix; compiled by nvcc where it
-  is installed (no flush-to-zero, no fused multiply-add in the PTX).
+* The CUDA kernel (``engines/cuda.py``): its compile path (NVRTC with exactly
+  the engine's options, the PTX loaded by ``RawModule(path=...)``, never one
+  of CuPy's compilers, which force ``-ftz=true``; the disk cache), its PTX
+  from nvcc and NVRTC where installed (no ``.ftz``, no fused multiply-add),
+  and its generated source for every variant, compiled for the host (g++,
+  shims for a few CUDA intrinsics) and driven by ``engines/cuda.py`` on a
+  NumPy stand-in for CuPy, against the NumPy engine over the engine matrix.
 * The paths a CUDA tensor takes without CuPy (the torch port, whole-tensor
   passes, the counter-based numbers), run on CPU tensors, and the route
-  through CuPy's kernel (DLPack), against each other and against NumPy.
+  through CuPy's kernel (DLPack), against each other and against NumPy; on a
+  GPU, every route of a CUDA tensor (``cuda_route``) over the matrix.
 """
 
 from __future__ import annotations
 
-import functools
 import re
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -247,43 +251,253 @@ def test_torch_cuda_through_cupy_matches_pure_torch(monkeypatch):
         assert_bits_equal(to_numpy(with_cupy), to_numpy(without), str(options))
 
 
-# --- the CUDA source ---------------------------------------------------------------------------
+# --- the CUDA source and its compilation (no GPU needed) ---------------------------------------
 
-def test_kernel_source_is_built_for_both_dtypes():
-    """The CUDA source can be generated (and read) without CuPy."""
-    from pychop_compat.engines.cupy_engine import kernel_source
+def _variants():
+    """Variants that between them use every branch of the generated source."""
+    from pychop_compat.engines.cuda import Variant
+
+    for dtype in ("float32", "float64"):
+        yield Variant(dtype, 1, True, True, False, "none")
+        yield Variant(dtype, 4, False, False, False, "none")
+        yield Variant(dtype, 5, True, True, True, "device")
+        yield Variant(dtype, 6, True, False, True, "host")
+        yield Variant(dtype, 2, True, False, False, "none")
+
+
+def test_kernel_source_is_specialised_per_variant():
+    """The CUDA source can be generated (and read) without CuPy, one per variant."""
+    from pychop_compat.engines.cuda import Variant, kernel_source
 
     for dtype, real in (("float32", "float"), ("float64", "double")):
         source = kernel_source(dtype)
-        assert f"#define REAL {real}\n" in source and "chop_kernel" in source
+        assert f"#define REAL {real}\n" in source and "chop_kernel" in source and "chop_classify" in source
         assert source.count("{") == source.count("}")
+    sources = {kernel_source(v) for v in _variants()}
+    assert len(sources) == len(list(_variants()))
+    assert "#define MODE 5\n#define LIMITS 1\n#define KEEP_SUB 1\n#define FLIPS 1\n#define RANDOM 2\n" in \
+        kernel_source(Variant("float64", 5, True, True, True, "device"))
+    with pytest.raises(ValueError, match="random must be"):
+        Variant("float64", 5, True, True, True, "gpu")
 
 
+_FLOAT_FMA = re.compile(r"\b(fma|mad)\.[\w.]*f(16|32|64)\b")
 
-@pytest.mark.parametrize("dtype, real", [("float32", "f32"), ("float64", "f64")])
-def test_kernel_compiles_for_hopper_without_ftz_or_fma(tmp_path, dtype, real):
-    """Where CUDA's compiler is installed (no GPU needed), the kernel compiles for sm_90 with the
-    options CuPy hands NVRTC, and the PTX shows they took effect: every product is a separately
-    rounded ``mul.rn`` (no contracted ``fma``), and no instruction flushes subnormals (``.ftz``)."""
+
+def _ptx_by_nvcc(tmp_path, source, options, name="chop"):
     import shutil
-
-    from pychop_compat.engines.cupy_engine import _COMPILE_OPTIONS, kernel_source
 
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         pytest.skip("no nvcc (CUDA toolkit) on this machine")
-    source = tmp_path / "chop_kernel.cu"
-    source.write_text(kernel_source(dtype))
-    ptx = tmp_path / "chop_kernel.ptx"
-    subprocess.run([nvcc, "-arch=sm_90", *_COMPILE_OPTIONS, "-ptx", "-o", str(ptx), str(source)],
-                   check=True, capture_output=True, timeout=300)
-    subprocess.run([nvcc, "-arch=sm_90", *_COMPILE_OPTIONS, "-cubin", "-o", str(tmp_path / "k.cubin"),
-                    str(source)], check=True, capture_output=True, timeout=300)
-    text = ptx.read_text()
-    assert ".entry chop_kernel(" in text
+    cu = tmp_path / f"{name}.cu"
+    cu.write_text(source)
+    ptx = tmp_path / f"{name}.ptx"
+    subprocess.run([nvcc, *options, "-ptx", "-o", str(ptx), str(cu)], check=True, capture_output=True, timeout=300)
+    return ptx.read_text()
+
+
+@pytest.mark.parametrize("index", range(10))
+def test_kernel_ptx_has_no_ftz_and_no_fma(tmp_path, index):
+    """Where CUDA's compiler is installed (no GPU needed), each variant compiles with exactly the
+    options the engine hands NVRTC (``compile_options('90')``: nvcc takes the same spellings),
+    and the PTX shows they took effect: every floating-point product is a separately rounded
+    ``mul.rn`` (no contracted ``fma``/``mad`` where the source wrote a multiply and an add),
+    and no instruction flushes subnormals (``.ftz``)."""
+    from pychop_compat.engines.cuda import compile_options, kernel_source
+
+    variant = list(_variants())[index]
+    real = "f32" if variant.dtype == "float32" else "f64"
+    text = _ptx_by_nvcc(tmp_path, kernel_source(variant), compile_options("90"))
+    assert ".entry chop_kernel(" in text and ".entry chop_classify(" in text
     assert f"mul.rn.{real}" in text
     assert ".ftz" not in text
-    assert "fma." not in text and "mad." not in text
+    assert not _FLOAT_FMA.search(text), _FLOAT_FMA.search(text)
+
+
+def test_ptx_checks_can_fail(tmp_path):
+    """The checks above see what CuPy's RawKernel does: its appended ``-ftz=true`` puts ``.ftz``
+    on float32 instructions, and without ``--fmad=false`` products fuse into ``fma``."""
+    from pychop_compat.engines.cuda import Variant, kernel_source
+
+    source = kernel_source(Variant("float32", 1, True, True, False, "none"))
+    flushed = _ptx_by_nvcc(tmp_path, source, ("--ftz=false", "-arch=compute_90", "-ftz=true"), "ftz")
+    assert ".ftz" in flushed
+    fused = _ptx_by_nvcc(tmp_path, "extern \"C\" __global__ void f(float* a, float b, float c)"
+                                   " { a[0] = a[0] * b + c; }", ("-arch=compute_90",), "fma")
+    assert _FLOAT_FMA.search(fused)
+
+
+class _FakeNVRTC:
+    """``cupy.cuda.nvrtc``'s functions, recording what they are given (PTX from nvcc if asked)."""
+
+    def __init__(self, ptx="// fake ptx\n.entry chop_kernel(\n"):
+        self.ptx, self.programs, self.compiled = ptx, [], []
+
+    def getVersion(self):
+        return (12, 9)
+
+    def getSupportedArchs(self):
+        return (75, 80, 86, 89, 90)
+
+    def createProgram(self, source, name, headers, include_names):
+        self.programs.append(source)
+        return len(self.programs)
+
+    def compileProgram(self, program, options):
+        self.compiled.append(tuple(options))
+
+    def getPTX(self, program):
+        return self.ptx.encode() + b"\x00"
+
+    def getCUBIN(self, program):
+        return b"\x7fELF fake cubin"
+
+    def getProgramLog(self, program):
+        return ""
+
+    def destroyProgram(self, program):
+        pass
+
+
+def _fake_cupy(nvrtc, loaded):
+    """A CuPy whose only usable way to get a kernel is RawModule(path=...) (recorded in ``loaded``)."""
+    import contextlib
+    import types
+
+    class Device(contextlib.nullcontext):
+        def __init__(self, device_id=0):
+            super().__init__(self)
+            self.compute_capability = "90" if device_id == 0 else "100"
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("CuPy's compilers append -ftz=true: never used")
+
+    class RawModule:
+        reject_ptx = False
+
+        def __init__(self, code=None, *, path=None, options=(), **kwargs):
+            assert code is None and path is not None and options == () and not kwargs, (code, options, kwargs)
+            if path.endswith(".cubin"):
+                loaded.append(Path(path).read_bytes())
+                return
+            if RawModule.reject_ptx:
+                raise RuntimeError("CUDA_ERROR_UNSUPPORTED_PTX_VERSION")
+            loaded.append(Path(path).read_text())
+
+        def get_function(self, name):
+            return name
+
+    return types.SimpleNamespace(RawKernel=forbidden, ElementwiseKernel=forbidden, RawModule=RawModule,
+                                 cuda=types.SimpleNamespace(Device=Device, nvrtc=nvrtc, compiler=forbidden))
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch, tmp_path):
+    from pychop_compat.engines import cuda
+
+    nvrtc, loaded = _FakeNVRTC(), []
+    fake = _fake_cupy(nvrtc, loaded)
+    monkeypatch.setattr(cuda, "_cupy", lambda: fake)
+    monkeypatch.setattr(cuda, "_kernel_cache", {})
+    monkeypatch.setenv("PYCHOP_COMPAT_CACHE_DIR", str(tmp_path / "cache"))
+    return cuda, nvrtc, loaded, tmp_path / "cache"
+
+
+
+def test_compile_path_is_nvrtc_with_exact_options(fake_cuda):
+    """The kernel is compiled by NVRTC with exactly the engine's options and the device's
+    architecture (nothing appended: CuPy's RawKernel would append -ftz=true), then the PTX is
+    loaded by RawModule(path=...); CuPy's compilers are never called."""
+    cuda, nvrtc, loaded, _ = fake_cuda
+    variant = list(_variants())[0]
+    assert cuda._kernels(variant, 0) == ("chop_kernel", "chop_classify")
+    assert nvrtc.programs == [cuda.kernel_source(variant)]
+    assert nvrtc.compiled == [("--ftz=false", "--prec-div=true", "--prec-sqrt=true", "--fmad=false",
+                               "-arch=compute_90")]
+    assert not any("ftz=true" in o or "fmad=true" in o or "use_fast_math" in o for o in nvrtc.compiled[0])
+    assert len(loaded) == 1 and nvrtc.ptx in loaded[0]
+    # A device newer than NVRTC knows compiles for the newest architecture it does know.
+    cuda._kernels(variant, 1)
+    assert nvrtc.compiled[-1][-1] == "-arch=compute_90"
+
+
+def test_compiled_kernels_are_cached_in_memory_and_on_disk(fake_cuda, monkeypatch):
+    cuda, nvrtc, loaded, cache = fake_cuda
+    variant = list(_variants())[2]
+    cuda._kernels(variant, 0)
+    cuda._kernels(variant, 0)
+    assert len(nvrtc.compiled) == 1 and len(loaded) == 1, "in memory"
+    files = list(cache.glob("*.ptx"))
+    assert len(files) == 1
+    monkeypatch.setattr(cuda, "_kernel_cache", {})  # a new process
+    cuda._kernels(variant, 0)
+    assert len(nvrtc.compiled) == 1 and len(loaded) == 2, "from disk, not compiled again"
+    # The key covers the source, the options, the architecture and NVRTC's version.
+    monkeypatch.setattr(cuda, "_kernel_cache", {})
+    monkeypatch.setattr(nvrtc, "getVersion", lambda: (12, 8))
+    cuda._kernels(variant, 0)
+    assert len(nvrtc.compiled) == 2 and len(list(cache.glob("*.ptx"))) == 2
+
+
+def test_corrupt_or_unwritable_cache_is_survived(fake_cuda, monkeypatch):
+    import os
+
+    cuda, nvrtc, loaded, cache = fake_cuda
+    variant = list(_variants())[1]
+    cuda._kernels(variant, 0)
+    (path,) = cache.glob("*.ptx")
+    whole = path.read_text()
+    for broken in (whole[: len(whole) // 2], whole.replace("fake ptx", "fake ptX"), "\xff\xfe garbage"):
+        path.write_text(broken)
+        monkeypatch.setattr(cuda, "_kernel_cache", {})
+        cuda._kernels(variant, 0)
+        assert loaded[-1] == whole and path.read_text() == whole, "compiled again and replaced"
+    compiled = len(nvrtc.compiled)
+    # A cache that cannot be written: compiled, loaded from a private temporary file.
+    path.unlink()
+    os.chmod(cache, 0o500)
+    try:
+        monkeypatch.setattr(cuda, "_kernel_cache", {})
+        if os.access(cache, os.W_OK):  # root ignores permissions: use a path that is a file
+            monkeypatch.setenv("PYCHOP_COMPAT_CACHE_DIR", str(path.parent / "not-a-dir" / "x"))
+            (path.parent / "not-a-dir").write_text("a file")
+            os.chmod(cache, 0o700)
+        cuda._kernels(variant, 0)
+    finally:
+        os.chmod(cache, 0o700)
+    assert len(nvrtc.compiled) == compiled + 1 and loaded[-1] == whole
+
+
+def test_a_driver_rejecting_the_ptx_gets_nvrtc_cubin(fake_cuda, monkeypatch):
+    """A driver older than NVRTC's PTX version: NVRTC's CUBIN for sm_XY, with the same options."""
+    cuda, nvrtc, loaded, _ = fake_cuda
+    RawModule = cuda._cupy().RawModule
+    monkeypatch.setattr(RawModule, "reject_ptx", True)
+    cuda._kernels(list(_variants())[3], 0)
+    assert nvrtc.compiled[-1] == ("--ftz=false", "--prec-div=true", "--prec-sqrt=true", "--fmad=false",
+                                  "-arch=sm_90")
+    assert loaded == [b"\x7fELF fake cubin"]
+
+
+def test_real_nvrtc_compiles_without_ftz_or_fma():
+    """Where CuPy and NVRTC are installed (no GPU needed), the engine's own compile path gives
+    PTX without ``.ftz`` and without floating-point ``fma``, for the architecture it picks."""
+    try:
+        from cupy.cuda import nvrtc
+
+        nvrtc.getVersion()
+    except Exception as exc:  # no cupy, or no libnvrtc
+        pytest.skip(f"no usable cupy.cuda.nvrtc: {exc}")
+    from pychop_compat.engines.cuda import compile_cubin, compile_ptx, device_arch, kernel_source
+
+    arch = device_arch("90", nvrtc)
+    for variant in _variants():
+        ptx = compile_ptx(kernel_source(variant), arch, nvrtc)
+        assert ".entry chop_kernel(" in ptx and f".target sm_{arch}" in ptx
+        assert ".ftz" not in ptx and not _FLOAT_FMA.search(ptx)
+    assert compile_cubin(kernel_source(variant), arch, nvrtc)[:4] == b"\x7fELF"
+
 
 # --- the CUDA kernel's logic, compiled for the host -------------------------------------------
 #
@@ -353,18 +567,18 @@ def _host_cupy(tmp_path_factory):
                 out.append((False, scalar_types[kind][0]))
         return out
 
-    class RawKernel:
-        """Checks every argument against the kernel's signature, as CuPy does not: a scalar of
-        the wrong type or order would be read as other bits on a GPU."""
+    class HostKernel:
+        """A kernel of the generated source, compiled by g++; every launch checks its arguments
+        against the kernel's signature, as CuPy does not: a scalar of the wrong type or order
+        would be read as other bits on a GPU."""
 
-        def __init__(self, code, name, options=()):
-            assert "--ftz=false" in options and "--fmad=false" in options
+        def __init__(self, code, name):
             key = hash(code)
             if key not in libraries:
                 folder = tmp_path_factory.mktemp("kernel")
                 source, library = folder / "kernel.cpp", folder / "kernel.so"
                 source.write_text(_HOST_SHIM + code)
-                subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-ffp-contract=off", "-fno-fast-math",
+                subprocess.run([compiler, "-O1", "-shared", "-fPIC", "-ffp-contract=off", "-fno-fast-math",
                                 "-o", str(library), str(source)], check=True, capture_output=True)
                 libraries[key] = ctypes.CDLL(str(library))
             self.signature = signature(code, name)
@@ -386,12 +600,26 @@ def _host_cupy(tmp_path_factory):
                     converted.append(arg.item())
             self.function(*converted)
 
+    compiled_variants = []
+
+    def kernels(variant, device_id):
+        """What ``cuda._kernels`` returns: the variant's two entry points."""
+        from pychop_compat.engines.cuda import kernel_source
+
+        compiled_variants.append(variant)
+        code = kernel_source(variant)
+        return HostKernel(code, "chop_kernel"), HostKernel(code, "chop_classify")
+
+    def no_compiler(*args, **kwargs):
+        raise AssertionError("the device engines never compile through CuPy's compilers (they force -ftz=true)")
+
     return types.SimpleNamespace(
-        ndarray=HostArray, RawKernel=RawKernel, asarray=wrap(np.asarray), zeros=wrap(np.zeros),
+        ndarray=HostArray, RawKernel=no_compiler, ElementwiseKernel=no_compiler, RawModule=no_compiler,
+        asarray=wrap(np.asarray), zeros=wrap(np.zeros),
         empty=wrap(np.empty), empty_like=wrap(np.empty_like), ascontiguousarray=wrap(np.ascontiguousarray),
-        where=wrap(np.where), left_shift=wrap(np.left_shift), from_dlpack=wrap(np.from_dlpack),
+        asnumpy=np.asarray, where=wrap(np.where), left_shift=wrap(np.left_shift), from_dlpack=wrap(np.from_dlpack),
         cuda=types.SimpleNamespace(Device=Device),
-        HostArray=HostArray)
+        HostArray=HostArray, kernels=kernels, compiled_variants=compiled_variants)
 
 
 @pytest.fixture(scope="module")
@@ -403,10 +631,11 @@ def host_cupy(tmp_path_factory):
 def host_kernel(host_cupy, monkeypatch):
     """cupy_engine on the stand-in, with a kernel cache of its own (the real one stays clean
     for the GPU tests that may follow)."""
-    from pychop_compat.engines import cupy_engine
+    from pychop_compat.engines import cuda, cupy_engine
 
     monkeypatch.setattr(cupy_engine, "_cupy", lambda: host_cupy)
-    monkeypatch.setattr(cupy_engine, "_kernel", functools.lru_cache(maxsize=None)(cupy_engine._kernel.__wrapped__))
+    monkeypatch.setattr(cuda, "_cupy", lambda: host_cupy)
+    monkeypatch.setattr(cuda, "_kernels", host_cupy.kernels)
     return host_cupy
 
 
@@ -530,3 +759,131 @@ def test_torch_device_paths_on_cpu(monkeypatch, name, params, dtype, mode, sub, 
     monkeypatch.setattr(torch_engine, "_DEVICE_PATHS_ON_CPU", True)
     with torch_engine.matlab_stream_on_device():
         check_engine_matches_numpy(Engine("torch"), name, params, dtype, mode, sub, explim, flip)
+
+
+@pytest.mark.parametrize("name", DEVICE_PATH_ENGINES)
+@pytest.mark.parametrize("mode", [1, 2, 5, 6])
+@pytest.mark.parametrize("host_stream", [True, False], ids=["matlab-stream", "device-numbers"])
+def test_zero_dim_keeps_its_shape_on_device_paths(device_paths, name, mode, host_stream):
+    """A 0-d array stays 0-d with flips, on both routes of a CUDA tensor (with MATLAB's
+    stream on the host, the kernel's result was made contiguous by ascontiguousarray,
+    which turns 0-d into shape (1,)), and equals NumPy when the numbers are MATLAB's."""
+    import contextlib
+
+    from pychop_compat.engines.device_plan import matlab_stream_on_device
+
+    name = device_paths(name)
+    options = {"format": "h", "round": mode, "flip": 1, "p": 1.0}
+    for dtype in ("float64", "float32"):
+        x = np.array(1 / 3, dtype=dtype)
+        rng(4)
+        expected = chop(x.copy(), options)
+        rng(4)
+        with matlab_stream_on_device() if host_stream else contextlib.nullcontext():
+            out = chop(_on_device(name, x), options)
+        assert tuple(out.shape) == (), (name, dtype, tuple(out.shape))
+        if host_stream:
+            assert_bits_equal(np.asarray(to_numpy(out)), np.asarray(expected), f"{name} {dtype}")
+
+
+def test_zero_dim_cupy_array_keeps_its_shape(host_kernel):
+    from pychop_compat.engines import cupy_engine
+    from pychop_compat.randomness import sources_for
+
+    spec = resolve({"format": "h", "round": 5, "flip": 1}, None, "double")
+    with cupy_engine.matlab_stream_on_device():
+        out = cupy_engine.chop_cupy(np.array(1 / 3).view(host_kernel.HostArray), spec, sources_for(spec.randfunc))
+    assert out.shape == ()
+
+
+@pytest.mark.parametrize("route", ["torch-device-paths", "torch-host-kernel", "cupy-host-kernel"])
+def test_extended_specs_round_trip_through_numpy(monkeypatch, request, route):
+    """A spec beyond chop.m's semantics (``spec.extended``, CONTRACTS.md) is never rounded by the
+    device code: the array goes to the NumPy engine on the host and comes back."""
+    import dataclasses
+
+    from pychop_compat.engines import cupy_engine, numpy_engine, torch_engine
+    from pychop_compat.options import ChopSpec
+
+    @dataclasses.dataclass(frozen=True)
+    class ExtendedSpec(ChopSpec):
+        @property
+        def extended(self) -> bool:
+            return True
+
+    calls = []
+    original = numpy_engine.chop_array
+
+    def recording(x, spec, sources, *args, **kwargs):
+        calls.append(spec)
+        return original(x, spec, sources, *args, **kwargs)
+
+    monkeypatch.setattr(numpy_engine, "chop_array", recording)
+    base = resolve({"format": "h", "round": 1}, None, "double")
+    spec = ExtendedSpec(**{f.name: getattr(base, f.name) for f in dataclasses.fields(ChopSpec)})
+    x = make_input(lookup_format("h"), "float64", seed=3)
+    expected = original(x.copy(), base, MATLAB_STREAM)
+    if route == "cupy-host-kernel":
+        host = request.getfixturevalue("host_kernel")
+        got = np.asarray(cupy_engine.chop_cupy(x.view(host.HostArray), spec, MATLAB_STREAM))
+    else:
+        import torch
+
+        monkeypatch.setattr(torch_engine, "_DEVICE_PATHS_ON_CPU", True)
+        if route == "torch-host-kernel":
+            host = request.getfixturevalue("host_kernel")
+            monkeypatch.setattr(torch_engine, "_cupy_for", lambda _: host)
+        got = torch_engine.chop_tensor(torch.from_numpy(x.copy()), spec, MATLAB_STREAM).numpy()
+    assert calls and calls[0] is spec
+    assert_bits_equal(got, expected, route)
+
+
+# --- CUDA tensors on every route (GPU only) ----------------------------------------------------
+
+def _route_available(route) -> bool:
+    import importlib.util
+
+    if route == "cupy":
+        return "cupy" in _AVAILABLE
+    if route == "triton":
+        return importlib.util.find_spec("triton") is not None
+    return True
+
+
+CUDA_ROUTES = [pytest.param(route, id=f"torch-cuda-{route}",
+                            marks=[pytest.mark.gpu,
+                                   pytest.mark.skipif("torch-cuda" not in _AVAILABLE, reason="no CUDA GPU for torch"),
+                                   pytest.mark.skipif(not _route_available(route), reason=f"{route} not installed")])
+               for route in ("cupy", "triton", "torch")]
+
+
+@pytest.mark.parametrize("route", CUDA_ROUTES)
+@pytest.mark.parametrize("name, params, dtype, mode, sub, explim, flip", list(matrix()))
+def test_torch_cuda_route_matches_numpy(route, name, params, dtype, mode, sub, explim, flip):
+    """Each route of a CUDA tensor (CuPy's kernel, the Triton kernel, pure torch) over the
+    engine matrix, MATLAB's stream on the host, against NumPy bit for bit."""
+    from conftest import Engine
+    from pychop_compat.engines import torch_engine
+
+    with torch_engine.cuda_route(route), torch_engine.matlab_stream_on_device():
+        check_engine_matches_numpy(Engine("torch-cuda"), name, params, dtype, mode, sub, explim, flip)
+
+
+@pytest.mark.parametrize("route", CUDA_ROUTES)
+@pytest.mark.parametrize("name, params, dtype, mode, sub, explim, flip", list(random_modes()))
+def test_torch_cuda_route_device_numbers_match_pure_torch(route, name, params, dtype, mode, sub, explim, flip):
+    """With numbers made on the device, every route gives pure torch's bits (which the tests
+    above check against the generator's definition)."""
+    import torch
+
+    from pychop_compat.engines import torch_engine
+
+    fmt = custom_format(*params) if params else lookup_format(name)
+    x = torch.from_numpy(make_input(fmt, dtype, zlib_seed(name, dtype, mode, sub, explim, flip))).cuda()
+    options = options_for(name, params, mode, sub, explim, flip)
+    results = []
+    for chosen in ("torch", route):
+        torch_engine.seed_device(23)
+        with torch_engine.cuda_route(chosen):
+            results.append(chop(x, options).cpu().numpy())
+    assert_bits_equal(results[1], results[0], f"{route} {name} {dtype} r{mode} s{sub} e{explim} f{flip}")

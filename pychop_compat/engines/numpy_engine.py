@@ -28,6 +28,10 @@ def _from_matlab_order(v: np.ndarray, shape) -> np.ndarray:
 
 def chop_array_reference(x: np.ndarray, spec: ChopSpec, sources: RandomSources) -> np.ndarray:
     """:func:`chop_array` by the reference algorithm (slow; the specification)."""
+    if getattr(spec, "extended", False):
+        from . import numpy_extended
+
+        return numpy_extended.chop_array(x, spec, sources, reference=True)
     return _from_matlab_order(chop_vector(_in_matlab_order(x), spec, sources), x.shape)
 
 
@@ -39,13 +43,19 @@ def chop_array(x: np.ndarray, spec: ChopSpec, sources: RandomSources, reference:
     x : numpy.ndarray
         float32 or float64 values; never modified.
     spec : ChopSpec
-        The resolved options.
+        The resolved options.  Specs beyond chop.m (``spec.extended``: OCP/ML
+        formats, CPFloat's modes and range rules, saturation, ...) go to
+        ``numpy_extended``; other engines hand such specs here.
     sources : RandomSources
         Where stochastic rounding and bit flips draw their numbers (used in
         MATLAB's column-major element order, as chop.m does).
     reference : bool, optional
         Use the reference algorithm instead of the fast engine (same result).
     """
+    if getattr(spec, "extended", False):
+        from . import numpy_extended  # semantics beyond chop.m (other formats, modes, rules)
+
+        return numpy_extended.chop_array(x, spec, sources, reference)
     if reference:
         return chop_array_reference(x, spec, sources)
     return numpy_fast.chop_array(x, spec, sources)

@@ -188,10 +188,11 @@ class _Plan:
     """Constants and lookup tables for one (format, mode, subnormal, explim, input class)."""
 
     def __init__(self, t: int, emax: int, mode: int, keep_subnormals: bool, explim: bool,
-                 xmax: float, xboundary: float, xmin: float, xmins: float, layout: _Layout):
+                 xmax: float, xboundary: float, xmin: float, xmins: float, layout: _Layout,
+                 emin: Optional[int] = None):
         L = self.layout = layout
         self.t, self.mode, self.explim, self.keep_subnormals = t, mode, explim, keep_subnormals
-        self.emin = 1 - emax
+        self.emin = 1 - emax if emin is None else emin  # chop.m's formats: 1 - emax
         self.emins = self.emin + 1 - t
         u = L.utype
         self.u = u
@@ -253,7 +254,7 @@ class _Plan:
 @lru_cache(maxsize=64)
 def _plan(fmt, mode: int, keep_subnormals: bool, explim: bool, dtype_char: str) -> _Plan:
     return _Plan(fmt.t, fmt.emax, mode, keep_subnormals, explim, fmt.xmax, fmt.xboundary,
-                 fmt.xmin, fmt.xmins, _LAYOUTS[np.dtype(dtype_char)])
+                 fmt.xmin, fmt.xmins, _LAYOUTS[np.dtype(dtype_char)], fmt.emin)
 
 
 _recent_plans: dict = {}

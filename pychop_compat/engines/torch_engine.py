@@ -44,8 +44,10 @@ host and the results are bit-identical to NumPy on every device.
 Autograd: the result is detached (``requires_grad=False``); chop is a
 rounding, and gradients do not flow through it.
 
-torch is imported lazily so that :mod:`pychop_compat.engines.cupy_engine` can
-share this module's helpers without importing torch.
+What every device engine derives from a spec (the random-number policy, host
+draws, carriers, limits) lives in :mod:`pychop_compat.engines.device_plan`;
+CUDA tensors with CuPy installed run the kernel of
+:mod:`pychop_compat.engines.cuda` on their own memory.  torch is imported lazily.
 """
 
 from __future__ import annotations
@@ -53,16 +55,20 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 from dataclasses import dataclass
-from typing import Optional
+from typing import Iterator, Optional
 
 import numpy as np
 
 from ..options import ChopSpec
-from ..randomness import MATLAB_STREAM, RandomSources
+from ..randomness import RandomSources
 from . import device_random
+from .device_plan import (CARRIERS as _CARRIERS, FLIP_PRECISION_ERROR as _FLIP_PRECISION_ERROR,
+                          Carrier as _Carrier, at_least as _at_least, at_most as _at_most,
+                          clamp_exponent as _clamp_exponent, draws_on_device, host_draw_plan,
+                          Limits, matlab_stream_on_device, range_limits as _limits, regular_range)
 from .device_random import seed_device
 
-__all__ = ["chop_tensor", "seed_device", "matlab_stream_on_device", "host_draw_plan"]
+__all__ = ["chop_tensor", "seed_device", "matlab_stream_on_device", "host_draw_plan", "cuda_route"]
 
 # Elements per chunk of the fast path on the CPU.  The ten or so passes over a
 # chunk stay in the L2 cache instead of streaming memory, and a chunk is below
@@ -70,176 +76,6 @@ __all__ = ["chop_tensor", "seed_device", "matlab_stream_on_device", "host_draw_p
 # an OpenMP barrier per op costs a scheduler time slice whenever another
 # process holds a core.  The chunks are shared out by _cpu_pool() instead.
 _CPU_CHUNK = 32000
-
-_FLIP_PRECISION_ERROR = "Bit flips need a precision t >= 2 (a bit below the leading one)."
-
-
-# --- the policy for random numbers on devices (shared with cupy_engine) ---------------------
-
-_matlab_stream_on_device = False
-
-
-@contextlib.contextmanager
-def matlab_stream_on_device(enabled: bool = True):
-    """Draw from MATLAB's stream on the host even for GPU inputs (torch and CuPy), within ``with``.
-
-    Results are then bit-identical to the NumPy engine and to MATLAB, and the
-    stream advances exactly as chop.m's would, at the cost of host-device
-    transfers.
-
-    Examples
-    --------
-    >>> with matlab_stream_on_device():  # doctest: +SKIP
-    ...     c = chop(x_cuda, {'round': 5})
-    """
-    global _matlab_stream_on_device
-    previous = _matlab_stream_on_device
-    _matlab_stream_on_device = bool(enabled)
-    try:
-        yield
-    finally:
-        _matlab_stream_on_device = previous
-
-
-def draws_on_device(spec: ChopSpec, sources: RandomSources) -> bool:
-    """True when a GPU input should draw its random numbers on the device."""
-    return (not _matlab_stream_on_device) and spec.uses_matlab_stream and sources == MATLAB_STREAM
-
-
-def host_draw_plan(spec: ChopSpec, sources: RandomSources, block_sizes, draw_counts):
-    """The random numbers chop.m draws, in its order, as NumPy arrays.
-
-    Parameters
-    ----------
-    spec : ChopSpec
-    sources : RandomSources
-    block_sizes : (int, int)
-        Elements in the normal block and in the subnormal block.
-    draw_counts : (int, int)
-        Elements of each block whose scaled value needs a stochastic draw.
-
-    Returns
-    -------
-    list of (draws, flip_bits)
-        Per block: the float64 draws (or ``None``) and, with flips, an int64
-        array over the block's elements holding ``2**(bit-1)`` for a chosen
-        element and 0 elsewhere (or ``None``).  The subnormal block is only
-        visited when it is not empty, as in chop.m.
-
-    Raises
-    ------
-    ValueError
-        For flips with ``t < 2``, after the normal block's stochastic draws (as chop.m).
-    """
-    plan = []
-    for block, (size, count) in enumerate(zip(block_sizes, draw_counts)):
-        if block == 1 and size == 0:
-            plan.append((None, None))
-            continue
-        draws = None
-        if spec.round >= 5 and count:
-            draws = np.asarray(sources.stochastic(count), dtype=np.float64).ravel()
-        flip_bits = None
-        if spec.flips:
-            if spec.fmt.t < 2:
-                raise ValueError(_FLIP_PRECISION_ERROR)
-            chosen = np.asarray(sources.flip_uniform(size), dtype=np.float64).ravel() <= spec.p
-            flip_bits = np.zeros(size, dtype=np.int64)
-            n_chosen = int(np.count_nonzero(chosen))
-            if n_chosen:
-                bits = np.asarray(sources.flip_randi(spec.fmt.t - 1, n_chosen)).astype(np.int64).ravel()
-                flip_bits[chosen] = np.left_shift(np.int64(1), bits - 1)
-        plan.append((draws, flip_bits))
-    return plan
-
-
-# --- thresholds: chop.m compares with doubles; make the comparisons exact in float32 --------
-
-def _at_least(value: float, dtype) -> float:
-    """The smallest ``dtype`` number >= value, so that ``x >= value`` iff ``x >= result``."""
-    with np.errstate(over="ignore"):
-        f = dtype.type(value)
-    if float(f) < value:
-        f = np.nextafter(f, dtype.type(np.inf))
-    return float(f)
-
-
-def _at_most(value: float, dtype) -> float:
-    """The largest ``dtype`` number <= value, so that ``x > value`` iff ``x > result``."""
-    with np.errstate(over="ignore"):
-        f = dtype.type(value)
-    if float(f) > value:
-        f = np.nextafter(f, dtype.type(-np.inf))
-    return float(f)
-
-
-def _as_dtype(value: float, dtype) -> float:
-    """``value`` stored into a ``dtype`` array (rounded to nearest, as NumPy's assignment)."""
-    with np.errstate(over="ignore"):
-        return float(dtype.type(value))
-
-
-@dataclass(frozen=True)
-class _Carrier:
-    """Bit layout and chop's thresholds for one floating dtype (float32 or float64)."""
-
-    np_float: np.dtype
-    np_int: np.dtype
-    mant: int        # stored significand bits
-    bias: int
-    field: int       # all-ones exponent field (Inf, NaN)
-    abs_mask: int
-    sign_bit: int
-
-    def bits(self, value: float) -> int:
-        return int(np.array(value, dtype=self.np_float).view(self.np_int))
-
-    @property
-    def min_normal_bits(self) -> int:
-        return 1 << self.mant
-
-    @property
-    def max_finite_bits(self) -> int:
-        return (self.field << self.mant) - 1
-
-
-_CARRIERS = {
-    "float64": _Carrier(np.dtype(np.float64), np.dtype(np.int64), 52, 1023, 0x7FF,
-                        0x7FFF_FFFF_FFFF_FFFF, -(1 << 63)),
-    "float32": _Carrier(np.dtype(np.float32), np.dtype(np.int32), 23, 127, 0xFF,
-                        0x7FFF_FFFF, -(1 << 31)),
-}
-
-
-def _clamp_exponent(e: int) -> int:
-    """Format exponents far outside every carrier's range act like +-2^30 (keeps int32 safe)."""
-    return max(-(1 << 30), min(1 << 30, int(e)))
-
-
-@dataclass(frozen=True)
-class _Limits:
-    """chop.m's range thresholds as exact comparisons and assignable values in one dtype."""
-
-    xboundary_ge: float   # x >= xboundary   <=> x >= xboundary_ge
-    xmax_gt: float        # x > xmax         <=> x > xmax_gt
-    xmax_value: float     # xmax stored in the dtype
-    min_rep_lt: float     # |c| < min_rep    <=> |c| < min_rep_lt
-    half_gt: float        # |c| > min_rep/2  <=> |c| > half_gt
-    half_ge: float        # |c| >= min_rep/2 <=> |c| >= half_ge
-    min_rep_value: float  # min_rep stored in the dtype
-
-
-def _limits(spec: ChopSpec, carrier: _Carrier) -> _Limits:
-    fmt, dt = spec.fmt, carrier.np_float
-    min_rep = np.float64(fmt.xmins if spec.keeps_subnormals else fmt.xmin)
-    half = float(min_rep / 2)  # in double, as chop.m (xmins/2 of 'd' is 0)
-    return _Limits(
-        xboundary_ge=_at_least(fmt.xboundary, dt), xmax_gt=_at_most(fmt.xmax, dt),
-        xmax_value=_as_dtype(fmt.xmax, dt), min_rep_lt=_at_least(float(min_rep), dt),
-        half_gt=_at_most(half, dt), half_ge=_at_least(half, dt),
-        min_rep_value=_as_dtype(float(min_rep), dt),
-    )
-
 
 # CPU tensors take paths tuned for the host: random modes run the NumPy engine on the
 # tensor's own memory (the same bits by construction, with its batched draws), the fast
@@ -283,12 +119,12 @@ def _exponents(v, carrier: _Carrier):
     return torch.where(special, torch.full_like(e, -1), e)
 
 
-def _apply_limits(c, v, spec: ChopSpec, lim: _Limits):
+def _apply_limits(c, v, spec: ChopSpec, lim: Limits):
     """chop.m's overflow and underflow rules on the rounded values ``c`` of the inputs ``v``."""
     return _apply_underflow(_apply_overflow(c, v, spec, lim), spec, lim)
 
 
-def _apply_overflow(c, v, spec: ChopSpec, lim: _Limits):
+def _apply_overflow(c, v, spec: ChopSpec, lim: Limits):
     """chop.m's overflow rules: decided on the input ``v``."""
     import torch
 
@@ -306,7 +142,7 @@ def _apply_overflow(c, v, spec: ChopSpec, lim: _Limits):
     return torch.where((v < -lim.xmax_gt) & (v != -inf), -lim.xmax_value, c)
 
 
-def _apply_underflow(c, spec: ChopSpec, lim: _Limits):
+def _apply_underflow(c, spec: ChopSpec, lim: Limits):
     """chop.m's underflow rules: decided on the rounded value ``c``."""
     import torch
 
@@ -784,6 +620,35 @@ def _chop_fast_stochastic(x, spec: ChopSpec, stream):
 
 # --- orchestration ---------------------------------------------------------------------------
 
+_CUDA_ROUTES = ("auto", "cupy", "triton", "torch")
+_cuda_route = "auto"
+
+
+@contextlib.contextmanager
+def cuda_route(route: str) -> Iterator[None]:
+    """Pick how CUDA tensors are rounded within ``with`` (for checks and benchmarks).
+
+    Parameters
+    ----------
+    route : {'auto', 'cupy', 'triton', 'torch'}
+        ``'auto'`` (the default): CuPy's kernel when CuPy is installed and can
+        use the GPU, else the Triton kernel where it applies (modes 1 to 4,
+        and 5 and 6 with numbers made on the device, without flips) and
+        Triton is installed, else pure torch.  ``'cupy'``: CuPy's kernel (an
+        error without CuPy).  ``'triton'``: the Triton kernel where it
+        applies, pure torch for the rest (an error without Triton).
+        ``'torch'``: pure torch operations.  Every route gives the same bits.
+    """
+    global _cuda_route
+    if route not in _CUDA_ROUTES:
+        raise ValueError(f"cuda_route: route must be one of {', '.join(map(repr, _CUDA_ROUTES))}, not {route!r}.")
+    previous, _cuda_route = _cuda_route, route
+    try:
+        yield
+    finally:
+        _cuda_route = previous
+
+
 def _device_key(device) -> str:
     """The counter of :mod:`~pychop_compat.engines.device_random` that a device uses."""
     return f"{device.type}:{device.index or 0}"
@@ -808,6 +673,56 @@ def _cupy_for(x):
             except Exception:  # a CuPy without a usable CUDA runtime: use torch alone
                 _cupy = False
     return _cupy or None
+
+
+_triton = None
+
+
+def _triton_for(x):
+    """The Triton kernel module for a CUDA tensor when Triton is installed; else None.
+
+    Triton itself is imported only when the kernel is first launched.
+    """
+    global _triton
+    if x.device.type != "cuda":
+        return None
+    if _triton is None:
+        from . import triton_kernel
+
+        _triton = triton_kernel if triton_kernel.available() else False
+    return _triton or None
+
+
+def _chop_with_triton(kernel_module, x, spec: ChopSpec, stream, strict: bool = False):
+    """Regular elements in the Triton kernel (one pass), the others by the general path.
+
+    Returns None when Triton cannot compile or launch here (then, unless
+    ``strict``, with a warning, and the caller takes the pure-torch path).
+    """
+    import torch
+
+    global _triton
+    carrier = _CARRIERS[str(x.dtype).rpartition(".")[2]]
+    regular = regular_range(spec, carrier)
+    flat = x.contiguous().view(-1)
+    out = torch.empty_like(flat)
+    try:
+        specials = kernel_module.chop_regular(flat, out, spec, regular, stream)
+    except Exception as exc:  # Triton's compiler or driver, not the rounding: fall back
+        if strict:
+            raise
+        import warnings
+
+        warnings.warn(f"pychop_compat: Triton kernel unusable here ({type(exc).__name__}: {exc}); "
+                      "CUDA tensors use pure torch operations.", RuntimeWarning, stacklevel=4)
+        _triton = False
+        return None
+    if specials:
+        magnitude = flat.view(_torch_int(torch, carrier)) & carrier.abs_mask
+        indices = _flat_nonzero((magnitude < regular.low).logical_or_(magnitude > regular.high))
+        draws = _CounterDraws(stream, indices) if stream is not None else None
+        out[indices] = _chop_vector(flat[indices], spec, None, draws)
+    return out.view(x.shape)
 
 
 def _column_major(x):
@@ -868,6 +783,8 @@ def chop_tensor(x, spec: ChopSpec, sources: RandomSources):
 def _chop_work(x, spec: ChopSpec, sources: RandomSources):
     if x.numel() == 0:
         return x.clone()
+    if getattr(spec, "extended", False):
+        return _chop_extended(x, spec, sources)
     if _host_tuned(x) and (spec.round >= 5 or spec.flips):
         import torch
 
@@ -878,9 +795,20 @@ def _chop_work(x, spec: ChopSpec, sources: RandomSources):
     stream = None
     if not _host_tuned(x) and (spec.round >= 5 or spec.flips) and draws_on_device(spec, sources):
         stream = device_random.take(_device_key(x.device), x.numel())
-    cupy = _cupy_for(x)
+    route = _cuda_route
+    cupy = _cupy_for(x) if route in ("auto", "cupy") else None
+    if route == "cupy" and cupy is None and x.device.type == "cuda":
+        raise RuntimeError("cuda_route('cupy'): CuPy is not installed or cannot use this GPU.")
     if cupy is not None:
         return _chop_with_cupy(cupy, x, spec, sources, stream)
+    if route in ("auto", "triton") and not spec.flips and (spec.round <= 4 or stream is not None):
+        triton_kernel = _triton_for(x)
+        if triton_kernel is None and route == "triton" and x.device.type == "cuda":
+            raise RuntimeError("cuda_route('triton'): Triton is not installed.")
+        if triton_kernel is not None:
+            out = _chop_with_triton(triton_kernel, x, spec, stream, strict=route == "triton")
+            if out is not None:
+                return out
     if spec.round <= 4 and not spec.flips:
         return _chop_fast(x, spec)
     if stream is not None and not spec.flips:
@@ -890,13 +818,26 @@ def _chop_work(x, spec: ChopSpec, sources: RandomSources):
     return _from_column_major(_chop_vector(_column_major(x), spec, sources), x.shape)
 
 
+def _chop_extended(x, spec: ChopSpec, sources: RandomSources):
+    """Specs beyond chop.m (``spec.extended``): the NumPy engine, on the tensor's memory for CPU
+    tensors; CUDA tensors make a round trip through the host (slow; no device kernel yet)."""
+    import torch
+
+    from .numpy_engine import chop_array
+
+    host = x if x.device.type == "cpu" else x.cpu()
+    out = np.array(chop_array(host.numpy(), spec, sources), order="C")  # (ascontiguousarray makes 0-d 1-d)
+    result = torch.from_numpy(out)
+    return result if x.device.type == "cpu" else result.to(x.device)
+
+
 def _chop_with_cupy(cupy, x, spec: ChopSpec, sources, stream):
     """CUDA tensors with CuPy installed: CuPy's fused kernel on the same memory (DLPack)."""
     import torch
 
-    from . import cupy_engine
+    from .cuda import chop_device_array
 
     with cupy.cuda.Device(x.device.index or 0):
         array = cupy.from_dlpack(x.contiguous())
-        result = cupy_engine.chop_device_array(array, spec, sources, stream)
+        result = chop_device_array(array, spec, sources, stream)
         return torch.from_dlpack(result)

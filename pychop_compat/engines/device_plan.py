@@ -1,0 +1,244 @@
+"""What every device engine derives from a spec: random-number policy, carriers, limits, plans.
+
+The CuPy engine, the torch engine (CUDA and the device paths on CPU tensors)
+and the CUDA kernel of :mod:`pychop_compat.engines.cuda` all read these; none
+of them reaches into another's private names.
+
+* the policy for random numbers on devices (:func:`matlab_stream_on_device`,
+  :func:`draws_on_device`) and the host draws in chop.m's order
+  (:func:`host_draw_plan`);
+* the carriers (float32, float64): bit layout (:class:`Carrier`);
+* chop.m's thresholds as exact comparisons in a carrier (:class:`Limits`,
+  :func:`~pychop_compat.engines.device_plan.range_limits`), and the range of *regular* elements that rounding on
+  the bit pattern handles alone (:func:`regular_range`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..options import ChopSpec
+from ..randomness import MATLAB_STREAM, RandomSources
+
+__all__ = ["FLIP_PRECISION_ERROR", "matlab_stream_on_device", "draws_on_device", "host_draw_plan",
+           "Carrier", "CARRIERS", "carrier_for", "clamp_exponent", "at_least", "at_most", "as_dtype",
+           "Limits", "range_limits", "RegularRange", "regular_range"]
+
+#: The error raised for bit flips in a format with fewer than two significand bits.
+FLIP_PRECISION_ERROR = "Bit flips need a precision t >= 2 (a bit below the leading one)."
+
+
+# --- the policy for random numbers on devices (shared with cupy_engine) ---------------------
+
+_matlab_stream_on_device = False
+
+
+@contextlib.contextmanager
+def matlab_stream_on_device(enabled: bool = True) -> Iterator[None]:
+    """Draw from MATLAB's stream on the host even for GPU inputs (torch and CuPy), within ``with``.
+
+    Results are then bit-identical to the NumPy engine and to MATLAB, and the
+    stream advances exactly as chop.m's would, at the cost of host-device
+    transfers.
+
+    Examples
+    --------
+    >>> with matlab_stream_on_device():  # doctest: +SKIP
+    ...     c = chop(x_cuda, {'round': 5})
+    """
+    global _matlab_stream_on_device
+    previous = _matlab_stream_on_device
+    _matlab_stream_on_device = bool(enabled)
+    try:
+        yield
+    finally:
+        _matlab_stream_on_device = previous
+
+
+def draws_on_device(spec: ChopSpec, sources: RandomSources) -> bool:
+    """True when a GPU input should draw its random numbers on the device."""
+    return (not _matlab_stream_on_device) and spec.uses_matlab_stream and sources == MATLAB_STREAM
+
+
+def host_draw_plan(spec: ChopSpec, sources: RandomSources, block_sizes: Sequence[int],
+                   draw_counts: Sequence[int]) -> list:
+    """The random numbers chop.m draws, in its order, as NumPy arrays.
+
+    Parameters
+    ----------
+    spec : ChopSpec
+    sources : RandomSources
+    block_sizes : (int, int)
+        Elements in the normal block and in the subnormal block.
+    draw_counts : (int, int)
+        Elements of each block whose scaled value needs a stochastic draw.
+
+    Returns
+    -------
+    list of (draws, flip_bits)
+        Per block: the float64 draws (or ``None``) and, with flips, an int64
+        array over the block's elements holding ``2**(bit-1)`` for a chosen
+        element and 0 elsewhere (or ``None``).  The subnormal block is only
+        visited when it is not empty, as in chop.m.
+
+    Raises
+    ------
+    ValueError
+        For flips with ``t < 2``, after the normal block's stochastic draws (as chop.m).
+    """
+    plan = []
+    for block, (size, count) in enumerate(zip(block_sizes, draw_counts)):
+        if block == 1 and size == 0:
+            plan.append((None, None))
+            continue
+        draws = None
+        if spec.round >= 5 and count:
+            draws = np.asarray(sources.stochastic(count), dtype=np.float64).ravel()
+        flip_bits = None
+        if spec.flips:
+            if spec.fmt.t < 2:
+                raise ValueError(FLIP_PRECISION_ERROR)
+            chosen = np.asarray(sources.flip_uniform(size), dtype=np.float64).ravel() <= spec.p
+            flip_bits = np.zeros(size, dtype=np.int64)
+            n_chosen = int(np.count_nonzero(chosen))
+            if n_chosen:
+                bits = np.asarray(sources.flip_randi(spec.fmt.t - 1, n_chosen)).astype(np.int64).ravel()
+                flip_bits[chosen] = np.left_shift(np.int64(1), bits - 1)
+        plan.append((draws, flip_bits))
+    return plan
+
+
+# --- thresholds: chop.m compares with doubles; make the comparisons exact in float32 --------
+
+def at_least(value: float, dtype: Any) -> float:
+    """The smallest ``dtype`` number >= value, so that ``x >= value`` iff ``x >= result``."""
+    with np.errstate(over="ignore"):
+        f = dtype.type(value)
+    if float(f) < value:
+        f = np.nextafter(f, dtype.type(np.inf))
+    return float(f)
+
+
+def at_most(value: float, dtype: Any) -> float:
+    """The largest ``dtype`` number <= value, so that ``x > value`` iff ``x > result``."""
+    with np.errstate(over="ignore"):
+        f = dtype.type(value)
+    if float(f) > value:
+        f = np.nextafter(f, dtype.type(-np.inf))
+    return float(f)
+
+
+def as_dtype(value: float, dtype: Any) -> float:
+    """``value`` stored into a ``dtype`` array (rounded to nearest, as NumPy's assignment)."""
+    with np.errstate(over="ignore"):
+        return float(dtype.type(value))
+
+
+@dataclass(frozen=True)
+class Carrier:
+    """Bit layout and chop's thresholds for one floating dtype (float32 or float64)."""
+
+    np_float: np.dtype
+    np_int: np.dtype
+    mant: int        # stored significand bits
+    bias: int
+    field: int       # all-ones exponent field (Inf, NaN)
+    abs_mask: int
+    sign_bit: int
+
+    def bits(self, value: float) -> int:
+        return int(np.array(value, dtype=self.np_float).view(self.np_int))
+
+    @property
+    def min_normal_bits(self) -> int:
+        return 1 << self.mant
+
+    @property
+    def max_finite_bits(self) -> int:
+        return (self.field << self.mant) - 1
+
+
+#: The carriers by dtype name: bit layouts of float32 and float64.
+CARRIERS = {
+    "float64": Carrier(np.dtype(np.float64), np.dtype(np.int64), 52, 1023, 0x7FF,
+                        0x7FFF_FFFF_FFFF_FFFF, -(1 << 63)),
+    "float32": Carrier(np.dtype(np.float32), np.dtype(np.int32), 23, 127, 0xFF,
+                        0x7FFF_FFFF, -(1 << 31)),
+}
+
+
+def clamp_exponent(e: int) -> int:
+    """Format exponents far outside every carrier's range act like +-2^30 (keeps int32 safe)."""
+    return max(-(1 << 30), min(1 << 30, int(e)))
+
+
+@dataclass(frozen=True)
+class Limits:
+    """chop.m's range thresholds as exact comparisons and assignable values in one dtype."""
+
+    xboundary_ge: float   # x >= xboundary   <=> x >= xboundary_ge
+    xmax_gt: float        # x > xmax         <=> x > xmax_gt
+    xmax_value: float     # xmax stored in the dtype
+    min_rep_lt: float     # |c| < min_rep    <=> |c| < min_rep_lt
+    half_gt: float        # |c| > min_rep/2  <=> |c| > half_gt
+    half_ge: float        # |c| >= min_rep/2 <=> |c| >= half_ge
+    min_rep_value: float  # min_rep stored in the dtype
+
+
+def range_limits(spec: ChopSpec, carrier: Carrier) -> Limits:
+    """chop.m's range thresholds for ``spec`` as exact comparisons and stored values in ``carrier``."""
+    fmt, dt = spec.fmt, carrier.np_float
+    min_rep = np.float64(fmt.xmins if spec.keeps_subnormals else fmt.xmin)
+    half = float(min_rep / 2)  # in double, as chop.m (xmins/2 of 'd' is 0)
+    return Limits(
+        xboundary_ge=at_least(fmt.xboundary, dt), xmax_gt=at_most(fmt.xmax, dt),
+        xmax_value=as_dtype(fmt.xmax, dt), min_rep_lt=at_least(float(min_rep), dt),
+        half_gt=at_most(half, dt), half_ge=at_least(half, dt),
+        min_rep_value=as_dtype(float(min_rep), dt),
+    )
+
+
+def carrier_for(dtype_name: str) -> Carrier:
+    """The :class:`Carrier` of ``'float32'`` or ``'float64'``."""
+    return CARRIERS[dtype_name]
+
+
+@dataclass(frozen=True)
+class RegularRange:
+    """The elements that rounding on the bit pattern handles alone, for one spec and carrier.
+
+    A finite normal input whose magnitude bits lie in ``[low, high]`` loses the
+    same ``shift`` significand bits as every other (a carry out of the
+    significand moves to the next binade, as the rounded value does) and meets
+    no overflow or underflow rule of chop.m.  Every other element (zeros, the
+    carrier's subnormals, chop's subnormal range and below, values near or
+    above xmax, Inf, NaN) needs the general, scaled computation.
+    """
+
+    shift: int  # significand bits dropped by rounding to t bits (0: nothing to round)
+    low: int    # smallest regular magnitude, as bits
+    high: int   # largest regular magnitude, as bits
+
+
+def regular_range(spec: ChopSpec, carrier: Carrier) -> RegularRange:
+    """The :class:`RegularRange` of ``spec`` on ``carrier``.
+
+    With ``explim = 0`` every finite normal carrier number is regular.  With
+    limits the range starts at xmin (below it: chop's subnormal block and
+    underflow rules) and ends below xboundary for round to nearest (the
+    overflow threshold, decided on the input) or at xmax for the other modes.
+    """
+    fmt, dt = spec.fmt, carrier.np_float
+    shift = max(carrier.mant - fmt.t + 1, 0)
+    low, high = carrier.min_normal_bits, carrier.max_finite_bits
+    if spec.limits_exponent:
+        low = max(low, carrier.bits(at_least(fmt.xmin, dt)))
+        if spec.round == 1:
+            high = min(high, carrier.bits(at_least(fmt.xboundary, dt)) - 1)
+        else:
+            high = min(high, carrier.bits(at_most(fmt.xmax, dt)))
+    return RegularRange(shift, low, high)

@@ -1,0 +1,113 @@
+"""A fast CPU engine for CPFloat's deterministic modes, bit for bit equal to
+:func:`pychop_compat.rounding.extended.round_cpfloat`.
+
+As in :mod:`.numpy_fast`, a positive float viewed as an unsigned integer is
+its exponent field followed by its significand, so rounding to ``t`` bits is
+integer arithmetic on the low ``d = p - t`` bits, a carry moving to the next
+binade by itself.  *Regular* elements (storage-normal inputs in the target's
+normal range below its top binade) all lose the same ``d`` bits and can
+neither overflow nor underflow: a few whole-array integer operations round
+them.  The rest (zeros, the subnormal range and below, the top binade and
+above, Inf, NaN) are gathered and rounded by the reference, which owns every
+range rule.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..options import ChopSpec
+from ..randomness import MATLAB_STREAM
+from ..rounding.extended import ROUND_MODES, effective_format, round_cpfloat
+
+__all__ = ["round_array"]
+
+# (unsigned view, significand bits p, exponent bias) of the storage formats.
+_LAYOUT = {np.dtype(np.float32): (np.uint32, 24, 127), np.dtype(np.float64): (np.uint64, 53, 1023)}
+#: Elements per block: the integer temporaries of a block stay in cache.
+BLOCK = 1 << 15
+
+
+def round_array(x: np.ndarray, spec: ChopSpec) -> np.ndarray:
+    """CPFloat's rounding of ``x`` (float32/float64, any shape) by ``spec`` (modes other than
+    5 and 6, no flips); a new array of x's shape and dtype."""
+    mode = spec.round
+    if mode not in ROUND_MODES:
+        return x.copy()  # no rounding at all
+    u_type, p, bias = _LAYOUT[x.dtype]
+    eff = effective_format(spec.fmt, x.dtype, spec.limits_exponent)
+    d = p - eff.t
+    flat = np.ascontiguousarray(x).reshape(-1)
+    out = np.empty_like(flat)
+    if flat.size == 0:
+        return out.reshape(x.shape)
+    # Exponent fields of the regular range [2^emin, 2^emax): from the target's smallest normal
+    # (at least the storage's) up to, not including, the target's top binade.
+    regular_lo = max(eff.emin, 1 - bias) + bias
+    regular_hi = eff.emax + bias
+    u = u_type
+    xu, ou = flat.view(u), out.view(u)
+    if regular_hi <= regular_lo or eff.encoding == "e8m0":  # E8M0: no sign, every element checked
+        special_parts = [np.arange(flat.size)]
+    else:
+        special_parts = []
+        width = 8 * x.dtype.itemsize
+        low = u((1 << d) - 1)
+        keep = ~low
+        unit = u(1 << d)
+        half = u(1 << (d - 1)) if d else u(0)
+        lo_field, span = u(regular_lo << (p - 1)), u((regular_hi - regular_lo) << (p - 1))
+        exp_mask = u(((1 << (width - p)) - 1) << (p - 1))
+        for i in range(0, flat.size, BLOCK):
+            ub, ob = xu[i:i + BLOCK], ou[i:i + BLOCK]
+            # Regular: lo <= exponent field < hi, one unsigned comparison (below lo wraps around).
+            field = ub & exp_mask
+            field -= lo_field
+            special = np.flatnonzero(field >= span)
+            if special.size:
+                special_parts.append(special + i)
+            if d == 0:
+                np.copyto(ob, ub)  # the storage's precision: nothing to round
+            else:
+                _round_regular(ub, ob, mode, d, eff.t, low, keep, unit, half, u(width - 1))
+    idx = np.concatenate(special_parts) if special_parts else np.zeros(0, np.intp)
+    if idx.size:
+        out[idx] = round_cpfloat(flat[idx], spec.fmt, mode, spec.keeps_subnormals, spec.limits_exponent,
+                                 spec.saturation, spec.infinity, MATLAB_STREAM)
+    return out.reshape(x.shape)
+
+
+def _round_regular(ub, ob, mode: int, d: int, t: int, low, keep, unit, half, top) -> None:
+    """Round the bit patterns ``ub`` into ``ob`` as if all were regular (sign bit untouched)."""
+    u = ub.dtype.type
+    if mode == 1:
+        if t == 1:
+            np.add(ub, half, out=ob)  # the kept significand is the hidden bit, odd: ties go up
+        else:
+            np.right_shift(ub, u(d), out=ob)
+            ob &= u(1)
+            ob += half - u(1)  # half an ulp minus one, plus the last kept bit: ties to even
+            ob += ub
+    elif mode == -1:
+        np.add(ub, half, out=ob)  # ties away from zero
+    elif mode == 0:
+        np.add(ub, half - u(1), out=ob)  # ties toward zero
+    elif mode in (2, 3):
+        np.right_shift(ub, top, out=ob)  # 1 for negative
+        if mode == 2:
+            ob -= u(1)  # all ones for positive: they go up; negative ones are cut
+            ob &= low
+        else:
+            ob *= low  # ulp - 1 for negative
+        ob += ub
+    elif mode == 7 and t > 1:
+        # Round to odd: cut, then set the last kept bit when anything was cut.
+        np.bitwise_and(ub, low, out=ob)
+        inexact = ob != 0
+        np.bitwise_and(ub, keep, out=ob)
+        ob |= inexact.astype(ub.dtype) << u(d)
+        return
+    else:  # toward zero (and round to odd with t = 1: the significand 1 is odd already)
+        np.bitwise_and(ub, keep, out=ob)
+        return
+    ob &= keep

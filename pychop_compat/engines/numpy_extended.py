@@ -1,0 +1,67 @@
+"""The NumPy engine for specs beyond chop.m (``ChopSpec.extended``).
+
+* chop's range rules (a chop facade on an OCP/ML format, limited random
+  bits): chop.m's algorithm by the fast bit-pattern engine
+  (:mod:`.numpy_fast`, or the reference), then the format's encoding
+  (:func:`pychop_compat.rounding.extended.apply_encoding`).
+* CPFloat's range rules (the ``cpfloat`` facade): the bit-pattern engine
+  :mod:`.numpy_cpfloat` for the deterministic modes, the reference
+  :func:`~pychop_compat.rounding.extended.round_cpfloat` for stochastic
+  modes and bit flips (random numbers in column-major order).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..options import ChopSpec
+from ..randomness import RandomSources
+from ..reference import chop_vector
+from ..rounding.extended import (ROUND_MODES, apply_encoding, effective_format, flip_bits,
+                                 limited_bit_sources, round_cpfloat)
+from . import numpy_cpfloat, numpy_fast
+
+__all__ = ["chop_array"]
+
+
+def chop_array(x: np.ndarray, spec: ChopSpec, sources: RandomSources, reference: bool = False) -> np.ndarray:
+    """Round ``x`` (float32 or float64, any shape; never modified) by the extended ``spec``.
+
+    ``reference=True`` uses the readable reference algorithms throughout (same bits).
+    """
+    if spec.random_bits:
+        sources = limited_bit_sources(sources, spec.random_bits)
+    if spec.range_rules == "chop":
+        return _chop_rules(x, spec, sources, reference)
+    if spec.range_rules == "cpfloat":
+        return _cpfloat_rules(x, spec, sources, reference)
+    raise ValueError(f"Unknown range_rules {spec.range_rules!r}; allowed: 'chop', 'cpfloat'.")
+
+
+def _chop_rules(x, spec: ChopSpec, sources, reference: bool) -> np.ndarray:
+    if not 1 <= spec.round <= 6:
+        raise ValueError(f"Rounding mode {spec.round} needs range_rules='cpfloat' (chop's rules know modes 1-6).")
+    if spec.flip_scope != "fraction":
+        raise ValueError("Flips of any encoding bit need range_rules='cpfloat'.")
+    if reference:
+        out = chop_vector(x.ravel(order="F"), spec, sources).reshape(x.shape, order="F")
+    else:
+        out = numpy_fast.chop_array(x, spec, sources)
+    if spec.limits_exponent:  # explim = 0 ignores the format's range and its encoding
+        with np.errstate(invalid="ignore"):
+            apply_encoding(out, x, spec.fmt, spec.round, spec.saturation, spec.infinity, spec.flips)
+    return out
+
+
+def _cpfloat_rules(x, spec: ChopSpec, sources, reference: bool) -> np.ndarray:
+    mode = spec.round
+    random = mode in (5, 6) or spec.flips
+    if not reference and not random and x.dtype in (np.float32, np.float64):
+        return numpy_cpfloat.round_array(x, spec)
+    xf = x.ravel(order="F")
+    c = round_cpfloat(xf, spec.fmt, mode, spec.keeps_subnormals, spec.limits_exponent,
+                      spec.saturation, spec.infinity, sources)
+    if spec.flips and mode in ROUND_MODES:
+        c = flip_bits(c, effective_format(spec.fmt, x.dtype, spec.limits_exponent), spec.flip_scope,
+                      spec.p, sources)
+    return c.reshape(x.shape, order="F")

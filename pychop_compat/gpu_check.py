@@ -1,0 +1,236 @@
+"""``python -m pychop_compat gpu-check``: the whole GPU check in one command.
+
+Three steps, then one summary:
+
+1. the GPU test matrix, ``python -m pytest -m gpu`` on the checkout's
+   ``tests/`` folder (in a subprocess; each test is counted for the engine its
+   id names, ``cupy`` or ``torch-cuda``, or for both);
+2. :func:`pychop_compat.validation.validate` (the MATLAB corpus and the mpmath
+   oracle) on every GPU engine, and on CUDA tensors through each other
+   installed route (:func:`pychop_compat.engines.torch_engine.cuda_route`:
+   Triton, pure torch);
+3. the quick GPU benchmark, ``benchmarks/bench_gpu.py --quick`` (its
+   bandwidth table is printed in the summary).
+
+Exit status: 0 when everything passed, 1 when something failed, and
+:data:`NO_GPU` (3) when no CUDA GPU is visible to torch or CuPy: then nothing
+was checked, and the command says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ElementTree
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional, Sequence
+
+__all__ = ["NO_GPU", "EngineReport", "classify_junit", "format_summary", "validation_routes", "main"]
+
+#: Exit status when there is no GPU to check.
+NO_GPU = 3
+
+_ROOT = Path(__file__).resolve().parents[1]
+GPU_ENGINES = ("cupy", "torch-cuda")
+
+
+@dataclass
+class EngineReport:
+    """What the check found for one engine (or route)."""
+
+    name: str
+    passed: int = 0
+    failed: int = 0
+    skipped: int = 0
+    failures: list = field(default_factory=list)
+    validate_cases: int = 0
+    validate_agreeing: int = 0
+    validate_groups_failed: list = field(default_factory=list)
+    validated: bool = False
+    validate_requested: bool = True
+
+    @property
+    def ok(self) -> bool:
+        validated = self.validated and not self.validate_groups_failed and self.validate_cases > 0
+        return self.failed == 0 and (validated or not self.validate_requested)
+
+
+def _engine_of(test_name: str) -> Optional[str]:
+    """The GPU engine a test's parameters (``name[...]``) name, or None for a test of both."""
+    _, bracket, params = test_name.partition("[")
+    if not bracket:
+        return None
+    for engine in GPU_ENGINES:
+        if engine in params.rstrip("]").split("-") or engine in params:
+            return engine
+    return None
+
+
+def classify_junit(xml_text: str, engines: Sequence[str]) -> dict:
+    """Per engine ``{name: EngineReport}`` from pytest's JUnit XML; tests naming no engine count for all."""
+    reports = {name: EngineReport(name) for name in engines}
+    for case in ElementTree.fromstring(xml_text).iter("testcase"):
+        name = case.get("name", "")
+        engine = _engine_of(name)
+        targets = [reports[engine]] if engine in reports else ([] if engine else list(reports.values()))
+        outcome = "passed"
+        for child in case:
+            if child.tag in ("failure", "error"):
+                outcome = "failed"
+            elif child.tag == "skipped" and outcome == "passed":
+                outcome = "skipped"
+        for report in targets:
+            setattr(report, outcome, getattr(report, outcome) + 1)
+            if outcome == "failed":
+                report.failures.append(f"{case.get('classname', '')}::{name}")
+    return reports
+
+
+def _run_tests(engines, extra_args) -> tuple[dict, str]:
+    tests = _ROOT / "tests"
+    if not tests.is_dir():
+        return {}, f"no tests/ folder next to the package ({tests}): run from a source checkout"
+    with tempfile.TemporaryDirectory() as folder:
+        junit = Path(folder) / "gpu.xml"
+        command = [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider",
+                   f"--junitxml={junit}", str(tests), *extra_args]
+        print("$", " ".join(command), flush=True)
+        done = subprocess.run(command, cwd=_ROOT, capture_output=True, text=True)
+        tail = "\n".join(done.stdout.strip().splitlines()[-1:])
+        if not junit.exists():
+            return {}, f"pytest wrote no report (exit {done.returncode}): {done.stderr.strip()[-2000:]}"
+        return classify_junit(junit.read_text(), engines), tail
+
+
+def _validate(reports: dict, routes) -> None:
+    from .validation import validate
+
+    for label, engine, route in routes:
+        report = reports.setdefault(label, EngineReport(label))
+        context = _route_context(route)
+        print(f"validate {label} ...", flush=True)
+        with context:
+            results = validate(None, [engine], progress=False)
+        report.validated = True
+        for result in results:
+            report.validate_cases += result.cases
+            report.validate_agreeing += result.agreeing
+            if not result.ok:
+                report.validate_groups_failed.append(f"{result.group} {result.agreeing}/{result.cases}")
+
+
+def validation_routes(engines: Sequence[str], has_triton: bool) -> list:
+    """``(label, engine, cuda_route)`` for each run of validate: every GPU engine on its default
+    route, and CUDA tensors also on each other route that is installed."""
+    routes = [(name, name, None) for name in engines]
+    if "torch-cuda" in engines:
+        if "cupy" in engines and has_triton:
+            routes.append(("torch-cuda (triton)", "torch-cuda", "triton"))
+        if "cupy" in engines or has_triton:
+            routes.append(("torch-cuda (pure torch)", "torch-cuda", "torch"))
+    return routes
+
+
+def _route_context(route):
+    import contextlib
+
+    if route is None:
+        return contextlib.nullcontext()
+    from .engines.torch_engine import cuda_route
+
+    return cuda_route(route)
+
+
+def _benchmark(extra_args) -> tuple[bool, list]:
+    script = _ROOT / "benchmarks" / "bench_gpu.py"
+    if not script.exists():
+        return False, [f"no benchmarks/bench_gpu.py next to the package ({script}): run from a source checkout"]
+    command = [sys.executable, str(script), "--quick", *extra_args]
+    print("$", " ".join(command), flush=True)
+    done = subprocess.run(command, cwd=_ROOT, capture_output=True, text=True)
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    if done.returncode != 0:
+        return False, lines + [f"benchmark failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}"]
+    return True, lines
+
+
+def format_summary(device: str, reports: dict, test_note: str, bench_ok: Optional[bool],
+                   bench_lines: Sequence[str]) -> str:
+    """The closing summary: one row per engine, then the bandwidth table."""
+    lines = [f"pychop_compat GPU check: {device}", "",
+             "| engine | pytest -m gpu | validate (corpus + oracle) | verdict |", "|---|---|---|---|"]
+    for report in reports.values():
+        tests = f"{report.passed} passed, {report.failed} failed, {report.skipped} skipped"
+        if not report.validated:
+            checked = "not run"
+        else:
+            checked = f"{report.validate_agreeing}/{report.validate_cases} agree"
+            if report.validate_groups_failed:
+                checked += f" (disagree: {'; '.join(report.validate_groups_failed)})"
+        lines.append(f"| {report.name} | {tests} | {checked} | {'PASS' if report.ok else 'FAIL'} |")
+    if test_note:
+        lines += ["", f"pytest: {test_note}"]
+    for report in reports.values():
+        for failure in report.failures[:10]:
+            lines.append(f"FAILED ({report.name}) {failure}")
+    if bench_ok is not None:
+        lines += ["", "Quick benchmark (GB/s = bytes read + written per second; 'of copy' = share of a "
+                  "device-to-device copy in the same run):"] + list(bench_lines)
+    verdict = all(r.ok for r in reports.values()) and bool(reports) and bench_ok is not False
+    lines += ["", f"GPU check: {'PASS' if verdict else 'FAIL'}"]
+    return "\n".join(lines)
+
+
+def _device_line(engines) -> str:
+    if "torch-cuda" in engines:
+        import torch
+
+        text = f"{torch.cuda.get_device_name()}, torch {torch.__version__} (CUDA {torch.version.cuda})"
+    else:
+        text = "a CUDA device"
+    if "cupy" in engines:
+        import cupy
+
+        text += f", CuPy {cupy.__version__}"
+    return text
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Entry point of ``python -m pychop_compat gpu-check``; returns the exit status."""
+    parser = argparse.ArgumentParser(prog="python -m pychop_compat gpu-check",
+                                     description="Run the GPU tests, validate and the quick GPU benchmark.")
+    parser.add_argument("--skip-tests", action="store_true", help="do not run pytest -m gpu")
+    parser.add_argument("--skip-validate", action="store_true", help="do not run validate")
+    parser.add_argument("--skip-bench", action="store_true", help="do not run the quick benchmark")
+    parser.add_argument("--pytest-args", default="", help="extra arguments for pytest (one string)")
+    args = parser.parse_args(argv)
+
+    from .engines import available_engines
+
+    engines = [name for name in available_engines() if name in GPU_ENGINES]
+    if not engines:
+        print("gpu-check: no CUDA GPU is visible to torch or CuPy on this machine, so nothing was checked.\n"
+              "Run this command on a machine with an NVIDIA GPU and CUDA builds of torch and/or CuPy.")
+        return NO_GPU
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    reports, note = {}, "not run"
+    if not args.skip_tests:
+        reports, note = _run_tests(engines, args.pytest_args.split())
+    for name in engines:
+        reports.setdefault(name, EngineReport(name))
+    if args.skip_validate:
+        for report in reports.values():
+            report.validate_requested = False
+    else:
+        _validate(reports, validation_routes(engines, importlib.util.find_spec("triton") is not None))
+    bench_ok, bench_lines = (None, []) if args.skip_bench else _benchmark([])
+    summary = format_summary(_device_line(engines), reports, note, bench_ok, bench_lines)
+    print()
+    print(summary)
+    failed = not all(r.ok for r in reports.values()) or bench_ok is False
+    return 1 if failed else 0

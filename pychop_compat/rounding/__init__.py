@@ -1,0 +1,111 @@
+"""Rounding beyond chop.m: a spec builder and one call to round to any format.
+
+:func:`make_spec` builds the :class:`~pychop_compat.options.ChopSpec` that every
+engine consumes, with the fields beyond chop.m (``saturation``, ``infinity``,
+``range_rules``, ``random_bits``, ``flip_scope``); :func:`round_to_format`
+rounds NumPy arrays, torch tensors or CuPy arrays with it.  The readable
+reference algorithms live in :mod:`.extended`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Union
+
+import numpy as np
+
+from ..formats import Format, catalogue_format
+from ..matlab_random import default_randfunc
+from ..options import ChopSpec
+from ..randomness import sources_for
+
+__all__ = ["make_spec", "round_to_format"]
+
+
+def make_spec(fmt: Union[Format, str], round: int = 1, *, subnormal: Optional[bool] = None,
+              explim: bool = True, saturation: Optional[bool] = None, infinity: Optional[bool] = None,
+              rules: str = "cpfloat", random_bits: int = 0, flip: int = 0, p: float = 0.5,
+              randfunc: Optional[Callable] = None) -> ChopSpec:
+    """A rounding spec for ``fmt`` (a :class:`~pychop_compat.Format` or a catalogue name).
+
+    Parameters
+    ----------
+    fmt : Format or str
+        The target format.
+    round : int
+        CPFloat's codes: -1 nearest ties away, 0 nearest ties to zero, 1 nearest
+        ties to even, 2 up, 3 down, 4 toward zero, 5/6 stochastic, 7 to odd;
+        8 (and, with CPFloat's rules, any other code): no rounding.
+    subnormal, saturation, infinity : bool, optional
+        Default to the format's: subnormals if it has them, saturation if its
+        overflow default is ``'saturate'``, infinity if it encodes Inf.
+    explim : bool
+        False: only the precision is reduced (see the two rule families in the docs).
+    rules : {'cpfloat', 'chop'}
+        CPFloat's range rules (correct rounding to the format: what ml_dtypes'
+        and IEEE casts do in round to nearest) or chop.m's (modes 1-6 only).
+    random_bits : int
+        Stochastic rounding with this many random bits (1..24); 0: full draws.
+    flip : int
+        0 no soft errors, 1 a fraction bit, 2 any bit of the encoding (CPFloat's rules).
+    p : float
+        Probability of a soft error per element.
+    randfunc : callable, optional
+        ``randfunc(n)``: n uniforms for stochastic rounding (default MATLAB's stream).
+    """
+    if isinstance(fmt, str):
+        fmt = catalogue_format(fmt)
+    if rules not in ("cpfloat", "chop"):
+        raise ValueError(f"rules must be 'cpfloat' or 'chop', got {rules!r}.")
+    if rules == "chop" and not 1 <= round <= 6:
+        raise ValueError(f"round = {round} needs rules='cpfloat' (chop's rules know modes 1-6).")
+    if not (random_bits == 0 or 1 <= random_bits <= 24):
+        raise ValueError(f"random_bits must be 0 (full draws) or 1..24, got {random_bits}.")
+    if flip not in (0, 1, 2) or (flip == 2 and rules != "cpfloat"):
+        raise ValueError(f"flip must be 0, 1 or (with rules='cpfloat') 2, got {flip}.")
+    if flip and not 0 <= p <= 1:
+        raise ValueError(f"p must be a probability in [0, 1], got {p}.")
+    return ChopSpec(
+        format=fmt.name, fmt=fmt,
+        subnormal=int(fmt.subnormals if subnormal is None else subnormal),
+        round=int(round), flip=int(flip), p=float(p), explim=int(explim),
+        randfunc=default_randfunc if randfunc is None else randfunc,
+        saturation=fmt.overflow == "saturate" if saturation is None else bool(saturation),
+        infinity=fmt.has_inf if infinity is None else bool(infinity),
+        range_rules=rules, random_bits=int(random_bits),
+        flip_scope="encoding" if flip == 2 else "fraction",
+    )
+
+
+def round_to_format(x: Any, fmt: Union[Format, str, ChopSpec], round: int = 1, **kwargs: Any) -> Any:
+    """Round ``x`` to ``fmt`` (see :func:`make_spec` for the keywords), keeping its type.
+
+    ``x``: a float32/float64 NumPy array (or anything NumPy converts to float64),
+    a torch tensor or a CuPy array.  Returns a new object; ``x`` is not modified.
+
+    Examples
+    --------
+    >>> from pychop_compat.rounding import round_to_format
+    >>> round_to_format([300.0, 500.0, 0.001], 'float8_e4m3fn').tolist()
+    [288.0, nan, 0.001953125]
+    >>> round_to_format([0.1, 0.3], 'float4_e2m1fn', 7).tolist()  # round to odd
+    [0.5, 0.5]
+    """
+    spec = fmt if isinstance(fmt, ChopSpec) else make_spec(fmt, round, **kwargs)
+    sources = sources_for(spec.randfunc)
+    from ..engines import array_library
+
+    library = array_library(x)
+    if library == "torch":
+        from ..engines import torch_engine
+
+        return torch_engine.chop_tensor(x, spec, sources)
+    if library == "cupy":
+        from ..engines import cupy_engine
+
+        return cupy_engine.chop_cupy(x, spec, sources)
+    from ..engines.numpy_engine import chop_array
+
+    arr = np.asarray(x)
+    if arr.dtype not in (np.float32, np.float64):
+        arr = arr.astype(np.float64)
+    return chop_array(arr, spec, sources)

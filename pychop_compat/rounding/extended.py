@@ -1,0 +1,280 @@
+"""Rounding beyond chop.m, in readable reference form.
+
+Two families of range rules share one picture of rounding: an element ``x``
+is rounded to the grid ``m * 2^q`` of its binade (``q = e - t + 1``), or of
+the subnormal range (``q = emin - t + 1``), the integer ``m`` chosen by the
+rounding mode from ``floor(|x| / 2^q)`` and the dropped fraction ``r``.
+
+* ``range_rules = 'chop'``: chop.m's algorithm (:mod:`pychop_compat.reference`)
+  followed by :func:`apply_encoding`, which maps what chop.m returns onto a
+  format without Inf, with one NaN pattern or without -0 (the OCP/ML formats).
+* ``range_rules = 'cpfloat'``: :func:`round_cpfloat`, CPFloat's documented
+  semantics (its modes -1, 0, 1..7 and "no rounding", its ``subnormal``,
+  ``explim``, ``saturation`` and ``infinity`` switches and its sign-of-zero rule).
+
+Everything here works on 1-D arrays in MATLAB's column-major element order
+(the order in which random numbers are assigned) and returns new arrays.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..formats import Format
+from ..randomness import RandomSources
+
+__all__ = [
+    "ROUND_MODES", "NO_ROUNDING", "limited_bit_sources", "apply_encoding", "round_cpfloat",
+    "effective_format", "flip_bits",
+]
+
+#: Rounding modes, CPFloat's codes (1..6 are chop's): -1 nearest ties away, 0 nearest ties
+#: to zero, 1 nearest ties to even, 2 up, 3 down, 4 toward zero, 5 stochastic (probability
+#: proportional to the distance), 6 stochastic (equal probabilities), 7 round to odd.
+ROUND_MODES = (-1, 0, 1, 2, 3, 4, 5, 6, 7)
+#: CPFloat's code for "no rounding" (any other code outside ROUND_MODES behaves the same).
+NO_ROUNDING = 8
+
+# Storage formats: (precision, emin, emax) of float32 and float64.
+_STORAGE = {np.dtype(np.float32): (24, -126, 127), np.dtype(np.float64): (53, -1022, 1023)}
+
+
+def limited_bit_sources(sources: RandomSources, bits: int) -> RandomSources:
+    """Sources whose stochastic draws carry only ``bits`` random bits.
+
+    Hardware stochastic rounding adds ``bits`` random bits to the ``bits``
+    bits below the last kept one and truncates: it rounds up with probability
+    ``floor(f 2^bits) / 2^bits`` for a dropped fraction ``f``.  With
+    ``U = floor(u 2^bits)`` from a uniform ``u``, that is ``U < floor(f 2^bits)``,
+    which equals chop's test ``u' <= f`` for ``u' = (U + 1) / 2^bits``: so the
+    draws are replaced by ``u'`` and every rounding rule stays chop's.
+    """
+    scale = math.ldexp(1.0, bits)
+    stochastic = sources.stochastic
+
+    def draw(n: int) -> np.ndarray:
+        u = np.asarray(stochastic(n), dtype=np.float64).ravel()
+        return (np.floor(u * scale) + 1.0) / scale  # exact: scalings by powers of two
+
+    return RandomSources(draw, sources.flip_uniform, sources.flip_randi)
+
+
+# --- chop's range rules on formats without Inf, with one NaN, without -0 ------------------------
+
+
+def apply_encoding(c: np.ndarray, x: np.ndarray, fmt: Format, mode: int, saturation: bool,
+                   infinity: bool, flips: bool = False) -> None:
+    """Map chop.m's results ``c`` (in place; ``x``: the inputs) onto ``fmt``'s encoding.
+
+    * A round-to-nearest tie at the overflow threshold goes to the even
+      neighbour: for ``'fn'`` formats that is ``xmax`` (its significand ends in
+      0), where chop's IEEE rule (``|x| >= xboundary`` overflows) assumes an odd ``xmax``.
+    * +-Inf results become +-xmax with ``saturation``, else NaN without ``infinity``.
+    * No -0 (``'fnuz'``): zeros become +0.  E8M0 has no zero and no sign:
+      zero, negative and NaN inputs give NaN; positive results that chop flushed
+      to zero give the smallest number (as ml_dtypes' cast does).
+    * With ``flips``: a flipped fraction bit can give a pattern beyond ``xmax``,
+      which in an ``'fn'`` format is the NaN pattern: NaN.
+    """
+    if c.ndim == 0:
+        apply_encoding(c.reshape(1), x.reshape(1), fmt, mode, saturation, infinity, flips)  # views
+        return
+    if flips and fmt.encoding == "fn":
+        c[np.isfinite(c) & (np.abs(c) > fmt.xmax)] = np.nan
+    infinite = np.nonzero(np.isinf(c))  # few: chop's overflow results (and Inf inputs)
+    if infinite[0].size:
+        ci, xi = c[infinite], x[infinite]
+        if fmt.encoding == "fn" and mode == 1:
+            # chop's rule sends |x| >= xboundary to Inf; the tie itself goes to the even xmax.
+            tie = np.abs(xi) == fmt.xboundary
+            ci[tie] = np.copysign(fmt.xmax, xi[tie])
+        still = np.isinf(ci)
+        if saturation:
+            ci[still] = np.copysign(fmt.xmax, ci[still])
+        elif not infinity:
+            ci[still] = np.nan
+        c[infinite] = ci
+    if fmt.encoding == "fnuz":
+        c[c == 0] = 0.0
+    elif fmt.encoding == "e8m0":
+        c[(c == 0) & (x > 0)] = fmt.xmin
+        c[~(x > 0)] = np.nan
+
+
+# --- CPFloat's semantics ------------------------------------------------------------------------
+
+
+def effective_format(fmt: Format, dtype: Any, explim: bool) -> Format:
+    """The format CPFloat rounds to for storage ``dtype``.
+
+    The precision is at most the storage's; with ``explim`` the exponent range
+    is the format's, clamped to the storage's; without it, the storage's range
+    (and IEEE encoding: the format's range and special values are not used).
+    """
+    p_s, emin_s, emax_s = _STORAGE[np.dtype(dtype)]
+    t = min(fmt.t, p_s)
+    if explim:
+        return Format(t, min(fmt.emax, emax_s), fmt.names, emin=max(fmt.emin, emin_s),
+                      subnormals=fmt.subnormals, encoding=fmt.encoding, overflow=fmt.overflow)
+    return Format(t, emax_s, fmt.names, emin=emin_s)
+
+
+def round_cpfloat(x: np.ndarray, fmt: Format, mode: int, subnormal: bool, explim: bool,
+                  saturation: bool, infinity: bool, sources: RandomSources) -> np.ndarray:
+    """CPFloat's rounding of the 1-D float32/float64 array ``x`` (a new array).
+
+    Parameters
+    ----------
+    x : numpy.ndarray
+        Values in storage format (float32 or float64), column-major order.
+    fmt : Format
+        The target format (``t``, ``emin``, ``emax``; its encoding gives ``xmax``).
+    mode : int
+        A code of :data:`ROUND_MODES`; any other code returns ``x`` unchanged.
+    subnormal, explim, saturation, infinity : bool
+        CPFloat's switches (see the module notes and ``docs/formats.rst``).
+    sources : RandomSources
+        ``stochastic(k)`` is called once, for the ``k`` inexact finite elements
+        in order (modes 5 and 6 only).
+    """
+    if mode not in ROUND_MODES:
+        return x.copy()  # "no rounding": the input bit for bit, whatever the switches
+    storage_p, _, storage_emax = _STORAGE[x.dtype]
+    eff = effective_format(fmt, x.dtype, explim)
+    t, emin = eff.t, eff.emin
+    xmax = eff.xmax
+
+    with np.errstate(over="ignore", invalid="ignore"):
+        v = x.astype(np.float64)  # exact; every step below is exact in double
+        a = np.abs(v)
+        negative = np.signbit(v)
+        finite = np.isfinite(v)
+        e = np.frexp(a)[1] - 1  # a = 2^e * 1.f
+        # The grid: the binade's for normal numbers; below xmin, the subnormal grid, or
+        # without subnormals the grid {0, xmin} (so "round to 0 or xmin by the mode").
+        q = np.where(a >= eff.xmin, e - t + 1, emin - t + 1 if subnormal else emin)
+        y = np.ldexp(np.where(finite, a, 0.0), -q)
+        f = np.floor(y)
+        r = y - f  # the dropped fraction, in [0, 1)
+        inexact = r > 0
+        odd = np.fmod(f, 2) == 1
+        if mode == -1:
+            up = r >= 0.5
+        elif mode == 0:
+            up = r > 0.5
+        elif mode == 1:
+            up = (r > 0.5) | ((r == 0.5) & odd)
+        elif mode == 2:
+            up = inexact & ~negative
+        elif mode == 3:
+            up = inexact & negative
+        elif mode == 4:
+            up = np.zeros(a.shape, bool)
+        elif mode == 7:
+            up = inexact & ~odd  # truncate, then make the last bit 1
+        else:
+            need = np.flatnonzero(inexact & finite)
+            u = np.full(a.shape, 2.0)
+            if need.size:
+                u[need] = np.asarray(sources.stochastic(need.size), np.float64).ravel()
+            up = u <= (r if mode == 5 else 0.5)
+        m = f + up
+        c = np.ldexp(m, q)
+
+        # Overflow: the rounded magnitude beyond xmax.
+        over = finite & (c > xmax)
+        nearest = mode in (-1, 0, 1, 5, 6)
+        if saturation:
+            c[over | ~finite] = xmax
+        else:
+            if nearest:
+                to_inf = over
+            elif mode == 2:
+                to_inf = over & ~negative
+            elif mode == 3:
+                to_inf = over & negative
+            else:
+                to_inf = np.zeros(a.shape, bool)
+            c[over & ~to_inf] = xmax
+            c[to_inf] = np.inf
+            infinite_in = np.isinf(v)
+            c[infinite_in] = np.inf
+            if not infinity:
+                # What would be +-Inf is NaN, except +-Inf inputs that a directed mode maps
+                # toward zero: RZ and round to odd both, RU -Inf, RD +Inf: those give +-xmax.
+                if mode in (4, 7):
+                    keeps = infinite_in
+                elif mode == 2:
+                    keeps = infinite_in & negative
+                elif mode == 3:
+                    keeps = infinite_in & ~negative
+                else:
+                    keeps = np.zeros(a.shape, bool)
+                c[keeps] = xmax
+                c[np.isinf(c)] = np.nan
+        c = np.where(negative, -c, c)
+        c[np.isnan(v)] = np.nan
+        # Sign of zero: kept, except that off CPFloat's fast path (effective emax below the
+        # storage's, or saturation, or infinity off) directed modes 2 and 3 give +0.
+        fast_path = eff.emax == storage_emax and not saturation and infinity
+        if mode in (2, 3) and not fast_path:
+            c[c == 0] = 0.0
+        if eff.encoding == "fnuz":
+            c[c == 0] = 0.0
+        elif eff.encoding == "e8m0":
+            c[(c == 0) & (v > 0)] = eff.xmin
+            c[~(v > 0)] = np.nan
+    return c.astype(x.dtype)
+
+
+def flip_bits(c: np.ndarray, fmt: Format, scope: str, p: float, sources: RandomSources) -> np.ndarray:
+    """Soft errors: with probability ``p``, flip one bit of each rounded value (a new array).
+
+    ``scope = 'fraction'`` picks one of the ``t - 1`` trailing significand bits;
+    ``'encoding'`` one of all ``fmt.bits`` bits of the format's encoding (sign,
+    exponent field, trailing significand; IEEE layout with ``emin`` at field 1).
+    Choices come from ``sources.flip_uniform(n)`` (one per element) and the
+    bits from ``sources.flip_randi(k, chosen)``, in element order.
+    """
+    out = c.copy()
+    chosen = np.flatnonzero(np.asarray(sources.flip_uniform(c.size), np.float64).ravel() <= p)
+    if chosen.size == 0:
+        return out
+    t = fmt.t
+    width = t - 1 if scope == "fraction" else fmt.bits
+    if width < 1:
+        raise ValueError(f"No bit to flip in a format with t = {t}.")
+    bit = np.asarray(sources.flip_randi(width, chosen.size), np.int64).ravel() - 1
+    v = c[chosen].astype(np.float64)
+    ok = np.isfinite(v)
+    v, idx, bit = v[ok], chosen[ok], bit[ok]
+    sign = np.signbit(v).astype(np.int64)
+    a = np.abs(v)
+    e = np.frexp(a)[1] - 1
+    normal = a >= fmt.xmin
+    field = np.where(normal, e - fmt.emin + 1, 0)
+    significand = np.ldexp(a, -np.where(normal, e, fmt.emin) + t - 1).astype(np.int64)
+    fraction = significand & ((1 << (t - 1)) - 1)
+    exp_bits = fmt.bits - int(fmt.is_signed) - (t - 1)
+    in_fraction = bit < t - 1
+    fraction = np.where(in_fraction, fraction ^ (np.int64(1) << np.minimum(bit, 62)), fraction)
+    in_field = ~in_fraction & (bit < t - 1 + exp_bits)
+    field = np.where(in_field, field ^ (np.int64(1) << np.clip(bit - (t - 1), 0, 62)), field)
+    sign = np.where(~in_fraction & ~in_field, sign ^ 1, sign)
+    top_field = (1 << exp_bits) - 1
+    with np.errstate(over="ignore"):
+        magnitude = np.where(
+            field == 0,
+            np.ldexp(fraction.astype(np.float64), fmt.emin - t + 1),
+            np.ldexp((fraction + (1 << (t - 1))).astype(np.float64), field + fmt.emin - 1 - t + 1),
+        )
+    if fmt.encoding == "ieee":
+        special = field == top_field
+        magnitude = np.where(special, np.where(fraction == 0, np.inf, np.nan), magnitude)
+    elif fmt.encoding == "fn":
+        magnitude = np.where((field == top_field) & (fraction == (1 << (t - 1)) - 1), np.nan, magnitude)
+    out[idx] = np.where(sign == 1, -magnitude, magnitude)
+    return out

@@ -1,0 +1,127 @@
+"""The cpfloat facade's interface: CPFloat's MEX field names, defaults, persistence and errors
+(mex/cpfloat.c of CPFloat at commit 3583976, as documented in docs/migration.rst)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pychop_compat import chop, clear_cpfloat, cpfloat, cpfloat_options
+from pychop_compat.cpfloat import CpfloatError, CpfloatOptions
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    clear_cpfloat()
+    yield
+    clear_cpfloat()
+
+
+def test_defaults():
+    o = cpfloat()
+    assert o == CpfloatOptions("h", [11, -14, 15], 1, 1, 1, 0, 1, 0, 0.5)
+    assert cpfloat(1 / 3) == chop(1 / 3, {"format": "h"})
+
+
+def test_named_formats_and_their_defaults():
+    assert cpfloat(None, {"format": "E4M3"}).params == [4, -6, 8]
+    assert cpfloat_options().infinity == 0  # CPFloat's E4M3: no infinity by default
+    assert cpfloat(1000.0) != cpfloat(1000.0) and cpfloat(470.0) == 480.0  # largest 480, overflow NaN
+    assert cpfloat(None, {"format": "bfloat16"}).subnormal == 0
+    assert cpfloat(None, {"format": "q52"}).params == [3, -14, 15]
+    assert cpfloat(None, {"format": "t"}).params == [11, -126, 127]
+    assert cpfloat(None, {"format": "float8_e4m3fn"}).params == [4, -6, 8]
+    assert cpfloat(470.0) != cpfloat(470.0)  # OCP E4M3: largest 448
+
+
+def test_three_e4m3s():
+    assert chop(300.0, {"format": "q43"}) == np.inf  # chop's q43: [4, 7], largest 240
+    assert cpfloat(300.0, {"format": "q43", "infinity": 1}) == 288.0  # CPFloat's: largest 480
+    assert cpfloat(500.0, {"format": "q43", "infinity": 1}) == np.inf
+    assert cpfloat(460.0, {"format": "float8_e4m3fn"}) == 448.0  # OCP: largest 448
+
+
+def test_persistence_rules():
+    cpfloat(None, {"format": "c", "params": [5, -10, 10], "round": 7, "saturation": 1, "subnormal": 0,
+                   "infinity": 0, "explim": 0, "flip": 0, "p": 0.25})
+    with pytest.raises(CpfloatError, match="cpfloat:invalidparams"):
+        cpfloat(None, {"round": 2})  # the stored format is custom: the MEX wants params again
+    o = cpfloat(None, {"round": 2, "params": [5, -10, 10]})  # left out: kept, but subnormal and infinity
+    assert (o.format, o.params, o.round, o.saturation, o.explim, o.p) == ("c", [5, -10, 10], 2, 1, 0, 0.25)
+    assert (o.subnormal, o.infinity) == (1, 1)
+    o = cpfloat(None, {"format": "h", "round": []})  # empty: the default
+    assert (o.format, o.params, o.round, o.saturation) == ("h", [11, -14, 15], 1, 1)
+    before = cpfloat_options()
+    assert cpfloat(None, {}) == before and cpfloat(None, None) == before
+    with pytest.raises(CpfloatError, match="cpfloat:invalidparams"):
+        cpfloat(None, {"format": "c"})  # custom needs params on every call that names it
+    assert cpfloat_options() == before  # nothing stored on a parse error
+
+
+def test_params_ignored_for_named_formats_with_a_warning():
+    with pytest.warns(UserWarning, match="ignoredparams"):
+        o = cpfloat(None, {"format": "h", "params": [3, -2, 3]})
+    assert o.params == [11, -14, 15]
+
+
+def test_errors_the_mex_raises():
+    with pytest.raises(CpfloatError, match="invalidstruct"):
+        cpfloat(1.0, "h")
+    with pytest.raises(CpfloatError, match="invalidformat: Invalid floating-point format"):
+        cpfloat(1.0, {"format": "fp7"})
+    with pytest.raises(CpfloatError, match="Target format is too large"):
+        cpfloat(np.float32(1.0), {"format": "d"})
+    with pytest.raises(CpfloatError, match="invalidmatrix"):
+        cpfloat(np.array([1 + 2j]))
+    with pytest.raises(CpfloatError, match="invalidmatrix"):
+        cpfloat(np.array([1, 2], dtype=np.int32))
+    with pytest.raises(CpfloatError, match="Invalid exponent range"):
+        cpfloat(1.0, {"format": "c", "params": [5, -1023, 10]})
+    with pytest.raises(CpfloatError, match="double rounding"):
+        cpfloat(np.float32(1.0), {"format": "c", "params": [12, -10, 10]})
+    assert cpfloat(np.float32(1.0), {"format": "c", "params": [12, -10, 10], "round": 2}) == 1.0  # limit 23
+    with pytest.raises(CpfloatError, match="double rounding"):
+        cpfloat(1.0, {"format": "c", "params": [26, -10, 10], "round": 1})
+    cpfloat(None, {"format": "h", "drcheck": 0})
+    y = cpfloat(1 / 3, {"format": "c", "params": [26, -10, 10]})  # drcheck = 0 was kept
+    assert y != 1 / 3 and abs(y - 1 / 3) <= 2.0 ** -28
+
+
+def test_values_the_mex_misreads_are_refused():
+    with pytest.raises(ValueError, match="fpopts.round"):
+        cpfloat(1.0, {"round": 1.5})
+    with pytest.raises(ValueError, match="fpopts.flip"):
+        cpfloat(1.0, {"flip": 3})
+    with pytest.raises(ValueError, match="probability"):
+        cpfloat(1.0, {"flip": 1, "p": 2})
+    with pytest.raises(ValueError, match="fpopts.format"):
+        cpfloat(1.0, {"format": 3})
+    with pytest.raises(ValueError, match="Unknown cpfloat field"):
+        cpfloat(1.0, {"fromat": "h"})
+
+
+def test_no_rounding_codes_return_the_input():
+    x = np.array([1 / 3, 1e300, np.inf, -0.0])
+    for code in (8, 9, -2, 100):
+        y = cpfloat(x, {"format": "h", "round": code, "saturation": 1})
+        assert y.tobytes() == x.tobytes()
+
+
+def test_types_shapes_and_the_input_are_kept():
+    x = np.arange(12.0).reshape(3, 4) / 7
+    before = x.copy()
+    y = cpfloat(x, {"format": "b"})
+    assert y.shape == (3, 4) and y.dtype == np.float64 and np.array_equal(x, before)
+    assert isinstance(cpfloat(np.float32(0.1)), np.float32)
+    assert isinstance(cpfloat(0.1), float)
+    assert cpfloat([0.1, 0.2]).dtype == np.float64
+    torch = pytest.importorskip("torch")
+    t = torch.tensor([0.1, 0.2], dtype=torch.bfloat16)
+    assert cpfloat(t, {"format": "q52"}).dtype == torch.bfloat16
+
+
+def test_chop_is_unchanged_by_cpfloat():
+    chop(None, {"format": "b", "round": 2})
+    cpfloat(1.0, {"format": "h", "round": 7})
+    o = __import__("pychop_compat").chop_options()
+    assert (o.format, o.round) == ("b", 2)

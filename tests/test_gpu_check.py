@@ -1,0 +1,99 @@
+"""``python -m pychop_compat gpu-check``: its verdicts, without a GPU.
+
+The steps themselves (pytest -m gpu, validate, the benchmark) need a GPU;
+here they are replaced by stand-ins to check how the command reads their
+results and what it prints and returns.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+
+import pytest
+
+from pychop_compat import gpu_check
+from pychop_compat.engines import available_engines
+
+_JUNIT = """<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="pytest" tests="6">
+<testcase classname="tests.test_engines" name="test_engine_matches_numpy[cupy-h-float32-r1-s0-e0-f0]"/>
+<testcase classname="tests.test_engines" name="test_engine_matches_numpy[torch-cuda-h-float32-r1-s0-e0-f0]">
+  <failure message="1 of 600 elements differ">...</failure></testcase>
+<testcase classname="tests.test_engines" name="test_torch_zero_dim_and_empty[torch-cuda-1]"/>
+<testcase classname="tests.test_gpu_paths" name="test_torch_cuda_through_cupy_matches_pure_torch"/>
+<testcase classname="tests.test_engines" name="test_engine_matches_numpy[cupy-s-float64-r2-s1-e1-f0]">
+  <skipped message="no cupy"/></testcase>
+<testcase classname="tests.test_engines" name="test_x[cupy]"><error message="boom"/></testcase>
+</testsuite></testsuites>
+"""
+
+
+def test_junit_results_are_counted_per_engine():
+    reports = gpu_check.classify_junit(_JUNIT, ["cupy", "torch-cuda"])
+    cupy, torch_cuda = reports["cupy"], reports["torch-cuda"]
+    # cupy: one pass, one skip, one error; plus the shared test.  torch-cuda: one failure, one pass, shared.
+    assert (cupy.passed, cupy.failed, cupy.skipped) == (2, 1, 1)
+    assert (torch_cuda.passed, torch_cuda.failed, torch_cuda.skipped) == (2, 1, 0)
+    assert torch_cuda.failures == ["tests.test_engines::test_engine_matches_numpy[torch-cuda-h-float32-r1-s0-e0-f0]"]
+
+
+@pytest.mark.skipif(any(e in available_engines() for e in gpu_check.GPU_ENGINES), reason="a GPU is present")
+def test_without_a_gpu_it_says_so_and_exits_3():
+    done = subprocess.run([sys.executable, "-m", "pychop_compat", "gpu-check"], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == gpu_check.NO_GPU == 3
+    assert "no CUDA GPU" in done.stdout and "nothing was checked" in done.stdout
+
+
+def _stand_ins(monkeypatch, *, test_failures=0, disagree=False, bench_ok=True):
+    def run_tests(engines, extra):
+        reports = {name: gpu_check.EngineReport(name, passed=10) for name in engines}
+        reports["cupy"].failed = test_failures
+        return reports, "20 passed"
+
+    def validate(reports, routes):
+        for label, _engine, _route in routes:
+            report = reports.setdefault(label, gpu_check.EngineReport(label))
+            report.validated, report.validate_cases = True, 100
+            report.validate_agreeing = 99 if disagree and label == "torch-cuda" else 100
+            if report.validate_agreeing < 100:
+                report.validate_groups_failed.append("chop 99/100")
+
+    monkeypatch.setattr("pychop_compat.engines.available_engines", lambda: ["numpy", "torch", "torch-cuda", "cupy"])
+    monkeypatch.setattr(gpu_check, "_run_tests", run_tests)
+    monkeypatch.setattr(gpu_check, "_validate", validate)
+    monkeypatch.setattr(gpu_check, "_benchmark", lambda extra: (bench_ok, ["| cupy | float32 | 1e+06 | fp16 RN |"]))
+    monkeypatch.setattr(gpu_check, "_device_line", lambda engines: "Fake GPU")
+
+
+def test_summary_passes_when_everything_passes(monkeypatch, capsys):
+    _stand_ins(monkeypatch)
+    assert gpu_check.main([]) == 0
+    out = capsys.readouterr().out
+    assert "| cupy | 10 passed, 0 failed, 0 skipped | 100/100 agree | PASS |" in out
+    assert "| torch-cuda (pure torch) |" in out and "| fp16 RN |" in out
+    assert ("| torch-cuda (triton) |" in out) == (importlib.util.find_spec("triton") is not None)
+    assert out.rstrip().endswith("GPU check: PASS")
+
+
+@pytest.mark.parametrize("failure", ["tests", "validate", "bench"])
+def test_any_failure_fails_the_check(monkeypatch, capsys, failure):
+    _stand_ins(monkeypatch, test_failures=int(failure == "tests"), disagree=failure == "validate",
+               bench_ok=failure != "bench")
+    assert gpu_check.main([]) == 1
+    out = capsys.readouterr().out
+    assert out.rstrip().endswith("GPU check: FAIL")
+    if failure == "validate":
+        assert "| torch-cuda | 10 passed, 0 failed, 0 skipped | 99/100 agree (disagree: chop 99/100) | FAIL |" in out
+
+
+def test_validate_runs_every_route_of_cuda_tensors():
+    routes = gpu_check.validation_routes
+    assert routes(["cupy"], True) == [("cupy", "cupy", None)]
+    assert routes(["torch-cuda"], False) == [("torch-cuda", "torch-cuda", None)]
+    assert routes(["torch-cuda"], True) == [("torch-cuda", "torch-cuda", None),
+                                             ("torch-cuda (pure torch)", "torch-cuda", "torch")]
+    assert [label for label, _, _ in routes(["torch-cuda", "cupy"], True)] == [
+        "torch-cuda", "cupy", "torch-cuda (triton)", "torch-cuda (pure torch)"]

@@ -84,6 +84,8 @@ def _importable(name: str) -> bool:
 HAVE_LINALG = _importable("pychop_compat.linalg")
 if not HAVE_LINALG:
     exclude_patterns.append("api/linalg.rst")
+if not _importable("torch"):  # pychop_compat.nn and its page need torch
+    exclude_patterns += ["api/nn.rst", "training.rst"]
 if not _importable("pychop_compat.engines.cupy_engine"):
     exclude_patterns.append("api/engines_cupy.rst")
 

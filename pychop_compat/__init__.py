@@ -8,7 +8,7 @@
 from ._version import __version__
 from .api import Chop, chop, chop_options, clear_chop, roundit
 from .formats import Format, float_params
-from .matlab_random import RngSettings, rand, randi, rng
+from .matlab_random import ForkedStreamError, RngSettings, rand, randi, rng
 from .options import Options
 from . import linalg  # noqa: E402  (needs chop above)
 from .linalg.errors import SingularMatrixWarning  # noqa: E402
@@ -20,4 +20,5 @@ __all__ = [
     "Options", "Chop", "Format", "linalg", "rng", "rand", "randi", "RngSettings",
     "SingularMatrixWarning", "chop_at",
     "cpfloat", "clear_cpfloat", "cpfloat_options",
+    "ForkedStreamError",
 ]

@@ -1,20 +1,68 @@
-"""The MATLAB facade: ``chop``, ``clear_chop``, ``chop_options``, ``roundit`` and ``Chop``."""
+"""The MATLAB facade: ``chop``, ``clear_chop``, ``chop_options``, ``roundit`` and ``Chop``.
+
+A call either succeeds or changes nothing: options are validated and the
+input checked before any random number is drawn, and the persistent options
+are stored only when the call returns.  The persistent options are kept per
+thread (see :class:`PersistentOptions`).
+"""
 
 from __future__ import annotations
 
 import numbers
-from typing import Any, Callable, Optional
+import threading
+from typing import Any, Optional
 
 import numpy as np
 
+from . import matlab_random
 from .engines import array_library, numpy_fast, unsupported_type_error
-from .options import ChopSpec, Options, _as_int, _as_real, _given_fields, resolve, round_mode
+from .options import (ChopSpec, Options, _given_fields, _params_pair, _switch, options_are_empty,
+                      probability, resolve, round_mode)
 from .matlab_random import default_randfunc
-from .randomness import MATLAB_STREAM, RandomSources, generator_sources, sources_for
+from .randomness import (MATLAB_STREAM, ForkedStreamError, RandomSources, fork_generation, generator_sources,
+                         sources_for)
 
-__all__ = ["chop", "clear_chop", "chop_options", "roundit", "Chop"]
+__all__ = ["chop", "clear_chop", "chop_options", "roundit", "Chop", "PersistentOptions"]
 
-_stored: Optional[ChopSpec] = None  # chop.m's persistent fpopts
+
+class PersistentOptions:
+    """chop.m's persistent ``fpopts``, one per thread.
+
+    What a thread stores (``chop(x, options)``, ``clear_chop()``) is seen by
+    that thread only.  A thread that has stored nothing reads what the main
+    thread has stored at the moment of each call, so ``chop(None, options)``
+    in the main thread, then ``chop(x)`` in a thread pool, rounds with those
+    options.  A call without options stores nothing in such a thread.
+    """
+
+    def __init__(self) -> None:
+        self._main: Optional[ChopSpec] = None
+        self._local = threading.local()
+
+    @staticmethod
+    def _in_main_thread() -> bool:
+        return threading.current_thread() is threading.main_thread()
+
+    def owned(self) -> bool:
+        """Whether this thread has its own stored options (the main thread always has)."""
+        return self._in_main_thread() or getattr(self._local, "owned", False)
+
+    def read(self) -> Optional[ChopSpec]:
+        """The stored options this thread sees (``None``: nothing stored)."""
+        if self._in_main_thread() or not getattr(self._local, "owned", False):
+            return self._main
+        return self._local.spec
+
+    def write(self, spec: Optional[ChopSpec]) -> None:
+        """Store ``spec`` (``None`` clears) for this thread."""
+        if self._in_main_thread():
+            self._main = spec
+        else:
+            self._local.owned = True
+            self._local.spec = spec
+
+
+_persistent = PersistentOptions()
 
 
 _SINGLE_DTYPE_NAMES = ("float32", "float16", "bfloat16")
@@ -68,15 +116,75 @@ def _as_float_array(x):
         arr = np.asarray(x)
         restore = None
     dtype = arr.dtype
+    if dtype.kind == "f" and not dtype.isnative:  # byte-swapped data: the result is native, as NumPy's
+        arr = arr.astype(dtype.newbyteorder("="))
+        dtype = arr.dtype
     if dtype == np.float64 or dtype == np.float32:
         return arr, restore
     if dtype == np.float16:
         # No MATLAB class is half precision: compute in single, give back half.
         base = restore or (lambda out: out)
         return arr.astype(np.float32), lambda out: base(out.astype(np.float16))
-    if dtype.kind in "biu" or dtype == object:
+    if dtype.kind in "biu":
         return arr.astype(np.float64), restore
+    if dtype == object:
+        return _object_array_as_float(arr), restore
     raise TypeError(f"chop supports float64, float32 and float16 arrays (and integers), not {dtype}.")
+
+
+def _object_array_as_float(arr: np.ndarray) -> np.ndarray:
+    """An object array of real numbers as float64; anything else (``'1.5'``, ``None``) is refused."""
+    for value in arr.flat:
+        if not isinstance(value, (numbers.Real, np.bool_)):
+            if isinstance(value, (numbers.Complex, np.complexfloating)):
+                raise ValueError("Chop requires a real input array.")
+            raise TypeError("chop supports float64, float32 and float16 arrays (and integers), not an "
+                            f"object array holding {type(value).__name__}.")
+    return arr.astype(np.float64)
+
+
+def _on_array_kind(x, compute):
+    """``compute`` (a function of a plain ndarray) applied to ``x``, given back as ``x``'s kind.
+
+    A masked array comes back masked with the same mask: only its unmasked
+    elements are computed on, in column-major order (MATLAB's
+    ``c(~m) = chop(x(~m))``), and masked elements keep their values.  An
+    ``np.matrix`` comes back as a matrix, a ``np.memmap`` as an ndarray (as
+    from NumPy's own arithmetic); other ndarray subclasses are refused.
+    """
+    if isinstance(x, np.ma.MaskedArray):
+        data = np.ma.getdata(x)
+        mask = np.ma.getmaskarray(x)
+        if not mask.any():
+            out = compute(data)
+        else:
+            keep = ~mask.reshape(-1, order="F")
+            computed = compute(data.reshape(-1, order="F")[keep])
+            out = data.astype(computed.dtype, order="F", copy=True)
+            flat = out.reshape(-1, order="F")  # a view: out is Fortran-ordered
+            flat[keep] = computed
+        result = x.astype(out.dtype)  # a copy with x's mask, fill value and hardness
+        np.ma.getdata(result)[...] = out
+        return result
+    if isinstance(x, np.matrix):
+        return compute(np.asarray(x)).view(np.matrix)
+    if isinstance(x, np.memmap):
+        return compute(np.asarray(x))
+    raise TypeError(
+        f"chop cannot give back a {type(x).__module__}.{type(x).__name__} (an ndarray subclass it does "
+        "not know); pass numpy.asarray(x) to get a plain ndarray back."
+    )
+
+
+def _numpy_chop(spec: ChopSpec, sources: RandomSources):
+    from .engines.numpy_engine import chop_array
+
+    def compute(x):
+        arr, restore = _as_float_array(x)
+        out = chop_array(arr, spec, sources) if arr.size else arr.copy()
+        return restore(out) if restore else out
+
+    return compute
 
 
 def _engine_chop(x, spec: ChopSpec, sources: RandomSources):
@@ -104,15 +212,38 @@ def _engine_chop(x, spec: ChopSpec, sources: RandomSources):
         from .engines import labelled
 
         return labelled.chop_labelled(x, lambda values: _engine_chop(values, spec, sources))
-    if type(x) is not np.ndarray and isinstance(x, np.ndarray):  # a subclass: its data, then its type and mask
-        from .engines.labelled import as_subclass
+    if isinstance(x, np.ndarray) and type(x) is not np.ndarray:
+        return _on_array_kind(x, _numpy_chop(spec, sources))
+    return _numpy_chop(spec, sources)(x)
 
-        return as_subclass(_engine_chop(x.view(np.ndarray), spec, sources), x)
-    from .engines.numpy_engine import chop_array
 
-    arr, restore = _as_float_array(x)
-    out = chop_array(arr, spec, sources) if arr.size else arr.copy()
-    return restore(out) if restore else out
+_FLIP_PRECISION_ERROR = "Bit flips need a precision t >= 2 (a bit below the leading one)."
+
+
+def _chop_checked(x, spec: ChopSpec, sources: RandomSources):
+    """Round ``x``; on failure nothing has been drawn from MATLAB's stream (see the module notes).
+
+    The checks that chop.m makes while rounding are made first; a call that
+    may draw from MATLAB's stream holds it for the whole call, so its numbers
+    are a contiguous run of the stream, and when a user's ``randfunc`` could
+    fail after bit flips have drawn from the stream, the stream is put back.
+    """
+    draws = spec.flips or spec.round >= 5
+    if not draws:
+        return _engine_chop(x, spec, sources)
+    if spec.flips and spec.fmt.t < 2:
+        raise ValueError(_FLIP_PRECISION_ERROR)
+    if not sources.uses_matlab_stream:
+        return _engine_chop(x, spec, sources)
+    with matlab_random.exclusive_stream():
+        if not (spec.flips and spec.round >= 5 and sources.stochastic is not MATLAB_STREAM.stochastic):
+            return _engine_chop(x, spec, sources)
+        saved = matlab_random.rng()
+        try:
+            return _engine_chop(x, spec, sources)
+        except BaseException:
+            matlab_random.restore_stream(saved)
+            raise
 
 
 def _is_placeholder(x) -> bool:
@@ -129,11 +260,12 @@ def chop(x: Any = None, options: Any = None) -> Any:
         Real values.  The result has the same type, shape, dtype (and device);
         integer and bool input is rounded as float64.  ``None`` (or ``[]``)
         only sets the options, like MATLAB's ``chop([], options)``.
-    options : dict, Options, object with attributes, or None
-        MATLAB's option struct (see :class:`Options`).  Given and non-empty,
-        it defines every setting, missing fields taking their defaults; omitted
-        or empty, the settings of the previous call are reused (the defaults
-        on first use or after :func:`clear_chop`).
+    options : Mapping, Options, object with attributes, or None
+        MATLAB's option struct (see :class:`Options`).  Given, it defines
+        every setting, missing fields taking their defaults (an empty dict is
+        MATLAB's ``struct()``: all defaults); ``None`` (MATLAB's ``[]``)
+        reuses the settings stored by this thread's previous call (the
+        defaults on first use or after :func:`clear_chop`).
 
     Returns
     -------
@@ -143,15 +275,24 @@ def chop(x: Any = None, options: Any = None) -> Any:
 
     Raises
     ------
+    TypeError
+        For options that are not a mapping or an object with attributes,
+        an unsupported dtype or array kind, or ``randfunc`` output that is not real.
     ValueError
-        For complex input, an unknown format, a rounding mode outside 1..6, or
-        a custom precision over chop.m's limit for the class of ``x``.
+        For complex input, an unknown option or format, an option value out of
+        its range, a custom precision over chop.m's limit for the class of
+        ``x``, or ``randfunc`` output of the wrong size or outside [0, 1).
+        A call that raises stores nothing and draws nothing from MATLAB's stream.
+    ForkedStreamError
+        On a draw from MATLAB's stream in a forked child that has not called
+        :func:`rng`.
 
     Notes
     -----
     Stochastic rounding (modes 5, 6) and bit flips draw from MATLAB's random
     stream (see :func:`rng`) in MATLAB's column-major element order, exactly
     as chop.m does, unless ``options.randfunc`` supplies the stochastic draws.
+    The persistent options are per thread (:class:`PersistentOptions`).
 
     Examples
     --------
@@ -162,18 +303,24 @@ def chop(x: Any = None, options: Any = None) -> Any:
     >>> chop(1/3)  # the options of the previous call
     0.333984375
     """
-    global _stored
-    spec = resolve(options, _stored, _checked_class(x))
-    _stored = spec
+    x_class = _checked_class(x)
+    stored = _persistent.read()
+    spec = resolve(options, stored, x_class)
+    # chop.m stores on every call.  Without options that re-stores what is stored (or the
+    # defaults, when nothing is): a thread reading the main thread's options keeps reading them.
+    store = not options_are_empty(options) or (stored is None and _persistent.owned())
     if _is_placeholder(x):
-        return None if x is None else np.zeros(0)
-    return _engine_chop(x, spec, sources_for(spec.randfunc))
+        result = None if x is None else np.zeros(0)
+    else:
+        result = _chop_checked(x, spec, sources_for(spec.randfunc))
+    if store:
+        _persistent.write(spec)
+    return result
 
 
 def clear_chop() -> None:
-    """Forget the persistent options (MATLAB ``clear chop``)."""
-    global _stored
-    _stored = None
+    """Forget this thread's persistent options (MATLAB ``clear chop``)."""
+    _persistent.write(None)
 
 
 def chop_options() -> Options:
@@ -188,10 +335,12 @@ def chop_options() -> Options:
     >>> o.format, o.subnormal, o.round, o.params
     ('h', 1, 1, [11, 15])
     """
-    global _stored
-    if _stored is None:
-        _stored = resolve(None, None)
-    return _stored.to_options()
+    stored = _persistent.read()
+    if stored is None:
+        stored = resolve(None, None)
+        if _persistent.owned():
+            _persistent.write(stored)
+    return stored.to_options()
 
 
 def roundit(x: Any, options: Any = None) -> Any:
@@ -221,19 +370,31 @@ def roundit(x: Any, options: Any = None) -> Any:
     _reject_complex(x)
     given = _given_fields(options) or {}
     mode = round_mode(given.get("round", 1))
-    flip = bool(_as_real(given.get("flip", 0), "flip"))
-    p = _as_real(given.get("p", 0.5), "p")
+    flip = bool(_switch(given.get("flip", 0), "flip"))
+    p = probability(given.get("p", 0.5))
+    randfunc = given.get("randfunc", default_randfunc)
+    if not callable(randfunc):
+        raise ValueError(f"options.randfunc must be callable as randfunc(n), got {randfunc!r}.")
     t = 0
     if flip:
         if "params" not in given:
             raise ValueError("roundit with flip = 1 needs options.params = [t, emax] (t picks the bits).")
-        t = _as_int(np.asarray(given["params"]).ravel()[0], "params")
+        t = _params_pair(given["params"])[0]
+        if t < 2:
+            raise ValueError(_FLIP_PRECISION_ERROR)
     from .engines.numpy_engine import roundit_array
 
-    arr, restore = _as_float_array(x)
-    sources = sources_for(given.get("randfunc", default_randfunc))
-    out = roundit_array(arr, mode, sources, flip, p, t)
-    return restore(out) if restore else out
+    sources = sources_for(randfunc)
+
+    def compute(values):
+        arr, restore = _as_float_array(values)
+        out = roundit_array(arr, mode, sources, flip, p, t)
+        return restore(out) if restore else out
+
+    with matlab_random.exclusive_stream():
+        if isinstance(x, np.ndarray) and type(x) is not np.ndarray:
+            return _on_array_kind(x, compute)
+        return compute(x)
 
 
 class Chop:
@@ -241,11 +402,11 @@ class Chop:
 
     ``Chop(options)`` or ``Chop(**options)`` (MATLAB option names), then
     ``ch(x)``.  Same semantics as :func:`chop` with those options, except that
-    the global persistent options are neither read nor changed.
+    the persistent options are neither read nor changed.
 
     Parameters
     ----------
-    options : dict, Options or object with attributes, optional
+    options : Mapping, Options or object with attributes, optional
         The options; keyword arguments are merged over them.
     rng : numpy.random.Generator or int, optional
         Draw stochastic rounding and bit flips from this NumPy generator (or
@@ -254,6 +415,17 @@ class Chop:
         if given, still supplies the stochastic draws.
     **kwargs
         Options by name, e.g. ``format='b', round=5``.
+
+    Notes
+    -----
+    A ``Chop`` pickles (with its generator's state, if it has one): the
+    copy gives the numbers the original would have given next.  Threads may
+    share a ``Chop``: a call holds its generator, so each call's numbers are
+    a contiguous run of it (which call gets which run depends on scheduling).  A ``Chop``
+    with its own generator that reaches a forked child by inheritance
+    (not by pickling) raises :class:`~pychop_compat.matlab_random.ForkedStreamError`
+    on its first random draw there, as its copies in every child would draw
+    the same numbers; make it in the child, or send it there pickled.
 
     Examples
     --------
@@ -267,13 +439,30 @@ class Chop:
     def __init__(self, options=None, /, *, rng=None, **kwargs: Any):
         given = dict(_given_fields(options) or {})
         given.update(kwargs)
-        self._given = given
         self._specs = {"double": resolve(given, None, "double")}
+        self._given = given
         if rng is None:
             self._flips = MATLAB_STREAM
+            self._fork_generation = None
         else:
-            generator = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-            self._flips = generator_sources(generator)
+            if not isinstance(rng, np.random.Generator):
+                if isinstance(rng, (bool, np.bool_)) or not isinstance(rng, (numbers.Integral, np.random.SeedSequence)):
+                    raise TypeError(f"Chop's rng must be a numpy.random.Generator or an integer seed, got {rng!r}.")
+                rng = np.random.default_rng(rng)
+            self._flips = generator_sources(rng)
+            self._fork_generation = fork_generation()
+        self._draw_lock = threading.RLock()  # one call's draws from the generator are contiguous
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        del state["_draw_lock"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._draw_lock = threading.RLock()
+        if self._fork_generation is not None:  # a copy made here owns its generator here
+            self._fork_generation = fork_generation()
 
     def _spec(self, x_class: str) -> ChopSpec:
         spec = self._specs.get(x_class)
@@ -288,7 +477,17 @@ class Chop:
 
     def __call__(self, x):
         spec = self._spec(_checked_class(x))
-        return _engine_chop(x, spec, sources_for(spec.randfunc, self._flips))
+        if (self._fork_generation is not None and self._fork_generation != fork_generation()
+                and (spec.flips or (spec.round >= 5 and spec.uses_matlab_stream))):
+            raise ForkedStreamError(
+                "This Chop's random generator was inherited from the parent process by fork: its draws "
+                "would repeat the parent's (and every other child's). Create the Chop in this process "
+                "(e.g. with a seed from numpy.random.SeedSequence(seed).spawn) or send it here pickled."
+            )
+        if self._fork_generation is None or not (spec.flips or spec.round >= 5):
+            return _chop_checked(x, spec, sources_for(spec.randfunc, self._flips))
+        with self._draw_lock:
+            return _chop_checked(x, spec, sources_for(spec.randfunc, self._flips))
 
     def __repr__(self) -> str:
         o = self.options

@@ -9,23 +9,132 @@ column-major order; ``randi(imax)`` maps one such uniform ``u`` to
 implements exactly this generator, seeding and double construction, so it
 drives the stream here.  The evidence for each rule (MathWorks' published
 outputs, and the stored MATLAB corpus) is in the test suite.
+
+Threads and processes
+---------------------
+There is one stream per process, as in MATLAB.  A re-entrant lock guards it:
+concurrent draws never corrupt it, and :func:`exclusive_stream` lets a caller
+(chop) take a run of draws that no other thread interleaves with.  Which
+thread gets which numbers then depends on scheduling.
+
+A process started by ``fork`` inherits the stream's state, so without care
+every child would draw the parent's next numbers, and all children the same
+ones; a child started by ``multiprocessing`` with ``spawn`` or ``forkserver``
+starts, like all its siblings, at ``rng('default')``.  The rule: in a forked
+child, or any child process started by ``multiprocessing``, the first draw
+raises :class:`ForkedStreamError` unless :func:`rng` was called (with a seed,
+``'shuffle'``, ``'default'`` or saved settings) in that process first.
 """
 
 from __future__ import annotations
 
 import math
 import operator
+import os
+import sys
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Union
 
 import numpy as np
 
-__all__ = ["rng", "rand", "randi", "RngSettings", "stream_uniform", "stream_randi"]
+__all__ = ["rng", "rand", "randi", "RngSettings", "stream_uniform", "stream_randi",
+           "ForkedStreamError", "exclusive_stream", "fork_generation", "restore_stream"]
 
 _DEFAULT_SEED_WORD = 5489  # mt19937ar's reference seed, used by MATLAB for rng(0)
 _stream = np.random.RandomState(_DEFAULT_SEED_WORD)
 _seed: int = 0
+_lock = threading.RLock()
+
+# Fork tracking: _generation counts the forks between the first process and this
+# one; _seeded_generation is the generation in which rng() last set the stream.
+_generation = 0
+_seeded_generation = 0
+
+
+def _started_by_multiprocessing() -> bool:
+    """Whether this process is a child started by multiprocessing (spawn, forkserver, fork)."""
+    mp = sys.modules.get("multiprocessing")  # imported by a child's bootstrap before any user code
+    return mp is not None and mp.parent_process() is not None
+
+
+if _started_by_multiprocessing():
+    # A spawned child starts at rng('default'), like all its siblings: not seeded for this process.
+    _seeded_generation = -1
+
+
+class ForkedStreamError(RuntimeError):
+    """A random draw in a child process from a generator not seeded there.
+
+    Raised for MATLAB's stream in a forked child, or any child started by
+    ``multiprocessing``, that has not called :func:`rng`, and for a
+    ``Chop(..., rng=...)`` inherited by ``fork``: the child would repeat the
+    numbers of its parent or siblings.  Seed the generator in the child first
+    (``rng(seed)``), or make it there (a ``Chop`` created in, or pickled to, the child).
+    """
+
+
+def fork_generation() -> int:
+    """How many ``fork`` calls separate this process from the one that imported the package.
+
+    0 in the original process; a child forked from a process of generation
+    ``g`` has ``g + 1``.  Objects that own random state record it to detect
+    that they were inherited by a forked child.
+    """
+    return _generation
+
+
+def _before_fork() -> None:
+    _lock.acquire()  # no draw is half done in the child's copy of the stream
+
+
+def _after_fork_in_parent() -> None:
+    _lock.release()
+
+
+def _after_fork_in_child() -> None:
+    global _lock, _generation
+    _lock = threading.RLock()  # the parent's lock belongs to the parent's threads
+    _generation += 1
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                        after_in_child=_after_fork_in_child)
+
+
+def exclusive_stream() -> threading.RLock:
+    """The stream's lock: ``with exclusive_stream(): ...`` makes a run of draws no other thread enters.
+
+    Re-entrant: the draws inside take it again.  chop holds it for the whole
+    of a call that draws from the stream, so each call's numbers are a
+    contiguous run of the stream, as if the calls ran one after another.
+    """
+    return _lock
+
+
+def restore_stream(settings: RngSettings) -> None:
+    """Put the stream back to ``settings`` (from ``rng()``) after a failed call.
+
+    Unlike ``rng(settings)`` this does not count as seeding the stream in a
+    child process: an undone call must not unlock the stream there.
+    """
+    global _seed
+    with _lock:
+        state = np.asarray(settings.State, dtype=np.uint32)
+        _stream.set_state(("MT19937", state[:624], int(state[624]), 0, 0.0))
+        _seed = settings.Seed
+
+
+def _refuse_inherited_stream() -> None:
+    raise ForkedStreamError(
+        "MATLAB's random stream was not seeded in this child process: it would repeat the numbers "
+        "of the parent or of the other children (fork copies the parent's stream; spawn and "
+        "forkserver start every child at rng('default')). Seed it in this process first, e.g. "
+        "pychop_compat.rng(seed_of_this_task), or use a Chop(..., rng=...) made for each task "
+        "(see the randomness contract in the docs)."
+    )
 
 
 @dataclass(frozen=True)
@@ -105,7 +214,12 @@ def rng(*args: Any) -> RngSettings:
     >>> round(float(rand()), 15)
     0.417022004702574
     """
-    global _seed
+    with _lock:
+        return _rng(args)
+
+
+def _rng(args) -> RngSettings:
+    global _seed, _seeded_generation
     previous = _settings()
     if not args:
         return previous
@@ -118,6 +232,7 @@ def rng(*args: Any) -> RngSettings:
         state = np.asarray(arg.State, dtype=np.uint32)
         _stream.set_state(("MT19937", state[:624], int(state[624]), 0, 0.0))
         _seed = arg.Seed
+        _seeded_generation = _generation
         return previous
     if isinstance(arg, str):
         if arg == "default":
@@ -129,17 +244,27 @@ def rng(*args: Any) -> RngSettings:
     word = _seed_word(arg)
     _stream.seed(word if word != 0 else _DEFAULT_SEED_WORD)
     _seed = word
+    _seeded_generation = _generation
     return previous
 
 
 def stream_uniform(n: int) -> np.ndarray:
-    """The next ``n`` doubles of the stream, in order (``rand(n, 1)`` as a flat array)."""
-    return _stream.random_sample(n)
+    """The next ``n`` doubles of the stream, in order (``rand(n, 1)`` as a flat array).
+
+    Raises
+    ------
+    ForkedStreamError
+        In a forked child that has not called :func:`rng`.
+    """
+    with _lock:
+        if _seeded_generation != _generation:
+            _refuse_inherited_stream()
+        return _stream.random_sample(n)
 
 
 def stream_randi(imax: int, n: int) -> np.ndarray:
     """The next ``n`` integers ``1 + floor(imax * u)`` of the stream (``randi(imax, n, 1)`` flat)."""
-    return 1 + np.floor(imax * _stream.random_sample(n)).astype(np.int64)
+    return 1 + np.floor(imax * stream_uniform(n)).astype(np.int64)
 
 
 def _shape_and_class(args, name):

@@ -1,15 +1,21 @@
 """chop's options: the user-facing :class:`Options` and the resolved :class:`ChopSpec`.
 
-:func:`resolve` turns whatever the caller passed (a dict, an :class:`Options`,
+:func:`resolve` turns whatever the caller passed (a mapping, an :class:`Options`,
 any object with attributes, or nothing) into a validated, immutable
 :class:`ChopSpec`, following chop.m's rules for defaults and persistence.
+Every value is checked on every call; ``None`` is MATLAB's ``[]`` and an
+empty mapping MATLAB's ``struct()`` (see :func:`options_are_empty`).
 """
 
 from __future__ import annotations
 
 import functools
+import collections.abc
+import dataclasses
+import difflib
+import math
 import numbers
-import operator
+import types
 from dataclasses import dataclass, fields
 from typing import Any, Callable, Optional, Sequence
 
@@ -18,7 +24,7 @@ import numpy as np
 from .formats import CUSTOM_NAMES, Format, custom_format, lookup_format
 from .matlab_random import default_randfunc
 
-__all__ = ["Options", "ChopSpec", "resolve", "OPTION_NAMES"]
+__all__ = ["Options", "ChopSpec", "resolve", "OPTION_NAMES", "options_are_empty", "round_mode", "probability"]
 
 
 @dataclass
@@ -35,18 +41,19 @@ class Options:
         ``'float8_e4m3fn'``, ``'float4_e2m1fn'``, ...; see :doc:`/formats`).
     subnormal : int, optional
         1 to keep subnormal numbers, 0 to flush them (default 0 for bfloat16, else 1).
+        Like ``flip`` and ``explim``: 0 or 1 (``False``/``True``), nothing else.
     round : int, optional
         1 nearest-even (default), 2 towards +inf, 3 towards -inf, 4 towards zero,
         5 stochastic (probability proportional to distance), 6 stochastic (equal probability).
     flip : int, optional
         1 to flip, with probability :attr:`p`, one random significand bit of each result (default 0).
     p : float, optional
-        Probability of a bit flip (default 0.5).
+        Probability of a bit flip, a real number in [0, 1] (default 0.5).
     explim : int, optional
         0 to ignore the format's exponent range (default 1).
     randfunc : callable, optional
-        ``randfunc(n)`` returns ``n`` uniform numbers in (0, 1) for stochastic
-        rounding (default: MATLAB's stream, ``rand(n, 1)``).
+        ``randfunc(n)`` returns ``n`` uniform numbers in [0, 1) for stochastic
+        rounding (default: MATLAB's stream, ``rand(n, 1)``); checked on every call.
     params : sequence of two ints, optional
         ``[t, emax]`` of a custom format; returned filled in for every format.
     """
@@ -70,11 +77,11 @@ class ChopSpec:
 
     format: str
     fmt: Format
-    subnormal: Any
+    subnormal: int
     round: int
-    flip: Any
+    flip: int
     p: float
-    explim: Any
+    explim: int
     randfunc: Callable[[int], Any]
     # Beyond chop.m (issue 13); the defaults are chop.m's semantics.  See `extended`.
     #: Results beyond the largest finite number become +-xmax (and +-Inf inputs too).
@@ -147,64 +154,158 @@ def _is_empty(value) -> bool:
     return False
 
 
+def options_are_empty(options: Any) -> bool:
+    """Whether ``options`` is MATLAB's ``[]``: reuse the stored options.
+
+    ``None``, ``[]``, ``()``, ``''`` and an empty array are ``[]``.  An empty
+    mapping or an object with no option fields is *not* empty: it is
+    MATLAB's ``struct()``, for which chop.m gives every field its default.
+    """
+    if options is None:
+        return True
+    if isinstance(options, (str, list, tuple)) and not hasattr(options, "_fields"):
+        return len(options) == 0
+    return isinstance(options, np.ndarray) and options.size == 0
+
+
+#: Misspellings and older names of options, and the option meant.
+_SUGGESTIONS = {"precision": "format", "fmt": "format", "rounding": "round", "mode": "round",
+                "subnormals": "subnormal", "prob": "p", "probability": "p", "randfun": "randfunc"}
+
+_NOT_OPTIONS = (str, bytes, bytearray, numbers.Number, np.generic, np.ndarray,
+                collections.abc.Set, collections.abc.Sequence, collections.abc.Iterator, type,
+                types.ModuleType)
+
+
+def _unknown_fields_error(unknown) -> ValueError:
+    names = sorted(str(name) for name in unknown)
+    hints = []
+    for name in names:
+        meant = _SUGGESTIONS.get(name.lower()) or next(iter(difflib.get_close_matches(name, OPTION_NAMES, 1)), None)
+        if meant:
+            hints.append(f"{name!r}: did you mean {meant!r}?")
+    hint = (" " + " ".join(hints)) if hints else ""
+    return ValueError(f"Unknown chop option(s) {names}; allowed: {', '.join(OPTION_NAMES)}.{hint}")
+
+
+def _attribute_fields(options) -> set:
+    """The public attribute names an options object holds (instance ``__dict__`` and slots)."""
+    names = set()
+    found = False
+    instance_dict = getattr(options, "__dict__", None)
+    if isinstance(instance_dict, dict):
+        found = True
+        names.update(k for k in instance_dict if isinstance(k, str) and not k.startswith("_"))
+    for klass in type(options).__mro__:
+        slots = klass.__dict__.get("__slots__", ())
+        if isinstance(slots, str):
+            slots = (slots,)
+        for slot in slots:
+            if slot not in ("__dict__", "__weakref__"):
+                found = True
+                if not slot.startswith("_") and hasattr(options, slot):
+                    names.add(slot)
+    if not found:
+        raise TypeError(_container_message(options))
+    return names
+
+
+def _container_message(options) -> str:
+    return ("options must be a dict (or any Mapping), an Options, or an object with attributes "
+            f"(e.g. SimpleNamespace), not {type(options).__name__}.")
+
+
 def _given_fields(options) -> Optional[dict]:
-    """The non-empty fields of ``options``, or ``None`` when options is empty (MATLAB ``[]``)."""
-    if _is_empty(options):
+    """The non-empty fields of ``options``, or ``None`` when options is empty (MATLAB ``[]``).
+
+    Raises ``TypeError`` for something that cannot hold options (a set, a
+    string, a number, a sequence, a function) and ``ValueError`` naming any
+    field that is not an option.
+    """
+    if options_are_empty(options):
         return None
-    if isinstance(options, dict):
-        unknown = set(options) - set(OPTION_NAMES)
+    if isinstance(options, collections.abc.Mapping):
+        unknown = [k for k in options if k not in OPTION_NAMES or not isinstance(k, str)]
         if unknown:
-            raise ValueError(
-                f"Unknown chop option(s) {sorted(unknown)}; allowed: {', '.join(OPTION_NAMES)}."
-            )
+            raise _unknown_fields_error(unknown)
         items = options.items()
-    elif isinstance(options, (str, bytes, numbers.Number, list, tuple, np.ndarray)):
-        raise TypeError(
-            "options must be a dict, an Options, or an object with attributes "
-            f"(e.g. SimpleNamespace), not {type(options).__name__}."
-        )
+    elif hasattr(type(options), "_fields") and isinstance(options, tuple):  # a namedtuple
+        items = options._asdict().items()
+        unknown = set(options._fields) - set(OPTION_NAMES)
+        if unknown:
+            raise _unknown_fields_error(unknown)
+    elif isinstance(options, _NOT_OPTIONS) or callable(options):
+        raise TypeError(_container_message(options))
     else:
+        unknown = _attribute_fields(options) - set(OPTION_NAMES)
+        struct_like = isinstance(options, (types.SimpleNamespace, Options)) or dataclasses.is_dataclass(options)
+        if not struct_like and not any(hasattr(options, name) for name in OPTION_NAMES):
+            # An object of some other kind (a Chop, a DataFrame) is not an empty struct.
+            raise TypeError(_container_message(options) + " It has none of the option fields.")
+        if unknown:
+            raise _unknown_fields_error(unknown)
         items = ((name, getattr(options, name, None)) for name in OPTION_NAMES)
     return {name: value for name, value in items if not _is_empty(value)}
 
 
+def _is_real(value) -> bool:
+    """A real number that is not a bool (Python, NumPy, ``fractions.Fraction``)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+
+
 def _as_int(value, name: str) -> int:
-    try:
-        return operator.index(value)
-    except TypeError:
-        pass
-    try:
+    """An integer-valued real number (``2`` or ``2.0``, not ``True``, ``'2'`` or ``2+0j``)."""
+    if _is_real(value):
+        if isinstance(value, numbers.Integral):
+            return int(value)
         as_float = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"options.{name} must be an integer, got {value!r}.") from None
-    if not as_float.is_integer():
-        raise ValueError(f"options.{name} must be an integer, got {value!r}.")
-    return int(as_float)
+        if math.isfinite(as_float) and as_float.is_integer():
+            return int(as_float)
+    raise ValueError(f"options.{name} must be an integer, got {value!r}.")
 
 
 def _as_real(value, name: str) -> float:
-    if isinstance(value, (complex, np.complexfloating)):
-        raise ValueError(f"options.{name} must be a real number, got {value!r}.")
-    try:
+    """A finite or infinite real number, not a bool, string or complex number."""
+    if _is_real(value):
         return float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"options.{name} must be a real number, got {value!r}.") from None
+    raise ValueError(f"options.{name} must be a real number, got {value!r}.")
 
 
-def _switch(value, name: str):
-    """A 0/1 switch; kept as given (chop.m tests ``== 0`` or truth), but must be a real number."""
-    _as_real(value, name)
-    return value
+_FLIP_HINT = (" (Bit flips of any bit of the encoding, and other error models, are in the "
+              "CPFloat-style facade pychop_compat.cpfloat.)")
 
 
-def round_mode(value) -> int:
-    """``options.round`` checked: an integer from 1 to 6 (chop.m and roundit.m)."""
-    mode = _as_int(value, "round")
+def _switch(value, name: str) -> int:
+    """A 0/1 switch: 0, 1, False, True (also as NumPy scalars, or 0.0 and 1.0), as an int."""
+    if isinstance(value, (bool, np.bool_)):
+        return int(value)
+    if _is_real(value) and (value == 0 or value == 1):
+        return int(value)
+    hint = _FLIP_HINT if name == "flip" else ""
+    raise ValueError(f"options.{name} must be 0 or 1 (or False/True), got {value!r}.{hint}")
+
+
+def probability(value: Any) -> float:
+    """``options.p`` checked: a real number in [0, 1] (NaN is not)."""
+    p = _as_real(value, "p")
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"options.p must be a real number in [0, 1], got {value!r}.")
+    return p
+
+
+_ROUND_MODES = ("1 (nearest, ties to even), 2 (towards +inf), 3 (towards -inf), 4 (towards zero), "
+                "5 and 6 (stochastic)")
+
+
+def round_mode(value: Any) -> int:
+    """``options.round`` checked: an integer from 1 to 6 (``3`` or ``3.0``; not ``True``, ``'3'``, ``3+0j``)."""
+    try:
+        mode = _as_int(value, "round")
+    except ValueError:
+        raise ValueError(f"options.round must be an integer from 1 to 6, got {value!r}. "
+                         f"Allowed: {_ROUND_MODES}.") from None
     if not 1 <= mode <= 6:
-        raise ValueError(
-            f"Unsupported value of options.round: {mode}. Allowed: 1 (nearest, ties to even), "
-            "2 (towards +inf), 3 (towards -inf), 4 (towards zero), 5 and 6 (stochastic)."
-        )
+        raise ValueError(f"Unsupported value of options.round: {mode}. Allowed: {_ROUND_MODES}.")
     return mode
 
 
@@ -219,11 +320,21 @@ def precision_limit(mode: int, x_class: str) -> int:
     return 23 if x_class == "single" else 52
 
 
-def _custom_params(params, mode: int, x_class: str) -> Format:
-    values = np.asarray(params).ravel()
-    if values.size != 2:
+def _params_pair(params) -> tuple:
+    """``options.params`` checked: two integers ``[t, emax]`` (a list, tuple or array)."""
+    if isinstance(params, (list, tuple)):
+        values = list(params)
+    elif isinstance(params, np.ndarray):
+        values = params.ravel().tolist() if params.dtype.kind in "iuf" else None
+    else:
+        values = None
+    if values is None or len(values) != 2:
         raise ValueError(f"options.params must be [t, emax], got {params!r}.")
-    t, emax = (_as_int(v, "params") for v in values)
+    return tuple(_as_int(v, "params") for v in values)
+
+
+def _custom_params(params, mode: int, x_class: str) -> Format:
+    t, emax = _params_pair(params)
     if t < 1 or emax < 1:
         raise ValueError(f"options.params = [t, emax] needs t >= 1 and emax >= 1, got [{t}, {emax}].")
     limit = precision_limit(mode, x_class)
@@ -236,10 +347,23 @@ _RESOLVED: dict = {}  # memo for dict options: MATLAB ports pass the same struct
 _RESOLVED_MAX = 256
 
 
+def _typed(value):
+    """``value`` with its type (and its elements' types): ``1``, ``True``, ``1.0`` and ``1+0j``
+    are equal and hash alike, but are not the same option value."""
+    if isinstance(value, (list, tuple)):
+        return type(value), tuple(_typed(v) for v in value)
+    return type(value), value
+
+
 def _memo_key(options: dict, stored: Optional[ChopSpec], x_class: str):
-    """A hashable key for everything ``resolve`` reads, or None when a value is unhashable."""
-    items = tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in options.items())
-    inherits_params = options.get("format") in CUSTOM_NAMES and _is_empty(options.get("params"))
+    """A hashable key for everything ``resolve`` reads, or None when a value is unhashable.
+
+    Values enter with their types, so a memo hit means that options of the
+    same types and values were validated before: the memo skips work, never a check.
+    """
+    items = tuple((k, _typed(v)) for k, v in options.items())
+    name = options.get("format")
+    inherits_params = isinstance(name, str) and name in CUSTOM_NAMES and _is_empty(options.get("params"))
     inherited = (stored.fmt.t, stored.fmt.emax) if inherits_params and stored is not None else None
     key = (items, x_class, inherits_params, inherited)
     try:
@@ -254,8 +378,10 @@ def resolve(options, stored: Optional[ChopSpec], x_class: str = "double") -> Cho
 
     Parameters
     ----------
-    options : dict, Options, object with attributes, or None
-        What the caller passed.  ``None``, ``{}`` and ``[]`` are MATLAB's ``[]``.
+    options : Mapping, Options, object with attributes, or None
+        What the caller passed.  ``None`` and ``[]`` are MATLAB's ``[]`` (the
+        stored settings); an empty mapping or object is MATLAB's ``struct()``
+        (every field at its default).
     stored : ChopSpec or None
         The persistent settings of the previous call (``None`` after ``clear_chop``).
     x_class : {'double', 'single'}
@@ -264,19 +390,23 @@ def resolve(options, stored: Optional[ChopSpec], x_class: str = "double") -> Cho
     Returns
     -------
     ChopSpec
-        1. nothing stored and no options: the defaults; 2. options given: every
+        1. nothing stored and no options: the defaults; 2. options given (even
+        an empty mapping): every
         field from these options alone, missing ones at their defaults;
         3. no options: the stored settings unchanged.  A custom format without
         ``params`` keeps the previously stored ``[t, emax]``.
 
     Raises
     ------
+    TypeError
+        When ``options`` cannot hold options (a set, string, number, sequence).
     ValueError
-        For an unknown format, a rounding mode outside 1..6, malformed values, a
+        For an unknown field, an unknown format, a rounding mode outside 1..6,
+        a switch other than 0/1, ``p`` outside [0, 1], malformed values, a
         custom format without params and nothing stored, or a custom precision
         over the limit for ``x_class``.  Nothing is stored when this is raised.
     """
-    if options is None:
+    if options_are_empty(options):
         return DEFAULT_SPEC if stored is None else stored
     key = _memo_key(options, stored, x_class) if type(options) is dict and options else None
     spec = _RESOLVED.get(key) if key is not None else None
@@ -296,7 +426,8 @@ def _resolve(options, stored: Optional[ChopSpec], x_class: str) -> ChopSpec:
 
     name = given.get("format", "h")
     if not isinstance(name, str):
-        raise ValueError(f"options.format must be a string, got {name!r}.")
+        raise ValueError(f"options.format must be a string (a format name such as 'h', 'b' or 'c'), "
+                         f"got {name!r}.")
     mode = round_mode(given.get("round", 1))
     if name in CUSTOM_NAMES:
         if "params" in given:
@@ -307,6 +438,8 @@ def _resolve(options, stored: Optional[ChopSpec], x_class: str) -> ChopSpec:
             raise ValueError("Must specify options.params with options.format = 'c'.")
     else:
         fmt = lookup_format(name)
+        if "params" in given:
+            _params_pair(given["params"])  # ignored, as by chop.m, but not if malformed
 
     randfunc = given.get("randfunc", default_randfunc)
     if not callable(randfunc):
@@ -318,7 +451,7 @@ def _resolve(options, stored: Optional[ChopSpec], x_class: str) -> ChopSpec:
         subnormal=_switch(given.get("subnormal", default_subnormal), "subnormal"),
         round=mode,
         flip=_switch(given.get("flip", 0), "flip"),
-        p=_as_real(given.get("p", 0.5), "p"),
+        p=probability(given.get("p", 0.5)),
         explim=_switch(given.get("explim", 1), "explim"),
         randfunc=randfunc,
         # Formats without Inf: what overflow gives is the format's own rule (NaN or saturation).

@@ -1,22 +1,43 @@
-"""Where chop's random numbers come from.
+"""Where chop's random numbers come from: the randomness contract, in one module.
 
 chop.m draws uniform numbers for stochastic rounding from ``options.randfunc``
 (default ``rand(n, 1)``) and, for bit flips, always from MATLAB's global
 stream (``rand`` to pick elements, ``randi`` to pick bits).  A
 :class:`RandomSources` bundles the three draws so that the rounding code owns
 no global state.
+
+The contract (``docs/randomness.rst`` says it in words; the tests check each
+promise), by call:
+
+* NumPy array or CPU tensor, no ``rng``: :attr:`Source.MATLAB_STREAM`, in
+  chop.m's column-major order;
+* GPU array (torch CUDA, CuPy), no ``rng``: :attr:`Source.DEVICE_COUNTER`,
+  by row-major element index;
+* ``Chop(..., rng=<Generator>)``: :attr:`Source.GENERATOR`, in chop.m's order;
+* ``Chop(..., rng=<int seed>)``: :data:`INT_SEED_SOURCE`;
+* ``options.randfunc``: :attr:`Source.RANDFUNC`, called as chop.m calls it,
+  for stochastic rounding only; bit flips then draw from the source the call
+  would otherwise use.
+
+:func:`default_source` and :func:`source_for` state the table as functions.
+The counter-based generator itself (``mix64``, ``counter_uniform``, the stream
+numbers) is defined in :mod:`pychop_compat.engines.device_random` and only there.
 """
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 import numpy as np
 
-from .matlab_random import default_randfunc, stream_randi, stream_uniform
+from .matlab_random import (ForkedStreamError, default_randfunc, exclusive_stream, fork_generation,
+                            stream_randi, stream_uniform)
 
-__all__ = ["RandomSources", "sources_for", "generator_sources"]
+__all__ = ["RandomSources", "sources_for", "generator_sources", "GeneratorIntegers", "MATLAB_STREAM",
+           "Source", "SourcePlan", "default_source", "source_for", "INT_SEED_SOURCE", "ELEMENT_ORDER",
+           "ForkedStreamError", "fork_generation", "exclusive_stream", "check_randfunc_output"]
 
 
 @dataclass(frozen=True)
@@ -28,31 +49,182 @@ class RandomSources:
     flip_uniform: Callable[[int], np.ndarray]
     flip_randi: Callable[[int, int], np.ndarray]
 
+    @property
+    def uses_matlab_stream(self) -> bool:
+        """Whether any of the three draws comes from MATLAB's stream."""
+        return self.stochastic is stream_uniform or self.flip_uniform is stream_uniform
+
 
 MATLAB_STREAM = RandomSources(stream_uniform, stream_uniform, stream_randi)
 
 
-def _checked(randfunc) -> Callable[[int], np.ndarray]:
-    def draw(n: int) -> np.ndarray:
-        values = np.asarray(randfunc(n), dtype=np.float64).ravel()
-        if values.size != n:
-            raise ValueError(f"options.randfunc({n}) returned {values.size} numbers; it must return {n}.")
-        return values
+def check_randfunc_output(values: Any, n: int) -> np.ndarray:
+    """``randfunc(n)``'s result as a flat float64 array, checked: ``n`` real numbers in [0, 1).
 
-    return draw
+    Raises
+    ------
+    TypeError
+        When the values are not real numbers (strings, complex numbers, objects).
+    ValueError
+        When there are not ``n`` of them, or one is NaN, infinite, negative or at least 1.
+    """
+    array = np.asarray(values)
+    if array.dtype.kind not in "fiu":
+        raise TypeError(f"options.randfunc({n}) must return {n} real numbers in [0, 1), "
+                        f"got an array of {array.dtype}.")
+    flat = array.astype(np.float64, copy=False).reshape(-1)
+    if flat.size != n:
+        raise ValueError(f"options.randfunc({n}) returned {flat.size} numbers; it must return {n}.")
+    if n and not bool(np.all((flat >= 0.0) & (flat < 1.0))):  # False for NaN too
+        bad = float(flat[~((flat >= 0.0) & (flat < 1.0))][0])
+        raise ValueError(f"options.randfunc({n}) must return numbers in [0, 1), got {bad!r}.")
+    return flat
+
+
+class CheckedRandfunc:
+    """A user's ``randfunc``, called as chop.m calls it, with its output checked (picklable)."""
+
+    def __init__(self, randfunc: Callable[[int], object]):
+        self.randfunc = randfunc
+
+    def __call__(self, n: int) -> np.ndarray:
+        return check_randfunc_output(self.randfunc(n), n)
 
 
 def sources_for(randfunc: Optional[Callable[[int], Any]], flips: RandomSources = MATLAB_STREAM) -> RandomSources:
     """Sources as chop.m uses them: ``randfunc`` for stochastic rounding, ``flips`` for bit flips."""
     if randfunc is default_randfunc:
         return flips  # its own uniform draws serve stochastic rounding too
-    return RandomSources(_checked(randfunc), flips.flip_uniform, flips.flip_randi)
+    return RandomSources(CheckedRandfunc(randfunc), flips.flip_uniform, flips.flip_randi)
+
+
+class GeneratorIntegers:
+    """``flip_randi`` of a NumPy Generator: ``n`` integers in ``1..imax`` (a class, so it pickles)."""
+
+    def __init__(self, generator: np.random.Generator):
+        self.generator = generator
+
+    def __call__(self, imax: int, n: int) -> np.ndarray:
+        return self.generator.integers(1, imax, size=n, endpoint=True)
 
 
 def generator_sources(generator: np.random.Generator) -> RandomSources:
-    """All draws from a NumPy :class:`~numpy.random.Generator` (fast, not MATLAB's stream)."""
-    return RandomSources(
-        generator.random,
-        generator.random,
-        lambda imax, n: generator.integers(1, imax, size=n, endpoint=True),
-    )
+    """All draws from a NumPy :class:`~numpy.random.Generator` (fast, not MATLAB's stream).
+
+    The sources pickle with the generator's state: unpickled, they give the
+    numbers the original would have given next.
+    """
+    return RandomSources(generator.random, generator.random, GeneratorIntegers(generator))
+
+
+# --- the contract --------------------------------------------------------------------------------
+
+
+class Source(enum.Enum):
+    """The generators chop can draw from."""
+
+    #: MATLAB's global Mersenne Twister stream (:func:`pychop_compat.rng`), one per process.
+    MATLAB_STREAM = "matlab_stream"
+    #: The counter-based generator of :mod:`pychop_compat.engines.device_random`, one counter
+    #: per device, seeded by ``seed_device``.
+    DEVICE_COUNTER = "device_counter"
+    #: A NumPy Generator owned by a ``Chop`` object, drawn from sequentially.
+    GENERATOR = "generator"
+    #: The counter-based generator with a ``Chop`` object's own seed and call counter.
+    SEEDED_COUNTER = "seeded_counter"
+    #: ``options.randfunc`` (stochastic rounding only).
+    RANDFUNC = "randfunc"
+
+
+#: The order in which each source's numbers go to the elements of an array.
+#: ``'column-major'``: a sequential source; chop.m's order (MATLAB's column-major
+#: order, the normal block before chop's subnormal block, only elements that need a
+#: number).  ``'row-major index'``: a counter-based source; element ``i`` in row-major
+#: (C) order gets the numbers of counter ``offset + i``, whatever the memory layout.
+ELEMENT_ORDER = {
+    Source.MATLAB_STREAM: "column-major",
+    Source.GENERATOR: "column-major",
+    Source.RANDFUNC: "column-major",
+    Source.DEVICE_COUNTER: "row-major index",
+    Source.SEEDED_COUNTER: "row-major index",
+}
+
+#: What ``Chop(..., rng=<int seed>)`` draws from.  The contract gives it the
+#: counter-based generator (:attr:`Source.SEEDED_COUNTER`); until that path is
+#: implemented it is ``numpy.random.default_rng(seed)``, a :attr:`Source.GENERATOR`.
+INT_SEED_SOURCE = Source.GENERATOR
+
+
+@dataclass(frozen=True)
+class SourcePlan:
+    """Where one call's numbers come from: ``stochastic`` for rounding modes 5 and 6,
+    ``flips`` for bit flips."""
+
+    stochastic: Source
+    flips: Source
+
+
+def default_source(library: str, device_type: str = "cpu") -> Source:
+    """The source of an array with neither ``rng`` nor ``randfunc``.
+
+    Parameters
+    ----------
+    library : {'numpy', 'torch', 'cupy'}
+        The array's library.
+    device_type : str
+        ``'cpu'`` or a GPU type such as ``'cuda'``.
+
+    Returns
+    -------
+    Source
+        :attr:`Source.MATLAB_STREAM` on the CPU; :attr:`Source.DEVICE_COUNTER`
+        on a GPU, except inside ``matlab_stream_on_device()`` (then MATLAB's stream).
+    """
+    if library == "cupy" or (library == "torch" and device_type != "cpu"):
+        from .engines.torch_engine import draws_on_device
+        from .options import DEFAULT_SPEC
+
+        return Source.DEVICE_COUNTER if draws_on_device(DEFAULT_SPEC, MATLAB_STREAM) else Source.MATLAB_STREAM
+    if library in ("numpy", "torch"):
+        return Source.MATLAB_STREAM
+    raise ValueError(f"Unknown array library {library!r}; expected 'numpy', 'torch' or 'cupy'.")
+
+
+def source_for(x: Any, *, randfunc: Optional[Callable] = None, rng: Any = None) -> SourcePlan:
+    """Where ``chop(x, options)`` (``rng=None``) or ``Chop(options, rng=rng)(x)`` draws.
+
+    Parameters
+    ----------
+    x : array
+        The input (its library and device pick the default).
+    randfunc : callable, optional
+        ``options.randfunc``, if given.
+    rng : numpy.random.Generator or int, optional
+        ``Chop``'s ``rng`` argument.
+
+    Returns
+    -------
+    SourcePlan
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from pychop_compat.randomness import source_for
+    >>> source_for(np.zeros(3))
+    SourcePlan(stochastic=<Source.MATLAB_STREAM: 'matlab_stream'>, flips=<Source.MATLAB_STREAM: 'matlab_stream'>)
+    >>> source_for(np.zeros(3), randfunc=np.random.default_rng(0).random, rng=7).stochastic
+    <Source.RANDFUNC: 'randfunc'>
+    """
+    from .engines import array_library
+
+    if rng is None:
+        library = array_library(x)
+        device = getattr(x, "device", "cpu")
+        device_type = getattr(device, "type", None) or ("cpu" if library != "cupy" else "cuda")
+        base = default_source(library, device_type)
+    elif isinstance(rng, np.random.Generator):
+        base = Source.GENERATOR
+    else:
+        base = INT_SEED_SOURCE
+    stochastic = Source.RANDFUNC if randfunc is not None and randfunc is not default_randfunc else base
+    return SourcePlan(stochastic=stochastic, flips=base)

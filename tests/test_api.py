@@ -6,7 +6,7 @@ stated next to them, never from running this package.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+from types import MappingProxyType, SimpleNamespace
 
 import numpy as np
 import pytest
@@ -50,11 +50,22 @@ def test_missing_format_means_fp16():
     assert chop_options().format == "h"
 
 
-@pytest.mark.parametrize("empty", [None, {}, []])
-def test_no_or_empty_options_reuse_stored(empty):
+@pytest.mark.parametrize("empty", [None, [], (), ""])
+def test_matlab_empty_options_reuse_stored(empty):
+    # MATLAB's chop(x, []): isempty(options), so the stored options are used.
     chop(THIRD, {"format": "b", "round": 3})
     assert chop(THIRD, empty) == THIRD_BF16_DOWN
     assert chop(THIRD) == THIRD_BF16_DOWN
+
+
+@pytest.mark.parametrize("struct", [{}, MappingProxyType({}), SimpleNamespace(), Options()],
+                         ids=["dict", "mappingproxy", "namespace", "Options"])
+def test_empty_struct_means_every_default(struct):
+    # MATLAB's chop(x, struct()): a struct is not empty, so chop.m gives every field its default.
+    chop(THIRD, {"format": "b", "round": 3})
+    assert chop(THIRD, struct) == THIRD_FP16_NEAREST
+    o = chop_options()
+    assert (o.format, o.round, o.subnormal) == ("h", 1, 1)
 
 
 def test_options_object_is_a_struct_not_empty():

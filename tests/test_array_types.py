@@ -74,8 +74,8 @@ def test_numpy_subclasses_keep_their_type():
     out = chop(masked, {"format": "h"})
     assert isinstance(out, np.ma.MaskedArray)
     np.testing.assert_array_equal(out.mask, masked.mask)
-    np.testing.assert_array_equal(out.data, HALF)
-    assert not out.mask is masked.mask  # a copy of the mask
+    np.testing.assert_array_equal(out.data, np.where(masked.mask, VALUES, HALF))  # masked ones kept
+    assert out.mask is not masked.mask  # a copy of the mask
 
 
 def test_memmap_gives_a_plain_array(tmp_path):

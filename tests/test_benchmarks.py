@@ -48,3 +48,12 @@ def test_cpu_benchmark_quick_run():
     assert any("fp16 SR5 MATLAB stream" in row for row in rows)
     for label in ("float8_e4m3fn RN", "float4_e2m1fn RN", "fp16 round to odd (cpfloat)"):
         assert any(label in row and "failed" not in row for row in rows), label
+
+
+@pytest.mark.skipif("torch" not in available_engines(), reason="torch not installed")
+def test_nn_benchmark_prints_its_table():
+    out = _run("bench_nn.py", "--quick", "--threads", "1")
+    assert out.returncode == 0, out.stderr
+    rows = [line for line in out.stdout.splitlines() if line.startswith("| ") and not line.startswith("| case")]
+    assert len(rows) == 5, out.stdout  # one size, five cases (no torch.compile row in --quick)
+    assert all(row.count("|") == 6 for row in rows)

@@ -161,9 +161,14 @@ def test_torch_no_grad_and_requires_grad(torch_device):
         assert_bits_equal(to_numpy(chop(_tensor(x, torch_device), options)), expected, "no_grad")
     leaf = _tensor(x, torch_device).requires_grad_(True)
     out = chop(leaf, options)
-    assert not out.requires_grad and out.grad_fn is None  # detached, as documented
-    assert_bits_equal(to_numpy(out), expected, "requires_grad")
-    assert leaf.requires_grad and leaf.grad is None
+    # The straight-through estimator (documented): in the graph, derivative 1.
+    assert out.requires_grad and out.grad_fn is not None
+    assert_bits_equal(to_numpy(out.detach()), expected, "requires_grad")
+    weights = torch.arange(leaf.numel(), dtype=leaf.dtype, device=leaf.device).reshape(leaf.shape)
+    (out * weights).sum().backward()
+    assert torch.equal(leaf.grad, weights)  # d/dx sum(w * x) = w, passed through chop unchanged
+    with torch.no_grad():
+        assert not chop(leaf, options).requires_grad
 
 
 @pytest.mark.parametrize("mode", [1, 2, 5, 6])

@@ -180,3 +180,23 @@ def test_dask_out_of_core_small():
         # Stochastic rounding is unbiased: |mean error| is far below the mean absolute error
         # (a 6-sigma bound for 200,000 independent errors is about 1.3% of it).
         assert abs(res["mean_signed_error_sr"]) < 0.05 * res["mean_abs_error_sr"]
+
+
+# ---------------------------------------------------------------------------
+# train_digits.py
+# ---------------------------------------------------------------------------
+
+
+def test_train_digits_smoke(tmp_path):
+    """Two epochs, one seed: every configuration runs, the figure is written, and the
+    float32 baseline learns (test accuracy well above the 1/10 of guessing)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("sklearn")
+    pytest.importorskip("matplotlib")
+    mod = load("train_digits")
+    figure = tmp_path / "digits.png"
+    results = mod.main(seeds=(0,), epochs=2, figure=figure, verbose=False)
+    assert set(results) == {("float32", "-")} | {(label, r) for label, fmt in mod.FORMATS[1:] for r in ("RN", "SR")}
+    assert all(len(h) == 1 and len(h[0]) == 2 and all(0 <= a <= 1 for a in h[0]) for h in results.values())
+    assert results[("float32", "-")][0][-1] > 0.5
+    assert figure.stat().st_size > 10_000

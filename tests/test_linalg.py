@@ -585,11 +585,14 @@ def test_gmres_ir_single_working_precision():
 
 
 def test_option_objects_are_read_as_chop_reads_them():
-    # chop reads only the option names of an object with attributes (a MATLAB struct may
-    # carry other fields); the kernels must do the same, and agree with the dict spelling.
+    # chop reads the option names of an object with attributes and, like for a dict, refuses
+    # a field that is not an option (issue 18); the kernels must do the same, and agree with
+    # the dict spelling.
     from types import SimpleNamespace
 
     A = np.array([[1 / 3, 2 / 3], [1 / 7, 5 / 7]])
-    struct = SimpleNamespace(format="b", round=2, note="not an option")
+    struct = SimpleNamespace(format="b", round=2)
     assert np.array_equal(linalg.matmul(A, A, struct), linalg.matmul(A, A, {"format": "b", "round": 2}))
+    with pytest.raises(ValueError, match=r"Unknown chop option\(s\) \['note'\]"):
+        linalg.matmul(A, A, SimpleNamespace(format="b", round=2, note="not an option"))
     assert np.array_equal(linalg.matmul(A, A, "b"), linalg.matmul(A, A, {"format": "b"}))

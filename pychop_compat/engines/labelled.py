@@ -1,7 +1,7 @@
-"""Labelled and subclassed arrays: pandas Series/DataFrame, xarray DataArray, NumPy subclasses.
+"""Labelled arrays: pandas Series/DataFrame and xarray DataArray.
 
 chop rounds their values and gives back the same type with the same labels
-(index, columns, coordinates, name, attributes, mask); the values are rounded
+(index, columns, coordinates, name, attributes); the values are rounded
 by the engine of the array they hold (an xarray DataArray backed by Dask stays
 lazy).  What cannot be given back faithfully is refused with a ``TypeError``:
 pandas extension dtypes (nullable ``Float64``, categoricals, ...), DataFrames
@@ -17,7 +17,7 @@ import numpy as np
 
 from . import array_library, unsupported_type_error
 
-__all__ = ["chop_labelled", "frame_dtype", "as_subclass"]
+__all__ = ["chop_labelled", "frame_dtype"]
 
 
 def frame_dtype(frame) -> np.dtype:
@@ -52,13 +52,3 @@ def chop_labelled(x, chop_values: Callable):
         return x.copy(data=chop_values(x.data))
     out.attrs = dict(x.attrs)
     return out
-
-
-def as_subclass(out: np.ndarray, like: np.ndarray):
-    """``out`` as ``like``'s ndarray subclass: a masked array keeps its mask; a memmap gives a plain
-    array (the result lives in memory, not in the file); others (e.g. ``np.matrix``) are views."""
-    if isinstance(like, np.ma.MaskedArray):
-        return np.ma.MaskedArray(out, mask=np.ma.getmaskarray(like).copy(), fill_value=like.fill_value)
-    if isinstance(like, np.memmap) or not isinstance(out, np.ndarray):
-        return out
-    return out.view(type(like))

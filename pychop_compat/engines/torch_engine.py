@@ -41,8 +41,13 @@ operations:
 With ``randfunc`` (or ``Chop(..., rng=...)``) the draws always come from the
 host and the results are bit-identical to NumPy on every device.
 
-Autograd: the result is detached (``requires_grad=False``); chop is a
-rounding, and gradients do not flow through it.
+Autograd: when ``x`` requires grad and grad mode is on, the result is part
+of the graph, with the straight-through estimator as its derivative: the
+gradient passes through chop unchanged (the rounding's derivative taken as 1),
+so that a training loop that calls chop keeps learning.  The values are chop's,
+bit for bit.  For clipping or rounding the gradient, or for different formats
+in the two passes, use :func:`pychop_compat.nn.quantize`.  Otherwise (no grad
+needed, or under ``torch.no_grad()``) the result is a plain tensor.
 
 What every device engine derives from a spec (the random-number policy, host
 draws, carriers, limits) lives in :mod:`pychop_compat.engines.device_plan`;
@@ -769,9 +774,43 @@ def chop_tensor(x, spec: ChopSpec, sources: RandomSources):
     Returns
     -------
     torch.Tensor
-        A new, detached, contiguous tensor with the shape, device and dtype
-        of ``x`` (float64 for integer and bool input).  ``x`` is not modified.
+        A new contiguous tensor with the shape, device and dtype of ``x``
+        (float64 for integer and bool input).  ``x`` is not modified.  When
+        ``x`` requires grad (and grad mode is on) the result carries the
+        straight-through gradient (see the module notes); else it is detached.
     """
+    import torch
+
+    if x.requires_grad and torch.is_grad_enabled():
+        return _straight_through().apply(x, spec, sources)
+    return _chop_detached(x, spec, sources)
+
+
+_STRAIGHT_THROUGH = None
+
+
+def _straight_through():
+    """The autograd rule of chop (built on first use: torch is imported lazily)."""
+    global _STRAIGHT_THROUGH
+    if _STRAIGHT_THROUGH is None:
+        import torch
+
+        class ChopStraightThrough(torch.autograd.Function):
+            """chop's values forward; the gradient passes through unchanged backward."""
+
+            @staticmethod
+            def forward(ctx, x, spec, sources):
+                return _chop_detached(x, spec, sources)
+
+            @staticmethod
+            def backward(ctx, grad):
+                return grad, None, None
+
+        _STRAIGHT_THROUGH = ChopStraightThrough
+    return _STRAIGHT_THROUGH
+
+
+def _chop_detached(x, spec: ChopSpec, sources: RandomSources):
     import torch
 
     with torch.no_grad():

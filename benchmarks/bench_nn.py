@@ -1,0 +1,104 @@
+"""Speed of pychop_compat.nn's quantizer against a hardware cast, ``x.half().float()``.
+
+Run from the repository root::
+
+    python benchmarks/bench_nn.py                  # CPU, float32, n = 1e5 and 1e6
+    python benchmarks/bench_nn.py --quick          # smoke run
+    python benchmarks/bench_nn.py --device cuda    # on a GPU (if torch sees one)
+
+Rows: the quantizer to fp16 with round to nearest, eager (pure elementwise
+torch operations, :mod:`pychop_compat.engines.torch_elementwise`) and under
+``torch.compile`` (Inductor: one fused kernel); ``chop`` itself (the torch
+engine's bit-pattern fast path); bfloat16 and stochastic rounding; and the
+forward + backward of ``quantize`` on a tensor that requires grad.  Each time
+is the median of repeats, in ns per element, with its ratio to
+``x.half().float()`` timed alternately in the same run (the ratio is what to
+compare across machines; nothing is asserted).  All rows return a new tensor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+from pychop_compat import Chop  # noqa: E402
+from pychop_compat.nn import GradientRule, Rounder, apply_quantizer  # noqa: E402
+
+
+def _time(func, sync, repeats: int) -> float:
+    func()
+    sync()
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        func()
+        sync()
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small n, few repeats, no torch.compile")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--sizes", default=None, help="comma-separated n (default 1e5,1e6)")
+    parser.add_argument("--repeats", type=int, default=None)
+    parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile rows")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch.set_num_threads (1 gives steadier numbers on a shared machine)")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        print("No CUDA GPU visible to torch: nothing to measure on cuda.")
+        return 0
+    sizes = [int(float(s)) for s in (args.sizes or ("2e4" if args.quick else "1e5,1e6")).split(",")]
+    repeats = args.repeats or (3 if args.quick else 15)
+    compile_rows = not (args.quick or args.no_compile)
+    device = torch.device(args.device)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+
+    fp16, bf16, sr = Rounder("h"), Rounder("b"), Rounder("h", "stochastic")
+    chop_fp16 = Chop(format="h")
+    rule = GradientRule()
+    compiled = torch.compile(lambda v: fp16(v)) if compile_rows else None
+
+    print(f"torch {torch.__version__}, device {device}, threads {torch.get_num_threads()}, float32, "
+          f"median of {repeats}")
+    print("| case | n | ns/element | baseline ns/element | ratio to x.half().float() |")
+    print("|---|---|---|---|---|")
+    for n in sizes:
+        x = torch.randn(n, device=device)
+        leaf = x.clone().requires_grad_(True)
+        upstream = torch.ones_like(x)
+
+        def train_step():
+            apply_quantizer(leaf, fp16, rule).backward(upstream)
+
+        cases = [("quantizer fp16 RN, eager", lambda: fp16(x)),
+                 ("chop fp16 RN (torch engine)", lambda: chop_fp16(x)),
+                 ("quantizer bf16 RN, eager", lambda: bf16(x)),
+                 ("quantizer fp16 SR (torch.rand), eager", lambda: sr(x)),
+                 ("quantize fp16 forward + backward", train_step)]
+        if compiled is not None:
+            cases.insert(1, ("quantizer fp16 RN, torch.compile", lambda: compiled(x)))
+        for label, func in cases:
+            ours, base = [], []
+            for _ in range(3):  # alternate with the baseline, to share the machine's state
+                ours.append(_time(func, sync, repeats))
+                base.append(_time(lambda: x.half().float(), sync, repeats))
+            t, b = statistics.median(ours), statistics.median(base)
+            print(f"| {label} | {n:.0e} | {t / n * 1e9:.2f} | {b / n * 1e9:.2f} | {t / b:.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

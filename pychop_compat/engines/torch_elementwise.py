@@ -1,0 +1,365 @@
+"""chop.m's rounding as a chain of elementwise torch operations (no Python branches on data).
+
+This is the rounding of :func:`pychop_compat.chop` for one element, written
+so that every step is an elementwise tensor operation whose shape and control
+flow do not depend on the values: no ``.item()``, no ``any()``, no indexing
+by masks.  ``torch.compile`` (Dynamo and Inductor) traces it into one graph,
+and it runs unchanged on CPU and CUDA tensors.  It serves
+:mod:`pychop_compat.nn`, where quantizers sit inside compiled training steps.
+
+What it computes, for an element ``x`` of a float32 or float64 tensor and a
+:class:`~pychop_compat.options.ChopSpec` without bit flips and without the
+extended semantics (``spec.extended``):
+
+1. ``e``, the exponent of ``x`` (``x = 2^e * 1.f``), read from the bit pattern,
+   exact for the carrier's subnormals; ``-1`` for 0, Inf and NaN (``frexp``'s rule);
+2. chop.m's scale: ``t - 1 - e``, or ``t - 1 - emin`` in its subnormal block
+   (``emins <= e < emin``, when the exponent range is on), applied as two
+   exact power-of-two factors built from bits (``2^s`` alone can overflow);
+3. roundit.m's rounding of the scaled value to an integer (modes 1 to 4; modes
+   5 and 6 compare a uniform number per element, given as a tensor, with the
+   fraction or with 1/2, in the input's precision, as chop.m does);
+4. the scale undone (one rounding, as ``ldexp``) and chop.m's overflow and
+   underflow rules (overflow decided on ``x``, underflow on the result).
+
+In eager mode, float32 values rounded to nearest in fp16 or bfloat16 with
+subnormals take torch's hardware cast to that dtype and back (one correct
+rounding, chop.m's overflow threshold), with zeros made +0 as chop.m's range
+rules make them.  Not under ``torch.compile``: Inductor does not emulate a
+cast down and back up by default (``emulate_precision_casts``) and would
+return the input unchanged.
+
+Only multiplications (no additions after a product) touch floating-point
+values, so a compiler that fuses multiply-add cannot change a result, and the
+carrier's subnormals are never flushed by an operation: a flush would be
+visible, and the tests compare compiled and eager results bit for bit on
+subnormal inputs.
+
+Given the same uniform number for every element, the results are those of
+:func:`pychop_compat.chop` bit for bit, except for the sign of zero in one
+case: with ``explim = 0`` and stochastic rounding, chop.m gives ``-0`` for
+``-0`` when no element of its block needed a random number (a property of the
+whole array, which an elementwise rule cannot see), and ``+0`` otherwise; here
+it is always ``+0``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import numpy as np
+
+from ..options import ChopSpec
+
+__all__ = ["ElementwisePlan", "supports", "round_elementwise", "round_stochastic_eager"]
+
+
+def supports(spec: ChopSpec) -> bool:
+    """True when :func:`round_elementwise` computes chop's rounding for ``spec``.
+
+    Bit flips (random choices over whole blocks) and the extended semantics that
+    the format catalogue adds (``spec.extended``) are left to
+    :func:`pychop_compat.chop`.
+    """
+    return not spec.flips and not getattr(spec, "extended", False) and 1 <= spec.round <= 6
+
+
+# --- thresholds: chop.m compares with doubles; exact comparisons in float32 ----------------
+
+def _at_least(value: float, dtype: np.dtype) -> float:
+    """The smallest ``dtype`` number >= value: ``x >= value`` iff ``x >= result``."""
+    with np.errstate(over="ignore"):
+        f = dtype.type(value)
+    if float(f) < value:
+        f = np.nextafter(f, dtype.type(np.inf))
+    return float(f)
+
+
+def _at_most(value: float, dtype: np.dtype) -> float:
+    """The largest ``dtype`` number <= value: ``x > value`` iff ``x > result``."""
+    with np.errstate(over="ignore"):
+        f = dtype.type(value)
+    if float(f) > value:
+        f = np.nextafter(f, dtype.type(-np.inf))
+    return float(f)
+
+
+def _stored(value: float, dtype: np.dtype) -> float:
+    """``value`` assigned into a ``dtype`` array (rounded to nearest)."""
+    with np.errstate(over="ignore"):
+        return float(dtype.type(value))
+
+
+# (stored significand bits, exponent bias, all-ones exponent field) of each carrier
+_LAYOUT = {"float64": (52, 1023, 0x7FF), "float32": (23, 127, 0xFF)}
+
+
+@dataclass(frozen=True)
+class ElementwisePlan:
+    """Everything :func:`round_elementwise` needs, as Python numbers (constants to a compiler).
+
+    Build it with :meth:`from_spec`; it is immutable and hashable.
+    """
+
+    carrier: str          # 'float32' or 'float64'
+    mant: int
+    bias: int
+    field: int
+    t: int
+    emin: int
+    emins: int
+    mode: int
+    limits: bool          # chop's exponent range (explim)
+    keeps_subnormals: bool
+    xboundary_ge: float   # x >= xboundary   <=> x >= xboundary_ge
+    xmax_gt: float        # x > xmax         <=> x > xmax_gt
+    xmax_value: float
+    min_rep_lt: float     # |c| < min_rep    <=> |c| < min_rep_lt
+    half_gt: float        # |c| > min_rep/2  <=> |c| > half_gt
+    half_ge: float        # |c| >= min_rep/2 <=> |c| >= half_ge
+    min_rep_value: float
+    # 'float16' or 'bfloat16' when chop's rounding of this carrier (float32) is the hardware
+    # cast to that dtype and back, up to the sign of zero; else None (see round_elementwise).
+    cast: Optional[str] = None
+
+    @classmethod
+    def from_spec(cls, spec: ChopSpec, carrier: str) -> "ElementwisePlan":
+        """The plan for rounding ``carrier`` ('float32' or 'float64') values by ``spec``.
+
+        Raises
+        ------
+        ValueError
+            If :func:`supports` is False for ``spec`` or the carrier is not float32/float64.
+        """
+        if not supports(spec):
+            raise ValueError("round_elementwise does not support bit flips or extended specs; use chop.")
+        if carrier not in _LAYOUT:
+            raise ValueError(f"carrier must be 'float32' or 'float64', not {carrier!r}.")
+        mant, bias, field = _LAYOUT[carrier]
+        dt = np.dtype(carrier)
+        fmt = spec.fmt
+        # Exponents far outside every carrier's range act like +-2^30 (keeps int32 safe).
+        clamp = lambda e: max(-(1 << 30), min(1 << 30, int(e)))  # noqa: E731
+        min_rep = np.float64(fmt.xmins if spec.keeps_subnormals else fmt.xmin)
+        half = float(min_rep / 2)  # in double, as chop.m
+        return cls(
+            carrier=carrier, mant=mant, bias=bias, field=field, t=fmt.t,
+            emin=clamp(fmt.emin), emins=clamp(fmt.emins), mode=spec.round,
+            limits=spec.limits_exponent, keeps_subnormals=spec.keeps_subnormals,
+            xboundary_ge=_at_least(fmt.xboundary, dt), xmax_gt=_at_most(fmt.xmax, dt),
+            xmax_value=_stored(fmt.xmax, dt), min_rep_lt=_at_least(float(min_rep), dt),
+            half_gt=_at_most(half, dt), half_ge=_at_least(half, dt),
+            min_rep_value=_stored(float(min_rep), dt),
+            cast=_hardware_cast(spec, carrier),
+        )
+
+
+# (t, emax) of the formats torch can cast float32 to in one correct rounding to nearest.
+_CASTS = {(11, 15): "float16", (8, 127): "bfloat16"}
+
+
+def _hardware_cast(spec: ChopSpec, carrier: str) -> Optional[str]:
+    """The torch dtype whose float32 cast rounds like chop's nearest mode with the full range.
+
+    A float32 -> float16/bfloat16 cast rounds to nearest, ties to even, with
+    gradual underflow and overflow to Inf at the same threshold as chop.m
+    (xboundary); chop.m gives +0 where the cast keeps the sign of a zero.
+    Only from float32: torch casts float64 through float32 (two roundings).
+    """
+    if carrier != "float32" or spec.round != 1 or not spec.limits_exponent or not spec.keeps_subnormals:
+        return None
+    return _CASTS.get((spec.fmt.t, spec.fmt.emax))
+
+
+def _int_dtype(torch, plan: ElementwisePlan):
+    return torch.int64 if plan.carrier == "float64" else torch.int32
+
+
+def _pow2(k, plan: ElementwisePlan, float_dtype):
+    """2**k for integer tensors k in the carrier's normal range, from its bits (exact)."""
+    return ((k + plan.bias) << plan.mant).view(float_dtype)
+
+
+def _exponent(x, plan: ElementwisePlan):
+    """e with |x| = 2^e * 1.f (exact for the carrier's subnormals); -1 for 0, Inf, NaN."""
+    import torch
+
+    int_dtype = _int_dtype(torch, plan)
+    bits = 64 if plan.carrier == "float64" else 32
+    magnitude = x.view(int_dtype) & ((1 << (bits - 1)) - 1)  # the sign bit cleared
+    biased = magnitude >> plan.mant
+    # A subnormal's leading bit: its significand converted (exactly) to a float.
+    lead = ((magnitude.to(x.dtype).view(int_dtype) >> plan.mant) - plan.bias) + (1 - plan.bias - plan.mant)
+    e = torch.where(biased == 0, lead, biased - plan.bias)
+    special = (magnitude == 0) | (biased == plan.field)
+    return torch.where(special, torch.full_like(e, -1), e)
+
+
+def round_elementwise(x: Any, plan: ElementwisePlan, uniforms: Any = None) -> Any:
+    """Round ``x`` (float32 or float64, the plan's carrier) as chop does: a new tensor.
+
+    Parameters
+    ----------
+    x : torch.Tensor
+        Values in the plan's carrier dtype, any shape and device.
+    plan : ElementwisePlan
+    uniforms : torch.Tensor, optional
+        For stochastic rounding (modes 5 and 6): one number in [0, 1) per element
+        (broadcastable to ``x``), converted to ``x``'s dtype before the
+        comparison, as chop.m compares in the input's class.  Ignored otherwise.
+
+    Returns
+    -------
+    torch.Tensor
+        The rounded values, same shape, dtype and device.
+
+    Raises
+    ------
+    ValueError
+        For stochastic modes without ``uniforms``, or ``x`` not in the plan's carrier.
+    """
+    import torch
+
+    if str(x.dtype).rpartition(".")[2] != plan.carrier:
+        raise ValueError(f"round_elementwise: the plan is for {plan.carrier} tensors, got {x.dtype}.")
+    mode = plan.mode
+    if plan.cast is not None and not torch.compiler.is_compiling():
+        # Eager only: Inductor does not emulate a cast down and back up (its
+        # emulate_precision_casts is off by default) and would return x unchanged.
+        y = x.to(getattr(torch, plan.cast)).to(x.dtype)
+        return y.add_(0.0)  # chop.m's range rules make zeros +0; -0 + 0 = +0
+    if mode >= 5 and uniforms is None:
+        raise ValueError("Stochastic rounding (round = 5 or 6) needs a tensor of uniform numbers.")
+    e = _exponent(x, plan)
+    if plan.limits:
+        in_sub = (e < plan.emin) & (e >= plan.emins)
+        s = (plan.t - 1) - torch.where(in_sub, torch.full_like(e, plan.emin), e)
+    else:
+        s = (plan.t - 1) - e
+    s1 = s >> 1
+    s2 = s - s1
+    y = x * _pow2(s1, plan, x.dtype) * _pow2(s2, plan, x.dtype)
+
+    if mode == 1:
+        r = torch.round(y)  # half to even
+    elif mode == 2:
+        r = torch.ceil(y)
+    elif mode == 3:
+        r = torch.floor(y)
+    elif mode == 4:
+        r = torch.trunc(y)
+    else:
+        magnitude = y.abs()
+        low = torch.floor(magnitude)
+        fraction = magnitude - low  # exact; NaN for Inf and NaN, which draw too (chop.m)
+        u = uniforms.to(x.dtype)
+        up = (fraction != 0) & (u <= (fraction if mode == 5 else 0.5))
+        rounded = torch.where(up, torch.ceil(magnitude), low)
+        r = torch.where(y < 0, -rounded, rounded)
+
+    # Back to x's scale: the first factor keeps the value normal (exact), the second rounds once.
+    c = r * _pow2(-s1, plan, x.dtype) * _pow2(-s2, plan, x.dtype)
+    if plan.limits:
+        c = _underflow(_overflow(c, x, plan), plan)
+    return c
+
+
+def _overflow(c, x, plan: ElementwisePlan):
+    """chop.m's overflow rules, decided on the input ``x``."""
+    import torch
+
+    inf, mode = float("inf"), plan.mode
+    if mode in (1, 6):
+        c = torch.where(x >= plan.xboundary_ge, inf, c)
+        return torch.where(x <= -plan.xboundary_ge, -inf, c)
+    if mode == 2:
+        c = torch.where(x > plan.xmax_gt, inf, c)
+        return torch.where((x < -plan.xmax_gt) & (x != -inf), -plan.xmax_value, c)
+    if mode == 3:
+        c = torch.where((x > plan.xmax_gt) & (x != inf), plan.xmax_value, c)
+        return torch.where(x < -plan.xmax_gt, -inf, c)
+    c = torch.where((x > plan.xmax_gt) & (x != inf), plan.xmax_value, c)
+    return torch.where((x < -plan.xmax_gt) & (x != -inf), -plan.xmax_value, c)
+
+
+def _underflow(c, plan: ElementwisePlan):
+    """chop.m's underflow rules, decided on the rounded value ``c``."""
+    import torch
+
+    magnitude = c.abs()
+    small = magnitude < plan.min_rep_lt
+    zero = torch.zeros_like(c)
+    if plan.mode == 1:
+        beyond_half = magnitude > plan.half_gt if plan.keeps_subnormals else magnitude >= plan.half_ge
+        to_min = small & beyond_half
+        target = torch.copysign(torch.full_like(c, plan.min_rep_value), c)
+    elif plan.mode == 2:
+        to_min, target = small & (c > 0), torch.full_like(c, plan.min_rep_value)
+    elif plan.mode == 3:
+        to_min, target = small & (c < 0), torch.full_like(c, -plan.min_rep_value)
+    else:
+        return torch.where(small, zero, c)
+    return torch.where(to_min, target, torch.where(small, zero, c))
+
+
+def _regular_range(plan: ElementwisePlan):
+    """(low, high): carrier bit patterns of magnitudes whose rounding is a plain t-bit
+    rounding of the significand, untouched by chop's range rules (xmin <= |x| <= xmax,
+    normal in the carrier)."""
+    dt = np.dtype(plan.carrier)
+    int_dt = np.int64 if plan.carrier == "float64" else np.int32
+    low = 1 << plan.mant  # the carrier's smallest normal number
+    high = (plan.field << plan.mant) - 1  # its largest finite number
+    if plan.limits:
+        xmin = _at_least(2.0 ** plan.emin if plan.emin >= -1074 else 0.0, dt)  # the format's
+        low = max(low, int(np.array(xmin, dt).view(int_dt)))
+        high = min(high, int(np.array(plan.xmax_gt, dt).view(int_dt)))
+    return low, high
+
+
+_EAGER_PIECE = 32768
+
+
+def round_stochastic_eager(x: Any, plan: ElementwisePlan, uniforms: Any) -> Any:
+    """Stochastic rounding (modes 5, 6) of ``x`` as :func:`round_elementwise`, faster in eager mode.
+
+    Elements in the format's normal range round on their bit patterns (the
+    dropped bits are the scaled value's fraction, exactly; the kept bits go up
+    one unit when the element's number is at most that fraction, or 1/2 in
+    mode 6, and the fraction is not 0); the others (below xmin, above xmax,
+    the carrier's subnormals, Inf, NaN) are gathered and take
+    :func:`round_elementwise`.  The gathering depends on the data: for eager
+    mode only (``torch.compile`` traces :func:`round_elementwise` instead).
+    """
+    import torch
+
+    if plan.mode < 5:
+        raise ValueError("round_stochastic_eager is for round = 5 or 6.")
+    int_dtype = _int_dtype(torch, plan)
+    flat = x.reshape(-1)
+    u = uniforms.expand(x.shape).reshape(-1).to(x.dtype)
+    shift = max(plan.mant - plan.t + 1, 0)
+    mask = (1 << shift) - 1
+    low, high = _regular_range(plan)
+    abs_mask = np.iinfo(np.int64 if plan.carrier == "float64" else np.int32).max
+    out = torch.empty_like(flat)
+    irregular = torch.empty(flat.shape, dtype=torch.bool, device=flat.device)
+    # On the CPU, pieces that stay in the cache (and below torch's parallel grain size);
+    # elsewhere, one piece.
+    piece = _EAGER_PIECE if flat.device.type == "cpu" else max(flat.numel(), 1)
+    for begin in range(0, flat.numel(), piece):
+        part = slice(begin, begin + piece)
+        bits = flat[part].view(int_dtype)
+        dropped = bits & mask
+        if plan.mode == 5:
+            up = (u[part] <= dropped.to(x.dtype).mul_(2.0 ** -shift)).logical_and_(dropped != 0)
+        else:
+            up = (u[part] <= 0.5).logical_and_(dropped != 0)
+        torch.add(bits & ~mask, up.to(int_dtype).mul_(mask + 1), out=out[part].view(int_dtype))
+        magnitude = bits & abs_mask
+        torch.logical_or(magnitude < low, magnitude > high, out=irregular[part])
+    others = torch.nonzero(irregular).view(-1)
+    if others.numel():
+        out[others] = round_elementwise(flat[others], plan, u[others])
+    return out.view(x.shape)

@@ -1,0 +1,237 @@
+"""Quantizer modules and quantized layers: :class:`Quantizer`, ``Quantized*`` layers, :func:`lower`."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Optional, Union
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from .quantize import GradientRule, Rounder, _rounder_for, apply_quantizer
+
+__all__ = ["Quantizer", "QuantizedLinear", "QuantizedConv1d", "QuantizedConv2d", "QuantizedConv3d",
+           "QuantizedLayerNorm", "lower"]
+
+
+class Quantizer(nn.Module):
+    """Round activations in the forward pass and their gradients in the backward pass.
+
+    The module form of :func:`~pychop_compat.nn.quantize`, with separate formats
+    and modes for the two passes (as QPyTorch's ``Quantizer``): e.g. activations
+    in bfloat16 with round to nearest, gradients in fp8 with stochastic rounding.
+
+    Parameters
+    ----------
+    forward : str, dict, Options, Chop, Rounder or None, default 'h'
+        Format of the forward values (None: values pass unchanged).
+    backward : same kinds, optional
+        Format of the gradients (None: gradients pass unchanged).
+    forward_rounding, backward_rounding : str or int, optional
+        Rounding modes (names of :data:`~pychop_compat.nn.ROUNDING_NAMES` or chop's 1..6).
+    clip : bool
+        Zero the gradient where ``|x|`` exceeds the forward format's xmax.
+    forward_rng, backward_rng : optional
+        Random sources for stochastic rounding (see :class:`~pychop_compat.nn.Rounder`).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from pychop_compat.nn import Quantizer
+    >>> q = Quantizer('b', 'q52', backward_rounding='stochastic')
+    >>> x = torch.tensor([1/3], requires_grad=True)
+    >>> q(x)
+    tensor([0.3340], grad_fn=<_QuantizeBackward>)
+    """
+
+    def __init__(self, forward: Any = "h", backward: Any = None,
+                 forward_rounding: Union[str, int, None] = None, backward_rounding: Union[str, int, None] = None,
+                 *, clip: bool = False, forward_rng: Any = None, backward_rng: Any = None):
+        super().__init__()
+        self.forward_rounder: Optional[Rounder] = (
+            None if forward is None else _rounder_for(forward, forward_rounding, None, forward_rng))
+        backward_rounder = None if backward is None else _rounder_for(backward, backward_rounding, None, backward_rng)
+        if clip and self.forward_rounder is None:
+            raise ValueError("clip=True needs a forward format (its xmax is the clipping limit).")
+        self.rule = GradientRule(self.forward_rounder.xmax if clip else None, backward_rounder)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` rounded by the forward rule; its gradient by the backward rule."""
+        if self.forward_rounder is None and self.rule.rounder is None and self.rule.clip_limit is None:
+            return x
+        return apply_quantizer(x, self.forward_rounder, self.rule)
+
+    def extra_repr(self) -> str:
+        forward = self.forward_rounder.options if self.forward_rounder else None
+        backward = self.rule.rounder.options if self.rule.rounder else None
+        return f"forward={forward}, backward={backward}, clip={self.rule.clip_limit is not None}"
+
+
+def _split(spec: Any):
+    """(format or Rounder, rounding) from None, a format, a Rounder or a (format, rounding) pair."""
+    if isinstance(spec, tuple):
+        if len(spec) != 2:
+            raise ValueError(f"A (format, rounding) pair was expected, got {spec!r}.")
+        return spec
+    return spec, None
+
+
+class _QuantizedLayer:
+    """Quantizers around a layer: its input, its weight and bias, its output.
+
+    Forward: the input and the output are rounded to the activation format, the
+    weight and bias to the weight format.  Backward: the gradients with respect
+    to the output, the input, the weight and the bias are rounded to the gradient
+    format (the straight-through estimator otherwise).
+    """
+
+    def _init_quantizers(self, weight: Any = None, activation: Any = None, gradient: Any = None) -> None:
+        w, a, g = _split(weight), _split(activation), _split(gradient)
+        self.weight_quantizer = Quantizer(w[0], g[0], w[1], g[1])
+        self.input_quantizer = Quantizer(a[0], g[0], a[1], g[1])
+        self.output_quantizer = Quantizer(a[0], g[0], a[1], g[1])
+
+    def _quantized_parameters(self):
+        weight = None if self.weight is None else self.weight_quantizer(self.weight)
+        bias = None if self.bias is None else self.weight_quantizer(self.bias)
+        return weight, bias
+
+    @classmethod
+    def from_module(cls, module: nn.Module, weight: Any = None, activation: Any = None, gradient: Any = None):
+        """A quantized layer that shares ``module``'s parameters, buffers and settings.
+
+        ``module`` must be exactly the layer class this class extends (e.g.
+        :class:`torch.nn.Linear` for :class:`QuantizedLinear`).
+        """
+        return _from_module(cls, module, weight, activation, gradient)
+
+
+class QuantizedLinear(_QuantizedLayer, nn.Linear):
+    """:class:`torch.nn.Linear` with quantizers (see :func:`lower` for ``weight``, ``activation``, ``gradient``).
+
+    Examples
+    --------
+    >>> from pychop_compat.nn import QuantizedLinear
+    >>> layer = QuantizedLinear(4, 2, weight='b', activation='h', gradient=('q52', 'stochastic'))
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, device: Any = None,
+                 dtype: Any = None, *,
+                 weight: Any = None, activation: Any = None, gradient: Any = None):
+        super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
+        self._init_quantizers(weight, activation, gradient)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The layer on quantized input and parameters, its output quantized."""
+        weight, bias = self._quantized_parameters()
+        return self.output_quantizer(F.linear(self.input_quantizer(x), weight, bias))
+
+
+class _QuantizedConv(_QuantizedLayer):
+    def __init__(self, *args, weight: Any = None, activation: Any = None, gradient: Any = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._init_quantizers(weight, activation, gradient)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The layer on quantized input and parameters, its output quantized."""
+        weight, bias = self._quantized_parameters()
+        # torch's ConvNd helper applies the padding mode, then the convolution.
+        return self.output_quantizer(self._conv_forward(self.input_quantizer(x), weight, bias))
+
+
+class QuantizedConv1d(_QuantizedConv, nn.Conv1d):
+    """:class:`torch.nn.Conv1d` with quantizers (arguments of Conv1d, then ``weight``, ``activation``, ``gradient``)."""
+
+
+class QuantizedConv2d(_QuantizedConv, nn.Conv2d):
+    """:class:`torch.nn.Conv2d` with quantizers (arguments of Conv2d, then ``weight``, ``activation``, ``gradient``)."""
+
+
+class QuantizedConv3d(_QuantizedConv, nn.Conv3d):
+    """:class:`torch.nn.Conv3d` with quantizers (arguments of Conv3d, then ``weight``, ``activation``, ``gradient``)."""
+
+
+class QuantizedLayerNorm(_QuantizedLayer, nn.LayerNorm):
+    """:class:`torch.nn.LayerNorm` with quantizers (its affine weight and bias use the weight format)."""
+
+    def __init__(self, normalized_shape: Any, eps: float = 1e-5, elementwise_affine: bool = True, bias: bool = True,
+                 device: Any = None, dtype: Any = None, *, weight: Any = None, activation: Any = None, gradient: Any = None):
+        super().__init__(normalized_shape, eps=eps, elementwise_affine=elementwise_affine, bias=bias,
+                         device=device, dtype=dtype)
+        self._init_quantizers(weight, activation, gradient)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The layer on quantized input and parameters, its output quantized."""
+        weight, bias = self._quantized_parameters()
+        return self.output_quantizer(F.layer_norm(self.input_quantizer(x), self.normalized_shape, weight, bias, self.eps))
+
+
+_QUANTIZED = {nn.Linear: QuantizedLinear, nn.Conv1d: QuantizedConv1d, nn.Conv2d: QuantizedConv2d,
+              nn.Conv3d: QuantizedConv3d, nn.LayerNorm: QuantizedLayerNorm}
+
+
+def _from_module(cls, module, weight, activation, gradient):
+    base = next(b for b in _QUANTIZED if _QUANTIZED[b] is cls)
+    if type(module) is not base:
+        raise TypeError(f"{cls.__name__}.from_module needs a {base.__name__}, not {type(module).__name__}.")
+    layer = cls.__new__(cls)
+    layer.__dict__.update(module.__dict__)  # the same Parameter objects: optimizers keep working
+    layer._modules = dict(module._modules)
+    layer._init_quantizers(weight, activation, gradient)
+    return layer
+
+
+def lower(model: nn.Module, weight: Any = None, activation: Any = None, gradient: Any = None, *,
+          layers: tuple = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.LayerNorm),
+          inplace: bool = False) -> nn.Module:
+    """Put quantizers around the weights, activations and gradients of a model's layers, in one call.
+
+    Every submodule whose type is exactly one of ``layers`` (``Linear``,
+    ``Conv1d``/``2d``/``3d``, ``LayerNorm``) is replaced by its quantized class
+    (:class:`QuantizedLinear`, ...), which shares its parameters and buffers.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+    weight : format, Rounder or (format, rounding), optional
+        Format of the weights and biases in the forward pass (None: not rounded).
+    activation : same kinds, optional
+        Format of each layer's input and output values (None: not rounded).
+    gradient : same kinds, optional
+        Format of the gradients of each layer's output, input, weight and bias
+        (None: straight-through, not rounded).  E.g. ``('q52', 'stochastic')``.
+    layers : tuple of module classes
+        Which of the supported layer types to lower.
+    inplace : bool, default False
+        Modify ``model`` itself; otherwise a deep copy is lowered and ``model`` is left alone.
+
+    Returns
+    -------
+    torch.nn.Module
+        The lowered model (``model`` itself when ``inplace``).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from pychop_compat.nn import lower
+    >>> net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    >>> low = lower(net, weight='b', activation='b', gradient=('b', 'stochastic'))
+    >>> type(low[0]).__name__
+    'QuantizedLinear'
+    """
+    unsupported = [cls for cls in layers if cls not in _QUANTIZED]
+    if unsupported:
+        raise ValueError(f"lower supports {', '.join(c.__name__ for c in _QUANTIZED)}; "
+                         f"not {', '.join(c.__name__ for c in unsupported)}.")
+    if not inplace:
+        model = copy.deepcopy(model)
+    targets = tuple(layers)
+    if type(model) in targets:
+        return _QUANTIZED[type(model)].from_module(model, weight, activation, gradient)
+    for name, child in list(model.named_children()):
+        if type(child) in targets:
+            setattr(model, name, _QUANTIZED[type(child)].from_module(child, weight, activation, gradient))
+        else:
+            lower(child, weight, activation, gradient, layers=layers, inplace=True)
+    return model

@@ -1,0 +1,248 @@
+"""OptimLP: any torch.optim optimizer with its numbers kept in low precision."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Dict, Iterable, Optional, Union
+
+import torch
+
+from .quantize import Rounder, _rounder_for
+
+__all__ = ["OptimLP"]
+
+
+def _as_rounder(spec: Any, what: str) -> Optional[Rounder]:
+    """A Rounder from a format, a Rounder, or a (format, rounding) pair; None stays None."""
+    if spec is None or isinstance(spec, Rounder):
+        return spec
+    if isinstance(spec, tuple):
+        if len(spec) != 2:
+            raise ValueError(f"{what} as a tuple must be (format, rounding), got {spec!r}.")
+        return _rounder_for(spec[0], spec[1])
+    return _rounder_for(spec)
+
+
+class OptimLP(torch.optim.Optimizer):
+    """Wrap a torch.optim optimizer so that weights, gradients, optimizer state and
+    the weight accumulator are each rounded to their own format and mode.
+
+    One :meth:`step` does, in this order:
+
+    1. each gradient (as computed, i.e. times ``loss_scale`` when the loss was
+       scaled) is rounded by ``grad``, then divided by ``loss_scale``;
+       with ``dynamic_loss_scale``, a non-finite gradient skips the step and
+       halves the scale (see below);
+    2. the wrapped optimizer's ``step`` runs; with an ``accumulator`` it updates
+       the accumulator (a master copy of each weight) instead of the weight;
+    3. every floating-point tensor of the optimizer's state (momentum buffers,
+       Adam's moments; not ``step`` counters) is rounded by ``state``: state is
+       rounded when it is stored, so the update of step 2 used the new state
+       before its rounding, and the next step starts from the rounded state
+       (QPyTorch's order; a wrapper cannot act inside the wrapped step);
+    4. with an ``accumulator``: the accumulator is rounded by it and the weight
+       becomes the accumulator rounded by ``weight``; without: the updated weight
+       is rounded by ``weight``.
+
+    Parameters
+    ----------
+    optimizer : torch.optim.Optimizer
+        The optimizer to wrap (its parameters, groups and hyperparameters are used
+        as they are; learning-rate schedulers may be attached to the wrapper).
+    weight, grad, accumulator : format, Rounder or (format, rounding), optional
+        How to round weights, gradients and the accumulator (None: not rounded;
+        no accumulator: the optimizer updates the weights themselves).  E.g.
+        ``weight=('b', 'stochastic')`` for stochastic rounding of the weight update.
+    state : format, Rounder, (format, rounding) or dict, optional
+        How to round the optimizer's state tensors: one rule for all, or a dict
+        from state names (``'momentum_buffer'``, ``'exp_avg'``, ``'exp_avg_sq'``,
+        ...) to rules (names not in the dict: not rounded).
+    loss_scale : float, default 1
+        The factor by which the loss was multiplied before ``backward`` (use
+        :meth:`scale_loss`); gradients are rounded in scaled form and unscaled before the update.
+    dynamic_loss_scale : bool, default False
+        Skip steps whose (rounded) gradients are not all finite, halving
+        ``loss_scale``; double it after ``growth_interval`` good steps in a row.
+    growth_interval : int, default 1000
+
+    Examples
+    --------
+    >>> import torch
+    >>> from pychop_compat.nn import OptimLP
+    >>> model = torch.nn.Linear(4, 1)
+    >>> opt = OptimLP(torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
+    ...               weight=('b', 'stochastic'), grad='h', state='h')
+    >>> loss = model(torch.ones(1, 4)).pow(2).sum()
+    >>> opt.zero_grad(); loss.backward(); opt.step()
+    """
+
+    def __init__(self, optimizer: torch.optim.Optimizer, weight: Any = None, grad: Any = None,
+                 state: Any = None, accumulator: Any = None, *, loss_scale: float = 1.0,
+                 dynamic_loss_scale: bool = False, growth_interval: int = 1000):
+        # The wrapper shares the wrapped optimizer's groups, state and defaults (see the
+        # properties below) instead of calling Optimizer.__init__, which would copy them.
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise TypeError(f"OptimLP wraps a torch.optim.Optimizer, not {type(optimizer).__name__}.")
+        if not (isinstance(loss_scale, (int, float)) and math.isfinite(loss_scale) and loss_scale > 0):
+            raise ValueError(f"loss_scale must be a finite positive number, got {loss_scale!r}.")
+        self.optimizer = optimizer
+        self.weight_rounder = _as_rounder(weight, "weight")
+        self.grad_rounder = _as_rounder(grad, "grad")
+        self.accumulator_rounder = _as_rounder(accumulator, "accumulator")
+        if isinstance(state, dict):
+            self.state_rounders: Union[Rounder, Dict[str, Rounder], None] = {
+                key: _as_rounder(value, f"state[{key!r}]") for key, value in state.items()}
+        else:
+            self.state_rounders = _as_rounder(state, "state")
+        self.loss_scale = float(loss_scale)
+        self.dynamic_loss_scale = bool(dynamic_loss_scale)
+        self.growth_interval = int(growth_interval)
+        self.good_steps = 0
+        self.skipped_steps = 0
+        self.accumulators: Dict[torch.Tensor, torch.Tensor] = {}
+        if self.accumulator_rounder is not None:
+            with torch.no_grad():
+                for p in self._params():
+                    self.accumulators[p] = self.accumulator_rounder(p.detach().clone())
+        self._optimizer_step_pre_hooks = {}
+        self._optimizer_step_post_hooks = {}
+        self._optimizer_state_dict_pre_hooks = {}
+        self._optimizer_state_dict_post_hooks = {}
+        self._optimizer_load_state_dict_pre_hooks = {}
+        self._optimizer_load_state_dict_post_hooks = {}
+
+    # --- the wrapped optimizer's groups, state and defaults --------------------------------
+    @property
+    def param_groups(self):
+        return self.optimizer.param_groups
+
+    @param_groups.setter
+    def param_groups(self, value):
+        self.optimizer.param_groups = value
+
+    @property
+    def state(self):
+        return self.optimizer.state
+
+    @state.setter
+    def state(self, value):
+        self.optimizer.state = value
+
+    @property
+    def defaults(self):
+        return self.optimizer.defaults
+
+    @defaults.setter
+    def defaults(self, value):
+        self.optimizer.defaults = value
+
+    def _params(self) -> Iterable[torch.Tensor]:
+        for group in self.optimizer.param_groups:
+            yield from group["params"]
+
+    def __repr__(self) -> str:
+        return f"OptimLP({self.optimizer!r})"
+
+    # --- training ---------------------------------------------------------------------------
+    def scale_loss(self, loss: torch.Tensor) -> torch.Tensor:
+        """``loss * loss_scale``: call ``backward`` on this when using loss scaling."""
+        return loss * self.loss_scale
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """The wrapped optimizer's ``zero_grad``."""
+        self.optimizer.zero_grad(set_to_none=set_to_none)
+
+    def add_param_group(self, param_group: dict) -> None:
+        """The wrapped optimizer's ``add_param_group`` (with accumulators for the new weights)."""
+        self.optimizer.add_param_group(param_group)
+        if self.accumulator_rounder is not None:
+            with torch.no_grad():
+                for p in self.optimizer.param_groups[-1]["params"]:
+                    self.accumulators[p] = self.accumulator_rounder(p.detach().clone())
+
+    @torch.no_grad()
+    def step(self, closure: Optional[Callable[[], torch.Tensor]] = None) -> Optional[torch.Tensor]:
+        """One optimization step (see the class notes); returns the closure's loss, if any."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        params = [p for p in self._params() if p.grad is not None]
+        finite = True
+        for p in params:
+            g = p.grad
+            if self.grad_rounder is not None:
+                g = self.grad_rounder(g)
+            if self.loss_scale != 1.0:
+                g = g / self.loss_scale
+            p.grad.copy_(g)
+            if self.dynamic_loss_scale and finite:
+                finite = bool(torch.isfinite(g).all())
+        if not finite:
+            self.loss_scale /= 2.0
+            self.good_steps = 0
+            self.skipped_steps += 1
+            return loss
+        if self.accumulator_rounder is not None:
+            for p in params:
+                p.data = self.accumulators[p]  # the optimizer updates the accumulator in place
+        self.optimizer.step()
+        self._round_state()
+        for p in params:
+            if self.accumulator_rounder is not None:
+                master = self.accumulator_rounder(p.data)
+                self.accumulators[p] = master
+                p.data = self.weight_rounder(master) if self.weight_rounder is not None else master.clone()
+            elif self.weight_rounder is not None:
+                p.copy_(self.weight_rounder(p))
+        if self.dynamic_loss_scale:
+            self.good_steps += 1
+            if self.good_steps >= self.growth_interval:
+                self.loss_scale *= 2.0
+                self.good_steps = 0
+        return loss
+
+    def _state_rounder(self, key: str) -> Optional[Rounder]:
+        if isinstance(self.state_rounders, dict):
+            return self.state_rounders.get(key)
+        return self.state_rounders
+
+    def _round_state(self) -> None:
+        if self.state_rounders is None:
+            return
+        for per_param in self.optimizer.state.values():
+            for key, value in per_param.items():
+                rounder = self._state_rounder(key)
+                # 'step' counts steps (a float tensor in Adam): a count, not a number to round.
+                if rounder is not None and key != "step" and torch.is_tensor(value) and value.is_floating_point():
+                    value.copy_(rounder(value))
+
+    # --- persistence --------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """The wrapped optimizer's state dict, the accumulators (in parameter order) and the loss scale."""
+        params = list(self._params())
+        return {
+            "optimizer": self.optimizer.state_dict(),
+            "accumulators": [self.accumulators[p].clone() for p in params] if self.accumulators else None,
+            "loss_scale": self.loss_scale,
+            "good_steps": self.good_steps,
+            "skipped_steps": self.skipped_steps,
+        }
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore what :meth:`state_dict` saved (the same parameters in the same order)."""
+        missing = {"optimizer", "accumulators", "loss_scale"} - set(state_dict)
+        if missing:
+            raise ValueError(f"Not an OptimLP state dict: missing {sorted(missing)}.")
+        self.optimizer.load_state_dict(state_dict["optimizer"])
+        saved = state_dict["accumulators"]
+        if (saved is None) != (self.accumulator_rounder is None):
+            raise ValueError("The state dict and this OptimLP disagree on having an accumulator.")
+        if saved is not None:
+            params = list(self._params())
+            if len(saved) != len(params):
+                raise ValueError(f"The state dict has {len(saved)} accumulators for {len(params)} parameters.")
+            self.accumulators = {p: a.to(device=p.device, dtype=p.dtype).clone() for p, a in zip(params, saved)}
+        self.loss_scale = float(state_dict["loss_scale"])
+        self.good_steps = int(state_dict.get("good_steps", 0))
+        self.skipped_steps = int(state_dict.get("skipped_steps", 0))

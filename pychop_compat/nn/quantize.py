@@ -1,0 +1,316 @@
+"""Differentiable rounding: :class:`Rounder` and :func:`quantize`.
+
+A :class:`Rounder` is a rounding request (a format, anything that
+:class:`pychop_compat.Chop` accepts, a rounding mode and a source of random
+numbers) that rounds tensors exactly as :func:`pychop_compat.chop` does.
+:func:`quantize` applies one in the forward pass of autograd and the
+straight-through estimator in the backward pass, with options to clip the
+gradient outside the representable range and to round the gradient itself.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any, Optional, Union
+
+import numpy as np
+import torch
+
+from ..api import Chop
+from ..options import OPTION_NAMES, resolve
+from ..engines.torch_elementwise import ElementwisePlan, round_elementwise, round_stochastic_eager, supports
+
+__all__ = ["Rounder", "quantize", "ROUNDING_NAMES"]
+
+#: Names of chop's rounding modes (``options.round``), accepted wherever a mode is.
+ROUNDING_NAMES = {
+    "nearest": 1, "up": 2, "down": 3, "zero": 4, "stochastic": 5, "stochastic_equal": 6,
+}
+
+_CHOP_RANDOM = "chop"
+
+
+def _rounding_mode(rounding) -> int:
+    if isinstance(rounding, str):
+        try:
+            return ROUNDING_NAMES[rounding]
+        except KeyError:
+            raise ValueError(f"Unknown rounding {rounding!r}; allowed: {', '.join(ROUNDING_NAMES)} "
+                             "or chop's options.round 1..6.") from None
+    if isinstance(rounding, (bool, float)) or not isinstance(rounding, (int, np.integer)) or not 1 <= rounding <= 6:
+        raise ValueError(f"Unknown rounding {rounding!r}; allowed: {', '.join(ROUNDING_NAMES)} "
+                         "or chop's options.round 1..6.")
+    return int(rounding)
+
+
+def _given_options(format) -> dict:
+    """chop options (a dict of the fields given) for a format name or an options object."""
+    if isinstance(format, str):
+        return {"format": format}
+    if isinstance(format, Chop):
+        options = format.options
+        return {name: getattr(options, name) for name in OPTION_NAMES if getattr(options, name) is not None}
+    if isinstance(format, dict):
+        return dict(format)
+    if format is None or isinstance(format, (int, float, list, tuple)):
+        raise TypeError(f"format must be a format name (e.g. 'h', 'b', 'q43'), chop options "
+                        f"(a dict or an Options) or a Chop, not {format!r}.")
+    return {name: getattr(format, name) for name in OPTION_NAMES if getattr(format, name, None) is not None}
+
+
+class Rounder:
+    """Round tensors to a low-precision format, exactly as :func:`pychop_compat.chop` does.
+
+    Parameters
+    ----------
+    format : str, dict, Options or Chop, default 'h'
+        Anything :class:`pychop_compat.Chop` accepts: a format name (``'h'``,
+        ``'b'``, ``'q43'``, ...) or chop options (``{'format': 'c', 'params': [5, 15]}``).
+    rounding : str or int, optional
+        ``'nearest'`` (1), ``'up'`` (2), ``'down'`` (3), ``'zero'`` (4),
+        ``'stochastic'`` (5) or ``'stochastic_equal'`` (6); default: the
+        options' ``round`` (round to nearest).
+    subnormal : bool, optional
+        Keep subnormal numbers; default: the options' (chop's default for the format).
+    rng : None, torch.Generator, 'chop', int or numpy.random.Generator, optional
+        Where stochastic rounding gets its random numbers.  ``None``: torch's
+        default generator (``torch.rand``; seed it with ``torch.manual_seed``),
+        one number per element; a ``torch.Generator``: that generator.
+        ``'chop'``: chop's own numbers (MATLAB's stream for CPU tensors, the
+        counter-based generator for GPU tensors), so that the result is
+        ``chop(x, options)``; an int or a NumPy ``Generator``: as
+        ``Chop(options, rng=rng)``.
+
+    Notes
+    -----
+    Formats and modes without bit flips and without the extended semantics
+    of the format catalogue are rounded by pure elementwise torch operations
+    (:mod:`pychop_compat.engines.torch_elementwise`), which ``torch.compile``
+    traces without graph breaks; the rest (and ``rng='chop'``, an int or a
+    NumPy generator) go through :class:`pychop_compat.Chop`.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from pychop_compat.nn import Rounder
+    >>> Rounder('b')(torch.tensor([1/3]))
+    tensor([0.3340])
+    """
+
+    def __init__(self, format: Any = "h", rounding: Union[str, int, None] = None, *,
+                 subnormal: Optional[bool] = None, rng: Any = None):
+        given = _given_options(format)
+        if rounding is not None:
+            given["round"] = _rounding_mode(rounding)
+        if subnormal is not None:
+            given["subnormal"] = int(bool(subnormal))
+        self._given = given
+        self.rng = rng
+        chop_seed = isinstance(rng, (int, np.integer, np.random.Generator)) and not isinstance(rng, bool)
+        self._host_random = chop_seed or (isinstance(rng, str) and rng == _CHOP_RANDOM)
+        if not (rng is None or self._host_random or isinstance(rng, torch.Generator)):
+            raise TypeError(f"rng must be None, a torch.Generator, 'chop', an int or a "
+                            f"numpy.random.Generator, not {rng!r}.")
+        # chop's own machinery: for bit flips, extended formats and chop's random numbers.
+        self._chop = Chop(given, rng=rng) if chop_seed else Chop(given)
+        self.spec = resolve(given, None, "double")  # raises here for bad options
+        # Resolved once, so that a call does no option parsing (torch.compile traces calls).
+        self._plans = {}
+        self._errors = {}
+        for carrier, x_class in (("float64", "double"), ("float32", "single")):
+            try:
+                spec = resolve(given, None, x_class)
+            except ValueError as error:  # e.g. a custom precision over chop's limit for single
+                self._errors[carrier] = error
+                continue
+            if supports(spec) and not self._host_random:
+                self._plans[carrier] = ElementwisePlan.from_spec(spec, carrier)
+        self.mode = self.spec.round
+        self.stochastic = self.mode >= 5
+
+    @property
+    def xmax(self) -> float:
+        """The format's largest finite number."""
+        return self.spec.fmt.xmax
+
+    @property
+    def options(self) -> dict:
+        """The chop options this rounder was built from (the given fields)."""
+        return dict(self._given)
+
+    def __call__(self, x: torch.Tensor, uniforms: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Round ``x`` (no autograd): a new tensor of the same shape, dtype and device.
+
+        Parameters
+        ----------
+        x : torch.Tensor
+            float64, float32, float16 or bfloat16 (the last two are rounded in
+            float32 and cast back, as chop does).
+        uniforms : torch.Tensor, optional
+            For stochastic modes: one number in [0, 1) per element (broadcastable),
+            used instead of ``rng``; the result is chop's with these numbers.
+
+        Raises
+        ------
+        TypeError
+            For a tensor that is not floating point.
+        ValueError
+            For ``uniforms`` with a rounder that rounds through chop (bit flips,
+            extended formats, or ``rng`` of chop's kinds).
+        """
+        if not x.is_floating_point():
+            raise TypeError(f"quantize needs a floating-point tensor, not {x.dtype}.")
+        give_back = None
+        work = x.detach()
+        if work.dtype in (torch.float16, torch.bfloat16):
+            give_back = work.dtype
+            work = work.to(torch.float32)
+        elif work.dtype not in (torch.float32, torch.float64):
+            raise TypeError(f"quantize supports float64, float32, float16 and bfloat16 tensors, not {x.dtype}.")
+        carrier = "float64" if work.dtype == torch.float64 else "float32"
+        if carrier in self._errors:
+            raise self._errors[carrier]
+        plan = self._plans.get(carrier)
+        if plan is None:
+            if uniforms is not None:
+                raise ValueError("uniforms can only be given to a rounder that rounds elementwise "
+                                 "(no bit flips, no extended format, rng None or a torch.Generator).")
+            out = self._chop(work)
+        elif torch.compiler.is_compiling() or plan.cast is not None:
+            out = round_elementwise(work, plan, self._uniforms(work, uniforms))
+        elif not self.stochastic:
+            # Eager: chop's own engine, the same values (tested) by its tuned bit-pattern path.
+            out = self._chop(work)
+        else:
+            out = round_stochastic_eager(work, plan, self._uniforms(work, uniforms))
+        return out.to(give_back) if give_back is not None else out
+
+    def _uniforms(self, work: torch.Tensor, uniforms: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+        if not self.stochastic or uniforms is not None:
+            return uniforms
+        generator = self.rng if isinstance(self.rng, torch.Generator) else None
+        return torch.rand(work.shape, dtype=work.dtype, device=work.device, generator=generator)
+
+    def __repr__(self) -> str:
+        return f"Rounder({self._given!r}, rng={self.rng!r})"
+
+
+@dataclass(frozen=True, eq=False)
+class GradientRule:
+    """What the backward pass of :func:`quantize` does with the incoming gradient.
+
+    ``clip_limit``: the gradient is set to 0 where ``|x| > clip_limit`` (None: no clipping);
+    ``rounder``: then the gradient is rounded by it (None: kept).
+    """
+
+    clip_limit: Optional[float] = None
+    rounder: Optional[Rounder] = None
+
+
+class _Quantize(torch.autograd.Function):
+    """Forward: round; backward: the straight-through estimator, optionally clipped and rounded."""
+
+    @staticmethod
+    def forward(x, uniforms, rounder, rule):
+        return x.clone() if rounder is None else rounder(x, uniforms)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, _, _, rule = inputs
+        ctx.rule = rule
+        if rule.clip_limit is not None:
+            ctx.save_for_backward(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        rule = ctx.rule
+        if rule.clip_limit is not None:
+            (x,) = ctx.saved_tensors
+            grad = torch.where(x.abs() <= rule.clip_limit, grad, torch.zeros_like(grad))
+        if rule.rounder is not None:
+            grad = rule.rounder(grad)
+        return grad, None, None, None
+
+
+def apply_quantizer(x: torch.Tensor, rounder: Rounder, rule: GradientRule,
+                    uniforms: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """:func:`quantize` with a prebuilt :class:`Rounder` (None: values unchanged) and
+    :class:`GradientRule`: no option parsing, for compiled code."""
+    return _Quantize.apply(x, uniforms, rounder, rule)
+
+
+@functools.lru_cache(maxsize=128)
+def _cached_rounder(format, rounding, subnormal) -> Rounder:
+    return Rounder(format, rounding, subnormal=subnormal)
+
+
+def _rounder_for(format, rounding=None, subnormal=None, rng=None) -> Rounder:
+    if isinstance(format, Rounder) and rounding is None and subnormal is None and rng is None:
+        return format
+    if isinstance(format, Rounder):
+        format = format.options
+    if isinstance(format, str) and rng is None:
+        return _cached_rounder(format, rounding, subnormal)
+    return Rounder(format, rounding, subnormal=subnormal, rng=rng)
+
+
+def quantize(x: torch.Tensor, format: Any = "h", rounding: Union[str, int, None] = None, *,
+             subnormal: Optional[bool] = None, rng: Any = None, uniforms: Optional[torch.Tensor] = None,
+             clip: bool = False, grad_format: Any = None, grad_rounding: Union[str, int, None] = None,
+             grad_rng: Any = None) -> torch.Tensor:
+    """Round ``x`` to a low-precision format, differentiably.
+
+    Forward: ``x`` rounded as :func:`pychop_compat.chop` rounds it (bit for bit,
+    given the same random numbers).  Backward: the straight-through estimator
+    (the rounding's derivative taken as 1), then optionally
+
+    * ``clip=True``: the gradient is 0 where ``|x| > xmax`` of the format
+      (outside the representable range);
+    * ``grad_format``: the gradient rounded to this format (and ``grad_rounding``,
+      ``grad_rng``), which may differ from the forward one.
+
+    Parameters
+    ----------
+    x : torch.Tensor
+        float64, float32, float16 or bfloat16, any shape and device.
+    format : str, dict, Options, Chop or Rounder, default 'h'
+        The forward format (see :class:`Rounder`).
+    rounding, subnormal, rng
+        The forward rounding mode, subnormal switch and random source (see :class:`Rounder`).
+    uniforms : torch.Tensor, optional
+        The forward pass's numbers for stochastic rounding, one per element.
+    clip : bool
+        Zero the gradient outside the representable range.
+    grad_format, grad_rounding, grad_rng : optional
+        Round the gradient (``grad_format=None``: not rounded).
+
+    Returns
+    -------
+    torch.Tensor
+        Same shape, dtype and device as ``x``; part of the autograd graph when
+        ``x`` requires grad.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from pychop_compat.nn import quantize
+    >>> x = torch.tensor([1/3, 100000.0], requires_grad=True)
+    >>> y = quantize(x, 'h', clip=True)
+    >>> y
+    tensor([0.3333,    inf], grad_fn=<_QuantizeBackward>)
+    >>> y.backward(torch.ones(2)); x.grad
+    tensor([1., 0.])
+
+    Under ``torch.compile``, pass a prebuilt :class:`Rounder` (or use
+    :class:`~pychop_compat.nn.Quantizer`), so that no options are parsed
+    inside the compiled function.
+    """
+    rounder = _rounder_for(format, rounding, subnormal, rng)
+    grad_rounder = None
+    if grad_format is not None:
+        grad_rounder = _rounder_for(grad_format, grad_rounding, None, grad_rng)
+    elif grad_rounding is not None or grad_rng is not None:
+        raise ValueError("grad_rounding and grad_rng need grad_format (the format of the gradient).")
+    rule = GradientRule(rounder.xmax if clip else None, grad_rounder)
+    return _Quantize.apply(x, uniforms, rounder, rule)

@@ -1,0 +1,281 @@
+"""pychop_compat.nn.quantize, Rounder and Quantizer: forward equals chop bit for bit; the
+backward pass follows the straight-through estimator's mathematics."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from pychop_compat import Chop, chop, rng  # noqa: E402
+from pychop_compat.nn import GradientRule, Quantizer, Rounder, apply_quantizer, quantize  # noqa: E402
+
+FORMATS = ["q43", "q52", "b", "h", "s", "d", {"format": "c", "params": [5, 6]}]
+
+
+def _samples(dtype, n=3000, seed=0):
+    """Normal, subnormal, huge, tiny and special values of a float dtype, with both signs."""
+    g = np.random.default_rng(seed)
+    span = (-160, 140) if dtype == np.float32 else (-1080, 1030)
+    with np.errstate(over="ignore"):
+        a = (g.standard_normal(n) * np.exp2(g.integers(*span, n).astype(float))).astype(dtype)
+    special = np.array([0.0, np.inf, np.nan, 65504, 65520, 65519.99, 2**-24, 2**-25, 3 * 2**-26,
+                        2**-15, 1e-45, 448, 480, 240, 248, 232, 1.0, 3.0, 2**-14 * 1.5, 5e-324], dtype=dtype)
+    return torch.from_numpy(np.concatenate([a, special, -special]))
+
+
+def _bits(t):
+    """Bit patterns of a float tensor; all NaNs as one pattern (NaN payloads may differ)."""
+    t = t.detach()
+    int_dtype = {8: torch.int64, 4: torch.int32, 2: torch.int16}[t.element_size()]
+    view = t.view(int_dtype).numpy().copy()  # (bfloat16 has no NumPy dtype: its bits do)
+    view[torch.isnan(t).numpy()] = -1
+    return view
+
+
+def _x_class(x):
+    return "double" if x.dtype == torch.float64 else "single"
+
+
+def _values(t):
+    """Bit patterns with -0 read as +0: hardware casts keep the sign of an underflow, chop gives +0."""
+    return _bits(t + 0.0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("fmt", FORMATS, ids=str)
+def test_forward_equals_chop_deterministic(dtype, fmt):
+    """Modes 1-4, subnormals on/off, explim on/off: bit for bit chop's (sign of zero included)."""
+    x = _samples(dtype)
+    base = {"format": fmt} if isinstance(fmt, str) else fmt
+    for mode in (1, 2, 3, 4):
+        for subnormal in (0, 1):
+            for explim in (0, 1):
+                options = dict(base, round=mode, subnormal=subnormal, explim=explim)
+                want = chop(x, options)
+                got = quantize(x, options)
+                np.testing.assert_array_equal(_bits(got), _bits(want), err_msg=str(options))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("mode", [5, 6])
+@pytest.mark.parametrize("explim", [0, 1])
+def test_forward_equals_chop_stochastic_given_uniforms(dtype, mode, explim):
+    """Stochastic rounding with the same number per element as chop's randfunc gives."""
+    x = _samples(dtype, n=400, seed=1)
+    u = torch.from_numpy(np.random.default_rng(2).random(x.numel()))
+    u[:8] = torch.tensor([0.5, 0.25, 2.0**-53, 1 - 2.0**-53] * 2, dtype=torch.float64)  # edges of the comparison
+    current = [0.0]
+    for fmt in ("q43", "b", "h"):
+        for subnormal in (0, 1):
+            options = {"format": fmt, "round": mode, "subnormal": subnormal, "explim": explim}
+            # chop on one element at a time, its randfunc returning that element's number.
+            one = Chop(dict(options, randfunc=lambda n: np.full(n, current[0])))
+            want = torch.empty_like(x)
+            for i in range(x.numel()):
+                current[0] = float(u[i])
+                want[i] = one(x[i:i + 1])[0]
+            got = quantize(x, options, uniforms=u)
+            if explim == 0:
+                # chop keeps -0 when its block draws nothing (a whole-array property; documented).
+                zero = (want == 0) & (got == 0)
+                want[zero], got[zero] = 0.0, 0.0
+            np.testing.assert_array_equal(_bits(got), _bits(want), err_msg=str(options))
+
+
+def test_rng_chop_is_chop_with_matlab_stream():
+    x = _samples(np.float64, n=500)
+    for mode in (5, 6):
+        rng(7)
+        want = chop(x, {"format": "b", "round": mode})
+        rng(7)
+        got = quantize(x, "b", mode, rng="chop")
+        np.testing.assert_array_equal(_bits(got), _bits(want))
+    got = quantize(x, "h", "stochastic", rng=3)  # Chop(options, rng=3)'s numbers
+    want = Chop({"format": "h", "round": 5}, rng=3)(x)
+    np.testing.assert_array_equal(_bits(got), _bits(want))
+
+
+def test_hardware_casts_are_round_to_nearest():
+    """An independent oracle: torch's float32 -> float16 / bfloat16 casts round to nearest even."""
+    g = np.random.default_rng(3)
+    x = torch.from_numpy((g.standard_normal(20000) * np.exp2(g.integers(-30, 18, 20000))).astype(np.float32))
+    np.testing.assert_array_equal(_values(quantize(x, "h")), _values(x.half().float()))
+    y = torch.from_numpy((g.standard_normal(20000) * np.exp2(g.integers(-140, 126, 20000))).astype(np.float32))
+    np.testing.assert_array_equal(_values(quantize(y, "b", subnormal=True)), _values(y.bfloat16().float()))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_dtypes_keep_their_dtype(dtype):
+    x = torch.cat([torch.linspace(-3, 3, 1001), torch.tensor([1e-7, -3e-8, 6e-5, 70000.0])]).to(dtype)
+    for options in ({"format": "q43"}, {"format": "h"}, {"format": "b"}, {"format": "b", "subnormal": 1},
+                    {"format": "q52", "round": 2}):
+        got = quantize(x, options)
+        assert got.dtype == dtype and got.shape == x.shape
+        np.testing.assert_array_equal(_bits(got), _bits(chop(x, options)), err_msg=str(options))
+
+
+def test_stochastic_rounding_is_unbiased_with_torchs_generator():
+    """E[SR(x)] = x: 1/3 lies 1/3 of the way between bfloat16 neighbours a < b (mathematics)."""
+    torch.manual_seed(0)
+    x = torch.full((200000,), 1 / 3, dtype=torch.float64)
+    got = quantize(x, "b", "stochastic")
+    a, b = 170 * 2.0**-9, 171 * 2.0**-9  # bfloat16 neighbours of 1/3 (8 bits: spacing 2^-9 in [1/4, 1/2))
+    assert set(np.unique(got.numpy())) == {a, b}
+    p_up = (1 / 3 - a) / (b - a)
+    frac_up = float((got == b).double().mean())
+    assert abs(frac_up - p_up) < 4 * np.sqrt(p_up * (1 - p_up) / x.numel())
+    torch.manual_seed(0)
+    assert torch.equal(quantize(x, "b", "stochastic"), got)  # reproducible from torch's seed
+    generator = torch.Generator().manual_seed(5)
+    first = quantize(x[:100], "b", "stochastic", rng=generator)
+    assert torch.equal(first, quantize(x[:100], "b", "stochastic", rng=torch.Generator().manual_seed(5)))
+
+
+def test_straight_through_gradient():
+    """d quantize(x) / dx = 1 (the estimator): the incoming gradient comes back unchanged."""
+    x = _samples(np.float64, n=200).clone().requires_grad_(True)
+    upstream = torch.from_numpy(np.random.default_rng(4).standard_normal(x.numel()))
+    quantize(x, "q43").backward(upstream)
+    assert torch.equal(x.grad, upstream)
+
+
+def test_clipped_gradient_is_zero_outside_the_range():
+    """clip=True: gradient 1 on [-xmax, xmax] (xmax of q43 = 240), 0 outside (NaN/Inf included)."""
+    values = [-1e9, -241.0, -240.0, -1.0, 0.0, 239.9, 240.0, 240.5, 1e4, float("inf"), float("nan")]
+    x = torch.tensor(values, dtype=torch.float64, requires_grad=True)
+    quantize(x, "q43", clip=True).backward(torch.full_like(x, 2.0))
+    expected = [2.0 if abs(v) <= 240 else 0.0 for v in values]
+    assert x.grad.tolist() == expected
+
+
+def test_gradient_rounded_to_its_own_format():
+    """grad_format: the gradient is the incoming one rounded (RN to fp16 = torch's half cast)."""
+    x = torch.randn(5000, dtype=torch.float32, requires_grad=True)
+    upstream = torch.randn(5000) * 1e-5
+    quantize(x, "b", grad_format="h").backward(upstream)
+    assert torch.equal(x.grad, upstream.half().float())
+
+
+def test_stochastic_gradient_rounding_values():
+    x = torch.zeros(20000, requires_grad=True)
+    quantize(x, "s", grad_format="h", grad_rounding="stochastic").backward(torch.full((20000,), 1 / 3))
+    low, high = 0.333251953125, 0.33349609375  # fp16 neighbours of 1/3 (spacing 2^-12)
+    assert set(np.unique(x.grad.numpy()).tolist()) == {np.float32(low), np.float32(high)}
+
+
+def test_quantizer_module_forward_and_backward_formats():
+    q = Quantizer("b", "h", forward_rounding="nearest", backward_rounding="up")
+    x = torch.tensor([1 / 3, -1 / 3], requires_grad=True)
+    y = q(x)
+    assert y.tolist() == [0.333984375, -0.333984375]  # bfloat16 RN of +-1/3 (8 bits)
+    y.backward(torch.tensor([1 / 3, -1 / 3]))
+    assert x.grad.tolist() == [0.33349609375, -0.333251953125]  # fp16 towards +inf
+    identity = Quantizer(None, None)
+    assert identity(x) is x
+
+
+def test_errors_are_clear():
+    with pytest.raises(ValueError, match="rounding"):
+        quantize(torch.ones(2), "h", "sideways")
+    with pytest.raises(ValueError, match="format"):
+        quantize(torch.ones(2), "no-such-format")
+    with pytest.raises(TypeError, match="floating"):
+        quantize(torch.ones(2, dtype=torch.int32), "h")
+    with pytest.raises(ValueError, match="uniforms"):
+        quantize(torch.ones(2), "h", "stochastic", rng="chop", uniforms=torch.rand(2))
+    with pytest.raises(TypeError, match="rng"):
+        Rounder("h", rng="mersenne")
+    with pytest.raises(ValueError, match="grad_format"):
+        quantize(torch.ones(2), "h", grad_rounding="stochastic")
+
+
+def test_input_is_not_modified_and_flips_go_through_chop():
+    x = torch.linspace(-2, 2, 101, dtype=torch.float64)
+    before = x.clone()
+    rng(1)
+    want = chop(x, {"format": "h", "flip": 1, "p": 0.3})
+    rng(1)
+    got = quantize(x, {"format": "h", "flip": 1, "p": 0.3})
+    assert torch.equal(x, before)
+    np.testing.assert_array_equal(_bits(got), _bits(want))
+
+
+def test_no_graph_breaks_in_quantizers():
+    """Dynamo traces forward and backward quantizers into one graph (fullgraph=True raises otherwise)."""
+    q = Quantizer("q43", "b", backward_rounding="stochastic", clip=True)
+    weight_rounder = Rounder("h", "stochastic")  # built outside: option parsing is not traced
+
+    @torch.compile(fullgraph=True, backend="aot_eager")
+    def step(x, w):
+        return (q(x) * quantize(w, weight_rounder)).sum()
+
+    x = torch.randn(64, requires_grad=True)
+    w = torch.randn(64, requires_grad=True)
+    step(x, w).backward()
+    assert x.grad is not None and w.grad is not None
+    explanation = torch._dynamo.explain(lambda v: q(v) + 1)(torch.randn(8))
+    assert explanation.graph_break_count == 0
+
+
+def test_inductor_equals_eager_bit_for_bit_across_subnormals():
+    """Inductor (C++ on the CPU) must not flush subnormals or fuse multiply-adds on the rounding path."""
+    rounders = [Rounder("h"), Rounder("q43", subnormal=True), Rounder("h", "up"), Rounder("q52", "stochastic"),
+                Rounder("b", "stochastic_equal")]
+
+    def all_rounded(x, u, x64, u64):
+        return torch.stack([r(x, u) for r in rounders]), torch.stack([r(x64, u64) for r in rounders64])
+
+    rounders64 = [Rounder("d"), Rounder("s", "down", subnormal=False), Rounder("h", "stochastic")]
+    compiled = torch.compile(all_rounded, fullgraph=True)
+    g = np.random.default_rng(5)
+    # float32 values from its subnormals (2^-149) up to fp16/bf16 overflow
+    x = torch.from_numpy((g.standard_normal(4096) * np.exp2(g.integers(-150, 20, 4096))).astype(np.float32))
+    x[:4] = torch.tensor([1e-45, -3e-45, 2.0**-126, 2.0**-127])
+    # float64 values from its subnormals (2^-1074) to beyond float32's range
+    x64 = torch.from_numpy(g.standard_normal(4096) * np.exp2(g.integers(-1075, 140, 4096)))
+    x64[:3] = torch.tensor([5e-324, -1e-320, 2.0**-149], dtype=torch.float64)
+    u, u64 = torch.rand(4096), torch.rand(4096, dtype=torch.float64)
+    eager, fast = all_rounded(x, u, x64, u64), compiled(x, u, x64, u64)
+    for e, f in zip(eager, fast):
+        np.testing.assert_array_equal(_bits(f), _bits(e))
+    assert bool(((x64.abs() < 2.0**-1022) & (x64 != 0)).any())
+    assert bool(((x.abs() < 2.0**-126) & (x != 0)).any())  # float32 subnormals were among the inputs
+    # The same through the autograd function (forward of a compiled training step).
+    rule = GradientRule(None, rounders[0])
+    step = torch.compile(lambda v: apply_quantizer(v, rounders[1], rule), fullgraph=True)
+    np.testing.assert_array_equal(_bits(step(x)), _bits(rounders[1](x)))  # through the autograd function
+
+
+def test_autocast_and_reduced_precision_models():
+    layer = torch.nn.Linear(8, 4)
+    q = Quantizer("q43", "h")
+    x = torch.randn(3, 8, requires_grad=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = q(layer(q(x)))
+    assert y.dtype == torch.bfloat16
+    np.testing.assert_array_equal(_bits(y.float()), _bits(chop(y.float(), {"format": "q43"})))  # on q43's grid
+    y.float().sum().backward()
+    assert x.grad is not None and torch.isfinite(x.grad).all()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_eager_stochastic_path_equals_elementwise(dtype):
+    """The eager bit-pattern path for stochastic rounding against the elementwise rounding
+    (itself checked against chop above), on the same numbers, over every kind of value."""
+    from pychop_compat.engines.torch_elementwise import ElementwisePlan, round_elementwise, round_stochastic_eager
+    from pychop_compat.options import resolve
+
+    x = _samples(dtype, n=20000, seed=9)
+    carrier = np.dtype(dtype).name
+    u = torch.rand(x.shape, dtype=x.dtype)
+    u[:4] = 0.0  # torch.rand can give 0: no step where the fraction is 0
+    for fmt in ("q43", "q52", "b", "h", "s", "d"):
+        for subnormal in (0, 1):
+            for explim in (0, 1):
+                for mode in (5, 6):
+                    options = {"format": fmt, "round": mode, "subnormal": subnormal, "explim": explim}
+                    plan = ElementwisePlan.from_spec(resolve(options, None, _x_class(x)), carrier)
+                    np.testing.assert_array_equal(_bits(round_stochastic_eager(x, plan, u)),
+                                                  _bits(round_elementwise(x, plan, u)), err_msg=str(options))

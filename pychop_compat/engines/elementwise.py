@@ -24,8 +24,9 @@ from typing import Any, Callable, Optional
 from ..options import ChopSpec
 from .torch_engine import _CARRIERS, _clamp_exponent, _limits  # thresholds, shared with the device engines
 
-__all__ = ["Namespace", "chop_elementwise", "FLIP_PRECISION_ERROR"]
+__all__ = ["Namespace", "chop_elementwise", "counter_numbers", "numpy_namespace", "FLIP_PRECISION_ERROR"]
 
+#: The error for bit flips with a precision below 2 (the same words on every engine).
 FLIP_PRECISION_ERROR = "Bit flips need a precision t >= 2 (a bit below the leading one)."
 
 

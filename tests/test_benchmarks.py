@@ -57,3 +57,12 @@ def test_nn_benchmark_prints_its_table():
     rows = [line for line in out.stdout.splitlines() if line.startswith("| ") and not line.startswith("| case")]
     assert len(rows) == 5, out.stdout  # one size, five cases (no torch.compile row in --quick)
     assert all(row.count("|") == 6 for row in rows)
+
+
+def test_jax_dask_benchmark_smoke():
+    pytest.importorskip("jax")
+    pytest.importorskip("dask.array")
+    out = _run("bench_jax_dask.py", "--quick")
+    assert out.returncode == 0, out.stderr
+    rows = [line for line in out.stdout.splitlines() if line.startswith("| fp16")]
+    assert len(rows) == 4, out.stdout  # 2 cases x 2 dtypes x 1 size

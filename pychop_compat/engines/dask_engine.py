@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from functools import partial
+from typing import Any
 
 import numpy as np
 
@@ -81,7 +82,7 @@ def _round_block_counter(block: np.ndarray, spec: ChopSpec, keys, offset: int, w
     return out.astype(give_back, copy=False)
 
 
-def chop_dask(x, spec: ChopSpec, sources: RandomSources):
+def chop_dask(x: Any, spec: ChopSpec, sources: RandomSources) -> Any:
     """Round the Dask array ``x`` by ``spec``: a lazy Dask array (see the module notes).
 
     Raises

@@ -48,7 +48,8 @@ def _carrier(v):
     return _CARRIERS[str(v.dtype)]
 
 
-def chop_elementwise(ns: Namespace, v, spec: ChopSpec, u_round=None, u_choice=None, u_bit=None):
+def chop_elementwise(ns: Namespace, v: Any, spec: ChopSpec, u_round: Any = None, u_choice: Any = None,
+                     u_bit: Any = None) -> Any:
     """chop.m on every element of ``v`` (float32 or float64, any shape): a new array.
 
     Parameters
@@ -227,7 +228,7 @@ def numpy_namespace() -> Namespace:
     return Namespace(np, lambda a, dtype: a.view(dtype))
 
 
-def counter_numbers(xp, keys, offset, index, uint64):
+def counter_numbers(xp: Any, keys: tuple, offset: Any, index: Any, uint64: Any) -> list:
     """``u_s(offset + index)`` of :mod:`.device_random` for each key, as float64 arrays.
 
     ``index`` holds row-major element indices as unsigned 64-bit integers;

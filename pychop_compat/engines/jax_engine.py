@@ -161,7 +161,7 @@ def _extended(spec: ChopSpec) -> bool:
     return bool(getattr(spec, "extended", False))
 
 
-def chop_jax_array(x, spec: ChopSpec, sources: RandomSources):
+def chop_jax_array(x: Any, spec: ChopSpec, sources: RandomSources) -> Any:
     """Round the JAX array ``x`` by ``spec`` (the engine behind :func:`pychop_compat.chop`).
 
     Deterministic modes run on the device (and trace under ``jit``); the random
@@ -185,7 +185,7 @@ def chop_jax_array(x, spec: ChopSpec, sources: RandomSources):
     return out.astype(give_back) if give_back is not None else out
 
 
-def chop_jax(x, options: Any = None, *, key=None, seed: Optional[int] = None, offset=0):
+def chop_jax(x: Any, options: Any = None, *, key: Any = None, seed: Optional[int] = None, offset: Any = 0) -> Any:
     """Round a JAX array, stateless and traceable: ``jax.jit``/``jax.vmap`` friendly.
 
     Parameters

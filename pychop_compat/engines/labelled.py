@@ -11,7 +11,7 @@ whose columns have different dtypes, and containers holding unsupported arrays.
 from __future__ import annotations
 
 import sys
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -20,7 +20,7 @@ from . import array_library, unsupported_type_error
 __all__ = ["chop_labelled", "frame_dtype"]
 
 
-def frame_dtype(frame) -> np.dtype:
+def frame_dtype(frame: Any) -> np.dtype:
     """The one NumPy dtype of a DataFrame's columns (chop's class comes from it); else TypeError."""
     dtypes = {dtype for dtype in frame.dtypes}
     if len(dtypes) > 1:
@@ -37,7 +37,7 @@ def _numpy_dtype(dtype) -> np.dtype:
     return dtype
 
 
-def chop_labelled(x, chop_values: Callable):
+def chop_labelled(x: Any, chop_values: Callable) -> Any:
     """``chop_values`` on the values of a pandas or xarray object, given back with its labels."""
     pandas = sys.modules.get("pandas")
     if pandas is not None and isinstance(x, pandas.DataFrame):

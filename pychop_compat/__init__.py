@@ -14,6 +14,7 @@ from . import linalg  # noqa: E402  (needs chop above)
 from .linalg.errors import SingularMatrixWarning  # noqa: E402
 from .history import chop_at  # noqa: E402
 from .cpfloat import clear_cpfloat, cpfloat, cpfloat_options  # noqa: E402
+from .arithmetic import chopped, decode, encode  # noqa: E402  (needs linalg)
 
 __all__ = [
     "__version__", "chop", "clear_chop", "chop_options", "roundit", "float_params",
@@ -21,4 +22,5 @@ __all__ = [
     "SingularMatrixWarning", "chop_at",
     "cpfloat", "clear_cpfloat", "cpfloat_options",
     "ForkedStreamError",
+    "chopped", "encode", "decode",
 ]

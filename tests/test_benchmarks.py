@@ -66,3 +66,11 @@ def test_jax_dask_benchmark_smoke():
     assert out.returncode == 0, out.stderr
     rows = [line for line in out.stdout.splitlines() if line.startswith("| fp16")]
     assert len(rows) == 4, out.stdout  # 2 cases x 2 dtypes x 1 size
+
+
+def test_arithmetic_benchmark_smoke_run():
+    out = _run("bench_arithmetic.py", "--smoke")
+    assert out.returncode == 0, out.stderr
+    rows = [row for row in out.stdout.splitlines() if row.startswith("| ")]
+    assert sum(row.startswith("| 1e+0") for row in rows) == 6, out.stdout  # 2 sizes x 3 operations
+    assert sum(row.startswith("| `a ") for row in rows) == 6, out.stdout  # 3 operations x 2 modes

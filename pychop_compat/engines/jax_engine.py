@@ -48,13 +48,19 @@ from ..options import ChopSpec, resolve
 from ..randomness import RandomSources
 from .elementwise import Namespace, chop_elementwise, counter_numbers
 
-__all__ = ["chop_jax", "chop_jax_array", "x64_enabled"]
+__all__ = ["chop_jax", "chop_jax_array", "supports", "x64_enabled"]
 
 _SINGLE_NAMES = ("float32", "float16", "bfloat16")
 
 
 def _jax():
     return sys.modules.get("jax") or __import__("jax")
+
+
+def supports(spec: ChopSpec) -> bool:
+    """Whether :func:`chop_jax` rounds ``spec`` without random numbers, on the device and under
+    ``jit``: rounding modes 1 to 4, no bit flips, chop.m's semantics (not ``spec.extended``)."""
+    return spec.round <= 4 and not spec.flips and not _extended(spec)
 
 
 def x64_enabled() -> bool:
@@ -192,8 +198,9 @@ def chop_jax(x: Any, options: Any = None, *, key: Any = None, seed: Optional[int
     ----------
     x : jax.Array
         Real values (float64, float32, float16, bfloat16; integers with x64).
-    options : dict, Options or object with attributes, optional
-        chop's options (MATLAB names); the defaults when omitted.  The
+    options : dict, Options, object with attributes, Chop or ChopSpec, optional
+        chop's options (MATLAB names); the defaults when omitted; or a
+        resolved :class:`~pychop_compat.options.ChopSpec`, used as it is.  The
         persistent options of :func:`pychop_compat.chop` are neither read nor set.
     key : jax.random key, optional
         The numbers of stochastic rounding and bit flips: element ``i``
@@ -231,9 +238,12 @@ def chop_jax(x: Any, options: Any = None, *, key: Any = None, seed: Optional[int
     if key is not None and seed is not None:
         raise ValueError("chop_jax: give key or seed, not both.")
     work, give_back = _working(x)
-    x_class = "single" if str(x.dtype) in _SINGLE_NAMES else "double"
-    options = getattr(options, "options", options)  # a Chop object: its resolved options
-    spec = resolve(options if options is not None else {}, None, x_class)
+    if isinstance(options, ChopSpec):
+        spec = options
+    else:
+        x_class = "single" if str(x.dtype) in _SINGLE_NAMES else "double"
+        options = getattr(options, "options", options)  # a Chop object: its resolved options
+        spec = resolve(options if options is not None else {}, None, x_class)
     from ..matlab_random import default_randfunc
 
     if spec.randfunc is not default_randfunc:

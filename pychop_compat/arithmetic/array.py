@@ -1,0 +1,966 @@
+"""``ChoppedArray``: a NumPy array whose every arithmetic operation rounds to a format.
+
+Why a wrapper and not an ``ndarray`` subclass: a subclass is still an
+``ndarray``, so every NumPy function without a special case -- BLAS's ``@``
+through ``np.dot`` on a view, ``np.linalg.eig``, ``scipy`` routines --
+silently computes in double on it and hands back a subclass instance that
+looks chopped but was never rounded.  A wrapper that is *not* an ndarray
+sees every ufunc (``__array_ufunc__``) and every NumPy function
+(``__array_function__``); what it does not implement with per-operation
+rounding raises an error that says so.  Leaving the simulation is explicit:
+``np.asarray(c)`` (or ``c.values``) gives the plain double values.
+"""
+
+from __future__ import annotations
+
+import numbers
+import sys
+from typing import TYPE_CHECKING, Any, List, Literal, Optional, Sequence, Tuple, Union
+
+import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
+
+from .. import linalg
+from ..engines import array_library
+from . import reductions
+from .context import Arithmetic, OptionsLike
+from .reductions import Axis
+from .scalar import ChoppedScalar
+
+if TYPE_CHECKING:
+    import jax
+    import torch
+
+    from .jax_array import ChoppedJax
+
+__all__ = ["ChoppedArray", "chopped", "NotChoppedError"]
+
+#: The order of elements in memory, as NumPy spells it.
+_Order = Literal["C", "F", "A", "K"]
+
+
+class NotChoppedError(NotImplementedError):
+    """A NumPy function that chopped arrays do not implement with per-operation rounding."""
+
+
+def _wrap(data: np.ndarray, arith: Arithmetic) -> "ChoppedArray":
+    obj = object.__new__(ChoppedArray)
+    obj._data = data
+    obj._arith = arith
+    return obj
+
+
+def _result(data: np.ndarray, arith: Arithmetic, scalars: bool):
+    """A 0-d float64 result of an operation on chopped scalars only is a chopped scalar."""
+    if scalars and data.ndim == 0 and data.dtype == np.float64:
+        return ChoppedScalar._make(float(data), arith)
+    return _wrap(data, arith)
+
+
+# ufuncs whose result is one of the (chopped) operands, or its negation: nothing to round.
+_EXACT = {np.negative, np.positive, np.absolute, np.fabs, np.maximum, np.minimum, np.fmax,
+          np.fmin, np.copysign}
+
+
+def _arithmetic_of(values) -> Optional[Arithmetic]:
+    """The arithmetic of an operation on ``values`` (None when none is chopped)."""
+    arith = None
+    for v in values:
+        if isinstance(v, (ChoppedArray, ChoppedScalar)):
+            arith = v._arith if arith is None else arith.combine(v._arith)
+    return arith
+
+
+def _operand(v, arith: Arithmetic):
+    """An operand's values as they enter an operation in ``arith``."""
+    if type(v) is ChoppedArray:
+        return v._data
+    if type(v) is ChoppedScalar:
+        return v._v
+    if isinstance(v, (float, int)) and not isinstance(v, bool) and not arith.strict:
+        return v  # a Python number stays "weak": float32 data stays float32, as in chop(a + 0.5)
+    return arith.enter(v)
+
+
+def _stored(v, arith: Arithmetic):
+    """Values stored into a chopped array: chopped ones as they are, plain ones rounded."""
+    if isinstance(v, ChoppedArray):
+        return v._data
+    if isinstance(v, ChoppedScalar):
+        return np.float64(v._v)
+    return arith.store(v)
+
+
+def _unwrap(v):
+    """Chopped arrays and scalars (also inside lists and tuples) as their plain values."""
+    if isinstance(v, ChoppedArray):
+        return v._data
+    if isinstance(v, ChoppedScalar):
+        return v._v
+    if isinstance(v, (list, tuple)):
+        return type(v)(_unwrap(e) for e in v)
+    return v
+
+
+def _is_float(a) -> bool:
+    return isinstance(a, (np.ndarray, np.floating)) and a.dtype.kind == "f"
+
+
+def _rewrap(value, arith: Arithmetic):
+    """Float arrays from a data-movement function back as chopped arrays (values unchanged)."""
+    if isinstance(value, np.ndarray) and value.dtype.kind == "f":
+        return _wrap(value, arith)
+    if isinstance(value, np.floating):
+        return _result(np.asarray(value), arith, True)
+    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
+        return type(value)(_rewrap(v, arith) for v in value)
+    return value
+
+
+class ChoppedArray:
+    """An array whose every arithmetic operation is rounded to a format.
+
+    Create with :func:`chopped`.  Elementwise operations (``+ - * / **``,
+    unary minus, ``abs``, every float ufunc) compute in double (single for
+    float32 data) and round the result once with chop's semantics;
+    reductions and products round after every addition and multiplication
+    (see :doc:`/arithmetic`).  Comparisons and integer or boolean results are
+    plain NumPy arrays.  ``np.asarray(c)`` and :attr:`values` give the plain
+    values.
+
+    Attributes
+    ----------
+    arithmetic : Arithmetic
+        The format, rounding and operand rules.
+    """
+
+    __slots__ = ("_data", "_arith")
+    __array_priority__ = 100
+
+    # -- basics -------------------------------------------------------------------------
+
+    @property
+    def arithmetic(self) -> Arithmetic:
+        """The simulated machine: format, rounding, operand rules, reduction order."""
+        return self._arith
+
+    @property
+    def values(self) -> np.ndarray:
+        """A plain copy of the values (leaves the simulation)."""
+        return self._data.copy()
+
+    def to_numpy(self) -> np.ndarray:
+        """A plain copy of the values (same as :attr:`values`)."""
+        return self._data.copy()
+
+    def __array__(self, dtype=None, copy=None):
+        if copy is False:
+            raise ValueError("a chopped array cannot be viewed as a plain ndarray without a copy")
+        return self._data.astype(dtype) if dtype is not None else self._data.copy()
+
+    shape = property(lambda self: self._data.shape, doc="The shape.")
+    ndim = property(lambda self: self._data.ndim, doc="Number of dimensions.")
+    size = property(lambda self: self._data.size, doc="Number of elements.")
+    dtype = property(lambda self: self._data.dtype, doc="dtype of the stored values (float64 or float32).")
+    T = property(lambda self: _wrap(self._data.T, self._arith), doc="The transpose.")
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __iter__(self):
+        for i in range(len(self._data)):
+            yield self[i]
+
+    def __repr__(self) -> str:
+        body = np.array2string(self._data, separator=", ", prefix="chopped(")
+        return f"chopped({body}, {self._arith.describe()})"
+
+    def __bool__(self) -> bool:
+        return bool(self._data)
+
+    def __float__(self) -> float:
+        return float(self._data)
+
+    def __int__(self) -> int:
+        return int(self._data)
+
+    def __index__(self) -> int:
+        raise TypeError("a chopped array cannot be used as an index")
+
+    def item(self, *args: Union[int, Tuple[int, ...]]) -> float:
+        """One element as a plain Python float."""
+        return self._data.item(*args)
+
+    def tolist(self) -> Union[float, List[Any]]:
+        """The values as (nested) lists of plain Python floats."""
+        return self._data.tolist()
+
+    def using(self, **settings: Any) -> "ChoppedArray":
+        """The same values with other ``strict``, ``mismatch``, ``method`` or ``block_size``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> x = chopped(np.ones(4096), 'h')
+        >>> float(x.sum()), float(x.using(method='pairwise').sum())
+        (2048.0, 4096.0)
+        """
+        return _wrap(self._data, self._arith.with_settings(**settings))
+
+    def astype(self, dtype: DTypeLike, copy: bool = True) -> Union["ChoppedArray", np.ndarray]:
+        """float32/float64: a chopped array stored in that dtype; other dtypes: a plain array."""
+        dtype = np.dtype(dtype)
+        if dtype == np.float64 or dtype == np.float32:
+            return _wrap(self._arith.store(self._data.astype(dtype)), self._arith)
+        return self._data.astype(dtype)
+
+    def copy(self) -> "ChoppedArray":
+        return _wrap(self._data.copy(), self._arith)
+
+    # -- indexing ---------------------------------------------------------------------------
+
+    def __getitem__(self, key):
+        value = self._data[_unwrap(key)]
+        if isinstance(value, np.ndarray):
+            return _wrap(value, self._arith)
+        if type(value) is np.float64:
+            return ChoppedScalar._make(float(value), self._arith)
+        return _wrap(np.asarray(value), self._arith)
+
+    def __setitem__(self, key, value) -> None:
+        if isinstance(value, (ChoppedArray, ChoppedScalar)):
+            self._arith.combine(value._arith)
+        self._data[_unwrap(key)] = _stored(value, self._arith)
+
+    # -- operators ----------------------------------------------------------------------------
+
+    def _binary(self, ufunc, other, reflected: bool = False):
+        arith = self._arith
+        kind = type(other)
+        if kind is ChoppedArray or kind is ChoppedScalar:
+            if other._arith is not arith:
+                arith = arith.combine(other._arith) if not reflected else other._arith.combine(arith)
+            o = other._data if kind is ChoppedArray else other._v
+        elif isinstance(other, (np.ndarray, numbers.Number, list, tuple)):
+            o = _operand(other, arith)
+        else:
+            return NotImplemented
+        data = ufunc(o, self._data) if reflected else ufunc(self._data, o)
+        return _wrap(arith.round(data), arith)
+
+    def __add__(self, o):
+        return self._binary(np.add, o)
+
+    def __radd__(self, o):
+        return self._binary(np.add, o, True)
+
+    def __sub__(self, o):
+        return self._binary(np.subtract, o)
+
+    def __rsub__(self, o):
+        return self._binary(np.subtract, o, True)
+
+    def __mul__(self, o):
+        return self._binary(np.multiply, o)
+
+    def __rmul__(self, o):
+        return self._binary(np.multiply, o, True)
+
+    def __truediv__(self, o):
+        return self._binary(np.true_divide, o)
+
+    def __rtruediv__(self, o):
+        return self._binary(np.true_divide, o, True)
+
+    def __pow__(self, o):
+        return self._binary(np.power, o)
+
+    def __rpow__(self, o):
+        return self._binary(np.power, o, True)
+
+    def __floordiv__(self, o):
+        return self._binary(np.floor_divide, o)
+
+    def __rfloordiv__(self, o):
+        return self._binary(np.floor_divide, o, True)
+
+    def __mod__(self, o):
+        return self._binary(np.remainder, o)
+
+    def __rmod__(self, o):
+        return self._binary(np.remainder, o, True)
+
+    def __neg__(self):
+        return _wrap(-self._data, self._arith)
+
+    def __pos__(self):
+        return _wrap(self._data.copy(), self._arith)
+
+    def __abs__(self):
+        return _wrap(np.abs(self._data), self._arith)
+
+    def __matmul__(self, o):
+        return np.matmul(self, o)
+
+    def __rmatmul__(self, o):
+        return np.matmul(o, self)
+
+    def _inplace(self, result):
+        if result is NotImplemented:
+            return result
+        self._data[...] = result._data
+        return self
+
+    def __iadd__(self, o):
+        return self._inplace(self._binary(np.add, o))
+
+    def __isub__(self, o):
+        return self._inplace(self._binary(np.subtract, o))
+
+    def __imul__(self, o):
+        return self._inplace(self._binary(np.multiply, o))
+
+    def __itruediv__(self, o):
+        return self._inplace(self._binary(np.true_divide, o))
+
+    def __ipow__(self, o):
+        return self._inplace(self._binary(np.power, o))
+
+    def __imatmul__(self, o):
+        return self._inplace(np.matmul(self, o))
+
+    def _compare(self, ufunc, other):
+        return ufunc(self._data, _unwrap(other))
+
+    def __lt__(self, o):
+        return self._compare(np.less, o)
+
+    def __le__(self, o):
+        return self._compare(np.less_equal, o)
+
+    def __gt__(self, o):
+        return self._compare(np.greater, o)
+
+    def __ge__(self, o):
+        return self._compare(np.greater_equal, o)
+
+    def __eq__(self, o):
+        return self._compare(np.equal, o)
+
+    def __ne__(self, o):
+        return self._compare(np.not_equal, o)
+
+    __hash__ = None
+
+    # -- methods that NumPy code calls on arrays ----------------------------------------------
+
+    def sum(self, axis: Axis = None, dtype: None = None, out: Optional["ChoppedArray"] = None,
+            keepdims: bool = False, **kwargs: Any) -> Union["ChoppedArray", ChoppedScalar]:
+        return _sum(self, axis, dtype, out, keepdims, **kwargs)
+
+    def prod(self, axis: Axis = None, dtype: None = None, out: Optional["ChoppedArray"] = None,
+             keepdims: bool = False, **kwargs: Any) -> Union["ChoppedArray", ChoppedScalar]:
+        return _prod(self, axis, dtype, out, keepdims, **kwargs)
+
+    def cumsum(self, axis: Optional[int] = None, dtype: None = None,
+               out: Optional["ChoppedArray"] = None) -> "ChoppedArray":
+        return _cumsum(self, axis, dtype, out)
+
+    def cumprod(self, axis: Optional[int] = None, dtype: None = None,
+                out: Optional["ChoppedArray"] = None) -> "ChoppedArray":
+        return _cumprod(self, axis, dtype, out)
+
+    def mean(self, axis: Axis = None, dtype: None = None, out: Optional["ChoppedArray"] = None,
+             keepdims: bool = False, **kwargs: Any) -> Union["ChoppedArray", ChoppedScalar]:
+        return _mean(self, axis, dtype, out, keepdims, **kwargs)
+
+    def var(self, axis: Axis = None, dtype: None = None, out: Optional["ChoppedArray"] = None,
+            ddof: float = 0, keepdims: bool = False, **kwargs: Any) -> Union["ChoppedArray", ChoppedScalar]:
+        return _var(self, axis, dtype, out, ddof, keepdims, **kwargs)
+
+    def std(self, axis: Axis = None, dtype: None = None, out: Optional["ChoppedArray"] = None,
+            ddof: float = 0, keepdims: bool = False, **kwargs: Any) -> Union["ChoppedArray", ChoppedScalar]:
+        return _std(self, axis, dtype, out, ddof, keepdims, **kwargs)
+
+    def dot(self, b: "ChoppedOperand") -> Union["ChoppedArray", ChoppedScalar]:
+        return _dot(self, b)
+
+    def max(self, *args: Any, **kwargs: Any) -> Union["ChoppedArray", ChoppedScalar]:
+        return np.max(self, *args, **kwargs)
+
+    def min(self, *args: Any, **kwargs: Any) -> Union["ChoppedArray", ChoppedScalar]:
+        return np.min(self, *args, **kwargs)
+
+    def argmax(self, *args: Any, **kwargs: Any) -> Union[np.intp, np.ndarray]:
+        return self._data.argmax(*args, **kwargs)
+
+    def argmin(self, *args: Any, **kwargs: Any) -> Union[np.intp, np.ndarray]:
+        return self._data.argmin(*args, **kwargs)
+
+    def any(self, *args: Any, **kwargs: Any) -> Union[np.bool_, np.ndarray]:
+        return self._data.any(*args, **kwargs)
+
+    def all(self, *args: Any, **kwargs: Any) -> Union[np.bool_, np.ndarray]:
+        return self._data.all(*args, **kwargs)
+
+    def reshape(self, *shape: Union[int, Sequence[int]], **kwargs: Any) -> "ChoppedArray":
+        return _wrap(self._data.reshape(*shape, **kwargs), self._arith)
+
+    def transpose(self, *axes: Union[None, int, Sequence[int]]) -> "ChoppedArray":
+        return _wrap(self._data.transpose(*axes), self._arith)
+
+    def ravel(self, order: _Order = "C") -> "ChoppedArray":
+        return _wrap(self._data.ravel(order), self._arith)
+
+    def flatten(self, order: _Order = "C") -> "ChoppedArray":
+        return _wrap(self._data.flatten(order), self._arith)
+
+    def squeeze(self, axis: Union[None, int, Tuple[int, ...]] = None) -> "ChoppedArray":
+        return _wrap(self._data.squeeze(axis), self._arith)
+
+    def fill(self, value: "ChoppedOperand") -> None:
+        self[...] = value
+
+    # -- NumPy protocols --------------------------------------------------------------------------
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        return _apply_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        handler = _FUNCTIONS.get(func)
+        if handler is not None:
+            return handler(*args, **kwargs)
+        if func in _MOVES:
+            arith = _arithmetic_of(_flatten_args(args, kwargs))
+            return _rewrap(func(*_unwrap(args), **_unwrap(kwargs)), arith)
+        if func in _PLAIN:
+            return func(*_unwrap(args), **_unwrap(kwargs))
+        name = f"{func.__module__}.{func.__name__}"
+        raise NotChoppedError(
+            f"{name} is not implemented for chopped arrays with per-operation rounding; it "
+            "would compute in double.  Use np.asarray(x) to leave the simulation explicitly "
+            "(and chopped(result, ...) to round the result once), or see "
+            "pychop_compat.linalg for chopped linear algebra.")
+
+
+#: An operand of chopped arithmetic: a chopped array or scalar, or plain values.
+ChoppedOperand = Union[ChoppedArray, ChoppedScalar, ArrayLike]
+
+
+def _flatten_args(args, kwargs):
+    for v in list(args) + list(kwargs.values()):
+        if isinstance(v, (list, tuple)):
+            yield from _flatten_args(v, {})
+        else:
+            yield v
+
+
+# -- ufuncs ---------------------------------------------------------------------------------
+
+
+_UFUNC_KWARGS_REFUSED = ("where", "dtype", "casting", "order", "subok", "signature", "initial")
+
+
+def _apply_ufunc(ufunc, method, inputs, kwargs):
+    for name in _UFUNC_KWARGS_REFUSED:
+        if name in kwargs and not (name == "where" and kwargs[name] is True):
+            raise NotChoppedError(f"np.{ufunc.__name__}(..., {name}=...) is not supported on chopped arrays.")
+    out = kwargs.pop("out", None)
+    arith = _arithmetic_of(inputs)
+    scalars = all(not isinstance(v, (ChoppedArray, np.ndarray)) for v in inputs)
+    if method == "__call__" and ufunc is np.matmul:
+        result = _matmul(*inputs)
+    elif method in ("__call__", "outer"):
+        if kwargs:
+            raise NotChoppedError(f"np.{ufunc.__name__}: unsupported arguments {sorted(kwargs)}.")
+        exact = ufunc in _EXACT and all(isinstance(v, (ChoppedArray, ChoppedScalar)) for v in inputs)
+        args = [_operand(v, arith) for v in inputs]
+        raw = getattr(ufunc, method)(*args) if method == "outer" else ufunc(*args)
+        outputs = raw if ufunc.nout > 1 else (raw,)
+        results = []
+        for value in outputs:  # (several outputs: rounded in order)
+            if _is_float(value):
+                data = np.asarray(value) if exact else arith.round(np.asarray(value))
+                results.append(_result(data, arith, scalars))
+            else:
+                results.append(value)
+        result = tuple(results) if ufunc.nout > 1 else results[0]
+    elif method in ("reduce", "accumulate"):
+        result = _ufunc_reduction(ufunc, method, inputs[0], arith, **kwargs)
+    else:
+        raise NotChoppedError(f"np.{ufunc.__name__}.{method} is not supported on chopped arrays.")
+    return _write_out(result, out)
+
+
+def _write_out(result, out):
+    if out is None:
+        return result
+    outs = out if isinstance(out, tuple) else (out,)
+    results = result if isinstance(result, tuple) else (result,)
+    for target, value in zip(outs, results):
+        if target is None:
+            continue
+        if isinstance(target, ChoppedArray):
+            if isinstance(value, (ChoppedArray, ChoppedScalar)):
+                target._arith.combine(value._arith)
+            target._data[...] = _unwrap(value)
+        elif isinstance(value, (ChoppedArray, ChoppedScalar)):
+            raise NotChoppedError("out= must be a chopped array for a chopped result "
+                                  "(a plain out array would leave the simulation silently).")
+        else:
+            target[...] = value
+    final = tuple(t if t is not None else r for t, r in zip(outs, results))
+    return final if isinstance(result, tuple) else final[0]
+
+
+def _ufunc_reduction(ufunc, method, x, arith, axis=0, keepdims=False):
+    if not isinstance(x, ChoppedArray):
+        raise NotChoppedError(f"np.{ufunc.__name__}.{method} needs a chopped array.")
+    if ufunc in (np.add, np.multiply):
+        op = ufunc.__name__
+        if method == "reduce":
+            return _reduce(x, op, axis, keepdims)
+        return _accumulate(x, op, axis)
+    if ufunc in (np.maximum, np.minimum, np.fmax, np.fmin):  # exact: one of the values
+        kwargs = {"keepdims": keepdims} if method == "reduce" else {}
+        return _rewrap(getattr(ufunc, method)(x._data, axis=axis, **kwargs), arith)
+    if ufunc in (np.logical_and, np.logical_or, np.logical_xor):
+        return getattr(ufunc, method)(x._data, axis=axis)
+    raise NotChoppedError(f"np.{ufunc.__name__}.{method} is not implemented with per-operation "
+                          "rounding on chopped arrays.")
+
+
+# -- reductions and products ------------------------------------------------------------------
+
+
+def _refuse(name: str, **given) -> None:
+    for key, value in given.items():
+        if value is not None and value is not np._NoValue:
+            raise NotChoppedError(f"{name}(..., {key}=...) is not supported on chopped arrays.")
+
+
+def _chopped_input(x, name: str) -> "ChoppedArray":
+    if isinstance(x, ChoppedScalar):
+        return _wrap(np.array(x._v), x._arith)
+    if not isinstance(x, ChoppedArray):
+        raise NotChoppedError(f"{name} needs a chopped array")
+    return x
+
+
+def _reduce(x: "ChoppedArray", op: str, axis, keepdims=False):
+    a = x._arith
+    data = reductions.reduce(x._data, a.round, op, axis, method=a.method, block_size=a.block_size,
+                             keepdims=bool(keepdims), scalar_rnd=a.round_scalar)
+    return _result(data, a, data.ndim == 0)
+
+
+def _accumulate(x: "ChoppedArray", op: str, axis):
+    a = x._arith
+    return _wrap(reductions.accumulate(x._data, a.round, op, axis, scalar_rnd=a.round_scalar), a)
+
+
+def _sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+    _refuse("sum", dtype=dtype, initial=initial, where=where)
+    return _write_out(_reduce(_chopped_input(a, "sum"), "add", axis, keepdims), out)
+
+
+def _prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+    _refuse("prod", dtype=dtype, initial=initial, where=where)
+    return _write_out(_reduce(_chopped_input(a, "prod"), "multiply", axis, keepdims), out)
+
+
+def _cumsum(a, axis=None, dtype=None, out=None):
+    _refuse("cumsum", dtype=dtype)
+    return _write_out(_accumulate(_chopped_input(a, "cumsum"), "add", axis), out)
+
+
+def _cumprod(a, axis=None, dtype=None, out=None):
+    _refuse("cumprod", dtype=dtype)
+    return _write_out(_accumulate(_chopped_input(a, "cumprod"), "multiply", axis), out)
+
+
+def _count(x: "ChoppedArray", axis) -> int:
+    if axis is None:
+        return x.size
+    axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+    return int(np.prod([x.shape[i] for i in axes]))
+
+
+def _mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
+    """``fl(sum / n)``: the sum in the arithmetic's order, then one rounded division."""
+    _refuse("mean", dtype=dtype, where=where)
+    x = _chopped_input(a, "mean")
+    total = _reduce(x, "add", axis, keepdims)
+    return _write_out(total / _count(x, axis), out)
+
+
+def _var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, mean=None,
+         correction=None):
+    """``m = mean(x)``; ``d = fl(x - m)``; ``fl(sum(fl(d * d)) / (n - ddof))``."""
+    _refuse("var", dtype=dtype, where=where, mean=mean, correction=correction)
+    x = _chopped_input(a, "var")
+    m = _mean(x, axis, keepdims=True)
+    d = x - m
+    total = _reduce(d * d, "add", axis, keepdims)
+    return _write_out(total / (_count(x, axis) - ddof), out)
+
+
+def _std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, mean=None,
+         correction=None):
+    """``fl(sqrt(var))``."""
+    _refuse("std", mean=mean, correction=correction)
+    return _write_out(np.sqrt(_var(a, axis, dtype, None, ddof, keepdims, where)), out)
+
+
+def _product_operands(a, b, name: str):
+    arith = _arithmetic_of((a, b))
+    if arith is None:
+        raise NotChoppedError(f"{name} needs a chopped operand")
+    A = a._data if isinstance(a, ChoppedArray) else np.asarray(_unwrap(a), dtype=float)
+    B = b._data if isinstance(b, ChoppedArray) else np.asarray(_unwrap(b), dtype=float)
+    return A, B, arith
+
+
+def _kernel(A: np.ndarray, B: np.ndarray, arith: Arithmetic) -> np.ndarray:
+    """linalg's chopped matmul (1-D or 2-D operands) in the arithmetic's order."""
+    return linalg.matmul(A, B, arith.given, method=arith.method, block_size=arith.block_size)
+
+
+def _matmul(a, b, out=None):
+    """``a @ b`` by :func:`pychop_compat.linalg.matmul`; stacks of matrices one by one in C order."""
+    A, B, arith = _product_operands(a, b, "matmul")
+    if A.ndim == 0 or B.ndim == 0:
+        raise ValueError("matmul: input operand does not have enough dimensions")
+    if A.ndim <= 2 and B.ndim <= 2:
+        C = _kernel(A, B, arith)
+    else:
+        A2 = A if A.ndim > 1 else A[None, :]
+        B2 = B if B.ndim > 1 else B[:, None]
+        batch = np.broadcast_shapes(A2.shape[:-2], B2.shape[:-2])
+        A2 = np.broadcast_to(A2, batch + A2.shape[-2:])
+        B2 = np.broadcast_to(B2, batch + B2.shape[-2:])
+        C = np.empty(batch + (A2.shape[-2], B2.shape[-1]), dtype=np.result_type(A2, B2))
+        for index in np.ndindex(*batch):
+            C[index] = _kernel(A2[index], B2[index], arith)
+        if A.ndim == 1:
+            C = C[..., 0, :]
+        if B.ndim == 1:
+            C = C[..., 0]
+    C = np.asarray(C)
+    return _write_out(_result(C, arith, C.ndim == 0), out)
+
+
+def _dot(a, b, out=None):
+    A, B, arith = _product_operands(a, b, "dot")
+    if A.ndim == 0 or B.ndim == 0:
+        return _write_out(np.multiply(a, b), out)
+    if A.ndim > 2 or B.ndim > 2:
+        raise NotChoppedError("np.dot of arrays with more than 2 dimensions is not implemented on "
+                              "chopped arrays; use np.matmul or np.einsum.")
+    C = np.asarray(_kernel(A, B, arith))
+    return _write_out(_result(C, arith, C.ndim == 0), out)
+
+
+def _vdot(a, b):
+    A, B, arith = _product_operands(a, b, "vdot")
+    return _result(np.asarray(_kernel(A.ravel(), B.ravel(), arith)), arith, True)
+
+
+def _inner(a, b):
+    """``np.inner``: vectors, or the last axes of matrices, by linalg's kernels."""
+    A, B, arith = _product_operands(a, b, "inner")
+    if A.ndim > 2 or B.ndim > 2:
+        raise NotChoppedError("np.inner of arrays with more than 2 dimensions is not implemented on "
+                              "chopped arrays; use np.einsum.")
+    if A.ndim <= 1 and B.ndim <= 1:
+        return _dot(a, b)
+    if B.ndim == 1:
+        return _matmul(a, b)
+    if A.ndim == 1:
+        return _matmul(b, a)
+    return _matmul(a, _wrap(B.T, arith) if isinstance(b, ChoppedArray) else B.T)
+
+
+def _outer(a, b, out=None):
+    """Each product rounded once (a matrix product with one term)."""
+    A, B, arith = _product_operands(a, b, "outer")
+    return _write_out(_wrap(arith.round(np.multiply.outer(A.ravel(), B.ravel())), arith), out)
+
+
+def _trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+    _refuse("trace", dtype=dtype)
+    x = _chopped_input(a, "trace")
+    d = _wrap(np.diagonal(x._data, offset, axis1, axis2), x._arith)
+    return _write_out(_reduce(d, "add", -1), out)
+
+
+def _einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
+    """Contractions of one or two operands, each output element an inner product by linalg's kernels.
+
+    Two operands: the indices shared with the output are batch indices, the
+    shared ones absent from the output are summed over (in row-major order of
+    their first appearance in the first operand), the others are free.  Each
+    batch is one :func:`pychop_compat.linalg.matmul` of the operands
+    transposed to ``(free_1, summed)`` and ``(summed, free_2)``; an outer
+    product (nothing summed) rounds each product once.  One operand: its
+    summed indices are reduced like :func:`numpy.sum`.
+    """
+    if kwargs:
+        raise NotChoppedError(f"einsum: unsupported arguments {sorted(kwargs)}")
+    if not isinstance(subscripts, str):
+        raise NotChoppedError("einsum on chopped arrays needs the subscripts as a string")
+    spec = subscripts.replace(" ", "")
+    if "..." in spec:
+        raise NotChoppedError("einsum with '...' is not implemented on chopped arrays")
+    if "->" in spec:
+        inputs, output = spec.split("->")
+    else:
+        inputs = spec
+        letters = inputs.replace(",", "")
+        output = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    terms = inputs.split(",")
+    if len(terms) != len(operands):
+        raise ValueError("einsum: the number of subscripts and operands differ")
+    arith = _arithmetic_of(operands)
+    if arith is None:
+        raise NotChoppedError("einsum needs a chopped operand")
+    datas = []
+    for term, op in zip(terms, operands):
+        data = _stored(op, arith) if not isinstance(op, ChoppedArray) else op._data
+        data = np.asarray(data)
+        if len(term) != data.ndim:
+            raise ValueError(f"einsum: operand {term!r} has {data.ndim} dimensions")
+        unique = "".join(dict.fromkeys(term))
+        if unique != term:  # repeated index: a diagonal (no arithmetic)
+            data = np.einsum(f"{term}->{unique}", data)
+        datas.append((unique, data))
+    if len(datas) == 1:
+        (term, data), = datas
+        summed = tuple(i for i, c in enumerate(term) if c not in output)
+        kept = "".join(c for c in term if c in output)
+        if summed:
+            data = reductions.reduce(data, arith.round, "add", summed, method=arith.method,
+                                     block_size=arith.block_size, scalar_rnd=arith.round_scalar)
+        result = np.asarray(np.einsum(f"{kept}->{output}", data) if kept else data)
+        return _write_out(_result(result, arith, result.ndim == 0), out)
+    if len(datas) != 2:
+        raise NotChoppedError("einsum with more than two operands is not implemented on chopped "
+                              "arrays (the order of the contractions would be a choice); contract "
+                              "two at a time.")
+    (ta, A), (tb, B) = datas
+    for c in ta:
+        if c not in tb and c not in output:
+            raise NotChoppedError(f"einsum: index {c!r} is summed over one operand only; "
+                                  "sum it first with np.sum")
+    for c in tb:
+        if c not in ta and c not in output:
+            raise NotChoppedError(f"einsum: index {c!r} is summed over one operand only; "
+                                  "sum it first with np.sum")
+    batch = [c for c in output if c in ta and c in tb]
+    summed = [c for c in ta if c in tb and c not in output]
+    free_a = [c for c in ta if c not in tb]
+    free_b = [c for c in tb if c not in ta]
+    size = {c: A.shape[ta.index(c)] for c in ta}
+    for c in tb:
+        if c in size and size[c] != B.shape[tb.index(c)]:
+            raise ValueError(f"einsum: index {c!r} has sizes {size[c]} and {B.shape[tb.index(c)]}")
+        size[c] = B.shape[tb.index(c)]
+    At = np.transpose(A, [ta.index(c) for c in batch + free_a + summed])
+    Bt = np.transpose(B, [tb.index(c) for c in batch + summed + free_b])
+    nb = int(np.prod([size[c] for c in batch], dtype=np.int64))
+    ma = int(np.prod([size[c] for c in free_a], dtype=np.int64))
+    mb = int(np.prod([size[c] for c in free_b], dtype=np.int64))
+    k = int(np.prod([size[c] for c in summed], dtype=np.int64))
+    A3 = At.reshape(nb, ma, k)
+    B3 = Bt.reshape(nb, k, mb)
+    C = np.empty((nb, ma, mb), dtype=np.result_type(A3, B3))
+    for i in range(nb):
+        C[i] = _kernel(A3[i], B3[i], arith) if k else 0.0
+    letters = batch + free_a + free_b
+    C = C.reshape(tuple(size[c] for c in letters))
+    result = np.asarray(np.einsum(f"{''.join(letters)}->{output}", C) if letters else C.reshape(()))
+    return _write_out(_result(result, arith, result.ndim == 0), out)
+
+
+# -- numpy.linalg ----------------------------------------------------------------------------
+
+
+def _solve(a, b):
+    """``np.linalg.solve``: :func:`pychop_compat.linalg.solve` (chopped LU, substitutions)."""
+    arith = _arithmetic_of((a, b))
+    A = _unwrap(a)
+    B = _unwrap(b)
+    return _wrap(linalg.solve(np.asarray(A), np.asarray(B), arith.given), arith)
+
+
+def _norm(x, ord=None, axis=None, keepdims=False):
+    """2-norm ``fl(sqrt(dot(v, v)))`` (Frobenius for matrices, elements in row-major order),
+    1-norm ``sum(|v|)``, inf-norm ``max(|v|)``; vectors and whole arrays only."""
+    x = _chopped_input(x, "norm")
+    if axis is not None or keepdims:
+        raise NotChoppedError("np.linalg.norm with axis or keepdims is not implemented on chopped arrays")
+    v = x._data.ravel()
+    arith = x._arith
+    if ord is None or (ord == 2 and x.ndim == 1) or (ord == "fro" and x.ndim == 2):
+        return np.sqrt(_result(np.asarray(_kernel(v, v, arith)), arith, True))
+    if x.ndim == 1 and ord == 1:
+        return _reduce(_wrap(np.abs(v), arith), "add", None)
+    if x.ndim == 1 and ord == np.inf:
+        return _result(np.asarray(np.max(np.abs(v))), arith, True)
+    raise NotChoppedError(f"np.linalg.norm(ord={ord!r}) on a {x.ndim}-d chopped array is not "
+                          "implemented with per-operation rounding")
+
+
+# -- data movement and functions whose values come from the operands ----------------------------
+
+
+def _concatenate_like(func):
+    def handler(arrays, *args, **kwargs):
+        arith = _arithmetic_of(arrays)
+        out = kwargs.pop("out", None)
+        _refuse(func.__name__, out=out)
+        return _wrap(func([_stored(a, arith) for a in arrays], *args, **kwargs), arith)
+
+    return handler
+
+
+def _where(condition, *xy):
+    if not xy:
+        return np.where(_unwrap(condition))
+    arith = _arithmetic_of(xy)
+    x, y = (_stored(v, arith) for v in xy)
+    return _wrap(np.where(_unwrap(condition), x, y), arith)
+
+
+def _clip(a, a_min=None, a_max=None, out=None, **kwargs):
+    arith = _arithmetic_of((a, a_min, a_max))
+    bounds = [None if v is None else _stored(v, arith) for v in (a_min, a_max)]
+    return _write_out(_wrap(np.clip(_stored(a, arith), *bounds, **kwargs), arith), out)
+
+
+def _full_like(a, fill_value, *args, **kwargs):
+    arith = _arithmetic_of((a, fill_value))
+    data = np.full_like(_unwrap(a), _unwrap(fill_value), *args, **kwargs)
+    return _wrap(arith.store(data), arith) if data.dtype.kind == "f" else data
+
+
+def _insert(arr, obj, values, axis=None):
+    arith = _arithmetic_of((arr, values))
+    return _wrap(np.insert(_stored(arr, arith), obj, _stored(values, arith), axis), arith)
+
+
+def _append(arr, values, axis=None):
+    arith = _arithmetic_of((arr, values))
+    return _wrap(np.append(_stored(arr, arith), _stored(values, arith), axis), arith)
+
+
+def _round_elementwise(func):
+    """Functions that are elementwise double computations: computed, then rounded once."""
+    def handler(a, *args, **kwargs):
+        x = _chopped_input(a, func.__name__)
+        return _wrap(x._arith.round(np.asarray(func(x._data, *args, **kwargs), dtype=x.dtype)), x._arith)
+
+    return handler
+
+
+_FUNCTIONS = {
+    np.sum: _sum, np.prod: _prod, np.cumsum: _cumsum, np.cumprod: _cumprod,
+    np.mean: _mean, np.var: _var, np.std: _std, np.dot: _dot, np.vdot: _vdot,
+    np.inner: _inner, np.outer: _outer, np.matmul: _matmul, np.trace: _trace,
+    np.einsum: _einsum, np.linalg.solve: _solve, np.linalg.norm: _norm,
+    np.concatenate: _concatenate_like(np.concatenate), np.stack: _concatenate_like(np.stack),
+    np.vstack: _concatenate_like(np.vstack), np.hstack: _concatenate_like(np.hstack),
+    np.column_stack: _concatenate_like(np.column_stack), np.dstack: _concatenate_like(np.dstack),
+    np.where: _where, np.clip: _clip, np.full_like: _full_like, np.insert: _insert,
+    np.append: _append, np.round: _round_elementwise(np.round),
+    np.around: _round_elementwise(np.around),
+}
+
+# Values move, nothing is computed: the result holds values of the operands.
+_MOVES = {
+    np.reshape, np.transpose, np.ravel, np.squeeze, np.expand_dims, np.flip, np.fliplr,
+    np.flipud, np.roll, np.rot90, np.diag, np.diagonal, np.tril, np.triu, np.atleast_1d,
+    np.atleast_2d, np.atleast_3d, np.broadcast_to, np.take, np.take_along_axis, np.sort,
+    np.copy, np.moveaxis, np.swapaxes, np.repeat, np.tile, np.zeros_like, np.ones_like,
+    np.empty_like, np.max, np.min, np.amax, np.amin, np.nanmax, np.nanmin, np.partition,
+    np.split, np.array_split, np.hsplit, np.vsplit, np.real, np.unique, np.resize,
+    np.delete, np.broadcast_arrays, np.meshgrid,
+}
+
+# Results are indices, booleans or shapes: plain.
+_PLAIN = {
+    np.shape, np.ndim, np.size, np.argmax, np.argmin, np.argsort, np.nonzero, np.flatnonzero,
+    np.count_nonzero, np.isclose, np.allclose, np.array_equal, np.array_equiv, np.searchsorted,
+    np.any, np.all, np.iscomplexobj, np.isrealobj, np.result_type, np.argwhere, np.nanargmax,
+    np.nanargmin,
+}
+
+
+def _is_jax_array(x) -> bool:
+    """A JAX array, detected without importing jax."""
+    module = type(x).__module__.partition(".")[0]
+    jax = sys.modules.get("jax")
+    return module in ("jax", "jaxlib") and jax is not None and isinstance(x, jax.Array)
+
+
+def chopped(x: Union[ChoppedOperand, torch.Tensor, jax.Array],
+            options: Union[OptionsLike, Arithmetic] = None, *, strict: bool = False,
+            mismatch: str = "error", method: str = "recursive", block_size: int = 32,
+            **kwargs: Any) -> Union[ChoppedArray, ChoppedScalar, torch.Tensor, ChoppedJax]:
+    """Values in a low-precision format whose every arithmetic operation rounds.
+
+    Parameters
+    ----------
+    x : array_like, float, ChoppedArray or ChoppedScalar
+        The values; they are rounded to the format (one chop call).  A Python
+        number or NumPy scalar gives a :class:`ChoppedScalar`, anything else a
+        :class:`ChoppedArray` (float32 data stays float32, the rest float64).
+    options : chop options, str, Arithmetic or None, optional
+        Anything :class:`pychop_compat.Chop` accepts, or a format name
+        (``'h'``, ``'bfloat16'``, ``'q43'``, ...), or an :class:`Arithmetic`.
+        ``None``: the persistent chop options as they are now.
+    strict, mismatch, method, block_size, **kwargs
+        See :class:`Arithmetic`.
+
+    Returns
+    -------
+    ChoppedArray or ChoppedScalar
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from pychop_compat import chopped
+    >>> x = chopped(np.array([1.0, 2.0, 3.0]), 'h')
+    >>> y = x / 3 + 1e-3           # each operation rounded to fp16
+    >>> y.values.tolist()
+    [0.334228515625, 0.66748046875, 1.0009765625]
+    >>> float(chopped(np.ones(4096), 'h').sum())   # recursive summation stagnates
+    2048.0
+    """
+    if isinstance(options, Arithmetic):
+        if kwargs:
+            raise TypeError("give options either as an Arithmetic or as chop options, not both")
+        arith = options
+        if (strict, mismatch, method, block_size) != (False, "error", "recursive", 32):
+            arith = arith.with_settings(strict=strict, mismatch=mismatch, method=method,
+                                        block_size=block_size)
+    else:
+        arith = Arithmetic.of(options, strict=strict, mismatch=mismatch, method=method,
+                              block_size=block_size, **kwargs)
+    if isinstance(x, (ChoppedArray, ChoppedScalar)):
+        x = _unwrap(x)
+    if array_library(x) == "torch":
+        from .torch_tensor import chopped_tensor
+
+        return chopped_tensor(x, arith)
+    if _is_jax_array(x):
+        from .jax_array import chopped_jax
+
+        return chopped_jax(x, arith)
+    if array_library(x) == "cupy":
+        raise NotImplementedError("chopped CuPy arrays are not implemented yet; use "
+                                  "pychop_compat.chop on CuPy arrays, or chopped NumPy arrays.")
+    if isinstance(x, (numbers.Real, np.floating, np.integer)) and not isinstance(x, (bool, np.bool_)) \
+            and not (isinstance(x, np.generic) and x.dtype == np.float32):
+        return ChoppedScalar._make(float(arith.store(float(x))), arith)
+    return _wrap(arith.store(x), arith)

@@ -1,0 +1,320 @@
+"""The simulated machine of a chopped array: format and rounding, operand rules, reduction order.
+
+An :class:`Arithmetic` is immutable.  It holds the chop options (anything
+:class:`pychop_compat.Chop` accepts, resolved once), how plain operands enter
+an operation (``strict``), what to do when two chopped operands of different
+formats meet (``mismatch``) and the order of sums and products
+(``method``, ``block_size``).  Chopped arrays and scalars carry one and ask it
+to round.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Callable, Mapping, Union
+
+import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
+
+from ..api import Chop, chop_options
+from ..engines import numpy_engine, numpy_fast
+from ..options import ChopSpec, resolve
+from ..randomness import sources_for
+
+__all__ = ["Arithmetic", "FormatMismatchError", "METHODS", "MISMATCH_RULES"]
+
+#: Orders of sums and products (those of :func:`pychop_compat.linalg.matmul`).
+METHODS = ("recursive", "pairwise", "blocked", "fma")
+#: What to do when two chopped operands have different arithmetics.
+MISMATCH_RULES = ("error", "left", "wider")
+
+
+#: What :class:`pychop_compat.Chop` accepts as options: None, a format name, a dict, an
+#: :class:`~pychop_compat.Options` or any object with option attributes (hence ``Any``).
+OptionsLike = Union[None, str, Mapping[str, Any], Any]
+
+
+class FormatMismatchError(ValueError):
+    """Two chopped operands of one operation have different formats or rounding."""
+
+
+def _given_options(options, kwargs) -> dict:
+    """The complete option dict (every field filled in) for what the caller passed."""
+    if options is None and not kwargs:
+        options = chop_options()  # the persistent chop options, as linalg reads them
+    elif isinstance(options, str):
+        options = {"format": options}
+    filled = Chop(options, **kwargs).options  # validates, as chop would
+    given = dataclasses.asdict(filled)
+    given["params"] = list(filled.params)
+    return given
+
+
+class Arithmetic:
+    """How a chopped array computes: a format and rounding, and the rules around them.
+
+    Parameters
+    ----------
+    options : chop options, str or None, optional
+        Anything :class:`pychop_compat.Chop` accepts (a dict, an
+        :class:`~pychop_compat.Options`, an object with attributes) or a format
+        name such as ``'h'``.  ``None`` (and no keywords): the persistent chop
+        options as they are now.
+    strict : bool, optional
+        ``False`` (default): a plain operand (NumPy array, Python number) enters
+        an operation exactly, as in hand-written ``chop(a + b)``.  ``True``: it is
+        first rounded to the format, as a machine that stores it would do
+        (``chop(a + chop(b))``).
+    mismatch : {'error', 'left', 'wider'}, optional
+        Two chopped operands with different arithmetics: raise
+        :class:`FormatMismatchError` naming both (default); compute in the
+        arithmetic of the first chopped operand (``'left'``); or in the wider
+        one, whose precision and exponent range are both at least the other's
+        (``'wider'``; an error if neither is).
+    method : {'recursive', 'pairwise', 'blocked', 'fma'}, optional
+        Order of sums and products in reductions and matrix products (see
+        :func:`pychop_compat.linalg.matmul`).  Default ``'recursive'``.
+    block_size : int, optional
+        Block size for ``method='blocked'`` (default 32).
+    **kwargs
+        Options by name, merged over ``options`` (``format='b', round=5``).
+    """
+
+    __slots__ = ("given", "chop", "strict", "mismatch", "method", "block_size",
+                 "_specs", "_sources", "round_scalar", "_key")
+
+    def __init__(self, options: OptionsLike = None, *, strict: bool = False, mismatch: str = "error",
+                 method: str = "recursive", block_size: int = 32, **kwargs: Any) -> None:
+        if mismatch not in MISMATCH_RULES:
+            raise ValueError(f"mismatch must be one of {MISMATCH_RULES}, not {mismatch!r}.")
+        if method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}, not {method!r}.")
+        if "rng" in kwargs:
+            raise TypeError("chopped arithmetic draws random numbers as chop does (MATLAB's stream, "
+                            "or options.randfunc); rng= is not supported.")
+        if int(block_size) != block_size or block_size < 1:
+            raise ValueError(f"block_size must be a positive integer, not {block_size!r}.")
+        self.given = _given_options(options, kwargs)
+        self.chop = Chop(self.given)
+        self.strict = bool(strict)
+        self.mismatch = mismatch
+        self.method = method
+        self.block_size = int(block_size)
+        spec = resolve(self.given, None, "double")
+        self._specs = {np.dtype(np.float64): spec}
+        self._sources = sources_for(spec.randfunc)
+        # Every setting of the spec but the format's spelling ('h' and 'half' round alike);
+        # settings added to ChopSpec later take part automatically.
+        self._key = dataclasses.replace(spec, format="")
+        self.round_scalar = _scalar_rounder(spec, self._sources)
+
+    @classmethod
+    def of(cls, options: OptionsLike = None, **settings: Any) -> "Arithmetic":
+        """``Arithmetic(options, **settings)``, the same object for the same hashable request.
+
+        Operations between chopped values of one arithmetic object skip the
+        comparison of formats, so :func:`chopped` hands out shared objects
+        (they are immutable).  ``options=None`` (the persistent chop options,
+        which may change) is never shared.
+        """
+        key = _request_key(options, settings)
+        if key is None:
+            return cls(options, **settings)
+        arith = _SHARED.get(key)
+        if arith is None:
+            if len(_SHARED) >= 256:
+                _SHARED.clear()
+            arith = _SHARED[key] = cls(options, **settings)
+        return arith
+
+    # -- identity ------------------------------------------------------------------------
+
+    @property
+    def spec(self) -> ChopSpec:
+        """The resolved chop settings (for double data)."""
+        return self._specs[np.dtype(np.float64)]
+
+    @property
+    def t(self) -> int:
+        """Significand bits of the format (hidden bit included)."""
+        return self.spec.fmt.t
+
+    @property
+    def emax(self) -> int:
+        """Largest exponent of the format."""
+        return self.spec.fmt.emax
+
+    def same_rounding(self, other: "Arithmetic") -> bool:
+        """Whether ``self`` and ``other`` round every value identically."""
+        return self is other or self._key == other._key
+
+    def describe(self) -> str:
+        """A short description for messages: format name, ``[t, emax]`` and the rounding."""
+        g = self.given
+        text = f"format {g['format']!r} [t={self.t}, emax={self.emax}], round={g['round']}"
+        if g["subnormal"] == 0:
+            text += ", no subnormals"
+        if g["flip"]:
+            text += f", flip p={g['p']}"
+        return text
+
+    def __repr__(self) -> str:
+        extra = "".join(f", {name}={getattr(self, name)!r}" for name, default in
+                        (("strict", False), ("mismatch", "error"), ("method", "recursive"),
+                         ("block_size", 32)) if getattr(self, name) != default)
+        return f"Arithmetic({self.describe()}{extra})"
+
+    def with_settings(self, **changes: Any) -> "Arithmetic":
+        """A copy with other ``strict``, ``mismatch``, ``method`` or ``block_size``."""
+        settings = dict(strict=self.strict, mismatch=self.mismatch, method=self.method,
+                        block_size=self.block_size)
+        settings.update(changes)
+        return Arithmetic(self.given, **settings)
+
+    def combine(self, other: "Arithmetic") -> "Arithmetic":
+        """The arithmetic of an operation between operands of ``self`` and ``other``."""
+        if self.same_rounding(other):
+            return self
+        if self.mismatch == "left":
+            return self
+        if self.mismatch == "wider":
+            if self.t >= other.t and self.emax >= other.emax:
+                return self
+            if other.t >= self.t and other.emax >= self.emax:
+                return other
+            raise FormatMismatchError(
+                f"Chopped operands of different formats, neither wider: {self.describe()} "
+                f"and {other.describe()} (mismatch='wider' needs one whose precision and "
+                "exponent range are both at least the other's).")
+        raise FormatMismatchError(
+            f"Chopped operands of different formats: {self.describe()} and {other.describe()}. "
+            "Convert one with chopped(x, ...) or choose a rule: chopped(..., mismatch='left' "
+            "or 'wider').")
+
+    # -- rounding --------------------------------------------------------------------------
+
+    def spec_for(self, dtype: DTypeLike) -> ChopSpec:
+        """The resolved spec for data of ``dtype`` (float64: MATLAB double; else single)."""
+        dtype = np.dtype(dtype)
+        spec = self._specs.get(dtype)
+        if spec is None:
+            spec = self._specs[dtype] = resolve(self.given, None, "single")
+        return spec
+
+    def round(self, x: np.ndarray) -> np.ndarray:
+        """Round a float32/float64 ndarray with chop's semantics (a new array).
+
+        The same numbers, and the same random draws, as ``chop(x, options)``.
+        """
+        dtype = x.dtype
+        if dtype != np.float64 and dtype != np.float32:
+            return np.asarray(self.chop(x))
+        if x.size == 0:
+            return x.copy()
+        return numpy_engine.chop_array(x, self._specs.get(dtype) or self.spec_for(dtype), self._sources)
+
+    def enter(self, x: ArrayLike) -> np.ndarray:
+        """A plain operand as it enters an operation: exactly, or rounded when ``strict``."""
+        arr = np.asarray(x)
+        if arr.dtype.kind not in "f":
+            if arr.dtype.kind in "biu":
+                arr = arr.astype(np.float64)
+            else:
+                raise TypeError(f"chopped arithmetic takes real numbers, not {arr.dtype}.")
+        elif arr.dtype != np.float64 and arr.dtype != np.float32:
+            arr = arr.astype(np.float32 if arr.dtype == np.float16 else np.float64)
+        return self.round(arr) if self.strict else arr
+
+    def store(self, x: ArrayLike) -> np.ndarray:
+        """Values stored in the format: float32 data stays float32, everything else float64."""
+        arr = np.asarray(x)
+        if arr.dtype.kind == "c":
+            raise ValueError("Chop requires a real input array.")
+        if arr.dtype != np.float32:
+            if arr.dtype.kind not in "fbiu":
+                raise TypeError(f"chopped arrays hold real numbers, not {arr.dtype}.")
+            arr = arr.astype(np.float64)
+        return self.round(arr)
+
+
+_SHARED: dict = {}
+
+
+def _request_key(options, settings):
+    """A hashable form of ``(options, settings)``, or None."""
+    if options is None and not settings:
+        return None
+    if isinstance(options, dict):
+        opts = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in options.items()))
+    elif isinstance(options, str) or options is None:
+        opts = options
+    else:
+        return None
+    key = (opts, tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in settings.items())))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+# -- scalars ------------------------------------------------------------------------------------
+
+
+def _scalar_rounder(spec: ChopSpec, sources) -> Callable[[float], float]:
+    """A function rounding one Python float exactly as chop does.
+
+    Round to nearest (the common case) has a fast path for values in the
+    format's normal range below its top binade: ``(v + S) - S`` with
+    ``S = 1.5 * 2^(e - t + 52)``, ``2^(e-1) <= |v| < 2^e``, rounds ``v`` to a
+    multiple of ``2^(e - t)`` with ties to even in one double addition (the
+    multiple's parity is that of the sum, since ``S / 2^(e-t)`` is even), and
+    the subtraction is exact.  The directed modes (2 to 4) have the same fast
+    path with ``ceil``/``floor``/``trunc`` of the exactly scaled value.
+    Everything else (zeros, Inf, NaN, the subnormal range, the top binade,
+    stochastic rounding, ``explim = 0``) goes to the engine's scalar path.
+    """
+    if spec.flips:
+        def round_flipping(v: float) -> float:
+            return float(numpy_engine.chop_array(np.array([v]), spec, sources)[0])
+
+        return round_flipping
+
+    def general(v: float) -> float:
+        return numpy_fast.chop_scalar(v, spec, sources)
+
+    fmt = spec.fmt
+    t = fmt.t
+    if spec.round > 4 or not spec.explim or t > 50 or not -1000 < fmt.emin - t < fmt.emax + 52 - t < 1000:
+        return general
+    # frexp's exponent e of v (0.5 <= |m| < 1): v's binade is e - 1; regular when emin <= e - 1 < emax
+    low, high = fmt.emin + 1, fmt.emax
+    frexp = math.frexp
+    if spec.round != 1:
+        # Directed modes: v * 2^(t-e) is exact and below 2^t in magnitude, the integer
+        # rounding is exact, and so is scaling back; no range rule applies to regular values.
+        integer = {2: math.ceil, 3: math.floor, 4: math.trunc}[spec.round]
+        scales = [math.ldexp(1.0, t - e) for e in range(low, high + 1)]
+        quanta = [math.ldexp(1.0, e - t) for e in range(low, high + 1)]
+
+        def round_directed(v: float) -> float:
+            e = frexp(v)[1]
+            if low <= e <= high and v and v - v == 0.0:  # regular, finite and nonzero
+                k = e - low
+                return integer(v * scales[k]) * quanta[k]
+            return general(v)
+
+        return round_directed
+    shifters = [math.ldexp(1.5, e + 52 - t) for e in range(low, high + 1)]
+
+    def round_nearest(v: float) -> float:
+        e = frexp(v)[1]
+        if low <= e <= high and v:  # (frexp gives e = 0 for zeros, Inf and NaN)
+            s = shifters[e - low]
+            r = (v + s) - s
+            if r == r:  # not Inf - Inf
+                return r
+        return general(v)
+
+    return round_nearest

@@ -1,0 +1,193 @@
+"""Sums and products along an axis with every addition (multiplication) rounded.
+
+``pychop_compat.linalg.kernels`` has the inner-product orders; these are
+the reductions it lacks (a plain sum, cumulative sum, product), in the same
+orders and with the same sequence of chop calls as its kernels, so that
+``reduce(x, rnd, 'add', method=m)`` equals ``linalg.dot(x, ones, method=m)``
+bit for bit (the products ``x_k * 1`` are exact).  They are candidates for
+``kernels.py``.
+
+With ``op`` the addition (``'add'``) or the multiplication (``'multiply'``)
+and ``fl`` one call of the rounding function ``rnd`` on a whole array (chop
+semantics: random numbers for stochastic rounding are drawn call by call, in
+column-major order inside a call), the reduction of ``x_1, ..., x_n`` along
+the axis is, for every position of the other axes at once:
+
+``'recursive'`` (and ``'fma'``, which has no product to fuse in a sum)
+    ``s = x_1``; ``s = fl(s op x_k)`` for ``k = 2..n``: one call per ``k`` on
+    an array shaped like the result.
+``'pairwise'``
+    ``y_i = fl(x_{2i-1} op x_{2i})``, an odd last term carried over
+    unchanged, repeated until one term is left: one call per level on the
+    stacked pairs, shaped ``(pairs, *result_shape)``.
+``'blocked'``
+    consecutive blocks of ``block_size`` terms are reduced recursively, all
+    blocks at once (for each position ``j`` in a block, one call on the
+    ``(blocks having a j-th term, *result_shape)`` stack), then the block
+    results are reduced recursively in order.
+
+An empty reduction is the identity (0 or 1); a single term is returned as it
+is.  ``axis=None`` reduces all elements in row-major (C) order; a tuple of
+axes reduces them together in the row-major order of those axes.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Callable, Optional, Sequence, Union
+
+import numpy as np
+
+__all__ = ["reduce", "accumulate"]
+
+Rounder = Callable[[np.ndarray], np.ndarray]
+ScalarRounder = Callable[[float], float]
+Axis = Union[None, int, Sequence[int]]
+
+_IDENTITY = {"add": 0.0, "multiply": 1.0}
+_PYTHON_OP = {np.add: operator.add, np.multiply: operator.mul}  # IEEE double, like the ufunc
+
+
+def _to_front(x: np.ndarray, axis: Axis):
+    """``(terms, result_shape_keepdims)``: the reduced axes flattened (C order) to the front."""
+    if axis is None:
+        axes = tuple(range(x.ndim))
+    elif isinstance(axis, (tuple, list)):
+        axes = tuple(int(a) for a in axis)
+    else:
+        axes = (int(axis),)
+    for a in axes:
+        if not -x.ndim <= a < max(x.ndim, 1):
+            raise np.exceptions.AxisError(a, x.ndim) if hasattr(np, "exceptions") else ValueError(
+                f"axis {a} is out of bounds for an array of dimension {x.ndim}")
+    axes = tuple(a % max(x.ndim, 1) for a in axes)
+    if len(set(axes)) != len(axes):
+        raise ValueError("repeated axis")
+    rest = tuple(a for a in range(x.ndim) if a not in axes)
+    moved = np.transpose(x, axes + rest)
+    n = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+    terms = moved.reshape((n,) + tuple(x.shape[a] for a in rest))
+    keep = tuple(1 if a in axes else x.shape[a] for a in range(x.ndim))
+    return terms, keep
+
+
+def _recursive(terms, ufunc, rnd, scalar_rnd):
+    n = terms.shape[0]
+    if terms.ndim == 1 and scalar_rnd is not None and terms.dtype == np.float64:
+        values = terms.tolist()
+        s, py_op = values[0], _PYTHON_OP[ufunc]
+        for v in values[1:]:
+            s = scalar_rnd(py_op(s, v))
+        return np.array(s)
+    s = terms[0].copy()
+    for k in range(1, n):
+        s = rnd(ufunc(s, terms[k]))
+    return s
+
+
+def _pairwise(terms, ufunc, rnd):
+    while terms.shape[0] > 1:
+        h = terms.shape[0] // 2
+        pairs = rnd(ufunc(terms[0 : 2 * h : 2], terms[1 : 2 * h : 2]))
+        terms = np.concatenate([pairs, terms[2 * h :]]) if terms.shape[0] % 2 else pairs
+    return terms[0]
+
+
+def _blocked(terms, ufunc, rnd, block_size):
+    n, b = terms.shape[0], int(block_size)
+    blocks = -(-n // b)
+    partial = None
+    for j in range(min(b, n)):
+        count = -(-(n - j) // b)  # the blocks having a j-th term: a prefix
+        t = terms[np.arange(count) * b + j]
+        if j == 0:
+            partial = t.copy()
+        else:
+            partial[:count] = rnd(ufunc(partial[:count], t))
+    s = partial[0]
+    for i in range(1, blocks):
+        s = rnd(ufunc(s, partial[i]))
+    return s
+
+
+def reduce(x: np.ndarray, rnd: Rounder, op: str = "add", axis: Axis = None, *,
+           method: str = "recursive", block_size: int = 32, keepdims: bool = False,
+           scalar_rnd: Optional[ScalarRounder] = None) -> np.ndarray:
+    """Sum or product of ``x`` along ``axis`` with every operation rounded by ``rnd``.
+
+    Parameters
+    ----------
+    x : ndarray
+        float32 or float64 terms (already in the format: they enter as they are).
+    rnd : callable
+        Rounds a float ndarray (one chop call).
+    op : {'add', 'multiply'}
+        The operation.
+    axis : None, int or tuple of int
+        Axes reduced (``None``: all, in row-major order).
+    method : {'recursive', 'fma', 'pairwise', 'blocked'}
+        Order of the operations (see the module notes).
+    block_size : int
+        Block size for ``'blocked'``.
+    keepdims : bool
+        Keep the reduced axes with length one.
+    scalar_rnd : callable, optional
+        Rounds one Python float exactly as ``rnd`` rounds a one-element array;
+        used for the recursive reduction of a vector (same numbers, faster).
+
+    Returns
+    -------
+    ndarray
+        The reduction (0-d for a full reduction without ``keepdims``).
+    """
+    ufunc = getattr(np, op)
+    terms, keep = _to_front(np.asarray(x), axis)
+    n = terms.shape[0]
+    if n == 0:
+        out = np.full(terms.shape[1:], _IDENTITY[op], dtype=terms.dtype)
+    elif n == 1:
+        out = terms[0].copy()
+    elif method in ("recursive", "fma"):
+        out = _recursive(terms, ufunc, rnd, scalar_rnd)
+    elif method == "pairwise":
+        out = _pairwise(terms, ufunc, rnd)
+    elif method == "blocked":
+        if int(block_size) < 1:
+            raise ValueError("block_size must be a positive integer")
+        out = _blocked(terms, ufunc, rnd, block_size)
+    else:
+        raise ValueError(f"method must be 'recursive', 'fma', 'pairwise' or 'blocked', not {method!r}")
+    out = np.asarray(out, dtype=terms.dtype)
+    return out.reshape(keep) if keepdims else out
+
+
+def accumulate(x: np.ndarray, rnd: Rounder, op: str = "add", axis: Optional[int] = None, *,
+               scalar_rnd: Optional[ScalarRounder] = None) -> np.ndarray:
+    """Cumulative sum or product along ``axis``, recursive order, every operation rounded.
+
+    ``c_1 = x_1``; ``c_k = fl(c_{k-1} op x_k)``: one call of ``rnd`` per ``k``
+    on an array shaped like one slice.  ``axis=None`` works on ``x`` flattened
+    in row-major order, as :func:`numpy.cumsum` does.
+    """
+    ufunc = getattr(np, op)
+    x = np.asarray(x)
+    if axis is None:
+        x, axis = x.ravel(), 0
+    axis = int(axis) % max(x.ndim, 1)
+    terms = np.moveaxis(x, axis, 0)
+    out = np.empty(terms.shape, dtype=terms.dtype)
+    n = terms.shape[0]
+    if n:
+        if terms.ndim == 1 and scalar_rnd is not None and terms.dtype == np.float64:
+            values = terms.tolist()
+            s, py_op = values[0], _PYTHON_OP[ufunc]
+            sums = [s]
+            for v in values[1:]:
+                s = scalar_rnd(py_op(s, v))
+                sums.append(s)
+            out[:] = sums
+        else:
+            out[0] = terms[0]
+            for k in range(1, n):
+                out[k] = rnd(ufunc(out[k - 1], terms[k]))
+    return np.moveaxis(out, 0, axis)

@@ -1,0 +1,349 @@
+"""Chopped torch tensors: a ``torch.Tensor`` subclass whose elementwise operations round.
+
+``chopped(tensor, options)`` returns a tensor of a subclass of
+:data:`ChoppedTensor` made for that :class:`~.context.Arithmetic` (the
+arithmetic is a class attribute, so every tensor torch derives from it,
+views and autograd results included, knows its format).  Through
+``__torch_function__``:
+
+* elementwise arithmetic (``+ - * / **``, ``neg``, ``abs``, ``sqrt``,
+  ``exp``, ``log``, ``tanh``, ... see :data:`ROUNDED`) is computed by torch in
+  the tensor's dtype and rounded once by chop's torch engine, on the
+  tensor's device, in its dtype;
+* data movement (views, indexing, ``cat``, ``to``, ``clone``, ...) keeps the
+  values; comparisons and other non-float results are plain tensors;
+* sums, products and matrix products (``sum``, ``mean``, ``prod``,
+  ``cumsum``, ``matmul``/``@``, ``mm``, ``mv``, ``dot``; see :data:`REDUCTIONS`)
+  round after every operation exactly as chopped NumPy arrays do (the same
+  code: :mod:`.reductions` and :func:`pychop_compat.linalg.matmul`), run on
+  the tensor's memory on the CPU; tensors on other devices are copied to the
+  host and back (slow, documented);
+* every other function raises :class:`~.array.NotChoppedError` rather than
+  computing in full precision;
+* autograd: each rounding is the identity in the backward pass (the
+  straight-through estimator): the gradient of a chopped operation is that
+  of the exact operation; gradients themselves are not rounded.
+
+torch is imported only when a tensor is chopped.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Dict
+
+from .context import Arithmetic
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["ChoppedTensor", "chopped_tensor", "ROUNDED", "EXACT", "MOVES", "REDUCTIONS"]
+
+#: Elementwise functions computed by torch and rounded once.
+ROUNDED = frozenset("""
+add sub subtract mul multiply div divide true_divide pow float_power square sqrt rsqrt reciprocal
+exp exp2 expm1 log log2 log10 log1p sin cos tan asin acos atan atan2 arctan2 sinh cosh tanh
+asinh acosh atanh sigmoid erf erfc hypot fmod remainder lerp addcmul addcdiv outer ger xlogy
+softplus gelu silu elu selu mish logit floor_divide cbrt
+__add__ __radd__ __iadd__ __sub__ __rsub__ __isub__ __mul__ __rmul__ __imul__ __truediv__
+__rtruediv__ __itruediv__ __pow__ __rpow__ __ipow__ __floordiv__ __rfloordiv__ __mod__ __rmod__
+add_ sub_ mul_ div_ pow_ sqrt_ exp_ log_ tanh_ sigmoid_
+""".split())
+#: In-place arithmetic: computed out of place by the function named, rounded, copied back.
+INPLACE = {"add_": "add", "sub_": "sub", "mul_": "mul", "div_": "div", "pow_": "pow",
+           "sqrt_": "sqrt", "exp_": "exp", "log_": "log", "tanh_": "tanh", "sigmoid_": "sigmoid",
+           "__iadd__": "add", "__isub__": "sub", "__imul__": "mul", "__itruediv__": "div",
+           "__ipow__": "pow"}
+#: Elementwise functions whose result is one of the operands (or its negation): nothing to round.
+EXACT = frozenset("""
+neg negative abs absolute relu maximum minimum fmax fmin clamp clip clamp_min clamp_max copysign
+sign sgn floor ceil trunc round fix max min amax amin sort topk msort cummax cummin median
+__neg__ __abs__ __pos__ positive relu_ neg_ abs_ clamp_ where
+""".split())
+#: Functions that move values without computing.
+MOVES = frozenset("""
+view view_as reshape reshape_as transpose t permute __getitem__ clone detach detach_ to cpu cuda
+contiguous flatten unflatten squeeze unsqueeze expand expand_as cat concat concatenate stack hstack
+vstack narrow select split chunk unbind flip fliplr flipud roll repeat tile movedim moveaxis
+swapaxes swapdims gather index_select masked_select take take_along_dim zeros_like ones_like
+empty_like requires_grad_ retain_grad backward float double half bfloat16 type type_as __get__
+__set__ __setitem__ __deepcopy__ __reduce_ex__ numpy tolist item diag diagonal tril triu mT T H
+real data new_zeros new_ones new_empty __format__ __len__ __iter__ __bool__ __float__ __int__
+__index__ register_hook share_memory_ pin_memory storage untyped_storage data_ptr dim size numel
+""".split())
+
+#: Sums and products, computed by the NumPy chopped-array code (see the module notes).
+REDUCTIONS = frozenset("""
+sum mean prod cumsum cumprod matmul mm mv dot inner __matmul__ __rmatmul__
+""".split())
+
+_CLASSES: Dict[Arithmetic, type] = {}
+_STE = None
+
+
+def _ste():
+    """The rounding as an autograd function: chop forward, identity backward."""
+    global _STE
+    if _STE is None:
+        import torch
+
+        class RoundStraightThrough(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, arith):
+                return arith.chop(x)
+
+            @staticmethod
+            def backward(ctx, grad):
+                return grad, None
+
+        _STE = RoundStraightThrough
+    return _STE
+
+
+def _tensor_base():
+    import torch
+
+    global ChoppedTensor
+    if ChoppedTensor is None:
+
+        class _ChoppedTensor(torch.Tensor):
+            """A torch tensor whose elementwise operations round (see the module notes)."""
+
+            arithmetic: Arithmetic = None  # set on the subclass made for each arithmetic
+
+            def __repr__(self, *, tensor_contents=None):
+                with torch._C.DisableTorchFunctionSubclass():
+                    plain = torch.Tensor.as_subclass(self, torch.Tensor)
+                    return f"chopped({plain!r}, {type(self).arithmetic.describe()})"
+
+            @property
+            def values(self):
+                """A plain, detached copy."""
+                with torch._C.DisableTorchFunctionSubclass():
+                    return torch.Tensor.as_subclass(self, torch.Tensor).detach().clone()
+
+            @classmethod
+            def __torch_function__(cls, func, types, args=(), kwargs=None):
+                return _dispatch(cls, func, types, args, kwargs or {})
+
+        _ChoppedTensor.__name__ = _ChoppedTensor.__qualname__ = "ChoppedTensor"
+        ChoppedTensor = _ChoppedTensor
+    return ChoppedTensor
+
+
+ChoppedTensor: Any = None  # the base class, made when torch is first used
+
+
+def _class_for(arith: Arithmetic) -> type:
+    cls = _CLASSES.get(arith)
+    if cls is None:
+        base = _tensor_base()
+        cls = _CLASSES[arith] = type("ChoppedTensor", (base,), {"arithmetic": arith,
+                                                                 "__module__": __name__})
+    return cls
+
+
+def _arith_of(types, args, kwargs) -> Arithmetic:
+    base = _tensor_base()
+    arith = None
+    for t in types:
+        if isinstance(t, type) and issubclass(t, base) and t.arithmetic is not None:
+            arith = t.arithmetic if arith is None else arith.combine(t.arithmetic)
+    return arith
+
+
+def _plain(value):
+    import torch
+
+    base = _tensor_base()
+    if isinstance(value, base):
+        with torch._C.DisableTorchFunctionSubclass():
+            return torch.Tensor.as_subclass(value, torch.Tensor)
+    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
+        return type(value)(_plain(v) for v in value)
+    return value
+
+
+def _strict_operand(value, arith: Arithmetic):
+    import torch
+
+    if isinstance(value, torch.Tensor) and not isinstance(value, _tensor_base()) and value.is_floating_point():
+        return arith.chop(value)
+    if isinstance(value, float):
+        return float(arith.chop(value))
+    return value
+
+
+def _wrap(value, cls, rounded: bool):
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        if not value.is_floating_point():
+            return _plain(value)
+        with torch._C.DisableTorchFunctionSubclass():
+            plain = torch.Tensor.as_subclass(value, torch.Tensor)
+            if rounded:
+                plain = _ste().apply(plain, cls.arithmetic)
+            return torch.Tensor.as_subclass(plain, cls)
+    if isinstance(value, tuple):
+        items = [_wrap(v, cls, rounded) for v in value]
+        return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
+    if isinstance(value, list):
+        return [_wrap(v, cls, rounded) for v in value]
+    return value
+
+
+def _dispatch(cls, func, types, args, kwargs):
+    import torch
+
+    from .array import NotChoppedError
+
+    name = getattr(func, "__name__", "")
+    arith = _arith_of(types, args, kwargs)
+    if arith is None:  # only the base class involved
+        with torch._C.DisableTorchFunctionSubclass():
+            return func(*args, **kwargs)
+    out_cls = _class_for(arith)
+    if name in INPLACE:
+        # In-place arithmetic: compute out of place, round, copy the values back.
+        result = _dispatch(cls, getattr(torch, INPLACE[name]), types, args, kwargs)
+        target = args[0]
+        with torch.no_grad(), torch._C.DisableTorchFunctionSubclass():
+            torch.Tensor.copy_(target, _plain(result))
+        return target
+    if name in ROUNDED:
+        if arith.strict:
+            args = tuple(_strict_operand(a, arith) for a in args)
+        with torch._C.DisableTorchFunctionSubclass():
+            result = func(*args, **kwargs)
+        return _wrap(result, out_cls, True)
+    if name in REDUCTIONS:
+        return _reduction(name, out_cls, args, kwargs)
+    if name in EXACT or name in MOVES:
+        with torch._C.DisableTorchFunctionSubclass():
+            result = func(*args, **kwargs)
+        plain_floats = any(isinstance(a, torch.Tensor) and not isinstance(a, _tensor_base())
+                           and a.is_floating_point() for a in args) or \
+            any(isinstance(a, float) for a in args[1:] if name in EXACT)
+        return _wrap(result, out_cls, name in EXACT and plain_floats)
+    with torch._C.DisableTorchFunctionSubclass():
+        result = func(*args, **kwargs)
+    if _has_float_tensor(result):
+        raise NotChoppedError(
+            f"torch function {name!r} is not implemented for chopped tensors with per-operation "
+            "rounding; call .values to leave the simulation explicitly.")
+    return result
+
+
+_VIA_NUMPY = None
+
+
+def _via_numpy():
+    """An autograd function: forward by chopped NumPy code, backward by the exact torch operation."""
+    global _VIA_NUMPY
+    if _VIA_NUMPY is None:
+        import numpy as np
+        import torch
+
+        class ChoppedViaNumPy(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, numpy_func, exact_func, *tensors):
+                ctx.exact_func = exact_func
+                ctx.save_for_backward(*tensors)
+                carrier = tensors[0].dtype if tensors[0].dtype in (torch.float32, torch.float64) else torch.float32
+                arrays = [t.detach().to(device="cpu", dtype=carrier).numpy() for t in tensors]
+                out = np.array(numpy_func(*arrays), order="C")  # (keeps 0-d results 0-d)
+                return torch.from_numpy(out).to(device=tensors[0].device, dtype=tensors[0].dtype)
+
+            @staticmethod
+            def backward(ctx, grad):
+                inputs = [t.detach().requires_grad_(t.requires_grad) for t in ctx.saved_tensors]
+                wanted = [t for t in inputs if t.requires_grad]
+                with torch.enable_grad():
+                    y = ctx.exact_func(*inputs)
+                found = iter(torch.autograd.grad(y, wanted, grad, allow_unused=True) if wanted else ())
+                return (None, None) + tuple(next(found) if t.requires_grad else None for t in inputs)
+
+        _VIA_NUMPY = ChoppedViaNumPy
+    return _VIA_NUMPY
+
+
+def _reduction(name: str, cls, args, kwargs):
+    """Sums and products of chopped tensors by the chopped NumPy code, straight-through autograd."""
+    import numpy as np
+    import torch
+
+    from .array import _wrap as wrap_array
+
+    arith = cls.arithmetic
+    if name in ("__rmatmul__",):
+        args = (args[1], args[0])
+        name = "matmul"
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    options = {k: v for k, v in kwargs.items() if v is not None}
+    if name in ("sum", "mean", "prod", "cumsum", "cumprod"):
+        dim = args[1] if len(args) > 1 else options.pop("dim", options.pop("axis", None))
+        keepdim = args[2] if len(args) > 2 else options.pop("keepdim", False)
+        if options:
+            raise _not_chopped(f"torch.{name} with {sorted(options)}")
+        axis = tuple(dim) if isinstance(dim, (list, tuple)) else dim
+        numpy_name = {"sum": np.sum, "mean": np.mean, "prod": np.prod, "cumsum": np.cumsum,
+                      "cumprod": np.cumprod}[name]
+        if name in ("cumsum", "cumprod"):
+            def numpy_func(a):
+                return np.asarray(numpy_name(wrap_array(a, arith), axis=axis))
+
+            def exact(t):
+                return getattr(torch, name)(t, dim=dim)
+        else:
+            def numpy_func(a):
+                return np.asarray(numpy_name(wrap_array(a, arith), axis=axis, keepdims=bool(keepdim)))
+
+            def exact(t):
+                return getattr(torch, name)(t) if dim is None else getattr(torch, name)(t, dim, keepdim=keepdim)
+        tensors = tensors[:1]
+    else:
+        if options or len(tensors) != 2:
+            raise _not_chopped(f"torch.{name} with these arguments")
+
+        def numpy_func(a, b):
+            return np.asarray(np.matmul(wrap_array(a, arith), wrap_array(b, arith)))
+
+        def exact(a, b):
+            return torch.matmul(a, b)
+    plain = [_plain(t) for t in tensors]
+    with torch._C.DisableTorchFunctionSubclass():
+        out = _via_numpy().apply(numpy_func, exact, *plain)
+        return torch.Tensor.as_subclass(out, cls)
+
+
+def _not_chopped(what: str):
+    from .array import NotChoppedError
+
+    return NotChoppedError(f"{what} is not implemented for chopped tensors with per-operation rounding.")
+
+
+def _has_float_tensor(value) -> bool:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.is_floating_point()
+    if isinstance(value, (list, tuple)):
+        return any(_has_float_tensor(v) for v in value)
+    return False
+
+
+def chopped_tensor(x: torch.Tensor, arith: Arithmetic) -> torch.Tensor:
+    """``x`` (a torch tensor) rounded to ``arith``'s format, as a chopped tensor on its device.
+
+    The rounding keeps ``x``'s autograd graph (straight-through); ``x`` is not modified.
+    """
+    import torch
+
+    if x.is_complex():
+        raise ValueError("Chop requires a real input array.")
+    if not x.is_floating_point():
+        x = x.to(torch.float64)
+    cls = _class_for(arith)
+    with torch._C.DisableTorchFunctionSubclass():
+        plain = torch.Tensor.as_subclass(x, torch.Tensor) if isinstance(x, _tensor_base()) else x
+        return torch.Tensor.as_subclass(_ste().apply(plain, arith), cls)

@@ -1,0 +1,120 @@
+"""Chopped torch tensors (CPU here; the same code runs on any device through chop's torch engine).
+
+Expected values: hand-written chop calls on tensors (chop's torch engine is
+checked against the NumPy engine and the MATLAB corpus elsewhere), torch's
+float32 -> float16 cast, and the derivative of a linear function.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import pychop_compat  # noqa: E402
+from pychop_compat import Chop, chopped  # noqa: E402
+from pychop_compat.arithmetic import FormatMismatchError, NotChoppedError  # noqa: E402
+
+
+def same(got, want):
+    got = got.values if hasattr(got, "values") and not isinstance(got, np.ndarray) else got
+    assert type(got) is torch.Tensor and type(want) is torch.Tensor
+    assert got.dtype == want.dtype and got.device == want.device and got.shape == want.shape
+    assert torch.equal(got, want) or bool(torch.all((got == want) | (got.isnan() & want.isnan())))
+
+
+def test_construction_rounds_like_half_cast_and_keeps_dtype_device():
+    x = torch.randn(1000, dtype=torch.float32) * 100
+    X = chopped(x, "h")
+    assert isinstance(X, torch.Tensor) and X.dtype == torch.float32 and X.device == x.device
+    same(X, x.half().float())  # float32 -> float16 is one correct rounding
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_elementwise_equal_hand_chopped(dtype):
+    ch = Chop(format="b")
+    a = ch(torch.randn(6, 4, dtype=dtype))
+    b = ch(torch.randn(6, 4, dtype=dtype) + 3)
+    keep = a.clone()
+    A, B = chopped(a, "b"), chopped(b, "b")
+    same(A + B, ch(a + b))
+    same(A * B - 1.5, ch(ch(a * b) - 1.5))
+    same(A / B, ch(a / b))
+    same(torch.sqrt(B.abs()), ch(torch.sqrt(b.abs())))
+    same(torch.exp(A), ch(torch.exp(a)))
+    same(-A, -a)
+    same(A ** 2, ch(a ** 2))
+    same(A.reshape(4, 6)[1:3], a.reshape(4, 6)[1:3])
+    assert torch.equal(a, keep)
+    cmp = A > B
+    assert type(cmp) is torch.Tensor and cmp.dtype == torch.bool
+
+
+def test_same_numbers_as_numpy_chopped_arrays():
+    x = np.random.default_rng(0).standard_normal((5, 5))
+    y = chopped(x, "q43")
+    t = chopped(torch.from_numpy(x), "q43")
+    np.testing.assert_array_equal((t * t + t / 3).values.numpy(), (y * y + y / 3).values)
+
+
+def test_stochastic_rounding_draws_as_chop():
+    o = {"format": "h", "round": 5}
+    ch = Chop(o)
+    x, y = torch.randn(20, dtype=torch.float64), torch.randn(20, dtype=torch.float64)
+    pychop_compat.rng(4)
+    want = ch(ch(ch(x) * ch(y)) + 0.25)
+    pychop_compat.rng(4)
+    got = chopped(x, o) * chopped(y, o) + 0.25
+    same(got, want)
+
+
+def test_autograd_straight_through():
+    x = torch.randn(8, dtype=torch.float64, requires_grad=True)
+    y = chopped(x, "h") * 3.0 + 1.0
+    y.backward(torch.ones(8, dtype=torch.float64))
+    # d/dx (3x + 1) = 3, each rounding passing the gradient through unchanged
+    assert torch.equal(x.grad, torch.full((8,), 3.0, dtype=torch.float64))
+
+
+def test_in_place_arithmetic_rounds():
+    ch = Chop(format="h")
+    a = ch(torch.randn(5, dtype=torch.float64))
+    A = chopped(a, "h")
+    A += 0.1
+    same(A, ch(a + 0.1))
+
+
+def test_sums_and_products_equal_numpy_chopped_arrays():
+    from pychop_compat import linalg
+
+    ch = Chop(format="h")
+    a, b = ch(torch.randn(6, 9, dtype=torch.float64)), ch(torch.randn(9, 4, dtype=torch.float64))
+    A, B = chopped(a, "h"), chopped(b, "h")
+    na = chopped(a.numpy(), "h")
+    same(A @ B, torch.from_numpy(linalg.matmul(a.numpy(), b.numpy(), "h")))
+    same(torch.matmul(A, B[:, 0]), torch.from_numpy(linalg.matvec(a.numpy(), b[:, 0].numpy(), "h")))
+    same(A.sum(), torch.tensor(na.sum().value, dtype=torch.float64))
+    same(A.sum(dim=0), torch.from_numpy(na.sum(axis=0).values))
+    same(torch.mean(A, 1, keepdim=True), torch.from_numpy(na.mean(axis=1, keepdims=True).values))
+    same(A.cumsum(1), torch.from_numpy(np.cumsum(na, axis=1).values))
+    same(chopped(torch.ones(4096), "h").sum(), torch.tensor(2048.0))  # fp16 recursive summation stagnates
+
+
+def test_product_gradients_straight_through():
+    ch = Chop(format="h")
+    a, b = ch(torch.randn(3, 5, dtype=torch.float64)), ch(torch.randn(5, 2, dtype=torch.float64))
+    leaf = a.clone().requires_grad_(True)
+    (chopped(leaf, "h") @ chopped(b, "h")).sum().backward()
+    # d/dA sum(A B) = ones @ B^T: each row is the row sums of B
+    assert torch.equal(leaf.grad, b.sum(dim=1).expand(3, 5))
+
+
+def test_unimplemented_and_mismatch_raise():
+    A = chopped(torch.randn(3, 3), "h")
+    for func in (lambda: torch.linalg.inv(A), lambda: torch.softmax(A, 0), lambda: A.var(),
+                 lambda: torch.einsum("ij,jk->ik", A, A)):
+        with pytest.raises(NotChoppedError):
+            func()
+    with pytest.raises(FormatMismatchError, match=r"'h'.*'b'"):
+        A + chopped(torch.randn(3, 3), "b")

@@ -15,6 +15,7 @@ from .linalg.errors import SingularMatrixWarning  # noqa: E402
 from .history import chop_at  # noqa: E402
 from .cpfloat import clear_cpfloat, cpfloat, cpfloat_options  # noqa: E402
 from .arithmetic import chopped, decode, encode  # noqa: E402  (needs linalg)
+from .numbers import block_quantize, fixed_point, int_quantize, mx_quantize  # noqa: E402
 
 __all__ = [
     "__version__", "chop", "clear_chop", "chop_options", "roundit", "float_params",
@@ -23,4 +24,5 @@ __all__ = [
     "cpfloat", "clear_cpfloat", "cpfloat_options",
     "ForkedStreamError",
     "chopped", "encode", "decode",
+    "fixed_point", "int_quantize", "block_quantize", "mx_quantize",
 ]

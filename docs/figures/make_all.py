@@ -17,7 +17,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-SCRIPTS = ["cpu_speed", "harmonic_sr", "ir_convergence"]
+SCRIPTS = ["cpu_speed", "harmonic_sr", "ir_convergence", "numbers_error"]
 
 
 def main(out_dir=None, quick: bool = False) -> list:

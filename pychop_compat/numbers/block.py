@@ -1,0 +1,91 @@
+"""Block floating point: blocks of fixed-point elements sharing one exponent.
+
+Each block (``block_size`` consecutive elements along an axis, or the whole
+array) takes the exponent ``E = floor(log2(max |x|))`` of its largest
+magnitude; its elements are sign and ``mantissa_bits`` magnitude bits,
+``k * 2^(E - mantissa_bits + 1)`` with ``|k| <= 2^mantissa_bits - 1``, so the
+largest element keeps ``mantissa_bits`` significant bits and smaller ones
+fewer.  A largest element that rounds up to ``2^(E+1)`` is clamped to the
+largest code (the exponent is not raised).  A block containing NaN or +-Inf
+has no shared exponent: all its elements become NaN; a block of zeros stays zero.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from ._common import Blocks, HostArray, check_int, check_mode, random_sources, shift
+from .fixed import fixed_point_codes
+from .mx import block_scales
+
+__all__ = ["block_quantize"]
+
+
+def block_quantize(x: Any, mantissa_bits: int = 8, block_size: Optional[int] = None, axis: int = -1, *,
+                   round: int = 1, rng: Optional[np.random.Generator] = None,
+                   randfunc: Optional[Callable[[int], Any]] = None, return_scales: bool = False) -> Any:
+    """Round ``x`` to block floating point.
+
+    Parameters
+    ----------
+    x : array_like, torch.Tensor or cupy.ndarray
+        Real values; never modified.
+    mantissa_bits : int
+        Magnitude bits of each element, the sign not counted (1..52); an element
+        is stored in ``mantissa_bits + 1`` bits.
+    block_size : int, optional
+        Elements per block along ``axis`` (the last block may be shorter);
+        None (default): the whole array shares one exponent.
+    axis : int
+        The axis along which blocks run (ignored when ``block_size`` is None).
+    round : int
+        1 nearest (ties to even), 2 up, 3 down, 4 toward zero, 5 and 6
+        stochastic, -1 nearest (ties away from zero).
+    rng : numpy.random.Generator, optional
+        Stochastic draws from it; default MATLAB's stream (column-major order).
+    randfunc : callable, optional
+        ``randfunc(n)``: the uniforms of stochastic rounding.
+    return_scales : bool
+        Return ``(scales, elements)``: ``scales = 2^E`` per block (float64, NaN
+        for a NaN block; for ``block_size=None`` an array of ones' shape) and
+        ``elements = k * 2^(1 - mantissa_bits)`` in ``(-2, 2)`` shaped like ``x``.
+
+    Returns
+    -------
+    same type as ``x``, or a tuple
+        Values with the dtype (integer input: float64), shape and device of ``x``.
+
+    Examples
+    --------
+    >>> block_quantize([1.0, 0.3, -0.1, 6.5], mantissa_bits=3)  # E = 2: steps of 2^(2-3+1) = 1, 6.5 a tie
+    array([ 1.,  0., -0.,  6.])
+    >>> block_quantize([1.0, 0.3, -0.1, 6.5], mantissa_bits=3, block_size=2)
+    array([ 1.  ,  0.25, -0.  ,  6.  ])
+    """
+    mantissa_bits = check_int(mantissa_bits, "mantissa_bits", 1, 52)
+    if block_size is not None:
+        block_size = check_int(block_size, "block_size", 1)
+    mode = check_mode(round)
+    host = HostArray(x)
+    values = host.values
+    blocks = Blocks(values.shape, axis, block_size)
+    # emax_elem = 0 and no exponent range: E itself, zero blocks get any exponent (0 here).
+    shared = block_scales(values, blocks, 0, emin=-1100, emax=1100)
+    shared = np.where(shared == -1100, 0.0, shared)
+    spread = blocks.spread(shared)
+    usable = np.isfinite(spread)
+    exponent = np.where(usable, spread, 0).astype(np.int64)
+    fl = mantissa_bits - 1
+    scaled = np.where(usable, shift(values, -exponent), 0.0)
+    top = (1 << mantissa_bits) - 1
+    codes = np.clip(fixed_point_codes(scaled, mantissa_bits + 1, fl, True, "saturate", mode,
+                                      random_sources(rng, randfunc)), -top, top)
+    elements = np.array(np.ldexp(codes, -fl))  # an array even for 0-d input
+    elements[~usable] = np.nan
+    if return_scales:
+        finite = np.isfinite(shared)
+        scales = np.where(finite, np.ldexp(1.0, np.where(finite, shared, 0).astype(np.int64)), np.nan)
+        return host.give_back_float64(scales), host.give_back_float64(elements)
+    return host.give_back(np.ldexp(elements, exponent))

@@ -1,0 +1,98 @@
+"""Fixed point: ``wl``-bit two's complement integers ``k`` read as ``k * 2^-fl``."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from ._common import HostArray, check_choice, check_int, check_mode, random_sources, round_integers, shift
+
+__all__ = ["fixed_point", "fixed_point_range"]
+
+OVERFLOW_RULES = ("saturate", "wrap")
+
+
+def fixed_point_range(wl: int, signed: bool = True) -> tuple[int, int]:
+    """The integer codes of a ``wl``-bit word: ``(-2^(wl-1), 2^(wl-1) - 1)`` signed, ``(0, 2^wl - 1)`` unsigned.
+
+    >>> from pychop_compat.numbers import fixed_point_range
+    >>> fixed_point_range(8), fixed_point_range(8, signed=False)
+    ((-128, 127), (0, 255))
+    """
+    wl = check_int(wl, "wl", 1, 53)
+    return (-(1 << (wl - 1)), (1 << (wl - 1)) - 1) if signed else (0, (1 << wl) - 1)
+
+
+def fixed_point(x: Any, wl: int, fl: int, *, signed: bool = True, overflow: str = "saturate",
+                round: int = 1, rng: Optional[np.random.Generator] = None,
+                randfunc: Optional[Callable[[int], Any]] = None, return_codes: bool = False) -> Any:
+    """Round ``x`` to fixed point with word length ``wl`` and fraction length ``fl``.
+
+    The representable numbers are ``k * 2^-fl`` for the integers ``k`` of a
+    ``wl``-bit word (:func:`fixed_point_range`): signed words include the sign
+    bit in ``wl`` (two's complement).  ``x * 2^fl`` is rounded to an integer by
+    chop's integer rounding (``roundit``; exact: scaling by a power of two is
+    exact), then brought into the word's range.
+
+    Parameters
+    ----------
+    x : array_like, torch.Tensor or cupy.ndarray
+        Real values; never modified.
+    wl : int
+        Word length in bits, sign bit included (1..53).
+    fl : int
+        Fraction length: bits after the binary point (any integer; negative
+        values give steps of ``2^-fl > 1``, values above ``wl`` pure fractions).
+    signed : bool
+        Two's complement (default) or unsigned words.
+    overflow : {'saturate', 'wrap'}
+        Beyond the range: the nearest end of the range (``+-Inf`` too), or
+        the integer modulo ``2^wl`` as two's complement hardware wraps
+        (``+-Inf`` has no residue and gives NaN).  NaN stays NaN.
+    round : int
+        1 nearest (ties to even), 2 up, 3 down, 4 toward zero, 5 stochastic
+        (probability proportional to the distance), 6 stochastic (equal
+        probabilities), -1 nearest (ties away from zero).
+    rng : numpy.random.Generator, optional
+        Stochastic draws from this generator (sequential, column-major element
+        order); default MATLAB's stream in chop.m's order (see :func:`~pychop_compat.rng`).
+    randfunc : callable, optional
+        ``randfunc(n)`` gives the ``n`` uniforms of stochastic rounding (chop's ``options.randfunc``).
+    return_codes : bool
+        Return the integer codes ``k`` (int64) instead of the values ``k * 2^-fl``.
+
+    Returns
+    -------
+    same type as ``x``
+        Values (dtype kept; integer input gives float64) or int64 codes, with
+        the shape and device of ``x``.  Torch results are detached.
+
+    Examples
+    --------
+    >>> fixed_point([0.3, -0.3, 1.0, 2.5], wl=4, fl=2)
+    array([ 0.25, -0.25,  1.  ,  1.75])
+    >>> fixed_point([2.5], 4, 2, overflow='wrap'), fixed_point([0.3], 4, 2, return_codes=True)
+    (array([-1.5]), array([1]))
+    """
+    wl = check_int(wl, "wl", 1, 53)
+    fl = check_int(fl, "fl")
+    mode = check_mode(round)
+    check_choice(overflow, "overflow", OVERFLOW_RULES)
+    host = HostArray(x)
+    codes = fixed_point_codes(host.values, wl, fl, bool(signed), overflow, mode, random_sources(rng, randfunc))
+    if return_codes:
+        return host.give_back_codes(codes)
+    return host.give_back(np.ldexp(codes, -fl))
+
+
+def fixed_point_codes(values: np.ndarray, wl: int, fl: int, signed: bool, overflow: str, mode: int,
+                      sources: Any) -> np.ndarray:
+    """The integer codes (float64, exact) of float64 ``values``; the computation of :func:`fixed_point`."""
+    low, high = fixed_point_range(wl, signed)
+    k = round_integers(shift(values, fl), mode, sources)
+    if overflow == "saturate":
+        return np.clip(k, low, high)  # NaN stays NaN; +-Inf go to the ends
+    with np.errstate(invalid="ignore"):
+        # fmod is exact, and so is adding 2^wl to a negative remainder: two's complement wrap.
+        return np.mod(k - low, float(1 << wl)) + low

@@ -1,0 +1,191 @@
+"""Integer quantization: codes ``q = round(x / scale) + zero_point`` clipped to a ``bits``-bit range.
+
+The quotient ``x / scale`` is rounded exactly: a double division may round an
+exact quotient that lies just off a tie (or an integer) onto it, so before
+the integer rounding the computed quotient is moved, where needed, to the
+side of every tie and integer that the exact quotient is on (an error-free
+product decides, see :func:`_exact_side`).  The codes are therefore those of
+exact rational arithmetic, for every mode.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Union
+
+import numpy as np
+
+from ._common import HostArray, check_int, check_mode, random_sources, round_integers, shift
+
+__all__ = ["int_quantize", "int_range"]
+
+_VELTKAMP = 134217729.0  # 2^27 + 1: splits a double into two halves of at most 26 bits
+
+
+def int_range(bits: int, signed: bool = True) -> tuple[int, int]:
+    """The codes of a ``bits``-bit integer: ``(-2^(bits-1), 2^(bits-1) - 1)`` or ``(0, 2^bits - 1)``.
+
+    >>> from pychop_compat.numbers import int_range
+    >>> int_range(4), int_range(4, signed=False)
+    ((-8, 7), (0, 15))
+    """
+    bits = check_int(bits, "bits", 2, 16)
+    return (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+
+
+def _reduce(values: np.ndarray, axis: Optional[Union[int, tuple]], function) -> np.ndarray:
+    """``function`` (max or min) over every axis but the channel axes, keeping dims (per tensor:
+    all axes), with 0 as the initial value (empty input; callers include 0 in the range anyway)."""
+    if axis is None:
+        return function(values, axis=None, keepdims=True, initial=0.0)
+    channels = (axis,) if isinstance(axis, int) else tuple(axis)
+    ndim = values.ndim
+    kept = set()
+    for a in channels:
+        a = check_int(a, "axis", -ndim, ndim - 1) if ndim else check_int(a, "axis", 0, -1)
+        kept.add(a % ndim)
+    over = tuple(a for a in range(ndim) if a not in kept)
+    return function(values, axis=over, keepdims=True, initial=0.0)
+
+
+def _exact_side(x: np.ndarray, m: np.ndarray, s_hi: np.ndarray, s_lo: np.ndarray) -> np.ndarray:
+    """The sign of ``x - m * s`` computed exactly, for ``s = s_hi + s_lo`` in [1, 2) split into
+    halves of 26 bits and ``|m| < 2^20`` with at most 21 significant bits.
+
+    ``m * s_hi`` and ``m * s_lo`` are exact.  Where ``x`` is within a factor 2 of
+    ``m * s_hi``, ``d = x - m * s_hi`` is exact (Sterbenz) and the sign of ``d - m * s_lo``
+    is exact; elsewhere ``|d|`` dwarfs ``|m * s_lo|`` and the sign is ``d``'s.
+    """
+    d = x - m * s_hi
+    return np.sign(d - m * s_lo)
+
+
+def exact_quotient(x: np.ndarray, scale: np.ndarray, low: float, high: float) -> np.ndarray:
+    """``x / scale`` as a double on the same side of every integer and half-integer as the exact
+    quotient, and within one ulp of it; quotients outside ``(low, high)`` are clipped to it
+    (``low``, ``high``: integers bounding the codes of interest, ``|.| < 2^19``)."""
+    exponent = np.frexp(scale)[1]
+    s = np.ldexp(scale, -exponent + 1)  # exact: in [1, 2)
+    v = shift(x, -exponent + 1)  # the same quotient; underflow replaced by a same-signed stand-in
+    with np.errstate(invalid="ignore", over="ignore"):
+        y = np.clip(v / s, low, high)
+        inside = (y > low) & (y < high)
+        if not inside.any():
+            return y
+        split = _VELTKAMP * s
+        s_hi = split - (split - s)
+        s_lo = s - s_hi
+        n = np.floor(np.where(inside, y, 0.0))
+        vi = np.where(inside, v, 0.0)
+        # Division rounds monotonically, so floor(y) is floor(q) or one more.
+        n = n - (_exact_side(vi, n, s_hi, s_lo) < 0)
+        at_integer = _exact_side(vi, n, s_hi, s_lo) == 0
+        half = _exact_side(vi, n + 0.5, s_hi, s_lo)
+        below = np.clip(y, np.nextafter(n, np.inf), np.nextafter(n + 0.5, -np.inf))
+        above = np.clip(y, np.nextafter(n + 0.5, np.inf), np.nextafter(n + 1, -np.inf))
+        fixed = np.where(at_integer, n, np.where(half == 0, n + 0.5, np.where(half < 0, below, above)))
+        return np.where(inside, fixed, y)
+
+
+def int_quantize(x: Any, bits: int, *, signed: bool = True, symmetric: bool = True,
+                 axis: Optional[Union[int, tuple[int, ...]]] = None, scale: Any = None, zero_point: Any = None,
+                 round: int = 1, rng: Optional[np.random.Generator] = None,
+                 randfunc: Optional[Callable[[int], Any]] = None, return_codes: bool = False) -> Any:
+    """Quantize ``x`` to ``bits``-bit integers with a scale (and zero point).
+
+    Codes ``q = clip(round(x / scale) + zero_point, qmin, qmax)`` with ``[qmin, qmax]``
+    from :func:`int_range`; the dequantized values are ``(q - zero_point) * scale``.
+    ``x / scale`` is rounded to an integer exactly (as exact rational arithmetic
+    would), by chop's integer rounding.
+
+    Parameters
+    ----------
+    x : array_like, torch.Tensor or cupy.ndarray
+        Real values; never modified.  The scale is computed from the finite values.
+    bits : int
+        Width of the integers, 2..16.
+    signed : bool
+        Signed (two's complement range) or unsigned codes.
+    symmetric : bool
+        True: ``scale = max|x| / (2^(bits-1) - 1)`` and zero point 0 (signed) or
+        ``2^(bits-1)`` (unsigned), so ``+-max|x|`` map to ``+-(2^(bits-1) - 1)`` around it.
+        False (asymmetric, affine): the range ``[min(x, 0), max(x, 0)]`` is mapped
+        onto ``[qmin, qmax]``: ``scale = (hi - lo) / (qmax - qmin)``, ``zero_point =
+        qmin - rint(lo / scale)`` (nearest, ties to even), clipped to the codes.
+        A zero range gives scale 1.
+    axis : int or tuple of int, optional
+        Per-channel quantization: one scale (and zero point) per index along these
+        axes, computed over the others.  None (default): one for the whole tensor.
+    scale : float or array_like, optional
+        Given scale(s) (positive, finite; broadcastable against ``x``) instead of
+        computed ones.
+    zero_point : int or array_like, optional
+        Given zero point(s); default as above (for an asymmetric quantizer with a
+        given scale: computed from the data with that scale).
+    round : int
+        Rounding of ``x / scale``: 1 nearest (ties to even), 2 up, 3 down, 4 toward
+        zero, 5 and 6 stochastic, -1 nearest (ties away from zero).
+    rng : numpy.random.Generator, optional
+        Stochastic draws from it; default MATLAB's stream (chop's order).
+    randfunc : callable, optional
+        ``randfunc(n)``: the uniforms of stochastic rounding.
+    return_codes : bool
+        Return ``(codes, scale, zero_point)`` (int64 codes, float64 scales, int64 zero
+        points, shaped to broadcast against ``x``) instead of the dequantized values.
+
+    Returns
+    -------
+    same type as ``x``, or a tuple
+        Dequantized values, computed in float64 and given back in the dtype of
+        ``x`` (integer input: float64), with its shape and device; NaN stays NaN
+        and +-Inf clip to the end codes.  The product ``(q - zero_point) * scale`` is
+        rounded to double: re-quantizing the result with the same scale and zero
+        point gives it back in round to nearest, while a directed mode can move
+        a code by one where that product is inexact.
+
+    Examples
+    --------
+    >>> int_quantize([-1.0, 0.1, 0.5, 1.0], bits=4)
+    array([-1.        ,  0.14285714,  0.57142857,  1.        ])
+    >>> codes, scale, zp = int_quantize([0.0, 1.0, 3.0], bits=2, signed=False, symmetric=False,
+    ...                                 return_codes=True)
+    >>> codes.tolist(), scale.tolist(), zp.tolist()
+    ([0, 1, 3], [1.0], [0])
+    """
+    qmin, qmax = int_range(bits, bool(signed))
+    mode = check_mode(round)
+    host = HostArray(x)
+    values = host.values
+    finite = np.where(np.isfinite(values), values, 0.0)
+    if scale is None:
+        if symmetric:
+            s = _reduce(np.abs(finite), axis, np.max) / float((1 << (bits - 1)) - 1)
+        else:
+            lo = np.minimum(_reduce(finite, axis, np.min), 0.0)
+            hi = np.maximum(_reduce(finite, axis, np.max), 0.0)
+            s = (hi - lo) / float(qmax - qmin)
+        s = np.where(s > 0, s, 1.0)
+    else:
+        s = np.asarray(scale, dtype=np.float64)
+        if not (np.isfinite(s).all() and (s > 0).all()):
+            raise ValueError(f"scale must be positive and finite, got {scale!r}.")
+    if zero_point is not None:
+        zp = np.asarray(zero_point)
+        if zp.dtype.kind not in "iu" or (zp < qmin).any() or (zp > qmax).any():
+            raise ValueError(f"zero_point must be integers in [{qmin}, {qmax}], got {zero_point!r}.")
+        zp = zp.astype(np.float64)
+    elif symmetric:
+        zp = np.zeros_like(s) if signed else np.full_like(s, float(1 << (bits - 1)))
+    else:
+        lo = np.minimum(_reduce(finite, axis, np.min), 0.0)
+        # rint of the exactly-sided quotient: the zero point of exact arithmetic (ties to even).
+        zp = np.clip(qmin - np.rint(exact_quotient(lo, s, -2.0 ** 19, 2.0 ** 19)), qmin, qmax)
+    s, zp = np.broadcast_arrays(s, zp)
+    s_full = np.broadcast_to(s, values.shape)
+    zp_full = np.broadcast_to(zp, values.shape)
+    # Quotients beyond the codes by more than one are clipped first: they clip in the end anyway.
+    y = exact_quotient(values, s_full, float(qmin) - zp_full - 2, float(qmax) - zp_full + 2)
+    codes = np.clip(round_integers(y, mode, random_sources(rng, randfunc)) + zp_full, qmin, qmax)
+    if return_codes:
+        return host.give_back_codes(codes), host.give_back_float64(np.array(s)), \
+            host.give_back_codes(np.array(zp))
+    return host.give_back((codes - zp_full) * s_full)

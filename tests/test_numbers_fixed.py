@@ -1,0 +1,139 @@
+"""Fixed point, checked exhaustively against exact rational arithmetic (fractions.Fraction)."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import pychop_compat
+from pychop_compat import fixed_point
+from pychop_compat.numbers import fixed_point_range
+
+
+def exact_round(y: Fraction, mode: int) -> int:
+    """Rounding of an exact rational to an integer, by definition."""
+    lower = math.floor(y)
+    frac = y - lower
+    if frac == 0:
+        return lower
+    if mode == 1:
+        return lower + (frac > Fraction(1, 2) or (frac == Fraction(1, 2) and lower % 2 == 1))
+    if mode == -1:
+        if frac == Fraction(1, 2):
+            return lower + 1 if y > 0 else lower
+        return lower + (frac > Fraction(1, 2))
+    if mode == 2:
+        return lower + 1
+    if mode == 3:
+        return lower
+    if mode == 4:
+        return lower + 1 if y < 0 else lower
+    raise AssertionError(mode)
+
+
+def exact_fixed(x: float, wl: int, fl: int, signed: bool, overflow: str, mode: int) -> float:
+    k = exact_round(Fraction(x) * Fraction(2) ** fl, mode)
+    low, high = (-2 ** (wl - 1), 2 ** (wl - 1) - 1) if signed else (0, 2 ** wl - 1)
+    if overflow == "saturate":
+        k = min(max(k, low), high)
+    else:
+        k = (k - low) % 2 ** wl + low
+    return float(Fraction(k) / Fraction(2) ** fl)
+
+
+def grid(wl: int, fl: int) -> np.ndarray:
+    """Every multiple of a quarter step over twice the range, and some non-dyadic values."""
+    step = 2.0 ** -fl
+    reach = 2 ** (wl + 1)
+    dyadic = np.arange(-4 * reach, 4 * reach + 1) * (step / 4)
+    return np.concatenate([dyadic, np.array([0.1, -0.1, 1 / 3, -2 / 3, 1e-300, -1e-300]) * step])
+
+
+@pytest.mark.parametrize("wl", [1, 2, 3, 5])
+@pytest.mark.parametrize("fl", [-2, 0, 3, 7])
+@pytest.mark.parametrize("signed", [True, False])
+@pytest.mark.parametrize("overflow", ["saturate", "wrap"])
+def test_exhaustive_against_fractions(wl, fl, signed, overflow):
+    x = grid(wl, fl)
+    for mode in (1, 2, 3, 4, -1):
+        got = fixed_point(x, wl, fl, signed=signed, overflow=overflow, round=mode)
+        expected = [exact_fixed(v, wl, fl, signed, overflow, mode) for v in x]
+        np.testing.assert_array_equal(got, expected, err_msg=f"mode {mode}")
+
+
+def test_range_and_codes():
+    assert fixed_point_range(4) == (-8, 7) and fixed_point_range(4, signed=False) == (0, 15)
+    codes = fixed_point(np.array([0.3, -5.0, 9.0]), 4, 1, return_codes=True)
+    assert codes.dtype == np.int64 and codes.tolist() == [1, -8, 7]
+    assert fixed_point(np.array([2.0 ** 30 + 0.5]), 53, 1).item() == 2.0 ** 30 + 0.5
+
+
+@pytest.mark.parametrize("mode", [5, 6])
+def test_stochastic_draws_as_roundit_does(mode):
+    """Elements with a fraction draw one uniform each, in column-major order; up (away from 0)
+    iff u <= frac (mode 5) or u <= 1/2 (mode 6)."""
+    x = np.array([[0.3, 1.0, -0.7], [2.25, -1.5, 0.0]])
+    wl, fl = 6, 2
+    got = fixed_point(x, wl, fl, round=mode, rng=np.random.default_rng(7))
+    u = iter(np.random.default_rng(7).random(x.size))
+    expected = np.empty_like(x)
+    for j in range(x.shape[1]):
+        for i in range(x.shape[0]):
+            y = Fraction(x[i, j]) * 4
+            whole, frac = math.floor(abs(y)), abs(y) - math.floor(abs(y))
+            if frac:
+                up = next(u) <= (float(frac) if mode == 5 else 0.5)
+                whole += up
+            expected[i, j] = math.copysign(whole / 4, x[i, j])
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_stochastic_matches_matlab_stream_roundit():
+    x = np.linspace(-3, 3, 37)
+    pychop_compat.rng(3)
+    got = fixed_point(x, 8, 3, round=5)
+    pychop_compat.rng(3)
+    np.testing.assert_array_equal(got, pychop_compat.roundit(x * 8, {"round": 5}) / 8)
+
+
+def test_specials():
+    out = fixed_point(np.array([np.inf, -np.inf, np.nan]), 4, 1)
+    assert out[0] == 3.5 and out[1] == -4.0 and np.isnan(out[2])
+    assert np.isnan(fixed_point(np.array([np.inf]), 4, 1, overflow="wrap")).all()
+    with pytest.raises(ValueError, match="NaN"):
+        fixed_point(np.array([np.nan]), 4, 1, return_codes=True)
+
+
+def test_types_kept_and_input_untouched():
+    x = np.array([0.3, 0.7], dtype=np.float32)
+    before = x.copy()
+    out = fixed_point(x, 8, 4)
+    assert out.dtype == np.float32 and np.array_equal(x, before)
+    assert isinstance(fixed_point(0.3, 8, 4), np.float64)
+    assert fixed_point([1, 2], 4, 0).dtype == np.float64
+
+
+def test_torch_keeps_dtype_shape_device():
+    torch = pytest.importorskip("torch")
+    x = torch.tensor([[0.3, -0.7], [1.2, 9.0]], dtype=torch.float32, requires_grad=True)
+    out = fixed_point(x, 6, 3)
+    assert out.dtype == torch.float32 and out.shape == x.shape and out.device == x.device
+    assert not out.requires_grad
+    np.testing.assert_array_equal(out.numpy(), fixed_point(x.detach().numpy(), 6, 3))
+    codes = fixed_point(x, 6, 3, return_codes=True)
+    assert codes.dtype == torch.int64
+
+
+@pytest.mark.parametrize("kwargs, error", [
+    ({"wl": 0, "fl": 1}, ValueError), ({"wl": 4.5, "fl": 1}, TypeError),
+    ({"wl": 4, "fl": 1, "round": 7}, ValueError), ({"wl": 4, "fl": 1, "overflow": "clip"}, ValueError),
+    ({"wl": 4, "fl": 1, "rng": 3}, TypeError),
+])
+def test_bad_arguments(kwargs, error):
+    with pytest.raises(error):
+        fixed_point([1.0], **kwargs)
+    with pytest.raises(TypeError, match="Complex"):
+        fixed_point(np.array([1j]), 4, 1)

@@ -1,0 +1,138 @@
+"""Integer quantization, checked exhaustively against exact rational arithmetic."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from pychop_compat import int_quantize
+from pychop_compat.numbers import int_range
+
+from test_numbers_fixed import exact_round
+
+
+def oracle(values, bits, signed, symmetric, mode, scale=None):
+    """Codes, scale and zero point by the documented formulas, in exact arithmetic
+    (each floating-point step of the definition rounded to double by Fraction -> float)."""
+    qmin, qmax = (-2 ** (bits - 1), 2 ** (bits - 1) - 1) if signed else (0, 2 ** bits - 1)
+    finite = [v for v in values if math.isfinite(v)] or [0.0]
+    lo, hi = min(min(finite), 0.0), max(max(finite), 0.0)
+    if scale is None:
+        if symmetric:
+            scale = float(Fraction(max(abs(v) for v in finite)) / (2 ** (bits - 1) - 1))
+        else:
+            scale = float(Fraction(float(Fraction(hi) - Fraction(lo))) / (qmax - qmin))
+        scale = scale if scale > 0 else 1.0
+    if symmetric:
+        zp = 0 if signed else 2 ** (bits - 1)
+    else:
+        zp = min(max(qmin - round(Fraction(lo) / Fraction(scale)), qmin), qmax)
+    codes = []
+    for v in values:
+        if math.isnan(v):
+            codes.append(None)
+        elif math.isinf(v):
+            codes.append(qmax if v > 0 else qmin)
+        else:
+            codes.append(min(max(exact_round(Fraction(v) / Fraction(scale), mode) + zp, qmin), qmax))
+    return codes, scale, zp
+
+
+def samples(amax_numerator):
+    """A grid dense in quotient space around every code, with an awkward (non-dyadic) maximum."""
+    base = np.arange(-64, 65) / 16.0
+    extra = np.array([amax_numerator / 7, -amax_numerator / 3, 0.1, -0.3, 1e-310, 2.0 ** -40])
+    return np.concatenate([base, extra, base / 7, base * 3 / 10])
+
+
+@pytest.mark.parametrize("bits", [2, 3, 4, 8, 16])
+@pytest.mark.parametrize("signed", [True, False])
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_exhaustive_against_fractions(bits, signed, symmetric):
+    x = samples(5.0)
+    for mode in (1, 2, 3, 4, -1):
+        codes, scale, zp = int_quantize(x, bits, signed=signed, symmetric=symmetric, round=mode,
+                                        return_codes=True)
+        want, want_scale, want_zp = oracle(list(x), bits, signed, symmetric, mode)
+        assert scale.item() == want_scale and zp.item() == want_zp
+        assert codes.tolist() == want, f"mode {mode}"
+        deq = int_quantize(x, bits, signed=signed, symmetric=symmetric, round=mode)
+        np.testing.assert_array_equal(deq, [float(Fraction(c - want_zp) * Fraction(want_scale)) for c in want])
+
+
+@pytest.mark.parametrize("scale", [0.375, 3.0, 0.1, 1 / 3])
+def test_given_scale_ties_exactly(scale):
+    """Exact ties x = (n + 1/2) scale (dyadic scales) and near ties (0.1, 1/3: the double
+    quotient lands on a tie that the exact quotient misses)."""
+    n = np.arange(-20, 21)
+    x = np.concatenate([(n + 0.5) * scale, n * scale, (n + 0.25) * scale])
+    for mode in (1, -1, 2, 3, 4):
+        codes = int_quantize(x, 6, scale=scale, round=mode, return_codes=True)[0]
+        want = oracle(list(x), 6, True, True, mode, scale=scale)[0]
+        assert codes.tolist() == want, f"mode {mode}"
+
+
+def test_near_ties_are_decided_exactly():
+    # 0.35 / 0.1 is 3.4999999999999996 exactly-ish in doubles but the exact quotient of the
+    # two doubles is what counts; compare with Fraction directly on many such pairs.
+    rng = np.random.default_rng(0)
+    scale = 0.1
+    x = (rng.integers(-50, 50, 2000) + 0.5) * scale
+    codes = int_quantize(x, 8, scale=scale, return_codes=True)[0]
+    want = [exact_round(Fraction(v) / Fraction(scale), 1) for v in x]
+    assert codes.tolist() == want
+
+
+@pytest.mark.parametrize("axis", [0, 1, (0,), -1])
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_per_channel(axis, symmetric):
+    x = np.array([[0.3, -1.7, 2.2, 0.0], [10.0, 5.5, -2.0, 1.0], [0.0, 0.0, 0.0, 0.0]])
+    codes, scale, zp = int_quantize(x, 4, axis=axis, symmetric=symmetric, return_codes=True)
+    a = axis[0] if isinstance(axis, tuple) else axis
+    moved = np.moveaxis(x, a, 0)
+    got = np.moveaxis(codes, a, 0)
+    for i in range(moved.shape[0]):
+        want, want_scale, want_zp = oracle(list(moved[i]), 4, True, symmetric, 1)
+        assert got[i].tolist() == want
+        assert np.moveaxis(scale, a, 0).ravel()[i] == want_scale
+
+
+@pytest.mark.parametrize("mode", [5, 6])
+def test_stochastic(mode):
+    x = np.array([0.31, -0.77, 0.5, 1.0, 0.12])
+    codes = int_quantize(x, 4, scale=0.25, round=mode, rng=np.random.default_rng(5), return_codes=True)[0]
+    u = iter(np.random.default_rng(5).random(x.size))
+    want = []
+    for v in x:
+        y = Fraction(v) * 4
+        whole, frac = math.floor(abs(y)), abs(y) - math.floor(abs(y))
+        if frac:
+            whole += next(u) <= (float(frac) if mode == 5 else 0.5)
+        want.append(int(math.copysign(whole, v)))
+    assert codes.tolist() == want
+
+
+def test_specials_and_types():
+    out = int_quantize(np.array([np.nan, np.inf, -np.inf, 1.0]), 8)
+    assert np.isnan(out[0]) and out[1] == 1.0 and out[2] == -128 / 127
+    torch = pytest.importorskip("torch")
+    t = torch.tensor([[0.5, -0.25], [1.0, 0.125]], dtype=torch.float32)
+    out = int_quantize(t, 4, axis=0)
+    assert out.dtype == torch.float32 and out.shape == t.shape
+    codes, scale, zp = int_quantize(t, 4, axis=0, return_codes=True)
+    assert codes.dtype == torch.int64 and scale.dtype == torch.float64
+
+
+def test_range_and_bad_arguments():
+    assert int_range(2) == (-2, 1) and int_range(16, signed=False) == (0, 65535)
+    with pytest.raises(ValueError, match="bits"):
+        int_quantize([1.0], 17)
+    with pytest.raises(ValueError, match="scale"):
+        int_quantize([1.0], 8, scale=0.0)
+    with pytest.raises(ValueError, match="zero_point"):
+        int_quantize([1.0], 8, scale=1.0, zero_point=200)
+    with pytest.raises(ValueError, match="round"):
+        int_quantize([1.0], 8, round=0)

@@ -144,3 +144,13 @@ def test_optional_libraries_are_not_imported():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_number_formats_refuse_other_array_types():
+    from pychop_compat import fixed_point
+
+    with pytest.raises(TypeError, match="convert it explicitly"):
+        fixed_point(WithArrayInterface(), 8, 4)
+    jnp = pytest.importorskip("jax.numpy")
+    with pytest.raises(TypeError, match="convert it explicitly"):
+        fixed_point(jnp.ones(2), 8, 4)

@@ -6,6 +6,7 @@ Run from the repository root::
     python benchmarks/bench_cpu.py --quick    # smoke run: small n, few repeats
     python benchmarks/bench_cpu.py --large    # also n = 1e8 (needs ~3 GB of memory)
     python benchmarks/bench_cpu.py --memory   # peak memory of chop on 1e8 float64 values
+    python benchmarks/bench_cpu.py --compiled [--cpfloat CPFLOAT/src]   # the compiled engine at n = 1e7
 
 Every time is the median over repeats, in ns per element, next to its ratio
 to the one-pass NumPy baseline ``np.multiply(x, 1.0, out=y)`` measured
@@ -140,6 +141,7 @@ def _torch():
 
 def _chopper(config):
     label, options, generator, _, _ = config
+    # (The main table's rows run on the CPU engine in force: compiled when Numba is installed.)
     if "cpfloat" in options:
         fpopts = options["cpfloat"]
         return lambda x: pychop_compat.cpfloat(x, fpopts)
@@ -222,6 +224,170 @@ def memory_report(n: int) -> None:
               f"{peak / 2**20:.1f} MiB = {peak / x.nbytes:.3f} x input ({elapsed:.2f} s)")
 
 
+# --- the compiled engine (issue 21's table) -------------------------------------------------------
+
+COMPILED_CONFIGS = [
+    ("fp16 RN", dict(format="h"), None),
+    ("bf16 RN sub=0", dict(format="b", subnormal=0), None),
+    ("fp8-e4m3 RN", dict(format="fp8-e4m3"), None),
+    ("fp16 RZ", dict(format="h", round=4), None),
+    ("custom [5, 7] RU", dict(format="c", params=[5, 7], round=2), None),
+    ("fp16 SR5 counter (rng=1)", dict(format="h", round=5), 1),
+    ("fp16 SR5 MATLAB stream", dict(format="h", round=5), None),
+]
+
+
+def _best_interleaved(funcs: dict, repeats: int) -> dict:
+    """Best time of each function, the functions called in turn ``repeats`` times."""
+    best = {name: float("inf") for name in funcs}
+    for _ in range(repeats):
+        for name, func in funcs.items():
+            t0 = time.perf_counter()
+            func()
+            best[name] = min(best[name], time.perf_counter() - t0)
+    return best
+
+
+def _new_process_first_call(engine: str, n: int, cache_dir=None) -> float:
+    """Seconds from interpreter start to the end of the first chop of ``n`` doubles (imports included)."""
+    import os
+    import subprocess
+
+    code = ("import time; t0 = time.perf_counter(); import numpy as np, pychop_compat; "
+            f"x = np.random.default_rng(1).standard_normal({n}); pychop_compat.chop(x, {{'format': 'h'}}); "
+            "print(time.perf_counter() - t0)")
+    env = dict(os.environ, PYCHOP_COMPAT_CPU_ENGINE=engine, PYTHONPATH=str(ROOT))
+    if cache_dir is not None:
+        env["NUMBA_CACHE_DIR"] = str(cache_dir)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=1200)
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr)
+    return float(out.stdout.split()[-1])
+
+
+def _cpfloat_times(source, x: np.ndarray, repeats: int):
+    """CPFloat's best times for fp16 round to nearest and stochastic rounding on ``x`` (float64),
+    from a driver built here against the CPFloat source directory ``source``; or a reason to skip."""
+    import os
+    import shutil
+    import subprocess
+    import tempfile
+
+    if not source:
+        return "no CPFloat source given (--cpfloat DIR, the src/ folder of a CPFloat checkout)"
+    header = Path(source) / "cpfloat_binary64.h"
+    if not header.exists():
+        return f"{header} not found"
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        return "no C compiler"
+    with tempfile.TemporaryDirectory() as tmp:
+        driver = Path(tmp) / "cpfloat_driver"
+        build = subprocess.run([compiler, "-O3", "-march=native", "-fopenmp", "-w", f"-I{source}",
+                                str(ROOT / "benchmarks" / "cpfloat_driver.c"), "-o", str(driver), "-lm"],
+                               capture_output=True, text=True)
+        if build.returncode != 0:
+            return f"build failed: {build.stderr.strip()[:200]}"
+        data = Path(tmp) / "x.bin"
+        x.astype(np.float64).tofile(data)
+        env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "2"))
+        times = {}
+        for label, code in (("fp16 RN", 1), ("fp16 SR5", 5)):
+            run = subprocess.run([str(driver), str(data), str(x.size), "h", str(code), str(repeats)],
+                                 capture_output=True, text=True, env=env)
+            if run.returncode != 0:
+                return f"driver failed: {run.stderr.strip()[:200]}"
+            times[label] = float(run.stdout.split()[-1])
+        return times
+
+
+def compiled_report(n: int, repeats: int, cpfloat_source=None, new_process: bool = True) -> None:
+    """The compiled engine against the one-pass baseline, the NumPy engine and (optionally) CPFloat."""
+    import platform
+
+    from pychop_compat.engines import compiled
+    from pychop_compat.matlab_random import stream_uniform
+
+    if not compiled.available():
+        print("The compiled engine is not available here (numba is not installed): skipped.")
+        return
+    import numba
+
+    print(f"n = {n:.0e} float64, best of {repeats} interleaved runs; {platform.processor() or platform.machine()}, "
+          f"{numba.config.NUMBA_NUM_THREADS} Numba thread(s), "
+          f"NumPy {np.__version__}, Numba {numba.__version__}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n")
+    compile_seconds = None
+    if new_process:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as cache:
+            # A fresh Numba cache: the first call compiles (as after installation), the second loads.
+            compile_seconds = _new_process_first_call("numba", 10**6, cache)
+            cached = min(_new_process_first_call("numba", 10**6, cache) for _ in range(3))
+        plain = min(_new_process_first_call("numpy", 10**6) for _ in range(3))
+    x = np.random.default_rng(1).standard_normal(n)
+    y = np.empty_like(x)
+    with compiled.cpu_engine("numba"):
+        compiled.warm_up()
+    print("| configuration | compiled ns/elt | x one-pass | x one-pass (allocating) | NumPy engine x one-pass "
+          "| compiled / NumPy engine |")
+    print("|---|---:|---:|---:|---:|---:|")
+    results = {}
+    for label, options, seed in COMPILED_CONFIGS:
+        numpy_chop = pychop_compat.Chop(options, rng=seed)
+        fast_chop = pychop_compat.Chop(options, rng=seed)
+
+        def run_numpy():
+            with compiled.cpu_engine("numpy"):
+                numpy_chop(x)
+
+        def run_compiled():
+            with compiled.cpu_engine("numba"):
+                fast_chop(x)
+
+        funcs = {"base": lambda: np.multiply(x, 1.0, out=y), "alloc": lambda: np.multiply(x, 1.0),
+                 "numpy": run_numpy, "compiled": run_compiled}
+        if "MATLAB" in label:
+            funcs["draw"] = lambda: stream_uniform(n)
+        best = _best_interleaved(funcs, repeats)
+        results[label] = best
+        print(f"| {label} | {best['compiled'] / n * 1e9:.2f} | {best['compiled'] / best['base']:.2f} | "
+              f"{best['compiled'] / best['alloc']:.2f} | {best['numpy'] / best['base']:.2f} | "
+              f"{best['compiled'] / best['numpy']:.2f} |", flush=True)
+    stream = results["fp16 SR5 MATLAB stream"]
+    print(f"\nMATLAB stream: draw of n uniforms {stream['draw'] * 1e3:.1f} ms, one pass {stream['base'] * 1e3:.1f} ms; "
+          f"compiled / (draw + one pass) = {stream['compiled'] / (stream['draw'] + stream['base']):.2f}, "
+          f"NumPy engine / (draw + one pass) = {stream['numpy'] / (stream['draw'] + stream['base']):.2f}")
+
+    small = np.random.default_rng(2).standard_normal(1000)
+    scalar_chop = pychop_compat.Chop(format="h")
+    per_call = {}
+    for engine in ("numba", "numpy"):
+        with compiled.cpu_engine(engine):
+            per_call[engine] = min(_samples(lambda: scalar_chop(small), 0.2, 5, 50))
+    with compiled.cpu_engine("numba"):
+        pychop_compat.chop(1 / 3, {"format": "h"})
+        scalar = min(_samples(lambda: pychop_compat.chop(1 / 3), 0.2, 5, 50))
+    print(f"n = 1e3: compiled {per_call['numba'] * 1e6:.1f} us, NumPy engine {per_call['numpy'] * 1e6:.1f} us; "
+          f"scalar chop(1/3) with stored options: {scalar * 1e6:.2f} us")
+    if compile_seconds is not None:
+        print(f"New process, first chop of 1e6 doubles, imports included: NumPy engine {plain:.2f} s; compiled engine "
+              f"{cached:.2f} s with Numba's cache (+{cached - plain:.2f} s), {compile_seconds:.1f} s on the very "
+              "first call after installation (compilation of the kernels it needs)")
+
+    cp = _cpfloat_times(cpfloat_source, x, repeats)
+    if isinstance(cp, str):
+        print(f"CPFloat: skipped ({cp}).")
+    else:
+        base = results["fp16 RN"]["base"]
+        print(f"CPFloat (driver built here, OMP_NUM_THREADS={__import__('os').environ.get('OMP_NUM_THREADS', '2')}, "
+              "its default generator; into a preallocated array): "
+              f"fp16 RN {cp['fp16 RN'] * 1e3:.1f} ms = {cp['fp16 RN'] / base:.2f} x one-pass "
+              f"(compiled engine {results['fp16 RN']['compiled'] / base:.2f}); fp16 SR5 {cp['fp16 SR5'] * 1e3:.1f} ms = "
+              f"{cp['fp16 SR5'] / base:.2f} x one-pass (compiled engine, counter generator "
+              f"{results['fp16 SR5 counter (rng=1)']['compiled'] / base:.2f})")
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="smoke run: n = 1e4 and 1e5, few repeats")
@@ -230,7 +396,15 @@ def main(argv=None) -> None:
     parser.add_argument("--threads", type=int, default=None, help="worker threads (default: %(default)s = engine's)")
     parser.add_argument("--no-pychop", action="store_true", help="skip PyPI pychop even if installed")
     parser.add_argument("--no-torch", action="store_true", help="skip the torch engine rows")
+    parser.add_argument("--compiled", action="store_true",
+                        help="the compiled engine's table: n = 1e7 (1e5 with --quick), ratios to one pass")
+    parser.add_argument("--repeats", type=int, default=7, help="interleaved runs for --compiled (best is kept)")
+    parser.add_argument("--cpfloat", default=None, help="CPFloat's src/ folder: build a driver and time it too")
     args = parser.parse_args(argv)
+    if args.compiled:
+        compiled_report(10**5 if args.quick else 10**7, 2 if args.quick else args.repeats, args.cpfloat,
+                        new_process=not args.quick)
+        return
     if args.threads:
         numpy_fast.set_threads(args.threads)
     if args.memory:

@@ -19,8 +19,8 @@ from .engines import array_library, numpy_fast, unsupported_type_error
 from .options import (ChopSpec, Options, _given_fields, _params_pair, _switch, options_are_empty,
                       probability, resolve, round_mode)
 from .matlab_random import default_randfunc
-from .randomness import (MATLAB_STREAM, ForkedStreamError, RandomSources, fork_generation, generator_sources,
-                         sources_for)
+from .randomness import (MATLAB_STREAM, ForkedStreamError, RandomSources, counter_sources, fork_generation,
+                         generator_sources, sources_for)
 
 __all__ = ["chop", "clear_chop", "chop_options", "roundit", "Chop", "PersistentOptions"]
 
@@ -408,11 +408,18 @@ class Chop:
     ----------
     options : Mapping, Options or object with attributes, optional
         The options; keyword arguments are merged over them.
-    rng : numpy.random.Generator or int, optional
-        Draw stochastic rounding and bit flips from this NumPy generator (or
-        ``numpy.random.default_rng(seed)``) instead of MATLAB's stream: faster,
-        reproducible from its seed, but not MATLAB's numbers.  ``options.randfunc``,
-        if given, still supplies the stochastic draws.
+    rng : int or numpy.random.Generator, optional
+        An int seed: stochastic rounding and bit flips take their numbers from
+        the counter-based generator of :mod:`pychop_compat.engines.device_random`
+        with that seed; element ``i`` of the ``k``-th array (row-major order)
+        gets the numbers of counter ``offset_k + i``, where ``offset_k`` is the
+        total size of the arrays this object chopped before.  The results do
+        not depend on the engine (NumPy, compiled, torch), the threads or the
+        chunking, and the object pickles with its counter.  A
+        :class:`numpy.random.Generator`: sequential draws from it, in chop.m's
+        order.  Neither gives MATLAB's numbers.  ``options.randfunc``, if given,
+        still supplies the stochastic draws (the flips are then drawn call by
+        call from the same generator).
     **kwargs
         Options by name, e.g. ``format='b', round=5``.
 
@@ -444,6 +451,12 @@ class Chop:
         if rng is None:
             self._flips = MATLAB_STREAM
             self._fork_generation = None
+        elif isinstance(rng, numbers.Integral) and not isinstance(rng, (bool, np.bool_)):
+            # The counter-based generator: numbers a function of (seed, this object's call
+            # counter, row-major element index), the same on every engine.  A copy inherited
+            # by fork would repeat the counter in every child: it must be sent pickled.
+            self._flips = counter_sources(int(rng))
+            self._fork_generation = fork_generation()
         else:
             if not isinstance(rng, np.random.Generator):
                 if isinstance(rng, (bool, np.bool_)) or not isinstance(rng, (numbers.Integral, np.random.SeedSequence)):

@@ -20,7 +20,7 @@ import datetime as _dt
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Union
+from typing import Optional, Union
 
 import numpy as np
 

@@ -37,17 +37,24 @@ from .matlab_random import (ForkedStreamError, default_randfunc, exclusive_strea
 
 __all__ = ["RandomSources", "sources_for", "generator_sources", "GeneratorIntegers", "MATLAB_STREAM",
            "Source", "SourcePlan", "default_source", "source_for", "INT_SEED_SOURCE", "ELEMENT_ORDER",
-           "ForkedStreamError", "fork_generation", "exclusive_stream", "check_randfunc_output"]
+           "ForkedStreamError", "fork_generation", "exclusive_stream", "check_randfunc_output", "counter_sources"]
 
 
 @dataclass(frozen=True)
 class RandomSources:
     """Three draws: ``stochastic(n)`` and ``flip_uniform(n)`` give ``n`` uniforms in (0, 1)
-    as float64, ``flip_randi(imax, n)`` gives ``n`` integers in ``1..imax``."""
+    as float64, ``flip_randi(imax, n)`` gives ``n`` integers in ``1..imax``.
+
+    ``counter``: when not None (``Chop(..., rng=<int>)``), a
+    :class:`~pychop_compat.engines.counter_host.CounterRng`; engines then give
+    each element its own numbers from the counter-based generator (a function
+    of seed, call counter and row-major element index) instead of calling the
+    three draws in chop.m's order."""
 
     stochastic: Callable[[int], np.ndarray]
     flip_uniform: Callable[[int], np.ndarray]
     flip_randi: Callable[[int, int], np.ndarray]
+    counter: Optional[object] = None
 
     @property
     def uses_matlab_stream(self) -> bool:
@@ -117,6 +124,20 @@ def generator_sources(generator: np.random.Generator) -> RandomSources:
     return RandomSources(generator.random, generator.random, GeneratorIntegers(generator))
 
 
+
+def counter_sources(seed: int) -> RandomSources:
+    """The sources of ``Chop(..., rng=seed)``: the counter-based generator with that seed.
+
+    Engines use ``counter`` (per-element numbers); the three draws are the
+    same generator's numbers taken call by call, for the one case that needs
+    them (a ``randfunc`` supplies the stochastic draws; bit flips then follow
+    chop.m's call order).
+    """
+    from .engines.counter_host import CounterRng
+
+    counter = CounterRng(seed)
+    return RandomSources(counter.stochastic, counter.flip_uniform, counter.flip_randi, counter)
+
 # --- the contract --------------------------------------------------------------------------------
 
 
@@ -149,10 +170,9 @@ ELEMENT_ORDER = {
     Source.SEEDED_COUNTER: "row-major index",
 }
 
-#: What ``Chop(..., rng=<int seed>)`` draws from.  The contract gives it the
-#: counter-based generator (:attr:`Source.SEEDED_COUNTER`); until that path is
-#: implemented it is ``numpy.random.default_rng(seed)``, a :attr:`Source.GENERATOR`.
-INT_SEED_SOURCE = Source.GENERATOR
+#: What ``Chop(..., rng=<int seed>)`` draws from: the counter-based generator
+#: (:attr:`Source.SEEDED_COUNTER`), the same numbers on every engine.
+INT_SEED_SOURCE = Source.SEEDED_COUNTER
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from .formats import float_params
 __all__ = ["GroupResult", "find_corpus", "validate", "matlab_equal", "environment", "format_table", "write_json"]
 
 # Engines whose default random draws are MATLAB's stream (GPU engines draw on the device).
-_MATLAB_STREAM_ENGINES = ("numpy", "torch", "jax")  # jax: on the host, outside jit
+_MATLAB_STREAM_ENGINES = ("numpy", "numba", "torch", "jax")  # jax: on the host, outside jit
 
 
 @dataclass
@@ -331,7 +331,8 @@ def validate(corpus: Union[str, os.PathLike, Corpus, None] = None, engines: Opti
             for case_id, check in cases:
                 row.cases += 1
                 try:
-                    agrees = check()
+                    with _cpu_engine_for(engine):
+                        agrees = check()
                 except Exception as exc:  # a crash is a disagreement, reported by id
                     agrees = False
                     case_id = f"{case_id} ({type(exc).__name__}: {exc})"
@@ -349,6 +350,15 @@ def validate(corpus: Union[str, os.PathLike, Corpus, None] = None, engines: Opti
         clear_cpfloat()
         matlab_random.rng(saved_state)
     return results
+
+
+def _cpu_engine_for(engine: str):
+    """The NumPy rows run on their own CPU engine (NumPy or compiled); the others as they are."""
+    import contextlib
+
+    from .engines.compiled import cpu_engine
+
+    return cpu_engine(engine) if engine in ("numpy", "numba") else contextlib.nullcontext()
 
 
 def format_table(results: list[GroupResult]) -> str:

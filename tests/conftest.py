@@ -82,16 +82,21 @@ class Engine:
             import jax
 
             jax.config.update("jax_enable_x64", True)  # float64 arrays (JAX's default is 32-bit)
-        return from_numpy(x, self.name)
+        return from_numpy(x, "numpy" if self.name == "numba" else self.name)
 
     def back(self, y, like):
         assert array_library(y) == array_library(like), (type(y), type(like))
-        if self.name != "numpy":
+        if self.name not in ("numpy", "numba"):
             assert y.device == like.device, (y.device, like.device)
         return to_numpy(y)
 
     def matlab_random_numbers(self):
-        """GPU engines draw on the device unless told otherwise; the corpus needs MATLAB's stream."""
+        """GPU engines draw on the device unless told otherwise; the corpus needs MATLAB's stream.
+        The NumPy rows pick their CPU engine (compiled or NumPy) for the whole test."""
+        if self.name in ("numpy", "numba"):
+            from pychop_compat.engines.compiled import cpu_engine
+
+            return cpu_engine(self.name)
         if self.name in ("torch-cuda", "cupy"):
             from pychop_compat.engines.torch_engine import matlab_stream_on_device
 
@@ -113,6 +118,7 @@ def _engine_param(name, reason, gpu=False):
 
 ENGINES = [
     _engine_param("numpy", "numpy is always available"),
+    _engine_param("numba", "numba not installed (the compiled CPU engine)"),
     _engine_param("torch", "torch not installed"),
     _engine_param("torch-cuda", "no CUDA GPU for torch", gpu=True),
     _engine_param("cupy", "no cupy with a GPU", gpu=True),

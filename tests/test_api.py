@@ -302,11 +302,14 @@ def test_chop_object_checks_precision_per_class():
 
 def test_chop_object_generator_is_reproducible():
     x = np.random.default_rng(3).standard_normal(1000)
-    a = Chop(format="h", round=5, rng=42)(x)
+    a = Chop(format="h", round=5, rng=np.random.default_rng(42))(x)
     b = Chop(format="h", round=5, rng=np.random.default_rng(42))(x)
-    c = Chop(format="h", round=5, rng=43)(x)
+    c = Chop(format="h", round=5, rng=np.random.default_rng(43))(x)
     assert np.array_equal(a, b)
     assert not np.array_equal(a, c)
+    # An int seed: the counter-based generator (tests/test_compiled_engine.py), also reproducible.
+    assert np.array_equal(Chop(format="h", round=5, rng=42)(x), Chop(format="h", round=5, rng=42)(x))
+    assert not np.array_equal(Chop(format="h", round=5, rng=42)(x), Chop(format="h", round=5, rng=43)(x))
 
 
 def test_roundit_defaults_and_modes():

@@ -74,3 +74,26 @@ def test_arithmetic_benchmark_smoke_run():
     rows = [row for row in out.stdout.splitlines() if row.startswith("| ")]
     assert sum(row.startswith("| 1e+0") for row in rows) == 6, out.stdout  # 2 sizes x 3 operations
     assert sum(row.startswith("| `a ") for row in rows) == 6, out.stdout  # 3 operations x 2 modes
+
+
+def test_cpu_benchmark_compiled_table_quick_run():
+    """The compiled engine's table (or a line saying why it is skipped), and CPFloat skipped
+    without its source."""
+    out = _run("bench_cpu.py", "--compiled", "--quick")
+    assert out.returncode == 0, out.stderr
+    from pychop_compat.engines import compiled
+
+    if not compiled.available():
+        assert "skipped" in out.stdout
+        return
+    rows = [row for row in out.stdout.splitlines() if row.startswith("| ") and "configuration" not in row]
+    assert len(rows) == 7, out.stdout
+    assert "compiled / (draw + one pass)" in out.stdout
+    assert "CPFloat: skipped (no CPFloat source given" in out.stdout
+
+
+def test_linalg_benchmark_quick_run():
+    out = _run("bench_linalg.py", "--sizes", "12", "--methods", "recursive", "pairwise")
+    assert out.returncode == 0, out.stderr
+    rows = [row for row in out.stdout.splitlines() if row.startswith("| 12 |")]
+    assert len(rows) == 4 and not any("failed" in row for row in rows), out.stdout

@@ -67,12 +67,15 @@ def unsupported_type_error(x) -> TypeError:
 
 
 def available_engines() -> list[str]:
-    """Engines usable here: ``'numpy'`` always; ``'torch'`` (CPU) if torch imports;
+    """Engines usable here: ``'numpy'`` always; ``'numba'`` (the compiled CPU engine for
+    NumPy arrays) if numba is installed; ``'torch'`` (CPU) if torch imports;
     ``'torch-cuda'`` and ``'cupy'`` when a CUDA GPU is visible to them; ``'jax'``
     (on JAX's default device) if jax imports."""
     import importlib.util
 
     names = ["numpy"]
+    if importlib.util.find_spec("numba") is not None:
+        names.append("numba")  # the compiled CPU engine for NumPy arrays
     if importlib.util.find_spec("torch") is not None:
         import torch
 
@@ -94,7 +97,7 @@ def available_engines() -> list[str]:
 
 def from_numpy(x, engine: str):
     """``x`` (a NumPy array) as an array of ``engine``'s library, on its device."""
-    if engine == "numpy":
+    if engine in ("numpy", "numba"):
         return x
     if engine in ("torch", "torch-cuda"):
         import torch

@@ -27,7 +27,7 @@ from ..options import ChopSpec
 from ..randomness import RandomSources
 from . import device_random
 from .cuda import chop_device_array, kernel_source
-from .device_plan import draws_on_device, matlab_stream_on_device
+from .device_plan import FLIP_PRECISION_ERROR, draws_on_device, matlab_stream_on_device
 from .device_random import seed_device
 
 __all__ = ["chop_cupy", "chop_device_array", "seed_device", "matlab_stream_on_device", "kernel_source"]
@@ -81,7 +81,12 @@ def chop_cupy(x, spec: ChopSpec, sources: RandomSources):
     else:
         with work.device:
             stream = None
-            if (spec.round >= 5 or spec.flips) and draws_on_device(spec, sources):
+            counter = getattr(sources, "counter", None)  # Chop(rng=<int>): the counter generator, every engine
+            if (spec.round >= 5 or spec.flips) and counter is not None:
+                if spec.flips and spec.fmt.t < 2:
+                    raise ValueError(FLIP_PRECISION_ERROR)
+                stream = counter.take(work.size)
+            elif (spec.round >= 5 or spec.flips) and draws_on_device(spec, sources):
                 stream = device_random.take(f"cuda:{work.device.id}", work.size)
             out = chop_device_array(work, spec, sources, stream)
     return out.astype(give_back) if give_back is not None else out

@@ -1,6 +1,8 @@
 """The NumPy engine: float32/float64 ndarrays on the CPU.
 
-:func:`chop_array` runs the fast exact engine (:mod:`.numpy_fast`);
+:func:`chop_array` runs the compiled engine (:mod:`.compiled`, when Numba is
+installed and :func:`.compiled.set_cpu_engine` allows it) or the fast exact
+NumPy engine (:mod:`.numpy_fast`), which give the same bits;
 :func:`chop_array_reference` (or ``chop_array(..., reference=True)``) runs
 the executable specification (:mod:`pychop_compat.reference`), which the
 fast engine is tested against bit for bit.
@@ -13,7 +15,7 @@ import numpy as np
 from ..options import ChopSpec
 from ..randomness import RandomSources
 from ..reference import chop_vector, roundit_vector
-from . import numpy_fast
+from . import compiled, numpy_fast
 
 __all__ = ["chop_array", "chop_array_reference", "roundit_array"]
 
@@ -58,7 +60,18 @@ def chop_array(x: np.ndarray, spec: ChopSpec, sources: RandomSources, reference:
         return numpy_extended.chop_array(x, spec, sources, reference)
     if reference:
         return chop_array_reference(x, spec, sources)
+    if compiled.wanted() and compiled.handles(x, spec) and not _streamed_is_faster(spec, sources):
+        return compiled.chop_array(x, spec, sources)
     return numpy_fast.chop_array(x, spec, sources)
+
+
+def _streamed_is_faster(spec: ChopSpec, sources: RandomSources) -> bool:
+    """Under ``'auto'``: stochastic rounding from a sequential stream (MATLAB's, a NumPy
+    Generator) without flips stays on the NumPy engine, which draws block by block into the
+    cache while it rounds; the compiled engine draws every number in bulk first, a round trip
+    through memory that measured slower (docs/performance.rst).  Same bits either way."""
+    return (compiled.get_cpu_engine() == "auto" and spec.round >= 5 and not spec.flips
+            and getattr(sources, "counter", None) is None and numpy_fast.is_sequential_stream(sources.stochastic))
 
 
 def roundit_array(x: np.ndarray, mode: int, sources: RandomSources, flip: bool, p: float, t: int) -> np.ndarray:

@@ -58,8 +58,9 @@ from ..options import ChopSpec
 from ..matlab_random import stream_uniform
 from ..randomness import RandomSources
 from ..reference import apply_range_limits
+from .device_random import CounterStream
 
-__all__ = ["chop_array", "chop_scalar", "BLOCK", "PARALLEL_BLOCK", "THREADS", "set_threads"]
+__all__ = ["chop_array", "chop_scalar", "chop_counter", "BLOCK", "PARALLEL_BLOCK", "THREADS", "set_threads"]
 
 #: Elements per block: a few arrays of this many 8-byte words fit in a core's L2 cache.
 BLOCK = 16384
@@ -902,6 +903,10 @@ def _is_sequential_stream(func) -> bool:
     return isinstance(owner, np.random.Generator) and getattr(func, "__name__", "") == "random"
 
 
+#: Public name: whether a draw function is a sequential stream (used by the engine choice).
+is_sequential_stream = _is_sequential_stream
+
+
 def chop_scalar(value: float, spec: ChopSpec, sources: RandomSources, single: bool = False) -> float:
     """chop of one Python float, no array involved (for a facade's scalar fast path).
 
@@ -911,6 +916,8 @@ def chop_scalar(value: float, spec: ChopSpec, sources: RandomSources, single: bo
     """
     if spec.flips:
         raise ValueError("chop_scalar does not flip bits; use chop_array")
+    if spec.round >= 5 and getattr(sources, "counter", None) is not None:
+        return float(chop_array(np.array(value, np.float32 if single else np.float64), spec, sources))
     return _chop_scalar(_plan_for(spec, _SINGLE if single else _DOUBLE), value, sources)
 
 
@@ -932,6 +939,13 @@ def chop_array(x: np.ndarray, spec: ChopSpec, sources: RandomSources) -> np.ndar
         else:
             raise TypeError(f"chop_array needs float32 or float64, not {dtype}")
     plan = _plan_for(spec, dtype)
+    counter = getattr(sources, "counter", None)
+    if counter is not None and (spec.flips or plan.mode >= 5):
+        # Chop(rng=<int>): every element its own numbers, a function of its row-major index.
+        if spec.flips and plan.t < 2:
+            raise ValueError("Bit flips need a precision t >= 2 (a bit below the leading one).")
+        with np.errstate(over="ignore", invalid="ignore"):
+            return chop_counter(x, spec, counter.take(x.size))
     if x.size == 1 and not spec.flips:
         c = _chop_scalar(plan, x.item(), sources)
         if dtype == np.float32 and abs(c) > _FLOAT32_MAX:
@@ -961,6 +975,42 @@ def _chop_random(x: np.ndarray, plan: _Plan, spec: ChopSpec, sources: RandomSour
 
     chop = _chop_stochastic_streamed if _is_sequential_stream(stochastic) else _chop_stochastic
     return chop(plan, xf, draw).reshape(x.shape, order="F")
+
+
+def chop_counter(x: np.ndarray, spec: ChopSpec, stream: CounterStream) -> np.ndarray:
+    """Stochastic modes and bit flips with the numbers of a counter-based stream.
+
+    ``stream`` (a :class:`~pychop_compat.engines.device_random.CounterStream`)
+    gives element ``i`` of ``x`` in row-major order the numbers ``u_s(offset + i)``:
+    stochastic rounding compares with ``u_ROUND``; with ``flip = 1`` bit
+    ``1 + floor((t - 1) u_FLIP_BIT)`` of the rounded integer is flipped when
+    ``u_FLIP_CHOICE <= p``.  Every element is independent of the others (no
+    draw order, no block), so zeros come back as +0 in stochastic modes, as
+    when chop.m's block draws.  Results do not depend on the chunking.
+    """
+    from .counter_host import uniform_array
+
+    plan = _plan_for(spec, x.dtype)
+    ftype = plan.layout.ftype
+    xc = np.ascontiguousarray(x).reshape(-1)
+    out = np.empty_like(xc)
+    stochastic = plan.mode >= 5
+    keys, offset = stream.keys, stream.offset
+    n = xc.size
+    for i in range(0, n, _FLIP_CHUNK):
+        j = min(i + _FLIP_CHUNK, n)
+        xs = xc[i:j]
+        a = _analyse(plan, xs)
+        rnd = uniform_array(keys[0], offset, j - i, i).astype(ftype) if stochastic else None
+        c = _finish(plan, a, _round_up(plan, a, rnd), np.True_ if stochastic else None)
+        if spec.flips:
+            chosen = uniform_array(keys[1], offset, j - i, i) <= spec.p
+            bits = 1 + np.floor((plan.t - 1) * uniform_array(keys[2], offset, j - i, i)).astype(np.int64)
+            _flip(plan, c, xs, chosen, bits)
+        if plan.explim:
+            _limit_range(plan, c, xs)
+        out[i:j] = c
+    return out.reshape(x.shape)
 
 
 def _chop_in_memory_order(x: np.ndarray, plan: _Plan) -> np.ndarray:

@@ -832,7 +832,12 @@ def _chop_work(x, spec: ChopSpec, sources: RandomSources):
         out = chop_array(x.numpy(), spec, sources)
         return torch.from_numpy(out if out.flags.c_contiguous else out.copy(order="C"))
     stream = None
-    if not _host_tuned(x) and (spec.round >= 5 or spec.flips) and draws_on_device(spec, sources):
+    counter = getattr(sources, "counter", None)  # Chop(rng=<int>): the counter generator, every engine
+    if not _host_tuned(x) and (spec.round >= 5 or spec.flips) and counter is not None:
+        if spec.flips and spec.fmt.t < 2:
+            raise ValueError(_FLIP_PRECISION_ERROR)
+        stream = counter.take(x.numel())
+    elif not _host_tuned(x) and (spec.round >= 5 or spec.flips) and draws_on_device(spec, sources):
         stream = device_random.take(_device_key(x.device), x.numel())
     route = _cuda_route
     cupy = _cupy_for(x) if route in ("auto", "cupy") else None

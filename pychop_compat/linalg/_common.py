@@ -64,11 +64,13 @@ def _make_rounder(options: OptionsLike) -> Rounder:
             return x if x.dtype == np.float64 else np.asarray(ch(x))
 
         rnd_double.identity_for_double = True  # type: ignore[attr-defined]
+        rnd_double.options = o  # type: ignore[attr-defined]  (read by compiled kernels)
         return rnd_double
 
     def rnd(x: np.ndarray) -> np.ndarray:
         return np.asarray(ch(x))
 
+    rnd.options = o  # type: ignore[attr-defined]  (read by compiled kernels)
     return rnd
 
 

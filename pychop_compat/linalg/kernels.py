@@ -66,6 +66,71 @@ _SUMMERS = {
     "blocked": _sum_blocked,
 }
 
+#: Products (8 MiB) the NumPy pairwise and blocked paths hold at once (columns of C in groups).
+TERM_BUDGET = 1 << 20
+
+
+def _deterministic(rounder) -> bool:
+    """Whether a rounder (or None: no rounding) draws no random numbers."""
+    if rounder is None:
+        return True
+    o = rounder.options
+    return int(o.round) <= 4 and not o.flip
+
+
+def _compiled_specs(A, rprod, rsum):
+    """``(product spec or None, sum spec)`` when the compiled kernels can compute the product:
+    Numba in use, double data, deterministic rounding, chop.m's semantics; else None."""
+    from ..engines import compiled
+    from ..options import resolve
+
+    if A.dtype != np.float64 or not compiled.wanted():
+        return None
+    if not (_deterministic(rprod) and _deterministic(rsum)):
+        return None
+    specs = [resolve(r.options, None, "double") if r is not None else None for r in (rprod, rsum)]
+    if any(getattr(spec, "extended", False) for spec in specs if spec is not None):
+        return None
+    return specs
+
+
+def _compiled_product(method, A, B, product_spec, sum_spec, block_size):
+    from ..engines import compiled
+    from . import compiled_kernels
+
+    sums = compiled.rounding_constants(sum_spec, np.float64)
+    products = compiled.rounding_constants(product_spec or sum_spec, np.float64)
+    rounds_products = product_spec is not None
+    A = np.ascontiguousarray(A)
+    B = np.ascontiguousarray(B)
+    if method == "pairwise":
+        return compiled_kernels.matmul_pairwise(A, B, *products, rounds_products, *sums)
+    if method == "blocked":
+        return compiled_kernels.matmul_blocked(A, B, *products, rounds_products, *sums, int(block_size))
+    return compiled_kernels.matmul_recursive(A, B, *products, rounds_products, *sums)
+
+
+def _product(method, A, B, rprod, rsum, block_size):
+    """``A @ B`` by ``method`` with O(m p + block) extra memory (see :func:`matmul`'s notes)."""
+    specs = _compiled_specs(A, rprod, rsum)
+    if specs is not None:
+        return _compiled_product(method, A, B, specs[0], specs[1], block_size)
+    summer = _SUMMERS[method]
+    (m, n), p = A.shape, B.shape[1]
+    if method in ("recursive", "fma") or p == 1:
+        return summer(A, B, rprod, rsum, block_size)
+    if _deterministic(rprod) and _deterministic(rsum):
+        # Each element of C depends on its own operations only: columns in groups give the same bits.
+        width = max(1, TERM_BUDGET // max(1, n * m))
+    else:
+        width = 1  # random numbers: one column at a time, a rule that does not depend on sizes
+    if width >= p:
+        return summer(A, B, rprod, rsum, block_size)
+    C = np.empty((m, p), A.dtype)
+    for j in range(0, p, width):
+        C[:, j:j + width] = summer(A, B[:, j:j + width], rprod, rsum, block_size)
+    return C
+
 
 @_ieee
 def matmul(
@@ -131,8 +196,19 @@ def matmul(
     ``(n, m, p)`` array, then one call per level; ``'blocked'``: for each
     position ``j`` within a block, the products of all blocks having a ``j``-th
     term (stacked ``(blocks, m, p)``) then their sums, followed by one call per
-    block-sum addition.  ``'pairwise'`` and ``'blocked'`` hold ``n * m * p``
-    (resp. ``n/block_size * m * p``) products in memory.
+    block-sum addition.  With stochastic rounding or bit flips, ``'pairwise'``
+    and ``'blocked'`` (``p > 1``) make these calls for one column of ``C`` at a
+    time, column after column (the calls of ``matvec(A, B[:, j])``), so that
+    they never hold more than ``n * m`` products.
+
+    Memory and speed: every method needs O(n^2 + block) memory besides its
+    operands and result.  With deterministic rounding (modes 1-4, no flips)
+    and double data, and Numba installed (:mod:`pychop_compat.engines.compiled`),
+    compiled kernels do every operation with the compiled engine's rounding
+    (same results bit for bit); otherwise ``'pairwise'`` and ``'blocked'``
+    work on groups of columns of ``C`` holding at most ``TERM_BUDGET``
+    products (same results: each element of ``C`` depends only on its own
+    operations).
 
     Error bounds for round to nearest with unit roundoff ``u`` (Higham,
     ch. 3-4), ``gamma_k = k u / (1 - k u)``: ``|C - AB| <= gamma_n |A||B|``
@@ -153,6 +229,8 @@ def matmul(
     """
     if method not in _SUMMERS:
         raise ValueError(f"method must be one of {_METHODS}, not {method!r}")
+    if method == "blocked" and int(block_size) < 1:
+        raise ValueError("block_size must be a positive integer")
     A2 = _float_array(A, B)
     B2 = _float_array(B, A)
     a_vec, b_vec = A2.ndim == 1, B2.ndim == 1
@@ -183,7 +261,7 @@ def matmul(
         # plain double: np.add.accumulate is sequential, i.e. recursive summation
         C = np.add.accumulate(_outer_terms(A2, B2, np.arange(n)), axis=0)[-1]
     else:
-        C = _SUMMERS[method](A2, B2, rprod, rsum, block_size)
+        C = _product(method, A2, B2, rprod, rsum, block_size)
     if a_vec:
         C = C[0]
     if b_vec:

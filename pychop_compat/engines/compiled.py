@@ -1,0 +1,327 @@
+"""The compiled CPU engine: chop in one fused, multi-threaded pass per array (Numba).
+
+What it does
+------------
+Each element is read once and written once by a compiled loop
+(``numba_kernels``): regular elements are rounded on their bit pattern,
+the others by chop.m's scaling, range rules included; large arrays are split
+into chunks shared out over Numba's threads (``prange``), each chunk written
+by one thread, so results do not depend on the number of threads.
+
+Random numbers
+--------------
+* chop.m's order (MATLAB's stream, a NumPy Generator, a user's ``randfunc``):
+  a counting pass finds how many numbers each block of chop.m draws, the
+  numbers are drawn in bulk with exactly chop.m's calls (normal block, then
+  subnormal block; ``rand``/``randi`` for flips in between), and the rounding
+  pass hands each element its number in MATLAB's column-major order (each
+  chunk knows where its numbers start).  Bit for bit the NumPy engine's result.
+* ``Chop(..., rng=<int>)``: the counter-based generator of
+  :mod:`.device_random` computed inside the loop, element ``i`` (row-major)
+  with counter ``offset + i``: no array of numbers, no second pass.
+
+Selection and fallback
+----------------------
+:func:`set_cpu_engine` picks ``'auto'`` (the default: this engine when Numba
+is installed), ``'numba'`` or ``'numpy'`` (also through the environment
+variable ``PYCHOP_COMPAT_CPU_ENGINE``).  Numba is imported on the first array
+that uses it, never at ``import pychop_compat``.  Specs beyond chop.m's
+semantics (``spec.extended``), byte-swapped or exotic dtypes, empty arrays,
+single elements (the plain-Python scalar path is faster) and bit flips with
+``t < 2`` (an error, raised by the NumPy engine after chop.m's draws) go to
+the NumPy engine (:mod:`.numpy_fast`), which stays the readable reference.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+from functools import lru_cache
+from types import ModuleType
+from typing import Any, Iterator, Optional
+
+import numpy as np
+
+from ..options import ChopSpec
+from ..randomness import RandomSources
+
+__all__ = ["available", "set_cpu_engine", "cpu_engine", "get_cpu_engine", "chop_array", "warm_up",
+           "wanted", "handles", "rounding_constants", "kernels",
+           "SERIAL_BELOW", "CHUNK"]
+
+#: Below this many elements one thread does everything: a parallel launch costs tens of us on
+#: an idle machine and up to a scheduler time slice (milliseconds) on a busy one.
+SERIAL_BELOW = 1 << 20
+#: Elements per chunk of the parallel loops (and of the per-chunk counts in chop.m's order).
+CHUNK = 1 << 14
+
+_ENGINES = ("auto", "numba", "numpy")
+_choice = os.environ.get("PYCHOP_COMPAT_CPU_ENGINE", "auto")
+if _choice not in _ENGINES:  # pragma: no cover - a typo in the environment
+    raise ValueError(f"PYCHOP_COMPAT_CPU_ENGINE must be one of {_ENGINES}, not {_choice!r}")
+_available: Optional[bool] = None
+_kernels = None
+
+
+def available() -> bool:
+    """Whether Numba is installed (the compiled engine can run)."""
+    global _available
+    if _available is None:
+        _available = importlib.util.find_spec("numba") is not None
+    return _available
+
+
+def get_cpu_engine() -> str:
+    """The CPU engine setting: ``'auto'``, ``'numba'`` or ``'numpy'``."""
+    return _choice
+
+
+def set_cpu_engine(name: str) -> None:
+    """Choose the engine for NumPy arrays: ``'auto'`` (compiled when Numba is installed),
+    ``'numba'`` (compiled; ImportError without Numba) or ``'numpy'`` (the NumPy engine).
+
+    Both engines give the same results bit for bit; the setting is process-wide.
+    """
+    global _choice
+    if name not in _ENGINES:
+        raise ValueError(f"cpu engine must be one of {_ENGINES}, not {name!r}")
+    if name == "numba" and not available():
+        raise ImportError("the compiled CPU engine needs numba: pip install 'pychop_compat[fast]'")
+    _choice = name
+
+
+@contextlib.contextmanager
+def cpu_engine(name: str) -> Iterator[None]:
+    """``with cpu_engine('numpy'): ...`` runs the block with that engine, then restores the setting."""
+    previous = _choice
+    set_cpu_engine(name)
+    try:
+        yield
+    finally:
+        set_cpu_engine(previous)
+
+
+def wanted() -> bool:
+    """Whether NumPy arrays go to this engine under the current setting."""
+    return _choice == "numba" or (_choice == "auto" and available())
+
+
+def _load():
+    global _kernels
+    if _kernels is None:
+        from . import numba_kernels
+
+        _kernels = numba_kernels
+    return _kernels
+
+
+# --- constants of one (spec, dtype) --------------------------------------------------------------
+
+_WIDTH = {"d": 64, "f": 32}
+_PRECISION = {"d": 53, "f": 24}
+
+
+def _pow2_bits(k: int, width: int, p: int) -> int:
+    """Bit pattern of ``2^k`` in the carrier; 0 below its subnormals, +Inf above its range."""
+    emin = 2 - (1 << (width - p - 1))
+    emax = 1 - emin
+    if k > emax:
+        return ((1 << (width - p)) - 1) << (p - 1)
+    if k >= emin:
+        return (k - emin + 1) << (p - 1)
+    shift = k - (emin - p + 1)
+    return 1 << shift if shift >= 0 else 0
+
+
+@lru_cache(maxsize=128)
+def _constants(fmt, mode: int, keep_subnormals: bool, explim: bool, char: str, p_flip: float):
+    width, p = _WIDTH[char], _PRECISION[char]
+    carrier_emin = 2 - (1 << (width - p - 1))
+    t = fmt.t
+    d0 = max(p - t, 0)
+    full = (1 << width) - 1
+    inf = ((1 << (width - p)) - 1) << (p - 1)
+    if explim:
+        lo = _pow2_bits(max(fmt.emin, carrier_emin), width, p)
+        hi = _pow2_bits(fmt.emax, width, p)
+    else:
+        lo, hi = _pow2_bits(carrier_emin, width, p), inf
+    ip = np.array([mode, t, fmt.emin, fmt.emins, int(explim), int(keep_subnormals), d0, p, width], np.int64)
+    low0 = (1 << d0) - 1
+    up = np.array([lo, hi, inf, 1 << (width - 1), (1 << (width - 1)) - 1, low0, full ^ low0,
+                   (1 << (d0 - 1)) - 1 if d0 else 0, 1 << d0], np.uint64)
+    min_rep = fmt.xmins if keep_subnormals else fmt.xmin
+    fp = np.array([fmt.xmax, fmt.xboundary, min_rep, p_flip, 2.0 ** -d0], np.float64)
+    # The branch-free deterministic loop's constants: ODD, RN, HALF, UP, DOWN (numba_kernels).
+    rp = np.zeros(5, np.uint64)
+    if d0:
+        if mode == 1:
+            rp[:3] = (1 if d0 == p - 1 else 0, 1, (1 << (d0 - 1)) - 1)  # t = 1: the kept bit is odd
+        elif mode == 2:
+            rp[3] = low0
+        elif mode == 3:
+            rp[4] = low0
+    for a in (ip, up, fp, rp):
+        a.setflags(write=False)
+    return ip, up, fp, rp
+
+
+def rounding_constants(spec: ChopSpec, dtype: Any) -> tuple:
+    """The constant arrays ``(ip, up, fp, rp)`` of ``numba_kernels`` for ``spec`` and ``dtype``
+    (for compiled code that rounds with ``numba_kernels.chop_double``, ``fast_bits``)."""
+    return _spec_constants(spec, np.dtype(dtype).char)
+
+
+def kernels() -> ModuleType:
+    """The module of Numba kernels (imports Numba on first use)."""
+    return _load()
+
+
+def _spec_constants(spec: ChopSpec, char: str):
+    return _constants(spec.fmt, spec.round, spec.keeps_subnormals, spec.limits_exponent, char,
+                      float(spec.p) if spec.flips else -1.0)
+
+
+_UINT = {"d": np.uint64, "f": np.uint32}
+
+
+def handles(x: np.ndarray, spec: ChopSpec) -> bool:
+    """Whether this engine rounds ``x`` by ``spec`` (else the NumPy engine does)."""
+    return (x.dtype.char in _UINT and x.dtype.isnative and x.size > 1
+            and not getattr(spec, "extended", False) and not (spec.flips and spec.fmt.t < 2))
+
+
+# --- entry point ----------------------------------------------------------------------------------
+
+
+def chop_array(x: np.ndarray, spec: ChopSpec, sources: RandomSources) -> np.ndarray:
+    """Round ``x`` (float32 or float64, native byte order, more than one element) by ``spec``.
+
+    Bit for bit the result of :func:`pychop_compat.engines.numpy_fast.chop_array`
+    with the same sources, which it calls the same way (check :func:`handles` first).
+    """
+    k = _load()
+    char = x.dtype.char
+    ip, up, fp, rp = _spec_constants(spec, char)
+    single = char == "f"
+    utype = _UINT[char]
+    stochastic = spec.round >= 5
+    counter = getattr(sources, "counter", None)
+    if not stochastic and not spec.flips:
+        return _deterministic(k, x, ip, up, fp, rp, single, utype)
+    if counter is not None:
+        return _with_counter(k, x, ip, up, fp, single, utype, counter)
+    return _in_chop_order(k, x, spec, sources, ip, up, fp, single, utype)
+
+
+def _deterministic(k, x, ip, up, fp, rp, single, utype):
+    # The element order is free: keep the caller's memory order.
+    if x.flags.c_contiguous:
+        order = "C"
+    elif x.flags.f_contiguous:
+        order = "F"
+    else:
+        x, order = np.ascontiguousarray(x), "C"
+    out = np.empty(x.shape, x.dtype, order=order)
+    xf = x.reshape(-1, order=order)
+    of = out.reshape(-1, order=order)
+    if xf.size < SERIAL_BELOW:
+        k.det_serial(xf, xf.view(utype), of, of.view(utype), ip, up, fp, rp, single)
+    else:
+        k.det_parallel(xf, xf.view(utype), of, of.view(utype), ip, up, fp, rp, single, CHUNK)
+    return out
+
+
+def _with_counter(k, x, ip, up, fp, single, utype, counter):
+    stream = counter.take(x.size)
+    keys = np.array(stream.keys, np.uint64)
+    offset = np.uint64(stream.offset)
+    xf = np.ascontiguousarray(x).reshape(-1)  # row-major: the counters follow C order
+    of = np.empty_like(xf)
+    if xf.size < SERIAL_BELOW:
+        k.counter_serial(xf, xf.view(utype), of, of.view(utype), ip, up, fp, single, keys, offset)
+    else:
+        k.counter_parallel(xf, xf.view(utype), of, of.view(utype), ip, up, fp, single, keys, offset, CHUNK)
+    return of.reshape(x.shape)
+
+
+_NO_FLOATS = np.zeros(1, np.float64)
+_NO_INTS = np.zeros(1, np.int64)
+
+
+def _exclusive_cumsum(v: np.ndarray) -> np.ndarray:
+    out = np.zeros(v.size, np.int64)
+    np.cumsum(v[:-1], out=out[1:])
+    return out
+
+
+def _in_chop_order(k, x, spec, sources, ip, up, fp, single, utype):
+    """Stochastic modes and bit flips with chop.m's calls: count, draw in bulk, round."""
+    xf = x.ravel(order="F")  # MATLAB's element order
+    n = xf.size
+    xu = xf.view(utype)
+    stochastic = spec.round >= 5
+    chunk = CHUNK
+    counts = k.count_draws(xf, xu, ip, up, fp, chunk, stochastic)
+    k_normal, k_sub, n_sub = (int(v) for v in counts.sum(axis=0))
+    n_normal = n - n_sub
+    ftype = np.float32 if single else np.float64
+
+    def draw(count):
+        values = np.asarray(sources.stochastic(count), np.float64).reshape(-1)
+        return values.astype(ftype, copy=False).astype(np.float64, copy=False)  # compared in x's class
+
+    rnd = [_NO_FLOATS, _NO_FLOATS]
+    choice = [_NO_FLOATS, _NO_FLOATS]
+    bits = [_NO_INTS, _NO_INTS]
+    chosen_before = [np.zeros(1, np.int64), np.zeros(1, np.int64)]
+    for block, (k_draws, members) in enumerate(((k_normal, n_normal), (k_sub, n_sub))):
+        if block == 1 and members == 0:
+            break  # chop.m skips an empty subnormal block
+        if stochastic and k_draws:
+            rnd[block] = draw(k_draws)
+        if spec.flips:
+            u = np.asarray(sources.flip_uniform(members), np.float64).reshape(-1)
+            chosen = u <= spec.p
+            m = int(np.count_nonzero(chosen))
+            choice[block] = u if members else _NO_FLOATS
+            if m:
+                bits[block] = np.asarray(sources.flip_randi(spec.fmt.t - 1, m), np.int64).reshape(-1)
+            chosen_before[block] = np.concatenate(([0], np.cumsum(chosen, dtype=np.int64)))
+
+    chunk_sizes = np.full(counts.shape[0], chunk, np.int64)
+    chunk_sizes[-1] = n - chunk * (counts.shape[0] - 1)
+    starts = np.zeros((counts.shape[0], 6), np.int64)
+    starts[:, 0] = _exclusive_cumsum(counts[:, 0])
+    starts[:, 1] = _exclusive_cumsum(counts[:, 1])
+    starts[:, 2] = _exclusive_cumsum(chunk_sizes - counts[:, 2])
+    starts[:, 3] = _exclusive_cumsum(counts[:, 2])
+    if spec.flips:
+        starts[:, 4] = chosen_before[0][starts[:, 2]]
+        if n_sub:
+            starts[:, 5] = chosen_before[1][starts[:, 3]]
+    of = np.empty_like(xf)
+    round_drawn = k.round_drawn if n >= SERIAL_BELOW else k.round_drawn_serial
+    round_drawn(xf, xu, of, of.view(utype), ip, up, fp, single, chunk, starts, rnd[0], rnd[1],
+                  stochastic and k_normal > 0, stochastic and k_sub > 0, bool(spec.flips),
+                  choice[0], choice[1], bits[0], bits[1])
+    return of.reshape(x.shape, order="F")
+
+
+def warm_up() -> float:
+    """Compile (or load from Numba's cache) every kernel; returns the seconds it took."""
+    import time
+
+    from ..options import resolve
+    from ..randomness import counter_sources, sources_for
+
+    start = time.perf_counter()
+    for dtype in (np.float64, np.float32):
+        for size in (8, SERIAL_BELOW + 8):
+            x = np.linspace(-3, 3, size).astype(dtype)
+            for options in ({"round": 1}, {"round": 5}, {"round": 1, "flip": 1}):
+                spec = resolve(options, None, "single" if dtype is np.float32 else "double")
+                chop_array(x, spec, sources_for(lambda m: np.full(m, 0.5), counter_sources(0)))
+                chop_array(x, spec, counter_sources(0))
+    return time.perf_counter() - start

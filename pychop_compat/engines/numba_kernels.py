@@ -1,0 +1,611 @@
+"""Numba kernels of the compiled CPU engine (imported only by :mod:`.compiled`, on first use).
+
+One element at a time, in one pass over memory:
+
+* a *regular* element (its exponent field in ``[LO, HI)``: finite, normal,
+  below the format's top binade, above its subnormal range) loses the same
+  ``d0`` low bits as every other; rounding is integer arithmetic on its bit
+  pattern (:func:`_regular_bits`, :func:`_regular_stochastic`);
+* every other element (zero, subnormal, chop's subnormal block, the top
+  binade, Inf, NaN) takes :func:`_general`, chop.m's scaling with ``frexp``
+  and ``ldexp`` in float64 followed by its overflow and underflow rules.
+
+Constants come in three small arrays made once per (spec, dtype) by
+:mod:`.compiled`: ``ip`` (int64: mode, t, emin, emins, explim, subnormal,
+d0, carrier precision, carrier width), ``up`` (uint64 bit masks) and ``fp``
+(float64: xmax, xboundary, the smallest kept magnitude, p, 2^-d0).  Bit
+patterns of float32 inputs are widened to uint64, so one code path serves
+both classes (the mask constants carry the width).
+
+Every kernel is compiled with ``cache=True`` (no recompilation in a new
+process) and without fastmath (it would break the exact rounding).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+from numba import prange, types
+from numba.extending import intrinsic
+
+from .device_random import FLIP_BIT, FLIP_CHOICE, GOLDEN, MIX1, MIX2, ROUND  # noqa: F401
+
+# Indices into the tuple of constants that every kernel unpacks from ip, up, fp (module notes).
+# Helpers take scalars and this tuple, never arrays: an array argument costs reference-count
+# updates on every call, which dominated the loop.
+MODE, T, EMIN, EMINS, EXPLIM, KEEPSUB, D0, P, WIDTH = range(9)
+LO, HI, INF, SIGN, MAG, LOW0, KEEP0, HALFM1, UNIT0 = range(9, 18)
+XMAX, XBOUNDARY, MIN_REP, PFLIP, FRAC_SCALE = range(18, 23)
+
+_U0 = np.uint64(0)
+_U1 = np.uint64(1)
+_G = np.uint64(GOLDEN)
+_M1 = np.uint64(MIX1)
+_M2 = np.uint64(MIX2)
+_S30, _S27, _S31, _S12 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(12)
+
+_jit = dict(cache=True, nogil=True, error_model="numpy")
+# Helpers take scalars (an array argument costs reference counting on every call).  The small
+# ones on the hot path are inlined in Numba's IR; the general path (rare) is a plain call, which
+# keeps compilation short.
+_inline = dict(_jit, inline="always")
+
+
+# --- the counter-based generator of device_random ----------------------------------------------
+
+
+@numba.njit(**_inline)
+def _unpack(ip, up, fp):
+    """The constants as one tuple of scalars (indices MODE ... FRAC_SCALE)."""
+    return (ip[0], ip[1], ip[2], ip[3], ip[4], ip[5], ip[6], ip[7], ip[8],
+            up[0], up[1], up[2], up[3], up[4], up[5], up[6], up[7], up[8],
+            fp[0], fp[1], fp[2], fp[3], fp[4])
+
+
+@numba.njit(**_inline)
+def counter_uniform(key, j):
+    """``((mix(key + j G) >> 12) + 1/2) 2^-52`` (uint64 arithmetic wraps modulo 2**64)."""
+    z = key + j * _G
+    z = (z ^ (z >> _S30)) * _M1
+    z = (z ^ (z >> _S27)) * _M2
+    z = z ^ (z >> _S31)
+    return (np.float64(z >> _S12) + 0.5) * 2.0**-52
+
+
+# --- a float64's bit pattern and back (LLVM bitcasts; Numba has no scalar view) --------------------
+
+
+@intrinsic
+def bits_of_double(typingctx, x):
+    """The uint64 bit pattern of a float64."""
+    if x != types.float64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(types.uint64))
+
+    return types.uint64(types.float64), codegen
+
+
+@intrinsic
+def double_of_bits(typingctx, b):
+    """The float64 with the bit pattern of a uint64."""
+    if b != types.uint64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(types.float64))
+
+    return types.float64(types.uint64), codegen
+
+
+# --- one element --------------------------------------------------------------------------------
+
+
+@numba.njit(**_inline)
+def _exponent(v):
+    """frexp's exponent minus one (x = 2^e * 1.f); -1 for zero, Inf and NaN, like NumPy's frexp."""
+    if v == 0.0 or not math.isfinite(v):
+        return -1
+    return math.frexp(v)[1] - 1
+
+
+@numba.njit(**_inline)
+def _quantum(e, k):
+    """The exponent of the grid spacing of an element of exponent ``e``, and whether it is in
+    chop's subnormal block."""
+    if k[EXPLIM] != 0 and k[EMINS] <= e < k[EMIN]:
+        return k[EMINS], True
+    return e - k[T] + 1, False
+
+
+@numba.njit(**_inline)
+def _to_class(c, single):
+    """A float64 value as the input's class (float32 rounding for single, as NumPy's stores)."""
+    if single:
+        return np.float64(np.float32(c))
+    return c
+
+
+@numba.njit(**_jit)
+def _limit(c, v, k):
+    """chop.m's overflow and underflow rules (explim = 1) on the result ``c`` of the input ``v``."""
+    mode = k[MODE]
+    xmax, xb = k[XMAX], k[XBOUNDARY]
+    inf = np.inf
+    if mode == 1 or mode == 6:
+        if v >= xb:
+            return inf
+        if v <= -xb:
+            return -inf
+    elif mode == 2:
+        if v > xmax:
+            return inf
+        if v < -xmax and v != -inf:
+            return -xmax
+    elif mode == 3:
+        if v > xmax and v != inf:
+            return xmax
+        if v < -xmax:
+            return -inf
+    else:
+        if v > xmax and v != inf:
+            return xmax
+        if v < -xmax and v != -inf:
+            return -xmax
+    min_rep = k[MIN_REP]
+    magnitude = abs(c)
+    if not magnitude < min_rep:
+        return c
+    if mode == 1:
+        half = min_rep / 2
+        if magnitude > half or (magnitude == half and k[KEEPSUB] == 0):
+            return math.copysign(min_rep, c)
+    elif mode == 2 and c > 0:
+        return min_rep
+    elif mode == 3 and c < 0:
+        return -min_rep
+    return 0.0
+
+
+@numba.njit(**_jit)
+def _needs_draw(v, k):
+    """``(subnormal block, draws)``: chop.m's block of ``v`` and whether its scaled value is
+    not an integer (Inf and NaN too: their fraction inf - inf is NaN)."""
+    e = _exponent(v)
+    quantum, sub = _quantum(e, k)
+    if not math.isfinite(v):
+        return sub, True
+    y = math.ldexp(v, -quantum)
+    return sub, y != math.floor(y)
+
+
+@numba.njit(**_jit)
+def _general(v, k, single, rnd, plus_zero, flip_shift):
+    """chop of one value (float64 holding the input), any mode; the result as float64.
+
+    ``rnd``: the element's number (stochastic modes, when it draws);
+    ``plus_zero``: a zero comes back +0 (chop.m's stochastic branch when its block drew);
+    ``flip_shift``: flip bit ``flip_shift + 1`` of the rounded integer (-1: no flip).
+    """
+    mode = k[MODE]
+    e = _exponent(v)
+    quantum, sub = _quantum(e, k)
+    y = math.ldexp(v, -quantum)  # exact: |y| < 2^t
+    if y == 0.0 or not math.isfinite(y):
+        r = y
+        if y == 0.0 and plus_zero and mode >= 5:
+            r = 0.0
+    elif mode == 1:
+        r = np.rint(y)
+    elif mode == 2:
+        r = np.ceil(y)
+    elif mode == 3:
+        r = np.floor(y)
+    elif mode == 4:
+        r = np.trunc(y)
+    else:
+        magnitude = abs(y)
+        low = np.floor(magnitude)
+        frac = magnitude - low
+        if frac == 0.0:
+            r = y
+        else:
+            threshold = frac if mode == 5 else 0.5
+            r = math.copysign(low + 1.0 if rnd <= threshold else low, y)
+    c = _to_class(math.ldexp(r, quantum), single)
+    if flip_shift >= 0 and math.isfinite(c):
+        z = math.ldexp(c, -quantum)
+        magnitude_bits = np.int64(abs(z)) ^ (np.int64(1) << flip_shift)
+        sign = -1.0 if z < 0 else 1.0  # chop.m's sign(z) + (z == 0)
+        z = _to_class(sign * np.float64(magnitude_bits), single)
+        c = _to_class(math.ldexp(z, quantum), single)
+    if k[EXPLIM] != 0:
+        c = _to_class(_limit(c, v, k), single)
+    return c
+
+
+@numba.njit(**_inline)
+def _is_regular(b, k):
+    field = (b & k[MAG]) & k[INF]
+    return field >= k[LO] and field < k[HI]
+
+
+@numba.njit(**_inline)
+def _regular_bits(b, k):
+    """Deterministic rounding of a regular element's bit pattern (modes 1-4)."""
+    d0 = k[D0]
+    if d0 == 0:
+        return b
+    mode = k[MODE]
+    if mode == 1:
+        if d0 == k[P] - 1:  # t = 1: the kept integer is the hidden bit, odd: ties go up
+            return (b + k[HALFM1] + _U1) & k[KEEP0]
+        return (b + ((b >> np.uint64(d0)) & _U1) + k[HALFM1]) & k[KEEP0]
+    negative = (b & k[SIGN]) != _U0
+    if mode == 2:
+        return ((b + k[LOW0]) & k[KEEP0]) if not negative else (b & k[KEEP0])
+    if mode == 3:
+        return ((b + k[LOW0]) & k[KEEP0]) if negative else (b & k[KEEP0])
+    return b & k[KEEP0]
+
+
+@numba.njit(**_inline)
+def _regular_stochastic(b, k, rnd):
+    """Stochastic rounding (modes 5, 6) of a regular element's bit pattern with its number
+    (branch-free once compiled: the selects become masks)."""
+    low = b & k[LOW0]
+    if low == _U0:
+        threshold = -1.0  # nothing dropped: never up
+    elif k[MODE] == 5:
+        threshold = np.float64(np.int64(low)) * k[FRAC_SCALE]  # exact: below 2^52
+    else:
+        threshold = 0.5
+    return (b & k[KEEP0]) + (k[UNIT0] if rnd <= threshold else _U0)
+
+
+@numba.njit(**_inline)
+def _count_specials(xu, first, last, k):
+    """How many elements of ``first:last`` are not regular (a vectorisable loop)."""
+    lo, span, inf = k[LO], k[HI] - k[LO], k[INF]
+    special = 0
+    for i in range(first, last):
+        special += ((np.uint64(xu[i]) & inf) - lo) >= span
+    return special
+
+
+# --- deterministic modes --------------------------------------------------------------------------
+# Each element function returns (bits, value, as_bits): the rounded bit pattern of a regular
+# element, or the value of any other; the loops store one or the other.
+
+
+@numba.njit(**_inline)
+def _det_one(b, v, k, single):
+    if _is_regular(b, k):
+        return _regular_bits(b, k), 0.0, True
+    return _U0, _general(v, k, single, 2.0, False, -1), False
+
+
+#: Elements per sub-block of the deterministic loops: a sub-block with a special element is
+#: gone over again from the L1 cache.
+SUB_BLOCK = 256
+
+
+@numba.njit(**_jit)
+def _fix_specials(xf, xu, of, first, last, k, single):
+    for i in range(np.uint64(first), np.uint64(last)):
+        if not _is_regular(np.uint64(xu[i]), k):
+            of[i] = _general(np.float64(xf[i]), k, single, 2.0, False, -1)
+
+
+# The two loops below are the same code, serial and parallel (a helper taking the arrays,
+# called per sub-block, stopped LLVM from vectorising).  The first inner loop is
+# branch-free: every mode rounds as (b + add) & KEEP0 with
+#   add = ((b >> d0) & 1 | ODD) * RN + HALF + ((sign - 1) & UP) + ((0 - sign) & DOWN),
+# where the mode picks the constants (round to nearest: RN = 1, HALF = half an ulp - 1;
+# towards +inf: UP = ulp - 1; towards -inf: DOWN = ulp - 1; towards zero: all 0).
+
+@numba.njit(**_jit)
+def det_serial(xf, xu, of, ou, ip, up, fp, rp, single):
+    k = _unpack(ip, up, fp)
+    d0, top = np.uint64(k[D0]), np.uint64(k[WIDTH] - 1)
+    lo, span, inf, keep = k[LO], k[HI] - k[LO], k[INF], k[KEEP0]
+    odd, rn, half, upm, down = rp[0], rp[1], rp[2], rp[3], rp[4]
+    n = xf.size
+    for block in range((n + SUB_BLOCK - 1) // SUB_BLOCK):
+        # Unsigned indices: with signed ones Numba checks for negative indices, which stops
+        # LLVM from vectorising the loop (five times slower).
+        first = np.uint64(block * SUB_BLOCK)
+        last = np.uint64(min(n, block * SUB_BLOCK + SUB_BLOCK))
+        special = 0
+        for i in range(first, last):
+            b = np.uint64(xu[i])
+            sign = b >> top
+            add = (((b >> d0) & _U1) | odd) * rn + half + ((sign - _U1) & upm) + ((_U0 - sign) & down)
+            ou[i] = (b + add) & keep
+            special += ((b & inf) - lo) >= span
+        if special:
+            _fix_specials(xf, xu, of, first, last, k, single)
+
+
+@numba.njit(parallel=True, **_jit)
+def det_parallel(xf, xu, of, ou, ip, up, fp, rp, single, chunk):
+    k = _unpack(ip, up, fp)
+    d0, top = np.uint64(k[D0]), np.uint64(k[WIDTH] - 1)
+    lo, span, inf, keep = k[LO], k[HI] - k[LO], k[INF], k[KEEP0]
+    odd, rn, half, upm, down = rp[0], rp[1], rp[2], rp[3], rp[4]
+    n = xf.size
+    for c in prange((n + chunk - 1) // chunk):
+        stop = min(n, (c + 1) * chunk)
+        for block in range((stop - c * chunk + SUB_BLOCK - 1) // SUB_BLOCK):
+            first = np.uint64(c * chunk + block * SUB_BLOCK)
+            last = np.uint64(min(stop, c * chunk + block * SUB_BLOCK + SUB_BLOCK))
+            special = 0
+            for i in range(first, last):
+                b = np.uint64(xu[i])
+                sign = b >> top
+                add = (((b >> d0) & _U1) | odd) * rn + half + ((sign - _U1) & upm) + ((_U0 - sign) & down)
+                ou[i] = (b + add) & keep
+                special += ((b & inf) - lo) >= span
+            if special:
+                _fix_specials(xf, xu, of, first, last, k, single)
+
+
+# --- the counter-based generator: each element its own numbers ------------------------------------
+# Sub-blocks as for the deterministic modes: a branch-free loop for the regular elements (no call
+# in it, so that it vectorises), and a plain call for a sub-block holding other elements.
+
+
+@numba.njit(**_jit)
+def _counter_general(xf, xu, of, first, last, k, single, k0, k1, k2, offset, every):
+    """The general path for the elements of ``first:last`` (all of them when ``every``)."""
+    mode = k[MODE]
+    for i in range(np.uint64(first), np.uint64(last)):
+        if not every and _is_regular(np.uint64(xu[i]), k):
+            continue
+        j = offset + i
+        rnd = 2.0
+        if mode >= 5:
+            rnd = _to_class(counter_uniform(k0, j), single)  # compared in the input's class
+        shift = -1
+        if k[PFLIP] >= 0.0 and counter_uniform(k1, j) <= k[PFLIP]:
+            shift = np.int64(math.floor((k[T] - 1) * counter_uniform(k2, j)))
+        of[i] = _general(np.float64(xf[i]), k, single, rnd, True, shift)
+
+
+@numba.njit(**_inline)
+def _counter_range(xf, xu, of, ou, start, stop, k, single, k0, k1, k2, offset):
+    n_blocks = (stop - start + SUB_BLOCK - 1) // SUB_BLOCK
+    for block in range(n_blocks):
+        first = np.uint64(start + block * SUB_BLOCK)
+        last = np.uint64(min(stop, start + block * SUB_BLOCK + SUB_BLOCK))
+        if k[PFLIP] >= 0.0:  # bit flips: every element takes the general path
+            _counter_general(xf, xu, of, first, last, k, single, k0, k1, k2, offset, True)
+            continue
+        if k[MODE] >= 5:
+            for i in range(first, last):
+                rnd = _to_class(counter_uniform(k0, offset + i), single)
+                ou[i] = _regular_stochastic(np.uint64(xu[i]), k, rnd)
+        else:  # (deterministic modes reach here only with flips; kept for completeness)
+            for i in range(first, last):
+                ou[i] = _regular_bits(np.uint64(xu[i]), k)
+        if _count_specials(xu, first, last, k):
+            _counter_general(xf, xu, of, first, last, k, single, k0, k1, k2, offset, False)
+
+
+@numba.njit(**_jit)
+def counter_serial(xf, xu, of, ou, ip, up, fp, single, keys, offset):
+    k = _unpack(ip, up, fp)
+    _counter_range(xf, xu, of, ou, 0, xf.size, k, single, keys[0], keys[1], keys[2], offset)
+
+
+@numba.njit(parallel=True, **_jit)
+def counter_parallel(xf, xu, of, ou, ip, up, fp, single, keys, offset, chunk):
+    k = _unpack(ip, up, fp)
+    n = xf.size
+    for c in prange((n + chunk - 1) // chunk):
+        _counter_range(xf, xu, of, ou, c * chunk, min(n, (c + 1) * chunk), k, single,
+                       keys[0], keys[1], keys[2], offset)
+
+
+# --- chop.m's draw order: count, draw in bulk (by the caller), round ---------------------------------
+
+
+@numba.njit(**_inline)
+def _classify(b, v, k):
+    """``(subnormal block, draws)`` of an element (see :func:`_needs_draw`)."""
+    if _is_regular(b, k):
+        return False, (b & k[LOW0]) != _U0
+    return _needs_draw(v, k)
+
+
+@numba.njit(**_jit)
+def _count_general(xf, xu, first, last, k, stochastic):
+    k_normal = 0
+    k_sub = 0
+    n_sub = 0
+    for i in range(np.uint64(first), np.uint64(last)):
+        sub, need = _classify(np.uint64(xu[i]), np.float64(xf[i]), k)
+        if sub:
+            n_sub += 1
+            if need and stochastic:
+                k_sub += 1
+        elif need and stochastic:
+            k_normal += 1
+    return k_normal, k_sub, n_sub
+
+
+@numba.njit(**_jit)
+def count_draws(xf, xu, ip, up, fp, chunk, stochastic):
+    """Per chunk: draws of the normal block, draws of the subnormal block, elements of the
+    subnormal block.  One thread: a read-only pass, cheaper than a parallel launch on a busy
+    machine (measured)."""
+    k = _unpack(ip, up, fp)
+    n = xf.size
+    n_chunks = (n + chunk - 1) // chunk
+    counts = np.zeros((n_chunks, 3), np.int64)
+    low0 = k[LOW0]
+    for c in range(n_chunks):
+        start = c * chunk
+        stop = min(n, start + chunk)
+        k_normal = 0
+        k_sub = 0
+        n_sub = 0
+        for block in range((stop - start + SUB_BLOCK - 1) // SUB_BLOCK):
+            first = np.uint64(start + block * SUB_BLOCK)
+            last = np.uint64(min(stop, start + block * SUB_BLOCK + SUB_BLOCK))
+            if _count_specials(xu, first, last, k):
+                a, b, d = _count_general(xf, xu, first, last, k, stochastic)
+                k_normal += a
+                k_sub += b
+                n_sub += d
+            elif stochastic:
+                for i in range(first, last):
+                    k_normal += (np.uint64(xu[i]) & low0) != _U0
+        counts[c, 0] = k_normal
+        counts[c, 1] = k_sub
+        counts[c, 2] = n_sub
+    return counts
+
+
+@numba.njit(**_jit)
+def _round_drawn_general(xf, xu, of, first, last, k, single, q, rnd_normal, rnd_sub, plus_normal, plus_sub,
+                         flips, choice_normal, choice_sub, bits_normal, bits_sub):
+    """Every element of ``first:last`` by the general path; ``q`` (positions) is advanced."""
+    mode = k[MODE]
+    p = k[PFLIP]
+    for i in range(np.uint64(first), np.uint64(last)):
+        v = np.float64(xf[i])
+        sub, need = _classify(np.uint64(xu[i]), v, k)
+        rnd = 2.0
+        if mode >= 5 and need:
+            if sub:
+                rnd = rnd_sub[q[1]]
+                q[1] += 1
+            else:
+                rnd = rnd_normal[q[0]]
+                q[0] += 1
+        shift = -1
+        if flips:
+            if sub:
+                u = choice_sub[q[3]]
+                q[3] += 1
+                if u <= p:
+                    shift = bits_sub[q[5]] - 1
+                    q[5] += 1
+            else:
+                u = choice_normal[q[2]]
+                q[2] += 1
+                if u <= p:
+                    shift = bits_normal[q[4]] - 1
+                    q[4] += 1
+        of[i] = _general(v, k, single, rnd, plus_sub if sub else plus_normal, shift)
+
+
+@numba.njit(**_jit)
+def _round_drawn_chunks(c0, c1, xf, xu, of, ou, k, single, chunk, starts, rnd_normal, rnd_sub,
+                        plus_normal, plus_sub, flips, choice_normal, choice_sub, bits_normal, bits_sub):
+    """Chunks ``c0:c1`` of :func:`round_drawn`."""
+    n = xf.size
+    low0, keep, unit, scale = k[LOW0], k[KEEP0], k[UNIT0], k[FRAC_SCALE]
+    mode5 = k[MODE] == 5
+    for c in range(c0, c1):
+        q = starts[c].copy()
+        start = c * chunk
+        stop = min(n, start + chunk)
+        for block in range((stop - start + SUB_BLOCK - 1) // SUB_BLOCK):
+            first = np.uint64(start + block * SUB_BLOCK)
+            last = np.uint64(min(stop, start + block * SUB_BLOCK + SUB_BLOCK))
+            if flips or _count_specials(xu, first, last, k):
+                _round_drawn_general(xf, xu, of, first, last, k, single, q, rnd_normal, rnd_sub,
+                                     plus_normal, plus_sub, flips, choice_normal, choice_sub,
+                                     bits_normal, bits_sub)
+                continue
+            # Unsigned positions (no negative-index checks); an element without dropped bits
+            # draws nothing.
+            position = np.uint64(q[0])
+            if mode5:
+                for i in range(first, last):
+                    b = np.uint64(xu[i])
+                    low = b & low0
+                    up_ = False
+                    if low != _U0:
+                        up_ = rnd_normal[position] <= np.float64(np.int64(low)) * scale
+                        position += _U1
+                    ou[i] = (b & keep) + (unit if up_ else _U0)
+            else:
+                for i in range(first, last):
+                    b = np.uint64(xu[i])
+                    low = b & low0
+                    up_ = False
+                    if low != _U0:
+                        up_ = rnd_normal[position] <= 0.5
+                        position += _U1
+                    ou[i] = (b & keep) + (unit if up_ else _U0)
+            q[0] = np.int64(position)
+
+
+@numba.njit(parallel=True, **_jit)
+def round_drawn(xf, xu, of, ou, ip, up, fp, single, chunk, starts, rnd_normal, rnd_sub,
+                plus_normal, plus_sub, flips, choice_normal, choice_sub, bits_normal, bits_sub):
+    """Round with the numbers chop.m drew, in its order: element ``i`` of chunk ``c`` takes the
+    next number of its block from the positions ``starts[c]`` (draws normal, draws subnormal,
+    flip choices normal, flip choices subnormal, flipped bits normal, flipped bits subnormal)."""
+    k = _unpack(ip, up, fp)
+    n_chunks = (xf.size + chunk - 1) // chunk
+    for c in prange(n_chunks):
+        _round_drawn_chunks(c, c + 1, xf, xu, of, ou, k, single, chunk, starts, rnd_normal, rnd_sub,
+                            plus_normal, plus_sub, flips, choice_normal, choice_sub, bits_normal, bits_sub)
+
+
+@numba.njit(**_jit)
+def round_drawn_serial(xf, xu, of, ou, ip, up, fp, single, chunk, starts, rnd_normal, rnd_sub,
+                       plus_normal, plus_sub, flips, choice_normal, choice_sub, bits_normal, bits_sub):
+    """:func:`round_drawn` on one thread (small arrays)."""
+    k = _unpack(ip, up, fp)
+    _round_drawn_chunks(0, (xf.size + chunk - 1) // chunk, xf, xu, of, ou, k, single, chunk, starts,
+                        rnd_normal, rnd_sub, plus_normal, plus_sub, flips, choice_normal, choice_sub,
+                        bits_normal, bits_sub)
+
+
+# --- one float64 value, for the compiled linear algebra ----------------------------------------------
+
+
+@numba.njit(**_inline)
+def constants(ip, up, fp):
+    """The tuple of constants of a rounding (see :func:`chop_double`)."""
+    return _unpack(ip, up, fp)
+
+
+@numba.njit(**_inline)
+def chop_double(v, k):
+    """chop of one float64 value, deterministic modes (1-4) without flips, by the constants ``k``
+    of :func:`constants`: the bit rounding for a regular value, chop.m's scaling for the rest."""
+    b = bits_of_double(v)
+    if _is_regular(b, k):
+        return double_of_bits(_regular_bits(b, k))
+    return _general(v, k, False, 2.0, False, -1)
+
+
+@numba.njit(**_inline)
+def fast_constants(ip, up, rp):
+    """Constants of :func:`fast_bits` and :func:`irregular`: the branch-free deterministic rounding
+    of regular values (a tuple of scalars; see the deterministic loops)."""
+    return (rp[0], rp[1], rp[2], rp[3], rp[4], np.uint64(ip[D0]), np.uint64(ip[WIDTH] - 1),
+            up[KEEP0 - 9], up[LO - 9], up[HI - 9] - up[LO - 9], up[INF - 9])
+
+
+@numba.njit(**_inline)
+def fast_bits(b, f):
+    """The rounded bit pattern of ``b`` as if it were regular (modes 1-4; branch-free)."""
+    sign = b >> f[6]
+    add = (((b >> f[5]) & _U1) | f[0]) * f[1] + f[2] + ((sign - _U1) & f[3]) + ((_U0 - sign) & f[4])
+    return (b + add) & f[7]
+
+
+@numba.njit(**_inline)
+def irregular(b, f):
+    """1 when ``b`` is not regular (its rounding needs :func:`chop_double`), else 0."""
+    return np.int64(((b & f[10]) - f[8]) >= f[9])

@@ -1,0 +1,224 @@
+"""Compiled chopped matrix products (Numba), imported by :mod:`pychop_compat.linalg` on first use.
+
+Each kernel computes ``C = A @ B`` (float64) with every product and every sum
+rounded by ``pychop_compat.engines.numba_kernels.chop_double``, the
+compiled engine's rounding of one value, in exactly the order of the method
+that :mod:`pychop_compat.linalg` documents; only deterministic rounding (modes 1-4, no
+bit flips) comes here, so each element of ``C`` depends only on its own
+operations and the loops may run in any order.
+
+Memory: the result, plus O(rows_per_task * p) (blocked) or
+O(n * COLUMNS) (pairwise) scratch per thread: never the n * m * p products.
+Rows of ``C`` are shared out over Numba's threads in groups of ROWS, so a
+row of ``B`` is read from the cache once per group.
+
+Speed: a row of operations is first rounded by a branch-free loop on the bit
+patterns (``pychop_compat.engines.numba_kernels.fast_bits``, which LLVM
+vectorises) that also counts the values it cannot round (zeros, values near
+the format's range limits, Inf, NaN); only a row with such a value is redone
+by ``pychop_compat.engines.numba_kernels.chop_double`` one value at a time.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numba import prange
+
+from ..engines.numba_kernels import (bits_of_double, chop_double, constants, double_of_bits, fast_bits,
+                                     fast_constants, irregular)
+
+__all__ = ["matmul_recursive", "matmul_pairwise", "matmul_blocked", "ROWS", "COLUMNS"]
+
+_ONE = np.uint64(1)
+
+#: Rows of C per task.
+ROWS = 8
+#: Columns of C per pairwise tree pass (the n x COLUMNS terms stay in the cache).
+COLUMNS = 32
+
+_jit = dict(cache=True, nogil=True, error_model="numpy")
+
+
+
+# --- rows: out[j] = fl_s(acc[j] + fl_p(a * b[j])) and friends, fast loop then exact loop if needed -----
+
+
+@numba.njit(**_jit)
+def _axpy_row(a, b, acc, out, first, kp, fp_, ks, fs, round_products, p):
+    """``out[j] = fl_s(acc[j] + fl_p(a b[j]))`` (``first``: ``out[j] = fl(a b[j])``, by the product
+    rounding when ``round_products`` else the sum rounding; no ``fl_p`` when not ``round_products``).
+    One branch-free loop per case (a test inside the loop stops LLVM from vectorising it)."""
+    special = 0
+    n = np.uint64(p)
+    if first:
+        kr, fr = (kp, fp_) if round_products else (ks, fs)
+        for j in range(n):
+            tb = bits_of_double(a * b[j])
+            special += irregular(tb, fr)
+            out[j] = double_of_bits(fast_bits(tb, fr))
+        if special:  # redo the special elements only (the exact loop is scalar)
+            for j in range(n):
+                if irregular(bits_of_double(a * b[j]), fr):
+                    out[j] = chop_double(a * b[j], kr)
+        return
+    if round_products:
+        for j in range(n):
+            tb = bits_of_double(a * b[j])
+            ub = bits_of_double(acc[j] + double_of_bits(fast_bits(tb, fp_)))
+            special += irregular(tb, fp_) + irregular(ub, fs)
+            out[j] = double_of_bits(fast_bits(ub, fs))
+        if special:
+            for j in range(n):
+                tb = bits_of_double(a * b[j])
+                ub = bits_of_double(acc[j] + double_of_bits(fast_bits(tb, fp_)))
+                if irregular(tb, fp_) + irregular(ub, fs):
+                    out[j] = chop_double(acc[j] + chop_double(a * b[j], kp), ks)
+        return
+    for j in range(n):
+        ub = bits_of_double(acc[j] + a * b[j])
+        special += irregular(ub, fs)
+        out[j] = double_of_bits(fast_bits(ub, fs))
+    if special:
+        for j in range(n):
+            if irregular(bits_of_double(acc[j] + a * b[j]), fs):
+                out[j] = chop_double(acc[j] + a * b[j], ks)
+
+
+@numba.njit(**_jit)
+def _add_rows(x, y, out, ks, fs, p):
+    """``out[j] = fl(x[j] + y[j])``."""
+    special = 0
+    for j in range(np.uint64(p)):
+        ub = bits_of_double(x[j] + y[j])
+        special += irregular(ub, fs)
+        out[j] = double_of_bits(fast_bits(ub, fs))
+    if special:
+        for j in range(np.uint64(p)):
+            if irregular(bits_of_double(x[j] + y[j]), fs):
+                out[j] = chop_double(x[j] + y[j], ks)
+
+
+@numba.njit(parallel=True, **_jit)
+def matmul_recursive(A, B, ipp, upp, fpp, rpp, round_products, ips, ups, fps, rps):
+    """``s = fl(p_1)``; ``s = fl(s + p_k)``, with ``p_k = fl(a_k b_k)`` when ``round_products``
+    (products rounded by the first constants) else the double product (sums by the second)."""
+    kp, fp_ = constants(ipp, upp, fpp), fast_constants(ipp, upp, rpp)
+    ks, fs = constants(ips, ups, fps), fast_constants(ips, ups, rps)
+    m, n = A.shape
+    p = B.shape[1]
+    C = np.empty((m, p))
+    for block in prange((m + ROWS - 1) // ROWS):
+        i0 = block * ROWS
+        i1 = min(m, i0 + ROWS)
+        # Two sets of accumulator rows, read from one and written to the other at each step
+        # (the exact loop of a row with a special value needs the old sums).
+        sums = np.empty((2, ROWS, p))
+        for i in range(i0, i1):
+            _axpy_row(A[i, 0], B[0], sums[0, i - i0], sums[0, i - i0], True, kp, fp_, ks, fs, round_products, p)
+        for kk in range(1, n):
+            old = (kk - 1) % 2
+            for i in range(i0, i1):
+                _axpy_row(A[i, kk], B[kk], sums[old, i - i0], sums[1 - old, i - i0], False, kp, fp_, ks, fs,
+                          round_products, p)
+        for i in range(i0, i1):
+            C[i, :] = sums[(n - 1) % 2, i - i0]
+    return C
+
+
+@numba.njit(parallel=True, **_jit)
+def matmul_blocked(A, B, ipp, upp, fpp, rpp, round_products, ips, ups, fps, rps, block_size):
+    """Each block of ``block_size`` terms summed recursively, the block sums summed recursively
+    in order (as each block ends, its sum joins the running total)."""
+    kp, fp_ = constants(ipp, upp, fpp), fast_constants(ipp, upp, rpp)
+    ks, fs = constants(ips, ups, fps), fast_constants(ips, ups, rps)
+    m, n = A.shape
+    p = B.shape[1]
+    C = np.empty((m, p))
+    for block in prange((m + ROWS - 1) // ROWS):
+        i0 = block * ROWS
+        i1 = min(m, i0 + ROWS)
+        partial = np.empty((ROWS, p))
+        row = np.empty(p)
+        for kk in range(n):
+            position = kk % block_size
+            ends = position == block_size - 1 or kk == n - 1
+            first_block = kk < block_size
+            for i in range(i0, i1):
+                part = partial[i - i0]
+                _axpy_row(A[i, kk], B[kk], part, row, position == 0, kp, fp_, ks, fs, round_products, p)
+                if not ends:
+                    part[:] = row
+                elif first_block:
+                    C[i, :] = row
+                else:
+                    _add_rows(C[i], row, part, ks, fs, p)
+                    C[i, :] = part
+    return C
+
+
+@numba.njit(**_jit)
+def _pairwise_column_block(A, i, B, j0, width, terms, row, kp, fp_, ks, fs, round_products):
+    """The pairwise sums of row ``i`` of A times columns ``j0:j0 + width`` of B (left in ``row``)."""
+    n = A.shape[1]
+    if round_products or n == 1:
+        # fl_p(a b) (for a single term without product rounding: fl_s(a b)).
+        kr, fr = (kp, fp_) if round_products else (ks, fs)
+        for kk in range(n):
+            a = A[i, kk]
+            special = 0
+            for j in range(np.uint64(width)):
+                tb = bits_of_double(a * B[kk, j0 + j])
+                special += irregular(tb, fr)
+                terms[kk, j] = double_of_bits(fast_bits(tb, fr))
+            if special:
+                for j in range(np.uint64(width)):
+                    if irregular(bits_of_double(a * B[kk, j0 + j]), fr):
+                        terms[kk, j] = chop_double(a * B[kk, j0 + j], kr)
+    else:
+        for kk in range(n):
+            a = A[i, kk]
+            for j in range(np.uint64(width)):
+                terms[kk, j] = a * B[kk, j0 + j]
+    length = n
+    while length > 1:
+        half = length // 2
+        for q in range(np.uint64(half)):  # writes q, reads 2q and 2q + 1 >= q: in place is safe
+            special = 0
+            for j in range(np.uint64(width)):
+                ub = bits_of_double(terms[q + q, j] + terms[q + q + _ONE, j])
+                special += irregular(ub, fs)
+                row[j] = double_of_bits(fast_bits(ub, fs))
+            if special:
+                for j in range(np.uint64(width)):
+                    if irregular(bits_of_double(terms[q + q, j] + terms[q + q + _ONE, j]), fs):
+                        row[j] = chop_double(terms[q + q, j] + terms[q + q + _ONE, j], ks)
+            for j in range(np.uint64(width)):
+                terms[q, j] = row[j]
+        if length % 2:
+            terms[half, :width] = terms[length - 1, :width]
+        length = half + length % 2
+    row[:width] = terms[0, :width]
+
+
+@numba.njit(parallel=True, **_jit)
+def matmul_pairwise(A, B, ipp, upp, fpp, rpp, round_products, ips, ups, fps, rps):
+    """The products summed pairwise level by level: ``y_q = fl(x_{2q} + x_{2q+1})``, an odd last
+    term carried over, until one is left (products unrounded, unless ``round_products`` or n = 1,
+    as in :mod:`pychop_compat.linalg`)."""
+    kp, fp_ = constants(ipp, upp, fpp), fast_constants(ipp, upp, rpp)
+    ks, fs = constants(ips, ups, fps), fast_constants(ips, ups, rps)
+    m, n = A.shape
+    p = B.shape[1]
+    C = np.empty((m, p))
+    for block in prange((m + ROWS - 1) // ROWS):
+        i0 = block * ROWS
+        i1 = min(m, i0 + ROWS)
+        terms = np.empty((n, COLUMNS))
+        row = np.empty(COLUMNS)
+        for j0 in range(0, p, COLUMNS):
+            width = min(p, j0 + COLUMNS) - j0
+            for i in range(i0, i1):
+                _pairwise_column_block(A, i, B, j0, width, terms, row, kp, fp_, ks, fs, round_products)
+                C[i, j0:j0 + width] = row[:width]
+    return C

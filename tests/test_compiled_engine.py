@@ -1,0 +1,232 @@
+"""The compiled CPU engine (Numba) and the counter-based numbers of ``Chop(rng=<int>)``.
+
+The compiled engine runs the whole shared engine matrix and the MATLAB corpus
+as the ``numba`` row of the ``engine`` fixture (conftest.py); here are its
+specifics: many chunks and threads in chop.m's draw order, the fallbacks, the
+lazy import.  The counter-based numbers are checked against their definition,
+:func:`pychop_compat.engines.device_random.counter_uniform`, element by element.
+"""
+
+from __future__ import annotations
+
+import pickle
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from engine_matrix import assert_bits_equal, make_input
+from pychop_compat import Chop, chop, rand, rng
+from pychop_compat.engines import compiled, numpy_fast
+from pychop_compat.engines.device_random import FLIP_BIT, FLIP_CHOICE, GOLDEN, ROUND, counter_uniform, mix64
+from pychop_compat.formats import custom_format, lookup_format
+from pychop_compat.options import resolve
+from pychop_compat.randomness import RandomSources, counter_sources
+from pychop_compat.reference import chop_vector
+
+needs_numba = pytest.mark.skipif(not compiled.available(), reason="numba not installed")
+CPU_ENGINES = ["numpy", pytest.param("numba", marks=needs_numba)]
+
+
+def _x(fmt, dtype, seed, n=600):
+    return make_input(lookup_format(fmt) if isinstance(fmt, str) else custom_format(*fmt), dtype, seed, n)
+
+
+# --- the counter-based numbers ------------------------------------------------------------------
+
+
+def _expected_counter(x: np.ndarray, options: dict, seed: int, offset: int) -> np.ndarray:
+    """chop of each element on its own by the reference algorithm, fed the element's numbers
+    from the definition: u_s(offset + i) with key_s = mix(seed + s G), i the row-major index."""
+    spec = resolve(options, None, "single" if x.dtype == np.float32 else "double")
+    keys = {s: mix64(seed + s * GOLDEN) for s in (ROUND, FLIP_CHOICE, FLIP_BIT)}
+    flat = x.reshape(-1)
+    out = np.empty_like(flat)
+    for i, value in enumerate(flat):
+        j = offset + i
+        u = {s: counter_uniform(keys[s], j) for s in keys}
+        sources = RandomSources(
+            lambda n, u=u: np.full(n, u[ROUND]),
+            lambda n, u=u: np.full(n, u[FLIP_CHOICE]),
+            lambda imax, n, u=u: np.full(n, 1 + int(np.floor(imax * u[FLIP_BIT])), np.int64))
+        out[i] = chop_vector(np.array([value]), spec, sources)[0]
+        if spec.round >= 5 and value == 0:
+            out[i] = 0.0  # each element draws its own number: a zero's block drew, so +0 (chop.m's mysign)
+    return out.reshape(x.shape)
+
+
+@pytest.mark.parametrize("engine", CPU_ENGINES)
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("options", [
+    {"format": "h", "round": 5}, {"format": "b", "round": 6}, {"format": "q43", "round": 5, "subnormal": 0},
+    {"format": "c", "params": [5, 3], "round": 5, "flip": 1, "p": 0.4},
+    {"format": "h", "round": 1, "flip": 1, "p": 0.7}, {"format": "b", "round": 6, "flip": 1, "explim": 0}])
+def test_counter_numbers_follow_their_definition(engine, dtype, options):
+    x = _x(options["format"] if options["format"] != "c" else (5, 3), dtype, seed=5, n=150)
+    ch = Chop(options, rng=2024)
+    with compiled.cpu_engine(engine):
+        first = ch(x)
+        second = ch(x[:3])  # the second call continues at counter x.size
+    assert_bits_equal(first, _expected_counter(x, options, 2024, 0), f"{engine} {options}")
+    assert_bits_equal(second, _expected_counter(x[:3], options, 2024, x.size), f"{engine} second call")
+
+
+@pytest.mark.parametrize("engine", CPU_ENGINES)
+def test_counter_numbers_do_not_depend_on_layout_threads_or_chunks(engine, monkeypatch):
+    """Row-major element order whatever the memory order; no effect of threads or chunk size."""
+    x = np.asfortranarray(_x("b", "float64", seed=9, n=3000))
+    options = {"format": "b", "round": 5, "flip": 1, "p": 0.2}
+    with compiled.cpu_engine("numpy"):
+        expected = Chop(options, rng=77)(np.ascontiguousarray(x))
+    monkeypatch.setattr(compiled, "SERIAL_BELOW", 16)
+    monkeypatch.setattr(compiled, "CHUNK", 64)
+    monkeypatch.setattr(numpy_fast, "_FLIP_CHUNK", 100)
+    with compiled.cpu_engine(engine):
+        assert_bits_equal(Chop(options, rng=77)(x), expected, "fortran order, small chunks")
+        # One call on the whole array = two calls on its rows' halves (the counter carries on).
+        ch = Chop(options, rng=77)
+        flat = np.ascontiguousarray(x).reshape(-1)
+        half = flat.size // 2
+        assert_bits_equal(np.concatenate([ch(flat[:half]), ch(flat[half:])]), expected.reshape(-1), "split")
+    if engine == "numba":
+        import numba
+
+        threads = numba.get_num_threads()
+        numba.set_num_threads(1)
+        try:
+            with compiled.cpu_engine("numba"):
+                assert_bits_equal(Chop(options, rng=77)(x), expected, "one thread")
+        finally:
+            numba.set_num_threads(threads)
+
+
+def test_counter_chop_pickles_with_its_counter():
+    x = np.random.default_rng(1).standard_normal(500)
+    ch = Chop(format="h", round=5, flip=1, rng=12)
+    ch(x)
+    copy = pickle.loads(pickle.dumps(ch))
+    assert_bits_equal(copy(x), ch(x), "after a round trip")
+    assert_bits_equal(Chop(format="h", round=5, rng=12)(1 / 3 * np.ones(1)),
+                      np.array([Chop(format="h", round=5, rng=12)(1 / 3)]), "scalar = array of one")
+
+
+def test_counter_does_not_touch_matlab_stream():
+    rng(5)
+    Chop(format="h", round=6, flip=1, rng=3)(np.linspace(-2, 2, 100))
+    after = rand(3, 1)
+    rng(5)
+    assert np.array_equal(after, rand(3, 1))
+
+
+def test_counter_with_randfunc_follows_chop_order():
+    """A randfunc supplies the stochastic draws (chop.m's calls); the flips then come from the
+    counter generator call by call: reproducible, and the randfunc is called as chop.m calls it."""
+    calls = []
+
+    def randfunc(n):
+        calls.append(n)
+        return np.full(n, 0.25)
+
+    x = np.array([1 + 2**-12, 3.0, 1 + 2**-13])
+    a = Chop(format="h", round=5, flip=1, randfunc=randfunc, rng=8)(x)
+    b = Chop(format="h", round=5, flip=1, randfunc=randfunc, rng=8)(x)
+    assert_bits_equal(a, b, "reproducible")
+    assert calls == [2, 2]
+
+
+# --- the compiled engine ---------------------------------------------------------------------------
+
+
+@needs_numba
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("options", [
+    {"format": "h", "round": 5}, {"format": "q43", "round": 6, "subnormal": 1},
+    {"format": "c", "params": [3, 1], "round": 5}, {"format": "b", "round": 5, "flip": 1, "p": 0.3},
+    {"format": "h", "round": 2, "flip": 1}, {"format": "c", "params": [10, 5000], "round": 6, "flip": 1}])
+def test_chop_order_over_many_chunks(monkeypatch, dtype, options):
+    """chop.m's draw order across many chunks and threads: equal to the NumPy engine, and the
+    MATLAB stream left in the same state."""
+    fmt = options["format"] if options["format"] != "c" else tuple(options["params"])
+    x = np.tile(_x(fmt, dtype, seed=3), (4, 1))
+    monkeypatch.setattr(compiled, "SERIAL_BELOW", 64)
+    monkeypatch.setattr(compiled, "CHUNK", 37)
+    with compiled.cpu_engine("numpy"):
+        rng(1)
+        expected, after = chop(x, options), rand(2, 1)
+    with compiled.cpu_engine("numba"):
+        rng(1)
+        actual = chop(x, options)
+    assert_bits_equal(actual, expected, str(options))
+    assert np.array_equal(rand(2, 1), after)
+
+
+@needs_numba
+def test_deterministic_large_and_strided_arrays():
+    gen = np.random.default_rng(2)
+    x = gen.standard_normal((300, 700)) * np.exp2(gen.integers(-30, 30, (300, 700)))
+    x[::7, ::3] = gen.choice([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-310, 6e-8, 65520.0], x[::7, ::3].shape)
+    for view in (x, x.T, x[::2, 1::3], x.astype(np.float32)):
+        for options in ({"format": "h"}, {"format": "b", "round": 3}, {"format": "q52", "round": 4, "subnormal": 0},
+                        {"format": "c", "params": [5, 7], "round": 2}, {"format": "h", "explim": 0}):
+            with compiled.cpu_engine("numpy"):
+                expected = chop(view, options)
+            with compiled.cpu_engine("numba"):
+                actual = chop(view, options)
+            assert_bits_equal(actual, expected, str(options))
+            assert actual.flags.c_contiguous == expected.flags.c_contiguous
+
+
+def test_engine_setting_and_fallbacks(monkeypatch):
+    with pytest.raises(ValueError, match="cpu engine must be one of"):
+        compiled.set_cpu_engine("fortran")
+    spec = resolve({"format": "h"}, None)
+    x = np.linspace(0, 1, 10)
+    assert compiled.handles(x, spec)
+    assert not compiled.handles(x[:1], spec)  # one element: the scalar path
+    assert not compiled.handles(x.astype(">f8"), spec)
+
+    class Extended:  # a spec beyond chop.m's semantics (CONTRACTS.md item 2)
+        extended = True
+        flips = False
+
+    assert not compiled.handles(x, Extended())
+    monkeypatch.setattr(compiled, "_available", False)
+    assert not compiled.wanted()  # 'auto' without numba: the NumPy engine
+    with pytest.raises(ImportError, match="numba"):
+        compiled.set_cpu_engine("numba")
+
+
+def test_import_stays_light_and_numba_is_imported_on_use():
+    code = textwrap.dedent("""
+        import sys
+        import numpy as np
+        import pychop_compat
+        print('numba' in sys.modules)
+        pychop_compat.chop(1/3, {'format': 'b'})
+        print('numba' in sys.modules)
+        from pychop_compat.engines import compiled
+        if compiled.available():
+            pychop_compat.chop(np.linspace(0, 1, 100), {'format': 'b'})
+            print('numba' in sys.modules)
+        else:
+            print(True)
+    """)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False", "False", "True"]
+
+
+@pytest.mark.parametrize("options", [{"format": "h", "round": 5}, {"format": "b", "round": 6, "flip": 1, "p": 0.3},
+                                     {"format": "q43", "round": 1, "flip": 1, "subnormal": 0}])
+def test_counter_numbers_on_torch_device_paths(monkeypatch, options):
+    """Chop(rng=<int>) on a GPU takes the same numbers (the device paths, run on CPU tensors)."""
+    torch = pytest.importorskip("torch")
+    from pychop_compat.engines import torch_engine
+
+    x = _x(options["format"], "float64", seed=6, n=400)
+    expected = Chop(options, rng=31)(x)
+    monkeypatch.setattr(torch_engine, "_DEVICE_PATHS_ON_CPU", True)
+    actual = Chop(options, rng=31)(torch.from_numpy(x.copy())).numpy()
+    assert_bits_equal(actual, expected, str(options))

@@ -175,3 +175,24 @@ def test_float32_without_x64():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
+
+
+def test_chop_rng_seed_on_jax_equals_numpy():
+    """Chop(options, rng=seed): the counter-based numbers, computed on the device for JAX arrays,
+    equal to the NumPy engine's counter path (issue 21) call after call; chop_jax(seed=, offset=) too."""
+    from pychop_compat import randomness
+
+    if not hasattr(randomness, "counter_sources"):
+        pytest.skip("Chop(rng=<int>) is not counter-based in this build")
+    for dtype in ("float64", "float32"):
+        x = _input(dtype, "b", seed=12)
+        for options in ({"format": "b", "round": 5, "subnormal": 1}, {"format": "h", "round": 6, "flip": 1}):
+            on_numpy, on_jax = Chop(options, rng=9), Chop(options, rng=9)
+            for call in range(2):
+                expected = on_numpy(x.copy())
+                got = on_jax(jnp.asarray(x))
+                assert isinstance(got, jax.Array)
+                ok = (np.asarray(got) == expected) | (np.isnan(expected) & np.isnan(np.asarray(got)))
+                assert ok.all(), (dtype, options, call)
+                traced = jax.jit(lambda a, o: chop_jax(a, options, seed=9, offset=o))(jnp.asarray(x), call * x.size)
+                assert_bits_equal(np.asarray(traced), np.asarray(got), f"chop_jax {options} call {call}")

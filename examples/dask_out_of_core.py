@@ -45,7 +45,7 @@ def _normal_block(block: np.ndarray, seed: int, block_info=None) -> np.ndarray:
     return np.random.default_rng([seed, index]).standard_normal(block.shape)
 
 
-def run(n: int = 10**8, chunk: int = 2**20, workers: int = 2, memory_limit: str = "350MiB",
+def run(n: int = 10**8, chunk: int = 2**19, workers: int = 2, memory_limit: str = "350MiB",
         scheduler: str = "distributed", seed: int = 1, verbose: bool = True) -> dict:
     """Round ``n`` numbers; return the measured errors and memory high-water marks."""
     import dask
@@ -88,7 +88,7 @@ def run(n: int = 10**8, chunk: int = 2**20, workers: int = 2, memory_limit: str 
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=float, default=1e8, help="number of elements (default 1e8; try 1e9)")
-    parser.add_argument("--chunk", type=int, default=2**20, help="elements per chunk (default 2**20: 8 MiB)")
+    parser.add_argument("--chunk", type=int, default=2**19, help="elements per chunk (default 2**19: 4 MiB)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--memory-limit", default="350MiB", help="per worker (default 350MiB)")
     parser.add_argument("--scheduler", default="distributed", choices=("distributed", "threads", "synchronous"))

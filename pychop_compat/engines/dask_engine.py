@@ -69,17 +69,27 @@ def _global_indices(location, shape) -> np.ndarray:
     return index
 
 
+#: Elements rounded at a time inside a block: the per-element path makes a few dozen
+#: temporaries, so slices keep a worker's memory near the size of its blocks.
+_SLICE = 1 << 16
+
+
 def _round_block_counter(block: np.ndarray, spec: ChopSpec, keys, offset: int, work, give_back,
                          block_info=None) -> np.ndarray:
-    values = np.asarray(block, dtype=work)
+    values = np.ascontiguousarray(block, dtype=work).reshape(-1)
     info = block_info[0]
-    index = np.broadcast_to(_global_indices(info["array-location"], info["shape"]), values.shape)
-    numbers = counter_numbers(np, keys, offset, index, np.uint64)
+    index = np.broadcast_to(_global_indices(info["array-location"], info["shape"]), block.shape)
+    index = np.ascontiguousarray(index).reshape(-1)
+    out = np.empty(values.shape, dtype=give_back)
     stochastic = spec.round >= 5
+    namespace = numpy_namespace()
     with np.errstate(over="ignore", invalid="ignore"):
-        out = chop_elementwise(numpy_namespace(), values, spec, numbers[0] if stochastic else None,
-                               *(numbers[1:] if spec.flips else (None, None)))
-    return out.astype(give_back, copy=False)
+        for start in range(0, values.size, _SLICE):
+            piece = slice(start, start + _SLICE)
+            numbers = counter_numbers(np, keys, offset, index[piece], np.uint64)
+            out[piece] = chop_elementwise(namespace, values[piece], spec, numbers[0] if stochastic else None,
+                                          *(numbers[1:] if spec.flips else (None, None)))
+    return out.reshape(block.shape)
 
 
 def chop_dask(x: Any, spec: ChopSpec, sources: RandomSources) -> Any:

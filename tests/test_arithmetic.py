@@ -316,7 +316,9 @@ def test_matmul_dot_einsum_use_linalg_kernels(method):
         (lambda: np.einsum("ij,jk->ik", cA, cB), lambda: linalg.matmul(A, B, o, method=method, block_size=4)),
         (lambda: np.einsum("ij,kj->ik", cA, cA), lambda: linalg.matmul(A, A.T, o, method=method, block_size=4)),
         (lambda: np.einsum("i,i", cv, cv), lambda: linalg.dot(v, v, o, method=method, block_size=4)),
-        (lambda: np.einsum("ji,j->i", cB, cv), lambda: linalg.matmul(v, B, o, method=method, block_size=4)),
+        # (free_1, summed) @ (summed, free_2) with the first operand first, as einsum's notes say:
+        # B^T v (with random numbers, matmul's one-column-at-a-time order tells v B^T from B^T v)
+        (lambda: np.einsum("ji,j->i", cB, cv), lambda: linalg.matmul(B.T, v, o, method=method, block_size=4)),
         (lambda: np.inner(cA, cA), lambda: linalg.matmul(A, A.T, o, method=method, block_size=4)),
         (lambda: np.inner(cv, cB.T), lambda: linalg.matmul(B.T, v, o, method=method, block_size=4)),
         (lambda: np.einsum("ij,ij->", cA, cA),

@@ -550,7 +550,7 @@ def _chopped_input(x, name: str) -> "ChoppedArray":
 def _reduce(x: "ChoppedArray", op: str, axis, keepdims=False):
     a = x._arith
     data = reductions.reduce(x._data, a.round, op, axis, method=a.method, block_size=a.block_size,
-                             keepdims=bool(keepdims), scalar_rnd=a.round_scalar)
+                             keepdims=bool(keepdims), scalar_rnd=a.round_scalar, draws=a.draws)
     return _result(data, a, data.ndim == 0)
 
 
@@ -740,7 +740,8 @@ def _einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
         kept = "".join(c for c in term if c in output)
         if summed:
             data = reductions.reduce(data, arith.round, "add", summed, method=arith.method,
-                                     block_size=arith.block_size, scalar_rnd=arith.round_scalar)
+                                     block_size=arith.block_size, scalar_rnd=arith.round_scalar,
+                                     draws=arith.draws)
         result = np.asarray(np.einsum(f"{kept}->{output}", data) if kept else data)
         return _write_out(_result(result, arith, result.ndim == 0), out)
     if len(datas) != 2:

@@ -136,6 +136,11 @@ class Arithmetic:
         return self._specs[np.dtype(np.float64)]
 
     @property
+    def draws(self) -> bool:
+        """Whether rounding draws random numbers (stochastic rounding or bit flips)."""
+        return self.spec.round >= 5 or self.spec.flips
+
+    @property
     def t(self) -> int:
         """Significand bits of the format (hidden bit included)."""
         return self.spec.fmt.t

@@ -112,7 +112,7 @@ def _blocked(terms, ufunc, rnd, block_size):
 
 def reduce(x: np.ndarray, rnd: Rounder, op: str = "add", axis: Axis = None, *,
            method: str = "recursive", block_size: int = 32, keepdims: bool = False,
-           scalar_rnd: Optional[ScalarRounder] = None) -> np.ndarray:
+           scalar_rnd: Optional[ScalarRounder] = None, draws: bool = False) -> np.ndarray:
     """Sum or product of ``x`` along ``axis`` with every operation rounded by ``rnd``.
 
     Parameters
@@ -134,6 +134,11 @@ def reduce(x: np.ndarray, rnd: Rounder, op: str = "add", axis: Axis = None, *,
     scalar_rnd : callable, optional
         Rounds one Python float exactly as ``rnd`` rounds a one-element array;
         used for the recursive reduction of a vector (same numbers, faster).
+    draws : bool
+        Whether ``rnd`` draws random numbers (stochastic rounding, bit flips).
+        Then ``'pairwise'`` and ``'blocked'`` reduce one output element at a
+        time, in row-major order, as :func:`pychop_compat.linalg.matmul` does
+        column by column, so that the random numbers go to the same operations.
 
     Returns
     -------
@@ -149,12 +154,18 @@ def reduce(x: np.ndarray, rnd: Rounder, op: str = "add", axis: Axis = None, *,
         out = terms[0].copy()
     elif method in ("recursive", "fma"):
         out = _recursive(terms, ufunc, rnd, scalar_rnd)
-    elif method == "pairwise":
-        out = _pairwise(terms, ufunc, rnd)
-    elif method == "blocked":
-        if int(block_size) < 1:
+    elif method in ("pairwise", "blocked"):
+        if method == "blocked" and int(block_size) < 1:
             raise ValueError("block_size must be a positive integer")
-        out = _blocked(terms, ufunc, rnd, block_size)
+        tree = _pairwise if method == "pairwise" else (lambda t, f, r: _blocked(t, f, r, block_size))
+        if draws and terms[0].size > 1:
+            flat = terms.reshape(n, -1)
+            out = np.empty(flat.shape[1], terms.dtype)
+            for j in range(flat.shape[1]):
+                out[j] = tree(flat[:, j:j + 1], ufunc, rnd)[0]
+            out = out.reshape(terms.shape[1:])
+        else:
+            out = tree(terms, ufunc, rnd)
     else:
         raise ValueError(f"method must be 'recursive', 'fma', 'pairwise' or 'blocked', not {method!r}")
     out = np.asarray(out, dtype=terms.dtype)

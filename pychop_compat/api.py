@@ -15,7 +15,7 @@ from typing import Any, Optional
 import numpy as np
 
 from . import matlab_random
-from .engines import array_library, numpy_fast
+from .engines import array_library, numpy_fast, unsupported_type_error
 from .options import (ChopSpec, Options, _given_fields, _params_pair, _switch, options_are_empty,
                       probability, resolve, round_mode)
 from .matlab_random import default_randfunc
@@ -88,7 +88,14 @@ def _checked_class(x) -> str:
     _reject_complex(x)
     if x is None:
         return "double"
-    if type(x) is not np.ndarray and array_library(x) != "numpy":
+    library = "numpy" if type(x) is np.ndarray else array_library(x)
+    if library == "unsupported":
+        raise unsupported_type_error(x)
+    if library == "pandas" and not hasattr(x, "dtype"):  # a DataFrame: one class for all columns
+        from .engines.labelled import frame_dtype
+
+        return "single" if str(frame_dtype(x)) in _SINGLE_DTYPE_NAMES else "double"
+    if library != "numpy":
         # torch/cupy: float32, float16 and bfloat16 are computed in single; the rest in double.
         return "single" if str(x.dtype).rpartition(".")[2] in _SINGLE_DTYPE_NAMES else "double"
     return "single" if getattr(x, "dtype", None) in (np.float32, np.float16) else "double"
@@ -193,6 +200,18 @@ def _engine_chop(x, spec: ChopSpec, sources: RandomSources):
         from .engines import cupy_engine
 
         return cupy_engine.chop_cupy(x, spec, sources)
+    if library == "jax":
+        from .engines import jax_engine
+
+        return jax_engine.chop_jax_array(x, spec, sources)
+    if library == "dask":
+        from .engines import dask_engine
+
+        return dask_engine.chop_dask(x, spec, sources)
+    if library in ("pandas", "xarray"):  # same type, index and coordinates; the values rounded
+        from .engines import labelled
+
+        return labelled.chop_labelled(x, lambda values: _engine_chop(values, spec, sources))
     if isinstance(x, np.ndarray) and type(x) is not np.ndarray:
         return _on_array_kind(x, _numpy_chop(spec, sources))
     return _numpy_chop(spec, sources)(x)

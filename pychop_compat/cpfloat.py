@@ -265,6 +265,18 @@ def _round(x, spec: ChopSpec):
         from .engines import cupy_engine
 
         return cupy_engine.chop_cupy(x, spec, MATLAB_STREAM)
+    if library == "jax":  # CPFloat's rules are extended ones: the NumPy engine, back on the device
+        from .engines import jax_engine
+
+        return jax_engine.chop_jax_array(x, spec, MATLAB_STREAM)
+    if library == "dask":
+        from .engines import dask_engine
+
+        return dask_engine.chop_dask(x, spec, MATLAB_STREAM)
+    if library != "numpy":
+        from .engines import unsupported_type_error
+
+        raise unsupported_type_error(x)
     from .engines.numpy_engine import chop_array
 
     scalar = isinstance(x, numbers.Real) and not isinstance(x, np.generic)

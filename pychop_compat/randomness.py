@@ -189,8 +189,9 @@ def default_source(library: str, device_type: str = "cpu") -> Source:
 
     Parameters
     ----------
-    library : {'numpy', 'torch', 'cupy'}
-        The array's library.
+    library : {'numpy', 'torch', 'cupy', 'jax'}
+        The array's library (a concrete JAX array draws on the host; see the
+        JAX rows of ``docs/randomness.rst`` for keys and traced arrays).
     device_type : str
         ``'cpu'`` or a GPU type such as ``'cuda'``.
 
@@ -207,7 +208,9 @@ def default_source(library: str, device_type: str = "cpu") -> Source:
         return Source.DEVICE_COUNTER if draws_on_device(DEFAULT_SPEC, MATLAB_STREAM) else Source.MATLAB_STREAM
     if library in ("numpy", "torch"):
         return Source.MATLAB_STREAM
-    raise ValueError(f"Unknown array library {library!r}; expected 'numpy', 'torch' or 'cupy'.")
+    if library == "jax":  # a concrete JAX array: drawn on the host (docs/randomness.rst, JAX and Dask arrays)
+        return Source.MATLAB_STREAM
+    raise ValueError(f"Unknown array library {library!r}; expected 'numpy', 'torch', 'cupy' or 'jax'.")
 
 
 def source_for(x: Any, *, randfunc: Optional[Callable] = None, rng: Any = None) -> SourcePlan:

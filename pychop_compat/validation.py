@@ -34,7 +34,7 @@ from .formats import float_params
 __all__ = ["GroupResult", "find_corpus", "validate", "matlab_equal", "environment", "format_table", "write_json"]
 
 # Engines whose default random draws are MATLAB's stream (GPU engines draw on the device).
-_MATLAB_STREAM_ENGINES = ("numpy", "numba", "torch")
+_MATLAB_STREAM_ENGINES = ("numpy", "numba", "torch", "jax")  # jax: on the host, outside jit
 
 
 @dataclass
@@ -316,6 +316,11 @@ def validate(corpus: Union[str, os.PathLike, Corpus, None] = None, engines: Opti
     """
     corpus = find_corpus(corpus)
     engines = list(engines or available_engines())
+    if "jax" in engines:
+        import jax
+
+        # The corpus holds doubles; JAX has float64 only with x64 on (its default is 32-bit).
+        jax.config.update("jax_enable_x64", True)
     groups = list(_groups(corpus, engines, oracle))
     bar = _Progress(sum(len(cases) for _, _, cases in groups), progress)
     saved_state = matlab_random.rng()
@@ -387,7 +392,7 @@ def environment(engines: Iterable[str] = (), corpus: Optional[Corpus] = None) ->
     libraries = {"numpy": np.__version__}
     for name in ("scipy", "mpmath"):  # dependencies: always installed
         libraries[name] = metadata.version(name)
-    for name in ("torch", "cupy"):  # optional engines: recorded when imported in this run
+    for name in ("torch", "cupy", "jax"):  # optional engines: recorded when imported in this run
         module = sys.modules.get(name)
         if module is not None:
             libraries[name] = getattr(module, "__version__", "unknown")
@@ -402,6 +407,10 @@ def environment(engines: Iterable[str] = (), corpus: Optional[Corpus] = None) ->
 
             props = cupy.cuda.runtime.getDeviceProperties(0)
             devices[engine] = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+        elif engine == "jax":
+            import jax
+
+            devices[engine] = str(jax.devices()[0].device_kind)
         else:
             devices[engine] = "cpu"
     record = {

@@ -78,6 +78,10 @@ class Engine:
         self.name = name
 
     def to(self, x: np.ndarray):
+        if self.name == "jax":
+            import jax
+
+            jax.config.update("jax_enable_x64", True)  # float64 arrays (JAX's default is 32-bit)
         return from_numpy(x, "numpy" if self.name == "numba" else self.name)
 
     def back(self, y, like):
@@ -118,6 +122,7 @@ ENGINES = [
     _engine_param("torch", "torch not installed"),
     _engine_param("torch-cuda", "no CUDA GPU for torch", gpu=True),
     _engine_param("cupy", "no cupy with a GPU", gpu=True),
+    _engine_param("jax", "jax not installed"),
 ]
 
 

@@ -59,6 +59,15 @@ def test_nn_benchmark_prints_its_table():
     assert all(row.count("|") == 6 for row in rows)
 
 
+def test_jax_dask_benchmark_smoke():
+    pytest.importorskip("jax")
+    pytest.importorskip("dask.array")
+    out = _run("bench_jax_dask.py", "--quick")
+    assert out.returncode == 0, out.stderr
+    rows = [line for line in out.stdout.splitlines() if line.startswith("| fp16")]
+    assert len(rows) == 4, out.stdout  # 2 cases x 2 dtypes x 1 size
+
+
 def test_arithmetic_benchmark_smoke_run():
     out = _run("bench_arithmetic.py", "--smoke")
     assert out.returncode == 0, out.stderr

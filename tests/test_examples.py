@@ -165,6 +165,24 @@ def test_gmres_ir_study_small(tmp_path):
 
 
 # ---------------------------------------------------------------------------
+# dask_out_of_core.py
+# ---------------------------------------------------------------------------
+
+
+def test_dask_out_of_core_small():
+    pytest.importorskip("dask.array")
+    res = load("dask_out_of_core").run(n=200_000, chunk=2**14, scheduler="threads", verbose=False)
+    # Round to nearest in bfloat16 (t = 8): relative error at most the unit roundoff 2^-8,
+    # and standard-normal doubles are never bfloat16 numbers.
+    assert 0 < res["max_relative_error"] <= 2.0**-8
+    assert res["inexact_fraction"] == 1.0
+    if "mean_signed_error_sr" in res:
+        # Stochastic rounding is unbiased: |mean error| is far below the mean absolute error
+        # (a 6-sigma bound for 200,000 independent errors is about 1.3% of it).
+        assert abs(res["mean_signed_error_sr"]) < 0.05 * res["mean_abs_error_sr"]
+
+
+# ---------------------------------------------------------------------------
 # train_digits.py
 # ---------------------------------------------------------------------------
 

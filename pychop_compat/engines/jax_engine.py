@@ -1,94 +1,270 @@
-"""A JAX engine for chop's deterministic rounding (modes 1 to 4, no bit flips), traceable by ``jit``.
+"""The JAX engine: chop on ``jax.Array`` (CPU, GPU), inside and outside ``jax.jit`` and ``jax.vmap``.
 
-The algorithm is the reference one (:mod:`pychop_compat.reference`) written
-with ``jax.numpy``: ``x = 2^e * 1.f`` (``frexp``), the quantum is
-``2^(e - t + 1)``, or ``2^emins`` in chop's subnormal range when the
-exponent is limited; the value is scaled by ``ldexp`` (exact), rounded to an
-integer by the mode, scaled back, and chop's overflow and underflow rules are
-applied with ``where``.  Every step is exact or a single rounding to an
-integer, so the result is bit for bit the NumPy engine's (tested), on float32
-and (with ``jax_enable_x64``) float64 arrays.
+Imported only when a JAX array reaches :func:`pychop_compat.chop` (jax is found
+through ``sys.modules``, never imported by ``import pychop_compat``).
 
-Stochastic rounding and bit flips need chop's random numbers (MATLAB's
-stream, in column-major order), which a traced function cannot draw: they
-raise ``NotImplementedError``.  jax is imported only by the functions here.
+* JAX arrays in, JAX arrays out: same shape, dtype (float16/bfloat16 are
+  computed in single and cast back; integers and bool give float64), device and
+  sharding.
+* Deterministic modes (1 to 4) and the random modes with numbers made by JAX
+  run :func:`.elementwise.chop_elementwise`: pure elementwise ``jax.numpy``
+  operations on bit patterns, no Python branch on data, so they trace under
+  ``jax.jit``/``jax.vmap`` and equal the NumPy engine bit for bit.
+* Random numbers, three ways:
+
+  - ``chop_jax(x, options, key=key)``: a ``jax.random`` key; element ``i``
+    (row-major) gets ``jax.random.uniform(fold_in(key, s))[i]`` for the
+    streams ``s`` = 1 (stochastic rounding), 2 (which elements flip), 3 (which
+    bit).  Pure: works under ``jit``, the same key gives the same result.
+  - ``chop_jax(x, options, seed=seed, offset=offset)``: the package's
+    counter-based generator (:mod:`.device_random`): element ``i`` gets
+    ``u_s(offset + i)``, the numbers that ``Chop(options, rng=seed)`` gives
+    the NumPy engine on its first call (``offset=0``), bit for bit.  ``offset``
+    may be traced.  Needs ``jax_enable_x64`` (64-bit integer arithmetic).
+  - ``chop(x)``/``Chop(...)(x)`` on a concrete array: the facade's sources
+    (MATLAB's stream in chop.m's order, ``randfunc``, a NumPy Generator, or
+    ``Chop(rng=<int>)``'s counter): the array is copied to the host, rounded by
+    the NumPy engine and put back on its device with its sharding (exactly
+    chop.m's numbers; a host round trip).  Inside ``jit`` the values are
+    traced, so this raises a ``TypeError`` that points to ``key=``.
+
+* Precision: JAX uses float32 unless ``jax.config.update("jax_enable_x64",
+  True)``.  Without it there are no float64 arrays (so integer input cannot be
+  rounded as MATLAB's double: ``TypeError``) and the ``key`` numbers are float32.
+* Subnormals: XLA on the CPU keeps subnormal numbers (tested); GPUs may flush
+  float32 subnormals in some fused kernels, which would change results in
+  chop's subnormal range: run ``validate --engines jax`` on the device.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+import sys
+from typing import Any, Optional
 
-from ..options import ChopSpec
+import numpy as np
 
-__all__ = ["chop_jax", "supports"]
+from ..options import ChopSpec, resolve
+from ..randomness import RandomSources
+from .elementwise import Namespace, chop_elementwise, counter_numbers
+
+__all__ = ["chop_jax", "chop_jax_array", "supports", "x64_enabled"]
+
+_SINGLE_NAMES = ("float32", "float16", "bfloat16")
+
+
+def _jax():
+    return sys.modules.get("jax") or __import__("jax")
 
 
 def supports(spec: ChopSpec) -> bool:
-    """Whether :func:`chop_jax` implements ``spec`` (deterministic, no flips, chop.m semantics)."""
-    return spec.round <= 4 and not spec.flips and not getattr(spec, "extended", False)
+    """Whether :func:`chop_jax` rounds ``spec`` without random numbers, on the device and under
+    ``jit``: rounding modes 1 to 4, no bit flips, chop.m's semantics (not ``spec.extended``)."""
+    return spec.round <= 4 and not spec.flips and not _extended(spec)
 
 
-def chop_jax(x: Any, spec: ChopSpec) -> Any:
-    """Round the JAX array ``x`` (float32 or float64) by ``spec``; same dtype and shape.
+def x64_enabled() -> bool:
+    """True when JAX has 64-bit types (``jax_enable_x64``)."""
+    return bool(_jax().config.read("jax_enable_x64"))
+
+
+def _namespace() -> Namespace:
+    jax = _jax()
+    return Namespace(jax.numpy, jax.lax.bitcast_convert_type, wide=x64_enabled())
+
+
+def _is_traced(x) -> bool:
+    return isinstance(x, _jax().core.Tracer)
+
+
+def _working(x):
+    """``(array, dtype to give back)``: float32/float64 to compute on (chop's classes)."""
+    jnp = _jax().numpy
+    name = str(x.dtype)
+    if name in ("float32", "float64"):
+        return x, None
+    if name in ("float16", "bfloat16"):
+        return x.astype(jnp.float32), x.dtype
+    if jnp.issubdtype(x.dtype, jnp.integer) or x.dtype == jnp.bool_:
+        if not x64_enabled():
+            raise TypeError("chop rounds integer input as float64 (MATLAB's double), which JAX has only with "
+                            "jax.config.update('jax_enable_x64', True); or pass x.astype(jnp.float32).")
+        return x.astype(jnp.float64), None
+    raise TypeError(f"chop supports float64, float32, float16 and bfloat16 JAX arrays (and integers), not {x.dtype}.")
+
+
+def _needs_numbers(spec: ChopSpec) -> bool:
+    return spec.round >= 5 or spec.flips
+
+
+#: Eager calls with a spec seen this many times (or on large arrays) use a compiled function.
+_COMPILE_AFTER, _COMPILE_SIZE = 2, 1 << 16
+_uses: dict = {}
+
+
+def _elementwise(work, spec: ChopSpec, numbers=(None, None, None)):
+    # Traced (inside the user's jit/vmap): the operations join the user's computation.  Eager:
+    # op by op for a spec's first calls on small arrays (no compilation), then one compiled
+    # function per spec, which costs one dispatch instead of ~80 (loops of small calls, big arrays).
+    key = (spec, x64_enabled())
+    if _is_traced(work) or any(_is_traced(u) for u in numbers if u is not None):
+        return chop_elementwise(_namespace(), work, spec, *numbers)
+    uses = _uses.get(key, 0)
+    if uses < _COMPILE_AFTER and work.size < _COMPILE_SIZE:
+        if len(_uses) > 4096:
+            _uses.clear()
+        _uses[key] = uses + 1
+        return chop_elementwise(_namespace(), work, spec, *numbers)
+    return _compiled(*key)(work, *numbers)
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(spec: ChopSpec, wide: bool):
+    jax = _jax()
+    namespace = Namespace(jax.numpy, jax.lax.bitcast_convert_type, wide=wide)
+    return jax.jit(lambda work, u_round, u_choice, u_bit: chop_elementwise(namespace, work, spec, u_round,
+                                                                             u_choice, u_bit))
+
+
+def _fits_32_bits(spec: ChopSpec) -> bool:
+    """Without x64 the integers of :func:`chop_elementwise` are int32: enough for t <= 24."""
+    return x64_enabled() or spec.fmt.t <= 24
+
+
+def _key_numbers(key, shape, spec: ChopSpec):
+    jax = _jax()
+    dtype = jax.numpy.float64 if x64_enabled() else jax.numpy.float32
+    return tuple(jax.random.uniform(jax.random.fold_in(key, s), shape, dtype) if wanted else None
+                 for s, wanted in ((1, spec.round >= 5), (2, spec.flips), (3, spec.flips)))
+
+
+def _counter_numbers(keys, offset, shape):
+    if not x64_enabled():
+        raise TypeError("the counter-based generator on JAX arrays needs 64-bit integers: "
+                        "jax.config.update('jax_enable_x64', True).")
+    jnp = _jax().numpy
+    index = jnp.arange(int(np.prod(shape, dtype=np.int64)), dtype=jnp.uint64).reshape(shape)
+    return tuple(counter_numbers(jnp, keys, offset, index, jnp.uint64))
+
+
+def _on_host(x, work, spec: ChopSpec, sources: RandomSources):
+    """The NumPy engine on a copy of ``work``, put back where ``x`` lives."""
+    if _is_traced(work):
+        raise TypeError(
+            "chop inside jax.jit/vmap cannot draw from MATLAB's stream, a randfunc or a NumPy generator "
+            "(they live on the host); pass the numbers explicitly: "
+            "pychop_compat.engines.jax_engine.chop_jax(x, options, key=jax_key) or seed=<int>.")
+    from .numpy_engine import chop_array
+
+    host = np.array(work)  # a copy on the host
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = chop_array(host, spec, sources) if host.size or spec.flips else host
+    sharding = getattr(x, "sharding", None)
+    return _jax().device_put(out, sharding)
+
+
+def _extended(spec: ChopSpec) -> bool:
+    return bool(getattr(spec, "extended", False))
+
+
+def chop_jax_array(x: Any, spec: ChopSpec, sources: RandomSources) -> Any:
+    """Round the JAX array ``x`` by ``spec`` (the engine behind :func:`pychop_compat.chop`).
+
+    Deterministic modes run on the device (and trace under ``jit``); the random
+    modes draw from ``sources`` as the NumPy engine does, on the host (see the
+    module notes), except ``Chop(rng=<int>)``'s counter, computed on the device
+    when 64-bit types are on.
+    """
+    work, give_back = _working(x)
+    counter = getattr(sources, "counter", None)
+    if _extended(spec) or not _fits_32_bits(spec) or (
+            _needs_numbers(spec) and (counter is None or not x64_enabled())):
+        out = _on_host(x, work, spec, sources)
+    elif _needs_numbers(spec):
+        if _is_traced(work):
+            raise TypeError("Chop(rng=<int>) counts its calls in Python, which jax.jit would freeze; "
+                            "inside jit use chop_jax(x, options, seed=seed, offset=offset) or key=.")
+        stream = counter.take(work.size)
+        out = _elementwise(work, spec, _counter_numbers(stream.keys, stream.offset, work.shape))
+    else:
+        out = _elementwise(work, spec)
+    return out.astype(give_back) if give_back is not None else out
+
+
+def chop_jax(x: Any, options: Any = None, *, key: Any = None, seed: Optional[int] = None, offset: Any = 0) -> Any:
+    """Round a JAX array, stateless and traceable: ``jax.jit``/``jax.vmap`` friendly.
+
+    Parameters
+    ----------
+    x : jax.Array
+        Real values (float64, float32, float16, bfloat16; integers with x64).
+    options : dict, Options, object with attributes, Chop or ChopSpec, optional
+        chop's options (MATLAB names); the defaults when omitted; or a
+        resolved :class:`~pychop_compat.options.ChopSpec`, used as it is.  The
+        persistent options of :func:`pychop_compat.chop` are neither read nor set.
+    key : jax.random key, optional
+        The numbers of stochastic rounding and bit flips: element ``i``
+        (row-major) gets ``jax.random.uniform(jax.random.fold_in(key, s))[i]``,
+        ``s = 1`` for rounding, ``2`` and ``3`` for flips.  Split the key
+        between calls to get new numbers.
+    seed, offset : int, optional
+        Instead of ``key``: the counter-based generator of
+        :mod:`pychop_compat.engines.device_random`, element ``i`` getting the
+        numbers of counter ``offset + i`` (``offset`` may be traced).  Equal to
+        ``Chop(options, rng=seed)`` on NumPy (first call: ``offset = 0``).
+
+    Returns
+    -------
+    jax.Array
+        Same shape, dtype (float64 for integers), device and sharding as ``x``.
 
     Raises
     ------
-    NotImplementedError
-        For stochastic rounding, bit flips or extended specs.
+    ValueError
+        Stochastic rounding or flips without ``key`` or ``seed``; both given;
+        ``options.randfunc`` (host code; use :func:`pychop_compat.chop` outside jit).
+    TypeError
+        ``x`` is not a JAX array, or needs 64-bit types that are off.
+
+    Examples
+    --------
+    >>> import jax, jax.numpy as jnp                      # doctest: +SKIP
+    >>> f = jax.jit(lambda x, k: chop_jax(x, {'format': 'h', 'round': 5}, key=k))  # doctest: +SKIP
+    >>> f(jnp.linspace(0, 1, 5), jax.random.key(0))        # doctest: +SKIP
     """
-    import jax.numpy as jnp
-    import numpy as np
-
-    if not supports(spec):
-        raise NotImplementedError("the JAX engine implements rounding modes 1 to 4 without bit flips; "
-                                  f"got round={spec.round}, flip={spec.flip}.")
-    fmt = spec.fmt
-    t, emin, emins = fmt.t, fmt.emin, fmt.emins
-    _, e = jnp.frexp(jnp.abs(x))
-    e = e - 1  # x = 2^e * 1.f
-    quantum = e - (t - 1)
-    if spec.limits_exponent:
-        quantum = jnp.where((e < emin) & (e >= emins), emins, quantum)
-    scaled = jnp.ldexp(x, -quantum)
-    mode = spec.round
-    if mode == 1:
-        rounded = jnp.round(scaled)  # half to even
-    elif mode == 2:
-        rounded = jnp.ceil(scaled)
-    elif mode == 3:
-        rounded = jnp.floor(scaled)
+    jax = _jax()
+    if not isinstance(x, jax.Array):
+        raise TypeError(f"chop_jax needs a jax.Array, not {type(x).__name__}; use pychop_compat.chop for others.")
+    if key is not None and seed is not None:
+        raise ValueError("chop_jax: give key or seed, not both.")
+    work, give_back = _working(x)
+    if isinstance(options, ChopSpec):
+        spec = options
     else:
-        rounded = jnp.trunc(scaled)
-    c = jnp.where(jnp.isfinite(x), jnp.ldexp(rounded, quantum), x)
-    if spec.limits_exponent:
-        with np.errstate(over="ignore"):  # format limits beyond float32's range become inf constants
-            c = _limits(c, x, spec)
-    return c.astype(x.dtype)
+        x_class = "single" if str(x.dtype) in _SINGLE_NAMES else "double"
+        options = getattr(options, "options", options)  # a Chop object: its resolved options
+        spec = resolve(options if options is not None else {}, None, x_class)
+    from ..matlab_random import default_randfunc
 
+    if spec.randfunc is not default_randfunc:
+        raise ValueError("chop_jax does not call options.randfunc (host code); pass key= or seed=.")
+    if _extended(spec):
+        raise ValueError("chop_jax: this format or option is only supported by the NumPy engine "
+                         "(pychop_compat.chop outside jit).")
+    if not _fits_32_bits(spec):
+        raise TypeError("chop_jax: a precision t > 24 needs 64-bit integers: "
+                        "jax.config.update('jax_enable_x64', True).")
+    numbers = (None, None, None)
+    if _needs_numbers(spec):
+        if key is not None:
+            numbers = _key_numbers(key, work.shape, spec)
+        elif seed is not None:
+            from .device_random import FLIP_BIT, FLIP_CHOICE, GOLDEN, ROUND, mix64
 
-def _limits(c, x, spec: ChopSpec):
-    """:func:`pychop_compat.reference.apply_range_limits` with ``where``."""
-    import jax.numpy as jnp
-
-    fmt, mode, inf = spec.fmt, spec.round, jnp.inf
-    xmax, xb = fmt.xmax, fmt.xboundary
-    if mode == 1:
-        c = jnp.where(x >= xb, inf, jnp.where(x <= -xb, -inf, c))
-    elif mode == 2:
-        c = jnp.where(x > xmax, inf, jnp.where((x < -xmax) & (x != -inf), -xmax, c))
-    elif mode == 3:
-        c = jnp.where((x > xmax) & (x != inf), xmax, jnp.where(x < -xmax, -inf, c))
-    else:
-        c = jnp.where((x > xmax) & (x != inf), xmax, jnp.where((x < -xmax) & (x != -inf), -xmax, c))
-    min_rep = fmt.xmins if spec.keeps_subnormals else fmt.xmin
-    magnitude = jnp.abs(c)
-    small = magnitude < min_rep
-    if mode == 1:
-        half = min_rep / 2
-        to_min = small & ((magnitude > half) if spec.keeps_subnormals else (magnitude >= half))
-        return jnp.where(to_min, jnp.sign(c) * min_rep, jnp.where(small, 0.0, c))
-    if mode == 2:
-        return jnp.where(small & (c > 0), min_rep, jnp.where(small, 0.0, c))
-    if mode == 3:
-        return jnp.where(small & (c < 0), -min_rep, jnp.where(small, 0.0, c))
-    return jnp.where(small, 0.0, c)
+            keys = tuple(mix64(int(seed) + s * GOLDEN) for s in (ROUND, FLIP_CHOICE, FLIP_BIT))
+            numbers = _counter_numbers(keys, offset, work.shape)
+        else:
+            raise ValueError("stochastic rounding (round = 5, 6) and bit flips need key=<jax.random key> "
+                             "or seed=<int> in chop_jax.")
+    out = _elementwise(work, spec, numbers)
+    return out.astype(give_back) if give_back is not None else out

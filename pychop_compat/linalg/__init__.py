@@ -51,6 +51,13 @@ bits); ``'binary128'`` is IEEE quadruple precision with every operation
 rounded exactly (mpmath; slow).  The backward errors that :func:`lu_ir` and
 :func:`gmres_ir` report use double-double residuals.
 
+*Array types.*  :func:`dot`, :func:`matvec`, :func:`matmul`, :func:`lu`,
+:func:`solve`, :func:`lu_ir` and :func:`gmres_ir` also take torch tensors and
+JAX arrays and give back the same kind (dtype and device kept; the fields of
+:class:`LUResult` and :class:`IRResult` too).  The computation is the NumPy
+one on the host, so results are bit for bit those of NumPy input; for arrays
+on a GPU this is a round trip through the host memory, not GPU arithmetic.
+
 *Outcomes.*  :func:`lu_ir` and :func:`gmres_ir` report ``converged=True`` only
 when their stopping rule holds for the returned iterate; otherwise the status
 says why they stopped (``'singular'``, ``'diverged'``, ``'stagnated'``,
@@ -62,6 +69,11 @@ is refused with chop's error.
 from .kernels import dot, matmul, matvec
 from .lu import LUResult, lu, solve
 from .refinement import IRResult, gmres_ir, lu_ir
+from ._common import keep_array_type as _keep_array_type
+
+# torch tensors and JAX arrays in, the same kind out (computed by the NumPy code, bit for bit).
+dot, matmul, matvec, lu, solve, gmres_ir, lu_ir = (_keep_array_type(f) for f in (dot, matmul, matvec, lu, solve,
+                                                                                 gmres_ir, lu_ir))
 from .gallery import gallery_randsvd, randsvd
 from .norms import cond, norm
 from .errors import SingularMatrixWarning

@@ -100,3 +100,82 @@ def _float_array(x: ArrayLike, *others: ArrayLike) -> np.ndarray:
     _reject_complex(x)
     single = all(np.asarray(o).dtype == np.float32 for o in (x, *others))
     return x.astype(np.float32 if single else np.float64, copy=True)
+
+
+# ---------------------------------------------------------------------------
+# Array types: torch and JAX inputs come back as torch and JAX arrays
+# ---------------------------------------------------------------------------
+
+
+def _members(value) -> list:
+    """``value``, or the fields of a result dataclass (an :class:`LUResult` passed to :func:`solve`)."""
+    import dataclasses
+
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return [getattr(value, f.name) for f in dataclasses.fields(value)]
+    return [value]
+
+
+def _library_of(values) -> str:
+    """'torch' or 'jax' when an argument is one (all must agree); else 'numpy'."""
+    from ..engines import array_library
+
+    found = {array_library(m) for v in values for m in _members(v)} & {"torch", "jax"}
+    if len(found) > 1:
+        raise TypeError("linalg: arguments mix torch tensors and JAX arrays; convert them to one library.")
+    return found.pop() if found else "numpy"
+
+
+def keep_array_type(func):
+    """Let a NumPy linalg function take torch tensors or JAX arrays and give back the same kind.
+
+    The arrays are read on the host (a CPU tensor's memory is shared, not
+    copied), ``func`` runs unchanged (so the sequence of chop calls, the random
+    draws and the results are bit for bit those of NumPy input), and every
+    array in the result (a bare array, a scalar from :func:`dot`, the fields of
+    :class:`LUResult` and :class:`IRResult`) is given back as the first array
+    argument's kind, dtype kept, on its device (for a GPU tensor or array: a
+    round trip through the host; the computation itself is NumPy's).
+    """
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        library = _library_of(list(args) + list(kwargs.values()))
+        if library == "numpy":
+            return func(*args, **kwargs)
+        from ..engines import array_library, to_numpy
+
+        like = next(m for v in list(args) + list(kwargs.values()) for m in _members(v)
+                    if array_library(m) == library)
+
+        def host(v):
+            import dataclasses
+
+            if dataclasses.is_dataclass(v) and not isinstance(v, type):
+                return dataclasses.replace(v, **{f.name: host(getattr(v, f.name)) for f in dataclasses.fields(v)})
+            if array_library(v) != library:
+                return v
+            return to_numpy(v.detach() if library == "torch" else v)
+
+        out = func(*(host(a) for a in args), **{k: host(v) for k, v in kwargs.items()})
+        return _give_back(out, like, library)
+
+    return wrapper
+
+
+def _give_back(out, like, library: str):
+    import dataclasses
+
+    if isinstance(out, (np.ndarray, np.generic)):
+        if library == "torch":
+            import torch
+
+            return torch.from_numpy(np.array(out, order="C")).to(like.device)
+        import jax
+
+        return jax.device_put(np.asarray(out), next(iter(like.devices())))
+    if dataclasses.is_dataclass(out) and not isinstance(out, type):
+        changes = {f.name: _give_back(getattr(out, f.name), like, library) for f in dataclasses.fields(out)
+                   if isinstance(getattr(out, f.name), np.ndarray) or dataclasses.is_dataclass(getattr(out, f.name))}
+        return dataclasses.replace(out, **changes)
+    return out

@@ -56,7 +56,9 @@ class LUResult:
     @property
     def singular(self) -> bool:
         """True when a pivot is zero or a factor entry is Inf or NaN."""
-        return bool(self.info) or not (np.all(np.isfinite(self.L)) and np.all(np.isfinite(self.U)))
+        from ..engines import to_numpy  # the factors may be torch tensors or JAX arrays (linalg's array types)
+
+        return bool(self.info) or not (np.all(np.isfinite(to_numpy(self.L))) and np.all(np.isfinite(to_numpy(self.U))))
 
     @property
     def P(self) -> np.ndarray:

@@ -80,6 +80,10 @@ class HostArray:
     def __init__(self, x: Any):
         self.library = array_library(x)
         self.scalar = False
+        if self.library not in ("numpy", "torch", "cupy"):  # never a silent change of type or device
+            raise TypeError(f"The number formats take NumPy arrays, torch tensors and CuPy arrays, not "
+                            f"{type(x).__module__}.{type(x).__name__}; convert it explicitly "
+                            "(e.g. numpy.asarray(x)).")
         if self.library == "torch":
             if x.is_complex():
                 raise TypeError("Complex tensors are not supported: the number formats are real.")

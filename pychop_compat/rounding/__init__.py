@@ -103,6 +103,18 @@ def round_to_format(x: Any, fmt: Union[Format, str, ChopSpec], round: int = 1, *
         from ..engines import cupy_engine
 
         return cupy_engine.chop_cupy(x, spec, sources)
+    if library == "jax":
+        from ..engines import jax_engine
+
+        return jax_engine.chop_jax_array(x, spec, sources)
+    if library == "dask":
+        from ..engines import dask_engine
+
+        return dask_engine.chop_dask(x, spec, sources)
+    if library != "numpy":
+        from ..engines import unsupported_type_error
+
+        raise unsupported_type_error(x)
     from ..engines.numpy_engine import chop_array
 
     arr = np.asarray(x)

@@ -1,0 +1,153 @@
+"""The Dask engine: lazy results, chunking-independent random numbers, dask.distributed.
+
+Oracles: the NumPy engine on the same values as one array (itself checked
+against MATLAB's corpus) and, for the counter-based numbers, the torch
+engine's device path fed the same counter (an independent implementation).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+da = pytest.importorskip("dask.array")
+import dask  # noqa: E402
+
+from engine_matrix import assert_bits_equal, make_input  # noqa: E402
+from pychop_compat import Chop, chop, randomness  # noqa: E402
+from pychop_compat.engines import dask_engine, device_random  # noqa: E402
+from pychop_compat.formats import lookup_format  # noqa: E402
+from pychop_compat.options import resolve  # noqa: E402
+from pychop_compat.randomness import MATLAB_STREAM  # noqa: E402
+
+CHUNKINGS = [(130, 6), (7, 5), (64, 1)]
+COUNTER_CHOP = hasattr(randomness, "counter_sources")  # Chop(rng=<int>) is counter-based (issue 21)
+
+
+class _Counter:
+    """The counter of Chop(..., rng=seed): keys from the seed, offset advanced per call."""
+
+    def __init__(self, seed):
+        self.keys = tuple(device_random.mix64(seed + s * device_random.GOLDEN) for s in (1, 2, 3))
+        self.offset = 0
+
+    def take(self, n):
+        offset, self.offset = self.offset, self.offset + n
+        return device_random.CounterStream(self.keys, offset)
+
+
+class _CounterSources:
+    def __init__(self, seed):
+        self.counter = _Counter(seed)
+
+
+def _input(dtype="float64", fmt="b"):
+    return make_input(lookup_format(fmt), dtype, seed=4)
+
+
+def test_chop_is_lazy():
+    calls = []
+
+    def source(block):
+        calls.append(block.shape)
+        return block
+
+    x = da.from_array(_input(), chunks=(20, 3)).map_blocks(source, dtype=np.float64, meta=np.empty((0, 0)))
+    out = chop(x, {"format": "h"})
+    assert isinstance(out, da.Array) and calls == []  # nothing computed
+    assert out.chunks == x.chunks and out.dtype == np.float64
+    with pytest.raises(ValueError, match="rng=<int seed>"):
+        chop(x, {"format": "h", "round": 5})  # refused at once, still without computing
+    assert calls == []
+    out.compute()
+    assert calls
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16"])
+@pytest.mark.parametrize("options", [{"format": "h"}, {"format": "b", "round": 3, "subnormal": 1},
+                                     {"format": "q43", "round": 2, "explim": 0}], ids=str)
+def test_deterministic_modes_equal_numpy_for_every_chunking(options, dtype):
+    with np.errstate(over="ignore"):  # float16: the largest inputs become Inf
+        x = _input("float32" if dtype == "float16" else dtype).astype(dtype)
+    expected = chop(x.copy(), options)
+    for chunks in CHUNKINGS:
+        out = chop(da.from_array(x, chunks=chunks), options)
+        assert out.dtype == x.dtype
+        assert_bits_equal(out.compute(), expected, f"{chunks}")
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("options", [{"format": "b", "round": 5, "subnormal": 1}, {"format": "h", "round": 6},
+                                     {"format": "b", "round": 1, "flip": 1, "p": 0.3},
+                                     {"format": "q52", "round": 5, "flip": 1}], ids=str)
+def test_counter_numbers_do_not_depend_on_chunking(options, dtype):
+    """Element i (global row-major) gets u(offset + i): three chunkings agree, and equal the torch
+    engine's device path with the same counter (seed_device, first call)."""
+    x = _input(dtype)
+    spec = resolve(options, None, "single" if dtype == "float32" else "double")
+    results = [dask_engine.chop_dask(da.from_array(x, chunks=c), spec, _CounterSources(21)).compute()
+               for c in CHUNKINGS]
+    for chunks, result in zip(CHUNKINGS[1:], results[1:]):
+        assert_bits_equal(result, results[0], f"chunks {chunks}")
+    torch = pytest.importorskip("torch")
+    from pychop_compat.engines import torch_engine
+
+    device_random.seed_device(21)
+    torch_engine._DEVICE_PATHS_ON_CPU = True
+    try:
+        expected = chop(torch.from_numpy(x.copy()), options).numpy()
+    finally:
+        torch_engine._DEVICE_PATHS_ON_CPU = False
+    assert_bits_equal(results[0], expected, "torch device path, same counter")
+
+
+def test_counter_offsets_advance_per_call():
+    x = _input()
+    spec = resolve({"format": "b", "round": 5}, None, "double")
+    sources = _CounterSources(3)
+    first = dask_engine.chop_dask(da.from_array(x, chunks=(9, 4)), spec, sources)
+    second = dask_engine.chop_dask(da.from_array(x, chunks=(9, 4)), spec, sources)
+    assert sources.counter.offset == 2 * x.size  # taken when chop is called, not when computed
+    assert not np.array_equal(second.compute(), first.compute())
+
+
+@pytest.mark.skipif(not COUNTER_CHOP, reason="Chop(rng=<int>) is not counter-based in this build")
+def test_chop_rng_seed_on_dask_equals_numpy():
+    x = _input()
+    for options in ({"format": "b", "round": 5}, {"format": "h", "round": 1, "flip": 1}):
+        expected = Chop(options, rng=8)(x.copy())
+        for chunks in CHUNKINGS:
+            assert_bits_equal(Chop(options, rng=8)(da.from_array(x, chunks=chunks)).compute(), expected,
+                              f"{options} {chunks}")
+
+
+def test_sequential_sources_are_refused():
+    x = da.from_array(_input(), chunks=(20, 3))
+    spec = resolve({"format": "h", "flip": 1}, None, "double")
+    with pytest.raises(ValueError, match="rng=<int seed>"):
+        dask_engine.chop_dask(x, spec, MATLAB_STREAM)
+    with pytest.raises(ValueError, match="rng=<int seed>"):
+        Chop({"format": "h", "round": 5}, rng=np.random.default_rng(1))(x)
+
+
+def test_distributed_local_cluster_of_processes():
+    distributed = pytest.importorskip("distributed")
+    try:
+        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                           dashboard_address=None, memory_limit="512MiB", silence_logs=40)
+    except Exception as error:  # sandboxes without process spawning or sockets
+        pytest.skip(f"no LocalCluster here: {error}")
+    x = _input()
+    spec = resolve({"format": "b", "round": 5, "flip": 1}, None, "double")
+    try:
+        with cluster, distributed.Client(cluster) as client:
+            det = chop(da.from_array(x, chunks=(13, 6)), {"format": "h"}).compute(scheduler=client)
+            rnd = dask_engine.chop_dask(da.from_array(x, chunks=(13, 6)), spec, _CounterSources(5))
+            rnd = rnd.compute(scheduler=client)
+            workers = len(client.scheduler_info()["workers"])
+    except OSError as error:
+        pytest.skip(f"LocalCluster could not run: {error}")
+    assert workers == 2
+    assert_bits_equal(det, chop(x.copy(), {"format": "h"}), "deterministic on the cluster")
+    local = dask_engine.chop_dask(da.from_array(x, chunks=(50, 2)), spec, _CounterSources(5))
+    assert_bits_equal(rnd, local.compute(scheduler="synchronous"), "same numbers on 2 processes")

@@ -1,0 +1,198 @@
+"""The JAX engine: types, devices, jit/vmap, subnormals under XLA, and random numbers.
+
+The engine matrix and the MATLAB corpus run on JAX through the ``engine``
+fixture (``tests/conftest.py``).  Here: what only JAX has.  Oracles: NumPy's
+float16 cast, the NumPy engine (itself checked against MATLAB's corpus), and
+for the random numbers, the NumPy engine element by element fed the same
+numbers through ``randfunc``, and the counter generator's definition.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax")
+jax.config.update("jax_enable_x64", True)  # float64 arrays (JAX's default is 32-bit)
+import jax.numpy as jnp  # noqa: E402
+
+from engine_matrix import assert_bits_equal, make_input  # noqa: E402
+from pychop_compat import Chop, chop  # noqa: E402
+from pychop_compat.engines import device_random  # noqa: E402
+from pychop_compat.engines.jax_engine import chop_jax  # noqa: E402
+from pychop_compat.formats import lookup_format  # noqa: E402
+
+OPTIONS = [{"format": "h"}, {"format": "b", "round": 2}, {"format": "q43", "round": 3, "subnormal": 1},
+           {"format": "s", "round": 4}, {"format": "d", "subnormal": 1}, {"format": "h", "explim": 0}]
+
+
+def _input(dtype, fmt="h", seed=1):
+    return make_input(lookup_format(fmt), dtype, seed)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("options", OPTIONS, ids=lambda o: "-".join(f"{k}{v}" for k, v in o.items()))
+def test_jit_and_vmap_equal_numpy(options, dtype):
+    x = _input(dtype, options["format"])
+    expected = chop(x.copy(), options)
+    xj = jnp.asarray(x)
+    jitted = jax.jit(lambda a: chop_jax(a, options))(xj)
+    assert isinstance(jitted, jax.Array) and jitted.dtype == xj.dtype and jitted.shape == xj.shape
+    assert_bits_equal(np.asarray(jitted), expected, f"jit {options}")
+    mapped = jax.vmap(lambda row: chop_jax(row, options))(xj)
+    assert_bits_equal(np.asarray(mapped), expected, f"vmap {options}")
+    # chop itself (the persistent facade) traces too for deterministic modes
+    assert_bits_equal(np.asarray(jax.jit(lambda a: chop(a, options))(xj)), expected, f"chop in jit {options}")
+
+
+def test_xla_flushes_subnormals_and_chop_does_not():
+    """XLA on the CPU treats subnormal operands and results as zero; chop's result keeps them."""
+    tiny = np.array([1e-45, 3e-39, -2.5e-40, 1.1754942e-38], np.float32)
+    flushed = np.asarray(jax.jit(lambda a: a * 2.0)(jnp.asarray(tiny)))
+    cpu = jax.devices()[0].platform == "cpu"
+    if cpu:
+        assert (flushed == 0).all(), "XLA kept subnormals: the workaround is no longer needed"
+    for options in ({"format": "s", "subnormal": 1}, {"format": "d"}, {"format": "s", "explim": 0}):
+        out = np.asarray(jax.jit(lambda a: chop_jax(a, options))(jnp.asarray(tiny)))
+        assert_bits_equal(out, tiny, f"float32 subnormals kept by {options}")  # single keeps them: exact
+    tiny64 = np.array([5e-324, -1e-310, 2.2250738585072e-308])
+    out = np.asarray(jax.jit(lambda a: chop_jax(a, {"format": "d", "subnormal": 1}))(jnp.asarray(tiny64)))
+    assert_bits_equal(out, tiny64, "float64 subnormals")
+    # chop's own subnormal range of half precision: multiples of 2^-24, from float16's cast
+    halves = np.array([3e-8, 6.1e-5, -4.5e-6, 2.9802322387695312e-08])
+    out = np.asarray(jax.jit(lambda a: chop_jax(a, {"format": "h", "subnormal": 1}))(jnp.asarray(halves)))
+    np.testing.assert_array_equal(out, halves.astype(np.float16).astype(np.float64))
+
+
+def test_dtypes_device_and_sharding_are_kept():
+    x = jnp.asarray(np.array([[0.1, 1 / 3], [2.5, -7.1]]))
+    for dtype in (jnp.float64, jnp.float32, jnp.float16, jnp.bfloat16):
+        xd = x.astype(dtype)
+        out = chop(xd, {"format": "h"})
+        assert out.dtype == dtype and out.shape == xd.shape
+        assert out.devices() == xd.devices() and out.sharding == xd.sharding
+    ints = chop(jnp.arange(4), {"format": "h"})
+    assert ints.dtype == jnp.float64
+    device = jax.devices()[-1]
+    placed = jax.device_put(x, device)
+    assert chop(placed, {"format": "b", "round": 5}).devices() == {device}  # the host path puts it back
+
+
+def test_explicit_key_numbers_equal_numpy_fed_the_same_numbers():
+    """chop_jax(key=k): element i uses uniform(fold_in(k, 1))[i]; the NumPy engine given that number
+    (one element at a time through randfunc) rounds it the same way."""
+    x = _input("float64", "h", seed=5)[:40]
+    key = jax.random.key(7)
+    for mode in (5, 6):
+        options = {"format": "h", "round": mode, "subnormal": 1}
+        out = np.asarray(jax.jit(lambda a, k: chop_jax(a, options, key=k))(jnp.asarray(x), key))
+        numbers = np.asarray(jax.random.uniform(jax.random.fold_in(key, 1), x.shape, jnp.float64))
+        expected = np.array([chop(np.array([v]), {**options, "randfunc": lambda n, u=u: np.full(n, u)})[0]
+                             for v, u in zip(x.ravel(), numbers.ravel())]).reshape(x.shape)
+        ok = (out == expected) | (np.isnan(out) & np.isnan(expected))  # zeros: sign may differ (documented)
+        assert ok.all(), np.flatnonzero(~ok)[:5]
+        again = np.asarray(chop_jax(jnp.asarray(x), options, key=key))
+        assert_bits_equal(again, out, "the same key gives the same result")
+
+
+def test_counter_numbers_match_the_definition_and_the_torch_device_path():
+    """chop_jax(seed=s, offset=o): element i uses u_s(o + i) of device_random; equal bit for bit to the
+    torch engine's device path with the same counter (seed_device(s), first call)."""
+    torch = pytest.importorskip("torch")
+    from pychop_compat.engines import torch_engine
+
+    for dtype in ("float64", "float32"):
+        x = _input(dtype, "b", seed=3)
+        for options in ({"format": "b", "round": 5, "subnormal": 1}, {"format": "b", "round": 6},
+                        {"format": "b", "round": 1, "flip": 1, "p": 0.3}, {"format": "b", "round": 5, "flip": 1}):
+            out = jax.jit(lambda a, o: chop_jax(a, options, seed=11, offset=o))(jnp.asarray(x), 0)
+            device_random.seed_device(11)
+            torch_engine._DEVICE_PATHS_ON_CPU = True
+            try:
+                expected = chop(torch.from_numpy(x.copy()), options).numpy()
+            finally:
+                torch_engine._DEVICE_PATHS_ON_CPU = False
+            assert_bits_equal(np.asarray(out), expected, f"{dtype} {options}")
+    # the numbers themselves: the definition, in Python integers
+    from pychop_compat.engines.elementwise import counter_numbers
+
+    keys = (device_random.mix64(5 + device_random.GOLDEN),)
+    got = np.asarray(counter_numbers(jnp, keys, 2**64 - 3, jnp.arange(6, dtype=jnp.uint64), jnp.uint64)[0])
+    want = [device_random.counter_uniform(keys[0], (2**64 - 3 + i) % 2**64) for i in range(6)]
+    assert got.tolist() == want
+
+
+def test_random_modes_inside_jit_need_explicit_numbers():
+    x = jnp.asarray(np.linspace(0, 1, 7))
+    with pytest.raises(TypeError, match="key="):
+        jax.jit(lambda a: chop(a, {"format": "h", "round": 5}))(x)
+    with pytest.raises(ValueError, match="key=<jax.random key>"):
+        chop_jax(x, {"format": "h", "round": 5})
+    with pytest.raises(ValueError, match="randfunc"):
+        chop_jax(x, {"format": "h", "round": 5, "randfunc": np.random.rand})
+    with pytest.raises(TypeError, match="jax.Array"):
+        chop_jax(np.ones(3))
+
+
+def test_eager_random_modes_use_the_facade_numbers():
+    """Outside jit, chop draws MATLAB's stream (chop.m's order) like NumPy; Chop(rng=Generator) likewise."""
+    from pychop_compat import rng
+
+    x = _input("float64", "h", seed=9)
+    options = {"format": "h", "round": 5, "flip": 1}
+    rng(3)
+    expected = chop(x.copy(), options)
+    rng(3)
+    assert_bits_equal(np.asarray(chop(jnp.asarray(x), options)), expected, "MATLAB stream")
+    gen_expected = Chop(options, rng=np.random.default_rng(4))(x.copy())
+    got = Chop(options, rng=np.random.default_rng(4))(jnp.asarray(x))
+    assert_bits_equal(np.asarray(got), gen_expected, "Generator")
+
+
+def test_float32_without_x64():
+    """JAX's default (no x64): float32 arrays work, integers are refused, keys give float32 numbers."""
+    code = textwrap.dedent("""
+        import numpy as np, jax, jax.numpy as jnp
+        from pychop_compat import chop
+        from pychop_compat.engines.jax_engine import chop_jax
+        x = np.array([0.1, -1/3, 1e-45, 3e-39, 7e4, 2.0**-25], np.float32)
+        for o in ({'format': 'h'}, {'format': 's', 'subnormal': 1}, {'format': 'b', 'round': 3}, {'format': 'd'}):
+            assert np.array_equal(np.asarray(chop(jnp.asarray(x), o)), chop(x, o)), o
+        out = jax.jit(lambda a, k: chop_jax(a, {'format': 'h', 'round': 5}, key=k))(jnp.asarray(x), jax.random.key(0))
+        assert out.dtype == jnp.float32
+        try:
+            chop(jnp.arange(3), {'format': 'h'})
+        except TypeError as e:
+            assert 'jax_enable_x64' in str(e)
+        else:
+            raise AssertionError('integers accepted without x64')
+        print('ok')
+    """)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
+
+
+def test_chop_rng_seed_on_jax_equals_numpy():
+    """Chop(options, rng=seed): the counter-based numbers, computed on the device for JAX arrays,
+    equal to the NumPy engine's counter path (issue 21) call after call; chop_jax(seed=, offset=) too."""
+    from pychop_compat import randomness
+
+    if not hasattr(randomness, "counter_sources"):
+        pytest.skip("Chop(rng=<int>) is not counter-based in this build")
+    for dtype in ("float64", "float32"):
+        x = _input(dtype, "b", seed=12)
+        for options in ({"format": "b", "round": 5, "subnormal": 1}, {"format": "h", "round": 6, "flip": 1}):
+            on_numpy, on_jax = Chop(options, rng=9), Chop(options, rng=9)
+            for call in range(2):
+                expected = on_numpy(x.copy())
+                got = on_jax(jnp.asarray(x))
+                assert isinstance(got, jax.Array)
+                ok = (np.asarray(got) == expected) | (np.isnan(expected) & np.isnan(np.asarray(got)))
+                assert ok.all(), (dtype, options, call)
+                traced = jax.jit(lambda a, o: chop_jax(a, options, seed=9, offset=o))(jnp.asarray(x), call * x.size)
+                assert_bits_equal(np.asarray(traced), np.asarray(got), f"chop_jax {options} call {call}")

@@ -15,10 +15,11 @@ from typing import Any, Optional
 import numpy as np
 
 from . import matlab_random
-from .engines import array_library, numpy_fast, unsupported_type_error
+from .engines import ENGINE_LIBRARIES, array_library, chop_on_engine, numpy_fast, unsupported_type_error
 from .options import (ChopSpec, Options, _given_fields, _params_pair, _switch, options_are_empty,
                       probability, resolve, round_mode)
 from .matlab_random import default_randfunc
+from .reference import FLIP_PRECISION_ERROR
 from .randomness import (MATLAB_STREAM, ForkedStreamError, RandomSources, counter_sources, fork_generation,
                          generator_sources, sources_for)
 
@@ -41,17 +42,24 @@ class PersistentOptions:
 
     @staticmethod
     def _in_main_thread() -> bool:
-        return threading.current_thread() is threading.main_thread()
+        # get_ident is a C call; current_thread() costs a dict lookup and more on every chop call.
+        return threading.get_ident() == threading.main_thread().ident
 
     def owned(self) -> bool:
         """Whether this thread has its own stored options (the main thread always has)."""
-        return self._in_main_thread() or getattr(self._local, "owned", False)
+        return self.state()[1]
 
     def read(self) -> Optional[ChopSpec]:
         """The stored options this thread sees (``None``: nothing stored)."""
-        if self._in_main_thread() or not getattr(self._local, "owned", False):
-            return self._main
-        return self._local.spec
+        return self.state()[0]
+
+    def state(self) -> tuple:
+        """``(read(), owned())`` with one look at the calling thread (chop's hot path)."""
+        if self._in_main_thread():
+            return self._main, True
+        if getattr(self._local, "owned", False):
+            return self._local.spec, True
+        return self._main, False
 
     def write(self, spec: Optional[ChopSpec]) -> None:
         """Store ``spec`` (``None`` clears) for this thread."""
@@ -192,22 +200,8 @@ def _engine_chop(x, spec: ChopSpec, sources: RandomSources):
         # MATLAB code calls chop on scalars in loops: no array for a Python float.
         return numpy_fast.chop_scalar(x, spec, sources)
     library = "numpy" if type(x) is np.ndarray else array_library(x)
-    if library == "torch":
-        from .engines import torch_engine
-
-        return torch_engine.chop_tensor(x, spec, sources)
-    if library == "cupy":
-        from .engines import cupy_engine
-
-        return cupy_engine.chop_cupy(x, spec, sources)
-    if library == "jax":
-        from .engines import jax_engine
-
-        return jax_engine.chop_jax_array(x, spec, sources)
-    if library == "dask":
-        from .engines import dask_engine
-
-        return dask_engine.chop_dask(x, spec, sources)
+    if library in ENGINE_LIBRARIES:
+        return chop_on_engine(x, spec, sources, library)
     if library in ("pandas", "xarray"):  # same type, index and coordinates; the values rounded
         from .engines import labelled
 
@@ -215,9 +209,6 @@ def _engine_chop(x, spec: ChopSpec, sources: RandomSources):
     if isinstance(x, np.ndarray) and type(x) is not np.ndarray:
         return _on_array_kind(x, _numpy_chop(spec, sources))
     return _numpy_chop(spec, sources)(x)
-
-
-_FLIP_PRECISION_ERROR = "Bit flips need a precision t >= 2 (a bit below the leading one)."
 
 
 def _chop_checked(x, spec: ChopSpec, sources: RandomSources):
@@ -232,7 +223,7 @@ def _chop_checked(x, spec: ChopSpec, sources: RandomSources):
     if not draws:
         return _engine_chop(x, spec, sources)
     if spec.flips and spec.fmt.t < 2:
-        raise ValueError(_FLIP_PRECISION_ERROR)
+        raise ValueError(FLIP_PRECISION_ERROR)
     if not sources.uses_matlab_stream:
         return _engine_chop(x, spec, sources)
     with matlab_random.exclusive_stream():
@@ -304,12 +295,15 @@ def chop(x: Any = None, options: Any = None) -> Any:
     0.333984375
     """
     x_class = _checked_class(x)
-    stored = _persistent.read()
+    stored, owned = _persistent.state()
     spec = resolve(options, stored, x_class)
     # chop.m stores on every call.  Without options that re-stores what is stored (or the
     # defaults, when nothing is): a thread reading the main thread's options keeps reading them.
-    store = not options_are_empty(options) or (stored is None and _persistent.owned())
-    if _is_placeholder(x):
+    store = not options_are_empty(options) or (stored is None and owned)
+    if type(x) is float and spec.round <= 4 and not spec.flip and not spec.extended:
+        # The hot path (MATLAB code chops scalars in loops): no random numbers, nothing to check.
+        result = numpy_fast.chop_scalar(x, spec, MATLAB_STREAM)
+    elif _is_placeholder(x):
         result = None if x is None else np.zeros(0)
     else:
         result = _chop_checked(x, spec, sources_for(spec.randfunc))
@@ -381,7 +375,7 @@ def roundit(x: Any, options: Any = None) -> Any:
             raise ValueError("roundit with flip = 1 needs options.params = [t, emax] (t picks the bits).")
         t = _params_pair(given["params"])[0]
         if t < 2:
-            raise ValueError(_FLIP_PRECISION_ERROR)
+            raise ValueError(FLIP_PRECISION_ERROR)
     from .engines.numpy_engine import roundit_array
 
     sources = sources_for(randfunc)

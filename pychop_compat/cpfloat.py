@@ -29,10 +29,10 @@ from typing import Any, Optional
 
 import numpy as np
 
-from .engines import array_library
+from .engines import ENGINE_LIBRARIES, array_library, chop_on_engine
 from .formats import Format, catalogue_format
 from .matlab_random import default_randfunc
-from .options import ChopSpec
+from .options import ChopSpec, isempty
 from .randomness import MATLAB_STREAM
 
 __all__ = ["cpfloat", "cpfloat_options", "clear_cpfloat", "CpfloatOptions", "CPFLOAT_FORMATS",
@@ -118,19 +118,10 @@ def _default_state() -> _State:
     return _State(CpfloatOptions())
 
 
-def _is_empty(value) -> bool:
-    if value is None:
-        return True
-    if isinstance(value, (str, list, tuple, dict)):
-        return len(value) == 0
-    if isinstance(value, np.ndarray):
-        return value.size == 0
-    return False
-
 
 def _given(fpopts) -> Optional[dict]:
     """The fields of ``fpopts`` that are present (None for an empty struct)."""
-    if _is_empty(fpopts):
+    if isempty(fpopts):
         return None
     if isinstance(fpopts, dict):
         unknown = set(fpopts) - set(_FIELDS)
@@ -162,7 +153,7 @@ def _update(state: _State, given: dict) -> _State:
     catalogue = state.catalogue
     if "format" in given:
         value = given["format"]
-        if _is_empty(value):
+        if isempty(value):
             o.format = "h"
         elif isinstance(value, str):
             o.format = value
@@ -201,10 +192,10 @@ def _update(state: _State, given: dict) -> _State:
     for name, empty in empty_defaults.items():
         if name in given:
             value = given[name]
-            setattr(o, name, empty if _is_empty(value) else _number(value, name, integer=name != "p"))
+            setattr(o, name, empty if isempty(value) else _number(value, name, integer=name != "p"))
     drcheck = state.drcheck
     if "drcheck" in given:
-        drcheck = 1 if _is_empty(given["drcheck"]) else _number(given["drcheck"], "drcheck")
+        drcheck = 1 if isempty(given["drcheck"]) else _number(given["drcheck"], "drcheck")
     if o.flip not in (0, 1, 2):
         raise ValueError(f"fpopts.flip must be 0 (no flips), 1 (a fraction bit) or 2 (any bit), got {o.flip}.")
     if o.flip and not 0 <= o.p <= 1:
@@ -257,22 +248,8 @@ def _checked_spec(state: _State, x_class: str) -> ChopSpec:
 
 def _round(x, spec: ChopSpec):
     library = "numpy" if type(x) is np.ndarray else array_library(x)
-    if library == "torch":
-        from .engines import torch_engine
-
-        return torch_engine.chop_tensor(x, spec, MATLAB_STREAM)
-    if library == "cupy":
-        from .engines import cupy_engine
-
-        return cupy_engine.chop_cupy(x, spec, MATLAB_STREAM)
-    if library == "jax":  # CPFloat's rules are extended ones: the NumPy engine, back on the device
-        from .engines import jax_engine
-
-        return jax_engine.chop_jax_array(x, spec, MATLAB_STREAM)
-    if library == "dask":
-        from .engines import dask_engine
-
-        return dask_engine.chop_dask(x, spec, MATLAB_STREAM)
+    if library in ENGINE_LIBRARIES:  # (CPFloat's rules are extended: device arrays via the host)
+        return chop_on_engine(x, spec, MATLAB_STREAM, library)
     if library != "numpy":
         from .engines import unsupported_type_error
 

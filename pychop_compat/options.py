@@ -143,7 +143,7 @@ class ChopSpec:
 DEFAULT_SPEC = ChopSpec("h", lookup_format("h"), 1, 1, 0, 0.5, 1, default_randfunc)
 
 
-def _is_empty(value) -> bool:
+def isempty(value: Any) -> bool:
     """MATLAB's ``isempty`` for an option value: ``None``, ``''``, ``[]``, an empty array."""
     if value is None:
         return True
@@ -163,6 +163,8 @@ def options_are_empty(options: Any) -> bool:
     """
     if options is None:
         return True
+    if type(options) is dict:  # the usual case, first: chop is called in loops
+        return False
     if isinstance(options, (str, list, tuple)) and not hasattr(options, "_fields"):
         return len(options) == 0
     return isinstance(options, np.ndarray) and options.size == 0
@@ -245,7 +247,7 @@ def _given_fields(options) -> Optional[dict]:
         if unknown:
             raise _unknown_fields_error(unknown)
         items = ((name, getattr(options, name, None)) for name in OPTION_NAMES)
-    return {name: value for name, value in items if not _is_empty(value)}
+    return {name: value for name, value in items if not isempty(value)}
 
 
 def _is_real(value) -> bool:
@@ -363,7 +365,7 @@ def _memo_key(options: dict, stored: Optional[ChopSpec], x_class: str):
     """
     items = tuple((k, _typed(v)) for k, v in options.items())
     name = options.get("format")
-    inherits_params = isinstance(name, str) and name in CUSTOM_NAMES and _is_empty(options.get("params"))
+    inherits_params = isinstance(name, str) and name in CUSTOM_NAMES and isempty(options.get("params"))
     inherited = (stored.fmt.t, stored.fmt.emax) if inherits_params and stored is not None else None
     key = (items, x_class, inherits_params, inherited)
     try:

@@ -14,7 +14,10 @@ import numpy as np
 from .options import ChopSpec
 from .randomness import RandomSources
 
-__all__ = ["chop_vector", "roundit_vector", "apply_range_limits"]
+__all__ = ["chop_vector", "roundit_vector", "apply_range_limits", "FLIP_PRECISION_ERROR"]
+
+#: chop.m's error for bit flips in a format with fewer than two significand bits (every engine raises it).
+FLIP_PRECISION_ERROR = "Bit flips need a precision t >= 2 (a bit below the leading one)."
 
 
 def _mysign(y: np.ndarray) -> np.ndarray:
@@ -65,7 +68,7 @@ def roundit_vector(y: np.ndarray, mode: int, sources: RandomSources,
         rounded = _round_integers(y, mode, sources.stochastic)
     if flip:
         if t < 2:
-            raise ValueError("Bit flips need a precision t >= 2 (a bit below the leading one).")
+            raise ValueError(FLIP_PRECISION_ERROR)
         rounded = _flip_bits(rounded, t, p, sources)
     return rounded
 

@@ -7,6 +7,8 @@ caller already passed one of their arrays.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numbers
 import sys
 
@@ -51,6 +53,36 @@ def array_library(x) -> str:
     if module == "xarray" and _instance_of(x, "xarray", "DataArray"):
         return "xarray"
     return "unsupported"
+
+
+#: Libraries whose arrays are rounded by an engine of their own (see :func:`chop_on_engine`).
+ENGINE_LIBRARIES = ("torch", "cupy", "jax", "dask")
+
+
+def chop_on_engine(x: Any, spec: Any, sources: Any, library: str) -> Any:
+    """Round ``x``, an array of ``library`` (one of :data:`ENGINE_LIBRARIES`), on its engine.
+
+    The one place that maps a library to its engine, for every facade
+    (``chop``, ``cpfloat``, ``round_to_format``); each engine module is
+    imported only when one of its arrays is passed.
+    """
+    if library == "torch":
+        from . import torch_engine
+
+        return torch_engine.chop_tensor(x, spec, sources)
+    if library == "cupy":
+        from . import cupy_engine
+
+        return cupy_engine.chop_cupy(x, spec, sources)
+    if library == "jax":
+        from . import jax_engine
+
+        return jax_engine.chop_jax_array(x, spec, sources)
+    if library == "dask":
+        from . import dask_engine
+
+        return dask_engine.chop_dask(x, spec, sources)
+    raise ValueError(f"no engine for {library!r}; engines exist for {', '.join(ENGINE_LIBRARIES)}")
 
 
 def unsupported_type_error(x) -> TypeError:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import reference
 from ..options import ChopSpec
 from ..randomness import MATLAB_STREAM, RandomSources
 
@@ -29,7 +30,7 @@ __all__ = ["FLIP_PRECISION_ERROR", "matlab_stream_on_device", "draws_on_device",
            "Limits", "range_limits", "RegularRange", "regular_range"]
 
 #: The error raised for bit flips in a format with fewer than two significand bits.
-FLIP_PRECISION_ERROR = "Bit flips need a precision t >= 2 (a bit below the leading one)."
+FLIP_PRECISION_ERROR = reference.FLIP_PRECISION_ERROR
 
 
 # --- the policy for random numbers on devices (shared with cupy_engine) ---------------------

@@ -19,15 +19,16 @@ library must keep subnormal numbers (see :mod:`.jax_engine` for XLA).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 from ..options import ChopSpec
-from .torch_engine import _CARRIERS, _clamp_exponent, _limits  # thresholds, shared with the device engines
+from .. import reference
+from .device_plan import CARRIERS, clamp_exponent, range_limits  # thresholds, shared with the device engines
 
 __all__ = ["Namespace", "chop_elementwise", "counter_numbers", "numpy_namespace", "FLIP_PRECISION_ERROR"]
 
 #: The error for bit flips with a precision below 2 (the same words on every engine).
-FLIP_PRECISION_ERROR = "Bit flips need a precision t >= 2 (a bit below the leading one)."
+FLIP_PRECISION_ERROR = reference.FLIP_PRECISION_ERROR
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ class Namespace:
 
 
 def _carrier(v):
-    return _CARRIERS[str(v.dtype)]
+    return CARRIERS[str(v.dtype)]
 
 
 def chop_elementwise(ns: Namespace, v: Any, spec: ChopSpec, u_round: Any = None, u_choice: Any = None,
@@ -91,7 +92,7 @@ def chop_elementwise(ns: Namespace, v: Any, spec: ChopSpec, u_round: Any = None,
         raise ValueError(FLIP_PRECISION_ERROR)
     # The integers (significands shifted to chop.m's grid) need up to t + 2 bits.
     q_dtype = xp.int64 if ns.wide else xp.int32
-    emin, emins = _clamp_exponent(fmt.emin), _clamp_exponent(fmt.emins)
+    emin, emins = clamp_exponent(fmt.emin), clamp_exponent(fmt.emins)
     mant, bias, field = carrier.mant, carrier.bias, carrier.field
 
     bits = ns.bitcast(v, int_dtype)
@@ -162,7 +163,7 @@ def chop_elementwise(ns: Namespace, v: Any, spec: ChopSpec, u_round: Any = None,
     out = xp.where(finite, out, magnitude)  # Inf and NaN as they came
     out = out | xp.where(negative, carrier.sign_bit, 0).astype(int_dtype)
     if spec.limits_exponent:
-        out = _apply_limits(ns, out, v, spec, carrier, _limits(spec, carrier))
+        out = _apply_limits(ns, out, v, spec, carrier, range_limits(spec, carrier))
     return ns.bitcast(out.astype(int_dtype), v.dtype)
 
 

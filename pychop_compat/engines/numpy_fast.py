@@ -57,7 +57,7 @@ import numpy as np
 from ..options import ChopSpec
 from ..matlab_random import stream_uniform
 from ..randomness import RandomSources
-from ..reference import apply_range_limits
+from ..reference import FLIP_PRECISION_ERROR, apply_range_limits
 from .device_random import CounterStream
 
 __all__ = ["chop_array", "chop_scalar", "chop_counter", "BLOCK", "PARALLEL_BLOCK", "THREADS", "set_threads"]
@@ -747,7 +747,7 @@ def _chop_with_flips(plan: _Plan, xf: np.ndarray, spec: ChopSpec, sources: Rando
     def draw_block(k, count):
         rnd = sources.stochastic(k).astype(L.ftype, copy=False) if stochastic and k else None
         if plan.t < 2:
-            raise ValueError("Bit flips need a precision t >= 2 (a bit below the leading one).")
+            raise ValueError(FLIP_PRECISION_ERROR)
         chosen = sources.flip_uniform(count) <= spec.p
         m = int(np.count_nonzero(chosen))
         bits = sources.flip_randi(plan.t - 1, m) if m else np.zeros(0, np.int64)
@@ -943,7 +943,7 @@ def chop_array(x: np.ndarray, spec: ChopSpec, sources: RandomSources) -> np.ndar
     if counter is not None and (spec.flips or plan.mode >= 5):
         # Chop(rng=<int>): every element its own numbers, a function of its row-major index.
         if spec.flips and plan.t < 2:
-            raise ValueError("Bit flips need a precision t >= 2 (a bit below the leading one).")
+            raise ValueError(FLIP_PRECISION_ERROR)
         with np.errstate(over="ignore", invalid="ignore"):
             return chop_counter(x, spec, counter.take(x.size))
     if x.size == 1 and not spec.flips:

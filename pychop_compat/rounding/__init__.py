@@ -92,25 +92,11 @@ def round_to_format(x: Any, fmt: Union[Format, str, ChopSpec], round: int = 1, *
     """
     spec = fmt if isinstance(fmt, ChopSpec) else make_spec(fmt, round, **kwargs)
     sources = sources_for(spec.randfunc)
-    from ..engines import array_library
+    from ..engines import ENGINE_LIBRARIES, array_library, chop_on_engine
 
     library = array_library(x)
-    if library == "torch":
-        from ..engines import torch_engine
-
-        return torch_engine.chop_tensor(x, spec, sources)
-    if library == "cupy":
-        from ..engines import cupy_engine
-
-        return cupy_engine.chop_cupy(x, spec, sources)
-    if library == "jax":
-        from ..engines import jax_engine
-
-        return jax_engine.chop_jax_array(x, spec, sources)
-    if library == "dask":
-        from ..engines import dask_engine
-
-        return dask_engine.chop_dask(x, spec, sources)
+    if library in ENGINE_LIBRARIES:
+        return chop_on_engine(x, spec, sources, library)
     if library != "numpy":
         from ..engines import unsupported_type_error
 

@@ -105,7 +105,7 @@ def main(argv=None) -> None:
         print(f"| {n:.0e} | `{name}` | {t_hand * 1e6:.2f} us | {t_wrapped * 1e6:.2f} us | "
               f"{t_wrapped / t_hand if t_hand > 0 else float('nan'):.3f} | "
               f"{(t_wrapped - t_hand) * 1e6:+.2f} us |")
-    for mode in (1, 4):
+    for mode in (1, 4, 5):
         print(f"\nScalars, format {args.format!r}, round={mode}: chopped scalars vs Python floats\n")
         print("| operation | float op | chop(float op) | chopped scalar | overhead over float op |")
         print("|---|---|---|---|---|")

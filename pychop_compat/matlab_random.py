@@ -39,7 +39,7 @@ from typing import Any, Union
 
 import numpy as np
 
-__all__ = ["rng", "rand", "randi", "RngSettings", "stream_uniform", "stream_randi",
+__all__ = ["rng", "rand", "randi", "RngSettings", "stream_uniform", "stream_uniform_one", "stream_randi",
            "ForkedStreamError", "exclusive_stream", "fork_generation", "restore_stream"]
 
 _DEFAULT_SEED_WORD = 5489  # mt19937ar's reference seed, used by MATLAB for rng(0)
@@ -260,6 +260,24 @@ def stream_uniform(n: int) -> np.ndarray:
         if _seeded_generation != _generation:
             _refuse_inherited_stream()
         return _stream.random_sample(n)
+
+
+def stream_uniform_one() -> float:
+    """The next double of the stream as a Python float: ``float(stream_uniform(1)[0])`` without
+    an array (the scalar paths of chopped arithmetic draw one number per operation).
+
+    Raises
+    ------
+    ForkedStreamError
+        In a forked child that has not called :func:`rng`.
+    """
+    _lock.acquire()  # (measured faster than ``with``; this runs once per scalar operation)
+    try:
+        if _seeded_generation != _generation:
+            _refuse_inherited_stream()
+        return _stream.random_sample()
+    finally:
+        _lock.release()
 
 
 def stream_randi(imax: int, n: int) -> np.ndarray:

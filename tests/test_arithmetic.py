@@ -456,3 +456,34 @@ def test_chopped_numpy_use_imports_no_optional_library():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_stream_uniform_one_is_the_next_number_of_the_stream():
+    from pychop_compat.matlab_random import stream_uniform, stream_uniform_one
+
+    pychop_compat.rng(3)
+    want = stream_uniform(5)
+    pychop_compat.rng(3)
+    got = [stream_uniform_one() for _ in range(5)]
+    assert all(type(v) is float for v in got)
+    same(np.array(got), want)
+    pychop_compat.rng(0)
+    assert stream_uniform_one() == 0.8147236863931789  # MATLAB: rng(0); rand
+
+
+@pytest.mark.parametrize("mode", [5, 6])
+def test_stochastic_scalar_loop_equals_hand_chopped_loop_and_leaves_the_stream_alike(mode):
+    o = {"format": "h", "round": mode}
+    ch = Chop(o)
+    pychop_compat.rng(21)
+    s = ch(0.0)
+    for k in range(1, 400):
+        s = ch(s + ch(1.0 / k))
+    after_hand = pychop_compat.rand()
+    pychop_compat.rng(21)
+    S = chopped(0.0, o)
+    for k in range(1, 400):
+        S = S + chopped(1.0 / k, o)
+    assert isinstance(S, ChoppedScalar)
+    assert S.value == float(s)
+    assert pychop_compat.rand() == after_hand  # the same numbers were drawn, no more, no fewer

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Callable, Mapping, Union
+from typing import Any, Callable, Mapping, Optional, Union
 
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
@@ -291,11 +291,13 @@ def _scalar_rounder(spec: ChopSpec, sources) -> Callable[[float], float]:
 
     fmt = spec.fmt
     t = fmt.t
-    if spec.round > 4 or not spec.explim or t > 50 or not -1000 < fmt.emin - t < fmt.emax + 52 - t < 1000:
+    if not spec.explim or t > 50 or not -1000 < fmt.emin - t < fmt.emax + 52 - t < 1000:
         return general
     # frexp's exponent e of v (0.5 <= |m| < 1): v's binade is e - 1; regular when emin <= e - 1 < emax
     low, high = fmt.emin + 1, fmt.emax
     frexp = math.frexp
+    if spec.round > 4:
+        return _stochastic_scalar_rounder(spec, sources, general, low, high) or general
     if spec.round != 1:
         # Directed modes: v * 2^(t-e) is exact and below 2^t in magnitude, the integer
         # rounding is exact, and so is scaling back; no range rule applies to regular values.
@@ -323,3 +325,59 @@ def _scalar_rounder(spec: ChopSpec, sources) -> Callable[[float], float]:
         return general(v)
 
     return round_nearest
+
+
+def _stochastic_scalar_rounder(spec: ChopSpec, sources, general: Callable[[float], float], low: int,
+                               high: int) -> Optional[Callable[[float], float]]:
+    """Stochastic rounding (modes 5, 6) of one Python float with one uniform drawn as a Python
+    float, or None when the sources have no such draw (a user's ``randfunc``).
+
+    The rule is chop's (``numpy_fast.chop_scalar``): ``y = v * 2^(t-e)`` is exact for a
+    regular ``v`` (``2^(e-1) <= |v| < 2^e``, ``emin <= e - 1 < emax``); with
+    ``f = |y| - floor(|y|)``, ``f = 0`` returns ``v`` without a draw (MATLAB's stream, chop.m
+    draws only for inexact elements); otherwise one uniform ``u`` rounds ``|y|`` up when
+    ``u <= f`` (mode 5) or ``u <= 1/2`` (mode 6).  No range rule applies to a regular value
+    (``|v| < 2^emax < xmax``; rounding up gives at most ``2^emax``).  Everything else goes
+    to ``general``.  The draw is the one the array path makes: MATLAB's stream
+    (:func:`~pychop_compat.matlab_random.stream_uniform_one`, the next number of
+    ``stream_uniform``), or ``Chop(rng=<int>)``'s counter (``u_ROUND(offset)``; the counter
+    advances by one for every value, exact or not, as for a one-element array).
+    """
+    from ..engines.device_random import counter_uniform
+    from ..matlab_random import stream_uniform, stream_uniform_one
+
+    t, stochastic_mode = spec.fmt.t, spec.round == 5
+    counter = getattr(sources, "counter", None)
+    if counter is not None:
+        key = counter.keys[0]
+
+        def draw() -> float:
+            return counter_uniform(key, counter.take(1).offset)
+    elif sources.stochastic is stream_uniform:
+        draw = stream_uniform_one
+    else:
+        return None
+    scales = [math.ldexp(1.0, t - e) for e in range(low, high + 1)]
+    quanta = [math.ldexp(1.0, e - t) for e in range(low, high + 1)]
+    frexp, floor = math.frexp, math.floor
+
+    def round_stochastic(v: float) -> float:
+        e = frexp(v)[1]
+        if low <= e <= high and v and v - v == 0.0:  # regular, finite and nonzero
+            k = e - low
+            y = v * scales[k]
+            if v < 0.0:
+                y = -y
+            whole = floor(y)
+            frac = y - whole
+            if frac == 0.0:
+                if counter is not None:
+                    counter.take(1)
+                return v
+            if draw() <= (frac if stochastic_mode else 0.5):
+                whole += 1
+            r = whole * quanta[k]
+            return -r if v < 0.0 else r
+        return general(v)
+
+    return round_stochastic

@@ -199,9 +199,15 @@ class ChoppedScalar:
         return r
 
     def __truediv__(self, other):
-        a, o = self._other(other)
-        if a is None:
-            return self._array_op(np.true_divide, other, False)
+        a = self._arith
+        if type(other) is ChoppedScalar and other._arith is a:
+            o = other._v
+        elif type(other) is float and not a.strict:
+            o = other
+        else:
+            a, o = self._other(other)
+            if a is None:
+                return self._array_op(np.true_divide, other, False)
         try:
             q = self._v / o
         except ZeroDivisionError:

@@ -487,3 +487,59 @@ def test_stochastic_scalar_loop_equals_hand_chopped_loop_and_leaves_the_stream_a
     assert isinstance(S, ChoppedScalar)
     assert S.value == float(s)
     assert pychop_compat.rand() == after_hand  # the same numbers were drawn, no more, no fewer
+
+
+@pytest.mark.parametrize("mode", [5, 6])
+def test_counter_rng_draws_as_chop_with_the_same_seed(mode):
+    """rng=<seed>: the numbers of Chop(options, rng=seed) called in the same sequence."""
+    o = {"format": "b", "round": mode}
+    x, y, plain = data(40), data(41), data(42)
+    ch = Chop(o, rng=1234)
+    a, b = ch(x), ch(y)
+    want = ch(ch(ch(a * b) + plain) / 3)
+    col = want[0].copy()  # (the first term enters as it is)
+    for k in range(1, want.shape[0]):  # recursive column sums: one call per row
+        col = ch(col + want[k])
+    s = ch(np.array([col[0] + col[1]]))[0]  # a scalar operation: one counter
+    arith = Arithmetic(o, rng=1234)
+    A, B = chopped(x, arith), chopped(y, arith)
+    got = (A * B + plain) / 3
+    same(A.values, a)
+    same(got.values, want)
+    sums = got.sum(axis=0)
+    same(sums.values, col)
+    total = sums[0] + sums[1]
+    assert isinstance(total, ChoppedScalar) and total.value == s
+    # a fresh arithmetic of that seed starts again at counter 0; another seed draws other numbers
+    same(chopped(x, Arithmetic(o, rng=1234)).values, a)
+    other = chopped(x, Arithmetic(o, rng=99))
+    assert not np.array_equal(other.values, a)
+
+
+def test_counter_rng_scalar_path_equals_one_element_arrays():
+    o = {"format": "h", "round": 5}
+    vals = interesting_values(2000)
+    arith = Arithmetic(o, rng=8)
+    got = np.array([arith.round_scalar(float(v)) for v in vals])
+    ch = Chop(o, rng=8)
+    want = np.array([ch(np.array([v]))[0] for v in vals])
+    same(got, want)
+
+
+def test_counter_rng_rules():
+    o = {"format": "h", "round": 5}
+    arith = Arithmetic(o, rng=3)
+    A = chopped(np.ones((3, 3)), arith)
+    with pytest.raises(NotChoppedError, match="counter"):
+        A @ A
+    with pytest.raises(NotChoppedError, match="counter"):
+        np.linalg.solve(A, np.ones(3))
+    with pytest.raises(FormatMismatchError):
+        A + chopped(np.ones(3), Arithmetic(o, rng=4))
+    assert A.using(method="pairwise").arithmetic.counter is arith.counter  # one counter, passed on
+    with pytest.raises(TypeError, match="rng"):
+        Arithmetic(o, rng=np.random.default_rng(0))
+    with pytest.raises(TypeError, match="rng"):
+        chopped(np.ones(2), arith, rng=3)
+    det = chopped(np.ones((2, 2)), "h", rng=3)  # deterministic rounding: the counter is never used
+    same((det @ det).values, np.full((2, 2), 2.0))

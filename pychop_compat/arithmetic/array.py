@@ -621,8 +621,18 @@ def _product_operands(a, b, name: str):
     return A, B, arith
 
 
+def refuse_counter_in_linalg(arith: Arithmetic, name: str) -> None:
+    """linalg draws as ``chop`` does (its own ``Chop``): it cannot take an arithmetic's counter."""
+    if arith.counter is not None and arith.draws:
+        raise NotChoppedError(
+            f"{name} is computed by pychop_compat.linalg, whose rounding draws as chop does (MATLAB's "
+            "stream); it cannot draw from this arithmetic's counter (rng=...).  Use an arithmetic "
+            "without rng= for matrix products and solves with random rounding.")
+
+
 def _kernel(A: np.ndarray, B: np.ndarray, arith: Arithmetic) -> np.ndarray:
     """linalg's chopped matmul (1-D or 2-D operands) in the arithmetic's order."""
+    refuse_counter_in_linalg(arith, "a matrix product")
     return linalg.matmul(A, B, arith.given, method=arith.method, block_size=arith.block_size)
 
 
@@ -789,6 +799,7 @@ def _einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
 def _solve(a, b):
     """``np.linalg.solve``: :func:`pychop_compat.linalg.solve` (chopped LU, substitutions)."""
     arith = _arithmetic_of((a, b))
+    refuse_counter_in_linalg(arith, "np.linalg.solve")
     A = _unwrap(a)
     B = _unwrap(b)
     return _wrap(linalg.solve(np.asarray(A), np.asarray(B), arith.given), arith)
@@ -907,7 +918,7 @@ def _is_jax_array(x) -> bool:
 def chopped(x: Union[ChoppedOperand, torch.Tensor, jax.Array],
             options: Union[OptionsLike, Arithmetic] = None, *, strict: bool = False,
             mismatch: str = "error", method: str = "recursive", block_size: int = 32,
-            **kwargs: Any) -> Union[ChoppedArray, ChoppedScalar, torch.Tensor, ChoppedJax]:
+            rng: Any = None, **kwargs: Any) -> Union[ChoppedArray, ChoppedScalar, torch.Tensor, ChoppedJax]:
     """Values in a low-precision format whose every arithmetic operation rounds.
 
     Parameters
@@ -920,8 +931,10 @@ def chopped(x: Union[ChoppedOperand, torch.Tensor, jax.Array],
         Anything :class:`pychop_compat.Chop` accepts, or a format name
         (``'h'``, ``'bfloat16'``, ``'q43'``, ...), or an :class:`Arithmetic`.
         ``None``: the persistent chop options as they are now.
-    strict, mismatch, method, block_size, **kwargs
-        See :class:`Arithmetic`.
+    strict, mismatch, method, block_size, rng, **kwargs
+        See :class:`Arithmetic` (``rng``: an integer seed for the counter-based
+        generator; a new counter at each call, so pass one :class:`Arithmetic`
+        around to share one).
 
     Returns
     -------
@@ -942,16 +955,22 @@ def chopped(x: Union[ChoppedOperand, torch.Tensor, jax.Array],
         if kwargs:
             raise TypeError("give options either as an Arithmetic or as chop options, not both")
         arith = options
+        if rng is not None:
+            raise TypeError("give rng= to the Arithmetic, not with one")
         if (strict, mismatch, method, block_size) != (False, "error", "recursive", 32):
             arith = arith.with_settings(strict=strict, mismatch=mismatch, method=method,
                                         block_size=block_size)
     else:
         arith = Arithmetic.of(options, strict=strict, mismatch=mismatch, method=method,
-                              block_size=block_size, **kwargs)
+                              block_size=block_size, rng=rng, **kwargs)
     if isinstance(x, (ChoppedArray, ChoppedScalar)):
         x = _unwrap(x)
     if array_library(x) == "torch":
         from .torch_tensor import chopped_tensor
+
+        if arith.counter is not None:
+            raise NotImplementedError("chopped torch tensors draw as chop does; rng= (a counter) is "
+                                      "implemented for NumPy and JAX chopped arrays.")
 
         return chopped_tensor(x, arith)
     if _is_jax_array(x):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from typing import Any, Callable, Mapping, Optional, Union
 
 import numpy as np
@@ -20,7 +21,7 @@ from numpy.typing import ArrayLike, DTypeLike
 from ..api import Chop, chop_options
 from ..engines import numpy_engine, numpy_fast
 from ..options import ChopSpec, resolve
-from ..randomness import sources_for
+from ..randomness import MATLAB_STREAM, RandomSources, sources_for
 
 __all__ = ["Arithmetic", "FormatMismatchError", "METHODS", "MISMATCH_RULES"]
 
@@ -77,22 +78,33 @@ class Arithmetic:
         :func:`pychop_compat.linalg.matmul`).  Default ``'recursive'``.
     block_size : int, optional
         Block size for ``method='blocked'`` (default 32).
+    rng : int or CounterRng, optional
+        ``None`` (default): stochastic rounding and bit flips draw as
+        :func:`pychop_compat.chop` does (MATLAB's stream on the host, or
+        ``options.randfunc``).  An integer seed: the counter-based generator of
+        ``Chop(options, rng=seed)`` (:mod:`pychop_compat.engines.device_random`):
+        every rounding call of this arithmetic takes the next counters, element
+        ``i`` of a call (row-major) getting ``u(offset + i)``, the same numbers on
+        NumPy and JAX (see :doc:`/arithmetic`).  A
+        :class:`~pychop_compat.engines.counter_host.CounterRng`: that counter,
+        shared (what :meth:`with_settings` passes on).  Matrix products and
+        ``np.linalg.solve`` (computed by :mod:`pychop_compat.linalg`, which draws
+        as ``chop`` does) refuse a drawing arithmetic with a counter
+        (:class:`~pychop_compat.arithmetic.NotChoppedError`).
     **kwargs
         Options by name, merged over ``options`` (``format='b', round=5``).
     """
 
     __slots__ = ("given", "chop", "strict", "mismatch", "method", "block_size",
-                 "_specs", "_sources", "round_scalar", "_key")
+                 "_specs", "_sources", "round_scalar", "_key", "_counter")
 
     def __init__(self, options: OptionsLike = None, *, strict: bool = False, mismatch: str = "error",
-                 method: str = "recursive", block_size: int = 32, **kwargs: Any) -> None:
+                 method: str = "recursive", block_size: int = 32, rng: Any = None, **kwargs: Any) -> None:
         if mismatch not in MISMATCH_RULES:
             raise ValueError(f"mismatch must be one of {MISMATCH_RULES}, not {mismatch!r}.")
         if method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, not {method!r}.")
-        if "rng" in kwargs:
-            raise TypeError("chopped arithmetic draws random numbers as chop does (MATLAB's stream, "
-                            "or options.randfunc); rng= is not supported.")
+        counter = _counter_of(rng)
         if int(block_size) != block_size or block_size < 1:
             raise ValueError(f"block_size must be a positive integer, not {block_size!r}.")
         self.given = _given_options(options, kwargs)
@@ -103,10 +115,14 @@ class Arithmetic:
         self.block_size = int(block_size)
         spec = resolve(self.given, None, "double")
         self._specs = {np.dtype(np.float64): spec}
-        self._sources = sources_for(spec.randfunc)
+        self._counter = counter
+        flips = MATLAB_STREAM if counter is None else RandomSources(
+            counter.stochastic, counter.flip_uniform, counter.flip_randi, counter)
+        self._sources = sources_for(spec.randfunc, flips)
         # Every setting of the spec but the format's spelling ('h' and 'half' round alike);
-        # settings added to ChopSpec later take part automatically.
-        self._key = dataclasses.replace(spec, format="")
+        # settings added to ChopSpec later take part automatically.  Counters of different
+        # seeds draw different numbers: they do not mix silently.
+        self._key = (dataclasses.replace(spec, format=""), None if counter is None else counter.seed)
         self.round_scalar = _scalar_rounder(spec, self._sources)
 
     @classmethod
@@ -136,6 +152,16 @@ class Arithmetic:
         return self._specs[np.dtype(np.float64)]
 
     @property
+    def sources(self) -> RandomSources:
+        """Where rounding draws its random numbers (see :mod:`pychop_compat.randomness`)."""
+        return self._sources
+
+    @property
+    def counter(self) -> Any:
+        """The :class:`~pychop_compat.engines.counter_host.CounterRng` of ``rng=``, or None."""
+        return self._counter
+
+    @property
     def draws(self) -> bool:
         """Whether rounding draws random numbers (stochastic rounding or bit flips)."""
         return self.spec.round >= 5 or self.spec.flips
@@ -162,6 +188,8 @@ class Arithmetic:
             text += ", no subnormals"
         if g["flip"]:
             text += f", flip p={g['p']}"
+        if self._counter is not None:
+            text += f", rng={self._counter.seed}"
         return text
 
     def __repr__(self) -> str:
@@ -173,7 +201,7 @@ class Arithmetic:
     def with_settings(self, **changes: Any) -> "Arithmetic":
         """A copy with other ``strict``, ``mismatch``, ``method`` or ``block_size``."""
         settings = dict(strict=self.strict, mismatch=self.mismatch, method=self.method,
-                        block_size=self.block_size)
+                        block_size=self.block_size, rng=self._counter)
         settings.update(changes)
         return Arithmetic(self.given, **settings)
 
@@ -246,9 +274,23 @@ class Arithmetic:
 _SHARED: dict = {}
 
 
+def _counter_of(rng: Any):
+    """The CounterRng of ``rng=`` (None, an integer seed or a CounterRng)."""
+    if rng is None:
+        return None
+    from ..engines.counter_host import CounterRng
+
+    if isinstance(rng, CounterRng):
+        return rng
+    if isinstance(rng, numbers.Integral) and not isinstance(rng, (bool, np.bool_)):
+        return CounterRng(int(rng))
+    raise TypeError("chopped arithmetic's rng must be None (chop's sources: MATLAB's stream), an integer "
+                    f"seed (the counter-based generator) or a CounterRng, not {rng!r}.")
+
+
 def _request_key(options, settings):
-    """A hashable form of ``(options, settings)``, or None."""
-    if options is None and not settings:
+    """A hashable form of ``(options, settings)``, or None (never shared: a counter is state)."""
+    if (options is None and not settings) or settings.get("rng") is not None:
         return None
     if isinstance(options, dict):
         opts = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in options.items()))

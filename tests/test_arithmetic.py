@@ -182,7 +182,7 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match="real"):
         chopped(np.array([1j]), "h")
     with pytest.raises(TypeError, match="rng"):
-        chopped(1.0, "h", rng=0)  # would be silently ignored otherwise
+        chopped(1.0, "h", rng="seed")  # only None, an integer seed or a CounterRng
 
 
 @pytest.mark.parametrize("func", [

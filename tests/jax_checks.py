@@ -15,7 +15,10 @@ import pytest
 import jax
 import jax.numpy as jnp
 
-from pychop_compat import Chop, chopped
+import pychop_compat
+from pychop_compat import Chop, chopped, linalg
+from pychop_compat.arithmetic import Arithmetic, NotChoppedError
+from pychop_compat.arithmetic.jax_array import einsum, random_draws
 from pychop_compat.engines.jax_engine import chop_jax
 from pychop_compat.options import resolve
 
@@ -75,8 +78,130 @@ def test_chopped_jax_refuses_what_it_cannot_round():
     x = chopped(jnp.ones(3), "h")
     with pytest.raises(TypeError):
         jnp.sum(x)  # no __jax_array__: no silent computation in full precision
-    with pytest.raises(NotImplementedError):
-        chopped(jnp.ones(3), {"format": "h", "round": 5})
+    sr = {"format": "h", "round": 5}
+    with pytest.raises(TypeError, match="random_draws"):
+        jax.jit(lambda c: c * 3)(chopped(jnp.ones(3), sr))  # no hidden host stream under jit
+    with pytest.raises(TypeError, match="jit"):
+        jax.jit(lambda c: c.sum())(chopped(jnp.ones(3), sr))
+    with pytest.raises(ValueError, match="rng"):
+        with random_draws(offset=0):
+            chopped(jnp.ones(3), sr) * 3
+    counter = Arithmetic(sr, rng=1)
+    with pytest.raises(NotChoppedError, match="counter"):
+        chopped(jnp.ones((2, 2)), counter) @ chopped(jnp.ones((2, 2)), counter)
+    with pytest.raises(ValueError):
+        random_draws()
+
+
+def hand_sum(ch, c, axis):
+    """Recursive sum with one chop call per step (the documented order of reductions)."""
+    terms = np.moveaxis(c, axis, 0)
+    s = terms[0].copy()
+    for k in range(1, terms.shape[0]):
+        s = ch(s + terms[k])
+    return s
+
+
+def test_chopped_jax_products_and_reductions_equal_numpy_chopped():
+    """Deterministic rounding, eager and under jit (host callbacks), every order; the NumPy
+    chopped array's results (checked against explicit chop calls in test_arithmetic.py) and
+    linalg.matmul (the documented kernels) as oracles."""
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((9, 37)), rng.standard_normal((37, 4))
+    stack = rng.standard_normal((3, 9, 37))
+    for method in ["recursive", "pairwise", "blocked", "fma"]:
+        o = {"format": "b", "round": 1}
+        ch = Chop(o)
+        A, B, S = chopped(jnp.asarray(a), o, method=method, block_size=8), chopped(jnp.asarray(b), o), \
+            chopped(jnp.asarray(stack), o, method=method, block_size=8)
+        An, Bn, Sn = chopped(a, o, method=method, block_size=8), chopped(b, o), chopped(stack, o, method=method,
+                                                                                       block_size=8)
+        want_mm = linalg.matmul(ch(a), ch(b), o, method=method, block_size=8)
+        cases = [
+            (lambda X, Y, Z: X @ Y, want_mm),
+            (lambda X, Y, Z: X.dot(Y[:, 0]), linalg.matmul(ch(a), ch(b)[:, 0], o, method=method, block_size=8)),
+            (lambda X, Y, Z: X.sum(axis=1), (An.sum(axis=1)).values),
+            (lambda X, Y, Z: X.prod(axis=0), (An.prod(axis=0)).values),
+            (lambda X, Y, Z: X.cumsum(axis=1), (An.cumsum(axis=1)).values),
+            (lambda X, Y, Z: X.mean(), np.asarray(An.mean())),
+            (lambda X, Y, Z: X.var(axis=0, ddof=1), An.var(axis=0, ddof=1).values),
+            (lambda X, Y, Z: X.std(axis=1), An.std(axis=1).values),
+            (lambda X, Y, Z: Z @ Y, (Sn @ Bn).values),
+            (lambda X, Y, Z: einsum("bij,jk->bki", Z, Y), np.einsum("bij,jk->bki", Sn, Bn).values),
+        ]
+        if method == "recursive":
+            cases.append((lambda X, Y, Z: X.sum(axis=0), hand_sum(ch, ch(a), 0)))
+        for k, (f, want) in enumerate(cases):
+            eager = np.asarray(f(A, B, S).values)
+            traced = np.asarray(jax.jit(f)(A, B, S).values)
+            assert eager.dtype == np.asarray(want).dtype, (method, k)
+            assert np.array_equal(eager, want), (method, k)
+            assert np.array_equal(traced, want), (method, k)
+    ones = chopped(jnp.ones(4096), "h").sum()
+    assert float(ones.values) == 2048.0  # fp16 recursive summation stagnates at 2048
+
+
+def test_chopped_jax_stochastic_rounding_eager_draws_as_chop():
+    """MATLAB's stream, eager: the same numbers as explicit chop calls in the same order."""
+    o = {"format": "h", "round": 5}
+    rng = np.random.default_rng(8)
+    x, y = rng.standard_normal((5, 6)), rng.standard_normal((6, 3))
+    pychop_compat.rng(4)
+    ch = Chop(o)
+    a, b = ch(x), ch(y)
+    c = ch(ch(linalg.matmul(a, b, o) * 3) + 1)
+    want = hand_sum(ch, c, 1)
+    pychop_compat.rng(4)
+    A, B = chopped(jnp.asarray(x), o), chopped(jnp.asarray(y), o)
+    got = ((A @ B) * 3 + 1).sum(axis=1)
+    np.testing.assert_array_equal(np.asarray(A.values), a)
+    np.testing.assert_array_equal(np.asarray(got.values), want)
+
+
+def test_chopped_jax_counter_equals_chop_with_seed_eager_and_under_jit():
+    """rng=<seed>: eager on the arithmetic's counter, then under jit from an explicit offset;
+    oracle: Chop(options, rng=seed) called in the same sequence."""
+    for o in ({"format": "b", "round": 5}, {"format": "h", "round": 6}, {"format": "h", "flip": 1, "p": 0.3}):
+        rng = np.random.default_rng(9)
+        x, y = rng.standard_normal((40, 7)), rng.standard_normal((40, 7))
+        ch = Chop(o, rng=77)
+        a, b = ch(x), ch(y)
+        s = hand_sum(ch, ch(a * b), 0)
+        z = ch(ch(ch(a * 3) + b) / 7)
+        arith = Arithmetic(o, rng=77)
+        A, B = chopped(jnp.asarray(x), arith), chopped(jnp.asarray(y), arith)
+        S = (A * B).sum(axis=0)  # eager: the arithmetic's counter
+        np.testing.assert_array_equal(np.asarray(S.values), s)
+
+        @jax.jit
+        def step(X, Y, offset):
+            with random_draws(offset=offset) as draws:
+                Z = (X * 3 + Y) / 7
+            return Z, draws.offset
+
+        Z, after = step(A, B, jnp.uint64(arith.counter.offset))
+        np.testing.assert_array_equal(np.asarray(Z.values), z)
+        assert int(after) == arith.counter.offset + 3 * x.size  # three rounding calls of x.size counters
+
+
+def test_chopped_jax_key_draws_are_reproducible_and_unbiased():
+    o = {"format": "h", "round": 5}
+    v = 1.0 + 2.0**-12  # a quarter of fp16's spacing 2^-10 above 1: rounds up with probability 1/4
+    x = chopped(jnp.full(40000, 1.0), "h")  # exact in fp16
+
+    def f(c, key):
+        with random_draws(key=key):
+            return (c * v).values, (c * v).values
+
+    key = jax.random.key(3)
+    first, second = f(chopped(x.values, o), key)
+    again, _ = jax.jit(f)(chopped(x.values, o), key)
+    np.testing.assert_array_equal(np.asarray(first), np.asarray(again))
+    assert not np.array_equal(np.asarray(first), np.asarray(second))  # call 1 and call 2 differ
+    values = np.asarray(first)
+    assert set(np.unique(values)) == {1.0, 1.0 + 2.0**-10}
+    up = float(np.mean(values > 1.0))
+    assert abs(up - 0.25) < 5 * np.sqrt(0.25 * 0.75 / values.size)  # 5 sigma of the binomial
 
 
 if __name__ == "__main__":

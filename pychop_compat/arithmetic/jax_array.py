@@ -1,22 +1,54 @@
-"""Chopped JAX arrays: elementwise arithmetic rounded by ``pychop_compat.engines.jax_engine``.
+"""Chopped JAX arrays: every operation rounded, the numbers of chopped NumPy arrays.
 
-``chopped(jax_array, options)`` returns a :class:`ChoppedJax`, a pytree
-(the arithmetic is static data), so functions on it can be ``jax.jit``-ed.
-``+ - * / **``, unary minus and ``abs`` round like NumPy chopped arrays;
-:meth:`ChoppedJax.apply` rounds the result of any elementwise ``jax.numpy``
-function once (``x.apply(jnp.exp)``); :meth:`ChoppedJax.sum` sums
-recursively with every addition rounded.  JAX has no dispatch protocol for
-``jnp`` functions, and a chopped JAX array deliberately defines no
-``__jax_array__``: ``jnp.sum(x)`` or ``x @ y`` fail with a type error instead
-of computing in full precision; matrix products and the other summation
-orders are not implemented for JAX.  Deterministic rounding only (modes 1
-to 4, no bit flips).
+``chopped(jax_array, options)`` returns a :class:`ChoppedJax`, a pytree (the
+arithmetic is static data), so functions on it can be ``jax.jit``-ed.
+
+What rounds where
+-----------------
+* ``+ - * / **`` (unary minus and ``abs`` are exact) and :meth:`ChoppedJax.apply`
+  (any elementwise ``jax.numpy`` function, rounded once) round on the array's
+  device with :mod:`pychop_compat.engines.jax_engine`, inside and outside
+  ``jit``.
+* Matrix products (``@``, :meth:`~ChoppedJax.matmul`, :meth:`~ChoppedJax.dot`)
+  of 1-D and 2-D operands call :func:`pychop_compat.linalg.matmul` on the JAX
+  arrays (today linalg computes them on the host and gives back a JAX array on
+  the device).  Sums and products (:meth:`~ChoppedJax.sum`, ``prod``,
+  ``cumsum``, ``cumprod``, ``mean``, ``var``, ``std``), stacks of matrix
+  products and :func:`einsum` run the chopped NumPy array's code on a host
+  copy (the orders of :mod:`.reductions` and linalg's kernels, one
+  implementation) and put the result back on the device.  Inside ``jax.jit``
+  these host computations are ``jax.pure_callback`` calls, for deterministic
+  rounding only (a callback must be a pure function of its operands).
+* ``jnp.sum(x)`` and the other ``jax.numpy`` functions raise a ``TypeError``: a
+  chopped JAX array defines no ``__jax_array__``, so nothing computes in full
+  precision silently.
+
+Random numbers (stochastic rounding, bit flips)
+-----------------------------------------------
+* Eager (no ``jit``), no :func:`random_draws` block: the arithmetic's sources,
+  exactly as a chopped NumPy array draws them: MATLAB's stream (the host's, in
+  chop.m's order: the array goes to the host and back) or, for an arithmetic
+  made with ``rng=<seed>``, its counter (computed on the device when
+  ``jax_enable_x64`` is on).  So the same sequence of operations gives the same
+  bits as on chopped NumPy arrays.
+* Under ``jit`` (or eagerly, by choice) inside ``with random_draws(...)``:
+  ``random_draws(offset=n)``: the counter-based generator of the arithmetic's
+  seed (``rng=`` required), the rounding calls taking counters ``n, n +
+  size_1, ...`` in program order (``offset`` may be traced; read the next free
+  counter from the block's ``offset`` at its end).  Equal bit for bit to a
+  chopped NumPy array of ``Arithmetic(options, rng=seed)`` whose counter is at
+  ``n``.  ``random_draws(key=k)``: call ``c`` of the block gets the numbers of
+  ``jax.random.fold_in(k, c)`` (see :func:`~pychop_compat.engines.jax_engine.chop_jax`);
+  JAX's numbers, not comparable with NumPy.  Host computations (sums, products)
+  with random numbers are not available inside such a block.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Optional, Union
+import threading
+from typing import TYPE_CHECKING, Any, Callable, Optional, Tuple, Union
 
+import numpy as np
 from numpy.typing import ArrayLike
 
 from ..engines import jax_engine
@@ -25,7 +57,7 @@ from .context import Arithmetic
 if TYPE_CHECKING:
     import jax
 
-__all__ = ["ChoppedJax", "chopped_jax"]
+__all__ = ["ChoppedJax", "chopped_jax", "random_draws", "RandomDraws", "einsum"]
 
 _registered = False
 
@@ -40,8 +72,189 @@ def _register() -> None:
         _registered = True
 
 
+def _is_traced(x) -> bool:
+    import jax
+
+    return isinstance(x, jax.core.Tracer)
+
+
+# -- random numbers inside jit ---------------------------------------------------------------
+
+_blocks = threading.local()
+
+
+class RandomDraws:
+    """Where the rounding calls of chopped JAX arrays take their random numbers inside a
+    ``with`` block (create with :func:`random_draws`).
+
+    Attributes
+    ----------
+    key : jax.random key or None
+        The key of ``random_draws(key=...)``.
+    offset : int or jax.Array or None
+        The next free counter of ``random_draws(offset=...)``: after the block,
+        the offset to start the next block with.
+    calls : int
+        Rounding calls made in the block so far.
+    """
+
+    def __init__(self, key: Any = None, offset: Any = None) -> None:
+        if (key is None) == (offset is None):
+            raise ValueError("random_draws needs exactly one of key= (jax.random) or offset= (the counter).")
+        self.key = key
+        self.offset = offset
+        self.calls = 0
+
+    def __enter__(self) -> "RandomDraws":
+        stack = getattr(_blocks, "stack", None)
+        if stack is None:
+            stack = _blocks.stack = []
+        stack.append(self)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        _blocks.stack.pop()
+
+    def round(self, data: Any, arith: Arithmetic) -> Any:
+        """``data`` rounded by ``arith`` with this block's numbers (one rounding call)."""
+        spec = arith.spec_for(data.dtype)
+        if self.key is not None:
+            import jax
+
+            key = jax.random.fold_in(self.key, self.calls)
+            self.calls += 1
+            return jax_engine.chop_jax(data, spec, key=key)
+        if arith.counter is None:
+            raise ValueError("random_draws(offset=...) takes the numbers of the arithmetic's counter: make "
+                             "the arithmetic with rng=<seed> (or use random_draws(key=...)).")
+        out = jax_engine.chop_jax(data, spec, seed=arith.counter.seed, offset=self.offset)
+        self.offset = self.offset + int(np.prod(data.shape, dtype=np.int64))
+        self.calls += 1
+        return out
+
+
+def random_draws(*, key: Any = None, offset: Any = None) -> RandomDraws:
+    """A ``with`` block in which chopped JAX arrays draw from ``key`` or from their counter at ``offset``.
+
+    Parameters
+    ----------
+    key : jax.random key, optional
+        Rounding call ``c`` of the block uses ``jax.random.fold_in(key, c)``.
+    offset : int or jax.Array, optional
+        The counter of the first rounding call; each call advances it by its
+        number of elements.  The arithmetic needs ``rng=<seed>``.
+
+    Returns
+    -------
+    RandomDraws
+
+    Examples
+    --------
+    >>> import jax, jax.numpy as jnp                                   # doctest: +SKIP
+    >>> arith = Arithmetic({'format': 'h', 'round': 5}, rng=7)           # doctest: +SKIP
+    >>> @jax.jit
+    ... def step(x, y, offset):
+    ...     with random_draws(offset=offset) as draws:
+    ...         z = x * y + 1.0
+    ...     return z, draws.offset                                       # doctest: +SKIP
+    """
+    return RandomDraws(key=key, offset=offset)
+
+
+def _active() -> Optional[RandomDraws]:
+    stack = getattr(_blocks, "stack", None)
+    return stack[-1] if stack else None
+
+
+def _round_jax(data: Any, arith: Arithmetic) -> Any:
+    """One rounding call on a JAX array, with the numbers the module notes describe."""
+    if not arith.draws:
+        return jax_engine.chop_jax(data, arith.spec_for(data.dtype))
+    block = _active()
+    if block is not None:
+        return block.round(data, arith)
+    if _is_traced(data):
+        raise TypeError("stochastic rounding of chopped JAX arrays inside jax.jit needs explicit numbers: "
+                        "`with pychop_compat.arithmetic.jax_array.random_draws(key=...)` or "
+                        "`(offset=...)` (with an arithmetic made with rng=<seed>).")
+    return jax_engine.chop_jax_array(data, arith.spec_for(data.dtype), arith.sources)
+
+
+# -- host computations: the chopped NumPy array's code ------------------------------------------
+
+
+def _plain(value):
+    return value._data if isinstance(value, ChoppedJax) else value
+
+
+def _on_host(name: str, numpy_func: Callable, like: Callable, operands: Tuple, arith: Arithmetic,
+             **kwargs: Any) -> "ChoppedJax":
+    """``numpy_func`` (a NumPy function that chopped NumPy arrays implement) on host copies of the
+    operands (chopped ones as chopped NumPy arrays of ``arith``), back on the device.
+
+    ``like``: the ``jax.numpy`` function of the same shape rule (only its result's shape and
+    dtype are used, by ``jax.eval_shape``, inside ``jit``).
+    """
+    import jax
+
+    from .array import _wrap
+
+    chopped_at = [isinstance(o, ChoppedJax) for o in operands]
+    datas = [_plain(o) for o in operands]
+
+    def host(*arrays):
+        args = [_wrap(np.array(a), arith) if c else np.asarray(a) for a, c in zip(arrays, chopped_at)]
+        return np.asarray(numpy_func(*args, **kwargs))
+
+    if any(_is_traced(d) for d in datas if d is not None):
+        if arith.draws:
+            raise TypeError(f"{name} of chopped JAX arrays with random rounding runs on the host and cannot "
+                            "be traced by jax.jit; call it outside jit.")
+        result = jax.eval_shape(lambda *a: like(*a, **kwargs), *datas)
+        out = jax.pure_callback(lambda *a: host(*a).astype(result.dtype), result, *datas)
+        return ChoppedJax(out, arith)
+    if arith.draws and _active() is not None:
+        raise NotImplementedError(f"{name} of chopped JAX arrays with random rounding draws from the "
+                                  "arithmetic's own sources on the host, not from a random_draws block; "
+                                  "call it outside the block.")
+    device = next(d for d in datas if isinstance(d, jax.Array))
+    return ChoppedJax(jax.device_put(host(*datas), next(iter(device.devices()))), arith)
+
+
+def _arith_of(*operands) -> Arithmetic:
+    arith = None
+    for o in operands:
+        if isinstance(o, ChoppedJax):
+            arith = o._arith if arith is None else arith.combine(o._arith)
+    return arith
+
+
+def _product(name: str, a, b) -> "ChoppedJax":
+    """``a @ b``: linalg.matmul on the JAX arrays for 1-D and 2-D operands (eager), else the host code."""
+    import jax.numpy as jnp
+
+    from .. import linalg
+    from .array import refuse_counter_in_linalg
+
+    arith = _arith_of(a, b)
+    refuse_counter_in_linalg(arith, "a matrix product")
+    A, B = _plain(a), _plain(b)
+    if name == "matmul" and (jnp.ndim(A) == 0 or jnp.ndim(B) == 0):
+        raise ValueError("matmul: input operand does not have enough dimensions")
+    if jnp.ndim(A) <= 2 and jnp.ndim(B) <= 2 and not (_is_traced(A) or _is_traced(B)):
+        if arith.draws and _active() is not None:
+            raise NotImplementedError(f"{name} of chopped JAX arrays with random rounding draws as chop "
+                                      "does, not from a random_draws block; call it outside the block.")
+        if jnp.ndim(A) == 0 or jnp.ndim(B) == 0:  # np.dot with a scalar: elementwise
+            return ChoppedJax(_round_jax(A * B, arith), arith)
+        C = linalg.matmul(A, B, arith.given, method=arith.method, block_size=arith.block_size)
+        return ChoppedJax(jnp.asarray(C), arith)
+    like = jnp.matmul if name == "matmul" else jnp.dot
+    return _on_host(name, np.matmul if name == "matmul" else np.dot, like, (a, b), arith)
+
+
 class ChoppedJax:
-    """A JAX array in a format; elementwise operations round (create with :func:`~pychop_compat.arithmetic.chopped`)."""
+    """A JAX array in a format; every operation rounds (create with :func:`~pychop_compat.arithmetic.chopped`)."""
 
     __slots__ = ("_data", "_arith")
 
@@ -56,17 +269,22 @@ class ChoppedJax:
 
     @property
     def arithmetic(self) -> Arithmetic:
+        """The simulated machine: format, rounding, operand rules, reduction order."""
         return self._arith
 
     shape = property(lambda self: self._data.shape)
     dtype = property(lambda self: self._data.dtype)
     ndim = property(lambda self: self._data.ndim)
+    T = property(lambda self: ChoppedJax(self._data.T, self._arith))
 
     def __repr__(self) -> str:
         return f"chopped({self._data!r}, {self._arith.describe()})"
 
+    def __len__(self) -> int:
+        return len(self._data)
+
     def _round(self, data, arith: Arithmetic) -> "ChoppedJax":
-        return ChoppedJax(jax_engine.chop_jax(data, arith.spec_for(data.dtype)), arith)
+        return ChoppedJax(_round_jax(data, arith), arith)
 
     def _binary(self, op: Callable, other, reflected: bool = False):
         arith = self._arith
@@ -78,7 +296,7 @@ class ChoppedJax:
             if arith.strict:
                 import jax.numpy as jnp
 
-                o = jax_engine.chop_jax(jnp.asarray(o, dtype=self._data.dtype), arith.spec_for(self._data.dtype))
+                o = _round_jax(jnp.asarray(o, dtype=self._data.dtype), arith)
         return self._round(op(o, self._data) if reflected else op(self._data, o), arith)
 
     def __add__(self, o):
@@ -114,6 +332,12 @@ class ChoppedJax:
     def __abs__(self):
         return ChoppedJax(abs(self._data), self._arith)
 
+    def __matmul__(self, o):
+        return _product("matmul", self, o)
+
+    def __rmatmul__(self, o):
+        return _product("matmul", o, self)
+
     def __getitem__(self, key):
         return ChoppedJax(self._data[key], self._arith)
 
@@ -129,48 +353,93 @@ class ChoppedJax:
     def __ge__(self, o):
         return self._data >= getattr(o, "_data", o)
 
+    def reshape(self, *shape: Any) -> "ChoppedJax":
+        """The same values in another shape."""
+        return ChoppedJax(self._data.reshape(*shape), self._arith)
+
     def apply(self, func: Callable[..., jax.Array], *args: Any, **kwargs: Any) -> "ChoppedJax":
         """``fl(func(x, *args))`` for an elementwise ``func`` (e.g. ``jnp.exp``), rounded once."""
         plain = tuple(getattr(a, "_data", a) for a in args)
         return self._round(func(self._data, *plain, **kwargs), self._arith)
 
-    def sum(self, axis: Optional[int] = None) -> "ChoppedJax":
-        """Recursive sum with every addition rounded (the order of
-        :func:`pychop_compat.arithmetic.reductions.reduce`, ``method='recursive'``):
-        ``s = x_1``, ``s = fl(s + x_k)``, by ``lax.fori_loop`` (one rounding per step under
-        ``jit``).  ``axis=None``: all elements in row-major order.  Other methods: not
-        implemented for JAX (``NotImplementedError``)."""
-        import jax
-        import jax.numpy as jnp
-
-        if self._arith.method not in ("recursive", "fma"):
-            raise NotImplementedError(f"sum with method={self._arith.method!r} is not implemented for JAX")
-        terms = self._data.ravel() if axis is None else jnp.moveaxis(self._data, axis, 0)
-        n = terms.shape[0]
-        if n == 0:
-            return ChoppedJax(jnp.zeros(terms.shape[1:], terms.dtype), self._arith)
-        spec = self._arith.spec_for(terms.dtype)
-
-        def step(k, s):
-            return jax_engine.chop_jax(s + terms[k], spec)
-
-        return ChoppedJax(jax.lax.fori_loop(1, n, step, terms[0]), self._arith)
-
     def sqrt(self) -> "ChoppedJax":
+        """``fl(sqrt(x))``."""
         import jax.numpy as jnp
 
         return self.apply(jnp.sqrt)
 
+    # -- products and reductions: linalg and the chopped NumPy array's code ------------------
+
+    def matmul(self, other: Union["ChoppedJax", ArrayLike]) -> "ChoppedJax":
+        """``self @ other`` (see the module notes)."""
+        return _product("matmul", self, other)
+
+    def dot(self, other: Union["ChoppedJax", ArrayLike]) -> "ChoppedJax":
+        """:func:`numpy.dot` of chopped arrays: linalg's kernels (see the module notes)."""
+        return _product("dot", self, other)
+
+    def _reduction(self, name: str, **kwargs: Any) -> "ChoppedJax":
+        import jax.numpy as jnp
+
+        return _on_host(name, getattr(np, name), getattr(jnp, name), (self,), self._arith, **kwargs)
+
+    def sum(self, axis: Any = None, keepdims: bool = False) -> "ChoppedJax":
+        """Sum with every addition rounded, in the arithmetic's order (:mod:`.reductions`)."""
+        return self._reduction("sum", axis=axis, keepdims=keepdims)
+
+    def prod(self, axis: Any = None, keepdims: bool = False) -> "ChoppedJax":
+        """Product with every multiplication rounded, in the arithmetic's order."""
+        return self._reduction("prod", axis=axis, keepdims=keepdims)
+
+    def cumsum(self, axis: Optional[int] = None) -> "ChoppedJax":
+        """Cumulative sum, recursive, every addition rounded."""
+        return self._reduction("cumsum", axis=axis)
+
+    def cumprod(self, axis: Optional[int] = None) -> "ChoppedJax":
+        """Cumulative product, recursive, every multiplication rounded."""
+        return self._reduction("cumprod", axis=axis)
+
+    def mean(self, axis: Any = None, keepdims: bool = False) -> "ChoppedJax":
+        """``fl(sum / n)`` (as chopped NumPy arrays)."""
+        return self._reduction("mean", axis=axis, keepdims=keepdims)
+
+    def var(self, axis: Any = None, ddof: int = 0, keepdims: bool = False) -> "ChoppedJax":
+        """Variance in the order of chopped NumPy arrays."""
+        return self._reduction("var", axis=axis, ddof=ddof, keepdims=keepdims)
+
+    def std(self, axis: Any = None, ddof: int = 0, keepdims: bool = False) -> "ChoppedJax":
+        """``fl(sqrt(var))``."""
+        return self._reduction("std", axis=axis, ddof=ddof, keepdims=keepdims)
+
+
+def einsum(subscripts: str, *operands: Union[ChoppedJax, ArrayLike]) -> ChoppedJax:
+    """:func:`numpy.einsum` on chopped JAX arrays, by the chopped NumPy array's code (linalg's
+    kernels for each contraction; on the host, see the module notes)."""
+    import jax.numpy as jnp
+
+    arith = _arith_of(*operands)
+    if arith is None:
+        raise TypeError("einsum needs a chopped JAX array")
+    if len(operands) == 2:
+        from .array import refuse_counter_in_linalg
+
+        refuse_counter_in_linalg(arith, "einsum")
+
+    def numpy_einsum(*ops):
+        return np.einsum(subscripts, *ops)
+
+    def jax_einsum(*ops):
+        return jnp.einsum(subscripts, *ops)
+
+    return _on_host("einsum", numpy_einsum, jax_einsum, operands, arith)
+
 
 def chopped_jax(x: Union[jax.Array, ArrayLike], arith: Arithmetic) -> ChoppedJax:
-    """``x`` rounded to ``arith``'s format as a :class:`ChoppedJax` (deterministic modes only)."""
+    """``x`` rounded to ``arith``'s format (one rounding call) as a :class:`ChoppedJax`."""
     _register()
-    if not jax_engine.supports(arith.spec):
-        raise NotImplementedError("chopped JAX arrays implement rounding modes 1 to 4 without bit "
-                                  f"flips; got {arith.describe()}.")
     import jax.numpy as jnp
 
     data = jnp.asarray(x)
     if data.dtype not in (jnp.float32, jnp.float64):  # integers, float16, bfloat16
         data = data.astype(jnp.result_type(float))
-    return ChoppedJax(jax_engine.chop_jax(data, arith.spec_for(data.dtype)), arith)
+    return ChoppedJax(_round_jax(data, arith), arith)

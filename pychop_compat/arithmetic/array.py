@@ -24,6 +24,7 @@ from .. import linalg
 from ..engines import array_library
 from . import reductions
 from .context import Arithmetic, OptionsLike
+from .namespace import is_device_array, namespace_of
 from .reductions import Axis
 from .scalar import ChoppedScalar
 
@@ -51,8 +52,9 @@ def _wrap(data: np.ndarray, arith: Arithmetic) -> "ChoppedArray":
 
 
 def _result(data: np.ndarray, arith: Arithmetic, scalars: bool):
-    """A 0-d float64 result of an operation on chopped scalars only is a chopped scalar."""
-    if scalars and data.ndim == 0 and data.dtype == np.float64:
+    """A 0-d float64 result of an operation on chopped scalars only is a chopped scalar
+    (on the host: a device array's 0-d result stays a chopped array on its device)."""
+    if scalars and data.ndim == 0 and data.dtype == np.float64 and type(data) is np.ndarray:
         return ChoppedScalar._make(float(data), arith)
     return _wrap(data, arith)
 
@@ -103,12 +105,29 @@ def _unwrap(v):
 
 
 def _is_float(a) -> bool:
-    return isinstance(a, (np.ndarray, np.floating)) and a.dtype.kind == "f"
+    return (isinstance(a, (np.ndarray, np.floating)) or is_device_array(a)) and a.dtype.kind == "f"
+
+
+def _is_array(v) -> bool:
+    """A NumPy array or a device (CuPy) array."""
+    return isinstance(v, np.ndarray) or is_device_array(v)
+
+
+def _data(value):
+    """An operation's result as an array: a device array as it is, anything else through NumPy."""
+    return value if is_device_array(value) else np.asarray(value)
+
+
+def _host_only(x: "ChoppedArray", name: str) -> None:
+    """Refuse a function that is implemented for chopped arrays on the host only."""
+    if is_device_array(x._data):
+        raise NotChoppedError(f"{name} is not implemented for chopped {namespace_of(x._data).name} arrays "
+                              "(elementwise operations, sums, products, dot and 2-D matmul are).")
 
 
 def _rewrap(value, arith: Arithmetic):
     """Float arrays from a data-movement function back as chopped arrays (values unchanged)."""
-    if isinstance(value, np.ndarray) and value.dtype.kind == "f":
+    if _is_array(value) and value.dtype.kind == "f":
         return _wrap(value, arith)
     if isinstance(value, np.floating):
         return _result(np.asarray(value), arith, True)
@@ -146,14 +165,19 @@ class ChoppedArray:
 
     @property
     def values(self) -> np.ndarray:
-        """A plain copy of the values (leaves the simulation)."""
+        """A plain copy of the values (leaves the simulation; a CuPy array on its device for CuPy data)."""
         return self._data.copy()
 
     def to_numpy(self) -> np.ndarray:
-        """A plain copy of the values (same as :attr:`values`)."""
+        """A plain NumPy copy of the values (on the host)."""
+        if is_device_array(self._data):
+            return namespace_of(self._data).to_host(self._data)
         return self._data.copy()
 
     def __array__(self, dtype=None, copy=None):
+        if is_device_array(self._data):
+            raise TypeError("a chopped CuPy array is not converted to NumPy implicitly; use .to_numpy() "
+                            "(or .values for the CuPy array).")
         if copy is False:
             raise ValueError("a chopped array cannot be viewed as a plain ndarray without a copy")
         return self._data.astype(dtype) if dtype is not None else self._data.copy()
@@ -172,6 +196,8 @@ class ChoppedArray:
             yield self[i]
 
     def __repr__(self) -> str:
+        if is_device_array(self._data):
+            return f"chopped({self._data!r}, {self._arith.describe()})"
         body = np.array2string(self._data, separator=", ", prefix="chopped(")
         return f"chopped({body}, {self._arith.describe()})"
 
@@ -221,7 +247,7 @@ class ChoppedArray:
 
     def __getitem__(self, key):
         value = self._data[_unwrap(key)]
-        if isinstance(value, np.ndarray):
+        if _is_array(value):
             return _wrap(value, self._arith)
         if type(value) is np.float64:
             return ChoppedScalar._make(float(value), self._arith)
@@ -241,7 +267,7 @@ class ChoppedArray:
             if other._arith is not arith:
                 arith = arith.combine(other._arith) if not reflected else other._arith.combine(arith)
             o = other._data if kind is ChoppedArray else other._v
-        elif isinstance(other, (np.ndarray, numbers.Number, list, tuple)):
+        elif isinstance(other, (np.ndarray, numbers.Number, list, tuple)) or is_device_array(other):
             o = _operand(other, arith)
         else:
             return NotImplemented
@@ -427,6 +453,8 @@ class ChoppedArray:
         return _apply_ufunc(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
+        if is_device_array(self._data) and func not in _ON_DEVICE:
+            _host_only(self, f"{func.__module__}.{func.__name__}")
         handler = _FUNCTIONS.get(func)
         if handler is not None:
             return handler(*args, **kwargs)
@@ -467,7 +495,7 @@ def _apply_ufunc(ufunc, method, inputs, kwargs):
             raise NotChoppedError(f"np.{ufunc.__name__}(..., {name}=...) is not supported on chopped arrays.")
     out = kwargs.pop("out", None)
     arith = _arithmetic_of(inputs)
-    scalars = all(not isinstance(v, (ChoppedArray, np.ndarray)) for v in inputs)
+    scalars = all(not isinstance(v, ChoppedArray) and not _is_array(v) for v in inputs)
     if method == "__call__" and ufunc is np.matmul:
         result = _matmul(*inputs)
     elif method in ("__call__", "outer"):
@@ -480,7 +508,7 @@ def _apply_ufunc(ufunc, method, inputs, kwargs):
         results = []
         for value in outputs:  # (several outputs: rounded in order)
             if _is_float(value):
-                data = np.asarray(value) if exact else arith.round(np.asarray(value))
+                data = _data(value) if exact else arith.round(_data(value))
                 results.append(_result(data, arith, scalars))
             else:
                 results.append(value)
@@ -616,8 +644,8 @@ def _product_operands(a, b, name: str):
     arith = _arithmetic_of((a, b))
     if arith is None:
         raise NotChoppedError(f"{name} needs a chopped operand")
-    A = a._data if isinstance(a, ChoppedArray) else np.asarray(_unwrap(a), dtype=float)
-    B = b._data if isinstance(b, ChoppedArray) else np.asarray(_unwrap(b), dtype=float)
+    A, B = (v._data if isinstance(v, ChoppedArray) else
+            v if is_device_array(v) else np.asarray(_unwrap(v), dtype=float) for v in (a, b))
     return A, B, arith
 
 
@@ -633,6 +661,18 @@ def refuse_counter_in_linalg(arith: Arithmetic, name: str) -> None:
 def _kernel(A: np.ndarray, B: np.ndarray, arith: Arithmetic) -> np.ndarray:
     """linalg's chopped matmul (1-D or 2-D operands) in the arithmetic's order."""
     refuse_counter_in_linalg(arith, "a matrix product")
+    device = next((v for v in (A, B) if is_device_array(v)), None)
+    if device is not None:
+        # linalg computes on the host today: a round trip, for deterministic rounding only (the
+        # device's random numbers and linalg's host draws are different sources).
+        if arith.draws:
+            raise NotChoppedError("matrix products of chopped CuPy arrays with stochastic rounding or bit "
+                                  "flips are not implemented (linalg draws on the host, CuPy arrays from "
+                                  "the device's counter).")
+        namespace = namespace_of(device)
+        host = [namespace.to_host(v) if is_device_array(v) else v for v in (A, B)]
+        C = linalg.matmul(host[0], host[1], arith.given, method=arith.method, block_size=arith.block_size)
+        return namespace.from_host(np.asarray(C), device)
     return linalg.matmul(A, B, arith.given, method=arith.method, block_size=arith.block_size)
 
 
@@ -643,6 +683,9 @@ def _matmul(a, b, out=None):
         raise ValueError("matmul: input operand does not have enough dimensions")
     if A.ndim <= 2 and B.ndim <= 2:
         C = _kernel(A, B, arith)
+    elif is_device_array(A) or is_device_array(B):
+        raise NotChoppedError("stacks of matrix products are not implemented for chopped CuPy arrays; "
+                              "multiply the matrices one by one.")
     else:
         A2 = A if A.ndim > 1 else A[None, :]
         B2 = B if B.ndim > 1 else B[:, None]
@@ -656,7 +699,7 @@ def _matmul(a, b, out=None):
             C = C[..., 0, :]
         if B.ndim == 1:
             C = C[..., 0]
-    C = np.asarray(C)
+    C = _data(C)
     return _write_out(_result(C, arith, C.ndim == 0), out)
 
 
@@ -667,13 +710,13 @@ def _dot(a, b, out=None):
     if A.ndim > 2 or B.ndim > 2:
         raise NotChoppedError("np.dot of arrays with more than 2 dimensions is not implemented on "
                               "chopped arrays; use np.matmul or np.einsum.")
-    C = np.asarray(_kernel(A, B, arith))
+    C = _data(_kernel(A, B, arith))
     return _write_out(_result(C, arith, C.ndim == 0), out)
 
 
 def _vdot(a, b):
     A, B, arith = _product_operands(a, b, "vdot")
-    return _result(np.asarray(_kernel(A.ravel(), B.ravel(), arith)), arith, True)
+    return _result(_data(_kernel(A.ravel(), B.ravel(), arith)), arith, True)
 
 
 def _inner(a, b):
@@ -888,6 +931,12 @@ _FUNCTIONS = {
     np.around: _round_elementwise(np.around),
 }
 
+# Functions implemented for chopped arrays holding device (CuPy) arrays: the rest refuse them.
+_ON_DEVICE = {np.sum, np.prod, np.cumsum, np.cumprod, np.mean, np.var, np.std, np.dot, np.vdot,
+              np.matmul, np.outer, np.reshape, np.transpose, np.ravel, np.squeeze, np.expand_dims,
+              np.moveaxis, np.swapaxes, np.copy, np.shape, np.ndim, np.size, np.max, np.min, np.amax,
+              np.amin, np.argmax, np.argmin, np.any, np.all}
+
 # Values move, nothing is computed: the result holds values of the operands.
 _MOVES = {
     np.reshape, np.transpose, np.ravel, np.squeeze, np.expand_dims, np.flip, np.fliplr,
@@ -977,9 +1026,6 @@ def chopped(x: Union[ChoppedOperand, torch.Tensor, jax.Array],
         from .jax_array import chopped_jax
 
         return chopped_jax(x, arith)
-    if array_library(x) == "cupy":
-        raise NotImplementedError("chopped CuPy arrays are not implemented yet; use "
-                                  "pychop_compat.chop on CuPy arrays, or chopped NumPy arrays.")
     if isinstance(x, (numbers.Real, np.floating, np.integer)) and not isinstance(x, (bool, np.bool_)) \
             and not (isinstance(x, np.generic) and x.dtype == np.float32):
         return ChoppedScalar._make(float(arith.store(float(x))), arith)

@@ -21,6 +21,7 @@ from numpy.typing import ArrayLike, DTypeLike
 from ..api import Chop, chop_options
 from ..engines import numpy_engine, numpy_fast
 from ..options import ChopSpec, resolve
+from .namespace import is_device_array, namespace_of
 from ..randomness import MATLAB_STREAM, RandomSources, sources_for
 
 __all__ = ["Arithmetic", "FormatMismatchError", "METHODS", "MISMATCH_RULES"]
@@ -241,6 +242,10 @@ class Arithmetic:
         The same numbers, and the same random draws, as ``chop(x, options)``.
         """
         dtype = x.dtype
+        if type(x) is not np.ndarray:
+            namespace = namespace_of(x)
+            if namespace is not None and not namespace.on_host:  # a CuPy array: its engine, its device
+                return namespace.round(x, self.spec_for(dtype), self._sources)
         if dtype != np.float64 and dtype != np.float32:
             return np.asarray(self.chop(x))
         if x.size == 0:
@@ -249,7 +254,7 @@ class Arithmetic:
 
     def enter(self, x: ArrayLike) -> np.ndarray:
         """A plain operand as it enters an operation: exactly, or rounded when ``strict``."""
-        arr = np.asarray(x)
+        arr = x if is_device_array(x) else np.asarray(x)
         if arr.dtype.kind not in "f":
             if arr.dtype.kind in "biu":
                 arr = arr.astype(np.float64)
@@ -261,7 +266,7 @@ class Arithmetic:
 
     def store(self, x: ArrayLike) -> np.ndarray:
         """Values stored in the format: float32 data stays float32, everything else float64."""
-        arr = np.asarray(x)
+        arr = x if is_device_array(x) else np.asarray(x)
         if arr.dtype.kind == "c":
             raise ValueError("Chop requires a real input array.")
         if arr.dtype != np.float32:

@@ -29,6 +29,10 @@ the axis is, for every position of the other axes at once:
 An empty reduction is the identity (0 or 1); a single term is returned as it
 is.  ``axis=None`` reduces all elements in row-major (C) order; a tuple of
 axes reduces them together in the row-major order of those axes.
+
+The code is written once for NumPy and CuPy arrays: array creation goes
+through the data's :class:`~.namespace.DataNamespace`, so CuPy data stays on
+its device.
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ import operator
 from typing import Callable, Optional, Sequence, Union
 
 import numpy as np
+
+from .namespace import NUMPY, namespace_of
 
 __all__ = ["reduce", "accumulate"]
 
@@ -48,7 +54,15 @@ _IDENTITY = {"add": 0.0, "multiply": 1.0}
 _PYTHON_OP = {np.add: operator.add, np.multiply: operator.mul}  # IEEE double, like the ufunc
 
 
-def _to_front(x: np.ndarray, axis: Axis):
+def _module(x):
+    """``(array module, x as an array of it)``: NumPy for anything that is not a device array."""
+    namespace = namespace_of(x)
+    if namespace is None or namespace is NUMPY:
+        return np, np.asarray(x)
+    return namespace.module, x
+
+
+def _to_front(x: np.ndarray, axis: Axis, xp=np):
     """``(terms, result_shape_keepdims)``: the reduced axes flattened (C order) to the front."""
     if axis is None:
         axes = tuple(range(x.ndim))
@@ -64,7 +78,7 @@ def _to_front(x: np.ndarray, axis: Axis):
     if len(set(axes)) != len(axes):
         raise ValueError("repeated axis")
     rest = tuple(a for a in range(x.ndim) if a not in axes)
-    moved = np.transpose(x, axes + rest)
+    moved = xp.transpose(x, axes + rest)
     n = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
     terms = moved.reshape((n,) + tuple(x.shape[a] for a in rest))
     keep = tuple(1 if a in axes else x.shape[a] for a in range(x.ndim))
@@ -85,21 +99,21 @@ def _recursive(terms, ufunc, rnd, scalar_rnd):
     return s
 
 
-def _pairwise(terms, ufunc, rnd):
+def _pairwise(terms, ufunc, rnd, xp=np):
     while terms.shape[0] > 1:
         h = terms.shape[0] // 2
         pairs = rnd(ufunc(terms[0 : 2 * h : 2], terms[1 : 2 * h : 2]))
-        terms = np.concatenate([pairs, terms[2 * h :]]) if terms.shape[0] % 2 else pairs
+        terms = xp.concatenate([pairs, terms[2 * h :]]) if terms.shape[0] % 2 else pairs
     return terms[0]
 
 
-def _blocked(terms, ufunc, rnd, block_size):
+def _blocked(terms, ufunc, rnd, block_size, xp=np):
     n, b = terms.shape[0], int(block_size)
     blocks = -(-n // b)
     partial = None
     for j in range(min(b, n)):
         count = -(-(n - j) // b)  # the blocks having a j-th term: a prefix
-        t = terms[np.arange(count) * b + j]
+        t = terms[j : j + (count - 1) * b + 1 : b]  # terms j, j + b, ..., of the first count blocks
         if j == 0:
             partial = t.copy()
         else:
@@ -146,10 +160,13 @@ def reduce(x: np.ndarray, rnd: Rounder, op: str = "add", axis: Axis = None, *,
         The reduction (0-d for a full reduction without ``keepdims``).
     """
     ufunc = getattr(np, op)
-    terms, keep = _to_front(np.asarray(x), axis)
+    xp, x = _module(x)
+    if xp is not np:
+        scalar_rnd = None  # (a Python float path would leave the device)
+    terms, keep = _to_front(x, axis, xp)
     n = terms.shape[0]
     if n == 0:
-        out = np.full(terms.shape[1:], _IDENTITY[op], dtype=terms.dtype)
+        out = xp.full(terms.shape[1:], _IDENTITY[op], dtype=terms.dtype)
     elif n == 1:
         out = terms[0].copy()
     elif method in ("recursive", "fma"):
@@ -157,10 +174,11 @@ def reduce(x: np.ndarray, rnd: Rounder, op: str = "add", axis: Axis = None, *,
     elif method in ("pairwise", "blocked"):
         if method == "blocked" and int(block_size) < 1:
             raise ValueError("block_size must be a positive integer")
-        tree = _pairwise if method == "pairwise" else (lambda t, f, r: _blocked(t, f, r, block_size))
+        tree = (lambda t, f, r: _pairwise(t, f, r, xp)) if method == "pairwise" else (
+            lambda t, f, r: _blocked(t, f, r, block_size, xp))
         if draws and terms[0].size > 1:
             flat = terms.reshape(n, -1)
-            out = np.empty(flat.shape[1], terms.dtype)
+            out = xp.empty(flat.shape[1], terms.dtype)
             for j in range(flat.shape[1]):
                 out[j] = tree(flat[:, j:j + 1], ufunc, rnd)[0]
             out = out.reshape(terms.shape[1:])
@@ -168,7 +186,7 @@ def reduce(x: np.ndarray, rnd: Rounder, op: str = "add", axis: Axis = None, *,
             out = tree(terms, ufunc, rnd)
     else:
         raise ValueError(f"method must be 'recursive', 'fma', 'pairwise' or 'blocked', not {method!r}")
-    out = np.asarray(out, dtype=terms.dtype)
+    out = xp.asarray(out, dtype=terms.dtype)
     return out.reshape(keep) if keepdims else out
 
 
@@ -181,12 +199,14 @@ def accumulate(x: np.ndarray, rnd: Rounder, op: str = "add", axis: Optional[int]
     in row-major order, as :func:`numpy.cumsum` does.
     """
     ufunc = getattr(np, op)
-    x = np.asarray(x)
+    xp, x = _module(x)
+    if xp is not np:
+        scalar_rnd = None
     if axis is None:
         x, axis = x.ravel(), 0
     axis = int(axis) % max(x.ndim, 1)
-    terms = np.moveaxis(x, axis, 0)
-    out = np.empty(terms.shape, dtype=terms.dtype)
+    terms = xp.moveaxis(x, axis, 0)
+    out = xp.empty(terms.shape, dtype=terms.dtype)
     n = terms.shape[0]
     if n:
         if terms.ndim == 1 and scalar_rnd is not None and terms.dtype == np.float64:
@@ -201,4 +221,4 @@ def accumulate(x: np.ndarray, rnd: Rounder, op: str = "add", axis: Optional[int]
             out[0] = terms[0]
             for k in range(1, n):
                 out[k] = rnd(ufunc(out[k - 1], terms[k]))
-    return np.moveaxis(out, 0, axis)
+    return xp.moveaxis(out, 0, axis)

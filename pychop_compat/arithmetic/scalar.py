@@ -100,10 +100,11 @@ class ChoppedScalar:
 
     def _array_op(self, ufunc, other, reflected: bool):
         from .array import ChoppedArray, _apply_ufunc
+        from .namespace import is_device_array
 
         if isinstance(other, ChoppedArray):
             return NotImplemented  # the array's reflected operator handles it
-        if isinstance(other, (np.ndarray, list, tuple)):
+        if isinstance(other, (np.ndarray, list, tuple)) or is_device_array(other):
             inputs = (other, self) if reflected else (self, other)
             return _apply_ufunc(ufunc, "__call__", inputs, {})
         return NotImplemented

@@ -86,6 +86,25 @@ def scalars(fmt: str = "h", mode: int = 1, number: int = 200000, repeats: int = 
     return rows
 
 
+def stochastic_before_after(number: int = 100000, repeats: int = 9):
+    """Chopped-scalar stochastic rounding: the scalar path used before the one-number draw
+    (``numpy_fast.chop_scalar``, which draws an array of one) against the current one, on the
+    same chopped-scalar objects, interleaved.  Same numbers either way (tested)."""
+    from pychop_compat.arithmetic import Arithmetic, ChoppedScalar
+    from pychop_compat.engines import numpy_fast
+
+    o = {"format": "h", "round": 5}
+    new, old = Arithmetic(o), Arithmetic(o)
+    spec, sources = old.spec, old.sources
+    old.round_scalar = lambda v: numpy_fast.chop_scalar(v, spec, sources)
+    a, b = chop(1 / 3, o), chop(2 / 7, o)
+    An, Bn = ChoppedScalar._make(a, new), ChoppedScalar._make(b, new)
+    Ao, Bo = ChoppedScalar._make(a, old), ChoppedScalar._make(b, old)
+    times = interleaved([lambda: a + b, lambda: Ao + Bo, lambda: An + Bn, lambda: Ao / Bo,
+                         lambda: An / Bn], repeats, number)
+    return [("a + b", times[0], times[1], times[2]), ("a / b", None, times[3], times[4])]
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes only")
@@ -113,6 +132,13 @@ def main(argv=None) -> None:
         for name, t_bare, t_hand, t_wrapped in scalars(args.format, mode, number, 1 if args.smoke else 9):
             print(f"| `{name}` | {t_bare * 1e9:.0f} ns | {t_hand * 1e9:.0f} ns | {t_wrapped * 1e9:.0f} ns | "
                   f"{(t_wrapped - t_bare) * 1e9:.0f} ns |")
+    print("\nChopped scalars, fp16, round=5: the array-of-one draw (before) and the one-number draw (after)\n")
+    print("| operation | float op | before | after |")
+    print("|---|---|---|---|")
+    number = 10 if args.smoke else (10000 if args.quick else 100000)
+    for name, t_bare, t_before, t_after in stochastic_before_after(number, 1 if args.smoke else 9):
+        bare = "-" if t_bare is None else f"{t_bare * 1e9:.0f} ns"
+        print(f"| `{name}` | {bare} | {t_before * 1e9:.0f} ns | {t_after * 1e9:.0f} ns |")
 
 
 if __name__ == "__main__":

@@ -91,6 +91,9 @@ def test_chopped_jax_refuses_what_it_cannot_round():
         chopped(jnp.ones((2, 2)), counter) @ chopped(jnp.ones((2, 2)), counter)
     with pytest.raises(ValueError):
         random_draws()
+    with pytest.raises(NotImplementedError, match="offset"):
+        with random_draws(key=jax.random.key(0)):
+            chopped(jnp.ones(3), Arithmetic(sr, rng=1)).sum()
 
 
 def hand_sum(ch, c, axis):
@@ -182,6 +185,23 @@ def test_chopped_jax_counter_equals_chop_with_seed_eager_and_under_jit():
         Z, after = step(A, B, jnp.uint64(arith.counter.offset))
         np.testing.assert_array_equal(np.asarray(Z.values), z)
         assert int(after) == arith.counter.offset + 3 * x.size  # three rounding calls of x.size counters
+
+        # reductions (host code) under jit draw from the block's counter too
+        total = hand_sum(ch, ch(z * 3), 0)
+
+        @jax.jit
+        def reduce_step(Zc, offset):
+            with random_draws(offset=offset) as draws:
+                T = (Zc * 3).sum(axis=0)
+            return T, draws.offset
+
+        T, after2 = reduce_step(Z, after)
+        np.testing.assert_array_equal(np.asarray(T.values), total)
+        assert int(after2) == int(after) + x.size + (x.shape[0] - 1) * x.shape[1]
+        with random_draws(offset=int(after)) as draws:  # eagerly, the same
+            T2 = (Z * 3).sum(axis=0)
+        np.testing.assert_array_equal(np.asarray(T2.values), total)
+        assert draws.offset == int(after2)
 
 
 def test_chopped_jax_key_draws_are_reproducible_and_unbiased():

@@ -17,8 +17,9 @@ What rounds where
   products and :func:`einsum` run the chopped NumPy array's code on a host
   copy (the orders of :mod:`.reductions` and linalg's kernels, one
   implementation) and put the result back on the device.  Inside ``jax.jit``
-  these host computations are ``jax.pure_callback`` calls, for deterministic
-  rounding only (a callback must be a pure function of its operands).
+  these host computations are ``jax.pure_callback`` calls (a callback must be
+  a pure function of its operands: deterministic rounding, or random numbers
+  from an explicit counter offset, below).
 * ``jnp.sum(x)`` and the other ``jax.numpy`` functions raise a ``TypeError``: a
   chopped JAX array defines no ``__jax_array__``, so nothing computes in full
   precision silently.
@@ -39,8 +40,11 @@ Random numbers (stochastic rounding, bit flips)
   chopped NumPy array of ``Arithmetic(options, rng=seed)`` whose counter is at
   ``n``.  ``random_draws(key=k)``: call ``c`` of the block gets the numbers of
   ``jax.random.fold_in(k, c)`` (see :func:`~pychop_compat.engines.jax_engine.chop_jax`);
-  JAX's numbers, not comparable with NumPy.  Host computations (sums, products)
-  with random numbers are not available inside such a block.
+  JAX's numbers, not comparable with NumPy.  Inside a ``random_draws(offset=...)``
+  block the host computations (sums, reductions, one-operand einsum) draw
+  from the counter at the block's offset too (a ``pure_callback`` that takes
+  the offset and gives back the next one), so they work under ``jit``; not
+  inside a ``key`` block.
 """
 
 from __future__ import annotations
@@ -202,23 +206,61 @@ def _on_host(name: str, numpy_func: Callable, like: Callable, operands: Tuple, a
     chopped_at = [isinstance(o, ChoppedJax) for o in operands]
     datas = [_plain(o) for o in operands]
 
-    def host(*arrays):
-        args = [_wrap(np.array(a), arith) if c else np.asarray(a) for a, c in zip(arrays, chopped_at)]
+    def host_with(arithmetic: Arithmetic, *arrays):
+        args = [_wrap(np.array(a), arithmetic) if c else np.asarray(a) for a, c in zip(arrays, chopped_at)]
         return np.asarray(numpy_func(*args, **kwargs))
 
+    block = _active()
+    if arith.draws and block is not None:
+        return _on_host_counted(name, host_with, like, operands, datas, chopped_at, arith, block, kwargs)
     if any(_is_traced(d) for d in datas if d is not None):
         if arith.draws:
-            raise TypeError(f"{name} of chopped JAX arrays with random rounding runs on the host and cannot "
-                            "be traced by jax.jit; call it outside jit.")
+            raise TypeError(f"{name} of chopped JAX arrays with random rounding inside jax.jit needs "
+                            "`with random_draws(offset=...)` (an arithmetic made with rng=<seed>).")
         result = jax.eval_shape(lambda *a: like(*a, **kwargs), *datas)
-        out = jax.pure_callback(lambda *a: host(*a).astype(result.dtype), result, *datas)
+        out = jax.pure_callback(lambda *a: host_with(arith, *a).astype(result.dtype), result, *datas)
         return ChoppedJax(out, arith)
-    if arith.draws and _active() is not None:
-        raise NotImplementedError(f"{name} of chopped JAX arrays with random rounding draws from the "
-                                  "arithmetic's own sources on the host, not from a random_draws block; "
-                                  "call it outside the block.")
     device = next(d for d in datas if isinstance(d, jax.Array))
-    return ChoppedJax(jax.device_put(host(*datas), next(iter(device.devices()))), arith)
+    return ChoppedJax(jax.device_put(host_with(arith, *datas), next(iter(device.devices()))), arith)
+
+
+def _on_host_counted(name, host_with, like, operands, datas, chopped_at, arith: Arithmetic,
+                     block: RandomDraws, kwargs) -> "ChoppedJax":
+    """The host code with the counter of a ``random_draws(offset=...)`` block: a pure function of
+    the operands and the offset (a counter of the arithmetic's seed starting there), so it can be a
+    ``jax.pure_callback``; the block's offset moves on by the counters the host code took."""
+    import jax
+    import jax.numpy as jnp
+
+    from ..engines.counter_host import CounterRng
+
+    if block.key is not None or arith.counter is None:
+        raise NotImplementedError(f"{name} of chopped JAX arrays with random rounding runs the host code, "
+                                  "which draws from a counter: use random_draws(offset=...) with an "
+                                  "arithmetic made with rng=<seed>, not random_draws(key=...).")
+    seed = arith.counter.seed
+
+    def host_counted(offset, *arrays):
+        counter = CounterRng(seed)
+        counter.offset = int(offset)
+        out = host_with(arith.with_settings(rng=counter), *arrays)
+        return out, np.uint64(counter.offset)
+
+    offset = block.offset
+    if any(_is_traced(d) for d in (offset, *datas) if d is not None):
+        result = jax.eval_shape(lambda *a: like(*a, **kwargs), *datas)
+        shapes = (result, jax.ShapeDtypeStruct((), jnp.uint64))
+        out, after = jax.pure_callback(
+            lambda off, *a: (lambda r: (r[0].astype(result.dtype), r[1]))(host_counted(off, *a)),
+            shapes, jnp.asarray(offset, jnp.uint64), *datas)
+    else:
+        out, after = host_counted(offset, *datas)
+        device = next(d for d in datas if isinstance(d, jax.Array))
+        out = jax.device_put(out, next(iter(device.devices())))
+        after = int(after) if isinstance(offset, int) else jnp.asarray(after, jnp.uint64)
+    block.offset = after
+    block.calls += 1
+    return ChoppedJax(out, arith)
 
 
 def _arith_of(*operands) -> Arithmetic:

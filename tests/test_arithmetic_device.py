@@ -131,7 +131,7 @@ def test_generic_code_keeps_device_arrays_and_rounds_as_chop(fake_device, method
     x, y = rng.standard_normal((6, 37)), rng.standard_normal((37, 5))
     X = chopped(FakeDeviceArray(x), o, method=method, block_size=8)
     Y = chopped(FakeDeviceArray(y), o, method=method, block_size=8)
-    Xn, Yn = chopped(x, o, method=method, block_size=8), chopped(y, o, method=method, block_size=8)
+    Xn = chopped(x, o, method=method, block_size=8)
     a, b = ch(x), ch(y)
     np.testing.assert_array_equal(on_device(X), a)
     np.testing.assert_array_equal(on_device((X * 3 + 1) / 7), ch(ch(ch(a * 3) + 1) / 7))
@@ -212,3 +212,21 @@ def test_chopped_cupy_counter_rounding_equals_chop_with_seed():
     want = ch(ch(x) * 3)
     X = chopped(cupy.asarray(x), Arithmetic(o, rng=11))
     np.testing.assert_array_equal((X * 3).to_numpy(), want)
+
+
+def test_chopped_cupy_stochastic_rounding_draws_from_the_device_counter_as_chop():
+    """No rng: GPU arrays draw from the device's counter (seed_device), as chop on CuPy arrays."""
+    cupy = _cupy_with_device()
+    from pychop_compat.engines.device_random import seed_device
+
+    o = {"format": "h", "round": 5}
+    x = cupy.asarray(np.random.default_rng(7).standard_normal((64, 5)))
+    seed_device(3)
+    ch = Chop(o)
+    a = ch(x)
+    want = ch(ch(a * 3) + 1)
+    seed_device(3)
+    X = chopped(x, o)
+    got = X * 3 + 1
+    assert isinstance(got.values, cupy.ndarray)
+    np.testing.assert_array_equal(got.to_numpy(), cupy.asnumpy(want))

@@ -987,7 +987,11 @@ def chopped(x: Union[ChoppedOperand, torch.Tensor, jax.Array],
 
     Returns
     -------
-    ChoppedArray or ChoppedScalar
+    ChoppedArray, ChoppedScalar, chopped torch tensor or ChoppedJax
+        A :class:`ChoppedArray` for NumPy and CuPy data (CuPy arrays stay on
+        their device), a chopped tensor for torch
+        (:mod:`~pychop_compat.arithmetic.torch_tensor`), a
+        :class:`~pychop_compat.arithmetic.jax_array.ChoppedJax` for JAX.
 
     Examples
     --------

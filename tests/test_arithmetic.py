@@ -543,3 +543,24 @@ def test_counter_rng_rules():
         chopped(np.ones(2), arith, rng=3)
     det = chopped(np.ones((2, 2)), "h", rng=3)  # deterministic rounding: the counter is never used
     same((det @ det).values, np.full((2, 2), 2.0))
+
+
+def _child_stochastic_scalar_op(_):
+    from pychop_compat.matlab_random import ForkedStreamError
+
+    a = chopped(0.25, {"format": "h", "round": 5})  # exact: no draw
+    try:
+        return ("ok", (a + 0.1).value)
+    except ForkedStreamError:
+        return ("refused", None)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
+def test_stochastic_scalar_in_a_forked_child_refuses_the_parents_stream():
+    """The one-number draw keeps the stream's fork rule: an unseeded forked child does not
+    repeat the parent's numbers."""
+    import multiprocessing
+
+    pychop_compat.rng(2)
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        assert pool.map(_child_stochastic_scalar_op, [0]) == [("refused", None)]

@@ -12,7 +12,8 @@ What rounds where
 * Matrix products (``@``, :meth:`~ChoppedJax.matmul`, :meth:`~ChoppedJax.dot`)
   of 1-D and 2-D operands call :func:`pychop_compat.linalg.matmul` on the JAX
   arrays (today linalg computes them on the host and gives back a JAX array on
-  the device).  Sums and products (:meth:`~ChoppedJax.sum`, ``prod``,
+  the device; under ``jit`` too once linalg accepts traced arrays, a host
+  callback until then).  Sums and products (:meth:`~ChoppedJax.sum`, ``prod``,
   ``cumsum``, ``cumprod``, ``mean``, ``var``, ``std``), stacks of matrix
   products and :func:`einsum` run the chopped NumPy array's code on a host
   copy (the orders of :mod:`.reductions` and linalg's kernels, one
@@ -291,6 +292,16 @@ def _product(name: str, a, b) -> "ChoppedJax":
             return ChoppedJax(_round_jax(A * B, arith), arith)
         C = linalg.matmul(A, B, arith.given, method=arith.method, block_size=arith.block_size)
         return ChoppedJax(jnp.asarray(C), arith)
+    if jnp.ndim(A) <= 2 and jnp.ndim(B) <= 2 and 0 < jnp.ndim(A) and 0 < jnp.ndim(B) and not arith.draws:
+        import jax
+
+        # Traced: linalg.matmul itself when it runs on traced JAX arrays (the device linalg of
+        # issue 16); today it reads them on the host and refuses tracers, so the host callback.
+        try:
+            C = linalg.matmul(A, B, arith.given, method=arith.method, block_size=arith.block_size)
+            return ChoppedJax(jnp.asarray(C), arith)
+        except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
+            pass
     like = jnp.matmul if name == "matmul" else jnp.dot
     return _on_host(name, np.matmul if name == "matmul" else np.dot, like, (a, b), arith)
 

@@ -240,3 +240,31 @@ def test_matmul_study_chop_accumulation_n_500():
     mod = load("published_matmul")
     (cbe64, cbe16), = mod.errors(chop_at("2019-03-20"), (500,)).values()
     assert (mod.displayed(cbe64), mod.displayed(cbe16)) == (MATMUL_CBE64[0], MATMUL_CBE16[0])
+
+
+# ---------------------------------------------------------------------------
+# LU residuals of the GMRES-IR SuiteSparse test: gmresir3_ctest.txt of
+# github.com/SrikaraPranesh/Multi_precision_NLA_kernels (commit 3265d72),
+# printed '%6.2e'.  The matrices are SuiteSparse's and are not shipped: the
+# test runs when PYCHOP_SUITESPARSE_DIR names a folder of SuiteSparse .mat
+# files (v5/v7 format), for the matrices found there.
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.published
+def test_gmresir3_ctest_lu_residuals():
+    import os
+
+    folder = os.environ.get("PYCHOP_SUITESPARSE_DIR")
+    if not folder:
+        pytest.skip("set PYCHOP_SUITESPARSE_DIR to a folder of SuiteSparse .mat files")
+    mod = load("published_gmresir3_lu")
+    got = mod.main(folder, verbose=False)
+    if not got:
+        pytest.skip(f"none of the test's matrices in {folder}")
+    for name, n, cond, amax, amin, res in mod.PUBLISHED:
+        if name in got:
+            props, study, today = got[name]
+            assert props == (cond, amax, amin), name
+            assert study == res, name
+            assert today == res, name

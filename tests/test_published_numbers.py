@@ -18,7 +18,9 @@ Source of every expected value: the public repository of Higham & Pranesh,
   ``rand``: 10 numbers as MATLAB displays them (``format short e``, five
   significant digits).
 
-The numbers were made with the chop of early 2019, so they are computed with
+These are the outputs the authors' scripts wrote; the paper's typeset
+tables were not available to compare with.  The numbers were made with the
+chop of early 2019, so they are computed with
 ``chop_at`` of the study's date (``chop_at('2019-03-07')``, chop's first
 release, for the two experiments run before it).  Where today's ``chop``
 gives other numbers the tests say which, and why: since 2020-06-16 (commit

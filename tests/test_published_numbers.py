@@ -28,7 +28,7 @@ d27af83) chop rounds values below ``xmin`` to ``xmin`` or 0 instead of
 flushing them to 0 when subnormals are off.
 
 The default run checks a leading part of each table (a few seconds); the
-whole tables take several minutes and carry the ``published`` marker
+whole tables take up to half an hour and carry the ``published`` marker
 (excluded by default; run ``python -m pytest -m published
 tests/test_published_numbers.py``).
 """

@@ -69,11 +69,17 @@ is refused with chop's error.
 from .kernels import dot, matmul, matvec
 from .lu import LUResult, lu, solve
 from .refinement import IRResult, gmres_ir, lu_ir
-from ._common import keep_array_type as _keep_array_type
+from . import device as _device
 
-# torch tensors and JAX arrays in, the same kind out (computed by the NumPy code, bit for bit).
-dot, matmul, matvec, lu, solve, gmres_ir, lu_ir = (_keep_array_type(f) for f in (dot, matmul, matvec, lu, solve,
-                                                                                 gmres_ir, lu_ir))
+# torch tensors, CuPy and JAX arrays in, the same kind out, computed on their device (linalg/device.py).
+_never = (lambda *args, **kwargs: False)
+dot = _device.on_device(dot, _device.dot, _never)
+matvec = _device.on_device(matvec, _device.matvec, _never)
+matmul = _device.on_device(matmul, _device.matmul, _never)
+lu = _device.on_device(lu, _device.lu, _device.lu_host_only)
+solve = _device.on_device(solve, _device.solve, _device.solve_host_only)
+lu_ir = _device.on_device(lu_ir, _device.lu_ir, _device.refinement_host_only)
+gmres_ir = _device.on_device(gmres_ir, _device.gmres_ir, _device.refinement_host_only)
 from .gallery import gallery_randsvd, randsvd
 from .norms import cond, norm
 from .errors import SingularMatrixWarning

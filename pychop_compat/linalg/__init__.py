@@ -52,11 +52,14 @@ rounded exactly (mpmath; slow).  The backward errors that :func:`lu_ir` and
 :func:`gmres_ir` report use double-double residuals.
 
 *Array types.*  :func:`dot`, :func:`matvec`, :func:`matmul`, :func:`lu`,
-:func:`solve`, :func:`lu_ir` and :func:`gmres_ir` also take torch tensors and
-JAX arrays and give back the same kind (dtype and device kept; the fields of
-:class:`LUResult` and :class:`IRResult` too).  The computation is the NumPy
-one on the host, so results are bit for bit those of NumPy input; for arrays
-on a GPU this is a round trip through the host memory, not GPU arithmetic.
+:func:`solve`, :func:`lu_ir` and :func:`gmres_ir` also take torch tensors
+(CPU, CUDA), CuPy arrays and JAX arrays and compute on their device with the
+library's own operations and chop engine (``linalg/device.py``), giving back
+the same kind (dtype and device kept; the fields of :class:`LUResult` and
+:class:`IRResult` too).  The chop calls are the NumPy path's, in the same
+order, so deterministic rounding gives NumPy's results bit for bit (and
+stochastic rounding too on CPU tensors and JAX arrays, which draw MATLAB's
+stream).  LAPACK, scaling and binary128 parts run on a host copy.
 
 *Outcomes.*  :func:`lu_ir` and :func:`gmres_ir` report ``converged=True`` only
 when their stopping rule holds for the returned iterate; otherwise the status

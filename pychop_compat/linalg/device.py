@@ -38,7 +38,7 @@ the chopped factorization of the scaled matrix then runs on the device only
 when no scaling is asked for), the binary128 residual and preconditioner
 (``'binary128'``), and the reference solution of ``stop='all'`` without
 ``x_true``.  Those calls take the previous route: the NumPy code on a host
-copy, results given back on the device (:func:`~pychop_compat.linalg._common.keep_array_type`).
+copy, results given back on the device.
 """
 
 from __future__ import annotations
@@ -50,7 +50,9 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from ._common import _DOUBLE_NAMES, _METHODS, _chop_object, _is_extended, _unit_roundoff, keep_array_type
-from .namespace import LIBRARIES, ArrayNamespace
+from .namespace import ArrayNamespace
+
+__all__ = ["on_device", "device_library", "DEVICE_LIBRARIES", "DEVICE_TERM_BUDGET"]
 
 #: Products the device pairwise and blocked paths hold at once with deterministic rounding
 #: (columns of ``C`` in groups; 32 MiB of doubles).  Any grouping gives the same bits.
@@ -315,6 +317,8 @@ def _chopped_lu(xp: ArrayNamespace, a: Any, options: Any) -> Any:
 
     r = _rounder(options, xp)
     a = r(a)  # a new array (or, for double data in 'd', the copy made above)
+    if xp.static_shapes and _deterministic(r):
+        return _chopped_lu_static(xp, a, r)
     n = a.shape[0]
     perm = xp.arange(n)
     info = 0
@@ -338,6 +342,38 @@ def _chopped_lu(xp: ArrayNamespace, a: Any, options: Any) -> Any:
     eye = xp.put(eye, (idx, idx), 1.0)
     L = xp.tril(a, -1) + eye
     return LUResult(L, xp.triu(a), perm, info)
+
+
+def _chopped_lu_static(xp: ArrayNamespace, a: Any, r: Callable) -> Any:
+    """:func:`_chopped_lu` with arrays of fixed shapes (for JAX: one compilation per ``n``,
+    not one per step).  Each step rounds the whole column and the whole matrix and keeps
+    the entries of the trailing block: deterministic rounding is elementwise, so these
+    entries get exactly the roundings of the sliced version (same bits)."""
+    from .lu import LUResult
+
+    n = a.shape[0]
+    rows = xp.arange(n)
+    perm = xp.arange(n)
+    info = 0
+    for k in range(n):
+        col = xp.where(rows >= k, xp.abs(a[:, k]), -1.0)  # NaN stays NaN: argmax finds it first, as NumPy
+        piv = xp.index(xp.argmax(col))
+        if piv != k:
+            a = xp.swap_rows(a, k, piv)
+            perm = xp.swap_rows(perm, k, piv)
+        pivot = a[k, k]
+        if xp.scalar(pivot) == 0:
+            info = info or k + 1
+            continue
+        if k == n - 1:
+            break
+        below = rows > k
+        l = xp.where(below, r(xp.divide(a[:, k], pivot)), 0.0)
+        a = xp.where(below[:, None] & (rows == k)[None, :], l[:, None], a)
+        update = r(a - r(l[:, None] * a[k, :][None, :]))
+        a = xp.where(below[:, None] & below[None, :], update, a)
+    eye = xp.where(rows[:, None] == rows[None, :], 1.0, 0.0).astype(a.dtype)
+    return LUResult(xp.tril(a, -1) + eye, xp.triu(a), perm, info)
 
 
 def solve_host_only(A: Any, b: Any = None, options: Any = None) -> bool:
@@ -370,6 +406,9 @@ def solve(xp: ArrayNamespace, A: Any, b: Any, options: Any = None) -> Any:
     L = r(xp.float_copy(L0, single))
     U = r(xp.float_copy(U0, single))
     c = r(c[F.perm])  # a new array: indexing with an array copies
+    if xp.static_shapes and _deterministic(r):
+        c = _substitute_static(xp, L, U, c, r)
+        return c[:, 0] if vec else c
     for j in range(n - 1):
         c = xp.put(c, slice(j + 1, None), r(c[j + 1 :] - r(L[j + 1 :, j : j + 1] * c[j : j + 1])))
     for j in range(n - 1, -1, -1):
@@ -377,6 +416,20 @@ def solve(xp: ArrayNamespace, A: Any, b: Any, options: Any = None) -> Any:
         if j:
             c = xp.put(c, slice(0, j), r(c[:j] - r(U[:j, j : j + 1] * c[j : j + 1])))
     return c[:, 0] if vec else c
+
+
+def _substitute_static(xp: ArrayNamespace, L: Any, U: Any, c: Any, r: Callable) -> Any:
+    """The substitutions of :func:`solve` on arrays of fixed shapes (for JAX): whole columns
+    rounded, the rows that the sliced version updates kept (same bits for deterministic rounding)."""
+    n = c.shape[0]
+    rows = xp.arange(n)[:, None]
+    for j in range(n - 1):
+        c = xp.where(rows > j, r(c - r(L[:, j : j + 1] * c[j : j + 1])), c)
+    for j in range(n - 1, -1, -1):
+        c = xp.where(rows == j, r(xp.divide(c[j : j + 1], U[j : j + 1, j : j + 1])), c)
+        if j:
+            c = xp.where(rows < j, r(c - r(U[:, j : j + 1] * c[j : j + 1])), c)
+    return c
 
 
 def _device_factors(xp: ArrayNamespace, F: Any) -> Any:
@@ -473,19 +526,22 @@ def _dd_matvec(xp: ArrayNamespace, A, v):
 
 def _dd_lu_solve(xp: ArrayNamespace, F, c):
     """Solve with the factors (unscaled) in double-double, ``c`` a double-double vector: the
-    NumPy path's ``ext_lu_solve``, column-oriented substitution."""
+    NumPy path's ``ext_lu_solve``, column-oriented substitution.  Whole vectors are updated
+    and the rows the NumPy path updates are kept (no rounding here: the same bits, and
+    fixed shapes for JAX)."""
     n = F.perm.shape[0]
     L, U = F.L, F.U
+    rows = xp.arange(n)
     hi, lo = c[0][F.perm], c[1][F.perm]
     for j in range(n - 1):
-        new = _dd_sub((hi[j + 1 :], lo[j + 1 :]), _dd_mul_double((hi[j], lo[j]), L[j + 1 :, j]))
-        hi, lo = xp.put(hi, slice(j + 1, None), new[0]), xp.put(lo, slice(j + 1, None), new[1])
+        new = _dd_sub((hi, lo), _dd_mul_double((hi[j], lo[j]), L[:, j]))
+        hi, lo = xp.where(rows > j, new[0], hi), xp.where(rows > j, new[1], lo)
     for j in range(n - 1, -1, -1):
         q = _dd_div_double(xp, (hi[j : j + 1], lo[j : j + 1]), U[j : j + 1, j])
-        hi, lo = xp.put(hi, slice(j, j + 1), q[0]), xp.put(lo, slice(j, j + 1), q[1])
+        hi, lo = xp.where(rows == j, q[0], hi), xp.where(rows == j, q[1], lo)
         if j:
-            new = _dd_sub((hi[:j], lo[:j]), _dd_mul_double((hi[j], lo[j]), U[:j, j]))
-            hi, lo = xp.put(hi, slice(0, j), new[0]), xp.put(lo, slice(0, j), new[1])
+            new = _dd_sub((hi, lo), _dd_mul_double((hi[j], lo[j]), U[:, j]))
+            hi, lo = xp.where(rows < j, new[0], hi), xp.where(rows < j, new[1], lo)
     return hi, lo
 
 

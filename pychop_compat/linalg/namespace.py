@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+__all__ = ["ArrayNamespace", "namespace_for", "LIBRARIES"]
+
 #: Array libraries the device kernels run on (the keys of :func:`namespace_for`).
 LIBRARIES = ("numpy", "torch", "cupy", "jax")
 
@@ -55,6 +57,16 @@ class ArrayNamespace:
         else:
             self.xp = np
             self.device = None
+
+    @property
+    def static_shapes(self) -> bool:
+        """Whether every new array shape costs a compilation (JAX: each eager operation is
+        compiled once per shape), so loops should keep their shapes fixed."""
+        return self.library == "jax"
+
+    def where(self, mask: Any, a: Any, b: Any) -> Any:
+        """``a`` where ``mask``, else ``b`` (broadcasting)."""
+        return self.xp.where(mask, a, b)
 
     # -- dtypes -------------------------------------------------------------
     def dtype(self, name: str) -> Any:

@@ -78,6 +78,17 @@ def test_matmul_every_method_is_the_numpy_path(library, dtype, options, method):
 
 
 @pytest.mark.parametrize("library", LIBRARIES)
+def test_plain_double_sums_in_order(library):
+    """Format 'd' on double data rounds nothing: the recursive sum is sequential (as NumPy's
+    np.add.accumulate), compared with the NumPy path and with math.fsum-free left-to-right sums."""
+    x = np.array([1.0, 2.0**-53, 2.0**-53, -1.0])
+    ones = np.ones(4)
+    got = linalg.dot(_to(library, x), _to(library, ones), "d")
+    _check(got, linalg.dot(x, ones, "d"), library)
+    assert float(got) == ((1.0 + 2.0**-53) + 2.0**-53) - 1.0 == 0.0  # left to right, ties to even
+
+
+@pytest.mark.parametrize("library", LIBRARIES)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("options", FORMATS)
 def test_matvec_and_dot_are_the_numpy_path(library, dtype, options):
@@ -279,3 +290,18 @@ def test_gpu_arrays_stay_on_the_gpu_and_match_numpy(library, dtype):
     np.testing.assert_array_equal(host(linalg.solve(Fd, dev[2], "h")), linalg.solve(F, b, "h"))
     if dtype == np.float64:
         np.testing.assert_array_equal(host(linalg.gmres_ir(dev[0], dev[2]).x), linalg.gmres_ir(A, b).x)
+
+
+def test_device_benchmark_smoke_run():
+    """benchmarks/bench_linalg_device.py prints one row per (n, library); no timing is asserted."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_linalg_device.py"
+    out = subprocess.run([sys.executable, str(script), "--sizes", "16", "--repeats", "1", "--lu",
+                          "--libraries", "numpy", "torch"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    rows = [line for line in out.stdout.splitlines() if line.startswith("| 16 |")]
+    assert [row.split("|")[2].strip() for row in rows] == ["numpy", "torch"], out.stdout
+    assert all(row.count("|") == 7 and row.split("|")[6].strip() != "-" for row in rows)

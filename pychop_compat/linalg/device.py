@@ -10,8 +10,8 @@ to the host inside the loops; only single numbers that steer them (a pivot
 index, a norm, a GMRES coefficient) are read back.
 
 Same sequence of chop calls as the NumPy path.  Every kernel makes the chop
-calls of its NumPy twin (:mod:`~pychop_compat.linalg.kernels`,
-:mod:`~pychop_compat.linalg.lu`, :mod:`~pychop_compat.linalg.refinement`), in
+calls of its NumPy twin (``linalg/kernels.py``, ``linalg/lu.py``,
+``linalg/refinement.py``), in
 the same order, on arrays of the same shapes holding the same values, and the
 arithmetic between them is the same IEEE operation (``+``, ``-``, ``*``,
 ``/``, ``sqrt``, each rounded once to double or single).  So deterministic

@@ -20,7 +20,9 @@ rounding and bit flips follow the randomness contract: torch CPU tensors and
 concrete JAX arrays draw from MATLAB's stream in chop.m's order, exactly the
 numbers the NumPy path draws (same results); GPU arrays (torch CUDA, CuPy)
 draw from the counter-based generator seeded by ``seed_device``, so their
-results differ from the NumPy path's.
+results differ from the NumPy path's (GMRES's Givens rotations are host
+scalars in both paths and, with a stochastic working precision, draw from
+MATLAB's stream there too).
 
 Why the kernels look like this (speed).  Every step of a loop is one
 whole-array operation followed by one chop call over a whole panel: a rank-1
@@ -302,7 +304,7 @@ def lu_host_only(A: Any, options: Any = None, *, scaling: Optional[str] = None, 
 def lu(xp: ArrayNamespace, A: Any, options: Any = None, *, scaling: Optional[str] = None,
        theta: Optional[float] = None, method: str = "chopped") -> Any:
     """:func:`pychop_compat.linalg.lu` (chopped, unscaled) on ``xp``'s device."""
-    from .lu import LUResult, _warn_if_singular
+    from .lu import _warn_if_singular
 
     (a,) = _float_operands(xp, A)
     if a.ndim != 2 or a.shape[0] != a.shape[1]:
@@ -377,8 +379,8 @@ def _chopped_lu_static(xp: ArrayNamespace, a: Any, r: Callable) -> Any:
 
 
 def solve_host_only(A: Any, b: Any = None, options: Any = None) -> bool:
-    """Whether :func:`solve` takes the host route: factors of a scaled matrix, or a
-    matrix (not factors) given as NumPy data."""
+    """Whether :func:`solve` takes the host route: factors of a scaled matrix (their
+    scaling vectors live on the host)."""
     from .lu import LUResult
 
     return isinstance(A, LUResult) and A.scaling is not None

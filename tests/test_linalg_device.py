@@ -77,6 +77,22 @@ def test_matmul_every_method_is_the_numpy_path(library, dtype, options, method):
         _check(got, want, library)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("options", FORMATS)
+def test_jax_compiled_recursive_steps_are_the_numpy_path(dtype, options):
+    """From JAX_JIT_STEPS inner terms JAX's recursive step runs under jax.jit: same bits
+    (an unrounded product is left eager: XLA would contract it into an FMA)."""
+    from pychop_compat.linalg.device import JAX_JIT_STEPS
+
+    g = np.random.default_rng(5)
+    A = (g.standard_normal((4, JAX_JIT_STEPS + 3)) * 3.3).astype(dtype)
+    B = g.standard_normal((JAX_JIT_STEPS + 3, 3)).astype(dtype)
+    for method, accumulate in (("recursive", None), ("fma", None), ("recursive", "s")):
+        want = linalg.matmul(A, B, options, method=method, accumulate=accumulate)
+        got = linalg.matmul(_to("jax", A), _to("jax", B), options, method=method, accumulate=accumulate)
+        _check(got, want, "jax")
+
+
 @pytest.mark.parametrize("library", LIBRARIES)
 def test_plain_double_sums_in_order(library):
     """Format 'd' on double data rounds nothing: the recursive sum is sequential (as NumPy's

@@ -54,7 +54,7 @@ import numpy as np
 from ._common import _DOUBLE_NAMES, _METHODS, _chop_object, _is_extended, _unit_roundoff, keep_array_type
 from .namespace import ArrayNamespace
 
-__all__ = ["on_device", "device_library", "DEVICE_LIBRARIES", "DEVICE_TERM_BUDGET"]
+__all__ = ["on_device", "device_library", "DEVICE_LIBRARIES", "DEVICE_TERM_BUDGET", "JAX_JIT_STEPS"]
 
 #: Products the device pairwise and blocked paths hold at once with deterministic rounding
 #: (columns of ``C`` in groups; 32 MiB of doubles).  Any grouping gives the same bits.
@@ -167,14 +167,39 @@ def _float_operands(xp: ArrayNamespace, *arrays: Any) -> list:
 # ---------------------------------------------------------------------------
 
 
+#: Inner dimension from which JAX's recursive ``matmul`` compiles its step with ``jax.jit``
+#: (deterministic rounding): one compilation per call, then one fused kernel per step.
+JAX_JIT_STEPS = 256
+
+
+def _recursive_step(xp, rprod, rsum, n):
+    """``s, a, b -> fl(s + fl(a b))`` (or ``fl(s + a b)`` without ``rprod``), compiled with
+    ``jax.jit`` for JAX when worth it: the multiply, the roundings and the add become one
+    pass over the partial sums.  The product goes through chop's integer rounding before
+    the add, so XLA cannot fuse them into an FMA; the bits are the eager ones."""
+
+    def step(s, a, b):
+        t = a * b
+        if rprod is not None:
+            t = rprod(t)
+        return rsum(s + t)
+
+    # Only with a rounded product: XLA would contract an unrounded ``s + a * b`` into an FMA
+    # (measured: float32 sums changed), which is not the NumPy path's two roundings.
+    if (xp.library == "jax" and n >= JAX_JIT_STEPS and rprod is not None and _deterministic(rprod)
+            and _deterministic(rsum)):
+        import jax
+
+        return jax.jit(step)
+    return step
+
+
 def _sum_recursive(xp, A, B, rprod, rsum, block_size):
     s = A[:, :1] * B[:1, :]
     s = rprod(s) if rprod is not None else rsum(s)
+    step = _recursive_step(xp, rprod, rsum, A.shape[1])
     for k in range(1, A.shape[1]):
-        t = A[:, k : k + 1] * B[k : k + 1, :]
-        if rprod is not None:
-            t = rprod(t)
-        s = rsum(s + t)
+        s = step(s, A[:, k : k + 1], B[k : k + 1, :])
     return s
 
 

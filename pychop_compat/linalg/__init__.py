@@ -52,11 +52,14 @@ rounded exactly (mpmath; slow).  The backward errors that :func:`lu_ir` and
 :func:`gmres_ir` report use double-double residuals.
 
 *Array types.*  :func:`dot`, :func:`matvec`, :func:`matmul`, :func:`lu`,
-:func:`solve`, :func:`lu_ir` and :func:`gmres_ir` also take torch tensors and
-JAX arrays and give back the same kind (dtype and device kept; the fields of
-:class:`LUResult` and :class:`IRResult` too).  The computation is the NumPy
-one on the host, so results are bit for bit those of NumPy input; for arrays
-on a GPU this is a round trip through the host memory, not GPU arithmetic.
+:func:`solve`, :func:`lu_ir` and :func:`gmres_ir` also take torch tensors
+(CPU, CUDA), CuPy arrays and JAX arrays and compute on their device with the
+library's own operations and chop engine (``linalg/device.py``), giving back
+the same kind (dtype and device kept; the fields of :class:`LUResult` and
+:class:`IRResult` too).  The chop calls are the NumPy path's, in the same
+order, so deterministic rounding gives NumPy's results bit for bit (and
+stochastic rounding too on CPU tensors and JAX arrays, which draw MATLAB's
+stream).  LAPACK, scaling and binary128 parts run on a host copy.
 
 *Outcomes.*  :func:`lu_ir` and :func:`gmres_ir` report ``converged=True`` only
 when their stopping rule holds for the returned iterate; otherwise the status
@@ -69,11 +72,17 @@ is refused with chop's error.
 from .kernels import dot, matmul, matvec
 from .lu import LUResult, lu, solve
 from .refinement import IRResult, gmres_ir, lu_ir
-from ._common import keep_array_type as _keep_array_type
+from . import device as _device
 
-# torch tensors and JAX arrays in, the same kind out (computed by the NumPy code, bit for bit).
-dot, matmul, matvec, lu, solve, gmres_ir, lu_ir = (_keep_array_type(f) for f in (dot, matmul, matvec, lu, solve,
-                                                                                 gmres_ir, lu_ir))
+# torch tensors, CuPy and JAX arrays in, the same kind out, computed on their device (linalg/device.py).
+_never = (lambda *args, **kwargs: False)
+dot = _device.on_device(dot, _device.dot, _never)
+matvec = _device.on_device(matvec, _device.matvec, _never)
+matmul = _device.on_device(matmul, _device.matmul, _never)
+lu = _device.on_device(lu, _device.lu, _device.lu_host_only)
+solve = _device.on_device(solve, _device.solve, _device.solve_host_only)
+lu_ir = _device.on_device(lu_ir, _device.lu_ir, _device.refinement_host_only)
+gmres_ir = _device.on_device(gmres_ir, _device.gmres_ir, _device.refinement_host_only)
 from .gallery import gallery_randsvd, randsvd
 from .norms import cond, norm
 from .errors import SingularMatrixWarning

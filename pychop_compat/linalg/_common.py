@@ -117,12 +117,12 @@ def _members(value) -> list:
 
 
 def _library_of(values) -> str:
-    """'torch' or 'jax' when an argument is one (all must agree); else 'numpy'."""
+    """'torch', 'jax' or 'cupy' when an argument is one (all must agree); else 'numpy'."""
     from ..engines import array_library
 
-    found = {array_library(m) for v in values for m in _members(v)} & {"torch", "jax"}
+    found = {array_library(m) for v in values for m in _members(v)} & {"torch", "jax", "cupy"}
     if len(found) > 1:
-        raise TypeError("linalg: arguments mix torch tensors and JAX arrays; convert them to one library.")
+        raise TypeError("linalg: arguments mix arrays of several libraries; convert them to one library.")
     return found.pop() if found else "numpy"
 
 
@@ -171,6 +171,11 @@ def _give_back(out, like, library: str):
             import torch
 
             return torch.from_numpy(np.array(out, order="C")).to(like.device)
+        if library == "cupy":
+            import cupy
+
+            with like.device:
+                return cupy.asarray(out)
         import jax
 
         return jax.device_put(np.asarray(out), next(iter(like.devices())))

@@ -50,7 +50,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -60,7 +60,8 @@ from ..randomness import RandomSources
 from ..reference import FLIP_PRECISION_ERROR, apply_range_limits
 from .device_random import CounterStream
 
-__all__ = ["chop_array", "chop_scalar", "chop_counter", "BLOCK", "PARALLEL_BLOCK", "THREADS", "set_threads"]
+__all__ = ["chop_array", "chop_scalar", "chop_counter", "map_blocks", "BLOCK", "PARALLEL_BLOCK", "THREADS",
+           "set_threads"]
 
 #: Elements per block: a few arrays of this many 8-byte words fit in a core's L2 cache.
 BLOCK = 16384
@@ -127,6 +128,23 @@ def _map_ranges(func, n_blocks: int, threads: int) -> list:
     edges = [n_blocks * k // threads for k in range(threads + 1)]
     futures = [pool.submit(_quietly, func, edges[k], edges[k + 1]) for k in range(threads)]
     return [f.result() for f in futures]
+
+
+def map_blocks(func: Callable[[int, int, int], object], n: int) -> list:
+    """``func(start, stop, block)`` over ``n`` elements split as this engine splits them.
+
+    Each call covers the elements ``start:stop`` (contiguous, to be worked on in
+    blocks of ``block``); large arrays are shared among :data:`THREADS` threads,
+    each one range.  Returns the calls' results in element order.  Overflow and
+    invalid operations are not reported (as in the engine's own blocks).
+    """
+    threads, block, n_blocks = _tiling(n)
+
+    def over_range(first: int, stop: int):
+        return func(first * block, min(stop * block, n), block)
+
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _map_ranges(over_range, n_blocks, threads)
 
 
 def _quietly(func, first: int, stop: int):
@@ -233,6 +251,21 @@ class _Plan:
             self.raise_exponent = lo < int(self.E_FLOOR)
         self.EXP = u(L.inf)
         self.LO, self.HI, self.SPAN = u(lo), u(hi), u(hi - lo)
+
+        # Below xmins (round to nearest, subnormals kept) chop rounds x to t bits in its own
+        # binade, then sends results above xmins / 2 to +-xmins and the rest to +0.  The FPU
+        # trick with S at emin's (the grid of xmins) rounds them once, ties to even: the same
+        # except for half < |x| <= half (1 + 2^-t) (half = xmins / 2), where chop's first
+        # rounding gives half and then +0.  So everything below the top binade is regular but
+        # that narrow window (found with one magnitude test in blocks that reach below xmins).
+        # Needs half normal in the input's class and t >= 2 (with t = 1 ties go up).
+        self.bulk_small = (self.float_rn and explim and keep_subnormals and t >= 2
+                           and self.emins - 1 >= L.emin and lo == L.pow2_bits(self.emins))
+        if self.bulk_small:
+            half = math.ldexp(1.0, self.emins - 1)
+            cut = int(np.array(half + math.ldexp(half, -t), L.ftype).view(u))
+            self.WINDOW_START = u(L.pow2_bits(self.emins - 1) + 1)  # half's bits + 1
+            self.WINDOW_WIDTH = u(cut + 1) - self.WINDOW_START
 
         # Per-exponent tables for special elements, indexed by frexp's exponent + off
         # (frexp gives e + 1 for x = 2^e * 1.f, and 0 for zero, Inf and NaN, i.e. e = -1).
@@ -457,10 +490,31 @@ def _round_regular_bits(plan: _Plan, ub: np.ndarray, ob: np.ndarray, tmp: np.nda
     np.bitwise_and(ob, plan.KEEP0, out=ob)
 
 
+def _find_special_above(plan: _Plan, ub: np.ndarray, ebits: np.ndarray, tmp: np.ndarray, flags: np.ndarray):
+    """:func:`_find_special` for plans with ``bulk_small``: ``(special, window)``, the local
+    indices of the elements in the top binade and above (or None) and of those in the
+    double-rounding window below xmins, whose result is +0 (see ``_Plan``; or None).
+    Leaves the exponent fields in ``ebits``."""
+    np.bitwise_and(ub, plan.EXP, out=ebits)
+    special = np.flatnonzero(ebits >= plan.HI) if np.maximum.reduce(ebits) >= plan.HI else None
+    window = None
+    if np.minimum.reduce(ebits) < plan.LO:
+        # Whole-block integer tests (gathering the small elements first costs more when many are).
+        np.bitwise_and(ub, plan.MAG, out=tmp)
+        tmp -= plan.WINDOW_START  # one unsigned comparison: below the window wraps around
+        np.less(tmp, plan.WINDOW_WIDTH, out=flags)
+        window = np.flatnonzero(flags)
+    return special, window
+
+
 def _round_block(plan: _Plan, ub: np.ndarray, ob: np.ndarray, s: _Scratch):
     """Round a block as if regular; return the local indices of its special elements (or None)."""
     m = ub.size
-    special = _find_special(plan, ub, s.a[:m], s.b[:m], s.flags[:m])
+    window = None
+    if plan.bulk_small:
+        special, window = _find_special_above(plan, ub, s.a[:m], s.b[:m], s.flags[:m])
+    else:
+        special = _find_special(plan, ub, s.a[:m], s.b[:m], s.flags[:m])
     if plan.float_rn:
         ftype = plan.layout.ftype
         big = s.a[:m]
@@ -475,13 +529,16 @@ def _round_block(plan: _Plan, ub: np.ndarray, ob: np.ndarray, s: _Scratch):
             with np.errstate(over="ignore", invalid="ignore"):  # Inf, NaN, huge: redone later
                 np.add(xb, big_f, out=of)
                 np.subtract(of, big_f, out=of)
+        if window is not None and window.size:
+            ob[window] = 0  # +0: chop's underflow rule after its first rounding (to half)
     else:
         _round_regular_bits(plan, ub, ob, s.a[:m])
     return special
 
 
-def _chop_deterministic(plan: _Plan, xu: np.ndarray, ou: np.ndarray) -> None:
-    """Modes 1-4 without flips on flat bit views (any element order)."""
+def _chop_deterministic(plan: _Plan, xu: np.ndarray, ou: np.ndarray, finish_special=None) -> None:
+    """Modes 1-4 without flips on flat bit views (any element order); ``finish_special``:
+    see :func:`chop_array`."""
     n = xu.size
     threads, block, n_blocks = _tiling(n)
 
@@ -489,7 +546,10 @@ def _chop_deterministic(plan: _Plan, xu: np.ndarray, ou: np.ndarray) -> None:
         idx = np.concatenate(pending)
         xs = xu.take(idx).view(plan.layout.ftype)
         with np.errstate(over="ignore", invalid="ignore"):  # overflow to Inf is chop's rule
-            ou[idx] = _round_general(plan, xs).view(plan.u)
+            c = _round_general(plan, xs)
+            if finish_special is not None:
+                finish_special(c, xs)
+            ou[idx] = c.view(plan.u)
 
     def work(first, stop):
         pending, count = [], 0
@@ -924,13 +984,28 @@ def chop_scalar(value: float, spec: ChopSpec, sources: RandomSources, single: bo
 _SINGLE, _DOUBLE = np.dtype(np.float32), np.dtype(np.float64)
 
 
-def chop_array(x: np.ndarray, spec: ChopSpec, sources: RandomSources) -> np.ndarray:
+def chop_array(x: np.ndarray, spec: ChopSpec, sources: RandomSources,
+               finish_special: Optional[Callable[[np.ndarray, np.ndarray], None]] = None) -> np.ndarray:
     """Round ``x`` (float32 or float64 ndarray, any shape and layout) by ``spec``.
 
     Returns a new array of the same shape and dtype, equal bit for bit to
     :func:`pychop_compat.reference.chop_vector` on ``x`` in column-major
     order, consuming the same random numbers in the same calls.
+
+    ``finish_special(c, xs)``, when given, post-processes results in place
+    (``c``: rounded values, ``xs``: their inputs, arrays of one shape; an
+    encoding's rules).  It must leave finite nonzero results and +0 as they
+    are: in modes 1-4 without flips it is applied to the special elements only
+    (the others' results are finite and nonzero, or +0), elsewhere to the whole result.
     """
+    out = _chop_array(x, spec, sources, finish_special)
+    if finish_special is not None and (spec.flips or spec.round >= 5 or x.size <= 1):
+        with np.errstate(over="ignore", invalid="ignore"):
+            finish_special(out, x)
+    return out
+
+
+def _chop_array(x: np.ndarray, spec: ChopSpec, sources: RandomSources, finish_special) -> np.ndarray:
     dtype = x.dtype
     if dtype not in _LAYOUTS:
         if dtype.kind == "f" and not dtype.isnative and dtype.newbyteorder("=") in _LAYOUTS:
@@ -957,7 +1032,7 @@ def chop_array(x: np.ndarray, spec: ChopSpec, sources: RandomSources) -> np.ndar
         # Overflow to Inf and NaN comparisons are part of chop's semantics, not accidents.
         with np.errstate(over="ignore", invalid="ignore"):
             return _chop_random(x, plan, spec, sources)
-    return _chop_in_memory_order(x, plan)
+    return _chop_in_memory_order(x, plan, finish_special)
 
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -1013,7 +1088,7 @@ def chop_counter(x: np.ndarray, spec: ChopSpec, stream: CounterStream) -> np.nda
     return out.reshape(x.shape)
 
 
-def _chop_in_memory_order(x: np.ndarray, plan: _Plan) -> np.ndarray:
+def _chop_in_memory_order(x: np.ndarray, plan: _Plan, finish_special=None) -> np.ndarray:
     """Deterministic modes: the element order is free, so keep the caller's memory order."""
     if x.flags.c_contiguous:
         order = "C"
@@ -1023,5 +1098,5 @@ def _chop_in_memory_order(x: np.ndarray, plan: _Plan) -> np.ndarray:
         x, order = np.ascontiguousarray(x), "C"
     out = np.empty(x.shape, x.dtype, order=order)
     _chop_deterministic(plan, x.reshape(-1, order=order).view(plan.u),
-                        out.reshape(-1, order=order).view(plan.u))
+                        out.reshape(-1, order=order).view(plan.u), finish_special)
     return out

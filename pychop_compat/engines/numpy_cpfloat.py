@@ -75,18 +75,21 @@ def _integer_blocks(xu, ou, u, p: int, d: int, t: int, mode: int, regular_lo: in
 
     def work(start: int, stop: int, block: int) -> list:
         found = []
+        field = np.empty(min(block, stop - start), u)
+        tmp = np.empty_like(field)
         for i in range(start, stop, block):
-            ub, ob = xu[i:min(i + block, stop)], ou[i:min(i + block, stop)]
-            # Regular: lo <= exponent field < hi, one unsigned comparison (below lo wraps around).
-            field = ub & exp_mask
-            field -= lo_field
-            special = np.flatnonzero(field >= span)
-            if special.size:
-                found.append(special + i)
+            j = min(i + block, stop)
+            ub, ob, f = xu[i:j], ou[i:j], field[:j - i]
+            # Regular: lo <= exponent field < hi, one unsigned comparison (below lo wraps around);
+            # two reductions settle the common block without special elements.
+            np.bitwise_and(ub, exp_mask, out=f)
+            f -= lo_field
+            if np.maximum.reduce(f) >= span:
+                found.append(np.flatnonzero(f >= span) + i)
             if d == 0:
                 np.copyto(ob, ub)  # the storage's precision: nothing to round
             else:
-                _round_regular(ub, ob, mode, d, t, low, keep, unit, half, u(width - 1))
+                _round_regular(ub, ob, mode, d, t, low, keep, unit, half, u(width - 1), tmp[:j - i])
         return found
 
     return work
@@ -132,8 +135,9 @@ def _nearest_blocks(xu, ou, u, p: int, d: int, regular_lo: int, regular_hi: int,
     return work
 
 
-def _round_regular(ub, ob, mode: int, d: int, t: int, low, keep, unit, half, top) -> None:
-    """Round the bit patterns ``ub`` into ``ob`` as if all were regular (sign bit untouched)."""
+def _round_regular(ub, ob, mode: int, d: int, t: int, low, keep, unit, half, top, tmp) -> None:
+    """Round the bit patterns ``ub`` into ``ob`` as if all were regular (sign bit untouched;
+    ``tmp``: a scratch array like ``ub``)."""
     u = ub.dtype.type
     if mode == 1:
         if t == 1:
@@ -156,11 +160,13 @@ def _round_regular(ub, ob, mode: int, d: int, t: int, low, keep, unit, half, top
             ob *= low  # ulp - 1 for negative
         ob += ub
     elif mode == 7 and t > 1:
-        # Round to odd: cut, then set the last kept bit when anything was cut.
-        np.bitwise_and(ub, low, out=ob)
-        inexact = ob != 0
+        # Round to odd: cut, then set the last kept bit when anything was cut.  The dropped
+        # bits plus (ulp - 1) carry into the last kept bit exactly when they are not all zero.
+        np.bitwise_and(ub, low, out=tmp)
+        tmp += low
+        tmp &= unit
         np.bitwise_and(ub, keep, out=ob)
-        ob |= inexact.astype(ub.dtype) << u(d)
+        ob |= tmp
         return
     else:  # toward zero (and round to odd with t = 1: the significand 1 is odd already)
         np.bitwise_and(ub, keep, out=ob)

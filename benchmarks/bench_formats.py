@@ -38,7 +38,7 @@ def configurations(pc) -> list:
     chops = {name: pc.Chop(format=name) for name in ("float8_e4m3fn", "float4_e2m1fn", "float6_e2m3fn")}
     specs = {
         "float8_e4m3fn RN": make_spec("float8_e4m3fn", 1),
-        "float8_e4m3fn RN, saturation": make_spec("float8_e4m3fn", 1, saturation=True),
+        "float8_e4m3fn RN saturation": make_spec("float8_e4m3fn", 1, saturation=True),
         "float8_e4m3fn RN ties away": make_spec("float8_e4m3fn", -1),
         "float8_e5m2 RN": make_spec("float8_e5m2", 1),
         "float6_e2m3fn RN": make_spec("float6_e2m3fn", 1),

@@ -261,11 +261,17 @@ class _Plan:
         # Needs half normal in the input's class and t >= 2 (with t = 1 ties go up).
         self.bulk_small = (self.float_rn and explim and keep_subnormals and t >= 2
                            and self.emins - 1 >= L.emin and lo == L.pow2_bits(self.emins))
+        # The top binade is regular too: below xboundary round to nearest stays at or below
+        # xmax and chop's overflow rule does not apply; from xboundary on (Inf and NaN too)
+        # elements are special, and so are those whose S would not be finite.
+        self.bulk_small = self.bulk_small and t + 1 <= L.p
         if self.bulk_small:
             half = math.ldexp(1.0, self.emins - 1)
             cut = int(np.array(half + math.ldexp(half, -t), L.ftype).view(u))
             self.WINDOW_START = u(L.pow2_bits(self.emins - 1) + 1)  # half's bits + 1
             self.WINDOW_WIDTH = u(cut + 1) - self.WINDOW_START
+            boundary = int(np.array(xboundary, L.ftype).view(u)) if xboundary < 2.0 ** L.emax else L.inf
+            self.XB = u(min(boundary, L.pow2_bits(L.emax - d0 + 1)))
 
         # Per-exponent tables for special elements, indexed by frexp's exponent + off
         # (frexp gives e + 1 for x = 2^e * 1.f, and 0 for zero, Inf and NaN, i.e. e = -1).
@@ -490,31 +496,46 @@ def _round_regular_bits(plan: _Plan, ub: np.ndarray, ob: np.ndarray, tmp: np.nda
     np.bitwise_and(ob, plan.KEEP0, out=ob)
 
 
-def _find_special_above(plan: _Plan, ub: np.ndarray, ebits: np.ndarray, tmp: np.ndarray, flags: np.ndarray):
-    """:func:`_find_special` for plans with ``bulk_small``: ``(special, window)``, the local
-    indices of the elements in the top binade and above (or None) and of those in the
-    double-rounding window below xmins, whose result is +0 (see ``_Plan``; or None).
-    Leaves the exponent fields in ``ebits``."""
-    np.bitwise_and(ub, plan.EXP, out=ebits)
-    special = np.flatnonzero(ebits >= plan.HI) if np.maximum.reduce(ebits) >= plan.HI else None
+def _round_block_bulk(plan: _Plan, ub: np.ndarray, ob: np.ndarray, s: _Scratch):
+    """:func:`_round_block` for plans with ``bulk_small`` (round to nearest in the FPU from
+    zero up to xboundary): returns the local indices of the special elements (at or above
+    xboundary, Inf, NaN; or None).  Elements in chop's double-rounding window below xmins
+    (see ``_Plan``) are set to +0."""
+    m = ub.size
+    a = s.a[:m]
+    np.bitwise_and(ub, plan.MAG, out=a)
+    smallest = np.minimum.reduce(a)
+    special = np.flatnonzero(a >= plan.XB) if np.maximum.reduce(a) >= plan.XB else None
     window = None
-    if np.minimum.reduce(ebits) < plan.LO:
-        # Whole-block integer tests (gathering the small elements first costs more when many are).
-        np.bitwise_and(ub, plan.MAG, out=tmp)
-        tmp -= plan.WINDOW_START  # one unsigned comparison: below the window wraps around
+    if smallest < plan.LO:  # some below xmins: one unsigned comparison (below the window wraps)
+        tmp, flags = s.b[:m], s.flags[:m]
+        np.subtract(a, plan.WINDOW_START, out=tmp)
         np.less(tmp, plan.WINDOW_WIDTH, out=flags)
         window = np.flatnonzero(flags)
-    return special, window
+    if smallest < plan.E_FLOOR:
+        np.maximum(a, plan.E_FLOOR, out=a)  # chop's subnormal block and below: e = emin
+    a &= plan.EXP
+    a += plan.S_OFF  # S = 1.5 * 2^(e + d0), from x's exponent field
+    ftype = plan.layout.ftype
+    big_f, xb, of = a.view(ftype), ub.view(ftype), ob.view(ftype)
+    if special is None:
+        np.add(xb, big_f, out=of)
+        np.subtract(of, big_f, out=of)
+    else:
+        with np.errstate(over="ignore", invalid="ignore"):  # Inf, NaN, huge: redone later
+            np.add(xb, big_f, out=of)
+            np.subtract(of, big_f, out=of)
+    if window is not None and window.size:
+        ob[window] = 0  # +0: chop's underflow rule after its first rounding (to half)
+    return special
 
 
 def _round_block(plan: _Plan, ub: np.ndarray, ob: np.ndarray, s: _Scratch):
     """Round a block as if regular; return the local indices of its special elements (or None)."""
-    m = ub.size
-    window = None
     if plan.bulk_small:
-        special, window = _find_special_above(plan, ub, s.a[:m], s.b[:m], s.flags[:m])
-    else:
-        special = _find_special(plan, ub, s.a[:m], s.b[:m], s.flags[:m])
+        return _round_block_bulk(plan, ub, ob, s)
+    m = ub.size
+    special = _find_special(plan, ub, s.a[:m], s.b[:m], s.flags[:m])
     if plan.float_rn:
         ftype = plan.layout.ftype
         big = s.a[:m]
@@ -529,8 +550,6 @@ def _round_block(plan: _Plan, ub: np.ndarray, ob: np.ndarray, s: _Scratch):
             with np.errstate(over="ignore", invalid="ignore"):  # Inf, NaN, huge: redone later
                 np.add(xb, big_f, out=of)
                 np.subtract(of, big_f, out=of)
-        if window is not None and window.size:
-            ob[window] = 0  # +0: chop's underflow rule after its first rounding (to half)
     else:
         _round_regular_bits(plan, ub, ob, s.a[:m])
     return special

@@ -9,7 +9,10 @@ normal range below its top binade) all lose the same ``d`` bits and can
 neither overflow nor underflow: a few whole-array integer operations round
 them.  The rest (zeros, the subnormal range and below, the top binade and
 above, Inf, NaN) are gathered and rounded by the reference, which owns every
-range rule.
+range rule.  Round to nearest with subnormals goes further: the FPU rounds
+every element below the top binade, subnormal range included (see
+``_nearest_blocks``), and only the top binade and above are gathered.
+Large arrays are split over threads as :mod:`.numpy_fast` splits them.
 """
 
 from __future__ import annotations

@@ -24,6 +24,13 @@ Elements fall in two groups:
   so they are gathered over blocks and rounded in batches (a handful in
   plain Python).
 
+With round to nearest and subnormals (``_Plan.bulk_small``) the FPU trick
+also rounds what lies below chop's subnormal block and the top binade: only
+elements at or above ``xboundary`` (and Inf, NaN) are special, and those in
+chop's double-rounding window just above ``xmins / 2`` are set to +0 in bulk
+(see ``_Plan``), so formats with a wide subnormal range (OCP float4/float6)
+stay on whole-block operations.
+
 Blocks of :data:`BLOCK` elements reuse per-thread scratch buffers, so each
 element crosses main memory about once and the memory used is the output
 plus O(block).  Deterministic modes split large arrays over :data:`THREADS`

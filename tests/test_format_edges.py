@@ -143,3 +143,16 @@ def test_torch_cpu_tensors_take_the_same_paths():
         want = chop(x, {"format": name})
         got = chop(torch.from_numpy(x.copy()), {"format": name}).numpy()
         assert ((got == want) | (np.isnan(got) & np.isnan(want))).all()
+
+
+def test_compiled_setting_hands_extended_specs_to_the_numpy_engine():
+    """Under cpu_engine('numba') extended specs fall back to the NumPy engine: the same bits."""
+    pytest.importorskip("numba")
+    from pychop_compat.engines import compiled
+
+    x, _ = embedded("float4_e2m1fn", np.float64)
+    with compiled.cpu_engine("numpy"):
+        want_rtf, want_chop = round_to_format(x, "float4_e2m1fn"), chop(x, {"format": "float4_e2m1fn"})
+    with compiled.cpu_engine("numba"):
+        got_rtf, got_chop = round_to_format(x, "float4_e2m1fn"), chop(x, {"format": "float4_e2m1fn"})
+    assert same(got_rtf, want_rtf).all() and same(got_chop, want_chop).all()

@@ -48,11 +48,20 @@ CONFIGS = [
     ("fp16 RZ", dict(format="h", round=4), False, (5, 10, 4, True), ("h", 4, 1)),
     ("fp16 SR5 MATLAB stream", dict(format="h", round=5), False, (5, 10, 5, True), ("h", 5, 1)),
     ("fp16 SR5 Generator", dict(format="h", round=5), True, (5, 10, 5, True), ("h", 5, 1)),
-    # Formats and modes beyond chop.m (issue 13): OCP formats through chop, round to odd
-    # through the cpfloat facade (no pychop equivalent: its column stays empty).
+    # Formats and modes beyond chop.m (issue 13): OCP formats through chop (chop's rules) and
+    # through the cpfloat facade (correct rounding, CPFloat's switches), round to odd and ties
+    # away (no pychop equivalent: its column stays empty).  The cpfloat rows give every field
+    # they depend on: the facade's options persist from call to call.
     ("float8_e4m3fn RN", dict(format="float8_e4m3fn"), False, None, None),
     ("float4_e2m1fn RN", dict(format="float4_e2m1fn"), False, None, None),
-    ("fp16 round to odd (cpfloat)", dict(cpfloat=dict(format="h", round=7)), False, None, None),
+    ("fp16 round to odd (cpfloat)", dict(cpfloat=dict(format="h", round=7, saturation=0)), False, None, None),
+    ("float6_e2m3fn RN", dict(format="float6_e2m3fn"), False, None, None),
+    ("float8_e4m3fn RN ties away (cpfloat)", dict(cpfloat=dict(format="float8_e4m3fn", round=-1, saturation=0)),
+     False, None, None),
+    ("float8_e4m3fn RN saturation (cpfloat)", dict(cpfloat=dict(format="float8_e4m3fn", round=1, saturation=1)),
+     False, None, None),
+    ("float8_e5m2 RN (cpfloat)", dict(cpfloat=dict(format="float8_e5m2", round=1, saturation=0)), False, None, None),
+    ("float4_e2m1fn RN (cpfloat)", dict(cpfloat=dict(format="float4_e2m1fn", round=1)), False, None, None),
 ]
 
 

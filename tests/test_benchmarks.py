@@ -46,8 +46,20 @@ def test_cpu_benchmark_quick_run():
     rows = [row for row in out.stdout.splitlines() if row.startswith("| 1e+0")]
     assert len(rows) >= 36, out.stdout  # 2 sizes x 2 dtypes x 9 configurations, then torch rows
     assert any("fp16 SR5 MATLAB stream" in row for row in rows)
-    for label in ("float8_e4m3fn RN", "float4_e2m1fn RN", "fp16 round to odd (cpfloat)"):
+    for label in ("float8_e4m3fn RN", "float4_e2m1fn RN", "fp16 round to odd (cpfloat)", "float6_e2m3fn RN",
+                  "float8_e4m3fn RN ties away (cpfloat)", "float8_e4m3fn RN saturation (cpfloat)",
+                  "float8_e5m2 RN (cpfloat)", "float4_e2m1fn RN (cpfloat)"):
         assert any(label in row and "failed" not in row for row in rows), label
+
+
+def test_formats_benchmark_quick_run():
+    """The formats beyond chop next to chop's fp16 RN: 12 configurations x 2 dtypes, one engine."""
+    out = _run("bench_formats.py", "--quick", "--engines", "numpy")
+    assert out.returncode == 0, out.stderr
+    rows = [row for row in out.stdout.splitlines() if row.startswith("| 1e+05")]
+    assert len(rows) == 24, out.stdout
+    assert rows[0].endswith("| 1.00 |") and "fp16 RN (chop)" in rows[0]
+    assert all(row.count("|") == 7 for row in rows)
 
 
 @pytest.mark.skipif("torch" not in available_engines(), reason="torch not installed")

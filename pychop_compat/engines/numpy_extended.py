@@ -43,13 +43,24 @@ def _chop_rules(x, spec: ChopSpec, sources, reference: bool) -> np.ndarray:
         raise ValueError(f"Rounding mode {spec.round} needs range_rules='cpfloat' (chop's rules know modes 1-6).")
     if spec.flip_scope != "fraction":
         raise ValueError("Flips of any encoding bit need range_rules='cpfloat'.")
+    fmt = spec.fmt
+
+    def encode(c: np.ndarray, xs: np.ndarray) -> None:
+        with np.errstate(invalid="ignore"):
+            apply_encoding(c, xs, fmt, spec.round, spec.saturation, spec.infinity, spec.flips)
+
+    if not spec.limits_exponent:  # explim = 0 ignores the format's range and its encoding
+        encode = None
     if reference:
         out = chop_vector(x.ravel(order="F"), spec, sources).reshape(x.shape, order="F")
+    elif encode is not None and fmt.encoding != "e8m0":
+        # The encoding changes only Inf, -0 and (with flips) results beyond xmax, which the
+        # fast engine's regular elements never give: it is applied to its special elements.
+        return numpy_fast.chop_array(x, spec, sources, finish_special=encode)
     else:
         out = numpy_fast.chop_array(x, spec, sources)
-    if spec.limits_exponent:  # explim = 0 ignores the format's range and its encoding
-        with np.errstate(invalid="ignore"):
-            apply_encoding(out, x, spec.fmt, spec.round, spec.saturation, spec.infinity, spec.flips)
+    if encode is not None:
+        encode(out, x)
     return out
 
 

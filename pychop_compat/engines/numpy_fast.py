@@ -24,6 +24,13 @@ Elements fall in two groups:
   so they are gathered over blocks and rounded in batches (a handful in
   plain Python).
 
+With round to nearest and subnormals (``_Plan.bulk_small``) the FPU trick
+also rounds what lies below chop's subnormal block and the top binade: only
+elements at or above ``xboundary`` (and Inf, NaN) are special, and those in
+chop's double-rounding window just above ``xmins / 2`` are set to +0 in bulk
+(see ``_Plan``), so formats with a wide subnormal range (OCP float4/float6)
+stay on whole-block operations.
+
 Blocks of :data:`BLOCK` elements reuse per-thread scratch buffers, so each
 element crosses main memory about once and the memory used is the output
 plus O(block).  Deterministic modes split large arrays over :data:`THREADS`
@@ -50,7 +57,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -60,7 +67,8 @@ from ..randomness import RandomSources
 from ..reference import FLIP_PRECISION_ERROR, apply_range_limits
 from .device_random import CounterStream
 
-__all__ = ["chop_array", "chop_scalar", "chop_counter", "BLOCK", "PARALLEL_BLOCK", "THREADS", "set_threads"]
+__all__ = ["chop_array", "chop_scalar", "chop_counter", "map_blocks", "BLOCK", "PARALLEL_BLOCK", "THREADS",
+           "set_threads"]
 
 #: Elements per block: a few arrays of this many 8-byte words fit in a core's L2 cache.
 BLOCK = 16384
@@ -127,6 +135,23 @@ def _map_ranges(func, n_blocks: int, threads: int) -> list:
     edges = [n_blocks * k // threads for k in range(threads + 1)]
     futures = [pool.submit(_quietly, func, edges[k], edges[k + 1]) for k in range(threads)]
     return [f.result() for f in futures]
+
+
+def map_blocks(func: Callable[[int, int, int], object], n: int) -> list:
+    """``func(start, stop, block)`` over ``n`` elements split as this engine splits them.
+
+    Each call covers the elements ``start:stop`` (contiguous, to be worked on in
+    blocks of ``block``); large arrays are shared among :data:`THREADS` threads,
+    each one range.  Returns the calls' results in element order.  Overflow and
+    invalid operations are not reported (as in the engine's own blocks).
+    """
+    threads, block, n_blocks = _tiling(n)
+
+    def over_range(first: int, stop: int):
+        return func(first * block, min(stop * block, n), block)
+
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _map_ranges(over_range, n_blocks, threads)
 
 
 def _quietly(func, first: int, stop: int):
@@ -233,6 +258,27 @@ class _Plan:
             self.raise_exponent = lo < int(self.E_FLOOR)
         self.EXP = u(L.inf)
         self.LO, self.HI, self.SPAN = u(lo), u(hi), u(hi - lo)
+
+        # Below xmins (round to nearest, subnormals kept) chop rounds x to t bits in its own
+        # binade, then sends results above xmins / 2 to +-xmins and the rest to +0.  The FPU
+        # trick with S at emin's (the grid of xmins) rounds them once, ties to even: the same
+        # except for half < |x| <= half (1 + 2^-t) (half = xmins / 2), where chop's first
+        # rounding gives half and then +0.  So everything below the top binade is regular but
+        # that narrow window (found with one magnitude test in blocks that reach below xmins).
+        # Needs half normal in the input's class and t >= 2 (with t = 1 ties go up).
+        self.bulk_small = (self.float_rn and explim and keep_subnormals and t >= 2
+                           and self.emins - 1 >= L.emin and lo == L.pow2_bits(self.emins))
+        # The top binade is regular too: below xboundary round to nearest stays at or below
+        # xmax and chop's overflow rule does not apply; from xboundary on (Inf and NaN too)
+        # elements are special, and so are those whose S would not be finite.
+        self.bulk_small = self.bulk_small and t + 1 <= L.p
+        if self.bulk_small:
+            half = math.ldexp(1.0, self.emins - 1)
+            cut = int(np.array(half + math.ldexp(half, -t), L.ftype).view(u))
+            self.WINDOW_START = u(L.pow2_bits(self.emins - 1) + 1)  # half's bits + 1
+            self.WINDOW_WIDTH = u(cut + 1) - self.WINDOW_START
+            boundary = int(np.array(xboundary, L.ftype).view(u)) if xboundary < 2.0 ** L.emax else L.inf
+            self.XB = u(min(boundary, L.pow2_bits(L.emax - d0 + 1)))
 
         # Per-exponent tables for special elements, indexed by frexp's exponent + off
         # (frexp gives e + 1 for x = 2^e * 1.f, and 0 for zero, Inf and NaN, i.e. e = -1).
@@ -457,8 +503,44 @@ def _round_regular_bits(plan: _Plan, ub: np.ndarray, ob: np.ndarray, tmp: np.nda
     np.bitwise_and(ob, plan.KEEP0, out=ob)
 
 
+def _round_block_bulk(plan: _Plan, ub: np.ndarray, ob: np.ndarray, s: _Scratch):
+    """:func:`_round_block` for plans with ``bulk_small`` (round to nearest in the FPU from
+    zero up to xboundary): returns the local indices of the special elements (at or above
+    xboundary, Inf, NaN; or None).  Elements in chop's double-rounding window below xmins
+    (see ``_Plan``) are set to +0."""
+    m = ub.size
+    a = s.a[:m]
+    np.bitwise_and(ub, plan.MAG, out=a)
+    smallest = np.minimum.reduce(a)
+    special = np.flatnonzero(a >= plan.XB) if np.maximum.reduce(a) >= plan.XB else None
+    window = None
+    if smallest < plan.LO:  # some below xmins: one unsigned comparison (below the window wraps)
+        tmp, flags = s.b[:m], s.flags[:m]
+        np.subtract(a, plan.WINDOW_START, out=tmp)
+        np.less(tmp, plan.WINDOW_WIDTH, out=flags)
+        window = np.flatnonzero(flags)
+    if smallest < plan.E_FLOOR:
+        np.maximum(a, plan.E_FLOOR, out=a)  # chop's subnormal block and below: e = emin
+    a &= plan.EXP
+    a += plan.S_OFF  # S = 1.5 * 2^(e + d0), from x's exponent field
+    ftype = plan.layout.ftype
+    big_f, xb, of = a.view(ftype), ub.view(ftype), ob.view(ftype)
+    if special is None:
+        np.add(xb, big_f, out=of)
+        np.subtract(of, big_f, out=of)
+    else:
+        with np.errstate(over="ignore", invalid="ignore"):  # Inf, NaN, huge: redone later
+            np.add(xb, big_f, out=of)
+            np.subtract(of, big_f, out=of)
+    if window is not None and window.size:
+        ob[window] = 0  # +0: chop's underflow rule after its first rounding (to half)
+    return special
+
+
 def _round_block(plan: _Plan, ub: np.ndarray, ob: np.ndarray, s: _Scratch):
     """Round a block as if regular; return the local indices of its special elements (or None)."""
+    if plan.bulk_small:
+        return _round_block_bulk(plan, ub, ob, s)
     m = ub.size
     special = _find_special(plan, ub, s.a[:m], s.b[:m], s.flags[:m])
     if plan.float_rn:
@@ -480,8 +562,9 @@ def _round_block(plan: _Plan, ub: np.ndarray, ob: np.ndarray, s: _Scratch):
     return special
 
 
-def _chop_deterministic(plan: _Plan, xu: np.ndarray, ou: np.ndarray) -> None:
-    """Modes 1-4 without flips on flat bit views (any element order)."""
+def _chop_deterministic(plan: _Plan, xu: np.ndarray, ou: np.ndarray, finish_special=None) -> None:
+    """Modes 1-4 without flips on flat bit views (any element order); ``finish_special``:
+    see :func:`chop_array`."""
     n = xu.size
     threads, block, n_blocks = _tiling(n)
 
@@ -489,7 +572,10 @@ def _chop_deterministic(plan: _Plan, xu: np.ndarray, ou: np.ndarray) -> None:
         idx = np.concatenate(pending)
         xs = xu.take(idx).view(plan.layout.ftype)
         with np.errstate(over="ignore", invalid="ignore"):  # overflow to Inf is chop's rule
-            ou[idx] = _round_general(plan, xs).view(plan.u)
+            c = _round_general(plan, xs)
+            if finish_special is not None:
+                finish_special(c, xs)
+            ou[idx] = c.view(plan.u)
 
     def work(first, stop):
         pending, count = [], 0
@@ -924,13 +1010,28 @@ def chop_scalar(value: float, spec: ChopSpec, sources: RandomSources, single: bo
 _SINGLE, _DOUBLE = np.dtype(np.float32), np.dtype(np.float64)
 
 
-def chop_array(x: np.ndarray, spec: ChopSpec, sources: RandomSources) -> np.ndarray:
+def chop_array(x: np.ndarray, spec: ChopSpec, sources: RandomSources,
+               finish_special: Optional[Callable[[np.ndarray, np.ndarray], None]] = None) -> np.ndarray:
     """Round ``x`` (float32 or float64 ndarray, any shape and layout) by ``spec``.
 
     Returns a new array of the same shape and dtype, equal bit for bit to
     :func:`pychop_compat.reference.chop_vector` on ``x`` in column-major
     order, consuming the same random numbers in the same calls.
+
+    ``finish_special(c, xs)``, when given, post-processes results in place
+    (``c``: rounded values, ``xs``: their inputs, arrays of one shape; an
+    encoding's rules).  It must leave finite nonzero results and +0 as they
+    are: in modes 1-4 without flips it is applied to the special elements only
+    (the others' results are finite and nonzero, or +0), elsewhere to the whole result.
     """
+    out = _chop_array(x, spec, sources, finish_special)
+    if finish_special is not None and (spec.flips or spec.round >= 5 or x.size <= 1):
+        with np.errstate(over="ignore", invalid="ignore"):
+            finish_special(out, x)
+    return out
+
+
+def _chop_array(x: np.ndarray, spec: ChopSpec, sources: RandomSources, finish_special) -> np.ndarray:
     dtype = x.dtype
     if dtype not in _LAYOUTS:
         if dtype.kind == "f" and not dtype.isnative and dtype.newbyteorder("=") in _LAYOUTS:
@@ -957,7 +1058,7 @@ def chop_array(x: np.ndarray, spec: ChopSpec, sources: RandomSources) -> np.ndar
         # Overflow to Inf and NaN comparisons are part of chop's semantics, not accidents.
         with np.errstate(over="ignore", invalid="ignore"):
             return _chop_random(x, plan, spec, sources)
-    return _chop_in_memory_order(x, plan)
+    return _chop_in_memory_order(x, plan, finish_special)
 
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -1013,7 +1114,7 @@ def chop_counter(x: np.ndarray, spec: ChopSpec, stream: CounterStream) -> np.nda
     return out.reshape(x.shape)
 
 
-def _chop_in_memory_order(x: np.ndarray, plan: _Plan) -> np.ndarray:
+def _chop_in_memory_order(x: np.ndarray, plan: _Plan, finish_special=None) -> np.ndarray:
     """Deterministic modes: the element order is free, so keep the caller's memory order."""
     if x.flags.c_contiguous:
         order = "C"
@@ -1023,5 +1124,5 @@ def _chop_in_memory_order(x: np.ndarray, plan: _Plan) -> np.ndarray:
         x, order = np.ascontiguousarray(x), "C"
     out = np.empty(x.shape, x.dtype, order=order)
     _chop_deterministic(plan, x.reshape(-1, order=order).view(plan.u),
-                        out.reshape(-1, order=order).view(plan.u))
+                        out.reshape(-1, order=order).view(plan.u), finish_special)
     return out

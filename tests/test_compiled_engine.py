@@ -9,6 +9,7 @@ lazy import.  The counter-based numbers are checked against their definition,
 
 from __future__ import annotations
 
+import math
 import pickle
 import subprocess
 import sys
@@ -160,6 +161,62 @@ def test_chop_order_over_many_chunks(monkeypatch, dtype, options):
         actual = chop(x, options)
     assert_bits_equal(actual, expected, str(options))
     assert np.array_equal(rand(2, 1), after)
+
+
+def _every_binade(fmt, dtype) -> np.ndarray:
+    """Every grid point of ``fmt`` from below its smallest subnormal to past its overflow
+    threshold, the midpoints between neighbours, and a random value in each gap; both signs."""
+    gen = np.random.default_rng(11)
+    lo = max(fmt.emins - 2, -1074 if dtype == np.float64 else -149)
+    hi = min(fmt.emax + 1, 1023 if dtype == np.float64 else 127)
+    points = []
+    for e in range(lo, hi + 1):
+        quantum = math.ldexp(1.0, max(e, fmt.emin) - fmt.t + 1)
+        steps = min(2 ** (fmt.t - 1), 64)
+        start = math.ldexp(1.0, e)
+        m = np.arange(steps, dtype=np.float64)
+        for j in (m, m + 0.5, m + gen.random(steps)):
+            points.append(start + j * quantum)
+            points.append(start + (2 ** (fmt.t - 1) - 1 - j) * quantum)
+    x = np.concatenate(points)
+    x = x[(x > 0) & np.isfinite(x.astype(dtype))].astype(dtype)
+    return np.concatenate([x, -x])
+
+
+@needs_numba
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("fmt", ["h", "b", "q43", "q52", (5, 7), (2, 3), (1, 4), (24, 20), (53, 1000)])
+def test_deterministic_loop_in_every_binade(monkeypatch, dtype, fmt):
+    """The branch-free loop (which takes in chop.m's subnormal block) against the NumPy engine,
+    for every mode, subnormal and explim, in every binade; fp16 to nearest against the hardware
+    cast too.  Large arrays (the parallel loop) with a few special values scattered."""
+    f = lookup_format(fmt) if isinstance(fmt, str) else custom_format(*fmt)
+    if dtype == np.float32 and (f.t > 24 or f.emax > 127):
+        pytest.skip("not a format of single-precision input")
+    x = _every_binade(f, dtype)
+    x = np.concatenate([x, np.array([0.0, -0.0, np.inf, -np.inf, np.nan], dtype)])
+    x = np.tile(np.random.default_rng(3).permutation(x), max(1, (1 << 17) // x.size + 1))
+    options = {"format": fmt} if isinstance(fmt, str) else {"format": "c", "params": list(fmt)}
+    for mode in (1, 2, 3, 4):
+        for subnormal in (0, 1):
+            for explim in (0, 1):
+                o = dict(options, round=mode, subnormal=subnormal, explim=explim)
+                try:
+                    resolve(o, None, "single" if dtype == np.float32 else "double")
+                except ValueError:
+                    continue  # (chop.m limits the precision of custom formats for single input)
+                with compiled.cpu_engine("numpy"):
+                    expected = chop(x, o)
+                with compiled.cpu_engine("numba"):
+                    actual = chop(x, o)
+                    with monkeypatch.context() as m:  # the parallel loop, chunks not whole sub-blocks
+                        m.setattr(compiled, "SERIAL_BELOW", 4096)
+                        m.setattr(compiled, "CHUNK", 1000)
+                        assert_bits_equal(chop(x, o), expected, f"{o} parallel")
+                assert_bits_equal(actual, expected, str(o))
+                if fmt == "h" and mode == 1 and subnormal == 1 and explim == 1:
+                    with np.errstate(over="ignore"):  # (+ 0.0: chop flushes to +0, as chop.m does)
+                        assert_bits_equal(actual + 0.0, x.astype(np.float16).astype(dtype) + 0.0, "float16 cast")
 
 
 @needs_numba

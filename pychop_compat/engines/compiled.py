@@ -153,8 +153,8 @@ def _constants(fmt, mode: int, keep_subnormals: bool, explim: bool, char: str, p
                    (1 << (d0 - 1)) - 1 if d0 else 0, 1 << d0], np.uint64)
     min_rep = fmt.xmins if keep_subnormals else fmt.xmin
     fp = np.array([fmt.xmax, fmt.xboundary, min_rep, p_flip, 2.0 ** -d0], np.float64)
-    # The branch-free deterministic loop's constants: ODD, RN, HALF, UP, DOWN (numba_kernels).
-    rp = np.zeros(5, np.uint64)
+    # rp[:5]: numba_kernels.fast_bits's constants ODD, RN, HALF, UP, DOWN (a fixed d0).
+    rp = np.zeros(15, np.uint64)
     if d0:
         if mode == 1:
             rp[:3] = (1 if d0 == p - 1 else 0, 1, (1 << (d0 - 1)) - 1)  # t = 1: the kept bit is odd
@@ -162,6 +162,17 @@ def _constants(fmt, mode: int, keep_subnormals: bool, explim: bool, char: str, p
             rp[3] = low0
         elif mode == 3:
             rp[4] = low0
+    # rp[5:]: the deterministic loops' constants (numba_kernels.det_serial): D0, DTOP, DMAX, LO,
+    # SPAN, HIDDEN, FULL, MAG, the exponent's shift, the sign's shift.  With subnormals kept and
+    # the exponent limited, the loop's range takes in chop.m's subnormal block (where it is normal
+    # in the carrier), in which an element drops d0 + emin - e bits.
+    if explim and keep_subnormals and fmt.emin > carrier_emin:
+        lo_det = _pow2_bits(max(fmt.emins, carrier_emin), width, p)
+        dtop = d0 + fmt.emin + (1 - carrier_emin)  # d0 + the biased exponent of emin
+    else:
+        lo_det, dtop = lo, 0
+    rp[5:15] = (d0, dtop, p - 1, lo_det, hi - lo_det, 1 << (p - 1), full, (1 << (width - 1)) - 1, p - 1,
+                width - 1)
     for a in (ip, up, fp, rp):
         a.setflags(write=False)
     return ip, up, fp, rp

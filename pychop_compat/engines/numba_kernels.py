@@ -277,15 +277,6 @@ def _count_specials(xu, first, last, k):
 
 
 # --- deterministic modes --------------------------------------------------------------------------
-# Each element function returns (bits, value, as_bits): the rounded bit pattern of a regular
-# element, or the value of any other; the loops store one or the other.
-
-
-@numba.njit(**_inline)
-def _det_one(b, v, k, single):
-    if _is_regular(b, k):
-        return _regular_bits(b, k), 0.0, True
-    return _U0, _general(v, k, single, 2.0, False, -1), False
 
 
 #: Elements per sub-block of the deterministic loops: a sub-block with a special element is
@@ -294,63 +285,91 @@ SUB_BLOCK = 256
 
 
 @numba.njit(**_jit)
-def _fix_specials(xf, xu, of, first, last, k, single):
+def _fix_specials(xf, xu, of, first, last, k, single, lo, span, mag):
+    """The general path for the elements of ``first:last`` outside the loop's range."""
     for i in range(np.uint64(first), np.uint64(last)):
-        if not _is_regular(np.uint64(xu[i]), k):
+        if ((np.uint64(xu[i]) & mag) - lo) >= span:
             of[i] = _general(np.float64(xf[i]), k, single, 2.0, False, -1)
 
 
-# The two loops below are the same code, serial and parallel (a helper taking the arrays,
-# called per sub-block, stopped LLVM from vectorising).  The first inner loop is
-# branch-free: every mode rounds as (b + add) & KEEP0 with
-#   add = ((b >> d0) & 1 | ODD) * RN + HALF + ((sign - 1) & UP) + ((0 - sign) & DOWN),
-# where the mode picks the constants (round to nearest: RN = 1, HALF = half an ulp - 1;
-# towards +inf: UP = ulp - 1; towards -inf: DOWN = ulp - 1; towards zero: all 0).
+@numba.njit(**_inline)
+def _det_constants(rp):
+    """The deterministic loop's constants (``rp[5:]``, see :func:`det_serial`) as a tuple."""
+    return (np.int64(rp[5]), np.int64(rp[6]), np.int64(rp[7]), rp[8], rp[9], rp[10], rp[11], rp[12],
+            rp[13], rp[14])
+
+
+@numba.njit(**_inline)
+def _det_block(xu, ou, first, last, c, mode):
+    """Round the elements ``first:last`` as regular ones, branch-free (one loop per mode, so that
+    each stays short); the number of them outside the loop's range, which the caller rounds again."""
+    d0, dtop, dmax, lo, span, hidden, full, mag, pshift, top = c
+    special = 0
+    if mode == 1:
+        for i in range(first, last):
+            b = np.uint64(xu[i])
+            m = b & mag
+            shift = np.uint64(min(max(d0, dtop - np.int64(m >> pshift)), dmax))
+            low = (_U1 << shift) - _U1
+            tie = ((b | hidden) >> shift) & low & _U1  # the last kept bit (the hidden bit when d = p - 1)
+            ou[i] = (b + (low >> _U1) + tie) & (full ^ low)
+            special += (m - lo) >= span
+    elif mode == 4:
+        for i in range(first, last):
+            b = np.uint64(xu[i])
+            m = b & mag
+            shift = np.uint64(min(max(d0, dtop - np.int64(m >> pshift)), dmax))
+            ou[i] = b & (full ^ ((_U1 << shift) - _U1))
+            special += (m - lo) >= span
+    else:  # towards +inf (2) adds low to a positive value, towards -inf (3) to a negative one
+        up = _U1 if mode == 2 else _U0
+        for i in range(first, last):
+            b = np.uint64(xu[i])
+            m = b & mag
+            shift = np.uint64(min(max(d0, dtop - np.int64(m >> pshift)), dmax))
+            low = (_U1 << shift) - _U1
+            away = _U0 - ((b >> top) ^ up)  # all ones when the sign bit differs from up
+            ou[i] = (b + (low & away)) & (full ^ low)
+            special += (m - lo) >= span
+    return special
+
+
+# The deterministic loops, serial and parallel.  An element of exponent field E drops
+# d = min(max(d0, DTOP - E), p - 1) bits (d0 = p - t in the normal range; in chop.m's subnormal
+# block, which the loop's range includes when subnormals are kept and the exponent limited, the
+# grid 2^emins drops more) and rounds as (b + add) & ~low, low = 2^d - 1, add by the mode:
+# low >> 1 plus the last kept bit (to nearest, ties to even), low away from the rounding
+# direction's side (towards +inf or -inf), nothing (towards zero).  Elements outside
+# [LO, LO + SPAN) (zero, below the smallest subnormal, the top binade, Inf, NaN) are rounded
+# again by the general path.  Unsigned indices: with signed ones Numba checks for negative
+# indices, which stops LLVM from vectorising the loop (five times slower).
 
 @numba.njit(**_jit)
 def det_serial(xf, xu, of, ou, ip, up, fp, rp, single):
     k = _unpack(ip, up, fp)
-    d0, top = np.uint64(k[D0]), np.uint64(k[WIDTH] - 1)
-    lo, span, inf, keep = k[LO], k[HI] - k[LO], k[INF], k[KEEP0]
-    odd, rn, half, upm, down = rp[0], rp[1], rp[2], rp[3], rp[4]
+    c = _det_constants(rp)
+    mode = k[MODE]
     n = xf.size
     for block in range((n + SUB_BLOCK - 1) // SUB_BLOCK):
-        # Unsigned indices: with signed ones Numba checks for negative indices, which stops
-        # LLVM from vectorising the loop (five times slower).
         first = np.uint64(block * SUB_BLOCK)
         last = np.uint64(min(n, block * SUB_BLOCK + SUB_BLOCK))
-        special = 0
-        for i in range(first, last):
-            b = np.uint64(xu[i])
-            sign = b >> top
-            add = (((b >> d0) & _U1) | odd) * rn + half + ((sign - _U1) & upm) + ((_U0 - sign) & down)
-            ou[i] = (b + add) & keep
-            special += ((b & inf) - lo) >= span
-        if special:
-            _fix_specials(xf, xu, of, first, last, k, single)
+        if _det_block(xu, ou, first, last, c, mode):
+            _fix_specials(xf, xu, of, first, last, k, single, c[3], c[4], c[7])
 
 
 @numba.njit(parallel=True, **_jit)
 def det_parallel(xf, xu, of, ou, ip, up, fp, rp, single, chunk):
     k = _unpack(ip, up, fp)
-    d0, top = np.uint64(k[D0]), np.uint64(k[WIDTH] - 1)
-    lo, span, inf, keep = k[LO], k[HI] - k[LO], k[INF], k[KEEP0]
-    odd, rn, half, upm, down = rp[0], rp[1], rp[2], rp[3], rp[4]
+    c = _det_constants(rp)
+    mode = k[MODE]
     n = xf.size
-    for c in prange((n + chunk - 1) // chunk):
-        stop = min(n, (c + 1) * chunk)
-        for block in range((stop - c * chunk + SUB_BLOCK - 1) // SUB_BLOCK):
-            first = np.uint64(c * chunk + block * SUB_BLOCK)
-            last = np.uint64(min(stop, c * chunk + block * SUB_BLOCK + SUB_BLOCK))
-            special = 0
-            for i in range(first, last):
-                b = np.uint64(xu[i])
-                sign = b >> top
-                add = (((b >> d0) & _U1) | odd) * rn + half + ((sign - _U1) & upm) + ((_U0 - sign) & down)
-                ou[i] = (b + add) & keep
-                special += ((b & inf) - lo) >= span
-            if special:
-                _fix_specials(xf, xu, of, first, last, k, single)
+    for chunk_index in prange((n + chunk - 1) // chunk):
+        stop = min(n, (chunk_index + 1) * chunk)
+        for block in range((stop - chunk_index * chunk + SUB_BLOCK - 1) // SUB_BLOCK):
+            first = np.uint64(chunk_index * chunk + block * SUB_BLOCK)
+            last = np.uint64(min(stop, chunk_index * chunk + block * SUB_BLOCK + SUB_BLOCK))
+            if _det_block(xu, ou, first, last, c, mode):
+                _fix_specials(xf, xu, of, first, last, k, single, c[3], c[4], c[7])
 
 
 # --- the counter-based generator: each element its own numbers ------------------------------------

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import math
 import os
 from functools import lru_cache
 from types import ModuleType
@@ -154,7 +155,7 @@ def _constants(fmt, mode: int, keep_subnormals: bool, explim: bool, char: str, p
     min_rep = fmt.xmins if keep_subnormals else fmt.xmin
     fp = np.array([fmt.xmax, fmt.xboundary, min_rep, p_flip, 2.0 ** -d0], np.float64)
     # rp[:5]: numba_kernels.fast_bits's constants ODD, RN, HALF, UP, DOWN (a fixed d0).
-    rp = np.zeros(15, np.uint64)
+    rp = np.zeros(18, np.uint64)
     if d0:
         if mode == 1:
             rp[:3] = (1 if d0 == p - 1 else 0, 1, (1 << (d0 - 1)) - 1)  # t = 1: the kept bit is odd
@@ -163,19 +164,68 @@ def _constants(fmt, mode: int, keep_subnormals: bool, explim: bool, char: str, p
         elif mode == 3:
             rp[4] = low0
     # rp[5:]: the deterministic loops' constants (numba_kernels.det_serial): D0, DTOP, DMAX, LO,
-    # SPAN, HIDDEN, FULL, MAG, the exponent's shift, the sign's shift.  With subnormals kept and
-    # the exponent limited, the loop's range takes in chop.m's subnormal block (where it is normal
-    # in the carrier), in which an element drops d0 + emin - e bits.
+    # HIDDEN, FULL, MAG, the exponent's shift, the sign's shift, SMALL_LO, SPAN, THRESHOLD, MIN_REP.
+    # With subnormals kept and the exponent limited, the rounding's range takes in chop.m's
+    # subnormal block (where it is normal in the carrier), in which an element drops
+    # d0 + emin - e bits.
     if explim and keep_subnormals and fmt.emin > carrier_emin:
         lo_det = _pow2_bits(max(fmt.emins, carrier_emin), width, p)
         dtop = d0 + fmt.emin + (1 - carrier_emin)  # d0 + the biased exponent of emin
     else:
         lo_det, dtop = lo, 0
-    rp[5:15] = (d0, dtop, p - 1, lo_det, hi - lo_det, 1 << (p - 1), full, (1 << (width - 1)) - 1, p - 1,
-                width - 1)
+    small = _small_rule(fmt, mode, keep_subnormals, char) if explim else None
+    small_lo, threshold, min_rep_bits = (lo_det, 0, 0) if small is None else (0,) + small
+    rp[5:] = (d0, dtop, p - 1, lo_det, 1 << (p - 1), full, (1 << (width - 1)) - 1, p - 1, width - 1,
+              small_lo, hi - small_lo, threshold, min_rep_bits)
     for a in (ip, up, fp, rp):
         a.setflags(write=False)
     return ip, up, fp, rp
+
+
+def _exact_bits(value: float, char: str) -> Optional[int]:
+    """The bit pattern of ``value`` in the carrier when it is a normal number there, else None."""
+    carried = np.array(value, dtype=char)
+    if float(carried) != value or not abs(value) >= np.finfo(char).tiny:
+        return None
+    return int(carried.view(_UINT[char]))
+
+
+def _small_rule(fmt, mode: int, keep_subnormals: bool, char: str) -> Optional[tuple]:
+    """chop.m's result below the smallest kept magnitude ``min_rep`` (explim = 1) as a rule on
+    the magnitude's bits: ``(threshold, bits of min_rep)``, the result being ``min_rep`` (with the
+    sign in modes 1 and 3) when the magnitude's bits exceed ``threshold`` and the sign suits the
+    mode (2: positive, 3: negative), else +0; None when the constants are not normal carrier
+    numbers (the loop then leaves those elements to the general path).
+
+    chop.m first rounds such an element ``x`` to ``c`` (on the grid 2^emins in its subnormal block
+    ``emins <= e < emin``, else to ``t`` bits), then gives ``min_rep`` for ``|c| > min_rep / 2``
+    (to nearest; ``|c| = min_rep / 2`` too when subnormals are not kept), ``c > 0`` (towards
+    +inf), ``c < 0`` (towards -inf), else 0.  Hence the thresholds to nearest: with subnormals,
+    ``|x| > 2^(emins-1) (1 + 2^-t)`` (at most that, ``c`` is at most the half; for t = 1 the tie
+    at 1.5 2^(emins-1) goes up, to the even 2); without, ``|x| >= 2^(emin-1) - 2^(q-1)``, the
+    values that round up to the half, ``2^q`` the grid of the binade below it (ties included:
+    the kept integer below the half is odd)."""
+    min_rep = fmt.xmins if keep_subnormals else fmt.xmin
+    min_rep_bits = _exact_bits(min_rep, char)
+    if min_rep_bits is None:
+        return None
+    if mode == 1:
+        if keep_subnormals:
+            half = math.ldexp(1.0, fmt.emins - 1)
+            exact = _exact_bits(half + math.ldexp(half, -fmt.t), char) if fmt.t > 1 else _exact_bits(1.5 * half, char)
+            threshold = None if exact is None else exact - (fmt.t == 1)
+        else:
+            # The binade below the half: chop.m's subnormal block (grid 2^emins) when t >= 3.
+            grid = fmt.emins if fmt.t >= 3 else fmt.emin - 1 - fmt.t
+            exact = _exact_bits(math.ldexp(1.0, fmt.emin - 1) - math.ldexp(1.0, grid - 1), char)
+            threshold = None if exact is None else exact - 1
+        if threshold is None:
+            return None
+    elif mode in (2, 3):
+        threshold = 0  # any non-zero magnitude of the mode's sign
+    else:
+        threshold = (1 << _WIDTH[char]) - 1  # never: towards zero gives 0
+    return threshold, min_rep_bits
 
 
 def rounding_constants(spec: ChopSpec, dtype: Any) -> tuple:

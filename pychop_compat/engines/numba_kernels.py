@@ -296,14 +296,14 @@ def _fix_specials(xf, xu, of, first, last, k, single, lo, span, mag):
 def _det_constants(rp):
     """The deterministic loop's constants (``rp[5:]``, see :func:`det_serial`) as a tuple."""
     return (np.int64(rp[5]), np.int64(rp[6]), np.int64(rp[7]), rp[8], rp[9], rp[10], rp[11], rp[12],
-            rp[13], rp[14])
+            rp[13], rp[14], rp[15], rp[16], rp[17])
 
 
 @numba.njit(**_inline)
 def _det_block(xu, ou, first, last, c, mode):
-    """Round the elements ``first:last`` as regular ones, branch-free (one loop per mode, so that
-    each stays short); the number of them outside the loop's range, which the caller rounds again."""
-    d0, dtop, dmax, lo, span, hidden, full, mag, pshift, top = c
+    """Round the elements ``first:last`` branch-free (one loop per mode, so that each stays
+    short); the number of them outside the loops' range, which the caller rounds again."""
+    d0, dtop, dmax, lo, hidden, full, mag, pshift, top, small_lo, span, threshold, min_rep = c
     special = 0
     if mode == 1:
         for i in range(first, last):
@@ -312,15 +312,18 @@ def _det_block(xu, ou, first, last, c, mode):
             shift = np.uint64(min(max(d0, dtop - np.int64(m >> pshift)), dmax))
             low = (_U1 << shift) - _U1
             tie = ((b | hidden) >> shift) & low & _U1  # the last kept bit (the hidden bit when d = p - 1)
-            ou[i] = (b + (low >> _U1) + tie) & (full ^ low)
-            special += (m - lo) >= span
+            rounded = (b + (low >> _U1) + tie) & (full ^ low)
+            below = ((b ^ m) | min_rep) if m > threshold else _U0
+            ou[i] = rounded if m >= lo else below
+            special += (m - small_lo) >= span
     elif mode == 4:
         for i in range(first, last):
             b = np.uint64(xu[i])
             m = b & mag
             shift = np.uint64(min(max(d0, dtop - np.int64(m >> pshift)), dmax))
-            ou[i] = b & (full ^ ((_U1 << shift) - _U1))
-            special += (m - lo) >= span
+            rounded = b & (full ^ ((_U1 << shift) - _U1))
+            ou[i] = rounded if m >= lo else _U0
+            special += (m - small_lo) >= span
     else:  # towards +inf (2) adds low to a positive value, towards -inf (3) to a negative one
         up = _U1 if mode == 2 else _U0
         for i in range(first, last):
@@ -329,20 +332,24 @@ def _det_block(xu, ou, first, last, c, mode):
             shift = np.uint64(min(max(d0, dtop - np.int64(m >> pshift)), dmax))
             low = (_U1 << shift) - _U1
             away = _U0 - ((b >> top) ^ up)  # all ones when the sign bit differs from up
-            ou[i] = (b + (low & away)) & (full ^ low)
-            special += (m - lo) >= span
+            rounded = (b + (low & away)) & (full ^ low)
+            below = ((b ^ m) | min_rep) if (m > threshold) & (away != _U0) else _U0
+            ou[i] = rounded if m >= lo else below
+            special += (m - small_lo) >= span
     return special
 
 
 # The deterministic loops, serial and parallel.  An element of exponent field E drops
 # d = min(max(d0, DTOP - E), p - 1) bits (d0 = p - t in the normal range; in chop.m's subnormal
-# block, which the loop's range includes when subnormals are kept and the exponent limited, the
-# grid 2^emins drops more) and rounds as (b + add) & ~low, low = 2^d - 1, add by the mode:
-# low >> 1 plus the last kept bit (to nearest, ties to even), low away from the rounding
-# direction's side (towards +inf or -inf), nothing (towards zero).  Elements outside
-# [LO, LO + SPAN) (zero, below the smallest subnormal, the top binade, Inf, NaN) are rounded
-# again by the general path.  Unsigned indices: with signed ones Numba checks for negative
-# indices, which stops LLVM from vectorising the loop (five times slower).
+# block, which the loops take in when subnormals are kept and the exponent limited, the grid
+# 2^emins drops more) and rounds as (b + add) & ~low, low = 2^d - 1, add by the mode: low >> 1
+# plus the last kept bit (to nearest, ties to even), low on the side away from the rounding
+# direction (towards +inf or -inf), nothing (towards zero).  Below LO (the smallest kept
+# magnitude) chop.m's underflow rule gives min_rep or +0 (compiled._small_rule), zero included.
+# Elements outside [SMALL_LO, SMALL_LO + SPAN) (the top binade, Inf, NaN; below LO as well when
+# the underflow rule does not apply) are rounded again by the general path.  Unsigned indices:
+# with signed ones Numba checks for negative indices, which stops LLVM from vectorising the
+# loop (five times slower).
 
 @numba.njit(**_jit)
 def det_serial(xf, xu, of, ou, ip, up, fp, rp, single):
@@ -354,7 +361,7 @@ def det_serial(xf, xu, of, ou, ip, up, fp, rp, single):
         first = np.uint64(block * SUB_BLOCK)
         last = np.uint64(min(n, block * SUB_BLOCK + SUB_BLOCK))
         if _det_block(xu, ou, first, last, c, mode):
-            _fix_specials(xf, xu, of, first, last, k, single, c[3], c[4], c[7])
+            _fix_specials(xf, xu, of, first, last, k, single, c[9], c[10], c[6])
 
 
 @numba.njit(parallel=True, **_jit)
@@ -369,7 +376,7 @@ def det_parallel(xf, xu, of, ou, ip, up, fp, rp, single, chunk):
             first = np.uint64(chunk_index * chunk + block * SUB_BLOCK)
             last = np.uint64(min(stop, chunk_index * chunk + block * SUB_BLOCK + SUB_BLOCK))
             if _det_block(xu, ou, first, last, c, mode):
-                _fix_specials(xf, xu, of, first, last, k, single, c[3], c[4], c[7])
+                _fix_specials(xf, xu, of, first, last, k, single, c[9], c[10], c[6])
 
 
 # --- the counter-based generator: each element its own numbers ------------------------------------

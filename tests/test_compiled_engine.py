@@ -228,6 +228,53 @@ def test_deterministic_loop_in_every_binade(monkeypatch, dtype, fmt):
 
 
 @needs_numba
+@pytest.mark.parametrize("seed", [0, 1, 2**32 - 1])
+def test_compiled_mt19937_is_the_stream(seed):
+    """The kernels' mt19937ar gives rand's numbers (NumPy's RandomState is MATLAB's generator,
+    checked against MathWorks' outputs in test_matlab_random) from any position, odd ones and
+    the last word of a block included, and leaves the same state."""
+    kernels = compiled.kernels()
+    reference = np.random.RandomState(seed)
+    for skip_words, n in ((0, 1), (1, 311), (0, 312), (621, 5), (623, 1), (3, 2000), (0, 0)):
+        reference.randint(0, 2**32, size=skip_words, dtype=np.uint32)  # one word each
+        state = reference.get_state(legacy=False)["state"]
+        key, pos = state["key"].copy(), np.array([state["pos"]], np.intc)
+        ours = kernels.mt_uniform(key, pos, n)
+        assert np.array_equal(ours, reference.random_sample(n)), (skip_words, n)
+        after = reference.get_state(legacy=False)["state"]
+        assert np.array_equal(key, after["key"]) and pos[0] == after["pos"]
+
+
+@needs_numba
+@pytest.mark.parametrize("shared", [True, False])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_matlab_stream_drawn_in_the_kernel(monkeypatch, shared, dtype):
+    """Stochastic rounding on MATLAB's stream with the numbers drawn inside the kernel: the NumPy
+    engine's bits and the stream left in the same state, with subnormal blocks, signed zeros,
+    Inf and NaN among regular sub-blocks; on the generator's own memory and on a copy."""
+    from pychop_compat import matlab_random
+
+    if not shared:
+        monkeypatch.setattr(matlab_random, "_state_view", False)
+    gen = np.random.default_rng(4)
+    x = gen.standard_normal((700, 30)) * np.exp2(gen.integers(-28, 16, (700, 30)))
+    x[::97, ::5] = gen.choice([0.0, -0.0, np.inf, -np.inf, np.nan, 3e-6, -2e-7], x[::97, ::5].shape)
+    x = x.astype(dtype)
+    for options in ({"format": "h", "round": 5}, {"format": "q43", "round": 6}, {"format": "h", "round": 6, "explim": 0},
+                    {"format": "c", "params": [4, 3], "round": 5, "subnormal": 0}, {"format": "b", "round": 5},
+                    {"format": "c", "params": [3, 1], "round": 5}):  # (emin = 0: zero is in the subnormal block)
+        for data in (x, np.full(600, -0.0, dtype), np.full(600, 2.0**-20, dtype)):
+            with compiled.cpu_engine("numpy"):
+                rng(7)
+                expected, after = chop(data, options), rand(3, 1)
+            with compiled.cpu_engine("numba"):
+                rng(7)
+                actual = chop(data, options)
+            assert_bits_equal(actual, expected, f"{options} {data[:1]}")
+            assert np.array_equal(rand(3, 1), after), options
+
+
+@needs_numba
 def test_deterministic_large_and_strided_arrays():
     gen = np.random.default_rng(2)
     x = gen.standard_normal((300, 700)) * np.exp2(gen.integers(-30, 30, (300, 700)))

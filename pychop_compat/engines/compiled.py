@@ -44,6 +44,7 @@ from typing import Any, Iterator, Optional
 
 import numpy as np
 
+from ..matlab_random import stream_uniform
 from ..options import ChopSpec
 from ..randomness import RandomSources
 
@@ -317,8 +318,22 @@ def _exclusive_cumsum(v: np.ndarray) -> np.ndarray:
     return out
 
 
+def _from_matlab_stream(k, x, ip, up, fp, single, utype):
+    """Stochastic rounding on MATLAB's stream: the kernel draws the numbers as it goes."""
+    from ..matlab_random import stream_state
+
+    xf = x.ravel(order="F")  # MATLAB's element order
+    of = np.empty_like(xf)
+    deferred = np.empty(xf.size, np.int64)  # (virtual memory: only what the kernel writes is touched)
+    with stream_state() as (key, pos):
+        k.round_stream(xf, xf.view(utype), of, of.view(utype), ip, up, fp, single, key, pos, deferred)
+    return of.reshape(x.shape, order="F")
+
+
 def _in_chop_order(k, x, spec, sources, ip, up, fp, single, utype):
     """Stochastic modes and bit flips with chop.m's calls: count, draw in bulk, round."""
+    if sources.stochastic is stream_uniform and not spec.flips:
+        return _from_matlab_stream(k, x, ip, up, fp, single, utype)
     xf = x.ravel(order="F")  # MATLAB's element order
     n = xf.size
     xu = xf.view(utype)

@@ -28,6 +28,8 @@ raises :class:`ForkedStreamError` unless :func:`rng` was called (with a seed,
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import math
 import operator
 import os
@@ -35,15 +37,18 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any, Iterator, Optional, Tuple, Union
 
 import numpy as np
 
 __all__ = ["rng", "rand", "randi", "RngSettings", "stream_uniform", "stream_uniform_one", "stream_randi",
-           "ForkedStreamError", "exclusive_stream", "fork_generation", "restore_stream"]
+           "ForkedStreamError", "exclusive_stream", "fork_generation", "restore_stream", "stream_state"]
 
 _DEFAULT_SEED_WORD = 5489  # mt19937ar's reference seed, used by MATLAB for rng(0)
-_stream = np.random.RandomState(_DEFAULT_SEED_WORD)
+_bit_generator = np.random.MT19937()
+_stream = np.random.RandomState(_bit_generator)
+_stream.seed(_DEFAULT_SEED_WORD)
+_state_view: Any = None  # (key, pos) sharing memory with _bit_generator's state, or False
 _seed: int = 0
 _lock = threading.RLock()
 
@@ -278,6 +283,57 @@ def stream_uniform_one() -> float:
         return _stream.random_sample()
     finally:
         _lock.release()
+
+
+def _shared_state() -> Optional[Tuple[np.ndarray, np.ndarray]]:
+    """``(key, pos)`` arrays on the generator's own state (NumPy's ``mt19937_state``: 624 words,
+    then the position as a C int), or None when that layout does not check out here."""
+    global _state_view
+    if _state_view is None:
+        _state_view = False
+        try:
+            words = (ctypes.c_uint32 * 625).from_address(_bit_generator.ctypes.state_address)
+            raw = np.ctypeslib.as_array(words)
+            key, pos = raw[:624], raw[624:].view(np.intc)
+            state = _bit_generator.state["state"]
+            if np.array_equal(key, state["key"]) and int(pos[0]) == int(state["pos"]):
+                _state_view = (key, pos)
+        except Exception:  # pragma: no cover - another NumPy's layout: copy the state instead
+            _state_view = False
+    return _state_view or None
+
+
+@contextlib.contextmanager
+def stream_state() -> Iterator[Tuple[np.ndarray, np.ndarray]]:
+    """Lend the stream's MT19937 state to code that draws as :func:`stream_uniform` does.
+
+    ``with stream_state() as (key, pos): ...`` holds the stream's lock and
+    yields the 624 state words (``uint32``) and a one-element array with the
+    position of the next word (624: the next draw twists the state).  Whatever
+    the block leaves in them is the stream's state afterwards; they are the
+    generator's own memory when NumPy's layout allows (no copy), else a copy
+    written back when the block ends without an exception.  The block must
+    not call the other draws of this module.  The compiled CPU engine draws
+    chop's numbers this way, inside its rounding loop.
+
+    Raises
+    ------
+    ForkedStreamError
+        In a forked child that has not called :func:`rng`.
+    """
+    with _lock:
+        if _seeded_generation != _generation:
+            _refuse_inherited_stream()
+        shared = _shared_state()
+        if shared is not None:
+            yield shared
+            return
+        state = _bit_generator.state
+        key = np.array(state["state"]["key"], np.uint32)
+        pos = np.array([state["state"]["pos"]], np.intc)
+        yield key, pos
+        state["state"] = {"key": key, "pos": int(pos[0])}
+        _bit_generator.state = state
 
 
 def stream_randi(imax: int, n: int) -> np.ndarray:

@@ -9,6 +9,7 @@ lazy import.  The counter-based numbers are checked against their definition,
 
 from __future__ import annotations
 
+import math
 import pickle
 import subprocess
 import sys
@@ -160,6 +161,117 @@ def test_chop_order_over_many_chunks(monkeypatch, dtype, options):
         actual = chop(x, options)
     assert_bits_equal(actual, expected, str(options))
     assert np.array_equal(rand(2, 1), after)
+
+
+def _every_binade(fmt, dtype) -> np.ndarray:
+    """Grid points of ``fmt`` at both ends of every binade from below its smallest subnormal to
+    past its overflow threshold, the midpoints between neighbours, and a random value in each
+    gap; both signs."""
+    gen = np.random.default_rng(11)
+    lo = max(fmt.emins - 2, -1074 if dtype == np.float64 else -149)
+    hi = min(fmt.emax + 1, 1023 if dtype == np.float64 else 127)
+    points = []
+    for e in range(lo, hi + 1):
+        start = math.ldexp(1.0, e)
+        # chop.m's grid (2^emins in its subnormal block) and the t-bit grid of the binade
+        for q in {max(e, fmt.emin) - fmt.t + 1, e - fmt.t + 1}:
+            quantum = math.ldexp(1.0, max(q, lo))
+            steps = min(int(start / quantum), 64)
+            m = np.arange(steps, dtype=np.float64)
+            for j in (m, m + 0.5, m + gen.random(steps)):
+                points.append(start + j * quantum)
+                points.append(2 * start - (j + 1) * quantum)
+    x = np.concatenate(points)
+    x = x[(x > 0) & np.isfinite(x.astype(dtype))].astype(dtype)
+    return np.concatenate([x, -x])
+
+
+@needs_numba
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("fmt", ["h", "b", "q43", "q52", (5, 7), (2, 3), (1, 4), (24, 20), (53, 1000)])
+def test_deterministic_loop_in_every_binade(monkeypatch, dtype, fmt):
+    """The branch-free loop (which takes in chop.m's subnormal block) against the NumPy engine,
+    for every mode, subnormal and explim, in every binade; fp16 to nearest against the hardware
+    cast too.  Large arrays (the parallel loop) with a few special values scattered."""
+    f = lookup_format(fmt) if isinstance(fmt, str) else custom_format(*fmt)
+    if dtype == np.float32 and (f.t > 24 or f.emax > 127):
+        pytest.skip("not a format of single-precision input")
+    x = _every_binade(f, dtype)
+    x = np.concatenate([x, np.array([0.0, -0.0, np.inf, -np.inf, np.nan], dtype)])
+    x = np.tile(np.random.default_rng(3).permutation(x), max(1, (1 << 17) // x.size + 1))
+    options = {"format": fmt} if isinstance(fmt, str) else {"format": "c", "params": list(fmt)}
+    for mode in (1, 2, 3, 4):
+        for subnormal in (0, 1):
+            for explim in (0, 1):
+                o = dict(options, round=mode, subnormal=subnormal, explim=explim)
+                try:
+                    resolve(o, None, "single" if dtype == np.float32 else "double")
+                except ValueError:
+                    continue  # (chop.m limits the precision of custom formats for single input)
+                with compiled.cpu_engine("numpy"):
+                    expected = chop(x, o)
+                with compiled.cpu_engine("numba"):
+                    actual = chop(x, o)
+                    with monkeypatch.context() as m:  # the parallel loop, chunks not whole sub-blocks
+                        m.setattr(compiled, "SERIAL_BELOW", 4096)
+                        m.setattr(compiled, "CHUNK", 1000)
+                        assert_bits_equal(chop(x, o), expected, f"{o} parallel")
+                assert_bits_equal(actual, expected, str(o))
+                if fmt == "h" and mode == 1 and subnormal == 1 and explim == 1:
+                    # (+ 0.0: chop flushes to +0, as chop.m does; and chop.m rounds x just above
+                    # xmins / 2 to t bits first, which can give the tie xmins / 2, then 0.)
+                    half = f.xmins / 2
+                    same = ~((np.abs(x) > half) & (np.abs(x) <= half * (1 + 2.0 ** -f.t)))
+                    with np.errstate(over="ignore"):
+                        assert_bits_equal(actual[same] + 0.0, x[same].astype(np.float16).astype(dtype) + 0.0,
+                                          "float16 cast")
+
+
+@needs_numba
+@pytest.mark.parametrize("seed", [0, 1, 2**32 - 1])
+def test_compiled_mt19937_is_the_stream(seed):
+    """The kernels' mt19937ar gives rand's numbers (NumPy's RandomState is MATLAB's generator,
+    checked against MathWorks' outputs in test_matlab_random) from any position, odd ones and
+    the last word of a block included, and leaves the same state."""
+    kernels = compiled.kernels()
+    reference = np.random.RandomState(seed)
+    for skip_words, n in ((0, 1), (1, 311), (0, 312), (621, 5), (623, 1), (3, 2000), (0, 0)):
+        reference.randint(0, 2**32, size=skip_words, dtype=np.uint32)  # one word each
+        state = reference.get_state(legacy=False)["state"]
+        key, pos = state["key"].copy(), np.array([state["pos"]], np.intc)
+        ours = kernels.mt_uniform(key, pos, n)
+        assert np.array_equal(ours, reference.random_sample(n)), (skip_words, n)
+        after = reference.get_state(legacy=False)["state"]
+        assert np.array_equal(key, after["key"]) and pos[0] == after["pos"]
+
+
+@needs_numba
+@pytest.mark.parametrize("shared", [True, False])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_matlab_stream_drawn_in_the_kernel(monkeypatch, shared, dtype):
+    """Stochastic rounding on MATLAB's stream with the numbers drawn inside the kernel: the NumPy
+    engine's bits and the stream left in the same state, with subnormal blocks, signed zeros,
+    Inf and NaN among regular sub-blocks; on the generator's own memory and on a copy."""
+    from pychop_compat import matlab_random
+
+    if not shared:
+        monkeypatch.setattr(matlab_random, "_state_view", False)
+    gen = np.random.default_rng(4)
+    x = gen.standard_normal((700, 30)) * np.exp2(gen.integers(-28, 16, (700, 30)))
+    x[::97, ::5] = gen.choice([0.0, -0.0, np.inf, -np.inf, np.nan, 3e-6, -2e-7], x[::97, ::5].shape)
+    x = x.astype(dtype)
+    for options in ({"format": "h", "round": 5}, {"format": "q43", "round": 6}, {"format": "h", "round": 6, "explim": 0},
+                    {"format": "c", "params": [4, 3], "round": 5, "subnormal": 0}, {"format": "b", "round": 5},
+                    {"format": "c", "params": [3, 1], "round": 5}):  # (emin = 0: zero is in the subnormal block)
+        for data in (x, np.full(600, -0.0, dtype), np.full(600, 2.0**-20, dtype)):
+            with compiled.cpu_engine("numpy"):
+                rng(7)
+                expected, after = chop(data, options), rand(3, 1)
+            with compiled.cpu_engine("numba"):
+                rng(7)
+                actual = chop(data, options)
+            assert_bits_equal(actual, expected, f"{options} {data[:1]}")
+            assert np.array_equal(rand(3, 1), after), options
 
 
 @needs_numba

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import math
 import os
 from functools import lru_cache
 from types import ModuleType
@@ -43,6 +44,7 @@ from typing import Any, Iterator, Optional
 
 import numpy as np
 
+from ..matlab_random import stream_uniform
 from ..options import ChopSpec
 from ..randomness import RandomSources
 
@@ -153,8 +155,8 @@ def _constants(fmt, mode: int, keep_subnormals: bool, explim: bool, char: str, p
                    (1 << (d0 - 1)) - 1 if d0 else 0, 1 << d0], np.uint64)
     min_rep = fmt.xmins if keep_subnormals else fmt.xmin
     fp = np.array([fmt.xmax, fmt.xboundary, min_rep, p_flip, 2.0 ** -d0], np.float64)
-    # The branch-free deterministic loop's constants: ODD, RN, HALF, UP, DOWN (numba_kernels).
-    rp = np.zeros(5, np.uint64)
+    # rp[:5]: numba_kernels.fast_bits's constants ODD, RN, HALF, UP, DOWN (a fixed d0).
+    rp = np.zeros(18, np.uint64)
     if d0:
         if mode == 1:
             rp[:3] = (1 if d0 == p - 1 else 0, 1, (1 << (d0 - 1)) - 1)  # t = 1: the kept bit is odd
@@ -162,9 +164,69 @@ def _constants(fmt, mode: int, keep_subnormals: bool, explim: bool, char: str, p
             rp[3] = low0
         elif mode == 3:
             rp[4] = low0
+    # rp[5:]: the deterministic loops' constants (numba_kernels.det_serial): D0, DTOP, DMAX, LO,
+    # HIDDEN, FULL, MAG, the exponent's shift, the sign's shift, SMALL_LO, SPAN, THRESHOLD, MIN_REP.
+    # With subnormals kept and the exponent limited, the rounding's range takes in chop.m's
+    # subnormal block (where it is normal in the carrier), in which an element drops
+    # d0 + emin - e bits.
+    if explim and keep_subnormals and fmt.emin > carrier_emin:
+        lo_det = _pow2_bits(max(fmt.emins, carrier_emin), width, p)
+        dtop = d0 + fmt.emin + (1 - carrier_emin)  # d0 + the biased exponent of emin
+    else:
+        lo_det, dtop = lo, 0
+    small = _small_rule(fmt, mode, keep_subnormals, char) if explim else None
+    small_lo, threshold, min_rep_bits = (lo_det, 0, 0) if small is None else (0,) + small
+    rp[5:] = (d0, dtop, p - 1, lo_det, 1 << (p - 1), full, (1 << (width - 1)) - 1, p - 1, width - 1,
+              small_lo, hi - small_lo, threshold, min_rep_bits)
     for a in (ip, up, fp, rp):
         a.setflags(write=False)
     return ip, up, fp, rp
+
+
+def _exact_bits(value: float, char: str) -> Optional[int]:
+    """The bit pattern of ``value`` in the carrier when it is a normal number there, else None."""
+    carried = np.array(value, dtype=char)
+    if float(carried) != value or not abs(value) >= np.finfo(char).tiny:
+        return None
+    return int(carried.view(_UINT[char]))
+
+
+def _small_rule(fmt, mode: int, keep_subnormals: bool, char: str) -> Optional[tuple]:
+    """chop.m's result below the smallest kept magnitude ``min_rep`` (explim = 1) as a rule on
+    the magnitude's bits: ``(threshold, bits of min_rep)``, the result being ``min_rep`` (with the
+    sign in modes 1 and 3) when the magnitude's bits exceed ``threshold`` and the sign suits the
+    mode (2: positive, 3: negative), else +0; None when the constants are not normal carrier
+    numbers (the loop then leaves those elements to the general path).
+
+    chop.m first rounds such an element ``x`` to ``c`` (on the grid 2^emins in its subnormal block
+    ``emins <= e < emin``, else to ``t`` bits), then gives ``min_rep`` for ``|c| > min_rep / 2``
+    (to nearest; ``|c| = min_rep / 2`` too when subnormals are not kept), ``c > 0`` (towards
+    +inf), ``c < 0`` (towards -inf), else 0.  Hence the thresholds to nearest: with subnormals,
+    ``|x| > 2^(emins-1) (1 + 2^-t)`` (at most that, ``c`` is at most the half; for t = 1 the tie
+    at 1.5 2^(emins-1) goes up, to the even 2); without, ``|x| >= 2^(emin-1) - 2^(q-1)``, the
+    values that round up to the half, ``2^q`` the grid of the binade below it (ties included:
+    the kept integer below the half is odd)."""
+    min_rep = fmt.xmins if keep_subnormals else fmt.xmin
+    min_rep_bits = _exact_bits(min_rep, char)
+    if min_rep_bits is None:
+        return None
+    if mode == 1:
+        if keep_subnormals:
+            half = math.ldexp(1.0, fmt.emins - 1)
+            exact = _exact_bits(half + math.ldexp(half, -fmt.t), char) if fmt.t > 1 else _exact_bits(1.5 * half, char)
+            threshold = None if exact is None else exact - (fmt.t == 1)
+        else:
+            # The binade below the half: chop.m's subnormal block (grid 2^emins) when t >= 3.
+            grid = fmt.emins if fmt.t >= 3 else fmt.emin - 1 - fmt.t
+            exact = _exact_bits(math.ldexp(1.0, fmt.emin - 1) - math.ldexp(1.0, grid - 1), char)
+            threshold = None if exact is None else exact - 1
+        if threshold is None:
+            return None
+    elif mode in (2, 3):
+        threshold = 0  # any non-zero magnitude of the mode's sign
+    else:
+        threshold = (1 << _WIDTH[char]) - 1  # never: towards zero gives 0
+    return threshold, min_rep_bits
 
 
 def rounding_constants(spec: ChopSpec, dtype: Any) -> tuple:
@@ -256,8 +318,22 @@ def _exclusive_cumsum(v: np.ndarray) -> np.ndarray:
     return out
 
 
+def _from_matlab_stream(k, x, ip, up, fp, single, utype):
+    """Stochastic rounding on MATLAB's stream: the kernel draws the numbers as it goes."""
+    from ..matlab_random import stream_state
+
+    xf = x.ravel(order="F")  # MATLAB's element order
+    of = np.empty_like(xf)
+    deferred = np.empty(xf.size, np.int64)  # (virtual memory: only what the kernel writes is touched)
+    with stream_state() as (key, pos):
+        k.round_stream(xf, xf.view(utype), of, of.view(utype), ip, up, fp, single, key, pos, deferred)
+    return of.reshape(x.shape, order="F")
+
+
 def _in_chop_order(k, x, spec, sources, ip, up, fp, single, utype):
     """Stochastic modes and bit flips with chop.m's calls: count, draw in bulk, round."""
+    if sources.stochastic is stream_uniform and not spec.flips:
+        return _from_matlab_stream(k, x, ip, up, fp, single, utype)
     xf = x.ravel(order="F")  # MATLAB's element order
     n = xf.size
     xu = xf.view(utype)
@@ -324,4 +400,10 @@ def warm_up() -> float:
                 spec = resolve(options, None, "single" if dtype is np.float32 else "double")
                 chop_array(x, spec, sources_for(lambda m: np.full(m, 0.5), counter_sources(0)))
                 chop_array(x, spec, counter_sources(0))
+                if spec.round >= 5 and not spec.flips:  # MATLAB's stream, on a state of its own
+                    ip, up, fp, _ = _spec_constants(spec, x.dtype.char)
+                    out, utype = np.empty_like(x), _UINT[x.dtype.char]
+                    _load().round_stream(x, x.view(utype), out, out.view(utype), ip, up, fp, dtype is np.float32,
+                                         np.arange(624, dtype=np.uint32), np.array([624], np.intc),
+                                         np.empty(x.size, np.int64))
     return time.perf_counter() - start

@@ -277,15 +277,6 @@ def _count_specials(xu, first, last, k):
 
 
 # --- deterministic modes --------------------------------------------------------------------------
-# Each element function returns (bits, value, as_bits): the rounded bit pattern of a regular
-# element, or the value of any other; the loops store one or the other.
-
-
-@numba.njit(**_inline)
-def _det_one(b, v, k, single):
-    if _is_regular(b, k):
-        return _regular_bits(b, k), 0.0, True
-    return _U0, _general(v, k, single, 2.0, False, -1), False
 
 
 #: Elements per sub-block of the deterministic loops: a sub-block with a special element is
@@ -294,63 +285,98 @@ SUB_BLOCK = 256
 
 
 @numba.njit(**_jit)
-def _fix_specials(xf, xu, of, first, last, k, single):
+def _fix_specials(xf, xu, of, first, last, k, single, lo, span, mag):
+    """The general path for the elements of ``first:last`` outside the loop's range."""
     for i in range(np.uint64(first), np.uint64(last)):
-        if not _is_regular(np.uint64(xu[i]), k):
+        if ((np.uint64(xu[i]) & mag) - lo) >= span:
             of[i] = _general(np.float64(xf[i]), k, single, 2.0, False, -1)
 
 
-# The two loops below are the same code, serial and parallel (a helper taking the arrays,
-# called per sub-block, stopped LLVM from vectorising).  The first inner loop is
-# branch-free: every mode rounds as (b + add) & KEEP0 with
-#   add = ((b >> d0) & 1 | ODD) * RN + HALF + ((sign - 1) & UP) + ((0 - sign) & DOWN),
-# where the mode picks the constants (round to nearest: RN = 1, HALF = half an ulp - 1;
-# towards +inf: UP = ulp - 1; towards -inf: DOWN = ulp - 1; towards zero: all 0).
+@numba.njit(**_inline)
+def _det_constants(rp):
+    """The deterministic loop's constants (``rp[5:]``, see :func:`det_serial`) as a tuple."""
+    return (np.int64(rp[5]), np.int64(rp[6]), np.int64(rp[7]), rp[8], rp[9], rp[10], rp[11], rp[12],
+            rp[13], rp[14], rp[15], rp[16], rp[17])
+
+
+@numba.njit(**_inline)
+def _det_block(xu, ou, first, last, c, mode):
+    """Round the elements ``first:last`` branch-free (one loop per mode, so that each stays
+    short); the number of them outside the loops' range, which the caller rounds again."""
+    d0, dtop, dmax, lo, hidden, full, mag, pshift, top, small_lo, span, threshold, min_rep = c
+    special = 0
+    if mode == 1:
+        for i in range(first, last):
+            b = np.uint64(xu[i])
+            m = b & mag
+            shift = np.uint64(min(max(d0, dtop - np.int64(m >> pshift)), dmax))
+            low = (_U1 << shift) - _U1
+            tie = ((b | hidden) >> shift) & low & _U1  # the last kept bit (the hidden bit when d = p - 1)
+            rounded = (b + (low >> _U1) + tie) & (full ^ low)
+            below = ((b ^ m) | min_rep) if m > threshold else _U0
+            ou[i] = rounded if m >= lo else below
+            special += (m - small_lo) >= span
+    elif mode == 4:
+        for i in range(first, last):
+            b = np.uint64(xu[i])
+            m = b & mag
+            shift = np.uint64(min(max(d0, dtop - np.int64(m >> pshift)), dmax))
+            rounded = b & (full ^ ((_U1 << shift) - _U1))
+            ou[i] = rounded if m >= lo else _U0
+            special += (m - small_lo) >= span
+    else:  # towards +inf (2) adds low to a positive value, towards -inf (3) to a negative one
+        up = _U1 if mode == 2 else _U0
+        for i in range(first, last):
+            b = np.uint64(xu[i])
+            m = b & mag
+            shift = np.uint64(min(max(d0, dtop - np.int64(m >> pshift)), dmax))
+            low = (_U1 << shift) - _U1
+            away = _U0 - ((b >> top) ^ up)  # all ones when the sign bit differs from up
+            rounded = (b + (low & away)) & (full ^ low)
+            below = ((b ^ m) | min_rep) if (m > threshold) & (away != _U0) else _U0
+            ou[i] = rounded if m >= lo else below
+            special += (m - small_lo) >= span
+    return special
+
+
+# The deterministic loops, serial and parallel.  An element of exponent field E drops
+# d = min(max(d0, DTOP - E), p - 1) bits (d0 = p - t in the normal range; in chop.m's subnormal
+# block, which the loops take in when subnormals are kept and the exponent limited, the grid
+# 2^emins drops more) and rounds as (b + add) & ~low, low = 2^d - 1, add by the mode: low >> 1
+# plus the last kept bit (to nearest, ties to even), low on the side away from the rounding
+# direction (towards +inf or -inf), nothing (towards zero).  Below LO (the smallest kept
+# magnitude) chop.m's underflow rule gives min_rep or +0 (compiled._small_rule), zero included.
+# Elements outside [SMALL_LO, SMALL_LO + SPAN) (the top binade, Inf, NaN; below LO as well when
+# the underflow rule does not apply) are rounded again by the general path.  Unsigned indices:
+# with signed ones Numba checks for negative indices, which stops LLVM from vectorising the
+# loop (five times slower).
 
 @numba.njit(**_jit)
 def det_serial(xf, xu, of, ou, ip, up, fp, rp, single):
     k = _unpack(ip, up, fp)
-    d0, top = np.uint64(k[D0]), np.uint64(k[WIDTH] - 1)
-    lo, span, inf, keep = k[LO], k[HI] - k[LO], k[INF], k[KEEP0]
-    odd, rn, half, upm, down = rp[0], rp[1], rp[2], rp[3], rp[4]
+    c = _det_constants(rp)
+    mode = k[MODE]
     n = xf.size
     for block in range((n + SUB_BLOCK - 1) // SUB_BLOCK):
-        # Unsigned indices: with signed ones Numba checks for negative indices, which stops
-        # LLVM from vectorising the loop (five times slower).
         first = np.uint64(block * SUB_BLOCK)
         last = np.uint64(min(n, block * SUB_BLOCK + SUB_BLOCK))
-        special = 0
-        for i in range(first, last):
-            b = np.uint64(xu[i])
-            sign = b >> top
-            add = (((b >> d0) & _U1) | odd) * rn + half + ((sign - _U1) & upm) + ((_U0 - sign) & down)
-            ou[i] = (b + add) & keep
-            special += ((b & inf) - lo) >= span
-        if special:
-            _fix_specials(xf, xu, of, first, last, k, single)
+        if _det_block(xu, ou, first, last, c, mode):
+            _fix_specials(xf, xu, of, first, last, k, single, c[9], c[10], c[6])
 
 
 @numba.njit(parallel=True, **_jit)
 def det_parallel(xf, xu, of, ou, ip, up, fp, rp, single, chunk):
     k = _unpack(ip, up, fp)
-    d0, top = np.uint64(k[D0]), np.uint64(k[WIDTH] - 1)
-    lo, span, inf, keep = k[LO], k[HI] - k[LO], k[INF], k[KEEP0]
-    odd, rn, half, upm, down = rp[0], rp[1], rp[2], rp[3], rp[4]
+    c = _det_constants(rp)
+    mode = k[MODE]
     n = xf.size
-    for c in prange((n + chunk - 1) // chunk):
-        stop = min(n, (c + 1) * chunk)
-        for block in range((stop - c * chunk + SUB_BLOCK - 1) // SUB_BLOCK):
-            first = np.uint64(c * chunk + block * SUB_BLOCK)
-            last = np.uint64(min(stop, c * chunk + block * SUB_BLOCK + SUB_BLOCK))
-            special = 0
-            for i in range(first, last):
-                b = np.uint64(xu[i])
-                sign = b >> top
-                add = (((b >> d0) & _U1) | odd) * rn + half + ((sign - _U1) & upm) + ((_U0 - sign) & down)
-                ou[i] = (b + add) & keep
-                special += ((b & inf) - lo) >= span
-            if special:
-                _fix_specials(xf, xu, of, first, last, k, single)
+    for chunk_index in prange((n + chunk - 1) // chunk):
+        stop = min(n, (chunk_index + 1) * chunk)
+        for block in range((stop - chunk_index * chunk + SUB_BLOCK - 1) // SUB_BLOCK):
+            first = np.uint64(chunk_index * chunk + block * SUB_BLOCK)
+            last = np.uint64(min(stop, chunk_index * chunk + block * SUB_BLOCK + SUB_BLOCK))
+            if _det_block(xu, ou, first, last, c, mode):
+                _fix_specials(xf, xu, of, first, last, k, single, c[9], c[10], c[6])
 
 
 # --- the counter-based generator: each element its own numbers ------------------------------------
@@ -609,3 +635,175 @@ def fast_bits(b, f):
 def irregular(b, f):
     """1 when ``b`` is not regular (its rounding needs :func:`chop_double`), else 0."""
     return np.int64(((b & f[10]) - f[8]) >= f[9])
+
+
+# --- MATLAB's stream drawn inside the kernel: mt19937ar, as rand draws it ----------------------------
+# The state is MT19937's 624 words ``key`` and the position ``pos`` of the next word (624: the
+# words are used up and the next draw twists); ``tempered`` holds the tempered words of ``key``
+# (the outputs).  A double is ``((a >> 5) 2^26 + (b >> 6)) 2^-53`` of two consecutive outputs
+# ``a, b`` (matlab_random's notes).  The twist and the tempering are mt19937ar's.
+
+_MT_N, _MT_M = 624, 397
+_MT_UPPER, _MT_LOWER, _MT_MATRIX = np.uint64(0x80000000), np.uint64(0x7FFFFFFF), np.uint64(0x9908B0DF)
+_MT_B, _MT_C = np.uint64(0x9D2C5680), np.uint64(0xEFC60000)
+_S1, _S7, _S11, _S15, _S18 = np.uint64(1), np.uint64(7), np.uint64(11), np.uint64(15), np.uint64(18)
+_S5, _S6, _U2 = np.uint64(5), np.uint64(6), np.uint64(2)
+
+
+@numba.njit(**_inline)
+def _mt_mix(upper_word, lower_word, far):
+    y = (np.uint64(upper_word) & _MT_UPPER) | (np.uint64(lower_word) & _MT_LOWER)
+    return np.uint64(far) ^ (y >> _S1) ^ ((_U0 - (y & _U1)) & _MT_MATRIX)
+
+
+@numba.njit(**_jit)
+def _mt_twist(key, tempered):
+    """The next 624 words of ``key`` (mt19937ar's generation step) and their tempered outputs."""
+    for i in range(_MT_N - _MT_M):
+        key[i] = np.uint32(_mt_mix(key[i], key[i + 1], key[i + _MT_M]) & np.uint64(0xFFFFFFFF))
+    for i in range(_MT_N - _MT_M, _MT_N - 1):
+        key[i] = np.uint32(_mt_mix(key[i], key[i + 1], key[i + _MT_M - _MT_N]) & np.uint64(0xFFFFFFFF))
+    key[_MT_N - 1] = np.uint32(_mt_mix(key[_MT_N - 1], key[0], key[_MT_M - 1]) & np.uint64(0xFFFFFFFF))
+    _mt_temper(key, tempered)
+
+
+@numba.njit(**_jit)
+def _mt_temper(key, tempered):
+    for i in range(_MT_N):
+        y = np.uint64(key[i])
+        y ^= y >> _S11
+        y ^= (y << _S7) & _MT_B
+        y ^= (y << _S15) & _MT_C
+        y ^= y >> _S18
+        tempered[i] = y
+
+
+@numba.njit(**_jit)
+def _mt_word(key, tempered, pos):
+    """The next 32-bit output (advances ``pos[0]``)."""
+    if pos[0] >= _MT_N:
+        _mt_twist(key, tempered)
+        pos[0] = 0
+    word = tempered[pos[0]]
+    pos[0] += 1
+    return word
+
+
+@numba.njit(**_inline)
+def _mt_double(key, tempered, pos):
+    """The next double of the stream (two outputs)."""
+    a = _mt_word(key, tempered, pos) >> _S5
+    b = _mt_word(key, tempered, pos) >> _S6
+    return (np.float64(a) * 67108864.0 + np.float64(b)) * 2.0**-53
+
+
+@numba.njit(**_jit)
+def _mt_fill(key, tempered, pos, out, count, single):
+    """The next ``count`` doubles of the stream into ``out[:count]`` (rounded to single when
+    ``single``: chop compares them in the input's class)."""
+    done = 0
+    while done < count:
+        p = pos[0]
+        if p >= _MT_N - 1:  # a double across a twist (or none left)
+            out[done] = _to_class(_mt_double(key, tempered, pos), single)
+            done += 1
+            continue
+        m = min(count - done, (_MT_N - p) // 2)
+        # Unsigned indices and signed conversions (a and b are below 2^27): a loop LLVM vectorises.
+        first, start = np.uint64(p), np.uint64(done)
+        for j in range(np.uint64(0), np.uint64(m)):
+            a = np.int64(tempered[first + _U2 * j] >> _S5)
+            b = np.int64(tempered[first + _U2 * j + _U1] >> _S6)
+            out[start + j] = (np.float64(a) * 67108864.0 + np.float64(b)) * 2.0**-53
+        if single:
+            for j in range(np.uint64(0), np.uint64(m)):
+                out[start + j] = np.float64(np.float32(out[start + j]))
+        pos[0] = p + 2 * m
+        done += m
+
+
+@numba.njit(**_jit)
+def mt_uniform(key, pos, n):
+    """``n`` doubles of the stream whose state is ``key, pos`` (advanced in place); for tests."""
+    tempered = np.empty(_MT_N, np.uint64)
+    _mt_temper(key, tempered)
+    out = np.empty(n, np.float64)
+    _mt_fill(key, tempered, pos, out, n, False)
+    return out
+
+
+@numba.njit(**_jit)
+def round_stream(xf, xu, of, ou, ip, up, fp, single, key, pos, deferred):
+    """Stochastic rounding (modes 5, 6, no flips) of ``xf`` (MATLAB's element order) with the
+    numbers of MATLAB's stream, drawn here as chop.m draws them: first one number for each
+    element of the normal block whose scaled value is not an integer, in order, then the same
+    for the subnormal block.  One pass in sub-blocks: each sub-block's numbers are drawn into
+    the cache just before it is rounded.  The subnormal block's elements and the normal block's
+    zeros (whose sign depends on whether the block drew) are put off to the end (``deferred``,
+    room for ``n`` indices).  Returns the numbers drawn for the normal and subnormal blocks."""
+    k = _unpack(ip, up, fp)
+    tempered = np.empty(_MT_N, np.uint64)
+    _mt_temper(key, tempered)
+    numbers = np.empty(SUB_BLOCK + 1, np.float64)  # (+ 1: read, unused, after the last element)
+    n = xf.size
+    low0, keep, scale, d0 = k[LOW0], k[KEEP0], k[FRAC_SCALE], np.uint64(k[D0])
+    mode5 = k[MODE] == 5
+    n_deferred = 0
+    k_normal = 0
+    for block in range((n + SUB_BLOCK - 1) // SUB_BLOCK):
+        first = np.uint64(block * SUB_BLOCK)
+        last = np.uint64(min(n, block * SUB_BLOCK + SUB_BLOCK))
+        if _count_specials(xu, first, last, k):
+            for i in range(first, last):
+                v = np.float64(xf[i])
+                sub, need = _classify(np.uint64(xu[i]), v, k)
+                if sub or v == 0.0:
+                    deferred[n_deferred] = i
+                    n_deferred += 1
+                    continue
+                rnd = 2.0
+                if need:
+                    rnd = _to_class(_mt_double(key, tempered, pos), single)
+                    k_normal += 1
+                of[i] = _general(v, k, single, rnd, False, -1)
+            continue
+        count = 0
+        for i in range(first, last):
+            count += (np.uint64(xu[i]) & low0) != _U0
+        _mt_fill(key, tempered, pos, numbers, count, single)
+        k_normal += count
+        # Branch-free (a branch on the comparison, which LLVM made of a select, mispredicts
+        # half the time): an element without dropped bits takes no number; unsigned positions
+        # (no negative-index checks).
+        position = np.uint64(0)
+        if mode5:
+            for i in range(first, last):
+                b = np.uint64(xu[i])
+                low = b & low0
+                draws = np.uint64(low != _U0)
+                up_ = np.uint64(numbers[position] <= np.float64(np.int64(low)) * scale) & draws
+                position += draws
+                ou[i] = (b & keep) + (up_ << d0)
+        else:
+            for i in range(first, last):
+                b = np.uint64(xu[i])
+                low = b & low0
+                draws = np.uint64(low != _U0)
+                up_ = np.uint64(numbers[position] <= 0.5) & draws
+                position += draws
+                ou[i] = (b & keep) + (up_ << d0)
+    k_sub = 0
+    for j in range(n_deferred):
+        i = deferred[j]
+        sub, need = _classify(np.uint64(xu[i]), np.float64(xf[i]), k)
+        k_sub += sub and need
+    for j in range(n_deferred):
+        i = deferred[j]
+        v = np.float64(xf[i])
+        sub, need = _classify(np.uint64(xu[i]), v, k)
+        if sub:
+            rnd = _to_class(_mt_double(key, tempered, pos), single) if need else 2.0
+            of[i] = _general(v, k, single, rnd, k_sub > 0, -1)
+        else:
+            of[i] = _general(v, k, single, 2.0, k_normal > 0, -1)
+    return k_normal, k_sub

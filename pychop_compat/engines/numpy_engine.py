@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..matlab_random import stream_uniform
 from ..options import ChopSpec
 from ..randomness import RandomSources
 from ..reference import chop_vector, roundit_vector
@@ -66,12 +67,14 @@ def chop_array(x: np.ndarray, spec: ChopSpec, sources: RandomSources, reference:
 
 
 def _streamed_is_faster(spec: ChopSpec, sources: RandomSources) -> bool:
-    """Under ``'auto'``: stochastic rounding from a sequential stream (MATLAB's, a NumPy
-    Generator) without flips stays on the NumPy engine, which draws block by block into the
-    cache while it rounds; the compiled engine draws every number in bulk first, a round trip
-    through memory that measured slower (docs/performance.rst).  Same bits either way."""
+    """Under ``'auto'``: stochastic rounding from a NumPy Generator without flips stays on the
+    NumPy engine, which draws block by block into the cache while it rounds; the compiled
+    engine draws every number in bulk first, a round trip through memory that measured slower
+    (docs/performance.rst).  MATLAB's stream goes to the compiled engine, which draws it inside
+    its loop.  Same bits either way."""
     return (compiled.get_cpu_engine() == "auto" and spec.round >= 5 and not spec.flips
-            and getattr(sources, "counter", None) is None and numpy_fast.is_sequential_stream(sources.stochastic))
+            and getattr(sources, "counter", None) is None and sources.stochastic is not stream_uniform
+            and numpy_fast.is_sequential_stream(sources.stochastic))
 
 
 def roundit_array(x: np.ndarray, mode: int, sources: RandomSources, flip: bool, p: float, t: int) -> np.ndarray:

@@ -15,9 +15,10 @@ A row is first rounded by the branch-free loop on bit patterns
 (``numba_kernels.fast_bits``, which LLVM vectorises) into a scratch row; only
 a row holding a value that loop cannot round (zero, near the format's range
 limits, Inf, NaN) is gone over again by ``chop_double``, one value at a time.
-Steps with a large trailing matrix update its rows on Numba's threads; the
-last steps (fewer than ``PARALLEL_ROWS`` rows left) run on one thread in one
-call.
+The steps go in panels of ``PANEL`` columns (see :func:`factor`): each
+element still takes its operations in the order of the unblocked elimination,
+but the rows below a panel take all of its steps in one pass, from the cache,
+and in one launch of Numba's threads.
 """
 
 from __future__ import annotations
@@ -31,12 +32,14 @@ from numba import prange
 from ..engines.numba_kernels import (bits_of_double, chop_double, constants, double_of_bits, fast_bits,
                                      fast_constants, irregular)
 
-__all__ = ["factor", "PARALLEL_ROWS", "ROWS"]
+__all__ = ["factor", "PANEL", "PARALLEL_BELOW", "ROWS"]
 
-#: Steps whose trailing matrix has at least this many rows share them out over the threads.
-PARALLEL_ROWS = 192
-#: Rows per task of a parallel step.
-ROWS = 16
+#: Columns per panel: the steps of a panel reach the rows below it in one pass (one thread launch).
+PANEL = 32
+#: Trailing matrices with fewer elements than this are updated on one thread.
+PARALLEL_BELOW = 1 << 16
+#: Rows per task of a parallel trailing update.
+ROWS = 8
 
 _jit = dict(cache=True, nogil=True, error_model="numpy")
 
@@ -63,66 +66,88 @@ def _pivot_and_swap(a, perm, k):
 
 
 @numba.njit(**_jit)
-def _eliminate_rows(a, k, first, last, scratch, kc, fc):
-    """Rows ``first:last`` (all > k): ``a_ik = fl(a_ik / a_kk)``, then
-    ``a_ij = fl(a_ij - fl(a_ik a_kj))`` for ``j > k``."""
-    n = a.shape[0]
-    pivot = a[k, k]
-    start = np.uint64(k + 1)
-    stop = np.uint64(n)
-    for i in range(first, last):
-        l = chop_double(a[i, k] / pivot, kc)
-        a[i, k] = l
-        special = 0
+def _row_update(a, i, k, first, last, scratch, kc, fc):
+    """``a_ij = fl(a_ij - fl(a_ik a_kj))`` for ``j`` in ``first:last``: the branch-free loop into
+    ``scratch``, the values it cannot round redone by ``chop_double`` (``a[i]`` still unchanged),
+    then copied back."""
+    l = a[i, k]
+    start = np.uint64(first)
+    stop = np.uint64(last)
+    special = 0
+    for j in range(start, stop):
+        tb = bits_of_double(l * a[k, j])
+        ub = bits_of_double(a[i, j] - double_of_bits(fast_bits(tb, fc)))
+        special += irregular(tb, fc) + irregular(ub, fc)
+        scratch[j] = double_of_bits(fast_bits(ub, fc))
+    if special:
         for j in range(start, stop):
             tb = bits_of_double(l * a[k, j])
             ub = bits_of_double(a[i, j] - double_of_bits(fast_bits(tb, fc)))
-            special += irregular(tb, fc) + irregular(ub, fc)
-            scratch[j] = double_of_bits(fast_bits(ub, fc))
-        if special:  # redo the values the branch-free loop cannot round (a[i] is still unchanged)
-            for j in range(start, stop):
-                tb = bits_of_double(l * a[k, j])
-                ub = bits_of_double(a[i, j] - double_of_bits(fast_bits(tb, fc)))
-                if irregular(tb, fc) + irregular(ub, fc):
-                    scratch[j] = chop_double(a[i, j] - chop_double(l * a[k, j], kc), kc)
-        for j in range(start, stop):
-            a[i, j] = scratch[j]
+            if irregular(tb, fc) + irregular(ub, fc):
+                scratch[j] = chop_double(a[i, j] - chop_double(l * a[k, j], kc), kc)
+    for j in range(start, stop):
+        a[i, j] = scratch[j]
 
 
 @numba.njit(**_jit)
-def _serial_steps(a, perm, first, ip, up, fp, rp, info):
-    """Steps ``first .. n-1`` on one thread; returns LAPACK's ``info`` (``info`` so far given)."""
+def _panel(a, perm, k0, k1, skipped, info, ip, up, fp, rp):
+    """Steps ``k0:k1`` on the panel's columns (every row below ``k0``), then on the rows of the
+    panel right of it; returns ``info``.  ``skipped[k]``: step ``k`` had a zero pivot."""
     kc, fc = constants(ip, up, fp), fast_constants(ip, up, rp)
     n = a.shape[0]
     scratch = np.empty(n)
-    for k in range(first, n):
+    for k in range(k0, k1):
         _pivot_and_swap(a, perm, k)
-        if a[k, k] == 0.0:
+        pivot = a[k, k]
+        skipped[k] = pivot == 0.0
+        if skipped[k]:
             if info == 0:
                 info = k + 1
             continue
-        _eliminate_rows(a, k, k + 1, n, scratch, kc, fc)
+        for i in range(k + 1, n):
+            a[i, k] = chop_double(a[i, k] / pivot, kc)
+            _row_update(a, i, k, k + 1, k1, scratch, kc, fc)
+    for k in range(k0, k1):  # the panel's rows right of the panel: U's block row, step by step
+        if not skipped[k]:
+            for i in range(k + 1, k1):
+                _row_update(a, i, k, k1, n, scratch, kc, fc)
     return info
 
 
-@numba.njit(parallel=True, **_jit)
-def _parallel_step(a, perm, k, ip, up, fp, rp):
-    """Step ``k`` with the rows of the trailing matrix on Numba's threads; False for a zero pivot."""
+@numba.njit(**_jit)
+def _trailing_rows(a, k0, k1, first, last, skipped, scratch, kc, fc):
+    """Rows ``first:last`` below the panel, right of it: the panel's steps in order."""
+    n = a.shape[0]
+    for i in range(first, last):
+        for k in range(k0, k1):
+            if not skipped[k]:
+                _row_update(a, i, k, k1, n, scratch, kc, fc)
+
+
+@numba.njit(**_jit)
+def _trailing_serial(a, k0, k1, skipped, ip, up, fp, rp):
     kc, fc = constants(ip, up, fp), fast_constants(ip, up, rp)
     n = a.shape[0]
-    _pivot_and_swap(a, perm, k)
-    if a[k, k] == 0.0:
-        return False
-    rows = n - k - 1
-    for task in prange((rows + ROWS - 1) // ROWS):
-        scratch = np.empty(n)
-        first = k + 1 + task * ROWS
-        _eliminate_rows(a, k, first, min(n, first + ROWS), scratch, kc, fc)
-    return True
+    _trailing_rows(a, k0, k1, k1, n, skipped, np.empty(n), kc, fc)
+
+
+@numba.njit(parallel=True, **_jit)
+def _trailing_parallel(a, k0, k1, skipped, ip, up, fp, rp):
+    kc, fc = constants(ip, up, fp), fast_constants(ip, up, rp)
+    n = a.shape[0]
+    for task in prange((n - k1 + ROWS - 1) // ROWS):
+        first = k1 + task * ROWS
+        _trailing_rows(a, k0, k1, first, min(n, first + ROWS), skipped, np.empty(n), kc, fc)
 
 
 def factor(a: np.ndarray, rounding: tuple) -> tuple:
     """Factorize ``a`` (float64, square, already rounded to the format) in place.
+
+    Blocked by panels of ``PANEL`` columns, with each element's operations in
+    the order of the unblocked elimination: the panel's steps on its columns
+    (pivot choice, row swaps of whole rows, multipliers), then on the rows of
+    the panel right of it, then on every row below it (on the threads when the
+    trailing matrix has at least ``PARALLEL_BELOW`` elements).
 
     Parameters
     ----------
@@ -144,10 +169,19 @@ def factor(a: np.ndarray, rounding: tuple) -> tuple:
     ip, up, fp, rp = rounding
     n = a.shape[0]
     perm = np.arange(n)
+    skipped = np.zeros(n, np.bool_)
     info = 0
-    k = 0
-    while k < n and n - k - 1 >= PARALLEL_ROWS:
-        if not _parallel_step(a, perm, k, ip, up, fp, rp) and info == 0:
-            info = k + 1
-        k += 1
-    return perm, int(_serial_steps(a, perm, k, ip, up, fp, rp, info))
+    # Parallel tasks handed out one at a time, not in equal shares: on a busy machine a thread
+    # that the system stalls then holds up one task, not a share of the rows.
+    previous = numba.set_parallel_chunksize(1)
+    try:
+        for k0 in range(0, n, PANEL):
+            k1 = min(n, k0 + PANEL)
+            info = int(_panel(a, perm, k0, k1, skipped, info, ip, up, fp, rp))
+            if k1 == n:
+                break
+            update = _trailing_parallel if (n - k1) ** 2 >= PARALLEL_BELOW else _trailing_serial
+            update(a, k0, k1, skipped, ip, up, fp, rp)
+    finally:
+        numba.set_parallel_chunksize(previous)
+    return perm, info

@@ -216,3 +216,19 @@ def test_double_format_keeps_signed_zeros(method):
     with compiled.cpu_engine("numba"):
         C = linalg.matmul(A, B, "d", method=method)
     assert np.all(np.signbit(C)) and np.all(C == 0)
+
+
+@needs_numba
+def test_compiled_pairwise_tree_for_every_binary_shape_of_n():
+    """The streamed tree (partial sums per power of two) equals the level-by-level tree whatever the
+    bits of n: every n up to 40, around powers of two, with and without rounded products."""
+    for n in list(range(1, 41)) + [63, 64, 65, 127, 129, 255, 257]:
+        if n >= 3:
+            A, B = _operands(n, 3, n, 5)
+        else:
+            A, B = np.random.default_rng(n).standard_normal((3, n)), np.random.default_rng(n).standard_normal((n, 5))
+        with compiled.cpu_engine("numba"):
+            actual = linalg.matmul(A, B, "b", method="pairwise")
+            mixed = linalg.matmul(A, B, "h", method="pairwise", accumulate="s")
+        assert_bits_equal(actual, _reference(A, B, "b", "pairwise"), f"n = {n}")
+        assert_bits_equal(mixed, _reference(A, B, "h", "pairwise", accumulate="s"), f"n = {n}, accumulate")

@@ -12,7 +12,8 @@ Each (n, method, engine) runs in a fresh process: the time of one
 'h')``) on standard normal n x n matrices (after a small warm-up call that
 compiles or loads the kernels), and the growth of the process's peak
 resident memory during that call, which counts every allocation (NumPy's,
-Numba's, the result's).  ``numpy`` is the NumPy implementation (the readable
+Numba's, the result's); also the CPU time of the process during the call (all
+its threads), a figure that the other work on a shared machine changes less.  ``numpy`` is the NumPy implementation (the readable
 reference: for matmul the code before the compiled kernels, now in column
 groups for 'pairwise' and 'blocked'; for LU the vectorised elimination), ``numba``
 the compiled kernels.  With ``--repeats R`` the engines take turns R times
@@ -45,11 +46,14 @@ else:
     run = lambda A, B: linalg.matmul(A, B, fmt, method=method)
 run(A[:300, :300], B[:300, :300])  # compile or load the kernels (every LU path: panels, threads)
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+cpu0 = time.process_time()
 t0 = time.perf_counter()
 C = run(A, B)
 seconds = time.perf_counter() - t0
+cpu = time.process_time() - cpu0
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({"seconds": seconds, "peak_growth_mib": (peak - before) / 1024, "result_mib": C.nbytes / 2**20}))
+print(json.dumps({"seconds": seconds, "cpu_seconds": cpu, "peak_growth_mib": (peak - before) / 1024,
+                  "result_mib": C.nbytes / 2**20}))
 """
 
 
@@ -74,8 +78,9 @@ def main(argv=None) -> None:
     print(f"linalg.matmul(A, B, {args.format!r}) and linalg.lu(A, {args.format!r}), n x n standard normal, "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} CPU(s), "
           f"best of {args.repeats}\n")
-    print("| n | method | engine | seconds | peak memory growth (MiB) | result (MiB) | NumPy / compiled |")
-    print("|---:|---|---|---:|---:|---:|---:|")
+    print("| n | method | engine | seconds | CPU seconds | peak memory growth (MiB) | result (MiB) "
+          "| NumPy / compiled |")
+    print("|---:|---|---|---:|---:|---:|---:|---:|")
     for n in args.sizes:
         for method in args.methods:
             rows = {}
@@ -86,12 +91,13 @@ def main(argv=None) -> None:
                         rows[engine] = r
             for engine, r in rows.items():
                 if "error" in r:
-                    print(f"| {n} | {method} | {engine} | failed: {r['error']} | | | |", flush=True)
+                    print(f"| {n} | {method} | {engine} | failed: {r['error']} | | | | |", flush=True)
                     continue
                 speedup = ""
                 if engine == "numpy" and "seconds" in rows.get("numba", {}):
                     speedup = f"{r['seconds'] / rows['numba']['seconds']:.1f}"
-                print(f"| {n} | {method} | {engine} | {r['seconds']:.2f} | {r['peak_growth_mib']:.1f} | "
+                print(f"| {n} | {method} | {engine} | {r['seconds']:.2f} | {r['cpu_seconds']:.2f} | "
+                      f"{r['peak_growth_mib']:.1f} | "
                       f"{r['result_mib']:.1f} | {speedup} |", flush=True)
 
 

@@ -21,6 +21,9 @@ by ``pychop_compat.engines.numba_kernels.chop_double`` one value at a time.
 
 from __future__ import annotations
 
+import contextlib
+from typing import Iterator
+
 import numba
 import numpy as np
 from numba import prange
@@ -28,7 +31,7 @@ from numba import prange
 from ..engines.numba_kernels import (bits_of_double, chop_double, constants, double_of_bits, fast_bits,
                                      fast_constants, irregular)
 
-__all__ = ["matmul_recursive", "matmul_pairwise", "matmul_blocked", "ROWS", "TILE"]
+__all__ = ["matmul_recursive", "matmul_pairwise", "matmul_blocked", "tasks_one_at_a_time", "ROWS", "TILE"]
 
 #: Rows of C per task.
 ROWS = 8
@@ -36,6 +39,18 @@ ROWS = 8
 TILE = 128
 
 _jit = dict(cache=True, nogil=True, error_model="numpy")
+
+
+@contextlib.contextmanager
+def tasks_one_at_a_time() -> Iterator[None]:
+    """Numba's parallel loops started in the block hand their tasks (groups of rows) to the threads
+    one at a time instead of in equal shares: on a busy machine a thread that the system stalls
+    then holds up one task, not a share of the work, while the others go on."""
+    previous = numba.set_parallel_chunksize(1)
+    try:
+        yield
+    finally:
+        numba.set_parallel_chunksize(previous)
 
 
 

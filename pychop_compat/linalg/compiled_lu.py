@@ -31,6 +31,7 @@ from numba import prange
 
 from ..engines.numba_kernels import (bits_of_double, chop_double, constants, double_of_bits, fast_bits,
                                      fast_constants, irregular)
+from .compiled_kernels import tasks_one_at_a_time
 
 __all__ = ["factor", "PANEL", "PARALLEL_BELOW", "ROWS"]
 
@@ -171,10 +172,7 @@ def factor(a: np.ndarray, rounding: tuple) -> tuple:
     perm = np.arange(n)
     skipped = np.zeros(n, np.bool_)
     info = 0
-    # Parallel tasks handed out one at a time, not in equal shares: on a busy machine a thread
-    # that the system stalls then holds up one task, not a share of the rows.
-    previous = numba.set_parallel_chunksize(1)
-    try:
+    with tasks_one_at_a_time():
         for k0 in range(0, n, PANEL):
             k1 = min(n, k0 + PANEL)
             info = int(_panel(a, perm, k0, k1, skipped, info, ip, up, fp, rp))
@@ -182,6 +180,4 @@ def factor(a: np.ndarray, rounding: tuple) -> tuple:
                 break
             update = _trailing_parallel if (n - k1) ** 2 >= PARALLEL_BELOW else _trailing_serial
             update(a, k0, k1, skipped, ip, up, fp, rp)
-    finally:
-        numba.set_parallel_chunksize(previous)
     return perm, info

@@ -113,11 +113,12 @@ def _compiled_product(method, A, B, product_spec, sum_spec, block_size):
     rounds_products = product_spec is not None
     A = np.ascontiguousarray(A)
     B = np.ascontiguousarray(B)
-    if method == "pairwise":
-        return compiled_kernels.matmul_pairwise(A, B, *products, rounds_products, *sums)
-    if method == "blocked":
-        return compiled_kernels.matmul_blocked(A, B, *products, rounds_products, *sums, int(block_size))
-    return compiled_kernels.matmul_recursive(A, B, *products, rounds_products, *sums)
+    with compiled_kernels.tasks_one_at_a_time():
+        if method == "pairwise":
+            return compiled_kernels.matmul_pairwise(A, B, *products, rounds_products, *sums)
+        if method == "blocked":
+            return compiled_kernels.matmul_blocked(A, B, *products, rounds_products, *sums, int(block_size))
+        return compiled_kernels.matmul_recursive(A, B, *products, rounds_products, *sums)
 
 
 def _product(method, A, B, rprod, rsum, block_size):

@@ -609,3 +609,17 @@ def fast_bits(b, f):
 def irregular(b, f):
     """1 when ``b`` is not regular (its rounding needs :func:`chop_double`), else 0."""
     return np.int64(((b & f[10]) - f[8]) >= f[9])
+
+
+@numba.njit(**_inline)
+def nearest_only(f):
+    """Whether the constants ``f`` of :func:`fast_constants` are plain round to nearest (ties to
+    even, bits dropped, not t = 1): then :func:`nearest_bits` gives the bits of :func:`fast_bits`."""
+    return f[0] == _U0 and f[1] == _U1 and f[3] == _U0 and f[4] == _U0
+
+
+@numba.njit(**_inline)
+def nearest_bits(b, f):
+    """:func:`fast_bits` for plain round to nearest (:func:`nearest_only`), in fewer operations (a
+    loop that tests :func:`nearest_only` outside is split by LLVM into one loop per case)."""
+    return (b + (((b >> f[5]) & _U1) + f[2])) & f[7]

@@ -29,7 +29,7 @@ import numpy as np
 from numba import prange
 
 from ..engines.numba_kernels import (bits_of_double, chop_double, constants, double_of_bits, fast_bits,
-                                     fast_constants, irregular)
+                                     fast_constants, irregular, nearest_bits, nearest_only)
 
 __all__ = ["matmul_recursive", "matmul_pairwise", "matmul_blocked", "tasks_one_at_a_time", "ROWS", "TILE"]
 
@@ -39,6 +39,13 @@ ROWS = 8
 TILE = 128
 
 _jit = dict(cache=True, nogil=True, error_model="numpy")
+
+
+@numba.njit(inline="always", **_jit)
+def _bits(b, f, nearest):
+    """The branch-free rounding of a regular bit pattern; ``nearest``: ``nearest_only(f)``, tested
+    once outside the loop (LLVM then splits the loop)."""
+    return nearest_bits(b, f) if nearest else fast_bits(b, f)
 
 
 @contextlib.contextmanager
@@ -66,21 +73,24 @@ def _axpy_row(a, b, acc, out, first, kp, fp_, ks, fs, round_products, p):
     n = np.uint64(p)
     if first:
         kr, fr = (kp, fp_) if round_products else (ks, fs)
+        near = nearest_only(fr)
         for j in range(n):
             tb = bits_of_double(a * b[j])
             special += irregular(tb, fr)
-            out[j] = double_of_bits(fast_bits(tb, fr))
+            out[j] = double_of_bits(_bits(tb, fr, near))
         if special:  # redo the special elements only (the exact loop is scalar)
             for j in range(n):
                 if irregular(bits_of_double(a * b[j]), fr):
                     out[j] = chop_double(a * b[j], kr)
         return
+    near = nearest_only(fs)
     if round_products:
+        near_p = nearest_only(fp_)
         for j in range(n):
             tb = bits_of_double(a * b[j])
-            ub = bits_of_double(acc[j] + double_of_bits(fast_bits(tb, fp_)))
+            ub = bits_of_double(acc[j] + double_of_bits(_bits(tb, fp_, near_p)))
             special += irregular(tb, fp_) + irregular(ub, fs)
-            out[j] = double_of_bits(fast_bits(ub, fs))
+            out[j] = double_of_bits(_bits(ub, fs, near))
         if special:
             for j in range(n):
                 tb = bits_of_double(a * b[j])
@@ -91,7 +101,7 @@ def _axpy_row(a, b, acc, out, first, kp, fp_, ks, fs, round_products, p):
     for j in range(n):
         ub = bits_of_double(acc[j] + a * b[j])
         special += irregular(ub, fs)
-        out[j] = double_of_bits(fast_bits(ub, fs))
+        out[j] = double_of_bits(_bits(ub, fs, near))
     if special:
         for j in range(n):
             if irregular(bits_of_double(acc[j] + a * b[j]), fs):
@@ -102,10 +112,11 @@ def _axpy_row(a, b, acc, out, first, kp, fp_, ks, fs, round_products, p):
 def _add_rows(x, y, out, ks, fs, p):
     """``out[j] = fl(x[j] + y[j])``."""
     special = 0
+    near = nearest_only(fs)
     for j in range(np.uint64(p)):
         ub = bits_of_double(x[j] + y[j])
         special += irregular(ub, fs)
-        out[j] = double_of_bits(fast_bits(ub, fs))
+        out[j] = double_of_bits(_bits(ub, fs, near))
     if special:
         for j in range(np.uint64(p)):
             if irregular(bits_of_double(x[j] + y[j]), fs):
@@ -178,10 +189,11 @@ def _leaf_row(a, b, out, rounds, kr, fr, width):
             out[j] = a * b[j]
         return
     special = 0
+    near = nearest_only(fr)
     for j in range(np.uint64(width)):
         tb = bits_of_double(a * b[j])
         special += irregular(tb, fr)
-        out[j] = double_of_bits(fast_bits(tb, fr))
+        out[j] = double_of_bits(_bits(tb, fr, near))
     if special:
         for j in range(np.uint64(width)):
             if irregular(bits_of_double(a * b[j]), fr):

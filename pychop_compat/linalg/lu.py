@@ -186,6 +186,9 @@ def lu(A: ArrayLike, options: OptionsLike = None, *, scaling: Optional[str] = No
     Chop calls, in order: ``A``; then for each ``k``: the multipliers (a
     column), the products ``l_ik a_kj`` (the trailing block), the differences
     (the trailing block).  A zero pivot column is skipped, as in LAPACK.
+    With Numba in use, deterministic rounding (modes 1-4, no flips) and double
+    data, compiled code (``linalg/compiled_lu.py``) does the same roundings
+    and gives the same factors, bit for bit.
     Backward error (Higham, Thm. 9.3, round to nearest): ``P A + dA = L U``
     with ``|dA| <= gamma_n |L||U|``.
 

@@ -232,3 +232,33 @@ def test_compiled_pairwise_tree_for_every_binary_shape_of_n():
             mixed = linalg.matmul(A, B, "h", method="pairwise", accumulate="s")
         assert_bits_equal(actual, _reference(A, B, "b", "pairwise"), f"n = {n}")
         assert_bits_equal(mixed, _reference(A, B, "h", "pairwise", accumulate="s"), f"n = {n}, accumulate")
+
+
+@needs_numba
+def test_nearest_bits_equals_fast_bits_where_nearest_only():
+    """The short round-to-nearest path gives the bits of the general branch-free rounding, and is
+    taken only for round to nearest with bits dropped (not t = 1, not the double format)."""
+    import numba
+
+    from pychop_compat.engines import numba_kernels as nk
+    from pychop_compat.options import resolve
+
+    @numba.njit
+    def compare(bits, ip, up, rp):
+        f = nk.fast_constants(ip, up, rp)
+        same = 0
+        for b in bits:
+            same += nk.nearest_bits(b, f) == nk.fast_bits(b, f)
+        return nk.nearest_only(f), same
+
+    gen = np.random.default_rng(9)
+    bits = gen.integers(0, 2**63, 100_000, dtype=np.uint64) | (gen.integers(0, 2, 100_000, dtype=np.uint64) << 63)
+    for options, expected in [({"format": "h"}, True), ({"format": "b", "subnormal": 0}, True),
+                              ({"format": "q43"}, True), ({"format": "c", "params": [1, 5]}, False),
+                              ({"format": "h", "round": 2}, False), ({"format": "h", "round": 3}, False),
+                              ({"format": "h", "round": 4}, False), ({"format": "d", "subnormal": 0}, False)]:
+        ip, up, _, rp = compiled.rounding_constants(resolve(options, None, "double"), np.float64)
+        nearest, same = compare(bits, ip, up, rp)
+        assert nearest == expected, options
+        if nearest:
+            assert same == bits.size, options

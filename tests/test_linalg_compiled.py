@@ -105,3 +105,160 @@ def test_stochastic_pairwise_and_blocked_go_column_by_column(engine, method):
 
 def linalg_fp16(x):
     return x.astype(np.float16).astype(np.float64)
+
+
+# --- LU -----------------------------------------------------------------------------------------
+
+LU_OPTIONS = [{"format": "h"}, {"format": "h", "round": 2, "subnormal": 0}, {"format": "b", "round": 3},
+              {"format": "b", "round": 4, "subnormal": 0}, {"format": "q43"}, {"format": "q52", "round": 2},
+              {"format": "c", "params": [7, 6], "round": 3}, {"format": "h", "explim": 0},
+              {"format": "c", "params": [4, 5], "explim": 0, "round": 4}, {"format": "s", "round": 2}, "d"]
+
+
+def _lu_matrices(seed, n):
+    """Random matrices of size n: scaled over many binades (overflow, underflow, subnormals in every
+    format), singular ones (a repeated column, a zero column after the first panel), Inf and NaN."""
+    gen = np.random.default_rng(seed)
+    plain = gen.standard_normal((n, n))
+    wide = plain * 2.0 ** gen.integers(-18, 16, (n, n))
+    out = [plain, wide]
+    if n > 1:
+        repeated = plain.copy()
+        repeated[:, n // 2] = repeated[:, 0]
+        zero_column = wide.copy()
+        zero_column[:, min(n - 1, 9)] = 0.0
+        special = plain.copy()
+        special[n // 2, 0] = np.inf
+        special[-1, -1] = np.nan
+        integers = gen.integers(-3, 4, (n, n)).astype(float)  # exact zeros and ties in the eliminations
+        out += [repeated, zero_column, special, integers]
+    return out
+
+
+def _assert_same_factors(actual, expected, label):
+    assert_bits_equal(actual.L, expected.L, f"L {label}")
+    assert_bits_equal(actual.U, expected.U, f"U {label}")
+    assert np.array_equal(actual.perm, expected.perm), label
+    assert actual.info == expected.info, label
+
+
+def _lu(A, options, engine):
+    import warnings
+
+    with compiled.cpu_engine(engine), warnings.catch_warnings():
+        warnings.simplefilter("ignore", linalg.SingularMatrixWarning)
+        return linalg.lu(A, options)
+
+
+@needs_numba
+@pytest.mark.parametrize("options", LU_OPTIONS, ids=str)
+def test_compiled_lu_equals_numpy_lu(monkeypatch, options):
+    """Bit for bit the NumPy elimination (itself tested against a scalar loop in test_linalg.py): factors,
+    pivots, info; small panels and a low parallel threshold exercise the blocked and threaded paths."""
+    from pychop_compat.linalg import compiled_lu
+
+    monkeypatch.setattr(compiled_lu, "PANEL", 4)
+    monkeypatch.setattr(compiled_lu, "PARALLEL_BELOW", 100)
+    for seed, n in enumerate([1, 2, 3, 5, 8, 13, 30]):
+        for index, A in enumerate(_lu_matrices(seed, n)):
+            _assert_same_factors(_lu(A, options, "numba"), _lu(A, options, "numpy"), f"{options} n={n} #{index}")
+
+
+@needs_numba
+def test_compiled_lu_default_panels_and_threads():
+    from pychop_compat.linalg import compiled_lu
+
+    n = 300
+    assert (n - compiled_lu.PANEL) ** 2 >= compiled_lu.PARALLEL_BELOW  # the first panels update on threads
+    for index, A in enumerate(_lu_matrices(7, n)[1:4]):
+        _assert_same_factors(_lu(A, "h", "numba"), _lu(A, "h", "numpy"), f"#{index}")
+
+
+@pytest.mark.parametrize("engine", ["numpy", pytest.param("numba", marks=needs_numba)])
+def test_stochastic_lu_keeps_the_numpy_elimination(engine):
+    """Stochastic rounding and bit flips stay on the NumPy elimination (chop.m's draw order): the same
+    numbers on both engines, call after call."""
+    A = np.random.default_rng(8).standard_normal((12, 12))
+    results = []
+    for options in ({"format": "h", "round": 5}, {"format": "b", "round": 6}, {"format": "h", "flip": 1, "p": 0.1}):
+        rng(3)
+        results.append(_lu(A, options, engine))
+    with compiled.cpu_engine("numpy"):
+        for options, actual in zip(({"format": "h", "round": 5}, {"format": "b", "round": 6},
+                                    {"format": "h", "flip": 1, "p": 0.1}), results):
+            rng(3)
+            _assert_same_factors(actual, _lu(A, options, "numpy"), str(options))
+
+
+@needs_numba
+def test_refinement_unchanged_by_the_compiled_lu():
+    n = 40
+    A = linalg.randsvd(n, 1e4, mode=2, rng=13)
+    b = np.random.default_rng(13).standard_normal(n)
+    results = {}
+    for engine in ("numba", "numpy"):
+        with compiled.cpu_engine(engine):
+            results[engine] = (linalg.lu_ir(A, b, "h", "d", "q", stop="change"),
+                               linalg.gmres_ir(A, b, "h", "d", "q", stop="change"),
+                               linalg.lu_ir(A, b, "b", "s", "d", max_iter=5))
+    for compiled_run, numpy_run in zip(results["numba"], results["numpy"]):
+        assert_bits_equal(compiled_run.x, numpy_run.x, "x")
+        assert compiled_run.iterations == numpy_run.iterations
+        assert compiled_run.backward_error == numpy_run.backward_error
+
+
+@needs_numba
+@pytest.mark.parametrize("method", METHODS)
+def test_double_format_keeps_signed_zeros(method):
+    """Format 'd' does not round double data: -0 + -0 stays -0 (the compiled kernels are not used)."""
+    A = np.array([[-0.0, -0.0, -0.0]])
+    B = np.ones((3, 2))
+    with compiled.cpu_engine("numba"):
+        C = linalg.matmul(A, B, "d", method=method)
+    assert np.all(np.signbit(C)) and np.all(C == 0)
+
+
+@needs_numba
+def test_compiled_pairwise_tree_for_every_binary_shape_of_n():
+    """The streamed tree (partial sums per power of two) equals the level-by-level tree whatever the
+    bits of n: every n up to 40, around powers of two, with and without rounded products."""
+    for n in list(range(1, 41)) + [63, 64, 65, 127, 129, 255, 257]:
+        if n >= 3:
+            A, B = _operands(n, 3, n, 5)
+        else:
+            A, B = np.random.default_rng(n).standard_normal((3, n)), np.random.default_rng(n).standard_normal((n, 5))
+        with compiled.cpu_engine("numba"):
+            actual = linalg.matmul(A, B, "b", method="pairwise")
+            mixed = linalg.matmul(A, B, "h", method="pairwise", accumulate="s")
+        assert_bits_equal(actual, _reference(A, B, "b", "pairwise"), f"n = {n}")
+        assert_bits_equal(mixed, _reference(A, B, "h", "pairwise", accumulate="s"), f"n = {n}, accumulate")
+
+
+@needs_numba
+def test_nearest_bits_equals_fast_bits_where_nearest_only():
+    """The short round-to-nearest path gives the bits of the general branch-free rounding, and is
+    taken only for round to nearest with bits dropped (not t = 1, not the double format)."""
+    import numba
+
+    from pychop_compat.engines import numba_kernels as nk
+    from pychop_compat.options import resolve
+
+    @numba.njit
+    def compare(bits, ip, up, rp):
+        f = nk.fast_constants(ip, up, rp)
+        same = 0
+        for b in bits:
+            same += nk.nearest_bits(b, f) == nk.fast_bits(b, f)
+        return nk.nearest_only(f), same
+
+    gen = np.random.default_rng(9)
+    bits = gen.integers(0, 2**63, 100_000, dtype=np.uint64) | (gen.integers(0, 2, 100_000, dtype=np.uint64) << 63)
+    for options, expected in [({"format": "h"}, True), ({"format": "b", "subnormal": 0}, True),
+                              ({"format": "q43"}, True), ({"format": "c", "params": [1, 5]}, False),
+                              ({"format": "h", "round": 2}, False), ({"format": "h", "round": 3}, False),
+                              ({"format": "h", "round": 4}, False), ({"format": "d", "subnormal": 0}, False)]:
+        ip, up, _, rp = compiled.rounding_constants(resolve(options, None, "double"), np.float64)
+        nearest, same = compare(bits, ip, up, rp)
+        assert nearest == expected, options
+        if nearest:
+            assert same == bits.size, options

@@ -807,3 +807,15 @@ def round_stream(xf, xu, of, ou, ip, up, fp, single, key, pos, deferred):
         else:
             of[i] = _general(v, k, single, 2.0, k_normal > 0, -1)
     return k_normal, k_sub
+@numba.njit(**_inline)
+def nearest_only(f):
+    """Whether the constants ``f`` of :func:`fast_constants` are plain round to nearest (ties to
+    even, bits dropped, not t = 1): then :func:`nearest_bits` gives the bits of :func:`fast_bits`."""
+    return f[0] == _U0 and f[1] == _U1 and f[3] == _U0 and f[4] == _U0
+
+
+@numba.njit(**_inline)
+def nearest_bits(b, f):
+    """:func:`fast_bits` for plain round to nearest (:func:`nearest_only`), in fewer operations (a
+    loop that tests :func:`nearest_only` outside is split by LLVM into one loop per case)."""
+    return (b + (((b >> f[5]) & _U1) + f[2])) & f[7]

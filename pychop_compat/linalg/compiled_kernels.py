@@ -8,7 +8,7 @@ bit flips) comes here, so each element of ``C`` depends only on its own
 operations and the loops may run in any order.
 
 Memory: the result, plus O(rows_per_task * p) (blocked) or
-O(n * COLUMNS) (pairwise) scratch per thread: never the n * m * p products.
+O(rows_per_task * log2(n) * TILE) (pairwise) scratch per thread: never the n * m * p products.
 Rows of ``C`` are shared out over Numba's threads in groups of ROWS, so a
 row of ``B`` is read from the cache once per group.
 
@@ -21,23 +21,43 @@ by ``pychop_compat.engines.numba_kernels.chop_double`` one value at a time.
 
 from __future__ import annotations
 
+import contextlib
+from typing import Iterator
+
 import numba
 import numpy as np
 from numba import prange
 
 from ..engines.numba_kernels import (bits_of_double, chop_double, constants, double_of_bits, fast_bits,
-                                     fast_constants, irregular)
+                                     fast_constants, irregular, nearest_bits, nearest_only)
 
-__all__ = ["matmul_recursive", "matmul_pairwise", "matmul_blocked", "ROWS", "COLUMNS"]
-
-_ONE = np.uint64(1)
+__all__ = ["matmul_recursive", "matmul_pairwise", "matmul_blocked", "tasks_one_at_a_time", "ROWS", "TILE"]
 
 #: Rows of C per task.
 ROWS = 8
-#: Columns of C per pairwise tree pass (the n x COLUMNS terms stay in the cache).
-COLUMNS = 32
+#: Columns of C per pairwise pass (ROWS x log2(n) partial sums of TILE columns stay in the cache).
+TILE = 128
 
 _jit = dict(cache=True, nogil=True, error_model="numpy")
+
+
+@numba.njit(inline="always", **_jit)
+def _bits(b, f, nearest):
+    """The branch-free rounding of a regular bit pattern; ``nearest``: ``nearest_only(f)``, tested
+    once outside the loop (LLVM then splits the loop)."""
+    return nearest_bits(b, f) if nearest else fast_bits(b, f)
+
+
+@contextlib.contextmanager
+def tasks_one_at_a_time() -> Iterator[None]:
+    """Numba's parallel loops started in the block hand their tasks (groups of rows) to the threads
+    one at a time instead of in equal shares: on a busy machine a thread that the system stalls
+    then holds up one task, not a share of the work, while the others go on."""
+    previous = numba.set_parallel_chunksize(1)
+    try:
+        yield
+    finally:
+        numba.set_parallel_chunksize(previous)
 
 
 
@@ -53,21 +73,24 @@ def _axpy_row(a, b, acc, out, first, kp, fp_, ks, fs, round_products, p):
     n = np.uint64(p)
     if first:
         kr, fr = (kp, fp_) if round_products else (ks, fs)
+        near = nearest_only(fr)
         for j in range(n):
             tb = bits_of_double(a * b[j])
             special += irregular(tb, fr)
-            out[j] = double_of_bits(fast_bits(tb, fr))
+            out[j] = double_of_bits(_bits(tb, fr, near))
         if special:  # redo the special elements only (the exact loop is scalar)
             for j in range(n):
                 if irregular(bits_of_double(a * b[j]), fr):
                     out[j] = chop_double(a * b[j], kr)
         return
+    near = nearest_only(fs)
     if round_products:
+        near_p = nearest_only(fp_)
         for j in range(n):
             tb = bits_of_double(a * b[j])
-            ub = bits_of_double(acc[j] + double_of_bits(fast_bits(tb, fp_)))
+            ub = bits_of_double(acc[j] + double_of_bits(_bits(tb, fp_, near_p)))
             special += irregular(tb, fp_) + irregular(ub, fs)
-            out[j] = double_of_bits(fast_bits(ub, fs))
+            out[j] = double_of_bits(_bits(ub, fs, near))
         if special:
             for j in range(n):
                 tb = bits_of_double(a * b[j])
@@ -78,7 +101,7 @@ def _axpy_row(a, b, acc, out, first, kp, fp_, ks, fs, round_products, p):
     for j in range(n):
         ub = bits_of_double(acc[j] + a * b[j])
         special += irregular(ub, fs)
-        out[j] = double_of_bits(fast_bits(ub, fs))
+        out[j] = double_of_bits(_bits(ub, fs, near))
     if special:
         for j in range(n):
             if irregular(bits_of_double(acc[j] + a * b[j]), fs):
@@ -89,10 +112,11 @@ def _axpy_row(a, b, acc, out, first, kp, fp_, ks, fs, round_products, p):
 def _add_rows(x, y, out, ks, fs, p):
     """``out[j] = fl(x[j] + y[j])``."""
     special = 0
+    near = nearest_only(fs)
     for j in range(np.uint64(p)):
         ub = bits_of_double(x[j] + y[j])
         special += irregular(ub, fs)
-        out[j] = double_of_bits(fast_bits(ub, fs))
+        out[j] = double_of_bits(_bits(ub, fs, near))
     if special:
         for j in range(np.uint64(p)):
             if irregular(bits_of_double(x[j] + y[j]), fs):
@@ -158,67 +182,83 @@ def matmul_blocked(A, B, ipp, upp, fpp, rpp, round_products, ips, ups, fps, rps,
 
 
 @numba.njit(**_jit)
-def _pairwise_column_block(A, i, B, j0, width, terms, row, kp, fp_, ks, fs, round_products):
-    """The pairwise sums of row ``i`` of A times columns ``j0:j0 + width`` of B (left in ``row``)."""
-    n = A.shape[1]
-    if round_products or n == 1:
-        # fl_p(a b) (for a single term without product rounding: fl_s(a b)).
-        kr, fr = (kp, fp_) if round_products else (ks, fs)
-        for kk in range(n):
-            a = A[i, kk]
-            special = 0
-            for j in range(np.uint64(width)):
-                tb = bits_of_double(a * B[kk, j0 + j])
-                special += irregular(tb, fr)
-                terms[kk, j] = double_of_bits(fast_bits(tb, fr))
-            if special:
-                for j in range(np.uint64(width)):
-                    if irregular(bits_of_double(a * B[kk, j0 + j]), fr):
-                        terms[kk, j] = chop_double(a * B[kk, j0 + j], kr)
-    else:
-        for kk in range(n):
-            a = A[i, kk]
-            for j in range(np.uint64(width)):
-                terms[kk, j] = a * B[kk, j0 + j]
-    length = n
-    while length > 1:
-        half = length // 2
-        for q in range(np.uint64(half)):  # writes q, reads 2q and 2q + 1 >= q: in place is safe
-            special = 0
-            for j in range(np.uint64(width)):
-                ub = bits_of_double(terms[q + q, j] + terms[q + q + _ONE, j])
-                special += irregular(ub, fs)
-                row[j] = double_of_bits(fast_bits(ub, fs))
-            if special:
-                for j in range(np.uint64(width)):
-                    if irregular(bits_of_double(terms[q + q, j] + terms[q + q + _ONE, j]), fs):
-                        row[j] = chop_double(terms[q + q, j] + terms[q + q + _ONE, j], ks)
-            for j in range(np.uint64(width)):
-                terms[q, j] = row[j]
-        if length % 2:
-            terms[half, :width] = terms[length - 1, :width]
-        length = half + length % 2
-    row[:width] = terms[0, :width]
+def _leaf_row(a, b, out, rounds, kr, fr, width):
+    """``out[j] = fl(a b[j])`` by the constants ``kr, fr`` (``rounds``) or the double product."""
+    if not rounds:
+        for j in range(np.uint64(width)):
+            out[j] = a * b[j]
+        return
+    special = 0
+    near = nearest_only(fr)
+    for j in range(np.uint64(width)):
+        tb = bits_of_double(a * b[j])
+        special += irregular(tb, fr)
+        out[j] = double_of_bits(_bits(tb, fr, near))
+    if special:
+        for j in range(np.uint64(width)):
+            if irregular(bits_of_double(a * b[j]), fr):
+                out[j] = chop_double(a * b[j], kr)
 
 
 @numba.njit(parallel=True, **_jit)
 def matmul_pairwise(A, B, ipp, upp, fpp, rpp, round_products, ips, ups, fps, rps):
     """The products summed pairwise level by level: ``y_q = fl(x_{2q} + x_{2q+1})``, an odd last
     term carried over, until one is left (products unrounded, unless ``round_products`` or n = 1,
-    as in :mod:`pychop_compat.linalg`)."""
+    as in :mod:`pychop_compat.linalg`).
+
+    The level-by-level tree is the aligned binary tree (node ``q`` of level ``L`` sums the terms
+    ``q 2^L .. min((q + 1) 2^L, n) - 1``; a node with one child is that child), so it is summed
+    here term by term like a binary counter: ``levels[L]`` holds a finished subtree of ``2^L``
+    terms while bit ``L`` of the number of terms seen is set; a new term merges with the full
+    levels below its carry, ``fl(left + right)`` as in the tree.  At the end the partial sums
+    left are added from the smallest up (the carried right-hand nodes of the tree).  The same
+    additions as the tree, in O(log2 n) rows of scratch per row of C.
+    """
     kp, fp_ = constants(ipp, upp, fpp), fast_constants(ipp, upp, rpp)
     ks, fs = constants(ips, ups, fps), fast_constants(ips, ups, rps)
     m, n = A.shape
     p = B.shape[1]
     C = np.empty((m, p))
+    depth = 1
+    while (1 << depth) <= n:
+        depth += 1
+    rounds_leaves = round_products or n == 1
+    kr, fr = (kp, fp_) if round_products else (ks, fs)
     for block in prange((m + ROWS - 1) // ROWS):
         i0 = block * ROWS
         i1 = min(m, i0 + ROWS)
-        terms = np.empty((n, COLUMNS))
-        row = np.empty(COLUMNS)
-        for j0 in range(0, p, COLUMNS):
-            width = min(p, j0 + COLUMNS) - j0
+        levels = np.empty((ROWS, depth, TILE))
+        scratch = np.empty((2, TILE))
+        for j0 in range(0, p, TILE):
+            width = min(p, j0 + TILE) - j0
+            for kk in range(n):
+                carries = 0  # trailing ones of kk: the full levels the new term merges with
+                while (kk >> carries) & 1:
+                    carries += 1
+                b = B[kk, j0:j0 + width]
+                for i in range(i0, i1):
+                    stack = levels[i - i0]
+                    if carries == 0:
+                        _leaf_row(A[i, kk], b, stack[0], rounds_leaves, kr, fr, width)
+                        continue
+                    _leaf_row(A[i, kk], b, scratch[0], rounds_leaves, kr, fr, width)
+                    current = 0
+                    for level in range(carries):
+                        # fl(left + right) into the other scratch row, the last one into its level
+                        out = stack[carries] if level == carries - 1 else scratch[1 - current]
+                        _add_rows(stack[level], scratch[current], out, ks, fs, width)
+                        current = 1 - current
             for i in range(i0, i1):
-                _pairwise_column_block(A, i, B, j0, width, terms, row, kp, fp_, ks, fs, round_products)
-                C[i, j0:j0 + width] = row[:width]
+                stack = levels[i - i0]
+                row = C[i, j0:j0 + width]
+                found = False
+                for level in range(depth):
+                    if not (n >> level) & 1:
+                        continue
+                    if not found:
+                        row[:] = stack[level, :width]
+                        found = True
+                    else:
+                        _add_rows(stack[level], row, scratch[0], ks, fs, width)
+                        row[:] = scratch[0, :width]
     return C

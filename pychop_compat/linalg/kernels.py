@@ -80,7 +80,8 @@ def _deterministic(rounder) -> bool:
 
 def _compiled_specs(A, rprod, rsum):
     """``(product spec or None, sum spec)`` when the compiled kernels can compute the product:
-    Numba in use, double data, deterministic rounding, chop.m's semantics; else None."""
+    Numba in use, double data, deterministic rounding that is not the identity, chop.m's
+    semantics; else None."""
     from ..engines import compiled
     from ..options import resolve
 
@@ -88,10 +89,19 @@ def _compiled_specs(A, rprod, rsum):
         return None
     if not (_deterministic(rprod) and _deterministic(rsum)):
         return None
+    if any(getattr(r, "identity_for_double", False) for r in (rprod, rsum)):
+        return None  # no rounding at all (double format): chop_double would turn -0 into +0
     specs = [resolve(r.options, None, "double") if r is not None else None for r in (rprod, rsum)]
     if any(getattr(spec, "extended", False) for spec in specs if spec is not None):
         return None
     return specs
+
+
+def _compiled_spec(A, rounder):
+    """The spec of ``rounder`` when compiled code may round ``A``'s operations with it (see
+    :func:`_compiled_specs`; used by the compiled LU), else None."""
+    specs = _compiled_specs(A, None, rounder)
+    return None if specs is None else specs[1]
 
 
 def _compiled_product(method, A, B, product_spec, sum_spec, block_size):
@@ -103,11 +113,12 @@ def _compiled_product(method, A, B, product_spec, sum_spec, block_size):
     rounds_products = product_spec is not None
     A = np.ascontiguousarray(A)
     B = np.ascontiguousarray(B)
-    if method == "pairwise":
-        return compiled_kernels.matmul_pairwise(A, B, *products, rounds_products, *sums)
-    if method == "blocked":
-        return compiled_kernels.matmul_blocked(A, B, *products, rounds_products, *sums, int(block_size))
-    return compiled_kernels.matmul_recursive(A, B, *products, rounds_products, *sums)
+    with compiled_kernels.tasks_one_at_a_time():
+        if method == "pairwise":
+            return compiled_kernels.matmul_pairwise(A, B, *products, rounds_products, *sums)
+        if method == "blocked":
+            return compiled_kernels.matmul_blocked(A, B, *products, rounds_products, *sums, int(block_size))
+        return compiled_kernels.matmul_recursive(A, B, *products, rounds_products, *sums)
 
 
 def _product(method, A, B, rprod, rsum, block_size):

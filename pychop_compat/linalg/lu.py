@@ -11,6 +11,7 @@ from numpy.typing import ArrayLike
 
 from ._common import (OptionsLike, _chop_object, _float_array, _ieee, _make_rounder)
 from .errors import SingularMatrixWarning
+from .kernels import _compiled_spec
 from .scaling import Scaling, scale_diag_2side, scale_diag_2side_symm, squeeze
 
 _SCALINGS = {None: None, "none": None, "general": "general", "g": "general",
@@ -185,6 +186,9 @@ def lu(A: ArrayLike, options: OptionsLike = None, *, scaling: Optional[str] = No
     Chop calls, in order: ``A``; then for each ``k``: the multipliers (a
     column), the products ``l_ik a_kj`` (the trailing block), the differences
     (the trailing block).  A zero pivot column is skipped, as in LAPACK.
+    With Numba in use, deterministic rounding (modes 1-4, no flips) and double
+    data, compiled code (``linalg/compiled_lu.py``) does the same roundings
+    and gives the same factors, bit for bit.
     Backward error (Higham, Thm. 9.3, round to nearest): ``P A + dA = L U``
     with ``|dA| <= gamma_n |L||U|``.
 
@@ -219,6 +223,14 @@ def _chopped_lu(a: np.ndarray, options: OptionsLike) -> LUResult:
     r = _make_rounder(options)
     a = np.array(r(a), copy=True)
     n = a.shape[0]
+    spec = _compiled_spec(a, r)
+    if spec is not None and n:  # the same roundings, compiled (deterministic modes, double data)
+        from ..engines.compiled import rounding_constants
+        from .compiled_lu import factor
+
+        a = np.ascontiguousarray(a)
+        perm, info = factor(a, rounding_constants(spec, np.float64))
+        return _factors_of(a, perm, info)
     perm = np.arange(n)
     info = 0
     for k in range(n):
@@ -235,8 +247,13 @@ def _chopped_lu(a: np.ndarray, options: OptionsLike) -> LUResult:
         l = r(a[k + 1 :, k] / pivot)
         a[k + 1 :, k] = l
         a[k + 1 :, k + 1 :] = r(a[k + 1 :, k + 1 :] - r(np.outer(l, a[k, k + 1 :])))
+    return _factors_of(a, perm, info)
+
+
+def _factors_of(a: np.ndarray, perm: np.ndarray, info: int) -> LUResult:
+    """The factors stored in one matrix (``L`` below the unit diagonal, ``U`` on and above it)."""
     L = np.tril(a, -1)
-    L[np.diag_indices(n)] = 1.0
+    L[np.diag_indices(a.shape[0])] = 1.0
     return LUResult(L, np.triu(a), perm, info)
 
 

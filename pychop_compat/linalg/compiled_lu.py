@@ -1,0 +1,191 @@
+"""Compiled chopped LU factorization (Numba), imported by :mod:`pychop_compat.linalg.lu` on first use.
+
+The same elimination as the NumPy code of :func:`pychop_compat.linalg.lu`
+(right-looking, ``kij``, partial pivoting), with the same roundings: at step
+``k`` the row of the first largest ``|a_ik|`` (a NaN first, as
+:func:`numpy.argmax`) is swapped into row ``k``; a zero pivot skips the step;
+then for every row ``i > k`` the multiplier ``l_ik = fl(a_ik / a_kk)`` and the
+row ``a_ij = fl(a_ij - fl(l_ik a_kj))``, ``j > k``.  Every ``fl`` is
+``pychop_compat.engines.numba_kernels.chop_double`` (deterministic rounding,
+modes 1-4, no bit flips: each element depends only on its own operations, so
+the rows of a step may be updated in any order and on any thread, with the
+bits of the NumPy code).
+
+A row is first rounded by the branch-free loop on bit patterns
+(``numba_kernels.fast_bits``, which LLVM vectorises) into a scratch row; only
+a row holding a value that loop cannot round (zero, near the format's range
+limits, Inf, NaN) is gone over again by ``chop_double``, one value at a time.
+The steps go in panels of ``PANEL`` columns (see :func:`factor`): each
+element still takes its operations in the order of the unblocked elimination,
+but the rows below a panel take all of its steps in one pass, from the cache,
+and in one launch of Numba's threads.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+from numba import prange
+
+from ..engines.numba_kernels import (bits_of_double, chop_double, constants, double_of_bits, fast_bits,
+                                     fast_constants, irregular, nearest_bits, nearest_only)
+from .compiled_kernels import tasks_one_at_a_time
+
+__all__ = ["factor", "PANEL", "PARALLEL_BELOW", "ROWS"]
+
+#: Columns per panel: the steps of a panel reach the rows below it in one pass (one thread launch).
+PANEL = 32
+#: Trailing matrices with fewer elements than this are updated on one thread.
+PARALLEL_BELOW = 1 << 16
+#: Rows per task of a parallel trailing update.
+ROWS = 8
+
+_jit = dict(cache=True, nogil=True, error_model="numpy")
+
+
+@numba.njit(inline="always", **_jit)
+def _bits(b, f, nearest):
+    """The branch-free rounding of a regular bit pattern; ``nearest``: ``nearest_only(f)``, tested
+    once outside the loop (LLVM then splits the loop)."""
+    return nearest_bits(b, f) if nearest else fast_bits(b, f)
+
+
+@numba.njit(**_jit)
+def _pivot_and_swap(a, perm, k):
+    """Swap the row of the first largest ``|a_ik|``, ``i >= k`` (the first NaN if any), into row ``k``."""
+    n = a.shape[0]
+    piv = k
+    best = abs(a[k, k])
+    if not math.isnan(best):
+        for i in range(k + 1, n):
+            v = abs(a[i, k])
+            if math.isnan(v):
+                piv = i
+                break
+            if v > best:
+                best = v
+                piv = i
+    if piv != k:
+        for j in range(n):
+            a[k, j], a[piv, j] = a[piv, j], a[k, j]
+        perm[k], perm[piv] = perm[piv], perm[k]
+
+
+@numba.njit(**_jit)
+def _row_update(a, i, k, first, last, scratch, kc, fc):
+    """``a_ij = fl(a_ij - fl(a_ik a_kj))`` for ``j`` in ``first:last``: the branch-free loop into
+    ``scratch``, the values it cannot round redone by ``chop_double`` (``a[i]`` still unchanged),
+    then copied back."""
+    l = a[i, k]
+    start = np.uint64(first)
+    stop = np.uint64(last)
+    special = 0
+    near = nearest_only(fc)
+    for j in range(start, stop):
+        tb = bits_of_double(l * a[k, j])
+        ub = bits_of_double(a[i, j] - double_of_bits(_bits(tb, fc, near)))
+        special += irregular(tb, fc) + irregular(ub, fc)
+        scratch[j] = double_of_bits(_bits(ub, fc, near))
+    if special:
+        for j in range(start, stop):
+            tb = bits_of_double(l * a[k, j])
+            ub = bits_of_double(a[i, j] - double_of_bits(fast_bits(tb, fc)))
+            if irregular(tb, fc) + irregular(ub, fc):
+                scratch[j] = chop_double(a[i, j] - chop_double(l * a[k, j], kc), kc)
+    for j in range(start, stop):
+        a[i, j] = scratch[j]
+
+
+@numba.njit(**_jit)
+def _panel(a, perm, k0, k1, skipped, info, ip, up, fp, rp):
+    """Steps ``k0:k1`` on the panel's columns (every row below ``k0``), then on the rows of the
+    panel right of it; returns ``info``.  ``skipped[k]``: step ``k`` had a zero pivot."""
+    kc, fc = constants(ip, up, fp), fast_constants(ip, up, rp)
+    n = a.shape[0]
+    scratch = np.empty(n)
+    for k in range(k0, k1):
+        _pivot_and_swap(a, perm, k)
+        pivot = a[k, k]
+        skipped[k] = pivot == 0.0
+        if skipped[k]:
+            if info == 0:
+                info = k + 1
+            continue
+        for i in range(k + 1, n):
+            a[i, k] = chop_double(a[i, k] / pivot, kc)
+            _row_update(a, i, k, k + 1, k1, scratch, kc, fc)
+    for k in range(k0, k1):  # the panel's rows right of the panel: U's block row, step by step
+        if not skipped[k]:
+            for i in range(k + 1, k1):
+                _row_update(a, i, k, k1, n, scratch, kc, fc)
+    return info
+
+
+@numba.njit(**_jit)
+def _trailing_rows(a, k0, k1, first, last, skipped, scratch, kc, fc):
+    """Rows ``first:last`` below the panel, right of it: the panel's steps in order."""
+    n = a.shape[0]
+    for i in range(first, last):
+        for k in range(k0, k1):
+            if not skipped[k]:
+                _row_update(a, i, k, k1, n, scratch, kc, fc)
+
+
+@numba.njit(**_jit)
+def _trailing_serial(a, k0, k1, skipped, ip, up, fp, rp):
+    kc, fc = constants(ip, up, fp), fast_constants(ip, up, rp)
+    n = a.shape[0]
+    _trailing_rows(a, k0, k1, k1, n, skipped, np.empty(n), kc, fc)
+
+
+@numba.njit(parallel=True, **_jit)
+def _trailing_parallel(a, k0, k1, skipped, ip, up, fp, rp):
+    kc, fc = constants(ip, up, fp), fast_constants(ip, up, rp)
+    n = a.shape[0]
+    for task in prange((n - k1 + ROWS - 1) // ROWS):
+        first = k1 + task * ROWS
+        _trailing_rows(a, k0, k1, first, min(n, first + ROWS), skipped, np.empty(n), kc, fc)
+
+
+def factor(a: np.ndarray, rounding: tuple) -> tuple:
+    """Factorize ``a`` (float64, square, already rounded to the format) in place.
+
+    Blocked by panels of ``PANEL`` columns, with each element's operations in
+    the order of the unblocked elimination: the panel's steps on its columns
+    (pivot choice, row swaps of whole rows, multipliers), then on the rows of
+    the panel right of it, then on every row below it (on the threads when the
+    trailing matrix has at least ``PARALLEL_BELOW`` elements).
+
+    Parameters
+    ----------
+    a : ndarray
+        C-contiguous float64 ``n x n`` matrix; on return it holds ``L`` below
+        the diagonal (unit diagonal implied) and ``U`` on and above it.
+    rounding : tuple
+        The constant arrays ``(ip, up, fp, rp)`` of
+        :func:`pychop_compat.engines.compiled.rounding_constants` for the
+        format and a deterministic mode (1-4) without flips.
+
+    Returns
+    -------
+    perm : ndarray of int
+        The row permutation, ``A[perm] = L U``.
+    info : int
+        0, or ``k`` for the first zero pivot ``U[k-1, k-1]``.
+    """
+    ip, up, fp, rp = rounding
+    n = a.shape[0]
+    perm = np.arange(n)
+    skipped = np.zeros(n, np.bool_)
+    info = 0
+    with tasks_one_at_a_time():
+        for k0 in range(0, n, PANEL):
+            k1 = min(n, k0 + PANEL)
+            info = int(_panel(a, perm, k0, k1, skipped, info, ip, up, fp, rp))
+            if k1 == n:
+                break
+            update = _trailing_parallel if (n - k1) ** 2 >= PARALLEL_BELOW else _trailing_serial
+            update(a, k0, k1, skipped, ip, up, fp, rp)
+    return perm, info

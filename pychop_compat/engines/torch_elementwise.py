@@ -312,10 +312,12 @@ def round_elementwise(x: Any, plan: ElementwisePlan, uniforms: Any = None) -> An
     if plan.cast is not None and not torch.compiler.is_compiling():
         # Eager only: Inductor does not emulate a cast down and back up (its
         # emulate_precision_casts is off by default) and would return x unchanged.
-        y = x.to(getattr(torch, plan.cast)).to(x.dtype)
-        # +0 where chop.m gives 0: its range rules make zeros +0, and in the band
+        # First +0 where chop.m gives 0: its range rules make zeros +0, and in the band
         # xmins/2 < |x| <= xmins/2 * (1 + 2^-t) its double rounding gives 0 (the cast, xmins).
-        return y.masked_fill_(x.abs() <= plan.cast_to_zero, 0.0)
+        # hardshrink is one pass (x where |x| > lambd, else +0; NaN kept) and the cast of
+        # every other element is nonzero.
+        kept = torch.nn.functional.hardshrink(x, plan.cast_to_zero)
+        return kept.to(getattr(torch, plan.cast)).to(x.dtype)
     if plan.nearest_bits is not None:
         return _round_nearest_bits(x, plan)
     if mode >= 5 and uniforms is None:

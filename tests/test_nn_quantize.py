@@ -285,12 +285,15 @@ def test_eager_stochastic_path_equals_elementwise(dtype):
 # that torch.compile takes for round to nearest with subnormals: chop and hardware casts are
 # the oracles, on values packed around every threshold of each format.
 BIT_FORMATS = [{"format": "h"}, {"format": "b", "subnormal": 1}, {"format": "q43"}, {"format": "q52"},
-               {"format": "t"}, {"format": "c", "params": [5, 6]}, {"format": "c", "params": [3, 2]}]
+               {"format": "t"}, {"format": "c", "params": [5, 6]}, {"format": "c", "params": [3, 2]},
+               {"format": "b"}, {"format": "h", "subnormal": 0}, {"format": "q43", "subnormal": 0},
+               {"format": "c", "params": [3, 2], "subnormal": 0}]
 
 
 def _around_thresholds(dtype, options, width=6):
     """Carrier numbers within ``width`` steps of each threshold of the format: xmins/2,
-    xmins/2 * (1 + 2^-t) (chop.m's double rounding below xmins), xmins, 2^emin, the
+    xmins/2 * (1 + 2^-t) (chop.m's double rounding below xmins), xmins, 2^emin, xmin/2 and
+    xmin/2 - xmins/2 (without subnormals), the
     midpoints of the binades, xmax, xboundary; the carrier's smallest numbers; both signs."""
     from pychop_compat.formats import float_params
 
@@ -300,6 +303,7 @@ def _around_thresholds(dtype, options, width=6):
     xmins = 2.0 ** (emin - t + 1)
     xmax = 2.0 ** emax * (2 - 2.0 ** (1 - t))
     centres = [xmins / 2, xmins / 2 * (1 + 2.0 ** -t), xmins, 1.5 * xmins, 2.0 ** emin, 2.0 ** emin * (1 - 2.0 ** -t),
+               2.0 ** (emin - 1), 2.0 ** (emin - 1) * (1 - 2.0 ** (1 - t)), 2.0 ** emin * (1 - 2.0 ** -(t + 1)),
                xmax, 2.0 ** emax * (2 - 2.0 ** -t), 2.0 ** (emax + 1), 1.0, 1 + 2.0 ** -t, 1 + 3 * 2.0 ** -t,
                float(np.finfo(dtype).smallest_subnormal), float(np.finfo(dtype).tiny)]
     centres += [2.0 ** k * (1 + 2.0 ** -t) for k in range(emin - t - 2, emax + 2, 3)]  # ties, every 3rd binade
@@ -375,7 +379,7 @@ def test_nearest_equals_hardware_casts_outside_chops_double_rounding_band(eager_
 def test_nearest_on_bits_compiled_equals_chop():
     """Under Inductor, round to nearest takes the bit-pattern path: chop's values, float32 and float64."""
     options32 = [{"format": "h"}, {"format": "b", "subnormal": 1}, {"format": "q43"}]
-    options64 = [{"format": "h"}, {"format": "c", "params": [3, 2]}]
+    options64 = [{"format": "h"}, {"format": "c", "params": [3, 2]}, {"format": "b"}]
     r32, r64 = [Rounder(o) for o in options32], [Rounder(o) for o in options64]
     compiled = torch.compile(lambda a, b: ([r(a) for r in r32], [r(b) for r in r64]), fullgraph=True)
     x = torch.from_numpy(np.concatenate([_around_thresholds(np.float32, o) for o in options32]))

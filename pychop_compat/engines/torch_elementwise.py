@@ -22,8 +22,8 @@ extended semantics (``spec.extended``):
 4. the scale undone (one rounding, as ``ldexp``) and chop.m's overflow and
    underflow rules (overflow decided on ``x``, underflow on the result).
 
-Round to nearest with subnormals and the exponent range on (chop.m's
-formats from ``'q43'`` to ``'s'``, in a carrier of more precision) has two
+Round to nearest with the exponent range on (chop.m's formats from
+``'q43'`` to ``'s'``, in a carrier of more precision) has two
 shorter paths, both giving chop's values bit for bit:
 
 * in eager mode, float32 values rounded to fp16 or bfloat16 take torch's
@@ -191,28 +191,46 @@ def _hardware_cast(spec: ChopSpec, carrier: str) -> Optional[str]:
 def _nearest_bits(spec: ChopSpec, carrier: str) -> Optional[tuple]:
     """Constants of :func:`_round_nearest_bits` when it computes chop's rounding, else None.
 
-    It does for round to nearest with subnormals and the exponent range on,
-    a precision below the carrier's (at least one bit dropped) and an
-    exponent range inside the carrier's (``emin`` >= the carrier's, ``emax``
-    <= the carrier's), where chop's largest number has an all-ones significand
-    (chop.m's formats always): then chop's overflow threshold (xboundary) is
-    where rounding to ``t`` bits with an unbounded exponent passes xmax.
+    It does for round to nearest with the exponent range on (subnormals kept
+    or not), a precision below the carrier's (at least one bit dropped) and
+    an exponent range inside the carrier's (``emin`` >= the carrier's,
+    ``emax`` <= the carrier's), where chop's largest number has an all-ones
+    significand (chop.m's formats always): then chop's overflow threshold
+    (xboundary) is where rounding to ``t`` bits with an unbounded exponent
+    passes xmax.  The tuple: (xmax, the smallest number kept, the largest
+    carrier number that rounds to 0, as carrier bit patterns; the largest
+    number of dropped bits).
     """
     mant, bias, _ = _LAYOUT[carrier]
     fmt = spec.fmt
-    if (spec.round != 1 or not spec.limits_exponent or not spec.keeps_subnormals
-            or not 2 <= fmt.t <= mant or fmt.emin < 1 - bias or fmt.emax > bias):
+    if (spec.round != 1 or not spec.limits_exponent or not 2 <= fmt.t <= mant
+            or fmt.emin < 1 - bias or fmt.emax > bias):
         return None
     if fmt.xmax != (2.0 - 2.0 ** (1 - fmt.t)) * 2.0 ** fmt.emax:
         return None
     dt = np.dtype(carrier)
     int_dt = np.int64 if carrier == "float64" else np.int32
     pattern = lambda v: int(np.array(v, dt).view(int_dt))  # noqa: E731
-    xmins = 2.0 ** (fmt.emin - fmt.t + 1)  # the quantum of the subnormal block (a carrier number)
-    # Below xmins chop.m rounds x to t bits at its own exponent, then gives xmins where that
-    # is above xmins/2: where x > xmins/2 * (1 + 2^-t) (the tie goes to the even xmins/2).
-    above_half = _at_most(xmins / 2 * (1 + 2.0 ** -fmt.t), dt)
-    return (pattern(fmt.xmax), pattern(xmins), pattern(above_half))
+    normal_drop = mant + 1 - fmt.t
+    if spec.keeps_subnormals:
+        smallest = 2.0 ** (fmt.emin - fmt.t + 1)  # xmins, the quantum of the subnormal block
+        # Below xmins chop.m rounds x to t bits at its own exponent, then gives xmins where
+        # that is above xmins/2: x > xmins/2 * (1 + 2^-t) (the tie goes to the even xmins/2).
+        to_zero = _at_most(smallest / 2 * (1 + 2.0 ** -fmt.t), dt)
+        most_dropped = normal_drop + (fmt.emin + bias - 1)  # at the carrier's smallest exponent
+    else:
+        if fmt.t < 3:
+            return None
+        smallest = 2.0 ** fmt.emin  # xmin
+        # Below xmin chop.m rounds x to the subnormal grid (multiples of xmins = 2^(emin-t+1)),
+        # then gives xmin where that is at least xmin/2: x >= xmin/2 - xmins/2 (the tie goes
+        # to the even xmin/2, 2^(t-2) steps, when t >= 3).
+        threshold = smallest / 2 * (1 - 2.0 ** (1 - fmt.t))
+        to_zero = _at_most(threshold, dt)
+        if to_zero == threshold:  # a carrier number: the largest one below it
+            to_zero = float(np.nextafter(dt.type(threshold), dt.type(0)))
+        most_dropped = normal_drop
+    return (pattern(fmt.xmax), pattern(smallest), pattern(to_zero), most_dropped)
 
 
 def _round_nearest_bits(x: Any, plan: ElementwisePlan) -> Any:
@@ -224,8 +242,9 @@ def _round_nearest_bits(x: Any, plan: ElementwisePlan) -> Any:
     exponent field is the step to the next binade, and past the largest
     finite pattern it gives Inf.  ``s`` is the number of dropped bits:
     ``mant + 1 - t``, plus ``emin - e`` in the format's subnormal block.  Below
-    xmins the result is chosen directly, 0 or xmins, by chop.m's rule (it
-    rounds to ``t`` bits first, then compares with xmins/2).  Zeros come
+    the smallest number kept (xmins, or xmin without subnormals) the result
+    is chosen directly, 0 or that number, by chop.m's rule (it rounds to
+    ``t`` bits first, then compares with half that number).  Zeros come
     out +0, as chop.m's range rules make them; NaN stays NaN.  No floating-point
     operation touches a value: no compiler setting (fast math, flushing
     subnormals, fused multiply-add) can change a result, and Inductor fuses it
@@ -233,17 +252,18 @@ def _round_nearest_bits(x: Any, plan: ElementwisePlan) -> Any:
     """
     import torch
 
-    xmax_bits, xmins_bits, to_zero_bits = plan.nearest_bits
+    xmax_bits, smallest_bits, to_zero_bits, most_dropped = plan.nearest_bits
     int_dtype = _int_dtype(torch, plan)
     width = 64 if plan.carrier == "float64" else 32
     inf_bits = plan.field << plan.mant
     bits = x.view(int_dtype)
     magnitude = bits & ((1 << (width - 1)) - 1)
-    # Dropped bits: mant + 1 - t in the normal range, one more per binade below 2^emin;
-    # the carrier's subnormals (biased exponent 0) drop as many as its smallest normals.
-    # The clamp keeps shifts inside the word below xmins, where the result is chosen below.
+    # Dropped bits: mant + 1 - t in the normal range, with subnormals one more per binade
+    # below 2^emin; the carrier's subnormals (biased exponent 0) drop as many as its
+    # smallest normals.  The clamp keeps shifts inside the word below the smallest
+    # number kept, where the result is chosen below.
     top = (plan.emin + plan.bias) + (plan.mant + 1 - plan.t)
-    s = torch.clamp(top - (magnitude >> plan.mant), plan.mant + 1 - plan.t, min(top - 1, width - 2))
+    s = torch.clamp(top - (magnitude >> plan.mant), plan.mant + 1 - plan.t, min(most_dropped, width - 2))
     unit = torch.ones_like(s) << s
     # Round to a multiple of 2^s, ties to even (NaN patterns may wrap: replaced at the end).
     # The parity is that of the significand's bit s, the implicit leading bit included: in
@@ -251,7 +271,7 @@ def _round_nearest_bits(x: Any, plan: ElementwisePlan) -> Any:
     odd = ((magnitude | (1 << plan.mant)) >> s) & 1
     r = (magnitude + ((unit >> 1) - 1) + odd) & -unit
     r = torch.where(r > xmax_bits, inf_bits, r)  # chop's overflow: past xmax after rounding
-    r = torch.where(magnitude < xmins_bits, xmins_bits, r) | (bits & (-(1 << (width - 1))))
+    r = torch.where(magnitude < smallest_bits, smallest_bits, r) | (bits & (-(1 << (width - 1))))
     r = torch.where(magnitude <= to_zero_bits, 0, r)  # +0, as chop.m's range rules give
     r = torch.where(magnitude > inf_bits, bits, r)  # NaN
     return r.view(x.dtype)

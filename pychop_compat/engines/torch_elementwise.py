@@ -470,7 +470,10 @@ def round_stochastic_eager(x: Any, plan: ElementwisePlan, uniforms: Any) -> Any:
         torch.add(bits & ~mask, up.to(int_dtype).mul_(mask + 1), out=out[part].view(int_dtype))
         magnitude = bits & abs_mask
         torch.logical_or(magnitude < low, magnitude > high, out=irregular[part])
-    others = torch.nonzero(irregular).view(-1)
+    if irregular.device.type == "cpu":  # torch.nonzero is about ten times slower on the CPU
+        others = torch.from_numpy(np.flatnonzero(irregular.numpy()))
+    else:
+        others = torch.nonzero(irregular).view(-1)
     if others.numel():
         out[others] = round_elementwise(flat[others], plan, u[others])
     return out.view(x.shape)

@@ -390,3 +390,19 @@ def test_nearest_on_bits_compiled_equals_chop():
         np.testing.assert_array_equal(_bits(got), _bits(chop(x, o)), err_msg=str(o))
     for o, got in zip(options64, got64):
         np.testing.assert_array_equal(_bits(got), _bits(chop(x64, o)), err_msg=str(o))
+
+
+def test_compiled_stochastic_rounding_with_dynamic_shapes():
+    """A second size makes Dynamo trace with a symbolic shape: the numbers must still be drawn
+    (torch.rand with a symbolic size failed); each result lies on fp16's grid next to x."""
+    sr = Rounder("h", "stochastic")
+    compiled = torch.compile(lambda v: sr(v), fullgraph=True)
+    for n in (64, 300, 1000):
+        x = torch.randn(n)
+        got = compiled(x)
+        down, up = chop(x, {"format": "h", "round": 3}), chop(x, {"format": "h", "round": 2})
+        assert got.shape == x.shape and bool(((got == down) | (got == up)).all())
+    torch.manual_seed(4)
+    eager = sr(torch.ones(8) / 3)
+    torch.manual_seed(4)
+    assert torch.equal(eager, sr(torch.ones(8) / 3))  # torch's seed, as before

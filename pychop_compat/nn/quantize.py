@@ -196,8 +196,10 @@ class Rounder:
     def _uniforms(self, work: torch.Tensor, uniforms: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
         if not self.stochastic or uniforms is not None:
             return uniforms
-        generator = self.rng if isinstance(self.rng, torch.Generator) else None
-        return torch.rand(work.shape, dtype=work.dtype, device=work.device, generator=generator)
+        if isinstance(self.rng, torch.Generator):
+            return torch.rand(work.shape, dtype=work.dtype, device=work.device, generator=self.rng)
+        # rand_like: the same numbers as torch.rand(shape), and it traces with dynamic shapes.
+        return torch.rand_like(work)
 
     def __repr__(self) -> str:
         return f"Rounder({self._given!r}, rng={self.rng!r})"

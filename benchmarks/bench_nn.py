@@ -2,18 +2,22 @@
 
 Run from the repository root::
 
-    python benchmarks/bench_nn.py                  # CPU, float32, n = 1e5 and 1e6
+    python benchmarks/bench_nn.py                  # CPU, and CUDA when torch sees a GPU
+    python benchmarks/bench_nn.py --threads 1      # steadier numbers on a shared machine
     python benchmarks/bench_nn.py --quick          # smoke run
-    python benchmarks/bench_nn.py --device cuda    # on a GPU (if torch sees one)
+    python benchmarks/bench_nn.py --device cuda    # one device only
 
-Rows: the quantizer to fp16 with round to nearest, eager (pure elementwise
-torch operations, :mod:`pychop_compat.engines.torch_elementwise`) and under
-``torch.compile`` (Inductor: one fused kernel); ``chop`` itself (the torch
-engine's bit-pattern fast path); bfloat16 and stochastic rounding; and the
-forward + backward of ``quantize`` on a tensor that requires grad.  Each time
-is the median of repeats, in ns per element, with its ratio to
-``x.half().float()`` timed alternately in the same run (the ratio is what to
-compare across machines; nothing is asserted).  All rows return a new tensor.
+Rows: the quantizer to fp16 and to bfloat16 (chop's ``'b'``, no subnormals)
+with round to nearest, eager and under ``torch.compile`` (Inductor: one fused
+loop of integer operations on the bit patterns,
+:mod:`pychop_compat.engines.torch_elementwise`); ``chop`` itself (the torch
+engine); stochastic rounding, eager and compiled, with its two parts timed
+apart (the random numbers alone, ``torch.rand``; the rounding alone, given
+the numbers); and the forward + backward of ``quantize`` on a tensor that
+requires grad.  Each time is the median of repeats, in ns per element, with
+its ratio to ``x.half().float()`` timed alternately in the same run (the
+ratio is what to compare across machines; nothing is asserted).  All rows
+return a new tensor.
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ def _time(func, sync, repeats: int) -> float:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small n, few repeats, no torch.compile")
-    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--device", default="all", help="'cpu', 'cuda' or 'all' (CPU, and CUDA when visible)")
     parser.add_argument("--sizes", default=None, help="comma-separated n (default 1e5,1e6)")
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile rows")
@@ -57,47 +61,60 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    if args.device.startswith("cuda") and not torch.cuda.is_available():
+    if args.device == "all":
+        devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    elif args.device.startswith("cuda") and not torch.cuda.is_available():
         print("No CUDA GPU visible to torch: nothing to measure on cuda.")
         return 0
+    else:
+        devices = [args.device]
     sizes = [int(float(s)) for s in (args.sizes or ("2e4" if args.quick else "1e5,1e6")).split(",")]
     repeats = args.repeats or (3 if args.quick else 15)
     compile_rows = not (args.quick or args.no_compile)
-    device = torch.device(args.device)
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, float32, median of {repeats}")
+    print("| device | case | n | ns/element | baseline ns/element | ratio to x.half().float() |")
+    print("|---|---|---|---|---|---|")
+    for name in devices:
+        _measure(torch.device(name), sizes, repeats, compile_rows)
+    return 0
 
+
+def _measure(device, sizes, repeats: int, compile_rows: bool) -> None:
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     fp16, bf16, sr = Rounder("h"), Rounder("b"), Rounder("h", "stochastic")
     chop_fp16 = Chop(format="h")
     rule = GradientRule()
-    compiled = torch.compile(lambda v: fp16(v)) if compile_rows else None
-
-    print(f"torch {torch.__version__}, device {device}, threads {torch.get_num_threads()}, float32, "
-          f"median of {repeats}")
-    print("| case | n | ns/element | baseline ns/element | ratio to x.half().float() |")
-    print("|---|---|---|---|---|")
+    if compile_rows:
+        compiled = {label: torch.compile(lambda v, r=r: r(v), fullgraph=True)
+                    for label, r in (("fp16", fp16), ("bf16", bf16), ("sr", sr))}
     for n in sizes:
         x = torch.randn(n, device=device)
         leaf = x.clone().requires_grad_(True)
         upstream = torch.ones_like(x)
+        numbers = torch.rand(n, device=device)
 
         def train_step():
             apply_quantizer(leaf, fp16, rule).backward(upstream)
 
         cases = [("quantizer fp16 RN, eager", lambda: fp16(x)),
-                 ("chop fp16 RN (torch engine)", lambda: chop_fp16(x)),
                  ("quantizer bf16 RN, eager", lambda: bf16(x)),
-                 ("quantizer fp16 SR (torch.rand), eager", lambda: sr(x)),
+                 ("chop fp16 RN (torch engine)", lambda: chop_fp16(x)),
+                 ("quantizer fp16 SR, eager (torch.rand)", lambda: sr(x)),
+                 ("  its numbers alone: torch.rand", lambda: torch.rand(n, device=device)),
+                 ("  its rounding alone, given the numbers", lambda: sr(x, numbers)),
                  ("quantize fp16 forward + backward", train_step)]
-        if compiled is not None:
-            cases.insert(1, ("quantizer fp16 RN, torch.compile", lambda: compiled(x)))
+        if compile_rows:
+            cases[2:2] = [("quantizer fp16 RN, torch.compile", lambda: compiled["fp16"](x)),
+                          ("quantizer bf16 RN, torch.compile", lambda: compiled["bf16"](x))]
+            cases.insert(-1, ("quantizer fp16 SR, torch.compile (Inductor's rand)", lambda: compiled["sr"](x)))
         for label, func in cases:
             ours, base = [], []
             for _ in range(3):  # alternate with the baseline, to share the machine's state
                 ours.append(_time(func, sync, repeats))
                 base.append(_time(lambda: x.half().float(), sync, repeats))
             t, b = statistics.median(ours), statistics.median(base)
-            print(f"| {label} | {n:.0e} | {t / n * 1e9:.2f} | {b / n * 1e9:.2f} | {t / b:.2f} |")
-    return 0
+            print(f"| {device.type} | {label} | {n:.0e} | {t / n * 1e9:.2f} | {b / n * 1e9:.2f} | {t / b:.2f} |",
+                  flush=True)
 
 
 if __name__ == "__main__":

@@ -62,13 +62,20 @@ def test_formats_benchmark_quick_run():
     assert all(row.count("|") == 7 for row in rows)
 
 
+def torch_cuda_visible() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
 @pytest.mark.skipif("torch" not in available_engines(), reason="torch not installed")
 def test_nn_benchmark_prints_its_table():
     out = _run("bench_nn.py", "--quick", "--threads", "1")
     assert out.returncode == 0, out.stderr
-    rows = [line for line in out.stdout.splitlines() if line.startswith("| ") and not line.startswith("| case")]
-    assert len(rows) == 5, out.stdout  # one size, five cases (no torch.compile row in --quick)
-    assert all(row.count("|") == 6 for row in rows)
+    rows = [line for line in out.stdout.splitlines() if line.startswith("| ") and not line.startswith("| device")]
+    devices = 2 if torch_cuda_visible() else 1  # CPU, and CUDA when torch sees a GPU
+    assert len(rows) == 7 * devices, out.stdout  # one size, seven cases (no torch.compile row in --quick)
+    assert all(row.count("|") == 7 for row in rows)
 
 
 def test_jax_dask_benchmark_smoke():

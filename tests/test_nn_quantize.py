@@ -279,3 +279,130 @@ def test_eager_stochastic_path_equals_elementwise(dtype):
                     plan = ElementwisePlan.from_spec(resolve(options, None, _x_class(x)), carrier)
                     np.testing.assert_array_equal(_bits(round_stochastic_eager(x, plan, u)),
                                                   _bits(round_elementwise(x, plan, u)), err_msg=str(options))
+
+
+# Round to nearest on bit patterns (engines.torch_elementwise._round_nearest_bits), the path
+# that torch.compile takes for round to nearest with subnormals: chop and hardware casts are
+# the oracles, on values packed around every threshold of each format.
+BIT_FORMATS = [{"format": "h"}, {"format": "b", "subnormal": 1}, {"format": "q43"}, {"format": "q52"},
+               {"format": "t"}, {"format": "c", "params": [5, 6]}, {"format": "c", "params": [3, 2]},
+               {"format": "b"}, {"format": "h", "subnormal": 0}, {"format": "q43", "subnormal": 0},
+               {"format": "c", "params": [3, 2], "subnormal": 0}]
+
+
+def _around_thresholds(dtype, options, width=6):
+    """Carrier numbers within ``width`` steps of each threshold of the format: xmins/2,
+    xmins/2 * (1 + 2^-t) (chop.m's double rounding below xmins), xmins, 2^emin, xmin/2 and
+    xmin/2 - xmins/2 (without subnormals), the
+    midpoints of the binades, xmax, xboundary; the carrier's smallest numbers; both signs."""
+    from pychop_compat.formats import float_params
+
+    params = float_params(options["format"]) if "params" not in options else None
+    t, emax = (int(v) for v in (options["params"] if params is None else (params[4], params[7])))
+    emin = 1 - emax
+    xmins = 2.0 ** (emin - t + 1)
+    xmax = 2.0 ** emax * (2 - 2.0 ** (1 - t))
+    centres = [xmins / 2, xmins / 2 * (1 + 2.0 ** -t), xmins, 1.5 * xmins, 2.0 ** emin, 2.0 ** emin * (1 - 2.0 ** -t),
+               2.0 ** (emin - 1), 2.0 ** (emin - 1) * (1 - 2.0 ** (1 - t)), 2.0 ** emin * (1 - 2.0 ** -(t + 1)),
+               xmax, 2.0 ** emax * (2 - 2.0 ** -t), 2.0 ** (emax + 1), 1.0, 1 + 2.0 ** -t, 1 + 3 * 2.0 ** -t,
+               float(np.finfo(dtype).smallest_subnormal), float(np.finfo(dtype).tiny)]
+    centres += [2.0 ** k * (1 + 2.0 ** -t) for k in range(emin - t - 2, emax + 2, 3)]  # ties, every 3rd binade
+    out = []
+    with np.errstate(over="ignore"):
+        for c in centres:
+            v = np.array([c], dtype=dtype)
+            up, down = v.copy(), v.copy()
+            for _ in range(width):
+                out += [up.copy(), down.copy()]
+                up, down = np.nextafter(up, dtype(np.inf)), np.nextafter(down, dtype(0))
+    a = np.concatenate(out + [np.array([0.0, np.inf, np.nan], dtype=dtype)])
+    return np.concatenate([a, -a])
+
+
+def _nearest_plan(options, carrier):
+    import dataclasses
+
+    from pychop_compat.engines.torch_elementwise import ElementwisePlan
+    from pychop_compat.options import resolve
+
+    plan = ElementwisePlan.from_spec(resolve(options, None, "single" if carrier == "float32" else "double"), carrier)
+    assert plan.nearest_bits is not None, options  # the path under test is taken
+    return dataclasses.replace(plan, cast=None)  # no hardware cast: the bit-pattern path
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("options", BIT_FORMATS, ids=str)
+def test_nearest_on_bits_equals_chop(dtype, options):
+    from pychop_compat.engines.torch_elementwise import round_elementwise
+
+    plan = _nearest_plan(options, np.dtype(dtype).name)
+    g = np.random.default_rng(11)
+    if dtype == np.float32:  # a strided sweep of all positive float32 bit patterns, and random ones
+        patterns = np.concatenate([np.arange(0, 2**31, 4099, dtype=np.int64), g.integers(0, 2**31, 50000)])
+        sweep = patterns.astype(np.int32).view(np.float32)
+    else:
+        sweep = _samples(np.float64, n=100000, seed=12).numpy()
+    x = torch.from_numpy(np.concatenate([sweep, -sweep, _around_thresholds(dtype, options)]).astype(dtype))
+    np.testing.assert_array_equal(_bits(round_elementwise(x, plan)), _bits(chop(x, options)), err_msg=str(options))
+
+
+@pytest.mark.parametrize("eager_cast", [False, True])
+def test_nearest_equals_hardware_casts_outside_chops_double_rounding_band(eager_cast):
+    """float32 -> float16 / bfloat16 -> float32 is one correct rounding (an independent oracle;
+    zeros compared as +0, chop's), on a strided sweep of every float32 bit pattern, except in
+    chop.m's double-rounding band xmins/2 < |x| <= xmins/2 * (1 + 2^-t), where chop.m gives 0
+    and the cast xmins (see test_hardware_oracle.py).  Both the bit-pattern path and the eager
+    path through the cast are checked."""
+    import dataclasses
+
+    from pychop_compat.engines.torch_elementwise import round_elementwise
+
+    patterns = np.arange(-2**31, 2**31, 1021, dtype=np.int64).astype(np.int32)
+    g = np.random.default_rng(14)
+    for options, dtype, t, xmins in (({"format": "h"}, torch.float16, 11, 2.0**-24),
+                                     ({"format": "b", "subnormal": 1}, torch.bfloat16, 8, 2.0**-133)):
+        band = np.float32(xmins / 2) * (1 + g.random(500).astype(np.float32) * np.float32(2.0**-t))
+        band = np.concatenate([band, [np.float32(xmins / 2 * (1 + 2.0**-t))], [np.nextafter(np.float32(xmins / 2), 1)]])
+        x = torch.from_numpy(np.concatenate([patterns.view(np.float32), band, -band]).astype(np.float32))
+        plan = _nearest_plan(options, "float32")
+        if eager_cast:
+            plan = dataclasses.replace(plan, cast=str(dtype).rpartition(".")[2])
+        got = round_elementwise(x, plan)
+        want = x.to(dtype).float()
+        in_band = (x.abs() > xmins / 2) & (x.abs() <= xmins / 2 * (1 + 2.0**-t))
+        assert int(in_band.sum()) >= 1000 and bool((want[in_band].abs() == xmins).all())
+        want[in_band] = 0.0  # chop.m's double rounding
+        np.testing.assert_array_equal(_bits(got), _values(want), err_msg=str(options))
+        assert not bool(((got == 0) & (got.view(torch.int32) != 0)).any())  # zeros are +0
+
+
+def test_nearest_on_bits_compiled_equals_chop():
+    """Under Inductor, round to nearest takes the bit-pattern path: chop's values, float32 and float64."""
+    options32 = [{"format": "h"}, {"format": "b", "subnormal": 1}, {"format": "q43"}]
+    options64 = [{"format": "h"}, {"format": "c", "params": [3, 2]}, {"format": "b"}]
+    r32, r64 = [Rounder(o) for o in options32], [Rounder(o) for o in options64]
+    compiled = torch.compile(lambda a, b: ([r(a) for r in r32], [r(b) for r in r64]), fullgraph=True)
+    x = torch.from_numpy(np.concatenate([_around_thresholds(np.float32, o) for o in options32]))
+    x64 = torch.from_numpy(np.concatenate([_samples(np.float64, n=2000, seed=13).numpy()]
+                                          + [_around_thresholds(np.float64, o) for o in options64]))
+    got32, got64 = compiled(x, x64)
+    for o, got in zip(options32, got32):
+        np.testing.assert_array_equal(_bits(got), _bits(chop(x, o)), err_msg=str(o))
+    for o, got in zip(options64, got64):
+        np.testing.assert_array_equal(_bits(got), _bits(chop(x64, o)), err_msg=str(o))
+
+
+def test_compiled_stochastic_rounding_with_dynamic_shapes():
+    """A second size makes Dynamo trace with a symbolic shape: the numbers must still be drawn
+    (torch.rand with a symbolic size failed); each result lies on fp16's grid next to x."""
+    sr = Rounder("h", "stochastic")
+    compiled = torch.compile(lambda v: sr(v), fullgraph=True)
+    for n in (64, 300, 1000):
+        x = torch.randn(n)
+        got = compiled(x)
+        down, up = chop(x, {"format": "h", "round": 3}), chop(x, {"format": "h", "round": 2})
+        assert got.shape == x.shape and bool(((got == down) | (got == up)).all())
+    torch.manual_seed(4)
+    eager = sr(torch.ones(8) / 3)
+    torch.manual_seed(4)
+    assert torch.equal(eager, sr(torch.ones(8) / 3))  # torch's seed, as before

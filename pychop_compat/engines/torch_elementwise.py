@@ -22,12 +22,21 @@ extended semantics (``spec.extended``):
 4. the scale undone (one rounding, as ``ldexp``) and chop.m's overflow and
    underflow rules (overflow decided on ``x``, underflow on the result).
 
-In eager mode, float32 values rounded to nearest in fp16 or bfloat16 with
-subnormals take torch's hardware cast to that dtype and back (one correct
-rounding, chop.m's overflow threshold), with zeros made +0 as chop.m's range
-rules make them.  Not under ``torch.compile``: Inductor does not emulate a
-cast down and back up by default (``emulate_precision_casts``) and would
-return the input unchanged.
+Round to nearest with the exponent range on (chop.m's formats from
+``'q43'`` to ``'s'``, in a carrier of more precision) has two
+shorter paths, both giving chop's values bit for bit:
+
+* in eager mode, float32 values rounded to fp16 or bfloat16 take torch's
+  hardware cast to that dtype and back (one correct rounding, chop.m's
+  overflow threshold), then +0 where chop.m gives 0: zeros, and the band
+  ``xmins/2 < |x| <= xmins/2 * (1 + 2^-t)`` where chop.m rounds twice (to
+  ``t`` bits at the value's own exponent, then to 0) and the cast gives
+  xmins.  Not under ``torch.compile``: Inductor does not emulate a cast down
+  and back up by default (``emulate_precision_casts``) and would return the
+  input unchanged;
+* otherwise, integer operations on the carrier's bit pattern
+  (``_round_nearest_bits``): about twenty operations that Inductor fuses
+  into one vectorised loop.
 
 Only multiplications (no additions after a product) touch floating-point
 values, so a compiler that fuses multiply-add cannot change a result, and the
@@ -122,6 +131,11 @@ class ElementwisePlan:
     # 'float16' or 'bfloat16' when chop's rounding of this carrier (float32) is the hardware
     # cast to that dtype and back, up to the sign of zero; else None (see round_elementwise).
     cast: Optional[str] = None
+    # |x| <= cast_to_zero: chop's result is +0 (only used with cast).
+    cast_to_zero: float = 0.0
+    # (xmax, xmins, and the largest carrier number that rounds to 0, as bit patterns) when
+    # round to nearest is done on the bit pattern (see _round_nearest_bits); else None.
+    nearest_bits: Optional[tuple] = None
 
     @classmethod
     def from_spec(cls, spec: ChopSpec, carrier: str) -> "ElementwisePlan":
@@ -152,6 +166,8 @@ class ElementwisePlan:
             half_gt=_at_most(half, dt), half_ge=_at_least(half, dt),
             min_rep_value=_stored(float(min_rep), dt),
             cast=_hardware_cast(spec, carrier),
+            cast_to_zero=_at_most(float(min_rep) / 2 * (1 + 2.0 ** -fmt.t), dt),
+            nearest_bits=_nearest_bits(spec, carrier),
         )
 
 
@@ -170,6 +186,95 @@ def _hardware_cast(spec: ChopSpec, carrier: str) -> Optional[str]:
     if carrier != "float32" or spec.round != 1 or not spec.limits_exponent or not spec.keeps_subnormals:
         return None
     return _CASTS.get((spec.fmt.t, spec.fmt.emax))
+
+
+def _nearest_bits(spec: ChopSpec, carrier: str) -> Optional[tuple]:
+    """Constants of :func:`_round_nearest_bits` when it computes chop's rounding, else None.
+
+    It does for round to nearest with the exponent range on (subnormals kept
+    or not), a precision below the carrier's (at least one bit dropped) and
+    an exponent range inside the carrier's (``emin`` >= the carrier's,
+    ``emax`` <= the carrier's), where chop's largest number has an all-ones
+    significand (chop.m's formats always): then chop's overflow threshold
+    (xboundary) is where rounding to ``t`` bits with an unbounded exponent
+    passes xmax.  The tuple: (xmax, the smallest number kept, the largest
+    carrier number that rounds to 0, as carrier bit patterns; the largest
+    number of dropped bits).
+    """
+    mant, bias, _ = _LAYOUT[carrier]
+    fmt = spec.fmt
+    if (spec.round != 1 or not spec.limits_exponent or not 2 <= fmt.t <= mant
+            or fmt.emin < 1 - bias or fmt.emax > bias):
+        return None
+    if fmt.xmax != (2.0 - 2.0 ** (1 - fmt.t)) * 2.0 ** fmt.emax:
+        return None
+    dt = np.dtype(carrier)
+    int_dt = np.int64 if carrier == "float64" else np.int32
+    pattern = lambda v: int(np.array(v, dt).view(int_dt))  # noqa: E731
+    normal_drop = mant + 1 - fmt.t
+    if spec.keeps_subnormals:
+        smallest = 2.0 ** (fmt.emin - fmt.t + 1)  # xmins, the quantum of the subnormal block
+        # Below xmins chop.m rounds x to t bits at its own exponent, then gives xmins where
+        # that is above xmins/2: x > xmins/2 * (1 + 2^-t) (the tie goes to the even xmins/2).
+        to_zero = _at_most(smallest / 2 * (1 + 2.0 ** -fmt.t), dt)
+        most_dropped = normal_drop + (fmt.emin + bias - 1)  # at the carrier's smallest exponent
+    else:
+        if fmt.t < 3:
+            return None
+        smallest = 2.0 ** fmt.emin  # xmin
+        # Below xmin chop.m rounds x to the subnormal grid (multiples of xmins = 2^(emin-t+1)),
+        # then gives xmin where that is at least xmin/2: x >= xmin/2 - xmins/2 (the tie goes
+        # to the even xmin/2, 2^(t-2) steps, when t >= 3).
+        threshold = smallest / 2 * (1 - 2.0 ** (1 - fmt.t))
+        to_zero = _at_most(threshold, dt)
+        if to_zero == threshold:  # a carrier number: the largest one below it
+            to_zero = float(np.nextafter(dt.type(threshold), dt.type(0)))
+        most_dropped = normal_drop
+    return (pattern(fmt.xmax), pattern(smallest), pattern(to_zero), most_dropped)
+
+
+def _round_nearest_bits(x: Any, plan: ElementwisePlan) -> Any:
+    """Round to nearest, ties to even, on the carrier's bit pattern (integer operations only).
+
+    Within a binade, and across the carrier's subnormals, the value of a float
+    is linear in its bit pattern, and rounding it to a multiple of ``2^s``
+    pattern units is rounding the value to ``t`` bits; a carry into the
+    exponent field is the step to the next binade, and past the largest
+    finite pattern it gives Inf.  ``s`` is the number of dropped bits:
+    ``mant + 1 - t``, plus ``emin - e`` in the format's subnormal block.  Below
+    the smallest number kept (xmins, or xmin without subnormals) the result
+    is chosen directly, 0 or that number, by chop.m's rule (it rounds to
+    ``t`` bits first, then compares with half that number).  Zeros come
+    out +0, as chop.m's range rules make them; NaN stays NaN.  No floating-point
+    operation touches a value: no compiler setting (fast math, flushing
+    subnormals, fused multiply-add) can change a result, and Inductor fuses it
+    into one loop.
+    """
+    import torch
+
+    xmax_bits, smallest_bits, to_zero_bits, most_dropped = plan.nearest_bits
+    int_dtype = _int_dtype(torch, plan)
+    width = 64 if plan.carrier == "float64" else 32
+    inf_bits = plan.field << plan.mant
+    bits = x.view(int_dtype)
+    magnitude = bits & ((1 << (width - 1)) - 1)
+    # Dropped bits: mant + 1 - t in the normal range, with subnormals one more per binade
+    # below 2^emin; the carrier's subnormals (biased exponent 0) drop as many as its
+    # smallest normals.  The clamp keeps shifts inside the word below the smallest
+    # number kept, where the result is chosen below.
+    top = (plan.emin + plan.bias) + (plan.mant + 1 - plan.t)
+    s = torch.clamp(top - (magnitude >> plan.mant), plan.mant + 1 - plan.t, min(most_dropped, width - 2))
+    unit = torch.ones_like(s) << s
+    # Round to a multiple of 2^s, ties to even (NaN patterns may wrap: replaced at the end).
+    # The parity is that of the significand's bit s, the implicit leading bit included: in
+    # xmins's binade s = mant and the count of xmins is 1 (odd), whatever the exponent bits.
+    odd = ((magnitude | (1 << plan.mant)) >> s) & 1
+    r = (magnitude + ((unit >> 1) - 1) + odd) & -unit
+    r = torch.where(r > xmax_bits, inf_bits, r)  # chop's overflow: past xmax after rounding
+    r = torch.where(magnitude < smallest_bits, smallest_bits, r) | (bits & (-(1 << (width - 1))))
+    r = torch.where(magnitude <= to_zero_bits, 0, r)  # +0, as chop.m's range rules give
+    r = torch.where(magnitude > inf_bits, bits, r)  # NaN
+    return r.view(x.dtype)
 
 
 def _int_dtype(torch, plan: ElementwisePlan):
@@ -227,8 +332,14 @@ def round_elementwise(x: Any, plan: ElementwisePlan, uniforms: Any = None) -> An
     if plan.cast is not None and not torch.compiler.is_compiling():
         # Eager only: Inductor does not emulate a cast down and back up (its
         # emulate_precision_casts is off by default) and would return x unchanged.
-        y = x.to(getattr(torch, plan.cast)).to(x.dtype)
-        return y.add_(0.0)  # chop.m's range rules make zeros +0; -0 + 0 = +0
+        # First +0 where chop.m gives 0: its range rules make zeros +0, and in the band
+        # xmins/2 < |x| <= xmins/2 * (1 + 2^-t) its double rounding gives 0 (the cast, xmins).
+        # hardshrink is one pass (x where |x| > lambd, else +0; NaN kept) and the cast of
+        # every other element is nonzero.
+        kept = torch.nn.functional.hardshrink(x, plan.cast_to_zero)
+        return kept.to(getattr(torch, plan.cast)).to(x.dtype)
+    if plan.nearest_bits is not None:
+        return _round_nearest_bits(x, plan)
     if mode >= 5 and uniforms is None:
         raise ValueError("Stochastic rounding (round = 5 or 6) needs a tensor of uniform numbers.")
     e = _exponent(x, plan)
@@ -359,7 +470,10 @@ def round_stochastic_eager(x: Any, plan: ElementwisePlan, uniforms: Any) -> Any:
         torch.add(bits & ~mask, up.to(int_dtype).mul_(mask + 1), out=out[part].view(int_dtype))
         magnitude = bits & abs_mask
         torch.logical_or(magnitude < low, magnitude > high, out=irregular[part])
-    others = torch.nonzero(irregular).view(-1)
+    if irregular.device.type == "cpu":  # torch.nonzero is about ten times slower on the CPU
+        others = torch.from_numpy(np.flatnonzero(irregular.numpy()))
+    else:
+        others = torch.nonzero(irregular).view(-1)
     if others.numel():
         out[others] = round_elementwise(flat[others], plan, u[others])
     return out.view(x.shape)

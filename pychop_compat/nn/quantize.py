@@ -87,8 +87,12 @@ class Rounder:
     Formats and modes without bit flips and without the extended semantics
     of the format catalogue are rounded by pure elementwise torch operations
     (:mod:`pychop_compat.engines.torch_elementwise`), which ``torch.compile``
-    traces without graph breaks; the rest (and ``rng='chop'``, an int or a
-    NumPy generator) go through :class:`pychop_compat.Chop`.
+    traces without graph breaks and which read nothing back to the host on a
+    GPU; the rest (and ``rng='chop'``, an int or a NumPy generator) go through
+    :class:`pychop_compat.Chop`, which for the extended formats (e.g.
+    ``'float8_e4m3fn'``) rounds a CUDA tensor on the host (a copy there and
+    back).  Eager CPU tensors rounded deterministically (other than the
+    fp16/bfloat16 casts) take chop's tuned torch engine, the same values.
 
     Examples
     --------
@@ -177,10 +181,13 @@ class Rounder:
                 raise ValueError("uniforms can only be given to a rounder that rounds elementwise "
                                  "(no bit flips, no extended format, rng None or a torch.Generator).")
             out = self._chop(work)
-        elif torch.compiler.is_compiling() or plan.cast is not None:
+        elif torch.compiler.is_compiling() or plan.cast is not None or work.device.type != "cpu":
+            # Compiled code, the hardware casts, and tensors on GPUs: elementwise operations
+            # only (no value read back by the host, no synchronisation).
             out = round_elementwise(work, plan, self._uniforms(work, uniforms))
         elif not self.stochastic:
-            # Eager: chop's own engine, the same values (tested) by its tuned bit-pattern path.
+            # Eager on the CPU: chop's own engine, the same values (tested) by its tuned
+            # bit-pattern path, faster here than a chain of elementwise torch operations.
             out = self._chop(work)
         else:
             out = round_stochastic_eager(work, plan, self._uniforms(work, uniforms))
@@ -189,8 +196,10 @@ class Rounder:
     def _uniforms(self, work: torch.Tensor, uniforms: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
         if not self.stochastic or uniforms is not None:
             return uniforms
-        generator = self.rng if isinstance(self.rng, torch.Generator) else None
-        return torch.rand(work.shape, dtype=work.dtype, device=work.device, generator=generator)
+        if isinstance(self.rng, torch.Generator):
+            return torch.rand(work.shape, dtype=work.dtype, device=work.device, generator=self.rng)
+        # rand_like: the same numbers as torch.rand(shape), and it traces with dynamic shapes.
+        return torch.rand_like(work)
 
     def __repr__(self) -> str:
         return f"Rounder({self._given!r}, rng={self.rng!r})"

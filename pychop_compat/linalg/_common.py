@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any, Callable, Mapping, Union
 
 import numpy as np
@@ -184,3 +185,45 @@ def _give_back(out, like, library: str):
                    if isinstance(getattr(out, f.name), np.ndarray) or dataclasses.is_dataclass(getattr(out, f.name))}
         return dataclasses.replace(out, **changes)
     return out
+
+
+_SPLITTER = 134217729.0  # 2**27 + 1 (Dekker's splitting of a double)
+
+
+def _two_prod(a, b):
+    """Dekker's TwoProduct: ``(p, e)`` with ``p = fl(a*b)`` and ``p + e = a*b`` exactly (doubles,
+    no fma, no overflow); elementwise on arrays of any library, so the host and device
+    double-double kernels share it."""
+    p = a * b
+    ca, cb = _SPLITTER * a, _SPLITTER * b
+    ah = ca - (ca - a)
+    bh = cb - (cb - b)
+    al, bl = a - ah, b - bh
+    return p, al * bl - (((p - ah * bh) - al * bh) - ah * bl)
+
+
+def _refinement_verdict(it, nbe, cbe, fe, stop, tol, changes, backward_errors, measures, n, uw):
+    """The stopping rule of iterative refinement after the errors of iterate ``it`` are known.
+
+    Returns the final status (``'converged'``, ``'diverged'``, ``'stagnated'``) or None to go on;
+    appends this iterate's convergence measure to ``measures``.  One rule for the host
+    (:mod:`.refinement`) and the device (:mod:`.device`) loops, so they cannot drift apart.
+    """
+    if stop == "change":
+        m = changes[-1] if it else None
+    else:
+        m = max(nbe, cbe, fe) if stop == "all" else nbe
+    if not math.isfinite(nbe):
+        return "diverged"
+    if stop == "change":
+        if it and changes[-1] <= tol:
+            return "converged" if nbe <= max(n, 1) * uw else "stagnated"
+    elif m <= tol:
+        return "converged"
+    if it and nbe > max(10 * min(backward_errors[:-1]), max(n, 1) * uw):
+        return "diverged"
+    if m is not None:
+        measures.append(m)
+    if len(measures) >= 3 and measures[-1] >= measures[-2] >= measures[-3]:
+        return "stagnated"
+    return None

@@ -51,7 +51,8 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from ._common import _DOUBLE_NAMES, _METHODS, _chop_object, _is_extended, _unit_roundoff, keep_array_type
+from ._common import (_DOUBLE_NAMES, _METHODS, _chop_object, _is_extended, _refinement_verdict, _two_prod,
+                      _unit_roundoff, keep_array_type)
 from .namespace import ArrayNamespace
 
 __all__ = ["on_device", "device_library", "DEVICE_LIBRARIES", "DEVICE_TERM_BUDGET", "JAX_JIT_STEPS"]
@@ -482,8 +483,6 @@ def _zero_pivot(xp: ArrayNamespace, U: Any) -> int:
 # Double-double arithmetic on the device (residuals and GMRES's operator in 'q')
 # ---------------------------------------------------------------------------
 
-_SPLITTER = 134217729.0  # 2**27 + 1 (Dekker's splitting of a double)
-
 
 def _two_sum(a, b):
     s = a + b
@@ -494,15 +493,6 @@ def _two_sum(a, b):
 def _quick_two_sum(a, b):
     s = a + b
     return s, b - (s - a)
-
-
-def _two_prod(a, b):
-    p = a * b
-    ca, cb = _SPLITTER * a, _SPLITTER * b
-    ah = ca - (ca - a)
-    bh = cb - (cb - b)
-    al, bl = a - ah, b - bh
-    return p, al * bl - (((p - ah * bh) - al * bh) - ah * bl)
 
 
 def _dd_add(a, b):
@@ -670,27 +660,9 @@ def _refine(xp, A, b, uf, u, ur, correction, x_true, max_iter, tol, stop, kind):
         fe = forward(x)
         if xt is not None:
             out.forward_error.append(fe)
-        if stop == "change":
-            m = out.changes[-1] if it else None
-        else:
-            m = max(nbe, cbe, fe) if stop == "all" else nbe
-        if not math.isfinite(nbe):
-            status = "diverged"
-            break
-        if stop == "change":
-            if it and out.changes[-1] <= tol:
-                status = "converged" if nbe <= max(n, 1) * uw else "stagnated"
-                break
-        elif m <= tol:
-            status = "converged"
-            break
-        if it and nbe > max(10 * min(out.backward_error[:-1]), max(n, 1) * uw):
-            status = "diverged"
-            break
-        if m is not None:
-            measures.append(m)
-        if len(measures) >= 3 and measures[-1] >= measures[-2] >= measures[-3]:
-            status = "stagnated"
+        status = _refinement_verdict(it, nbe, cbe, fe, stop, tol, out.changes, out.backward_error,
+                                     measures, n, uw)
+        if status is not None:
             break
         if it == max_iter:
             break

@@ -6,26 +6,15 @@ import math
 
 import numpy as np
 
-from ._common import (_EXTENDED_NAMES, _is_extended, _make_rounder)
+from ._common import _EXTENDED_NAMES, _is_extended, _make_rounder, _two_prod
 from .kernels import matvec
 
-
-_SPLITTER = 134217729.0  # 2**27 + 1
 
 
 def _two_sum(a, b):
     s = a + b
     bb = s - a
     return s, (a - (s - bb)) + (b - bb)
-
-
-def _two_prod(a, b):
-    p = a * b
-    ca, cb = _SPLITTER * a, _SPLITTER * b
-    ah = ca - (ca - a)
-    bh = cb - (cb - b)
-    al, bl = a - ah, b - bh
-    return p, al * bl - (((p - ah * bh) - al * bh) - ah * bl)
 
 
 def _residual_dd(A: np.ndarray, x: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -9,7 +9,7 @@ from typing import Optional
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._common import (OptionsLike, _float_array, _ieee, _make_rounder, _unit_roundoff)
+from ._common import OptionsLike, _float_array, _ieee, _make_rounder, _refinement_verdict, _unit_roundoff
 from .kernels import dot, matvec
 from .lu import LUResult, lu, solve
 from .extended import (ARITHMETICS, _norm_inf, _pow2_scale, _residual, _residual_dd, _two_sum,
@@ -166,12 +166,6 @@ def _solve_precision(F, uf, u):
     return u if F.scaling is not None else uf
 
 
-def _criterion(stop, nbe, cbe, fe):
-    if stop == "all":
-        return max(nbe, cbe, fe)
-    return nbe
-
-
 def _refine(A, b, uf, u, ur, correction, x_true, max_iter, tol, stop, kind, lu_options) -> IRResult:
     A = _float_array(A).astype(np.float64)
     b = _float_array(b).astype(np.float64)
@@ -222,27 +216,9 @@ def _refine(A, b, uf, u, ur, correction, x_true, max_iter, tol, stop, kind, lu_o
         fe = forward(x)
         if xt is not None:
             out.forward_error.append(fe)
-        if stop == "change":
-            m = out.changes[-1] if it else None
-        else:
-            m = _criterion(stop, nbe, cbe, fe)
-        if not math.isfinite(nbe):
-            status = "diverged"
-            break
-        if stop == "change":
-            if it and out.changes[-1] <= tol:
-                status = "converged" if nbe <= max(n, 1) * uw else "stagnated"
-                break
-        elif m <= tol:
-            status = "converged"
-            break
-        if it and nbe > max(10 * min(out.backward_error[:-1]), max(n, 1) * uw):
-            status = "diverged"
-            break
-        if m is not None:
-            measures.append(m)
-        if len(measures) >= 3 and measures[-1] >= measures[-2] >= measures[-3]:
-            status = "stagnated"
+        status = _refinement_verdict(it, nbe, cbe, fe, stop, tol, out.changes, out.backward_error,
+                                     measures, n, uw)
+        if status is not None:
             break
         if it == max_iter:
             break

@@ -227,3 +227,27 @@ def _refinement_verdict(it, nbe, cbe, fe, stop, tol, changes, backward_errors, m
     if len(measures) >= 3 and measures[-1] >= measures[-2] >= measures[-3]:
         return "stagnated"
     return None
+
+
+def _givens_column(H, cs, sn, g, j, ru):
+    """GMRES's Givens step on column ``j`` of the Hessenberg matrix ``H`` (host scalars).
+
+    Applies the previous rotations ``cs[:j], sn[:j]`` to the column, forms the new rotation,
+    and rotates the right-hand side ``g``; every operation rounded by ``ru``.  Returns the
+    subdiagonal entry before rotation (0 means a lucky breakdown), or None when the new
+    rotation's norm is 0 or not finite (the caller stops with ``k = j``).  Shared by the
+    host and device GMRES so their rounding sequence is one.
+    """
+    for i in range(j):
+        hi, hi1 = H[i, j], H[i + 1, j]
+        H[i, j] = ru(ru(cs[i] * hi) + ru(sn[i] * hi1))
+        H[i + 1, j] = ru(ru(-sn[i] * hi) + ru(cs[i] * hi1))
+    hjj, hj1 = H[j, j], H[j + 1, j]
+    rho = ru(np.sqrt(ru(ru(hjj * hjj) + ru(hj1 * hj1))))
+    if rho == 0 or not np.isfinite(rho):
+        return None
+    cs[j], sn[j] = ru(hjj / rho), ru(hj1 / rho)
+    H[j, j], H[j + 1, j] = rho, 0.0
+    g[j + 1] = ru(-sn[j] * g[j])
+    g[j] = ru(cs[j] * g[j])
+    return hj1

@@ -51,8 +51,8 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from ._common import (_DOUBLE_NAMES, _METHODS, _chop_object, _is_extended, _refinement_verdict, _two_prod,
-                      _unit_roundoff, keep_array_type)
+from ._common import (_DOUBLE_NAMES, _METHODS, _chop_object, _givens_column, _is_extended, _refinement_verdict,
+                      _two_prod, _unit_roundoff, keep_array_type)
 from .namespace import ArrayNamespace
 
 __all__ = ["on_device", "device_library", "DEVICE_LIBRARIES", "DEVICE_TERM_BUDGET", "JAX_JIT_STEPS"]
@@ -745,20 +745,11 @@ def _gmres(xp, A, r, F, u, up, tol, maxit):
         H[j + 1, j] = xp.scalar(h)
         if H[j + 1, j] != 0:
             V = xp.put(V, (slice(None), j + 1), ru(xp.divide(w, h)))
-        for i in range(j):  # previous rotations: scalars, rounded on the host as in the NumPy path
-            hi, hi1 = H[i, j], H[i + 1, j]
-            H[i, j] = ru_host(ru_host(cs[i] * hi) + ru_host(sn[i] * hi1))
-            H[i + 1, j] = ru_host(ru_host(-sn[i] * hi) + ru_host(cs[i] * hi1))
-        hjj, hj1 = H[j, j], H[j + 1, j]
-        rho = ru_host(np.sqrt(ru_host(ru_host(hjj * hjj) + ru_host(hj1 * hj1))))
-        k = j + 1
-        if rho == 0 or not np.isfinite(rho):
+        hj1 = _givens_column(H, cs, sn, g, j, ru_host)  # scalars, rounded on the host
+        if hj1 is None:
             k = j
             break
-        cs[j], sn[j] = ru_host(hjj / rho), ru_host(hj1 / rho)
-        H[j, j], H[j + 1, j] = rho, 0.0
-        g[j + 1] = ru_host(-sn[j] * g[j])
-        g[j] = ru_host(cs[j] * g[j])
+        k = j + 1
         if abs(g[j + 1]) <= tol * beta or hj1 == 0:
             break
     if k == 0:

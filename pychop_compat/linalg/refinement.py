@@ -9,7 +9,8 @@ from typing import Optional
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._common import OptionsLike, _float_array, _ieee, _make_rounder, _refinement_verdict, _unit_roundoff
+from ._common import (OptionsLike, _float_array, _givens_column, _ieee, _make_rounder, _refinement_verdict,
+                      _unit_roundoff)
 from .kernels import dot, matvec
 from .lu import LUResult, lu, solve
 from .extended import (ARITHMETICS, _norm_inf, _pow2_scale, _residual, _residual_dd, _two_sum,
@@ -383,20 +384,11 @@ def _gmres(A, r, F, u, up, tol, maxit):
         H[j + 1, j] = nrm2(w)
         if H[j + 1, j] != 0:
             V[:, j + 1] = ru(w / H[j + 1, j])
-        for i in range(j):  # previous rotations
-            hi, hi1 = H[i, j], H[i + 1, j]
-            H[i, j] = ru(ru(cs[i] * hi) + ru(sn[i] * hi1))
-            H[i + 1, j] = ru(ru(-sn[i] * hi) + ru(cs[i] * hi1))
-        hjj, hj1 = H[j, j], H[j + 1, j]
-        rho = ru(np.sqrt(ru(ru(hjj * hjj) + ru(hj1 * hj1))))
-        k = j + 1
-        if rho == 0 or not np.isfinite(rho):
+        hj1 = _givens_column(H, cs, sn, g, j, ru)  # scalars, rounded on the host
+        if hj1 is None:
             k = j
             break
-        cs[j], sn[j] = ru(hjj / rho), ru(hj1 / rho)
-        H[j, j], H[j + 1, j] = rho, 0.0
-        g[j + 1] = ru(-sn[j] * g[j])
-        g[j] = ru(cs[j] * g[j])
+        k = j + 1
         if abs(g[j + 1]) <= tol * beta or hj1 == 0:
             break
     if k == 0:

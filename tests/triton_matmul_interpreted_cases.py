@@ -64,11 +64,13 @@ def _operands(name, m, n, p, dtype, seed):
         fmt = lookup_format(name)
         xmin, xmax = fmt.xmin, fmt.xmax
     rng = np.random.default_rng(seed)
-    # Magnitudes in [0.25, 2], one sign per row of A: no cancellation, so that the partial
+    # Magnitudes in [0.25, 2], one sign per row of A and per column of B: no cancellation, so that the partial
     # sums of these rows stay in the normal range of every format here (kernel tiles).
     A = rng.uniform(0.25, 2.0, (m, n)) * np.where(np.arange(m) % 3 == 1, -1.0, 1.0)[:, None]
     B = rng.uniform(0.25, 2.0, (n, p))
-    A[0, :3] = [0.0, -0.0, 0.0]  # zeros and signed zeros in a regular tile
+    B[:, 0] *= -1  # one sign per column too
+    A[0, :3] = 0.0
+    A[2] = 0.0  # products -0 in column 0 (inputs are rounded first: chop(-0) = +0); sum +0
     if m > 9:
         A[8] *= 2 * xmin  # normal inputs, products and sums in the subnormal range
         A[9] *= xmax / 2  # products and sums past xmax (some inputs too)

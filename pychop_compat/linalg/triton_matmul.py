@@ -35,7 +35,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-__all__ = ["BLOCK_M", "BLOCK_N", "available", "build_kernel", "fused_matmul", "supported_spec"]
+__all__ = ["BLOCK_M", "BLOCK_N", "ENABLED", "available", "build_kernel", "fused_matmul", "supported_spec", "wanted"]
 
 triton = tl = round_bits = None  # set by build_kernel
 
@@ -44,6 +44,8 @@ BLOCK_M = 32
 #: Columns of C per Triton program.
 BLOCK_N = 32
 
+#: Use the fused kernel where it applies (False: always the generic path; for benchmarks).
+ENABLED = True
 #: Route CPU tensors as if CUDA (Triton's interpreter; set by the tests only).
 CPU_TENSORS_AS_CUDA = False
 
@@ -120,7 +122,7 @@ def supported_spec(rounder: Any, dtype_name: str) -> Optional[Any]:
 def wanted(A: Any) -> bool:
     """Whether ``A`` (a torch tensor) takes the fused kernel: on CUDA (or routed there by the
     tests) with Triton installed."""
-    return ((A.device.type == "cuda" or CPU_TENSORS_AS_CUDA) and available()
+    return (ENABLED and (A.device.type == "cuda" or CPU_TENSORS_AS_CUDA) and available()
             and str(A.dtype) in ("torch.float32", "torch.float64"))
 
 

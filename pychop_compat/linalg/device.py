@@ -274,7 +274,7 @@ def _fused_product(xp, method, A, B, rprod, rsum, block_size):
     overflow, Inf, NaN) are recomputed by the generic path.  None where it does not apply."""
     from . import triton_matmul
 
-    if not triton_matmul.wanted(A):
+    if not triton_matmul.wanted(A, B):
         return None
     dtype_name = str(A.dtype).rpartition(".")[2]
     sum_spec = triton_matmul.supported_spec(rsum, dtype_name)

@@ -119,11 +119,11 @@ def supported_spec(rounder: Any, dtype_name: str) -> Optional[Any]:
     return spec
 
 
-def wanted(A: Any) -> bool:
-    """Whether ``A`` (a torch tensor) takes the fused kernel: on CUDA (or routed there by the
-    tests) with Triton installed."""
+def wanted(A: Any, B: Any) -> bool:
+    """Whether the torch tensors ``A``, ``B`` take the fused kernel: on CUDA (or routed there by
+    the tests) with Triton installed, both float32 or both float64."""
     return (ENABLED and (A.device.type == "cuda" or CPU_TENSORS_AS_CUDA) and available()
-            and str(A.dtype) in ("torch.float32", "torch.float64"))
+            and str(A.dtype) in ("torch.float32", "torch.float64") and A.dtype == B.dtype)
 
 
 def _constants(spec: Any, carrier: Any) -> tuple:

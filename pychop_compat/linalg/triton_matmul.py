@@ -89,8 +89,9 @@ def build_kernel():
         else:
             s, bad = round_bits(t, s_low, s_high, s_mask, s_shift, s_lsb, S_MODE, WIDE)
         for k in range(1, K):
-            a = tl.load(a_ptr + rows * sam + k * sak, mask=in_rows, other=0.0)
-            b = tl.load(b_ptr + k * sbk + cols * sbn, mask=in_cols, other=0.0)
+            # Offsets in int64 (k itself is 32-bit): ``rows * 0 + k`` is an int64 vector.
+            a = tl.load(a_ptr + rows * sam + (rows * 0 + k) * sak, mask=in_rows, other=0.0)
+            b = tl.load(b_ptr + (cols * 0 + k) * sbk + cols * sbn, mask=in_cols, other=0.0)
             t = a[:, None] * b[None, :]
             if ROUND_PRODUCTS:
                 t, bad_t = round_bits(t, p_low, p_high, p_mask, p_shift, p_lsb, P_MODE, WIDE)

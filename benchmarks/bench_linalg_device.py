@@ -12,7 +12,10 @@ matrices: the time of ``linalg.matmul(A, B, 'h')`` (recursive summation,
 every product and sum rounded to fp16 by chop on the array's own device), of
 ``A @ B`` in float32 by the library itself, and their ratio (chopped /
 unchopped); with ``--lu`` also ``linalg.lu(A, 'h')``.  Libraries: ``torch``
-(CPU), ``torch-cuda`` and ``cupy`` (when a CUDA GPU is visible), ``jax`` (its
+(CPU), ``torch-cuda`` (the fused Triton kernel of
+:mod:`pychop_compat.linalg.triton_matmul` when Triton is installed),
+``torch-cuda-generic`` (the same with that kernel off: one chop call per step
+over the whole panel) and ``cupy`` (when a CUDA GPU is visible), ``jax`` (its
 default device), and the host paths: ``numpy`` (float32 data: the NumPy
 kernels) and ``numpy-f64`` (float64 data: the compiled kernels when Numba is
 installed, else NumPy).  Each time is the best of ``--repeats`` runs, the
@@ -55,6 +58,7 @@ def _libraries() -> list:
         names.append("torch")
     if "torch-cuda" in engines:
         names.append("torch-cuda")
+        names.append("torch-cuda-generic")
     if "cupy" in engines:
         names.append("cupy")
     if "jax" in engines:
@@ -68,11 +72,11 @@ def _device_array(library: str, a: np.ndarray):
         return a, lambda r: r
     if library == "numpy-f64":
         return a.astype(np.float64), lambda r: r
-    if library in ("torch", "torch-cuda"):
+    if library in ("torch", "torch-cuda", "torch-cuda-generic"):
         import torch
 
         t = torch.from_numpy(a)
-        if library == "torch-cuda":
+        if library != "torch":
             t = t.cuda()
             return t, lambda r: (torch.cuda.synchronize(), r)[1]
         return t, lambda r: r
@@ -105,6 +109,19 @@ def _best(func, wait, repeats: int) -> float:
     return best
 
 
+def _chopped_matmul(library: str, a, b, fmt: str):
+    """``linalg.matmul(a, b, fmt)``; ``torch-cuda-generic``: with the fused Triton kernel off."""
+    if library != "torch-cuda-generic":
+        return linalg.matmul(a, b, fmt)
+    from pychop_compat.linalg import triton_matmul
+
+    triton_matmul.ENABLED = False
+    try:
+        return linalg.matmul(a, b, fmt)
+    finally:
+        triton_matmul.ENABLED = True
+
+
 def measure(n: int, libraries: list, repeats: int, with_lu: bool, fmt: str) -> dict:
     """``{library: {'chopped': s, 'plain': s, 'lu': s}}`` for size ``n`` (libraries interleaved)."""
     gen = np.random.default_rng(n)
@@ -119,7 +136,7 @@ def measure(n: int, libraries: list, repeats: int, with_lu: bool, fmt: str) -> d
         for lib, ((a, wait), (b, _)) in arrays.items():
             t = times[lib]
             t["plain"] = min(t["plain"], _best(lambda: a @ b, wait, 5))
-            t["chopped"] = min(t["chopped"], _best(lambda: linalg.matmul(a, b, fmt), wait, 1))
+            t["chopped"] = min(t["chopped"], _best(lambda: _chopped_matmul(lib, a, b, fmt), wait, 1))
             if with_lu:
                 lu_time = _best(lambda: linalg.lu(a, fmt), wait, 1)
                 t["lu"] = lu_time if np.isnan(t["lu"]) else min(t["lu"], lu_time)
@@ -135,7 +152,8 @@ def main(argv=None) -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[256, 512, 1024, 2048, 4096])
     parser.add_argument("--quick", action="store_true", help="n = 256 and 512 only")
     parser.add_argument("--libraries", nargs="+", default=None,
-                        help="subset of numpy, numpy-f64, torch, torch-cuda, cupy, jax (default: all available)")
+                        help="subset of numpy, numpy-f64, torch, torch-cuda, torch-cuda-generic, cupy, jax "
+                             "(default: all available)")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--lu", action="store_true", help="also time linalg.lu(A, format)")
     parser.add_argument("--format", default="h")

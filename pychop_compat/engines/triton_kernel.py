@@ -35,7 +35,7 @@ import numpy as np
 from .device_plan import RegularRange, carrier_for
 from .device_random import GOLDEN, MIX1, MIX2
 
-__all__ = ["BLOCK", "available", "build_kernel", "chop_regular"]
+__all__ = ["BLOCK", "available", "build_kernel", "build_round_helper", "chop_regular"]
 
 triton = tl = None  # imported by build_kernel
 
@@ -163,3 +163,51 @@ def chop_regular(flat: Any, out: Any, spec: Any, regular: RegularRange, stream: 
                          MODE=int(spec.round), WIDE=carrier.np_float == np.float64, BLOCK=BLOCK,
                          **LAUNCH_OPTIONS)
     return int(count.item())
+
+
+@functools.lru_cache(maxsize=None)
+def build_round_helper():
+    """The ``@triton.jit`` helper ``round_bits(x, low, high, mask, shift, lsb_fixed, MODE, WIDE)``
+    that fused kernels (:mod:`pychop_compat.linalg.triton_matmul`) call on values in registers.
+
+    The rounding of :func:`build_kernel` for modes 1 to 4 (integer operations on the bit
+    pattern only, so no subnormal is flushed and nothing can be contracted), plus zeros:
+    ``chop(+-0)`` is ``+0`` in every deterministic mode.  Returns ``(rounded, irregular)``;
+    ``irregular`` (int32, 1 or 0) marks the elements that are neither zero nor regular
+    (chop's subnormal range, near or past overflow, Inf, NaN): their ``rounded`` is
+    meaningless and the caller must round them with the general path.
+    """
+    global triton, tl
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def round_bits(x, low, high, mask, shift, lsb_fixed, MODE: tl.constexpr, WIDE: tl.constexpr):
+        if WIDE:
+            bits = x.to(tl.int64, bitcast=True)
+            magnitude = bits & 0x7FFFFFFFFFFFFFFF
+            mask_ = mask.to(tl.int64)
+        else:
+            bits = x.to(tl.int32, bitcast=True)
+            magnitude = bits & 0x7FFFFFFF
+            mask_ = mask.to(tl.int32)
+        regular = (magnitude >= low) & (magnitude <= high)
+        if MODE == 1:
+            lsb = tl.where(lsb_fixed != 0, 1, (magnitude >> shift) & 1)
+            lsb = tl.where(mask_ != 0, lsb, 0)
+            rounded = magnitude + (mask_ >> 1) + lsb.to(magnitude.dtype)
+        elif MODE == 2:
+            rounded = magnitude + tl.where(bits >= 0, mask_, 0)
+        elif MODE == 3:
+            rounded = magnitude + tl.where(bits < 0, mask_, 0)
+        else:
+            rounded = magnitude
+        result = tl.where(regular, (rounded & ~mask_) | (bits ^ magnitude), 0)  # zeros: +0
+        irregular = ((regular == 0) & (magnitude != 0)).to(tl.int32)
+        if WIDE:
+            value = result.to(tl.float64, bitcast=True)
+        else:
+            value = result.to(tl.float32, bitcast=True)
+        return value, irregular
+
+    return round_bits

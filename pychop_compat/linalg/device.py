@@ -249,6 +249,10 @@ def _product(xp, method, A, B, rprod, rsum, block_size):
     the rounding draws random numbers, as there)."""
     summer = _SUMMERS[method]
     (m, n), p = A.shape, B.shape[1]
+    if method in ("recursive", "fma") and xp.library == "torch":
+        C = _fused_product(xp, method, A, B, rprod, rsum, block_size)
+        if C is not None:
+            return C
     if method in ("recursive", "fma") or p == 1:
         return summer(xp, A, B, rprod, rsum, block_size)
     if _deterministic(rprod) and _deterministic(rsum):
@@ -261,6 +265,26 @@ def _product(xp, method, A, B, rprod, rsum, block_size):
     for j in range(0, p, width):
         C = xp.put(C, (slice(None), slice(j, j + width)), summer(xp, A, B[:, j:j + width], rprod, rsum,
                                                                   block_size))
+    return C
+
+
+def _fused_product(xp, method, A, B, rprod, rsum, block_size):
+    """The recursive/fma sequence by the fused Triton kernel of
+    :mod:`~pychop_compat.linalg.triton_matmul` (CUDA torch tensors, Triton installed,
+    deterministic chop.m rounding); tiles that met irregular values (chop's subnormal range,
+    overflow, Inf, NaN) are recomputed by the generic path.  None where it does not apply."""
+    from . import triton_matmul
+
+    if not triton_matmul.wanted(A, B):
+        return None
+    dtype_name = str(A.dtype).rpartition(".")[2]
+    sum_spec = triton_matmul.supported_spec(rsum, dtype_name)
+    product_spec = triton_matmul.supported_spec(rprod, dtype_name) if rprod is not None else None
+    if sum_spec is None or (rprod is not None and product_spec is None):
+        return None
+    C, tiles = triton_matmul.fused_matmul(A, B, product_spec, sum_spec)
+    for rows, cols in tiles:
+        C[rows, cols] = _SUMMERS[method](xp, A[rows], B[:, cols], rprod, rsum, block_size)
     return C
 
 

@@ -1,0 +1,177 @@
+"""A fused Triton kernel for chopped ``matmul`` on CUDA torch tensors (recursive and fma methods).
+
+The generic device path (:mod:`pychop_compat.linalg.device`) makes one chop
+call per step ``k`` over the whole ``m x p`` panel of partial sums: two passes
+over memory per step, bandwidth-bound.  Here each Triton program owns a
+``BLOCK_M x BLOCK_N`` tile of ``C``, keeps its partial sums in registers and
+runs, for ``k`` in order, exactly the NumPy path's sequence
+(:func:`pychop_compat.linalg.matmul`)::
+
+    s = fl_p(a_i1 b_1j)                    (fl_s without a product rounding)
+    s = fl_s(s + fl_p(a_ik b_kj))          recursive, k = 2..n
+    s = fl_s(s + a_ik b_kj)                fma (the product in the data's type)
+
+in the data's own type (float32 for float32 tensors, float64 otherwise, as
+the NumPy path computes), with ``fl`` the integer rounding of
+:func:`pychop_compat.engines.triton_kernel.build_round_helper`.  The product
+is a separate operation whose result is rounded (or, for ``fma``, added) with
+fp-fusion off, so no multiply and add are contracted; rounding never goes
+through a floating-point instruction, so no subnormal is flushed.
+
+Which values it handles: the deterministic modes 1 to 4 without flips of
+chop.m's formats (not the extended ones), and per element only zeros and
+*regular* values (see :class:`~pychop_compat.engines.device_plan.RegularRange`).
+When a product or partial sum of a tile leaves that range (chop's subnormal
+range, near overflow, Inf, NaN) the tile is flagged and the caller recomputes
+that tile by the generic path, so the result is always the NumPy path's.
+
+Triton is imported only when a kernel is first built.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Optional
+
+import numpy as np
+
+__all__ = ["BLOCK_M", "BLOCK_N", "ENABLED", "available", "build_kernel", "fused_matmul", "supported_spec", "wanted"]
+
+triton = tl = round_bits = None  # set by build_kernel
+
+#: Rows of C per Triton program.
+BLOCK_M = 32
+#: Columns of C per Triton program.
+BLOCK_N = 32
+
+#: Use the fused kernel where it applies (False: always the generic path; for benchmarks).
+ENABLED = True
+#: Route CPU tensors as if CUDA (Triton's interpreter; set by the tests only).
+CPU_TENSORS_AS_CUDA = False
+
+
+def available() -> bool:
+    """True when Triton can be imported."""
+    from ..engines import triton_kernel
+
+    return triton_kernel.available()
+
+
+@functools.lru_cache(maxsize=None)
+def build_kernel():
+    """The ``@triton.jit`` matmul kernel (built on first use)."""
+    global triton, tl, round_bits
+    import triton
+    import triton.language as tl
+
+    from ..engines import triton_kernel
+
+    round_bits = triton_kernel.build_round_helper()
+
+    @triton.jit(do_not_specialize=["M", "N", "K", "p_low", "p_high", "p_mask", "p_shift", "p_lsb",
+                                   "s_low", "s_high", "s_mask", "s_shift", "s_lsb"])
+    def chopped_matmul_kernel(a_ptr, b_ptr, c_ptr, flag_ptr, M, N, K, sam, sak, sbk, sbn,
+                              p_low, p_high, p_mask, p_shift, p_lsb,
+                              s_low, s_high, s_mask, s_shift, s_lsb,
+                              P_MODE: tl.constexpr, S_MODE: tl.constexpr, ROUND_PRODUCTS: tl.constexpr,
+                              WIDE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+        pid_m = tl.program_id(0)
+        pid_n = tl.program_id(1)
+        rows = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M).to(tl.int64)
+        cols = pid_n.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N).to(tl.int64)
+        in_rows = rows < M
+        in_cols = cols < N
+        a = tl.load(a_ptr + rows * sam, mask=in_rows, other=0.0)
+        b = tl.load(b_ptr + cols * sbn, mask=in_cols, other=0.0)
+        t = a[:, None] * b[None, :]
+        if ROUND_PRODUCTS:
+            s, bad = round_bits(t, p_low, p_high, p_mask, p_shift, p_lsb, P_MODE, WIDE)
+        else:
+            s, bad = round_bits(t, s_low, s_high, s_mask, s_shift, s_lsb, S_MODE, WIDE)
+        for k in range(1, K):
+            # Offsets in int64 (k itself is 32-bit): ``rows * 0 + k`` is an int64 vector.
+            a = tl.load(a_ptr + rows * sam + (rows * 0 + k) * sak, mask=in_rows, other=0.0)
+            b = tl.load(b_ptr + (cols * 0 + k) * sbk + cols * sbn, mask=in_cols, other=0.0)
+            t = a[:, None] * b[None, :]
+            if ROUND_PRODUCTS:
+                t, bad_t = round_bits(t, p_low, p_high, p_mask, p_shift, p_lsb, P_MODE, WIDE)
+                bad = bad | bad_t
+            s, bad_s = round_bits(s + t, s_low, s_high, s_mask, s_shift, s_lsb, S_MODE, WIDE)
+            bad = bad | bad_s
+        inside = in_rows[:, None] & in_cols[None, :]
+        tl.store(c_ptr + rows[:, None] * N + cols[None, :], s, mask=inside)
+        flagged = tl.max(tl.max(tl.where(inside, bad, 0), axis=1), axis=0)
+        tl.store(flag_ptr + pid_m * tl.num_programs(1) + pid_n, flagged)
+
+    return chopped_matmul_kernel
+
+
+def supported_spec(rounder: Any, dtype_name: str) -> Optional[Any]:
+    """The resolved spec of a rounder of :mod:`~pychop_compat.linalg.device` when the fused
+    kernel can apply it (modes 1 to 4, no flips, chop.m's formats, not the identity); else None."""
+    from ..options import resolve
+
+    o = rounder.options
+    if int(o.round) > 4 or o.flip or getattr(rounder, "identity_for_double", False):
+        return None
+    spec = resolve(o, None, "single" if dtype_name == "float32" else "double")
+    if getattr(spec, "extended", False) or spec.flips or spec.round > 4:
+        return None
+    return spec
+
+
+def wanted(A: Any, B: Any) -> bool:
+    """Whether the torch tensors ``A``, ``B`` take the fused kernel: on CUDA (or routed there by
+    the tests) with Triton installed, both float32 or both float64."""
+    return (ENABLED and (A.device.type == "cuda" or CPU_TENSORS_AS_CUDA) and available()
+            and str(A.dtype) in ("torch.float32", "torch.float64") and A.dtype == B.dtype)
+
+
+def _constants(spec: Any, carrier: Any) -> tuple:
+    from ..engines.device_plan import regular_range
+
+    regular = regular_range(spec, carrier)
+    return (regular.low, regular.high, (1 << regular.shift) - 1, regular.shift,
+            int(regular.shift == carrier.mant), int(spec.round))
+
+
+def fused_matmul(A: Any, B: Any, product_spec: Optional[Any], sum_spec: Any) -> tuple:
+    """``C`` of the recursive sequence (``product_spec`` None: products not rounded, as the
+    ``fma`` method and ``accumulate=``), and the flagged tiles.
+
+    Parameters
+    ----------
+    A, B : torch.Tensor
+        Operands ``(m, n)``, ``(n, p)`` with ``n >= 1``, of one float dtype, already rounded.
+    product_spec, sum_spec : ChopSpec or None
+        Rounding of the products and of the sums (see :func:`supported_spec`).
+
+    Returns
+    -------
+    tuple
+        ``(C, tiles)``: ``C`` contiguous ``(m, p)``; ``tiles`` a list of
+        ``(row slice, column slice)`` whose elements met a value outside the regular
+        range: their entries of ``C`` are to be recomputed by the generic path.
+    """
+    import torch
+
+    from ..engines import triton_kernel
+    from ..engines.device_plan import carrier_for
+
+    carrier = carrier_for(str(A.dtype).rpartition(".")[2])
+    (m, n), p = A.shape, B.shape[1]
+    C = torch.empty((m, p), dtype=A.dtype, device=A.device)
+    grid = (-(-m // BLOCK_M), -(-p // BLOCK_N))
+    flags = torch.zeros(grid[0] * grid[1], dtype=torch.int32, device=A.device)
+    sums = _constants(sum_spec, carrier)
+    products = _constants(product_spec, carrier) if product_spec is not None else sums
+    build_kernel()[grid](A, B, C, flags, m, p, n, A.stride(0), A.stride(1), B.stride(0), B.stride(1),
+                         *products[:5], *sums[:5], P_MODE=products[5], S_MODE=sums[5],
+                         ROUND_PRODUCTS=product_spec is not None,
+                         WIDE=carrier.np_float == np.float64, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
+                         **triton_kernel.LAUNCH_OPTIONS)
+    tiles = []
+    for index in torch.nonzero(flags).flatten().tolist():
+        i, j = divmod(index, grid[1])
+        tiles.append((slice(i * BLOCK_M, min(m, (i + 1) * BLOCK_M)), slice(j * BLOCK_N, min(p, (j + 1) * BLOCK_N))))
+    return C, tiles

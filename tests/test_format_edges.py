@@ -13,7 +13,9 @@ threads), at scattered positions among ordinary values:
 
 Oracles: ml_dtypes' cast (one correct rounding, ties to even; see
 ``test_ocp_formats.ml_cast``), with the overflow and saturation rules and
-chop.m's underflow rule stated in each test.
+chop.m's underflow rule stated in each test; for chop's directed modes, which
+ml_dtypes does not have, chop.m's reference algorithm and the rule stated in
+the test.
 """
 
 from __future__ import annotations
@@ -130,6 +132,53 @@ def test_chop_underflow_rule_edges_in_bulk(name, dtype):
     assert not np.signbit(got[flushed]).any()
     ok = (got == want) | (np.isnan(got) & np.isnan(want))
     assert ok[positions].all() and ok.all(), list(zip(x[~ok][:5], got[~ok][:5], want[~ok][:5]))
+
+
+def below_xmin(name, dtype) -> tuple[np.ndarray, np.ndarray]:
+    """``(x, positions)``: :func:`embedded`'s array with a fine grid from 0 to 2 xmin (step
+    xmin / 4096, at least 512 steps per xmins: every value of the format there, midpoints,
+    quarter points), both signs and both zeros, and the neighbours in ``dtype`` of each, at
+    random positions."""
+    fmt = catalogue_format(name)
+    grid = fmt.xmin * np.arange(0, 2 * 4096 + 1) / 4096
+    grid = np.concatenate([grid, -grid]).astype(dtype)
+    grid = np.concatenate([grid, np.nextafter(grid, dtype(np.inf)), np.nextafter(grid, dtype(-np.inf))])
+    x, _ = embedded(name, dtype)
+    positions = np.random.default_rng(7).choice(N, grid.size, replace=False)
+    x[positions] = grid
+    return x, positions
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", ["float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float6_e2m3fn",
+                                  "float6_e3m2fn", "float4_e2m1fn"])
+@pytest.mark.parametrize("mode", [2, 3, 4])
+@pytest.mark.parametrize("subnormal", [0, 1])
+def test_chop_directed_modes_below_xmin_in_bulk(name, dtype, mode, subnormal):
+    """Directed modes (round 2, 3, 4), with and without subnormals: the fast engine equals
+    chop.m's reference algorithm bit for bit on every element, and below xmin it follows
+    chop.m's rules: a result below the smallest kept number r (xmins, or xmin without
+    subnormals) goes to +-r in the mode's direction, otherwise to +0 (zeros give +0 too);
+    from r to xmin the grid is xmins; so the result is ceil/floor/trunc(x / r) * r, never -0."""
+    from pychop_compat.engines.numpy_engine import chop_array
+    from pychop_compat.options import resolve
+    from pychop_compat.randomness import MATLAB_STREAM
+
+    fmt = catalogue_format(name)
+    x, positions = below_xmin(name, dtype)
+    spec = resolve({"format": name, "round": mode, "subnormal": subnormal}, None,
+                   "single" if dtype == np.float32 else "double")
+    got = chop_array(x, spec, MATLAB_STREAM)
+    ref = chop_array(x, spec, MATLAB_STREAM, reference=True)
+    assert np.array_equal(got.view(np.uint8), ref.view(np.uint8))
+    r = fmt.xmins if subnormal else fmt.xmin
+    a = x.astype(np.float64)
+    small = np.abs(a) < fmt.xmin
+    step = {2: np.ceil, 3: np.floor, 4: np.trunc}[mode](a[small] / r) * r
+    want = np.where(step == 0, 0.0, step)  # +0
+    g = got[small].astype(np.float64)
+    assert np.array_equal(g, want) and not np.signbit(g[g == 0]).any()
+    assert small[positions].sum() > 4096 * 2 * 3
 
 
 def test_torch_cpu_tensors_take_the_same_paths():

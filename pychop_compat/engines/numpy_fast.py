@@ -29,7 +29,9 @@ also rounds what lies below chop's subnormal block and the top binade: only
 elements at or above ``xboundary`` (and Inf, NaN) are special, and those in
 chop's double-rounding window just above ``xmins / 2`` are set to +0 in bulk
 (see ``_Plan``), so formats with a wide subnormal range (OCP float4/float6)
-stay on whole-block operations.
+stay on whole-block operations.  chop's directed modes with explim on
+(``_Plan.small_directed``) round what lies below ``xmin`` in bulk too:
+``ceil``/``floor``/``trunc`` of ``x`` over its grid spacing.
 
 Blocks of :data:`BLOCK` elements reuse per-thread scratch buffers, so each
 element crosses main memory about once and the memory used is the output
@@ -279,6 +281,32 @@ class _Plan:
             self.WINDOW_WIDTH = u(cut + 1) - self.WINDOW_START
             boundary = int(np.array(xboundary, L.ftype).view(u)) if xboundary < 2.0 ** L.emax else L.inf
             self.XB = u(min(boundary, L.pow2_bits(L.emax - d0 + 1)))
+
+        # Directed modes below xmin (explim on): chop rounds the subnormal block on the grid of
+        # xmins and each smaller value to t bits in its own binade, then its underflow rule sends
+        # results below min_rep (xmins, or xmin without subnormals) to +-min_rep by the mode's
+        # direction, else to +0.  Both together are ceil / floor / trunc of x / min_rep, times
+        # min_rep, with -0 made +0 (zeros included: chop gives +0 for +-0 too).  Exact in the
+        # input's class when 1 / min_rep and every regular x / min_rep are finite and xmin is
+        # normal there (then the exponent fields below LO are exactly |x| < xmin).
+        self.small_directed = False
+        if mode in (2, 3, 4) and explim and lo == L.pow2_bits(self.emin) and self.emin >= L.emin:
+            rep_exp = self.emins if keep_subnormals else self.emin
+            self.small_directed = emax - rep_exp <= L.emax and rep_exp >= L.emin - L.p + 1
+            if self.small_directed:
+                self.REP = L.ftype(math.ldexp(1.0, rep_exp))
+                self.INV_REP = L.ftype(math.ldexp(1.0, -rep_exp))
+                self.directed = {2: np.ceil, 3: np.floor, 4: np.trunc}[mode]
+                # With subnormals kept, the grid below 2^emax is 2^(max(e, emin) - t + 1) for
+                # all x (r = xmins for e < emin): one formula for the whole block, the grid and
+                # its inverse (exact powers of two, normal) made from x's exponent field.
+                top_quantum = emax - 1 - t + 1
+                self.whole_block = (keep_subnormals and -top_quantum >= L.emin and t - 1 < L.p
+                                    and self.emins >= L.emin)
+                if self.whole_block:
+                    self.Q_FLOOR = u(lo)  # 2^emin: chop's subnormal block and below
+                    self.Q_SHIFT = u((t - 1) << (L.p - 1))  # 2^e -> 2^(e - t + 1)
+                    self.INV_BITS = u(2 * L.pow2_bits(0))  # 2^k -> 2^-k: subtract k's bits
 
         # Per-exponent tables for special elements, indexed by frexp's exponent + off
         # (frexp gives e + 1 for x = 2^e * 1.f, and 0 for zero, Inf and NaN, i.e. e = -1).
@@ -537,10 +565,48 @@ def _round_block_bulk(plan: _Plan, ub: np.ndarray, ob: np.ndarray, s: _Scratch):
     return special
 
 
+def _round_block_small_directed(plan: _Plan, ub: np.ndarray, ob: np.ndarray, s: _Scratch):
+    """:func:`_round_block` for plans with ``small_directed``: elements below xmin (zeros
+    included) are rounded in bulk on the grid of min_rep (see ``_Plan``); only those from the
+    top binade up (and Inf, NaN) are special."""
+    m = ub.size
+    ebits = s.a[:m]
+    np.bitwise_and(ub, plan.EXP, out=ebits)
+    lowest, highest = np.minimum.reduce(ebits), np.maximum.reduce(ebits)
+    special = np.flatnonzero(ebits >= plan.HI) if highest >= plan.HI else None
+    if lowest < plan.LO and plan.whole_block:
+        ftype = plan.layout.ftype
+        quantum, inverse, f = ebits, s.b[:m], s.f[:m]
+        np.maximum(ebits, plan.Q_FLOOR, out=quantum)
+        np.subtract(quantum, plan.Q_SHIFT, out=quantum)
+        np.subtract(plan.INV_BITS, quantum, out=inverse)
+        with np.errstate(over="ignore", invalid="ignore"):  # special elements: redone later
+            np.multiply(ub.view(ftype), inverse.view(ftype), out=f)  # exact: a power of two
+            plan.directed(f, out=f)
+            np.multiply(f, quantum.view(ftype), out=f)
+        np.add(f, ftype(0.0), out=ob.view(ftype))  # -0 (from +-0 and from -xmins < x <= 0) -> +0
+        return special
+    small = None
+    if lowest < plan.LO:
+        small, f = s.flags[:m], s.f[:m]
+        np.less(ebits, plan.LO, out=small)
+        with np.errstate(over="ignore", invalid="ignore"):  # special elements: redone later
+            np.multiply(ub.view(plan.layout.ftype), plan.INV_REP, out=f)
+            plan.directed(f, out=f)
+            np.multiply(f, plan.REP, out=f)
+        np.add(f, plan.layout.ftype(0.0), out=f)  # -0 (from +-0 and from -min_rep < x <= 0) -> +0
+    _round_regular_bits(plan, ub, ob, s.b[:m])
+    if small is not None:
+        np.copyto(ob.view(plan.layout.ftype), f, where=small)
+    return special
+
+
 def _round_block(plan: _Plan, ub: np.ndarray, ob: np.ndarray, s: _Scratch):
     """Round a block as if regular; return the local indices of its special elements (or None)."""
     if plan.bulk_small:
         return _round_block_bulk(plan, ub, ob, s)
+    if plan.small_directed:
+        return _round_block_small_directed(plan, ub, ob, s)
     m = ub.size
     special = _find_special(plan, ub, s.a[:m], s.b[:m], s.flags[:m])
     if plan.float_rn:

@@ -30,6 +30,7 @@ import numpy as np
 from numba import prange, types
 from numba.extending import intrinsic
 
+from . import numpy_fast
 from .device_random import FLIP_BIT, FLIP_CHOICE, GOLDEN, MIX1, MIX2, ROUND  # noqa: F401
 
 # Indices into the tuple of constants that every kernel unpacks from ip, up, fp (module notes).
@@ -129,45 +130,13 @@ def _to_class(c, single):
     return c
 
 
+_limit_value = numba.njit(**_jit)(numpy_fast.limit_value)  # the NumPy engine's rule, compiled
+
+
 @numba.njit(**_jit)
 def _limit(c, v, k):
     """chop.m's overflow and underflow rules (explim = 1) on the result ``c`` of the input ``v``."""
-    mode = k[MODE]
-    xmax, xb = k[XMAX], k[XBOUNDARY]
-    inf = np.inf
-    if mode == 1 or mode == 6:
-        if v >= xb:
-            return inf
-        if v <= -xb:
-            return -inf
-    elif mode == 2:
-        if v > xmax:
-            return inf
-        if v < -xmax and v != -inf:
-            return -xmax
-    elif mode == 3:
-        if v > xmax and v != inf:
-            return xmax
-        if v < -xmax:
-            return -inf
-    else:
-        if v > xmax and v != inf:
-            return xmax
-        if v < -xmax and v != -inf:
-            return -xmax
-    min_rep = k[MIN_REP]
-    magnitude = abs(c)
-    if not magnitude < min_rep:
-        return c
-    if mode == 1:
-        half = min_rep / 2
-        if magnitude > half or (magnitude == half and k[KEEPSUB] == 0):
-            return math.copysign(min_rep, c)
-    elif mode == 2 and c > 0:
-        return min_rep
-    elif mode == 3 and c < 0:
-        return -min_rep
-    return 0.0
+    return _limit_value(c, v, k[MODE], k[XMAX], k[XBOUNDARY], k[MIN_REP], k[KEEPSUB] != 0)
 
 
 @numba.njit(**_jit)

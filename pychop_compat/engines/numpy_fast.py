@@ -998,40 +998,47 @@ def _chop_scalar(plan: _Plan, v: float, sources: RandomSources) -> float:
     except OverflowError:
         c = math.copysign(math.inf, r)
     if plan.explim:
-        c = _limit_scalar(plan, c, v)
+        c = limit_value(c, v, plan.mode, float(plan.xmax), float(plan.xboundary), float(plan.min_rep),
+                        plan.keep_subnormals)
     return c
 
 
-def _limit_scalar(plan: _Plan, c: float, x: float) -> float:
-    """:func:`_limit_range` for one value."""
-    mode, xmax, xb, inf = plan.mode, float(plan.xmax), float(plan.xboundary), math.inf
-    if mode in (1, 6):
-        if x >= xb:
-            return inf
-        if x <= -xb:
-            return -inf
+def limit_value(c: float, x: float, mode: float, xmax: float, xboundary: float, min_rep: float,
+                keep_subnormals: bool) -> float:
+    """chop.m's overflow and underflow rules (``explim`` on) for one value.
+
+    ``c`` is the rounded result of the input ``x`` in rounding mode ``mode``
+    (1-6); ``min_rep`` is the smallest magnitude kept (``xmins`` with
+    subnormals, else ``xmin``).  :func:`_limit_range` is the same rule on
+    arrays.  Plain scalar code on purpose: the compiled engine compiles this
+    very function with Numba, so both engines have one definition of the rule.
+    """
+    if mode == 1 or mode == 6:
+        if x >= xboundary:
+            return math.inf
+        if x <= -xboundary:
+            return -math.inf
     elif mode == 2:
         if x > xmax:
-            return inf
-        if x < -xmax and x != -inf:
+            return math.inf
+        if x < -xmax and x != -math.inf:
             return -xmax
     elif mode == 3:
-        if x > xmax and x != inf:
+        if x > xmax and x != math.inf:
             return xmax
         if x < -xmax:
-            return -inf
+            return -math.inf
     else:
-        if x > xmax and x != inf:
+        if x > xmax and x != math.inf:
             return xmax
-        if x < -xmax and x != -inf:
+        if x < -xmax and x != -math.inf:
             return -xmax
-    min_rep = float(plan.min_rep)
     magnitude = abs(c)
     if not magnitude < min_rep:
         return c
     if mode == 1:
         half = min_rep / 2
-        if magnitude > half or (magnitude == half and not plan.keep_subnormals):
+        if magnitude > half or (magnitude == half and not keep_subnormals):
             return math.copysign(min_rep, c)
     elif mode == 2 and c > 0:
         return min_rep

@@ -251,3 +251,26 @@ def _givens_column(H, cs, sn, g, j, ru):
     g[j + 1] = ru(-sn[j] * g[j])
     g[j] = ru(cs[j] * g[j])
     return hj1
+
+
+def _matmul_matrices(A2, B2, method, block_size):
+    """Check matmul's method and operand shapes (host and device alike).
+
+    Returns ``(A2, B2, a_vec, b_vec)``: 1-D operands become a row (A) or a
+    column (B), and the flags say which were vectors, for the caller to drop
+    the extra axis from the result.
+    """
+    if method not in _METHODS:
+        raise ValueError(f"method must be one of {_METHODS}, not {method!r}")
+    if method == "blocked" and int(block_size) < 1:
+        raise ValueError("block_size must be a positive integer")
+    a_vec, b_vec = A2.ndim == 1, B2.ndim == 1
+    if a_vec:
+        A2 = A2[None, :]
+    if b_vec:
+        B2 = B2[:, None]
+    if A2.ndim != 2 or B2.ndim != 2:
+        raise ValueError("matmul operands must be 1-D or 2-D")
+    if A2.shape[1] != B2.shape[0]:
+        raise ValueError(f"inner dimensions differ: {tuple(A2.shape)} @ {tuple(B2.shape)}")
+    return A2, B2, a_vec, b_vec

@@ -51,8 +51,8 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from ._common import (_DOUBLE_NAMES, _METHODS, _chop_object, _givens_column, _is_extended, _refinement_verdict,
-                      _two_prod, _unit_roundoff, keep_array_type)
+from ._common import (_DOUBLE_NAMES, _chop_object, _givens_column, _is_extended, _matmul_matrices,
+                      _refinement_verdict, _two_prod, _unit_roundoff, keep_array_type)
 from .namespace import ArrayNamespace
 
 __all__ = ["on_device", "device_library", "DEVICE_LIBRARIES", "DEVICE_TERM_BUDGET", "JAX_JIT_STEPS"]
@@ -291,20 +291,7 @@ def _fused_product(xp, method, A, B, rprod, rsum, block_size):
 def matmul(xp: ArrayNamespace, A: Any, B: Any, options: Any = None, *, method: str = "recursive",
            accumulate: Any = None, block_size: int = 32) -> Any:
     """:func:`pychop_compat.linalg.matmul` on ``xp``'s device (same chop calls, same results)."""
-    if method not in _SUMMERS:
-        raise ValueError(f"method must be one of {_METHODS}, not {method!r}")
-    if method == "blocked" and int(block_size) < 1:
-        raise ValueError("block_size must be a positive integer")
-    A2, B2 = _float_operands(xp, A, B)
-    a_vec, b_vec = A2.ndim == 1, B2.ndim == 1
-    if a_vec:
-        A2 = A2[None, :]
-    if b_vec:
-        B2 = B2[:, None]
-    if A2.ndim != 2 or B2.ndim != 2:
-        raise ValueError("matmul operands must be 1-D or 2-D")
-    if A2.shape[1] != B2.shape[0]:
-        raise ValueError(f"inner dimensions differ: {tuple(A2.shape)} @ {tuple(B2.shape)}")
+    A2, B2, a_vec, b_vec = _matmul_matrices(*_float_operands(xp, A, B), method, block_size)
     rin = _rounder(options, xp)
     if accumulate is None:
         rsum = rin

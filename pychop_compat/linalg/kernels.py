@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._common import (OptionsLike, _METHODS, _float_array, _ieee, _make_rounder)
+from ._common import OptionsLike, _float_array, _ieee, _make_rounder, _matmul_matrices
 
 
 def _sum_recursive(A, B, rprod, rsum, block_size):
@@ -238,21 +238,7 @@ def matmul(
     >>> float(linalg.dot(x, x, 'h', accumulate='s'))   # fp16 inputs, fp32 sums
     4096.0
     """
-    if method not in _SUMMERS:
-        raise ValueError(f"method must be one of {_METHODS}, not {method!r}")
-    if method == "blocked" and int(block_size) < 1:
-        raise ValueError("block_size must be a positive integer")
-    A2 = _float_array(A, B)
-    B2 = _float_array(B, A)
-    a_vec, b_vec = A2.ndim == 1, B2.ndim == 1
-    if a_vec:
-        A2 = A2[None, :]
-    if b_vec:
-        B2 = B2[:, None]
-    if A2.ndim != 2 or B2.ndim != 2:
-        raise ValueError("matmul operands must be 1-D or 2-D")
-    if A2.shape[1] != B2.shape[0]:
-        raise ValueError(f"inner dimensions differ: {A2.shape} @ {B2.shape}")
+    A2, B2, a_vec, b_vec = _matmul_matrices(_float_array(A, B), _float_array(B, A), method, block_size)
 
     rin = _make_rounder(options)
     if accumulate is None:

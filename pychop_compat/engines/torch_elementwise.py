@@ -61,7 +61,8 @@ import numpy as np
 
 from ..options import ChopSpec
 
-__all__ = ["ElementwisePlan", "supports", "round_elementwise", "round_stochastic_eager"]
+__all__ = ["ElementwisePlan", "supports", "round_elementwise", "round_stochastic_eager", "apply_overflow",
+           "apply_underflow"]
 
 
 def supports(spec: ChopSpec) -> bool:
@@ -372,46 +373,55 @@ def round_elementwise(x: Any, plan: ElementwisePlan, uniforms: Any = None) -> An
     # Back to x's scale: the first factor keeps the value normal (exact), the second rounds once.
     c = r * _pow2(-s1, plan, x.dtype) * _pow2(-s2, plan, x.dtype)
     if plan.limits:
-        c = _underflow(_overflow(c, x, plan), plan)
+        c = apply_underflow(apply_overflow(c, x, plan.mode, plan), plan.mode, plan, plan.keeps_subnormals)
     return c
 
 
-def _overflow(c, x, plan: ElementwisePlan):
-    """chop.m's overflow rules, decided on the input ``x``."""
+def apply_overflow(c: Any, x: Any, mode: int, limits: Any) -> Any:
+    """chop.m's overflow rules on torch tensors, decided on the input ``x``.
+
+    ``c`` is the rounded ``x`` in rounding mode ``mode``; ``limits`` is any
+    object with the float attributes ``xboundary_ge``, ``xmax_gt`` and
+    ``xmax_value`` (an :class:`ElementwisePlan`, or the torch engine's limits),
+    so the eager engine and this elementwise path share one rule.
+    """
     import torch
 
-    inf, mode = float("inf"), plan.mode
+    inf = float("inf")
     if mode in (1, 6):
-        c = torch.where(x >= plan.xboundary_ge, inf, c)
-        return torch.where(x <= -plan.xboundary_ge, -inf, c)
+        c = torch.where(x >= limits.xboundary_ge, inf, c)
+        return torch.where(x <= -limits.xboundary_ge, -inf, c)
     if mode == 2:
-        c = torch.where(x > plan.xmax_gt, inf, c)
-        return torch.where((x < -plan.xmax_gt) & (x != -inf), -plan.xmax_value, c)
+        c = torch.where(x > limits.xmax_gt, inf, c)
+        return torch.where((x < -limits.xmax_gt) & (x != -inf), -limits.xmax_value, c)
     if mode == 3:
-        c = torch.where((x > plan.xmax_gt) & (x != inf), plan.xmax_value, c)
-        return torch.where(x < -plan.xmax_gt, -inf, c)
-    c = torch.where((x > plan.xmax_gt) & (x != inf), plan.xmax_value, c)
-    return torch.where((x < -plan.xmax_gt) & (x != -inf), -plan.xmax_value, c)
+        c = torch.where((x > limits.xmax_gt) & (x != inf), limits.xmax_value, c)
+        return torch.where(x < -limits.xmax_gt, -inf, c)
+    c = torch.where((x > limits.xmax_gt) & (x != inf), limits.xmax_value, c)
+    return torch.where((x < -limits.xmax_gt) & (x != -inf), -limits.xmax_value, c)
 
 
-def _underflow(c, plan: ElementwisePlan):
-    """chop.m's underflow rules, decided on the rounded value ``c``."""
+def apply_underflow(c: Any, mode: int, limits: Any, keeps_subnormals: bool) -> Any:
+    """chop.m's underflow rules on torch tensors, decided on the rounded value ``c``.
+
+    ``limits`` has the float attributes ``min_rep_lt``, ``min_rep_value``,
+    ``half_gt`` and ``half_ge`` (see :func:`apply_overflow`).
+    """
     import torch
 
     magnitude = c.abs()
-    small = magnitude < plan.min_rep_lt
-    zero = torch.zeros_like(c)
-    if plan.mode == 1:
-        beyond_half = magnitude > plan.half_gt if plan.keeps_subnormals else magnitude >= plan.half_ge
-        to_min = small & beyond_half
-        target = torch.copysign(torch.full_like(c, plan.min_rep_value), c)
-    elif plan.mode == 2:
-        to_min, target = small & (c > 0), torch.full_like(c, plan.min_rep_value)
-    elif plan.mode == 3:
-        to_min, target = small & (c < 0), torch.full_like(c, -plan.min_rep_value)
+    small = magnitude < limits.min_rep_lt
+    if mode == 1:
+        to_min = small & (magnitude > limits.half_gt if keeps_subnormals else magnitude >= limits.half_ge)
+        # A tensor, not two scalars: torch.where(cond, scalar, scalar) is float32.
+        target = torch.full_like(c, limits.min_rep_value).copysign_(c)
+    elif mode == 2:
+        to_min, target = small & (c > 0), limits.min_rep_value
+    elif mode == 3:
+        to_min, target = small & (c < 0), -limits.min_rep_value
     else:
-        return torch.where(small, zero, c)
-    return torch.where(to_min, target, torch.where(small, zero, c))
+        return torch.where(small, 0.0, c)
+    return torch.where(to_min, target, torch.where(small, 0.0, c))
 
 
 def _regular_range(plan: ElementwisePlan):

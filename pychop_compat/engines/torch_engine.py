@@ -72,6 +72,7 @@ from .device_plan import (CARRIERS as _CARRIERS, FLIP_PRECISION_ERROR as _FLIP_P
                           clamp_exponent as _clamp_exponent, draws_on_device, host_draw_plan,
                           Limits, matlab_stream_on_device, range_limits as _limits, regular_range)
 from .device_random import seed_device
+from .torch_elementwise import apply_overflow, apply_underflow
 
 __all__ = ["chop_tensor", "seed_device", "matlab_stream_on_device", "host_draw_plan", "cuda_route"]
 
@@ -126,45 +127,7 @@ def _exponents(v, carrier: _Carrier):
 
 def _apply_limits(c, v, spec: ChopSpec, lim: Limits):
     """chop.m's overflow and underflow rules on the rounded values ``c`` of the inputs ``v``."""
-    return _apply_underflow(_apply_overflow(c, v, spec, lim), spec, lim)
-
-
-def _apply_overflow(c, v, spec: ChopSpec, lim: Limits):
-    """chop.m's overflow rules: decided on the input ``v``."""
-    import torch
-
-    inf, mode = float("inf"), spec.round
-    if mode in (1, 6):
-        c = torch.where(v >= lim.xboundary_ge, inf, c)
-        return torch.where(v <= -lim.xboundary_ge, -inf, c)
-    if mode == 2:
-        c = torch.where(v > lim.xmax_gt, inf, c)
-        return torch.where((v < -lim.xmax_gt) & (v != -inf), -lim.xmax_value, c)
-    if mode == 3:
-        c = torch.where((v > lim.xmax_gt) & (v != inf), lim.xmax_value, c)
-        return torch.where(v < -lim.xmax_gt, -inf, c)
-    c = torch.where((v > lim.xmax_gt) & (v != inf), lim.xmax_value, c)
-    return torch.where((v < -lim.xmax_gt) & (v != -inf), -lim.xmax_value, c)
-
-
-def _apply_underflow(c, spec: ChopSpec, lim: Limits):
-    """chop.m's underflow rules: decided on the rounded value ``c``."""
-    import torch
-
-    mode = spec.round
-    magnitude = c.abs()
-    small = magnitude < lim.min_rep_lt
-    if mode == 1:
-        to_min = small & (magnitude > lim.half_gt if spec.keeps_subnormals else magnitude >= lim.half_ge)
-        # A tensor, not two scalars: torch.where(cond, scalar, scalar) is float32.
-        target = torch.full_like(c, lim.min_rep_value).copysign_(c)
-    elif mode == 2:
-        to_min, target = small & (c > 0), lim.min_rep_value
-    elif mode == 3:
-        to_min, target = small & (c < 0), -lim.min_rep_value
-    else:
-        return torch.where(small, 0.0, c)
-    return torch.where(to_min, target, torch.where(small, 0.0, c))
+    return apply_underflow(apply_overflow(c, v, spec.round, lim), spec.round, lim, spec.keeps_subnormals)
 
 
 _MASK64 = (1 << 64) - 1
@@ -464,7 +427,7 @@ def _chop_tiny(values, rounded, spec: ChopSpec, plan: _FastPlan, carrier: _Carri
     if dense:
         on_grid &= magnitude < plan.xmin_ge
     c = torch.where(on_grid, scaled.mul_(plan.down[0]).mul_(plan.down[1]), rounded)
-    return _apply_underflow(c, spec, _limits(spec, carrier))
+    return apply_underflow(c, spec.round, _limits(spec, carrier), spec.keeps_subnormals)
 
 
 def _flat_nonzero(mask):

@@ -19,10 +19,7 @@ The protocol, fixed before the first run:
 * weight formats: float32 (the baseline: no rounding), bfloat16 ('b'), fp16
   ('h') and fp8 as the OCP format ``'float8_e4m3fn'`` (E4M3, xmax 448, no
   infinities), each with RN and with SR (``round = 5``) of the weight update;
-  SR takes torch's generator for bfloat16 and fp16, and chop's own numbers
-  (MATLAB's stream for CPU tensors) for float8_e4m3fn, whose extended
-  semantics (no Inf, NaN on overflow) :class:`~pychop_compat.nn.Rounder`
-  leaves to :func:`pychop_compat.chop`;
+  SR takes torch's generator (one number per element) for every format;
 * 3 seeds (0, 1, 2) per configuration; the figure shows the mean test accuracy
   after each epoch and the range over the seeds; the table gives the mean and
   the standard deviation of the final test accuracy.

@@ -798,11 +798,15 @@ def test_zero_dim_cupy_array_keeps_its_shape(host_kernel):
 
 @pytest.mark.parametrize("route", ["torch-device-paths", "torch-host-kernel", "cupy-host-kernel"])
 def test_extended_specs_round_trip_through_numpy(monkeypatch, request, route):
-    """A spec beyond chop.m's semantics (``spec.extended``, CONTRACTS.md) is never rounded by the
-    device code: the array goes to the NumPy engine on the host and comes back."""
+    """A spec beyond chop.m's semantics (``spec.extended``, CONTRACTS.md) that the device code
+    cannot round goes to the NumPy engine on the host and comes back.  (A torch tensor on a
+    GPU rounds chop's rules on the OCP/ML formats in deterministic modes elementwise on the
+    device, ``test_elementwise_formats.py``; here that path is switched off.)"""
     import dataclasses
 
-    from pychop_compat.engines import cupy_engine, numpy_engine, torch_engine
+    from pychop_compat.engines import cupy_engine, numpy_engine, torch_elementwise, torch_engine
+
+    monkeypatch.setattr(torch_elementwise, "supports", lambda spec: False)
     from pychop_compat.options import ChopSpec
 
     @dataclasses.dataclass(frozen=True)

@@ -8,8 +8,8 @@ and it runs unchanged on CPU and CUDA tensors.  It serves
 :mod:`pychop_compat.nn`, where quantizers sit inside compiled training steps.
 
 What it computes, for an element ``x`` of a float32 or float64 tensor and a
-:class:`~pychop_compat.options.ChopSpec` without bit flips and without the
-extended semantics (``spec.extended``):
+:class:`~pychop_compat.options.ChopSpec` without bit flips, with chop.m's
+rules on any signed format of the catalogue (see :func:`supports`):
 
 1. ``e``, the exponent of ``x`` (``x = 2^e * 1.f``), read from the bit pattern,
    exact for the carrier's subnormals; ``-1`` for 0, Inf and NaN (``frexp``'s rule);
@@ -20,7 +20,9 @@ extended semantics (``spec.extended``):
    5 and 6 compare a uniform number per element, given as a tensor, with the
    fraction or with 1/2, in the input's precision, as chop.m does);
 4. the scale undone (one rounding, as ``ldexp``) and chop.m's overflow and
-   underflow rules (overflow decided on ``x``, underflow on the result).
+   underflow rules (overflow decided on ``x``, underflow on the result);
+5. the format's encoding (:func:`apply_encoding`: saturation, no infinity,
+   no negative zero, the ``'fn'`` formats' even ``xmax`` at the overflow tie).
 
 Round to nearest with the exponent range on (chop.m's formats from
 ``'q43'`` to ``'s'``, in a carrier of more precision) has two
@@ -62,17 +64,22 @@ import numpy as np
 from ..options import ChopSpec
 
 __all__ = ["ElementwisePlan", "supports", "round_elementwise", "round_stochastic_eager", "apply_overflow",
-           "apply_underflow"]
+           "apply_underflow", "apply_encoding"]
 
 
 def supports(spec: ChopSpec) -> bool:
     """True when :func:`round_elementwise` computes chop's rounding for ``spec``.
 
-    Bit flips (random choices over whole blocks) and the extended semantics that
-    the format catalogue adds (``spec.extended``) are left to
-    :func:`pychop_compat.chop`.
+    That is chop.m's rules (modes 1 to 6) on any format of the catalogue whose
+    encoding is signed (the OCP/ML formats included, with their saturation and
+    infinity switches: the encoding is applied elementwise after chop's range
+    rules, as :func:`pychop_compat.rounding.extended.apply_encoding` does).
+    Left to :func:`pychop_compat.chop`: bit flips (random choices over whole
+    blocks), CPFloat's range rules and modes, stochastic rounding with a
+    limited number of random bits, and the unsigned E8M0 scale format.
     """
-    return not spec.flips and not getattr(spec, "extended", False) and 1 <= spec.round <= 6
+    return (not spec.flips and 1 <= spec.round <= 6 and spec.range_rules == "chop"
+            and spec.random_bits == 0 and spec.flip_scope == "fraction" and spec.fmt.encoding != "e8m0")
 
 
 # --- thresholds: chop.m compares with doubles; exact comparisons in float32 ----------------
@@ -137,6 +144,14 @@ class ElementwisePlan:
     # (xmax, xmins, and the largest carrier number that rounds to 0, as bit patterns) when
     # round to nearest is done on the bit pattern (see _round_nearest_bits); else None.
     nearest_bits: Optional[tuple] = None
+    # The format's encoding, applied after chop's range rules (explim = 1 only): 'ieee'
+    # (nothing to do), 'fn', 'fnuz' or 'finite'; saturation and infinity switches.
+    encoding: str = "ieee"
+    saturation: bool = False
+    infinity: bool = True
+    # |x| equal to this is chop's overflow threshold itself, a tie that an 'fn' format sends
+    # to its even xmax (NaN, equal to nothing, when the carrier cannot hold the threshold).
+    xboundary_tie: float = float("nan")
 
     @classmethod
     def from_spec(cls, spec: ChopSpec, carrier: str) -> "ElementwisePlan":
@@ -169,7 +184,16 @@ class ElementwisePlan:
             cast=_hardware_cast(spec, carrier),
             cast_to_zero=_at_most(float(min_rep) / 2 * (1 + 2.0 ** -fmt.t), dt),
             nearest_bits=_nearest_bits(spec, carrier),
+            encoding=fmt.encoding if spec.limits_exponent else "ieee",
+            saturation=bool(spec.saturation) and spec.limits_exponent,
+            infinity=bool(spec.infinity) or not spec.limits_exponent,
+            xboundary_tie=fmt.xboundary if _stored(fmt.xboundary, dt) == fmt.xboundary else float("nan"),
         )
+
+    @property
+    def encodes(self) -> bool:
+        """Whether :func:`apply_encoding` changes anything for this plan."""
+        return self.encoding != "ieee" or self.saturation or not self.infinity
 
 
 # (t, emax) of the formats torch can cast float32 to in one correct rounding to nearest.
@@ -338,9 +362,9 @@ def round_elementwise(x: Any, plan: ElementwisePlan, uniforms: Any = None) -> An
         # hardshrink is one pass (x where |x| > lambd, else +0; NaN kept) and the cast of
         # every other element is nonzero.
         kept = torch.nn.functional.hardshrink(x, plan.cast_to_zero)
-        return kept.to(getattr(torch, plan.cast)).to(x.dtype)
+        return apply_encoding(kept.to(getattr(torch, plan.cast)).to(x.dtype), x, plan)
     if plan.nearest_bits is not None:
-        return _round_nearest_bits(x, plan)
+        return apply_encoding(_round_nearest_bits(x, plan), x, plan)
     if mode >= 5 and uniforms is None:
         raise ValueError("Stochastic rounding (round = 5 or 6) needs a tensor of uniform numbers.")
     e = _exponent(x, plan)
@@ -374,6 +398,30 @@ def round_elementwise(x: Any, plan: ElementwisePlan, uniforms: Any = None) -> An
     c = r * _pow2(-s1, plan, x.dtype) * _pow2(-s2, plan, x.dtype)
     if plan.limits:
         c = apply_underflow(apply_overflow(c, x, plan.mode, plan), plan.mode, plan, plan.keeps_subnormals)
+    return apply_encoding(c, x, plan)
+
+
+def apply_encoding(c: Any, x: Any, plan: ElementwisePlan) -> Any:
+    """The format's encoding on chop's results ``c`` of the inputs ``x`` (elementwise).
+
+    The same rules as :func:`pychop_compat.rounding.extended.apply_encoding`:
+    in an ``'fn'`` format the round-to-nearest tie at chop's overflow threshold
+    goes to the even ``xmax``; +-Inf results become +-xmax with saturation,
+    else NaN when the format has no infinity; ``'fnuz'`` formats have no -0.
+    Nothing happens for IEEE formats without those switches.
+    """
+    import torch
+
+    if not plan.encodes:
+        return c
+    if plan.encoding == "fn" and plan.mode == 1:
+        c = torch.where(x.abs() == plan.xboundary_tie, torch.full_like(c, plan.xmax_value).copysign_(x), c)
+    if plan.saturation:
+        c = torch.where(c.isinf(), torch.full_like(c, plan.xmax_value).copysign_(c), c)
+    elif not plan.infinity:
+        c = torch.where(c.isinf(), float("nan"), c)
+    if plan.encoding == "fnuz":
+        c = torch.where(c == 0, 0.0, c)
     return c
 
 

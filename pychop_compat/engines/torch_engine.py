@@ -58,6 +58,7 @@ CUDA tensors with CuPy installed run the kernel of
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 from dataclasses import dataclass
 from typing import Any, Iterator, Optional
@@ -72,6 +73,7 @@ from .device_plan import (CARRIERS as _CARRIERS, FLIP_PRECISION_ERROR as _FLIP_P
                           clamp_exponent as _clamp_exponent, draws_on_device, host_draw_plan,
                           Limits, matlab_stream_on_device, range_limits as _limits, regular_range)
 from .device_random import seed_device
+from . import torch_elementwise
 from .torch_elementwise import apply_overflow, apply_underflow
 
 __all__ = ["chop_tensor", "seed_device", "matlab_stream_on_device", "host_draw_plan", "cuda_route"]
@@ -825,13 +827,24 @@ def _chop_work(x, spec: ChopSpec, sources: RandomSources):
     return _from_column_major(_chop_vector(_column_major(x), spec, sources), x.shape)
 
 
+@functools.lru_cache(maxsize=64)
+def _elementwise_plan(spec: ChopSpec, carrier: str):
+    return torch_elementwise.ElementwisePlan.from_spec(spec, carrier)
+
+
 def _chop_extended(x, spec: ChopSpec, sources: RandomSources):
     """Specs beyond chop.m (``spec.extended``): the NumPy engine, on the tensor's memory for CPU
-    tensors; CUDA tensors make a round trip through the host (slow; no device kernel yet)."""
+    tensors.  On a GPU, chop.m's rules on an OCP/ML format in a deterministic mode are
+    elementwise torch operations on the device (:mod:`.torch_elementwise`, the format's encoding
+    included); the rest (CPFloat's rules, stochastic modes, whose numbers come from chop's
+    sources in chop.m's order, bit flips) make a round trip through the host."""
     import torch
 
     from .numpy_engine import chop_array
 
+    if not _host_tuned(x) and spec.round <= 4 and torch_elementwise.supports(spec):
+        carrier = "float64" if x.dtype == torch.float64 else "float32"
+        return torch_elementwise.round_elementwise(x, _elementwise_plan(spec, carrier))
     host = x if x.device.type == "cpu" else x.cpu()
     out = np.array(chop_array(host.numpy(), spec, sources), order="C")  # (ascontiguousarray makes 0-d 1-d)
     result = torch.from_numpy(out)

@@ -84,15 +84,15 @@ class Rounder:
 
     Notes
     -----
-    Formats and modes without bit flips and without the extended semantics
-    of the format catalogue are rounded by pure elementwise torch operations
+    Every signed format of the catalogue (chop's formats and the OCP/ML
+    formats such as ``'float8_e4m3fn'``, with their encodings) in modes 1 to 6
+    without bit flips is rounded by pure elementwise torch operations
     (:mod:`pychop_compat.engines.torch_elementwise`), which ``torch.compile``
     traces without graph breaks and which read nothing back to the host on a
-    GPU; the rest (and ``rng='chop'``, an int or a NumPy generator) go through
-    :class:`pychop_compat.Chop`, which for the extended formats (e.g.
-    ``'float8_e4m3fn'``) rounds a CUDA tensor on the host (a copy there and
-    back).  Eager CPU tensors rounded deterministically (other than the
-    fp16/bfloat16 casts) take chop's tuned torch engine, the same values.
+    GPU; the rest (bit flips, ``'float8_e8m0fnu'``, and ``rng='chop'``, an int
+    or a NumPy generator) go through :class:`pychop_compat.Chop`.  Eager CPU
+    tensors rounded deterministically (other than the fp16/bfloat16 casts)
+    take chop's tuned engine, the same values.
 
     Examples
     --------

@@ -1,0 +1,170 @@
+"""chop.m's rules on the OCP/ML formats as elementwise torch operations (``torch_elementwise``).
+
+``pychop_compat.nn``'s quantizers, ``torch.compile``d code and CUDA tensors round
+the formats of the catalogue (``float8_e4m3fn``, ``float4_e2m1fn``, the ``fnuz``
+formats, ...) with :func:`round_elementwise`: chop's algorithm on the format's
+``t``, ``emin`` and ``emax``, then the format's encoding.  Checked here:
+
+* against ml_dtypes' cast (one correct rounding) with chop.m's underflow rule
+  stated in the test (round to nearest, the formats' default overflow);
+* bit for bit against the NumPy engine in every mode, with and without
+  subnormals (the NumPy engine is itself checked against ml_dtypes and chop.m's
+  stated rules in ``test_format_edges.py``), stochastic modes with given numbers;
+* under ``torch.compile(fullgraph=True)`` (no graph break; Inductor's code gives
+  the same bits), through ``nn.quantize``;
+* the path a CUDA tensor takes (run on CPU tensors): no round trip through the host.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("ml_dtypes")
+
+from pychop_compat import chop  # noqa: E402
+from pychop_compat.engines import numpy_engine, torch_engine  # noqa: E402
+from pychop_compat.engines.compiled import cpu_engine  # noqa: E402
+from pychop_compat.engines.torch_elementwise import (ElementwisePlan, round_elementwise,  # noqa: E402
+                                                     round_stochastic_eager, supports)
+from pychop_compat.formats import catalogue_format  # noqa: E402
+from pychop_compat.options import resolve  # noqa: E402
+
+from test_format_edges import NAMES, cast, embedded  # noqa: E402
+
+#: The number every element gets in the stochastic modes (chop's randfunc gives the same).
+U = 0.37
+CARRIER = {np.float32: "float32", np.float64: "float64"}
+CLASS = {np.float32: "single", np.float64: "double"}
+
+
+def bits_equal(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """Elementwise: the same bit pattern (the sign of zero included), or both NaN."""
+    u = np.uint64 if got.dtype == np.float64 else np.uint32
+    return (got.view(u) == want.view(u)) | (np.isnan(got) & np.isnan(want))
+
+
+def plan_for(name, dtype, **options) -> tuple:
+    spec = resolve({"format": name, **options}, None, CLASS[dtype])
+    return spec, ElementwisePlan.from_spec(spec, CARRIER[dtype])
+
+
+def numpy_chop(x: np.ndarray, options: dict) -> np.ndarray:
+    with cpu_engine("numpy"):
+        if options.get("round", 1) >= 5:
+            options = {**options, "randfunc": lambda n: np.full(n, U)}
+        return chop(x, options)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", NAMES)
+def test_round_to_nearest_is_the_cast_with_chops_underflow_rule(name, dtype):
+    """Round to nearest with the format's defaults is ml_dtypes' cast (NaN stays NaN;
+    overflow: Inf, NaN or +-xmax as the format and ml_dtypes both define it), except chop.m's
+    underflow rule: inputs in (xmins/2, xmins/2 (1 + 2^-t)] give +0 (chop.m rounds to t bits
+    first, then compares with xmins/2), and every zero result is +0."""
+    fmt = catalogue_format(name)
+    x, positions = embedded(name, dtype)
+    a = np.abs(x.astype(np.float64))
+    half = fmt.xmins / 2
+    want = cast(x, name)
+    want = np.where((a > half) & (a <= half * (1 + 2.0 ** -fmt.t)), 0.0, want)
+    want = np.where(want == 0, 0.0, want)
+    _, plan = plan_for(name, dtype)
+    got = round_elementwise(torch.from_numpy(x.copy()), plan).numpy()
+    assert not np.signbit(got[got == 0]).any()
+    g = got.astype(np.float64)
+    ok = (g == want) | (np.isnan(g) & np.isnan(want))
+    assert ok[positions].all() and ok.all(), list(zip(x[~ok][:5], g[~ok][:5], want[~ok][:5]))
+
+
+@pytest.mark.parametrize("subnormal", [0, 1])
+@pytest.mark.parametrize("mode", [1, 2, 3, 4, 5, 6])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", NAMES)
+def test_every_mode_equals_the_numpy_engine(name, dtype, mode, subnormal):
+    """Every mode, with and without subnormals: the NumPy engine's bits, on the edge values
+    among ordinary ones (stochastic modes: every element's number is U)."""
+    options = {"format": name, "round": mode, "subnormal": subnormal}
+    x, positions = embedded(name, dtype)
+    want = numpy_chop(x, options)
+    spec, plan = plan_for(name, dtype, round=mode, subnormal=subnormal)
+    assert supports(spec)
+    xt = torch.from_numpy(x.copy())
+    u = torch.full((1,), U, dtype=xt.dtype) if mode >= 5 else None
+    results = [round_elementwise(xt, plan, u)]
+    if mode >= 5:
+        results.append(round_stochastic_eager(xt, plan, u))
+    for got in results:
+        ok = bits_equal(got.numpy(), want)
+        assert ok[positions].all() and ok.all(), list(zip(x[~ok][:5], got.numpy()[~ok][:5], want[~ok][:5]))
+
+
+@pytest.mark.parametrize("name, saturation, infinity", [
+    ("float8_e5m2", True, True), ("float8_e5m2", False, False),
+    ("float4_e2m1fn", False, False), ("float8_e4m3fn", True, False)])
+@pytest.mark.parametrize("mode", [1, 2, 4])
+def test_saturation_and_infinity_switches_equal_the_numpy_engine(name, saturation, infinity, mode):
+    """The switches, set against the format's default: the NumPy engine's bits."""
+    from pychop_compat.engines.numpy_engine import chop_array
+    from pychop_compat.randomness import MATLAB_STREAM
+
+    x, _ = embedded(name, np.float64)
+    spec = resolve({"format": name, "round": mode}, None, "double")
+    spec = type(spec)(**{**{f: getattr(spec, f) for f in spec.__dataclass_fields__},
+                         "saturation": saturation, "infinity": infinity})
+    with cpu_engine("numpy"):
+        want = chop_array(x, spec, MATLAB_STREAM)
+    got = round_elementwise(torch.from_numpy(x.copy()), ElementwisePlan.from_spec(spec, "float64")).numpy()
+    assert bits_equal(got, want).all()
+    assert not np.isinf(got).any() if not infinity or saturation else np.isinf(got).any()
+
+
+def test_what_stays_with_chop():
+    """Bit flips, CPFloat's rules, limited random bits and the unsigned E8M0 are not elementwise."""
+    assert not supports(resolve({"format": "float8_e4m3fn", "flip": 1}, None, "double"))
+    assert not supports(resolve({"format": "float8_e8m0fnu"}, None, "double"))
+    spec = resolve({"format": "float8_e4m3fn", "round": 5}, None, "double")
+    for change in ({"range_rules": "cpfloat"}, {"random_bits": 8}):
+        fields = {f: getattr(spec, f) for f in spec.__dataclass_fields__}
+        assert not supports(type(spec)(**{**fields, **change}))
+    with pytest.raises(ValueError, match="extended"):
+        ElementwisePlan.from_spec(resolve({"format": "float8_e8m0fnu"}, None, "double"), "float64")
+
+
+@pytest.mark.parametrize("name", ["float8_e4m3fn", "float4_e2m1fn", "float8_e5m2fnuz"])
+def test_quantize_compiles_without_graph_breaks(name):
+    """``nn.quantize`` on an OCP format (with a prebuilt Rounder, as its docstring asks under
+    torch.compile) traces into one graph (fullgraph=True raises on a break) and Inductor's code
+    gives the NumPy engine's bits, nearest and stochastic."""
+    from pychop_compat.nn import Rounder, quantize
+
+    x, _ = embedded(name, np.float32)
+    x = x[:20000]
+    xt = torch.from_numpy(x.copy())
+    u = torch.full_like(xt, U)
+    rounder = Rounder(name)
+    nearest = torch.compile(lambda v: quantize(v, rounder), fullgraph=True)
+    assert bits_equal(nearest(xt).numpy(), numpy_chop(x, {"format": name})).all()
+    _, plan = plan_for(name, np.float32, round=5)
+    stochastic = torch.compile(lambda v, w: round_elementwise(v, plan, w), fullgraph=True)
+    assert bits_equal(stochastic(xt, u).numpy(), numpy_chop(x, {"format": name, "round": 5})).all()
+
+
+@pytest.mark.parametrize("mode", [1, 3])
+@pytest.mark.parametrize("name", ["float8_e4m3fn", "float6_e3m2fn", "float8_e4m3fnuz"])
+def test_the_cuda_path_stays_on_the_device(monkeypatch, name, mode):
+    """The path of a CUDA tensor (taken here by a CPU tensor): chop's deterministic modes on
+    an OCP format never call the NumPy engine (no copy to the host) and give its bits."""
+    x, _ = embedded(name, np.float32)
+    want = numpy_chop(x, {"format": name, "round": mode})
+    calls = []
+    original = numpy_engine.chop_array
+    monkeypatch.setattr(numpy_engine, "chop_array", lambda *a, **k: calls.append(1) or original(*a, **k))
+    monkeypatch.setattr(torch_engine, "_DEVICE_PATHS_ON_CPU", True)
+    got = chop(torch.from_numpy(x.copy()), {"format": name, "round": mode}).numpy()
+    assert not calls
+    assert bits_equal(got, want).all()
+    chop(torch.from_numpy(x.copy()), {"format": name, "round": 5})  # stochastic: chop's sources, on the host
+    assert calls

@@ -16,7 +16,7 @@ of them reaches into another's private names.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Optional, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,7 +27,7 @@ from ..randomness import MATLAB_STREAM, RandomSources
 
 __all__ = ["FLIP_PRECISION_ERROR", "matlab_stream_on_device", "draws_on_device", "host_draw_plan",
            "Carrier", "CARRIERS", "carrier_for", "clamp_exponent", "at_least", "at_most", "as_dtype",
-           "Limits", "range_limits", "RegularRange", "regular_range"]
+           "Encoding", "encoding_for", "elementwise_covers", "Limits", "range_limits", "RegularRange", "regular_range"]
 
 #: The error raised for bit flips in a format with fewer than two significand bits.
 FLIP_PRECISION_ERROR = reference.FLIP_PRECISION_ERROR
@@ -201,6 +201,52 @@ def range_limits(spec: ChopSpec, carrier: Carrier) -> Limits:
         half_gt=at_most(half, dt), half_ge=at_least(half, dt),
         min_rep_value=as_dtype(float(min_rep), dt),
     )
+
+
+@dataclass(frozen=True)
+class Encoding:
+    """A format's encoding, applied to chop's results as carrier bit patterns (see
+    :func:`encoding_for` and :func:`pychop_compat.engines.elementwise.encode_bits`).
+
+    ``tie_bits``: the pattern of ``|x|`` at chop's overflow threshold, which an
+    ``'fn'`` format rounds to its even ``xmax`` (round to nearest; -1: none);
+    ``xmax_bits``: ``xmax`` in the carrier; ``saturate``: +-Inf results become
+    +-xmax; ``no_inf``: they become NaN; ``no_negative_zero``: -0 becomes +0.
+    """
+
+    tie_bits: int
+    xmax_bits: int
+    saturate: bool
+    no_inf: bool
+    no_negative_zero: bool
+
+
+def elementwise_covers(spec: ChopSpec) -> bool:
+    """Whether chop's elementwise rounding (:mod:`.elementwise`, :mod:`.torch_elementwise`)
+    computes ``spec``: chop.m's semantics, or chop's rules on a signed format of the catalogue
+    (the OCP/ML formats, custom ``emin``, saturation and infinity switches) without bit flips.
+    Not: CPFloat's rules and modes, limited random bits, flips of the encoding, E8M0."""
+    if not spec.extended:
+        return True
+    return (not spec.flips and 1 <= spec.round <= 6 and spec.range_rules == "chop" and spec.random_bits == 0
+            and spec.flip_scope == "fraction" and spec.fmt.encoding != "e8m0")
+
+
+def encoding_for(spec: ChopSpec, carrier: Carrier) -> Optional[Encoding]:
+    """The :class:`Encoding` of ``spec``'s format in ``carrier``; None when it changes nothing
+    (IEEE formats without saturation, or the exponent range off: chop.m's plain results),
+    as :func:`pychop_compat.rounding.extended.apply_encoding` does on the host."""
+    fmt = spec.fmt
+    if not spec.limits_exponent:
+        return None
+    saturate, no_inf = bool(spec.saturation), not spec.infinity
+    if fmt.encoding == "ieee" and not saturate and not no_inf:
+        return None
+    tie = -1
+    if fmt.encoding == "fn" and spec.round == 1 and as_dtype(fmt.xboundary, carrier.np_float) == fmt.xboundary:
+        tie = carrier.bits(fmt.xboundary)
+    return Encoding(tie, carrier.bits(as_dtype(fmt.xmax, carrier.np_float)), saturate, no_inf,
+                    fmt.encoding == "fnuz")
 
 
 def carrier_for(dtype_name: str) -> Carrier:

@@ -23,9 +23,11 @@ from typing import Any, Callable
 
 from ..options import ChopSpec
 from .. import reference
-from .device_plan import CARRIERS, clamp_exponent, range_limits  # thresholds, shared with the device engines
+from .device_plan import (CARRIERS, Carrier, Encoding, clamp_exponent, encoding_for,  # thresholds, shared
+                          range_limits)  # with the device engines
 
-__all__ = ["Namespace", "chop_elementwise", "counter_numbers", "numpy_namespace", "FLIP_PRECISION_ERROR"]
+__all__ = ["Namespace", "chop_elementwise", "encode_bits", "counter_numbers", "numpy_namespace",
+           "FLIP_PRECISION_ERROR"]
 
 #: The error for bit flips with a precision below 2 (the same words on every engine).
 FLIP_PRECISION_ERROR = reference.FLIP_PRECISION_ERROR
@@ -60,7 +62,9 @@ def chop_elementwise(ns: Namespace, v: Any, spec: ChopSpec, u_round: Any = None,
     v : array
         The values (never modified).
     spec : ChopSpec
-        The resolved options (chop.m's semantics; not ``extended`` ones).
+        The resolved options: chop.m's semantics, or chop's rules on a signed
+        format of the catalogue (:func:`.device_plan.elementwise_covers`), whose
+        encoding is applied last (:func:`encode_bits`).
     u_round : array, optional
         Modes 5 and 6: each element's number in [0, 1), same shape as ``v``,
         compared in ``v``'s precision (as chop.m compares in the input's class).
@@ -164,7 +168,35 @@ def chop_elementwise(ns: Namespace, v: Any, spec: ChopSpec, u_round: Any = None,
     out = out | xp.where(negative, carrier.sign_bit, 0).astype(int_dtype)
     if spec.limits_exponent:
         out = _apply_limits(ns, out, v, spec, carrier, range_limits(spec, carrier))
+        encoding = encoding_for(spec, carrier)
+        if encoding is not None:
+            out = encode_bits(xp, out, bits, encoding, carrier)
     return ns.bitcast(out.astype(int_dtype), v.dtype)
+
+
+def encode_bits(xp: Any, out: Any, v_bits: Any, encoding: Encoding, carrier: Carrier) -> Any:
+    """A format's encoding on chop's results, as carrier bit patterns (any array library).
+
+    ``out``: the patterns of chop's results; ``v_bits``: those of the inputs (signed
+    integers of the carrier's width).  The rules of
+    :func:`pychop_compat.rounding.extended.apply_encoding`: the round-to-nearest tie at the
+    overflow threshold of an ``'fn'`` format goes to the even ``+-xmax``; +-Inf results
+    become +-xmax with saturation, else NaN when the format has no infinity; ``'fnuz'``
+    formats have no -0.  Bit patterns, not float comparisons: XLA on the CPU treats
+    subnormal operands of float comparisons as zero.
+    """
+    abs_mask, sign = carrier.abs_mask, carrier.sign_bit
+    inf_bits = carrier.field << carrier.mant
+    if encoding.tie_bits >= 0:
+        out = xp.where((v_bits & abs_mask) == encoding.tie_bits, (v_bits & sign) | encoding.xmax_bits, out)
+    infinite = (out & abs_mask) == inf_bits
+    if encoding.saturate:
+        out = xp.where(infinite, (out & sign) | encoding.xmax_bits, out)
+    elif encoding.no_inf:
+        out = xp.where(infinite, inf_bits | (1 << (carrier.mant - 1)), out)  # a quiet NaN
+    if encoding.no_negative_zero:
+        out = xp.where((out & abs_mask) == 0, 0, out)
+    return out
 
 
 def _pow2(ns: Namespace, k, carrier, float_dtype):

@@ -6,6 +6,10 @@ through ``sys.modules``, never imported by ``import pychop_compat``).
 * JAX arrays in, JAX arrays out: same shape, dtype (float16/bfloat16 are
   computed in single and cast back; integers and bool give float64), device and
   sharding.
+* Formats: chop's, and chop's rules on the signed formats of the catalogue
+  (``'float8_e4m3fn'``, ``'float4_e2m1fn'``, the ``fnuz`` formats, ...; their
+  encoding applied on bit patterns); other extended specs (CPFloat's rules, E8M0,
+  bit flips on those formats) go through the host as below.
 * Deterministic modes (1 to 4) and the random modes with numbers made by JAX
   run :func:`.elementwise.chop_elementwise`: pure elementwise ``jax.numpy``
   operations on bit patterns, no Python branch on data, so they trace under
@@ -46,6 +50,7 @@ import numpy as np
 
 from ..options import ChopSpec, resolve
 from ..randomness import RandomSources
+from .device_plan import elementwise_covers
 from .elementwise import Namespace, chop_elementwise, counter_numbers
 
 __all__ = ["chop_jax", "chop_jax_array", "supports", "x64_enabled"]
@@ -59,8 +64,9 @@ def _jax():
 
 def supports(spec: ChopSpec) -> bool:
     """Whether :func:`chop_jax` rounds ``spec`` without random numbers, on the device and under
-    ``jit``: rounding modes 1 to 4, no bit flips, chop.m's semantics (not ``spec.extended``)."""
-    return spec.round <= 4 and not spec.flips and not _extended(spec)
+    ``jit``: rounding modes 1 to 4, no bit flips, chop.m's semantics or chop's rules on a signed
+    format of the catalogue (:func:`.device_plan.elementwise_covers`: the OCP/ML formats)."""
+    return spec.round <= 4 and not spec.flips and elementwise_covers(spec)
 
 
 def x64_enabled() -> bool:
@@ -164,7 +170,8 @@ def _on_host(x, work, spec: ChopSpec, sources: RandomSources):
 
 
 def _extended(spec: ChopSpec) -> bool:
-    return bool(getattr(spec, "extended", False))
+    """Whether ``spec`` needs the NumPy engine (beyond what the elementwise rounding covers)."""
+    return not elementwise_covers(spec)
 
 
 def chop_jax_array(x: Any, spec: ChopSpec, sources: RandomSources) -> Any:

@@ -62,6 +62,8 @@ from typing import Any, Optional
 import numpy as np
 
 from ..options import ChopSpec
+from .device_plan import CARRIERS, Encoding, elementwise_covers, encoding_for
+from .elementwise import encode_bits
 
 __all__ = ["ElementwisePlan", "supports", "round_elementwise", "round_stochastic_eager", "apply_overflow",
            "apply_underflow", "apply_encoding"]
@@ -73,13 +75,12 @@ def supports(spec: ChopSpec) -> bool:
     That is chop.m's rules (modes 1 to 6) on any format of the catalogue whose
     encoding is signed (the OCP/ML formats included, with their saturation and
     infinity switches: the encoding is applied elementwise after chop's range
-    rules, as :func:`pychop_compat.rounding.extended.apply_encoding` does).
+    rules; :func:`pychop_compat.engines.device_plan.elementwise_covers`).
     Left to :func:`pychop_compat.chop`: bit flips (random choices over whole
     blocks), CPFloat's range rules and modes, stochastic rounding with a
     limited number of random bits, and the unsigned E8M0 scale format.
     """
-    return (not spec.flips and 1 <= spec.round <= 6 and spec.range_rules == "chop"
-            and spec.random_bits == 0 and spec.flip_scope == "fraction" and spec.fmt.encoding != "e8m0")
+    return not spec.flips and 1 <= spec.round <= 6 and elementwise_covers(spec)
 
 
 # --- thresholds: chop.m compares with doubles; exact comparisons in float32 ----------------
@@ -144,14 +145,8 @@ class ElementwisePlan:
     # (xmax, xmins, and the largest carrier number that rounds to 0, as bit patterns) when
     # round to nearest is done on the bit pattern (see _round_nearest_bits); else None.
     nearest_bits: Optional[tuple] = None
-    # The format's encoding, applied after chop's range rules (explim = 1 only): 'ieee'
-    # (nothing to do), 'fn', 'fnuz' or 'finite'; saturation and infinity switches.
-    encoding: str = "ieee"
-    saturation: bool = False
-    infinity: bool = True
-    # |x| equal to this is chop's overflow threshold itself, a tie that an 'fn' format sends
-    # to its even xmax (NaN, equal to nothing, when the carrier cannot hold the threshold).
-    xboundary_tie: float = float("nan")
+    # The format's encoding, applied after chop's range rules (None: nothing to do).
+    encoding: Optional[Encoding] = None
 
     @classmethod
     def from_spec(cls, spec: ChopSpec, carrier: str) -> "ElementwisePlan":
@@ -184,16 +179,8 @@ class ElementwisePlan:
             cast=_hardware_cast(spec, carrier),
             cast_to_zero=_at_most(float(min_rep) / 2 * (1 + 2.0 ** -fmt.t), dt),
             nearest_bits=_nearest_bits(spec, carrier),
-            encoding=fmt.encoding if spec.limits_exponent else "ieee",
-            saturation=bool(spec.saturation) and spec.limits_exponent,
-            infinity=bool(spec.infinity) or not spec.limits_exponent,
-            xboundary_tie=fmt.xboundary if _stored(fmt.xboundary, dt) == fmt.xboundary else float("nan"),
+            encoding=encoding_for(spec, CARRIERS[carrier]),
         )
-
-    @property
-    def encodes(self) -> bool:
-        """Whether :func:`apply_encoding` changes anything for this plan."""
-        return self.encoding != "ieee" or self.saturation or not self.infinity
 
 
 # (t, emax) of the formats torch can cast float32 to in one correct rounding to nearest.
@@ -404,25 +391,18 @@ def round_elementwise(x: Any, plan: ElementwisePlan, uniforms: Any = None) -> An
 def apply_encoding(c: Any, x: Any, plan: ElementwisePlan) -> Any:
     """The format's encoding on chop's results ``c`` of the inputs ``x`` (elementwise).
 
-    The same rules as :func:`pychop_compat.rounding.extended.apply_encoding`:
+    :func:`pychop_compat.engines.elementwise.encode_bits` on the bit patterns:
     in an ``'fn'`` format the round-to-nearest tie at chop's overflow threshold
     goes to the even ``xmax``; +-Inf results become +-xmax with saturation,
     else NaN when the format has no infinity; ``'fnuz'`` formats have no -0.
-    Nothing happens for IEEE formats without those switches.
     """
     import torch
 
-    if not plan.encodes:
+    if plan.encoding is None:
         return c
-    if plan.encoding == "fn" and plan.mode == 1:
-        c = torch.where(x.abs() == plan.xboundary_tie, torch.full_like(c, plan.xmax_value).copysign_(x), c)
-    if plan.saturation:
-        c = torch.where(c.isinf(), torch.full_like(c, plan.xmax_value).copysign_(c), c)
-    elif not plan.infinity:
-        c = torch.where(c.isinf(), float("nan"), c)
-    if plan.encoding == "fnuz":
-        c = torch.where(c == 0, 0.0, c)
-    return c
+    int_dtype = _int_dtype(torch, plan)
+    bits = encode_bits(torch, c.view(int_dtype), x.view(int_dtype), plan.encoding, CARRIERS[plan.carrier])
+    return bits.view(c.dtype)
 
 
 def apply_overflow(c: Any, x: Any, mode: int, limits: Any) -> Any:

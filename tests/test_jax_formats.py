@@ -1,0 +1,114 @@
+"""The OCP/ML formats on JAX arrays: on the device and under ``jax.jit``, no host round trip.
+
+chop's rules on a signed format of the catalogue (``float8_e4m3fn``,
+``float4_e2m1fn``, the ``fnuz`` and float6 formats, ...) are computed by the
+elementwise rounding (``engines/elementwise.py``) with the format's encoding
+applied on bit patterns (``encode_bits``).  Oracles: ml_dtypes' cast with
+chop.m's underflow rule stated in the test (round to nearest), and the NumPy
+engine bit for bit in every mode (itself checked against ml_dtypes and
+chop.m's rules in ``test_format_edges.py``); stochastic rounding with
+``Chop(rng=<int>)``'s counter numbers, the same on both engines.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax")
+pytest.importorskip("ml_dtypes")
+jax.config.update("jax_enable_x64", True)
+import jax.numpy as jnp  # noqa: E402
+
+from pychop_compat import Chop, chop  # noqa: E402
+from pychop_compat.engines import numpy_engine  # noqa: E402
+from pychop_compat.engines.compiled import cpu_engine  # noqa: E402
+from pychop_compat.engines.jax_engine import chop_jax, supports  # noqa: E402
+from pychop_compat.formats import catalogue_format  # noqa: E402
+from pychop_compat.options import resolve  # noqa: E402
+
+from test_format_edges import NAMES, cast, embedded  # noqa: E402
+
+#: Elements per test array (the edge values are the first ones of embedded()'s positions).
+SIZE = 40000
+
+
+def sample(name, dtype) -> np.ndarray:
+    """Edge values of ``name`` among ordinary ones (a part of test_format_edges.embedded)."""
+    x, positions = embedded(name, dtype)
+    keep = np.zeros(x.size, bool)
+    keep[:SIZE] = True
+    keep[positions] = True
+    return x[keep]
+
+
+def bits_equal(got: np.ndarray, want: np.ndarray) -> bool:
+    u = np.uint64 if want.dtype == np.float64 else np.uint32
+    return bool(((got.view(u) == want.view(u)) | (np.isnan(got) & np.isnan(want))).all())
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", NAMES)
+def test_round_to_nearest_under_jit_is_the_cast_with_chops_underflow_rule(name, dtype):
+    """ml_dtypes' cast (one correct rounding, the format's overflow), except chop.m's
+    underflow rule: (xmins/2, xmins/2 (1 + 2^-t)] gives +0, and zero results are +0."""
+    fmt = catalogue_format(name)
+    x = sample(name, dtype)
+    a = np.abs(x.astype(np.float64))
+    half = fmt.xmins / 2
+    want = cast(x, name)
+    want = np.where((a > half) & (a <= half * (1 + 2.0 ** -fmt.t)), 0.0, want)
+    want = np.where(want == 0, 0.0, want)
+    got = np.asarray(jax.jit(lambda v: chop_jax(v, {"format": name}))(jnp.asarray(x)))
+    assert got.dtype == dtype and not np.signbit(got[got == 0]).any()
+    g = got.astype(np.float64)
+    ok = (g == want) | (np.isnan(g) & np.isnan(want))
+    assert ok.all(), list(zip(x[~ok][:5], g[~ok][:5], want[~ok][:5]))
+
+
+@pytest.mark.parametrize("subnormal", [0, 1])
+@pytest.mark.parametrize("mode", [1, 2, 3, 4])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", NAMES)
+def test_deterministic_modes_stay_on_the_device(monkeypatch, name, dtype, mode, subnormal):
+    """chop on a JAX array never calls the NumPy engine for these specs and gives its bits,
+    eagerly and under jit."""
+    options = {"format": name, "round": mode, "subnormal": subnormal}
+    x = sample(name, dtype)
+    with cpu_engine("numpy"):
+        want = chop(x, options)
+    assert supports(resolve(options, None, "single" if dtype == np.float32 else "double"))
+    calls = []
+    original = numpy_engine.chop_array
+    monkeypatch.setattr(numpy_engine, "chop_array", lambda *a, **k: calls.append(1) or original(*a, **k))
+    eager = chop(jnp.asarray(x), options)
+    jitted = jax.jit(lambda v: chop(v, options))(jnp.asarray(x))
+    assert not calls
+    assert isinstance(eager, jax.Array) and eager.dtype == dtype
+    assert bits_equal(np.asarray(eager), want) and bits_equal(np.asarray(jitted), want)
+
+
+@pytest.mark.parametrize("mode", [5, 6])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", ["float8_e4m3fn", "float4_e2m1fn", "float8_e5m2fnuz", "float6_e2m3fn"])
+def test_stochastic_modes_with_counter_numbers_equal_the_numpy_engine(name, dtype, mode):
+    """``Chop(options, rng=seed)`` gives every element the same counter number on both
+    engines: the same bits (on the device for JAX)."""
+    options = {"format": name, "round": mode}
+    x = sample(name, dtype)
+    with cpu_engine("numpy"):
+        want = Chop(options, rng=11)(x)
+    got = np.asarray(Chop(options, rng=11)(jnp.asarray(x)))
+    assert bits_equal(got, want)
+
+
+def test_what_still_goes_to_the_host():
+    """E8M0 (unsigned), bit flips on an OCP format and CPFloat's rules: not elementwise."""
+    assert not supports(resolve({"format": "float8_e8m0fnu"}, None, "double"))
+    assert not supports(resolve({"format": "float8_e4m3fn", "flip": 1}, None, "double"))
+    x = np.array([0.3, 1000.0, -7.0])
+    with cpu_engine("numpy"):
+        want = chop(x, {"format": "float8_e8m0fnu"})
+    assert bits_equal(np.asarray(chop(jnp.asarray(x), {"format": "float8_e8m0fnu"})), want)
+    with pytest.raises(ValueError, match="only supported by the NumPy engine"):
+        chop_jax(jnp.asarray(x), {"format": "float8_e8m0fnu"})

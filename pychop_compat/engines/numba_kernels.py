@@ -12,10 +12,17 @@ One element at a time, in one pass over memory:
 
 Constants come in three small arrays made once per (spec, dtype) by
 :mod:`.compiled`: ``ip`` (int64: mode, t, emin, emins, explim, subnormal,
-d0, carrier precision, carrier width), ``up`` (uint64 bit masks) and ``fp``
-(float64: xmax, xboundary, the smallest kept magnitude, p, 2^-d0).  Bit
+d0, carrier precision, carrier width, then the encoding's switches),
+``up`` (uint64 bit masks) and ``fp`` (float64: xmax, xboundary, the
+smallest kept magnitude, p, 2^-d0, xboundary in the input's class).  Bit
 patterns of float32 inputs are widened to uint64, so one code path serves
 both classes (the mask constants carry the width).
+
+Formats beyond chop.m (OCP/ML formats, ``emin != 1 - emax``, saturation
+and infinity switches) take the same path with their own t, emin, emax,
+xmax and xboundary; their encoding (:func:`_encode`: no Inf, one NaN
+pattern, saturation) can change only an Inf result, -0 or a flipped value
+beyond xmax, which only :func:`_general` gives, so it is applied there.
 
 Every kernel is compiled with ``cache=True`` (no recompilation in a new
 process) and without fastmath (it would break the exact rounding).
@@ -39,6 +46,9 @@ from .device_random import FLIP_BIT, FLIP_CHOICE, GOLDEN, MIX1, MIX2, ROUND  # n
 MODE, T, EMIN, EMINS, EXPLIM, KEEPSUB, D0, P, WIDTH = range(9)
 LO, HI, INF, SIGN, MAG, LOW0, KEEP0, HALFM1, UNIT0 = range(9, 18)
 XMAX, XBOUNDARY, MIN_REP, PFLIP, FRAC_SCALE = range(18, 23)
+# The encoding of formats beyond chop.m, applied after chop.m's range rules (compiled._encoding):
+# 1/0 switches (ip[9:15]) and xboundary as the input's class compares it (fp[5]).
+TIE_TO_XMAX, SATURATE, INF_TO_NAN, NO_NEGATIVE_ZERO, FLIP_NAN, ENCODES, XBOUNDARY_CLASS = range(23, 30)
 
 _U0 = np.uint64(0)
 _U1 = np.uint64(1)
@@ -59,10 +69,11 @@ _inline = dict(_jit, inline="always")
 
 @numba.njit(**_inline)
 def _unpack(ip, up, fp):
-    """The constants as one tuple of scalars (indices MODE ... FRAC_SCALE)."""
+    """The constants as one tuple of scalars (indices MODE ... XBOUNDARY_CLASS)."""
     return (ip[0], ip[1], ip[2], ip[3], ip[4], ip[5], ip[6], ip[7], ip[8],
             up[0], up[1], up[2], up[3], up[4], up[5], up[6], up[7], up[8],
-            fp[0], fp[1], fp[2], fp[3], fp[4])
+            fp[0], fp[1], fp[2], fp[3], fp[4],
+            ip[9], ip[10], ip[11], ip[12], ip[13], ip[14], fp[5])
 
 
 @numba.njit(**_inline)
@@ -140,6 +151,27 @@ def _limit(c, v, k):
 
 
 @numba.njit(**_jit)
+def _encode(c, v, k):
+    """The format's encoding on chop.m's result ``c`` of the input ``v`` (explim = 1), as
+    :func:`pychop_compat.rounding.extended.apply_encoding` does it: with flips, a finite result
+    beyond xmax (a flipped bit into the NaN pattern of an 'fn' format) is NaN; an Inf result is
+    +-xmax for the round-to-nearest tie at xboundary of an 'fn' format (whose xmax is even) and
+    with saturation, else NaN when the format has no Inf; 'fnuz' formats have no -0."""
+    if k[FLIP_NAN] != 0 and math.isfinite(c) and abs(c) > k[XMAX]:
+        return math.nan
+    if math.isinf(c):
+        if k[TIE_TO_XMAX] != 0 and abs(v) == k[XBOUNDARY_CLASS]:
+            return math.copysign(k[XMAX], v)
+        if k[SATURATE] != 0:
+            return math.copysign(k[XMAX], c)
+        if k[INF_TO_NAN] != 0:
+            return math.nan
+    elif c == 0.0 and k[NO_NEGATIVE_ZERO] != 0:
+        return 0.0  # (a guard: chop.m's underflow rule already gives +0, never -0)
+    return c
+
+
+@numba.njit(**_jit)
 def _needs_draw(v, k):
     """``(subnormal block, draws)``: chop.m's block of ``v`` and whether its scaled value is
     not an integer (Inf and NaN too: their fraction inf - inf is NaN)."""
@@ -193,6 +225,8 @@ def _general(v, k, single, rnd, plus_zero, flip_shift):
         c = _to_class(math.ldexp(z, quantum), single)
     if k[EXPLIM] != 0:
         c = _to_class(_limit(c, v, k), single)
+        if k[ENCODES] != 0:  # only here: the bit-pattern loops never give Inf, -0 or beyond xmax
+            c = _to_class(_encode(c, v, k), single)
     return c
 
 

@@ -295,9 +295,10 @@ def _handles_extended(spec: ChopSpec, char: str) -> bool:
     algorithms), flips of any encoding bit, limited random bits (the draws are transformed),
     E8M0 (no zero, no sign: every element is re-encoded) and formats whose largest binade lies
     beyond the carrier's (a regular element could round to Inf outside the general path)."""
-    return (spec.range_rules == "chop" and 1 <= spec.round <= 6 and spec.flip_scope == "fraction"
-            and spec.random_bits == 0 and spec.fmt.encoding != "e8m0"
-            and spec.fmt.emax <= _CARRIER_EMAX[char])
+    fmt = getattr(spec, "fmt", None)  # (a spec object without these fields: refused)
+    return (getattr(spec, "range_rules", None) == "chop" and getattr(spec, "round", 0) in range(1, 7)
+            and getattr(spec, "flip_scope", None) == "fraction" and getattr(spec, "random_bits", None) == 0
+            and fmt is not None and fmt.encoding != "e8m0" and fmt.emax <= _CARRIER_EMAX[char])
 
 
 # --- entry point ----------------------------------------------------------------------------------

@@ -38,7 +38,7 @@ range rules run here too: the OCP/ML formats (``float8_e4m3fn``, the
 ``fnuz`` formats, float6, float4), formats with ``emin != 1 - emax`` and the
 saturation and infinity switches.  The kernels take the format's own
 t, emin, emax, xmax and xboundary; the format's encoding (what
-:mod:`.numpy_extended` applies after chop.m's range rules) is applied by the
+``engines.numpy_extended`` applies after chop.m's range rules) is applied by the
 general per-element path, the only one whose results can need it.  These
 stay on the NumPy engine (:func:`handles`): CPFloat's range rules and
 rounding modes outside 1..6 (the ``cpfloat`` facade, ``round_to_format``'s

@@ -131,6 +131,28 @@ def test_compiled_equals_numpy_engine_on_large_arrays(dtype):
         _check(x, spec, f"{name} {np.dtype(dtype)} round={mode} n={n}")
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("name", ["float4_e2m1fn", "float8_e4m3fn", "float6_e3m2fn", "q43", "h", "b"])
+def test_compiled_equals_numpy_engine_on_stochastic_bit_rules_below_xmin(name, dtype):
+    """Stochastic rounding of values below xmin by bit rules (chop.m's subnormal block on the
+    grid of xmins, smaller values on their own binade's grid, then its underflow rule to +0):
+    groups of 256 elements holding only normal carrier values (no zero, Inf, NaN or top binade)
+    take that loop, the others the per-element path; both kinds of group here, in every kernel."""
+    fmt = catalogue_format(name)
+    gen = np.random.default_rng(12)
+    n = 8 * 256 + 77
+    scale = gen.choice([fmt.xmins / 4, fmt.xmins, fmt.xmin / 2, fmt.xmin, 1.0], n)
+    with np.errstate(under="ignore"):
+        x = (gen.standard_normal(n) * scale).astype(dtype)
+    x[x == 0] = dtype(fmt.xmin)
+    edges = boundaries(fmt, dtype)
+    x[-edges.size:] = edges  # the last groups: every kind of element
+    x[300] = dtype(-0.0)  # one zero in a group otherwise clean
+    for mode, subnormal in itertools.product((5, 6), (0, 1)):
+        spec = make_spec(fmt, mode, rules="chop", subnormal=bool(subnormal))
+        _check(x, spec, f"{name} {np.dtype(dtype)} round={mode} subnormal={subnormal}")
+
+
 def test_public_api_gives_the_same_bits_on_both_engines():
     """chop and Chop (MATLAB's stream, rng=<int>) with format names beyond chop.m."""
     for name in ("float8_e4m3fn", "float8_e4m3fnuz", "float6_e2m3fn", "float4_e2m1fn"):

@@ -24,6 +24,12 @@ xmax and xboundary; their encoding (:func:`_encode`: no Inf, one NaN
 pattern, saturation) can change only an Inf result, -0 or a flipped value
 beyond xmax, which only :func:`_general` gives, so it is applied there.
 
+Stochastic rounding also rounds carrier-normal elements below xmin by bit
+rules (:func:`_small_shift`, :func:`_small_stochastic`: chop.m's subnormal
+block on the grid of xmins, smaller values on their own binade's grid, then
+its underflow rule), so that formats whose xmin lies inside the data (fp8,
+float6, float4) do not send most groups to the general path.
+
 Every kernel is compiled with ``cache=True`` (no recompilation in a new
 process) and without fastmath (it would break the exact rounding).
 """

@@ -341,6 +341,13 @@ def _wide_shift(b, k):
 
 
 @numba.njit(**_inline)
+def _in_subnormal_block(b, k, lo, span):
+    """Whether a carrier-normal element lies in chop.m's subnormal block (explim = 1): its
+    exponent field in ``[lo, lo + span)`` (one unsigned comparison)."""
+    return ((b & k[MAG]) >> np.uint64(k[P] - 1)) - lo < span
+
+
+@numba.njit(**_inline)
 def _count_outside(xu, first, last, lo, span, mag):
     """How many magnitudes of ``first:last`` are outside ``[lo, lo + span)``."""
     outside = 0
@@ -892,6 +899,10 @@ def round_stream(xf, xu, of, ou, ip, up, fp, single, key, pos, deferred):
     low0, keep, scale, d0 = k[LOW0], k[KEEP0], k[FRAC_SCALE], np.uint64(k[D0])
     mode5 = k[MODE] == 5
     wide_lo, wide_span, wide = _wide_limits(k)
+    bias = (np.int64(1) << (k[WIDTH] - k[P] - 1)) - 1
+    sub_lo = np.uint64(max(k[EMINS] + bias, 0))  # exponent fields of chop's subnormal block
+    sub_span = np.uint64(max(k[EMIN] + bias, 0)) - sub_lo
+    rep_bits = np.uint64(max((k[EMINS] if k[KEEPSUB] != 0 else k[EMIN]) + bias, 0)) << np.uint64(k[P] - 1)
     n_deferred = 0
     k_normal = 0
     k_sub_wide = 0
@@ -903,24 +914,37 @@ def round_stream(xf, xu, of, ou, ip, up, fp, single, key, pos, deferred):
             # Regular and small elements only (_wide_limits): the normal block's numbers drawn
             # in bulk, chop's subnormal block put off to the end.
             # Branch-free: every index is stored, the next slot taken only by a deferred one; the
-            # deferred elements' values written here are overwritten at the end.
+            # deferred elements' values written below are overwritten at the end.
+            # The others drop d0 bits, as regular elements do, and then meet the underflow rule.
             count = 0
+            n_sub = 0
             for i in range(first, last):
                 b = np.uint64(xu[i])
-                d, sub = _wide_shift(b, k)
-                draws = _small_draws(b, k, d)
-                deferred[n_deferred] = np.int64(i) | _WIDE_SUB  # marked: the bit rule applies
-                n_deferred += sub
-                count += draws & (not sub)
-                k_sub_wide += draws & sub
+                sub = _in_subnormal_block(b, k, sub_lo, sub_span)
+                n_sub += sub
+                count += ((b & low0) != _U0) & (not sub)
+            if n_sub:
+                for i in range(first, last):
+                    b = np.uint64(xu[i])
+                    sub = _in_subnormal_block(b, k, sub_lo, sub_span)
+                    deferred[n_deferred] = np.int64(i) | _WIDE_SUB  # marked: the bit rule applies
+                    n_deferred += sub
+                    d, _ = _wide_shift(b, k)
+                    k_sub_wide += sub & _small_draws(b, k, d)
             _mt_fill(key, tempered, pos, numbers, count, single)
             k_normal += count
             position = np.uint64(0)
+            mag = k[MAG]
+            half = 0.0 if mode5 else 0.5  # the threshold: low * scale (mode 5) + half (mode 6)
+            frac_scale = scale if mode5 else 0.0
             for i in range(first, last):
                 b = np.uint64(xu[i])
-                d, sub = _wide_shift(b, k)
-                ou[i] = _small_stochastic(b, k, d, numbers[position])  # (no draw: not used)
-                position += np.uint64(_small_draws(b, k, d) & (not sub))
+                low = b & low0
+                draws = np.uint64(low != _U0) & np.uint64(not _in_subnormal_block(b, k, sub_lo, sub_span))
+                up_ = np.uint64(numbers[position] <= np.float64(np.int64(low)) * frac_scale + half) & draws
+                position += draws
+                rounded = (b & keep) + (up_ << d0)
+                ou[i] = rounded & (_U0 - np.uint64((rounded & mag) >= rep_bits))  # else +0
             continue
         if _count_specials(xu, first, last, k):
             for i in range(first, last):

@@ -923,7 +923,7 @@ def round_stream(xf, xu, of, ou, ip, up, fp, single, key, pos, deferred):
                 sub = _in_subnormal_block(b, k, sub_lo, sub_span)
                 n_sub += sub
                 count += ((b & low0) != _U0) & (not sub)
-            if n_sub:
+            if n_sub * 8 > last - first:  # many: branch-free
                 for i in range(first, last):
                     b = np.uint64(xu[i])
                     sub = _in_subnormal_block(b, k, sub_lo, sub_span)
@@ -931,6 +931,14 @@ def round_stream(xf, xu, of, ou, ip, up, fp, single, key, pos, deferred):
                     n_deferred += sub
                     d, _ = _wide_shift(b, k)
                     k_sub_wide += sub & _small_draws(b, k, d)
+            elif n_sub:  # a few: a branch that is rarely taken
+                for i in range(first, last):
+                    b = np.uint64(xu[i])
+                    if _in_subnormal_block(b, k, sub_lo, sub_span):
+                        deferred[n_deferred] = np.int64(i) | _WIDE_SUB
+                        n_deferred += 1
+                        d, _ = _wide_shift(b, k)
+                        k_sub_wide += _small_draws(b, k, d)
             _mt_fill(key, tempered, pos, numbers, count, single)
             k_normal += count
             position = np.uint64(0)

@@ -194,8 +194,9 @@ def test_torch_cpu_tensors_take_the_same_paths():
         assert ((got == want) | (np.isnan(got) & np.isnan(want))).all()
 
 
-def test_compiled_setting_hands_extended_specs_to_the_numpy_engine():
-    """Under cpu_engine('numba') extended specs fall back to the NumPy engine: the same bits."""
+def test_compiled_setting_gives_the_numpy_engines_bits_on_extended_specs():
+    """Under cpu_engine('numba') extended specs give the NumPy engine's bits (chop's rules run
+    compiled, CPFloat's fall back to the NumPy engine; test_compiled_extended.py has the rest)."""
     pytest.importorskip("numba")
     from pychop_compat.engines import compiled
 

@@ -25,11 +25,25 @@ Selection and fallback
 :func:`set_cpu_engine` picks ``'auto'`` (the default: this engine when Numba
 is installed), ``'numba'`` or ``'numpy'`` (also through the environment
 variable ``PYCHOP_COMPAT_CPU_ENGINE``).  Numba is imported on the first array
-that uses it, never at ``import pychop_compat``.  Specs beyond chop.m's
-semantics (``spec.extended``), byte-swapped or exotic dtypes, empty arrays,
-single elements (the plain-Python scalar path is faster) and bit flips with
-``t < 2`` (an error, raised by the NumPy engine after chop.m's draws) go to
-the NumPy engine (:mod:`.numpy_fast`), which stays the readable reference.
+that uses it, never at ``import pychop_compat``.  Byte-swapped or exotic
+dtypes, empty arrays, single elements (the plain-Python scalar path is
+faster) and bit flips with ``t < 2`` (an error, raised by the NumPy engine
+after chop.m's draws) go to the NumPy engine (:mod:`.numpy_fast`), which
+stays the readable reference.
+
+Formats beyond chop
+-------------------
+Specs beyond chop.m's semantics (``spec.extended``) that keep chop.m's
+range rules run here too: the OCP/ML formats (``float8_e4m3fn``, the
+``fnuz`` formats, float6, float4), formats with ``emin != 1 - emax`` and the
+saturation and infinity switches.  The kernels take the format's own
+t, emin, emax, xmax and xboundary; the format's encoding (what
+``engines.numpy_extended`` applies after chop.m's range rules) is applied by the
+general per-element path, the only one whose results can need it.  These
+stay on the NumPy engine (:func:`handles`): CPFloat's range rules and
+rounding modes outside 1..6 (the ``cpfloat`` facade, ``round_to_format``'s
+default), flips of any bit of the encoding, stochastic rounding with limited
+random bits, E8M0, and formats whose top binade lies beyond the input class's.
 """
 
 from __future__ import annotations
@@ -137,7 +151,8 @@ def _pow2_bits(k: int, width: int, p: int) -> int:
 
 
 @lru_cache(maxsize=128)
-def _constants(fmt, mode: int, keep_subnormals: bool, explim: bool, char: str, p_flip: float):
+def _constants(fmt, mode: int, keep_subnormals: bool, explim: bool, char: str, p_flip: float,
+               encoding: tuple = (0, 0, 0, 0, 0)):
     width, p = _WIDTH[char], _PRECISION[char]
     carrier_emin = 2 - (1 << (width - p - 1))
     t = fmt.t
@@ -149,12 +164,15 @@ def _constants(fmt, mode: int, keep_subnormals: bool, explim: bool, char: str, p
         hi = _pow2_bits(fmt.emax, width, p)
     else:
         lo, hi = _pow2_bits(carrier_emin, width, p), inf
-    ip = np.array([mode, t, fmt.emin, fmt.emins, int(explim), int(keep_subnormals), d0, p, width], np.int64)
+    ip = np.array([mode, t, fmt.emin, fmt.emins, int(explim), int(keep_subnormals), d0, p, width,
+                   *encoding, int(any(encoding))], np.int64)
     low0 = (1 << d0) - 1
     up = np.array([lo, hi, inf, 1 << (width - 1), (1 << (width - 1)) - 1, low0, full ^ low0,
                    (1 << (d0 - 1)) - 1 if d0 else 0, 1 << d0], np.uint64)
     min_rep = fmt.xmins if keep_subnormals else fmt.xmin
-    fp = np.array([fmt.xmax, fmt.xboundary, min_rep, p_flip, 2.0 ** -d0], np.float64)
+    with np.errstate(over="ignore"):  # (a format beyond the carrier's range: Inf, as NumPy compares)
+        xboundary_class = float(np.array(fmt.xboundary, char))
+    fp = np.array([fmt.xmax, fmt.xboundary, min_rep, p_flip, 2.0 ** -d0, xboundary_class], np.float64)
     # rp[:5]: numba_kernels.fast_bits's constants ODD, RN, HALF, UP, DOWN (a fixed d0).
     rp = np.zeros(18, np.uint64)
     if d0:
@@ -242,16 +260,45 @@ def kernels() -> ModuleType:
 
 def _spec_constants(spec: ChopSpec, char: str):
     return _constants(spec.fmt, spec.round, spec.keeps_subnormals, spec.limits_exponent, char,
-                      float(spec.p) if spec.flips else -1.0)
+                      float(spec.p) if spec.flips else -1.0, _encoding(spec))
+
+
+def _encoding(spec: ChopSpec) -> tuple:
+    """The switches of ``numba_kernels._encode`` (TIE_TO_XMAX, SATURATE, INF_TO_NAN,
+    NO_NEGATIVE_ZERO, FLIP_NAN): the format's encoding after chop.m's range rules, as
+    ``numpy_extended`` applies it (``rounding.extended.apply_encoding``); all off for chop.m's
+    own specs and with explim = 0, which ignores the format's range and encoding."""
+    if not getattr(spec, "extended", False) or not spec.limits_exponent:
+        return (0, 0, 0, 0, 0)
+    fmt = spec.fmt
+    return (int(fmt.encoding == "fn" and spec.round == 1), int(bool(spec.saturation)), int(not spec.infinity),
+            int(fmt.encoding == "fnuz"), int(spec.flips and fmt.encoding == "fn"))
 
 
 _UINT = {"d": np.uint64, "f": np.uint32}
+_CARRIER_EMAX = {"d": 1023, "f": 127}
 
 
 def handles(x: np.ndarray, spec: ChopSpec) -> bool:
     """Whether this engine rounds ``x`` by ``spec`` (else the NumPy engine does)."""
     return (x.dtype.char in _UINT and x.dtype.isnative and x.size > 1
-            and not getattr(spec, "extended", False) and not (spec.flips and spec.fmt.t < 2))
+            and not (spec.flips and spec.fmt.t < 2)
+            and (not getattr(spec, "extended", False) or _handles_extended(spec, x.dtype.char)))
+
+
+def _handles_extended(spec: ChopSpec, char: str) -> bool:
+    """Whether a spec beyond chop.m (``spec.extended``) is one this engine rounds exactly as
+    ``numpy_extended`` does: chop.m's algorithm with the format's own t, emin and emax (the
+    kernels' constants), then the format's encoding (``numba_kernels._encode``, on the elements
+    of the general path, the only ones whose result can be Inf, -0 or beyond xmax).  The rest
+    stays on the NumPy engine: CPFloat's range rules and rounding modes outside 1..6 (other
+    algorithms), flips of any encoding bit, limited random bits (the draws are transformed),
+    E8M0 (no zero, no sign: every element is re-encoded) and formats whose largest binade lies
+    beyond the carrier's (a regular element could round to Inf outside the general path)."""
+    fmt = getattr(spec, "fmt", None)  # (a spec object without these fields: refused)
+    return (getattr(spec, "range_rules", None) == "chop" and getattr(spec, "round", 0) in range(1, 7)
+            and getattr(spec, "flip_scope", None) == "fraction" and getattr(spec, "random_bits", None) == 0
+            and fmt is not None and fmt.encoding != "e8m0" and fmt.emax <= _CARRIER_EMAX[char])
 
 
 # --- entry point ----------------------------------------------------------------------------------

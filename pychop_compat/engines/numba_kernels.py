@@ -12,10 +12,23 @@ One element at a time, in one pass over memory:
 
 Constants come in three small arrays made once per (spec, dtype) by
 :mod:`.compiled`: ``ip`` (int64: mode, t, emin, emins, explim, subnormal,
-d0, carrier precision, carrier width), ``up`` (uint64 bit masks) and ``fp``
-(float64: xmax, xboundary, the smallest kept magnitude, p, 2^-d0).  Bit
+d0, carrier precision, carrier width, then the encoding's switches),
+``up`` (uint64 bit masks) and ``fp`` (float64: xmax, xboundary, the
+smallest kept magnitude, p, 2^-d0, xboundary in the input's class).  Bit
 patterns of float32 inputs are widened to uint64, so one code path serves
 both classes (the mask constants carry the width).
+
+Formats beyond chop.m (OCP/ML formats, ``emin != 1 - emax``, saturation
+and infinity switches) take the same path with their own t, emin, emax,
+xmax and xboundary; their encoding (:func:`_encode`: no Inf, one NaN
+pattern, saturation) can change only an Inf result, -0 or a flipped value
+beyond xmax, which only :func:`_general` gives, so it is applied there.
+
+Stochastic rounding also rounds carrier-normal elements below xmin by bit
+rules (:func:`_small_shift`, :func:`_small_stochastic`: chop.m's subnormal
+block on the grid of xmins, smaller values on their own binade's grid, then
+its underflow rule), so that formats whose xmin lies inside the data (fp8,
+float6, float4) do not send most groups to the general path.
 
 Every kernel is compiled with ``cache=True`` (no recompilation in a new
 process) and without fastmath (it would break the exact rounding).
@@ -39,6 +52,9 @@ from .device_random import FLIP_BIT, FLIP_CHOICE, GOLDEN, MIX1, MIX2, ROUND  # n
 MODE, T, EMIN, EMINS, EXPLIM, KEEPSUB, D0, P, WIDTH = range(9)
 LO, HI, INF, SIGN, MAG, LOW0, KEEP0, HALFM1, UNIT0 = range(9, 18)
 XMAX, XBOUNDARY, MIN_REP, PFLIP, FRAC_SCALE = range(18, 23)
+# The encoding of formats beyond chop.m, applied after chop.m's range rules (compiled._encoding):
+# 1/0 switches (ip[9:15]) and xboundary as the input's class compares it (fp[5]).
+TIE_TO_XMAX, SATURATE, INF_TO_NAN, NO_NEGATIVE_ZERO, FLIP_NAN, ENCODES, XBOUNDARY_CLASS = range(23, 30)
 
 _U0 = np.uint64(0)
 _U1 = np.uint64(1)
@@ -59,10 +75,11 @@ _inline = dict(_jit, inline="always")
 
 @numba.njit(**_inline)
 def _unpack(ip, up, fp):
-    """The constants as one tuple of scalars (indices MODE ... FRAC_SCALE)."""
+    """The constants as one tuple of scalars (indices MODE ... XBOUNDARY_CLASS)."""
     return (ip[0], ip[1], ip[2], ip[3], ip[4], ip[5], ip[6], ip[7], ip[8],
             up[0], up[1], up[2], up[3], up[4], up[5], up[6], up[7], up[8],
-            fp[0], fp[1], fp[2], fp[3], fp[4])
+            fp[0], fp[1], fp[2], fp[3], fp[4],
+            ip[9], ip[10], ip[11], ip[12], ip[13], ip[14], fp[5])
 
 
 @numba.njit(**_inline)
@@ -140,6 +157,27 @@ def _limit(c, v, k):
 
 
 @numba.njit(**_jit)
+def _encode(c, v, k):
+    """The format's encoding on chop.m's result ``c`` of the input ``v`` (explim = 1), as
+    :func:`pychop_compat.rounding.extended.apply_encoding` does it: with flips, a finite result
+    beyond xmax (a flipped bit into the NaN pattern of an 'fn' format) is NaN; an Inf result is
+    +-xmax for the round-to-nearest tie at xboundary of an 'fn' format (whose xmax is even) and
+    with saturation, else NaN when the format has no Inf; 'fnuz' formats have no -0."""
+    if k[FLIP_NAN] != 0 and math.isfinite(c) and abs(c) > k[XMAX]:
+        return math.nan
+    if math.isinf(c):
+        if k[TIE_TO_XMAX] != 0 and abs(v) == k[XBOUNDARY_CLASS]:
+            return math.copysign(k[XMAX], v)
+        if k[SATURATE] != 0:
+            return math.copysign(k[XMAX], c)
+        if k[INF_TO_NAN] != 0:
+            return math.nan
+    elif c == 0.0 and k[NO_NEGATIVE_ZERO] != 0:
+        return 0.0  # (a guard: chop.m's underflow rule already gives +0, never -0)
+    return c
+
+
+@numba.njit(**_jit)
 def _needs_draw(v, k):
     """``(subnormal block, draws)``: chop.m's block of ``v`` and whether its scaled value is
     not an integer (Inf and NaN too: their fraction inf - inf is NaN)."""
@@ -193,6 +231,8 @@ def _general(v, k, single, rnd, plus_zero, flip_shift):
         c = _to_class(math.ldexp(z, quantum), single)
     if k[EXPLIM] != 0:
         c = _to_class(_limit(c, v, k), single)
+        if k[ENCODES] != 0:  # only here: the bit-pattern loops never give Inf, -0 or beyond xmax
+            c = _to_class(_encode(c, v, k), single)
     return c
 
 
@@ -233,6 +273,93 @@ def _regular_stochastic(b, k, rnd):
     else:
         threshold = 0.5
     return (b & k[KEEP0]) + (k[UNIT0] if rnd <= threshold else _U0)
+
+
+@numba.njit(**_inline)
+def _small_shift(b, k):
+    """``(d, sub)`` for a carrier-normal element below xmin with explim = 1: chop.m rounds it
+    on the grid of its own binade (``d = d0`` bits dropped) or, in its subnormal block
+    ``[xmins, xmin)``, on the grid 2^emins (``d = d0 + emin - e``, ``sub`` True); ``d = -1``
+    for every other element (regular, zero, carrier subnormal, the top binade, Inf, NaN, or a
+    smallest kept magnitude that is not normal in the carrier), which the general path rounds."""
+    bias = (np.int64(1) << (k[WIDTH] - k[P] - 1)) - 1
+    e_field = np.int64((b & k[MAG]) >> np.uint64(k[P] - 1))
+    e_min = k[EMIN] + bias
+    e_rep = (k[EMINS] if k[KEEPSUB] != 0 else k[EMIN]) + bias
+    if k[EXPLIM] == 0 or e_field < 1 or e_field >= e_min or e_rep < 1:
+        return -1, False
+    if e_field >= k[EMINS] + bias:
+        d = k[D0] + e_min - e_field
+        return (d, True) if d <= k[P] - 1 else (-1, False)
+    return k[D0], False
+
+
+@numba.njit(**_inline)
+def _small_stochastic(b, k, d, rnd):
+    """Stochastic rounding (modes 5, 6) of an element of :func:`_small_shift` (``d >= 0``) with
+    its number, then chop.m's underflow rule: below the smallest kept magnitude +0 (modes 5
+    and 6), else the rounded value (exact in the carrier)."""
+    # Branch-free (selects), so that the loops calling it vectorise.
+    shift = np.uint64(d)
+    magnitude = b & k[MAG]
+    low = magnitude & ((_U1 << shift) - _U1)
+    scale = double_of_bits(np.uint64(1023 - d) << np.uint64(52))  # 2^-d
+    threshold = np.float64(np.int64(low)) * scale if k[MODE] == 5 else 0.5  # exact: below 2^52
+    up_ = np.uint64(low != _U0) & np.uint64(rnd <= threshold)
+    rounded = (magnitude ^ low) + (up_ << shift)
+    bias = (np.int64(1) << (k[WIDTH] - k[P] - 1)) - 1
+    rep_bits = np.uint64((k[EMINS] if k[KEEPSUB] != 0 else k[EMIN]) + bias) << np.uint64(k[P] - 1)
+    kept = _U0 - np.uint64(rounded >= rep_bits)  # all ones, or 0: +0
+    return ((b & k[SIGN]) | rounded) & kept
+
+
+@numba.njit(**_inline)
+def _wide_limits(k):
+    """``(lo, span, wide)``: the magnitudes ``[lo, lo + span)`` that the stochastic loops round
+    by bit rules.  ``wide`` when every carrier-normal magnitude below the regular range is one
+    of :func:`_small_shift`'s (explim = 1, emin and the smallest kept magnitude normal in the
+    carrier, t at most its precision): then ``lo`` is the carrier's smallest normal magnitude,
+    else the regular range's."""
+    bias = (np.int64(1) << (k[WIDTH] - k[P] - 1)) - 1
+    e_min = k[EMIN] + bias
+    e_rep = (k[EMINS] if k[KEEPSUB] != 0 else k[EMIN]) + bias
+    if k[EXPLIM] != 0 and e_min >= 1 and e_rep >= 1 and k[T] <= k[P]:
+        lo = _U1 << np.uint64(k[P] - 1)
+        return lo, k[HI] - lo, True
+    return k[LO], k[HI] - k[LO], False
+
+
+@numba.njit(**_inline)
+def _wide_shift(b, k):
+    """``(d, sub)`` of :func:`_small_shift` for an element of :func:`_wide_limits`'s range when
+    ``wide`` (``d0`` for a regular one)."""
+    bias = (np.int64(1) << (k[WIDTH] - k[P] - 1)) - 1
+    e_field = np.int64((b & k[MAG]) >> np.uint64(k[P] - 1))
+    e_min = k[EMIN] + bias
+    sub = (e_field >= k[EMINS] + bias) & (e_field < e_min)  # (no branch: a select)
+    return k[D0] + np.int64(sub) * (e_min - e_field), sub
+
+
+@numba.njit(**_inline)
+def _in_subnormal_block(b, k, lo, span):
+    """Whether a carrier-normal element lies in chop.m's subnormal block (explim = 1): its
+    exponent field in ``[lo, lo + span)`` (one unsigned comparison)."""
+    return ((b & k[MAG]) >> np.uint64(k[P] - 1)) - lo < span
+
+
+@numba.njit(**_inline)
+def _count_outside(xu, first, last, lo, span, mag):
+    """How many magnitudes of ``first:last`` are outside ``[lo, lo + span)``."""
+    outside = 0
+    for i in range(first, last):
+        outside += ((np.uint64(xu[i]) & mag) - lo) >= span
+    return outside
+
+
+@numba.njit(**_inline)
+def _small_draws(b, k, d):
+    """Whether an element of :func:`_small_shift` draws a number (a nonzero dropped part)."""
+    return (b & k[MAG] & ((_U1 << np.uint64(d)) - _U1)) != _U0
 
 
 @numba.njit(**_inline)
@@ -354,16 +481,23 @@ def det_parallel(xf, xu, of, ou, ip, up, fp, rp, single, chunk):
 
 
 @numba.njit(**_jit)
-def _counter_general(xf, xu, of, first, last, k, single, k0, k1, k2, offset, every):
-    """The general path for the elements of ``first:last`` (all of them when ``every``)."""
+def _counter_general(xf, xu, of, ou, first, last, k, single, k0, k1, k2, offset, every):
+    """The general path for the elements of ``first:last`` (all of them when ``every``);
+    without ``every`` (no flips) the small elements of :func:`_small_shift` take their bit rule."""
     mode = k[MODE]
     for i in range(np.uint64(first), np.uint64(last)):
-        if not every and _is_regular(np.uint64(xu[i]), k):
+        b = np.uint64(xu[i])
+        if not every and _is_regular(b, k):
             continue
         j = offset + i
         rnd = 2.0
         if mode >= 5:
             rnd = _to_class(counter_uniform(k0, j), single)  # compared in the input's class
+            if not every:
+                d, _ = _small_shift(b, k)
+                if d >= 0:
+                    ou[i] = _small_stochastic(b, k, d, rnd)
+                    continue
         shift = -1
         if k[PFLIP] >= 0.0 and counter_uniform(k1, j) <= k[PFLIP]:
             shift = np.int64(math.floor((k[T] - 1) * counter_uniform(k2, j)))
@@ -373,11 +507,21 @@ def _counter_general(xf, xu, of, first, last, k, single, k0, k1, k2, offset, eve
 @numba.njit(**_inline)
 def _counter_range(xf, xu, of, ou, start, stop, k, single, k0, k1, k2, offset):
     n_blocks = (stop - start + SUB_BLOCK - 1) // SUB_BLOCK
+    wide_lo, wide_span, wide = _wide_limits(k)
     for block in range(n_blocks):
         first = np.uint64(start + block * SUB_BLOCK)
         last = np.uint64(min(stop, start + block * SUB_BLOCK + SUB_BLOCK))
         if k[PFLIP] >= 0.0:  # bit flips: every element takes the general path
-            _counter_general(xf, xu, of, first, last, k, single, k0, k1, k2, offset, True)
+            _counter_general(xf, xu, of, ou, first, last, k, single, k0, k1, k2, offset, True)
+            continue
+        if k[MODE] >= 5 and wide and _count_specials(xu, first, last, k):
+            # Elements below xmin: their bit rule (_small_stochastic, which rounds regular ones too).
+            for i in range(first, last):
+                b = np.uint64(xu[i])
+                d, _ = _wide_shift(b, k)
+                ou[i] = _small_stochastic(b, k, d, _to_class(counter_uniform(k0, offset + i), single))
+            if _count_outside(xu, first, last, wide_lo, wide_span, k[MAG]):
+                _counter_general(xf, xu, of, ou, first, last, k, single, k0, k1, k2, offset, False)
             continue
         if k[MODE] >= 5:
             for i in range(first, last):
@@ -387,7 +531,7 @@ def _counter_range(xf, xu, of, ou, start, stop, k, single, k0, k1, k2, offset):
             for i in range(first, last):
                 ou[i] = _regular_bits(np.uint64(xu[i]), k)
         if _count_specials(xu, first, last, k):
-            _counter_general(xf, xu, of, first, last, k, single, k0, k1, k2, offset, False)
+            _counter_general(xf, xu, of, ou, first, last, k, single, k0, k1, k2, offset, False)
 
 
 @numba.njit(**_jit)
@@ -413,6 +557,9 @@ def _classify(b, v, k):
     """``(subnormal block, draws)`` of an element (see :func:`_needs_draw`)."""
     if _is_regular(b, k):
         return False, (b & k[LOW0]) != _U0
+    d, sub = _small_shift(b, k)
+    if d >= 0:
+        return sub, _small_draws(b, k, d)
     return _needs_draw(v, k)
 
 
@@ -466,14 +613,16 @@ def count_draws(xf, xu, ip, up, fp, chunk, stochastic):
 
 
 @numba.njit(**_jit)
-def _round_drawn_general(xf, xu, of, first, last, k, single, q, rnd_normal, rnd_sub, plus_normal, plus_sub,
-                         flips, choice_normal, choice_sub, bits_normal, bits_sub):
-    """Every element of ``first:last`` by the general path; ``q`` (positions) is advanced."""
+def _round_drawn_general(xf, xu, of, ou, first, last, k, single, q, rnd_normal, rnd_sub, plus_normal,
+                         plus_sub, flips, choice_normal, choice_sub, bits_normal, bits_sub):
+    """Every element of ``first:last`` by the general path (without flips, the regular and the
+    small elements of :func:`_small_shift` by their bit rules); ``q`` (positions) is advanced."""
     mode = k[MODE]
     p = k[PFLIP]
     for i in range(np.uint64(first), np.uint64(last)):
         v = np.float64(xf[i])
-        sub, need = _classify(np.uint64(xu[i]), v, k)
+        b = np.uint64(xu[i])
+        sub, need = _classify(b, v, k)
         rnd = 2.0
         if mode >= 5 and need:
             if sub:
@@ -482,6 +631,14 @@ def _round_drawn_general(xf, xu, of, first, last, k, single, q, rnd_normal, rnd_
             else:
                 rnd = rnd_normal[q[0]]
                 q[0] += 1
+        if mode >= 5 and not flips:
+            if _is_regular(b, k):
+                ou[i] = _regular_stochastic(b, k, rnd)
+                continue
+            d, _ = _small_shift(b, k)
+            if d >= 0:
+                ou[i] = _small_stochastic(b, k, d, rnd)
+                continue
         shift = -1
         if flips:
             if sub:
@@ -506,6 +663,7 @@ def _round_drawn_chunks(c0, c1, xf, xu, of, ou, k, single, chunk, starts, rnd_no
     n = xf.size
     low0, keep, unit, scale = k[LOW0], k[KEEP0], k[UNIT0], k[FRAC_SCALE]
     mode5 = k[MODE] == 5
+    wide_lo, wide_span, wide = _wide_limits(k)
     for c in range(c0, c1):
         q = starts[c].copy()
         start = c * chunk
@@ -513,8 +671,27 @@ def _round_drawn_chunks(c0, c1, xf, xu, of, ou, k, single, chunk, starts, rnd_no
         for block in range((stop - start + SUB_BLOCK - 1) // SUB_BLOCK):
             first = np.uint64(start + block * SUB_BLOCK)
             last = np.uint64(min(stop, start + block * SUB_BLOCK + SUB_BLOCK))
+            if not flips and wide and k[MODE] >= 5 and _count_specials(xu, first, last, k) \
+                    and not _count_outside(xu, first, last, wide_lo, wide_span, k[MAG]):
+                # Regular and small elements only (_wide_limits): their bit rules, each number
+                # from its block (chop's subnormal block, or the normal block) in turn.
+                normal_at, sub_at = q[0], q[1]
+                for i in range(first, last):
+                    b = np.uint64(xu[i])
+                    d, sub = _wide_shift(b, k)
+                    rnd = 2.0
+                    if _small_draws(b, k, d):
+                        if sub:
+                            rnd = rnd_sub[sub_at]
+                            sub_at += 1
+                        else:
+                            rnd = rnd_normal[normal_at]
+                            normal_at += 1
+                    ou[i] = _small_stochastic(b, k, d, rnd)
+                q[0], q[1] = normal_at, sub_at
+                continue
             if flips or _count_specials(xu, first, last, k):
-                _round_drawn_general(xf, xu, of, first, last, k, single, q, rnd_normal, rnd_sub,
+                _round_drawn_general(xf, xu, of, ou, first, last, k, single, q, rnd_normal, rnd_sub,
                                      plus_normal, plus_sub, flips, choice_normal, choice_sub,
                                      bits_normal, bits_sub)
                 continue
@@ -701,6 +878,10 @@ def mt_uniform(key, pos, n):
     return out
 
 
+#: Marks a deferred index of round_stream whose element takes the bit rule of chop's subnormal block.
+_WIDE_SUB = np.int64(1) << 62
+
+
 @numba.njit(**_jit)
 def round_stream(xf, xu, of, ou, ip, up, fp, single, key, pos, deferred):
     """Stochastic rounding (modes 5, 6, no flips) of ``xf`` (MATLAB's element order) with the
@@ -717,15 +898,67 @@ def round_stream(xf, xu, of, ou, ip, up, fp, single, key, pos, deferred):
     n = xf.size
     low0, keep, scale, d0 = k[LOW0], k[KEEP0], k[FRAC_SCALE], np.uint64(k[D0])
     mode5 = k[MODE] == 5
+    wide_lo, wide_span, wide = _wide_limits(k)
+    bias = (np.int64(1) << (k[WIDTH] - k[P] - 1)) - 1
+    sub_lo = np.uint64(max(k[EMINS] + bias, 0))  # exponent fields of chop's subnormal block
+    sub_span = np.uint64(max(k[EMIN] + bias, 0)) - sub_lo
+    rep_bits = np.uint64(max((k[EMINS] if k[KEEPSUB] != 0 else k[EMIN]) + bias, 0)) << np.uint64(k[P] - 1)
     n_deferred = 0
     k_normal = 0
+    k_sub_wide = 0
     for block in range((n + SUB_BLOCK - 1) // SUB_BLOCK):
         first = np.uint64(block * SUB_BLOCK)
         last = np.uint64(min(n, block * SUB_BLOCK + SUB_BLOCK))
+        if wide and _count_specials(xu, first, last, k) \
+                and not _count_outside(xu, first, last, wide_lo, wide_span, k[MAG]):
+            # Regular and small elements only (_wide_limits): the normal block's numbers drawn
+            # in bulk, chop's subnormal block put off to the end.
+            # Branch-free: every index is stored, the next slot taken only by a deferred one; the
+            # deferred elements' values written below are overwritten at the end.
+            # The others drop d0 bits, as regular elements do, and then meet the underflow rule.
+            count = 0
+            n_sub = 0
+            for i in range(first, last):
+                b = np.uint64(xu[i])
+                sub = _in_subnormal_block(b, k, sub_lo, sub_span)
+                n_sub += sub
+                count += ((b & low0) != _U0) & (not sub)
+            if n_sub * 8 > last - first:  # many: branch-free
+                for i in range(first, last):
+                    b = np.uint64(xu[i])
+                    sub = _in_subnormal_block(b, k, sub_lo, sub_span)
+                    deferred[n_deferred] = np.int64(i) | _WIDE_SUB  # marked: the bit rule applies
+                    n_deferred += sub
+                    d, _ = _wide_shift(b, k)
+                    k_sub_wide += sub & _small_draws(b, k, d)
+            elif n_sub:  # a few: a branch that is rarely taken
+                for i in range(first, last):
+                    b = np.uint64(xu[i])
+                    if _in_subnormal_block(b, k, sub_lo, sub_span):
+                        deferred[n_deferred] = np.int64(i) | _WIDE_SUB
+                        n_deferred += 1
+                        d, _ = _wide_shift(b, k)
+                        k_sub_wide += _small_draws(b, k, d)
+            _mt_fill(key, tempered, pos, numbers, count, single)
+            k_normal += count
+            position = np.uint64(0)
+            mag = k[MAG]
+            half = 0.0 if mode5 else 0.5  # the threshold: low * scale (mode 5) + half (mode 6)
+            frac_scale = scale if mode5 else 0.0
+            for i in range(first, last):
+                b = np.uint64(xu[i])
+                low = b & low0
+                draws = np.uint64(low != _U0) & np.uint64(not _in_subnormal_block(b, k, sub_lo, sub_span))
+                up_ = np.uint64(numbers[position] <= np.float64(np.int64(low)) * frac_scale + half) & draws
+                position += draws
+                rounded = (b & keep) + (up_ << d0)
+                ou[i] = rounded & (_U0 - np.uint64((rounded & mag) >= rep_bits))  # else +0
+            continue
         if _count_specials(xu, first, last, k):
             for i in range(first, last):
                 v = np.float64(xf[i])
-                sub, need = _classify(np.uint64(xu[i]), v, k)
+                b = np.uint64(xu[i])
+                sub, need = _classify(b, v, k)
                 if sub or v == 0.0:
                     deferred[n_deferred] = i
                     n_deferred += 1
@@ -734,7 +967,14 @@ def round_stream(xf, xu, of, ou, ip, up, fp, single, key, pos, deferred):
                 if need:
                     rnd = _to_class(_mt_double(key, tempered, pos), single)
                     k_normal += 1
-                of[i] = _general(v, k, single, rnd, False, -1)
+                if _is_regular(b, k):
+                    ou[i] = _regular_stochastic(b, k, rnd)
+                    continue
+                d, _ = _small_shift(b, k)
+                if d >= 0:
+                    ou[i] = _small_stochastic(b, k, d, rnd)
+                else:
+                    of[i] = _general(v, k, single, rnd, False, -1)
             continue
         count = 0
         for i in range(first, last):
@@ -761,20 +1001,51 @@ def round_stream(xf, xu, of, ou, ip, up, fp, single, key, pos, deferred):
                 up_ = np.uint64(numbers[position] <= 0.5) & draws
                 position += draws
                 ou[i] = (b & keep) + (up_ << d0)
-    k_sub = 0
+    k_sub = k_sub_wide
     for j in range(n_deferred):
         i = deferred[j]
-        sub, need = _classify(np.uint64(xu[i]), np.float64(xf[i]), k)
-        k_sub += sub and need
-    for j in range(n_deferred):
-        i = deferred[j]
-        v = np.float64(xf[i])
-        sub, need = _classify(np.uint64(xu[i]), v, k)
-        if sub:
-            rnd = _to_class(_mt_double(key, tempered, pos), single) if need else 2.0
-            of[i] = _general(v, k, single, rnd, k_sub > 0, -1)
-        else:
-            of[i] = _general(v, k, single, 2.0, k_normal > 0, -1)
+        if i < _WIDE_SUB:
+            sub, need = _classify(np.uint64(xu[i]), np.float64(xf[i]), k)
+            k_sub += sub and need
+    # The subnormal block's numbers, drawn in bulk for SUB_BLOCK deferred elements at a time.
+    for start in range(0, n_deferred, SUB_BLOCK):
+        stop = min(n_deferred, start + SUB_BLOCK)
+        count = 0
+        for j in range(start, stop):
+            i = deferred[j]
+            if i >= _WIDE_SUB:
+                b = np.uint64(xu[i ^ _WIDE_SUB])
+                d, _ = _wide_shift(b, k)
+                count += _small_draws(b, k, d)
+            else:
+                sub, need = _classify(np.uint64(xu[i]), np.float64(xf[i]), k)
+                count += sub and need
+        _mt_fill(key, tempered, pos, numbers, count, single)
+        position = 0
+        for j in range(start, stop):
+            i = deferred[j]
+            if i >= _WIDE_SUB:
+                i ^= _WIDE_SUB
+                b = np.uint64(xu[i])
+                d, _ = _wide_shift(b, k)
+                ou[i] = _small_stochastic(b, k, d, numbers[position])
+                position += _small_draws(b, k, d)
+                continue
+            v = np.float64(xf[i])
+            b = np.uint64(xu[i])
+            sub, need = _classify(b, v, k)
+            if sub:
+                rnd = 2.0
+                if need:
+                    rnd = numbers[position]
+                    position += 1
+                d, _ = _small_shift(b, k)
+                if d >= 0:
+                    ou[i] = _small_stochastic(b, k, d, rnd)
+                else:
+                    of[i] = _general(v, k, single, rnd, k_sub > 0, -1)
+            else:
+                of[i] = _general(v, k, single, 2.0, k_normal > 0, -1)
     return k_normal, k_sub
 @numba.njit(**_inline)
 def nearest_only(f):

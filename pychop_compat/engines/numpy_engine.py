@@ -55,14 +55,14 @@ def chop_array(x: np.ndarray, spec: ChopSpec, sources: RandomSources, reference:
     reference : bool, optional
         Use the reference algorithm instead of the fast engine (same result).
     """
-    if getattr(spec, "extended", False):
-        from . import numpy_extended  # semantics beyond chop.m (other formats, modes, rules)
-
-        return numpy_extended.chop_array(x, spec, sources, reference)
     if reference:
         return chop_array_reference(x, spec, sources)
     if compiled.wanted() and compiled.handles(x, spec) and not _streamed_is_faster(spec, sources):
-        return compiled.chop_array(x, spec, sources)
+        return compiled.chop_array(x, spec, sources)  # chop.m's specs and most beyond (handles)
+    if getattr(spec, "extended", False):
+        from . import numpy_extended  # semantics beyond chop.m (other formats, modes, rules)
+
+        return numpy_extended.chop_array(x, spec, sources)
     return numpy_fast.chop_array(x, spec, sources)
 
 

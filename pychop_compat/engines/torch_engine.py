@@ -787,10 +787,14 @@ def _chop_work(x, spec: ChopSpec, sources: RandomSources):
         return x.clone()
     if getattr(spec, "extended", False):
         return _chop_extended(x, spec, sources)
-    if _host_tuned(x) and (spec.round >= 5 or spec.flips):
+    if _host_tuned(x) and (spec.round >= 5 or spec.flips or _compiled_engine_takes(x, spec)):
+        # The tensor's memory as a NumPy array, rounded by the NumPy engine's dispatch: the
+        # compiled engine (Numba) where it is wanted and handles the array, else the fast
+        # NumPy engine.  Both give the NumPy engine's bits; the compiled one is several times
+        # faster than the torch operations of the deterministic path below on the CPU.
         import torch
 
-        from .numpy_fast import chop_array
+        from .numpy_engine import chop_array
 
         out = chop_array(x.numpy(), spec, sources)
         return torch.from_numpy(out if out.flags.c_contiguous else out.copy(order="C"))
@@ -823,6 +827,15 @@ def _chop_work(x, spec: ChopSpec, sources: RandomSources):
     if stream is not None:
         return _chop_vector(x.contiguous().view(-1), spec, None, _CounterDraws(stream)).view(x.shape)
     return _from_column_major(_chop_vector(_column_major(x), spec, sources), x.shape)
+
+
+def _compiled_engine_takes(x, spec: ChopSpec) -> bool:
+    """Whether the CPU tensor ``x`` (float32/float64) goes to the compiled CPU engine
+    (:mod:`.compiled`: Numba installed and allowed by ``set_cpu_engine``); then its modes
+    1 to 4 take it too instead of the torch operations of :func:`_chop_fast`."""
+    from . import compiled
+
+    return compiled.wanted() and x.numel() > 1
 
 
 def _chop_extended(x, spec: ChopSpec, sources: RandomSources):

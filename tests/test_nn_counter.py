@@ -107,6 +107,28 @@ def test_seeded_rounder_keeps_half_dtypes_and_shapes():
     assert torch.equal(got, torch.from_numpy(want).to(torch.bfloat16))
 
 
+def test_seeded_rounder_copies_continue_its_sequence_and_compile_inside_a_quantizer():
+    import copy
+    import pickle
+
+    from pychop_compat.nn import Quantizer
+
+    rounder = Rounder("h", "stochastic", rng=5)
+    reference = Chop({"format": "h", "round": 5}, rng=5)
+    x = torch.randn(1000)
+    np.testing.assert_array_equal(_bits(rounder(x)), _numpy_bits(reference(x.numpy())))
+    want = reference(x.numpy())  # the second call
+    for twin in (copy.deepcopy(rounder), pickle.loads(pickle.dumps(rounder))):
+        np.testing.assert_array_equal(_bits(twin(x)), _numpy_bits(want))
+    quantizer = Quantizer("h", None, "stochastic", forward_rng=9)
+    leaf = torch.randn(300, requires_grad=True)
+    y = torch.compile(quantizer, fullgraph=True)(leaf)
+    y.sum().backward()
+    want = Chop({"format": "h", "round": 5}, rng=9)(leaf.detach().numpy())
+    np.testing.assert_array_equal(_bits(y), _numpy_bits(want))
+    assert torch.equal(leaf.grad, torch.ones(300))  # the straight-through estimator
+
+
 def test_seeded_rounder_refuses_given_numbers():
     rounder = Rounder("h", "stochastic", rng=3)
     with pytest.raises(ValueError, match="uniforms"):

@@ -10,7 +10,11 @@ Results are bit-identical to the NumPy engine (:mod:`pychop_compat.reference`):
   a short exact path (chop.m's subnormal grid is a fixed-point rounding), and
   the few it cannot handle (huge, Inf, NaN, the carrier's subnormals) the
   general path;
-* stochastic rounding and bit flips on CPU tensors run the NumPy engine on the
+* CPU tensors of more than one element run the compiled CPU engine on the
+  tensor's memory (zero copy) when Numba is installed and
+  ``set_cpu_engine`` allows it, every mode (the same bits, several times
+  faster than the torch operations of the fast path on the CPU);
+* stochastic rounding and bit flips on other CPU tensors run the NumPy engine on the
   tensor's memory (zero copy); on other devices they take the general path: a
   port of ``reference.py`` with torch operations, drawing the same random numbers
   (``sources``) in chop.m's order: column-major, the normal block first and

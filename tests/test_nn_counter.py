@@ -185,3 +185,50 @@ def test_chop_on_cpu_tensors_through_the_compiled_engine_is_the_numpy_engine(dty
                     got = Chop(options, rng=seed)(torch.from_numpy(array))
                 assert got.shape == array.shape and got.dtype == torch.from_numpy(array).dtype
                 np.testing.assert_array_equal(_bits(got), _numpy_bits(want), err_msg=f"{options}, seed {seed}")
+
+
+# --- stochastic rounding on bit patterns (the compiled path) against chop.m's scaling ----------
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_stochastic_rounding_on_bits_equals_the_scaling_path(monkeypatch, dtype):
+    """round_elementwise's bit-pattern stochastic rounding against its scaling path (chop.m's
+    steps, itself checked against chop element by element in test_nn_quantize), on values
+    around every threshold of each format (the subnormal block, xmins/2, xmin, xmax,
+    xboundary, the carrier's subnormals), with numbers equal to each element's fraction,
+    multiples of 2^-k (ties with the subnormal block's fractions), 0, 1/2 and random ones."""
+    import pychop_compat.engines.torch_elementwise as elementwise
+    from test_nn_quantize import BIT_FORMATS, _around_thresholds
+
+    carrier = np.dtype(dtype).name
+    g = torch.Generator().manual_seed(1)
+    for options in BIT_FORMATS + [{"format": "c", "params": [11, 5]}]:
+        x = torch.from_numpy(np.concatenate([_samples(dtype, 1500, seed=3), _around_thresholds(dtype, options)]))
+        for mode in (5, 6):
+            spec = resolve(dict(options, round=mode), None, "double" if dtype == np.float64 else "single")
+            plan = ElementwisePlan.from_spec(spec, carrier)
+            assert plan.stochastic_bits is not None, options
+            shift = plan.mant - plan.t + 1
+            bits = x.view(torch.int64 if dtype == np.float64 else torch.int32)
+            numbers = [torch.rand(x.shape, dtype=x.dtype, generator=g), torch.zeros_like(x), torch.full_like(x, 0.5),
+                       (bits & ((1 << shift) - 1)).to(x.dtype) * 2.0**-shift]
+            numbers += [torch.randint(0, 2**k, x.shape, generator=g).to(x.dtype) * 2.0**-k for k in (1, 3, 8)]
+            for u in numbers:
+                on_bits = round_elementwise(x, plan, u)
+                monkeypatch.setattr(elementwise, "_STOCHASTIC_ON_BITS", False)
+                scaled = round_elementwise(x, plan, u)
+                monkeypatch.setattr(elementwise, "_STOCHASTIC_ON_BITS", True)
+                np.testing.assert_array_equal(_bits(on_bits), _bits(scaled), err_msg=f"{options}, mode {mode}")
+
+
+def test_compiled_with_dynamic_true_on_float64_equals_eager():
+    """torch.compile(dynamic=True) traces the plan's integers as symbols; a shift of them
+    (1 << 52 for float64) overflowed in Inductor's C++ before the plan carried the shifted
+    constants.  Compiled results must equal eager ones (themselves chop's) on float64 and float32."""
+    rounders = [Rounder("h"), Rounder("q43", "up"), Rounder({"format": "h", "round": 5, "explim": 0}),
+                Rounder("b", "stochastic", subnormal=True), Rounder("q52", "stochastic_equal")]
+    compiled = torch.compile(lambda v, u: [r(v, u) for r in rounders], fullgraph=True, dynamic=True)
+    for dtype in (np.float64, np.float32):
+        x = torch.from_numpy(_samples(dtype, 700, seed=4))
+        u = torch.rand(x.shape, dtype=x.dtype)
+        for rounder, got in zip(rounders, compiled(x, u)):
+            np.testing.assert_array_equal(_bits(got), _bits(rounder(x, u)), err_msg=f"{rounder} {dtype}")

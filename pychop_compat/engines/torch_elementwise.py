@@ -138,6 +138,13 @@ class ElementwisePlan:
     # (xmax, xmins, and the largest carrier number that rounds to 0, as bit patterns) when
     # round to nearest is done on the bit pattern (see _round_nearest_bits); else None.
     nearest_bits: Optional[tuple] = None
+    # Constants of _round_stochastic_bits when it computes chop's stochastic rounding; else None.
+    stochastic_bits: Optional[tuple] = None
+    # The carrier's Inf pattern (field << mant) and implicit bit (1 << mant), precomputed: with
+    # torch.compile(dynamic=True) Dynamo traces the plan's ints as symbols, and Inductor (torch
+    # 2.13) prints a shift of symbols as a C++ int shift, which overflows for float64's 52.
+    inf_pattern: int = 0
+    lead_bit: int = 0
 
     @classmethod
     def from_spec(cls, spec: ChopSpec, carrier: str) -> "ElementwisePlan":
@@ -170,6 +177,8 @@ class ElementwisePlan:
             cast=_hardware_cast(spec, carrier),
             cast_to_zero=_at_most(float(min_rep) / 2 * (1 + 2.0 ** -fmt.t), dt),
             nearest_bits=_nearest_bits(spec, carrier),
+            stochastic_bits=_stochastic_bits(spec, carrier),
+            inf_pattern=field << mant, lead_bit=1 << mant,
         )
 
 
@@ -257,7 +266,7 @@ def _round_nearest_bits(x: Any, plan: ElementwisePlan) -> Any:
     xmax_bits, smallest_bits, to_zero_bits, most_dropped = plan.nearest_bits
     int_dtype = _int_dtype(torch, plan)
     width = 64 if plan.carrier == "float64" else 32
-    inf_bits = plan.field << plan.mant
+    inf_bits = plan.inf_pattern
     bits = x.view(int_dtype)
     magnitude = bits & ((1 << (width - 1)) - 1)
     # Dropped bits: mant + 1 - t in the normal range, with subnormals one more per binade
@@ -270,12 +279,97 @@ def _round_nearest_bits(x: Any, plan: ElementwisePlan) -> Any:
     # Round to a multiple of 2^s, ties to even (NaN patterns may wrap: replaced at the end).
     # The parity is that of the significand's bit s, the implicit leading bit included: in
     # xmins's binade s = mant and the count of xmins is 1 (odd), whatever the exponent bits.
-    odd = ((magnitude | (1 << plan.mant)) >> s) & 1
+    odd = ((magnitude | plan.lead_bit) >> s) & 1
     r = (magnitude + ((unit >> 1) - 1) + odd) & -unit
     r = torch.where(r > xmax_bits, inf_bits, r)  # chop's overflow: past xmax after rounding
     r = torch.where(magnitude < smallest_bits, smallest_bits, r) | (bits & (-(1 << (width - 1))))
     r = torch.where(magnitude <= to_zero_bits, 0, r)  # +0, as chop.m's range rules give
     r = torch.where(magnitude > inf_bits, bits, r)  # NaN
+    return r.view(x.dtype)
+
+
+# Tests switch this off to compare _round_stochastic_bits with the scaling path below it.
+_STOCHASTIC_ON_BITS = True
+
+
+def _stochastic_bits(spec: ChopSpec, carrier: str) -> Optional[tuple]:
+    """Constants of :func:`_round_stochastic_bits` when it computes chop's rounding, else None.
+
+    It does for stochastic rounding (modes 5, 6) with the exponent range on,
+    ``2 <= t <= mant`` and the format's exponents inside the carrier's, such
+    that ``2^(emins - 1)`` is at least the carrier's smallest subnormal.  The
+    tuple holds carrier bit patterns: ``2^emin``, ``2^emins``, the smallest
+    number kept (``min_rep_lt``), the overflow threshold (``xmax_gt`` in
+    mode 5, ``xboundary_ge`` in mode 6) and its result (xmax or Inf).
+    """
+    mant, bias, field = _LAYOUT[carrier]
+    fmt = spec.fmt
+    if (spec.round < 5 or not spec.limits_exponent or not 2 <= fmt.t <= mant
+            or fmt.emin < 1 - bias or fmt.emax > bias or fmt.emins - 1 < 1 - bias - mant):
+        return None
+    dt = np.dtype(carrier)
+    int_dt = np.int64 if carrier == "float64" else np.int32
+    pattern = lambda v: int(np.array(v, dt).view(int_dt))  # noqa: E731
+    min_rep = float(fmt.xmins if spec.keeps_subnormals else fmt.xmin)
+    if spec.round == 5:
+        over, over_value = _at_most(fmt.xmax, dt), pattern(_stored(fmt.xmax, dt))
+    else:
+        over, over_value = _at_least(fmt.xboundary, dt), field << mant
+    return (pattern(2.0 ** fmt.emin), pattern(2.0 ** fmt.emins), pattern(_at_least(min_rep, dt)),
+            pattern(over), over_value)
+
+
+def _round_stochastic_bits(x: Any, plan: ElementwisePlan, uniforms: Any) -> Any:
+    """Stochastic rounding (modes 5, 6) on the carrier's bit pattern, chop's values.
+
+    chop.m scales ``x`` by ``2^(t - 1 - e)`` (``e`` its exponent; ``emin``
+    in the subnormal block ``emins <= e < emin``), rounds the scaled value to
+    an integer (up when ``u <= fraction`` in mode 5, ``u <= 1/2`` in mode 6,
+    never when the fraction is 0) and scales back.  On the bit pattern that
+    is dropping ``s`` low bits: the fraction is their value over ``2^s``
+    (exact as a float) and rounding up adds ``2^s`` (a carry into the
+    exponent field is the next binade).  ``s`` is ``mant + 1 - t`` at or above
+    ``2^emin``, ``mant + 1 - t + emin - e`` in the subnormal block, which is
+    ``mant + 1 - t + emin + bias - max(E, 1)`` for the biased exponent ``E``
+    (the carrier's subnormals included); just below ``2^emins`` (``e = emins - 1``)
+    chop.m rounds at the value's own exponent (``mant + 1 - t``, or fewer bits
+    for a carrier subnormal); further below, rounding at that grid too gives
+    at most ``2^(emins - 1)``, under the smallest number kept, as chop.m's
+    own grid does.  Then chop.m's rules: under the smallest number
+    kept, +0; over the threshold, xmax (mode 5) or Inf (mode 6); Inf and NaN
+    unchanged.
+    """
+    import torch
+
+    sub_top, sub_low, min_rep, over, over_value = plan.stochastic_bits
+    int_dtype = _int_dtype(torch, plan)
+    width = 64 if plan.carrier == "float64" else 32
+    inf_bits = plan.inf_pattern
+    s_norm = plan.mant + 1 - plan.t
+    bits = x.view(int_dtype)
+    magnitude = bits & ((1 << (width - 1)) - 1)
+    biased = torch.clamp_min(magnitude >> plan.mant, 1)
+    s_sub = (s_norm + plan.emin + plan.bias) - biased  # the subnormal block: xmins's grid
+    # e = emins - 1: the value's own t-bit grid, fewer pattern bits for a carrier subnormal
+    # (its unit is 2^(1 - bias - mant)): s_norm + e + bias - 1 then.
+    s_low = torch.where(magnitude >> plan.mant == 0,
+                        torch.full_like(magnitude, s_norm + plan.emins + plan.bias - 2), s_norm)
+    s = torch.where(magnitude >= sub_top, s_norm, torch.where(magnitude >= sub_low, s_sub, s_low))
+    unit = torch.ones_like(s) << s
+    dropped = magnitude & (unit - 1)
+    u = uniforms.to(x.dtype)
+    if plan.mode == 5:
+        fraction = dropped.to(x.dtype) * ((plan.bias - s) << plan.mant).view(x.dtype)  # 2^-s, exact
+        up = (dropped != 0) & (u <= fraction)
+    else:
+        up = (dropped != 0) & (u <= 0.5)
+    r = (magnitude - dropped) + torch.where(up, unit, 0)
+    r = torch.where(r < min_rep, 0, r | (bits & (-(1 << (width - 1)))))  # +0 under the smallest kept
+    if plan.mode == 5:
+        r = torch.where((magnitude > over) & (magnitude < inf_bits), over_value | (bits & (-(1 << (width - 1)))), r)
+    else:
+        r = torch.where(magnitude >= over, inf_bits | (bits & (-(1 << (width - 1)))), r)
+    r = torch.where(magnitude >= inf_bits, bits, r)  # Inf, NaN
     return r.view(x.dtype)
 
 
@@ -344,6 +438,8 @@ def round_elementwise(x: Any, plan: ElementwisePlan, uniforms: Any = None) -> An
         return _round_nearest_bits(x, plan)
     if mode >= 5 and uniforms is None:
         raise ValueError("Stochastic rounding (round = 5 or 6) needs a tensor of uniform numbers.")
+    if plan.stochastic_bits is not None and _STOCHASTIC_ON_BITS:
+        return _round_stochastic_bits(x, plan, uniforms)
     e = _exponent(x, plan)
     if plan.limits:
         in_sub = (e < plan.emin) & (e >= plan.emins)

@@ -792,15 +792,20 @@ def _chop_work(x, spec: ChopSpec, sources: RandomSources):
     if getattr(spec, "extended", False):
         return _chop_extended(x, spec, sources)
     if _host_tuned(x) and (spec.round >= 5 or spec.flips or _compiled_engine_takes(x, spec)):
-        # The tensor's memory as a NumPy array, rounded by the NumPy engine's dispatch: the
-        # compiled engine (Numba) where it is wanted and handles the array, else the fast
-        # NumPy engine.  Both give the NumPy engine's bits; the compiled one is several times
-        # faster than the torch operations of the deterministic path below on the CPU.
+        # The tensor's memory as a NumPy array (no copy).  Random modes: the NumPy engine's
+        # dispatch (the compiled engine, or the NumPy engine where it streams its draws
+        # faster), as for NumPy arrays.  Modes 1 to 4: the compiled engine (Numba), several
+        # times faster than the torch operations of _chop_fast on the CPU.  The same bits.
         import torch
 
+        from . import compiled
         from .numpy_engine import chop_array
 
-        out = chop_array(x.numpy(), spec, sources)
+        array = x.numpy()
+        if spec.round >= 5 or spec.flips:
+            out = chop_array(array, spec, sources)
+        else:
+            out = compiled.chop_array(array, spec, sources)
         return torch.from_numpy(out if out.flags.c_contiguous else out.copy(order="C"))
     stream = None
     counter = getattr(sources, "counter", None)  # Chop(rng=<int>): the counter generator, every engine
@@ -839,7 +844,7 @@ def _compiled_engine_takes(x, spec: ChopSpec) -> bool:
     1 to 4 take it too instead of the torch operations of :func:`_chop_fast`."""
     from . import compiled
 
-    return compiled.wanted() and x.numel() > 1
+    return compiled.wanted() and compiled.handles(x.numpy(), spec)
 
 
 def _chop_extended(x, spec: ChopSpec, sources: RandomSources):

@@ -10,11 +10,15 @@ Run from the repository root::
 Rows: the quantizer to fp16 and to bfloat16 (chop's ``'b'``, no subnormals)
 with round to nearest, eager and under ``torch.compile`` (Inductor: one fused
 loop of integer operations on the bit patterns,
-:mod:`pychop_compat.engines.torch_elementwise`); ``chop`` itself (the torch
-engine); stochastic rounding, eager and compiled, with its two parts timed
-apart (the random numbers alone, ``torch.rand``; the rounding alone, given
-the numbers); and the forward + backward of ``quantize`` on a tensor that
-requires grad.  Each time is the median of repeats, in ns per element, with
+:mod:`pychop_compat.engines.torch_elementwise`); torch's own fixed cost of a
+compiled call (``torch.compile`` of ``v * 2``), which a quantizer inside a
+compiled training step shares with the rest of the step; ``chop`` itself on a
+tensor; stochastic rounding with torch's generator (the default), eager and
+compiled, with its two parts timed apart (the random numbers alone,
+``torch.rand``; the rounding alone, given the numbers); stochastic rounding
+with ``rng=<int seed>`` (the counter-based generator: chop's compiled CPU
+engine eagerly, the numbers made inside Inductor's fused loop when compiled);
+and the forward + backward of ``quantize`` on a tensor that requires grad.  Each time is the median of repeats, in ns per element, with
 its ratio to ``x.half().float()`` timed alternately in the same run (the
 ratio is what to compare across machines; nothing is asserted).  All rows
 return a new tensor.
@@ -82,11 +86,13 @@ def main(argv=None) -> int:
 def _measure(device, sizes, repeats: int, compile_rows: bool) -> None:
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     fp16, bf16, sr = Rounder("h"), Rounder("b"), Rounder("h", "stochastic")
+    sr_counter = Rounder("h", "stochastic", rng=0)
     chop_fp16 = Chop(format="h")
     rule = GradientRule()
     if compile_rows:
         compiled = {label: torch.compile(lambda v, r=r: r(v), fullgraph=True)
-                    for label, r in (("fp16", fp16), ("bf16", bf16), ("sr", sr))}
+                    for label, r in (("fp16", fp16), ("bf16", bf16), ("sr", sr), ("sr_counter", sr_counter))}
+        compiled["double"] = torch.compile(lambda v: v * 2, fullgraph=True)
     for n in sizes:
         x = torch.randn(n, device=device)
         leaf = x.clone().requires_grad_(True)
@@ -98,15 +104,19 @@ def _measure(device, sizes, repeats: int, compile_rows: bool) -> None:
 
         cases = [("quantizer fp16 RN, eager", lambda: fp16(x)),
                  ("quantizer bf16 RN, eager", lambda: bf16(x)),
-                 ("chop fp16 RN (torch engine)", lambda: chop_fp16(x)),
+                 ("chop fp16 RN on a tensor", lambda: chop_fp16(x)),
                  ("quantizer fp16 SR, eager (torch.rand)", lambda: sr(x)),
                  ("  its numbers alone: torch.rand", lambda: torch.rand(n, device=device)),
                  ("  its rounding alone, given the numbers", lambda: sr(x, numbers)),
+                 ("quantizer fp16 SR, eager, rng=0 (counter numbers)", lambda: sr_counter(x)),
                  ("quantize fp16 forward + backward", train_step)]
         if compile_rows:
             cases[2:2] = [("quantizer fp16 RN, torch.compile", lambda: compiled["fp16"](x)),
-                          ("quantizer bf16 RN, torch.compile", lambda: compiled["bf16"](x))]
+                          ("quantizer bf16 RN, torch.compile", lambda: compiled["bf16"](x)),
+                          ("  torch's fixed cost: torch.compile of v * 2", lambda: compiled["double"](x))]
             cases.insert(-1, ("quantizer fp16 SR, torch.compile (Inductor's rand)", lambda: compiled["sr"](x)))
+            cases.insert(-1, ("quantizer fp16 SR, torch.compile, rng=0 (counter numbers fused)",
+                              lambda: compiled["sr_counter"](x)))
         for label, func in cases:
             ours, base = [], []
             for _ in range(3):  # alternate with the baseline, to share the machine's state

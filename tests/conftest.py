@@ -97,6 +97,12 @@ class Engine:
             from pychop_compat.engines.compiled import cpu_engine
 
             return cpu_engine(self.name)
+        if self.name == "torch":
+            # CPU tensors go to the compiled engine when Numba is there (the "numba" row
+            # tests it); without it they take the torch engine's own CPU paths, tested here.
+            from pychop_compat.engines.compiled import cpu_engine
+
+            return cpu_engine("numpy")
         if self.name in ("torch-cuda", "cupy"):
             from pychop_compat.engines.torch_engine import matlab_stream_on_device
 

@@ -74,7 +74,7 @@ def test_nn_benchmark_prints_its_table():
     assert out.returncode == 0, out.stderr
     rows = [line for line in out.stdout.splitlines() if line.startswith("| ") and not line.startswith("| device")]
     devices = 2 if torch_cuda_visible() else 1  # CPU, and CUDA when torch sees a GPU
-    assert len(rows) == 7 * devices, out.stdout  # one size, seven cases (no torch.compile row in --quick)
+    assert len(rows) == 8 * devices, out.stdout  # one size, eight cases (no torch.compile row in --quick)
     assert all(row.count("|") == 7 for row in rows)
 
 

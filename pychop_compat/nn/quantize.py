@@ -19,7 +19,10 @@ import torch
 
 from ..api import Chop
 from ..options import OPTION_NAMES, resolve
-from ..engines.torch_elementwise import ElementwisePlan, round_elementwise, round_stochastic_eager, supports
+from ..randomness import counter_sources
+from ..engines.torch_elementwise import (ElementwisePlan, counter_uniform, round_elementwise,
+                                          round_stochastic_eager, supports)
+from ..engines.torch_engine import chop_tensor
 
 __all__ = ["Rounder", "quantize", "ROUNDING_NAMES"]
 
@@ -29,6 +32,7 @@ ROUNDING_NAMES = {
 }
 
 _CHOP_RANDOM = "chop"
+_MASK64 = (1 << 64) - 1
 
 
 def _rounding_mode(rounding) -> int:
@@ -80,7 +84,15 @@ class Rounder:
         ``'chop'``: chop's own numbers (MATLAB's stream for CPU tensors, the
         counter-based generator for GPU tensors), so that the result is
         ``chop(x, options)``; an int or a NumPy ``Generator``: as
-        ``Chop(options, rng=rng)``.
+        ``Chop(options, rng=rng)``.  An int seed is the fast choice for
+        stochastic rounding on the CPU: the counter-based generator of
+        :mod:`pychop_compat.engines.device_random`, element ``i`` (row-major)
+        of the rounder's ``k``-th drawing call gets ``u(c_k + i)``, where
+        ``c_k`` is the number of elements of the calls before it; eager
+        calls run chop's compiled CPU engine, and under ``torch.compile``
+        the numbers are made inside the fused loop.  The results are
+        ``Chop(options, rng=seed)``'s, call after call, eager and compiled
+        mixed.
 
     Notes
     -----
@@ -92,7 +104,14 @@ class Rounder:
     GPU; the rest (bit flips, ``'float8_e8m0fnu'``, and ``rng='chop'``, an int
     or a NumPy generator) go through :class:`pychop_compat.Chop`.  Eager CPU
     tensors rounded deterministically (other than the fp16/bfloat16 casts)
-    take chop's tuned engine, the same values.
+    take chop's engine for tensors (the compiled CPU engine when Numba is
+    installed), the same values.  Under ``torch.compile``, a rounder with an
+    int ``rng`` computes the counter-based numbers with int64 operations that
+    Inductor fuses with the rounding; the one difference from chop is
+    :func:`round_elementwise
+    <pychop_compat.engines.torch_elementwise.round_elementwise>`'s: with
+    ``explim = 0``, ``-0`` may come out ``+0``.  A rounder's counter is not
+    guarded by a lock: share one rounder between threads only eagerly.
 
     Examples
     --------
@@ -113,6 +132,16 @@ class Rounder:
         self.rng = rng
         chop_seed = isinstance(rng, (int, np.integer, np.random.Generator)) and not isinstance(rng, bool)
         self._host_random = chop_seed or (isinstance(rng, str) and rng == _CHOP_RANDOM)
+        # An int seed: Chop(given, rng=seed)'s counter-based numbers.  The counter is a 0-d
+        # int64 tensor (compiled code reads and advances it without recompiling); eager calls
+        # hand it to chop's engines through these sources.
+        self._counter_sources = None
+        if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
+            self._counter_sources = counter_sources(int(rng))
+            # The ROUND stream's key, as a tensor: Dynamo may trace an int attribute symbolically.
+            key = self._counter_sources.counter.keys[0]
+            self._counter_key = torch.tensor(key - (1 << 64) if key >= 1 << 63 else key, dtype=torch.int64)
+            self._counter_offset = torch.zeros((), dtype=torch.int64)
         if not (rng is None or self._host_random or isinstance(rng, torch.Generator)):
             raise TypeError(f"rng must be None, a torch.Generator, 'chop', an int or a "
                             f"numpy.random.Generator, not {rng!r}.")
@@ -122,13 +151,15 @@ class Rounder:
         # Resolved once, so that a call does no option parsing (torch.compile traces calls).
         self._plans = {}
         self._errors = {}
+        self._specs = {}
         for carrier, x_class in (("float64", "double"), ("float32", "single")):
             try:
                 spec = resolve(given, None, x_class)
             except ValueError as error:  # e.g. a custom precision over chop's limit for single
                 self._errors[carrier] = error
                 continue
-            if supports(spec) and not self._host_random:
+            self._specs[carrier] = spec
+            if supports(spec) and (not self._host_random or self._counter_sources is not None):
                 self._plans[carrier] = ElementwisePlan.from_spec(spec, carrier)
         self.mode = self.spec.round
         self.stochastic = self.mode >= 5
@@ -176,11 +207,16 @@ class Rounder:
         if carrier in self._errors:
             raise self._errors[carrier]
         plan = self._plans.get(carrier)
-        if plan is None:
+        if plan is None or self._counter_sources is not None:
             if uniforms is not None:
                 raise ValueError("uniforms can only be given to a rounder that rounds elementwise "
                                  "(no bit flips, no extended format, rng None or a torch.Generator).")
-            out = self._chop(work)
+            if plan is not None and torch.compiler.is_compiling():
+                out = round_elementwise(work, plan, self._counter_numbers(work) if self.stochastic else None)
+            elif plan is not None and self.stochastic:
+                out = self._chop_from_counter(work, carrier)
+            else:
+                out = self._chop(work)
         elif torch.compiler.is_compiling() or plan.cast is not None or work.device.type != "cpu":
             # Compiled code, the hardware casts, and tensors on GPUs: elementwise operations
             # only (no value read back by the host, no synchronisation).
@@ -192,6 +228,22 @@ class Rounder:
         else:
             out = round_stochastic_eager(work, plan, self._uniforms(work, uniforms))
         return out.to(give_back) if give_back is not None else out
+
+    def _counter_numbers(self, work: torch.Tensor) -> torch.Tensor:
+        """The counter-based numbers of this call (float64, shaped like ``work``); advances the counter."""
+        n = work.numel()
+        counters = torch.arange(n, dtype=torch.int64, device=work.device)
+        numbers = counter_uniform(self._counter_key.to(work.device), self._counter_offset.to(work.device), counters)
+        self._counter_offset.add_(n)
+        return numbers.view(work.shape)
+
+    def _chop_from_counter(self, work: torch.Tensor, carrier: str) -> torch.Tensor:
+        """Eager: chop's engine for tensors with the counter's sources, at this rounder's counter."""
+        counter = self._counter_sources.counter
+        counter.offset = int(self._counter_offset) & _MASK64
+        out = chop_tensor(work, self._specs[carrier], self._counter_sources)
+        self._counter_offset.fill_(counter.offset - (1 << 64) if counter.offset >= 1 << 63 else counter.offset)
+        return out
 
     def _uniforms(self, work: torch.Tensor, uniforms: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
         if not self.stochastic or uniforms is not None:

@@ -178,6 +178,12 @@ def test_shapes_orders_and_no_rounding():
     x = np.array([1.1, np.nan, -np.inf, 1e300])
     out = numba_cpfloat.round_array(x, spec_of(fmt, 8, 1, 1, 1, 0))  # no rounding
     assert same_bits(out, x).all() and out is not x
+    x = np.ones(3)
+    assert numba_cpfloat.handles(x, spec) and numba_cpfloat.handles(x.astype(np.float32), spec)
+    assert not numba_cpfloat.handles(x.astype(">f8"), spec)  # byte-swapped: the NumPy engine
+    assert not numba_cpfloat.handles(x.astype(np.float16), spec)
+    assert not numba_cpfloat.handles(x, make_spec(fmt, 5))  # stochastic: the reference path
+    assert not numba_cpfloat.handles(x, make_spec(fmt, 1, flip=1))
 
 
 def test_dispatch_follows_the_cpu_engine_setting(monkeypatch):

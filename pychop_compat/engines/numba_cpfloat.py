@@ -42,7 +42,7 @@ from numba import prange
 from ..options import ChopSpec
 from ..rounding.extended import ROUND_MODES, effective_format
 
-__all__ = ["round_array", "SERIAL_BELOW", "CHUNK", "SUB_BLOCK"]
+__all__ = ["round_array", "handles", "SERIAL_BELOW", "CHUNK", "SUB_BLOCK"]
 
 #: Below this many elements one thread does everything (a parallel launch costs more).
 SERIAL_BELOW = 1 << 20

@@ -72,10 +72,11 @@ def _cpfloat_rules(x, spec: ChopSpec, sources, reference: bool) -> np.ndarray:
     mode = spec.round
     random = mode in (5, 6) or spec.flips
     if not reference and not random and x.dtype in (np.float32, np.float64):
-        if x.dtype.isnative and compiled.wanted():  # Numba is imported here, on first use
+        if compiled.wanted():  # Numba is imported here, on first use
             from . import numba_cpfloat
 
-            return numba_cpfloat.round_array(x, spec)
+            if numba_cpfloat.handles(x, spec):
+                return numba_cpfloat.round_array(x, spec)
         return numpy_cpfloat.round_array(x, spec)
     xf = x.ravel(order="F")
     c = round_cpfloat(xf, spec.fmt, mode, spec.keeps_subnormals, spec.limits_exponent,

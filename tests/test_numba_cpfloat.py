@@ -3,8 +3,10 @@
 Oracles: the reference :func:`pychop_compat.rounding.extended.round_cpfloat`
 (which reproduces the CPFloat corpus, tests/test_cpfloat_corpus.py, where the
 facade runs on both CPU engines: ``engine`` = numpy and numba), bit for bit
-(NaN patterns included), over every deterministic mode and switch; and
-ml_dtypes' casts (round to nearest even) on the OCP formats.
+(NaN patterns included), over every deterministic mode and switch, for the
+kernel and for the NumPy engine (numpy_cpfloat, still used under
+``cpu_engine('numpy')``); and ml_dtypes' casts (round to nearest even) on the
+OCP formats.
 """
 
 from __future__ import annotations
@@ -81,6 +83,7 @@ def edge_values(fmt: Format, dtype) -> np.ndarray:
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
 @pytest.mark.parametrize("name", list(FORMATS))
 def test_kernel_is_the_reference_bit_for_bit(name, dtype):
+    """Both CPU engines (the compiled kernel and the NumPy engine) equal the reference."""
     fmt = FORMATS[name]
     x = edge_values(fmt, dtype)
     before = x.copy()
@@ -88,11 +91,13 @@ def test_kernel_is_the_reference_bit_for_bit(name, dtype):
     for mode in MODES:
         for switches in SWITCHES:
             want = round_cpfloat(x, fmt, mode, *map(bool, switches), MATLAB_STREAM)
-            got = numba_cpfloat.round_array(x, spec_of(fmt, mode, *switches))
-            assert got.dtype == x.dtype and got.shape == x.shape
-            bad = np.flatnonzero(~same_bits(got, want))
-            if bad.size:
-                failures.append((mode, switches, x[bad[:3]], got[bad[:3]], want[bad[:3]]))
+            spec = spec_of(fmt, mode, *switches)
+            for engine in (numba_cpfloat, numpy_cpfloat):  # both CPU engines stay tested
+                got = engine.round_array(x, spec)
+                assert got.dtype == x.dtype and got.shape == x.shape
+                bad = np.flatnonzero(~same_bits(got, want))
+                if bad.size:
+                    failures.append((engine.__name__, mode, switches, x[bad[:3]], got[bad[:3]], want[bad[:3]]))
     assert not failures, f"{len(failures)} settings differ, e.g. {failures[:3]}"
     assert same_bits(x, before).all()  # the input is not modified
 
@@ -130,6 +135,7 @@ def test_parallel_path_is_the_reference(name, mode, switches, dtype):
     spec = spec_of(fmt, mode, *switches)
     got = numba_cpfloat.round_array(x, spec)
     assert same_bits(got, want).all()
+    assert same_bits(numpy_cpfloat.round_array(x, spec), want).all()  # the NumPy engine's threads
     threads = numba.get_num_threads()
     try:
         numba.set_num_threads(1)

@@ -22,8 +22,9 @@ anything was cut.  An element of exponent field ``E`` drops
 These formulas need no branch, so the loop over a sub-block of
 :data:`SUB_BLOCK` elements vectorises; it rounds every element below the
 target's top binade (zeros and the whole subnormal range included) and
-counts the others (the top binade, overflow, Inf, NaN; every element for
-E8M0, which has no zero and no sign), which :func:`_round_one` rounds again
+counts the others (the top binade, overflow, Inf, NaN; for E8M0, which has
+no zero and no sign, also zeros, negative numbers and what lies below
+``xmin``), which :func:`_round_one` rounds again
 with the overflow rules (``xmax``, saturation, infinity) and the encoding.
 Large arrays are split into :data:`CHUNK`-element chunks shared out over
 Numba's threads (``prange``), each chunk written by one thread: results do
@@ -58,8 +59,8 @@ _U0 = np.uint64(0)
 _U1 = np.uint64(1)
 
 # Indices into the tuple of constants (all uint64; see _constants).
-(D, DTOP, DMAX, HIDDEN, MAG, TOPBIT, TINY_LO, TINY_HALF, TINY_RES, TOP_LO, XMAX, INF, NAN,
- SATURATION, INFINITY, ZERO_PLUS, E8M0, XMIN) = range(18)
+(D, DTOP, DMAX, HIDDEN, MAG, TOPBIT, TINY_LO, TINY_HALF, TINY_RES, SPECIAL_MASK, SPECIAL_LO,
+ SPECIAL_SPAN, XMAX, INF, NAN, SATURATION, INFINITY, ZERO_PLUS, E8M0, XMIN) = range(20)
 
 # (unsigned view, significand bits p, exponent bias, emax) of the storage formats.
 _LAYOUT = {"f": (np.uint32, 24, 127, 127), "d": (np.uint64, 53, 1023, 1023)}
@@ -95,10 +96,15 @@ def _constants(fmt, mode: int, subnormal: bool, explim: bool, saturation: bool, 
     fast_path = eff.emax == storage_emax and not saturation and infinity
     zero_plus = (mode in (2, 3) and not fast_path) or eff.encoding == "fnuz"
     e8m0 = eff.encoding == "e8m0"
+    top_lo = bits(math.ldexp(1.0, eff.emax))  # 2^emax: the target's top binade starts there
+    # The loop's regular elements are the patterns b with lo <= (b & mask) < lo + span: the
+    # magnitudes below the top binade; for E8M0 only the positive ones from tiny_lo up (no sign,
+    # no zero: the others give NaN or the smallest number).
+    special = ((1 << width) - 1, tiny_lo, top_lo - tiny_lo) if e8m0 else ((1 << (width - 1)) - 1, 0, top_lo)
     values = {
         D: d, DTOP: d + emin + bias, DMAX: p - 1, HIDDEN: 1 << (p - 1), MAG: (1 << (width - 1)) - 1,
         TOPBIT: width - 1, TINY_LO: tiny_lo, TINY_HALF: tiny_half, TINY_RES: tiny_res,
-        TOP_LO: 0 if e8m0 else bits(math.ldexp(1.0, eff.emax)),  # E8M0: every element special
+        SPECIAL_MASK: special[0], SPECIAL_LO: special[1], SPECIAL_SPAN: special[2],
         XMAX: bits(eff.xmax), INF: bits(math.inf), NAN: bits(math.nan),
         SATURATION: int(saturation), INFINITY: int(infinity), ZERO_PLUS: int(zero_plus),
         E8M0: int(e8m0), XMIN: xmin,
@@ -198,13 +204,13 @@ def _round_one(b, k, mode):
 @numba.njit(**_inline)
 def _block_mode(xu, ou, first, last, k, mode):
     special = 0
-    mag, top, top_lo = k[MAG], k[TOPBIT], k[TOP_LO]
+    mag, top, mask, lo, span = k[MAG], k[TOPBIT], k[SPECIAL_MASK], k[SPECIAL_LO], k[SPECIAL_SPAN]
     for i in range(first, last):
         b = np.uint64(xu[i])
         m = b & mag
         neg = b >> top
         ou[i] = _signed(_core(m, neg, k, mode), neg, k)
-        special += m >= top_lo
+        special += ((b & mask) - lo) >= span
     return special
 
 
@@ -229,10 +235,10 @@ def _block(xu, ou, first, last, k, mode):
 
 @numba.njit(**_jit)
 def _fix_specials(xu, ou, first, last, k, mode):
-    top_lo, mag = k[TOP_LO], k[MAG]
+    mask, lo, span = k[SPECIAL_MASK], k[SPECIAL_LO], k[SPECIAL_SPAN]
     for i in range(first, last):
         b = np.uint64(xu[i])
-        if (b & mag) >= top_lo:
+        if ((b & mask) - lo) >= span:
             ou[i] = _round_one(b, k, mode)
 
 
@@ -247,7 +253,7 @@ def _range(xu, ou, start, stop, k, mode):
 @numba.njit(**_jit)
 def _tuple(k):
     return (k[0], k[1], k[2], k[3], k[4], k[5], k[6], k[7], k[8], k[9], k[10], k[11], k[12], k[13],
-            k[14], k[15], k[16], k[17])
+            k[14], k[15], k[16], k[17], k[18], k[19])
 
 
 @numba.njit(**_jit)

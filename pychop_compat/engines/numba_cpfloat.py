@@ -121,6 +121,8 @@ def _constants(fmt, mode: int, subnormal: bool, explim: bool, saturation: bool, 
 def _core(m, neg, k, mode):
     """The rounded magnitude of the finite magnitude ``m`` (sign ``neg``: 0 or 1), any range;
     a carry beyond the top binade gives the storage's Inf pattern or above xmax."""
+    # Dropped bits: d in the normal range, d + emin - e below it (storage subnormals have
+    # e = emin_s, exponent field 1), at most p - 1 (what lies lower is tiny, decided below).
     e = m >> k[DMAX]
     e = e if e > _U1 else _U1
     s = k[DTOP] - e if k[DTOP] > e else _U0
@@ -203,6 +205,7 @@ def _round_one(b, k, mode):
 
 @numba.njit(**_inline)
 def _block_mode(xu, ou, first, last, k, mode):
+    """The loop of one mode (``mode`` a constant where it is inlined, so LLVM folds the branches)."""
     special = 0
     mag, top, mask, lo, span = k[MAG], k[TOPBIT], k[SPECIAL_MASK], k[SPECIAL_LO], k[SPECIAL_SPAN]
     for i in range(first, last):

@@ -117,3 +117,12 @@ def test_linalg_benchmark_quick_run():
     assert out.returncode == 0, out.stderr
     rows = [row for row in out.stdout.splitlines() if row.startswith("| 12 |")]
     assert len(rows) == 4 and not any("failed" in row for row in rows), out.stdout
+
+
+def test_cpfloat_benchmark_smoke_run():
+    """benchmarks/bench_cpfloat.py: the cpfloat facade on both CPU engines (one row per case)."""
+    pytest.importorskip("numba")
+    out = _run("bench_cpfloat.py", "--n", "1e4", "--repeats", "1")
+    assert out.returncode == 0, out.stderr
+    rows = [row for row in _table_rows(out.stdout) if not row.startswith("| cpfloat(x")]
+    assert len(rows) == 17 and all(row.count("|") == 7 for row in rows), out.stdout

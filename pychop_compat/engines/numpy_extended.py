@@ -4,8 +4,12 @@
   bits): chop.m's algorithm by the fast bit-pattern engine
   (:mod:`.numpy_fast`, or the reference), then the format's encoding
   (:func:`pychop_compat.rounding.extended.apply_encoding`).
-* CPFloat's range rules (the ``cpfloat`` facade): the bit-pattern engine
-  :mod:`.numpy_cpfloat` for the deterministic modes, the reference
+* CPFloat's range rules (the ``cpfloat`` facade, ``round_to_format``): for
+  the deterministic modes (and "no rounding") on float32/float64, the
+  compiled kernel :mod:`.numba_cpfloat` when the compiled CPU engine is
+  wanted (:func:`.compiled.wanted`: the setting ``'auto'`` with Numba
+  installed, or ``'numba'``), else the NumPy bit-pattern engine
+  :mod:`.numpy_cpfloat`; the reference
   :func:`~pychop_compat.rounding.extended.round_cpfloat` for stochastic
   modes and bit flips (random numbers in column-major order).
 """
@@ -19,7 +23,7 @@ from ..randomness import RandomSources
 from ..reference import chop_vector
 from ..rounding.extended import (ROUND_MODES, apply_encoding, effective_format, flip_bits,
                                  limited_bit_sources, round_cpfloat)
-from . import numpy_cpfloat, numpy_fast
+from . import compiled, numpy_cpfloat, numpy_fast
 
 __all__ = ["chop_array"]
 
@@ -68,6 +72,11 @@ def _cpfloat_rules(x, spec: ChopSpec, sources, reference: bool) -> np.ndarray:
     mode = spec.round
     random = mode in (5, 6) or spec.flips
     if not reference and not random and x.dtype in (np.float32, np.float64):
+        if compiled.wanted():  # Numba is imported here, on first use
+            from . import numba_cpfloat
+
+            if numba_cpfloat.handles(x, spec):
+                return numba_cpfloat.round_array(x, spec)
         return numpy_cpfloat.round_array(x, spec)
     xf = x.ravel(order="F")
     c = round_cpfloat(xf, spec.fmt, mode, spec.keeps_subnormals, spec.limits_exponent,

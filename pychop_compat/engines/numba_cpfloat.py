@@ -1,0 +1,310 @@
+"""A compiled (Numba) kernel for CPFloat's deterministic modes, bit for bit equal to
+:func:`pychop_compat.rounding.extended.round_cpfloat` (imported only when used).
+
+One pass over memory, integer arithmetic on bit patterns.  A float32 or
+float64 magnitude viewed as an unsigned integer is its exponent field
+followed by its significand, so rounding to a grid of ``2^s`` storage ulps
+is ``(m + add) & ~(2^s - 1)`` (a carry moves to the next binade by itself),
+``add`` given by the mode: half an ulp minus one plus the last kept bit (to
+nearest, ties to even), half an ulp (ties away), half an ulp minus one (ties
+to zero), ``2^s - 1`` on the side the mode rounds away to (up, down),
+nothing (toward zero); round to odd cuts and sets the last kept bit when
+anything was cut.  An element of exponent field ``E`` drops
+
+* ``s = d = p - t`` bits in the target's normal range,
+* ``s = d + emin - max(E, 1) + bias`` bits below it with subnormals (the
+  subnormal grid ``2^(emin - t + 1)``), at most ``p - 1``: what lies below
+  ``xmins`` (*tiny*) rounds to ``0`` or ``xmins``, decided by comparing the
+  magnitude with ``xmins / 2``;
+* without subnormals, everything below ``xmin`` is tiny: ``0`` or ``xmin``
+  (CPFloat's grid ``{0, xmin}``), decided against ``xmin / 2``.
+
+These formulas need no branch, so the loop over a sub-block of
+:data:`SUB_BLOCK` elements vectorises; it rounds every element below the
+target's top binade (zeros and the whole subnormal range included) and
+counts the others (the top binade, overflow, Inf, NaN; for E8M0, which has
+no zero and no sign, also zeros, negative numbers and what lies below
+``xmin``), which :func:`_round_one` rounds again
+with the overflow rules (``xmax``, saturation, infinity) and the encoding.
+Large arrays are split into :data:`CHUNK`-element chunks shared out over
+Numba's threads (``prange``), each chunk written by one thread: results do
+not depend on the number of threads.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numba
+import numpy as np
+from numba import prange
+
+from ..options import ChopSpec
+from ..rounding.extended import ROUND_MODES, effective_format
+
+__all__ = ["round_array", "handles", "SERIAL_BELOW", "CHUNK", "SUB_BLOCK"]
+
+#: Below this many elements one thread does everything (a parallel launch costs more).
+SERIAL_BELOW = 1 << 20
+#: Elements per chunk of the parallel loop (one thread writes a whole chunk).
+CHUNK = 1 << 14
+#: Elements per sub-block: a sub-block holding a special element is gone over again from L1.
+SUB_BLOCK = 256
+
+_jit = dict(cache=True, nogil=True, error_model="numpy")
+_inline = dict(_jit, inline="always")
+
+_U0 = np.uint64(0)
+_U1 = np.uint64(1)
+
+# Indices into the tuple of constants (all uint64; see _constants).
+(D, DTOP, DMAX, HIDDEN, MAG, TOPBIT, TINY_LO, TINY_HALF, TINY_RES, SPECIAL_MASK, SPECIAL_LO,
+ SPECIAL_SPAN, XMAX, INF, NAN, SATURATION, INFINITY, ZERO_PLUS, E8M0, XMIN) = range(20)
+
+# (unsigned view, significand bits p, exponent bias, emax) of the storage formats.
+_LAYOUT = {"f": (np.uint32, 24, 127, 127), "d": (np.uint64, 53, 1023, 1023)}
+
+
+# --- constants of one (format, mode, switches, dtype) ---------------------------------------------
+
+
+@lru_cache(maxsize=256)
+def _constants(fmt, mode: int, subnormal: bool, explim: bool, saturation: bool, infinity: bool,
+               char: str) -> np.ndarray:
+    utype, p, bias, storage_emax = _LAYOUT[char]
+    ftype = np.float32 if char == "f" else np.float64
+    width = 8 * np.dtype(ftype).itemsize
+    eff = effective_format(fmt, np.dtype(ftype), explim)
+    t, emin = eff.t, eff.emin
+    d = p - t
+
+    def bits(value: float) -> int:
+        return int(np.array(value, ftype).view(utype))
+
+    xmin = bits(eff.xmin)  # 2^emin, a storage normal number (emin is at least the storage's)
+    if subnormal:
+        tiny_lo = tiny_res = bits(math.ldexp(1.0, emin - t + 1))  # xmins
+        # xmins / 2 lies below the storage's smallest subnormal only when xmins is that one;
+        # then the sole tiny magnitude is 0, and any positive threshold decides it.
+        tiny_half = max(bits(math.ldexp(1.0, emin - t)), 1)
+    else:
+        tiny_lo = tiny_res = xmin
+        tiny_half = bits(math.ldexp(1.0, emin - 1))
+    # CPFloat's sign-of-zero rule (see round_cpfloat): off its fast path the directed modes
+    # up and down give +0; the fnuz formats have no -0.
+    fast_path = eff.emax == storage_emax and not saturation and infinity
+    zero_plus = (mode in (2, 3) and not fast_path) or eff.encoding == "fnuz"
+    e8m0 = eff.encoding == "e8m0"
+    top_lo = bits(math.ldexp(1.0, eff.emax))  # 2^emax: the target's top binade starts there
+    # The loop's regular elements are the patterns b with lo <= (b & mask) < lo + span: the
+    # magnitudes below the top binade; for E8M0 only the positive ones from tiny_lo up (no sign,
+    # no zero: the others give NaN or the smallest number).
+    special = ((1 << width) - 1, tiny_lo, top_lo - tiny_lo) if e8m0 else ((1 << (width - 1)) - 1, 0, top_lo)
+    values = {
+        D: d, DTOP: d + emin + bias, DMAX: p - 1, HIDDEN: 1 << (p - 1), MAG: (1 << (width - 1)) - 1,
+        TOPBIT: width - 1, TINY_LO: tiny_lo, TINY_HALF: tiny_half, TINY_RES: tiny_res,
+        SPECIAL_MASK: special[0], SPECIAL_LO: special[1], SPECIAL_SPAN: special[2],
+        XMAX: bits(eff.xmax), INF: bits(math.inf), NAN: bits(math.nan),
+        SATURATION: int(saturation), INFINITY: int(infinity), ZERO_PLUS: int(zero_plus),
+        E8M0: int(e8m0), XMIN: xmin,
+    }
+    k = np.array([values[i] for i in range(len(values))], np.uint64)
+    k.setflags(write=False)
+    return k
+
+
+# --- one element ------------------------------------------------------------------------------------
+
+
+@numba.njit(**_inline)
+def _core(m, neg, k, mode):
+    """The rounded magnitude of the finite magnitude ``m`` (sign ``neg``: 0 or 1), any range;
+    a carry beyond the top binade gives the storage's Inf pattern or above xmax."""
+    # Dropped bits: d in the normal range, d + emin - e below it (storage subnormals have
+    # e = emin_s, exponent field 1), at most p - 1 (what lies lower is tiny, decided below).
+    e = m >> k[DMAX]
+    e = e if e > _U1 else _U1
+    s = k[DTOP] - e if k[DTOP] > e else _U0
+    s = s if s > k[D] else k[D]
+    s = s if s < k[DMAX] else k[DMAX]
+    low = (_U1 << s) - _U1
+    keep = ~low
+    if mode == 1:
+        odd = ((m | k[HIDDEN]) >> s) & low & _U1  # the last kept bit; 0 when nothing is dropped
+        r = (m + (low >> _U1) + odd) & keep
+        up = m > k[TINY_HALF]  # the tie goes to the even 0
+    elif mode == -1:
+        r = (m + ((low + _U1) >> _U1)) & keep
+        up = m >= k[TINY_HALF]
+    elif mode == 0:
+        r = (m + (low >> _U1)) & keep
+        up = m > k[TINY_HALF]
+    elif mode == 2:
+        r = (m + (low if neg == _U0 else _U0)) & keep
+        up = (m != _U0) & (neg == _U0)
+    elif mode == 3:
+        r = (m + (low if neg != _U0 else _U0)) & keep
+        up = (m != _U0) & (neg != _U0)
+    elif mode == 4:
+        r = m & keep
+        up = False
+    else:  # 7, round to odd: with p - 1 bits dropped the kept significand is the hidden bit, odd
+        unit = (_U1 << s) & ~k[HIDDEN]
+        r = (m & keep) | (((m & low) + low) & unit)
+        up = m != _U0
+    tiny = (k[TINY_RES] if up else _U0)
+    return tiny if m < k[TINY_LO] else r
+
+
+@numba.njit(**_inline)
+def _signed(r, neg, k):
+    """The pattern of magnitude ``r`` with the input's sign (a zero without it under ZERO_PLUS)."""
+    plus = (r == _U0) & (k[ZERO_PLUS] != _U0)
+    return r | ((_U0 if plus else neg) << k[TOPBIT])
+
+
+@numba.njit(**_jit)
+def _round_one(b, k, mode):
+    """CPFloat's rounding of one bit pattern ``b`` (widened to uint64), every rule."""
+    m = b & k[MAG]
+    neg = b >> k[TOPBIT]
+    if m > k[INF]:
+        return k[NAN]  # NaN in: the quiet NaN
+    if m == k[INF]:
+        if k[SATURATION] != _U0:
+            r = k[XMAX]
+        elif k[INFINITY] != _U0:
+            r = k[INF]
+        elif mode == 4 or mode == 7 or (mode == 2 and neg != _U0) or (mode == 3 and neg == _U0):
+            r = k[XMAX]  # the directed modes that round this Inf toward zero
+        else:
+            r = k[NAN]
+    else:
+        r = _core(m, neg, k, mode)
+        if r > k[XMAX]:
+            if k[SATURATION] != _U0:
+                r = k[XMAX]
+            elif mode == 4 or mode == 7 or (mode == 2 and neg != _U0) or (mode == 3 and neg == _U0):
+                r = k[XMAX]
+            elif k[INFINITY] != _U0:
+                r = k[INF]
+            else:
+                r = k[NAN]
+    out = _signed(r, neg, k)
+    if k[E8M0] != _U0:  # no sign, no zero: only positive inputs give numbers
+        if neg != _U0 or m == _U0:
+            return k[NAN]
+        if r == _U0:
+            return k[XMIN]
+    return out
+
+
+# --- the loops ---------------------------------------------------------------------------------------
+
+
+@numba.njit(**_inline)
+def _block_mode(xu, ou, first, last, k, mode):
+    """The loop of one mode (``mode`` a constant where it is inlined, so LLVM folds the branches)."""
+    special = 0
+    mag, top, mask, lo, span = k[MAG], k[TOPBIT], k[SPECIAL_MASK], k[SPECIAL_LO], k[SPECIAL_SPAN]
+    for i in range(first, last):
+        b = np.uint64(xu[i])
+        m = b & mag
+        neg = b >> top
+        ou[i] = _signed(_core(m, neg, k, mode), neg, k)
+        special += ((b & mask) - lo) >= span
+    return special
+
+
+@numba.njit(**_jit)
+def _block(xu, ou, first, last, k, mode):
+    """Round ``first:last`` branch-free (one loop per mode, so that each vectorises); the number
+    of special elements, which the caller rounds again."""
+    if mode == 1:
+        return _block_mode(xu, ou, first, last, k, 1)
+    if mode == -1:
+        return _block_mode(xu, ou, first, last, k, -1)
+    if mode == 0:
+        return _block_mode(xu, ou, first, last, k, 0)
+    if mode == 2:
+        return _block_mode(xu, ou, first, last, k, 2)
+    if mode == 3:
+        return _block_mode(xu, ou, first, last, k, 3)
+    if mode == 4:
+        return _block_mode(xu, ou, first, last, k, 4)
+    return _block_mode(xu, ou, first, last, k, 7)
+
+
+@numba.njit(**_jit)
+def _fix_specials(xu, ou, first, last, k, mode):
+    mask, lo, span = k[SPECIAL_MASK], k[SPECIAL_LO], k[SPECIAL_SPAN]
+    for i in range(first, last):
+        b = np.uint64(xu[i])
+        if ((b & mask) - lo) >= span:
+            ou[i] = _round_one(b, k, mode)
+
+
+@numba.njit(**_jit)
+def _range(xu, ou, start, stop, k, mode):
+    for first in range(start, stop, SUB_BLOCK):
+        last = min(first + SUB_BLOCK, stop)
+        if _block(xu, ou, np.uint64(first), np.uint64(last), k, mode):
+            _fix_specials(xu, ou, np.uint64(first), np.uint64(last), k, mode)
+
+
+@numba.njit(**_jit)
+def _tuple(k):
+    return (k[0], k[1], k[2], k[3], k[4], k[5], k[6], k[7], k[8], k[9], k[10], k[11], k[12], k[13],
+            k[14], k[15], k[16], k[17], k[18], k[19])
+
+
+@numba.njit(**_jit)
+def round_serial(xu, ou, karray, mode):
+    """Round the bit patterns ``xu`` into ``ou`` (same unsigned dtype) by one thread."""
+    _range(xu, ou, 0, xu.size, _tuple(karray), mode)
+
+
+@numba.njit(parallel=True, **_jit)
+def round_parallel(xu, ou, karray, mode, chunk):
+    """As :func:`round_serial`, chunks of ``chunk`` elements shared out over Numba's threads."""
+    k = _tuple(karray)
+    n = xu.size
+    for c in prange((n + chunk - 1) // chunk):
+        _range(xu, ou, c * chunk, min(n, (c + 1) * chunk), k, mode)
+
+
+# --- entry point ---------------------------------------------------------------------------------------
+
+
+def handles(x: np.ndarray, spec: ChopSpec) -> bool:
+    """Whether :func:`round_array` rounds ``x`` by ``spec`` (float32/float64 in native byte
+    order; a deterministic mode or no rounding; no flips)."""
+    return (x.dtype.char in _LAYOUT and x.dtype.isnative and spec.round not in (5, 6)
+            and not spec.flips)
+
+
+def round_array(x: np.ndarray, spec: ChopSpec) -> np.ndarray:
+    """CPFloat's rounding of ``x`` (see :func:`handles`) by ``spec``; a new array of x's shape
+    and dtype, bit for bit :func:`~pychop_compat.rounding.extended.round_cpfloat`'s result."""
+    mode = int(spec.round)
+    if mode not in ROUND_MODES:
+        return x.copy()  # CPFloat's "no rounding": the input bit for bit, whatever the switches
+    char = x.dtype.char
+    k = _constants(spec.fmt, mode, bool(spec.keeps_subnormals), bool(spec.limits_exponent),
+                   bool(spec.saturation), bool(spec.infinity), char)
+    if x.flags.c_contiguous:
+        order = "C"
+    elif x.flags.f_contiguous:
+        order = "F"
+    else:
+        x, order = np.ascontiguousarray(x), "C"
+    out = np.empty(x.shape, x.dtype, order=order)
+    utype = _LAYOUT[char][0]
+    xu = x.reshape(-1, order=order).view(utype)
+    ou = out.reshape(-1, order=order).view(utype)
+    if xu.size < SERIAL_BELOW:
+        round_serial(xu, ou, k, mode)
+    else:
+        round_parallel(xu, ou, k, mode, CHUNK)
+    return out

@@ -1,0 +1,224 @@
+"""The compiled kernel for CPFloat's rules (pychop_compat.engines.numba_cpfloat).
+
+Oracles: the reference :func:`pychop_compat.rounding.extended.round_cpfloat`
+(which reproduces the CPFloat corpus, tests/test_cpfloat_corpus.py, where the
+facade runs on both CPU engines: ``engine`` = numpy and numba), bit for bit
+(NaN patterns included), over every deterministic mode and switch, for the
+kernel and for the NumPy engine (numpy_cpfloat, still used under
+``cpu_engine('numpy')``); and ml_dtypes' casts (round to nearest even) on the
+OCP formats.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from pychop_compat.engines import numpy_cpfloat, numpy_extended
+from pychop_compat.engines.compiled import cpu_engine
+from pychop_compat.formats import Format, lookup_format
+from pychop_compat.randomness import MATLAB_STREAM
+from pychop_compat.rounding import make_spec, round_to_format
+from pychop_compat.rounding.extended import round_cpfloat
+
+numba_cpfloat = pytest.importorskip("pychop_compat.engines.numba_cpfloat")  # needs numba
+
+MODES = (-1, 0, 1, 2, 3, 4, 7, 8, 9)  # 8 and 9: "no rounding"
+SWITCHES = list(itertools.product((0, 1), repeat=4))  # subnormal, explim, saturation, infinity
+FORMATS = {name: lookup_format(name) for name in (
+    "float8_e4m3fn", "float8_e5m2", "float4_e2m1fn", "float6_e2m3fn", "float8_e4m3fnuz",
+    "float8_e5m2fnuz", "bf16", "fp16", "tf32", "fp32", "fp64", "float8_e8m0fnu")}
+FORMATS["[3, -4, 5]"] = Format(3, 5, ("c",), emin=-4)
+FORMATS["[1, -3, 4]"] = Format(1, 4, ("c",), emin=-3)  # t = 1: the kept significand is the hidden bit
+FORMATS["[24, -130, 130]"] = Format(24, 130, ("c",), emin=-130)  # beyond float32's range and precision
+UINT = {np.dtype(np.float32): np.uint32, np.dtype(np.float64): np.uint64}
+
+
+def same_bits(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """Elementwise: identical bit patterns (so -0 != +0, and NaN signs count)."""
+    return got.view(UINT[want.dtype]) == want.view(UINT[want.dtype])
+
+
+def spec_of(fmt: Format, mode: int, subnormal: int, explim: int, saturation: int, infinity: int):
+    return make_spec(fmt, mode, subnormal=bool(subnormal), explim=bool(explim),
+                     saturation=bool(saturation), infinity=bool(infinity))
+
+
+def edge_values(fmt: Format, dtype) -> np.ndarray:
+    """Zeros, +-Inf, NaN, the storage's extremes, every binade from below xmins to above xmax
+    with its ends, midpoints and neighbours of midpoints, the format's xmin, xmins, xmax and
+    overflow threshold, each with its storage neighbours; then a dense sweep of bit patterns
+    (every exponent field, random significands) and random values across the magnitudes."""
+    info = np.finfo(dtype)
+    values = [0.0, math.inf, math.nan, 1.0, 3.0, 1e300, 1e30, 1e-300, 1e-40, 5e-324, 1e-45,
+              float(info.max), float(info.tiny), float(info.smallest_subnormal)]
+    t = fmt.t
+    for e in range(max(fmt.emin - t - 3, -1080), min(fmt.emax + 3, 1024)):
+        for m in (1.0, 1.25, 1.5, 1.75, 1 + math.ldexp(1, -t), 1 + 3 * math.ldexp(1, -t),
+                  1 + 1.5 * math.ldexp(1, 1 - t), 2 - math.ldexp(1, -t), 2 - math.ldexp(1, 1 - t)):
+            try:
+                values.append(math.ldexp(m, e))
+            except OverflowError:
+                values.append(math.inf)
+    values += [fmt.xmax, fmt.xmin, fmt.xmins, fmt.xboundary]
+    with np.errstate(all="ignore"):
+        a = np.array(values, np.float64).astype(dtype)
+        a = np.concatenate([a, np.nextafter(a, dtype(np.inf)), np.nextafter(a, dtype(0))])
+    rng = np.random.default_rng(2026)
+    u = UINT[np.dtype(dtype)]
+    width = 8 * np.dtype(dtype).itemsize
+    high = np.arange(1 << 12, dtype=np.uint64) << np.uint64(width - 12)
+    low = rng.integers(0, 1 << (width - 12), high.size, dtype=np.uint64)
+    sweep = (high | low).astype(u).view(dtype)
+    exponents = np.clip(rng.integers(fmt.emin - t - 4, fmt.emax + 3, 3000), -1070, 1020)
+    with np.errstate(all="ignore"):
+        spread = (rng.standard_normal(3000) * np.exp2(exponents.astype(np.float64))).astype(dtype)
+    a = np.concatenate([a, spread])
+    return np.concatenate([a, -a, sweep])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("name", list(FORMATS))
+def test_kernel_is_the_reference_bit_for_bit(name, dtype):
+    """Both CPU engines (the compiled kernel and the NumPy engine) equal the reference."""
+    fmt = FORMATS[name]
+    x = edge_values(fmt, dtype)
+    before = x.copy()
+    failures = []
+    for mode in MODES:
+        for switches in SWITCHES:
+            want = round_cpfloat(x, fmt, mode, *map(bool, switches), MATLAB_STREAM)
+            spec = spec_of(fmt, mode, *switches)
+            for engine in (numba_cpfloat, numpy_cpfloat):  # both CPU engines stay tested
+                got = engine.round_array(x, spec)
+                assert got.dtype == x.dtype and got.shape == x.shape
+                bad = np.flatnonzero(~same_bits(got, want))
+                if bad.size:
+                    failures.append((engine.__name__, mode, switches, x[bad[:3]], got[bad[:3]], want[bad[:3]]))
+    assert not failures, f"{len(failures)} settings differ, e.g. {failures[:3]}"
+    assert same_bits(x, before).all()  # the input is not modified
+
+
+def test_the_comparison_can_fail():
+    """The kernel's result differs from the reference of another mode (the test above has teeth)."""
+    fmt = FORMATS["float8_e4m3fn"]
+    x = edge_values(fmt, np.float64)
+    got = numba_cpfloat.round_array(x, spec_of(fmt, 1, 1, 1, 0, 1))
+    for other in (-1, 0, 7):
+        want = round_cpfloat(x, fmt, other, True, True, False, True, MATLAB_STREAM)
+        assert not same_bits(got, want).all()
+
+
+@pytest.mark.parametrize("name, mode, switches, dtype", [
+    ("float8_e4m3fn", 7, (1, 1, 0, 0), np.float64),
+    ("float4_e2m1fn", 2, (0, 1, 0, 1), np.float64),
+    ("bf16", -1, (1, 1, 1, 1), np.float32),
+    ("[3, -4, 5]", 3, (0, 1, 0, 0), np.float32),
+])
+def test_parallel_path_is_the_reference(name, mode, switches, dtype):
+    """Above the serial threshold the chunks are shared over threads; the same bits, whatever
+    the number of threads."""
+    import numba
+
+    fmt = FORMATS[name]
+    n = numba_cpfloat.SERIAL_BELOW + 12345
+    rng = np.random.default_rng(7)
+    with np.errstate(all="ignore"):
+        x = (rng.standard_normal(n) * np.exp2(rng.integers(fmt.emin - fmt.t - 3, fmt.emax + 3, n))).astype(dtype)
+    x[::1000] = np.inf
+    x[1::1000] = np.nan
+    x[2::1000] = -0.0
+    want = round_cpfloat(x, fmt, mode, *map(bool, switches), MATLAB_STREAM)
+    spec = spec_of(fmt, mode, *switches)
+    got = numba_cpfloat.round_array(x, spec)
+    assert same_bits(got, want).all()
+    assert same_bits(numpy_cpfloat.round_array(x, spec), want).all()  # the NumPy engine's threads
+    threads = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        assert same_bits(numba_cpfloat.round_array(x, spec), want).all()
+    finally:
+        numba.set_num_threads(threads)
+
+
+OCP = ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float6_e2m3fn",
+       "float6_e3m2fn", "float4_e2m1fn")
+
+
+@pytest.mark.parametrize("name", OCP)
+def test_round_to_nearest_even_is_ml_dtypes_cast(name):
+    """With the format's own overflow rule (NaN for 'fn'/'fnuz', Inf for IEEE, saturation
+    without NaN) CPFloat's round to nearest even is ml_dtypes' cast, for float32 inputs (ml_dtypes
+    casts float64 through float32) other than NaN (ml_dtypes maps it to -0 without NaN)."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    fmt = lookup_format(name)
+    x = edge_values(fmt, np.float32)
+    x = x[~np.isnan(x)]
+    spec = make_spec(fmt, 1)
+    assert spec.saturation == (fmt.overflow == "saturate") and spec.infinity == fmt.has_inf
+    want = x.astype(getattr(ml_dtypes, name)).astype(np.float32)
+    got = numba_cpfloat.round_array(x, spec)
+    ok = same_bits(got, want) | (np.isnan(got) & np.isnan(want))
+    if fmt.encoding == "fnuz":  # ml_dtypes keeps no -0 either; compare zeros by value
+        ok |= (got == 0) & (want == 0)
+    assert ok.all(), (x[~ok][:5], got[~ok][:5], want[~ok][:5])
+
+
+def test_shapes_orders_and_no_rounding():
+    fmt = FORMATS["float8_e4m3fn"]
+    spec = spec_of(fmt, 7, 1, 1, 0, 1)
+    base = np.random.default_rng(3).standard_normal((40, 30)) * 100
+    want = round_cpfloat(base.ravel(), fmt, 7, True, True, False, True, MATLAB_STREAM).reshape(base.shape)
+    for x in (base, np.asfortranarray(base), base[::2, ::3], base.T):
+        got = numba_cpfloat.round_array(x, spec)
+        assert got.shape == x.shape and got.dtype == x.dtype
+        expected = round_cpfloat(np.ascontiguousarray(x).ravel(), fmt, 7, True, True, False, True,
+                                 MATLAB_STREAM).reshape(x.shape)
+        assert same_bits(got, expected).all()
+    assert same_bits(numba_cpfloat.round_array(base, spec), want).all()
+    for empty in (np.zeros(0), np.zeros((0, 3), np.float32)):
+        assert numba_cpfloat.round_array(empty, spec).shape == empty.shape
+    x = np.array([1.1, np.nan, -np.inf, 1e300])
+    out = numba_cpfloat.round_array(x, spec_of(fmt, 8, 1, 1, 1, 0))  # no rounding
+    assert same_bits(out, x).all() and out is not x
+    x = np.ones(3)
+    assert numba_cpfloat.handles(x, spec) and numba_cpfloat.handles(x.astype(np.float32), spec)
+    assert not numba_cpfloat.handles(x.astype(">f8"), spec)  # byte-swapped: the NumPy engine
+    assert not numba_cpfloat.handles(x.astype(np.float16), spec)
+    assert not numba_cpfloat.handles(x, make_spec(fmt, 5))  # stochastic: the reference path
+    assert not numba_cpfloat.handles(x, make_spec(fmt, 1, flip=1))
+
+
+def test_dispatch_follows_the_cpu_engine_setting(monkeypatch):
+    """cpu_engine('numba') sends CPFloat's deterministic modes to the compiled kernel,
+    cpu_engine('numpy') to the NumPy bit-pattern engine; both give the reference's bits."""
+    calls = []
+
+    def spy(module):
+        original = module.round_array
+
+        def wrapped(x, spec):
+            calls.append(module.__name__.rsplit(".", 1)[-1])
+            return original(x, spec)
+
+        monkeypatch.setattr(module, "round_array", wrapped)
+
+    spy(numba_cpfloat)
+    spy(numpy_cpfloat)
+    x = np.linspace(-500, 500, 1001)
+    want = round_cpfloat(x, lookup_format("float8_e4m3fn"), 0, True, True, False, False, MATLAB_STREAM)
+    results = {}
+    for engine in ("numba", "numpy"):
+        calls.clear()
+        with cpu_engine(engine):
+            results[engine] = round_to_format(x, "float8_e4m3fn", 0)
+        assert calls == [{"numba": "numba_cpfloat", "numpy": "numpy_cpfloat"}[engine]]
+        assert same_bits(results[engine], want).all()
+    calls.clear()
+    with cpu_engine("numba"):  # stochastic modes stay on the reference path
+        round_to_format(x, "float8_e4m3fn", 5)
+        numpy_extended.chop_array(x, make_spec("fp16", 7), MATLAB_STREAM, reference=True)
+    assert calls == []

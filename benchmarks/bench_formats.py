@@ -11,8 +11,8 @@ best of ``--repeats`` runs, the configurations called in turn within each
 repeat (drift on a busy machine hits them alike).  The ratio column divides by
 chop's fp16 round to nearest on the NumPy engine measured in the same run.
 Engines: ``numpy`` (the NumPy engine, ``cpu_engine('numpy')``), ``numba``
-(``cpu_engine('numba')``: extended specs fall back to the NumPy engine, so the
-same time is expected) and ``torch`` (a CPU tensor: the torch engine hands
+(``cpu_engine('numba')``: the compiled engine, which since 2026-11-23 also
+rounds the extended specs with chop's rules and CPFloat's deterministic modes) and ``torch`` (a CPU tensor: the torch engine hands
 extended specs to the NumPy engine on the tensor's memory).  This script makes
 no assertion.
 """

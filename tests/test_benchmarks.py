@@ -126,3 +126,12 @@ def test_cpfloat_benchmark_smoke_run():
     assert out.returncode == 0, out.stderr
     rows = [row for row in _table_rows(out.stdout) if not row.startswith("| cpfloat(x")]
     assert len(rows) == 17 and all(row.count("|") == 7 for row in rows), out.stdout
+
+
+def test_formats_compiled_benchmark_smoke_run():
+    """benchmarks/bench_formats_compiled.py: one line per configuration (fp16 and four formats)."""
+    pytest.importorskip("numba")
+    out = _run("bench_formats_compiled.py", "--n", "1e4", "--repeats", "1")
+    assert out.returncode == 0, out.stderr
+    rows = [row for row in out.stdout.splitlines() if row.endswith("x") and " ms " in row]
+    assert len(rows) == 1 + 4 * 6 + 2, out.stdout

@@ -61,6 +61,7 @@ import numpy as np
 from ..matlab_random import stream_uniform
 from ..options import ChopSpec
 from ..randomness import RandomSources
+from .numpy_fast import in_memory_order
 
 __all__ = ["available", "set_cpu_engine", "cpu_engine", "get_cpu_engine", "chop_array", "warm_up",
            "wanted", "handles", "rounding_constants", "kernels",
@@ -326,15 +327,7 @@ def chop_array(x: np.ndarray, spec: ChopSpec, sources: RandomSources) -> np.ndar
 
 def _deterministic(k, x, ip, up, fp, rp, single, utype):
     # The element order is free: keep the caller's memory order.
-    if x.flags.c_contiguous:
-        order = "C"
-    elif x.flags.f_contiguous:
-        order = "F"
-    else:
-        x, order = np.ascontiguousarray(x), "C"
-    out = np.empty(x.shape, x.dtype, order=order)
-    xf = x.reshape(-1, order=order)
-    of = out.reshape(-1, order=order)
+    out, xf, of = in_memory_order(x)
     if xf.size < SERIAL_BELOW:
         k.det_serial(xf, xf.view(utype), of, of.view(utype), ip, up, fp, rp, single)
     else:

@@ -42,6 +42,7 @@ from numba import prange
 
 from ..options import ChopSpec
 from ..rounding.extended import ROUND_MODES, effective_format
+from .numpy_fast import in_memory_order
 
 __all__ = ["round_array", "handles", "SERIAL_BELOW", "CHUNK", "SUB_BLOCK"]
 
@@ -293,16 +294,9 @@ def round_array(x: np.ndarray, spec: ChopSpec) -> np.ndarray:
     char = x.dtype.char
     k = _constants(spec.fmt, mode, bool(spec.keeps_subnormals), bool(spec.limits_exponent),
                    bool(spec.saturation), bool(spec.infinity), char)
-    if x.flags.c_contiguous:
-        order = "C"
-    elif x.flags.f_contiguous:
-        order = "F"
-    else:
-        x, order = np.ascontiguousarray(x), "C"
-    out = np.empty(x.shape, x.dtype, order=order)
+    out, x_flat, out_flat = in_memory_order(x)
     utype = _LAYOUT[char][0]
-    xu = x.reshape(-1, order=order).view(utype)
-    ou = out.reshape(-1, order=order).view(utype)
+    xu, ou = x_flat.view(utype), out_flat.view(utype)
     if xu.size < SERIAL_BELOW:
         round_serial(xu, ou, k, mode)
     else:

@@ -69,8 +69,8 @@ from ..randomness import RandomSources
 from ..reference import FLIP_PRECISION_ERROR, apply_range_limits
 from .device_random import CounterStream
 
-__all__ = ["chop_array", "chop_scalar", "chop_counter", "map_blocks", "BLOCK", "PARALLEL_BLOCK", "THREADS",
-           "set_threads"]
+__all__ = ["chop_array", "chop_scalar", "chop_counter", "map_blocks", "in_memory_order", "BLOCK", "PARALLEL_BLOCK",
+           "THREADS", "set_threads"]
 
 #: Elements per block: a few arrays of this many 8-byte words fit in a core's L2 cache.
 BLOCK = 16384
@@ -1187,8 +1187,15 @@ def chop_counter(x: np.ndarray, spec: ChopSpec, stream: CounterStream) -> np.nda
     return out.reshape(x.shape)
 
 
-def _chop_in_memory_order(x: np.ndarray, plan: _Plan, finish_special=None) -> np.ndarray:
-    """Deterministic modes: the element order is free, so keep the caller's memory order."""
+def in_memory_order(x: np.ndarray) -> tuple:
+    """``(out, x_flat, out_flat)`` for elementwise work whose element order is free.
+
+    ``out`` is a new array of ``x``'s shape and dtype in ``x``'s memory order (C
+    or Fortran; C for other layouts, which are copied first); ``x_flat`` and
+    ``out_flat`` are 1-D views of ``x`` and ``out`` in that order, so one
+    pass reads and writes memory sequentially and the result keeps the
+    caller's layout.
+    """
     if x.flags.c_contiguous:
         order = "C"
     elif x.flags.f_contiguous:
@@ -1196,6 +1203,11 @@ def _chop_in_memory_order(x: np.ndarray, plan: _Plan, finish_special=None) -> np
     else:
         x, order = np.ascontiguousarray(x), "C"
     out = np.empty(x.shape, x.dtype, order=order)
-    _chop_deterministic(plan, x.reshape(-1, order=order).view(plan.u),
-                        out.reshape(-1, order=order).view(plan.u), finish_special)
+    return out, x.reshape(-1, order=order), out.reshape(-1, order=order)
+
+
+def _chop_in_memory_order(x: np.ndarray, plan: _Plan, finish_special=None) -> np.ndarray:
+    """Deterministic modes: the element order is free, so keep the caller's memory order."""
+    out, x_flat, out_flat = in_memory_order(x)
+    _chop_deterministic(plan, x_flat.view(plan.u), out_flat.view(plan.u), finish_special)
     return out

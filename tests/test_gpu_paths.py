@@ -807,6 +807,7 @@ def test_extended_specs_round_trip_through_numpy(monkeypatch, request, route):
     from pychop_compat.engines import cupy_engine, numpy_engine, torch_elementwise, torch_engine
 
     monkeypatch.setattr(torch_elementwise, "supports", lambda spec: False)
+    monkeypatch.setattr(cupy_engine, "elementwise_covers", lambda spec: False)
     from pychop_compat.options import ChopSpec
 
     @dataclasses.dataclass(frozen=True)
@@ -840,6 +841,30 @@ def test_extended_specs_round_trip_through_numpy(monkeypatch, request, route):
         got = torch_engine.chop_tensor(torch.from_numpy(x.copy()), spec, MATLAB_STREAM).numpy()
     assert calls and calls[0] is spec
     assert_bits_equal(got, expected, route)
+
+
+@pytest.mark.parametrize("mode", [1, 3])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name", ["float8_e4m3fn", "float4_e2m1fn", "float8_e5m2fnuz", "float6_e3m2fn"])
+def test_cupy_rounds_ocp_formats_on_the_device(host_kernel, monkeypatch, name, dtype, mode):
+    """A CuPy array (the stand-in, with NumPy as its array library) in an OCP format and a
+    deterministic mode is rounded by the elementwise code, never by the NumPy engine on the
+    host, with the NumPy engine's bits."""
+    from pychop_compat.engines import cupy_engine, numpy_engine
+    from pychop_compat.engines.compiled import cpu_engine
+    from pychop_compat.engines.elementwise import numpy_namespace
+
+    spec = resolve({"format": name, "round": mode}, None, "single" if dtype == "float32" else "double")
+    x = make_input(lookup_format(name), dtype, seed=5)
+    with cpu_engine("numpy"):
+        expected = numpy_engine.chop_array(x.copy(), spec, MATLAB_STREAM)
+    calls = []
+    original = numpy_engine.chop_array
+    monkeypatch.setattr(numpy_engine, "chop_array", lambda *a, **k: calls.append(1) or original(*a, **k))
+    monkeypatch.setattr(cupy_engine, "_namespace", lambda xp: numpy_namespace())
+    got = cupy_engine.chop_cupy(x.copy().view(host_kernel.HostArray), spec, MATLAB_STREAM)
+    assert not calls and isinstance(got, host_kernel.HostArray)
+    assert_bits_equal(np.asarray(got), expected, f"{name} {dtype} r{mode}")
 
 
 # --- CUDA tensors on every route (GPU only) ----------------------------------------------------

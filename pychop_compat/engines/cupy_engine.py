@@ -14,8 +14,11 @@ the kernel's float32/float64 and picks where random numbers come from:
 * otherwise the host draws them in chop.m's order and the kernel gets them
   as per-element arrays.
 
-For a spec beyond chop.m's semantics (``spec.extended``) the array makes a
-round trip through the NumPy engine on the host (slow; see docs/engines.rst).
+For a spec beyond chop.m's semantics (``spec.extended``): chop's rules on an
+OCP/ML format in a deterministic mode run as elementwise CuPy operations on
+the device (:func:`.elementwise.chop_elementwise`, the format's encoding
+included); the rest make a round trip through the NumPy engine on the host
+(slow; see docs/engines.rst).
 CuPy is imported lazily.
 """
 
@@ -29,7 +32,8 @@ from ..options import ChopSpec
 from ..randomness import RandomSources
 from . import device_random
 from .cuda import chop_device_array, kernel_source
-from .device_plan import FLIP_PRECISION_ERROR, draws_on_device, matlab_stream_on_device
+from .device_plan import FLIP_PRECISION_ERROR, draws_on_device, elementwise_covers, matlab_stream_on_device
+from .elementwise import Namespace, chop_elementwise
 from .device_random import seed_device
 
 __all__ = ["chop_cupy", "chop_device_array", "seed_device", "matlab_stream_on_device", "kernel_source"]
@@ -39,6 +43,11 @@ def _cupy():
     import cupy
 
     return cupy
+
+
+def _namespace(cupy) -> Namespace:
+    """CuPy as the array library of :func:`.elementwise.chop_elementwise`."""
+    return Namespace(cupy, lambda a, dtype: a.view(dtype))
 
 
 def chop_cupy(x: Any, spec: ChopSpec, sources: RandomSources) -> Any:
@@ -73,8 +82,15 @@ def chop_cupy(x: Any, spec: ChopSpec, sources: RandomSources) -> Any:
         raise TypeError(f"chop supports float64, float32 and float16 arrays (and integers), not {x.dtype}.")
     if work.size == 0:
         out = work.copy()
+    elif getattr(spec, "extended", False) and spec.round <= 4 and elementwise_covers(spec):
+        # chop's rules on an OCP/ML format: elementwise CuPy operations on the device, the
+        # format's encoding applied to the bit patterns (float operations touch only normal
+        # numbers, so CuPy's flush-to-zero compilation cannot change a result).
+        cupy = _cupy()
+        with work.device:
+            out = cupy.ascontiguousarray(chop_elementwise(_namespace(cupy), work, spec))
     elif getattr(spec, "extended", False):
-        # Semantics beyond chop.m: the NumPy engine on the host, and back (slow).
+        # Other semantics beyond chop.m: the NumPy engine on the host, and back (slow).
         from .numpy_engine import chop_array
 
         cupy = _cupy()

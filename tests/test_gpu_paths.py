@@ -867,6 +867,29 @@ def test_cupy_rounds_ocp_formats_on_the_device(host_kernel, monkeypatch, name, d
     assert_bits_equal(np.asarray(got), expected, f"{name} {dtype} r{mode}")
 
 
+@pytest.mark.parametrize("mode", [-1, 1, 2, 7, 8])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name", ["float8_e4m3fn", "float4_e2m1fn", "float8_e5m2fnuz", "float8_e8m0fnu"])
+def test_cupy_rounds_cpfloat_rules_on_the_device(host_kernel, monkeypatch, name, dtype, mode):
+    """A CuPy array (the stand-in) under CPFloat's rules in a deterministic mode is rounded by the
+    elementwise bit-pattern code, never by the NumPy engine, with the reference's bits."""
+    from pychop_compat.engines import cupy_engine, numpy_engine
+    from pychop_compat.engines.elementwise import numpy_namespace
+    from pychop_compat.rounding import make_spec
+    from pychop_compat.rounding.extended import round_cpfloat
+
+    fmt = lookup_format(name)
+    spec = make_spec(fmt, mode, saturation=mode == 2)
+    x = make_input(fmt, dtype, seed=6)
+    expected = round_cpfloat(x.ravel(), fmt, mode, spec.keeps_subnormals, True, spec.saturation, spec.infinity,
+                             MATLAB_STREAM).reshape(x.shape)
+    monkeypatch.setattr(numpy_engine, "chop_array", lambda *a, **k: pytest.fail("the NumPy engine was called"))
+    monkeypatch.setattr(cupy_engine, "_namespace", lambda xp: numpy_namespace())
+    got = cupy_engine.chop_cupy(x.copy().view(host_kernel.HostArray), spec, MATLAB_STREAM)
+    assert isinstance(got, host_kernel.HostArray)
+    assert_bits_equal(np.asarray(got), expected, f"{name} {dtype} r{mode}")
+
+
 # --- CUDA tensors on every route (GPU only) ----------------------------------------------------
 
 def _route_available(route) -> bool:

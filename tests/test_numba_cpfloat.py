@@ -11,73 +11,19 @@ OCP formats.
 
 from __future__ import annotations
 
-import itertools
-import math
-
 import numpy as np
 import pytest
 
 from pychop_compat.engines import numpy_cpfloat, numpy_extended
 from pychop_compat.engines.compiled import cpu_engine
-from pychop_compat.formats import Format, lookup_format
+from pychop_compat.formats import lookup_format
 from pychop_compat.randomness import MATLAB_STREAM
 from pychop_compat.rounding import make_spec, round_to_format
 from pychop_compat.rounding.extended import round_cpfloat
 
+from cpfloat_cases import FORMATS, MODES, SWITCHES, edge_values, same_bits, spec_of
+
 numba_cpfloat = pytest.importorskip("pychop_compat.engines.numba_cpfloat")  # needs numba
-
-MODES = (-1, 0, 1, 2, 3, 4, 7, 8, 9)  # 8 and 9: "no rounding"
-SWITCHES = list(itertools.product((0, 1), repeat=4))  # subnormal, explim, saturation, infinity
-FORMATS = {name: lookup_format(name) for name in (
-    "float8_e4m3fn", "float8_e5m2", "float4_e2m1fn", "float6_e2m3fn", "float8_e4m3fnuz",
-    "float8_e5m2fnuz", "bf16", "fp16", "tf32", "fp32", "fp64", "float8_e8m0fnu")}
-FORMATS["[3, -4, 5]"] = Format(3, 5, ("c",), emin=-4)
-FORMATS["[1, -3, 4]"] = Format(1, 4, ("c",), emin=-3)  # t = 1: the kept significand is the hidden bit
-FORMATS["[24, -130, 130]"] = Format(24, 130, ("c",), emin=-130)  # beyond float32's range and precision
-UINT = {np.dtype(np.float32): np.uint32, np.dtype(np.float64): np.uint64}
-
-
-def same_bits(got: np.ndarray, want: np.ndarray) -> np.ndarray:
-    """Elementwise: identical bit patterns (so -0 != +0, and NaN signs count)."""
-    return got.view(UINT[want.dtype]) == want.view(UINT[want.dtype])
-
-
-def spec_of(fmt: Format, mode: int, subnormal: int, explim: int, saturation: int, infinity: int):
-    return make_spec(fmt, mode, subnormal=bool(subnormal), explim=bool(explim),
-                     saturation=bool(saturation), infinity=bool(infinity))
-
-
-def edge_values(fmt: Format, dtype) -> np.ndarray:
-    """Zeros, +-Inf, NaN, the storage's extremes, every binade from below xmins to above xmax
-    with its ends, midpoints and neighbours of midpoints, the format's xmin, xmins, xmax and
-    overflow threshold, each with its storage neighbours; then a dense sweep of bit patterns
-    (every exponent field, random significands) and random values across the magnitudes."""
-    info = np.finfo(dtype)
-    values = [0.0, math.inf, math.nan, 1.0, 3.0, 1e300, 1e30, 1e-300, 1e-40, 5e-324, 1e-45,
-              float(info.max), float(info.tiny), float(info.smallest_subnormal)]
-    t = fmt.t
-    for e in range(max(fmt.emin - t - 3, -1080), min(fmt.emax + 3, 1024)):
-        for m in (1.0, 1.25, 1.5, 1.75, 1 + math.ldexp(1, -t), 1 + 3 * math.ldexp(1, -t),
-                  1 + 1.5 * math.ldexp(1, 1 - t), 2 - math.ldexp(1, -t), 2 - math.ldexp(1, 1 - t)):
-            try:
-                values.append(math.ldexp(m, e))
-            except OverflowError:
-                values.append(math.inf)
-    values += [fmt.xmax, fmt.xmin, fmt.xmins, fmt.xboundary]
-    with np.errstate(all="ignore"):
-        a = np.array(values, np.float64).astype(dtype)
-        a = np.concatenate([a, np.nextafter(a, dtype(np.inf)), np.nextafter(a, dtype(0))])
-    rng = np.random.default_rng(2026)
-    u = UINT[np.dtype(dtype)]
-    width = 8 * np.dtype(dtype).itemsize
-    high = np.arange(1 << 12, dtype=np.uint64) << np.uint64(width - 12)
-    low = rng.integers(0, 1 << (width - 12), high.size, dtype=np.uint64)
-    sweep = (high | low).astype(u).view(dtype)
-    exponents = np.clip(rng.integers(fmt.emin - t - 4, fmt.emax + 3, 3000), -1070, 1020)
-    with np.errstate(all="ignore"):
-        spread = (rng.standard_normal(3000) * np.exp2(exponents.astype(np.float64))).astype(dtype)
-    a = np.concatenate([a, spread])
-    return np.concatenate([a, -a, sweep])
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])

@@ -17,7 +17,9 @@ the kernel's float32/float64 and picks where random numbers come from:
 For a spec beyond chop.m's semantics (``spec.extended``): chop's rules on an
 OCP/ML format in a deterministic mode run as elementwise CuPy operations on
 the device (:func:`.elementwise.chop_elementwise`, the format's encoding
-included); the rest make a round trip through the NumPy engine on the host
+included), and CPFloat's rules in its deterministic modes as integer CuPy
+operations on the bit patterns (:func:`.elementwise_cpfloat.round_cpfloat_elementwise`);
+the rest make a round trip through the NumPy engine on the host
 (slow; see docs/engines.rst).
 CuPy is imported lazily.
 """
@@ -34,6 +36,7 @@ from . import device_random
 from .cuda import chop_device_array, kernel_source
 from .device_plan import FLIP_PRECISION_ERROR, draws_on_device, elementwise_covers, matlab_stream_on_device
 from .elementwise import Namespace, chop_elementwise
+from .elementwise_cpfloat import cpfloat_covers, round_cpfloat_elementwise
 from .device_random import seed_device
 
 __all__ = ["chop_cupy", "chop_device_array", "seed_device", "matlab_stream_on_device", "kernel_source"]
@@ -89,6 +92,12 @@ def chop_cupy(x: Any, spec: ChopSpec, sources: RandomSources) -> Any:
         cupy = _cupy()
         with work.device:
             out = cupy.ascontiguousarray(chop_elementwise(_namespace(cupy), work, spec))
+    elif getattr(spec, "extended", False) and cpfloat_covers(spec):
+        # CPFloat's rules in a deterministic mode: integer operations on the bit patterns on the
+        # device (no float operation, so flush-to-zero cannot change a result).
+        cupy = _cupy()
+        with work.device:
+            out = cupy.ascontiguousarray(round_cpfloat_elementwise(_namespace(cupy), work, spec))
     elif getattr(spec, "extended", False):
         # Other semantics beyond chop.m: the NumPy engine on the host, and back (slow).
         from .numpy_engine import chop_array

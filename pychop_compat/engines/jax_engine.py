@@ -8,8 +8,12 @@ through ``sys.modules``, never imported by ``import pychop_compat``).
   sharding.
 * Formats: chop's, and chop's rules on the signed formats of the catalogue
   (``'float8_e4m3fn'``, ``'float4_e2m1fn'``, the ``fnuz`` formats, ...; their
-  encoding applied on bit patterns); other extended specs (CPFloat's rules, E8M0,
-  bit flips on those formats) go through the host as below.
+  encoding applied on bit patterns); CPFloat's rules (the ``cpfloat`` facade,
+  ``round_to_format``) in its deterministic modes by
+  :func:`.elementwise_cpfloat.round_cpfloat_elementwise`, integer operations on
+  bit patterns; other extended specs (E8M0 under chop's rules, bit flips and
+  stochastic rounding under CPFloat's rules, whose numbers follow
+  column-major order) go through the host as below.
 * Deterministic modes (1 to 4) and the random modes with numbers made by JAX
   run :func:`.elementwise.chop_elementwise`: pure elementwise ``jax.numpy``
   operations on bit patterns, no Python branch on data, so they trace under
@@ -52,6 +56,7 @@ from ..options import ChopSpec, resolve
 from ..randomness import RandomSources
 from .device_plan import elementwise_covers
 from .elementwise import Namespace, chop_elementwise, counter_numbers
+from .elementwise_cpfloat import cpfloat_covers, round_cpfloat_elementwise
 
 __all__ = ["chop_jax", "chop_jax_array", "supports", "x64_enabled"]
 
@@ -65,8 +70,9 @@ def _jax():
 def supports(spec: ChopSpec) -> bool:
     """Whether :func:`chop_jax` rounds ``spec`` without random numbers, on the device and under
     ``jit``: rounding modes 1 to 4, no bit flips, chop.m's semantics or chop's rules on a signed
-    format of the catalogue (:func:`.device_plan.elementwise_covers`: the OCP/ML formats)."""
-    return spec.round <= 4 and not spec.flips and elementwise_covers(spec)
+    format of the catalogue (:func:`.device_plan.elementwise_covers`: the OCP/ML formats); or
+    CPFloat's rules in a deterministic mode (:func:`.elementwise_cpfloat.cpfloat_covers`)."""
+    return (spec.round <= 4 and not spec.flips and elementwise_covers(spec)) or cpfloat_covers(spec)
 
 
 def x64_enabled() -> bool:
@@ -100,12 +106,19 @@ def _working(x):
 
 
 def _needs_numbers(spec: ChopSpec) -> bool:
-    return spec.round >= 5 or spec.flips
+    return spec.round in (5, 6) or spec.flips  # (CPFloat's modes 7 and up are deterministic)
 
 
 #: Eager calls with a spec seen this many times (or on large arrays) use a compiled function.
 _COMPILE_AFTER, _COMPILE_SIZE = 2, 1 << 16
 _uses: dict = {}
+
+
+def _rounding(namespace: Namespace, work, spec: ChopSpec, u_round=None, u_choice=None, u_bit=None):
+    """The elementwise rounding of ``spec``: CPFloat's rules or chop's."""
+    if cpfloat_covers(spec):
+        return round_cpfloat_elementwise(namespace, work, spec)
+    return chop_elementwise(namespace, work, spec, u_round, u_choice, u_bit)
 
 
 def _elementwise(work, spec: ChopSpec, numbers=(None, None, None)):
@@ -114,13 +127,13 @@ def _elementwise(work, spec: ChopSpec, numbers=(None, None, None)):
     # function per spec, which costs one dispatch instead of ~80 (loops of small calls, big arrays).
     key = (spec, x64_enabled())
     if _is_traced(work) or any(_is_traced(u) for u in numbers if u is not None):
-        return chop_elementwise(_namespace(), work, spec, *numbers)
+        return _rounding(_namespace(), work, spec, *numbers)
     uses = _uses.get(key, 0)
     if uses < _COMPILE_AFTER and work.size < _COMPILE_SIZE:
         if len(_uses) > 4096:
             _uses.clear()
         _uses[key] = uses + 1
-        return chop_elementwise(_namespace(), work, spec, *numbers)
+        return _rounding(_namespace(), work, spec, *numbers)
     return _compiled(*key)(work, *numbers)
 
 
@@ -128,13 +141,14 @@ def _elementwise(work, spec: ChopSpec, numbers=(None, None, None)):
 def _compiled(spec: ChopSpec, wide: bool):
     jax = _jax()
     namespace = Namespace(jax.numpy, jax.lax.bitcast_convert_type, wide=wide)
-    return jax.jit(lambda work, u_round, u_choice, u_bit: chop_elementwise(namespace, work, spec, u_round,
-                                                                             u_choice, u_bit))
+    return jax.jit(lambda work, u_round, u_choice, u_bit: _rounding(namespace, work, spec, u_round, u_choice,
+                                                                      u_bit))
 
 
 def _fits_32_bits(spec: ChopSpec) -> bool:
-    """Without x64 the integers of :func:`chop_elementwise` are int32: enough for t <= 24."""
-    return x64_enabled() or spec.fmt.t <= 24
+    """Without x64 the integers of :func:`chop_elementwise` are int32: enough for t <= 24.
+    CPFloat's rules work on the storage's own bit patterns (float32: int32)."""
+    return x64_enabled() or spec.fmt.t <= 24 or cpfloat_covers(spec)
 
 
 def _key_numbers(key, shape, spec: ChopSpec):
@@ -171,7 +185,7 @@ def _on_host(x, work, spec: ChopSpec, sources: RandomSources):
 
 def _extended(spec: ChopSpec) -> bool:
     """Whether ``spec`` needs the NumPy engine (beyond what the elementwise rounding covers)."""
-    return not elementwise_covers(spec)
+    return not (elementwise_covers(spec) or cpfloat_covers(spec))
 
 
 def chop_jax_array(x: Any, spec: ChopSpec, sources: RandomSources) -> Any:

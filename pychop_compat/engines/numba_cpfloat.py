@@ -33,7 +33,6 @@ not depend on the number of threads.
 
 from __future__ import annotations
 
-import math
 from functools import lru_cache
 
 import numba
@@ -41,7 +40,8 @@ import numpy as np
 from numba import prange
 
 from ..options import ChopSpec
-from ..rounding.extended import ROUND_MODES, effective_format
+from ..rounding.extended import ROUND_MODES
+from .elementwise_cpfloat import cpfloat_constants
 from .numpy_fast import in_memory_order
 
 __all__ = ["round_array", "handles", "SERIAL_BELOW", "CHUNK", "SUB_BLOCK"]
@@ -63,8 +63,8 @@ _U1 = np.uint64(1)
 (D, DTOP, DMAX, HIDDEN, MAG, TOPBIT, TINY_LO, TINY_HALF, TINY_RES, SPECIAL_MASK, SPECIAL_LO,
  SPECIAL_SPAN, XMAX, INF, NAN, SATURATION, INFINITY, ZERO_PLUS, E8M0, XMIN) = range(20)
 
-# (unsigned view, significand bits p, exponent bias, emax) of the storage formats.
-_LAYOUT = {"f": (np.uint32, 24, 127, 127), "d": (np.uint64, 53, 1023, 1023)}
+# The unsigned views of the storage formats.
+_UNSIGNED = {"f": np.uint32, "d": np.uint64}
 
 
 # --- constants of one (format, mode, switches, dtype) ---------------------------------------------
@@ -73,42 +73,14 @@ _LAYOUT = {"f": (np.uint32, 24, 127, 127), "d": (np.uint64, 53, 1023, 1023)}
 @lru_cache(maxsize=256)
 def _constants(fmt, mode: int, subnormal: bool, explim: bool, saturation: bool, infinity: bool,
                char: str) -> np.ndarray:
-    utype, p, bias, storage_emax = _LAYOUT[char]
-    ftype = np.float32 if char == "f" else np.float64
-    width = 8 * np.dtype(ftype).itemsize
-    eff = effective_format(fmt, np.dtype(ftype), explim)
-    t, emin = eff.t, eff.emin
-    d = p - t
-
-    def bits(value: float) -> int:
-        return int(np.array(value, ftype).view(utype))
-
-    xmin = bits(eff.xmin)  # 2^emin, a storage normal number (emin is at least the storage's)
-    if subnormal:
-        tiny_lo = tiny_res = bits(math.ldexp(1.0, emin - t + 1))  # xmins
-        # xmins / 2 lies below the storage's smallest subnormal only when xmins is that one;
-        # then the sole tiny magnitude is 0, and any positive threshold decides it.
-        tiny_half = max(bits(math.ldexp(1.0, emin - t)), 1)
-    else:
-        tiny_lo = tiny_res = xmin
-        tiny_half = bits(math.ldexp(1.0, emin - 1))
-    # CPFloat's sign-of-zero rule (see round_cpfloat): off its fast path the directed modes
-    # up and down give +0; the fnuz formats have no -0.
-    fast_path = eff.emax == storage_emax and not saturation and infinity
-    zero_plus = (mode in (2, 3) and not fast_path) or eff.encoding == "fnuz"
-    e8m0 = eff.encoding == "e8m0"
-    top_lo = bits(math.ldexp(1.0, eff.emax))  # 2^emax: the target's top binade starts there
-    # The loop's regular elements are the patterns b with lo <= (b & mask) < lo + span: the
-    # magnitudes below the top binade; for E8M0 only the positive ones from tiny_lo up (no sign,
-    # no zero: the others give NaN or the smallest number).
-    special = ((1 << width) - 1, tiny_lo, top_lo - tiny_lo) if e8m0 else ((1 << (width - 1)) - 1, 0, top_lo)
+    """The constants of :func:`.elementwise_cpfloat.cpfloat_constants` as the kernel's array."""
+    c = cpfloat_constants(fmt, mode, subnormal, explim, saturation, infinity, char)
     values = {
-        D: d, DTOP: d + emin + bias, DMAX: p - 1, HIDDEN: 1 << (p - 1), MAG: (1 << (width - 1)) - 1,
-        TOPBIT: width - 1, TINY_LO: tiny_lo, TINY_HALF: tiny_half, TINY_RES: tiny_res,
-        SPECIAL_MASK: special[0], SPECIAL_LO: special[1], SPECIAL_SPAN: special[2],
-        XMAX: bits(eff.xmax), INF: bits(math.inf), NAN: bits(math.nan),
-        SATURATION: int(saturation), INFINITY: int(infinity), ZERO_PLUS: int(zero_plus),
-        E8M0: int(e8m0), XMIN: xmin,
+        D: c.dropped, DTOP: c.dropped_top, DMAX: c.dropped_max, HIDDEN: c.hidden, MAG: (1 << (c.width - 1)) - 1,
+        TOPBIT: c.width - 1, TINY_LO: c.tiny_lo, TINY_HALF: c.tiny_half, TINY_RES: c.tiny_result,
+        SPECIAL_MASK: c.special_mask, SPECIAL_LO: c.special_lo, SPECIAL_SPAN: c.special_span,
+        XMAX: c.xmax, INF: c.inf, NAN: c.nan, SATURATION: int(c.saturation), INFINITY: int(c.infinity),
+        ZERO_PLUS: int(c.zero_plus), E8M0: int(c.e8m0), XMIN: c.xmin,
     }
     k = np.array([values[i] for i in range(len(values))], np.uint64)
     k.setflags(write=False)
@@ -281,7 +253,7 @@ def round_parallel(xu, ou, karray, mode, chunk):
 def handles(x: np.ndarray, spec: ChopSpec) -> bool:
     """Whether :func:`round_array` rounds ``x`` by ``spec`` (float32/float64 in native byte
     order; a deterministic mode or no rounding; no flips)."""
-    return (x.dtype.char in _LAYOUT and x.dtype.isnative and spec.round not in (5, 6)
+    return (x.dtype.char in _UNSIGNED and x.dtype.isnative and spec.round not in (5, 6)
             and not spec.flips)
 
 
@@ -295,7 +267,7 @@ def round_array(x: np.ndarray, spec: ChopSpec) -> np.ndarray:
     k = _constants(spec.fmt, mode, bool(spec.keeps_subnormals), bool(spec.limits_exponent),
                    bool(spec.saturation), bool(spec.infinity), char)
     out, x_flat, out_flat = in_memory_order(x)
-    utype = _LAYOUT[char][0]
+    utype = _UNSIGNED[char]
     xu, ou = x_flat.view(utype), out_flat.view(utype)
     if xu.size < SERIAL_BELOW:
         round_serial(xu, ou, k, mode)

@@ -78,6 +78,8 @@ from .device_plan import (CARRIERS as _CARRIERS, FLIP_PRECISION_ERROR as _FLIP_P
                           Limits, matlab_stream_on_device, range_limits as _limits, regular_range)
 from .device_random import seed_device
 from . import torch_elementwise
+from .elementwise import Namespace
+from .elementwise_cpfloat import cpfloat_covers, round_cpfloat_elementwise
 from .torch_elementwise import apply_overflow, apply_underflow
 
 __all__ = ["chop_tensor", "seed_device", "matlab_stream_on_device", "host_draw_plan", "cuda_route"]
@@ -854,12 +856,22 @@ def _compiled_engine_takes(x, spec: ChopSpec) -> bool:
     return compiled.wanted() and compiled.handles(x.numpy(), spec)
 
 
+@functools.lru_cache(maxsize=1)
+def _torch_namespace() -> Namespace:
+    """torch as the array library of the namespace-generic elementwise code."""
+    import torch
+
+    return Namespace(torch, lambda a, dtype: a.view(dtype))
+
+
 def _chop_extended(x, spec: ChopSpec, sources: RandomSources):
     """Specs beyond chop.m (``spec.extended``): the NumPy engine, on the tensor's memory for CPU
     tensors.  On a GPU, chop.m's rules on an OCP/ML format in a deterministic mode are
     elementwise torch operations on the device (:mod:`.torch_elementwise`, the format's encoding
-    included); the rest (CPFloat's rules, stochastic modes, whose numbers come from chop's
-    sources in chop.m's order, bit flips) make a round trip through the host."""
+    included), and so are CPFloat's rules in its deterministic modes
+    (:func:`.elementwise_cpfloat.round_cpfloat_elementwise`); the rest (stochastic modes, whose
+    numbers come from chop's sources in chop.m's order, bit flips) make a round trip through
+    the host."""
     import torch
 
     from .numpy_engine import chop_array
@@ -867,6 +879,9 @@ def _chop_extended(x, spec: ChopSpec, sources: RandomSources):
     if not _host_tuned(x) and spec.round <= 4 and torch_elementwise.supports(spec):
         carrier = "float64" if x.dtype == torch.float64 else "float32"
         return torch_elementwise.round_elementwise(x, _elementwise_plan(spec, carrier))
+    if not _host_tuned(x) and cpfloat_covers(spec):
+        # CPFloat's rules in a deterministic mode: integer torch operations on the bit patterns.
+        return round_cpfloat_elementwise(_torch_namespace(), x, spec).contiguous()
     host = x if x.device.type == "cpu" else x.cpu()
     out = np.array(chop_array(host.numpy(), spec, sources), order="C")  # (ascontiguousarray makes 0-d 1-d)
     result = torch.from_numpy(out)

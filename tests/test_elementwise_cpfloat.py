@@ -1,0 +1,170 @@
+"""CPFloat's deterministic rules as elementwise operations on bit patterns, on device arrays.
+
+``engines/elementwise_cpfloat.py`` is written once against an array
+namespace and runs on NumPy (tested here), JAX (eager and under ``jit``),
+torch tensors off the CPU (run here on CPU tensors through the device path)
+and CuPy (tested on a NumPy stand-in in test_gpu_paths.py).  Oracles: the
+reference :func:`pychop_compat.rounding.extended.round_cpfloat` bit for bit
+(NaN patterns and signs of zero included; the reference reproduces the CPFloat
+corpus, tests/test_cpfloat_corpus.py), and the CPFloat corpus itself on the
+torch device path, which must never call the NumPy engine.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pychop_compat.cpfloat import clear_cpfloat, cpfloat
+from pychop_compat.engines import numpy_engine
+from pychop_compat.engines.elementwise import numpy_namespace
+from pychop_compat.engines.elementwise_cpfloat import cpfloat_covers, round_cpfloat_elementwise
+from pychop_compat.formats import lookup_format
+from pychop_compat.randomness import MATLAB_STREAM
+from pychop_compat.rounding import make_spec
+from pychop_compat.rounding.extended import round_cpfloat
+
+from cpfloat_cases import FORMATS, MODES, SWITCHES, edge_values, same_bits, spec_of
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("name", list(FORMATS))
+def test_numpy_namespace_is_the_reference_bit_for_bit(name, dtype):
+    """Every deterministic mode and "no rounding", every switch, on edge values and sweeps."""
+    fmt = FORMATS[name]
+    x = edge_values(fmt, dtype)
+    before = x.copy()
+    failures = []
+    for mode in MODES:
+        for switches in SWITCHES:
+            want = round_cpfloat(x, fmt, mode, *map(bool, switches), MATLAB_STREAM)
+            got = round_cpfloat_elementwise(numpy_namespace(), x, spec_of(fmt, mode, *switches))
+            assert got.dtype == x.dtype and got.shape == x.shape
+            assert not np.shares_memory(got, x)  # a new array, "no rounding" included
+            bad = np.flatnonzero(~same_bits(got, want))
+            if bad.size:
+                failures.append((mode, switches, x[bad[:3]], got[bad[:3]], want[bad[:3]]))
+    assert not failures, f"{len(failures)} settings differ, e.g. {failures[:3]}"
+    assert same_bits(x, before).all()  # the input is not modified
+
+
+def test_the_comparison_can_fail():
+    """The result differs from the reference of another mode or switch (the test above has teeth)."""
+    fmt = FORMATS["float8_e4m3fn"]
+    x = edge_values(fmt, np.float64)
+    got = round_cpfloat_elementwise(numpy_namespace(), x, spec_of(fmt, 1, 1, 1, 0, 1))
+    for other in (-1, 0, 7):
+        assert not same_bits(got, round_cpfloat(x, fmt, other, True, True, False, True, MATLAB_STREAM)).all()
+    assert not same_bits(got, round_cpfloat(x, fmt, 1, True, True, True, True, MATLAB_STREAM)).all()
+
+
+def test_any_shape_and_what_is_refused():
+    fmt = lookup_format("float4_e2m1fn")
+    spec = make_spec(fmt, 7)
+    x = np.random.default_rng(4).standard_normal((3, 4, 5)) * 8
+    got = round_cpfloat_elementwise(numpy_namespace(), x, spec)
+    want = round_cpfloat(x.ravel(), fmt, 7, True, True, False, False, MATLAB_STREAM).reshape(x.shape)
+    assert got.shape == x.shape and same_bits(got, want).all()
+    scalar = round_cpfloat_elementwise(numpy_namespace(), np.array(0.3), spec)
+    assert scalar.shape == () and float(scalar) == 0.5  # round to odd: 0.3 lies between 0 and 0.5
+    assert cpfloat_covers(spec) and cpfloat_covers(make_spec(fmt, 8))
+    for uncovered in (make_spec(fmt, 5), make_spec(fmt, 6), make_spec(fmt, 1, flip=1), make_spec(fmt, 1, rules="chop")):
+        assert not cpfloat_covers(uncovered)
+        with pytest.raises(ValueError, match="deterministic mode"):
+            round_cpfloat_elementwise(numpy_namespace(), x, uncovered)
+    with pytest.raises(TypeError, match="float32 or float64"):
+        round_cpfloat_elementwise(numpy_namespace(), x.astype(np.float16), spec)
+
+
+# --- torch tensors off the CPU (the device path, run on CPU tensors) ------------------------------
+
+
+@pytest.fixture
+def torch_device_path(monkeypatch):
+    """CPU tensors take the paths of CUDA tensors; the NumPy engine must not be called."""
+    torch = pytest.importorskip("torch")
+    from pychop_compat.engines import torch_engine
+
+    monkeypatch.setattr(torch_engine, "_DEVICE_PATHS_ON_CPU", True)
+
+    def host_call(*args, **kwargs):
+        raise AssertionError("the NumPy engine was called")
+
+    monkeypatch.setattr(numpy_engine, "chop_array", host_call)
+    return torch
+
+
+def test_cpfloat_corpus_on_the_torch_device_path(torch_device_path):
+    """Every untagged case of the CPFloat corpus that the MEX accepts, bit for bit, on tensors
+    (float64 and float32 storage), with no host round trip."""
+    import test_cpfloat_corpus as corpus
+
+    torch = torch_device_path
+    checked, failures = 0, []
+    for case in corpus.UNTAGGED:
+        if case["mex_error"] is not None or case["round"] in (5, 6):
+            continue
+        clear_cpfloat()
+        x, want = corpus.ARRAYS[case["input"]], corpus.ARRAYS[case["output"]]
+        got = cpfloat(torch.from_numpy(x.copy()), corpus.fpopts(case))
+        assert isinstance(got, torch.Tensor) and got.dtype == torch.from_numpy(x).dtype
+        checked += 1
+        if not corpus.bits_equal(got.numpy(), want).all():
+            failures.append(case["id"])
+    clear_cpfloat()
+    assert not failures, f"{len(failures)} cases differ: {failures[:10]}"
+    assert checked == 1884  # the untagged cases that the MEX accepts (the others raise)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+def test_torch_dtypes_and_shapes(torch_device_path, dtype):
+    """float16/bfloat16 tensors are rounded in float32 and cast back, as on the host."""
+    torch = torch_device_path
+    fmt = lookup_format("float8_e5m2")
+    spec = make_spec(fmt, -1)
+    x = torch.randn(6, 7, generator=torch.Generator().manual_seed(3)).to(getattr(torch, dtype)) * 100
+    from pychop_compat.rounding import round_to_format
+
+    got = round_to_format(x.t(), spec)  # a transposed (non-contiguous) tensor
+    work = x.t().float() if dtype in ("float16", "bfloat16") else x.t()
+    want = round_cpfloat(work.contiguous().numpy().ravel(), fmt, -1, True, True, False, True, MATLAB_STREAM)
+    want = torch.from_numpy(want.reshape(work.shape)).to(x.dtype)
+    assert got.dtype == x.dtype and got.shape == x.t().shape and got.is_contiguous()
+    same_width = {2: torch.int16, 4: torch.int32, 8: torch.int64}[x.element_size()]
+    assert torch.equal(got.view(same_width), want.view(same_width))  # bit for bit
+
+
+# --- JAX: eager and under jit, no host call ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("name", ["float8_e4m3fn", "float4_e2m1fn", "float8_e5m2fnuz", "float8_e8m0fnu", "bf16",
+                                  "[3, -4, 5]"])
+def test_jax_eager_and_jit_stay_on_the_device(monkeypatch, name, dtype):
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+
+    from pychop_compat.rounding import round_to_format
+
+    def host_call(*args, **kwargs):
+        raise AssertionError("the NumPy engine was called")
+
+    monkeypatch.setattr(numpy_engine, "chop_array", host_call)
+    fmt = FORMATS[name]
+    x = edge_values(fmt, dtype)
+    xj = jnp.asarray(x)
+    failures = []
+    for mode in (-1, 1, 2, 3, 7, 8):
+        for switches in ((1, 1, 0, 1), (0, 1, 1, 0), (1, 0, 0, 1)):
+            spec = spec_of(fmt, mode, *switches)
+            want = round_cpfloat(x, fmt, mode, *map(bool, switches), MATLAB_STREAM)
+            eager = round_to_format(xj, spec)
+            assert isinstance(eager, jax.Array) and eager.dtype == dtype
+            if not same_bits(np.asarray(eager), want).all():
+                failures.append(("eager", mode, switches))
+            if mode in (1, 7):  # compiling is slow: a few under jit
+                jitted = jax.jit(lambda v, spec=spec: round_to_format(v, spec))(xj)
+                if not same_bits(np.asarray(jitted), want).all():
+                    failures.append(("jit", mode, switches))
+    assert not failures, failures[:5]

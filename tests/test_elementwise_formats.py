@@ -166,5 +166,44 @@ def test_the_cuda_path_stays_on_the_device(monkeypatch, name, mode):
     got = chop(torch.from_numpy(x.copy()), {"format": name, "round": mode}).numpy()
     assert not calls
     assert bits_equal(got, want).all()
-    chop(torch.from_numpy(x.copy()), {"format": name, "round": 5})  # stochastic: chop's sources, on the host
+    chop(torch.from_numpy(x.copy()), {"format": name, "round": 1, "flip": 1})  # bit flips: on the host
     assert calls
+
+
+@pytest.mark.parametrize("mode", [5, 6])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", ["float8_e4m3fn", "float4_e2m1fn", "float8_e5m2fnuz", "float6_e2m3fn"])
+def test_the_cuda_path_rounds_stochastically_on_the_device(monkeypatch, name, dtype, mode):
+    """Stochastic rounding on an OCP format on the path of a CUDA tensor.  With numbers made on
+    the device (``Chop(rng=seed)``'s counter, or the device generator after ``seed_device(seed)``,
+    whose first call gets the same numbers) no NumPy engine is called and the bits are the NumPy
+    engine's for ``Chop(rng=seed)``.  With MATLAB's stream (``matlab_stream_on_device``) the host
+    draws in chop.m's order: the NumPy engine's bits, and the stream left where it leaves it."""
+    from pychop_compat import Chop, rand, rng
+    from pychop_compat.engines.device_random import seed_device
+
+    options = {"format": name, "round": mode}
+    x, _ = embedded(name, dtype)
+    x = x[:20000].reshape(100, 200).T  # not C-contiguous: numbers go by row-major position
+    with cpu_engine("numpy"):
+        want = Chop(options, rng=17)(x)
+    calls = []
+    original = numpy_engine.chop_array
+    monkeypatch.setattr(numpy_engine, "chop_array", lambda *a, **k: calls.append(1) or original(*a, **k))
+    monkeypatch.setattr(torch_engine, "_DEVICE_PATHS_ON_CPU", True)
+    counter = Chop(options, rng=17)(torch.from_numpy(x.copy()).T.contiguous().T).numpy()
+    seed_device(17)
+    device = chop(torch.from_numpy(np.ascontiguousarray(x)), options).numpy()
+    assert not calls
+    assert bits_equal(counter, want).all() and bits_equal(device, want).all()
+
+    monkeypatch.setattr(numpy_engine, "chop_array", original)
+    with torch_engine.matlab_stream_on_device():
+        rng(5)
+        got = chop(torch.from_numpy(x.copy()).T.contiguous().T, options).numpy()
+        after = rand(1, 3)
+    with cpu_engine("numpy"):
+        rng(5)
+        want = chop(x, options)
+        assert bits_equal(got, want).all()
+        assert np.array_equal(after, rand(1, 3))

@@ -890,6 +890,31 @@ def test_cupy_rounds_cpfloat_rules_on_the_device(host_kernel, monkeypatch, name,
     assert_bits_equal(np.asarray(got), expected, f"{name} {dtype} r{mode}")
 
 
+@pytest.mark.parametrize("mode", [5, 6])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name", ["float8_e4m3fn", "float4_e2m1fn", "float8_e5m2fnuz"])
+def test_cupy_rounds_ocp_formats_stochastically_on_the_device(host_kernel, monkeypatch, name, dtype, mode):
+    """Stochastic rounding on an OCP format of a CuPy array (the stand-in) with the device's
+    numbers: after ``seed_device(seed)`` element i (row-major) gets counter i, the numbers of
+    ``Chop(rng=seed)``'s first call on the NumPy engine, whose bits it gives; no host call."""
+    from pychop_compat import Chop
+    from pychop_compat.engines import cupy_engine, numpy_engine
+    from pychop_compat.engines.compiled import cpu_engine
+    from pychop_compat.engines.elementwise import numpy_namespace
+
+    options = {"format": name, "round": mode}
+    spec = resolve(options, None, "single" if dtype == "float32" else "double")
+    x = make_input(lookup_format(name), dtype, seed=8)
+    with cpu_engine("numpy"):
+        expected = Chop(options, rng=29)(x.copy())
+    monkeypatch.setattr(numpy_engine, "chop_array", lambda *a, **k: pytest.fail("the NumPy engine was called"))
+    monkeypatch.setattr(cupy_engine, "_namespace", lambda xp: numpy_namespace())
+    cupy_engine.seed_device(29)
+    got = cupy_engine.chop_cupy(x.copy().view(host_kernel.HostArray), spec, MATLAB_STREAM)
+    assert isinstance(got, host_kernel.HostArray)
+    assert_bits_equal(np.asarray(got), expected, f"{name} {dtype} r{mode}")
+
+
 # --- CUDA tensors on every route (GPU only) ----------------------------------------------------
 
 def _route_available(route) -> bool:

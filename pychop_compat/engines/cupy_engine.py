@@ -15,9 +15,10 @@ the kernel's float32/float64 and picks where random numbers come from:
   as per-element arrays.
 
 For a spec beyond chop.m's semantics (``spec.extended``): chop's rules on an
-OCP/ML format in a deterministic mode run as elementwise CuPy operations on
-the device (:func:`.elementwise.chop_elementwise`, the format's encoding
-included), and CPFloat's rules in its deterministic modes as integer CuPy
+OCP/ML format in a deterministic mode, or in stochastic rounding with numbers
+made on the device, run as elementwise CuPy operations on the device
+(:func:`.elementwise.chop_elementwise`, the format's encoding included), and
+CPFloat's rules in its deterministic modes as integer CuPy
 operations on the bit patterns (:func:`.elementwise_cpfloat.round_cpfloat_elementwise`);
 the rest make a round trip through the NumPy engine on the host
 (slow; see docs/engines.rst).
@@ -35,7 +36,7 @@ from ..randomness import RandomSources
 from . import device_random
 from .cuda import chop_device_array, kernel_source
 from .device_plan import FLIP_PRECISION_ERROR, draws_on_device, elementwise_covers, matlab_stream_on_device
-from .elementwise import Namespace, chop_elementwise
+from .elementwise import Namespace, chop_elementwise, counter_numbers
 from .elementwise_cpfloat import cpfloat_covers, round_cpfloat_elementwise
 from .device_random import seed_device
 
@@ -85,35 +86,54 @@ def chop_cupy(x: Any, spec: ChopSpec, sources: RandomSources) -> Any:
         raise TypeError(f"chop supports float64, float32 and float16 arrays (and integers), not {x.dtype}.")
     if work.size == 0:
         out = work.copy()
-    elif getattr(spec, "extended", False) and spec.round <= 4 and elementwise_covers(spec):
-        # chop's rules on an OCP/ML format: elementwise CuPy operations on the device, the
-        # format's encoding applied to the bit patterns (float operations touch only normal
-        # numbers, so CuPy's flush-to-zero compilation cannot change a result).
-        cupy = _cupy()
-        with work.device:
-            out = cupy.ascontiguousarray(chop_elementwise(_namespace(cupy), work, spec))
-    elif getattr(spec, "extended", False) and cpfloat_covers(spec):
-        # CPFloat's rules in a deterministic mode: integer operations on the bit patterns on the
-        # device (no float operation, so flush-to-zero cannot change a result).
-        cupy = _cupy()
-        with work.device:
-            out = cupy.ascontiguousarray(round_cpfloat_elementwise(_namespace(cupy), work, spec))
     elif getattr(spec, "extended", False):
-        # Other semantics beyond chop.m: the NumPy engine on the host, and back (slow).
-        from .numpy_engine import chop_array
-
-        cupy = _cupy()
-        with work.device:
-            out = cupy.asarray(np.array(chop_array(cupy.asnumpy(work), spec, sources), order="C"))
+        out = _chop_extended(work, spec, sources)
     else:
         with work.device:
-            stream = None
-            counter = getattr(sources, "counter", None)  # Chop(rng=<int>): the counter generator, every engine
-            if (spec.round >= 5 or spec.flips) and counter is not None:
-                if spec.flips and spec.fmt.t < 2:
-                    raise ValueError(FLIP_PRECISION_ERROR)
-                stream = counter.take(work.size)
-            elif (spec.round >= 5 or spec.flips) and draws_on_device(spec, sources):
-                stream = device_random.take(f"cuda:{work.device.id}", work.size)
-            out = chop_device_array(work, spec, sources, stream)
+            out = chop_device_array(work, spec, sources, _device_stream(work, spec, sources))
     return out.astype(give_back) if give_back is not None else out
+
+
+def _device_stream(work: Any, spec: ChopSpec, sources: RandomSources) -> Any:
+    """The counter numbers of the random modes: ``Chop(rng=<int>)``'s counter (every engine),
+    or the device generator where chop's numbers are drawn on the device
+    (:func:`.device_plan.draws_on_device`); None otherwise (deterministic modes, host sources)."""
+    if not (spec.round in (5, 6) or spec.flips):
+        return None
+    counter = getattr(sources, "counter", None)
+    if counter is not None:
+        if spec.flips and spec.fmt.t < 2:
+            raise ValueError(FLIP_PRECISION_ERROR)
+        return counter.take(work.size)
+    if draws_on_device(spec, sources):
+        return device_random.take(f"cuda:{work.device.id}", work.size)
+    return None
+
+
+def _chop_extended(work: Any, spec: ChopSpec, sources: RandomSources) -> Any:
+    """A spec beyond chop.m's semantics on the float32/float64 array ``work``.
+
+    On the device, as elementwise CuPy operations (float operations touch only normal numbers,
+    so CuPy's flush-to-zero compilation cannot change a result): chop's rules on an OCP/ML
+    format with its encoding applied to the bit patterns, in the deterministic modes and in
+    stochastic rounding with numbers made on the device (element ``i`` in row-major order gets
+    counter ``offset + i``, as in the kernel); CPFloat's rules in its deterministic modes
+    (integer operations only).  The rest (numbers from the host in chop.m's order, bit flips,
+    CPFloat's stochastic modes, E8M0 under chop's rules): the NumPy engine on the host, and back.
+    """
+    cupy = _cupy()
+    namespace = _namespace(cupy)
+    with work.device:
+        if elementwise_covers(spec) and spec.round <= 4:
+            return cupy.ascontiguousarray(chop_elementwise(namespace, work, spec))
+        if cpfloat_covers(spec):
+            return cupy.ascontiguousarray(round_cpfloat_elementwise(namespace, work, spec))
+        stream = _device_stream(work, spec, sources) if elementwise_covers(spec) else None
+        if stream is not None:
+            xp = namespace.xp
+            index = xp.arange(work.size, dtype=xp.uint64).reshape(work.shape)
+            u_round = counter_numbers(xp, stream.keys[:1], stream.offset, index, xp.uint64)[0]
+            return cupy.ascontiguousarray(chop_elementwise(namespace, work, spec, u_round))
+        from .numpy_engine import chop_array
+
+        return cupy.asarray(np.array(chop_array(cupy.asnumpy(work), spec, sources), order="C"))

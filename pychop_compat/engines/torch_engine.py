@@ -811,14 +811,7 @@ def _chop_work(x, spec: ChopSpec, sources: RandomSources):
         else:
             out = compiled.chop_array(array, spec, sources)
         return torch.from_numpy(out if out.flags.c_contiguous else out.copy(order="C"))
-    stream = None
-    counter = getattr(sources, "counter", None)  # Chop(rng=<int>): the counter generator, every engine
-    if not _host_tuned(x) and (spec.round >= 5 or spec.flips) and counter is not None:
-        if spec.flips and spec.fmt.t < 2:
-            raise ValueError(_FLIP_PRECISION_ERROR)
-        stream = counter.take(x.numel())
-    elif not _host_tuned(x) and (spec.round >= 5 or spec.flips) and draws_on_device(spec, sources):
-        stream = device_random.take(_device_key(x.device), x.numel())
+    stream = _device_stream(x, spec, sources)
     route = _cuda_route
     cupy = _cupy_for(x) if route in ("auto", "cupy") else None
     if route == "cupy" and cupy is None and x.device.type == "cuda":
@@ -840,6 +833,23 @@ def _chop_work(x, spec: ChopSpec, sources: RandomSources):
     if stream is not None:
         return _chop_vector(x.contiguous().view(-1), spec, None, _CounterDraws(stream)).view(x.shape)
     return _from_column_major(_chop_vector(_column_major(x), spec, sources), x.shape)
+
+
+def _device_stream(x, spec: ChopSpec, sources: RandomSources):
+    """The counter numbers for the random modes of a tensor off the CPU: ``Chop(rng=<int>)``'s
+    counter (every engine), or the device's generator where chop's numbers are drawn on the
+    device (:func:`.device_plan.draws_on_device`); None otherwise (host sources, CPU tensors,
+    deterministic modes)."""
+    if _host_tuned(x) or not (spec.round in (5, 6) or spec.flips):
+        return None
+    counter = getattr(sources, "counter", None)  # Chop(rng=<int>): the counter generator, every engine
+    if counter is not None:
+        if spec.flips and spec.fmt.t < 2:
+            raise ValueError(_FLIP_PRECISION_ERROR)
+        return counter.take(x.numel())
+    if draws_on_device(spec, sources):
+        return device_random.take(_device_key(x.device), x.numel())
+    return None
 
 
 @functools.lru_cache(maxsize=64)
@@ -866,19 +876,28 @@ def _torch_namespace() -> Namespace:
 
 def _chop_extended(x, spec: ChopSpec, sources: RandomSources):
     """Specs beyond chop.m (``spec.extended``): the NumPy engine, on the tensor's memory for CPU
-    tensors.  On a GPU, chop.m's rules on an OCP/ML format in a deterministic mode are
-    elementwise torch operations on the device (:mod:`.torch_elementwise`, the format's encoding
-    included), and so are CPFloat's rules in its deterministic modes
-    (:func:`.elementwise_cpfloat.round_cpfloat_elementwise`); the rest (stochastic modes, whose
-    numbers come from chop's sources in chop.m's order, bit flips) make a round trip through
-    the host."""
+    tensors.  On a GPU, chop.m's rules on an OCP/ML format are elementwise torch operations on
+    the device (:mod:`.torch_elementwise`, the format's encoding included), stochastic rounding
+    too: with numbers made on the device as for chop's formats, or drawn by the host in chop.m's
+    order (the general path, then the encoding); so are CPFloat's rules in its deterministic
+    modes (:func:`.elementwise_cpfloat.round_cpfloat_elementwise`).  The rest (bit flips, limited
+    random bits, CPFloat's stochastic modes, E8M0) make a round trip through the host."""
     import torch
 
     from .numpy_engine import chop_array
 
-    if not _host_tuned(x) and spec.round <= 4 and torch_elementwise.supports(spec):
-        carrier = "float64" if x.dtype == torch.float64 else "float32"
-        return torch_elementwise.round_elementwise(x, _elementwise_plan(spec, carrier))
+    if not _host_tuned(x) and torch_elementwise.supports(spec):
+        plan = _elementwise_plan(spec, "float64" if x.dtype == torch.float64 else "float32")
+        if spec.round <= 4:
+            return torch_elementwise.round_elementwise(x, plan)
+        stream = _device_stream(x, spec, sources)
+        if stream is not None:  # numbers made on the device, element i (row-major) its own
+            u = _CounterDraws(stream).uniform(device_random.ROUND, x.numel(), x.device).view(x.shape)
+            return torch_elementwise.round_elementwise(x.contiguous(), plan, u)
+        # Numbers from the host in chop.m's order (MATLAB's stream, randfunc): chop.m's
+        # algorithm on the device, then the format's encoding.
+        rounded = _from_column_major(_chop_vector(_column_major(x), spec, sources), x.shape)
+        return torch_elementwise.apply_encoding(rounded, x, plan)
     if not _host_tuned(x) and cpfloat_covers(spec):
         # CPFloat's rules in a deterministic mode: integer torch operations on the bit patterns.
         return round_cpfloat_elementwise(_torch_namespace(), x, spec).contiguous()

@@ -18,9 +18,9 @@ import pytest
 from pychop_compat.cpfloat import clear_cpfloat, cpfloat
 from pychop_compat.engines import numpy_engine
 from pychop_compat.engines.elementwise import numpy_namespace
-from pychop_compat.engines.elementwise_cpfloat import cpfloat_covers, round_cpfloat_elementwise
+from pychop_compat.engines.elementwise_cpfloat import cpfloat_covers, cpfloat_inexact, round_cpfloat_elementwise
 from pychop_compat.formats import lookup_format
-from pychop_compat.randomness import MATLAB_STREAM
+from pychop_compat.randomness import MATLAB_STREAM, RandomSources
 from pychop_compat.rounding import make_spec
 from pychop_compat.rounding.extended import round_cpfloat
 
@@ -68,12 +68,83 @@ def test_any_shape_and_what_is_refused():
     scalar = round_cpfloat_elementwise(numpy_namespace(), np.array(0.3), spec)
     assert scalar.shape == () and float(scalar) == 0.5  # round to odd: 0.3 lies between 0 and 0.5
     assert cpfloat_covers(spec) and cpfloat_covers(make_spec(fmt, 8))
-    for uncovered in (make_spec(fmt, 5), make_spec(fmt, 6), make_spec(fmt, 1, flip=1), make_spec(fmt, 1, rules="chop")):
-        assert not cpfloat_covers(uncovered)
-        with pytest.raises(ValueError, match="deterministic mode"):
+    assert cpfloat_covers(make_spec(fmt, 5), stochastic=True) and not cpfloat_covers(make_spec(fmt, 5))
+    for uncovered in (make_spec(fmt, 1, flip=1), make_spec(fmt, 5, flip=2), make_spec(fmt, 1, rules="chop"),
+                      make_spec(fmt, 5, rules="chop")):
+        assert not cpfloat_covers(uncovered) and not cpfloat_covers(uncovered, stochastic=True)
+        with pytest.raises(ValueError, match="without bit flips"):
             round_cpfloat_elementwise(numpy_namespace(), x, uncovered)
+    with pytest.raises(ValueError, match="needs u_round"):
+        round_cpfloat_elementwise(numpy_namespace(), x, make_spec(fmt, 6))
+    with pytest.raises(ValueError, match="stochastic rounding"):
+        cpfloat_inexact(numpy_namespace(), x, spec)
     with pytest.raises(TypeError, match="float32 or float64"):
         round_cpfloat_elementwise(numpy_namespace(), x.astype(np.float16), spec)
+
+
+def numbers_for(count: int, seed: int) -> np.ndarray:
+    """Uniform numbers, a third of them short binary fractions (0.5, 0.375, ...) so that the
+    comparison u <= r meets equality."""
+    rng = np.random.default_rng(seed)
+    u = rng.random(count)
+    short = rng.random(count) < 1 / 3
+    u[short] = rng.integers(1, 16, short.sum()) / 16
+    return u
+
+
+def stochastic_reference(x: np.ndarray, fmt, mode: int, switches, seed: int):
+    """round_cpfloat on x in column-major order with known numbers: (result, numbers used)."""
+    drawn = []
+
+    def stochastic(n):
+        drawn.append(numbers_for(n, seed))
+        return drawn[-1]
+
+    sources = RandomSources(stochastic, None, None)
+    out = round_cpfloat(x.ravel(order="F"), fmt, mode, *map(bool, switches), sources).reshape(x.shape, order="F")
+    return out, (np.concatenate(drawn) if drawn else np.zeros(0))
+
+
+def stochastic_elementwise(ns, x: np.ndarray, spec, numbers: np.ndarray) -> np.ndarray:
+    """The elementwise rounding with ``numbers`` given to the inexact elements in column-major order."""
+    need = cpfloat_inexact(ns, x, spec)
+    order = np.flatnonzero(need.ravel(order="F"))
+    assert order.size == numbers.size  # as many numbers as the reference drew
+    u = np.full(x.size, 2.0)
+    u[order] = numbers
+    return round_cpfloat_elementwise(ns, x, spec, u.reshape(x.shape, order="F"))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("name", list(FORMATS))
+def test_stochastic_rounding_is_the_reference_with_the_same_numbers(name, dtype):
+    """Modes 5 and 6, every switch: the same elements draw (in column-major order) and, given the
+    reference's numbers, the same bits."""
+    fmt = FORMATS[name]
+    x = edge_values(fmt, dtype)
+    x = x[: x.size // 6 * 6].reshape(6, -1)  # 2-D: column-major order differs from memory order
+    failures = []
+    for mode in (5, 6):
+        for switches in SWITCHES:
+            want, numbers = stochastic_reference(x, fmt, mode, switches, seed=mode)
+            got = stochastic_elementwise(numpy_namespace(), x, spec_of(fmt, mode, *switches), numbers)
+            assert got.dtype == x.dtype and got.shape == x.shape
+            bad = np.flatnonzero(~same_bits(got, want).ravel())
+            if bad.size:
+                failures.append((mode, switches, x.ravel()[bad[:3]], got.ravel()[bad[:3]], want.ravel()[bad[:3]]))
+    assert not failures, f"{len(failures)} settings differ, e.g. {failures[:3]}"
+
+
+def test_stochastic_comparison_can_fail():
+    """Other numbers give other bits, and mode 6 differs from mode 5 (the test above has teeth)."""
+    fmt = FORMATS["float8_e4m3fn"]
+    x = edge_values(fmt, np.float64).reshape(-1, 1)
+    want, numbers = stochastic_reference(x, fmt, 5, (1, 1, 0, 1), seed=5)
+    spec = spec_of(fmt, 5, 1, 1, 0, 1)
+    assert same_bits(stochastic_elementwise(numpy_namespace(), x, spec, numbers), want).all()
+    assert not same_bits(stochastic_elementwise(numpy_namespace(), x, spec, numbers[::-1].copy()), want).all()
+    assert not same_bits(stochastic_elementwise(numpy_namespace(), x, spec_of(fmt, 6, 1, 1, 0, 1), numbers),
+                         want).all()
 
 
 # --- torch tensors off the CPU (the device path, run on CPU tensors) ------------------------------
@@ -114,6 +185,33 @@ def test_cpfloat_corpus_on_the_torch_device_path(torch_device_path):
     clear_cpfloat()
     assert not failures, f"{len(failures)} cases differ: {failures[:10]}"
     assert checked == 1884  # the untagged cases that the MEX accepts (the others raise)
+
+
+@pytest.mark.parametrize("random_bits", [0, 3])
+@pytest.mark.parametrize("mode", [5, 6])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("name", ["float8_e4m3fn", "float4_e2m1fn", "float8_e5m2fnuz", "bf16", "[3, -4, 5]"])
+def test_stochastic_rounding_on_the_torch_device_path(torch_device_path, name, dtype, mode, random_bits):
+    """CPFloat's stochastic modes on tensors off the CPU: MATLAB's stream drawn by the host for
+    the inexact elements in column-major order, the rounding on the device; the NumPy engine's
+    bits from the same stream state, and the stream left where the NumPy engine leaves it."""
+    from pychop_compat import rand, rng
+    from pychop_compat.engines.numpy_extended import chop_array
+    from pychop_compat.rounding import round_to_format
+
+    torch = torch_device_path
+    fmt = FORMATS[name]
+    x = edge_values(fmt, dtype)
+    x = x[: x.size // 8 * 8].reshape(8, -1)
+    spec = make_spec(fmt, mode, random_bits=random_bits, saturation=name == "bf16")
+    rng(3)
+    want = chop_array(x, spec, MATLAB_STREAM)  # the NumPy engine's extended path (not patched)
+    after = rand(1, 4)
+    rng(3)
+    got = round_to_format(torch.from_numpy(x.copy()).T.contiguous().T, spec)  # a non-contiguous tensor
+    assert got.shape == x.shape and got.dtype == torch.from_numpy(x).dtype
+    assert same_bits(got.numpy(), want).all()
+    assert np.array_equal(rand(1, 4), after)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])

@@ -18,8 +18,9 @@ For a spec beyond chop.m's semantics (``spec.extended``): chop's rules on an
 OCP/ML format in a deterministic mode, or in stochastic rounding with numbers
 made on the device, run as elementwise CuPy operations on the device
 (:func:`.elementwise.chop_elementwise`, the format's encoding included), and
-CPFloat's rules in its deterministic modes as integer CuPy
-operations on the bit patterns (:func:`.elementwise_cpfloat.round_cpfloat_elementwise`);
+CPFloat's rules as integer CuPy operations on the bit patterns
+(:func:`.elementwise_cpfloat.round_cpfloat_elementwise`; in its stochastic
+modes with numbers drawn by the host);
 the rest make a round trip through the NumPy engine on the host
 (slow; see docs/engines.rst).
 CuPy is imported lazily.
@@ -37,7 +38,7 @@ from . import device_random
 from .cuda import chop_device_array, kernel_source
 from .device_plan import FLIP_PRECISION_ERROR, draws_on_device, elementwise_covers, matlab_stream_on_device
 from .elementwise import Namespace, chop_elementwise, counter_numbers
-from .elementwise_cpfloat import cpfloat_covers, round_cpfloat_elementwise
+from .elementwise_cpfloat import cpfloat_covers, cpfloat_inexact, host_numbers, round_cpfloat_elementwise
 from .device_random import seed_device
 
 __all__ = ["chop_cupy", "chop_device_array", "seed_device", "matlab_stream_on_device", "kernel_source"]
@@ -118,8 +119,10 @@ def _chop_extended(work: Any, spec: ChopSpec, sources: RandomSources) -> Any:
     format with its encoding applied to the bit patterns, in the deterministic modes and in
     stochastic rounding with numbers made on the device (element ``i`` in row-major order gets
     counter ``offset + i``, as in the kernel); CPFloat's rules in its deterministic modes
-    (integer operations only).  The rest (numbers from the host in chop.m's order, bit flips,
-    CPFloat's stochastic modes, E8M0 under chop's rules): the NumPy engine on the host, and back.
+    (integer operations only), and in its stochastic modes with numbers drawn by the host for the
+    inexact elements in column-major order (as the NumPy engine draws them).  The rest (chop's
+    numbers from the host in chop.m's order, bit flips, limited random bits under chop's rules,
+    E8M0 under chop's rules): the NumPy engine on the host, and back.
     """
     cupy = _cupy()
     namespace = _namespace(cupy)
@@ -128,9 +131,16 @@ def _chop_extended(work: Any, spec: ChopSpec, sources: RandomSources) -> Any:
             return cupy.ascontiguousarray(chop_elementwise(namespace, work, spec))
         if cpfloat_covers(spec):
             return cupy.ascontiguousarray(round_cpfloat_elementwise(namespace, work, spec))
+        xp = namespace.xp
+        if cpfloat_covers(spec, stochastic=True):  # numbers from the host in column-major order
+            order = xp.flatnonzero(cpfloat_inexact(namespace, work, spec).ravel(order="F"))
+            u = xp.full(work.size, 2.0, dtype=xp.float64)
+            if order.size:
+                u[order] = xp.asarray(host_numbers(sources, spec, int(order.size)))
+            u = u.reshape(work.shape, order="F")
+            return cupy.ascontiguousarray(round_cpfloat_elementwise(namespace, work, spec, u))
         stream = _device_stream(work, spec, sources) if elementwise_covers(spec) else None
         if stream is not None:
-            xp = namespace.xp
             index = xp.arange(work.size, dtype=xp.uint64).reshape(work.shape)
             u_round = counter_numbers(xp, stream.keys[:1], stream.offset, index, xp.uint64)[0]
             return cupy.ascontiguousarray(chop_elementwise(namespace, work, spec, u_round))

@@ -29,11 +29,13 @@ import numpy as np
 
 from ..formats import Format
 from ..options import ChopSpec
-from ..rounding.extended import ROUND_MODES, effective_format
+from ..randomness import RandomSources
+from ..rounding.extended import ROUND_MODES, effective_format, limited_bit_sources
 from .device_plan import CARRIERS
 from .elementwise import Namespace
 
-__all__ = ["CpfloatConstants", "cpfloat_constants", "cpfloat_covers", "round_cpfloat_elementwise"]
+__all__ = ["CpfloatConstants", "cpfloat_constants", "cpfloat_covers", "cpfloat_inexact", "host_numbers",
+           "round_cpfloat_elementwise"]
 
 # (significand bits p, exponent bias, largest exponent) of the storage formats, by dtype character.
 _STORAGE = {"f": (24, 127, 127), "d": (53, 1023, 1023)}
@@ -59,6 +61,7 @@ class CpfloatConstants:
     tiny_lo: int        # the smallest result (xmins with subnormals, else xmin)
     tiny_half: int      # half of it: the threshold between 0 and tiny_lo
     tiny_result: int    # what a tiny magnitude rounds up to
+    tiny_exponent: int  # log2 of tiny_lo (the grid of tiny magnitudes in stochastic rounding)
     special_mask: int   # see the class notes
     special_lo: int
     special_span: int
@@ -88,6 +91,7 @@ def cpfloat_constants(fmt: Format, mode: int, subnormal: bool, explim: bool, sat
         return int(np.array(value, ftype).view(utype))
 
     xmin = bits(eff.xmin)  # 2^emin, a storage normal number (emin is at least the storage's)
+    tiny_exponent = emin - t + 1 if subnormal else emin
     if subnormal:
         tiny_lo = bits(math.ldexp(1.0, emin - t + 1))  # xmins
         # xmins / 2 lies below the storage's smallest subnormal only when xmins is that one;
@@ -107,102 +111,191 @@ def cpfloat_constants(fmt: Format, mode: int, subnormal: bool, explim: bool, sat
     special = ((1 << width) - 1, tiny_lo, top_lo - tiny_lo) if e8m0 else ((1 << (width - 1)) - 1, 0, top_lo)
     return CpfloatConstants(
         width=width, dropped=p - t, dropped_top=p - t + emin + bias, dropped_max=p - 1, hidden=1 << (p - 1),
-        tiny_lo=tiny_lo, tiny_half=tiny_half, tiny_result=tiny_lo, special_mask=special[0],
+        tiny_lo=tiny_lo, tiny_half=tiny_half, tiny_result=tiny_lo, tiny_exponent=tiny_exponent,
+        special_mask=special[0],
         special_lo=special[1], special_span=special[2], xmax=bits(eff.xmax), inf=bits(math.inf),
         nan=bits(math.nan), saturation=bool(saturation), infinity=bool(infinity), zero_plus=zero_plus,
         e8m0=e8m0, xmin=xmin)
 
 
-def cpfloat_covers(spec: ChopSpec) -> bool:
+def cpfloat_covers(spec: ChopSpec, stochastic: bool = False) -> bool:
     """Whether :func:`round_cpfloat_elementwise` computes ``spec``: CPFloat's rules
-    (``range_rules='cpfloat'``) in a deterministic mode or "no rounding", without bit flips."""
-    return (getattr(spec, "range_rules", "chop") == "cpfloat" and spec.round not in (5, 6)
-            and not spec.flips)
+    (``range_rules='cpfloat'``) without bit flips, in a deterministic mode or "no rounding"
+    (``stochastic=False``), or in stochastic rounding, modes 5 and 6 (``stochastic=True``:
+    the caller gives the numbers, see :func:`cpfloat_inexact`)."""
+    if getattr(spec, "range_rules", "chop") != "cpfloat" or spec.flips:
+        return False
+    return (spec.round in (5, 6)) == stochastic
 
 
 def _dtype_name(v: Any) -> str:
     return str(v.dtype).rpartition(".")[2]  # torch spells 'torch.float32'
 
 
-def round_cpfloat_elementwise(ns: Namespace, v: Any, spec: ChopSpec) -> Any:
-    """CPFloat's rounding of every element of ``v`` (float32 or float64, any shape): a new array.
+def _cast(a: Any, dtype: Any) -> Any:
+    """``a`` converted to ``dtype`` (torch tensors have ``to``, the others ``astype``)."""
+    astype = getattr(a, "astype", None)
+    return astype(dtype) if astype is not None else a.to(dtype)
 
-    Parameters
-    ----------
-    ns : Namespace
-        The array library; ``ns.xp`` needs ``where``, ``ones_like`` and the
-        integer dtypes, its arrays the bitwise and shift operators.
-    v : array
-        The values in storage format (never modified).
-    spec : ChopSpec
-        CPFloat's rules in a deterministic mode (see :func:`cpfloat_covers`).
 
-    Returns
-    -------
-    array
-        Same shape and dtype as ``v``, bit for bit
-        :func:`pychop_compat.rounding.extended.round_cpfloat`'s result.
+@dataclass(frozen=True)
+class _Split:
+    """An array's bit patterns taken apart for CPFloat's rounding (see :func:`_split`)."""
 
-    Raises
-    ------
-    ValueError
-        ``spec`` is not covered (stochastic modes, bit flips, chop's rules).
-    """
-    if not cpfloat_covers(spec):
-        raise ValueError("round_cpfloat_elementwise: CPFloat's rules in a deterministic mode without flips "
-                         "only (stochastic modes and flips draw numbers in column-major order on the host).")
+    carrier: Any
+    k: CpfloatConstants
+    magnitude: Any  # |v|'s pattern
+    negative: Any
+    is_nan: Any
+    is_inf: Any
+    m: Any          # the magnitude, 0 for Inf and NaN (so that m + add cannot overflow)
+    s: Any          # the bits dropped
+    low: Any        # 2^s - 1
+    tiny: Any       # below the smallest result: rounds to 0 or k.tiny_result
+
+
+def _split(ns: Namespace, v: Any, spec: ChopSpec) -> _Split:
     xp = ns.xp
     name = _dtype_name(v)
     if name not in CARRIERS:
         raise TypeError(f"CPFloat's rounding needs float32 or float64 storage, not {name}.")
     carrier = CARRIERS[name]
-    int_dtype = xp.int64 if carrier.mant == 52 else xp.int32
-    bits = ns.bitcast(v, int_dtype)
-    mode = int(spec.round)
-    if mode not in ROUND_MODES:  # "no rounding": the input bit for bit, whatever the switches
-        return ns.bitcast(bits | 0, v.dtype)  # (| 0: a new array, never a view of v)
-    k = cpfloat_constants(spec.fmt, mode, bool(spec.keeps_subnormals), bool(spec.limits_exponent),
+    bits = ns.bitcast(v, xp.int64 if carrier.mant == 52 else xp.int32)
+    k = cpfloat_constants(spec.fmt, int(spec.round), bool(spec.keeps_subnormals), bool(spec.limits_exponent),
                           bool(spec.saturation), bool(spec.infinity), "d" if carrier.mant == 52 else "f")
-
     magnitude = bits & carrier.abs_mask
-    negative = bits < 0
-    is_nan, is_inf = magnitude > k.inf, magnitude == k.inf
-    m = xp.where(magnitude >= k.inf, 0, magnitude)  # Inf and NaN are settled below; no overflow in m + add
+    m = xp.where(magnitude >= k.inf, 0, magnitude)
     field = m >> carrier.mant
     e = xp.where(field > 1, field, 1)  # storage subnormals sit at the exponent of field 1
     s = k.dropped_top - e
     s = xp.where(s < k.dropped, k.dropped, s)
     s = xp.where(s > k.dropped_max, k.dropped_max, s)
     low = (xp.ones_like(m) << s) - 1
+    return _Split(carrier, k, magnitude, bits < 0, magnitude > k.inf, magnitude == k.inf, m, s, low,
+                  m < k.tiny_lo)
+
+
+def _fraction(ns: Namespace, v: Any, parts: _Split) -> Any:
+    """The dropped fraction ``r`` in [0, 1) of every finite element, in float64, as the
+    reference computes it (``|v| / 2^q`` minus its integer part, ``q`` the grid's exponent): the
+    dropped bits over ``2^s``, or for tiny magnitudes ``|v| / tiny_lo``.  Built from integers
+    where the storage is float32, so that no float32 subnormal enters a float operation."""
+    xp, c, k = ns.xp, parts.carrier, parts.k
+    kept_off = _cast(parts.m & parts.low, xp.float64) / _cast(parts.low + 1, xp.float64)  # exact
+    if c.mant == 52:
+        a = ns.bitcast(parts.m, xp.float64)
+    else:  # |v| = M 2^E0 exactly in float64, M and 2^E0 built from the bits
+        field = parts.m >> c.mant
+        significand = xp.where(field == 0, parts.m, (parts.m & ((1 << c.mant) - 1)) | (1 << c.mant))
+        e0 = _cast(xp.where(field == 0, 1, field), xp.int64) - (c.bias + c.mant)
+        a = _cast(significand, xp.float64) * ns.bitcast((e0 + 1023) << 52, xp.float64)
+    # |v| 2^-T in two exact steps (2^-T alone may overflow); the second rounds once, as ldexp.
+    first = min(-k.tiny_exponent, 1000)
+    a = xp.where(parts.tiny, a, 0.0)  # (the others might overflow: they take kept_off)
+    tiny_fraction = a * math.ldexp(1.0, first) * math.ldexp(1.0, -k.tiny_exponent - first)
+    return xp.where(parts.tiny, tiny_fraction, kept_off)
+
+
+def cpfloat_inexact(ns: Namespace, v: Any, spec: ChopSpec) -> Any:
+    """Which elements of ``v`` take a random number in CPFloat's stochastic rounding: the finite
+    ones that are not on the grid (a boolean array of ``v``'s shape).  The reference
+    (:func:`~pychop_compat.rounding.extended.round_cpfloat`) gives them the numbers of one draw in
+    column-major order; the caller does the same and hands them to
+    :func:`round_cpfloat_elementwise`."""
+    if not cpfloat_covers(spec, stochastic=True):
+        raise ValueError("cpfloat_inexact: CPFloat's rules in stochastic rounding (round = 5 or 6) only.")
+    parts = _split(ns, v, spec)
+    return (_fraction(ns, v, parts) > 0) & (parts.magnitude < parts.k.inf)
+
+
+def host_numbers(sources: RandomSources, spec: ChopSpec, count: int) -> np.ndarray:
+    """The ``count`` numbers of CPFloat's stochastic rounding, drawn once from ``sources`` (with
+    ``spec.random_bits`` random bits when limited), as the NumPy engine draws them: float64, 1-D.
+    They go to the elements of :func:`cpfloat_inexact` in column-major order."""
+    if spec.random_bits:
+        sources = limited_bit_sources(sources, spec.random_bits)
+    return np.asarray(sources.stochastic(count), np.float64).ravel()
+
+
+def round_cpfloat_elementwise(ns: Namespace, v: Any, spec: ChopSpec, u_round: Any = None) -> Any:
+    """CPFloat's rounding of every element of ``v`` (float32 or float64, any shape): a new array.
+
+    Parameters
+    ----------
+    ns : Namespace
+        The array library; ``ns.xp`` needs ``where``, ``ones_like``, ``float64`` and the
+        integer dtypes, its arrays the bitwise and shift operators and a cast
+        (``astype``, or ``to`` for torch).
+    v : array
+        The values in storage format (never modified).
+    spec : ChopSpec
+        CPFloat's rules without bit flips (see :func:`cpfloat_covers`).
+    u_round : array, optional
+        Stochastic rounding (modes 5 and 6): float64 numbers of ``v``'s shape; an element
+        rounds up when its number is at most its dropped fraction (mode 5) or 1/2 (mode 6),
+        so elements without a number (see :func:`cpfloat_inexact`) may hold any value >= 1.
+
+    Returns
+    -------
+    array
+        Same shape and dtype as ``v``, bit for bit
+        :func:`pychop_compat.rounding.extended.round_cpfloat`'s result (with the same numbers).
+
+    Raises
+    ------
+    ValueError
+        ``spec`` is not covered (bit flips, chop's rules), or ``u_round`` is missing in a
+        stochastic mode.
+    """
+    stochastic = spec.round in (5, 6)
+    if not cpfloat_covers(spec, stochastic):
+        raise ValueError("round_cpfloat_elementwise: CPFloat's rules without bit flips only (flips draw "
+                         "numbers in column-major order on the host).")
+    if stochastic and u_round is None:
+        raise ValueError("round_cpfloat_elementwise: stochastic rounding (round = 5 or 6) needs u_round.")
+    xp = ns.xp
+    mode = int(spec.round)
+    if mode not in ROUND_MODES:  # "no rounding": the input bit for bit, whatever the switches
+        name = _dtype_name(v)
+        if name not in CARRIERS:
+            raise TypeError(f"CPFloat's rounding needs float32 or float64 storage, not {name}.")
+        bits = ns.bitcast(v, xp.int64 if CARRIERS[name].mant == 52 else xp.int32)
+        return ns.bitcast(bits | 0, v.dtype)  # (| 0: a new array, never a view of v)
+    parts = _split(ns, v, spec)
+    k, m, s, low, negative = parts.k, parts.m, parts.s, parts.low, parts.negative
     keep = ~low
-    if mode == 1:
-        odd = ((m | k.hidden) >> s) & low & 1  # the last kept bit; 0 when nothing is dropped
-        r = (m + (low >> 1) + odd) & keep
-        up = m > k.tiny_half  # the tie goes to the even 0
-    elif mode == -1:
-        r = (m + ((low + 1) >> 1)) & keep
-        up = m >= k.tiny_half
-    elif mode == 0:
-        r = (m + (low >> 1)) & keep
-        up = m > k.tiny_half
-    elif mode == 2:
-        r = (m + xp.where(negative, 0, low)) & keep
-        up = (m != 0) & ~negative
-    elif mode == 3:
-        r = (m + xp.where(negative, low, 0)) & keep
-        up = (m != 0) & negative
-    elif mode == 4:
-        r = m & keep
-        up = None
-    else:  # 7, round to odd: with p - 1 bits dropped the kept significand is the hidden bit, odd
-        unit = (xp.ones_like(m) << s) & ~k.hidden
-        r = (m & keep) | (((m & low) + low) & unit)
-        up = m != 0
     # (where(condition, constant, array) throughout: the array keeps the storage's integer type)
-    tiny = m < k.tiny_lo
-    r = xp.where(tiny, 0, r)
+    if stochastic:
+        fraction = _fraction(ns, v, parts)
+        up = (fraction > 0) & (u_round <= (fraction if mode == 5 else 0.5))
+        r = xp.where(up, (m & keep) + (low + 1), m & keep)
+    else:
+        if mode == 1:
+            odd = ((m | k.hidden) >> s) & low & 1  # the last kept bit; 0 when nothing is dropped
+            r = (m + (low >> 1) + odd) & keep
+            up = m > k.tiny_half  # the tie goes to the even 0
+        elif mode == -1:
+            r = (m + ((low + 1) >> 1)) & keep
+            up = m >= k.tiny_half
+        elif mode == 0:
+            r = (m + (low >> 1)) & keep
+            up = m > k.tiny_half
+        elif mode == 2:
+            r = (m + xp.where(negative, 0, low)) & keep
+            up = (m != 0) & ~negative
+        elif mode == 3:
+            r = (m + xp.where(negative, low, 0)) & keep
+            up = (m != 0) & negative
+        elif mode == 4:
+            r = m & keep
+            up = None
+        else:  # 7, round to odd: with p - 1 bits dropped the kept significand is the hidden bit, odd
+            unit = (xp.ones_like(m) << s) & ~k.hidden
+            r = (m & keep) | (((m & low) + low) & unit)
+            up = m != 0
+    r = xp.where(parts.tiny, 0, r)
     if up is not None:
-        r = xp.where(tiny & up, k.tiny_result, r)
+        r = xp.where(parts.tiny & up, k.tiny_result, r)
 
     # Overflow (a carry beyond xmax) and Inf inputs; the directed modes that round toward zero
     # there give xmax.
@@ -214,7 +307,7 @@ def round_cpfloat_elementwise(ns: Namespace, v: Any, spec: ChopSpec) -> Any:
         toward_zero = ~negative
     else:
         toward_zero = negative & ~negative
-    over = r > k.xmax
+    over, is_inf = r > k.xmax, parts.is_inf
     if k.saturation:
         r = xp.where(over | is_inf, k.xmax, r)
     else:
@@ -226,10 +319,9 @@ def round_cpfloat_elementwise(ns: Namespace, v: Any, spec: ChopSpec) -> Any:
             r = xp.where(is_inf & toward_zero, k.xmax, r)
             r = xp.where(is_inf & ~toward_zero, k.nan, r)
     signed = (negative & (r != 0)) if k.zero_plus else negative
-    out = xp.where(signed, r | carrier.sign_bit, r)
-    out = xp.where(is_nan, k.nan, out)  # NaN in: the quiet NaN
+    out = xp.where(signed, r | parts.carrier.sign_bit, r)
+    out = xp.where(parts.is_nan, k.nan, out)  # NaN in: the quiet NaN
     if k.e8m0:  # no sign, no zero: only positive inputs give numbers
         out = xp.where(r == 0, k.xmin, out)
-        out = xp.where(negative | (magnitude == 0) | is_nan, k.nan, out)
+        out = xp.where(negative | (parts.magnitude == 0) | parts.is_nan, k.nan, out)
     return ns.bitcast(out, v.dtype)
-

@@ -79,7 +79,7 @@ from .device_plan import (CARRIERS as _CARRIERS, FLIP_PRECISION_ERROR as _FLIP_P
 from .device_random import seed_device
 from . import torch_elementwise
 from .elementwise import Namespace
-from .elementwise_cpfloat import cpfloat_covers, round_cpfloat_elementwise
+from .elementwise_cpfloat import cpfloat_covers, cpfloat_inexact, host_numbers, round_cpfloat_elementwise
 from .torch_elementwise import apply_overflow, apply_underflow
 
 __all__ = ["chop_tensor", "seed_device", "matlab_stream_on_device", "host_draw_plan", "cuda_route"]
@@ -879,9 +879,10 @@ def _chop_extended(x, spec: ChopSpec, sources: RandomSources):
     tensors.  On a GPU, chop.m's rules on an OCP/ML format are elementwise torch operations on
     the device (:mod:`.torch_elementwise`, the format's encoding included), stochastic rounding
     too: with numbers made on the device as for chop's formats, or drawn by the host in chop.m's
-    order (the general path, then the encoding); so are CPFloat's rules in its deterministic
-    modes (:func:`.elementwise_cpfloat.round_cpfloat_elementwise`).  The rest (bit flips, limited
-    random bits, CPFloat's stochastic modes, E8M0) make a round trip through the host."""
+    order (the general path, then the encoding); so are CPFloat's rules
+    (:func:`.elementwise_cpfloat.round_cpfloat_elementwise`), in its stochastic modes with numbers
+    drawn by the host in column-major order.  The rest (bit flips, limited random bits under
+    chop's rules, E8M0 under chop's rules) make a round trip through the host."""
     import torch
 
     from .numpy_engine import chop_array
@@ -901,6 +902,16 @@ def _chop_extended(x, spec: ChopSpec, sources: RandomSources):
     if not _host_tuned(x) and cpfloat_covers(spec):
         # CPFloat's rules in a deterministic mode: integer torch operations on the bit patterns.
         return round_cpfloat_elementwise(_torch_namespace(), x, spec).contiguous()
+    if not _host_tuned(x) and cpfloat_covers(spec, stochastic=True):
+        # CPFloat's stochastic modes: the inexact elements found on the device, their numbers
+        # drawn by the host in column-major order (as the NumPy engine draws them), the rounding
+        # on the device.
+        namespace = _torch_namespace()
+        order = _flat_nonzero(_column_major(cpfloat_inexact(namespace, x, spec)))
+        u = torch.full((x.numel(),), 2.0, dtype=torch.float64, device=x.device)
+        if order.numel():
+            u[order] = torch.from_numpy(host_numbers(sources, spec, order.numel())).to(x.device)
+        return round_cpfloat_elementwise(namespace, x, spec, _from_column_major(u, x.shape)).contiguous()
     host = x if x.device.type == "cpu" else x.cpu()
     out = np.array(chop_array(host.numpy(), spec, sources), order="C")  # (ascontiguousarray makes 0-d 1-d)
     result = torch.from_numpy(out)

@@ -915,6 +915,31 @@ def test_cupy_rounds_ocp_formats_stochastically_on_the_device(host_kernel, monke
     assert_bits_equal(np.asarray(got), expected, f"{name} {dtype} r{mode}")
 
 
+@pytest.mark.parametrize("mode", [5, 6])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name", ["float8_e4m3fn", "float4_e2m1fn", "float8_e8m0fnu"])
+def test_cupy_rounds_cpfloat_stochastic_modes_on_the_device(host_kernel, monkeypatch, name, dtype, mode):
+    """CPFloat's stochastic modes on a CuPy array (the stand-in): MATLAB's stream drawn by the
+    host for the inexact elements in column-major order, the rounding elementwise; the NumPy
+    engine's bits from the same stream state and the stream left as it leaves it."""
+    from pychop_compat.engines import cupy_engine, numpy_engine, numpy_extended
+    from pychop_compat.engines.elementwise import numpy_namespace
+    from pychop_compat.rounding import make_spec
+
+    spec = make_spec(lookup_format(name), mode)
+    x = make_input(lookup_format(name), dtype, seed=9)
+    rng(12)
+    expected = numpy_extended.chop_array(x.copy(), spec, MATLAB_STREAM)
+    after = rand(1, 3)
+    monkeypatch.setattr(numpy_engine, "chop_array", lambda *a, **k: pytest.fail("the NumPy engine was called"))
+    monkeypatch.setattr(cupy_engine, "_namespace", lambda xp: numpy_namespace())
+    rng(12)
+    got = cupy_engine.chop_cupy(x.copy().view(host_kernel.HostArray), spec, MATLAB_STREAM)
+    assert isinstance(got, host_kernel.HostArray)
+    assert_bits_equal(np.asarray(got), expected, f"{name} {dtype} r{mode}")
+    assert np.array_equal(rand(1, 3), after)
+
+
 # --- CUDA tensors on every route (GPU only) ----------------------------------------------------
 
 def _route_available(route) -> bool:

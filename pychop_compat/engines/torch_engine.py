@@ -795,22 +795,25 @@ def _chop_work(x, spec: ChopSpec, sources: RandomSources):
         return x.clone()
     if getattr(spec, "extended", False):
         return _chop_extended(x, spec, sources)
-    if _host_tuned(x) and (spec.round >= 5 or spec.flips or _compiled_engine_takes(x, spec)):
+    if _host_tuned(x):
         # The tensor's memory as a NumPy array (no copy).  Random modes: the NumPy engine's
         # dispatch (the compiled engine, or the NumPy engine where it streams its draws
         # faster), as for NumPy arrays.  Modes 1 to 4: the compiled engine (Numba), several
         # times faster than the torch operations of _chop_fast on the CPU.  The same bits.
-        import torch
-
-        from . import compiled
-        from .numpy_engine import chop_array
-
         array = x.numpy()
+        out = None
         if spec.round >= 5 or spec.flips:
+            from .numpy_engine import chop_array
+
             out = chop_array(array, spec, sources)
-        else:
+        elif _compiled_engine_takes(array, spec):
+            from . import compiled
+
             out = compiled.chop_array(array, spec, sources)
-        return torch.from_numpy(out if out.flags.c_contiguous else out.copy(order="C"))
+        if out is not None:
+            import torch
+
+            return torch.from_numpy(out if out.flags.c_contiguous else out.copy(order="C"))
     stream = _device_stream(x, spec, sources)
     route = _cuda_route
     cupy = _cupy_for(x) if route in ("auto", "cupy") else None
@@ -857,13 +860,13 @@ def _elementwise_plan(spec: ChopSpec, carrier: str):
     return torch_elementwise.ElementwisePlan.from_spec(spec, carrier)
 
 
-def _compiled_engine_takes(x, spec: ChopSpec) -> bool:
-    """Whether the CPU tensor ``x`` (float32/float64) goes to the compiled CPU engine
+def _compiled_engine_takes(array: np.ndarray, spec: ChopSpec) -> bool:
+    """Whether a CPU tensor's memory ``array`` (float32/float64) goes to the compiled CPU engine
     (:mod:`.compiled`: Numba installed and allowed by ``set_cpu_engine``); then its modes
     1 to 4 take it too instead of the torch operations of :func:`_chop_fast`."""
     from . import compiled
 
-    return compiled.wanted() and compiled.handles(x.numpy(), spec)
+    return compiled.wanted() and compiled.handles(array, spec)
 
 
 @functools.lru_cache(maxsize=1)

@@ -5,6 +5,7 @@ Run from the repository root::
     python benchmarks/bench_gpu.py                  # n = 1e6 .. 1e9, float32 and float64
     python benchmarks/bench_gpu.py --quick          # smoke run: n = 1e6 and 1e7, few repeats
     python benchmarks/bench_gpu.py --sizes 1e6 1e8  # chosen sizes
+    python benchmarks/bench_gpu.py --formats        # also OCP formats and the cpfloat facade
 
 For each engine (CuPy arrays; torch CUDA tensors on their default route:
 CuPy's kernel when CuPy is installed, else the Triton kernel; then, as
@@ -50,6 +51,26 @@ CASES = [
     ("fp8-e4m3 RN", dict(format="fp8-e4m3")),
     ("fp16 SR", dict(format="h", round=5)),
 ]
+#: The formats beyond chop (issue 13), with ``--formats``: chop's rules on OCP formats, and the
+#: ``cpfloat`` facade (CPFloat's rules; its stochastic mode draws MATLAB's stream on the host).
+FORMAT_CASES = [
+    ("float8_e4m3fn RN", dict(format="float8_e4m3fn")),
+    ("float4_e2m1fn RN", dict(format="float4_e2m1fn")),
+    ("float8_e4m3fn SR", dict(format="float8_e4m3fn", round=5)),
+    ("cpfloat float8_e4m3fn RN", dict(format="float8_e4m3fn", round=1, saturation=0), "cpfloat"),
+    ("cpfloat fp16 round to odd", dict(format="h", round=7, saturation=0), "cpfloat"),
+    ("cpfloat float4_e2m1fn SR", dict(format="float4_e2m1fn", round=5, saturation=0), "cpfloat"),
+]
+
+
+def _rounder(case):
+    """The callable a case times: ``Chop(options)``, or ``cpfloat(x, fpopts)``."""
+    options = case[1]
+    if len(case) > 2 and case[2] == "cpfloat":
+        from pychop_compat import cpfloat
+
+        return lambda x: cpfloat(x, options)
+    return Chop(options)
 
 
 class _Timer:
@@ -129,7 +150,7 @@ def _release(library) -> None:
         torch.cuda.empty_cache()
 
 
-def _engine_rows(engine: str, sizes, dtypes, repeats: int):
+def _engine_rows(engine: str, sizes, dtypes, repeats: int, cases=CASES):
     """Rows of the table for one engine: (engine, dtype, n, case, ms, GB/s, copy GB/s, half GB/s)."""
     from pychop_compat.engines import torch_engine
 
@@ -164,8 +185,8 @@ def _engine_rows(engine: str, sizes, dtypes, repeats: int):
                         copy_ms = timer(lambda: y.copy_(x), repeats)
                         half_ms = timer(lambda: x.half().to(x.dtype), repeats)
                     del y
-                    for label, options in CASES:
-                        chopper = Chop(options)
+                    for case in cases:
+                        label, chopper = case[0], _rounder(case)
                         with torch_engine.cuda_route(route):
                             ms = timer(lambda: chopper(x), repeats)
                         yield (engine, dtype, n, label, ms, _gbps(nbytes, ms), _gbps(nbytes, copy_ms),
@@ -199,6 +220,8 @@ def main(argv=None) -> int:
     parser.add_argument("--sizes", type=float, nargs="+", default=None, help="sizes (default 1e6 1e7 1e8 1e9)")
     parser.add_argument("--dtypes", nargs="+", default=["float32", "float64"], choices=["float32", "float64"])
     parser.add_argument("--repeats", type=int, default=None, help="timed calls per entry (median)")
+    parser.add_argument("--formats", action="store_true",
+                        help="also the formats beyond chop: OCP formats under chop's rules, the cpfloat facade")
     parser.add_argument("--cpu-proxy", action="store_true",
                         help="only the pure-torch GPU paths, run on CPU tensors (not a GPU measurement)")
     args = parser.parse_args(argv)
@@ -228,7 +251,8 @@ def main(argv=None) -> int:
     print("| engine | dtype | n | case | ms | GB/s | copy GB/s | of copy | x.half() GB/s |")
     print("|---|---|---|---|---:|---:|---:|---:|---:|")
     for engine in engines:
-        for row in _engine_rows(engine, sizes, args.dtypes, repeats):
+        cases = CASES + FORMAT_CASES if args.formats else CASES
+        for row in _engine_rows(engine, sizes, args.dtypes, repeats, cases):
             print(_format(row), flush=True)
     print()
     print("GB/s = 2 * n * itemsize / time (bytes read + written); the fp16 SR rows make their numbers "

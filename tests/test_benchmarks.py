@@ -31,6 +31,10 @@ def test_gpu_benchmark_table_on_the_cpu_proxy():
     assert len(rows) == 8, out.stdout  # 2 dtypes x 4 cases
     assert all(row.count("|") == 10 and "does not fit" not in row for row in rows)
     assert "not GPU times" in out.stdout
+    out = _run("bench_gpu.py", "--cpu-proxy", "--formats", "--sizes", "2e4", "--repeats", "1", "--dtypes", "float32")
+    assert out.returncode == 0, out.stderr
+    rows = _table_rows(out.stdout)
+    assert len(rows) == 10 and any("cpfloat float4_e2m1fn SR" in row for row in rows), out.stdout
 
 
 def test_gpu_benchmark_without_a_gpu_says_so():

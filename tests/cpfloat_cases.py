@@ -9,7 +9,9 @@ import math
 import numpy as np
 
 from pychop_compat.formats import Format, lookup_format
+from pychop_compat.randomness import MATLAB_STREAM
 from pychop_compat.rounding import make_spec
+from pychop_compat.rounding.extended import round_cpfloat
 
 MODES = (-1, 0, 1, 2, 3, 4, 7, 8, 9)  # 8 and 9: "no rounding"
 SWITCHES = list(itertools.product((0, 1), repeat=4))  # subnormal, explim, saturation, infinity
@@ -63,3 +65,24 @@ def edge_values(fmt: Format, dtype) -> np.ndarray:
         spread = (rng.standard_normal(3000) * np.exp2(exponents.astype(np.float64))).astype(dtype)
     a = np.concatenate([a, spread])
     return np.concatenate([a, -a, sweep])
+
+
+def differences_from_reference(x: np.ndarray, fmt: Format, engines: dict) -> list:
+    """Every deterministic mode and switch: ``engines[name](x, spec)`` against ``round_cpfloat``,
+    bit for bit.  Returns the differing settings (empty when all agree); checks that each result
+    is a new array of x's dtype and shape and that ``x`` is not modified."""
+    before = x.copy()
+    failures = []
+    for mode in MODES:
+        for switches in SWITCHES:
+            want = round_cpfloat(x, fmt, mode, *map(bool, switches), MATLAB_STREAM)
+            spec = spec_of(fmt, mode, *switches)
+            for name, engine in engines.items():
+                got = engine(x, spec)
+                assert got.dtype == x.dtype and got.shape == x.shape
+                assert not np.shares_memory(got, x)  # a new array, "no rounding" included
+                bad = np.flatnonzero(~same_bits(got, want))
+                if bad.size:
+                    failures.append((name, mode, switches, x[bad[:3]], got[bad[:3]], want[bad[:3]]))
+    assert same_bits(x, before).all()  # the input is not modified
+    return failures

@@ -867,14 +867,25 @@ def test_cupy_rounds_ocp_formats_on_the_device(host_kernel, monkeypatch, name, d
     assert_bits_equal(np.asarray(got), expected, f"{name} {dtype} r{mode}")
 
 
+def _on_cupy_stand_in(host_kernel, monkeypatch, x: np.ndarray, spec) -> np.ndarray:
+    """``chop_cupy`` on the stand-in with NumPy as the array library of the elementwise code;
+    fails if the NumPy engine is called (a host round trip)."""
+    from pychop_compat.engines import cupy_engine, numpy_engine
+    from pychop_compat.engines.elementwise import numpy_namespace
+
+    monkeypatch.setattr(numpy_engine, "chop_array", lambda *a, **k: pytest.fail("the NumPy engine was called"))
+    monkeypatch.setattr(cupy_engine, "_namespace", lambda xp: numpy_namespace())
+    got = cupy_engine.chop_cupy(x.copy().view(host_kernel.HostArray), spec, MATLAB_STREAM)
+    assert isinstance(got, host_kernel.HostArray)
+    return np.asarray(got)
+
+
 @pytest.mark.parametrize("mode", [-1, 1, 2, 7, 8])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("name", ["float8_e4m3fn", "float4_e2m1fn", "float8_e5m2fnuz", "float8_e8m0fnu"])
 def test_cupy_rounds_cpfloat_rules_on_the_device(host_kernel, monkeypatch, name, dtype, mode):
     """A CuPy array (the stand-in) under CPFloat's rules in a deterministic mode is rounded by the
     elementwise bit-pattern code, never by the NumPy engine, with the reference's bits."""
-    from pychop_compat.engines import cupy_engine, numpy_engine
-    from pychop_compat.engines.elementwise import numpy_namespace
     from pychop_compat.rounding import make_spec
     from pychop_compat.rounding.extended import round_cpfloat
 
@@ -883,11 +894,7 @@ def test_cupy_rounds_cpfloat_rules_on_the_device(host_kernel, monkeypatch, name,
     x = make_input(fmt, dtype, seed=6)
     expected = round_cpfloat(x.ravel(), fmt, mode, spec.keeps_subnormals, True, spec.saturation, spec.infinity,
                              MATLAB_STREAM).reshape(x.shape)
-    monkeypatch.setattr(numpy_engine, "chop_array", lambda *a, **k: pytest.fail("the NumPy engine was called"))
-    monkeypatch.setattr(cupy_engine, "_namespace", lambda xp: numpy_namespace())
-    got = cupy_engine.chop_cupy(x.copy().view(host_kernel.HostArray), spec, MATLAB_STREAM)
-    assert isinstance(got, host_kernel.HostArray)
-    assert_bits_equal(np.asarray(got), expected, f"{name} {dtype} r{mode}")
+    assert_bits_equal(_on_cupy_stand_in(host_kernel, monkeypatch, x, spec), expected, f"{name} {dtype} r{mode}")
 
 
 @pytest.mark.parametrize("mode", [5, 6])
@@ -898,21 +905,16 @@ def test_cupy_rounds_ocp_formats_stochastically_on_the_device(host_kernel, monke
     numbers: after ``seed_device(seed)`` element i (row-major) gets counter i, the numbers of
     ``Chop(rng=seed)``'s first call on the NumPy engine, whose bits it gives; no host call."""
     from pychop_compat import Chop
-    from pychop_compat.engines import cupy_engine, numpy_engine
+    from pychop_compat.engines import cupy_engine
     from pychop_compat.engines.compiled import cpu_engine
-    from pychop_compat.engines.elementwise import numpy_namespace
 
     options = {"format": name, "round": mode}
     spec = resolve(options, None, "single" if dtype == "float32" else "double")
     x = make_input(lookup_format(name), dtype, seed=8)
     with cpu_engine("numpy"):
         expected = Chop(options, rng=29)(x.copy())
-    monkeypatch.setattr(numpy_engine, "chop_array", lambda *a, **k: pytest.fail("the NumPy engine was called"))
-    monkeypatch.setattr(cupy_engine, "_namespace", lambda xp: numpy_namespace())
     cupy_engine.seed_device(29)
-    got = cupy_engine.chop_cupy(x.copy().view(host_kernel.HostArray), spec, MATLAB_STREAM)
-    assert isinstance(got, host_kernel.HostArray)
-    assert_bits_equal(np.asarray(got), expected, f"{name} {dtype} r{mode}")
+    assert_bits_equal(_on_cupy_stand_in(host_kernel, monkeypatch, x, spec), expected, f"{name} {dtype} r{mode}")
 
 
 @pytest.mark.parametrize("mode", [5, 6])
@@ -922,8 +924,7 @@ def test_cupy_rounds_cpfloat_stochastic_modes_on_the_device(host_kernel, monkeyp
     """CPFloat's stochastic modes on a CuPy array (the stand-in): MATLAB's stream drawn by the
     host for the inexact elements in column-major order, the rounding elementwise; the NumPy
     engine's bits from the same stream state and the stream left as it leaves it."""
-    from pychop_compat.engines import cupy_engine, numpy_engine, numpy_extended
-    from pychop_compat.engines.elementwise import numpy_namespace
+    from pychop_compat.engines import numpy_extended
     from pychop_compat.rounding import make_spec
 
     spec = make_spec(lookup_format(name), mode)
@@ -931,12 +932,8 @@ def test_cupy_rounds_cpfloat_stochastic_modes_on_the_device(host_kernel, monkeyp
     rng(12)
     expected = numpy_extended.chop_array(x.copy(), spec, MATLAB_STREAM)
     after = rand(1, 3)
-    monkeypatch.setattr(numpy_engine, "chop_array", lambda *a, **k: pytest.fail("the NumPy engine was called"))
-    monkeypatch.setattr(cupy_engine, "_namespace", lambda xp: numpy_namespace())
     rng(12)
-    got = cupy_engine.chop_cupy(x.copy().view(host_kernel.HostArray), spec, MATLAB_STREAM)
-    assert isinstance(got, host_kernel.HostArray)
-    assert_bits_equal(np.asarray(got), expected, f"{name} {dtype} r{mode}")
+    assert_bits_equal(_on_cupy_stand_in(host_kernel, monkeypatch, x, spec), expected, f"{name} {dtype} r{mode}")
     assert np.array_equal(rand(1, 3), after)
 
 

@@ -6,7 +6,9 @@ Run from the repository root::
     python benchmarks/bench_jax_dask.py --quick    # smoke run
 
 Rows: fp16 round to nearest (``{'format': 'h'}``) and fp16 stochastic
-rounding with counter-based numbers.  Columns, in ns per element (median of
+rounding with counter-based numbers; then CPFloat's rules through
+``round_to_format`` (``float8_e4m3fn`` round to nearest, fp16 round to odd),
+whose JAX rows run on the device.  Columns, in ns per element (median of
 repeats) and as a ratio to the NumPy engine measured in the same run:
 
 * ``numpy``: ``chop(x)`` on an ndarray (for SR: ``Chop(..., rng=seed)`` where
@@ -31,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pychop_compat import Chop, chop, randomness  # noqa: E402
+from pychop_compat.rounding import make_spec, round_to_format  # noqa: E402
 
 
 def _median_time(func, repeats: int) -> float:
@@ -41,6 +44,11 @@ def _median_time(func, repeats: int) -> float:
         func()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
+
+
+def _row(label: str, dtype: str, n: int, t_np: float, others) -> None:
+    cells = [f"{t_np / n * 1e9:.2f}"] + [f"{t / n * 1e9:.2f} ({t / t_np:.2f}x)" for t in others]
+    print(f"| {label} | {dtype} | {n:.0e} | " + " | ".join(cells) + " |")
 
 
 def main(argv=None) -> int:
@@ -79,9 +87,22 @@ def main(argv=None) -> int:
                     dask_call = (lambda: Chop(options, rng=1)(xd).compute()) if seeded else (
                         lambda: chop(xd, options).compute(scheduler="threads"))
                     t_dask = _median_time(dask_call, repeats)
-                cells = [f"{t_np / n * 1e9:.2f}"] + [f"{t / n * 1e9:.2f} ({t / t_np:.2f}x)" for t in
-                                                     (t_eager, t_jit, t_dask)]
-                print(f"| {label} | {dtype} | {n:.0e} | " + " | ".join(cells) + " |")
+                _row(label, dtype, n, t_np, (t_eager, t_jit, t_dask))
+    # CPFloat's rules (round_to_format, the cpfloat facade's rounding): on JAX arrays they run on
+    # the device (integer operations on bit patterns), eagerly and under jit.
+    for label, spec in (("cpfloat float8_e4m3fn RN", make_spec("float8_e4m3fn", 1)),
+                        ("cpfloat fp16 round to odd", make_spec("fp16", 7))):
+        for dtype in ("float32", "float64"):
+            for n in sizes:
+                x = np.random.default_rng(0).standard_normal(n).astype(dtype)
+                xj = jax.device_put(x)
+                xd = da.from_array(x, chunks=-(-n // 8))
+                jitted = jax.jit(lambda a: round_to_format(a, spec))
+                t_np = _median_time(lambda: round_to_format(x, spec), repeats)
+                t_eager = _median_time(lambda: round_to_format(xj, spec).block_until_ready(), repeats)
+                t_jit = _median_time(lambda: jitted(xj).block_until_ready(), repeats)
+                t_dask = _median_time(lambda: round_to_format(xd, spec).compute(scheduler="threads"), repeats)
+                _row(label, dtype, n, t_np, (t_eager, t_jit, t_dask))
     return 0
 
 

@@ -219,15 +219,14 @@ def _chop_checked(x, spec: ChopSpec, sources: RandomSources):
     are a contiguous run of the stream, and when a user's ``randfunc`` could
     fail after bit flips have drawn from the stream, the stream is put back.
     """
-    draws = spec.flips or spec.round >= 5
-    if not draws:
+    if not spec.draws:
         return _engine_chop(x, spec, sources)
     if spec.flips and spec.fmt.t < 2:
         raise ValueError(FLIP_PRECISION_ERROR)
     if not sources.uses_matlab_stream:
         return _engine_chop(x, spec, sources)
     with matlab_random.exclusive_stream():
-        if not (spec.flips and spec.round >= 5 and sources.stochastic is not MATLAB_STREAM.stochastic):
+        if not (spec.flips and spec.stochastic and sources.stochastic is not MATLAB_STREAM.stochastic):
             return _engine_chop(x, spec, sources)
         saved = matlab_random.rng()
         try:
@@ -485,13 +484,13 @@ class Chop:
     def __call__(self, x):
         spec = self._spec(_checked_class(x))
         if (self._fork_generation is not None and self._fork_generation != fork_generation()
-                and (spec.flips or (spec.round >= 5 and spec.uses_matlab_stream))):
+                and (spec.flips or (spec.stochastic and spec.uses_matlab_stream))):
             raise ForkedStreamError(
                 "This Chop's random generator was inherited from the parent process by fork: its draws "
                 "would repeat the parent's (and every other child's). Create the Chop in this process "
                 "(e.g. with a seed from numpy.random.SeedSequence(seed).spawn) or send it here pickled."
             )
-        if self._fork_generation is None or not (spec.flips or spec.round >= 5):
+        if self._fork_generation is None or not spec.draws:
             return _chop_checked(x, spec, sources_for(spec.randfunc, self._flips))
         with self._draw_lock:
             return _chop_checked(x, spec, sources_for(spec.randfunc, self._flips))

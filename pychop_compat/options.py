@@ -129,6 +129,16 @@ class ChopSpec:
         return bool(self.flip)
 
     @property
+    def stochastic(self) -> bool:
+        """Stochastic rounding: modes 5 and 6 (CPFloat's codes 7 and up are deterministic)."""
+        return self.round in (5, 6)
+
+    @property
+    def draws(self) -> bool:
+        """Whether rounding draws random numbers: stochastic rounding or bit flips."""
+        return self.stochastic or self.flips
+
+    @property
     def uses_matlab_stream(self) -> bool:
         return self.randfunc is default_randfunc
 

@@ -89,6 +89,8 @@ def test_jax_dask_benchmark_smoke():
     assert out.returncode == 0, out.stderr
     rows = [line for line in out.stdout.splitlines() if line.startswith("| fp16")]
     assert len(rows) == 4, out.stdout  # 2 cases x 2 dtypes x 1 size
+    rows = [line for line in out.stdout.splitlines() if line.startswith("| cpfloat")]
+    assert len(rows) == 4, out.stdout  # CPFloat's rules: 2 cases x 2 dtypes x 1 size
 
 
 def test_arithmetic_benchmark_smoke_run():

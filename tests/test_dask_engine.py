@@ -151,3 +151,18 @@ def test_distributed_local_cluster_of_processes():
     assert_bits_equal(det, chop(x.copy(), {"format": "h"}), "deterministic on the cluster")
     local = dask_engine.chop_dask(da.from_array(x, chunks=(50, 2)), spec, _CounterSources(5))
     assert_bits_equal(rnd, local.compute(scheduler="synchronous"), "same numbers on 2 processes")
+
+
+@pytest.mark.parametrize("mode", [-1, 0, 7, 8])
+def test_cpfloat_deterministic_codes_are_not_stochastic(mode):
+    """CPFloat's codes -1, 0, 7 (round to odd) and 8 (no rounding) draw no numbers: a Dask array
+    is rounded chunk by chunk as the NumPy engine rounds the whole (the reference, checked
+    against the CPFloat corpus), with no generator asked for."""
+    from pychop_compat.rounding import make_spec, round_to_format
+
+    spec = make_spec("float8_e4m3fn", mode)
+    assert not spec.stochastic and not spec.draws
+    x = make_input(lookup_format("float8_e4m3fn"), "float64", seed=4)
+    got = round_to_format(dask.array.from_array(x, chunks=(7, 5)), spec).compute()
+    assert_bits_equal(got, round_to_format(x, spec), f"mode {mode}")
+    assert make_spec("float8_e4m3fn", 5).stochastic and make_spec("float8_e4m3fn", 1, flip=1).draws

@@ -165,7 +165,7 @@ class Arithmetic:
     @property
     def draws(self) -> bool:
         """Whether rounding draws random numbers (stochastic rounding or bit flips)."""
-        return self.spec.round >= 5 or self.spec.flips
+        return self.spec.draws
 
     @property
     def t(self) -> int:

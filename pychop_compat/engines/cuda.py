@@ -114,7 +114,7 @@ class Variant:
 def variant_for(spec: ChopSpec, dtype_name: str, random: str) -> Variant:
     """The :class:`Variant` for ``spec`` on a ``dtype_name`` array with numbers from ``random``."""
     return Variant(dtype_name, int(spec.round), bool(spec.limits_exponent), bool(spec.keeps_subnormals),
-                   bool(spec.flips), random if (spec.round >= 5 or spec.flips) else "none")
+                   bool(spec.flips), random if spec.draws else "none")
 
 
 _TYPES = {
@@ -606,7 +606,7 @@ def _host_draws(vector, spec: ChopSpec, variant: Variant, device_id: int, source
     need = (flags & 2).astype(bool)
     normal = ~sub
     n_sub = int(sub.sum())
-    counts = (int((need & normal).sum()), int((need & sub).sum())) if spec.round >= 5 else (0, 0)
+    counts = (int((need & normal).sum()), int((need & sub).sum())) if spec.stochastic else (0, 0)
     plan = host_draw_plan(spec, sources, (n - n_sub, n_sub), counts)
 
     def scatter(values, masks, dtype):
@@ -617,7 +617,7 @@ def _host_draws(vector, spec: ChopSpec, variant: Variant, device_id: int, source
         return out
 
     draws = flip_bits = None
-    if spec.round >= 5:
+    if spec.stochastic:
         draws = scatter([p[0] for p in plan], (need & normal, need & sub), np.float64)
     if spec.flips:
         flip_bits = scatter([p[1] for p in plan], (normal, sub), np.int64)

@@ -99,7 +99,7 @@ def _device_stream(work: Any, spec: ChopSpec, sources: RandomSources) -> Any:
     """The counter numbers of the random modes: ``Chop(rng=<int>)``'s counter (every engine),
     or the device generator where chop's numbers are drawn on the device
     (:func:`.device_plan.draws_on_device`); None otherwise (deterministic modes, host sources)."""
-    if not (spec.round in (5, 6) or spec.flips):
+    if not spec.draws:
         return None
     counter = getattr(sources, "counter", None)
     if counter is not None:

@@ -81,7 +81,7 @@ def _round_block_counter(block: np.ndarray, spec: ChopSpec, keys, offset: int, w
     index = np.broadcast_to(_global_indices(info["array-location"], info["shape"]), block.shape)
     index = np.ascontiguousarray(index).reshape(-1)
     out = np.empty(values.shape, dtype=give_back)
-    stochastic = spec.round >= 5
+    stochastic = spec.stochastic
     namespace = numpy_namespace()
     with np.errstate(over="ignore", invalid="ignore"):
         for start in range(0, values.size, _SLICE):
@@ -102,7 +102,7 @@ def chop_dask(x: Any, spec: ChopSpec, sources: RandomSources) -> Any:
         unknown chunk sizes (call ``x.compute_chunk_sizes()`` first).
     """
     work, give_back = _working_dtypes(np.dtype(x.dtype))
-    random = spec.round >= 5 or spec.flips
+    random = spec.draws
     from dask.base import tokenize
 
     if not random:

@@ -97,7 +97,7 @@ def host_draw_plan(spec: ChopSpec, sources: RandomSources, block_sizes: Sequence
             plan.append((None, None))
             continue
         draws = None
-        if spec.round >= 5 and count:
+        if spec.stochastic and count:
             draws = np.asarray(sources.stochastic(count), dtype=np.float64).ravel()
         flip_bits = None
         if spec.flips:

@@ -106,7 +106,7 @@ def _working(x):
 
 
 def _needs_numbers(spec: ChopSpec) -> bool:
-    return spec.round in (5, 6) or spec.flips  # (CPFloat's modes 7 and up are deterministic)
+    return spec.draws
 
 
 #: Eager calls with a spec seen this many times (or on large arrays) use a compiled function.
@@ -155,7 +155,7 @@ def _key_numbers(key, shape, spec: ChopSpec):
     jax = _jax()
     dtype = jax.numpy.float64 if x64_enabled() else jax.numpy.float32
     return tuple(jax.random.uniform(jax.random.fold_in(key, s), shape, dtype) if wanted else None
-                 for s, wanted in ((1, spec.round >= 5), (2, spec.flips), (3, spec.flips)))
+                 for s, wanted in ((1, spec.stochastic), (2, spec.flips), (3, spec.flips)))
 
 
 def _counter_numbers(keys, offset, shape):

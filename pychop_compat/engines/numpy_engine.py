@@ -72,7 +72,7 @@ def _streamed_is_faster(spec: ChopSpec, sources: RandomSources) -> bool:
     engine draws every number in bulk first, a round trip through memory that measured slower
     (docs/performance.rst).  MATLAB's stream goes to the compiled engine, which draws it inside
     its loop.  Same bits either way."""
-    return (compiled.get_cpu_engine() == "auto" and spec.round >= 5 and not spec.flips
+    return (compiled.get_cpu_engine() == "auto" and spec.stochastic and not spec.flips
             and getattr(sources, "counter", None) is None and sources.stochastic is not stream_uniform
             and numpy_fast.is_sequential_stream(sources.stochastic))
 

@@ -194,7 +194,7 @@ def _per_element_draws(y_need, sub, spec: ChopSpec, sources, device_draws, n: in
     """
     import torch
 
-    stochastic = spec.round >= 5
+    stochastic = spec.stochastic
     if device_draws is not None:
         if spec.flips and spec.fmt.t < 2:
             raise ValueError(_FLIP_PRECISION_ERROR)
@@ -802,7 +802,7 @@ def _chop_work(x, spec: ChopSpec, sources: RandomSources):
         # times faster than the torch operations of _chop_fast on the CPU.  The same bits.
         array = x.numpy()
         out = None
-        if spec.round >= 5 or spec.flips:
+        if spec.draws:
             from .numpy_engine import chop_array
 
             out = chop_array(array, spec, sources)
@@ -843,7 +843,7 @@ def _device_stream(x, spec: ChopSpec, sources: RandomSources):
     counter (every engine), or the device's generator where chop's numbers are drawn on the
     device (:func:`.device_plan.draws_on_device`); None otherwise (host sources, CPU tensors,
     deterministic modes)."""
-    if _host_tuned(x) or not (spec.round in (5, 6) or spec.flips):
+    if _host_tuned(x) or not spec.draws:
         return None
     counter = getattr(sources, "counter", None)  # Chop(rng=<int>): the counter generator, every engine
     if counter is not None:

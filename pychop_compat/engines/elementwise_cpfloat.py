@@ -112,9 +112,8 @@ def cpfloat_constants(fmt: Format, mode: int, subnormal: bool, explim: bool, sat
     return CpfloatConstants(
         width=width, dropped=p - t, dropped_top=p - t + emin + bias, dropped_max=p - 1, hidden=1 << (p - 1),
         tiny_lo=tiny_lo, tiny_half=tiny_half, tiny_result=tiny_lo, tiny_exponent=tiny_exponent,
-        special_mask=special[0],
-        special_lo=special[1], special_span=special[2], xmax=bits(eff.xmax), inf=bits(math.inf),
-        nan=bits(math.nan), saturation=bool(saturation), infinity=bool(infinity), zero_plus=zero_plus,
+        special_mask=special[0], special_lo=special[1], special_span=special[2], xmax=bits(eff.xmax),
+        inf=bits(math.inf), nan=bits(math.nan), saturation=bool(saturation), infinity=bool(infinity), zero_plus=zero_plus,
         e8m0=e8m0, xmin=xmin)
 
 
@@ -175,7 +174,7 @@ def _split(ns: Namespace, v: Any, spec: ChopSpec) -> _Split:
                   m < k.tiny_lo)
 
 
-def _fraction(ns: Namespace, v: Any, parts: _Split) -> Any:
+def _fraction(ns: Namespace, parts: _Split) -> Any:
     """The dropped fraction ``r`` in [0, 1) of every finite element, in float64, as the
     reference computes it (``|v| / 2^q`` minus its integer part, ``q`` the grid's exponent): the
     dropped bits over ``2^s``, or for tiny magnitudes ``|v| / tiny_lo``.  Built from integers
@@ -188,7 +187,8 @@ def _fraction(ns: Namespace, v: Any, parts: _Split) -> Any:
         field = parts.m >> c.mant
         significand = xp.where(field == 0, parts.m, (parts.m & ((1 << c.mant) - 1)) | (1 << c.mant))
         e0 = _cast(xp.where(field == 0, 1, field), xp.int64) - (c.bias + c.mant)
-        a = _cast(significand, xp.float64) * ns.bitcast((e0 + 1023) << 52, xp.float64)
+        wide = CARRIERS["float64"]
+        a = _cast(significand, xp.float64) * ns.bitcast((e0 + wide.bias) << wide.mant, xp.float64)
     # |v| 2^-T in two exact steps (2^-T alone may overflow); the second rounds once, as ldexp.
     first = min(-k.tiny_exponent, 1000)
     a = xp.where(parts.tiny, a, 0.0)  # (the others might overflow: they take kept_off)
@@ -205,7 +205,7 @@ def cpfloat_inexact(ns: Namespace, v: Any, spec: ChopSpec) -> Any:
     if not cpfloat_covers(spec, stochastic=True):
         raise ValueError("cpfloat_inexact: CPFloat's rules in stochastic rounding (round = 5 or 6) only.")
     parts = _split(ns, v, spec)
-    return (_fraction(ns, v, parts) > 0) & (parts.magnitude < parts.k.inf)
+    return (_fraction(ns, parts) > 0) & (parts.magnitude < parts.k.inf)
 
 
 def host_numbers(sources: RandomSources, spec: ChopSpec, count: int) -> np.ndarray:
@@ -266,7 +266,7 @@ def round_cpfloat_elementwise(ns: Namespace, v: Any, spec: ChopSpec, u_round: An
     keep = ~low
     # (where(condition, constant, array) throughout: the array keeps the storage's integer type)
     if stochastic:
-        fraction = _fraction(ns, v, parts)
+        fraction = _fraction(ns, parts)
         up = (fraction > 0) & (u_round <= (fraction if mode == 5 else 0.5))
         r = xp.where(up, (m & keep) + (low + 1), m & keep)
     else:

@@ -113,8 +113,8 @@ def cpfloat_constants(fmt: Format, mode: int, subnormal: bool, explim: bool, sat
         width=width, dropped=p - t, dropped_top=p - t + emin + bias, dropped_max=p - 1, hidden=1 << (p - 1),
         tiny_lo=tiny_lo, tiny_half=tiny_half, tiny_result=tiny_lo, tiny_exponent=tiny_exponent,
         special_mask=special[0], special_lo=special[1], special_span=special[2], xmax=bits(eff.xmax),
-        inf=bits(math.inf), nan=bits(math.nan), saturation=bool(saturation), infinity=bool(infinity), zero_plus=zero_plus,
-        e8m0=e8m0, xmin=xmin)
+        inf=bits(math.inf), nan=bits(math.nan), saturation=bool(saturation), infinity=bool(infinity),
+        zero_plus=zero_plus, e8m0=e8m0, xmin=xmin)
 
 
 def cpfloat_covers(spec: ChopSpec, stochastic: bool = False) -> bool:

@@ -19,7 +19,7 @@ from pychop_compat.cpfloat import clear_cpfloat, cpfloat
 from pychop_compat.engines import numpy_engine
 from pychop_compat.engines.elementwise import numpy_namespace
 from pychop_compat.engines.elementwise_cpfloat import cpfloat_covers, cpfloat_inexact, round_cpfloat_elementwise
-from pychop_compat.formats import lookup_format
+from pychop_compat.formats import Format, lookup_format
 from pychop_compat.randomness import MATLAB_STREAM, RandomSources
 from pychop_compat.rounding import make_spec
 from pychop_compat.rounding.extended import round_cpfloat
@@ -134,6 +134,27 @@ def test_stochastic_comparison_can_fail():
     assert not same_bits(stochastic_elementwise(numpy_namespace(), x, spec, numbers[::-1].copy()), want).all()
     assert not same_bits(stochastic_elementwise(numpy_namespace(), x, spec_of(fmt, 6, 1, 1, 0, 1), numbers),
                          want).all()
+
+
+@pytest.mark.parametrize("subnormal", [0, 1])
+def test_tiny_inputs_below_a_grid_above_one(subnormal):
+    """A format whose smallest number is 2^51 (t = 1, emin = emax = 51): a positive float64
+    subnormal input x lies strictly between 0 and 2^51, so round up and round to odd give 2^51,
+    the other deterministic modes 0 (stated mathematics).  |x| / 2^51 underflows in float64: the
+    reference once read it as exact and returned 0 for every mode."""
+    from pychop_compat.engines import numpy_cpfloat
+
+    fmt = Format(1, 51, ("c",), emin=51)
+    x = np.array([4.3e-309, 5e-324, 2.0**-1030])
+    expected = {-1: 0.0, 0: 0.0, 1: 0.0, 2: 2.0**51, 3: 0.0, 4: 0.0, 7: 2.0**51}
+    for mode, value in expected.items():
+        spec = spec_of(fmt, mode, subnormal, 1, 0, 1)
+        want = np.full(x.shape, value)
+        assert same_bits(round_cpfloat(x, fmt, mode, bool(subnormal), True, False, True, MATLAB_STREAM), want).all()
+        assert same_bits(round_cpfloat_elementwise(numpy_namespace(), x, spec), want).all()
+        assert same_bits(numpy_cpfloat.round_array(x, spec), want).all()
+    assert same_bits(round_cpfloat(-x, fmt, 3, bool(subnormal), True, False, True, MATLAB_STREAM),
+                     np.full(x.shape, -2.0**51)).all()  # round down of a negative one
 
 
 # --- torch tensors off the CPU (the device path, run on CPU tensors) ------------------------------
@@ -255,3 +276,50 @@ def test_jax_eager_and_jit_stay_on_the_device(monkeypatch, name, dtype):
                 if not same_bits(np.asarray(jitted), want).all():
                     failures.append(("jit", mode, switches))
     assert not failures, failures[:5]
+
+
+# --- random formats (property test) --------------------------------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@st.composite
+def random_settings(draw):
+    """A custom [t, emin, emax] inside the storage's range, a mode (stochastic ones included),
+    the four switches and a storage dtype."""
+    dtype = draw(st.sampled_from([np.float32, np.float64]))
+    p, emin_s, emax_s = (24, -126, 127) if dtype == np.float32 else (53, -1022, 1023)
+    t = draw(st.integers(1, p))
+    emin = draw(st.integers(emin_s, emax_s - 1))
+    emax = draw(st.integers(max(emin, 1 - emin if emin < 0 else emin), emax_s))
+    mode = draw(st.sampled_from([-1, 0, 1, 2, 3, 4, 5, 6, 7]))
+    switches = tuple(draw(st.integers(0, 1)) for _ in range(4))
+    return dtype, Format(t, emax, ("c",), emin=emin), mode, switches
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_settings(), st.integers(0, 2**32 - 1))
+def test_random_formats_are_the_reference(setting, seed):
+    """Random bit patterns (every exponent field, random significands, zeros, Inf, NaN) and values
+    around the format's range through a random custom format, mode and switches: the elementwise
+    code gives the reference's bits (stochastic modes with the reference's numbers)."""
+    dtype, fmt, mode, switches = setting
+    rng = np.random.default_rng(seed)
+    unsigned = np.uint32 if dtype == np.float32 else np.uint64
+    width = 8 * np.dtype(dtype).itemsize
+    patterns = rng.integers(0, 1 << 62, 3000, dtype=np.uint64) >> np.uint64(64 - width)
+    x = patterns.astype(unsigned).view(dtype)
+    with np.errstate(all="ignore"):
+        near = (rng.standard_normal(3000) * np.exp2(rng.integers(fmt.emin - fmt.t - 3, fmt.emax + 3, 3000))
+                ).astype(dtype)
+    x = np.concatenate([x, -x, near, np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0], dtype)]).reshape(-1, 2)
+    spec = spec_of(fmt, mode, *switches)
+    if mode in (5, 6):
+        want, numbers = stochastic_reference(x, fmt, mode, switches, seed=seed)
+        got = stochastic_elementwise(numpy_namespace(), x, spec, numbers)
+    else:
+        want = round_cpfloat(x.ravel(), fmt, mode, *map(bool, switches), MATLAB_STREAM).reshape(x.shape)
+        got = round_cpfloat_elementwise(numpy_namespace(), x, spec)
+    bad = ~same_bits(got, want)
+    assert not bad.any(), (fmt.t, fmt.emin, fmt.emax, mode, switches, x[bad][:3], got[bad][:3], want[bad][:3])

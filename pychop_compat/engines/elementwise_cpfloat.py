@@ -204,8 +204,13 @@ def cpfloat_inexact(ns: Namespace, v: Any, spec: ChopSpec) -> Any:
     :func:`round_cpfloat_elementwise`."""
     if not cpfloat_covers(spec, stochastic=True):
         raise ValueError("cpfloat_inexact: CPFloat's rules in stochastic rounding (round = 5 or 6) only.")
-    parts = _split(ns, v, spec)
-    return (_fraction(ns, parts) > 0) & (parts.magnitude < parts.k.inf)
+    return _inexact(ns, _split(ns, v, spec))
+
+
+def _inexact(ns: Namespace, parts: _Split) -> Any:
+    """Off the grid, exactly (by the bits, not by a fraction that may underflow): a nonzero tiny
+    magnitude (the grid there is {0, tiny_lo}), or dropped bits that are not all zero."""
+    return ns.xp.where(parts.tiny, parts.m != 0, (parts.m & parts.low) != 0)
 
 
 def host_numbers(sources: RandomSources, spec: ChopSpec, count: int) -> np.ndarray:
@@ -267,7 +272,7 @@ def round_cpfloat_elementwise(ns: Namespace, v: Any, spec: ChopSpec, u_round: An
     # (where(condition, constant, array) throughout: the array keeps the storage's integer type)
     if stochastic:
         fraction = _fraction(ns, parts)
-        up = (fraction > 0) & (u_round <= (fraction if mode == 5 else 0.5))
+        up = _inexact(ns, parts) & (u_round <= (fraction if mode == 5 else 0.5))
         r = xp.where(up, (m & keep) + (low + 1), m & keep)
     else:
         if mode == 1:

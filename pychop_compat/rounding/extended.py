@@ -156,11 +156,19 @@ def round_cpfloat(x: np.ndarray, fmt: Format, mode: int, subnormal: bool, explim
         # The grid: the binade's for normal numbers; below xmin, the subnormal grid, or
         # without subnormals the grid {0, xmin} (so "round to 0 or xmin by the mode").
         q = np.where(a >= eff.xmin, e - t + 1, emin - t + 1 if subnormal else emin)
-        y = np.ldexp(np.where(finite, a, 0.0), -q)
-        f = np.floor(y)
-        r = y - f  # the dropped fraction, in [0, 1)
-        inexact = r > 0
-        odd = np.fmod(f, 2) == 1
+        # |x| = M 2^E0 with an integer M < 2^53; y = |x| / 2^q = M / 2^shift, split exactly into
+        # its integer part f and the dropped bits (a float y could underflow: with float64
+        # storage and a grid above 2^0, |x| / 2^q may lie below the smallest subnormal).
+        significand, exponent = np.frexp(np.where(finite, a, 0.0))
+        big_m = np.ldexp(significand, 53).astype(np.int64)
+        shift = q - (exponent - 53)
+        down = np.clip(shift, 0, 62)
+        f_int = np.where(shift >= 63, 0, (big_m >> down) << np.clip(-shift, 0, 62))
+        dropped = np.where(shift > 0, big_m - (f_int << down), 0)
+        inexact = dropped != 0
+        r = np.ldexp(dropped.astype(np.float64), -np.maximum(shift, 0))  # the dropped fraction, in [0, 1)
+        f = f_int.astype(np.float64)
+        odd = (f_int & 1) == 1
         if mode == -1:
             up = r >= 0.5
         elif mode == 0:

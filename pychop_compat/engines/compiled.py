@@ -364,9 +364,8 @@ def _from_matlab_stream(k, x, ip, up, fp, single, utype):
 
     xf = x.ravel(order="F")  # MATLAB's element order
     of = np.empty_like(xf)
-    deferred = np.empty(xf.size, np.int64)  # (virtual memory: only what the kernel writes is touched)
     with stream_state() as (key, pos):
-        k.round_stream(xf, xf.view(utype), of, of.view(utype), ip, up, fp, single, key, pos, deferred)
+        k.round_stream(xf, xf.view(utype), of, of.view(utype), ip, up, fp, single, key, pos)
     return of.reshape(x.shape, order="F")
 
 
@@ -444,6 +443,5 @@ def warm_up() -> float:
                     ip, up, fp, _ = _spec_constants(spec, x.dtype.char)
                     out, utype = np.empty_like(x), _UINT[x.dtype.char]
                     _load().round_stream(x, x.view(utype), out, out.view(utype), ip, up, fp, dtype is np.float32,
-                                         np.arange(624, dtype=np.uint32), np.array([624], np.intc),
-                                         np.empty(x.size, np.int64))
+                                         np.arange(624, dtype=np.uint32), np.array([624], np.intc))
     return time.perf_counter() - start

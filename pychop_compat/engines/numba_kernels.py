@@ -877,6 +877,8 @@ def mt_uniform(key, pos, n):
 #: Per sub-block plans of round_stream's counting pass: regular elements only, regular and
 #: small elements only (:func:`_wide_limits`), or some for the general path.
 _PLAN_REGULAR, _PLAN_WIDE, _PLAN_GENERAL = 0, 1, 2
+#: Sub-blocks whose numbers round_stream draws together (per cursor, 8 bytes a number: L1/L2).
+STREAM_GROUP = 16
 
 
 @numba.njit(**_jit)
@@ -973,72 +975,94 @@ def round_stream(xf, xu, of, ou, ip, up, fp, single, key, pos):
     if k_sub:
         _mt_skip(key_sub, pos_sub, 2 * k_normal)
         _mt_temper(key_sub, tempered_sub)
-    numbers = np.zeros(SUB_BLOCK + 1, np.float64)  # (+ 1: read, unused, after the last element)
-    numbers_sub = np.zeros(SUB_BLOCK + 1, np.float64)
+    # The numbers of a group of sub-blocks, drawn together (fewer, longer draws): the normal
+    # block's, then the subnormal block's (each + 1: read, unused, after the last element).
+    group = STREAM_GROUP * SUB_BLOCK
+    pool = np.zeros(2 * group + 2, np.float64)
+    numbers = pool[:group + 1]
+    numbers_sub = pool[group + 1:]
+    element_numbers = np.empty(SUB_BLOCK, np.float64)
+    element_draws = np.empty(SUB_BLOCK, np.uint64)
+    element_sub = np.empty(SUB_BLOCK, np.uint64)
     low0, keep, scale, d0 = k[LOW0], k[KEEP0], k[FRAC_SCALE], np.uint64(k[D0])
     mode5 = k[MODE] == 5
-    for block in range(n_blocks):
-        first = np.uint64(block * SUB_BLOCK)
-        last = np.uint64(min(n, block * SUB_BLOCK + SUB_BLOCK))
-        plan = plans[block]
-        if plan == _PLAN_WIDE:
-            # Regular and small elements only: their bit rules, each number from its block's
-            # cursor.  Branch-free: both cursors are read, the element's block selects.
-            _mt_fill(key, tempered, pos, numbers, counts[block, 0], single)
-            _mt_fill(key_sub, tempered_sub, pos_sub, numbers_sub, counts[block, 1], single)
-            position = np.uint64(0)
-            position_sub = np.uint64(0)
-            for i in range(first, last):
-                b = np.uint64(xu[i])
-                d, sub = _wide_shift(b, k)
-                draws = np.uint64(_small_draws(b, k, d))
-                in_sub = np.uint64(sub)
-                rnd = numbers_sub[position_sub] if sub else numbers[position]
-                position_sub += draws & in_sub
-                position += draws & (in_sub ^ _U1)
-                ou[i] = _small_stochastic(b, k, d, rnd)
-            continue
-        if plan == _PLAN_GENERAL:
-            for i in range(first, last):
-                v = np.float64(xf[i])
-                b = np.uint64(xu[i])
-                sub, need = _classify(b, v, k)
-                rnd = 2.0
-                if need:
-                    if sub:
-                        rnd = _to_class(_mt_double(key_sub, tempered_sub, pos_sub), single)
-                    else:
-                        rnd = _to_class(_mt_double(key, tempered, pos), single)
-                if _is_regular(b, k):
-                    ou[i] = _regular_stochastic(b, k, rnd)
-                    continue
-                d, _ = _small_shift(b, k)
-                if d >= 0:
-                    ou[i] = _small_stochastic(b, k, d, rnd)
-                else:
-                    of[i] = _general(v, k, single, rnd, plus_sub if sub else plus_normal, -1)
-            continue
-        _mt_fill(key, tempered, pos, numbers, counts[block, 0], single)
-        # Branch-free (a branch on the comparison, which LLVM made of a select, mispredicts
-        # half the time): an element without dropped bits takes no number; unsigned positions
-        # (no negative-index checks).
+    for group_first in range(0, n_blocks, STREAM_GROUP):
+        group_last = min(n_blocks, group_first + STREAM_GROUP)
+        count = 0
+        count_sub = 0
+        for block in range(group_first, group_last):
+            count += counts[block, 0]
+            count_sub += counts[block, 1]
+        _mt_fill(key, tempered, pos, numbers, count, single)
+        _mt_fill(key_sub, tempered_sub, pos_sub, numbers_sub, count_sub, single)
+        # The next number of each block in the pool (unsigned: no negative-index checks).
         position = np.uint64(0)
-        if mode5:
-            for i in range(first, last):
-                b = np.uint64(xu[i])
-                low = b & low0
-                draws = np.uint64(low != _U0)
-                up_ = np.uint64(numbers[position] <= np.float64(np.int64(low)) * scale) & draws
-                position += draws
-                ou[i] = (b & keep) + (up_ << d0)
-        else:
-            for i in range(first, last):
-                b = np.uint64(xu[i])
-                low = b & low0
-                draws = np.uint64(low != _U0)
-                up_ = np.uint64(numbers[position] <= 0.5) & draws
-                position += draws
-                ou[i] = (b & keep) + (up_ << d0)
+        position_sub = np.uint64(group + 1)
+        for block in range(group_first, group_last):
+            first = np.uint64(block * SUB_BLOCK)
+            last = np.uint64(min(n, block * SUB_BLOCK + SUB_BLOCK))
+            plan = plans[block]
+            if plan == _PLAN_WIDE:
+                # Regular and small elements only, by their bit rules: first each element's block
+                # and whether it draws (a vectorised loop), then each element's number (a short
+                # serial loop: one load from the pool, no branch), then the rounding (vectorised).
+                for j in range(last - first):
+                    b = np.uint64(xu[first + j])
+                    d, sub = _wide_shift(b, k)
+                    element_draws[j] = np.uint64(_small_draws(b, k, d))
+                    element_sub[j] = np.uint64(sub)
+                for j in range(last - first):
+                    in_sub = element_sub[j]
+                    draws = element_draws[j]
+                    element_numbers[j] = pool[position + in_sub * (position_sub - position)]
+                    position_sub += draws & in_sub
+                    position += draws & (in_sub ^ _U1)
+                for j in range(last - first):
+                    b = np.uint64(xu[first + j])
+                    d, _ = _wide_shift(b, k)
+                    ou[first + j] = _small_stochastic(b, k, d, element_numbers[j])
+                continue
+            if plan == _PLAN_GENERAL:
+                for i in range(first, last):
+                    v = np.float64(xf[i])
+                    b = np.uint64(xu[i])
+                    sub, need = _classify(b, v, k)
+                    rnd = 2.0
+                    if need:
+                        if sub:
+                            rnd = pool[position_sub]
+                            position_sub += _U1
+                        else:
+                            rnd = pool[position]
+                            position += _U1
+                    if _is_regular(b, k):
+                        ou[i] = _regular_stochastic(b, k, rnd)
+                        continue
+                    d, _ = _small_shift(b, k)
+                    if d >= 0:
+                        ou[i] = _small_stochastic(b, k, d, rnd)
+                    else:
+                        of[i] = _general(v, k, single, rnd, plus_sub if sub else plus_normal, -1)
+                continue
+            # Regular elements only.  Branch-free (a branch on the comparison, which LLVM made of
+            # a select, mispredicts half the time): an element without dropped bits takes no
+            # number.
+            if mode5:
+                for i in range(first, last):
+                    b = np.uint64(xu[i])
+                    low = b & low0
+                    draws = np.uint64(low != _U0)
+                    up_ = np.uint64(numbers[position] <= np.float64(np.int64(low)) * scale) & draws
+                    position += draws
+                    ou[i] = (b & keep) + (up_ << d0)
+            else:
+                for i in range(first, last):
+                    b = np.uint64(xu[i])
+                    low = b & low0
+                    draws = np.uint64(low != _U0)
+                    up_ = np.uint64(numbers[position] <= 0.5) & draws
+                    position += draws
+                    ou[i] = (b & keep) + (up_ << d0)
     if k_sub:  # the stream's state: after the subnormal block's last number
         key[:] = key_sub
         pos[0] = pos_sub[0]

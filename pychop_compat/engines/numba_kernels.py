@@ -905,10 +905,12 @@ def _mt_skip(key, pos, words):
 
 
 @numba.njit(**_jit)
-def _stream_plan(xf, xu, k, plans, counts):
+def _stream_plan(xf, xu, k, plans, counts, flags):
     """round_stream's counting pass: per sub-block its plan (``_PLAN_*``) and its numbers of the
-    normal block and of chop's subnormal block (``counts[block]``); returns the totals (the
-    numbers chop.m draws for each block, in that order) and the elements of the subnormal block."""
+    normal block and of chop's subnormal block (``counts[block]``); per element of a
+    ``_PLAN_WIDE`` sub-block whether it draws (bit 0) and whether it is in the subnormal block
+    (bit 1) (``flags``); returns the totals (the numbers chop.m draws for each block, in that
+    order) and the elements of the subnormal block."""
     n = xf.size
     low0 = k[LOW0]
     wide_lo, wide_span, wide = _wide_limits(k)
@@ -935,6 +937,7 @@ def _stream_plan(xf, xu, k, plans, counts):
                 s += draws & np.int64(sub)
                 a += draws & np.int64(not sub)
                 m += np.int64(sub)
+                flags[i] = np.uint8(draws | (np.int64(sub) << 1))
         else:
             plans[block] = _PLAN_GENERAL
             a, s, m = _count_general(xf, xu, first, last, k, True)
@@ -962,7 +965,8 @@ def round_stream(xf, xu, of, ou, ip, up, fp, single, key, pos):
     n_blocks = (n + SUB_BLOCK - 1) // SUB_BLOCK
     plans = np.empty(n_blocks, np.int8)
     counts = np.empty((n_blocks, 2), np.int64)
-    k_normal, k_sub, _ = _stream_plan(xf, xu, k, plans, counts)
+    flags = np.empty(n, np.uint8)
+    k_normal, k_sub, _ = _stream_plan(xf, xu, k, plans, counts, flags)
     plus_normal = k_normal > 0  # chop.m's stochastic branch gives +0 when its block drew
     plus_sub = k_sub > 0
     # The normal block's cursor (the stream's state) and the subnormal block's, k_normal numbers
@@ -982,8 +986,6 @@ def round_stream(xf, xu, of, ou, ip, up, fp, single, key, pos):
     numbers = pool[:group + 1]
     numbers_sub = pool[group + 1:]
     element_numbers = np.empty(SUB_BLOCK, np.float64)
-    element_draws = np.empty(SUB_BLOCK, np.uint64)
-    element_sub = np.empty(SUB_BLOCK, np.uint64)
     low0, keep, scale, d0 = k[LOW0], k[KEEP0], k[FRAC_SCALE], np.uint64(k[D0])
     mode5 = k[MODE] == 5
     for group_first in range(0, n_blocks, STREAM_GROUP):
@@ -1003,17 +1005,13 @@ def round_stream(xf, xu, of, ou, ip, up, fp, single, key, pos):
             last = np.uint64(min(n, block * SUB_BLOCK + SUB_BLOCK))
             plan = plans[block]
             if plan == _PLAN_WIDE:
-                # Regular and small elements only, by their bit rules: first each element's block
-                # and whether it draws (a vectorised loop), then each element's number (a short
-                # serial loop: one load from the pool, no branch), then the rounding (vectorised).
+                # Regular and small elements only, by their bit rules: each element's number (a
+                # short serial loop on the counting pass's flags: one load from the pool, no
+                # branch), then the rounding (a loop LLVM vectorises).
                 for j in range(last - first):
-                    b = np.uint64(xu[first + j])
-                    d, sub = _wide_shift(b, k)
-                    element_draws[j] = np.uint64(_small_draws(b, k, d))
-                    element_sub[j] = np.uint64(sub)
-                for j in range(last - first):
-                    in_sub = element_sub[j]
-                    draws = element_draws[j]
+                    f = np.uint64(flags[first + j])
+                    in_sub = f >> _U1
+                    draws = f & _U1
                     element_numbers[j] = pool[position + in_sub * (position_sub - position)]
                     position_sub += draws & in_sub
                     position += draws & (in_sub ^ _U1)

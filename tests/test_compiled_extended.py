@@ -157,8 +157,9 @@ def _stream_cases(fmt, dtype, gen) -> dict:
     """Arrays for the MATLAB-stream kernel (``numba_kernels.round_stream``): its counting pass
     plans every 256 elements (regular only, regular and small only, or the general path), draws
     the numbers of 16 such sub-blocks at a time from two cursors (chop.m's normal block, and its
-    subnormal block ``xmins <= |x| < xmin``, whose numbers follow all of the normal block's).
-    Sizes span several groups of 16 sub-blocks and end in a partial one."""
+    subnormal block ``xmins <= |x| < xmin``, whose numbers follow all of the normal block's), or
+    rounds a subnormal block of a few elements after the rest (``DEFER_BELOW``).  Sizes span
+    several groups of 16 sub-blocks and end in a partial one."""
     n = 3 * 16 * 256 + 77
     sign = gen.choice([-1.0, 1.0], n)
     sub_block = sign * gen.uniform(fmt.xmins, fmt.xmin, n)  # chop.m's subnormal block only
@@ -174,7 +175,9 @@ def _stream_cases(fmt, dtype, gen) -> dict:
     on_grid_below[::97] = 0.0  # zeros (in the subnormal block of formats with emin = 0)
     normal_exact = np.where(np.arange(n) % 3 == 0, sub_block, fmt.xmin * sign)  # only that block draws
     normal_exact[5::101] = -0.0
-    cases = {"subnormal block only": sub_block, "no subnormal block": normal, "mixed": mixed,
+    few = normal.copy()  # a few in the subnormal block (drawing or not), a zero of each sign
+    few[gen.choice(n, 12, replace=False)] = np.concatenate([sub_block[:8], exact_below[:2], [0.0, -0.0]])
+    cases = {"a few in the subnormal block": few, "subnormal block only": sub_block, "no subnormal block": normal, "mixed": mixed,
              "specials": specials, "subnormal block draws nothing": np.where(np.arange(n) % 2 == 0, on_grid_below, normal),
              "normal block draws nothing": normal_exact,
              "nothing drawn": np.where(np.arange(n) % 3 == 0, on_grid_below, fmt.xmin * 2 * sign),

@@ -879,6 +879,9 @@ def mt_uniform(key, pos, n):
 _PLAN_REGULAR, _PLAN_WIDE, _PLAN_GENERAL = 0, 1, 2
 #: Sub-blocks whose numbers round_stream draws together (per cursor, 8 bytes a number: L1/L2).
 STREAM_GROUP = 16
+#: round_stream rounds chop's subnormal block after the rest when it has fewer than 1/DEFER_BELOW
+#: as many elements as the normal block draws numbers.
+DEFER_BELOW = 512
 
 
 @numba.njit(**_jit)
@@ -943,6 +946,7 @@ def _stream_plan(xf, xu, k, plans, counts, flags):
             a, s, m = _count_general(xf, xu, first, last, k, True)
         counts[block, 0] = a
         counts[block, 1] = s
+        counts[block, 2] = m
         k_normal += a
         k_sub += s
         n_sub += m
@@ -964,9 +968,9 @@ def round_stream(xf, xu, of, ou, ip, up, fp, single, key, pos):
     n = xf.size
     n_blocks = (n + SUB_BLOCK - 1) // SUB_BLOCK
     plans = np.empty(n_blocks, np.int8)
-    counts = np.empty((n_blocks, 2), np.int64)
+    counts = np.empty((n_blocks, 3), np.int64)
     flags = np.empty(n, np.uint8)
-    k_normal, k_sub, _ = _stream_plan(xf, xu, k, plans, counts, flags)
+    k_normal, k_sub, n_sub = _stream_plan(xf, xu, k, plans, counts, flags)
     plus_normal = k_normal > 0  # chop.m's stochastic branch gives +0 when its block drew
     plus_sub = k_sub > 0
     # The normal block's cursor (the stream's state) and the subnormal block's, k_normal numbers
@@ -976,7 +980,16 @@ def round_stream(xf, xu, of, ou, ip, up, fp, single, key, pos):
     key_sub = key.copy()
     pos_sub = pos.copy()
     tempered_sub = np.empty(_MT_N, np.uint64)
-    if k_sub:
+    # Few elements in the subnormal block: rounded after the others, from the one cursor (cheaper
+    # than setting the second cursor ahead, which costs two words' generation per number).
+    defer = k_sub > 0 and n_sub * DEFER_BELOW < k_normal
+    # Their indices, values and bit patterns, kept while in the cache: the last pass reads no
+    # more of the array.
+    deferred = np.empty(n_sub if defer else 0, np.int64)
+    deferred_values = np.empty(n_sub if defer else 0, np.float64)
+    deferred_bits = np.empty(n_sub if defer else 0, np.uint64)
+    n_deferred = 0
+    if k_sub and not defer:
         _mt_skip(key_sub, pos_sub, 2 * k_normal)
         _mt_temper(key_sub, tempered_sub)
     # The numbers of a group of sub-blocks, drawn together (fewer, longer draws): the normal
@@ -996,7 +1009,8 @@ def round_stream(xf, xu, of, ou, ip, up, fp, single, key, pos):
             count += counts[block, 0]
             count_sub += counts[block, 1]
         _mt_fill(key, tempered, pos, numbers, count, single)
-        _mt_fill(key_sub, tempered_sub, pos_sub, numbers_sub, count_sub, single)
+        if not defer:
+            _mt_fill(key_sub, tempered_sub, pos_sub, numbers_sub, count_sub, single)
         # The next number of each block in the pool (unsigned: no negative-index checks).
         position = np.uint64(0)
         position_sub = np.uint64(group + 1)
@@ -1019,12 +1033,25 @@ def round_stream(xf, xu, of, ou, ip, up, fp, single, key, pos):
                     b = np.uint64(xu[first + j])
                     d, _ = _wide_shift(b, k)
                     ou[first + j] = _small_stochastic(b, k, d, element_numbers[j])
+                if defer and counts[block, 2]:  # (their values above are rounded again at the end)
+                    for j in range(last - first):
+                        if flags[first + j] >> 1:  # (rare: a branch)
+                            deferred[n_deferred] = np.int64(first + j)
+                            deferred_values[n_deferred] = np.float64(xf[first + j])
+                            deferred_bits[n_deferred] = np.uint64(xu[first + j])
+                            n_deferred += 1
                 continue
             if plan == _PLAN_GENERAL:
                 for i in range(first, last):
                     v = np.float64(xf[i])
                     b = np.uint64(xu[i])
                     sub, need = _classify(b, v, k)
+                    if sub and defer:
+                        deferred[n_deferred] = np.int64(i)
+                        deferred_values[n_deferred] = v
+                        deferred_bits[n_deferred] = b
+                        n_deferred += 1
+                        continue
                     rnd = 2.0
                     if need:
                         if sub:
@@ -1061,7 +1088,21 @@ def round_stream(xf, xu, of, ou, ip, up, fp, single, key, pos):
                     up_ = np.uint64(numbers[position] <= 0.5) & draws
                     position += draws
                     ou[i] = (b & keep) + (up_ << d0)
-    if k_sub:  # the stream's state: after the subnormal block's last number
+    # The few elements of the subnormal block, with the numbers that follow the normal block's.
+    for j in range(n_deferred):
+        i = deferred[j]
+        v = deferred_values[j]
+        b = deferred_bits[j]
+        _, need = _classify(b, v, k)
+        rnd = 2.0
+        if need:
+            rnd = _to_class(_mt_double(key, tempered, pos), single)
+        d, _ = _small_shift(b, k)
+        if d >= 0:
+            ou[i] = _small_stochastic(b, k, d, rnd)
+        else:
+            of[i] = _general(v, k, single, rnd, plus_sub, -1)
+    if k_sub and not defer:  # the stream's state: after the subnormal block's last number
         key[:] = key_sub
         pos[0] = pos_sub[0]
     return k_normal, k_sub

@@ -16,6 +16,10 @@ Random numbers
   subnormal block; ``rand``/``randi`` for flips in between), and the rounding
   pass hands each element its number in MATLAB's column-major order (each
   chunk knows where its numbers start).  Bit for bit the NumPy engine's result.
+* MATLAB's stream without flips: the kernel draws the numbers itself
+  (``numba_kernels.round_stream``): a counting pass, then one rounding pass
+  with two cursors into the stream, the subnormal block's set ahead by the
+  normal block's count of numbers, so neither block waits for the other.
 * ``Chop(..., rng=<int>)``: the counter-based generator of
   :mod:`.device_random` computed inside the loop, element ``i`` (row-major)
   with counter ``offset + i``: no array of numbers, no second pass.

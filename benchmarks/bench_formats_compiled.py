@@ -70,7 +70,7 @@ def main(argv=None) -> None:
     for key in configs:
         line = f"{key:28s} {best[key] * 1e3:7.2f} ms  {best[key] / best['fp16 RN']:.2f}x"
         if key.endswith("MATLAB"):  # and to fp16 on the same stream, which draws as many numbers
-            line += f"  ({best[key] / best['fp16 SR5 MATLAB']:.2f}x fp16 SR5 MATLAB)"
+            line += f"  to fp16 SR5 MATLAB: {best[key] / best['fp16 SR5 MATLAB']:.2f}x"
         print(line)
 
 

@@ -961,9 +961,10 @@ def round_stream(xf, xu, of, ou, ip, up, fp, single, key, pos):
     for the subnormal block.  A counting pass (:func:`_stream_plan`) finds how many numbers the
     normal block draws; a second cursor into the stream is set that many numbers ahead
     (:func:`_mt_skip`), and one rounding pass takes each element's number from the cursor of its
-    block, drawing each sub-block's numbers into the cache just before it is rounded.  The
-    state ``key, pos`` is left after the last number drawn.  Returns the numbers drawn for the
-    normal and subnormal blocks."""
+    block, drawing the numbers of ``STREAM_GROUP`` sub-blocks into the cache just before they
+    are rounded.  A subnormal block of very few elements (``DEFER_BELOW``) is instead rounded
+    after the rest, from the one cursor.  The state ``key, pos`` is left after the last number
+    drawn.  Returns the numbers drawn for the normal and subnormal blocks."""
     k = _unpack(ip, up, fp)
     n = xf.size
     n_blocks = (n + SUB_BLOCK - 1) // SUB_BLOCK

@@ -304,3 +304,38 @@ def test_compiled_chop_equals_ml_dtypes_cast_except_chops_underflow_rule(name, d
     assert not np.signbit(got[flushed]).any()
     if fmt.encoding == "fnuz":
         assert not np.signbit(got[got == 0]).any()
+
+
+def _stream_at_word(seed: int, words: int) -> None:
+    """Put MATLAB's stream at mt19937ar's state of ``seed`` after ``words`` 32-bit outputs (an
+    odd count leaves a double across two calls' words; NumPy's RandomState is the generator)."""
+    from pychop_compat.matlab_random import stream_state
+
+    reference = np.random.RandomState(seed)
+    reference.randint(0, 2**32, size=words, dtype=np.uint32)  # one word each
+    state = reference.get_state(legacy=False)["state"]
+    rng(seed)
+    with stream_state() as (key, pos):
+        key[:] = state["key"]
+        pos[0] = state["pos"]
+
+
+@pytest.mark.parametrize("words", [1, 311, 622, 623])
+@pytest.mark.parametrize("name", ["float4_e2m1fn", "float8_e4m3fn"])
+def test_matlab_stream_kernel_from_any_word(name, words):
+    """The second cursor of the MATLAB-stream kernel is set ahead from the stream's position,
+    odd ones and the last words before a twist included: same bits and same state afterwards as
+    the NumPy engine (the stream's own numbers, drawn in chop.m's order)."""
+    fmt = catalogue_format(name)
+    gen = np.random.default_rng(words)
+    x = gen.standard_normal(5 * 16 * 256 + 3) * gen.choice([fmt.xmin, 1.0], 5 * 16 * 256 + 3)
+    for mode in (5, 6):
+        spec = make_spec(fmt, mode, rules="chop")
+        results, after = [], []
+        for engine in ("numba", "numpy"):
+            _stream_at_word(3, words)
+            with compiled.cpu_engine(engine):
+                results.append(numpy_engine.chop_array(x, spec, MATLAB_STREAM))
+            after.append(rand(1, 3))
+        assert np.array_equal(after[0], after[1]), f"{name} round={mode}: the stream left in different states"
+        assert_bits_equal(*results, f"{name} round={mode} from word {words}")

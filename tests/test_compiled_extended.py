@@ -153,6 +153,57 @@ def test_compiled_equals_numpy_engine_on_stochastic_bit_rules_below_xmin(name, d
         _check(x, spec, f"{name} {np.dtype(dtype)} round={mode} subnormal={subnormal}")
 
 
+def _stream_cases(fmt, dtype, gen) -> dict:
+    """Arrays for the MATLAB-stream kernel (``numba_kernels.round_stream``): its counting pass
+    plans every 256 elements (regular only, regular and small only, or the general path), draws
+    the numbers of 16 such sub-blocks at a time from two cursors (chop.m's normal block, and its
+    subnormal block ``xmins <= |x| < xmin``, whose numbers follow all of the normal block's), or
+    rounds a subnormal block of a few elements after the rest (``DEFER_BELOW``).  Sizes span
+    several groups of 16 sub-blocks and end in a partial one."""
+    n = 3 * 16 * 256 + 77
+    sign = gen.choice([-1.0, 1.0], n)
+    sub_block = sign * gen.uniform(fmt.xmins, fmt.xmin, n)  # chop.m's subnormal block only
+    normal = sign * gen.uniform(fmt.xmin, fmt.xmax / 2, n)  # none in it
+    mixed = gen.standard_normal(n) * gen.choice([fmt.xmin, 1.0, fmt.xmax / 4], n)
+    specials = mixed.copy()  # zeros (of both signs), Inf, NaN and the top binade here and there
+    where = gen.choice(n, 40, replace=False)
+    specials[where] = gen.choice([0.0, -0.0, np.inf, -np.inf, np.nan, fmt.xmax, -fmt.xmax * 0.9], 40)
+    grid = np.arange(1, n + 1) % 5 * fmt.xmins  # on the grid 2^emins: nothing drawn below xmin
+    on_grid_below = np.where(np.abs(grid) < fmt.xmin, grid, fmt.xmins) * sign  # subnormal block draws nothing
+    # No zero: sub-blocks of regular and small elements only.
+    exact_below = np.where(on_grid_below == 0, fmt.xmins * sign, on_grid_below)
+    on_grid_below[::97] = 0.0  # zeros (in the subnormal block of formats with emin = 0)
+    normal_exact = np.where(np.arange(n) % 3 == 0, sub_block, fmt.xmin * sign)  # only that block draws
+    normal_exact[5::101] = -0.0
+    few = normal.copy()  # a few in the subnormal block (drawing or not), a zero of each sign
+    few[gen.choice(n, 12, replace=False)] = np.concatenate([sub_block[:8], exact_below[:2], [0.0, -0.0]])
+    cases = {"a few in the subnormal block": few, "subnormal block only": sub_block, "no subnormal block": normal, "mixed": mixed,
+             "specials": specials, "subnormal block draws nothing": np.where(np.arange(n) % 2 == 0, on_grid_below, normal),
+             "normal block draws nothing": normal_exact,
+             "nothing drawn": np.where(np.arange(n) % 3 == 0, on_grid_below, fmt.xmin * 2 * sign),
+             "some of each block draw": np.choose(np.arange(n) * 7 % 4, [exact_below, sub_block, normal,
+                                                                         fmt.xmin * 2 * sign])}
+    with np.errstate(over="ignore", under="ignore"):
+        return {key: value.astype(dtype) for key, value in cases.items()}
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("name", ["float4_e2m1fn", "float6_e2m3fn", "float8_e4m3fn", "float8_e5m2fnuz", "h"])
+def test_matlab_stream_kernel_equals_numpy_engine(name, dtype):
+    """Stochastic rounding on MATLAB's stream: the compiled kernel's two cursors give the NumPy
+    engine's bits and leave the stream where it leaves it, whichever blocks draw (either, both,
+    neither) and whatever sub-blocks the array holds.  (With explim = 1 chop.m's underflow rule
+    makes every zero +0 in modes 5 and 6; with explim = 0 the sign of a zero shows whether its
+    block drew.)"""
+    fmt = catalogue_format(name)
+    gen = np.random.default_rng(21)
+    for case, x in _stream_cases(fmt, dtype, gen).items():
+        for mode, subnormal, explim in itertools.product((5, 6), (0, 1), (0, 1)):
+            spec = make_spec(fmt, mode, rules="chop", subnormal=bool(subnormal), explim=bool(explim))
+            assert_bits_equal(*_stream_both(x, spec, 7), f"{name} {np.dtype(dtype)} {case} round={mode} "
+                                                          f"subnormal={subnormal} explim={explim}")
+
+
 def test_public_api_gives_the_same_bits_on_both_engines():
     """chop and Chop (MATLAB's stream, rng=<int>) with format names beyond chop.m."""
     for name in ("float8_e4m3fn", "float8_e4m3fnuz", "float6_e2m3fn", "float4_e2m1fn"):
@@ -253,3 +304,38 @@ def test_compiled_chop_equals_ml_dtypes_cast_except_chops_underflow_rule(name, d
     assert not np.signbit(got[flushed]).any()
     if fmt.encoding == "fnuz":
         assert not np.signbit(got[got == 0]).any()
+
+
+def _stream_at_word(seed: int, words: int) -> None:
+    """Put MATLAB's stream at mt19937ar's state of ``seed`` after ``words`` 32-bit outputs (an
+    odd count leaves a double across two calls' words; NumPy's RandomState is the generator)."""
+    from pychop_compat.matlab_random import stream_state
+
+    reference = np.random.RandomState(seed)
+    reference.randint(0, 2**32, size=words, dtype=np.uint32)  # one word each
+    state = reference.get_state(legacy=False)["state"]
+    rng(seed)
+    with stream_state() as (key, pos):
+        key[:] = state["key"]
+        pos[0] = state["pos"]
+
+
+@pytest.mark.parametrize("words", [1, 311, 622, 623])
+@pytest.mark.parametrize("name", ["float4_e2m1fn", "float8_e4m3fn"])
+def test_matlab_stream_kernel_from_any_word(name, words):
+    """The second cursor of the MATLAB-stream kernel is set ahead from the stream's position,
+    odd ones and the last words before a twist included: same bits and same state afterwards as
+    the NumPy engine (the stream's own numbers, drawn in chop.m's order)."""
+    fmt = catalogue_format(name)
+    gen = np.random.default_rng(words)
+    x = gen.standard_normal(5 * 16 * 256 + 3) * gen.choice([fmt.xmin, 1.0], 5 * 16 * 256 + 3)
+    for mode in (5, 6):
+        spec = make_spec(fmt, mode, rules="chop")
+        results, after = [], []
+        for engine in ("numba", "numpy"):
+            _stream_at_word(3, words)
+            with compiled.cpu_engine(engine):
+                results.append(numpy_engine.chop_array(x, spec, MATLAB_STREAM))
+            after.append(rand(1, 3))
+        assert np.array_equal(after[0], after[1]), f"{name} round={mode}: the stream left in different states"
+        assert_bits_equal(*results, f"{name} round={mode} from word {words}")

@@ -16,6 +16,10 @@ Random numbers
   subnormal block; ``rand``/``randi`` for flips in between), and the rounding
   pass hands each element its number in MATLAB's column-major order (each
   chunk knows where its numbers start).  Bit for bit the NumPy engine's result.
+* MATLAB's stream without flips: the kernel draws the numbers itself
+  (``numba_kernels.round_stream``): a counting pass, then one rounding pass
+  with two cursors into the stream, the subnormal block's set ahead by the
+  normal block's count of numbers, so neither block waits for the other.
 * ``Chop(..., rng=<int>)``: the counter-based generator of
   :mod:`.device_random` computed inside the loop, element ``i`` (row-major)
   with counter ``offset + i``: no array of numbers, no second pass.
@@ -364,9 +368,8 @@ def _from_matlab_stream(k, x, ip, up, fp, single, utype):
 
     xf = x.ravel(order="F")  # MATLAB's element order
     of = np.empty_like(xf)
-    deferred = np.empty(xf.size, np.int64)  # (virtual memory: only what the kernel writes is touched)
     with stream_state() as (key, pos):
-        k.round_stream(xf, xf.view(utype), of, of.view(utype), ip, up, fp, single, key, pos, deferred)
+        k.round_stream(xf, xf.view(utype), of, of.view(utype), ip, up, fp, single, key, pos)
     return of.reshape(x.shape, order="F")
 
 
@@ -444,6 +447,5 @@ def warm_up() -> float:
                     ip, up, fp, _ = _spec_constants(spec, x.dtype.char)
                     out, utype = np.empty_like(x), _UINT[x.dtype.char]
                     _load().round_stream(x, x.view(utype), out, out.view(utype), ip, up, fp, dtype is np.float32,
-                                         np.arange(624, dtype=np.uint32), np.array([624], np.intc),
-                                         np.empty(x.size, np.int64))
+                                         np.arange(624, dtype=np.uint32), np.array([624], np.intc))
     return time.perf_counter() - start

@@ -805,11 +805,7 @@ def _mt_mix(upper_word, lower_word, far):
 @numba.njit(**_jit)
 def _mt_twist(key, tempered):
     """The next 624 words of ``key`` (mt19937ar's generation step) and their tempered outputs."""
-    for i in range(_MT_N - _MT_M):
-        key[i] = np.uint32(_mt_mix(key[i], key[i + 1], key[i + _MT_M]) & np.uint64(0xFFFFFFFF))
-    for i in range(_MT_N - _MT_M, _MT_N - 1):
-        key[i] = np.uint32(_mt_mix(key[i], key[i + 1], key[i + _MT_M - _MT_N]) & np.uint64(0xFFFFFFFF))
-    key[_MT_N - 1] = np.uint32(_mt_mix(key[_MT_N - 1], key[0], key[_MT_M - 1]) & np.uint64(0xFFFFFFFF))
+    _mt_generate(key)
     _mt_temper(key, tempered)
 
 
@@ -878,174 +874,238 @@ def mt_uniform(key, pos, n):
     return out
 
 
-#: Marks a deferred index of round_stream whose element takes the bit rule of chop's subnormal block.
-_WIDE_SUB = np.int64(1) << 62
+#: Per sub-block plans of round_stream's counting pass: regular elements only, regular and
+#: small elements only (:func:`_wide_limits`), or some for the general path.
+_PLAN_REGULAR, _PLAN_WIDE, _PLAN_GENERAL = 0, 1, 2
+#: Sub-blocks whose numbers round_stream draws together (per cursor, 8 bytes a number: L1/L2).
+STREAM_GROUP = 16
+#: round_stream rounds chop's subnormal block after the rest when it has fewer than 1/DEFER_BELOW
+#: as many elements as the normal block draws numbers.
+DEFER_BELOW = 512
 
 
 @numba.njit(**_jit)
-def round_stream(xf, xu, of, ou, ip, up, fp, single, key, pos, deferred):
-    """Stochastic rounding (modes 5, 6, no flips) of ``xf`` (MATLAB's element order) with the
-    numbers of MATLAB's stream, drawn here as chop.m draws them: first one number for each
-    element of the normal block whose scaled value is not an integer, in order, then the same
-    for the subnormal block.  One pass in sub-blocks: each sub-block's numbers are drawn into
-    the cache just before it is rounded.  The subnormal block's elements and the normal block's
-    zeros (whose sign depends on whether the block drew) are put off to the end (``deferred``,
-    room for ``n`` indices).  Returns the numbers drawn for the normal and subnormal blocks."""
-    k = _unpack(ip, up, fp)
-    tempered = np.empty(_MT_N, np.uint64)
-    _mt_temper(key, tempered)
-    numbers = np.empty(SUB_BLOCK + 1, np.float64)  # (+ 1: read, unused, after the last element)
+def _mt_generate(key):
+    """The next 624 words of ``key`` (mt19937ar's generation step), untempered."""
+    for i in range(_MT_N - _MT_M):
+        key[i] = np.uint32(_mt_mix(key[i], key[i + 1], key[i + _MT_M]) & np.uint64(0xFFFFFFFF))
+    for i in range(_MT_N - _MT_M, _MT_N - 1):
+        key[i] = np.uint32(_mt_mix(key[i], key[i + 1], key[i + _MT_M - _MT_N]) & np.uint64(0xFFFFFFFF))
+    key[_MT_N - 1] = np.uint32(_mt_mix(key[_MT_N - 1], key[0], key[_MT_M - 1]) & np.uint64(0xFFFFFFFF))
+
+
+@numba.njit(**_jit)
+def _mt_skip(key, pos, words):
+    """Advance the state ``key, pos`` by ``words`` outputs without computing them (only the
+    generation steps that those outputs need; the caller tempers ``key`` afterwards)."""
+    while words > 0:
+        if pos[0] >= _MT_N:
+            _mt_generate(key)
+            pos[0] = 0
+        step = min(words, _MT_N - pos[0])
+        pos[0] += step
+        words -= step
+
+
+@numba.njit(**_jit)
+def _stream_plan(xf, xu, k, plans, counts, flags):
+    """round_stream's counting pass: per sub-block its plan (``_PLAN_*``) and its numbers of the
+    normal block and of chop's subnormal block (``counts[block]``); per element of a
+    ``_PLAN_WIDE`` sub-block whether it draws (bit 0) and whether it is in the subnormal block
+    (bit 1) (``flags``); returns the totals (the numbers chop.m draws for each block, in that
+    order) and the elements of the subnormal block."""
     n = xf.size
-    low0, keep, scale, d0 = k[LOW0], k[KEEP0], k[FRAC_SCALE], np.uint64(k[D0])
-    mode5 = k[MODE] == 5
+    low0 = k[LOW0]
     wide_lo, wide_span, wide = _wide_limits(k)
-    bias = (np.int64(1) << (k[WIDTH] - k[P] - 1)) - 1
-    sub_lo = np.uint64(max(k[EMINS] + bias, 0))  # exponent fields of chop's subnormal block
-    sub_span = np.uint64(max(k[EMIN] + bias, 0)) - sub_lo
-    rep_bits = np.uint64(max((k[EMINS] if k[KEEPSUB] != 0 else k[EMIN]) + bias, 0)) << np.uint64(k[P] - 1)
-    n_deferred = 0
     k_normal = 0
-    k_sub_wide = 0
+    k_sub = 0
+    n_sub = 0
     for block in range((n + SUB_BLOCK - 1) // SUB_BLOCK):
         first = np.uint64(block * SUB_BLOCK)
         last = np.uint64(min(n, block * SUB_BLOCK + SUB_BLOCK))
-        if wide and _count_specials(xu, first, last, k) \
-                and not _count_outside(xu, first, last, wide_lo, wide_span, k[MAG]):
-            # Regular and small elements only (_wide_limits): the normal block's numbers drawn
-            # in bulk, chop's subnormal block put off to the end.
-            # Branch-free: every index is stored, the next slot taken only by a deferred one; the
-            # deferred elements' values written below are overwritten at the end.
-            # The others drop d0 bits, as regular elements do, and then meet the underflow rule.
-            count = 0
-            n_sub = 0
+        a = 0
+        s = 0
+        m = 0
+        if not _count_specials(xu, first, last, k):
+            plans[block] = _PLAN_REGULAR
+            for i in range(first, last):
+                a += (np.uint64(xu[i]) & low0) != _U0
+        elif wide and not _count_outside(xu, first, last, wide_lo, wide_span, k[MAG]):
+            plans[block] = _PLAN_WIDE
+            # Branch-free (the blocks' elements are mixed at random: a branch mispredicts).
             for i in range(first, last):
                 b = np.uint64(xu[i])
-                sub = _in_subnormal_block(b, k, sub_lo, sub_span)
-                n_sub += sub
-                count += ((b & low0) != _U0) & (not sub)
-            if n_sub * 8 > last - first:  # many: branch-free
-                for i in range(first, last):
-                    b = np.uint64(xu[i])
-                    sub = _in_subnormal_block(b, k, sub_lo, sub_span)
-                    deferred[n_deferred] = np.int64(i) | _WIDE_SUB  # marked: the bit rule applies
-                    n_deferred += sub
-                    d, _ = _wide_shift(b, k)
-                    k_sub_wide += sub & _small_draws(b, k, d)
-            elif n_sub:  # a few: a branch that is rarely taken
-                for i in range(first, last):
-                    b = np.uint64(xu[i])
-                    if _in_subnormal_block(b, k, sub_lo, sub_span):
-                        deferred[n_deferred] = np.int64(i) | _WIDE_SUB
-                        n_deferred += 1
-                        d, _ = _wide_shift(b, k)
-                        k_sub_wide += _small_draws(b, k, d)
-            _mt_fill(key, tempered, pos, numbers, count, single)
-            k_normal += count
-            position = np.uint64(0)
-            mag = k[MAG]
-            half = 0.0 if mode5 else 0.5  # the threshold: low * scale (mode 5) + half (mode 6)
-            frac_scale = scale if mode5 else 0.0
-            for i in range(first, last):
-                b = np.uint64(xu[i])
-                low = b & low0
-                draws = np.uint64(low != _U0) & np.uint64(not _in_subnormal_block(b, k, sub_lo, sub_span))
-                up_ = np.uint64(numbers[position] <= np.float64(np.int64(low)) * frac_scale + half) & draws
-                position += draws
-                rounded = (b & keep) + (up_ << d0)
-                ou[i] = rounded & (_U0 - np.uint64((rounded & mag) >= rep_bits))  # else +0
-            continue
-        if _count_specials(xu, first, last, k):
-            for i in range(first, last):
-                v = np.float64(xf[i])
-                b = np.uint64(xu[i])
-                sub, need = _classify(b, v, k)
-                if sub or v == 0.0:
-                    deferred[n_deferred] = i
-                    n_deferred += 1
-                    continue
-                rnd = 2.0
-                if need:
-                    rnd = _to_class(_mt_double(key, tempered, pos), single)
-                    k_normal += 1
-                if _is_regular(b, k):
-                    ou[i] = _regular_stochastic(b, k, rnd)
-                    continue
-                d, _ = _small_shift(b, k)
-                if d >= 0:
-                    ou[i] = _small_stochastic(b, k, d, rnd)
-                else:
-                    of[i] = _general(v, k, single, rnd, False, -1)
-            continue
-        count = 0
-        for i in range(first, last):
-            count += (np.uint64(xu[i]) & low0) != _U0
-        _mt_fill(key, tempered, pos, numbers, count, single)
-        k_normal += count
-        # Branch-free (a branch on the comparison, which LLVM made of a select, mispredicts
-        # half the time): an element without dropped bits takes no number; unsigned positions
-        # (no negative-index checks).
-        position = np.uint64(0)
-        if mode5:
-            for i in range(first, last):
-                b = np.uint64(xu[i])
-                low = b & low0
-                draws = np.uint64(low != _U0)
-                up_ = np.uint64(numbers[position] <= np.float64(np.int64(low)) * scale) & draws
-                position += draws
-                ou[i] = (b & keep) + (up_ << d0)
+                d, sub = _wide_shift(b, k)
+                draws = np.int64(_small_draws(b, k, d))
+                s += draws & np.int64(sub)
+                a += draws & np.int64(not sub)
+                m += np.int64(sub)
+                flags[i] = np.uint8(draws | (np.int64(sub) << 1))
         else:
-            for i in range(first, last):
-                b = np.uint64(xu[i])
-                low = b & low0
-                draws = np.uint64(low != _U0)
-                up_ = np.uint64(numbers[position] <= 0.5) & draws
-                position += draws
-                ou[i] = (b & keep) + (up_ << d0)
-    k_sub = k_sub_wide
+            plans[block] = _PLAN_GENERAL
+            a, s, m = _count_general(xf, xu, first, last, k, True)
+        counts[block, 0] = a
+        counts[block, 1] = s
+        counts[block, 2] = m
+        k_normal += a
+        k_sub += s
+        n_sub += m
+    return k_normal, k_sub, n_sub
+
+
+@numba.njit(**_jit)
+def round_stream(xf, xu, of, ou, ip, up, fp, single, key, pos):
+    """Stochastic rounding (modes 5, 6, no flips) of ``xf`` (MATLAB's element order) with the
+    numbers of MATLAB's stream, drawn here as chop.m draws them: first one number for each
+    element of the normal block whose scaled value is not an integer, in order, then the same
+    for the subnormal block.  A counting pass (:func:`_stream_plan`) finds how many numbers the
+    normal block draws; a second cursor into the stream is set that many numbers ahead
+    (:func:`_mt_skip`), and one rounding pass takes each element's number from the cursor of its
+    block, drawing the numbers of ``STREAM_GROUP`` sub-blocks into the cache just before they
+    are rounded.  A subnormal block of very few elements (``DEFER_BELOW``) is instead rounded
+    after the rest, from the one cursor.  The state ``key, pos`` is left after the last number
+    drawn.  Returns the numbers drawn for the normal and subnormal blocks."""
+    k = _unpack(ip, up, fp)
+    n = xf.size
+    n_blocks = (n + SUB_BLOCK - 1) // SUB_BLOCK
+    plans = np.empty(n_blocks, np.int8)
+    counts = np.empty((n_blocks, 3), np.int64)
+    flags = np.empty(n, np.uint8)
+    k_normal, k_sub, n_sub = _stream_plan(xf, xu, k, plans, counts, flags)
+    plus_normal = k_normal > 0  # chop.m's stochastic branch gives +0 when its block drew
+    plus_sub = k_sub > 0
+    # The normal block's cursor (the stream's state) and the subnormal block's, k_normal numbers
+    # (two words each) ahead.
+    tempered = np.empty(_MT_N, np.uint64)
+    _mt_temper(key, tempered)
+    key_sub = key.copy()
+    pos_sub = pos.copy()
+    tempered_sub = np.empty(_MT_N, np.uint64)
+    # Few elements in the subnormal block: rounded after the others, from the one cursor (cheaper
+    # than setting the second cursor ahead, which costs two words' generation per number).
+    defer = k_sub > 0 and n_sub * DEFER_BELOW < k_normal
+    # Their indices, values and bit patterns, kept while in the cache: the last pass reads no
+    # more of the array.
+    deferred = np.empty(n_sub if defer else 0, np.int64)
+    deferred_values = np.empty(n_sub if defer else 0, np.float64)
+    deferred_bits = np.empty(n_sub if defer else 0, np.uint64)
+    n_deferred = 0
+    if k_sub and not defer:
+        _mt_skip(key_sub, pos_sub, 2 * k_normal)
+        _mt_temper(key_sub, tempered_sub)
+    # The numbers of a group of sub-blocks, drawn together (fewer, longer draws): the normal
+    # block's, then the subnormal block's (each + 1: read, unused, after the last element).
+    group = STREAM_GROUP * SUB_BLOCK
+    pool = np.zeros(2 * group + 2, np.float64)
+    numbers = pool[:group + 1]
+    numbers_sub = pool[group + 1:]
+    element_numbers = np.empty(SUB_BLOCK, np.float64)
+    low0, keep, scale, d0 = k[LOW0], k[KEEP0], k[FRAC_SCALE], np.uint64(k[D0])
+    mode5 = k[MODE] == 5
+    for group_first in range(0, n_blocks, STREAM_GROUP):
+        group_last = min(n_blocks, group_first + STREAM_GROUP)
+        count = 0
+        count_sub = 0
+        for block in range(group_first, group_last):
+            count += counts[block, 0]
+            count_sub += counts[block, 1]
+        _mt_fill(key, tempered, pos, numbers, count, single)
+        if not defer:
+            _mt_fill(key_sub, tempered_sub, pos_sub, numbers_sub, count_sub, single)
+        # The next number of each block in the pool (unsigned: no negative-index checks).
+        position = np.uint64(0)
+        position_sub = np.uint64(group + 1)
+        for block in range(group_first, group_last):
+            first = np.uint64(block * SUB_BLOCK)
+            last = np.uint64(min(n, block * SUB_BLOCK + SUB_BLOCK))
+            plan = plans[block]
+            if plan == _PLAN_WIDE:
+                # Regular and small elements only, by their bit rules: each element's number (a
+                # short serial loop on the counting pass's flags: one load from the pool, no
+                # branch), then the rounding (a loop LLVM vectorises).
+                for j in range(last - first):
+                    f = np.uint64(flags[first + j])
+                    in_sub = f >> _U1
+                    draws = f & _U1
+                    element_numbers[j] = pool[position + in_sub * (position_sub - position)]
+                    position_sub += draws & in_sub
+                    position += draws & (in_sub ^ _U1)
+                for j in range(last - first):
+                    b = np.uint64(xu[first + j])
+                    d, _ = _wide_shift(b, k)
+                    ou[first + j] = _small_stochastic(b, k, d, element_numbers[j])
+                if defer and counts[block, 2]:  # (their values above are rounded again at the end)
+                    for j in range(last - first):
+                        if flags[first + j] >> 1:  # (rare: a branch)
+                            deferred[n_deferred] = np.int64(first + j)
+                            deferred_values[n_deferred] = np.float64(xf[first + j])
+                            deferred_bits[n_deferred] = np.uint64(xu[first + j])
+                            n_deferred += 1
+                continue
+            if plan == _PLAN_GENERAL:
+                for i in range(first, last):
+                    v = np.float64(xf[i])
+                    b = np.uint64(xu[i])
+                    sub, need = _classify(b, v, k)
+                    if sub and defer:
+                        deferred[n_deferred] = np.int64(i)
+                        deferred_values[n_deferred] = v
+                        deferred_bits[n_deferred] = b
+                        n_deferred += 1
+                        continue
+                    rnd = 2.0
+                    if need:
+                        if sub:
+                            rnd = pool[position_sub]
+                            position_sub += _U1
+                        else:
+                            rnd = pool[position]
+                            position += _U1
+                    if _is_regular(b, k):
+                        ou[i] = _regular_stochastic(b, k, rnd)
+                        continue
+                    d, _ = _small_shift(b, k)
+                    if d >= 0:
+                        ou[i] = _small_stochastic(b, k, d, rnd)
+                    else:
+                        of[i] = _general(v, k, single, rnd, plus_sub if sub else plus_normal, -1)
+                continue
+            # Regular elements only.  Branch-free (a branch on the comparison, which LLVM made of
+            # a select, mispredicts half the time): an element without dropped bits takes no
+            # number.
+            if mode5:
+                for i in range(first, last):
+                    b = np.uint64(xu[i])
+                    low = b & low0
+                    draws = np.uint64(low != _U0)
+                    up_ = np.uint64(numbers[position] <= np.float64(np.int64(low)) * scale) & draws
+                    position += draws
+                    ou[i] = (b & keep) + (up_ << d0)
+            else:
+                for i in range(first, last):
+                    b = np.uint64(xu[i])
+                    low = b & low0
+                    draws = np.uint64(low != _U0)
+                    up_ = np.uint64(numbers[position] <= 0.5) & draws
+                    position += draws
+                    ou[i] = (b & keep) + (up_ << d0)
+    # The few elements of the subnormal block, with the numbers that follow the normal block's.
     for j in range(n_deferred):
         i = deferred[j]
-        if i < _WIDE_SUB:
-            sub, need = _classify(np.uint64(xu[i]), np.float64(xf[i]), k)
-            k_sub += sub and need
-    # The subnormal block's numbers, drawn in bulk for SUB_BLOCK deferred elements at a time.
-    for start in range(0, n_deferred, SUB_BLOCK):
-        stop = min(n_deferred, start + SUB_BLOCK)
-        count = 0
-        for j in range(start, stop):
-            i = deferred[j]
-            if i >= _WIDE_SUB:
-                b = np.uint64(xu[i ^ _WIDE_SUB])
-                d, _ = _wide_shift(b, k)
-                count += _small_draws(b, k, d)
-            else:
-                sub, need = _classify(np.uint64(xu[i]), np.float64(xf[i]), k)
-                count += sub and need
-        _mt_fill(key, tempered, pos, numbers, count, single)
-        position = 0
-        for j in range(start, stop):
-            i = deferred[j]
-            if i >= _WIDE_SUB:
-                i ^= _WIDE_SUB
-                b = np.uint64(xu[i])
-                d, _ = _wide_shift(b, k)
-                ou[i] = _small_stochastic(b, k, d, numbers[position])
-                position += _small_draws(b, k, d)
-                continue
-            v = np.float64(xf[i])
-            b = np.uint64(xu[i])
-            sub, need = _classify(b, v, k)
-            if sub:
-                rnd = 2.0
-                if need:
-                    rnd = numbers[position]
-                    position += 1
-                d, _ = _small_shift(b, k)
-                if d >= 0:
-                    ou[i] = _small_stochastic(b, k, d, rnd)
-                else:
-                    of[i] = _general(v, k, single, rnd, k_sub > 0, -1)
-            else:
-                of[i] = _general(v, k, single, 2.0, k_normal > 0, -1)
+        v = deferred_values[j]
+        b = deferred_bits[j]
+        _, need = _classify(b, v, k)
+        rnd = 2.0
+        if need:
+            rnd = _to_class(_mt_double(key, tempered, pos), single)
+        d, _ = _small_shift(b, k)
+        if d >= 0:
+            ou[i] = _small_stochastic(b, k, d, rnd)
+        else:
+            of[i] = _general(v, k, single, rnd, plus_sub, -1)
+    if k_sub and not defer:  # the stream's state: after the subnormal block's last number
+        key[:] = key_sub
+        pos[0] = pos_sub[0]
     return k_normal, k_sub
 @numba.njit(**_inline)
 def nearest_only(f):

@@ -314,6 +314,19 @@ def _small_stochastic(b, k, d, rnd):
 
 
 @numba.njit(**_inline)
+def _bit_rule_stochastic(b, k, rnd):
+    """``(True, bits)``: stochastic rounding by the bit rules of a regular element
+    (:func:`_regular_stochastic`) or of one of :func:`_small_shift`'s (:func:`_small_stochastic`);
+    ``(False, 0)`` for the others, which the general path rounds."""
+    if _is_regular(b, k):
+        return True, _regular_stochastic(b, k, rnd)
+    d, _ = _small_shift(b, k)
+    if d >= 0:
+        return True, _small_stochastic(b, k, d, rnd)
+    return False, _U0
+
+
+@numba.njit(**_inline)
 def _wide_limits(k):
     """``(lo, span, wide)``: the magnitudes ``[lo, lo + span)`` that the stochastic loops round
     by bit rules.  ``wide`` when every carrier-normal magnitude below the regular range is one
@@ -632,12 +645,9 @@ def _round_drawn_general(xf, xu, of, ou, first, last, k, single, q, rnd_normal, 
                 rnd = rnd_normal[q[0]]
                 q[0] += 1
         if mode >= 5 and not flips:
-            if _is_regular(b, k):
-                ou[i] = _regular_stochastic(b, k, rnd)
-                continue
-            d, _ = _small_shift(b, k)
-            if d >= 0:
-                ou[i] = _small_stochastic(b, k, d, rnd)
+            by_bits, bits = _bit_rule_stochastic(b, k, rnd)
+            if by_bits:
+                ou[i] = bits
                 continue
         shift = -1
         if flips:
@@ -1061,12 +1071,9 @@ def round_stream(xf, xu, of, ou, ip, up, fp, single, key, pos):
                         else:
                             rnd = pool[position]
                             position += _U1
-                    if _is_regular(b, k):
-                        ou[i] = _regular_stochastic(b, k, rnd)
-                        continue
-                    d, _ = _small_shift(b, k)
-                    if d >= 0:
-                        ou[i] = _small_stochastic(b, k, d, rnd)
+                    by_bits, bits = _bit_rule_stochastic(b, k, rnd)
+                    if by_bits:
+                        ou[i] = bits
                     else:
                         of[i] = _general(v, k, single, rnd, plus_sub if sub else plus_normal, -1)
                 continue

@@ -128,12 +128,12 @@ class ChopSpec:
     def flips(self) -> bool:
         return bool(self.flip)
 
-    @property
+    @functools.cached_property  # asked on every call of chop
     def stochastic(self) -> bool:
         """Stochastic rounding: modes 5 and 6 (CPFloat's codes 7 and up are deterministic)."""
         return self.round in (5, 6)
 
-    @property
+    @functools.cached_property
     def draws(self) -> bool:
         """Whether rounding draws random numbers: stochastic rounding or bit flips."""
         return self.stochastic or self.flips

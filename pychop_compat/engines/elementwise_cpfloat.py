@@ -48,7 +48,7 @@ class CpfloatConstants:
     Bit patterns are those of the storage format (float32 or float64) read as
     unsigned integers.  An element of magnitude pattern ``m`` and exponent
     field ``E`` drops ``s = min(max(dropped_top - max(E, 1), dropped), dropped_max)``
-    bits; magnitudes below ``tiny_lo`` round to ``0`` or ``tiny_result``
+    bits; magnitudes below ``tiny_lo``, the smallest result, round to ``0`` or ``tiny_lo``
     (``tiny_half`` decides); the special range is where
     ``((b & special_mask) - special_lo) mod 2^width >= special_span``.
     """
@@ -60,7 +60,6 @@ class CpfloatConstants:
     hidden: int         # the hidden bit's place value, 2^(p - 1)
     tiny_lo: int        # the smallest result (xmins with subnormals, else xmin)
     tiny_half: int      # half of it: the threshold between 0 and tiny_lo
-    tiny_result: int    # what a tiny magnitude rounds up to
     tiny_exponent: int  # log2 of tiny_lo (the grid of tiny magnitudes in stochastic rounding)
     special_mask: int   # see the class notes
     special_lo: int
@@ -111,7 +110,7 @@ def cpfloat_constants(fmt: Format, mode: int, subnormal: bool, explim: bool, sat
     special = ((1 << width) - 1, tiny_lo, top_lo - tiny_lo) if e8m0 else ((1 << (width - 1)) - 1, 0, top_lo)
     return CpfloatConstants(
         width=width, dropped=p - t, dropped_top=p - t + emin + bias, dropped_max=p - 1, hidden=1 << (p - 1),
-        tiny_lo=tiny_lo, tiny_half=tiny_half, tiny_result=tiny_lo, tiny_exponent=tiny_exponent,
+        tiny_lo=tiny_lo, tiny_half=tiny_half, tiny_exponent=tiny_exponent,
         special_mask=special[0], special_lo=special[1], special_span=special[2], xmax=bits(eff.xmax),
         inf=bits(math.inf), nan=bits(math.nan), saturation=bool(saturation), infinity=bool(infinity),
         zero_plus=zero_plus, e8m0=e8m0, xmin=xmin)
@@ -150,16 +149,21 @@ class _Split:
     m: Any          # the magnitude, 0 for Inf and NaN (so that m + add cannot overflow)
     s: Any          # the bits dropped
     low: Any        # 2^s - 1
-    tiny: Any       # below the smallest result: rounds to 0 or k.tiny_result
+    tiny: Any       # below the smallest result: rounds to 0 or k.tiny_lo
 
 
-def _split(ns: Namespace, v: Any, spec: ChopSpec) -> _Split:
-    xp = ns.xp
+def _storage_bits(ns: Namespace, v: Any) -> tuple:
+    """``(carrier, bit patterns)`` of the float32 or float64 array ``v`` (signed integers)."""
     name = _dtype_name(v)
     if name not in CARRIERS:
         raise TypeError(f"CPFloat's rounding needs float32 or float64 storage, not {name}.")
     carrier = CARRIERS[name]
-    bits = ns.bitcast(v, xp.int64 if carrier.mant == 52 else xp.int32)
+    return carrier, ns.bitcast(v, ns.xp.int64 if carrier.mant == 52 else ns.xp.int32)
+
+
+def _split(ns: Namespace, v: Any, spec: ChopSpec) -> _Split:
+    xp = ns.xp
+    carrier, bits = _storage_bits(ns, v)
     k = cpfloat_constants(spec.fmt, int(spec.round), bool(spec.keeps_subnormals), bool(spec.limits_exponent),
                           bool(spec.saturation), bool(spec.infinity), "d" if carrier.mant == 52 else "f")
     magnitude = bits & carrier.abs_mask
@@ -261,11 +265,7 @@ def round_cpfloat_elementwise(ns: Namespace, v: Any, spec: ChopSpec, u_round: An
     xp = ns.xp
     mode = int(spec.round)
     if mode not in ROUND_MODES:  # "no rounding": the input bit for bit, whatever the switches
-        name = _dtype_name(v)
-        if name not in CARRIERS:
-            raise TypeError(f"CPFloat's rounding needs float32 or float64 storage, not {name}.")
-        bits = ns.bitcast(v, xp.int64 if CARRIERS[name].mant == 52 else xp.int32)
-        return ns.bitcast(bits | 0, v.dtype)  # (| 0: a new array, never a view of v)
+        return ns.bitcast(_storage_bits(ns, v)[1] | 0, v.dtype)  # (| 0: a new array, never a view of v)
     parts = _split(ns, v, spec)
     k, m, s, low, negative = parts.k, parts.m, parts.s, parts.low, parts.negative
     keep = ~low
@@ -300,7 +300,7 @@ def round_cpfloat_elementwise(ns: Namespace, v: Any, spec: ChopSpec, u_round: An
             up = m != 0
     r = xp.where(parts.tiny, 0, r)
     if up is not None:
-        r = xp.where(parts.tiny & up, k.tiny_result, r)
+        r = xp.where(parts.tiny & up, k.tiny_lo, r)
 
     # Overflow (a carry beyond xmax) and Inf inputs; the directed modes that round toward zero
     # there give xmax.

@@ -105,10 +105,6 @@ def _working(x):
     raise TypeError(f"chop supports float64, float32, float16 and bfloat16 JAX arrays (and integers), not {x.dtype}.")
 
 
-def _needs_numbers(spec: ChopSpec) -> bool:
-    return spec.draws
-
-
 #: Eager calls with a spec seen this many times (or on large arrays) use a compiled function.
 _COMPILE_AFTER, _COMPILE_SIZE = 2, 1 << 16
 _uses: dict = {}
@@ -199,9 +195,9 @@ def chop_jax_array(x: Any, spec: ChopSpec, sources: RandomSources) -> Any:
     work, give_back = _working(x)
     counter = getattr(sources, "counter", None)
     if _extended(spec) or not _fits_32_bits(spec) or (
-            _needs_numbers(spec) and (counter is None or not x64_enabled())):
+            spec.draws and (counter is None or not x64_enabled())):
         out = _on_host(x, work, spec, sources)
-    elif _needs_numbers(spec):
+    elif spec.draws:
         if _is_traced(work):
             raise TypeError("Chop(rng=<int>) counts its calls in Python, which jax.jit would freeze; "
                             "inside jit use chop_jax(x, options, seed=seed, offset=offset) or key=.")
@@ -276,7 +272,7 @@ def chop_jax(x: Any, options: Any = None, *, key: Any = None, seed: Optional[int
         raise TypeError("chop_jax: a precision t > 24 needs 64-bit integers: "
                         "jax.config.update('jax_enable_x64', True).")
     numbers = (None, None, None)
-    if _needs_numbers(spec):
+    if spec.draws:
         if key is not None:
             numbers = _key_numbers(key, work.shape, spec)
         elif seed is not None:

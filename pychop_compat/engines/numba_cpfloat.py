@@ -60,8 +60,8 @@ _U0 = np.uint64(0)
 _U1 = np.uint64(1)
 
 # Indices into the tuple of constants (all uint64; see _constants).
-(D, DTOP, DMAX, HIDDEN, MAG, TOPBIT, TINY_LO, TINY_HALF, TINY_RES, SPECIAL_MASK, SPECIAL_LO,
- SPECIAL_SPAN, XMAX, INF, NAN, SATURATION, INFINITY, ZERO_PLUS, E8M0, XMIN) = range(20)
+(D, DTOP, DMAX, HIDDEN, MAG, TOPBIT, TINY_LO, TINY_HALF, SPECIAL_MASK, SPECIAL_LO,
+ SPECIAL_SPAN, XMAX, INF, NAN, SATURATION, INFINITY, ZERO_PLUS, E8M0, XMIN) = range(19)
 
 # The unsigned views of the storage formats.
 _UNSIGNED = {"f": np.uint32, "d": np.uint64}
@@ -77,7 +77,7 @@ def _constants(fmt, mode: int, subnormal: bool, explim: bool, saturation: bool, 
     c = cpfloat_constants(fmt, mode, subnormal, explim, saturation, infinity, char)
     values = {
         D: c.dropped, DTOP: c.dropped_top, DMAX: c.dropped_max, HIDDEN: c.hidden, MAG: (1 << (c.width - 1)) - 1,
-        TOPBIT: c.width - 1, TINY_LO: c.tiny_lo, TINY_HALF: c.tiny_half, TINY_RES: c.tiny_result,
+        TOPBIT: c.width - 1, TINY_LO: c.tiny_lo, TINY_HALF: c.tiny_half,
         SPECIAL_MASK: c.special_mask, SPECIAL_LO: c.special_lo, SPECIAL_SPAN: c.special_span,
         XMAX: c.xmax, INF: c.inf, NAN: c.nan, SATURATION: int(c.saturation), INFINITY: int(c.infinity),
         ZERO_PLUS: int(c.zero_plus), E8M0: int(c.e8m0), XMIN: c.xmin,
@@ -126,7 +126,7 @@ def _core(m, neg, k, mode):
         unit = (_U1 << s) & ~k[HIDDEN]
         r = (m & keep) | (((m & low) + low) & unit)
         up = m != _U0
-    tiny = (k[TINY_RES] if up else _U0)
+    tiny = (k[TINY_LO] if up else _U0)  # the smallest result
     return tiny if m < k[TINY_LO] else r
 
 
@@ -229,7 +229,7 @@ def _range(xu, ou, start, stop, k, mode):
 @numba.njit(**_jit)
 def _tuple(k):
     return (k[0], k[1], k[2], k[3], k[4], k[5], k[6], k[7], k[8], k[9], k[10], k[11], k[12], k[13],
-            k[14], k[15], k[16], k[17], k[18], k[19])
+            k[14], k[15], k[16], k[17], k[18])
 
 
 @numba.njit(**_jit)

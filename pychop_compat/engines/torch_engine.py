@@ -888,9 +888,21 @@ def _chop_extended(x, spec: ChopSpec, sources: RandomSources):
     chop's rules, E8M0 under chop's rules) make a round trip through the host."""
     import torch
 
+    if not _host_tuned(x):
+        out = _extended_on_device(x, spec, sources)
+        if out is not None:
+            return out
     from .numpy_engine import chop_array
 
-    if not _host_tuned(x) and torch_elementwise.supports(spec):
+    out = np.array(chop_array(x.cpu().numpy(), spec, sources), order="C")  # (not ascontiguousarray: 0-d)
+    return torch.from_numpy(out).to(x.device)
+
+
+def _extended_on_device(x, spec: ChopSpec, sources: RandomSources):
+    """:func:`_chop_extended`'s device paths; None for the specs they do not cover."""
+    import torch
+
+    if torch_elementwise.supports(spec):
         plan = _elementwise_plan(spec, "float64" if x.dtype == torch.float64 else "float32")
         if spec.round <= 4:
             return torch_elementwise.round_elementwise(x, plan)
@@ -902,10 +914,10 @@ def _chop_extended(x, spec: ChopSpec, sources: RandomSources):
         # algorithm on the device, then the format's encoding.
         rounded = _from_column_major(_chop_vector(_column_major(x), spec, sources), x.shape)
         return torch_elementwise.apply_encoding(rounded, x, plan)
-    if not _host_tuned(x) and cpfloat_covers(spec):
+    if cpfloat_covers(spec):
         # CPFloat's rules in a deterministic mode: integer torch operations on the bit patterns.
         return round_cpfloat_elementwise(_torch_namespace(), x, spec).contiguous()
-    if not _host_tuned(x) and cpfloat_covers(spec, stochastic=True):
+    if cpfloat_covers(spec, stochastic=True):
         # CPFloat's stochastic modes: the inexact elements found on the device, their numbers
         # drawn by the host in column-major order (as the NumPy engine draws them), the rounding
         # on the device.
@@ -915,10 +927,7 @@ def _chop_extended(x, spec: ChopSpec, sources: RandomSources):
         if order.numel():
             u[order] = torch.from_numpy(host_numbers(sources, spec, order.numel())).to(x.device)
         return round_cpfloat_elementwise(namespace, x, spec, _from_column_major(u, x.shape)).contiguous()
-    host = x if x.device.type == "cpu" else x.cpu()
-    out = np.array(chop_array(host.numpy(), spec, sources), order="C")  # (ascontiguousarray makes 0-d 1-d)
-    result = torch.from_numpy(out)
-    return result if x.device.type == "cpu" else result.to(x.device)
+    return None
 
 
 def _chop_with_cupy(cupy, x, spec: ChopSpec, sources, stream):

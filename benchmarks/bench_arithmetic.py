@@ -91,7 +91,7 @@ def stochastic_before_after(number: int = 100000, repeats: int = 9):
     (``numpy_fast.chop_scalar``, which draws an array of one) against the current one, on the
     same chopped-scalar objects, interleaved.  Same numbers either way (tested)."""
     from pychop_compat.arithmetic import Arithmetic, ChoppedScalar
-    from pychop_compat.engines import numpy_fast
+    from pychop_compat.kernels import numpy_fast
 
     o = {"format": "h", "round": 5}
     new, old = Arithmetic(o), Arithmetic(o)

@@ -7,9 +7,9 @@ Run from the repository root::
     python benchmarks/bench_cpfloat.py --n 1e7 --repeats 5 --dtype float32
 
 For each (format, mode) the facade is timed with ``cpu_engine('numpy')`` (the NumPy
-bit-pattern engine :mod:`pychop_compat.engines.numpy_cpfloat` and the reference for the rare
+bit-pattern engine :mod:`pychop_compat.kernels.numpy_cpfloat` and the reference for the rare
 elements) and ``cpu_engine('numba')`` (the compiled kernel
-:mod:`pychop_compat.engines.numba_cpfloat`).  No assertion is made; the numbers are what
+:mod:`pychop_compat.kernels.numba_cpfloat`).  No assertion is made; the numbers are what
 docs/performance.rst quotes.
 """
 
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import pychop_compat  # noqa: E402
-from pychop_compat.engines.compiled import available, cpu_engine  # noqa: E402
+from pychop_compat.kernels.compiled import available, cpu_engine  # noqa: E402
 
 MODES = (-1, 0, 1, 2, 3, 4, 7)
 #: (label, the fields every call gives: the facade's options persist between calls)

@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import pychop_compat  # noqa: E402
-from pychop_compat.engines import numpy_fast  # noqa: E402
+from pychop_compat.kernels import numpy_fast  # noqa: E402
 
 # (label, chop options, uses a NumPy Generator, pychop (exp_bits, sig_bits, rmode, subnormal),
 #  pychop's chop-style (prec, rmode, subnormal))
@@ -314,8 +314,8 @@ def compiled_report(n: int, repeats: int, cpfloat_source=None, new_process: bool
     """The compiled engine against the one-pass baseline, the NumPy engine and (optionally) CPFloat."""
     import platform
 
-    from pychop_compat.engines import compiled
-    from pychop_compat.matlab_random import stream_uniform
+    from pychop_compat.kernels import compiled
+    from pychop_compat.random.matlab_stream import stream_uniform
 
     if not compiled.available():
         print("The compiled engine is not available here (numba is not installed): skipped.")

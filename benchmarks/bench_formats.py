@@ -73,7 +73,7 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     sys.path.insert(0, args.root)
     import pychop_compat as pc
-    from pychop_compat.engines import compiled, numpy_fast
+    from pychop_compat.kernels import compiled, numpy_fast
 
     sizes, repeats = ([10**5], 3) if args.quick else ([int(n) for n in args.sizes], args.repeats)
     engines = [e for e in args.engines if e != "numba" or compiled.available()]

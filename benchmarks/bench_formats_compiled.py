@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import pychop_compat as pc  # noqa: E402
-from pychop_compat.engines.compiled import available, cpu_engine  # noqa: E402
+from pychop_compat.kernels.compiled import available, cpu_engine  # noqa: E402
 
 FORMATS = ("float8_e4m3fn", "float4_e2m1fn", "float6_e2m3fn", "float8_e5m2fnuz")
 

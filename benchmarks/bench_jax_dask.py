@@ -32,7 +32,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pychop_compat import Chop, chop, randomness  # noqa: E402
+from pychop_compat import Chop, chop
+from pychop_compat.random import sources as randomness  # noqa: E402
 from pychop_compat.rounding import make_spec, round_to_format  # noqa: E402
 
 

@@ -13,7 +13,7 @@ every product and sum rounded to fp16 by chop on the array's own device), of
 ``A @ B`` in float32 by the library itself, and their ratio (chopped /
 unchopped); with ``--lu`` also ``linalg.lu(A, 'h')``.  Libraries: ``torch``
 (CPU), ``torch-cuda`` (the fused Triton kernel of
-:mod:`pychop_compat.linalg.triton_matmul` when Triton is installed),
+:mod:`pychop_compat.kernels.triton_matmul` when Triton is installed),
 ``torch-cuda-generic`` (the same with that kernel off: one chop call per step
 over the whole panel) and ``cupy`` (when a CUDA GPU is visible), ``jax`` (its
 default device), and the host paths: ``numpy`` (float32 data: the NumPy
@@ -113,7 +113,7 @@ def _chopped_matmul(library: str, a, b, fmt: str):
     """``linalg.matmul(a, b, fmt)``; ``torch-cuda-generic``: with the fused Triton kernel off."""
     if library != "torch-cuda-generic":
         return linalg.matmul(a, b, fmt)
-    from pychop_compat.linalg import triton_matmul
+    from pychop_compat.kernels import triton_matmul
 
     triton_matmul.ENABLED = False
     try:

@@ -10,7 +10,7 @@ Run from the repository root::
 Rows: the quantizer to fp16 and to bfloat16 (chop's ``'b'``, no subnormals)
 with round to nearest, eager and under ``torch.compile`` (Inductor: one fused
 loop of integer operations on the bit patterns,
-:mod:`pychop_compat.engines.torch_elementwise`); torch's own fixed cost of a
+:mod:`pychop_compat.kernels.torch_elementwise`); torch's own fixed cost of a
 compiled call (``torch.compile`` of ``v * 2``), which a quantizer inside a
 compiled training step shares with the rest of the step; ``chop`` itself on a
 tensor; stochastic rounding with torch's generator (the default), eager and

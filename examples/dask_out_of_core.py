@@ -32,7 +32,8 @@ except ImportError:  # running from a source checkout
 
 import numpy as np
 
-from pychop_compat import Chop, chop, randomness
+from pychop_compat import Chop, chop
+from pychop_compat.random import sources as randomness
 
 
 def _peak_rss_mib() -> float:

@@ -6,13 +6,17 @@
 """
 
 from ._version import __version__
-from .api import Chop, chop, chop_options, clear_chop, roundit
+from . import _moved
+
+_moved.install()  # old module paths (before 0.2.0) keep working, with a warning
+
+from .matlab.api import Chop, chop, chop_options, clear_chop, roundit
 from .formats import Format, float_params
-from .matlab_random import ForkedStreamError, RngSettings, rand, randi, rng
-from .options import Options
+from .random.matlab_stream import ForkedStreamError, RngSettings, rand, randi, rng
+from .matlab.options import Options
 from . import linalg  # noqa: E402  (needs chop above)
 from .linalg.errors import SingularMatrixWarning  # noqa: E402
-from .history import chop_at  # noqa: E402
+from .matlab.history import chop_at  # noqa: E402
 from .cpfloat import clear_cpfloat, cpfloat, cpfloat_options  # noqa: E402
 from .arithmetic import chopped, decode, encode  # noqa: E402  (needs linalg)
 from .numbers import block_quantize, fixed_point, int_quantize, mx_quantize  # noqa: E402

@@ -10,7 +10,7 @@ import math
 import sys
 
 from . import __version__
-from .api import Chop
+from .matlab.api import Chop
 
 
 def demo() -> None:
@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("demo", help="print a table of chop results by format and rounding mode (the default)")
     sub.add_parser("info", help="print the package, Python, library and engine versions and the machine, as JSON")
     v = sub.add_parser("validate", help="rerun the MATLAB corpus and the mpmath oracle on every available engine")
-    v.add_argument("--corpus", help="corpus folder in pychop_compat.corpora's layout (default: the copy installed with the package)")
+    v.add_argument("--corpus", help="corpus folder in pychop_compat.validation.corpora's layout (default: the copy installed with the package)")
     v.add_argument("--engines", help="comma-separated engines (default: all available)")
     v.add_argument("--json", metavar="FILE", help="also write the results as JSON, with the versions "
                    "of the package, Python, NumPy and the engines, the machine and the corpus's checksums")
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
                         "(exit 3 without a GPU; see gpu-check --help)")
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["gpu-check"]:
-        from .gpu_check import main as gpu_check
+        from .validation.gpu_check import main as gpu_check
 
         return gpu_check(argv[1:])
     args = parser.parse_args(argv)

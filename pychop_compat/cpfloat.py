@@ -14,7 +14,7 @@ the same research group as chop; its MEX function ``cpfloat`` takes a struct
 * persistence: fields left out keep their previous values, except
   ``subnormal`` and ``infinity``, which go back to the format's defaults,
   and the format's parameters, which follow ``format``;
-* CPFloat's range rules (:func:`pychop_compat.rounding.extended.round_cpfloat`).
+* CPFloat's range rules (:func:`pychop_compat.rules.cpfloat.round_cpfloat`).
 
 Beyond the MEX, ``format`` also takes any name of the format catalogue
 (``'float8_e4m3fn'``, ``'float4_e2m1fn'``, ...).
@@ -31,9 +31,9 @@ import numpy as np
 
 from .engines import ENGINE_LIBRARIES, array_library, chop_on_engine
 from .formats import Format, catalogue_format
-from .matlab_random import default_randfunc
-from .options import ChopSpec, isempty
-from .randomness import MATLAB_STREAM
+from .random.matlab_stream import default_randfunc
+from .matlab.options import ChopSpec, isempty
+from .random.sources import MATLAB_STREAM
 
 __all__ = ["cpfloat", "cpfloat_options", "clear_cpfloat", "CpfloatOptions", "CPFLOAT_FORMATS",
            "CpfloatError"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pychop_compat.corpora import load_corpus
+from pychop_compat.validation.corpora import load_corpus
 
 # The MATLAB corpus is read from the copy shipped inside the package
 # (pychop_compat/data/matlab_reference; one copy of the data for tests and `validate`).
@@ -94,13 +94,13 @@ class Engine:
         """GPU engines draw on the device unless told otherwise; the corpus needs MATLAB's stream.
         The NumPy rows pick their CPU engine (compiled or NumPy) for the whole test."""
         if self.name in ("numpy", "numba"):
-            from pychop_compat.engines.compiled import cpu_engine
+            from pychop_compat.kernels.compiled import cpu_engine
 
             return cpu_engine(self.name)
         if self.name == "torch":
             # CPU tensors go to the compiled engine when Numba is there (the "numba" row
             # tests it); without it they take the torch engine's own CPU paths, tested here.
-            from pychop_compat.engines.compiled import cpu_engine
+            from pychop_compat.kernels.compiled import cpu_engine
 
             return cpu_engine("numpy")
         if self.name in ("torch-cuda", "cupy"):

@@ -9,9 +9,9 @@ import math
 import numpy as np
 
 from pychop_compat.formats import Format, lookup_format
-from pychop_compat.randomness import MATLAB_STREAM
+from pychop_compat.random.sources import MATLAB_STREAM
 from pychop_compat.rounding import make_spec
-from pychop_compat.rounding.extended import round_cpfloat
+from pychop_compat.rules.cpfloat import round_cpfloat
 
 MODES = (-1, 0, 1, 2, 3, 4, 7, 8, 9)  # 8 and 9: "no rounding"
 SWITCHES = list(itertools.product((0, 1), repeat=4))  # subnormal, explim, saturation, infinity

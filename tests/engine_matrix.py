@@ -11,8 +11,8 @@ import pytest
 
 from pychop_compat import chop, rand, rng
 from pychop_compat.formats import custom_format, lookup_format
-from pychop_compat.options import resolve
-from pychop_compat.reference import chop_vector
+from pychop_compat.matlab.options import resolve
+from pychop_compat.rules.chop import chop_vector
 
 # --- comparison -------------------------------------------------------------------------------
 
@@ -139,13 +139,13 @@ def run_numpy(x, options, seed, reference=False):
     """The NumPy engine through the API, or (for the numpy row) the reference algorithm itself."""
     rng(seed)
     if not reference:
-        from pychop_compat.engines.compiled import cpu_engine
+        from pychop_compat.kernels.compiled import cpu_engine
 
         with cpu_engine("numpy"):  # the NumPy engine, whatever the test's engine
             out = chop(x.copy(), options)
     else:
         spec = resolve(options, None, "single" if x.dtype == np.float32 else "double")
-        from pychop_compat.randomness import sources_for
+        from pychop_compat.random.sources import sources_for
 
         out = chop_vector(x.ravel(order="F"), spec, sources_for(spec.randfunc)).reshape(x.shape, order="F")
     return out, rand(4, 1)

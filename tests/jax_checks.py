@@ -20,7 +20,7 @@ from pychop_compat import Chop, chopped, linalg
 from pychop_compat.arithmetic import Arithmetic, NotChoppedError
 from pychop_compat.arithmetic.jax_array import einsum, random_draws
 from pychop_compat.engines.jax_engine import chop_jax
-from pychop_compat.options import resolve
+from pychop_compat.matlab.options import resolve
 
 jax.config.update("jax_enable_x64", True)
 

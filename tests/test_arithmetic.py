@@ -459,7 +459,7 @@ def test_chopped_numpy_use_imports_no_optional_library():
 
 
 def test_stream_uniform_one_is_the_next_number_of_the_stream():
-    from pychop_compat.matlab_random import stream_uniform, stream_uniform_one
+    from pychop_compat.random.matlab_stream import stream_uniform, stream_uniform_one
 
     pychop_compat.rng(3)
     want = stream_uniform(5)
@@ -546,7 +546,7 @@ def test_counter_rng_rules():
 
 
 def _child_stochastic_scalar_op(_):
-    from pychop_compat.matlab_random import ForkedStreamError
+    from pychop_compat.random.matlab_stream import ForkedStreamError
 
     a = chopped(0.25, {"format": "h", "round": 5})  # exact: no draw
     try:

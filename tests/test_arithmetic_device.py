@@ -217,7 +217,7 @@ def test_chopped_cupy_counter_rounding_equals_chop_with_seed():
 def test_chopped_cupy_stochastic_rounding_draws_from_the_device_counter_as_chop():
     """No rng: GPU arrays draw from the device's counter (seed_device), as chop on CuPy arrays."""
     cupy = _cupy_with_device()
-    from pychop_compat.engines.device_random import seed_device
+    from pychop_compat.random.counter import seed_device
 
     o = {"format": "h", "round": 5}
     x = cupy.asarray(np.random.default_rng(7).standard_normal((64, 5)))

@@ -107,7 +107,7 @@ def test_cpu_benchmark_compiled_table_quick_run():
     without its source."""
     out = _run("bench_cpu.py", "--compiled", "--quick")
     assert out.returncode == 0, out.stderr
-    from pychop_compat.engines import compiled
+    from pychop_compat.kernels import compiled
 
     if not compiled.available():
         assert "skipped" in out.stdout

@@ -50,7 +50,7 @@ def test_validate_json_is_a_certificate(tmp_path):
 
     import numpy as np
 
-    from pychop_compat.corpora import corpus_path
+    from pychop_compat.validation.corpora import corpus_path
 
     report = tmp_path / "v.json"
     out = _run("validate", "--engines", "numpy", "--json", str(report), "--no-progress", "--no-oracle")
@@ -90,8 +90,9 @@ def test_cli_errors_name_the_option_and_the_allowed_values():
 def test_validate_reports_disagreement(tmp_path, monkeypatch):
     # Break the rounding on purpose: validate must notice and exit non-zero.
     from pychop_compat import validation
+    from pychop_compat.validation import validator
 
-    monkeypatch.setattr(validation.api, "chop", lambda x, options=None: x)
+    monkeypatch.setattr(validator.api, "chop", lambda x, options=None: x)
     results = validation.validate(engines=["numpy"], progress=False, oracle=False)
     chop_row = next(r for r in results if r.group == "chop")
     assert not chop_row.ok and chop_row.agreeing < chop_row.cases

@@ -4,7 +4,7 @@ The compiled engine runs the whole shared engine matrix and the MATLAB corpus
 as the ``numba`` row of the ``engine`` fixture (conftest.py); here are its
 specifics: many chunks and threads in chop.m's draw order, the fallbacks, the
 lazy import.  The counter-based numbers are checked against their definition,
-:func:`pychop_compat.engines.device_random.counter_uniform`, element by element.
+:func:`pychop_compat.random.counter.counter_uniform`, element by element.
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ import pytest
 
 from engine_matrix import assert_bits_equal, make_input
 from pychop_compat import Chop, chop, rand, rng
-from pychop_compat.engines import compiled, numpy_fast
-from pychop_compat.engines.device_random import FLIP_BIT, FLIP_CHOICE, GOLDEN, ROUND, counter_uniform, mix64
+from pychop_compat.kernels import compiled, numpy_fast
+from pychop_compat.random.counter import FLIP_BIT, FLIP_CHOICE, GOLDEN, ROUND, counter_uniform, mix64
 from pychop_compat.formats import custom_format, lookup_format
-from pychop_compat.options import resolve
-from pychop_compat.randomness import RandomSources, counter_sources
-from pychop_compat.reference import chop_vector
+from pychop_compat.matlab.options import resolve
+from pychop_compat.random.sources import RandomSources, counter_sources
+from pychop_compat.rules.chop import chop_vector
 
 needs_numba = pytest.mark.skipif(not compiled.available(), reason="numba not installed")
 CPU_ENGINES = ["numpy", pytest.param("numba", marks=needs_numba)]
@@ -252,7 +252,7 @@ def test_matlab_stream_drawn_in_the_kernel(monkeypatch, shared, dtype):
     """Stochastic rounding on MATLAB's stream with the numbers drawn inside the kernel: the NumPy
     engine's bits and the stream left in the same state, with subnormal blocks, signed zeros,
     Inf and NaN among regular sub-blocks; on the generator's own memory and on a copy."""
-    from pychop_compat import matlab_random
+    from pychop_compat.random import matlab_stream as matlab_random
 
     if not shared:
         monkeypatch.setattr(matlab_random, "_state_view", False)
@@ -318,7 +318,7 @@ def test_import_stays_light_and_numba_is_imported_on_use():
         print('numba' in sys.modules)
         pychop_compat.chop(1/3, {'format': 'b'})
         print('numba' in sys.modules)
-        from pychop_compat.engines import compiled
+        from pychop_compat.kernels import compiled
         if compiled.available():
             pychop_compat.chop(np.linspace(0, 1, 100), {'format': 'b'})
             print('numba' in sys.modules)

@@ -3,7 +3,7 @@
 OCP/ML formats (``float8_e4m3fn``, the ``fnuz`` formats, float6, float4), custom formats with
 ``emin != 1 - emax`` and the saturation and infinity switches run chop.m's algorithm with the
 format's own t, emin and emax, then the format's encoding
-(:func:`pychop_compat.rounding.extended.apply_encoding`).  The compiled engine runs them too;
+(:func:`pychop_compat.rules.cpfloat.apply_encoding`).  The compiled engine runs them too;
 here it must give the NumPy engine's result bit for bit (NaN payloads aside, the sign of zero
 included) and consume the random numbers as the NumPy engine does (MATLAB's stream left in the
 same state, a NumPy Generator's numbers in chop.m's order, the counter numbers of
@@ -21,10 +21,11 @@ import pytest
 
 from engine_matrix import assert_bits_equal, boundaries, make_input
 from pychop_compat import Chop, chop, rand, rng
-from pychop_compat.engines import compiled, numpy_engine
+from pychop_compat.kernels import compiled
+from pychop_compat.engines import numpy_engine
 from pychop_compat.formats import CATALOGUE, Format, catalogue_format
-from pychop_compat.options import resolve
-from pychop_compat.randomness import MATLAB_STREAM, counter_sources, generator_sources, sources_for
+from pychop_compat.matlab.options import resolve
+from pychop_compat.random.sources import MATLAB_STREAM, counter_sources, generator_sources, sources_for
 from pychop_compat.rounding import make_spec
 
 pytestmark = pytest.mark.skipif(not compiled.available(), reason="numba not installed")
@@ -309,7 +310,7 @@ def test_compiled_chop_equals_ml_dtypes_cast_except_chops_underflow_rule(name, d
 def _stream_at_word(seed: int, words: int) -> None:
     """Put MATLAB's stream at mt19937ar's state of ``seed`` after ``words`` 32-bit outputs (an
     odd count leaves a double across two calls' words; NumPy's RandomState is the generator)."""
-    from pychop_compat.matlab_random import stream_state
+    from pychop_compat.random.matlab_stream import stream_state
 
     reference = np.random.RandomState(seed)
     reference.randint(0, 2**32, size=words, dtype=np.uint32)  # one word each

@@ -21,10 +21,10 @@ import numpy as np
 import pytest
 
 from pychop_compat.cpfloat import CpfloatError, clear_cpfloat, cpfloat
-from pychop_compat.corpora import corpus_path
+from pychop_compat.validation.corpora import corpus_path
 from pychop_compat.formats import Format
-from pychop_compat.randomness import MATLAB_STREAM
-from pychop_compat.rounding.extended import round_cpfloat
+from pychop_compat.random.sources import MATLAB_STREAM
+from pychop_compat.rules.cpfloat import round_cpfloat
 
 HERE = corpus_path("cpfloat_reference")
 MANIFEST = json.loads(gzip.open(HERE / "manifest.json.gz").read())

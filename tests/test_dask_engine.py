@@ -14,11 +14,13 @@ da = pytest.importorskip("dask.array")
 import dask  # noqa: E402
 
 from engine_matrix import assert_bits_equal, make_input  # noqa: E402
-from pychop_compat import Chop, chop, randomness  # noqa: E402
-from pychop_compat.engines import dask_engine, device_random  # noqa: E402
+from pychop_compat import Chop, chop
+from pychop_compat.random import sources as randomness  # noqa: E402
+from pychop_compat.engines import dask_engine
+from pychop_compat.random import counter as device_random  # noqa: E402
 from pychop_compat.formats import lookup_format  # noqa: E402
-from pychop_compat.options import resolve  # noqa: E402
-from pychop_compat.randomness import MATLAB_STREAM  # noqa: E402
+from pychop_compat.matlab.options import resolve  # noqa: E402
+from pychop_compat.random.sources import MATLAB_STREAM  # noqa: E402
 
 CHUNKINGS = [(130, 6), (7, 5), (64, 1)]
 COUNTER_CHOP = hasattr(randomness, "counter_sources")  # Chop(rng=<int>) is counter-based (issue 21)

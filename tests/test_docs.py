@@ -81,4 +81,4 @@ def test_api_reference_documents_every_public_name(html_build):
                if f"{module.__name__}.{name}" not in documented and name not in short]
     assert not missing, ("public names missing from the API reference (add them to a page in docs/api/): "
                          f"{missing}")
-    assert "pychop_compat.chop" in documented and "pychop_compat.corpora.load_corpus" in documented
+    assert "pychop_compat.chop" in documented and "pychop_compat.validation.corpora.load_corpus" in documented

@@ -4,7 +4,7 @@
 namespace and runs on NumPy (tested here), JAX (eager and under ``jit``),
 torch tensors off the CPU (run here on CPU tensors through the device path)
 and CuPy (tested on a NumPy stand-in in test_gpu_paths.py).  Oracles: the
-reference :func:`pychop_compat.rounding.extended.round_cpfloat` bit for bit
+reference :func:`pychop_compat.rules.cpfloat.round_cpfloat` bit for bit
 (NaN patterns and signs of zero included; the reference reproduces the CPFloat
 corpus, tests/test_cpfloat_corpus.py), and the CPFloat corpus itself on the
 torch device path, which must never call the NumPy engine.
@@ -17,12 +17,12 @@ import pytest
 
 from pychop_compat.cpfloat import clear_cpfloat, cpfloat
 from pychop_compat.engines import numpy_engine
-from pychop_compat.engines.elementwise import numpy_namespace
-from pychop_compat.engines.elementwise_cpfloat import cpfloat_covers, cpfloat_inexact, round_cpfloat_elementwise
+from pychop_compat.kernels.elementwise import numpy_namespace
+from pychop_compat.kernels.elementwise_cpfloat import cpfloat_covers, cpfloat_inexact, round_cpfloat_elementwise
 from pychop_compat.formats import Format, lookup_format
-from pychop_compat.randomness import MATLAB_STREAM, RandomSources
+from pychop_compat.random.sources import MATLAB_STREAM, RandomSources
 from pychop_compat.rounding import make_spec
-from pychop_compat.rounding.extended import round_cpfloat
+from pychop_compat.rules.cpfloat import round_cpfloat
 
 from cpfloat_cases import FORMATS, SWITCHES, differences_from_reference, edge_values, same_bits, spec_of
 
@@ -142,7 +142,7 @@ def test_tiny_inputs_below_a_grid_above_one(subnormal):
     subnormal input x lies strictly between 0 and 2^51, so round up and round to odd give 2^51,
     the other deterministic modes 0 (stated mathematics).  |x| / 2^51 underflows in float64: the
     reference once read it as exact and returned 0 for every mode."""
-    from pychop_compat.engines import numpy_cpfloat
+    from pychop_compat.kernels import numpy_cpfloat
 
     fmt = Format(1, 51, ("c",), emin=51)
     x = np.array([4.3e-309, 5e-324, 2.0**-1030])

@@ -25,11 +25,11 @@ pytest.importorskip("ml_dtypes")
 
 from pychop_compat import chop  # noqa: E402
 from pychop_compat.engines import numpy_engine, torch_engine  # noqa: E402
-from pychop_compat.engines.compiled import cpu_engine  # noqa: E402
-from pychop_compat.engines.torch_elementwise import (ElementwisePlan, round_elementwise,  # noqa: E402
+from pychop_compat.kernels.compiled import cpu_engine  # noqa: E402
+from pychop_compat.kernels.torch_elementwise import (ElementwisePlan, round_elementwise,  # noqa: E402
                                                      round_stochastic_eager, supports)
 from pychop_compat.formats import catalogue_format  # noqa: E402
-from pychop_compat.options import resolve  # noqa: E402
+from pychop_compat.matlab.options import resolve  # noqa: E402
 
 from test_format_edges import NAMES, cast, embedded  # noqa: E402
 
@@ -108,7 +108,7 @@ def test_every_mode_equals_the_numpy_engine(name, dtype, mode, subnormal):
 def test_saturation_and_infinity_switches_equal_the_numpy_engine(name, saturation, infinity, mode):
     """The switches, set against the format's default: the NumPy engine's bits."""
     from pychop_compat.engines.numpy_engine import chop_array
-    from pychop_compat.randomness import MATLAB_STREAM
+    from pychop_compat.random.sources import MATLAB_STREAM
 
     x, _ = embedded(name, np.float64)
     spec = resolve({"format": name, "round": mode}, None, "double")
@@ -180,7 +180,7 @@ def test_the_cuda_path_rounds_stochastically_on_the_device(monkeypatch, name, dt
     engine's for ``Chop(rng=seed)``.  With MATLAB's stream (``matlab_stream_on_device``) the host
     draws in chop.m's order: the NumPy engine's bits, and the stream left where it leaves it."""
     from pychop_compat import Chop, rand, rng
-    from pychop_compat.engines.device_random import seed_device
+    from pychop_compat.random.counter import seed_device
 
     options = {"format": name, "round": mode}
     x, _ = embedded(name, dtype)

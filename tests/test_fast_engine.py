@@ -1,4 +1,4 @@
-"""The fast NumPy engine (pychop_compat.engines.numpy_fast) equals the reference bit for bit.
+"""The fast NumPy engine (pychop_compat.kernels.numpy_fast) equals the reference bit for bit.
 
 "Equal" here is stricter than MATLAB's isequal: the bit patterns match (so
 the sign of zero too), except that any NaN equals any NaN.  Random modes and
@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from pychop_compat import Chop, rng
-from pychop_compat.engines import numpy_fast
+from pychop_compat.kernels import numpy_fast
 from pychop_compat.engines.numpy_engine import chop_array, chop_array_reference
-from pychop_compat.options import precision_limit, resolve
-from pychop_compat.randomness import MATLAB_STREAM, RandomSources, generator_sources
+from pychop_compat.matlab.options import precision_limit, resolve
+from pychop_compat.random.sources import MATLAB_STREAM, RandomSources, generator_sources
 
 FORMATS = ["q43", "q52", "b", "h", "s", "d", (5, 3), (1, 3), (2, 3), (10, 30), (16, 100), (20, 300), (25, 40)]
 DTYPES = [np.float64, np.float32]

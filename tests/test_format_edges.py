@@ -161,8 +161,8 @@ def test_chop_directed_modes_below_xmin_in_bulk(name, dtype, mode, subnormal):
     subnormals) goes to +-r in the mode's direction, otherwise to +0 (zeros give +0 too);
     from r to xmin the grid is xmins; so the result is ceil/floor/trunc(x / r) * r, never -0."""
     from pychop_compat.engines.numpy_engine import chop_array
-    from pychop_compat.options import resolve
-    from pychop_compat.randomness import MATLAB_STREAM
+    from pychop_compat.matlab.options import resolve
+    from pychop_compat.random.sources import MATLAB_STREAM
 
     fmt = catalogue_format(name)
     x, positions = below_xmin(name, dtype)
@@ -198,7 +198,7 @@ def test_compiled_setting_gives_the_numpy_engines_bits_on_extended_specs():
     """Under cpu_engine('numba') extended specs give the NumPy engine's bits (chop's rules run
     compiled, CPFloat's fall back to the NumPy engine; test_compiled_extended.py has the rest)."""
     pytest.importorskip("numba")
-    from pychop_compat.engines import compiled
+    from pychop_compat.kernels import compiled
 
     x, _ = embedded("float4_e2m1fn", np.float64)
     with compiled.cpu_engine("numpy"):

@@ -13,7 +13,7 @@ import pytest
 from pychop_compat import chop, float_params
 from pychop_compat.formats import (CATALOGUE, CHOP_FORMAT_NAMES, CUSTOM_NAMES, Format, catalogue_format,
                                    custom_format, lookup_format)
-from pychop_compat.options import DEFAULT_SPEC, resolve
+from pychop_compat.matlab.options import DEFAULT_SPEC, resolve
 from pychop_compat.rounding import make_spec, round_to_format
 
 
@@ -281,7 +281,7 @@ def test_chop_rules_fast_engine_equals_reference(name, dtype):
     encoding, bit for bit, with the same MATLAB stream draws (stochastic modes and flips)."""
     from pychop_compat import rng
     from pychop_compat.engines.numpy_engine import chop_array
-    from pychop_compat.randomness import MATLAB_STREAM
+    from pychop_compat.random.sources import MATLAB_STREAM
 
     x = _mixed_inputs(dtype).reshape(-1, 4, order="F")
     for mode, sub, flip, explim in itertools.product(range(1, 7), (0, 1), (0, 1), (0, 1)):
@@ -300,7 +300,7 @@ def test_chop_rules_fast_engine_equals_reference(name, dtype):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_cpfloat_bit_pattern_engine_equals_reference(dtype):
     from pychop_compat.engines.numpy_engine import chop_array
-    from pychop_compat.randomness import MATLAB_STREAM
+    from pychop_compat.random.sources import MATLAB_STREAM
 
     x = _mixed_inputs(dtype)
     formats = [Format(11, 15), Format(4, 8, emin=-6), Format(1, 4, emin=-3), Format(3, 3, emin=-2),

@@ -31,9 +31,9 @@ from hypothesis.extra import numpy as hnp
 from pychop_compat import Options, chop, chop_options, clear_chop, rand, rng
 from pychop_compat.engines.numpy_engine import chop_array
 from pychop_compat.formats import custom_format, lookup_format
-from pychop_compat.matlab_random import default_randfunc
-from pychop_compat.options import ChopSpec
-from pychop_compat.randomness import MATLAB_STREAM, RandomSources
+from pychop_compat.random.matlab_stream import default_randfunc
+from pychop_compat.matlab.options import ChopSpec
+from pychop_compat.random.sources import MATLAB_STREAM, RandomSources
 
 # --- the two profiles --------------------------------------------------------------------------------
 
@@ -53,7 +53,7 @@ def run(profile: dict, scale: float, test) -> None:
 
 _WORKER = concurrent.futures.ThreadPoolExecutor(1)
 
-# --- the rules, written out independently of pychop_compat.options ---------------------------------
+# --- the rules, written out independently of pychop_compat.matlab.options ---------------------------------
 
 # docs/options.rst, "Formats": name -> (t, emax)
 FORMATS = {"q43": (4, 7), "fp8-e4m3": (4, 7), "q52": (3, 15), "fp8-e5m2": (3, 15),

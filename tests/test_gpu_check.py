@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from pychop_compat import gpu_check
+from pychop_compat.validation import gpu_check
 from pychop_compat.engines import available_engines
 
 _JUNIT = """<?xml version="1.0" encoding="utf-8"?>

@@ -31,8 +31,8 @@ from engine_matrix import (CountingRandfunc, assert_bits_equal, check_engine_mat
 from pychop_compat import chop, rand, rng
 from pychop_compat.engines import available_engines, to_numpy
 from pychop_compat.formats import custom_format, lookup_format
-from pychop_compat.options import resolve
-from pychop_compat.randomness import MATLAB_STREAM
+from pychop_compat.matlab.options import resolve
+from pychop_compat.random.sources import MATLAB_STREAM
 
 _AVAILABLE = available_engines()
 GPU_ENGINES = [
@@ -105,7 +105,7 @@ def _on_device(name, x):
 @pytest.mark.parametrize("name", DEVICE_PATH_ENGINES)
 @pytest.mark.parametrize("mode, flip", [(5, 0), (6, 0), (1, 1), (5, 1)])
 def test_device_generator_contract(device_paths, name, mode, flip):
-    from pychop_compat.engines.device_random import seed_device
+    from pychop_compat.random.counter import seed_device
 
     name = device_paths(name)
     x = make_input(lookup_format("h"), "float32", seed=9, n=5000)
@@ -136,7 +136,7 @@ def _normal_fp16_values(dtype, n, seed, on_grid=False):
 
 def _set_counter(name, value):
     """Put the device counter of the route ``name`` (after ``device_paths``) at ``value``."""
-    from pychop_compat.engines import device_random
+    from pychop_compat.random import counter as device_random
 
     device_random._offsets["cpu:0" if name == "torch" else "cuda:0"] = value
 
@@ -148,7 +148,7 @@ def test_device_stochastic_rounding_follows_the_definition(device_paths, name, d
     """Element i (row-major order) of the k-th drawing call (n elements each) after the
     counter is at ``start`` rounds |x| up exactly when u_1(start + k n + i mod 2**64)
     <= frac(|x| 2^(t-1-e)) (mode 5), or <= 1/2 (mode 6).  The input is a transposed view."""
-    from pychop_compat.engines.device_random import seed_device
+    from pychop_compat.random.counter import seed_device
 
     name = device_paths(name)
     n, t, seed = 4096, 11, 2**64 - 3
@@ -173,7 +173,7 @@ def test_device_stochastic_rounding_follows_the_definition(device_paths, name, d
 def test_device_bit_flips_follow_the_definition(device_paths, name, dtype):
     """On fp16 values (which round to themselves), element i flips bit 1 + floor((t-1) u_3(j))
     of its t-bit integer significand exactly when u_2(j) <= p, j = offset + i."""
-    from pychop_compat.engines.device_random import seed_device
+    from pychop_compat.random.counter import seed_device
 
     name = device_paths(name)
     n, t, p = 4096, 11, 0.3
@@ -195,7 +195,7 @@ def test_device_bit_flips_follow_the_definition(device_paths, name, dtype):
 def test_counter_numbers_match_their_definition():
     """The Python definition and the torch implementation (int64 words) against NumPy's uint64,
     across the 2**64 wrap of the counter; and the numbers' support and mean."""
-    from pychop_compat.engines import device_random
+    from pychop_compat.random import counter as device_random
 
     seed = 123456789
     keys = [device_random.mix64(seed + s * device_random.GOLDEN) for s in (1, 2, 3)]
@@ -221,7 +221,7 @@ def test_counter_numbers_match_their_definition():
 
 @pytest.mark.parametrize("name", DEVICE_PATH_ENGINES)
 def test_device_deterministic_modes_ignore_generator(device_paths, name):
-    from pychop_compat.engines import device_random
+    from pychop_compat.random import counter as device_random
 
     name = device_paths(name)
     x = make_input(lookup_format("b"), "float64", seed=10)
@@ -255,7 +255,7 @@ def test_torch_cuda_through_cupy_matches_pure_torch(monkeypatch):
 
 def _variants():
     """Variants that between them use every branch of the generated source."""
-    from pychop_compat.engines.cuda import Variant
+    from pychop_compat.kernels.cuda import Variant
 
     for dtype in ("float32", "float64"):
         yield Variant(dtype, 1, True, True, False, "none")
@@ -267,7 +267,7 @@ def _variants():
 
 def test_kernel_source_is_specialised_per_variant():
     """The CUDA source can be generated (and read) without CuPy, one per variant."""
-    from pychop_compat.engines.cuda import Variant, kernel_source
+    from pychop_compat.kernels.cuda import Variant, kernel_source
 
     for dtype, real in (("float32", "float"), ("float64", "double")):
         source = kernel_source(dtype)
@@ -304,7 +304,7 @@ def test_kernel_ptx_has_no_ftz_and_no_fma(tmp_path, index):
     and the PTX shows they took effect: every floating-point product is a separately rounded
     ``mul.rn`` (no contracted ``fma``/``mad`` where the source wrote a multiply and an add),
     and no instruction flushes subnormals (``.ftz``)."""
-    from pychop_compat.engines.cuda import compile_options, kernel_source
+    from pychop_compat.kernels.cuda import compile_options, kernel_source
 
     variant = list(_variants())[index]
     real = "f32" if variant.dtype == "float32" else "f64"
@@ -318,7 +318,7 @@ def test_kernel_ptx_has_no_ftz_and_no_fma(tmp_path, index):
 def test_ptx_checks_can_fail(tmp_path):
     """The checks above see what CuPy's RawKernel does: its appended ``-ftz=true`` puts ``.ftz``
     on float32 instructions, and without ``--fmad=false`` products fuse into ``fma``."""
-    from pychop_compat.engines.cuda import Variant, kernel_source
+    from pychop_compat.kernels.cuda import Variant, kernel_source
 
     source = kernel_source(Variant("float32", 1, True, True, False, "none"))
     flushed = _ptx_by_nvcc(tmp_path, source, ("--ftz=false", "-arch=compute_90", "-ftz=true"), "ftz")
@@ -394,7 +394,7 @@ def _fake_cupy(nvrtc, loaded):
 
 @pytest.fixture
 def fake_cuda(monkeypatch, tmp_path):
-    from pychop_compat.engines import cuda
+    from pychop_compat.kernels import cuda
 
     nvrtc, loaded = _FakeNVRTC(), []
     fake = _fake_cupy(nvrtc, loaded)
@@ -489,7 +489,7 @@ def test_real_nvrtc_compiles_without_ftz_or_fma():
         nvrtc.getVersion()
     except Exception as exc:  # no cupy, or no libnvrtc
         pytest.skip(f"no usable cupy.cuda.nvrtc: {exc}")
-    from pychop_compat.engines.cuda import compile_cubin, compile_ptx, device_arch, kernel_source
+    from pychop_compat.kernels.cuda import compile_cubin, compile_ptx, device_arch, kernel_source
 
     arch = device_arch("90", nvrtc)
     for variant in _variants():
@@ -604,7 +604,7 @@ def _host_cupy(tmp_path_factory):
 
     def kernels(variant, device_id):
         """What ``cuda._kernels`` returns: the variant's two entry points."""
-        from pychop_compat.engines.cuda import kernel_source
+        from pychop_compat.kernels.cuda import kernel_source
 
         compiled_variants.append(variant)
         code = kernel_source(variant)
@@ -631,7 +631,8 @@ def host_cupy(tmp_path_factory):
 def host_kernel(host_cupy, monkeypatch):
     """cupy_engine on the stand-in, with a kernel cache of its own (the real one stays clean
     for the GPU tests that may follow)."""
-    from pychop_compat.engines import cuda, cupy_engine
+    from pychop_compat.kernels import cuda
+    from pychop_compat.engines import cupy_engine
 
     monkeypatch.setattr(cupy_engine, "_cupy", lambda: host_cupy)
     monkeypatch.setattr(cuda, "_cupy", lambda: host_cupy)
@@ -642,7 +643,7 @@ def host_kernel(host_cupy, monkeypatch):
 @pytest.mark.parametrize("name, params, dtype, mode, sub, explim, flip", list(matrix()))
 def test_cuda_kernel_logic_on_host(host_kernel, name, params, dtype, mode, sub, explim, flip):
     from pychop_compat.engines import cupy_engine
-    from pychop_compat.randomness import sources_for
+    from pychop_compat.random.sources import sources_for
 
     host_cupy = host_kernel
     fmt = custom_format(*params) if params else lookup_format(name)
@@ -770,7 +771,7 @@ def test_zero_dim_keeps_its_shape_on_device_paths(device_paths, name, mode, host
     which turns 0-d into shape (1,)), and equals NumPy when the numbers are MATLAB's."""
     import contextlib
 
-    from pychop_compat.engines.device_plan import matlab_stream_on_device
+    from pychop_compat.kernels.device_plan import matlab_stream_on_device
 
     name = device_paths(name)
     options = {"format": "h", "round": mode, "flip": 1, "p": 1.0}
@@ -788,7 +789,7 @@ def test_zero_dim_keeps_its_shape_on_device_paths(device_paths, name, mode, host
 
 def test_zero_dim_cupy_array_keeps_its_shape(host_kernel):
     from pychop_compat.engines import cupy_engine
-    from pychop_compat.randomness import sources_for
+    from pychop_compat.random.sources import sources_for
 
     spec = resolve({"format": "h", "round": 5, "flip": 1}, None, "double")
     with cupy_engine.matlab_stream_on_device():
@@ -804,11 +805,12 @@ def test_extended_specs_round_trip_through_numpy(monkeypatch, request, route):
     device, ``test_elementwise_formats.py``; here that path is switched off.)"""
     import dataclasses
 
-    from pychop_compat.engines import cupy_engine, numpy_engine, torch_elementwise, torch_engine
+    from pychop_compat.engines import cupy_engine, numpy_engine, torch_engine
+    from pychop_compat.kernels import torch_elementwise
 
     monkeypatch.setattr(torch_elementwise, "supports", lambda spec: False)
     monkeypatch.setattr(cupy_engine, "elementwise_covers", lambda spec: False)
-    from pychop_compat.options import ChopSpec
+    from pychop_compat.matlab.options import ChopSpec
 
     @dataclasses.dataclass(frozen=True)
     class ExtendedSpec(ChopSpec):
@@ -851,8 +853,8 @@ def test_cupy_rounds_ocp_formats_on_the_device(host_kernel, monkeypatch, name, d
     deterministic mode is rounded by the elementwise code, never by the NumPy engine on the
     host, with the NumPy engine's bits."""
     from pychop_compat.engines import cupy_engine, numpy_engine
-    from pychop_compat.engines.compiled import cpu_engine
-    from pychop_compat.engines.elementwise import numpy_namespace
+    from pychop_compat.kernels.compiled import cpu_engine
+    from pychop_compat.kernels.elementwise import numpy_namespace
 
     spec = resolve({"format": name, "round": mode}, None, "single" if dtype == "float32" else "double")
     x = make_input(lookup_format(name), dtype, seed=5)
@@ -871,7 +873,7 @@ def _on_cupy_stand_in(host_kernel, monkeypatch, x: np.ndarray, spec) -> np.ndarr
     """``chop_cupy`` on the stand-in with NumPy as the array library of the elementwise code;
     fails if the NumPy engine is called (a host round trip)."""
     from pychop_compat.engines import cupy_engine, numpy_engine
-    from pychop_compat.engines.elementwise import numpy_namespace
+    from pychop_compat.kernels.elementwise import numpy_namespace
 
     monkeypatch.setattr(numpy_engine, "chop_array", lambda *a, **k: pytest.fail("the NumPy engine was called"))
     monkeypatch.setattr(cupy_engine, "_namespace", lambda xp: numpy_namespace())
@@ -887,7 +889,7 @@ def test_cupy_rounds_cpfloat_rules_on_the_device(host_kernel, monkeypatch, name,
     """A CuPy array (the stand-in) under CPFloat's rules in a deterministic mode is rounded by the
     elementwise bit-pattern code, never by the NumPy engine, with the reference's bits."""
     from pychop_compat.rounding import make_spec
-    from pychop_compat.rounding.extended import round_cpfloat
+    from pychop_compat.rules.cpfloat import round_cpfloat
 
     fmt = lookup_format(name)
     spec = make_spec(fmt, mode, saturation=mode == 2)
@@ -906,7 +908,7 @@ def test_cupy_rounds_ocp_formats_stochastically_on_the_device(host_kernel, monke
     ``Chop(rng=seed)``'s first call on the NumPy engine, whose bits it gives; no host call."""
     from pychop_compat import Chop
     from pychop_compat.engines import cupy_engine
-    from pychop_compat.engines.compiled import cpu_engine
+    from pychop_compat.kernels.compiled import cpu_engine
 
     options = {"format": name, "round": mode}
     spec = resolve(options, None, "single" if dtype == "float32" else "double")

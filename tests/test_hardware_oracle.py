@@ -22,7 +22,7 @@ import pytest
 
 from pychop_compat import chop
 from conftest import assert_same
-from pychop_compat.oracle import FORMATS
+from pychop_compat.validation.oracle import FORMATS
 
 SEED = 8675309
 DTYPES = [np.float64, np.float32]

@@ -17,7 +17,7 @@ import pytest
 
 import pychop_compat
 from pychop_compat import chop, chop_at, clear_chop, rng
-from pychop_compat.history import HISTORY, rules_at
+from pychop_compat.matlab.history import HISTORY, rules_at
 
 DATA = Path(__file__).parent / "chop_history"
 INDEX = json.loads((DATA / "index.json").read_text())

@@ -22,7 +22,7 @@ import jax.numpy as jnp  # noqa: E402
 
 from engine_matrix import assert_bits_equal, make_input  # noqa: E402
 from pychop_compat import Chop, chop  # noqa: E402
-from pychop_compat.engines import device_random  # noqa: E402
+from pychop_compat.random import counter as device_random  # noqa: E402
 from pychop_compat.engines.jax_engine import chop_jax  # noqa: E402
 from pychop_compat.formats import lookup_format  # noqa: E402
 
@@ -118,7 +118,7 @@ def test_counter_numbers_match_the_definition_and_the_torch_device_path():
                 torch_engine._DEVICE_PATHS_ON_CPU = False
             assert_bits_equal(np.asarray(out), expected, f"{dtype} {options}")
     # the numbers themselves: the definition, in Python integers
-    from pychop_compat.engines.elementwise import counter_numbers
+    from pychop_compat.kernels.elementwise import counter_numbers
 
     keys = (device_random.mix64(5 + device_random.GOLDEN),)
     got = np.asarray(counter_numbers(jnp, keys, 2**64 - 3, jnp.arange(6, dtype=jnp.uint64), jnp.uint64)[0])
@@ -180,7 +180,7 @@ def test_float32_without_x64():
 def test_chop_rng_seed_on_jax_equals_numpy():
     """Chop(options, rng=seed): the counter-based numbers, computed on the device for JAX arrays,
     equal to the NumPy engine's counter path (issue 21) call after call; chop_jax(seed=, offset=) too."""
-    from pychop_compat import randomness
+    from pychop_compat.random import sources as randomness
 
     if not hasattr(randomness, "counter_sources"):
         pytest.skip("Chop(rng=<int>) is not counter-based in this build")

@@ -22,10 +22,10 @@ import jax.numpy as jnp  # noqa: E402
 
 from pychop_compat import Chop, chop  # noqa: E402
 from pychop_compat.engines import numpy_engine  # noqa: E402
-from pychop_compat.engines.compiled import cpu_engine  # noqa: E402
+from pychop_compat.kernels.compiled import cpu_engine  # noqa: E402
 from pychop_compat.engines.jax_engine import chop_jax, supports  # noqa: E402
 from pychop_compat.formats import catalogue_format  # noqa: E402
-from pychop_compat.options import resolve  # noqa: E402
+from pychop_compat.matlab.options import resolve  # noqa: E402
 
 from test_format_edges import NAMES, cast, embedded  # noqa: E402
 

@@ -16,7 +16,7 @@ import pytest
 import pychop_compat.linalg as linalg
 from engine_matrix import assert_bits_equal
 from pychop_compat import rng
-from pychop_compat.engines import compiled
+from pychop_compat.kernels import compiled
 from pychop_compat.linalg import kernels
 from pychop_compat.linalg._common import _make_rounder
 
@@ -155,7 +155,7 @@ def _lu(A, options, engine):
 def test_compiled_lu_equals_numpy_lu(monkeypatch, options):
     """Bit for bit the NumPy elimination (itself tested against a scalar loop in test_linalg.py): factors,
     pivots, info; small panels and a low parallel threshold exercise the blocked and threaded paths."""
-    from pychop_compat.linalg import compiled_lu
+    from pychop_compat.kernels import numba_lu as compiled_lu
 
     monkeypatch.setattr(compiled_lu, "PANEL", 4)
     monkeypatch.setattr(compiled_lu, "PARALLEL_BELOW", 100)
@@ -166,7 +166,7 @@ def test_compiled_lu_equals_numpy_lu(monkeypatch, options):
 
 @needs_numba
 def test_compiled_lu_default_panels_and_threads():
-    from pychop_compat.linalg import compiled_lu
+    from pychop_compat.kernels import numba_lu as compiled_lu
 
     n = 300
     assert (n - compiled_lu.PANEL) ** 2 >= compiled_lu.PARALLEL_BELOW  # the first panels update on threads
@@ -240,8 +240,8 @@ def test_nearest_bits_equals_fast_bits_where_nearest_only():
     taken only for round to nearest with bits dropped (not t = 1, not the double format)."""
     import numba
 
-    from pychop_compat.engines import numba_kernels as nk
-    from pychop_compat.options import resolve
+    from pychop_compat.kernels import numba_kernels as nk
+    from pychop_compat.matlab.options import resolve
 
     @numba.njit
     def compare(bits, ip, up, rp):

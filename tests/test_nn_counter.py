@@ -13,13 +13,13 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from pychop_compat import Chop  # noqa: E402
-from pychop_compat.engines import device_random  # noqa: E402
-from pychop_compat.engines.compiled import cpu_engine  # noqa: E402
-from pychop_compat.engines.counter_host import CounterRng  # noqa: E402
-from pychop_compat.engines.torch_elementwise import (ElementwisePlan, counter_uniform,  # noqa: E402
+from pychop_compat.random import counter as device_random  # noqa: E402
+from pychop_compat.kernels.compiled import cpu_engine  # noqa: E402
+from pychop_compat.random.counter_host import CounterRng  # noqa: E402
+from pychop_compat.kernels.torch_elementwise import (ElementwisePlan, counter_uniform,  # noqa: E402
                                                       round_elementwise, round_stochastic_eager)
 from pychop_compat.nn import Rounder  # noqa: E402
-from pychop_compat.options import resolve  # noqa: E402
+from pychop_compat.matlab.options import resolve  # noqa: E402
 
 
 def _bits(t):
@@ -196,7 +196,7 @@ def test_stochastic_rounding_on_bits_equals_the_scaling_path(monkeypatch, dtype)
     around every threshold of each format (the subnormal block, xmins/2, xmin, xmax,
     xboundary, the carrier's subnormals), with numbers equal to each element's fraction,
     multiples of 2^-k (ties with the subnormal block's fractions), 0, 1/2 and random ones."""
-    import pychop_compat.engines.torch_elementwise as elementwise
+    import pychop_compat.kernels.torch_elementwise as elementwise
     from test_nn_quantize import BIT_FORMATS, _around_thresholds
 
     carrier = np.dtype(dtype).name

@@ -264,8 +264,8 @@ def test_autocast_and_reduced_precision_models():
 def test_eager_stochastic_path_equals_elementwise(dtype):
     """The eager bit-pattern path for stochastic rounding against the elementwise rounding
     (itself checked against chop above), on the same numbers, over every kind of value."""
-    from pychop_compat.engines.torch_elementwise import ElementwisePlan, round_elementwise, round_stochastic_eager
-    from pychop_compat.options import resolve
+    from pychop_compat.kernels.torch_elementwise import ElementwisePlan, round_elementwise, round_stochastic_eager
+    from pychop_compat.matlab.options import resolve
 
     x = _samples(dtype, n=20000, seed=9)
     carrier = np.dtype(dtype).name
@@ -322,8 +322,8 @@ def _around_thresholds(dtype, options, width=6):
 def _nearest_plan(options, carrier):
     import dataclasses
 
-    from pychop_compat.engines.torch_elementwise import ElementwisePlan
-    from pychop_compat.options import resolve
+    from pychop_compat.kernels.torch_elementwise import ElementwisePlan
+    from pychop_compat.matlab.options import resolve
 
     plan = ElementwisePlan.from_spec(resolve(options, None, "single" if carrier == "float32" else "double"), carrier)
     assert plan.nearest_bits is not None, options  # the path under test is taken
@@ -333,7 +333,7 @@ def _nearest_plan(options, carrier):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("options", BIT_FORMATS, ids=str)
 def test_nearest_on_bits_equals_chop(dtype, options):
-    from pychop_compat.engines.torch_elementwise import round_elementwise
+    from pychop_compat.kernels.torch_elementwise import round_elementwise
 
     plan = _nearest_plan(options, np.dtype(dtype).name)
     g = np.random.default_rng(11)
@@ -355,7 +355,7 @@ def test_nearest_equals_hardware_casts_outside_chops_double_rounding_band(eager_
     path through the cast are checked."""
     import dataclasses
 
-    from pychop_compat.engines.torch_elementwise import round_elementwise
+    from pychop_compat.kernels.torch_elementwise import round_elementwise
 
     patterns = np.arange(-2**31, 2**31, 1021, dtype=np.int64).astype(np.int32)
     g = np.random.default_rng(14)

@@ -1,6 +1,6 @@
-"""The compiled kernel for CPFloat's rules (pychop_compat.engines.numba_cpfloat).
+"""The compiled kernel for CPFloat's rules (pychop_compat.kernels.numba_cpfloat).
 
-Oracles: the reference :func:`pychop_compat.rounding.extended.round_cpfloat`
+Oracles: the reference :func:`pychop_compat.rules.cpfloat.round_cpfloat`
 (which reproduces the CPFloat corpus, tests/test_cpfloat_corpus.py, where the
 facade runs on both CPU engines: ``engine`` = numpy and numba), bit for bit
 (NaN patterns included), over every deterministic mode and switch, for the
@@ -14,16 +14,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pychop_compat.engines import numpy_cpfloat, numpy_extended
-from pychop_compat.engines.compiled import cpu_engine
+from pychop_compat.kernels import numpy_cpfloat
+from pychop_compat.engines import numpy_extended
+from pychop_compat.kernels.compiled import cpu_engine
 from pychop_compat.formats import lookup_format
-from pychop_compat.randomness import MATLAB_STREAM
+from pychop_compat.random.sources import MATLAB_STREAM
 from pychop_compat.rounding import make_spec, round_to_format
-from pychop_compat.rounding.extended import round_cpfloat
+from pychop_compat.rules.cpfloat import round_cpfloat
 
 from cpfloat_cases import FORMATS, differences_from_reference, edge_values, same_bits, spec_of
 
-numba_cpfloat = pytest.importorskip("pychop_compat.engines.numba_cpfloat")  # needs numba
+numba_cpfloat = pytest.importorskip("pychop_compat.kernels.numba_cpfloat")  # needs numba
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])

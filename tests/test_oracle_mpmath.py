@@ -3,7 +3,7 @@
 For every built-in format and three custom ones, subnormal on and off, explim 1
 and 0, rounding modes 1-4, float64 inputs (and float32 inputs for formats
 narrower than single), at least 10**5 inputs per format spread over the whole
-range (see :func:`pychop_compat.oracle.oracle_inputs`) are rounded by ``chop`` and compared exactly
+range (see :func:`pychop_compat.validation.oracle.oracle_inputs`) are rounded by ``chop`` and compared exactly
 with :func:`oracles.chop_rule_round` (NaN == NaN, sign of zero ignored, nothing
 else), and outside the double-rounding band with :func:`oracles.ieee_round`.
 The oracle itself is first checked against NumPy's float16/float32 casts, a
@@ -20,10 +20,10 @@ from mpmath import libmp
 
 from conftest import assert_same
 from pychop_compat import chop
-from pychop_compat.oracle import (FORMATS, FLOAT32_CASES, ORACLE_CASES, DATASETS, DATASET_IDS, ExactValues,
+from pychop_compat.validation.oracle import (FORMATS, FLOAT32_CASES, ORACLE_CASES, DATASETS, DATASET_IDS, ExactValues,
                                   FormatSpec, case_options, case_spec, chop_rule_round, double_bound,
                                   grid_neighbours, ieee_round, oracle_inputs, scalar_grid_round)
-from pychop_compat.oracle import SEED, _dtype_limits  # the generator's seed and dtype limits
+from pychop_compat.validation.oracle import SEED, _dtype_limits  # the generator's seed and dtype limits
 
 @functools.lru_cache(maxsize=None)
 def _dataset(case: str, dtype_name: str):
@@ -117,7 +117,7 @@ def test_oracle_ieee_matches_bfloat16_bit_rounding():
 @pytest.mark.parametrize("case", list(ORACLE_CASES))
 def test_oracle_grid_rounding_matches_mpmath_normalize(case):
     """The int64 grid rounding equals mpmath's own rounding (libmp.normalize)."""
-    from pychop_compat.oracle import _grid_exponent, _select    # internals, tested on purpose
+    from pychop_compat.validation.oracle import _grid_exponent, _select    # internals, tested on purpose
     spec = case_spec(case)
     x, ev = _dataset(case, "float64")
     rng = np.random.default_rng(SEED + 3)

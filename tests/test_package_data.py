@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import pychop_compat
-from pychop_compat.corpora import CORPORA, Corpus, corpus_path, load_corpus
+from pychop_compat.validation.corpora import CORPORA, Corpus, corpus_path, load_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "pychop_compat"
@@ -112,7 +112,7 @@ def test_wheel_ships_the_corpus_and_validate_runs_from_it(tmp_path):
     elsewhere.mkdir()
     env = {**os.environ, "PYTHONPATH": str(installed)}
     env.pop("PYCHOP_COMPAT_CORPUS", None)
-    where = subprocess.run([sys.executable, "-c", "import pychop_compat.corpora as c; "
+    where = subprocess.run([sys.executable, "-c", "import pychop_compat.validation.corpora as c; "
                             "print(c.corpus_path('matlab_reference'))"],
                            capture_output=True, text=True, cwd=elsewhere, env=env)
     assert where.returncode == 0, where.stderr

@@ -13,7 +13,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from pychop_compat import chop
-from pychop_compat.oracle import FORMATS, FormatSpec, is_representable, neighbours
+from pychop_compat.validation.oracle import FORMATS, FormatSpec, is_representable, neighbours
 
 # Derandomized, no example database, no deadline: the same examples on every run.
 # The autouse fixture of conftest.py only clears chop's persistent options (every

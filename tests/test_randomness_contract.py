@@ -1,4 +1,4 @@
-"""The randomness contract (docs/randomness.rst, pychop_compat.randomness): one test per promise.
+"""The randomness contract (docs/randomness.rst, pychop_compat.random.sources): one test per promise.
 
 Expected values: fp16 neighbours computed here (values in [0.25, 0.5) have fp16
 spacing 2^-12), MATLAB's stream after ``rng(seed)`` (itself checked against
@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from pychop_compat import Chop, chop, rand, rng
-from pychop_compat.engines import device_random
+from pychop_compat.random import counter as device_random
 from pychop_compat.engines.numpy_engine import chop_array
-from pychop_compat.options import resolve
-from pychop_compat.randomness import (ELEMENT_ORDER, INT_SEED_SOURCE, RandomSources, Source,
+from pychop_compat.matlab.options import resolve
+from pychop_compat.random.sources import (ELEMENT_ORDER, INT_SEED_SOURCE, RandomSources, Source,
                                       SourcePlan, default_source, generator_sources, source_for)
 
 # Six values in [0.25, 0.5): none is an fp16 number, each lies between k/2^12 and (k+1)/2^12.

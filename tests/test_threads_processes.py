@@ -21,8 +21,8 @@ import pytest
 
 from pychop_compat import Chop, chop, chop_options, clear_chop, rand, rng
 from pychop_compat.engines.numpy_engine import chop_array
-from pychop_compat.options import resolve
-from pychop_compat.randomness import ForkedStreamError, RandomSources
+from pychop_compat.matlab.options import resolve
+from pychop_compat.random.sources import ForkedStreamError, RandomSources
 
 THIRD = 1 / 3
 THIRD_FP16 = 0.333251953125       # 1.0101010101b * 2^-2
@@ -284,7 +284,7 @@ def test_chop_objects_pickle_and_draw_the_same_numbers(rng_arg, options):
 
 
 def test_generator_sources_pickle():
-    from pychop_compat.randomness import generator_sources
+    from pychop_compat.random.sources import generator_sources
 
     sources = generator_sources(np.random.default_rng(1))
     copy = pickle.loads(pickle.dumps(sources))

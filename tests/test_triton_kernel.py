@@ -29,7 +29,7 @@ _FLOAT_FMA = re.compile(r"\b(fma|mad)\.[\w.]*f(16|32|64)\b")
 def test_triton_ptx_has_no_ftz_fma_or_calls(wide, mode):
     from triton.backends.compiler import GPUTarget
 
-    from pychop_compat.engines import triton_kernel
+    from pychop_compat.kernels import triton_kernel
 
     triton_kernel.build_kernel.cache_clear()
     real = "fp64" if wide else "fp32"

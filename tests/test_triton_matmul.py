@@ -30,8 +30,8 @@ _FLOAT_FMA = re.compile(r"\b(fma|mad)\.[\w.]*f(16|32|64)\b")
 def test_matmul_ptx_has_no_ftz_fma_or_calls(wide, mode, round_products):
     from triton.backends.compiler import GPUTarget
 
-    from pychop_compat.engines import triton_kernel
-    from pychop_compat.linalg import triton_matmul
+    from pychop_compat.kernels import triton_kernel
+    from pychop_compat.kernels import triton_matmul
 
     real = "*fp64" if wide else "*fp32"
     signature = {"a_ptr": real, "b_ptr": real, "c_ptr": real, "flag_ptr": "*i32", "M": "i64", "N": "i64",

@@ -32,7 +32,8 @@ torch = pytest.importorskip("torch")
 def triton_route(monkeypatch):
     """CPU tensors on the route of a CUDA tensor without CuPy, the Triton kernel interpreted;
     returns the list of its launches (so a test knows that the kernel ran)."""
-    from pychop_compat.engines import torch_engine, triton_kernel
+    from pychop_compat.engines import torch_engine
+    from pychop_compat.kernels import triton_kernel
 
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     triton_kernel.build_kernel.cache_clear()

@@ -38,7 +38,7 @@ FORMATS = {"h": {"format": "h"}, "b": {"format": "b"}, "q43": {"format": "q43"},
 def fused(monkeypatch):
     """CPU tensors routed to the fused kernel (8 x 8 tiles); returns the list of
     ``(tiles in the grid, flagged tiles)`` of its launches."""
-    from pychop_compat.linalg import triton_matmul
+    from pychop_compat.kernels import triton_matmul
 
     monkeypatch.setattr(triton_matmul, "CPU_TENSORS_AS_CUDA", True)
     monkeypatch.setattr(triton_matmul, "BLOCK_M", 8)

@@ -18,11 +18,12 @@ from typing import Any, Callable, Mapping, Optional, Union
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
-from ..api import Chop, chop_options
-from ..engines import numpy_engine, numpy_fast
-from ..options import ChopSpec, resolve
+from ..matlab.api import Chop, chop_options
+from ..engines import numpy_engine
+from ..kernels import numpy_fast
+from ..matlab.options import ChopSpec, resolve
 from .namespace import is_device_array, namespace_of
-from ..randomness import MATLAB_STREAM, RandomSources, sources_for
+from ..random.sources import MATLAB_STREAM, RandomSources, sources_for
 
 __all__ = ["Arithmetic", "FormatMismatchError", "METHODS", "MISMATCH_RULES"]
 
@@ -83,11 +84,11 @@ class Arithmetic:
         ``None`` (default): stochastic rounding and bit flips draw as
         :func:`pychop_compat.chop` does (MATLAB's stream on the host, or
         ``options.randfunc``).  An integer seed: the counter-based generator of
-        ``Chop(options, rng=seed)`` (:mod:`pychop_compat.engines.device_random`):
+        ``Chop(options, rng=seed)`` (:mod:`pychop_compat.random.counter`):
         every rounding call of this arithmetic takes the next counters, element
         ``i`` of a call (row-major) getting ``u(offset + i)``, the same numbers on
         NumPy and JAX (see :doc:`/arithmetic`).  A
-        :class:`~pychop_compat.engines.counter_host.CounterRng`: that counter,
+        :class:`~pychop_compat.random.counter_host.CounterRng`: that counter,
         shared (what :meth:`with_settings` passes on).  Matrix products and
         ``np.linalg.solve`` (computed by :mod:`pychop_compat.linalg`, which draws
         as ``chop`` does) refuse a drawing arithmetic with a counter
@@ -154,12 +155,12 @@ class Arithmetic:
 
     @property
     def sources(self) -> RandomSources:
-        """Where rounding draws its random numbers (see :mod:`pychop_compat.randomness`)."""
+        """Where rounding draws its random numbers (see :mod:`pychop_compat.random.sources`)."""
         return self._sources
 
     @property
     def counter(self) -> Any:
-        """The :class:`~pychop_compat.engines.counter_host.CounterRng` of ``rng=``, or None."""
+        """The :class:`~pychop_compat.random.counter_host.CounterRng` of ``rng=``, or None."""
         return self._counter
 
     @property
@@ -283,7 +284,7 @@ def _counter_of(rng: Any):
     """The CounterRng of ``rng=`` (None, an integer seed or a CounterRng)."""
     if rng is None:
         return None
-    from ..engines.counter_host import CounterRng
+    from ..random.counter_host import CounterRng
 
     if isinstance(rng, CounterRng):
         return rng
@@ -386,12 +387,12 @@ def _stochastic_scalar_rounder(spec: ChopSpec, sources, general: Callable[[float
     ``u <= f`` (mode 5) or ``u <= 1/2`` (mode 6).  No range rule applies to a regular value
     (``|v| < 2^emax < xmax``; rounding up gives at most ``2^emax``).  Everything else goes
     to ``general``.  The draw is the one the array path makes: MATLAB's stream
-    (:func:`~pychop_compat.matlab_random.stream_uniform_one`, the next number of
+    (:func:`~pychop_compat.random.matlab_stream.stream_uniform_one`, the next number of
     ``stream_uniform``), or ``Chop(rng=<int>)``'s counter (``u_ROUND(offset)``; the counter
     advances by one for every value, exact or not, as for a one-element array).
     """
-    from ..engines.device_random import counter_uniform
-    from ..matlab_random import stream_uniform, stream_uniform_one
+    from ..random.counter import counter_uniform
+    from ..random.matlab_stream import stream_uniform, stream_uniform_one
 
     t, stochastic_mode = spec.fmt.t, spec.round == 5
     counter = getattr(sources, "counter", None)

@@ -1,14 +1,14 @@
 """The CuPy engine: chop.m's rounding on ``cupy.ndarray``, one fused CUDA kernel per call.
 
 The kernel, its compilation (NVRTC without flush-to-zero) and its launch live
-in :mod:`pychop_compat.engines.cuda`; what a device engine derives from a spec
+in :mod:`pychop_compat.kernels.cuda`; what a device engine derives from a spec
 (the random-number policy, the host draws in chop.m's order) in
-:mod:`pychop_compat.engines.device_plan`.  This module maps cupy dtypes onto
+:mod:`pychop_compat.kernels.device_plan`.  This module maps cupy dtypes onto
 the kernel's float32/float64 and picks where random numbers come from:
 
 * without ``randfunc`` (and outside :func:`matlab_stream_on_device`), each
   element's numbers are computed in the kernel from the counter-based
-  generator of :mod:`pychop_compat.engines.device_random` (seeded by
+  generator of :mod:`pychop_compat.random.counter` (seeded by
   :func:`seed_device`): one pass over memory, the same numbers as torch's
   engine computes for a tensor;
 * otherwise the host draws them in chop.m's order and the kernel gets them
@@ -32,14 +32,14 @@ from typing import Any
 
 import numpy as np
 
-from ..options import ChopSpec
-from ..randomness import RandomSources
-from . import device_random
-from .cuda import chop_device_array, kernel_source
-from .device_plan import FLIP_PRECISION_ERROR, draws_on_device, elementwise_covers, matlab_stream_on_device
-from .elementwise import Namespace, chop_elementwise, counter_numbers
-from .elementwise_cpfloat import cpfloat_covers, cpfloat_inexact, host_numbers, round_cpfloat_elementwise
-from .device_random import seed_device
+from ..matlab.options import ChopSpec
+from ..random.sources import RandomSources
+from ..random import counter as device_counter
+from ..kernels.cuda import chop_device_array, kernel_source
+from ..kernels.device_plan import FLIP_PRECISION_ERROR, draws_on_device, elementwise_covers, matlab_stream_on_device
+from ..kernels.elementwise import Namespace, chop_elementwise, counter_numbers
+from ..kernels.elementwise_cpfloat import cpfloat_covers, cpfloat_inexact, host_numbers, round_cpfloat_elementwise
+from ..random.counter import seed_device
 
 __all__ = ["chop_cupy", "chop_device_array", "seed_device", "matlab_stream_on_device", "kernel_source"]
 
@@ -107,7 +107,7 @@ def _device_stream(work: Any, spec: ChopSpec, sources: RandomSources) -> Any:
             raise ValueError(FLIP_PRECISION_ERROR)
         return counter.take(work.size)
     if draws_on_device(spec, sources):
-        return device_random.take(f"cuda:{work.device.id}", work.size)
+        return device_counter.take(f"cuda:{work.device.id}", work.size)
     return None
 
 

@@ -11,7 +11,7 @@ processes or a ``dask.distributed`` cluster.
   engine; rounding is elementwise, so the result does not depend on the chunks.
 * Stochastic rounding and bit flips need numbers that depend only on an
   element's global position: ``Chop(options, rng=seed)`` (the counter-based
-  generator of :mod:`.device_random`).  Element ``i`` of the whole array, in
+  generator of :mod:`pychop_compat.random.counter`).  Element ``i`` of the whole array, in
   row-major order, gets the numbers of counter ``offset + i``, where ``offset``
   is the ``Chop`` object's call counter, taken when ``chop`` is called (not
   when the graph is computed).  Each block computes its elements' global
@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from ..options import ChopSpec
-from ..randomness import RandomSources
-from .elementwise import FLIP_PRECISION_ERROR, chop_elementwise, counter_numbers, numpy_namespace
+from ..matlab.options import ChopSpec
+from ..random.sources import RandomSources
+from ..kernels.elementwise import FLIP_PRECISION_ERROR, chop_elementwise, counter_numbers, numpy_namespace
 
 __all__ = ["chop_dask"]
 

@@ -25,7 +25,7 @@ through ``sys.modules``, never imported by ``import pychop_compat``).
     streams ``s`` = 1 (stochastic rounding), 2 (which elements flip), 3 (which
     bit).  Pure: works under ``jit``, the same key gives the same result.
   - ``chop_jax(x, options, seed=seed, offset=offset)``: the package's
-    counter-based generator (:mod:`.device_random`): element ``i`` gets
+    counter-based generator (:mod:`pychop_compat.random.counter`): element ``i`` gets
     ``u_s(offset + i)``, the numbers that ``Chop(options, rng=seed)`` gives
     the NumPy engine on its first call (``offset=0``), bit for bit.  ``offset``
     may be traced.  Needs ``jax_enable_x64`` (64-bit integer arithmetic).
@@ -52,11 +52,11 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..options import ChopSpec, resolve
-from ..randomness import RandomSources
-from .device_plan import elementwise_covers
-from .elementwise import Namespace, chop_elementwise, counter_numbers
-from .elementwise_cpfloat import cpfloat_covers, round_cpfloat_elementwise
+from ..matlab.options import ChopSpec, resolve
+from ..random.sources import RandomSources
+from ..kernels.device_plan import elementwise_covers
+from ..kernels.elementwise import Namespace, chop_elementwise, counter_numbers
+from ..kernels.elementwise_cpfloat import cpfloat_covers, round_cpfloat_elementwise
 
 __all__ = ["chop_jax", "chop_jax_array", "supports", "x64_enabled"]
 
@@ -217,7 +217,7 @@ def chop_jax(x: Any, options: Any = None, *, key: Any = None, seed: Optional[int
         Real values (float64, float32, float16, bfloat16; integers with x64).
     options : dict, Options, object with attributes, Chop or ChopSpec, optional
         chop's options (MATLAB names); the defaults when omitted; or a
-        resolved :class:`~pychop_compat.options.ChopSpec`, used as it is.  The
+        resolved :class:`~pychop_compat.matlab.options.ChopSpec`, used as it is.  The
         persistent options of :func:`pychop_compat.chop` are neither read nor set.
     key : jax.random key, optional
         The numbers of stochastic rounding and bit flips: element ``i``
@@ -226,7 +226,7 @@ def chop_jax(x: Any, options: Any = None, *, key: Any = None, seed: Optional[int
         between calls to get new numbers.
     seed, offset : int, optional
         Instead of ``key``: the counter-based generator of
-        :mod:`pychop_compat.engines.device_random`, element ``i`` getting the
+        :mod:`pychop_compat.random.counter`, element ``i`` getting the
         numbers of counter ``offset + i`` (``offset`` may be traced).  Equal to
         ``Chop(options, rng=seed)`` on NumPy (first call: ``offset = 0``).
 
@@ -261,7 +261,7 @@ def chop_jax(x: Any, options: Any = None, *, key: Any = None, seed: Optional[int
         x_class = "single" if str(x.dtype) in _SINGLE_NAMES else "double"
         options = getattr(options, "options", options)  # a Chop object: its resolved options
         spec = resolve(options if options is not None else {}, None, x_class)
-    from ..matlab_random import default_randfunc
+    from ..random.matlab_stream import default_randfunc
 
     if spec.randfunc is not default_randfunc:
         raise ValueError("chop_jax does not call options.randfunc (host code); pass key= or seed=.")
@@ -276,7 +276,7 @@ def chop_jax(x: Any, options: Any = None, *, key: Any = None, seed: Optional[int
         if key is not None:
             numbers = _key_numbers(key, work.shape, spec)
         elif seed is not None:
-            from .device_random import FLIP_BIT, FLIP_CHOICE, GOLDEN, ROUND, mix64
+            from ..random.counter import FLIP_BIT, FLIP_CHOICE, GOLDEN, ROUND, mix64
 
             keys = tuple(mix64(int(seed) + s * GOLDEN) for s in (ROUND, FLIP_CHOICE, FLIP_BIT))
             numbers = _counter_numbers(keys, offset, work.shape)

@@ -4,7 +4,7 @@
 installed and :func:`.compiled.set_cpu_engine` allows it) or the fast exact
 NumPy engine (:mod:`.numpy_fast`), which give the same bits;
 :func:`chop_array_reference` (or ``chop_array(..., reference=True)``) runs
-the executable specification (:mod:`pychop_compat.reference`), which the
+the executable specification (:mod:`pychop_compat.rules.chop`), which the
 fast engine is tested against bit for bit.
 """
 
@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..matlab_random import stream_uniform
-from ..options import ChopSpec
-from ..randomness import RandomSources
-from ..reference import chop_vector, roundit_vector
-from . import compiled, numpy_fast
+from ..random.matlab_stream import stream_uniform
+from ..matlab.options import ChopSpec
+from ..random.sources import RandomSources
+from ..rules.chop import chop_vector, roundit_vector
+from ..kernels import compiled, numpy_fast
 
 __all__ = ["chop_array", "chop_array_reference", "roundit_array"]
 

@@ -3,14 +3,14 @@
 * chop's range rules (a chop facade on an OCP/ML format, limited random
   bits): chop.m's algorithm by the fast bit-pattern engine
   (:mod:`.numpy_fast`, or the reference), then the format's encoding
-  (:func:`pychop_compat.rounding.extended.apply_encoding`).
+  (:func:`pychop_compat.rules.cpfloat.apply_encoding`).
 * CPFloat's range rules (the ``cpfloat`` facade, ``round_to_format``): for
   the deterministic modes (and "no rounding") on float32/float64, the
   compiled kernel :mod:`.numba_cpfloat` when the compiled CPU engine is
   wanted (:func:`.compiled.wanted`: the setting ``'auto'`` with Numba
   installed, or ``'numba'``), else the NumPy bit-pattern engine
   :mod:`.numpy_cpfloat`; the reference
-  :func:`~pychop_compat.rounding.extended.round_cpfloat` for stochastic
+  :func:`~pychop_compat.rules.cpfloat.round_cpfloat` for stochastic
   modes and bit flips (random numbers in column-major order).
 """
 
@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..options import ChopSpec
-from ..randomness import RandomSources
-from ..reference import chop_vector
-from ..rounding.extended import (ROUND_MODES, apply_encoding, effective_format, flip_bits,
+from ..matlab.options import ChopSpec
+from ..random.sources import RandomSources
+from ..rules.chop import chop_vector
+from ..rules.cpfloat import (ROUND_MODES, apply_encoding, effective_format, flip_bits,
                                  limited_bit_sources, round_cpfloat)
-from . import compiled, numpy_cpfloat, numpy_fast
+from ..kernels import compiled, numpy_cpfloat, numpy_fast
 
 __all__ = ["chop_array"]
 
@@ -73,7 +73,7 @@ def _cpfloat_rules(x, spec: ChopSpec, sources, reference: bool) -> np.ndarray:
     random = mode in (5, 6) or spec.flips
     if not reference and not random and x.dtype in (np.float32, np.float64):
         if compiled.wanted():  # Numba is imported here, on first use
-            from . import numba_cpfloat
+            from ..kernels import numba_cpfloat
 
             if numba_cpfloat.handles(x, spec):
                 return numba_cpfloat.round_array(x, spec)

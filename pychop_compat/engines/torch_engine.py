@@ -1,6 +1,6 @@
 """The torch engine: chop.m's rounding on ``torch.Tensor`` (CPU, CUDA and other devices).
 
-Results are bit-identical to the NumPy engine (:mod:`pychop_compat.reference`):
+Results are bit-identical to the NumPy engine (:mod:`pychop_compat.rules.chop`):
 
 * deterministic rounding (modes 1 to 4, no flips) takes a fast path that works
   on the bit patterns (``view(int64)``/``view(int32)``) of cache-sized chunks,
@@ -30,7 +30,7 @@ On a CPU tensor the numbers always come from ``sources`` (MATLAB's stream by
 default), as for NumPy.  On any other device, when no ``randfunc`` is given and
 ``sources`` is MATLAB's stream, they are drawn on the device instead (no host
 round trip) by the counter-based generator of
-:mod:`pychop_compat.engines.device_random`, computed with int64 tensor
+:mod:`pychop_compat.random.counter`, computed with int64 tensor
 operations:
 
 * each element gets its own numbers, a function of the seed, the device's
@@ -54,9 +54,9 @@ in the two passes, use :func:`pychop_compat.nn.quantize`.  Otherwise (no grad
 needed, or under ``torch.no_grad()``) the result is a plain tensor.
 
 What every device engine derives from a spec (the random-number policy, host
-draws, carriers, limits) lives in :mod:`pychop_compat.engines.device_plan`;
+draws, carriers, limits) lives in :mod:`pychop_compat.kernels.device_plan`;
 CUDA tensors with CuPy installed run the kernel of
-:mod:`pychop_compat.engines.cuda` on their own memory.  torch is imported lazily.
+:mod:`pychop_compat.kernels.cuda` on their own memory.  torch is imported lazily.
 """
 
 from __future__ import annotations
@@ -69,18 +69,18 @@ from typing import Any, Iterator, Optional
 
 import numpy as np
 
-from ..options import ChopSpec
-from ..randomness import RandomSources
-from . import device_random
-from .device_plan import (CARRIERS as _CARRIERS, FLIP_PRECISION_ERROR as _FLIP_PRECISION_ERROR,
+from ..matlab.options import ChopSpec
+from ..random.sources import RandomSources
+from ..random import counter as device_counter
+from ..kernels.device_plan import (CARRIERS as _CARRIERS, FLIP_PRECISION_ERROR as _FLIP_PRECISION_ERROR,
                           Carrier as _Carrier, at_least as _at_least, at_most as _at_most,
                           clamp_exponent as _clamp_exponent, draws_on_device, host_draw_plan,
                           Limits, matlab_stream_on_device, range_limits as _limits, regular_range)
-from .device_random import seed_device
-from . import torch_elementwise
-from .elementwise import Namespace
-from .elementwise_cpfloat import cpfloat_covers, cpfloat_inexact, host_numbers, round_cpfloat_elementwise
-from .torch_elementwise import apply_overflow, apply_underflow
+from ..random.counter import seed_device
+from ..kernels import torch_elementwise
+from ..kernels.elementwise import Namespace
+from ..kernels.elementwise_cpfloat import cpfloat_covers, cpfloat_inexact, host_numbers, round_cpfloat_elementwise
+from ..kernels.torch_elementwise import apply_overflow, apply_underflow
 
 __all__ = ["chop_tensor", "seed_device", "matlab_stream_on_device", "host_draw_plan", "cuda_route"]
 
@@ -148,7 +148,7 @@ def _signed64(value: int) -> int:
 
 
 def _counter_uniform(key: int, offset: int, n: int, device, indices=None):
-    """``u(offset + i)`` of :mod:`~pychop_compat.engines.device_random` as float64, for
+    """``u(offset + i)`` of :mod:`~pychop_compat.random.counter` as float64, for
     i < n, or for i in the int64 tensor ``indices``.
 
     int64 tensors hold the unsigned 64-bit words: addition and multiplication
@@ -161,9 +161,9 @@ def _counter_uniform(key: int, offset: int, n: int, device, indices=None):
         z = torch.arange(n, dtype=torch.int64, device=device)
     else:
         z = indices.to(torch.int64, copy=True)
-    z.mul_(_signed64(device_random.GOLDEN)).add_(_signed64(key + offset * device_random.GOLDEN))
+    z.mul_(_signed64(device_counter.GOLDEN)).add_(_signed64(key + offset * device_counter.GOLDEN))
     shifted = torch.empty_like(z)
-    for k, multiplier in ((30, device_random.MIX1), (27, device_random.MIX2), (31, None)):
+    for k, multiplier in ((30, device_counter.MIX1), (27, device_counter.MIX2), (31, None)):
         torch.bitwise_right_shift(z, k, out=shifted)
         z.bitwise_xor_(shifted.bitwise_and_((1 << (64 - k)) - 1))
         if multiplier is not None:
@@ -174,7 +174,7 @@ def _counter_uniform(key: int, offset: int, n: int, device, indices=None):
 
 
 class _CounterDraws:
-    """The numbers of a :class:`~pychop_compat.engines.device_random.CounterStream` for some
+    """The numbers of a :class:`~pychop_compat.random.counter.CounterStream` for some
     elements of a call: those at ``indices`` (an int64 tensor), or all of them (None)."""
 
     def __init__(self, stream, indices=None):
@@ -198,11 +198,11 @@ def _per_element_draws(y_need, sub, spec: ChopSpec, sources, device_draws, n: in
     if device_draws is not None:
         if spec.flips and spec.fmt.t < 2:
             raise ValueError(_FLIP_PRECISION_ERROR)
-        draws = device_draws.uniform(device_random.ROUND, n, device) if stochastic else None
+        draws = device_draws.uniform(device_counter.ROUND, n, device) if stochastic else None
         flip_bits = None
         if spec.flips:
-            chosen = device_draws.uniform(device_random.FLIP_CHOICE, n, device) <= spec.p
-            shift = device_draws.uniform(device_random.FLIP_BIT, n, device).mul_(spec.fmt.t - 1).floor_()
+            chosen = device_draws.uniform(device_counter.FLIP_CHOICE, n, device) <= spec.p
+            shift = device_draws.uniform(device_counter.FLIP_BIT, n, device).mul_(spec.fmt.t - 1).floor_()
             shift = shift.to(torch.int64)
             flip_bits = torch.where(chosen, torch.ones_like(shift) << shift, 0)  # bit 1 + shift
         return draws, flip_bits, True, True
@@ -577,7 +577,7 @@ def _chop_fast_stochastic(x, spec: ChopSpec, stream):
     if plan.shift:
         mask = (1 << plan.shift) - 1
         dropped = bits & mask
-        u = _CounterDraws(stream).uniform(device_random.ROUND, n, flat.device)
+        u = _CounterDraws(stream).uniform(device_counter.ROUND, n, flat.device)
         u = u.to(flat.dtype)  # compared in the input's class, as chop.m
         if spec.round == 5:
             up = u <= dropped.to(flat.dtype).mul_(2.0 ** -plan.shift)  # 0 < u: no fraction, no step
@@ -626,7 +626,7 @@ def cuda_route(route: str) -> Iterator[None]:
 
 
 def _device_key(device) -> str:
-    """The counter of :mod:`~pychop_compat.engines.device_random` that a device uses."""
+    """The counter of :mod:`~pychop_compat.random.counter` that a device uses."""
     return f"{device.type}:{device.index or 0}"
 
 
@@ -663,7 +663,7 @@ def _triton_for(x):
     if x.device.type != "cuda":
         return None
     if _triton is None:
-        from . import triton_kernel
+        from ..kernels import triton_kernel
 
         _triton = triton_kernel if triton_kernel.available() else False
     return _triton or None
@@ -807,7 +807,7 @@ def _chop_work(x, spec: ChopSpec, sources: RandomSources):
 
             out = chop_array(array, spec, sources)
         elif _compiled_engine_takes(array, spec):
-            from . import compiled
+            from ..kernels import compiled
 
             out = compiled.chop_array(array, spec, sources)
         if out is not None:
@@ -851,7 +851,7 @@ def _device_stream(x, spec: ChopSpec, sources: RandomSources):
             raise ValueError(_FLIP_PRECISION_ERROR)
         return counter.take(x.numel())
     if draws_on_device(spec, sources):
-        return device_random.take(_device_key(x.device), x.numel())
+        return device_counter.take(_device_key(x.device), x.numel())
     return None
 
 
@@ -864,7 +864,7 @@ def _compiled_engine_takes(array: np.ndarray, spec: ChopSpec) -> bool:
     """Whether a CPU tensor's memory ``array`` (float32/float64) goes to the compiled CPU engine
     (:mod:`.compiled`: Numba installed and allowed by ``set_cpu_engine``); then its modes
     1 to 4 take it too instead of the torch operations of :func:`_chop_fast`."""
-    from . import compiled
+    from ..kernels import compiled
 
     return compiled.wanted() and compiled.handles(array, spec)
 
@@ -908,7 +908,7 @@ def _extended_on_device(x, spec: ChopSpec, sources: RandomSources):
             return torch_elementwise.round_elementwise(x, plan)
         stream = _device_stream(x, spec, sources)
         if stream is not None:  # numbers made on the device, element i (row-major) its own
-            u = _CounterDraws(stream).uniform(device_random.ROUND, x.numel(), x.device).view(x.shape)
+            u = _CounterDraws(stream).uniform(device_counter.ROUND, x.numel(), x.device).view(x.shape)
             return torch_elementwise.round_elementwise(x.contiguous(), plan, u)
         # Numbers from the host in chop.m's order (MATLAB's stream, randfunc): chop.m's
         # algorithm on the device, then the format's encoding.
@@ -934,7 +934,7 @@ def _chop_with_cupy(cupy, x, spec: ChopSpec, sources, stream):
     """CUDA tensors with CuPy installed: CuPy's fused kernel on the same memory (DLPack)."""
     import torch
 
-    from .cuda import chop_device_array
+    from ..kernels.cuda import chop_device_array
 
     with cupy.cuda.Device(x.device.index or 0):
         array = cupy.from_dlpack(x.contiguous())

@@ -270,10 +270,10 @@ def _product(xp, method, A, B, rprod, rsum, block_size):
 
 def _fused_product(xp, method, A, B, rprod, rsum, block_size):
     """The recursive/fma sequence by the fused Triton kernel of
-    :mod:`~pychop_compat.linalg.triton_matmul` (CUDA torch tensors, Triton installed,
+    :mod:`~pychop_compat.kernels.triton_matmul` (CUDA torch tensors, Triton installed,
     deterministic chop.m rounding); tiles that met irregular values (chop's subnormal range,
     overflow, Inf, NaN) are recomputed by the generic path.  None where it does not apply."""
-    from . import triton_matmul
+    from ..kernels import triton_matmul
 
     if not triton_matmul.wanted(A, B):
         return None

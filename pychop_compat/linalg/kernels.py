@@ -82,8 +82,8 @@ def _compiled_specs(A, rprod, rsum):
     """``(product spec or None, sum spec)`` when the compiled kernels can compute the product:
     Numba in use, double data, deterministic rounding that is not the identity, chop.m's
     semantics; else None."""
-    from ..engines import compiled
-    from ..options import resolve
+    from ..kernels import compiled
+    from ..matlab.options import resolve
 
     if A.dtype != np.float64 or not compiled.wanted():
         return None
@@ -105,20 +105,20 @@ def _compiled_spec(A, rounder):
 
 
 def _compiled_product(method, A, B, product_spec, sum_spec, block_size):
-    from ..engines import compiled
-    from . import compiled_kernels
+    from ..kernels import compiled
+    from ..kernels import numba_linalg
 
     sums = compiled.rounding_constants(sum_spec, np.float64)
     products = compiled.rounding_constants(product_spec or sum_spec, np.float64)
     rounds_products = product_spec is not None
     A = np.ascontiguousarray(A)
     B = np.ascontiguousarray(B)
-    with compiled_kernels.tasks_one_at_a_time():
+    with numba_linalg.tasks_one_at_a_time():
         if method == "pairwise":
-            return compiled_kernels.matmul_pairwise(A, B, *products, rounds_products, *sums)
+            return numba_linalg.matmul_pairwise(A, B, *products, rounds_products, *sums)
         if method == "blocked":
-            return compiled_kernels.matmul_blocked(A, B, *products, rounds_products, *sums, int(block_size))
-        return compiled_kernels.matmul_recursive(A, B, *products, rounds_products, *sums)
+            return numba_linalg.matmul_blocked(A, B, *products, rounds_products, *sums, int(block_size))
+        return numba_linalg.matmul_recursive(A, B, *products, rounds_products, *sums)
 
 
 def _product(method, A, B, rprod, rsum, block_size):
@@ -214,7 +214,7 @@ def matmul(
 
     Memory and speed: every method needs O(n^2 + block) memory besides its
     operands and result.  With deterministic rounding (modes 1-4, no flips)
-    and double data, and Numba installed (:mod:`pychop_compat.engines.compiled`),
+    and double data, and Numba installed (:mod:`pychop_compat.kernels.compiled`),
     compiled kernels do every operation with the compiled engine's rounding
     (same results bit for bit); otherwise ``'pairwise'`` and ``'blocked'``
     work on groups of columns of ``C`` holding at most ``TERM_BUDGET``

@@ -225,8 +225,8 @@ def _chopped_lu(a: np.ndarray, options: OptionsLike) -> LUResult:
     n = a.shape[0]
     spec = _compiled_spec(a, r)
     if spec is not None and n:  # the same roundings, compiled (deterministic modes, double data)
-        from ..engines.compiled import rounding_constants
-        from .compiled_lu import factor
+        from ..kernels.compiled import rounding_constants
+        from ..kernels.numba_lu import factor
 
         a = np.ascontiguousarray(a)
         perm, info = factor(a, rounding_constants(spec, np.float64))

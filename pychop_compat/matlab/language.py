@@ -18,7 +18,7 @@ from typing import Any, Union
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..options import OPTION_NAMES
+from .options import OPTION_NAMES
 
 __all__ = ["round_half_away", "int_divide", "sprintf", "chop_struct"]
 

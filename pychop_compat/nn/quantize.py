@@ -17,10 +17,10 @@ from typing import Any, Optional, Union
 import numpy as np
 import torch
 
-from ..api import Chop
-from ..options import OPTION_NAMES, resolve
-from ..randomness import counter_sources
-from ..engines.torch_elementwise import (ElementwisePlan, counter_uniform, round_elementwise,
+from ..matlab.api import Chop
+from ..matlab.options import OPTION_NAMES, resolve
+from ..random.sources import counter_sources
+from ..kernels.torch_elementwise import (ElementwisePlan, counter_uniform, round_elementwise,
                                           round_stochastic_eager, supports)
 from ..engines.torch_engine import chop_tensor
 
@@ -86,7 +86,7 @@ class Rounder:
         ``chop(x, options)``; an int or a NumPy ``Generator``: as
         ``Chop(options, rng=rng)``.  An int seed is the fast choice for
         stochastic rounding on the CPU: the counter-based generator of
-        :mod:`pychop_compat.engines.device_random`, element ``i`` (row-major)
+        :mod:`pychop_compat.random.counter`, element ``i`` (row-major)
         of the rounder's ``k``-th drawing call gets ``u(c_k + i)``, where
         ``c_k`` is the number of elements of the calls before it; eager
         calls run chop's compiled CPU engine, and under ``torch.compile``
@@ -99,7 +99,7 @@ class Rounder:
     Every signed format of the catalogue (chop's formats and the OCP/ML
     formats such as ``'float8_e4m3fn'``, with their encodings) in modes 1 to 6
     without bit flips is rounded by pure elementwise torch operations
-    (:mod:`pychop_compat.engines.torch_elementwise`), which ``torch.compile``
+    (:mod:`pychop_compat.kernels.torch_elementwise`), which ``torch.compile``
     traces without graph breaks and which read nothing back to the host on a
     GPU; the rest (bit flips, ``'float8_e8m0fnu'``, and ``rng='chop'``, an int
     or a NumPy generator) go through :class:`pychop_compat.Chop`.  Eager CPU
@@ -109,7 +109,7 @@ class Rounder:
     int ``rng`` computes the counter-based numbers with int64 operations that
     Inductor fuses with the rounding; the one difference from chop is
     :func:`round_elementwise
-    <pychop_compat.engines.torch_elementwise.round_elementwise>`'s: with
+    <pychop_compat.kernels.torch_elementwise.round_elementwise>`'s: with
     ``explim = 0``, ``-0`` may come out ``+0``.  A rounder's counter is not
     guarded by a lock: share one rounder between threads only eagerly.
 

@@ -2,7 +2,7 @@
 
 Every format here is computed the same way: the input is read as float64 on
 the host (exact for every float16/bfloat16/float32/float64 value), rounded by
-the package's integer rounding (:func:`pychop_compat.reference.roundit_vector`,
+the package's integer rounding (:func:`pychop_compat.rules.chop.roundit_vector`,
 chop.m's ``roundit``, random numbers in MATLAB's column-major order) and given
 back in the input's library, dtype, shape and device.
 """
@@ -16,9 +16,9 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from ..engines import array_library
-from ..matlab_random import default_randfunc
-from ..randomness import RandomSources, generator_sources, sources_for
-from ..reference import roundit_vector
+from ..random.matlab_stream import default_randfunc
+from ..random.sources import RandomSources, generator_sources, sources_for
+from ..rules.chop import roundit_vector
 
 #: Rounding modes of the number formats: chop's 1 (nearest, ties to even), 2 (up), 3 (down),
 #: 4 (toward zero), 5 (stochastic, probability proportional to the distance), 6 (stochastic,
@@ -174,7 +174,7 @@ def shift(x: np.ndarray, exponent: Any) -> np.ndarray:
 def round_integers(y: np.ndarray, mode: int, sources: RandomSources) -> np.ndarray:
     """Round ``y`` (float64, any shape) to integers by ``mode``; a new array.
 
-    Modes 1..6 are chop.m's ``roundit`` (:func:`pychop_compat.reference.roundit_vector`,
+    Modes 1..6 are chop.m's ``roundit`` (:func:`pychop_compat.rules.chop.roundit_vector`,
     random numbers for the non-integers in column-major order); -1 rounds to
     nearest with ties away from zero.  NaN stays NaN, +-Inf stays +-Inf.
     """

@@ -1,10 +1,10 @@
 """Rounding beyond chop.m: a spec builder and one call to round to any format.
 
-:func:`make_spec` builds the :class:`~pychop_compat.options.ChopSpec` that every
+:func:`make_spec` builds the :class:`~pychop_compat.matlab.options.ChopSpec` that every
 engine consumes, with the fields beyond chop.m (``saturation``, ``infinity``,
 ``range_rules``, ``random_bits``, ``flip_scope``); :func:`round_to_format`
 rounds NumPy arrays, torch tensors or CuPy arrays with it.  The readable
-reference algorithms live in :mod:`.extended`.
+reference algorithms live in :mod:`pychop_compat.rules.cpfloat`.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from typing import Any, Callable, Optional, Union
 import numpy as np
 
 from ..formats import Format, catalogue_format
-from ..matlab_random import default_randfunc
-from ..options import ChopSpec
-from ..randomness import sources_for
+from ..random.matlab_stream import default_randfunc
+from ..matlab.options import ChopSpec
+from ..random.sources import sources_for
 
 __all__ = ["make_spec", "round_to_format"]
 

@@ -2,11 +2,11 @@
 and the OCP formats against ml_dtypes, on every engine.
 
 The corpus, shipped with the package (``pychop_compat/data/matlab_reference``,
-read by :mod:`pychop_compat.corpora`; see its README), holds outputs of
+read by :mod:`pychop_compat.validation.corpora`; see its README), holds outputs of
 MATLAB's chop.m, roundit.m and float_params.m.  Each case is rerun and
 compared under MATLAB's ``isequal`` rule with NaN == NaN (sign of zero and
 NaN payloads ignored, nothing else).  The ``mpmath_oracle`` group
-compares chop with :func:`pychop_compat.oracle.chop_rule_round`, an exact
+compares chop with :func:`pychop_compat.validation.oracle.chop_rule_round`, an exact
 implementation of chop.m's documented rounding rules built on mpmath.  The
 ``cpfloat_corpus`` group reruns CPFloat's outputs
 (``pychop_compat/data/cpfloat_reference``; untagged cases, bit patterns compared) through
@@ -26,10 +26,11 @@ from typing import Any, Iterable, Optional, Union
 
 import numpy as np
 
-from . import api, matlab_random
+from ..matlab import api
+from ..random import matlab_stream
 from .corpora import Corpus, CorpusCase, corpus_path, load_corpus
-from .engines import available_engines, from_numpy, to_numpy
-from .formats import float_params
+from ..engines import available_engines, from_numpy, to_numpy
+from ..formats import float_params
 
 __all__ = ["GroupResult", "find_corpus", "validate", "matlab_equal", "environment", "format_table", "write_json"]
 
@@ -63,7 +64,7 @@ def matlab_equal(actual: Any, expected: Any) -> bool:
 def find_corpus(path: Union[str, os.PathLike, Corpus, None] = None) -> Corpus:
     """The MATLAB corpus: the folder ``path`` or ``$PYCHOP_COMPAT_CORPUS`` if given, else the shipped copy.
 
-    A folder must have the layout of :mod:`pychop_compat.corpora` (``manifest.json``
+    A folder must have the layout of :mod:`pychop_compat.validation.corpora` (``manifest.json``
     and its arrays).  Without either, the corpus installed with the package
     (``pychop_compat/data/matlab_reference``) is used, so ``validate`` runs from
     any folder after ``pip install``.
@@ -78,7 +79,7 @@ def find_corpus(path: Union[str, os.PathLike, Corpus, None] = None) -> Corpus:
     except FileNotFoundError:
         raise FileNotFoundError(
             f"MATLAB reference corpus not found in {explicit}: pass --corpus PATH, a folder holding "
-            "manifest.json and arrays.npz (see pychop_compat.corpora), or leave it out to use the "
+            "manifest.json and arrays.npz (see pychop_compat.validation.corpora), or leave it out to use the "
             "corpus installed with the package."
         ) from None
 
@@ -133,9 +134,9 @@ def _stream_case(case: CorpusCase, engine: str) -> bool:
     if case["params"] is not None:
         options["params"] = case["params"]
     api.clear_chop()
-    matlab_random.rng(case["seed"])
+    matlab_stream.rng(case["seed"])
     c = to_numpy(api.chop(from_numpy(case["x"], engine), options))
-    after = matlab_random.rand(4, 1)
+    after = matlab_stream.rand(4, 1)
     return matlab_equal(c, case["c"]) and matlab_equal(after, case["after"])
 
 
@@ -188,7 +189,7 @@ def _cpfloat_cases(folder: Path, engine: str):
     checked with ``drcheck = 0`` when the error is the double-rounding check)."""
     import gzip
 
-    from .cpfloat import CpfloatError, clear_cpfloat, cpfloat  # (the package's `cpfloat` is the function)
+    from ..cpfloat import CpfloatError, clear_cpfloat, cpfloat  # (the package's `cpfloat` is the function)
 
     manifest = json.loads(gzip.open(folder / "manifest.json.gz").read())
     arrays = np.load(folder / "cases.npz")
@@ -232,8 +233,8 @@ def _ocp_checks(engine: str):
     beside them, both signs, overflow; rounding by the format's defaults (CPFloat's range rules)."""
     import ml_dtypes
 
-    from .formats import catalogue_format
-    from .rounding import round_to_format
+    from ..formats import catalogue_format
+    from ..rounding import round_to_format
 
     def check(name):
         kind = getattr(ml_dtypes, name)
@@ -323,7 +324,7 @@ def validate(corpus: Union[str, os.PathLike, Corpus, None] = None, engines: Opti
         jax.config.update("jax_enable_x64", True)
     groups = list(_groups(corpus, engines, oracle))
     bar = _Progress(sum(len(cases) for _, _, cases in groups), progress)
-    saved_state = matlab_random.rng()
+    saved_state = matlab_stream.rng()
     results = []
     try:
         for group, engine, cases in groups:
@@ -345,10 +346,10 @@ def validate(corpus: Union[str, os.PathLike, Corpus, None] = None, engines: Opti
     finally:
         bar.close()
         api.clear_chop()
-        from .cpfloat import clear_cpfloat
+        from ..cpfloat import clear_cpfloat
 
         clear_cpfloat()
-        matlab_random.rng(saved_state)
+        matlab_stream.rng(saved_state)
     return results
 
 
@@ -356,7 +357,7 @@ def _cpu_engine_for(engine: str):
     """The NumPy rows run on their own CPU engine (NumPy or compiled); the others as they are."""
     import contextlib
 
-    from .engines.compiled import cpu_engine
+    from ..kernels.compiled import cpu_engine
 
     return cpu_engine(engine) if engine in ("numpy", "numba") else contextlib.nullcontext()
 
@@ -387,7 +388,7 @@ def environment(engines: Iterable[str] = (), corpus: Optional[Corpus] = None) ->
 
     from importlib import metadata
 
-    from . import __version__
+    from .. import __version__
 
     libraries = {"numpy": np.__version__}
     for name in ("scipy", "mpmath"):  # dependencies: always installed
@@ -414,7 +415,7 @@ def environment(engines: Iterable[str] = (), corpus: Optional[Corpus] = None) ->
         else:
             devices[engine] = "cpu"
     record = {
-        "package": {"name": "pychop_compat", "version": __version__, "location": str(Path(__file__).resolve().parent)},
+        "package": {"name": "pychop_compat", "version": __version__, "location": str(Path(__file__).resolve().parents[1])},
         "python": {"version": platform.python_version(), "implementation": platform.python_implementation(),
                    "executable": sys.executable},
         "libraries": libraries,

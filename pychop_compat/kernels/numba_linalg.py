@@ -1,7 +1,7 @@
 """Compiled chopped matrix products (Numba), imported by :mod:`pychop_compat.linalg` on first use.
 
 Each kernel computes ``C = A @ B`` (float64) with every product and every sum
-rounded by ``pychop_compat.engines.numba_kernels.chop_double``, the
+rounded by ``pychop_compat.kernels.numba_kernels.chop_double``, the
 compiled engine's rounding of one value, in exactly the order of the method
 that :mod:`pychop_compat.linalg` documents; only deterministic rounding (modes 1-4, no
 bit flips) comes here, so each element of ``C`` depends only on its own
@@ -13,10 +13,10 @@ Rows of ``C`` are shared out over Numba's threads in groups of ROWS, so a
 row of ``B`` is read from the cache once per group.
 
 Speed: a row of operations is first rounded by a branch-free loop on the bit
-patterns (``pychop_compat.engines.numba_kernels.fast_bits``, which LLVM
+patterns (``pychop_compat.kernels.numba_kernels.fast_bits``, which LLVM
 vectorises) that also counts the values it cannot round (zeros, values near
 the format's range limits, Inf, NaN); only a row with such a value is redone
-by ``pychop_compat.engines.numba_kernels.chop_double`` one value at a time.
+by ``pychop_compat.kernels.numba_kernels.chop_double`` one value at a time.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import numba
 import numpy as np
 from numba import prange
 
-from ..engines.numba_kernels import (bits_of_double, chop_double, constants, double_of_bits, fast_bits,
+from .numba_kernels import (bits_of_double, chop_double, constants, double_of_bits, fast_bits,
                                      fast_constants, irregular, nearest_bits, nearest_only)
 
 __all__ = ["matmul_recursive", "matmul_pairwise", "matmul_blocked", "tasks_one_at_a_time", "ROWS", "TILE"]

@@ -5,7 +5,7 @@ is rounded to the grid ``m * 2^q`` of its binade (``q = e - t + 1``), or of
 the subnormal range (``q = emin - t + 1``), the integer ``m`` chosen by the
 rounding mode from ``floor(|x| / 2^q)`` and the dropped fraction ``r``.
 
-* ``range_rules = 'chop'``: chop.m's algorithm (:mod:`pychop_compat.reference`)
+* ``range_rules = 'chop'``: chop.m's algorithm (:mod:`pychop_compat.rules.chop`)
   followed by :func:`apply_encoding`, which maps what chop.m returns onto a
   format without Inf, with one NaN pattern or without -0 (the OCP/ML formats).
 * ``range_rules = 'cpfloat'``: :func:`round_cpfloat`, CPFloat's documented
@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..formats import Format
-from ..randomness import RandomSources
+from ..random.sources import RandomSources
 
 __all__ = [
     "ROUND_MODES", "NO_ROUNDING", "limited_bit_sources", "apply_encoding", "round_cpfloat",

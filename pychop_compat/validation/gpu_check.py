@@ -35,7 +35,7 @@ __all__ = ["NO_GPU", "EngineReport", "classify_junit", "format_summary", "valida
 #: Exit status when there is no GPU to check.
 NO_GPU = 3
 
-_ROOT = Path(__file__).resolve().parents[1]
+_ROOT = Path(__file__).resolve().parents[2]
 GPU_ENGINES = ("cupy", "torch-cuda")
 
 
@@ -108,7 +108,7 @@ def _run_tests(engines, extra_args) -> tuple[dict, str]:
 
 
 def _validate(reports: dict, routes) -> None:
-    from .validation import validate
+    from .validator import validate
 
     for label, engine, route in routes:
         report = reports.setdefault(label, EngineReport(label))
@@ -141,7 +141,7 @@ def _route_context(route):
 
     if route is None:
         return contextlib.nullcontext()
-    from .engines.torch_engine import cuda_route
+    from ..engines.torch_engine import cuda_route
 
     return cuda_route(route)
 
@@ -210,7 +210,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--pytest-args", default="", help="extra arguments for pytest (one string)")
     args = parser.parse_args(argv)
 
-    from .engines import available_engines
+    from ..engines import available_engines
 
     engines = [name for name in available_engines() if name in GPU_ENGINES]
     if not engines:

@@ -8,7 +8,7 @@ and it runs unchanged on CPU and CUDA tensors.  It serves
 :mod:`pychop_compat.nn`, where quantizers sit inside compiled training steps.
 
 What it computes, for an element ``x`` of a float32 or float64 tensor and a
-:class:`~pychop_compat.options.ChopSpec` without bit flips, with chop.m's
+:class:`~pychop_compat.matlab.options.ChopSpec` without bit flips, with chop.m's
 rules on any signed format of the catalogue (see :func:`supports`):
 
 1. ``e``, the exponent of ``x`` (``x = 2^e * 1.f``), read from the bit pattern,
@@ -61,9 +61,9 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..options import ChopSpec
+from ..matlab.options import ChopSpec
 from .device_plan import CARRIERS, Encoding, elementwise_covers, encoding_for
-from .device_random import GOLDEN, MIX1, MIX2
+from ..random.counter import GOLDEN, MIX1, MIX2
 from .elementwise import encode_bits
 
 __all__ = ["ElementwisePlan", "supports", "round_elementwise", "round_stochastic_eager", "apply_overflow",
@@ -76,7 +76,7 @@ def supports(spec: ChopSpec) -> bool:
     That is chop.m's rules (modes 1 to 6) on any format of the catalogue whose
     encoding is signed (the OCP/ML formats included, with their saturation and
     infinity switches: the encoding is applied elementwise after chop's range
-    rules; :func:`pychop_compat.engines.device_plan.elementwise_covers`).
+    rules; :func:`pychop_compat.kernels.device_plan.elementwise_covers`).
     Left to :func:`pychop_compat.chop`: bit flips (random choices over whole
     blocks), CPFloat's range rules and modes, stochastic rounding with a
     limited number of random bits, and the unsigned E8M0 scale format.
@@ -488,7 +488,7 @@ def round_elementwise(x: Any, plan: ElementwisePlan, uniforms: Any = None) -> An
 def apply_encoding(c: Any, x: Any, plan: ElementwisePlan) -> Any:
     """The format's encoding on chop's results ``c`` of the inputs ``x`` (elementwise).
 
-    :func:`pychop_compat.engines.elementwise.encode_bits` on the bit patterns:
+    :func:`pychop_compat.kernels.elementwise.encode_bits` on the bit patterns:
     in an ``'fn'`` format the round-to-nearest tie at chop's overflow threshold
     goes to the even ``xmax``; +-Inf results become +-xmax with saturation,
     else NaN when the format has no infinity; ``'fnuz'`` formats have no -0.
@@ -643,7 +643,7 @@ def _as_int64(value: int) -> int:
 
 
 def counter_uniform(key: int, offset: Any, counters: Any) -> Any:
-    """``u(offset + i)`` of :mod:`pychop_compat.engines.device_random` for each ``i`` in ``counters``.
+    """``u(offset + i)`` of :mod:`pychop_compat.random.counter` for each ``i`` in ``counters``.
 
     The definition's numbers, ``((mix(key + (offset + i) * G) >> 12) + 1/2) * 2**-52``
     (modulo 2**64 arithmetic), as float64, computed with elementwise int64
@@ -654,7 +654,7 @@ def counter_uniform(key: int, offset: Any, counters: Any) -> Any:
     ----------
     key : int or torch.Tensor
         The stream's key (``CounterStream.keys[s - 1]``, e.g. of
-        :class:`~pychop_compat.engines.counter_host.CounterRng`): a Python
+        :class:`~pychop_compat.random.counter_host.CounterRng`): a Python
         int, or a 0-d int64 tensor holding its bits (what compiled code
         passes: Dynamo may trace an int attribute as a symbolic integer).
     offset : int or torch.Tensor

@@ -1,7 +1,7 @@
 """CPFloat's deterministic rounding as a pure elementwise function on bit patterns, written once
 against an array namespace (NumPy, CuPy, JAX, torch).
 
-The rules are those of :func:`pychop_compat.rounding.extended.round_cpfloat`
+The rules are those of :func:`pychop_compat.rules.cpfloat.round_cpfloat`
 (CPFloat's modes -1, 0, 1, 2, 3, 4, 7 and "no rounding"; its ``subnormal``,
 ``explim``, ``saturation`` and ``infinity`` switches; its sign-of-zero rule;
 the encodings of the catalogue's formats, E8M0 included) and the arithmetic
@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 
 from ..formats import Format
-from ..options import ChopSpec
-from ..randomness import RandomSources
-from ..rounding.extended import ROUND_MODES, effective_format, limited_bit_sources
+from ..matlab.options import ChopSpec
+from ..random.sources import RandomSources
+from ..rules.cpfloat import ROUND_MODES, effective_format, limited_bit_sources
 from .device_plan import CARRIERS
 from .elementwise import Namespace
 
@@ -203,7 +203,7 @@ def _fraction(ns: Namespace, parts: _Split) -> Any:
 def cpfloat_inexact(ns: Namespace, v: Any, spec: ChopSpec) -> Any:
     """Which elements of ``v`` take a random number in CPFloat's stochastic rounding: the finite
     ones that are not on the grid (a boolean array of ``v``'s shape).  The reference
-    (:func:`~pychop_compat.rounding.extended.round_cpfloat`) gives them the numbers of one draw in
+    (:func:`~pychop_compat.rules.cpfloat.round_cpfloat`) gives them the numbers of one draw in
     column-major order; the caller does the same and hands them to
     :func:`round_cpfloat_elementwise`."""
     if not cpfloat_covers(spec, stochastic=True):
@@ -248,7 +248,7 @@ def round_cpfloat_elementwise(ns: Namespace, v: Any, spec: ChopSpec, u_round: An
     -------
     array
         Same shape and dtype as ``v``, bit for bit
-        :func:`pychop_compat.rounding.extended.round_cpfloat`'s result (with the same numbers).
+        :func:`pychop_compat.rules.cpfloat.round_cpfloat`'s result (with the same numbers).
 
     Raises
     ------

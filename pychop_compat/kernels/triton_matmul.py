@@ -13,14 +13,14 @@ runs, for ``k`` in order, exactly the NumPy path's sequence
 
 in the data's own type (float32 for float32 tensors, float64 otherwise, as
 the NumPy path computes), with ``fl`` the integer rounding of
-:func:`pychop_compat.engines.triton_kernel.build_round_helper`.  The product
+:func:`pychop_compat.kernels.triton_kernel.build_round_helper`.  The product
 is a separate operation whose result is rounded (or, for ``fma``, added) with
 fp-fusion off, so no multiply and add are contracted; rounding never goes
 through a floating-point instruction, so no subnormal is flushed.
 
 Which values it handles: the deterministic modes 1 to 4 without flips of
 chop.m's formats (not the extended ones), and per element only zeros and
-*regular* values (see :class:`~pychop_compat.engines.device_plan.RegularRange`).
+*regular* values (see :class:`~pychop_compat.kernels.device_plan.RegularRange`).
 When a product or partial sum of a tile leaves that range (chop's subnormal
 range, near overflow, Inf, NaN) the tile is flagged and the caller recomputes
 that tile by the generic path, so the result is always the NumPy path's.
@@ -52,7 +52,7 @@ CPU_TENSORS_AS_CUDA = False
 
 def available() -> bool:
     """True when Triton can be imported."""
-    from ..engines import triton_kernel
+    from . import triton_kernel
 
     return triton_kernel.available()
 
@@ -64,7 +64,7 @@ def build_kernel():
     import triton
     import triton.language as tl
 
-    from ..engines import triton_kernel
+    from . import triton_kernel
 
     round_bits = triton_kernel.build_round_helper()
 
@@ -109,7 +109,7 @@ def build_kernel():
 def supported_spec(rounder: Any, dtype_name: str) -> Optional[Any]:
     """The resolved spec of a rounder of :mod:`~pychop_compat.linalg.device` when the fused
     kernel can apply it (modes 1 to 4, no flips, chop.m's formats, not the identity); else None."""
-    from ..options import resolve
+    from ..matlab.options import resolve
 
     o = rounder.options
     if int(o.round) > 4 or o.flip or getattr(rounder, "identity_for_double", False):
@@ -128,7 +128,7 @@ def wanted(A: Any, B: Any) -> bool:
 
 
 def _constants(spec: Any, carrier: Any) -> tuple:
-    from ..engines.device_plan import regular_range
+    from .device_plan import regular_range
 
     regular = regular_range(spec, carrier)
     return (regular.low, regular.high, (1 << regular.shift) - 1, regular.shift,
@@ -155,8 +155,8 @@ def fused_matmul(A: Any, B: Any, product_spec: Optional[Any], sum_spec: Any) -> 
     """
     import torch
 
-    from ..engines import triton_kernel
-    from ..engines.device_plan import carrier_for
+    from . import triton_kernel
+    from .device_plan import carrier_for
 
     carrier = carrier_for(str(A.dtype).rpartition(".")[2])
     (m, n), p = A.shape, B.shape[1]

@@ -21,15 +21,15 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from .formats import CUSTOM_NAMES, Format, custom_format, lookup_format
-from .matlab_random import default_randfunc
+from ..formats import CUSTOM_NAMES, Format, custom_format, lookup_format
+from ..random.matlab_stream import default_randfunc
 
 __all__ = ["Options", "ChopSpec", "resolve", "OPTION_NAMES", "options_are_empty", "round_mode", "probability"]
 
 
 @dataclass
 class Options:
-    """Options of :func:`chop`, with MATLAB's names; ``None`` means MATLAB's ``[]`` (use the default).
+    """Options of :func:`~pychop_compat.chop`, with MATLAB's names; ``None`` means MATLAB's ``[]`` (use the default).
 
     Attributes
     ----------

@@ -1,7 +1,7 @@
 """What every device engine derives from a spec: random-number policy, carriers, limits, plans.
 
 The CuPy engine, the torch engine (CUDA and the device paths on CPU tensors)
-and the CUDA kernel of :mod:`pychop_compat.engines.cuda` all read these; none
+and the CUDA kernel of :mod:`pychop_compat.kernels.cuda` all read these; none
 of them reaches into another's private names.
 
 * the policy for random numbers on devices (:func:`matlab_stream_on_device`,
@@ -9,7 +9,7 @@ of them reaches into another's private names.
   (:func:`host_draw_plan`);
 * the carriers (float32, float64): bit layout (:class:`Carrier`);
 * chop.m's thresholds as exact comparisons in a carrier (:class:`Limits`,
-  :func:`~pychop_compat.engines.device_plan.range_limits`), and the range of *regular* elements that rounding on
+  :func:`~pychop_compat.kernels.device_plan.range_limits`), and the range of *regular* elements that rounding on
   the bit pattern handles alone (:func:`regular_range`).
 """
 
@@ -21,16 +21,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import reference
-from ..options import ChopSpec
-from ..randomness import MATLAB_STREAM, RandomSources
+from ..rules import chop
+from ..matlab.options import ChopSpec
+from ..random.sources import MATLAB_STREAM, RandomSources
 
 __all__ = ["FLIP_PRECISION_ERROR", "matlab_stream_on_device", "draws_on_device", "host_draw_plan",
            "Carrier", "CARRIERS", "carrier_for", "clamp_exponent", "at_least", "at_most", "as_dtype",
            "Encoding", "encoding_for", "elementwise_covers", "Limits", "range_limits", "RegularRange", "regular_range"]
 
 #: The error raised for bit flips in a format with fewer than two significand bits.
-FLIP_PRECISION_ERROR = reference.FLIP_PRECISION_ERROR
+FLIP_PRECISION_ERROR = chop.FLIP_PRECISION_ERROR
 
 
 # --- the policy for random numbers on devices (shared with cupy_engine) ---------------------
@@ -206,7 +206,7 @@ def range_limits(spec: ChopSpec, carrier: Carrier) -> Limits:
 @dataclass(frozen=True)
 class Encoding:
     """A format's encoding, applied to chop's results as carrier bit patterns (see
-    :func:`encoding_for` and :func:`pychop_compat.engines.elementwise.encode_bits`).
+    :func:`encoding_for` and :func:`pychop_compat.kernels.elementwise.encode_bits`).
 
     ``tie_bits``: the pattern of ``|x|`` at chop's overflow threshold, which an
     ``'fn'`` format rounds to its even ``xmax`` (round to nearest; -1: none);
@@ -235,7 +235,7 @@ def elementwise_covers(spec: ChopSpec) -> bool:
 def encoding_for(spec: ChopSpec, carrier: Carrier) -> Optional[Encoding]:
     """The :class:`Encoding` of ``spec``'s format in ``carrier``; None when it changes nothing
     (IEEE formats without saturation, or the exponent range off: chop.m's plain results),
-    as :func:`pychop_compat.rounding.extended.apply_encoding` does on the host."""
+    as :func:`pychop_compat.rules.cpfloat.apply_encoding` does on the host."""
     fmt = spec.fmt
     if not spec.limits_exponent:
         return None

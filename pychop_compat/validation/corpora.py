@@ -30,7 +30,7 @@ bit), add its name and a one-line title to :data:`CORPORA`, add the folder to
 not already cover it, and add a validation group that reads it in
 :mod:`pychop_compat.validation`.
 
->>> from pychop_compat.corpora import load_corpus
+>>> from pychop_compat.validation.corpora import load_corpus
 >>> corpus = load_corpus("matlab_reference")
 >>> len(corpus.cases("chop"))
 744

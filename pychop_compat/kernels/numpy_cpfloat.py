@@ -1,5 +1,5 @@
 """A fast CPU engine for CPFloat's deterministic modes, bit for bit equal to
-:func:`pychop_compat.rounding.extended.round_cpfloat`.
+:func:`pychop_compat.rules.cpfloat.round_cpfloat`.
 
 As in :mod:`.numpy_fast`, a positive float viewed as an unsigned integer is
 its exponent field followed by its significand, so rounding to ``t`` bits is
@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..options import ChopSpec
-from ..randomness import MATLAB_STREAM
-from ..rounding.extended import ROUND_MODES, effective_format, round_cpfloat
+from ..matlab.options import ChopSpec
+from ..random.sources import MATLAB_STREAM
+from ..rules.cpfloat import ROUND_MODES, effective_format, round_cpfloat
 from .numpy_fast import map_blocks
 
 __all__ = ["round_array"]

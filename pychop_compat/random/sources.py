@@ -21,7 +21,7 @@ promise), by call:
 
 :func:`default_source` and :func:`source_for` state the table as functions.
 The counter-based generator itself (``mix64``, ``counter_uniform``, the stream
-numbers) is defined in :mod:`pychop_compat.engines.device_random` and only there.
+numbers) is defined in :mod:`pychop_compat.random.counter` and only there.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from .matlab_random import (ForkedStreamError, default_randfunc, exclusive_stream, fork_generation,
+from .matlab_stream import (ForkedStreamError, default_randfunc, exclusive_stream, fork_generation,
                             stream_randi, stream_uniform)
 
 __all__ = ["RandomSources", "sources_for", "generator_sources", "GeneratorIntegers", "MATLAB_STREAM",
@@ -46,7 +46,7 @@ class RandomSources:
     as float64, ``flip_randi(imax, n)`` gives ``n`` integers in ``1..imax``.
 
     ``counter``: when not None (``Chop(..., rng=<int>)``), a
-    :class:`~pychop_compat.engines.counter_host.CounterRng`; engines then give
+    :class:`~pychop_compat.random.counter_host.CounterRng`; engines then give
     each element its own numbers from the counter-based generator (a function
     of seed, call counter and row-major element index) instead of calling the
     three draws in chop.m's order."""
@@ -133,7 +133,7 @@ def counter_sources(seed: int) -> RandomSources:
     them (a ``randfunc`` supplies the stochastic draws; bit flips then follow
     chop.m's call order).
     """
-    from .engines.counter_host import CounterRng
+    from .counter_host import CounterRng
 
     counter = CounterRng(seed)
     return RandomSources(counter.stochastic, counter.flip_uniform, counter.flip_randi, counter)
@@ -146,7 +146,7 @@ class Source(enum.Enum):
 
     #: MATLAB's global Mersenne Twister stream (:func:`pychop_compat.rng`), one per process.
     MATLAB_STREAM = "matlab_stream"
-    #: The counter-based generator of :mod:`pychop_compat.engines.device_random`, one counter
+    #: The counter-based generator of :mod:`pychop_compat.random.counter`, one counter
     #: per device, seeded by ``seed_device``.
     DEVICE_COUNTER = "device_counter"
     #: A NumPy Generator owned by a ``Chop`` object, drawn from sequentially.
@@ -202,8 +202,8 @@ def default_source(library: str, device_type: str = "cpu") -> Source:
         on a GPU, except inside ``matlab_stream_on_device()`` (then MATLAB's stream).
     """
     if library == "cupy" or (library == "torch" and device_type != "cpu"):
-        from .engines.torch_engine import draws_on_device
-        from .options import DEFAULT_SPEC
+        from ..engines.torch_engine import draws_on_device
+        from ..matlab.options import DEFAULT_SPEC
 
         return Source.DEVICE_COUNTER if draws_on_device(DEFAULT_SPEC, MATLAB_STREAM) else Source.MATLAB_STREAM
     if library in ("numpy", "torch"):
@@ -232,13 +232,13 @@ def source_for(x: Any, *, randfunc: Optional[Callable] = None, rng: Any = None) 
     Examples
     --------
     >>> import numpy as np
-    >>> from pychop_compat.randomness import source_for
+    >>> from pychop_compat.random.sources import source_for
     >>> source_for(np.zeros(3))
     SourcePlan(stochastic=<Source.MATLAB_STREAM: 'matlab_stream'>, flips=<Source.MATLAB_STREAM: 'matlab_stream'>)
     >>> source_for(np.zeros(3), randfunc=np.random.default_rng(0).random, rng=7).stochastic
     <Source.RANDFUNC: 'randfunc'>
     """
-    from .engines import array_library
+    from ..engines import array_library
 
     if rng is None:
         library = array_library(x)

@@ -8,7 +8,7 @@ follows the rules of chop.m as it stood on master at the end of that day.
 
 The rules are written here from the change history (one small, named
 function per rule that changed; the rounding itself is today's reference
-algorithm, :mod:`pychop_compat.reference`), and checked against the
+algorithm, :mod:`pychop_compat.rules.chop`), and checked against the
 historical corpus in ``tests/chop_history`` (every version of chop.m on
 master run on a common input set).  See ``docs/history.rst``.
 """
@@ -24,10 +24,10 @@ from typing import Optional, Union
 
 import numpy as np
 
-from .formats import CUSTOM_NAMES, custom_format, lookup_format
+from ..formats import CUSTOM_NAMES, custom_format, lookup_format
 from .options import OPTION_NAMES, ChopSpec, Options, resolve
-from .randomness import sources_for
-from .reference import apply_range_limits, roundit_vector
+from ..random.sources import sources_for
+from ..rules.chop import apply_range_limits, roundit_vector
 
 __all__ = ["chop_at", "ChopAt", "HISTORY", "rules_at", "Rules", "FIRST_RELEASE"]
 
@@ -389,8 +389,8 @@ def chop_at(date: Union[str, _dt.date]) -> ChopAt:
     ChopAt
         A callable ``chop(x, options)`` with chop's signature, behaving as
         chop.m did at the end of that day (the commit in ``.rules.commit``),
-        with its own persistent options (independent of :func:`chop` and of
-        other ``chop_at`` functions).  Today's :func:`chop` is unchanged.
+        with its own persistent options (independent of :func:`~pychop_compat.chop` and of
+        other ``chop_at`` functions).  Today's :func:`~pychop_compat.chop` is unchanged.
 
     Raises
     ------
@@ -407,7 +407,7 @@ def chop_at(date: Union[str, _dt.date]) -> ChopAt:
     validating them, so a failing call left half-updated options behind;
     ``chop_at`` stores nothing on a failed call.  Error messages are this
     package's, not MATLAB's.  Stochastic rounding and flips draw from the
-    same MATLAB stream as :func:`chop`, in chop.m's order (unchanged across
+    same MATLAB stream as :func:`~pychop_compat.chop`, in chop.m's order (unchanged across
     the history), from ``options.randfunc`` only from 2022-06-14.
 
     Examples

@@ -2,11 +2,11 @@
 
 Triton ships with torch's CUDA wheels, so this path needs nothing beyond
 torch.  The kernel rounds the *regular* elements (see
-:func:`~pychop_compat.engines.device_plan.regular_range`) on their bit
+:func:`~pychop_compat.kernels.device_plan.regular_range`) on their bit
 patterns with integer operations, exactly as the CUDA kernel of
-:mod:`pychop_compat.engines.cuda` and ``numpy_fast.py`` do, for round to
+:mod:`pychop_compat.kernels.cuda` and ``numpy_fast.py`` do, for round to
 nearest, the directed modes and stochastic rounding with numbers made on the
-device (:mod:`pychop_compat.engines.device_random`), and counts the other
+device (:mod:`pychop_compat.random.counter`), and counts the other
 elements.  In most data there are none, and the call is one pass over memory
 plus one 4-byte read; otherwise the torch engine rounds just those elements
 with its general path.  Bit flips and host draws (MATLAB's stream,
@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from .device_plan import RegularRange, carrier_for
-from .device_random import GOLDEN, MIX1, MIX2
+from ..random.counter import GOLDEN, MIX1, MIX2
 
 __all__ = ["BLOCK", "available", "build_kernel", "build_round_helper", "chop_regular"]
 
@@ -146,7 +146,7 @@ def chop_regular(flat: Any, out: Any, spec: Any, regular: RegularRange, stream: 
     """Round the regular elements of the contiguous 1-D tensor ``flat`` into ``out``.
 
     Other elements are copied; returns how many there are (the caller rounds
-    them).  ``stream`` (a :class:`~pychop_compat.engines.device_random.CounterStream`)
+    them).  ``stream`` (a :class:`~pychop_compat.random.counter.CounterStream`)
     gives the numbers of modes 5 and 6.
     """
     import torch
@@ -168,7 +168,7 @@ def chop_regular(flat: Any, out: Any, spec: Any, regular: RegularRange, stream: 
 @functools.lru_cache(maxsize=None)
 def build_round_helper():
     """The ``@triton.jit`` helper ``round_bits(x, low, high, mask, shift, lsb_fixed, MODE, WIDE)``
-    that fused kernels (:mod:`pychop_compat.linalg.triton_matmul`) call on values in registers.
+    that fused kernels (:mod:`pychop_compat.kernels.triton_matmul`) call on values in registers.
 
     The rounding of :func:`build_kernel` for modes 1 to 4 (integer operations on the bit
     pattern only, so no subnormal is flushed and nothing can be contracted), plus zeros:

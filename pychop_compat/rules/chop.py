@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .options import ChopSpec
-from .randomness import RandomSources
+from ..matlab.options import ChopSpec
+from ..random.sources import RandomSources
 
 __all__ = ["chop_vector", "roundit_vector", "apply_range_limits", "FLIP_PRECISION_ERROR"]
 

@@ -44,7 +44,7 @@ from numba import prange, types
 from numba.extending import intrinsic
 
 from . import numpy_fast
-from .device_random import FLIP_BIT, FLIP_CHOICE, GOLDEN, MIX1, MIX2, ROUND  # noqa: F401
+from ..random.counter import FLIP_BIT, FLIP_CHOICE, GOLDEN, MIX1, MIX2, ROUND  # noqa: F401
 
 # Indices into the tuple of constants that every kernel unpacks from ip, up, fp (module notes).
 # Helpers take scalars and this tuple, never arrays: an array argument costs reference-count
@@ -159,7 +159,7 @@ def _limit(c, v, k):
 @numba.njit(**_jit)
 def _encode(c, v, k):
     """The format's encoding on chop.m's result ``c`` of the input ``v`` (explim = 1), as
-    :func:`pychop_compat.rounding.extended.apply_encoding` does it: with flips, a finite result
+    :func:`pychop_compat.rules.cpfloat.apply_encoding` does it: with flips, a finite result
     beyond xmax (a flipped bit into the NaN pattern of an 'fn' format) is NaN; an Inf result is
     +-xmax for the round-to-nearest tie at xboundary of an 'fn' format (whose xmax is even) and
     with saturation, else NaN when the format has no Inf; 'fnuz' formats have no -0."""

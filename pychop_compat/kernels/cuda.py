@@ -6,7 +6,7 @@ element per thread.  Its source is specialised at compile time for a
 where random numbers come from), so no thread decides those at run time:
 
 * *regular* elements (finite normal inputs in the range that
-  :func:`~pychop_compat.engines.device_plan.regular_range` gives) round on
+  :func:`~pychop_compat.kernels.device_plan.regular_range` gives) round on
   their bit patterns with integer operations, as ``numpy_fast.py`` does (a
   carry out of the significand moves to the next binade, as the rounded
   value does); stochastic rounding compares the element's number with the
@@ -22,7 +22,7 @@ Random numbers (see :class:`Variant`): none (modes 1 to 4 without flips);
 (``draws[i]``, ``flip_bits[i] = 2**(bit-1)`` or 0), after the classification
 kernel ``chop_classify`` marked each element's block and need for a draw; or
 ``device``: each element's numbers computed in the kernel from the
-counter-based generator of :mod:`pychop_compat.engines.device_random`.
+counter-based generator of :mod:`pychop_compat.random.counter`.
 
 Compilation
 -----------
@@ -55,10 +55,10 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..options import ChopSpec
-from ..randomness import RandomSources
+from ..matlab.options import ChopSpec
+from ..random.sources import RandomSources
 from .device_plan import FLIP_PRECISION_ERROR, carrier_for, clamp_exponent, host_draw_plan, regular_range
-from .device_random import CounterStream
+from ..random.counter import CounterStream
 
 __all__ = ["COMPILE_OPTIONS", "THREADS", "Variant", "variant_for", "kernel_source", "compile_options",
            "compile_ptx", "compile_cubin", "cache_dir", "cached_ptx", "chop_device_array"]
@@ -635,7 +635,7 @@ def chop_device_array(x: Any, spec: ChopSpec, sources: RandomSources, stream: Op
     sources : RandomSources
         Host sources, used when ``stream`` is None.
     stream : CounterStream, optional
-        The call's numbers from :mod:`~pychop_compat.engines.device_random`,
+        The call's numbers from :mod:`~pychop_compat.random.counter`,
         computed in the kernel for each element in row-major order, instead
         of ``sources``.
     """

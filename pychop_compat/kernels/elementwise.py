@@ -6,7 +6,7 @@ with ``where`` instead of branches on data and with bit-pattern views instead
 of ``frexp``, so that it runs unchanged under ``jax.jit`` and ``jax.vmap``
 (and on NumPy arrays, which is how it is tested against the other engines).
 
-The algorithm is chop.m's, as in :mod:`pychop_compat.reference` and the
+The algorithm is chop.m's, as in :mod:`pychop_compat.rules.chop` and the
 general path of :mod:`.torch_engine`: scale each element to an integer grid
 (``t`` bits in the normal range, the grid of ``xmins`` in chop.m's subnormal
 block) with two exact power-of-two factors built from bits, round, flip,
@@ -21,8 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..options import ChopSpec
-from .. import reference
+from ..matlab.options import ChopSpec
+from ..rules import chop
 from .device_plan import (CARRIERS, Carrier, Encoding, clamp_exponent, encoding_for,  # thresholds, shared
                           range_limits)  # with the device engines
 
@@ -30,7 +30,7 @@ __all__ = ["Namespace", "chop_elementwise", "encode_bits", "counter_numbers", "n
            "FLIP_PRECISION_ERROR"]
 
 #: The error for bit flips with a precision below 2 (the same words on every engine).
-FLIP_PRECISION_ERROR = reference.FLIP_PRECISION_ERROR
+FLIP_PRECISION_ERROR = chop.FLIP_PRECISION_ERROR
 
 
 @dataclass(frozen=True)
@@ -179,7 +179,7 @@ def encode_bits(xp: Any, out: Any, v_bits: Any, encoding: Encoding, carrier: Car
 
     ``out``: the patterns of chop's results; ``v_bits``: those of the inputs (signed
     integers of the carrier's width).  The rules of
-    :func:`pychop_compat.rounding.extended.apply_encoding`: the round-to-nearest tie at the
+    :func:`pychop_compat.rules.cpfloat.apply_encoding`: the round-to-nearest tie at the
     overflow threshold of an ``'fn'`` format goes to the even ``+-xmax``; +-Inf results
     become +-xmax with saturation, else NaN when the format has no infinity; ``'fnuz'``
     formats have no -0.  Bit patterns, not float comparisons: XLA on the CPU treats
@@ -262,13 +262,13 @@ def numpy_namespace() -> Namespace:
 
 
 def counter_numbers(xp: Any, keys: tuple, offset: Any, index: Any, uint64: Any) -> list:
-    """``u_s(offset + index)`` of :mod:`.device_random` for each key, as float64 arrays.
+    """``u_s(offset + index)`` of :mod:`pychop_compat.random.counter` for each key, as float64 arrays.
 
     ``index`` holds row-major element indices as unsigned 64-bit integers;
     ``offset`` may be a traced scalar.  Unsigned arithmetic wraps modulo
     2**64 as the definition's does, and the right shifts are logical.
     """
-    from .device_random import GOLDEN, MIX1, MIX2
+    from ..random.counter import GOLDEN, MIX1, MIX2
 
     j = index + xp.asarray(offset, dtype=uint64)
     numbers = []

@@ -1,4 +1,4 @@
-"""A fast CPU engine for chop, bit for bit equal to :mod:`pychop_compat.reference`.
+"""A fast CPU engine for chop, bit for bit equal to :mod:`pychop_compat.rules.chop`.
 
 The reference scales every element with ``frexp``/``ldexp`` and rounds the
 scaled value with ``rint``, ``ceil``, ...  Here the rounding works on the
@@ -63,11 +63,11 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from ..options import ChopSpec
-from ..matlab_random import stream_uniform
-from ..randomness import RandomSources
-from ..reference import FLIP_PRECISION_ERROR, apply_range_limits
-from .device_random import CounterStream
+from ..matlab.options import ChopSpec
+from ..random.matlab_stream import stream_uniform
+from ..random.sources import RandomSources
+from ..rules.chop import FLIP_PRECISION_ERROR, apply_range_limits
+from ..random.counter import CounterStream
 
 __all__ = ["chop_array", "chop_scalar", "chop_counter", "map_blocks", "in_memory_order", "BLOCK", "PARALLEL_BLOCK",
            "THREADS", "set_threads"]
@@ -1088,7 +1088,7 @@ def chop_array(x: np.ndarray, spec: ChopSpec, sources: RandomSources,
     """Round ``x`` (float32 or float64 ndarray, any shape and layout) by ``spec``.
 
     Returns a new array of the same shape and dtype, equal bit for bit to
-    :func:`pychop_compat.reference.chop_vector` on ``x`` in column-major
+    :func:`pychop_compat.rules.chop.chop_vector` on ``x`` in column-major
     order, consuming the same random numbers in the same calls.
 
     ``finish_special(c, xs)``, when given, post-processes results in place
@@ -1154,7 +1154,7 @@ def _chop_random(x: np.ndarray, plan: _Plan, spec: ChopSpec, sources: RandomSour
 def chop_counter(x: np.ndarray, spec: ChopSpec, stream: CounterStream) -> np.ndarray:
     """Stochastic modes and bit flips with the numbers of a counter-based stream.
 
-    ``stream`` (a :class:`~pychop_compat.engines.device_random.CounterStream`)
+    ``stream`` (a :class:`~pychop_compat.random.counter.CounterStream`)
     gives element ``i`` of ``x`` in row-major order the numbers ``u_s(offset + i)``:
     stochastic rounding compares with ``u_ROUND``; with ``flip = 1`` bit
     ``1 + floor((t - 1) u_FLIP_BIT)`` of the rounded integer is flipped when
@@ -1162,7 +1162,7 @@ def chop_counter(x: np.ndarray, spec: ChopSpec, stream: CounterStream) -> np.nda
     draw order, no block), so zeros come back as +0 in stochastic modes, as
     when chop.m's block draws.  Results do not depend on the chunking.
     """
-    from .counter_host import uniform_array
+    from ..random.counter_host import uniform_array
 
     plan = _plan_for(spec, x.dtype)
     ftype = plan.layout.ftype

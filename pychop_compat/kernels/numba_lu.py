@@ -6,7 +6,7 @@ The same elimination as the NumPy code of :func:`pychop_compat.linalg.lu`
 :func:`numpy.argmax`) is swapped into row ``k``; a zero pivot skips the step;
 then for every row ``i > k`` the multiplier ``l_ik = fl(a_ik / a_kk)`` and the
 row ``a_ij = fl(a_ij - fl(l_ik a_kj))``, ``j > k``.  Every ``fl`` is
-``pychop_compat.engines.numba_kernels.chop_double`` (deterministic rounding,
+``pychop_compat.kernels.numba_kernels.chop_double`` (deterministic rounding,
 modes 1-4, no bit flips: each element depends only on its own operations, so
 the rows of a step may be updated in any order and on any thread, with the
 bits of the NumPy code).
@@ -29,9 +29,9 @@ import numba
 import numpy as np
 from numba import prange
 
-from ..engines.numba_kernels import (bits_of_double, chop_double, constants, double_of_bits, fast_bits,
+from .numba_kernels import (bits_of_double, chop_double, constants, double_of_bits, fast_bits,
                                      fast_constants, irregular, nearest_bits, nearest_only)
-from .compiled_kernels import tasks_one_at_a_time
+from .numba_linalg import tasks_one_at_a_time
 
 __all__ = ["factor", "PANEL", "PARALLEL_BELOW", "ROWS"]
 
@@ -165,7 +165,7 @@ def factor(a: np.ndarray, rounding: tuple) -> tuple:
         the diagonal (unit diagonal implied) and ``U`` on and above it.
     rounding : tuple
         The constant arrays ``(ip, up, fp, rp)`` of
-        :func:`pychop_compat.engines.compiled.rounding_constants` for the
+        :func:`pychop_compat.kernels.compiled.rounding_constants` for the
         format and a deterministic mode (1-4) without flips.
 
     Returns

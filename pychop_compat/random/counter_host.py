@@ -1,7 +1,7 @@
-"""The counter-based generator of :mod:`.device_random` on the host: ``Chop(..., rng=<int>)``.
+"""The counter-based generator of :mod:`pychop_compat.random.counter` on the host: ``Chop(..., rng=<int>)``.
 
 ``Chop(options, rng=seed)`` draws its stochastic-rounding and bit-flip numbers
-from the counter-based generator defined in :mod:`.device_random` (SplitMix64
+from the counter-based generator defined in :mod:`pychop_compat.random.counter` (SplitMix64
 of seed, stream, counter), not from a sequential generator: element ``i`` of a
 call, in row-major (C) order of the array's elements, gets the numbers
 ``u_s(offset + i)`` of streams ``s = ROUND, FLIP_CHOICE, FLIP_BIT``, where
@@ -14,7 +14,7 @@ a :class:`CounterRng` is plain data (a seed and a counter) that pickles.
 
 This module holds the host side: the per-object counter and the numbers as
 NumPy uint64 arithmetic.  The definition (``mix64``, ``GOLDEN``, the stream
-numbers) is imported from :mod:`.device_random`, never re-defined.
+numbers) is imported from :mod:`pychop_compat.random.counter`, never re-defined.
 """
 
 from __future__ import annotations
@@ -23,19 +23,19 @@ import threading
 
 import numpy as np
 
-from .device_random import FLIP_BIT, FLIP_CHOICE, GOLDEN, MIX1, MIX2, ROUND, CounterStream, mix64
+from .counter import FLIP_BIT, FLIP_CHOICE, GOLDEN, MIX1, MIX2, ROUND, CounterStream, mix64
 
 __all__ = ["CounterRng", "uniform_array", "STREAMS"]
 
 _MASK = (1 << 64) - 1
-#: The stream numbers, in the order of ``CounterStream.keys`` (:class:`~pychop_compat.engines.device_random.CounterStream`).
+#: The stream numbers, in the order of ``CounterStream.keys`` (:class:`~pychop_compat.random.counter.CounterStream`).
 STREAMS = (ROUND, FLIP_CHOICE, FLIP_BIT)
 
 
 def uniform_array(key: int, offset: int, n: int, start: int = 0) -> np.ndarray:
     """``u(offset + i)`` for ``i = start .. start + n - 1`` as float64 (NumPy uint64 arithmetic).
 
-    The same numbers as :func:`.device_random.counter_uniform`: NumPy's uint64
+    The same numbers as :func:`pychop_compat.random.counter.counter_uniform`: NumPy's uint64
     addition and multiplication wrap modulo 2**64 as the definition's arithmetic does.
     """
     z = np.arange(start, start + n, dtype=np.uint64)

@@ -21,7 +21,7 @@ Random numbers
   with two cursors into the stream, the subnormal block's set ahead by the
   normal block's count of numbers, so neither block waits for the other.
 * ``Chop(..., rng=<int>)``: the counter-based generator of
-  :mod:`.device_random` computed inside the loop, element ``i`` (row-major)
+  :mod:`pychop_compat.random.counter` computed inside the loop, element ``i`` (row-major)
   with counter ``offset + i``: no array of numbers, no second pass.
 
 Selection and fallback
@@ -62,9 +62,9 @@ from typing import Any, Iterator, Optional
 
 import numpy as np
 
-from ..matlab_random import stream_uniform
-from ..options import ChopSpec
-from ..randomness import RandomSources
+from ..random.matlab_stream import stream_uniform
+from ..matlab.options import ChopSpec
+from ..random.sources import RandomSources
 from .numpy_fast import in_memory_order
 
 __all__ = ["available", "set_cpu_engine", "cpu_engine", "get_cpu_engine", "chop_array", "warm_up",
@@ -312,7 +312,7 @@ def _handles_extended(spec: ChopSpec, char: str) -> bool:
 def chop_array(x: np.ndarray, spec: ChopSpec, sources: RandomSources) -> np.ndarray:
     """Round ``x`` (float32 or float64, native byte order, more than one element) by ``spec``.
 
-    Bit for bit the result of :func:`pychop_compat.engines.numpy_fast.chop_array`
+    Bit for bit the result of :func:`pychop_compat.kernels.numpy_fast.chop_array`
     with the same sources, which it calls the same way (check :func:`handles` first).
     """
     k = _load()
@@ -364,7 +364,7 @@ def _exclusive_cumsum(v: np.ndarray) -> np.ndarray:
 
 def _from_matlab_stream(k, x, ip, up, fp, single, utype):
     """Stochastic rounding on MATLAB's stream: the kernel draws the numbers as it goes."""
-    from ..matlab_random import stream_state
+    from ..random.matlab_stream import stream_state
 
     xf = x.ravel(order="F")  # MATLAB's element order
     of = np.empty_like(xf)
@@ -432,8 +432,8 @@ def warm_up() -> float:
     """Compile (or load from Numba's cache) every kernel; returns the seconds it took."""
     import time
 
-    from ..options import resolve
-    from ..randomness import counter_sources, sources_for
+    from ..matlab.options import resolve
+    from ..random.sources import counter_sources, sources_for
 
     start = time.perf_counter()
     for dtype in (np.float64, np.float32):

@@ -1,5 +1,5 @@
 """A compiled (Numba) kernel for CPFloat's deterministic modes, bit for bit equal to
-:func:`pychop_compat.rounding.extended.round_cpfloat` (imported only when used).
+:func:`pychop_compat.rules.cpfloat.round_cpfloat` (imported only when used).
 
 One pass over memory, integer arithmetic on bit patterns.  A float32 or
 float64 magnitude viewed as an unsigned integer is its exponent field
@@ -39,8 +39,8 @@ import numba
 import numpy as np
 from numba import prange
 
-from ..options import ChopSpec
-from ..rounding.extended import ROUND_MODES
+from ..matlab.options import ChopSpec
+from ..rules.cpfloat import ROUND_MODES
 from .elementwise_cpfloat import cpfloat_constants
 from .numpy_fast import in_memory_order
 
@@ -259,7 +259,7 @@ def handles(x: np.ndarray, spec: ChopSpec) -> bool:
 
 def round_array(x: np.ndarray, spec: ChopSpec) -> np.ndarray:
     """CPFloat's rounding of ``x`` (see :func:`handles`) by ``spec``; a new array of x's shape
-    and dtype, bit for bit :func:`~pychop_compat.rounding.extended.round_cpfloat`'s result."""
+    and dtype, bit for bit :func:`~pychop_compat.rules.cpfloat.round_cpfloat`'s result."""
     mode = int(spec.round)
     if mode not in ROUND_MODES:
         return x.copy()  # CPFloat's "no rounding": the input bit for bit, whatever the switches

@@ -14,13 +14,14 @@ from typing import Any, Optional
 
 import numpy as np
 
-from . import matlab_random
-from .engines import ENGINE_LIBRARIES, array_library, chop_on_engine, numpy_fast, unsupported_type_error
+from ..random import matlab_stream
+from ..engines import ENGINE_LIBRARIES, array_library, chop_on_engine, unsupported_type_error
+from ..kernels import numpy_fast
 from .options import (ChopSpec, Options, _given_fields, _params_pair, _switch, options_are_empty,
                       probability, resolve, round_mode)
-from .matlab_random import default_randfunc
-from .reference import FLIP_PRECISION_ERROR
-from .randomness import (MATLAB_STREAM, ForkedStreamError, RandomSources, counter_sources, fork_generation,
+from ..random.matlab_stream import default_randfunc
+from ..rules.chop import FLIP_PRECISION_ERROR
+from ..random.sources import (MATLAB_STREAM, ForkedStreamError, RandomSources, counter_sources, fork_generation,
                          generator_sources, sources_for)
 
 __all__ = ["chop", "clear_chop", "chop_options", "roundit", "Chop", "PersistentOptions"]
@@ -100,7 +101,7 @@ def _checked_class(x) -> str:
     if library == "unsupported":
         raise unsupported_type_error(x)
     if library == "pandas" and not hasattr(x, "dtype"):  # a DataFrame: one class for all columns
-        from .engines.labelled import frame_dtype
+        from ..engines.labelled import frame_dtype
 
         return "single" if str(frame_dtype(x)) in _SINGLE_DTYPE_NAMES else "double"
     if library != "numpy":
@@ -185,7 +186,7 @@ def _on_array_kind(x, compute):
 
 
 def _numpy_chop(spec: ChopSpec, sources: RandomSources):
-    from .engines.numpy_engine import chop_array
+    from ..engines.numpy_engine import chop_array
 
     def compute(x):
         arr, restore = _as_float_array(x)
@@ -203,7 +204,7 @@ def _engine_chop(x, spec: ChopSpec, sources: RandomSources):
     if library in ENGINE_LIBRARIES:
         return chop_on_engine(x, spec, sources, library)
     if library in ("pandas", "xarray"):  # same type, index and coordinates; the values rounded
-        from .engines import labelled
+        from ..engines import labelled
 
         return labelled.chop_labelled(x, lambda values: _engine_chop(values, spec, sources))
     if isinstance(x, np.ndarray) and type(x) is not np.ndarray:
@@ -225,14 +226,14 @@ def _chop_checked(x, spec: ChopSpec, sources: RandomSources):
         raise ValueError(FLIP_PRECISION_ERROR)
     if not sources.uses_matlab_stream:
         return _engine_chop(x, spec, sources)
-    with matlab_random.exclusive_stream():
+    with matlab_stream.exclusive_stream():
         if not (spec.flips and spec.stochastic and sources.stochastic is not MATLAB_STREAM.stochastic):
             return _engine_chop(x, spec, sources)
-        saved = matlab_random.rng()
+        saved = matlab_stream.rng()
         try:
             return _engine_chop(x, spec, sources)
         except BaseException:
-            matlab_random.restore_stream(saved)
+            matlab_stream.restore_stream(saved)
             raise
 
 
@@ -375,7 +376,7 @@ def roundit(x: Any, options: Any = None) -> Any:
         t = _params_pair(given["params"])[0]
         if t < 2:
             raise ValueError(FLIP_PRECISION_ERROR)
-    from .engines.numpy_engine import roundit_array
+    from ..engines.numpy_engine import roundit_array
 
     sources = sources_for(randfunc)
 
@@ -384,7 +385,7 @@ def roundit(x: Any, options: Any = None) -> Any:
         out = roundit_array(arr, mode, sources, flip, p, t)
         return restore(out) if restore else out
 
-    with matlab_random.exclusive_stream():
+    with matlab_stream.exclusive_stream():
         if isinstance(x, np.ndarray) and type(x) is not np.ndarray:
             return _on_array_kind(x, compute)
         return compute(x)
@@ -394,7 +395,7 @@ class Chop:
     """A stateless chop: fixed options, no persistent state.
 
     ``Chop(options)`` or ``Chop(**options)`` (MATLAB option names), then
-    ``ch(x)``.  Same semantics as :func:`chop` with those options, except that
+    ``ch(x)``.  Same semantics as :func:`~pychop_compat.chop` with those options, except that
     the persistent options are neither read nor changed.
 
     Parameters
@@ -403,7 +404,7 @@ class Chop:
         The options; keyword arguments are merged over them.
     rng : int or numpy.random.Generator, optional
         An int seed: stochastic rounding and bit flips take their numbers from
-        the counter-based generator of :mod:`pychop_compat.engines.device_random`
+        the counter-based generator of :mod:`pychop_compat.random.counter`
         with that seed; element ``i`` of the ``k``-th array (row-major order)
         gets the numbers of counter ``offset_k + i``, where ``offset_k`` is the
         total size of the arrays this object chopped before.  The results do
@@ -423,7 +424,7 @@ class Chop:
     share a ``Chop``: a call holds its generator, so each call's numbers are
     a contiguous run of it (which call gets which run depends on scheduling).  A ``Chop``
     with its own generator that reaches a forked child by inheritance
-    (not by pickling) raises :class:`~pychop_compat.matlab_random.ForkedStreamError`
+    (not by pickling) raises :class:`~pychop_compat.random.matlab_stream.ForkedStreamError`
     on its first random draw there, as its copies in every child would draw
     the same numbers; make it in the child, or send it there pickled.
 

@@ -8,8 +8,8 @@ SOURCE_FOLDER is the MAT-file corpus (``chop/``, ``matlab_native/``,
 ``matlab_stream/``, ``roundit/``, ``float_params.mat``, ``manifest.json``,
 ``README.md``; see that README).  DEST_FOLDER defaults to
 ``pychop_compat/data/matlab_reference``.  The layout written is the one
-:mod:`pychop_compat.corpora` reads.  After writing, every case is read back
-through :class:`pychop_compat.corpora.Corpus` and compared with the MAT-file
+:mod:`pychop_compat.validation.corpora` reads.  After writing, every case is read back
+through :class:`pychop_compat.validation.corpora.Corpus` and compared with the MAT-file
 it came from, field by field, array by array (dtype, shape and bits), so a
 packed corpus is the original in another container.
 
@@ -56,7 +56,7 @@ PACKED_README = """\
 
 `manifest.json` and `arrays.npz` hold every MAT-file described below, packed by
 `tools/pack_matlab_reference.py` of the source repository and read by
-`pychop_compat.corpora.load_corpus("matlab_reference")` (NumPy alone: see that
+`pychop_compat.validation.corpora.load_corpus("matlab_reference")` (NumPy alone: see that
 module for the layout).  Groups: `chop`, `matlab_native`, `matlab_stream`,
 `roundit`, `float_params`; one case per MAT-file (for `float_params`, one per
 row of its table), with the MAT-file's variables as fields.  MATLAB 1-by-1
@@ -149,7 +149,7 @@ def pack(source: Path, dest: Path) -> None:
 
 def _check(source: Path, dest: Path) -> None:
     """Every packed case equals its MAT-file, bit for bit."""
-    from pychop_compat.corpora import Corpus
+    from pychop_compat.validation.corpora import Corpus
 
     corpus = Corpus(dest)
 

@@ -31,9 +31,9 @@ import numpy as np
 
 from .engines import ENGINE_LIBRARIES, array_library, chop_on_engine
 from .formats import Format, catalogue_format
-from .random.matlab_stream import default_randfunc
-from .matlab.options import ChopSpec, isempty
+from .matlab.options import isempty
 from .random.sources import MATLAB_STREAM
+from .spec import RoundingSpec
 
 __all__ = ["cpfloat", "cpfloat_options", "clear_cpfloat", "CpfloatOptions", "CPFLOAT_FORMATS",
            "CpfloatError"]
@@ -218,7 +218,7 @@ def _storage_class(x) -> str:
     raise CpfloatError("cpfloat:invalidmatrix", "First argument must be a 2D real numeric array.")
 
 
-def _checked_spec(state: _State, x_class: str) -> ChopSpec:
+def _checked_spec(state: _State, x_class: str) -> RoundingSpec:
     """The MEX's checks for an input of class ``x_class``, then the rounding spec."""
     o = state.options
     if x_class == "single" and o.format in _DOUBLE_NAMES:
@@ -238,15 +238,14 @@ def _checked_spec(state: _State, x_class: str) -> ChopSpec:
         fmt = base
     else:
         fmt = Format(t, emax, (o.format,), emin=emin)
-    return ChopSpec(
-        format=o.format, fmt=fmt, subnormal=o.subnormal, round=o.round, flip=o.flip, p=o.p,
-        explim=o.explim, randfunc=default_randfunc, saturation=bool(o.saturation),
-        infinity=bool(o.infinity), range_rules="cpfloat",
+    return RoundingSpec(
+        fmt=fmt, subnormal=o.subnormal, round=o.round, flip=o.flip, p=o.p, explim=o.explim,
+        saturation=bool(o.saturation), infinity=bool(o.infinity), range_rules="cpfloat",
         flip_scope="encoding" if o.flip == 2 else "fraction",
     )
 
 
-def _round(x, spec: ChopSpec):
+def _round(x, spec: RoundingSpec):
     library = "numpy" if type(x) is np.ndarray else array_library(x)
     if library in ENGINE_LIBRARIES:  # (CPFloat's rules are extended: device arrays via the host)
         return chop_on_engine(x, spec, MATLAB_STREAM, library)

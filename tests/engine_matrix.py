@@ -144,10 +144,10 @@ def run_numpy(x, options, seed, reference=False):
         with cpu_engine("numpy"):  # the NumPy engine, whatever the test's engine
             out = chop(x.copy(), options)
     else:
-        spec = resolve(options, None, "single" if x.dtype == np.float32 else "double")
+        settings = resolve(options, None, "single" if x.dtype == np.float32 else "double")
         from pychop_compat.random.sources import sources_for
 
-        out = chop_vector(x.ravel(order="F"), spec, sources_for(spec.randfunc)).reshape(x.shape, order="F")
+        out = chop_vector(x.ravel(order="F"), settings.spec, sources_for(settings.randfunc)).reshape(x.shape, order="F")
     return out, rand(4, 1)
 
 

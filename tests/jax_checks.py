@@ -44,7 +44,7 @@ def test_jax_engine_equals_numpy_engine(dtype):
                 o = dict(fmt) if isinstance(fmt, dict) else {"format": fmt}
                 o.update(round=mode, subnormal=subnormal)
                 want = Chop(o)(x)
-                spec = resolve(o, None, "single" if dtype == np.float32 else "double")
+                spec = resolve(o, None, "single" if dtype == np.float32 else "double").spec
                 jit = mode == 1 and subnormal == 1
                 run = jax.jit(lambda v: chop_jax(v, spec)) if jit else (lambda v: chop_jax(v, spec))
                 got = np.asarray(run(xj))

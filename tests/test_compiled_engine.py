@@ -41,7 +41,7 @@ def _x(fmt, dtype, seed, n=600):
 def _expected_counter(x: np.ndarray, options: dict, seed: int, offset: int) -> np.ndarray:
     """chop of each element on its own by the reference algorithm, fed the element's numbers
     from the definition: u_s(offset + i) with key_s = mix(seed + s G), i the row-major index."""
-    spec = resolve(options, None, "single" if x.dtype == np.float32 else "double")
+    spec = resolve(options, None, "single" if x.dtype == np.float32 else "double").spec
     keys = {s: mix64(seed + s * GOLDEN) for s in (ROUND, FLIP_CHOICE, FLIP_BIT)}
     flat = x.reshape(-1)
     out = np.empty_like(flat)
@@ -205,7 +205,7 @@ def test_deterministic_loop_in_every_binade(monkeypatch, dtype, fmt):
             for explim in (0, 1):
                 o = dict(options, round=mode, subnormal=subnormal, explim=explim)
                 try:
-                    resolve(o, None, "single" if dtype == np.float32 else "double")
+                    resolve(o, None, "single" if dtype == np.float32 else "double").spec
                 except ValueError:
                     continue  # (chop.m limits the precision of custom formats for single input)
                 with compiled.cpu_engine("numpy"):
@@ -293,7 +293,7 @@ def test_deterministic_large_and_strided_arrays():
 def test_engine_setting_and_fallbacks(monkeypatch):
     with pytest.raises(ValueError, match="cpu engine must be one of"):
         compiled.set_cpu_engine("fortran")
-    spec = resolve({"format": "h"}, None)
+    spec = resolve({"format": "h"}, None).spec
     x = np.linspace(0, 1, 10)
     assert compiled.handles(x, spec)
     assert not compiled.handles(x[:1], spec)  # one element: the scalar path

@@ -232,9 +232,9 @@ def test_dispatch_of_extended_specs():
     x32 = x.astype(np.float32)
     for name in ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2fnuz", "float6_e2m3fn",
                  "float6_e3m2fn", "float4_e2m1fn"):
-        spec = resolve({"format": name}, None, "double")
+        spec = resolve({"format": name}, None, "double").spec
         assert spec.extended and compiled.handles(x, spec), name
-        assert compiled.handles(x32, resolve({"format": name, "round": 5}, None, "single")), name
+        assert compiled.handles(x32, resolve({"format": name, "round": 5}, None, "single").spec), name
     assert compiled.handles(x, make_spec("h", 1, rules="chop", saturation=True))
     assert compiled.handles(x, make_spec("float8_e4m3fn", 6, rules="chop", flip=1))
     refused = [make_spec("float8_e4m3fn"),  # CPFloat's rules (round_to_format's default)
@@ -254,7 +254,7 @@ def test_chop_runs_float8_on_the_compiled_engine(monkeypatch):
     original = compiled.chop_array
 
     def spy(*args):
-        calls.append(args[1].format)
+        calls.append(args[1].fmt.name)
         return original(*args)
 
     monkeypatch.setattr(compiled, "chop_array", spy)

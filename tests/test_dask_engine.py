@@ -86,7 +86,7 @@ def test_counter_numbers_do_not_depend_on_chunking(options, dtype):
     """Element i (global row-major) gets u(offset + i): three chunkings agree, and equal the torch
     engine's device path with the same counter (seed_device, first call)."""
     x = _input(dtype)
-    spec = resolve(options, None, "single" if dtype == "float32" else "double")
+    spec = resolve(options, None, "single" if dtype == "float32" else "double").spec
     results = [dask_engine.chop_dask(da.from_array(x, chunks=c), spec, _CounterSources(21)).compute()
                for c in CHUNKINGS]
     for chunks, result in zip(CHUNKINGS[1:], results[1:]):
@@ -105,7 +105,7 @@ def test_counter_numbers_do_not_depend_on_chunking(options, dtype):
 
 def test_counter_offsets_advance_per_call():
     x = _input()
-    spec = resolve({"format": "b", "round": 5}, None, "double")
+    spec = resolve({"format": "b", "round": 5}, None, "double").spec
     sources = _CounterSources(3)
     first = dask_engine.chop_dask(da.from_array(x, chunks=(9, 4)), spec, sources)
     second = dask_engine.chop_dask(da.from_array(x, chunks=(9, 4)), spec, sources)
@@ -125,7 +125,7 @@ def test_chop_rng_seed_on_dask_equals_numpy():
 
 def test_sequential_sources_are_refused():
     x = da.from_array(_input(), chunks=(20, 3))
-    spec = resolve({"format": "h", "flip": 1}, None, "double")
+    spec = resolve({"format": "h", "flip": 1}, None, "double").spec
     with pytest.raises(ValueError, match="rng=<int seed>"):
         dask_engine.chop_dask(x, spec, MATLAB_STREAM)
     with pytest.raises(ValueError, match="rng=<int seed>"):
@@ -140,7 +140,7 @@ def test_distributed_local_cluster_of_processes():
     except Exception as error:  # sandboxes without process spawning or sockets
         pytest.skip(f"no LocalCluster here: {error}")
     x = _input()
-    spec = resolve({"format": "b", "round": 5, "flip": 1}, None, "double")
+    spec = resolve({"format": "b", "round": 5, "flip": 1}, None, "double").spec
     try:
         with cluster, distributed.Client(cluster) as client:
             det = chop(da.from_array(x, chunks=(13, 6)), {"format": "h"}).compute(scheduler=client)

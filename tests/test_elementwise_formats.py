@@ -46,7 +46,7 @@ def bits_equal(got: np.ndarray, want: np.ndarray) -> np.ndarray:
 
 
 def plan_for(name, dtype, **options) -> tuple:
-    spec = resolve({"format": name, **options}, None, CLASS[dtype])
+    spec = resolve({"format": name, **options}, None, CLASS[dtype]).spec
     return spec, ElementwisePlan.from_spec(spec, CARRIER[dtype])
 
 
@@ -111,7 +111,7 @@ def test_saturation_and_infinity_switches_equal_the_numpy_engine(name, saturatio
     from pychop_compat.random.sources import MATLAB_STREAM
 
     x, _ = embedded(name, np.float64)
-    spec = resolve({"format": name, "round": mode}, None, "double")
+    spec = resolve({"format": name, "round": mode}, None, "double").spec
     spec = type(spec)(**{**{f: getattr(spec, f) for f in spec.__dataclass_fields__},
                          "saturation": saturation, "infinity": infinity})
     with cpu_engine("numpy"):
@@ -123,14 +123,14 @@ def test_saturation_and_infinity_switches_equal_the_numpy_engine(name, saturatio
 
 def test_what_stays_with_chop():
     """Bit flips, CPFloat's rules, limited random bits and the unsigned E8M0 are not elementwise."""
-    assert not supports(resolve({"format": "float8_e4m3fn", "flip": 1}, None, "double"))
-    assert not supports(resolve({"format": "float8_e8m0fnu"}, None, "double"))
-    spec = resolve({"format": "float8_e4m3fn", "round": 5}, None, "double")
+    assert not supports(resolve({"format": "float8_e4m3fn", "flip": 1}, None, "double").spec)
+    assert not supports(resolve({"format": "float8_e8m0fnu"}, None, "double").spec)
+    spec = resolve({"format": "float8_e4m3fn", "round": 5}, None, "double").spec
     for change in ({"range_rules": "cpfloat"}, {"random_bits": 8}):
         fields = {f: getattr(spec, f) for f in spec.__dataclass_fields__}
         assert not supports(type(spec)(**{**fields, **change}))
     with pytest.raises(ValueError, match="extended"):
-        ElementwisePlan.from_spec(resolve({"format": "float8_e8m0fnu"}, None, "double"), "float64")
+        ElementwisePlan.from_spec(resolve({"format": "float8_e8m0fnu"}, None, "double").spec, "float64")
 
 
 @pytest.mark.parametrize("name", ["float8_e4m3fn", "float4_e2m1fn", "float8_e5m2fnuz"])

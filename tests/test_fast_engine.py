@@ -35,7 +35,7 @@ def _spec(fmt, mode=1, subnormal=1, explim=1, flip=0, dtype=np.float64, p=0.5):
     else:
         options["format"] = fmt
     try:
-        return resolve(options, None, "single" if np.dtype(dtype) == np.float32 else "double")
+        return resolve(options, None, "single" if np.dtype(dtype) == np.float32 else "double").spec
     except ValueError:
         return None
 

@@ -167,7 +167,7 @@ def test_chop_directed_modes_below_xmin_in_bulk(name, dtype, mode, subnormal):
     fmt = catalogue_format(name)
     x, positions = below_xmin(name, dtype)
     spec = resolve({"format": name, "round": mode, "subnormal": subnormal}, None,
-                   "single" if dtype == np.float32 else "double")
+                   "single" if dtype == np.float32 else "double").spec
     got = chop_array(x, spec, MATLAB_STREAM)
     ref = chop_array(x, spec, MATLAB_STREAM, reference=True)
     assert np.array_equal(got.view(np.uint8), ref.view(np.uint8))

@@ -57,11 +57,11 @@ def test_new_spellings_of_chops_formats_are_chops_formats(spelling, chop_name):
     expected = chop(x, {"format": chop_name})
     got = chop(x, {"format": spelling})
     assert np.array_equal(got, expected, equal_nan=True)
-    assert not resolve({"format": spelling}, None).extended
+    assert not resolve({"format": spelling}, None).spec.extended
 
 
 def test_bf16_defaults_to_no_subnormals_like_bfloat16():
-    assert resolve({"format": "bf16"}, None).subnormal == 0
+    assert resolve({"format": "bf16"}, None).spec.subnormal == 0
 
 
 def test_tf32_is_fp16_precision_with_singles_range():
@@ -84,14 +84,14 @@ def test_unknown_and_ambiguous_names():
 
 
 def test_extended_rule():
-    assert not DEFAULT_SPEC.extended
+    assert not DEFAULT_SPEC.spec.extended
     for name in CHOP_FORMAT_NAMES[:-2]:
         for mode, sub, flip, explim in itertools.product(range(1, 7), (0, 1), (0, 1), (0, 1)):
-            spec = resolve({"format": name, "round": mode, "subnormal": sub, "flip": flip, "explim": explim}, None)
+            spec = resolve({"format": name, "round": mode, "subnormal": sub, "flip": flip, "explim": explim}, None).spec
             assert not spec.extended
-    assert not resolve({"format": "c", "params": [5, 20]}, None).extended
+    assert not resolve({"format": "c", "params": [5, 20]}, None).spec.extended
     for name in ("float8_e4m3fn", "float8_e4m3fnuz", "float6_e2m3fn", "float4_e2m1fn", "float8_e8m0fnu"):
-        assert resolve({"format": name}, None).extended
+        assert resolve({"format": name}, None).spec.extended
     base = make_spec("h", rules="chop")
     assert not base.extended
     from dataclasses import replace
@@ -182,12 +182,13 @@ def test_limited_random_bits_round_up_with_the_truncated_fraction():
     fractions = np.arange(1, 16) / 16  # dropped fraction of one ulp of fp16 at 1
     x = 1 + fractions * 2.0 ** -10
     for u in draws:
-        spec = make_spec("h", 5, rules="chop", random_bits=r, randfunc=lambda n, u=u: np.full(n, u))
-        got = round_to_format(x, spec)
+        constant = lambda n, u=u: np.full(n, u)  # noqa: E731
+        spec = make_spec("h", 5, rules="chop", random_bits=r)
+        got = round_to_format(x, spec, randfunc=constant)
         up = np.floor(u * 2 ** r) < np.floor(fractions * 2 ** r)
         assert np.array_equal(got, 1 + up * 2.0 ** -10), u
-        full = make_spec("h", 5, rules="chop", randfunc=lambda n, u=u: np.full(n, u))
-        assert np.array_equal(round_to_format(x, full), 1 + (u <= fractions) * 2.0 ** -10)
+        full = make_spec("h", 5, rules="chop")
+        assert np.array_equal(round_to_format(x, full, randfunc=constant), 1 + (u <= fractions) * 2.0 ** -10)
 
 
 def test_flip_any_bit_of_the_encoding_changes_exactly_one_bit():
@@ -233,7 +234,7 @@ def test_stochastic_modes_with_cpfloats_rules_against_exact_rules():
             taken.append(n)
             return draws[:n]
 
-        got = round_to_format(x, make_spec(fmt, mode, randfunc=randfunc))
+        got = round_to_format(x, make_spec(fmt, mode), randfunc=randfunc)
         assert len(taken) == 1
         want, k = [], 0
         for v in x.tolist():
@@ -286,7 +287,7 @@ def test_chop_rules_fast_engine_equals_reference(name, dtype):
     x = _mixed_inputs(dtype).reshape(-1, 4, order="F")
     for mode, sub, flip, explim in itertools.product(range(1, 7), (0, 1), (0, 1), (0, 1)):
         spec = resolve({"format": name, "round": mode, "subnormal": sub, "flip": flip, "explim": explim},
-                       None, "single" if dtype == np.float32 else "double")
+                       None, "single" if dtype == np.float32 else "double").spec
         rng(5)
         fast = chop_array(x, spec, MATLAB_STREAM)
         after_fast = np.asarray(__import__("pychop_compat").rand(1, 1))

@@ -32,7 +32,7 @@ from pychop_compat import Options, chop, chop_options, clear_chop, rand, rng
 from pychop_compat.engines.numpy_engine import chop_array
 from pychop_compat.formats import custom_format, lookup_format
 from pychop_compat.random.matlab_stream import default_randfunc
-from pychop_compat.matlab.options import ChopSpec
+from pychop_compat.spec import RoundingSpec
 from pychop_compat.random.sources import MATLAB_STREAM, RandomSources
 
 # --- the two profiles --------------------------------------------------------------------------------
@@ -168,9 +168,9 @@ def expected_settings(options, stored, x_class="double", rounding=True):
                 explim=explim, randfunc=randfunc)
 
 
-def spec_of(s) -> ChopSpec:
+def spec_of(s) -> RoundingSpec:
     fmt = custom_format(s["t"], s["emax"]) if s["format"] in CUSTOM else lookup_format(s["format"])
-    return ChopSpec(s["format"], fmt, s["subnormal"], s["round"], s["flip"], s["p"], s["explim"], s["randfunc"])
+    return RoundingSpec(fmt, s["subnormal"], s["round"], s["flip"], s["p"], s["explim"])
 
 
 def _sources(s) -> RandomSources:

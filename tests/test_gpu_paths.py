@@ -652,11 +652,12 @@ def test_cuda_kernel_logic_on_host(host_kernel, name, params, dtype, mode, sub, 
     random = mode >= 5
     randfuncs = (CountingRandfunc(seed), CountingRandfunc(seed)) if random else (None, None)
     expected, expected_after = run_numpy(x, options_for(name, params, mode, sub, explim, flip, randfuncs[0]), seed)
-    spec = resolve(options_for(name, params, mode, sub, explim, flip, randfuncs[1]), None,
-                   "single" if dtype == "float32" else "double")
+    settings = resolve(options_for(name, params, mode, sub, explim, flip, randfuncs[1]), None,
+                       "single" if dtype == "float32" else "double")
     rng(seed)
     with cupy_engine.matlab_stream_on_device():  # flips from MATLAB's stream, as NumPy
-        actual = cupy_engine.chop_cupy(x.copy().view(host_cupy.HostArray), spec, sources_for(spec.randfunc))
+        actual = cupy_engine.chop_cupy(x.copy().view(host_cupy.HostArray), settings.spec,
+                                       sources_for(settings.randfunc))
     after = rand(4, 1)
     assert isinstance(actual, host_cupy.HostArray)
     assert_bits_equal(np.asarray(actual), expected, f"kernel {name} {dtype} r{mode} s{sub} e{explim} f{flip}")
@@ -673,7 +674,7 @@ def test_cuda_kernel_device_draws_on_host(host_kernel, dtype, mode, flip):
 
     host_cupy = host_kernel
     x = make_input(lookup_format("h"), dtype, seed=21, n=3000)
-    spec = resolve({"format": "h", "round": mode, "flip": flip}, None, "single" if dtype == "float32" else "double")
+    spec = resolve({"format": "h", "round": mode, "flip": flip}, None, "single" if dtype == "float32" else "double").spec
     stream_before = rng().State.copy()
     cupy_engine.seed_device(5)
     first = np.asarray(cupy_engine.chop_cupy(x.view(host_cupy.HostArray), spec, MATLAB_STREAM))
@@ -771,7 +772,7 @@ def test_zero_dim_keeps_its_shape_on_device_paths(device_paths, name, mode, host
     which turns 0-d into shape (1,)), and equals NumPy when the numbers are MATLAB's."""
     import contextlib
 
-    from pychop_compat.kernels.device_plan import matlab_stream_on_device
+    from pychop_compat.random.sources import matlab_stream_on_device
 
     name = device_paths(name)
     options = {"format": "h", "round": mode, "flip": 1, "p": 1.0}
@@ -791,9 +792,9 @@ def test_zero_dim_cupy_array_keeps_its_shape(host_kernel):
     from pychop_compat.engines import cupy_engine
     from pychop_compat.random.sources import sources_for
 
-    spec = resolve({"format": "h", "round": 5, "flip": 1}, None, "double")
+    spec = resolve({"format": "h", "round": 5, "flip": 1}, None, "double").spec
     with cupy_engine.matlab_stream_on_device():
-        out = cupy_engine.chop_cupy(np.array(1 / 3).view(host_kernel.HostArray), spec, sources_for(spec.randfunc))
+        out = cupy_engine.chop_cupy(np.array(1 / 3).view(host_kernel.HostArray), spec, MATLAB_STREAM)
     assert out.shape == ()
 
 
@@ -810,10 +811,10 @@ def test_extended_specs_round_trip_through_numpy(monkeypatch, request, route):
 
     monkeypatch.setattr(torch_elementwise, "supports", lambda spec: False)
     monkeypatch.setattr(cupy_engine, "elementwise_covers", lambda spec: False)
-    from pychop_compat.matlab.options import ChopSpec
+    from pychop_compat.spec import RoundingSpec
 
     @dataclasses.dataclass(frozen=True)
-    class ExtendedSpec(ChopSpec):
+    class ExtendedSpec(RoundingSpec):
         @property
         def extended(self) -> bool:
             return True
@@ -826,8 +827,8 @@ def test_extended_specs_round_trip_through_numpy(monkeypatch, request, route):
         return original(x, spec, sources, *args, **kwargs)
 
     monkeypatch.setattr(numpy_engine, "chop_array", recording)
-    base = resolve({"format": "h", "round": 1}, None, "double")
-    spec = ExtendedSpec(**{f.name: getattr(base, f.name) for f in dataclasses.fields(ChopSpec)})
+    base = resolve({"format": "h", "round": 1}, None, "double").spec
+    spec = ExtendedSpec(**{f.name: getattr(base, f.name) for f in dataclasses.fields(RoundingSpec)})
     x = make_input(lookup_format("h"), "float64", seed=3)
     expected = original(x.copy(), base, MATLAB_STREAM)
     if route == "cupy-host-kernel":
@@ -856,7 +857,7 @@ def test_cupy_rounds_ocp_formats_on_the_device(host_kernel, monkeypatch, name, d
     from pychop_compat.kernels.compiled import cpu_engine
     from pychop_compat.kernels.elementwise import numpy_namespace
 
-    spec = resolve({"format": name, "round": mode}, None, "single" if dtype == "float32" else "double")
+    spec = resolve({"format": name, "round": mode}, None, "single" if dtype == "float32" else "double").spec
     x = make_input(lookup_format(name), dtype, seed=5)
     with cpu_engine("numpy"):
         expected = numpy_engine.chop_array(x.copy(), spec, MATLAB_STREAM)
@@ -911,7 +912,7 @@ def test_cupy_rounds_ocp_formats_stochastically_on_the_device(host_kernel, monke
     from pychop_compat.kernels.compiled import cpu_engine
 
     options = {"format": name, "round": mode}
-    spec = resolve(options, None, "single" if dtype == "float32" else "double")
+    spec = resolve(options, None, "single" if dtype == "float32" else "double").spec
     x = make_input(lookup_format(name), dtype, seed=8)
     with cpu_engine("numpy"):
         expected = Chop(options, rng=29)(x.copy())

@@ -77,7 +77,7 @@ def test_deterministic_modes_stay_on_the_device(monkeypatch, name, dtype, mode, 
     x = sample(name, dtype)
     with cpu_engine("numpy"):
         want = chop(x, options)
-    assert supports(resolve(options, None, "single" if dtype == np.float32 else "double"))
+    assert supports(resolve(options, None, "single" if dtype == np.float32 else "double").spec)
     calls = []
     original = numpy_engine.chop_array
     monkeypatch.setattr(numpy_engine, "chop_array", lambda *a, **k: calls.append(1) or original(*a, **k))
@@ -104,8 +104,8 @@ def test_stochastic_modes_with_counter_numbers_equal_the_numpy_engine(name, dtyp
 
 def test_what_still_goes_to_the_host():
     """E8M0 (unsigned), bit flips on an OCP format and CPFloat's rules: not elementwise."""
-    assert not supports(resolve({"format": "float8_e8m0fnu"}, None, "double"))
-    assert not supports(resolve({"format": "float8_e4m3fn", "flip": 1}, None, "double"))
+    assert not supports(resolve({"format": "float8_e8m0fnu"}, None, "double").spec)
+    assert not supports(resolve({"format": "float8_e4m3fn", "flip": 1}, None, "double").spec)
     x = np.array([0.3, 1000.0, -7.0])
     with cpu_engine("numpy"):
         want = chop(x, {"format": "float8_e8m0fnu"})

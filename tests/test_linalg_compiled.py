@@ -257,7 +257,7 @@ def test_nearest_bits_equals_fast_bits_where_nearest_only():
                               ({"format": "q43"}, True), ({"format": "c", "params": [1, 5]}, False),
                               ({"format": "h", "round": 2}, False), ({"format": "h", "round": 3}, False),
                               ({"format": "h", "round": 4}, False), ({"format": "d", "subnormal": 0}, False)]:
-        ip, up, _, rp = compiled.rounding_constants(resolve(options, None, "double"), np.float64)
+        ip, up, _, rp = compiled.rounding_constants(resolve(options, None, "double").spec, np.float64)
         nearest, same = compare(bits, ip, up, rp)
         assert nearest == expected, options
         if nearest:

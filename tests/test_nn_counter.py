@@ -148,7 +148,7 @@ def test_eager_stochastic_rounding_at_ties_and_odd_numbers(dtype, mode):
     carrier = np.dtype(dtype).name
     for fmt in ("h", "b", "q43"):
         plan = ElementwisePlan.from_spec(resolve({"format": fmt, "round": mode}, None,
-                                                 "double" if dtype == np.float64 else "single"), carrier)
+                                                 "double" if dtype == np.float64 else "single").spec, carrier)
         shift = plan.mant - plan.t + 1
         bits = x.view(torch.int64 if dtype == np.float64 else torch.int32)
         fraction = (bits & ((1 << shift) - 1)).to(x.dtype) * 2.0**-shift  # exact: below 2^(mant+1)
@@ -204,7 +204,7 @@ def test_stochastic_rounding_on_bits_equals_the_scaling_path(monkeypatch, dtype)
     for options in BIT_FORMATS + [{"format": "c", "params": [11, 5]}]:
         x = torch.from_numpy(np.concatenate([_samples(dtype, 1500, seed=3), _around_thresholds(dtype, options)]))
         for mode in (5, 6):
-            spec = resolve(dict(options, round=mode), None, "double" if dtype == np.float64 else "single")
+            spec = resolve(dict(options, round=mode), None, "double" if dtype == np.float64 else "single").spec
             plan = ElementwisePlan.from_spec(spec, carrier)
             assert plan.stochastic_bits is not None, options
             shift = plan.mant - plan.t + 1

@@ -276,7 +276,7 @@ def test_eager_stochastic_path_equals_elementwise(dtype):
             for explim in (0, 1):
                 for mode in (5, 6):
                     options = {"format": fmt, "round": mode, "subnormal": subnormal, "explim": explim}
-                    plan = ElementwisePlan.from_spec(resolve(options, None, _x_class(x)), carrier)
+                    plan = ElementwisePlan.from_spec(resolve(options, None, _x_class(x)).spec, carrier)
                     np.testing.assert_array_equal(_bits(round_stochastic_eager(x, plan, u)),
                                                   _bits(round_elementwise(x, plan, u)), err_msg=str(options))
 
@@ -325,7 +325,7 @@ def _nearest_plan(options, carrier):
     from pychop_compat.kernels.torch_elementwise import ElementwisePlan
     from pychop_compat.matlab.options import resolve
 
-    plan = ElementwisePlan.from_spec(resolve(options, None, "single" if carrier == "float32" else "double"), carrier)
+    plan = ElementwisePlan.from_spec(resolve(options, None, "single" if carrier == "float32" else "double").spec, carrier)
     assert plan.nearest_bits is not None, options  # the path under test is taken
     return dataclasses.replace(plan, cast=None)  # no hardware cast: the bit-pattern path
 

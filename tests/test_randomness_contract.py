@@ -128,7 +128,7 @@ def test_chunks_in_column_major_order_reproduce_the_whole_call():
 
 def test_generator_draws_sequentially_in_chop_m_order():
     x = np.random.default_rng(2).uniform(-3, 3, (6, 5))
-    spec = resolve({"format": "b", "round": 5, "flip": 1, "p": 0.3}, None)
+    spec = resolve({"format": "b", "round": 5, "flip": 1, "p": 0.3}, None).spec
     ch = Chop({"format": "b", "round": 5, "flip": 1, "p": 0.3}, rng=np.random.default_rng(99))
     first, second = ch(x), ch(x)
     twin = generator_sources(np.random.default_rng(99))
@@ -145,7 +145,7 @@ def test_generator_does_not_touch_matlab_stream():
 
 def test_randfunc_with_generator_for_flips():
     # randfunc supplies the rounding numbers; the flips come from the Chop's generator.
-    spec = resolve({"format": "h", "round": 5, "flip": 1, "p": 1.0, "randfunc": lambda n: np.full(n, 0.5)}, None)
+    spec = resolve({"format": "h", "round": 5, "flip": 1, "p": 1.0, "randfunc": lambda n: np.full(n, 0.5)}, None).spec
     got = Chop(spec.to_options(), rng=np.random.default_rng(7))(X)
     g = np.random.default_rng(7)
     feed = RandomSources(lambda n: np.full(n, 0.5), g.random, generator_sources(g).flip_randi)

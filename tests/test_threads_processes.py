@@ -174,7 +174,7 @@ def test_concurrent_calls_each_draw_a_contiguous_run_of_the_stream():
     m, calls = 500, 32
     options = {"format": "h", "round": 5, "flip": 1, "p": 1.0}
     x = np.random.default_rng(2).uniform(0.1, 1.0, m)  # no element is an fp16 number
-    spec = resolve(options, None)
+    spec = resolve(options, None).spec
     rng(21)
     runs = rand(calls * 3 * m, 1).ravel().reshape(calls, 3 * m)
     expected = []

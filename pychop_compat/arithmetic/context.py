@@ -21,7 +21,8 @@ from numpy.typing import ArrayLike, DTypeLike
 from ..matlab.api import Chop, chop_options
 from ..engines import numpy_engine
 from ..kernels import numpy_fast
-from ..matlab.options import ChopSpec, resolve
+from ..matlab.options import resolve
+from ..spec import RoundingSpec
 from .namespace import is_device_array, namespace_of
 from ..random.sources import MATLAB_STREAM, RandomSources, sources_for
 
@@ -115,16 +116,17 @@ class Arithmetic:
         self.mismatch = mismatch
         self.method = method
         self.block_size = int(block_size)
-        spec = resolve(self.given, None, "double")
+        settings = resolve(self.given, None, "double")
+        spec = settings.spec
         self._specs = {np.dtype(np.float64): spec}
         self._counter = counter
         flips = MATLAB_STREAM if counter is None else RandomSources(
             counter.stochastic, counter.flip_uniform, counter.flip_randi, counter)
-        self._sources = sources_for(spec.randfunc, flips)
-        # Every setting of the spec but the format's spelling ('h' and 'half' round alike);
-        # settings added to ChopSpec later take part automatically.  Counters of different
-        # seeds draw different numbers: they do not mix silently.
-        self._key = (dataclasses.replace(spec, format=""), None if counter is None else counter.seed)
+        self._sources = sources_for(settings.randfunc, flips)
+        # The rounding spec (not the format's spelling: 'h' and 'half' round alike) and the
+        # source of random numbers: counters of different seeds draw different numbers and
+        # do not mix silently, nor do two randfuncs.
+        self._key = (spec, settings.randfunc, None if counter is None else counter.seed)
         self.round_scalar = _scalar_rounder(spec, self._sources)
 
     @classmethod
@@ -149,7 +151,7 @@ class Arithmetic:
     # -- identity ------------------------------------------------------------------------
 
     @property
-    def spec(self) -> ChopSpec:
+    def spec(self) -> RoundingSpec:
         """The resolved chop settings (for double data)."""
         return self._specs[np.dtype(np.float64)]
 
@@ -229,12 +231,12 @@ class Arithmetic:
 
     # -- rounding --------------------------------------------------------------------------
 
-    def spec_for(self, dtype: DTypeLike) -> ChopSpec:
+    def spec_for(self, dtype: DTypeLike) -> RoundingSpec:
         """The resolved spec for data of ``dtype`` (float64: MATLAB double; else single)."""
         dtype = np.dtype(dtype)
         spec = self._specs.get(dtype)
         if spec is None:
-            spec = self._specs[dtype] = resolve(self.given, None, "single")
+            spec = self._specs[dtype] = resolve(self.given, None, "single").spec
         return spec
 
     def round(self, x: np.ndarray) -> np.ndarray:
@@ -315,7 +317,7 @@ def _request_key(options, settings):
 # -- scalars ------------------------------------------------------------------------------------
 
 
-def _scalar_rounder(spec: ChopSpec, sources) -> Callable[[float], float]:
+def _scalar_rounder(spec: RoundingSpec, sources) -> Callable[[float], float]:
     """A function rounding one Python float exactly as chop does.
 
     Round to nearest (the common case) has a fast path for values in the
@@ -375,7 +377,7 @@ def _scalar_rounder(spec: ChopSpec, sources) -> Callable[[float], float]:
     return round_nearest
 
 
-def _stochastic_scalar_rounder(spec: ChopSpec, sources, general: Callable[[float], float], low: int,
+def _stochastic_scalar_rounder(spec: RoundingSpec, sources, general: Callable[[float], float], low: int,
                                high: int) -> Optional[Callable[[float], float]]:
     """Stochastic rounding (modes 5, 6) of one Python float with one uniform drawn as a Python
     float, or None when the sources have no such draw (a user's ``randfunc``).

@@ -32,11 +32,13 @@ from typing import Any
 
 import numpy as np
 
-from ..matlab.options import ChopSpec
+from ..spec import RoundingSpec
 from ..random.sources import RandomSources
 from ..random import counter as device_counter
 from ..kernels.cuda import chop_device_array, kernel_source
-from ..kernels.device_plan import FLIP_PRECISION_ERROR, draws_on_device, elementwise_covers, matlab_stream_on_device
+from ..kernels.device_plan import elementwise_covers
+from ..random.sources import draws_on_device, matlab_stream_on_device
+from ..spec import FLIP_PRECISION_ERROR
 from ..kernels.elementwise import Namespace, chop_elementwise, counter_numbers
 from ..kernels.elementwise_cpfloat import cpfloat_covers, cpfloat_inexact, host_numbers, round_cpfloat_elementwise
 from ..random.counter import seed_device
@@ -55,7 +57,7 @@ def _namespace(cupy) -> Namespace:
     return Namespace(cupy, lambda a, dtype: a.view(dtype))
 
 
-def chop_cupy(x: Any, spec: ChopSpec, sources: RandomSources) -> Any:
+def chop_cupy(x: Any, spec: RoundingSpec, sources: RandomSources) -> Any:
     """Round the cupy array ``x`` by ``spec``, like :func:`pychop_compat.chop`.
 
     Parameters
@@ -63,7 +65,7 @@ def chop_cupy(x: Any, spec: ChopSpec, sources: RandomSources) -> Any:
     x : cupy.ndarray
         float64 and float32 are rounded in their own precision, float16 in
         float32 and cast back, integers and bool as float64.  Any shape.
-    spec : ChopSpec
+    spec : RoundingSpec
     sources : RandomSources
         Used when ``randfunc`` is given (or by :func:`matlab_stream_on_device`);
         otherwise random numbers come from the device (see :func:`seed_device`).
@@ -95,7 +97,7 @@ def chop_cupy(x: Any, spec: ChopSpec, sources: RandomSources) -> Any:
     return out.astype(give_back) if give_back is not None else out
 
 
-def _device_stream(work: Any, spec: ChopSpec, sources: RandomSources) -> Any:
+def _device_stream(work: Any, spec: RoundingSpec, sources: RandomSources) -> Any:
     """The counter numbers of the random modes: ``Chop(rng=<int>)``'s counter (every engine),
     or the device generator where chop's numbers are drawn on the device
     (:func:`.device_plan.draws_on_device`); None otherwise (deterministic modes, host sources)."""
@@ -106,12 +108,12 @@ def _device_stream(work: Any, spec: ChopSpec, sources: RandomSources) -> Any:
         if spec.flips and spec.fmt.t < 2:
             raise ValueError(FLIP_PRECISION_ERROR)
         return counter.take(work.size)
-    if draws_on_device(spec, sources):
+    if draws_on_device(sources):
         return device_counter.take(f"cuda:{work.device.id}", work.size)
     return None
 
 
-def _chop_extended(work: Any, spec: ChopSpec, sources: RandomSources) -> Any:
+def _chop_extended(work: Any, spec: RoundingSpec, sources: RandomSources) -> Any:
     """A spec beyond chop.m's semantics on the float32/float64 array ``work``.
 
     On the device, as elementwise CuPy operations (float operations touch only normal numbers,

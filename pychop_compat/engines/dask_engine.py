@@ -30,9 +30,10 @@ from typing import Any
 
 import numpy as np
 
-from ..matlab.options import ChopSpec
+from ..spec import RoundingSpec
 from ..random.sources import RandomSources
-from ..kernels.elementwise import FLIP_PRECISION_ERROR, chop_elementwise, counter_numbers, numpy_namespace
+from ..kernels.elementwise import chop_elementwise, counter_numbers, numpy_namespace
+from ..spec import FLIP_PRECISION_ERROR
 
 __all__ = ["chop_dask"]
 
@@ -48,7 +49,7 @@ def _working_dtypes(dtype: np.dtype):
     raise TypeError(f"chop supports float64, float32 and float16 Dask arrays (and integers), not {dtype}.")
 
 
-def _round_block(block: np.ndarray, spec: ChopSpec, sources: RandomSources, work, give_back) -> np.ndarray:
+def _round_block(block: np.ndarray, spec: RoundingSpec, sources: RandomSources, work, give_back) -> np.ndarray:
     from .numpy_engine import chop_array
 
     values = np.asarray(block, dtype=work)
@@ -74,7 +75,7 @@ def _global_indices(location, shape) -> np.ndarray:
 _SLICE = 1 << 16
 
 
-def _round_block_counter(block: np.ndarray, spec: ChopSpec, keys, offset: int, work, give_back,
+def _round_block_counter(block: np.ndarray, spec: RoundingSpec, keys, offset: int, work, give_back,
                          block_info=None) -> np.ndarray:
     values = np.ascontiguousarray(block, dtype=work).reshape(-1)
     info = block_info[0]
@@ -92,7 +93,7 @@ def _round_block_counter(block: np.ndarray, spec: ChopSpec, keys, offset: int, w
     return out.reshape(block.shape)
 
 
-def chop_dask(x: Any, spec: ChopSpec, sources: RandomSources) -> Any:
+def chop_dask(x: Any, spec: RoundingSpec, sources: RandomSources) -> Any:
     """Round the Dask array ``x`` by ``spec``: a lazy Dask array (see the module notes).
 
     Raises

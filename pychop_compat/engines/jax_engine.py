@@ -52,7 +52,8 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..matlab.options import ChopSpec, resolve
+from ..matlab.options import resolve
+from ..spec import RoundingSpec
 from ..random.sources import RandomSources
 from ..kernels.device_plan import elementwise_covers
 from ..kernels.elementwise import Namespace, chop_elementwise, counter_numbers
@@ -67,7 +68,7 @@ def _jax():
     return sys.modules.get("jax") or __import__("jax")
 
 
-def supports(spec: ChopSpec) -> bool:
+def supports(spec: RoundingSpec) -> bool:
     """Whether :func:`chop_jax` rounds ``spec`` without random numbers, on the device and under
     ``jit``: rounding modes 1 to 4, no bit flips, chop.m's semantics or chop's rules on a signed
     format of the catalogue (:func:`.device_plan.elementwise_covers`: the OCP/ML formats); or
@@ -110,14 +111,14 @@ _COMPILE_AFTER, _COMPILE_SIZE = 2, 1 << 16
 _uses: dict = {}
 
 
-def _rounding(namespace: Namespace, work, spec: ChopSpec, u_round=None, u_choice=None, u_bit=None):
+def _rounding(namespace: Namespace, work, spec: RoundingSpec, u_round=None, u_choice=None, u_bit=None):
     """The elementwise rounding of ``spec``: CPFloat's rules or chop's."""
     if cpfloat_covers(spec):
         return round_cpfloat_elementwise(namespace, work, spec)
     return chop_elementwise(namespace, work, spec, u_round, u_choice, u_bit)
 
 
-def _elementwise(work, spec: ChopSpec, numbers=(None, None, None)):
+def _elementwise(work, spec: RoundingSpec, numbers=(None, None, None)):
     # Traced (inside the user's jit/vmap): the operations join the user's computation.  Eager:
     # op by op for a spec's first calls on small arrays (no compilation), then one compiled
     # function per spec, which costs one dispatch instead of ~80 (loops of small calls, big arrays).
@@ -134,20 +135,20 @@ def _elementwise(work, spec: ChopSpec, numbers=(None, None, None)):
 
 
 @functools.lru_cache(maxsize=256)
-def _compiled(spec: ChopSpec, wide: bool):
+def _compiled(spec: RoundingSpec, wide: bool):
     jax = _jax()
     namespace = Namespace(jax.numpy, jax.lax.bitcast_convert_type, wide=wide)
     return jax.jit(lambda work, u_round, u_choice, u_bit: _rounding(namespace, work, spec, u_round, u_choice,
                                                                       u_bit))
 
 
-def _fits_32_bits(spec: ChopSpec) -> bool:
+def _fits_32_bits(spec: RoundingSpec) -> bool:
     """Without x64 the integers of :func:`chop_elementwise` are int32: enough for t <= 24.
     CPFloat's rules work on the storage's own bit patterns (float32: int32)."""
     return x64_enabled() or spec.fmt.t <= 24 or cpfloat_covers(spec)
 
 
-def _key_numbers(key, shape, spec: ChopSpec):
+def _key_numbers(key, shape, spec: RoundingSpec):
     jax = _jax()
     dtype = jax.numpy.float64 if x64_enabled() else jax.numpy.float32
     return tuple(jax.random.uniform(jax.random.fold_in(key, s), shape, dtype) if wanted else None
@@ -163,7 +164,7 @@ def _counter_numbers(keys, offset, shape):
     return tuple(counter_numbers(jnp, keys, offset, index, jnp.uint64))
 
 
-def _on_host(x, work, spec: ChopSpec, sources: RandomSources):
+def _on_host(x, work, spec: RoundingSpec, sources: RandomSources):
     """The NumPy engine on a copy of ``work``, put back where ``x`` lives."""
     if _is_traced(work):
         raise TypeError(
@@ -179,12 +180,12 @@ def _on_host(x, work, spec: ChopSpec, sources: RandomSources):
     return _jax().device_put(out, sharding)
 
 
-def _extended(spec: ChopSpec) -> bool:
+def _extended(spec: RoundingSpec) -> bool:
     """Whether ``spec`` needs the NumPy engine (beyond what the elementwise rounding covers)."""
     return not (elementwise_covers(spec) or cpfloat_covers(spec))
 
 
-def chop_jax_array(x: Any, spec: ChopSpec, sources: RandomSources) -> Any:
+def chop_jax_array(x: Any, spec: RoundingSpec, sources: RandomSources) -> Any:
     """Round the JAX array ``x`` by ``spec`` (the engine behind :func:`pychop_compat.chop`).
 
     Deterministic modes run on the device (and trace under ``jit``); the random
@@ -215,9 +216,9 @@ def chop_jax(x: Any, options: Any = None, *, key: Any = None, seed: Optional[int
     ----------
     x : jax.Array
         Real values (float64, float32, float16, bfloat16; integers with x64).
-    options : dict, Options, object with attributes, Chop or ChopSpec, optional
+    options : dict, Options, object with attributes, Chop or RoundingSpec, optional
         chop's options (MATLAB names); the defaults when omitted; or a
-        resolved :class:`~pychop_compat.matlab.options.ChopSpec`, used as it is.  The
+        resolved :class:`~pychop_compat.matlab.options.RoundingSpec`, used as it is.  The
         persistent options of :func:`pychop_compat.chop` are neither read nor set.
     key : jax.random key, optional
         The numbers of stochastic rounding and bit flips: element ``i``
@@ -255,16 +256,17 @@ def chop_jax(x: Any, options: Any = None, *, key: Any = None, seed: Optional[int
     if key is not None and seed is not None:
         raise ValueError("chop_jax: give key or seed, not both.")
     work, give_back = _working(x)
-    if isinstance(options, ChopSpec):
+    if isinstance(options, RoundingSpec):
         spec = options
     else:
         x_class = "single" if str(x.dtype) in _SINGLE_NAMES else "double"
         options = getattr(options, "options", options)  # a Chop object: its resolved options
-        spec = resolve(options if options is not None else {}, None, x_class)
-    from ..random.matlab_stream import default_randfunc
+        settings = resolve(options if options is not None else {}, None, x_class)
+        from ..random.matlab_stream import default_randfunc
 
-    if spec.randfunc is not default_randfunc:
-        raise ValueError("chop_jax does not call options.randfunc (host code); pass key= or seed=.")
+        if settings.randfunc is not default_randfunc:
+            raise ValueError("chop_jax does not call options.randfunc (host code); pass key= or seed=.")
+        spec = settings.spec
     if _extended(spec):
         raise ValueError("chop_jax: this format or option is only supported by the NumPy engine "
                          "(pychop_compat.chop outside jit).")

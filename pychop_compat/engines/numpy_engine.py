@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..random.matlab_stream import stream_uniform
-from ..matlab.options import ChopSpec
+from ..spec import RoundingSpec
 from ..random.sources import RandomSources
 from ..rules.chop import chop_vector, roundit_vector
 from ..kernels import compiled, numpy_fast
@@ -29,7 +29,7 @@ def _from_matlab_order(v: np.ndarray, shape) -> np.ndarray:
     return v.reshape(shape, order="F")
 
 
-def chop_array_reference(x: np.ndarray, spec: ChopSpec, sources: RandomSources) -> np.ndarray:
+def chop_array_reference(x: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> np.ndarray:
     """:func:`chop_array` by the reference algorithm (slow; the specification)."""
     if getattr(spec, "extended", False):
         from . import numpy_extended
@@ -38,14 +38,14 @@ def chop_array_reference(x: np.ndarray, spec: ChopSpec, sources: RandomSources) 
     return _from_matlab_order(chop_vector(_in_matlab_order(x), spec, sources), x.shape)
 
 
-def chop_array(x: np.ndarray, spec: ChopSpec, sources: RandomSources, reference: bool = False) -> np.ndarray:
+def chop_array(x: np.ndarray, spec: RoundingSpec, sources: RandomSources, reference: bool = False) -> np.ndarray:
     """Round ``x`` (float32 or float64, any shape) by ``spec``; a new array of the same shape.
 
     Parameters
     ----------
     x : numpy.ndarray
         float32 or float64 values; never modified.
-    spec : ChopSpec
+    spec : RoundingSpec
         The resolved options.  Specs beyond chop.m (``spec.extended``: OCP/ML
         formats, CPFloat's modes and range rules, saturation, ...) go to
         ``numpy_extended``; other engines hand such specs here.
@@ -66,7 +66,7 @@ def chop_array(x: np.ndarray, spec: ChopSpec, sources: RandomSources, reference:
     return numpy_fast.chop_array(x, spec, sources)
 
 
-def _streamed_is_faster(spec: ChopSpec, sources: RandomSources) -> bool:
+def _streamed_is_faster(spec: RoundingSpec, sources: RandomSources) -> bool:
     """Under ``'auto'``: stochastic rounding from a NumPy Generator without flips stays on the
     NumPy engine, which draws block by block into the cache while it rounds; the compiled
     engine draws every number in bulk first, a round trip through memory that measured slower

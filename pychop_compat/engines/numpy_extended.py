@@ -1,4 +1,4 @@
-"""The NumPy engine for specs beyond chop.m (``ChopSpec.extended``).
+"""The NumPy engine for specs beyond chop.m (``RoundingSpec.extended``).
 
 * chop's range rules (a chop facade on an OCP/ML format, limited random
   bits): chop.m's algorithm by the fast bit-pattern engine
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..matlab.options import ChopSpec
+from ..spec import RoundingSpec
 from ..random.sources import RandomSources
 from ..rules.chop import chop_vector
 from ..rules.cpfloat import (ROUND_MODES, apply_encoding, effective_format, flip_bits,
@@ -28,7 +28,7 @@ from ..kernels import compiled, numpy_cpfloat, numpy_fast
 __all__ = ["chop_array"]
 
 
-def chop_array(x: np.ndarray, spec: ChopSpec, sources: RandomSources, reference: bool = False) -> np.ndarray:
+def chop_array(x: np.ndarray, spec: RoundingSpec, sources: RandomSources, reference: bool = False) -> np.ndarray:
     """Round ``x`` (float32 or float64, any shape; never modified) by the extended ``spec``.
 
     ``reference=True`` uses the readable reference algorithms throughout (same bits).
@@ -42,7 +42,7 @@ def chop_array(x: np.ndarray, spec: ChopSpec, sources: RandomSources, reference:
     raise ValueError(f"Unknown range_rules {spec.range_rules!r}; allowed: 'chop', 'cpfloat'.")
 
 
-def _chop_rules(x, spec: ChopSpec, sources, reference: bool) -> np.ndarray:
+def _chop_rules(x, spec: RoundingSpec, sources, reference: bool) -> np.ndarray:
     if not 1 <= spec.round <= 6:
         raise ValueError(f"Rounding mode {spec.round} needs range_rules='cpfloat' (chop's rules know modes 1-6).")
     if spec.flip_scope != "fraction":
@@ -68,7 +68,7 @@ def _chop_rules(x, spec: ChopSpec, sources, reference: bool) -> np.ndarray:
     return out
 
 
-def _cpfloat_rules(x, spec: ChopSpec, sources, reference: bool) -> np.ndarray:
+def _cpfloat_rules(x, spec: RoundingSpec, sources, reference: bool) -> np.ndarray:
     mode = spec.round
     random = mode in (5, 6) or spec.flips
     if not reference and not random and x.dtype in (np.float32, np.float64):

@@ -69,13 +69,14 @@ from typing import Any, Iterator, Optional
 
 import numpy as np
 
-from ..matlab.options import ChopSpec
+from ..spec import RoundingSpec
 from ..random.sources import RandomSources
 from ..random import counter as device_counter
-from ..kernels.device_plan import (CARRIERS as _CARRIERS, FLIP_PRECISION_ERROR as _FLIP_PRECISION_ERROR,
-                          Carrier as _Carrier, at_least as _at_least, at_most as _at_most,
-                          clamp_exponent as _clamp_exponent, draws_on_device, host_draw_plan,
-                          Limits, matlab_stream_on_device, range_limits as _limits, regular_range)
+from ..kernels.device_plan import (CARRIERS as _CARRIERS, Carrier as _Carrier, at_least as _at_least,
+                                   at_most as _at_most, clamp_exponent as _clamp_exponent, Limits,
+                                   range_limits as _limits, regular_range)
+from ..random.sources import draws_on_device, host_draw_plan, matlab_stream_on_device
+from ..spec import FLIP_PRECISION_ERROR as _FLIP_PRECISION_ERROR
 from ..random.counter import seed_device
 from ..kernels import torch_elementwise
 from ..kernels.elementwise import Namespace
@@ -133,7 +134,7 @@ def _exponents(v, carrier: _Carrier):
     return torch.where(special, torch.full_like(e, -1), e)
 
 
-def _apply_limits(c, v, spec: ChopSpec, lim: Limits):
+def _apply_limits(c, v, spec: RoundingSpec, lim: Limits):
     """chop.m's overflow and underflow rules on the rounded values ``c`` of the inputs ``v``."""
     return apply_underflow(apply_overflow(c, v, spec.round, lim), spec.round, lim, spec.keeps_subnormals)
 
@@ -184,7 +185,7 @@ class _CounterDraws:
         return _counter_uniform(self.stream.keys[stream_number - 1], self.stream.offset, n, device, self.indices)
 
 
-def _per_element_draws(y_need, sub, spec: ChopSpec, sources, device_draws, n: int, device):
+def _per_element_draws(y_need, sub, spec: RoundingSpec, sources, device_draws, n: int, device):
     """``(draws, flip_bits, has_normal, has_sub)`` for each element of the vector.
 
     ``draws`` (float64, 0 where unused) feeds stochastic rounding; ``flip_bits``
@@ -235,7 +236,7 @@ def _per_element_draws(y_need, sub, spec: ChopSpec, sources, device_draws, n: in
     return draws, flip_bits, counts[0] > 0, counts[1] > 0
 
 
-def _chop_vector(v, spec: ChopSpec, sources: Optional[RandomSources], device_draws=None):
+def _chop_vector(v, spec: RoundingSpec, sources: Optional[RandomSources], device_draws=None):
     """chop.m on the 1-D float32/float64 tensor ``v``: a new tensor.
 
     ``v`` must be in MATLAB's column-major order when ``sources`` feeds the draws;
@@ -325,7 +326,7 @@ class _FastPlan:
     exponent_floor: int = 0  # exponent field of 2^emin: chop.m's subnormal block is regular
 
 
-def _fast_plan(spec: ChopSpec, carrier: _Carrier) -> _FastPlan:
+def _fast_plan(spec: RoundingSpec, carrier: _Carrier) -> _FastPlan:
     fmt, dt = spec.fmt, carrier.np_float
     shift = max(carrier.mant - fmt.t + 1, 0)
     low = carrier.min_normal_bits
@@ -409,7 +410,7 @@ def _round_bits(bits, plan: _FastPlan, carrier: _Carrier, scratch, target):
     return target.bitwise_and_(~mask)
 
 
-def _chop_tiny(values, rounded, spec: ChopSpec, plan: _FastPlan, carrier: _Carrier, dense=False):
+def _chop_tiny(values, rounded, spec: RoundingSpec, plan: _FastPlan, carrier: _Carrier, dense=False):
     """chop.m on carrier-normal ``values`` below xmin (explim on), given their t-bit roundings ``rounded``.
 
     chop.m rounds an element with exponent in [emins, emin) on the fixed grid
@@ -459,7 +460,7 @@ def _bit_rounded(values, rounded, plan: _FastPlan, carrier: _Carrier):
     return _round_bits(bits, plan, carrier, torch.empty_like(bits), target).view(values.dtype)
 
 
-def _scan(flat, out, spec: ChopSpec, plan: _FastPlan, carrier: _Carrier, start: int, stop: int, chunk: int):
+def _scan(flat, out, spec: RoundingSpec, plan: _FastPlan, carrier: _Carrier, start: int, stop: int, chunk: int):
     """The fast path on ``flat[start:stop]``, chunk by chunk, into ``out``."""
     import torch
 
@@ -533,7 +534,7 @@ def _cpu_pool(n: int, chunk: int):
     return _pool[1], workers
 
 
-def _chop_fast(x, spec: ChopSpec):
+def _chop_fast(x, spec: RoundingSpec):
     """Modes 1 to 4 without flips on any tensor: a new contiguous tensor of the same shape."""
     import torch
 
@@ -557,7 +558,7 @@ def _chop_fast(x, spec: ChopSpec):
     return out.view(x.shape)
 
 
-def _chop_fast_stochastic(x, spec: ChopSpec, stream):
+def _chop_fast_stochastic(x, spec: RoundingSpec, stream):
     """Modes 5 and 6 without flips, numbers made on the device: a new contiguous tensor.
 
     An element's result depends only on its value and its number, so the
@@ -669,7 +670,7 @@ def _triton_for(x):
     return _triton or None
 
 
-def _chop_with_triton(kernel_module, x, spec: ChopSpec, stream, strict: bool = False):
+def _chop_with_triton(kernel_module, x, spec: RoundingSpec, stream, strict: bool = False):
     """Regular elements in the Triton kernel (one pass), the others by the general path.
 
     Returns None when Triton cannot compile or launch here (then, unless
@@ -728,7 +729,7 @@ def _working_tensor(x):
     raise TypeError(f"chop supports float64, float32, float16 and bfloat16 tensors (and integers), not {x.dtype}.")
 
 
-def chop_tensor(x: Any, spec: ChopSpec, sources: RandomSources) -> Any:
+def chop_tensor(x: Any, spec: RoundingSpec, sources: RandomSources) -> Any:
     """Round the tensor ``x`` by ``spec``, like :func:`pychop_compat.chop`.
 
     Parameters
@@ -737,7 +738,7 @@ def chop_tensor(x: Any, spec: ChopSpec, sources: RandomSources) -> Any:
         float64 and float32 are rounded in their own precision; float16 and
         bfloat16 in float32 and cast back; integers and bool as float64.  Any
         shape (0-d, empty, non-contiguous), any device.
-    spec : ChopSpec
+    spec : RoundingSpec
     sources : RandomSources
         Where stochastic rounding and bit flips draw from (see the module notes
         for GPU tensors).
@@ -781,7 +782,7 @@ def _straight_through():
     return _STRAIGHT_THROUGH
 
 
-def _chop_detached(x, spec: ChopSpec, sources: RandomSources):
+def _chop_detached(x, spec: RoundingSpec, sources: RandomSources):
     import torch
 
     with torch.no_grad():
@@ -790,7 +791,7 @@ def _chop_detached(x, spec: ChopSpec, sources: RandomSources):
         return out.to(give_back) if give_back is not None else out
 
 
-def _chop_work(x, spec: ChopSpec, sources: RandomSources):
+def _chop_work(x, spec: RoundingSpec, sources: RandomSources):
     if x.numel() == 0:
         return x.clone()
     if getattr(spec, "extended", False):
@@ -838,7 +839,7 @@ def _chop_work(x, spec: ChopSpec, sources: RandomSources):
     return _from_column_major(_chop_vector(_column_major(x), spec, sources), x.shape)
 
 
-def _device_stream(x, spec: ChopSpec, sources: RandomSources):
+def _device_stream(x, spec: RoundingSpec, sources: RandomSources):
     """The counter numbers for the random modes of a tensor off the CPU: ``Chop(rng=<int>)``'s
     counter (every engine), or the device's generator where chop's numbers are drawn on the
     device (:func:`.device_plan.draws_on_device`); None otherwise (host sources, CPU tensors,
@@ -850,17 +851,17 @@ def _device_stream(x, spec: ChopSpec, sources: RandomSources):
         if spec.flips and spec.fmt.t < 2:
             raise ValueError(_FLIP_PRECISION_ERROR)
         return counter.take(x.numel())
-    if draws_on_device(spec, sources):
+    if draws_on_device(sources):
         return device_counter.take(_device_key(x.device), x.numel())
     return None
 
 
 @functools.lru_cache(maxsize=64)
-def _elementwise_plan(spec: ChopSpec, carrier: str):
+def _elementwise_plan(spec: RoundingSpec, carrier: str):
     return torch_elementwise.ElementwisePlan.from_spec(spec, carrier)
 
 
-def _compiled_engine_takes(array: np.ndarray, spec: ChopSpec) -> bool:
+def _compiled_engine_takes(array: np.ndarray, spec: RoundingSpec) -> bool:
     """Whether a CPU tensor's memory ``array`` (float32/float64) goes to the compiled CPU engine
     (:mod:`.compiled`: Numba installed and allowed by ``set_cpu_engine``); then its modes
     1 to 4 take it too instead of the torch operations of :func:`_chop_fast`."""
@@ -877,7 +878,7 @@ def _torch_namespace() -> Namespace:
     return Namespace(torch, lambda a, dtype: a.view(dtype))
 
 
-def _chop_extended(x, spec: ChopSpec, sources: RandomSources):
+def _chop_extended(x, spec: RoundingSpec, sources: RandomSources):
     """Specs beyond chop.m (``spec.extended``): the NumPy engine, on the tensor's memory for CPU
     tensors.  On a GPU, chop.m's rules on an OCP/ML format are elementwise torch operations on
     the device (:mod:`.torch_elementwise`, the format's encoding included), stochastic rounding
@@ -898,7 +899,7 @@ def _chop_extended(x, spec: ChopSpec, sources: RandomSources):
     return torch.from_numpy(out).to(x.device)
 
 
-def _extended_on_device(x, spec: ChopSpec, sources: RandomSources):
+def _extended_on_device(x, spec: RoundingSpec, sources: RandomSources):
     """:func:`_chop_extended`'s device paths; None for the specs they do not cover."""
     import torch
 
@@ -930,7 +931,7 @@ def _extended_on_device(x, spec: ChopSpec, sources: RandomSources):
     return None
 
 
-def _chop_with_cupy(cupy, x, spec: ChopSpec, sources, stream):
+def _chop_with_cupy(cupy, x, spec: RoundingSpec, sources, stream):
     """CUDA tensors with CuPy installed: CuPy's fused kernel on the same memory (DLPack)."""
     import torch
 

@@ -63,7 +63,7 @@ from typing import Any, Iterator, Optional
 import numpy as np
 
 from ..random.matlab_stream import stream_uniform
-from ..matlab.options import ChopSpec
+from ..spec import RoundingSpec
 from ..random.sources import RandomSources
 from .numpy_fast import in_memory_order
 
@@ -252,7 +252,7 @@ def _small_rule(fmt, mode: int, keep_subnormals: bool, char: str) -> Optional[tu
     return threshold, min_rep_bits
 
 
-def rounding_constants(spec: ChopSpec, dtype: Any) -> tuple:
+def rounding_constants(spec: RoundingSpec, dtype: Any) -> tuple:
     """The constant arrays ``(ip, up, fp, rp)`` of ``numba_kernels`` for ``spec`` and ``dtype``
     (for compiled code that rounds with ``numba_kernels.chop_double``, ``fast_bits``)."""
     return _spec_constants(spec, np.dtype(dtype).char)
@@ -263,12 +263,12 @@ def kernels() -> ModuleType:
     return _load()
 
 
-def _spec_constants(spec: ChopSpec, char: str):
+def _spec_constants(spec: RoundingSpec, char: str):
     return _constants(spec.fmt, spec.round, spec.keeps_subnormals, spec.limits_exponent, char,
                       float(spec.p) if spec.flips else -1.0, _encoding(spec))
 
 
-def _encoding(spec: ChopSpec) -> tuple:
+def _encoding(spec: RoundingSpec) -> tuple:
     """The switches of ``numba_kernels._encode`` (TIE_TO_XMAX, SATURATE, INF_TO_NAN,
     NO_NEGATIVE_ZERO, FLIP_NAN): the format's encoding after chop.m's range rules, as
     ``numpy_extended`` applies it (``rounding.extended.apply_encoding``); all off for chop.m's
@@ -284,14 +284,14 @@ _UINT = {"d": np.uint64, "f": np.uint32}
 _CARRIER_EMAX = {"d": 1023, "f": 127}
 
 
-def handles(x: np.ndarray, spec: ChopSpec) -> bool:
+def handles(x: np.ndarray, spec: RoundingSpec) -> bool:
     """Whether this engine rounds ``x`` by ``spec`` (else the NumPy engine does)."""
     return (x.dtype.char in _UINT and x.dtype.isnative and x.size > 1
             and not (spec.flips and spec.fmt.t < 2)
             and (not getattr(spec, "extended", False) or _handles_extended(spec, x.dtype.char)))
 
 
-def _handles_extended(spec: ChopSpec, char: str) -> bool:
+def _handles_extended(spec: RoundingSpec, char: str) -> bool:
     """Whether a spec beyond chop.m (``spec.extended``) is one this engine rounds exactly as
     ``numpy_extended`` does: chop.m's algorithm with the format's own t, emin and emax (the
     kernels' constants), then the format's encoding (``numba_kernels._encode``, on the elements
@@ -309,7 +309,7 @@ def _handles_extended(spec: ChopSpec, char: str) -> bool:
 # --- entry point ----------------------------------------------------------------------------------
 
 
-def chop_array(x: np.ndarray, spec: ChopSpec, sources: RandomSources) -> np.ndarray:
+def chop_array(x: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> np.ndarray:
     """Round ``x`` (float32 or float64, native byte order, more than one element) by ``spec``.
 
     Bit for bit the result of :func:`pychop_compat.kernels.numpy_fast.chop_array`
@@ -432,15 +432,15 @@ def warm_up() -> float:
     """Compile (or load from Numba's cache) every kernel; returns the seconds it took."""
     import time
 
-    from ..matlab.options import resolve
+    from ..formats import lookup_format
     from ..random.sources import counter_sources, sources_for
 
     start = time.perf_counter()
     for dtype in (np.float64, np.float32):
         for size in (8, SERIAL_BELOW + 8):
             x = np.linspace(-3, 3, size).astype(dtype)
-            for options in ({"round": 1}, {"round": 5}, {"round": 1, "flip": 1}):
-                spec = resolve(options, None, "single" if dtype is np.float32 else "double")
+            for mode, flip in ((1, 0), (5, 0), (1, 1)):
+                spec = RoundingSpec(lookup_format("h"), round=mode, flip=flip)
                 chop_array(x, spec, sources_for(lambda m: np.full(m, 0.5), counter_sources(0)))
                 chop_array(x, spec, counter_sources(0))
                 if spec.round >= 5 and not spec.flips:  # MATLAB's stream, on a state of its own

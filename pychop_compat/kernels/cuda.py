@@ -55,9 +55,11 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..matlab.options import ChopSpec
+from ..spec import RoundingSpec
 from ..random.sources import RandomSources
-from .device_plan import FLIP_PRECISION_ERROR, carrier_for, clamp_exponent, host_draw_plan, regular_range
+from .device_plan import carrier_for, clamp_exponent, regular_range
+from ..random.sources import host_draw_plan
+from ..spec import FLIP_PRECISION_ERROR
 from ..random.counter import CounterStream
 
 __all__ = ["COMPILE_OPTIONS", "THREADS", "Variant", "variant_for", "kernel_source", "compile_options",
@@ -111,7 +113,7 @@ class Variant:
             raise ValueError(f"random must be one of {sorted(_SOURCES)}, not {self.random!r}.")
 
 
-def variant_for(spec: ChopSpec, dtype_name: str, random: str) -> Variant:
+def variant_for(spec: RoundingSpec, dtype_name: str, random: str) -> Variant:
     """The :class:`Variant` for ``spec`` on a ``dtype_name`` array with numbers from ``random``."""
     return Variant(dtype_name, int(spec.round), bool(spec.limits_exponent), bool(spec.keeps_subnormals),
                    bool(spec.flips), random if spec.draws else "none")
@@ -529,7 +531,7 @@ def _blocks(n: int) -> int:
     return max(1, min((n + THREADS - 1) // THREADS, 1 << 20))
 
 
-def _classify(vector, spec: ChopSpec, variant: Variant, device_id: int):
+def _classify(vector, spec: RoundingSpec, variant: Variant, device_id: int):
     """Per element of the contiguous 1-D ``vector``: 1 in the subnormal block | 2 needs a draw."""
     cupy = _cupy()
     fmt = spec.fmt
@@ -541,7 +543,7 @@ def _classify(vector, spec: ChopSpec, variant: Variant, device_id: int):
     return flags
 
 
-def _format_arguments(spec: ChopSpec, dtype_name: str) -> tuple:
+def _format_arguments(spec: RoundingSpec, dtype_name: str) -> tuple:
     """The kernel's arguments that depend on the spec only: ``(t, emin, emins, shift, low, high)``
     and ``(xmax, xboundary, min_rep, min_rep/2, p)``, typed as the kernel reads them."""
     return _format_arguments_of(spec.fmt, int(spec.round), bool(spec.limits_exponent),
@@ -573,7 +575,7 @@ def _placeholder(cupy, device_id: int, dtype):
     return array
 
 
-def _launch(vector, spec: ChopSpec, variant: Variant, device_id: int, draws=None, flip_bits=None,
+def _launch(vector, spec: RoundingSpec, variant: Variant, device_id: int, draws=None, flip_bits=None,
             draws_normal=True, draws_sub=True, stream: Optional[CounterStream] = None):
     """Run the kernel on the contiguous 1-D float32/float64 ``vector``: a new vector."""
     cupy = _cupy()
@@ -593,7 +595,7 @@ def _launch(vector, spec: ChopSpec, variant: Variant, device_id: int, draws=None
     return out
 
 
-def _host_draws(vector, spec: ChopSpec, variant: Variant, device_id: int, sources: RandomSources):
+def _host_draws(vector, spec: RoundingSpec, variant: Variant, device_id: int, sources: RandomSources):
     """Per-element ``(draws, flip_bits, draws_normal, draws_sub)`` from the host, in chop.m's order.
 
     ``vector`` is in column-major order; the classification kernel tells each
@@ -624,14 +626,14 @@ def _host_draws(vector, spec: ChopSpec, variant: Variant, device_id: int, source
     return draws, flip_bits, counts[0] > 0, counts[1] > 0
 
 
-def chop_device_array(x: Any, spec: ChopSpec, sources: RandomSources, stream: Optional[CounterStream] = None) -> Any:
+def chop_device_array(x: Any, spec: RoundingSpec, sources: RandomSources, stream: Optional[CounterStream] = None) -> Any:
     """chop on a non-empty float32/float64 cupy array: a new C-contiguous array of its shape.
 
     Parameters
     ----------
     x : cupy.ndarray
         Any shape, 0-d included.
-    spec : ChopSpec
+    spec : RoundingSpec
     sources : RandomSources
         Host sources, used when ``stream`` is None.
     stream : CounterStream, optional

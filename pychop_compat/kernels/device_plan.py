@@ -1,12 +1,9 @@
-"""What every device engine derives from a spec: random-number policy, carriers, limits, plans.
+"""What every device kernel derives from a spec: carriers, limits, encodings.
 
 The CuPy engine, the torch engine (CUDA and the device paths on CPU tensors)
 and the CUDA kernel of :mod:`pychop_compat.kernels.cuda` all read these; none
 of them reaches into another's private names.
 
-* the policy for random numbers on devices (:func:`matlab_stream_on_device`,
-  :func:`draws_on_device`) and the host draws in chop.m's order
-  (:func:`host_draw_plan`);
 * the carriers (float32, float64): bit layout (:class:`Carrier`);
 * chop.m's thresholds as exact comparisons in a carrier (:class:`Limits`,
   :func:`~pychop_compat.kernels.device_plan.range_limits`), and the range of *regular* elements that rounding on
@@ -15,103 +12,15 @@ of them reaches into another's private names.
 
 from __future__ import annotations
 
-import contextlib
-from typing import Any, Iterator, Optional, Sequence
 from dataclasses import dataclass
+from typing import Any, Optional
 
 import numpy as np
 
-from ..rules import chop
-from ..matlab.options import ChopSpec
-from ..random.sources import MATLAB_STREAM, RandomSources
+from ..spec import RoundingSpec
 
-__all__ = ["FLIP_PRECISION_ERROR", "matlab_stream_on_device", "draws_on_device", "host_draw_plan",
-           "Carrier", "CARRIERS", "carrier_for", "clamp_exponent", "at_least", "at_most", "as_dtype",
+__all__ = ["Carrier", "CARRIERS", "carrier_for", "clamp_exponent", "at_least", "at_most", "as_dtype",
            "Encoding", "encoding_for", "elementwise_covers", "Limits", "range_limits", "RegularRange", "regular_range"]
-
-#: The error raised for bit flips in a format with fewer than two significand bits.
-FLIP_PRECISION_ERROR = chop.FLIP_PRECISION_ERROR
-
-
-# --- the policy for random numbers on devices (shared with cupy_engine) ---------------------
-
-_matlab_stream_on_device = False
-
-
-@contextlib.contextmanager
-def matlab_stream_on_device(enabled: bool = True) -> Iterator[None]:
-    """Draw from MATLAB's stream on the host even for GPU inputs (torch and CuPy), within ``with``.
-
-    Results are then bit-identical to the NumPy engine and to MATLAB, and the
-    stream advances exactly as chop.m's would, at the cost of host-device
-    transfers.
-
-    Examples
-    --------
-    >>> with matlab_stream_on_device():  # doctest: +SKIP
-    ...     c = chop(x_cuda, {'round': 5})
-    """
-    global _matlab_stream_on_device
-    previous = _matlab_stream_on_device
-    _matlab_stream_on_device = bool(enabled)
-    try:
-        yield
-    finally:
-        _matlab_stream_on_device = previous
-
-
-def draws_on_device(spec: ChopSpec, sources: RandomSources) -> bool:
-    """True when a GPU input should draw its random numbers on the device."""
-    return (not _matlab_stream_on_device) and spec.uses_matlab_stream and sources == MATLAB_STREAM
-
-
-def host_draw_plan(spec: ChopSpec, sources: RandomSources, block_sizes: Sequence[int],
-                   draw_counts: Sequence[int]) -> list:
-    """The random numbers chop.m draws, in its order, as NumPy arrays.
-
-    Parameters
-    ----------
-    spec : ChopSpec
-    sources : RandomSources
-    block_sizes : (int, int)
-        Elements in the normal block and in the subnormal block.
-    draw_counts : (int, int)
-        Elements of each block whose scaled value needs a stochastic draw.
-
-    Returns
-    -------
-    list of (draws, flip_bits)
-        Per block: the float64 draws (or ``None``) and, with flips, an int64
-        array over the block's elements holding ``2**(bit-1)`` for a chosen
-        element and 0 elsewhere (or ``None``).  The subnormal block is only
-        visited when it is not empty, as in chop.m.
-
-    Raises
-    ------
-    ValueError
-        For flips with ``t < 2``, after the normal block's stochastic draws (as chop.m).
-    """
-    plan = []
-    for block, (size, count) in enumerate(zip(block_sizes, draw_counts)):
-        if block == 1 and size == 0:
-            plan.append((None, None))
-            continue
-        draws = None
-        if spec.stochastic and count:
-            draws = np.asarray(sources.stochastic(count), dtype=np.float64).ravel()
-        flip_bits = None
-        if spec.flips:
-            if spec.fmt.t < 2:
-                raise ValueError(FLIP_PRECISION_ERROR)
-            chosen = np.asarray(sources.flip_uniform(size), dtype=np.float64).ravel() <= spec.p
-            flip_bits = np.zeros(size, dtype=np.int64)
-            n_chosen = int(np.count_nonzero(chosen))
-            if n_chosen:
-                bits = np.asarray(sources.flip_randi(spec.fmt.t - 1, n_chosen)).astype(np.int64).ravel()
-                flip_bits[chosen] = np.left_shift(np.int64(1), bits - 1)
-        plan.append((draws, flip_bits))
-    return plan
-
 
 # --- thresholds: chop.m compares with doubles; make the comparisons exact in float32 --------
 
@@ -190,7 +99,7 @@ class Limits:
     min_rep_value: float  # min_rep stored in the dtype
 
 
-def range_limits(spec: ChopSpec, carrier: Carrier) -> Limits:
+def range_limits(spec: RoundingSpec, carrier: Carrier) -> Limits:
     """chop.m's range thresholds for ``spec`` as exact comparisons and stored values in ``carrier``."""
     fmt, dt = spec.fmt, carrier.np_float
     min_rep = np.float64(fmt.xmins if spec.keeps_subnormals else fmt.xmin)
@@ -221,7 +130,7 @@ class Encoding:
     no_negative_zero: bool
 
 
-def elementwise_covers(spec: ChopSpec) -> bool:
+def elementwise_covers(spec: RoundingSpec) -> bool:
     """Whether chop's elementwise rounding (:mod:`.elementwise`, :mod:`.torch_elementwise`)
     computes ``spec``: chop.m's semantics, or chop's rules on a signed format of the catalogue
     (the OCP/ML formats, custom ``emin``, saturation and infinity switches) without bit flips.
@@ -232,7 +141,7 @@ def elementwise_covers(spec: ChopSpec) -> bool:
             and spec.flip_scope == "fraction" and spec.fmt.encoding != "e8m0")
 
 
-def encoding_for(spec: ChopSpec, carrier: Carrier) -> Optional[Encoding]:
+def encoding_for(spec: RoundingSpec, carrier: Carrier) -> Optional[Encoding]:
     """The :class:`Encoding` of ``spec``'s format in ``carrier``; None when it changes nothing
     (IEEE formats without saturation, or the exponent range off: chop.m's plain results),
     as :func:`pychop_compat.rules.cpfloat.apply_encoding` does on the host."""
@@ -271,7 +180,7 @@ class RegularRange:
     high: int   # largest regular magnitude, as bits
 
 
-def regular_range(spec: ChopSpec, carrier: Carrier) -> RegularRange:
+def regular_range(spec: RoundingSpec, carrier: Carrier) -> RegularRange:
     """The :class:`RegularRange` of ``spec`` on ``carrier``.
 
     With ``explim = 0`` every finite normal carrier number is regular.  With

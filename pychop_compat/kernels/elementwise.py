@@ -21,16 +21,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..matlab.options import ChopSpec
-from ..rules import chop
+from ..spec import FLIP_PRECISION_ERROR, RoundingSpec
 from .device_plan import (CARRIERS, Carrier, Encoding, clamp_exponent, encoding_for,  # thresholds, shared
                           range_limits)  # with the device engines
 
-__all__ = ["Namespace", "chop_elementwise", "encode_bits", "counter_numbers", "numpy_namespace",
-           "FLIP_PRECISION_ERROR"]
+__all__ = ["Namespace", "chop_elementwise", "encode_bits", "counter_numbers", "numpy_namespace"]
 
 #: The error for bit flips with a precision below 2 (the same words on every engine).
-FLIP_PRECISION_ERROR = chop.FLIP_PRECISION_ERROR
 
 
 @dataclass(frozen=True)
@@ -51,7 +48,7 @@ def _carrier(v):
     return CARRIERS[str(v.dtype)]
 
 
-def chop_elementwise(ns: Namespace, v: Any, spec: ChopSpec, u_round: Any = None, u_choice: Any = None,
+def chop_elementwise(ns: Namespace, v: Any, spec: RoundingSpec, u_round: Any = None, u_choice: Any = None,
                      u_bit: Any = None) -> Any:
     """chop.m on every element of ``v`` (float32 or float64, any shape): a new array.
 
@@ -61,7 +58,7 @@ def chop_elementwise(ns: Namespace, v: Any, spec: ChopSpec, u_round: Any = None,
         The array library.
     v : array
         The values (never modified).
-    spec : ChopSpec
+    spec : RoundingSpec
         The resolved options: chop.m's semantics, or chop's rules on a signed
         format of the catalogue (:func:`.device_plan.elementwise_covers`), whose
         encoding is applied last (:func:`encode_bits`).
@@ -214,7 +211,7 @@ def _shift_round_even(xp, n, shift):
     return floor + up.astype(floor.dtype)
 
 
-def _apply_limits(ns: Namespace, out, v, spec: ChopSpec, carrier, lim):
+def _apply_limits(ns: Namespace, out, v, spec: RoundingSpec, carrier, lim):
     """chop.m's overflow rules (decided on the input ``v``), then its underflow rules, on the
     result's bit patterns ``out`` (magnitudes compare as their patterns, subnormals included)."""
     xp = ns.xp

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..formats import Format
-from ..matlab.options import ChopSpec
+from ..spec import RoundingSpec
 from ..random.sources import RandomSources
 from ..rules.cpfloat import ROUND_MODES, effective_format, limited_bit_sources
 from .device_plan import CARRIERS
@@ -116,7 +116,7 @@ def cpfloat_constants(fmt: Format, mode: int, subnormal: bool, explim: bool, sat
         zero_plus=zero_plus, e8m0=e8m0, xmin=xmin)
 
 
-def cpfloat_covers(spec: ChopSpec, stochastic: bool = False) -> bool:
+def cpfloat_covers(spec: RoundingSpec, stochastic: bool = False) -> bool:
     """Whether :func:`round_cpfloat_elementwise` computes ``spec``: CPFloat's rules
     (``range_rules='cpfloat'``) without bit flips, in a deterministic mode or "no rounding"
     (``stochastic=False``), or in stochastic rounding, modes 5 and 6 (``stochastic=True``:
@@ -161,7 +161,7 @@ def _storage_bits(ns: Namespace, v: Any) -> tuple:
     return carrier, ns.bitcast(v, ns.xp.int64 if carrier.mant == 52 else ns.xp.int32)
 
 
-def _split(ns: Namespace, v: Any, spec: ChopSpec) -> _Split:
+def _split(ns: Namespace, v: Any, spec: RoundingSpec) -> _Split:
     xp = ns.xp
     carrier, bits = _storage_bits(ns, v)
     k = cpfloat_constants(spec.fmt, int(spec.round), bool(spec.keeps_subnormals), bool(spec.limits_exponent),
@@ -200,7 +200,7 @@ def _fraction(ns: Namespace, parts: _Split) -> Any:
     return xp.where(parts.tiny, tiny_fraction, kept_off)
 
 
-def cpfloat_inexact(ns: Namespace, v: Any, spec: ChopSpec) -> Any:
+def cpfloat_inexact(ns: Namespace, v: Any, spec: RoundingSpec) -> Any:
     """Which elements of ``v`` take a random number in CPFloat's stochastic rounding: the finite
     ones that are not on the grid (a boolean array of ``v``'s shape).  The reference
     (:func:`~pychop_compat.rules.cpfloat.round_cpfloat`) gives them the numbers of one draw in
@@ -217,7 +217,7 @@ def _inexact(ns: Namespace, parts: _Split) -> Any:
     return ns.xp.where(parts.tiny, parts.m != 0, (parts.m & parts.low) != 0)
 
 
-def host_numbers(sources: RandomSources, spec: ChopSpec, count: int) -> np.ndarray:
+def host_numbers(sources: RandomSources, spec: RoundingSpec, count: int) -> np.ndarray:
     """The ``count`` numbers of CPFloat's stochastic rounding, drawn once from ``sources`` (with
     ``spec.random_bits`` random bits when limited), as the NumPy engine draws them: float64, 1-D.
     They go to the elements of :func:`cpfloat_inexact` in column-major order."""
@@ -226,7 +226,7 @@ def host_numbers(sources: RandomSources, spec: ChopSpec, count: int) -> np.ndarr
     return np.asarray(sources.stochastic(count), np.float64).ravel()
 
 
-def round_cpfloat_elementwise(ns: Namespace, v: Any, spec: ChopSpec, u_round: Any = None) -> Any:
+def round_cpfloat_elementwise(ns: Namespace, v: Any, spec: RoundingSpec, u_round: Any = None) -> Any:
     """CPFloat's rounding of every element of ``v`` (float32 or float64, any shape): a new array.
 
     Parameters
@@ -237,7 +237,7 @@ def round_cpfloat_elementwise(ns: Namespace, v: Any, spec: ChopSpec, u_round: An
         (``astype``, or ``to`` for torch).
     v : array
         The values in storage format (never modified).
-    spec : ChopSpec
+    spec : RoundingSpec
         CPFloat's rules without bit flips (see :func:`cpfloat_covers`).
     u_round : array, optional
         Stochastic rounding (modes 5 and 6): float64 numbers of ``v``'s shape; an element

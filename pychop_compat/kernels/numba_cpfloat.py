@@ -39,7 +39,7 @@ import numba
 import numpy as np
 from numba import prange
 
-from ..matlab.options import ChopSpec
+from ..spec import RoundingSpec
 from ..rules.cpfloat import ROUND_MODES
 from .elementwise_cpfloat import cpfloat_constants
 from .numpy_fast import in_memory_order
@@ -250,14 +250,14 @@ def round_parallel(xu, ou, karray, mode, chunk):
 # --- entry point ---------------------------------------------------------------------------------------
 
 
-def handles(x: np.ndarray, spec: ChopSpec) -> bool:
+def handles(x: np.ndarray, spec: RoundingSpec) -> bool:
     """Whether :func:`round_array` rounds ``x`` by ``spec`` (float32/float64 in native byte
     order; a deterministic mode or no rounding; no flips)."""
     return (x.dtype.char in _UNSIGNED and x.dtype.isnative and spec.round not in (5, 6)
             and not spec.flips)
 
 
-def round_array(x: np.ndarray, spec: ChopSpec) -> np.ndarray:
+def round_array(x: np.ndarray, spec: RoundingSpec) -> np.ndarray:
     """CPFloat's rounding of ``x`` (see :func:`handles`) by ``spec``; a new array of x's shape
     and dtype, bit for bit :func:`~pychop_compat.rules.cpfloat.round_cpfloat`'s result."""
     mode = int(spec.round)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..matlab.options import ChopSpec
+from ..spec import RoundingSpec
 from ..random.sources import MATLAB_STREAM
 from ..rules.cpfloat import ROUND_MODES, effective_format, round_cpfloat
 from .numpy_fast import map_blocks
@@ -28,7 +28,7 @@ __all__ = ["round_array"]
 
 # (unsigned view, significand bits p, exponent bias) of the storage formats.
 _LAYOUT = {np.dtype(np.float32): (np.uint32, 24, 127), np.dtype(np.float64): (np.uint64, 53, 1023)}
-def round_array(x: np.ndarray, spec: ChopSpec) -> np.ndarray:
+def round_array(x: np.ndarray, spec: RoundingSpec) -> np.ndarray:
     """CPFloat's rounding of ``x`` (float32/float64, any shape) by ``spec`` (modes other than
     5 and 6, no flips); a new array of x's shape and dtype."""
     mode = spec.round

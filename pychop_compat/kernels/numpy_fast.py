@@ -63,10 +63,11 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from ..matlab.options import ChopSpec
+from ..spec import RoundingSpec
 from ..random.matlab_stream import stream_uniform
 from ..random.sources import RandomSources
-from ..rules.chop import FLIP_PRECISION_ERROR, apply_range_limits
+from ..rules.chop import apply_range_limits
+from ..spec import FLIP_PRECISION_ERROR
 from ..random.counter import CounterStream
 
 __all__ = ["chop_array", "chop_scalar", "chop_counter", "map_blocks", "in_memory_order", "BLOCK", "PARALLEL_BLOCK",
@@ -335,7 +336,7 @@ def _plan(fmt, mode: int, keep_subnormals: bool, explim: bool, dtype_char: str) 
 _recent_plans: dict = {}
 
 
-def _plan_for(spec: ChopSpec, dtype: np.dtype) -> _Plan:
+def _plan_for(spec: RoundingSpec, dtype: np.dtype) -> _Plan:
     """The plan for ``spec`` and ``dtype``; a repeated spec object is found by identity (fast)."""
     key = (id(spec), dtype.char)
     hit = _recent_plans.get(key)
@@ -872,7 +873,7 @@ def _chop_stochastic(plan: _Plan, xf: np.ndarray, draw) -> np.ndarray:
 # --- bit flips: every element through the per-element path --------------------------------------
 
 
-def _chop_with_flips(plan: _Plan, xf: np.ndarray, spec: ChopSpec, sources: RandomSources) -> np.ndarray:
+def _chop_with_flips(plan: _Plan, xf: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> np.ndarray:
     """Any mode with ``flip = 1`` on ``xf`` (flat, column-major).
 
     chop.m's draw order is: normal block ``randfunc`` (stochastic modes), flip
@@ -1066,7 +1067,7 @@ def _is_sequential_stream(func) -> bool:
 is_sequential_stream = _is_sequential_stream
 
 
-def chop_scalar(value: float, spec: ChopSpec, sources: RandomSources, single: bool = False) -> float:
+def chop_scalar(value: float, spec: RoundingSpec, sources: RandomSources, single: bool = False) -> float:
     """chop of one Python float, no array involved (for a facade's scalar fast path).
 
     ``single``: the value is a float32 (MATLAB single); the result is then
@@ -1083,7 +1084,7 @@ def chop_scalar(value: float, spec: ChopSpec, sources: RandomSources, single: bo
 _SINGLE, _DOUBLE = np.dtype(np.float32), np.dtype(np.float64)
 
 
-def chop_array(x: np.ndarray, spec: ChopSpec, sources: RandomSources,
+def chop_array(x: np.ndarray, spec: RoundingSpec, sources: RandomSources,
                finish_special: Optional[Callable[[np.ndarray, np.ndarray], None]] = None) -> np.ndarray:
     """Round ``x`` (float32 or float64 ndarray, any shape and layout) by ``spec``.
 
@@ -1104,7 +1105,7 @@ def chop_array(x: np.ndarray, spec: ChopSpec, sources: RandomSources,
     return out
 
 
-def _chop_array(x: np.ndarray, spec: ChopSpec, sources: RandomSources, finish_special) -> np.ndarray:
+def _chop_array(x: np.ndarray, spec: RoundingSpec, sources: RandomSources, finish_special) -> np.ndarray:
     dtype = x.dtype
     if dtype not in _LAYOUTS:
         if dtype.kind == "f" and not dtype.isnative and dtype.newbyteorder("=") in _LAYOUTS:
@@ -1137,7 +1138,7 @@ def _chop_array(x: np.ndarray, spec: ChopSpec, sources: RandomSources, finish_sp
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
-def _chop_random(x: np.ndarray, plan: _Plan, spec: ChopSpec, sources: RandomSources) -> np.ndarray:
+def _chop_random(x: np.ndarray, plan: _Plan, spec: RoundingSpec, sources: RandomSources) -> np.ndarray:
     """Stochastic modes and bit flips: random numbers go to elements in column-major order."""
     xf = x.ravel(order="F")
     if spec.flips:
@@ -1151,7 +1152,7 @@ def _chop_random(x: np.ndarray, plan: _Plan, spec: ChopSpec, sources: RandomSour
     return chop(plan, xf, draw).reshape(x.shape, order="F")
 
 
-def chop_counter(x: np.ndarray, spec: ChopSpec, stream: CounterStream) -> np.ndarray:
+def chop_counter(x: np.ndarray, spec: RoundingSpec, stream: CounterStream) -> np.ndarray:
     """Stochastic modes and bit flips with the numbers of a counter-based stream.
 
     ``stream`` (a :class:`~pychop_compat.random.counter.CounterStream`)

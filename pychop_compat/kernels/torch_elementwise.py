@@ -8,7 +8,7 @@ and it runs unchanged on CPU and CUDA tensors.  It serves
 :mod:`pychop_compat.nn`, where quantizers sit inside compiled training steps.
 
 What it computes, for an element ``x`` of a float32 or float64 tensor and a
-:class:`~pychop_compat.matlab.options.ChopSpec` without bit flips, with chop.m's
+:class:`~pychop_compat.matlab.options.RoundingSpec` without bit flips, with chop.m's
 rules on any signed format of the catalogue (see :func:`supports`):
 
 1. ``e``, the exponent of ``x`` (``x = 2^e * 1.f``), read from the bit pattern,
@@ -61,7 +61,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..matlab.options import ChopSpec
+from ..spec import RoundingSpec
 from .device_plan import CARRIERS, Encoding, elementwise_covers, encoding_for
 from ..random.counter import GOLDEN, MIX1, MIX2
 from .elementwise import encode_bits
@@ -70,7 +70,7 @@ __all__ = ["ElementwisePlan", "supports", "round_elementwise", "round_stochastic
            "apply_underflow", "apply_encoding", "counter_uniform"]
 
 
-def supports(spec: ChopSpec) -> bool:
+def supports(spec: RoundingSpec) -> bool:
     """True when :func:`round_elementwise` computes chop's rounding for ``spec``.
 
     That is chop.m's rules (modes 1 to 6) on any format of the catalogue whose
@@ -157,7 +157,7 @@ class ElementwisePlan:
     lead_bit: int = 0
 
     @classmethod
-    def from_spec(cls, spec: ChopSpec, carrier: str) -> "ElementwisePlan":
+    def from_spec(cls, spec: RoundingSpec, carrier: str) -> "ElementwisePlan":
         """The plan for rounding ``carrier`` ('float32' or 'float64') values by ``spec``.
 
         Raises
@@ -197,7 +197,7 @@ class ElementwisePlan:
 _CASTS = {(11, 15): "float16", (8, 127): "bfloat16"}
 
 
-def _hardware_cast(spec: ChopSpec, carrier: str) -> Optional[str]:
+def _hardware_cast(spec: RoundingSpec, carrier: str) -> Optional[str]:
     """The torch dtype whose float32 cast rounds like chop's nearest mode with the full range.
 
     A float32 -> float16/bfloat16 cast rounds to nearest, ties to even, with
@@ -210,7 +210,7 @@ def _hardware_cast(spec: ChopSpec, carrier: str) -> Optional[str]:
     return _CASTS.get((spec.fmt.t, spec.fmt.emax))
 
 
-def _nearest_bits(spec: ChopSpec, carrier: str) -> Optional[tuple]:
+def _nearest_bits(spec: RoundingSpec, carrier: str) -> Optional[tuple]:
     """Constants of :func:`_round_nearest_bits` when it computes chop's rounding, else None.
 
     It does for round to nearest with the exponent range on (subnormals kept
@@ -303,7 +303,7 @@ def _round_nearest_bits(x: Any, plan: ElementwisePlan) -> Any:
 _STOCHASTIC_ON_BITS = True
 
 
-def _stochastic_bits(spec: ChopSpec, carrier: str) -> Optional[tuple]:
+def _stochastic_bits(spec: RoundingSpec, carrier: str) -> Optional[tuple]:
     """Constants of :func:`_round_stochastic_bits` when it computes chop's rounding, else None.
 
     It does for stochastic rounding (modes 5, 6) with the exponent range on,

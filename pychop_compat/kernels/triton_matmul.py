@@ -114,7 +114,7 @@ def supported_spec(rounder: Any, dtype_name: str) -> Optional[Any]:
     o = rounder.options
     if int(o.round) > 4 or o.flip or getattr(rounder, "identity_for_double", False):
         return None
-    spec = resolve(o, None, "single" if dtype_name == "float32" else "double")
+    spec = resolve(o, None, "single" if dtype_name == "float32" else "double").spec
     if getattr(spec, "extended", False) or spec.flips or spec.round > 4:
         return None
     return spec
@@ -143,7 +143,7 @@ def fused_matmul(A: Any, B: Any, product_spec: Optional[Any], sum_spec: Any) -> 
     ----------
     A, B : torch.Tensor
         Operands ``(m, n)``, ``(n, p)`` with ``n >= 1``, of one float dtype, already rounded.
-    product_spec, sum_spec : ChopSpec or None
+    product_spec, sum_spec : RoundingSpec or None
         Rounding of the products and of the sums (see :func:`supported_spec`).
 
     Returns

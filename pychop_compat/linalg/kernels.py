@@ -91,7 +91,7 @@ def _compiled_specs(A, rprod, rsum):
         return None
     if any(getattr(r, "identity_for_double", False) for r in (rprod, rsum)):
         return None  # no rounding at all (double format): chop_double would turn -0 into +0
-    specs = [resolve(r.options, None, "double") if r is not None else None for r in (rprod, rsum)]
+    specs = [resolve(r.options, None, "double").spec if r is not None else None for r in (rprod, rsum)]
     if any(getattr(spec, "extended", False) for spec in specs if spec is not None):
         return None
     return specs

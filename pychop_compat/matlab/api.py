@@ -17,10 +17,10 @@ import numpy as np
 from ..random import matlab_stream
 from ..engines import ENGINE_LIBRARIES, array_library, chop_on_engine, unsupported_type_error
 from ..kernels import numpy_fast
-from .options import (ChopSpec, Options, _given_fields, _params_pair, _switch, options_are_empty,
+from .options import (ChopSpec, Options, given_fields, params_pair, as_switch, options_are_empty,
                       probability, resolve, round_mode)
 from ..random.matlab_stream import default_randfunc
-from ..rules.chop import FLIP_PRECISION_ERROR
+from ..spec import FLIP_PRECISION_ERROR, RoundingSpec
 from ..random.sources import (MATLAB_STREAM, ForkedStreamError, RandomSources, counter_sources, fork_generation,
                          generator_sources, sources_for)
 
@@ -185,7 +185,7 @@ def _on_array_kind(x, compute):
     )
 
 
-def _numpy_chop(spec: ChopSpec, sources: RandomSources):
+def _numpy_chop(spec: RoundingSpec, sources: RandomSources):
     from ..engines.numpy_engine import chop_array
 
     def compute(x):
@@ -196,7 +196,7 @@ def _numpy_chop(spec: ChopSpec, sources: RandomSources):
     return compute
 
 
-def _engine_chop(x, spec: ChopSpec, sources: RandomSources):
+def _engine_chop(x, spec: RoundingSpec, sources: RandomSources):
     if type(x) is float and not spec.flips and not spec.extended:
         # MATLAB code calls chop on scalars in loops: no array for a Python float.
         return numpy_fast.chop_scalar(x, spec, sources)
@@ -212,7 +212,7 @@ def _engine_chop(x, spec: ChopSpec, sources: RandomSources):
     return _numpy_chop(spec, sources)(x)
 
 
-def _chop_checked(x, spec: ChopSpec, sources: RandomSources):
+def _chop_checked(x, spec: RoundingSpec, sources: RandomSources):
     """Round ``x``; on failure nothing has been drawn from MATLAB's stream (see the module notes).
 
     The checks that chop.m makes while rounding are made first; a call that
@@ -296,7 +296,8 @@ def chop(x: Any = None, options: Any = None) -> Any:
     """
     x_class = _checked_class(x)
     stored, owned = _persistent.state()
-    spec = resolve(options, stored, x_class)
+    settings = resolve(options, stored, x_class)
+    spec = settings.spec
     # chop.m stores on every call.  Without options that re-stores what is stored (or the
     # defaults, when nothing is): a thread reading the main thread's options keeps reading them.
     store = not options_are_empty(options) or (stored is None and owned)
@@ -306,9 +307,9 @@ def chop(x: Any = None, options: Any = None) -> Any:
     elif _is_placeholder(x):
         result = None if x is None else np.zeros(0)
     else:
-        result = _chop_checked(x, spec, sources_for(spec.randfunc))
+        result = _chop_checked(x, spec, sources_for(settings.randfunc))
     if store:
-        _persistent.write(spec)
+        _persistent.write(settings)
     return result
 
 
@@ -362,9 +363,9 @@ def roundit(x: Any, options: Any = None) -> Any:
     array([ 0.,  1., -1.])
     """
     _reject_complex(x)
-    given = _given_fields(options) or {}
+    given = given_fields(options) or {}
     mode = round_mode(given.get("round", 1))
-    flip = bool(_switch(given.get("flip", 0), "flip"))
+    flip = bool(as_switch(given.get("flip", 0), "flip"))
     p = probability(given.get("p", 0.5))
     randfunc = given.get("randfunc", default_randfunc)
     if not callable(randfunc):
@@ -373,7 +374,7 @@ def roundit(x: Any, options: Any = None) -> Any:
     if flip:
         if "params" not in given:
             raise ValueError("roundit with flip = 1 needs options.params = [t, emax] (t picks the bits).")
-        t = _params_pair(given["params"])[0]
+        t = params_pair(given["params"])[0]
         if t < 2:
             raise ValueError(FLIP_PRECISION_ERROR)
     from ..engines.numpy_engine import roundit_array
@@ -438,7 +439,7 @@ class Chop:
     """
 
     def __init__(self, options: Any = None, /, *, rng: Any = None, **kwargs: Any) -> None:
-        given = dict(_given_fields(options) or {})
+        given = dict(given_fields(options) or {})
         given.update(kwargs)
         self._specs = {"double": resolve(given, None, "double")}
         self._given = given
@@ -471,11 +472,11 @@ class Chop:
         if self._fork_generation is not None:  # a copy made here owns its generator here
             self._fork_generation = fork_generation()
 
-    def _spec(self, x_class: str) -> ChopSpec:
-        spec = self._specs.get(x_class)
-        if spec is None:
-            spec = self._specs[x_class] = resolve(self._given, None, x_class)
-        return spec
+    def _settings(self, x_class: str) -> ChopSpec:
+        settings = self._specs.get(x_class)
+        if settings is None:
+            settings = self._specs[x_class] = resolve(self._given, None, x_class)
+        return settings
 
     @property
     def options(self) -> Options:
@@ -483,18 +484,19 @@ class Chop:
         return self._specs["double"].to_options()
 
     def __call__(self, x):
-        spec = self._spec(_checked_class(x))
+        settings = self._settings(_checked_class(x))
+        spec = settings.spec
         if (self._fork_generation is not None and self._fork_generation != fork_generation()
-                and (spec.flips or (spec.stochastic and spec.uses_matlab_stream))):
+                and (spec.flips or (spec.stochastic and settings.randfunc is default_randfunc))):
             raise ForkedStreamError(
                 "This Chop's random generator was inherited from the parent process by fork: its draws "
                 "would repeat the parent's (and every other child's). Create the Chop in this process "
                 "(e.g. with a seed from numpy.random.SeedSequence(seed).spawn) or send it here pickled."
             )
         if self._fork_generation is None or not spec.draws:
-            return _chop_checked(x, spec, sources_for(spec.randfunc, self._flips))
+            return _chop_checked(x, spec, sources_for(settings.randfunc, self._flips))
         with self._draw_lock:
-            return _chop_checked(x, spec, sources_for(spec.randfunc, self._flips))
+            return _chop_checked(x, spec, sources_for(settings.randfunc, self._flips))
 
     def __repr__(self) -> str:
         o = self.options

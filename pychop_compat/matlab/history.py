@@ -26,6 +26,7 @@ import numpy as np
 
 from ..formats import CUSTOM_NAMES, custom_format, lookup_format
 from .options import OPTION_NAMES, ChopSpec, Options, resolve
+from ..spec import RoundingSpec
 from ..random.sources import sources_for
 from ..rules.chop import apply_range_limits, roundit_vector
 
@@ -191,7 +192,7 @@ def _resolve_at(options, stored: Optional[ChopSpec], x_class: str, rules: Rules)
         if values.size != 2 or not all(float(v).is_integer() and v >= 1 for v in values):
             raise ValueError(f"options.params must be [t, emax] with integers t, emax >= 1, got {given['params']!r}.")
         t, emax = int(values[0]), int(values[1])
-        limit = _precision_limit(rules, spec.round, x_class)
+        limit = _precision_limit(rules, spec.spec.round, x_class)
         if limit is not None and t > limit:
             raise ValueError(
                 f"Precision of the custom format must be at most {limit} if working in {x_class} "
@@ -199,10 +200,10 @@ def _resolve_at(options, stored: Optional[ChopSpec], x_class: str, rules: Rules)
             )
         fmt = custom_format(t, emax)
     elif stored is not None:
-        fmt = custom_format(stored.fmt.t, stored.fmt.emax)
+        fmt = custom_format(stored.spec.fmt.t, stored.spec.fmt.emax)
     else:
         raise ValueError("Must specify options.params with options.format = 'c'.")
-    return dataclasses.replace(spec, format=name, fmt=fmt)
+    return ChopSpec(name, dataclasses.replace(spec.spec, fmt=fmt), spec.randfunc)
 
 
 # ---------------------------------------------------------------------------
@@ -256,7 +257,7 @@ def _overflow_to_infinity(c: np.ndarray, x: np.ndarray, xboundary: np.float64) -
     c[x <= -xboundary] = -np.inf
 
 
-def chop_vector_at(x: np.ndarray, spec: ChopSpec, rules: Rules, sources,
+def chop_vector_at(x: np.ndarray, spec: RoundingSpec, rules: Rules, sources,
                    n_first: Optional[int] = None) -> np.ndarray:
     """chop.m of ``rules.date`` on a vector in column-major order.
 
@@ -331,15 +332,15 @@ class ChopAt:
         """``chop(x, options)`` with the rules of :attr:`rules`; ``x=None`` only sets the options."""
         x_class = _x_class(x) if x is not None else "double"
         with self._lock:
-            spec = _resolve_at(options, self._stored, x_class, self.rules)
+            settings = _resolve_at(options, self._stored, x_class, self.rules)
             if x is None or (isinstance(x, (list, tuple)) and len(x) == 0):
-                self._stored = spec
+                self._stored = settings
                 return None if x is None else np.zeros(0)
-            out = self._chop(x, spec)
-            self._stored = spec  # stored only when the call succeeded
+            out = self._chop(x, settings)
+            self._stored = settings  # stored only when the call succeeded
             return out
 
-    def _chop(self, x, spec: ChopSpec):
+    def _chop(self, x, settings: ChopSpec):
         if not isinstance(x, (np.ndarray, np.generic, int, float, list, tuple)) or isinstance(x, bool):
             raise TypeError(
                 f"chop_at rounds NumPy arrays, NumPy scalars, Python numbers and lists, not {type(x).__name__} "
@@ -357,7 +358,7 @@ class ChopAt:
             raise TypeError(f"chop supports float64, float32 and float16 arrays (and integers), not {arr.dtype}.")
         flat = np.ravel(work, order="F").copy()
         n_first = max(work.shape) if work.ndim else 1
-        out = chop_vector_at(flat, spec, self.rules, sources_for(spec.randfunc), n_first)
+        out = chop_vector_at(flat, settings.spec, self.rules, sources_for(settings.randfunc), n_first)
         out = out.reshape(work.shape, order="F").astype(arr.dtype if arr.dtype == np.float16 else work.dtype)
         if scalar:
             return float(out) if isinstance(x, (int, float)) else out[()]

@@ -9,7 +9,6 @@ empty mapping MATLAB's ``struct()`` (see :func:`options_are_empty`).
 
 from __future__ import annotations
 
-import functools
 import collections.abc
 import dataclasses
 import difflib
@@ -23,8 +22,10 @@ import numpy as np
 
 from ..formats import CUSTOM_NAMES, Format, custom_format, lookup_format
 from ..random.matlab_stream import default_randfunc
+from ..spec import RoundingSpec
 
-__all__ = ["Options", "ChopSpec", "resolve", "OPTION_NAMES", "options_are_empty", "round_mode", "probability"]
+__all__ = ["Options", "ChopSpec", "resolve", "OPTION_NAMES", "options_are_empty", "round_mode", "probability",
+           "given_fields", "params_pair", "as_switch", "isempty", "precision_limit", "DEFAULT_SPEC"]
 
 
 @dataclass
@@ -73,84 +74,25 @@ OPTION_NAMES = tuple(f.name for f in fields(Options))
 
 @dataclass(frozen=True)
 class ChopSpec:
-    """Validated, immutable chop settings (what chop.m keeps in its persistent ``fpopts``)."""
+    """chop's resolved options: what chop.m keeps in its persistent ``fpopts``.
+
+    ``spec`` is what the engines round with; ``format`` is the name as the
+    caller spelled it and ``randfunc`` where stochastic rounding draws, both
+    MATLAB's business, not the engines'.
+    """
 
     format: str
-    fmt: Format
-    subnormal: int
-    round: int
-    flip: int
-    p: float
-    explim: int
+    spec: RoundingSpec
     randfunc: Callable[[int], Any]
-    # Beyond chop.m (issue 13); the defaults are chop.m's semantics.  See `extended`.
-    #: Results beyond the largest finite number become +-xmax (and +-Inf inputs too).
-    saturation: bool = False
-    #: Whether results may be +-Inf; when False, those that would be become NaN (or +-xmax).
-    infinity: bool = True
-    #: ``'chop'`` (chop.m's overflow/underflow rules) or ``'cpfloat'`` (CPFloat's).
-    range_rules: str = "chop"
-    #: Stochastic rounding with this many random bits (0: chop's full-precision draws).
-    random_bits: int = 0
-    #: ``'fraction'`` (chop.m: a bit of the significand) or ``'encoding'`` (any bit: CPFloat's flip = 2).
-    flip_scope: str = "fraction"
-
-    @functools.cached_property  # computed once per spec: chop's scalar path asks on every call
-    def extended(self) -> bool:
-        """Whether this spec uses anything beyond chop.m's semantics.
-
-        True for rounding modes outside 1..6 (CPFloat's -1, 0, 7, 8 and its
-        no-rounding codes), saturation, infinity off, CPFloat's range rules,
-        formats that are not chop's kind (``emin != 1 - emax``, encodings other
-        than IEEE's, no subnormals), limited random bits, or flips of any bit of
-        the encoding.  Engines that implement only chop.m's semantics hand such
-        specs to :func:`pychop_compat.engines.numpy_engine.chop_array`.
-        """
-        return (
-            not 1 <= self.round <= 6
-            or bool(self.saturation)
-            or not self.infinity
-            or self.range_rules != "chop"
-            or not self.fmt.is_chop_compatible
-            or self.random_bits != 0
-            or self.flip_scope != "fraction"
-        )
-
-    @property
-    def keeps_subnormals(self) -> bool:
-        return self.subnormal != 0
-
-    @property
-    def limits_exponent(self) -> bool:
-        return bool(self.explim)
-
-    @property
-    def flips(self) -> bool:
-        return bool(self.flip)
-
-    @functools.cached_property  # asked on every call of chop
-    def stochastic(self) -> bool:
-        """Stochastic rounding: modes 5 and 6 (CPFloat's codes 7 and up are deterministic)."""
-        return self.round in (5, 6)
-
-    @functools.cached_property
-    def draws(self) -> bool:
-        """Whether rounding draws random numbers: stochastic rounding or bit flips."""
-        return self.stochastic or self.flips
-
-    @property
-    def uses_matlab_stream(self) -> bool:
-        return self.randfunc is default_randfunc
 
     def to_options(self) -> Options:
         """The options as MATLAB's ``[~, options] = chop`` returns them."""
-        return Options(
-            format=self.format, subnormal=self.subnormal, round=self.round, flip=self.flip,
-            p=self.p, explim=self.explim, randfunc=self.randfunc, params=self.fmt.params,
-        )
+        s = self.spec
+        return Options(format=self.format, subnormal=s.subnormal, round=s.round, flip=s.flip, p=s.p,
+                       explim=s.explim, randfunc=self.randfunc, params=s.fmt.params)
 
 
-DEFAULT_SPEC = ChopSpec("h", lookup_format("h"), 1, 1, 0, 0.5, 1, default_randfunc)
+DEFAULT_SPEC = ChopSpec("h", RoundingSpec(lookup_format("h")), default_randfunc)
 
 
 def isempty(value: Any) -> bool:
@@ -227,7 +169,7 @@ def _container_message(options) -> str:
             f"(e.g. SimpleNamespace), not {type(options).__name__}.")
 
 
-def _given_fields(options) -> Optional[dict]:
+def given_fields(options) -> Optional[dict]:
     """The non-empty fields of ``options``, or ``None`` when options is empty (MATLAB ``[]``).
 
     Raises ``TypeError`` for something that cannot hold options (a set, a
@@ -287,7 +229,7 @@ _FLIP_HINT = (" (Bit flips of any bit of the encoding, and other error models, a
               "CPFloat-style facade pychop_compat.cpfloat.)")
 
 
-def _switch(value, name: str) -> int:
+def as_switch(value, name: str) -> int:
     """A 0/1 switch: 0, 1, False, True (also as NumPy scalars, or 0.0 and 1.0), as an int."""
     if isinstance(value, (bool, np.bool_)):
         return int(value)
@@ -332,7 +274,7 @@ def precision_limit(mode: int, x_class: str) -> int:
     return 23 if x_class == "single" else 52
 
 
-def _params_pair(params) -> tuple:
+def params_pair(params) -> tuple:
     """``options.params`` checked: two integers ``[t, emax]`` (a list, tuple or array)."""
     if isinstance(params, (list, tuple)):
         values = list(params)
@@ -346,7 +288,7 @@ def _params_pair(params) -> tuple:
 
 
 def _custom_params(params, mode: int, x_class: str) -> Format:
-    t, emax = _params_pair(params)
+    t, emax = params_pair(params)
     if t < 1 or emax < 1:
         raise ValueError(f"options.params = [t, emax] needs t >= 1 and emax >= 1, got [{t}, {emax}].")
     limit = precision_limit(mode, x_class)
@@ -376,7 +318,7 @@ def _memo_key(options: dict, stored: Optional[ChopSpec], x_class: str):
     items = tuple((k, _typed(v)) for k, v in options.items())
     name = options.get("format")
     inherits_params = isinstance(name, str) and name in CUSTOM_NAMES and isempty(options.get("params"))
-    inherited = (stored.fmt.t, stored.fmt.emax) if inherits_params and stored is not None else None
+    inherited = (stored.spec.fmt.t, stored.spec.fmt.emax) if inherits_params and stored is not None else None
     key = (items, x_class, inherits_params, inherited)
     try:
         hash(key)
@@ -432,7 +374,7 @@ def resolve(options: Any, stored: Optional[ChopSpec], x_class: str = "double") -
 
 
 def _resolve(options, stored: Optional[ChopSpec], x_class: str) -> ChopSpec:
-    given = _given_fields(options)
+    given = given_fields(options)
     if given is None:
         return DEFAULT_SPEC if stored is None else stored
 
@@ -445,31 +387,30 @@ def _resolve(options, stored: Optional[ChopSpec], x_class: str) -> ChopSpec:
         if "params" in given:
             fmt = _custom_params(given["params"], mode, x_class)
         elif stored is not None:
-            fmt = custom_format(stored.fmt.t, stored.fmt.emax)
+            fmt = custom_format(stored.spec.fmt.t, stored.spec.fmt.emax)
         else:
             raise ValueError("Must specify options.params with options.format = 'c'.")
     else:
         fmt = lookup_format(name)
         if "params" in given:
-            _params_pair(given["params"])  # ignored, as by chop.m, but not if malformed
+            params_pair(given["params"])  # ignored, as by chop.m, but not if malformed
 
     randfunc = given.get("randfunc", default_randfunc)
     if not callable(randfunc):
         raise ValueError(f"options.randfunc must be callable as randfunc(n), got {randfunc!r}.")
     default_subnormal = 0 if name in _SUBNORMAL_OFF_NAMES or not fmt.subnormals else 1
-    return ChopSpec(
-        format=name,
+    spec = RoundingSpec(
         fmt=fmt,
-        subnormal=_switch(given.get("subnormal", default_subnormal), "subnormal"),
+        subnormal=as_switch(given.get("subnormal", default_subnormal), "subnormal"),
         round=mode,
-        flip=_switch(given.get("flip", 0), "flip"),
+        flip=as_switch(given.get("flip", 0), "flip"),
         p=probability(given.get("p", 0.5)),
-        explim=_switch(given.get("explim", 1), "explim"),
-        randfunc=randfunc,
+        explim=as_switch(given.get("explim", 1), "explim"),
         # Formats without Inf: what overflow gives is the format's own rule (NaN or saturation).
         saturation=fmt.overflow == "saturate",
         infinity=fmt.has_inf,
     )
+    return ChopSpec(format=name, spec=spec, randfunc=randfunc)
 
 
 # chop.m defaults subnormal to 0 for bfloat16; its new spelling 'bf16' follows it.

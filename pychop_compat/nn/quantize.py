@@ -147,14 +147,14 @@ class Rounder:
                             f"numpy.random.Generator, not {rng!r}.")
         # chop's own machinery: for bit flips, extended formats and chop's random numbers.
         self._chop = Chop(given, rng=rng) if chop_seed else Chop(given)
-        self.spec = resolve(given, None, "double")  # raises here for bad options
+        self.spec = resolve(given, None, "double").spec  # raises here for bad options
         # Resolved once, so that a call does no option parsing (torch.compile traces calls).
         self._plans = {}
         self._errors = {}
         self._specs = {}
         for carrier, x_class in (("float64", "double"), ("float32", "single")):
             try:
-                spec = resolve(given, None, x_class)
+                spec = resolve(given, None, x_class).spec
             except ValueError as error:  # e.g. a custom precision over chop's limit for single
                 self._errors[carrier] = error
                 continue

@@ -26,18 +26,22 @@ numbers) is defined in :mod:`pychop_compat.random.counter` and only there.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import enum
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 import numpy as np
 
+from ..spec import FLIP_PRECISION_ERROR, RoundingSpec
 from .matlab_stream import (ForkedStreamError, default_randfunc, exclusive_stream, fork_generation,
                             stream_randi, stream_uniform)
 
 __all__ = ["RandomSources", "sources_for", "generator_sources", "GeneratorIntegers", "MATLAB_STREAM",
            "Source", "SourcePlan", "default_source", "source_for", "INT_SEED_SOURCE", "ELEMENT_ORDER",
-           "ForkedStreamError", "fork_generation", "exclusive_stream", "check_randfunc_output", "counter_sources"]
+           "ForkedStreamError", "fork_generation", "exclusive_stream", "check_randfunc_output", "counter_sources",
+           "matlab_stream_on_device", "draws_on_device", "host_draw_plan"]
 
 
 @dataclass(frozen=True)
@@ -138,6 +142,87 @@ def counter_sources(seed: int) -> RandomSources:
     counter = CounterRng(seed)
     return RandomSources(counter.stochastic, counter.flip_uniform, counter.flip_randi, counter)
 
+# --- GPU arrays: numbers made on the device, unless asked for MATLAB's stream ------------------
+
+_MATLAB_STREAM_ON_DEVICE: contextvars.ContextVar = contextvars.ContextVar("matlab_stream_on_device",
+                                                                          default=False)
+
+
+@contextlib.contextmanager
+def matlab_stream_on_device(enabled: bool = True) -> Iterator[None]:
+    """Draw from MATLAB's stream on the host even for GPU inputs (torch and CuPy), within ``with``.
+
+    Results are then bit-identical to the NumPy engine and to MATLAB, and the
+    stream advances exactly as chop.m's would, at the cost of host-device
+    transfers.  The setting belongs to the calling thread (and task): other
+    threads keep drawing on the device.
+
+    Examples
+    --------
+    >>> with matlab_stream_on_device():  # doctest: +SKIP
+    ...     c = chop(x_cuda, {'round': 5})
+    """
+    token = _MATLAB_STREAM_ON_DEVICE.set(bool(enabled))
+    try:
+        yield
+    finally:
+        _MATLAB_STREAM_ON_DEVICE.reset(token)
+
+
+def draws_on_device(sources: RandomSources) -> bool:
+    """Whether a GPU input draws its numbers on the device: chop's default source (MATLAB's
+    stream, no ``randfunc``, no ``Chop(rng=...)``) outside :func:`matlab_stream_on_device`."""
+    return sources == MATLAB_STREAM and not _MATLAB_STREAM_ON_DEVICE.get()
+
+
+def host_draw_plan(spec: RoundingSpec, sources: RandomSources, block_sizes: Sequence[int],
+                   draw_counts: Sequence[int]) -> list:
+    """The random numbers chop.m draws, in its order, as NumPy arrays.
+
+    Parameters
+    ----------
+    spec : RoundingSpec
+    sources : RandomSources
+    block_sizes : (int, int)
+        Elements in the normal block and in the subnormal block.
+    draw_counts : (int, int)
+        Elements of each block whose scaled value needs a stochastic draw.
+
+    Returns
+    -------
+    list of (draws, flip_bits)
+        Per block: the float64 draws (or ``None``) and, with flips, an int64
+        array over the block's elements holding ``2**(bit-1)`` for a chosen
+        element and 0 elsewhere (or ``None``).  The subnormal block is only
+        visited when it is not empty, as in chop.m.
+
+    Raises
+    ------
+    ValueError
+        For flips with ``t < 2``, after the normal block's stochastic draws (as chop.m).
+    """
+    plan: list = []
+    for block, (size, count) in enumerate(zip(block_sizes, draw_counts)):
+        if block == 1 and size == 0:
+            plan.append((None, None))
+            continue
+        draws = None
+        if spec.stochastic and count:
+            draws = np.asarray(sources.stochastic(count), dtype=np.float64).ravel()
+        flip_bits = None
+        if spec.flips:
+            if spec.fmt.t < 2:
+                raise ValueError(FLIP_PRECISION_ERROR)
+            chosen = np.asarray(sources.flip_uniform(size), dtype=np.float64).ravel() <= spec.p
+            flip_bits = np.zeros(size, dtype=np.int64)
+            n_chosen = int(np.count_nonzero(chosen))
+            if n_chosen:
+                bits = np.asarray(sources.flip_randi(spec.fmt.t - 1, n_chosen)).astype(np.int64).ravel()
+                flip_bits[chosen] = np.left_shift(np.int64(1), bits - 1)
+        plan.append((draws, flip_bits))
+    return plan
+
+
 # --- the contract --------------------------------------------------------------------------------
 
 
@@ -202,10 +287,7 @@ def default_source(library: str, device_type: str = "cpu") -> Source:
         on a GPU, except inside ``matlab_stream_on_device()`` (then MATLAB's stream).
     """
     if library == "cupy" or (library == "torch" and device_type != "cpu"):
-        from ..engines.torch_engine import draws_on_device
-        from ..matlab.options import DEFAULT_SPEC
-
-        return Source.DEVICE_COUNTER if draws_on_device(DEFAULT_SPEC, MATLAB_STREAM) else Source.MATLAB_STREAM
+        return Source.DEVICE_COUNTER if draws_on_device(MATLAB_STREAM) else Source.MATLAB_STREAM
     if library in ("numpy", "torch"):
         return Source.MATLAB_STREAM
     if library == "jax":  # a concrete JAX array: drawn on the host (docs/randomness.rst, JAX and Dask arrays)

@@ -1,6 +1,6 @@
 """Rounding beyond chop.m: a spec builder and one call to round to any format.
 
-:func:`make_spec` builds the :class:`~pychop_compat.matlab.options.ChopSpec` that every
+:func:`make_spec` builds the :class:`~pychop_compat.spec.RoundingSpec` that every
 engine consumes, with the fields beyond chop.m (``saturation``, ``infinity``,
 ``range_rules``, ``random_bits``, ``flip_scope``); :func:`round_to_format`
 rounds NumPy arrays, torch tensors or CuPy arrays with it.  The readable
@@ -15,7 +15,7 @@ import numpy as np
 
 from ..formats import Format, catalogue_format
 from ..random.matlab_stream import default_randfunc
-from ..matlab.options import ChopSpec
+from ..spec import RoundingSpec
 from ..random.sources import sources_for
 
 __all__ = ["make_spec", "round_to_format"]
@@ -23,8 +23,7 @@ __all__ = ["make_spec", "round_to_format"]
 
 def make_spec(fmt: Union[Format, str], round: int = 1, *, subnormal: Optional[bool] = None,
               explim: bool = True, saturation: Optional[bool] = None, infinity: Optional[bool] = None,
-              rules: str = "cpfloat", random_bits: int = 0, flip: int = 0, p: float = 0.5,
-              randfunc: Optional[Callable] = None) -> ChopSpec:
+              rules: str = "cpfloat", random_bits: int = 0, flip: int = 0, p: float = 0.5) -> RoundingSpec:
     """A rounding spec for ``fmt`` (a :class:`~pychop_compat.Format` or a catalogue name).
 
     Parameters
@@ -49,8 +48,6 @@ def make_spec(fmt: Union[Format, str], round: int = 1, *, subnormal: Optional[bo
         0 no soft errors, 1 a fraction bit, 2 any bit of the encoding (CPFloat's rules).
     p : float
         Probability of a soft error per element.
-    randfunc : callable, optional
-        ``randfunc(n)``: n uniforms for stochastic rounding (default MATLAB's stream).
     """
     if isinstance(fmt, str):
         fmt = catalogue_format(fmt)
@@ -64,11 +61,9 @@ def make_spec(fmt: Union[Format, str], round: int = 1, *, subnormal: Optional[bo
         raise ValueError(f"flip must be 0, 1 or (with rules='cpfloat') 2, got {flip}.")
     if flip and not 0 <= p <= 1:
         raise ValueError(f"p must be a probability in [0, 1], got {p}.")
-    return ChopSpec(
-        format=fmt.name, fmt=fmt,
-        subnormal=int(fmt.subnormals if subnormal is None else subnormal),
+    return RoundingSpec(
+        fmt=fmt, subnormal=int(fmt.subnormals if subnormal is None else subnormal),
         round=int(round), flip=int(flip), p=float(p), explim=int(explim),
-        randfunc=default_randfunc if randfunc is None else randfunc,
         saturation=fmt.overflow == "saturate" if saturation is None else bool(saturation),
         infinity=fmt.has_inf if infinity is None else bool(infinity),
         range_rules=rules, random_bits=int(random_bits),
@@ -76,11 +71,14 @@ def make_spec(fmt: Union[Format, str], round: int = 1, *, subnormal: Optional[bo
     )
 
 
-def round_to_format(x: Any, fmt: Union[Format, str, ChopSpec], round: int = 1, **kwargs: Any) -> Any:
+def round_to_format(x: Any, fmt: Union[Format, str, RoundingSpec], round: int = 1, *,
+                    randfunc: Optional[Callable[[int], Any]] = None, **kwargs: Any) -> Any:
     """Round ``x`` to ``fmt`` (see :func:`make_spec` for the keywords), keeping its type.
 
     ``x``: a float32/float64 NumPy array (or anything NumPy converts to float64),
     a torch tensor or a CuPy array.  Returns a new object; ``x`` is not modified.
+    ``randfunc(n)``: n uniforms in [0, 1) for stochastic rounding (default
+    MATLAB's stream, as :func:`pychop_compat.chop` draws).
 
     Examples
     --------
@@ -90,8 +88,8 @@ def round_to_format(x: Any, fmt: Union[Format, str, ChopSpec], round: int = 1, *
     >>> round_to_format([0.1, 0.3], 'float4_e2m1fn', 7).tolist()  # round to odd
     [0.5, 0.5]
     """
-    spec = fmt if isinstance(fmt, ChopSpec) else make_spec(fmt, round, **kwargs)
-    sources = sources_for(spec.randfunc)
+    spec = fmt if isinstance(fmt, RoundingSpec) else make_spec(fmt, round, **kwargs)
+    sources = sources_for(default_randfunc if randfunc is None else randfunc)
     from ..engines import ENGINE_LIBRARIES, array_library, chop_on_engine
 
     library = array_library(x)

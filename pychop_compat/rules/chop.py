@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..matlab.options import ChopSpec
+from ..spec import FLIP_PRECISION_ERROR, RoundingSpec
 from ..random.sources import RandomSources
 
-__all__ = ["chop_vector", "roundit_vector", "apply_range_limits", "FLIP_PRECISION_ERROR"]
+__all__ = ["chop_vector", "roundit_vector", "apply_range_limits"]
 
-#: chop.m's error for bit flips in a format with fewer than two significand bits (every engine raises it).
-FLIP_PRECISION_ERROR = "Bit flips need a precision t >= 2 (a bit below the leading one)."
 
 
 def _mysign(y: np.ndarray) -> np.ndarray:
@@ -113,21 +111,21 @@ def apply_range_limits(c: np.ndarray, x: np.ndarray, mode: int, xmax: float, xbo
     c[small & ~to_min] = 0
 
 
-def _apply_range_limits(c: np.ndarray, x: np.ndarray, spec: ChopSpec) -> None:
+def _apply_range_limits(c: np.ndarray, x: np.ndarray, spec: RoundingSpec) -> None:
     fmt = spec.fmt
     min_rep = fmt.xmins if spec.keeps_subnormals else fmt.xmin
     apply_range_limits(c, x, spec.round, np.float64(fmt.xmax), np.float64(fmt.xboundary),
                        np.float64(min_rep), spec.keeps_subnormals)
 
 
-def chop_vector(x: np.ndarray, spec: ChopSpec, sources: RandomSources) -> np.ndarray:
+def chop_vector(x: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> np.ndarray:
     """chop.m's rounding of the vector ``x`` (float32 or float64) under ``spec``."""
     # Overflow to inf and inf - inf = NaN are part of the semantics, not accidents.
     with np.errstate(over="ignore", invalid="ignore"):
         return _chop_vector(x, spec, sources)
 
 
-def _chop_vector(x: np.ndarray, spec: ChopSpec, sources: RandomSources) -> np.ndarray:
+def _chop_vector(x: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> np.ndarray:
     fmt = spec.fmt
     t, emin, emins = fmt.t, fmt.emin, fmt.emins
     _, e = np.frexp(np.abs(x))

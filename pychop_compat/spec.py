@@ -1,0 +1,111 @@
+"""The rounding request every kernel consumes: :class:`RoundingSpec`.
+
+A spec is resolved data: a :class:`~pychop_compat.formats.Format`, a rounding
+mode and the switches around it, already checked.  It holds no option
+parsing, no MATLAB policy and no source of random numbers: a facade
+(``chop``, ``cpfloat``, ``round_to_format``, the number formats, ``nn``)
+translates its users' words into a spec, and the random numbers travel
+beside it (:mod:`pychop_compat.random.sources`).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from .formats import Format
+
+__all__ = ["RoundingSpec", "RANGE_RULES", "FLIP_SCOPES", "FLIP_PRECISION_ERROR"]
+
+#: The two families of range rules: chop.m's (overflow and underflow decided as chop.m
+#: decides them) and CPFloat's (one correct rounding to the format, as IEEE casts do).
+RANGE_RULES = ("chop", "cpfloat")
+#: Which bit a soft error flips: one of the significand's fraction bits (chop.m), or
+#: any bit of the format's encoding (CPFloat's ``flip = 2``).
+FLIP_SCOPES = ("fraction", "encoding")
+
+#: The error for bit flips in a format with fewer than two significand bits (every engine raises it).
+FLIP_PRECISION_ERROR = "Bit flips need a precision t >= 2 (a bit below the leading one)."
+
+
+@dataclass(frozen=True)
+class RoundingSpec:
+    """What to round to and how: the input of every kernel.
+
+    Parameters
+    ----------
+    fmt : Format
+        The target format.
+    subnormal : int
+        1 to keep the format's subnormal numbers, 0 to flush them.
+    round : int
+        chop's modes 1 to 6 (nearest even, up, down, toward zero, the two
+        stochastic modes); with CPFloat's range rules also -1 (nearest, ties
+        away), 0 (nearest, ties to zero), 7 (to odd) and 8 (no rounding).
+    flip : int
+        1 to flip, with probability ``p``, one random bit of each result.
+    p : float
+        Probability of a bit flip.
+    explim : int
+        0 to ignore the format's exponent range (precision only).
+    saturation : bool
+        Results beyond the largest finite number become +-xmax.
+    infinity : bool
+        Whether results may be +-Inf (False: NaN, or +-xmax with saturation).
+    range_rules : {'chop', 'cpfloat'}
+        chop.m's overflow and underflow rules, or CPFloat's.
+    random_bits : int
+        Stochastic rounding with this many random bits (0: full draws).
+    flip_scope : {'fraction', 'encoding'}
+        Which bits a flip may hit.
+    """
+
+    fmt: Format
+    subnormal: int = 1
+    round: int = 1
+    flip: int = 0
+    p: float = 0.5
+    explim: int = 1
+    saturation: bool = False
+    infinity: bool = True
+    range_rules: str = "chop"
+    random_bits: int = 0
+    flip_scope: str = "fraction"
+
+    @functools.cached_property  # asked on every call of chop
+    def extended(self) -> bool:
+        """Whether the spec uses anything beyond chop.m's semantics.
+
+        True for rounding modes outside 1..6, saturation, infinity off,
+        CPFloat's range rules, formats that are not chop's kind (``emin !=
+        1 - emax``, encodings other than IEEE's, no subnormals), limited random
+        bits, or flips of any bit of the encoding.
+        """
+        return (not 1 <= self.round <= 6 or bool(self.saturation) or not self.infinity
+                or self.range_rules != "chop" or not self.fmt.is_chop_compatible
+                or self.random_bits != 0 or self.flip_scope != "fraction")
+
+    @property
+    def keeps_subnormals(self) -> bool:
+        """Whether subnormal results are kept (``subnormal = 1``)."""
+        return self.subnormal != 0
+
+    @property
+    def limits_exponent(self) -> bool:
+        """Whether the format's exponent range applies (``explim = 1``)."""
+        return bool(self.explim)
+
+    @property
+    def flips(self) -> bool:
+        """Whether bits are flipped (``flip != 0``)."""
+        return bool(self.flip)
+
+    @functools.cached_property
+    def stochastic(self) -> bool:
+        """Stochastic rounding: modes 5 and 6 (CPFloat's codes 7 and up are deterministic)."""
+        return self.round in (5, 6)
+
+    @functools.cached_property
+    def draws(self) -> bool:
+        """Whether rounding draws random numbers: stochastic rounding or bit flips."""
+        return self.stochastic or self.flips

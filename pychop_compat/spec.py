@@ -1,6 +1,6 @@
 """The rounding request every kernel consumes: :class:`RoundingSpec`.
 
-A spec is resolved data: a :class:`~pychop_compat.formats.Format`, a rounding
+A spec is resolved data: a :class:`~pychop_compat.Format`, a rounding
 mode and the switches around it, already checked.  It holds no option
 parsing, no MATLAB policy and no source of random numbers: a facade
 (``chop``, ``cpfloat``, ``round_to_format``, the number formats, ``nn``)

@@ -145,8 +145,9 @@ def test_generator_does_not_touch_matlab_stream():
 
 def test_randfunc_with_generator_for_flips():
     # randfunc supplies the rounding numbers; the flips come from the Chop's generator.
-    spec = resolve({"format": "h", "round": 5, "flip": 1, "p": 1.0, "randfunc": lambda n: np.full(n, 0.5)}, None).spec
-    got = Chop(spec.to_options(), rng=np.random.default_rng(7))(X)
+    settings = resolve({"format": "h", "round": 5, "flip": 1, "p": 1.0, "randfunc": lambda n: np.full(n, 0.5)}, None)
+    spec = settings.spec
+    got = Chop(settings.to_options(), rng=np.random.default_rng(7))(X)
     g = np.random.default_rng(7)
     feed = RandomSources(lambda n: np.full(n, 0.5), g.random, generator_sources(g).flip_randi)
     assert np.array_equal(got, chop_array(X, spec, feed, reference=True))

@@ -218,7 +218,7 @@ def chop_jax(x: Any, options: Any = None, *, key: Any = None, seed: Optional[int
         Real values (float64, float32, float16, bfloat16; integers with x64).
     options : dict, Options, object with attributes, Chop or RoundingSpec, optional
         chop's options (MATLAB names); the defaults when omitted; or a
-        resolved :class:`~pychop_compat.matlab.options.RoundingSpec`, used as it is.  The
+        resolved :class:`~pychop_compat.spec.RoundingSpec`, used as it is.  The
         persistent options of :func:`pychop_compat.chop` are neither read nor set.
     key : jax.random key, optional
         The numbers of stochastic rounding and bit flips: element ``i``

@@ -8,7 +8,7 @@ and it runs unchanged on CPU and CUDA tensors.  It serves
 :mod:`pychop_compat.nn`, where quantizers sit inside compiled training steps.
 
 What it computes, for an element ``x`` of a float32 or float64 tensor and a
-:class:`~pychop_compat.matlab.options.RoundingSpec` without bit flips, with chop.m's
+:class:`~pychop_compat.spec.RoundingSpec` without bit flips, with chop.m's
 rules on any signed format of the catalogue (see :func:`supports`):
 
 1. ``e``, the exponent of ``x`` (``x = 2^e * 1.f``), read from the bit pattern,

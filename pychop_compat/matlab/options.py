@@ -92,6 +92,7 @@ class ChopSpec:
                        explim=s.explim, randfunc=self.randfunc, params=s.fmt.params)
 
 
+#: chop.m's defaults: fp16, round to nearest, subnormals kept, MATLAB's stream.
 DEFAULT_SPEC = ChopSpec("h", RoundingSpec(lookup_format("h")), default_randfunc)
 
 
@@ -169,7 +170,7 @@ def _container_message(options) -> str:
             f"(e.g. SimpleNamespace), not {type(options).__name__}.")
 
 
-def given_fields(options) -> Optional[dict]:
+def given_fields(options: Any) -> Optional[dict]:
     """The non-empty fields of ``options``, or ``None`` when options is empty (MATLAB ``[]``).
 
     Raises ``TypeError`` for something that cannot hold options (a set, a
@@ -229,7 +230,7 @@ _FLIP_HINT = (" (Bit flips of any bit of the encoding, and other error models, a
               "CPFloat-style facade pychop_compat.cpfloat.)")
 
 
-def as_switch(value, name: str) -> int:
+def as_switch(value: Any, name: str) -> int:
     """A 0/1 switch: 0, 1, False, True (also as NumPy scalars, or 0.0 and 1.0), as an int."""
     if isinstance(value, (bool, np.bool_)):
         return int(value)
@@ -274,7 +275,7 @@ def precision_limit(mode: int, x_class: str) -> int:
     return 23 if x_class == "single" else 52
 
 
-def params_pair(params) -> tuple:
+def params_pair(params: Any) -> tuple:
     """``options.params`` checked: two integers ``[t, emax]`` (a list, tuple or array)."""
     if isinstance(params, (list, tuple)):
         values = list(params)

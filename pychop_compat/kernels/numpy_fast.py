@@ -59,7 +59,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable, Optional
+from typing import Any, Callable, Literal, Optional, Union
 
 import numpy as np
 
@@ -170,9 +170,9 @@ def _quietly(func, first: int, stop: int):
 class _Layout:
     """Bit layout of an IEEE binary input class (float32 or float64)."""
 
-    ftype: type
-    utype: type
-    itype: type
+    ftype: type[np.floating[Any]]
+    utype: type[np.unsignedinteger[Any]]
+    itype: type[np.signedinteger[Any]]
     width: int
     p: int  # significand bits, hidden bit included
     emin: int  # exponent of the smallest normal number
@@ -315,7 +315,7 @@ class _Plan:
         self.off = -lowest
         fe = np.arange(lowest, L.emax + 2)
         e = fe - 1
-        sub = (e >= self.emins) & (e < self.emin) if explim else np.zeros(e.shape, bool)
+        sub: np.ndarray = (e >= self.emins) & (e < self.emin) if explim else np.zeros(e.shape, bool)
         quantum = np.where(sub, self.emins, e - t + 1)  # exponent of the grid spacing
         unit_in = np.maximum(e, L.emin) - L.p + 1  # exponent of the input's last bit
         self.d_table = np.clip(quantum - unit_in, 0, L.p - 1).astype(u)
@@ -356,6 +356,15 @@ class _Analysis:
     """Per-element rounding data of special elements (see :func:`_analyse`)."""
 
     __slots__ = ("bits", "mag", "d", "unit", "frac", "trunc", "finite", "need", "sub")
+    bits: np.ndarray  # the storage words, then their magnitude bits
+    mag: np.ndarray
+    d: np.ndarray  # bits to drop
+    unit: np.ndarray  # 2^d, one step of the target grid
+    frac: np.ndarray  # the dropped part, and what is kept
+    trunc: np.ndarray
+    finite: np.ndarray
+    need: np.ndarray
+    sub: Optional[np.ndarray]
 
 
 def _analyse(plan: _Plan, xs: np.ndarray) -> _Analysis:
@@ -721,7 +730,8 @@ def _finish_special(plan: _Plan, out, special, xs, rnd, k_normal, draw) -> None:
     out[special] = c
 
 
-def _block_numbers(plan: _Plan, low, special, need_special, k: int, block_draws, s: _Scratch):
+def _block_numbers(plan: _Plan, low, special, need_special, k: Union[int, np.integer], block_draws,
+                   s: _Scratch):
     """The block's random numbers aligned with its elements (2, which never rounds up, where none).
 
     ``low`` holds the dropped bits of the block (nonzero: a regular element draws);
@@ -897,8 +907,9 @@ def _chop_with_flips(plan: _Plan, xf: np.ndarray, spec: RoundingSpec, sources: R
         counts += (int(np.count_nonzero(a.need)) - k_sub, k_sub, j - i - n_sub, n_sub)
     k_normal, k_sub, n_normal, n_sub = (int(v) for v in counts)
 
-    def draw_block(k, count):
-        rnd = sources.stochastic(k).astype(L.ftype, copy=False) if stochastic and k else None
+    def draw_block(k: int, count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """One block's draws: uniforms for stochastic rounding, flip choices, flipped bits."""
+        rnd = sources.stochastic(k).astype(L.ftype, copy=False) if stochastic and k else np.zeros(0, L.ftype)
         if plan.t < 2:
             raise ValueError(FLIP_PRECISION_ERROR)
         chosen = sources.flip_uniform(count) <= spec.p
@@ -907,7 +918,8 @@ def _chop_with_flips(plan: _Plan, xf: np.ndarray, spec: RoundingSpec, sources: R
         return rnd, chosen, np.asarray(bits, np.int64)
 
     normal = draw_block(k_normal, n_normal)
-    sub = draw_block(k_sub, n_sub) if n_sub else (None, np.zeros(0, bool), np.zeros(0, np.int64))
+    no_draws = (np.zeros(0, L.ftype), np.zeros(0, bool), np.zeros(0, np.int64))
+    sub_draws = draw_block(k_sub, n_sub) if n_sub else no_draws
 
     out = np.empty_like(xf)
     pos = np.zeros((2, 3), np.int64)  # per kind: next draw, next flip choice, next bit
@@ -918,10 +930,10 @@ def _chop_with_flips(plan: _Plan, xf: np.ndarray, spec: RoundingSpec, sources: R
         rnd = np.full(j - i, 2.0, L.ftype) if stochastic else None
         chosen = np.empty(j - i, bool)
         bits = np.zeros(j - i, np.int64)
-        for s, drawn in ((0, normal), (1, sub)):
+        for s, drawn in ((0, normal), (1, sub_draws)):
             members = kind if s else ~kind
             block_rnd, block_chosen, block_bits = drawn
-            if stochastic:
+            if rnd is not None:  # stochastic
                 wanted = a.need & members
                 k = int(np.count_nonzero(wanted))
                 if k:
@@ -964,8 +976,16 @@ def _flip(plan: _Plan, c: np.ndarray, xs: np.ndarray, chosen: np.ndarray, bits: 
 # --- one element: plain Python -----------------------------------------------------------------
 
 
-def _chop_scalar(plan: _Plan, v: float, sources: RandomSources) -> float:
-    """chop of one value, in Python floats (exact: every step is a scaling or an integer)."""
+def _stochastic_source(sources: Optional[RandomSources]) -> RandomSources:
+    """``sources``, which the stochastic modes need (deterministic ones may pass None)."""
+    if sources is None:
+        raise ValueError("Stochastic rounding (modes 5 and 6) needs random sources, got None.")
+    return sources
+
+
+def _chop_scalar(plan: _Plan, v: float, sources: Optional[RandomSources]) -> float:
+    """chop of one value, in Python floats (exact: every step is a scaling or an integer);
+    ``sources`` may be None in the deterministic modes (1 to 4)."""
     mode, t = plan.mode, plan.t
     e = math.frexp(v)[1] - 1
     quantum = plan.emins if plan.explim and plan.emins <= e < plan.emin else e - t + 1
@@ -973,7 +993,7 @@ def _chop_scalar(plan: _Plan, v: float, sources: RandomSources) -> float:
     if y == 0.0 or not math.isfinite(y):
         r = y
         if mode >= 5 and y != 0.0:  # Inf and NaN draw a number and stay as they are
-            sources.stochastic(1)
+            _stochastic_source(sources).stochastic(1)
     elif mode == 1:
         r = float(round(y))  # ties to even
     elif mode == 2:
@@ -989,7 +1009,7 @@ def _chop_scalar(plan: _Plan, v: float, sources: RandomSources) -> float:
         if frac == 0.0:
             r = y
         else:
-            rnd = float(np.asarray(sources.stochastic(1), np.float64).reshape(-1)[0])
+            rnd = float(np.asarray(_stochastic_source(sources).stochastic(1), np.float64).reshape(-1)[0])
             if plan.layout.ftype is np.float32:
                 rnd = float(np.float32(rnd))  # chop compares in single precision
             up = rnd <= (frac if mode == 5 else 0.5)
@@ -1197,6 +1217,7 @@ def in_memory_order(x: np.ndarray) -> tuple:
     pass reads and writes memory sequentially and the result keeps the
     caller's layout.
     """
+    order: Literal["C", "F"]
     if x.flags.c_contiguous:
         order = "C"
     elif x.flags.f_contiguous:

@@ -434,11 +434,19 @@ def _limit_range(plan: _Plan, c: np.ndarray, x: np.ndarray) -> None:
     apply_range_limits(c, x, plan.mode, plan.xmax, plan.xboundary, plan.min_rep, plan.keep_subnormals)
 
 
+def _draw_nothing(*args: int) -> np.ndarray:
+    raise ValueError("Deterministic rounding (modes 1 to 4) draws no random numbers.")
+
+
+#: The sources of the deterministic modes, which never draw.
+_NO_DRAWS = RandomSources(_draw_nothing, _draw_nothing, _draw_nothing)
+
+
 def _round_general(plan: _Plan, xs: np.ndarray) -> np.ndarray:
     """Deterministic modes: round the (special) elements ``xs`` one by one, range limits included."""
     if xs.size <= _FEW:
         # A few elements: plain Python beats a dozen ufunc calls (same results, tested).
-        return np.array([_chop_scalar(plan, v, None) for v in xs.tolist()], plan.layout.ftype)
+        return np.array([_chop_scalar(plan, v, _NO_DRAWS) for v in xs.tolist()], plan.layout.ftype)
     a = _analyse(plan, xs)
     c = _finish(plan, a, _round_up(plan, a, None))
     if plan.explim:
@@ -976,16 +984,8 @@ def _flip(plan: _Plan, c: np.ndarray, xs: np.ndarray, chosen: np.ndarray, bits: 
 # --- one element: plain Python -----------------------------------------------------------------
 
 
-def _stochastic_source(sources: Optional[RandomSources]) -> RandomSources:
-    """``sources``, which the stochastic modes need (deterministic ones may pass None)."""
-    if sources is None:
-        raise ValueError("Stochastic rounding (modes 5 and 6) needs random sources, got None.")
-    return sources
-
-
-def _chop_scalar(plan: _Plan, v: float, sources: Optional[RandomSources]) -> float:
-    """chop of one value, in Python floats (exact: every step is a scaling or an integer);
-    ``sources`` may be None in the deterministic modes (1 to 4)."""
+def _chop_scalar(plan: _Plan, v: float, sources: RandomSources) -> float:
+    """chop of one value, in Python floats (exact: every step is a scaling or an integer)."""
     mode, t = plan.mode, plan.t
     e = math.frexp(v)[1] - 1
     quantum = plan.emins if plan.explim and plan.emins <= e < plan.emin else e - t + 1
@@ -993,7 +993,7 @@ def _chop_scalar(plan: _Plan, v: float, sources: Optional[RandomSources]) -> flo
     if y == 0.0 or not math.isfinite(y):
         r = y
         if mode >= 5 and y != 0.0:  # Inf and NaN draw a number and stay as they are
-            _stochastic_source(sources).stochastic(1)
+            sources.stochastic(1)
     elif mode == 1:
         r = float(round(y))  # ties to even
     elif mode == 2:
@@ -1009,7 +1009,7 @@ def _chop_scalar(plan: _Plan, v: float, sources: Optional[RandomSources]) -> flo
         if frac == 0.0:
             r = y
         else:
-            rnd = float(np.asarray(_stochastic_source(sources).stochastic(1), np.float64).reshape(-1)[0])
+            rnd = float(np.asarray(sources.stochastic(1), np.float64).reshape(-1)[0])
             if plan.layout.ftype is np.float32:
                 rnd = float(np.float32(rnd))  # chop compares in single precision
             up = rnd <= (frac if mode == 5 else 0.5)

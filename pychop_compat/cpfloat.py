@@ -48,7 +48,7 @@ class CpfloatError(ValueError):
 
 
 # CPFloat's named formats: names -> (precision, emin, emax); subnormal and infinity defaults.
-_NAMED = (
+_NAMED: tuple[tuple[tuple[str, ...], tuple[int, int, int], dict[str, int]], ...] = (
     (("q43", "fp8-e4m3", "E4M3"), (4, -6, 8), {"infinity": 0}),
     (("q52", "fp8-e5m2", "E5M2"), (3, -14, 15), {}),
     (("b", "bfloat16", "bf16"), (8, -126, 127), {"subnormal": 0}),

@@ -46,7 +46,7 @@ def _pow2(e: int) -> float:
     return math.ldexp(1.0, e)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Format:
     """A binary floating-point format.
 
@@ -80,22 +80,26 @@ class Format:
 
     t: int
     emax: int
-    names: tuple[str, ...] = field(default=(), compare=False)
-    emin: Optional[int] = None
-    subnormals: bool = True
-    encoding: str = "ieee"
-    overflow: Optional[str] = None
+    names: tuple[str, ...] = field(compare=False)
+    emin: int
+    subnormals: bool
+    encoding: str
+    overflow: str
 
-    def __post_init__(self) -> None:
-        # Fill in the documented defaults once, so that equal formats compare equal.
-        if self.emin is None:
-            object.__setattr__(self, "emin", 1 - self.emax)
-        if self.encoding not in ENCODINGS:
-            raise ValueError(f"Format encoding must be one of {ENCODINGS}, got {self.encoding!r}.")
-        if self.overflow is None:
-            object.__setattr__(self, "overflow", _DEFAULT_OVERFLOW[self.encoding])
-        elif self.overflow not in OVERFLOWS:
-            raise ValueError(f"Format overflow must be one of {OVERFLOWS}, got {self.overflow!r}.")
+    # A hand-written __init__ (not the generated one) so that the optional arguments can be
+    # None while the stored fields are always filled in: equal formats compare equal.
+    def __init__(self, t: int, emax: int, names: tuple[str, ...] = (), emin: Optional[int] = None,
+                 subnormals: bool = True, encoding: str = "ieee", overflow: Optional[str] = None) -> None:
+        if encoding not in ENCODINGS:
+            raise ValueError(f"Format encoding must be one of {ENCODINGS}, got {encoding!r}.")
+        if overflow is None:
+            overflow = _DEFAULT_OVERFLOW[encoding]
+        elif overflow not in OVERFLOWS:
+            raise ValueError(f"Format overflow must be one of {OVERFLOWS}, got {overflow!r}.")
+        stored = {"t": t, "emax": emax, "names": names, "emin": 1 - emax if emin is None else emin,
+                  "subnormals": subnormals, "encoding": encoding, "overflow": overflow}
+        for name, value in stored.items():
+            object.__setattr__(self, name, value)
 
     # --- names and capabilities -----------------------------------------------------------
 

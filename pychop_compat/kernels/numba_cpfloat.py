@@ -42,6 +42,7 @@ from numba import prange
 from ..spec import RoundingSpec
 from ..rules.cpfloat import ROUND_MODES
 from .elementwise_cpfloat import cpfloat_constants
+from .numba_kernels import INLINE_OPTIONS, JIT_OPTIONS
 from .numpy_fast import in_memory_order
 
 __all__ = ["round_array", "handles", "SERIAL_BELOW", "CHUNK", "SUB_BLOCK"]
@@ -53,8 +54,6 @@ CHUNK = 1 << 14
 #: Elements per sub-block: a sub-block holding a special element is gone over again from L1.
 SUB_BLOCK = 256
 
-_jit = dict(cache=True, nogil=True, error_model="numpy")
-_inline = dict(_jit, inline="always")
 
 _U0 = np.uint64(0)
 _U1 = np.uint64(1)
@@ -90,7 +89,7 @@ def _constants(fmt, mode: int, subnormal: bool, explim: bool, saturation: bool, 
 # --- one element ------------------------------------------------------------------------------------
 
 
-@numba.njit(**_inline)
+@numba.njit(**INLINE_OPTIONS)
 def _core(m, neg, k, mode):
     """The rounded magnitude of the finite magnitude ``m`` (sign ``neg``: 0 or 1), any range;
     a carry beyond the top binade gives the storage's Inf pattern or above xmax."""
@@ -130,14 +129,14 @@ def _core(m, neg, k, mode):
     return tiny if m < k[TINY_LO] else r
 
 
-@numba.njit(**_inline)
+@numba.njit(**INLINE_OPTIONS)
 def _signed(r, neg, k):
     """The pattern of magnitude ``r`` with the input's sign (a zero without it under ZERO_PLUS)."""
     plus = (r == _U0) & (k[ZERO_PLUS] != _U0)
     return r | ((_U0 if plus else neg) << k[TOPBIT])
 
 
-@numba.njit(**_jit)
+@numba.njit(**JIT_OPTIONS)
 def _round_one(b, k, mode):
     """CPFloat's rounding of one bit pattern ``b`` (widened to uint64), every rule."""
     m = b & k[MAG]
@@ -176,7 +175,7 @@ def _round_one(b, k, mode):
 # --- the loops ---------------------------------------------------------------------------------------
 
 
-@numba.njit(**_inline)
+@numba.njit(**INLINE_OPTIONS)
 def _block_mode(xu, ou, first, last, k, mode):
     """The loop of one mode (``mode`` a constant where it is inlined, so LLVM folds the branches)."""
     special = 0
@@ -190,7 +189,7 @@ def _block_mode(xu, ou, first, last, k, mode):
     return special
 
 
-@numba.njit(**_jit)
+@numba.njit(**JIT_OPTIONS)
 def _block(xu, ou, first, last, k, mode):
     """Round ``first:last`` branch-free (one loop per mode, so that each vectorises); the number
     of special elements, which the caller rounds again."""
@@ -209,7 +208,7 @@ def _block(xu, ou, first, last, k, mode):
     return _block_mode(xu, ou, first, last, k, 7)
 
 
-@numba.njit(**_jit)
+@numba.njit(**JIT_OPTIONS)
 def _fix_specials(xu, ou, first, last, k, mode):
     mask, lo, span = k[SPECIAL_MASK], k[SPECIAL_LO], k[SPECIAL_SPAN]
     for i in range(first, last):
@@ -218,7 +217,7 @@ def _fix_specials(xu, ou, first, last, k, mode):
             ou[i] = _round_one(b, k, mode)
 
 
-@numba.njit(**_jit)
+@numba.njit(**JIT_OPTIONS)
 def _range(xu, ou, start, stop, k, mode):
     for first in range(start, stop, SUB_BLOCK):
         last = min(first + SUB_BLOCK, stop)
@@ -226,19 +225,19 @@ def _range(xu, ou, start, stop, k, mode):
             _fix_specials(xu, ou, np.uint64(first), np.uint64(last), k, mode)
 
 
-@numba.njit(**_jit)
+@numba.njit(**JIT_OPTIONS)
 def _tuple(k):
     return (k[0], k[1], k[2], k[3], k[4], k[5], k[6], k[7], k[8], k[9], k[10], k[11], k[12], k[13],
             k[14], k[15], k[16], k[17], k[18])
 
 
-@numba.njit(**_jit)
+@numba.njit(**JIT_OPTIONS)
 def round_serial(xu, ou, karray, mode):
     """Round the bit patterns ``xu`` into ``ou`` (same unsigned dtype) by one thread."""
     _range(xu, ou, 0, xu.size, _tuple(karray), mode)
 
 
-@numba.njit(parallel=True, **_jit)
+@numba.njit(parallel=True, **JIT_OPTIONS)
 def round_parallel(xu, ou, karray, mode, chunk):
     """As :func:`round_serial`, chunks of ``chunk`` elements shared out over Numba's threads."""
     k = _tuple(karray)

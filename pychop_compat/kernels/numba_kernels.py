@@ -37,6 +37,7 @@ process) and without fastmath (it would break the exact rounding).
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numba
 import numpy as np
@@ -63,17 +64,19 @@ _M1 = np.uint64(MIX1)
 _M2 = np.uint64(MIX2)
 _S30, _S27, _S31, _S12 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(12)
 
-_jit = dict(cache=True, nogil=True, error_model="numpy")
-# Helpers take scalars (an array argument costs reference counting on every call).  The small
-# ones on the hot path are inlined in Numba's IR; the general path (rare) is a plain call, which
-# keeps compilation short.
-_inline = dict(_jit, inline="always")
+#: Numba's options for every compiled kernel of the package: cached on disk, GIL released,
+#: NumPy's error model (x / 0 is inf, not an exception, as in the NumPy engine).
+JIT_OPTIONS: dict[str, Any] = dict(cache=True, nogil=True, error_model="numpy")
+#: The same, inlined into the caller's IR: helpers take scalars (an array argument costs
+#: reference counting on every call), and the small ones on the hot path are inlined; the
+#: general path (rare) is a plain call, which keeps compilation short.
+INLINE_OPTIONS: dict[str, Any] = dict(JIT_OPTIONS, inline="always")
 
 
 # --- the counter-based generator of device_random ----------------------------------------------
 
 
-@numba.njit(**_inline)
+@numba.njit(**INLINE_OPTIONS)
 def _unpack(ip, up, fp):
     """The constants as one tuple of scalars (indices MODE ... XBOUNDARY_CLASS)."""
     return (ip[0], ip[1], ip[2], ip[3], ip[4], ip[5], ip[6], ip[7], ip[8],
@@ -82,7 +85,7 @@ def _unpack(ip, up, fp):
             ip[9], ip[10], ip[11], ip[12], ip[13], ip[14], fp[5])
 
 
-@numba.njit(**_inline)
+@numba.njit(**INLINE_OPTIONS)
 def counter_uniform(key, j):
     """``((mix(key + j G) >> 12) + 1/2) 2^-52`` (uint64 arithmetic wraps modulo 2**64)."""
     z = key + j * _G
@@ -122,7 +125,7 @@ def double_of_bits(typingctx, b):
 # --- one element --------------------------------------------------------------------------------
 
 
-@numba.njit(**_inline)
+@numba.njit(**INLINE_OPTIONS)
 def _exponent(v):
     """frexp's exponent minus one (x = 2^e * 1.f); -1 for zero, Inf and NaN, like NumPy's frexp."""
     if v == 0.0 or not math.isfinite(v):
@@ -130,7 +133,7 @@ def _exponent(v):
     return math.frexp(v)[1] - 1
 
 
-@numba.njit(**_inline)
+@numba.njit(**INLINE_OPTIONS)
 def _quantum(e, k):
     """The exponent of the grid spacing of an element of exponent ``e``, and whether it is in
     chop's subnormal block."""
@@ -139,7 +142,7 @@ def _quantum(e, k):
     return e - k[T] + 1, False
 
 
-@numba.njit(**_inline)
+@numba.njit(**INLINE_OPTIONS)
 def _to_class(c, single):
     """A float64 value as the input's class (float32 rounding for single, as NumPy's stores)."""
     if single:
@@ -147,16 +150,16 @@ def _to_class(c, single):
     return c
 
 
-_limit_value = numba.njit(**_jit)(numpy_fast.limit_value)  # the NumPy engine's rule, compiled
+_limit_value = numba.njit(**JIT_OPTIONS)(numpy_fast.limit_value)  # the NumPy engine's rule, compiled
 
 
-@numba.njit(**_jit)
+@numba.njit(**JIT_OPTIONS)
 def _limit(c, v, k):
     """chop.m's overflow and underflow rules (explim = 1) on the result ``c`` of the input ``v``."""
     return _limit_value(c, v, k[MODE], k[XMAX], k[XBOUNDARY], k[MIN_REP], k[KEEPSUB] != 0)
 
 
-@numba.njit(**_jit)
+@numba.njit(**JIT_OPTIONS)
 def _encode(c, v, k):
     """The format's encoding on chop.m's result ``c`` of the input ``v`` (explim = 1), as
     :func:`pychop_compat.rules.cpfloat.apply_encoding` does it: with flips, a finite result
@@ -177,7 +180,7 @@ def _encode(c, v, k):
     return c
 
 
-@numba.njit(**_jit)
+@numba.njit(**JIT_OPTIONS)
 def _needs_draw(v, k):
     """``(subnormal block, draws)``: chop.m's block of ``v`` and whether its scaled value is
     not an integer (Inf and NaN too: their fraction inf - inf is NaN)."""
@@ -189,7 +192,7 @@ def _needs_draw(v, k):
     return sub, y != math.floor(y)
 
 
-@numba.njit(**_jit)
+@numba.njit(**JIT_OPTIONS)
 def _general(v, k, single, rnd, plus_zero, flip_shift):
     """chop of one value (float64 holding the input), any mode; the result as float64.
 
@@ -236,13 +239,13 @@ def _general(v, k, single, rnd, plus_zero, flip_shift):
     return c
 
 
-@numba.njit(**_inline)
+@numba.njit(**INLINE_OPTIONS)
 def _is_regular(b, k):
     field = (b & k[MAG]) & k[INF]
     return field >= k[LO] and field < k[HI]
 
 
-@numba.njit(**_inline)
+@numba.njit(**INLINE_OPTIONS)
 def _regular_bits(b, k):
     """Deterministic rounding of a regular element's bit pattern (modes 1-4)."""
     d0 = k[D0]
@@ -261,7 +264,7 @@ def _regular_bits(b, k):
     return b & k[KEEP0]
 
 
-@numba.njit(**_inline)
+@numba.njit(**INLINE_OPTIONS)
 def _regular_stochastic(b, k, rnd):
     """Stochastic rounding (modes 5, 6) of a regular element's bit pattern with its number
     (branch-free once compiled: the selects become masks)."""
@@ -275,7 +278,7 @@ def _regular_stochastic(b, k, rnd):
     return (b & k[KEEP0]) + (k[UNIT0] if rnd <= threshold else _U0)
 
 
-@numba.njit(**_inline)
+@numba.njit(**INLINE_OPTIONS)
 def _small_shift(b, k):
     """``(d, sub)`` for a carrier-normal element below xmin with explim = 1: chop.m rounds it
     on the grid of its own binade (``d = d0`` bits dropped) or, in its subnormal block
@@ -294,7 +297,7 @@ def _small_shift(b, k):
     return k[D0], False
 
 
-@numba.njit(**_inline)
+@numba.njit(**INLINE_OPTIONS)
 def _small_stochastic(b, k, d, rnd):
     """Stochastic rounding (modes 5, 6) of an element of :func:`_small_shift` (``d >= 0``) with
     its number, then chop.m's underflow rule: below the smallest kept magnitude +0 (modes 5
@@ -313,7 +316,7 @@ def _small_stochastic(b, k, d, rnd):
     return ((b & k[SIGN]) | rounded) & kept
 
 
-@numba.njit(**_inline)
+@numba.njit(**INLINE_OPTIONS)
 def _bit_rule_stochastic(b, k, rnd):
     """``(True, bits)``: stochastic rounding by the bit rules of a regular element
     (:func:`_regular_stochastic`) or of one of :func:`_small_shift`'s (:func:`_small_stochastic`);
@@ -326,7 +329,7 @@ def _bit_rule_stochastic(b, k, rnd):
     return False, _U0
 
 
-@numba.njit(**_inline)
+@numba.njit(**INLINE_OPTIONS)
 def _wide_limits(k):
     """``(lo, span, wide)``: the magnitudes ``[lo, lo + span)`` that the stochastic loops round
     by bit rules.  ``wide`` when every carrier-normal magnitude below the regular range is one
@@ -342,7 +345,7 @@ def _wide_limits(k):
     return k[LO], k[HI] - k[LO], False
 
 
-@numba.njit(**_inline)
+@numba.njit(**INLINE_OPTIONS)
 def _wide_shift(b, k):
     """``(d, sub)`` of :func:`_small_shift` for an element of :func:`_wide_limits`'s range when
     ``wide`` (``d0`` for a regular one)."""
@@ -353,14 +356,14 @@ def _wide_shift(b, k):
     return k[D0] + np.int64(sub) * (e_min - e_field), sub
 
 
-@numba.njit(**_inline)
+@numba.njit(**INLINE_OPTIONS)
 def _in_subnormal_block(b, k, lo, span):
     """Whether a carrier-normal element lies in chop.m's subnormal block (explim = 1): its
     exponent field in ``[lo, lo + span)`` (one unsigned comparison)."""
     return ((b & k[MAG]) >> np.uint64(k[P] - 1)) - lo < span
 
 
-@numba.njit(**_inline)
+@numba.njit(**INLINE_OPTIONS)
 def _count_outside(xu, first, last, lo, span, mag):
     """How many magnitudes of ``first:last`` are outside ``[lo, lo + span)``."""
     outside = 0
@@ -369,13 +372,13 @@ def _count_outside(xu, first, last, lo, span, mag):
     return outside
 
 
-@numba.njit(**_inline)
+@numba.njit(**INLINE_OPTIONS)
 def _small_draws(b, k, d):
     """Whether an element of :func:`_small_shift` draws a number (a nonzero dropped part)."""
     return (b & k[MAG] & ((_U1 << np.uint64(d)) - _U1)) != _U0
 
 
-@numba.njit(**_inline)
+@numba.njit(**INLINE_OPTIONS)
 def _count_specials(xu, first, last, k):
     """How many elements of ``first:last`` are not regular (a vectorisable loop)."""
     lo, span, inf = k[LO], k[HI] - k[LO], k[INF]
@@ -393,7 +396,7 @@ def _count_specials(xu, first, last, k):
 SUB_BLOCK = 256
 
 
-@numba.njit(**_jit)
+@numba.njit(**JIT_OPTIONS)
 def _fix_specials(xf, xu, of, first, last, k, single, lo, span, mag):
     """The general path for the elements of ``first:last`` outside the loop's range."""
     for i in range(np.uint64(first), np.uint64(last)):
@@ -401,14 +404,14 @@ def _fix_specials(xf, xu, of, first, last, k, single, lo, span, mag):
             of[i] = _general(np.float64(xf[i]), k, single, 2.0, False, -1)
 
 
-@numba.njit(**_inline)
+@numba.njit(**INLINE_OPTIONS)
 def _det_constants(rp):
     """The deterministic loop's constants (``rp[5:]``, see :func:`det_serial`) as a tuple."""
     return (np.int64(rp[5]), np.int64(rp[6]), np.int64(rp[7]), rp[8], rp[9], rp[10], rp[11], rp[12],
             rp[13], rp[14], rp[15], rp[16], rp[17])
 
 
-@numba.njit(**_inline)
+@numba.njit(**INLINE_OPTIONS)
 def _det_block(xu, ou, first, last, c, mode):
     """Round the elements ``first:last`` branch-free (one loop per mode, so that each stays
     short); the number of them outside the loops' range, which the caller rounds again."""
@@ -460,7 +463,7 @@ def _det_block(xu, ou, first, last, c, mode):
 # with signed ones Numba checks for negative indices, which stops LLVM from vectorising the
 # loop (five times slower).
 
-@numba.njit(**_jit)
+@numba.njit(**JIT_OPTIONS)
 def det_serial(xf, xu, of, ou, ip, up, fp, rp, single):
     k = _unpack(ip, up, fp)
     c = _det_constants(rp)
@@ -473,7 +476,7 @@ def det_serial(xf, xu, of, ou, ip, up, fp, rp, single):
             _fix_specials(xf, xu, of, first, last, k, single, c[9], c[10], c[6])
 
 
-@numba.njit(parallel=True, **_jit)
+@numba.njit(parallel=True, **JIT_OPTIONS)
 def det_parallel(xf, xu, of, ou, ip, up, fp, rp, single, chunk):
     k = _unpack(ip, up, fp)
     c = _det_constants(rp)
@@ -493,7 +496,7 @@ def det_parallel(xf, xu, of, ou, ip, up, fp, rp, single, chunk):
 # in it, so that it vectorises), and a plain call for a sub-block holding other elements.
 
 
-@numba.njit(**_jit)
+@numba.njit(**JIT_OPTIONS)
 def _counter_general(xf, xu, of, ou, first, last, k, single, k0, k1, k2, offset, every):
     """The general path for the elements of ``first:last`` (all of them when ``every``);
     without ``every`` (no flips) the small elements of :func:`_small_shift` take their bit rule."""
@@ -517,7 +520,7 @@ def _counter_general(xf, xu, of, ou, first, last, k, single, k0, k1, k2, offset,
         of[i] = _general(np.float64(xf[i]), k, single, rnd, True, shift)
 
 
-@numba.njit(**_inline)
+@numba.njit(**INLINE_OPTIONS)
 def _counter_range(xf, xu, of, ou, start, stop, k, single, k0, k1, k2, offset):
     n_blocks = (stop - start + SUB_BLOCK - 1) // SUB_BLOCK
     wide_lo, wide_span, wide = _wide_limits(k)
@@ -547,13 +550,13 @@ def _counter_range(xf, xu, of, ou, start, stop, k, single, k0, k1, k2, offset):
             _counter_general(xf, xu, of, ou, first, last, k, single, k0, k1, k2, offset, False)
 
 
-@numba.njit(**_jit)
+@numba.njit(**JIT_OPTIONS)
 def counter_serial(xf, xu, of, ou, ip, up, fp, single, keys, offset):
     k = _unpack(ip, up, fp)
     _counter_range(xf, xu, of, ou, 0, xf.size, k, single, keys[0], keys[1], keys[2], offset)
 
 
-@numba.njit(parallel=True, **_jit)
+@numba.njit(parallel=True, **JIT_OPTIONS)
 def counter_parallel(xf, xu, of, ou, ip, up, fp, single, keys, offset, chunk):
     k = _unpack(ip, up, fp)
     n = xf.size
@@ -565,7 +568,7 @@ def counter_parallel(xf, xu, of, ou, ip, up, fp, single, keys, offset, chunk):
 # --- chop.m's draw order: count, draw in bulk (by the caller), round ---------------------------------
 
 
-@numba.njit(**_inline)
+@numba.njit(**INLINE_OPTIONS)
 def _classify(b, v, k):
     """``(subnormal block, draws)`` of an element (see :func:`_needs_draw`)."""
     if _is_regular(b, k):
@@ -576,7 +579,7 @@ def _classify(b, v, k):
     return _needs_draw(v, k)
 
 
-@numba.njit(**_jit)
+@numba.njit(**JIT_OPTIONS)
 def _count_general(xf, xu, first, last, k, stochastic):
     k_normal = 0
     k_sub = 0
@@ -592,7 +595,7 @@ def _count_general(xf, xu, first, last, k, stochastic):
     return k_normal, k_sub, n_sub
 
 
-@numba.njit(**_jit)
+@numba.njit(**JIT_OPTIONS)
 def count_draws(xf, xu, ip, up, fp, chunk, stochastic):
     """Per chunk: draws of the normal block, draws of the subnormal block, elements of the
     subnormal block.  One thread: a read-only pass, cheaper than a parallel launch on a busy
@@ -625,7 +628,7 @@ def count_draws(xf, xu, ip, up, fp, chunk, stochastic):
     return counts
 
 
-@numba.njit(**_jit)
+@numba.njit(**JIT_OPTIONS)
 def _round_drawn_general(xf, xu, of, ou, first, last, k, single, q, rnd_normal, rnd_sub, plus_normal,
                          plus_sub, flips, choice_normal, choice_sub, bits_normal, bits_sub):
     """Every element of ``first:last`` by the general path (without flips, the regular and the
@@ -666,7 +669,7 @@ def _round_drawn_general(xf, xu, of, ou, first, last, k, single, q, rnd_normal, 
         of[i] = _general(v, k, single, rnd, plus_sub if sub else plus_normal, shift)
 
 
-@numba.njit(**_jit)
+@numba.njit(**JIT_OPTIONS)
 def _round_drawn_chunks(c0, c1, xf, xu, of, ou, k, single, chunk, starts, rnd_normal, rnd_sub,
                         plus_normal, plus_sub, flips, choice_normal, choice_sub, bits_normal, bits_sub):
     """Chunks ``c0:c1`` of :func:`round_drawn`."""
@@ -729,7 +732,7 @@ def _round_drawn_chunks(c0, c1, xf, xu, of, ou, k, single, chunk, starts, rnd_no
             q[0] = np.int64(position)
 
 
-@numba.njit(parallel=True, **_jit)
+@numba.njit(parallel=True, **JIT_OPTIONS)
 def round_drawn(xf, xu, of, ou, ip, up, fp, single, chunk, starts, rnd_normal, rnd_sub,
                 plus_normal, plus_sub, flips, choice_normal, choice_sub, bits_normal, bits_sub):
     """Round with the numbers chop.m drew, in its order: element ``i`` of chunk ``c`` takes the
@@ -742,7 +745,7 @@ def round_drawn(xf, xu, of, ou, ip, up, fp, single, chunk, starts, rnd_normal, r
                             plus_normal, plus_sub, flips, choice_normal, choice_sub, bits_normal, bits_sub)
 
 
-@numba.njit(**_jit)
+@numba.njit(**JIT_OPTIONS)
 def round_drawn_serial(xf, xu, of, ou, ip, up, fp, single, chunk, starts, rnd_normal, rnd_sub,
                        plus_normal, plus_sub, flips, choice_normal, choice_sub, bits_normal, bits_sub):
     """:func:`round_drawn` on one thread (small arrays)."""
@@ -755,13 +758,13 @@ def round_drawn_serial(xf, xu, of, ou, ip, up, fp, single, chunk, starts, rnd_no
 # --- one float64 value, for the compiled linear algebra ----------------------------------------------
 
 
-@numba.njit(**_inline)
+@numba.njit(**INLINE_OPTIONS)
 def constants(ip, up, fp):
     """The tuple of constants of a rounding (see :func:`chop_double`)."""
     return _unpack(ip, up, fp)
 
 
-@numba.njit(**_inline)
+@numba.njit(**INLINE_OPTIONS)
 def chop_double(v, k):
     """chop of one float64 value, deterministic modes (1-4) without flips, by the constants ``k``
     of :func:`constants`: the bit rounding for a regular value, chop.m's scaling for the rest."""
@@ -771,7 +774,7 @@ def chop_double(v, k):
     return _general(v, k, False, 2.0, False, -1)
 
 
-@numba.njit(**_inline)
+@numba.njit(**INLINE_OPTIONS)
 def fast_constants(ip, up, rp):
     """Constants of :func:`fast_bits` and :func:`irregular`: the branch-free deterministic rounding
     of regular values (a tuple of scalars; see the deterministic loops)."""
@@ -779,7 +782,7 @@ def fast_constants(ip, up, rp):
             up[KEEP0 - 9], up[LO - 9], up[HI - 9] - up[LO - 9], up[INF - 9])
 
 
-@numba.njit(**_inline)
+@numba.njit(**INLINE_OPTIONS)
 def fast_bits(b, f):
     """The rounded bit pattern of ``b`` as if it were regular (modes 1-4; branch-free)."""
     sign = b >> f[6]
@@ -787,7 +790,7 @@ def fast_bits(b, f):
     return (b + add) & f[7]
 
 
-@numba.njit(**_inline)
+@numba.njit(**INLINE_OPTIONS)
 def irregular(b, f):
     """1 when ``b`` is not regular (its rounding needs :func:`chop_double`), else 0."""
     return np.int64(((b & f[10]) - f[8]) >= f[9])
@@ -806,20 +809,20 @@ _S1, _S7, _S11, _S15, _S18 = np.uint64(1), np.uint64(7), np.uint64(11), np.uint6
 _S5, _S6, _U2 = np.uint64(5), np.uint64(6), np.uint64(2)
 
 
-@numba.njit(**_inline)
+@numba.njit(**INLINE_OPTIONS)
 def _mt_mix(upper_word, lower_word, far):
     y = (np.uint64(upper_word) & _MT_UPPER) | (np.uint64(lower_word) & _MT_LOWER)
     return np.uint64(far) ^ (y >> _S1) ^ ((_U0 - (y & _U1)) & _MT_MATRIX)
 
 
-@numba.njit(**_jit)
+@numba.njit(**JIT_OPTIONS)
 def _mt_twist(key, tempered):
     """The next 624 words of ``key`` (mt19937ar's generation step) and their tempered outputs."""
     _mt_generate(key)
     _mt_temper(key, tempered)
 
 
-@numba.njit(**_jit)
+@numba.njit(**JIT_OPTIONS)
 def _mt_temper(key, tempered):
     for i in range(_MT_N):
         y = np.uint64(key[i])
@@ -830,7 +833,7 @@ def _mt_temper(key, tempered):
         tempered[i] = y
 
 
-@numba.njit(**_jit)
+@numba.njit(**JIT_OPTIONS)
 def _mt_word(key, tempered, pos):
     """The next 32-bit output (advances ``pos[0]``)."""
     if pos[0] >= _MT_N:
@@ -841,7 +844,7 @@ def _mt_word(key, tempered, pos):
     return word
 
 
-@numba.njit(**_inline)
+@numba.njit(**INLINE_OPTIONS)
 def _mt_double(key, tempered, pos):
     """The next double of the stream (two outputs)."""
     a = _mt_word(key, tempered, pos) >> _S5
@@ -849,7 +852,7 @@ def _mt_double(key, tempered, pos):
     return (np.float64(a) * 67108864.0 + np.float64(b)) * 2.0**-53
 
 
-@numba.njit(**_jit)
+@numba.njit(**JIT_OPTIONS)
 def _mt_fill(key, tempered, pos, out, count, single):
     """The next ``count`` doubles of the stream into ``out[:count]`` (rounded to single when
     ``single``: chop compares them in the input's class)."""
@@ -874,7 +877,7 @@ def _mt_fill(key, tempered, pos, out, count, single):
         done += m
 
 
-@numba.njit(**_jit)
+@numba.njit(**JIT_OPTIONS)
 def mt_uniform(key, pos, n):
     """``n`` doubles of the stream whose state is ``key, pos`` (advanced in place); for tests."""
     tempered = np.empty(_MT_N, np.uint64)
@@ -894,7 +897,7 @@ STREAM_GROUP = 16
 DEFER_BELOW = 512
 
 
-@numba.njit(**_jit)
+@numba.njit(**JIT_OPTIONS)
 def _mt_generate(key):
     """The next 624 words of ``key`` (mt19937ar's generation step), untempered."""
     for i in range(_MT_N - _MT_M):
@@ -904,7 +907,7 @@ def _mt_generate(key):
     key[_MT_N - 1] = np.uint32(_mt_mix(key[_MT_N - 1], key[0], key[_MT_M - 1]) & np.uint64(0xFFFFFFFF))
 
 
-@numba.njit(**_jit)
+@numba.njit(**JIT_OPTIONS)
 def _mt_skip(key, pos, words):
     """Advance the state ``key, pos`` by ``words`` outputs without computing them (only the
     generation steps that those outputs need; the caller tempers ``key`` afterwards)."""
@@ -917,7 +920,7 @@ def _mt_skip(key, pos, words):
         words -= step
 
 
-@numba.njit(**_jit)
+@numba.njit(**JIT_OPTIONS)
 def _stream_plan(xf, xu, k, plans, counts, flags):
     """round_stream's counting pass: per sub-block its plan (``_PLAN_*``) and its numbers of the
     normal block and of chop's subnormal block (``counts[block]``); per element of a
@@ -963,7 +966,7 @@ def _stream_plan(xf, xu, k, plans, counts, flags):
     return k_normal, k_sub, n_sub
 
 
-@numba.njit(**_jit)
+@numba.njit(**JIT_OPTIONS)
 def round_stream(xf, xu, of, ou, ip, up, fp, single, key, pos):
     """Stochastic rounding (modes 5, 6, no flips) of ``xf`` (MATLAB's element order) with the
     numbers of MATLAB's stream, drawn here as chop.m draws them: first one number for each
@@ -1114,14 +1117,14 @@ def round_stream(xf, xu, of, ou, ip, up, fp, single, key, pos):
         key[:] = key_sub
         pos[0] = pos_sub[0]
     return k_normal, k_sub
-@numba.njit(**_inline)
+@numba.njit(**INLINE_OPTIONS)
 def nearest_only(f):
     """Whether the constants ``f`` of :func:`fast_constants` are plain round to nearest (ties to
     even, bits dropped, not t = 1): then :func:`nearest_bits` gives the bits of :func:`fast_bits`."""
     return f[0] == _U0 and f[1] == _U1 and f[3] == _U0 and f[4] == _U0
 
 
-@numba.njit(**_inline)
+@numba.njit(**INLINE_OPTIONS)
 def nearest_bits(b, f):
     """:func:`fast_bits` for plain round to nearest (:func:`nearest_only`), in fewer operations (a
     loop that tests :func:`nearest_only` outside is split by LLVM into one loop per case)."""

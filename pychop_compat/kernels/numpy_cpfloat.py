@@ -17,6 +17,8 @@ Large arrays are split over threads as :mod:`.numpy_fast` splits them.
 
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 
 from ..spec import RoundingSpec
@@ -47,6 +49,7 @@ def round_array(x: np.ndarray, spec: RoundingSpec) -> np.ndarray:
     regular_hi = eff.emax + bias
     u = u_type
     xu, ou = flat.view(u), out.view(u)
+    idx: Optional[np.ndarray]
     if regular_hi <= regular_lo or eff.encoding == "e8m0":  # E8M0: no sign, every element checked
         idx = np.arange(flat.size)
     else:

@@ -59,7 +59,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable, Optional
+from typing import Any, Callable, Literal, Optional, Union
 
 import numpy as np
 
@@ -170,9 +170,9 @@ def _quietly(func, first: int, stop: int):
 class _Layout:
     """Bit layout of an IEEE binary input class (float32 or float64)."""
 
-    ftype: type
-    utype: type
-    itype: type
+    ftype: type[np.floating[Any]]
+    utype: type[np.unsignedinteger[Any]]
+    itype: type[np.signedinteger[Any]]
     width: int
     p: int  # significand bits, hidden bit included
     emin: int  # exponent of the smallest normal number
@@ -315,7 +315,7 @@ class _Plan:
         self.off = -lowest
         fe = np.arange(lowest, L.emax + 2)
         e = fe - 1
-        sub = (e >= self.emins) & (e < self.emin) if explim else np.zeros(e.shape, bool)
+        sub: np.ndarray = (e >= self.emins) & (e < self.emin) if explim else np.zeros(e.shape, bool)
         quantum = np.where(sub, self.emins, e - t + 1)  # exponent of the grid spacing
         unit_in = np.maximum(e, L.emin) - L.p + 1  # exponent of the input's last bit
         self.d_table = np.clip(quantum - unit_in, 0, L.p - 1).astype(u)
@@ -356,6 +356,15 @@ class _Analysis:
     """Per-element rounding data of special elements (see :func:`_analyse`)."""
 
     __slots__ = ("bits", "mag", "d", "unit", "frac", "trunc", "finite", "need", "sub")
+    bits: np.ndarray  # the storage words, then their magnitude bits
+    mag: np.ndarray
+    d: np.ndarray  # bits to drop
+    unit: np.ndarray  # 2^d, one step of the target grid
+    frac: np.ndarray  # the dropped part, and what is kept
+    trunc: np.ndarray
+    finite: np.ndarray
+    need: np.ndarray
+    sub: Optional[np.ndarray]
 
 
 def _analyse(plan: _Plan, xs: np.ndarray) -> _Analysis:
@@ -425,11 +434,19 @@ def _limit_range(plan: _Plan, c: np.ndarray, x: np.ndarray) -> None:
     apply_range_limits(c, x, plan.mode, plan.xmax, plan.xboundary, plan.min_rep, plan.keep_subnormals)
 
 
+def _draw_nothing(*args: int) -> np.ndarray:
+    raise ValueError("Deterministic rounding (modes 1 to 4) draws no random numbers.")
+
+
+#: The sources of the deterministic modes, which never draw.
+_NO_DRAWS = RandomSources(_draw_nothing, _draw_nothing, _draw_nothing)
+
+
 def _round_general(plan: _Plan, xs: np.ndarray) -> np.ndarray:
     """Deterministic modes: round the (special) elements ``xs`` one by one, range limits included."""
     if xs.size <= _FEW:
         # A few elements: plain Python beats a dozen ufunc calls (same results, tested).
-        return np.array([_chop_scalar(plan, v, None) for v in xs.tolist()], plan.layout.ftype)
+        return np.array([_chop_scalar(plan, v, _NO_DRAWS) for v in xs.tolist()], plan.layout.ftype)
     a = _analyse(plan, xs)
     c = _finish(plan, a, _round_up(plan, a, None))
     if plan.explim:
@@ -721,7 +738,8 @@ def _finish_special(plan: _Plan, out, special, xs, rnd, k_normal, draw) -> None:
     out[special] = c
 
 
-def _block_numbers(plan: _Plan, low, special, need_special, k: int, block_draws, s: _Scratch):
+def _block_numbers(plan: _Plan, low, special, need_special, k: Union[int, np.integer], block_draws,
+                   s: _Scratch):
     """The block's random numbers aligned with its elements (2, which never rounds up, where none).
 
     ``low`` holds the dropped bits of the block (nonzero: a regular element draws);
@@ -897,8 +915,9 @@ def _chop_with_flips(plan: _Plan, xf: np.ndarray, spec: RoundingSpec, sources: R
         counts += (int(np.count_nonzero(a.need)) - k_sub, k_sub, j - i - n_sub, n_sub)
     k_normal, k_sub, n_normal, n_sub = (int(v) for v in counts)
 
-    def draw_block(k, count):
-        rnd = sources.stochastic(k).astype(L.ftype, copy=False) if stochastic and k else None
+    def draw_block(k: int, count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """One block's draws: uniforms for stochastic rounding, flip choices, flipped bits."""
+        rnd = sources.stochastic(k).astype(L.ftype, copy=False) if stochastic and k else np.zeros(0, L.ftype)
         if plan.t < 2:
             raise ValueError(FLIP_PRECISION_ERROR)
         chosen = sources.flip_uniform(count) <= spec.p
@@ -907,7 +926,8 @@ def _chop_with_flips(plan: _Plan, xf: np.ndarray, spec: RoundingSpec, sources: R
         return rnd, chosen, np.asarray(bits, np.int64)
 
     normal = draw_block(k_normal, n_normal)
-    sub = draw_block(k_sub, n_sub) if n_sub else (None, np.zeros(0, bool), np.zeros(0, np.int64))
+    no_draws = (np.zeros(0, L.ftype), np.zeros(0, bool), np.zeros(0, np.int64))
+    sub_draws = draw_block(k_sub, n_sub) if n_sub else no_draws
 
     out = np.empty_like(xf)
     pos = np.zeros((2, 3), np.int64)  # per kind: next draw, next flip choice, next bit
@@ -918,10 +938,10 @@ def _chop_with_flips(plan: _Plan, xf: np.ndarray, spec: RoundingSpec, sources: R
         rnd = np.full(j - i, 2.0, L.ftype) if stochastic else None
         chosen = np.empty(j - i, bool)
         bits = np.zeros(j - i, np.int64)
-        for s, drawn in ((0, normal), (1, sub)):
+        for s, drawn in ((0, normal), (1, sub_draws)):
             members = kind if s else ~kind
             block_rnd, block_chosen, block_bits = drawn
-            if stochastic:
+            if rnd is not None:  # stochastic
                 wanted = a.need & members
                 k = int(np.count_nonzero(wanted))
                 if k:
@@ -1197,6 +1217,7 @@ def in_memory_order(x: np.ndarray) -> tuple:
     pass reads and writes memory sequentially and the result keeps the
     caller's layout.
     """
+    order: Literal["C", "F"]
     if x.flags.c_contiguous:
         order = "C"
     elif x.flags.f_contiguous:

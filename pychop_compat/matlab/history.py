@@ -241,7 +241,7 @@ def _truncate(y: np.ndarray, rules: Rules) -> np.ndarray:
     return np.floor(y) if y.size and np.all(y >= 0) else np.ceil(y)
 
 
-def _roundit(y: np.ndarray, spec: ChopSpec, rules: Rules, sources) -> np.ndarray:
+def _roundit(y: np.ndarray, spec: RoundingSpec, rules: Rules, sources) -> np.ndarray:
     if spec.flips and rules.flips_broken:
         raise ValueError("Bit flips fail in chop.m from 2019-07-11 to 2020-05-30 "
                          "(roundit reads options.t, which chop no longer sets).")

@@ -16,7 +16,7 @@ import math
 import numbers
 import types
 from dataclasses import dataclass, fields
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Collection, Iterable, Optional, Sequence
 
 import numpy as np
 
@@ -143,9 +143,9 @@ def _unknown_fields_error(unknown) -> ValueError:
     return ValueError(f"Unknown chop option(s) {names}; allowed: {', '.join(OPTION_NAMES)}.{hint}")
 
 
-def _attribute_fields(options) -> set:
+def _attribute_fields(options) -> set[str]:
     """The public attribute names an options object holds (instance ``__dict__`` and slots)."""
-    names = set()
+    names: set[str] = set()
     found = False
     instance_dict = getattr(options, "__dict__", None)
     if isinstance(instance_dict, dict):
@@ -179,13 +179,15 @@ def given_fields(options: Any) -> Optional[dict]:
     """
     if options_are_empty(options):
         return None
+    items: Iterable[tuple[Any, Any]]
+    unknown: Collection[Any]
     if isinstance(options, collections.abc.Mapping):
         unknown = [k for k in options if k not in OPTION_NAMES or not isinstance(k, str)]
         if unknown:
             raise _unknown_fields_error(unknown)
         items = options.items()
-    elif hasattr(type(options), "_fields") and isinstance(options, tuple):  # a namedtuple
-        items = options._asdict().items()
+    elif isinstance(options, tuple) and hasattr(options, "_fields"):  # a namedtuple
+        items = zip(options._fields, options)
         unknown = set(options._fields) - set(OPTION_NAMES)
         if unknown:
             raise _unknown_fields_error(unknown)
@@ -275,8 +277,9 @@ def precision_limit(mode: int, x_class: str) -> int:
     return 23 if x_class == "single" else 52
 
 
-def params_pair(params: Any) -> tuple:
+def params_pair(params: Any) -> tuple[int, int]:
     """``options.params`` checked: two integers ``[t, emax]`` (a list, tuple or array)."""
+    values: Optional[list[Any]]
     if isinstance(params, (list, tuple)):
         values = list(params)
     elif isinstance(params, np.ndarray):
@@ -285,7 +288,7 @@ def params_pair(params: Any) -> tuple:
         values = None
     if values is None or len(values) != 2:
         raise ValueError(f"options.params must be [t, emax], got {params!r}.")
-    return tuple(_as_int(v, "params") for v in values)
+    return _as_int(values[0], "params"), _as_int(values[1], "params")
 
 
 def _custom_params(params, mode: int, x_class: str) -> Format:

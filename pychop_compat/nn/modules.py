@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 import torch
 from torch import nn
@@ -52,9 +52,12 @@ class Quantizer(nn.Module):
         self.forward_rounder: Optional[Rounder] = (
             None if forward is None else _rounder_for(forward, forward_rounding, None, forward_rng))
         backward_rounder = None if backward is None else _rounder_for(backward, backward_rounding, None, backward_rng)
-        if clip and self.forward_rounder is None:
-            raise ValueError("clip=True needs a forward format (its xmax is the clipping limit).")
-        self.rule = GradientRule(self.forward_rounder.xmax if clip else None, backward_rounder)
+        clip_limit = None
+        if clip:
+            if self.forward_rounder is None:
+                raise ValueError("clip=True needs a forward format (its xmax is the clipping limit).")
+            clip_limit = self.forward_rounder.xmax
+        self.rule = GradientRule(clip_limit, backward_rounder)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` rounded by the forward rule; its gradient by the backward rule."""
@@ -129,6 +132,9 @@ class QuantizedLinear(_QuantizedLayer, nn.Linear):
 
 
 class _QuantizedConv(_QuantizedLayer):
+    # torch's ConvNd helper (padding mode, then the convolution), from nn.Conv1d/2d/3d in the subclasses.
+    _conv_forward: Callable[[torch.Tensor, torch.Tensor, Optional[torch.Tensor]], torch.Tensor]
+
     def __init__(self, *args, weight: Any = None, activation: Any = None, gradient: Any = None, **kwargs):
         super().__init__(*args, **kwargs)
         self._init_quantizers(weight, activation, gradient)
@@ -136,7 +142,6 @@ class _QuantizedConv(_QuantizedLayer):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """The layer on quantized input and parameters, its output quantized."""
         weight, bias = self._quantized_parameters()
-        # torch's ConvNd helper applies the padding mode, then the convolution.
         return self.output_quantizer(self._conv_forward(self.input_quantizer(x), weight, bias))
 
 
@@ -167,8 +172,9 @@ class QuantizedLayerNorm(_QuantizedLayer, nn.LayerNorm):
         return self.output_quantizer(F.layer_norm(self.input_quantizer(x), self.normalized_shape, weight, bias, self.eps))
 
 
-_QUANTIZED = {nn.Linear: QuantizedLinear, nn.Conv1d: QuantizedConv1d, nn.Conv2d: QuantizedConv2d,
-              nn.Conv3d: QuantizedConv3d, nn.LayerNorm: QuantizedLayerNorm}
+_QUANTIZED: dict[type[nn.Module], type[_QuantizedLayer]] = {
+    nn.Linear: QuantizedLinear, nn.Conv1d: QuantizedConv1d, nn.Conv2d: QuantizedConv2d, nn.Conv3d: QuantizedConv3d,
+    nn.LayerNorm: QuantizedLayerNorm}
 
 
 def _from_module(cls, module, weight, activation, gradient):

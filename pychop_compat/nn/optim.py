@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Dict, Iterable, Optional, Union
+from collections import OrderedDict
+from typing import Any, Callable, Dict, Iterable, Optional, TypeVar, Union, overload
 
 import torch
 
 from .quantize import Rounder, _rounder_for
 
 __all__ = ["OptimLP"]
+
+_Loss = TypeVar("_Loss")  # what a step's closure returns (the loss), given back by step
 
 
 def _as_rounder(spec: Any, what: str) -> Optional[Rounder]:
@@ -90,7 +93,7 @@ class OptimLP(torch.optim.Optimizer):
         self.grad_rounder = _as_rounder(grad, "grad")
         self.accumulator_rounder = _as_rounder(accumulator, "accumulator")
         if isinstance(state, dict):
-            self.state_rounders: Union[Rounder, Dict[str, Rounder], None] = {
+            self.state_rounders: Union[Rounder, Dict[str, Optional[Rounder]], None] = {
                 key: _as_rounder(value, f"state[{key!r}]") for key, value in state.items()}
         else:
             self.state_rounders = _as_rounder(state, "state")
@@ -104,12 +107,13 @@ class OptimLP(torch.optim.Optimizer):
             with torch.no_grad():
                 for p in self._params():
                     self.accumulators[p] = self.accumulator_rounder(p.detach().clone())
-        self._optimizer_step_pre_hooks = {}
-        self._optimizer_step_post_hooks = {}
-        self._optimizer_state_dict_pre_hooks = {}
-        self._optimizer_state_dict_post_hooks = {}
-        self._optimizer_load_state_dict_pre_hooks = {}
-        self._optimizer_load_state_dict_post_hooks = {}
+        # Ordered, as Optimizer.__init__ makes them: registering a hook with prepend=True moves it first.
+        self._optimizer_step_pre_hooks = OrderedDict()
+        self._optimizer_step_post_hooks = OrderedDict()
+        self._optimizer_state_dict_pre_hooks = OrderedDict()
+        self._optimizer_state_dict_post_hooks = OrderedDict()
+        self._optimizer_load_state_dict_pre_hooks = OrderedDict()
+        self._optimizer_load_state_dict_post_hooks = OrderedDict()
 
     # --- the wrapped optimizer's groups, state and defaults --------------------------------
     @property
@@ -160,22 +164,29 @@ class OptimLP(torch.optim.Optimizer):
                 for p in self.optimizer.param_groups[-1]["params"]:
                     self.accumulators[p] = self.accumulator_rounder(p.detach().clone())
 
+    @overload
+    def step(self, closure: None = None) -> None: ...
+
+    @overload
+    def step(self, closure: Callable[[], _Loss]) -> _Loss: ...
+
     @torch.no_grad()
-    def step(self, closure: Optional[Callable[[], torch.Tensor]] = None) -> Optional[torch.Tensor]:
+    def step(self, closure: Optional[Callable[[], _Loss]] = None) -> Optional[_Loss]:
         """One optimization step (see the class notes); returns the closure's loss, if any."""
         loss = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        params = [p for p in self._params() if p.grad is not None]
+        with_grad = [(p, p.grad) for p in self._params() if p.grad is not None]
+        params = [p for p, _ in with_grad]
         finite = True
-        for p in params:
-            g = p.grad
+        for p, grad in with_grad:
+            g = grad
             if self.grad_rounder is not None:
                 g = self.grad_rounder(g)
             if self.loss_scale != 1.0:
                 g = g / self.loss_scale
-            p.grad.copy_(g)
+            grad.copy_(g)
             if self.dynamic_loss_scale and finite:
                 finite = bool(torch.isfinite(g).all())
         if not finite:

@@ -123,8 +123,8 @@ class HostArray:
                 from ..rounding import round_to_format
 
                 values = round_to_format(values, "half" if self.dtype == torch.float16 else "bfloat16")
-            out = torch.from_numpy(values.copy(order="C"))
-            return out.to(device=self.device, dtype=self.dtype or torch.float64)
+            tensor = torch.from_numpy(values.copy(order="C"))
+            return tensor.to(device=self.device, dtype=self.dtype or torch.float64)
         out = values.astype(self.dtype)
         if self.library == "cupy":
             import sys
@@ -207,7 +207,7 @@ class Blocks:
     def block_max(self, magnitude: np.ndarray) -> np.ndarray:
         """The largest of ``magnitude`` (>= 0, NaN propagating) in each block, shaped like
         the input with the axis replaced by the number of blocks."""
-        if self.axis is None:
+        if self.axis is None or self.size is None:  # (None together: one block)
             return np.max(magnitude, initial=0.0, keepdims=magnitude.ndim > 0).reshape((1,) * magnitude.ndim)
         moved = np.moveaxis(magnitude.reshape(self.shape or (1,)), self.axis, -1)
         pad = self.count * self.size - self.length
@@ -217,7 +217,7 @@ class Blocks:
 
     def spread(self, per_block: np.ndarray) -> np.ndarray:
         """A per-block array (as :meth:`block_max` returns) repeated over each block's elements."""
-        if self.axis is None:
+        if self.axis is None or self.size is None:  # (None together: one block)
             return np.broadcast_to(per_block.reshape(()), self.shape).copy()
         repeated = np.repeat(per_block, self.size, axis=self.axis)
         index = [slice(None)] * repeated.ndim

@@ -59,10 +59,12 @@ def _exact_side(x: np.ndarray, m: np.ndarray, s_hi: np.ndarray, s_lo: np.ndarray
     return np.sign(d - m * s_lo)
 
 
-def exact_quotient(x: np.ndarray, scale: np.ndarray, low: float, high: float) -> np.ndarray:
+def exact_quotient(x: np.ndarray, scale: np.ndarray, low: Union[float, np.ndarray],
+                   high: Union[float, np.ndarray]) -> np.ndarray:
     """``x / scale`` as a double on the same side of every integer and half-integer as the exact
     quotient, and within one ulp of it; quotients outside ``(low, high)`` are clipped to it
-    (``low``, ``high``: integers bounding the codes of interest, ``|.| < 2^19``)."""
+    (``low``, ``high``: integers bounding the codes of interest, ``|.| < 2^19``, scalars or
+    arrays broadcasting with ``x``)."""
     exponent = np.frexp(scale)[1]
     s = np.ldexp(scale, -exponent + 1)  # exact: in [1, 2)
     v = shift(x, -exponent + 1)  # the same quotient; underflow replaced by a same-signed stand-in

@@ -102,7 +102,7 @@ class CheckedRandfunc:
         return check_randfunc_output(self.randfunc(n), n)
 
 
-def sources_for(randfunc: Optional[Callable[[int], Any]], flips: RandomSources = MATLAB_STREAM) -> RandomSources:
+def sources_for(randfunc: Callable[[int], Any], flips: RandomSources = MATLAB_STREAM) -> RandomSources:
     """Sources as chop.m uses them: ``randfunc`` for stochastic rounding, ``flips`` for bit flips."""
     if randfunc is default_randfunc:
         return flips  # its own uniform draws serve stochastic rounding too

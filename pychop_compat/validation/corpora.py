@@ -46,7 +46,7 @@ from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Optional, Union
 
 import numpy as np
 
@@ -134,7 +134,7 @@ class Corpus:
         self.name: str = self.manifest["name"]
         self._arrays_path = self.folder / self.manifest["arrays"]
         self._cache: dict[str, np.ndarray] = {}
-        self._npz = None
+        self._npz: Optional[np.lib.npyio.NpzFile] = None
 
     @property
     def groups(self) -> list[str]:

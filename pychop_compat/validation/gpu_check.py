@@ -91,7 +91,7 @@ def classify_junit(xml_text: str, engines: Sequence[str]) -> dict:
     return reports
 
 
-def _run_tests(engines, extra_args) -> tuple[dict, str]:
+def _run_tests(engines, extra_args) -> tuple[dict[str, EngineReport], str]:
     tests = _ROOT / "tests"
     if not tests.is_dir():
         return {}, f"no tests/ folder next to the package ({tests}): run from a source checkout"
@@ -124,10 +124,10 @@ def _validate(reports: dict, routes) -> None:
                 report.validate_groups_failed.append(f"{result.group} {result.agreeing}/{result.cases}")
 
 
-def validation_routes(engines: Sequence[str], has_triton: bool) -> list:
+def validation_routes(engines: Sequence[str], has_triton: bool) -> list[tuple[str, str, Optional[str]]]:
     """``(label, engine, cuda_route)`` for each run of validate: every GPU engine on its default
     route, and CUDA tensors also on each other route that is installed."""
-    routes = [(name, name, None) for name in engines]
+    routes: list[tuple[str, str, Optional[str]]] = [(name, name, None) for name in engines]
     if "torch-cuda" in engines:
         if "cupy" in engines and has_triton:
             routes.append(("torch-cuda (triton)", "torch-cuda", "triton"))
@@ -218,7 +218,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               "Run this command on a machine with an NVIDIA GPU and CUDA builds of torch and/or CuPy.")
         return NO_GPU
     os.environ.setdefault("PYTHONHASHSEED", "0")
-    reports, note = {}, "not run"
+    reports: dict[str, EngineReport] = {}
+    note = "not run"
     if not args.skip_tests:
         reports, note = _run_tests(engines, args.pytest_args.split())
     for name in engines:

@@ -708,13 +708,13 @@ def oracle_inputs(case: str, dtype_name: str) -> np.ndarray:
     band0 = spec.xmin / 2 + (rng.random(3000) * 1.5 - 1.0) * spec.xmins
     parts.append((signs(6000) * np.concatenate([band1, band0])).astype(dtype))
     # critical points and their neighbourhoods (both signs, both roundings to double)
-    crit = []
+    bounds: list[float] = []
     for p in _exact_points(spec):
         for direction in ("floor", "ceil"):
             v = double_bound(p, direction)
-            crit += [v, -v]
+            bounds += [v, -v]
     with np.errstate(over="ignore"):
-        crit = np.array(crit).astype(dtype)
+        crit = np.array(bounds).astype(dtype)
     parts += _walk(crit[np.isfinite(crit)], 4)
     info = np.finfo(dtype)
     special = [0.0, -0.0, np.inf, -np.inf, np.nan, info.smallest_subnormal, info.tiny, info.max]

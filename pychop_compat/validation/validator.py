@@ -150,7 +150,7 @@ def _oracle_checks(engine: str):
     """chop on ``engine`` against the exact mpmath oracle: every dataset, explim, subnormal and mode 1-4."""
     from . import oracle
 
-    cache = {}
+    cache: dict[tuple[str, str], tuple[np.ndarray, oracle.ExactValues]] = {}
 
     def check(case, dtype_name, explim, subnormal, mode):
         key = (case, dtype_name)

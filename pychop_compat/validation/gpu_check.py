@@ -100,11 +100,18 @@ def _run_tests(engines, extra_args) -> tuple[dict[str, EngineReport], str]:
         command = [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider",
                    f"--junitxml={junit}", str(tests), *extra_args]
         print("$", " ".join(command), flush=True)
-        done = subprocess.run(command, cwd=_ROOT, capture_output=True, text=True)
-        tail = "\n".join(done.stdout.strip().splitlines()[-1:])
+        # pytest's output is passed on line by line as it comes: a run cut short by a time
+        # limit (a lent GPU's minutes are few) still leaves its progress in the caller's log.
+        last = ""
+        with subprocess.Popen(command, cwd=_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True) as process:
+            assert process.stdout is not None
+            for line in process.stdout:
+                print(line, end="", flush=True)
+                last = line.strip() or last
         if not junit.exists():
-            return {}, f"pytest wrote no report (exit {done.returncode}): {done.stderr.strip()[-2000:]}"
-        return classify_junit(junit.read_text(), engines), tail
+            return {}, f"pytest wrote no report (exit {process.returncode}); its last line: {last}"
+        return classify_junit(junit.read_text(), engines), last
 
 
 def _validate(reports: dict, routes) -> None:

@@ -271,6 +271,8 @@ def run_matmul(args, report: Report) -> int:
         if context is None:
             report(f"| {label} | not run: {note} | | | |")
             continue
+        # Progress on stdout (the stage's log): a run cut short shows which path it was in.
+        print(f"matmul: {label}: warm-up, then {args.repeats} product(s) of n = {n}", flush=True)
         try:
             with context():
                 linalg.matmul(a[:16, :16], b[:16, :16], fmt)  # warm up: compile, load kernels
@@ -286,6 +288,7 @@ def run_matmul(args, report: Report) -> int:
             report(f"| {label} | ERROR {type(exc).__name__}: {exc} | | | |")
             traceback.print_exc()
             continue
+        print(f"matmul: {label}: {best:.3g} s", flush=True)
         got = to_numpy(c[:rows])
         count, total, where, note = compare(got, host32)
         if count != total:

@@ -43,7 +43,8 @@ def triton_route(monkeypatch):
         launches.append(args[2].round)
         return triton_kernel.chop_regular(*args, **kwargs)
 
-    module = type("TritonKernel", (), {"chop_regular": staticmethod(counting)})
+    module = type("TritonKernel", (), {"chop_regular": staticmethod(counting),
+                                       "left_over": staticmethod(triton_kernel.left_over)})
     monkeypatch.setattr(torch_engine, "_DEVICE_PATHS_ON_CPU", True)
     monkeypatch.setattr(torch_engine, "_triton_for", lambda x: module)
     yield launches
@@ -79,8 +80,9 @@ def test_triton_kernel_matches_numpy_and_torch(triton_route, name, params, dtype
 
 
 def test_triton_kernel_regular_only_input_is_one_pass(triton_route, monkeypatch):
-    """Input with only regular elements: the kernel finds no special element, so the general
-    path never runs; with specials, only those go to it."""
+    """Input with only regular elements, zeros and values below xmin (fp16 keeps subnormals:
+    the kernel rounds them): the general path never runs; with values it leaves (Inf, past
+    the overflow threshold), only those go to it."""
     from pychop_compat.engines import torch_engine
 
     calls = []
@@ -91,7 +93,12 @@ def test_triton_kernel_regular_only_input_is_one_pass(triton_route, monkeypatch)
         got = chop(torch.from_numpy(x.copy()), {"format": "h"}).numpy()
     assert_bits_equal(got, x.astype(np.float16).astype(np.float64), "fp16 by NumPy's cast")
     assert calls == []
-    x[[5, 17]] = [0.0, 1e-9]
+    x[[5, 17, 18, 19]] = [0.0, 1e-9, -3e-8, 2.0 ** -25 * (1 + 2.0 ** -9)]
+    with torch_engine.cuda_route("triton"):
+        got = chop(torch.from_numpy(x.copy()), {"format": "h"}).numpy()
+    assert_bits_equal(got, x.astype(np.float16).astype(np.float64), "fp16 by NumPy's cast")
+    assert calls == []
+    x[[7, 9]] = [np.inf, 7e4]
     with torch_engine.cuda_route("triton"):
         got = chop(torch.from_numpy(x.copy()), {"format": "h"}).numpy()
     assert_bits_equal(got, x.astype(np.float16).astype(np.float64), "fp16 by NumPy's cast")

@@ -7,8 +7,10 @@ is the NumPy path of :func:`pychop_compat.linalg.matmul` on the same data,
 bit for bit.  The other rows have one sign each (no cancellation: their partial
 sums stay regular).  Rows 8 and 9 of ``A`` are scaled so that their products and
 partial sums fall in the format's subnormal range (row 8) and overflow
-(row 9): those tiles must be flagged and recomputed by the generic path, the
-other tiles come from the kernel.  By hand::
+(row 9): the overflowing tiles (and, with subnormals flushed, the subnormal
+ones) must be flagged and recomputed by the generic path, the other tiles
+come from the kernel.  ``test_subnormal_block_in_the_kernel`` checks chop.m's
+rules below xmin in the kernel, value by value at their thresholds.  By hand::
 
     TRITON_INTERPRET=1 python -m pytest tests/triton_matmul_interpreted_cases.py
 """
@@ -127,3 +129,52 @@ def test_vector_operands(fused):
     got = linalg.matvec(torch.from_numpy(A), torch.from_numpy(B[:, 0].copy()), "h")
     assert_bits_equal(got.numpy(), expected, "matvec")
     assert len(fused) == 1
+
+
+def _edge_values(name, dtype):
+    """Values around chop.m's thresholds below xmin (xmins/2, the round-to-nearest cut above it,
+    xmins, xmin), each with its carrier neighbours, random values of the subnormal block, and
+    their negatives: a column that, times a row of ones, the kernel rounds once."""
+    if name == "custom":
+        t, emax = FORMATS[name]["params"]
+        emin = 1 - emax
+    else:
+        fmt = lookup_format(name)
+        t, emin = fmt.t, fmt.emin
+    emins = emin - t + 1
+    points = [2.0 ** (emins - 1), 2.0 ** (emins - 1) * (1 + 2.0 ** -t), 2.0 ** emins, 2.0 ** emin,
+              2.0 ** (emins - 1) * (1 + 2.0 ** (1 - t)), 1.5 * 2.0 ** emins, 2.0 ** (emins - 2)]
+    values = []
+    for point in np.array(points, dtype=dtype):
+        values += [np.nextafter(point, dtype(0)), point, np.nextafter(point, dtype(np.inf))]
+    rng = np.random.default_rng(7)
+    values += list(rng.uniform(2.0 ** emins, 2.0 ** emin, 40).astype(dtype))
+    values += [np.finfo(dtype).smallest_subnormal, dtype(0)]
+    column = np.array(values, dtype=dtype)
+    return np.concatenate([column, -column])[:, None]
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("mode", [1, 2, 3, 4])
+@pytest.mark.parametrize("name", ["h", "b", "q43", "custom"])
+def test_subnormal_block_in_the_kernel(fused, name, mode, dtype):
+    """With subnormals kept, values below xmin are rounded in the kernel (no tile flagged), bit for
+    bit with the NumPy path: single roundings at the thresholds (times ones), then standard normal
+    operands, whose products and partial sums cross zero and fall below xmin."""
+    options = dict(FORMATS[name], round=mode, subnormal=1)
+    np_dtype = np.dtype(dtype).type
+    A = _edge_values(name, np_dtype)
+    B = np.ones((1, 3), dtype=dtype)
+    rng = np.random.default_rng(mode)
+    C, D = rng.standard_normal((9, 24)).astype(dtype), rng.standard_normal((24, 9)).astype(dtype)
+    if name in ("q43", "custom"):  # narrow ranges: operands scaled towards their xmin
+        C *= 2.0 ** -4
+    for left, right in ((A, B), (C, D)):
+        expected = linalg.matmul(left.copy(), right.copy(), options)
+        got = linalg.matmul(torch.from_numpy(left.copy()), torch.from_numpy(right.copy()), options)
+        assert_bits_equal(got.numpy(), expected, f"{name} r{mode} {dtype} {left.shape}")
+    assert len(fused) == 2
+    flagged = [tiles for _, tiles in fused]
+    assert flagged[0] == 0, "no tile of the threshold values was flagged"
+    if name in ("h", "b"):
+        assert flagged[1] == 0, "standard normal operands: no tile flagged (nothing overflows)"

@@ -696,7 +696,7 @@ def _chop_with_triton(kernel_module, x, spec: RoundingSpec, stream, strict: bool
         return None
     if specials:
         magnitude = flat.view(_torch_int(torch, carrier)) & carrier.abs_mask
-        indices = _flat_nonzero((magnitude < regular.low).logical_or_(magnitude > regular.high))
+        indices = _flat_nonzero(kernel_module.left_over(magnitude, spec, regular))
         draws = _CounterDraws(stream, indices) if stream is not None else None
         out[indices] = _chop_vector(flat[indices], spec, None, draws)
     return out.view(x.shape)

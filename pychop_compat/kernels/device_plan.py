@@ -112,6 +112,14 @@ def range_limits(spec: RoundingSpec, carrier: Carrier) -> Limits:
     )
 
 
+def zero_keeps_sign(spec: RoundingSpec) -> bool:
+    """Whether chop.m returns ``-0`` for ``-0`` in a deterministic mode: unless its underflow rule
+    applies, which writes ``+0`` over every magnitude below a positive (in double) min_rep."""
+    fmt = spec.fmt
+    min_rep = np.float64(fmt.xmins if spec.keeps_subnormals else fmt.xmin)
+    return not (spec.limits_exponent and min_rep > 0)
+
+
 @dataclass(frozen=True)
 class Encoding:
     """A format's encoding, applied to chop's results as carrier bit patterns (see
@@ -198,3 +206,36 @@ def regular_range(spec: RoundingSpec, carrier: Carrier) -> RegularRange:
         else:
             high = min(high, carrier.bits(at_most(fmt.xmax, dt)))
     return RegularRange(shift, low, high)
+
+
+@dataclass(frozen=True)
+class SubnormalBlock:
+    """chop.m's rules below xmin as comparisons and shifts on the bit pattern (round to nearest
+    and directed modes, ``subnormal = 1``), for kernels that keep values in registers.
+
+    In the block ``[xmins, xmin)`` chop.m rounds to the fixed quantum xmins, so an element of
+    carrier exponent field ``E`` drops ``shift + max(emin_field - max(E, 1), 0)`` bits, where
+    ``shift`` is :attr:`RegularRange.shift`.  Below xmins it rounds to ``t`` bits and then applies
+    its underflow rule; for round to nearest that gives xmins exactly when the magnitude exceeds
+    ``2^(emins-1) * (1 + 2^-t)`` (the midpoint above xmins/2 of ``t``-bit numbers, a tie going to
+    xmins/2, below the rule's threshold), else 0; for the directed modes xmins or 0 by the sign.
+    """
+
+    xmins: int       # xmins as bits: the block's lowest magnitude
+    tiny_cut: int    # 2^(emins-1) * (1 + 2^-t) as bits: round to nearest gives xmins above it
+    emin_field: int  # emin + bias: the carrier exponent field of xmin
+
+
+def subnormal_block(spec: RoundingSpec, carrier: Carrier) -> Optional[SubnormalBlock]:
+    """The :class:`SubnormalBlock` of ``spec`` on ``carrier``, or None where these bit rules do
+    not hold: no exponent limits, subnormals flushed, ``t < 2``, an ``emin`` below the carrier's
+    (chop's block would reach the carrier's own subnormals at other exponents) or thresholds the
+    carrier cannot hold exactly.  Then elements below xmin need the general computation."""
+    fmt = spec.fmt
+    if not (spec.limits_exponent and spec.keeps_subnormals) or fmt.t < 2:
+        return None
+    emins = fmt.emin - fmt.t + 1
+    if fmt.emin < 1 - carrier.bias or emins - 1 - fmt.t < 1 - carrier.bias - carrier.mant:
+        return None
+    cut = np.ldexp(np.float64(1.0) + np.ldexp(1.0, -fmt.t), emins - 1)
+    return SubnormalBlock(carrier.bits(np.ldexp(1.0, emins)), carrier.bits(cut), fmt.emin + carrier.bias)

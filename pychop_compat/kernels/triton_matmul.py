@@ -19,11 +19,17 @@ fp-fusion off, so no multiply and add are contracted; rounding never goes
 through a floating-point instruction, so no subnormal is flushed.
 
 Which values it handles: the deterministic modes 1 to 4 without flips of
-chop.m's formats (not the extended ones), and per element only zeros and
-*regular* values (see :class:`~pychop_compat.kernels.device_plan.RegularRange`).
-When a product or partial sum of a tile leaves that range (chop's subnormal
-range, near overflow, Inf, NaN) the tile is flagged and the caller recomputes
-that tile by the generic path, so the result is always the NumPy path's.
+chop.m's formats (not the extended ones), and per element zeros, *regular*
+values (see :class:`~pychop_compat.kernels.device_plan.RegularRange`) and,
+with subnormals kept, chop.m's subnormal block and underflow rule
+(:class:`~pychop_compat.kernels.device_plan.SubnormalBlock`).  When a product
+or partial sum of a tile leaves these (near overflow, Inf, NaN; below xmin
+with subnormals flushed) the tile is flagged and the caller recomputes that
+tile by the generic path, so the result is always the NumPy path's.  Tiny
+products are common (about 4 in 10^4 products of two standard normal numbers
+fall below fp16's xmin), so a tile of a large product meets one almost
+surely: before the subnormal block was handled in the kernel, every tile of
+a 4096 x 4096 fp16 product went to the generic path (the first GPU run).
 
 Triton is imported only when a kernel is first built.
 """
@@ -68,11 +74,10 @@ def build_kernel():
 
     round_bits = triton_kernel.build_round_helper()
 
-    @triton.jit(do_not_specialize=["M", "N", "K", "p_low", "p_high", "p_mask", "p_shift", "p_lsb",
-                                   "s_low", "s_high", "s_mask", "s_shift", "s_lsb"])
+    @triton.jit(do_not_specialize=["M", "N", "K"] + [which + name for which in ("p_", "s_") for name in ROUNDING])
     def chopped_matmul_kernel(a_ptr, b_ptr, c_ptr, flag_ptr, M, N, K, sam, sak, sbk, sbn,
-                              p_low, p_high, p_mask, p_shift, p_lsb,
-                              s_low, s_high, s_mask, s_shift, s_lsb,
+                              p_low, p_high, p_shift, p_xmins, p_tiny_cut, p_emin_field, p_signed_zero,
+                              s_low, s_high, s_shift, s_xmins, s_tiny_cut, s_emin_field, s_signed_zero,
                               P_MODE: tl.constexpr, S_MODE: tl.constexpr, ROUND_PRODUCTS: tl.constexpr,
                               WIDE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
         pid_m = tl.program_id(0)
@@ -85,18 +90,22 @@ def build_kernel():
         b = tl.load(b_ptr + cols * sbn, mask=in_cols, other=0.0)
         t = a[:, None] * b[None, :]
         if ROUND_PRODUCTS:
-            s, bad = round_bits(t, p_low, p_high, p_mask, p_shift, p_lsb, P_MODE, WIDE)
+            s, bad = round_bits(t, p_low, p_high, p_shift, p_xmins, p_tiny_cut, p_emin_field,
+                                   p_signed_zero, P_MODE, WIDE)
         else:
-            s, bad = round_bits(t, s_low, s_high, s_mask, s_shift, s_lsb, S_MODE, WIDE)
+            s, bad = round_bits(t, s_low, s_high, s_shift, s_xmins, s_tiny_cut, s_emin_field,
+                                   s_signed_zero, S_MODE, WIDE)
         for k in range(1, K):
             # Offsets in int64 (k itself is 32-bit): ``rows * 0 + k`` is an int64 vector.
             a = tl.load(a_ptr + rows * sam + (rows * 0 + k) * sak, mask=in_rows, other=0.0)
             b = tl.load(b_ptr + (cols * 0 + k) * sbk + cols * sbn, mask=in_cols, other=0.0)
             t = a[:, None] * b[None, :]
             if ROUND_PRODUCTS:
-                t, bad_t = round_bits(t, p_low, p_high, p_mask, p_shift, p_lsb, P_MODE, WIDE)
+                t, bad_t = round_bits(t, p_low, p_high, p_shift, p_xmins, p_tiny_cut, p_emin_field,
+                                         p_signed_zero, P_MODE, WIDE)
                 bad = bad | bad_t
-            s, bad_s = round_bits(s + t, s_low, s_high, s_mask, s_shift, s_lsb, S_MODE, WIDE)
+            s, bad_s = round_bits(s + t, s_low, s_high, s_shift, s_xmins, s_tiny_cut, s_emin_field,
+                                         s_signed_zero, S_MODE, WIDE)
             bad = bad | bad_s
         inside = in_rows[:, None] & in_cols[None, :]
         tl.store(c_ptr + rows[:, None] * N + cols[None, :], s, mask=inside)
@@ -127,12 +136,18 @@ def wanted(A: Any, B: Any) -> bool:
             and str(A.dtype) in ("torch.float32", "torch.float64") and A.dtype == B.dtype)
 
 
+#: The rounding constants of the kernel, in its argument order (``p_`` or ``s_`` before each).
+ROUNDING = ("low", "high", "shift", "xmins", "tiny_cut", "emin_field", "signed_zero")
+
+
 def _constants(spec: Any, carrier: Any) -> tuple:
-    from .device_plan import regular_range
+    """``ROUNDING``'s values for ``spec`` on ``carrier``, then the mode."""
+    from .device_plan import regular_range, subnormal_block, zero_keeps_sign
 
     regular = regular_range(spec, carrier)
-    return (regular.low, regular.high, (1 << regular.shift) - 1, regular.shift,
-            int(regular.shift == carrier.mant), int(spec.round))
+    block = subnormal_block(spec, carrier)
+    below = (block.xmins, block.tiny_cut, block.emin_field) if block is not None else (0, 0, 0)
+    return (regular.low, regular.high, regular.shift) + below + (int(zero_keeps_sign(spec)), int(spec.round))
 
 
 def fused_matmul(A: Any, B: Any, product_spec: Optional[Any], sum_spec: Any) -> tuple:
@@ -166,7 +181,7 @@ def fused_matmul(A: Any, B: Any, product_spec: Optional[Any], sum_spec: Any) -> 
     sums = _constants(sum_spec, carrier)
     products = _constants(product_spec, carrier) if product_spec is not None else sums
     build_kernel()[grid](A, B, C, flags, m, p, n, A.stride(0), A.stride(1), B.stride(0), B.stride(1),
-                         *products[:5], *sums[:5], P_MODE=products[5], S_MODE=sums[5],
+                         *products[:7], *sums[:7], P_MODE=products[7], S_MODE=sums[7],
                          ROUND_PRODUCTS=product_spec is not None,
                          WIDE=carrier.np_float == np.float64, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
                          **triton_kernel.LAUNCH_OPTIONS)

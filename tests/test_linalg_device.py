@@ -136,6 +136,18 @@ def test_lu_and_solve_are_the_numpy_path(library, dtype, options):
 
 
 @pytest.mark.parametrize("library", LIBRARIES)
+def test_lu_keeps_a_negative_zero_multiplier_as_numpy_does(library):
+    """L's strictly lower part holds the multipliers as computed: -0 / 2 is -0 in IEEE arithmetic
+    (format 'd' rounds nothing), on every library (a sign that assert_array_equal would not see)."""
+    A = np.array([[2.0, 1.0], [-0.0, 1.0]])
+    want = linalg.lu(A, "d").L
+    assert np.signbit(want[1, 0]) and want[1, 0] == 0
+    got = np.asarray(linalg.lu(_to(library, A), "d").L)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("library", LIBRARIES)
 @pytest.mark.parametrize("solver", ["lu_ir", "gmres_ir"])
 @pytest.mark.parametrize("kwargs", [
     pytest.param({}, id="h-d-q"),

@@ -83,7 +83,7 @@ class Arrays:
             return np.asarray(x)
         from ..engines import array_library
 
-        if array_library(x) == self.name and not isinstance(x, (list, tuple)):
+        if array_library(x) == self.name:
             if self.name == "torch":
                 return x.detach() if x.device == self.device else x.detach().to(self.device)
             if self.name == "jax":

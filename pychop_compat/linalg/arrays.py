@@ -101,7 +101,7 @@ class Arrays:
             self._needs_wide()
         return self.from_host(host)
 
-    def from_host(self, host: np.ndarray) -> Any:
+    def from_host(self, host: Any) -> Any:
         """A copy of NumPy data on the device (dtype kept)."""
         if self.name == "numpy":
             return host
@@ -225,7 +225,7 @@ class Window:
 
     def __init__(self, arrays: Arrays, n: int, whole: bool) -> None:
         self.arrays, self.whole = arrays, whole
-        self.rows = arrays.arange(n) if whole else None
+        self.rows: Any = arrays.arange(n) if whole else None
 
     def tail(self, k: int) -> slice:
         """The rows to compute on for rows ``k, k+1, ...``."""

@@ -51,7 +51,8 @@ def unit_roundoff(options: OptionsLike) -> float:
     """Unit roundoff ``2**-t`` of the format named by ``options`` (``2**-106`` for double-double)."""
     if extended_kind(options) == "dd":
         return 2.0**-106
-    return 2.0 ** -int(chop_object(options).options.params[0])
+    t, _ = chop_object(options).options.params or (53, 1023)  # resolved options always have params
+    return 2.0 ** -int(t)
 
 
 class Rounder:
@@ -75,7 +76,7 @@ class Rounder:
         #: Whether double data is left as it is.
         self.identity_for_double = o.format in DOUBLE_NAMES and o.subnormal != 0 and not o.flip
         #: Whether rounding draws no random numbers (modes 1-4, no flips).
-        self.deterministic = int(o.round) <= 4 and not o.flip
+        self.deterministic = int(o.round or 1) <= 4 and not o.flip  # resolved: round is set
         self._double = arrays.float64
         self._host = arrays.name == "numpy"
 
@@ -103,9 +104,9 @@ def float_operands(arrays: Arrays, *values: Any) -> list:
     ValueError
         For complex input, with chop's message (simulated arithmetic is real).
     """
-    values = [arrays.asarray(v) for v in values]
-    for v in values:
+    found = [arrays.asarray(v) for v in values]
+    for v in found:
         if "complex" in str(v.dtype):
             raise ValueError("Chop requires a real input array.")
-    single = all(v.dtype == arrays.float32 for v in values)
-    return [arrays.float_copy(v, single) for v in values]
+    single = all(v.dtype == arrays.float32 for v in found)
+    return [arrays.float_copy(v, single) for v in found]

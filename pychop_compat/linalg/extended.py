@@ -61,44 +61,44 @@ class DoubleDouble:
     def __init__(self, arrays: Arrays = HOST) -> None:
         self.arrays = arrays
 
-    def from_double(self, x: Any) -> tuple:
+    def from_double(self, x: Any) -> Any:
         x = self.arrays.float_copy(x, False)
         return (x, self.arrays.zeros(x.shape, x.dtype))
 
-    def to_double(self, a: tuple) -> Any:
+    def to_double(self, a: Any) -> Any:
         return a[0] + a[1]
 
-    def add(self, a: tuple, b: tuple) -> tuple:
+    def add(self, a: Any, b: Any) -> Any:
         s, e = two_sum(a[0], b[0])
         t, f = two_sum(a[1], b[1])
         s, e = quick_two_sum(s, e + t)
         return quick_two_sum(s, e + f)
 
-    def sub(self, a: tuple, b: tuple) -> tuple:
+    def sub(self, a: Any, b: Any) -> Any:
         return self.add(a, (-b[0], -b[1]))
 
-    def mul_double(self, a: tuple, c: Any) -> tuple:
+    def mul_double(self, a: Any, c: Any) -> Any:
         p, e = two_prod(a[0], c)
         return quick_two_sum(p, e + a[1] * c)
 
-    def div_double(self, a: tuple, c: Any) -> tuple:
+    def div_double(self, a: Any, c: Any) -> Any:
         q1 = self.arrays.divide(a[0], c)
         p, pe = two_prod(q1, c)
         s, e = two_sum(a[0], -p)
         q2 = self.arrays.divide(s + (e + a[1] - pe), c)
         return quick_two_sum(q1, q2)
 
-    def exact_products(self, A: Any, v: Any) -> tuple:
+    def exact_products(self, A: Any, v: Any) -> Any:
         """``A * v[None, :]`` exactly, elementwise."""
         return quick_two_sum(*two_prod(A, v[None, :]))
 
-    def take(self, a: tuple, index: Any) -> tuple:
+    def take(self, a: Any, index: Any) -> Any:
         return (a[0][index], a[1][index])
 
-    def put(self, a: tuple, index: Any, value: tuple) -> tuple:
+    def put(self, a: Any, index: Any, value: Any) -> Any:
         return (self.arrays.put(a[0], index, value[0]), self.arrays.put(a[1], index, value[1]))
 
-    def where(self, mask: Any, a: tuple, b: tuple) -> tuple:
+    def where(self, mask: Any, a: Any, b: Any) -> Any:
         return (self.arrays.where(mask, a[0], b[0]), self.arrays.where(mask, a[1], b[1]))
 
 
@@ -155,7 +155,7 @@ class Binary128:
     unit_roundoff = 2.0**-113
     arrays = HOST
 
-    def from_double(self, x: Any) -> np.ndarray:
+    def from_double(self, x: Any) -> Any:
         import mpmath
 
         x = np.asarray(x, dtype=np.float64)
@@ -163,7 +163,7 @@ class Binary128:
         out.ravel()[:] = [mpmath.mpf(float(v)) for v in x.ravel()]
         return out
 
-    def to_double(self, a: np.ndarray) -> np.ndarray:
+    def to_double(self, a: Any) -> Any:
         from mpmath.libmp import to_float
 
         flat = [to_float(v._mpf_, rnd="n") for v in np.asarray(a).ravel()]
@@ -175,33 +175,34 @@ class Binary128:
         func = getattr(mpmath, name)
         return np.frompyfunc(lambda p, q: binary128_op(func, p, q), 2, 1)(a, b)
 
-    def add(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    def add(self, a: Any, b: Any) -> Any:
         return self._binary("fadd", a, b)
 
-    def sub(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    def sub(self, a: Any, b: Any) -> Any:
         return self._binary("fsub", a, b)
 
-    def mul_double(self, a: np.ndarray, c: Any) -> np.ndarray:
+    def mul_double(self, a: Any, c: Any) -> Any:
         return self._binary("fmul", a, self.from_double(c))
 
-    def div_double(self, a: np.ndarray, c: Any) -> np.ndarray:
+    def div_double(self, a: Any, c: Any) -> Any:
         return self._binary("fdiv", a, self.from_double(c))
 
-    def exact_products(self, A: np.ndarray, v: np.ndarray) -> np.ndarray:
+    def exact_products(self, A: Any, v: Any) -> Any:
         """``A * v[None, :]``, each product rounded to binary128 (exact for doubles)."""
         return self.mul_double(self.from_double(A), np.broadcast_to(v, A.shape))
 
-    def take(self, a: np.ndarray, index: Any) -> np.ndarray:
+    def take(self, a: Any, index: Any) -> Any:
         return a[index]
 
-    def put(self, a: np.ndarray, index: Any, value: Any) -> np.ndarray:
+    def put(self, a: Any, index: Any, value: Any) -> Any:
         a[index] = value
         return a
 
-    def where(self, mask: Any, a: Any, b: Any) -> np.ndarray:
+    def where(self, mask: Any, a: Any, b: Any) -> Any:
         return np.where(mask, a, b)
 
 
+#: An extended arithmetic; its vectors are ``(hi, lo)`` pairs (double-double) or object arrays.
 Arithmetic = Union[DoubleDouble, Binary128]
 
 

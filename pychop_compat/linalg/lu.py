@@ -109,9 +109,9 @@ def _format_xmax(options: OptionsLike) -> float:
     from ..formats import custom_format, lookup_format
 
     o = chop_object(options).options
-    t, emax = o.params
+    t, emax = o.params or (0, 0)  # resolved options always have params
     try:
-        return lookup_format(o.format).xmax
+        return lookup_format(str(o.format)).xmax
     except ValueError:
         return custom_format(t, emax).xmax
 
@@ -127,11 +127,12 @@ def warn_if_singular(F: LUResult, what: str) -> None:
         )
 
 
-def _lapack_lu(a: np.ndarray, options: OptionsLike) -> tuple:
+def _lapack_lu(a: np.ndarray, options: OptionsLike) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """LAPACK's getrf in single or double (what MATLAB's ``lu(single(A))`` calls)."""
     import scipy.linalg
 
     fmt = chop_object(options).options.format
+    dtype: Any
     if fmt in ("s", "single", "fp32"):
         dtype = np.float32
     elif fmt in ("d", "double", "fp64"):
@@ -236,7 +237,8 @@ def factorize(arrays: Arrays, A: Any, options: OptionsLike = None, *, scaling: O
     if sc is not None:
         a = sc.apply(a.astype(np.float64)).astype(a.dtype)
     if method == "lapack":
-        F = LUResult(*_lapack_lu(a, options), sc)
+        L, U, perm, info = _lapack_lu(a, options)
+        F = LUResult(L, U, perm, info, sc)
     else:
         F = dataclasses.replace(_eliminate(arrays, a, Rounder(options, arrays)), scaling=sc)
     warn_if_singular(F, "lu")

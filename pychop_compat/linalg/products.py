@@ -87,16 +87,14 @@ def _sum_pairwise(arrays: Arrays, A: Any, B: Any, rprod: Rounding, rsum: Rounder
 def _sum_blocked(arrays: Arrays, A: Any, B: Any, rprod: Rounding, rsum: Rounder, block_size: int) -> Any:
     n = A.shape[1]
     b = int(block_size)
-    S = None
-    for j in range(min(b, n)):
+    t = _outer_terms(arrays, A, B, 0, b)
+    S = rprod(t) if rprod is not None else rsum(t)  # the first terms of every block
+    for j in range(1, min(b, n)):
         count = -(-(n - j) // b)  # blocks that have a j-th element: a prefix
         t = _outer_terms(arrays, A, B, j, b)
-        if j == 0:
-            S = rprod(t) if rprod is not None else rsum(t)
-        else:
-            if rprod is not None:
-                t = rprod(t)
-            S = arrays.put(S, slice(0, count), rsum(S[:count] + t))
+        if rprod is not None:
+            t = rprod(t)
+        S = arrays.put(S, slice(0, count), rsum(S[:count] + t))
     s = S[0]
     for i in range(1, -(-n // b)):
         s = rsum(s + S[i])

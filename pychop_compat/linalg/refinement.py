@@ -165,6 +165,7 @@ def _verdict(it: int, nbe: float, cbe: float, fe: float, stop: str, tol: float, 
     (``'converged'``, ``'diverged'``, ``'stagnated'``) or None to go on; appends this iterate's
     convergence measure to ``measures``."""
     changes, backward_errors = out.changes, out.backward_error
+    m: Optional[float]
     if stop == "change":
         m = changes[-1] if it else None
     else:
@@ -174,7 +175,7 @@ def _verdict(it: int, nbe: float, cbe: float, fe: float, stop: str, tol: float, 
     if stop == "change":
         if it and changes[-1] <= tol:
             return "converged" if nbe <= max(n, 1) * uw else "stagnated"
-    elif m <= tol:
+    elif m is not None and m <= tol:
         return "converged"
     if it and nbe > max(10 * min(backward_errors[:-1]), max(n, 1) * uw):
         return "diverged"
@@ -261,7 +262,7 @@ def _refine(arrays: Arrays, A: Any, b: Any, uf: OptionsLike, u: OptionsLike, ur:
         out.backward_error.append(nbe)
         out.componentwise_error.append(cbe)
         fe = forward(x)
-        if xt is not None:
+        if out.forward_error is not None:
             out.forward_error.append(fe)
         status = _verdict(it, nbe, cbe, fe, stop, tol, out, measures, n, uw)
         if status is not None or it == max_iter:

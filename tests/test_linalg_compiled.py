@@ -1,7 +1,7 @@
 """linalg.matmul's compiled kernels and bounded-memory NumPy paths equal the NumPy implementation.
 
 The reference is the NumPy implementation of each summation method
-(``kernels._SUMMERS``: one whole-array chop call per step, every product held
+(``products._SUMMERS``: one whole-array chop call per step, every product held
 at once), run on the whole product with the NumPy CPU engine; its own
 correctness is tested against scalar loops in test_linalg.py.
 """
@@ -17,8 +17,9 @@ import pychop_compat.linalg as linalg
 from engine_matrix import assert_bits_equal
 from pychop_compat import rng
 from pychop_compat.kernels import compiled
-from pychop_compat.linalg import kernels
-from pychop_compat.linalg._common import _make_rounder
+from pychop_compat.linalg import products
+from pychop_compat.linalg.arrays import HOST
+from pychop_compat.linalg.common import Rounder
 
 METHODS = ["recursive", "fma", "pairwise", "blocked"]
 needs_numba = pytest.mark.skipif(not compiled.available(), reason="numba not installed")
@@ -27,11 +28,11 @@ needs_numba = pytest.mark.skipif(not compiled.available(), reason="numba not ins
 def _reference(A, B, options, method, accumulate=None, block_size=5):
     """The NumPy implementation on the whole product (the code before bounded memory)."""
     with compiled.cpu_engine("numpy"):
-        rin = _make_rounder(options)
-        rsum = rin if accumulate is None else _make_rounder(accumulate)
+        rin = Rounder(options, HOST)
+        rsum = rin if accumulate is None else Rounder(accumulate, HOST)
         rprod = None if accumulate is not None or method == "fma" else rin
         with np.errstate(all="ignore"):
-            return kernels._SUMMERS[method](rin(A), rin(B), rprod, rsum, block_size)
+            return products._SUMMERS[method](HOST, rin(A), rin(B), rprod, rsum, block_size)
 
 
 def _operands(seed, m, n, p):
@@ -75,7 +76,7 @@ def test_compiled_matmul_accumulate_vectors_and_shapes(method):
 def test_numpy_paths_in_column_groups_give_the_same_bits_in_bounded_memory(monkeypatch, method):
     A, B = _operands(3, 40, 50, 60)
     expected = _reference(A, B, "h", method)
-    monkeypatch.setattr(kernels, "TERM_BUDGET", 2000)  # one column of 40 x 50 products at a time
+    monkeypatch.setattr(products, "TERM_BUDGET", 2000)  # one column of 40 x 50 products at a time
     with compiled.cpu_engine("numpy"):
         tracemalloc.start()
         actual = linalg.matmul(A, B, "h", method=method, block_size=5)

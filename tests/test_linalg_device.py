@@ -1,5 +1,6 @@
-"""linalg on the device (linalg/device.py): torch tensors and JAX arrays are computed with their
-own library's operations and engines, and give the NumPy path's results bit for bit.
+"""linalg on the device: torch tensors and JAX arrays are computed with their own library's
+operations and engines (the code written once against linalg/arrays.py), and give NumPy's results
+bit for bit.
 
 Oracle: the NumPy path of the same function on the same data (itself checked against the MATLAB
 corpus and exact arithmetic in test_linalg.py).  Every kernel makes the same chop calls, in the
@@ -82,7 +83,7 @@ def test_matmul_every_method_is_the_numpy_path(library, dtype, options, method):
 def test_jax_compiled_recursive_steps_are_the_numpy_path(dtype, options):
     """From JAX_JIT_STEPS inner terms JAX's recursive step runs under jax.jit: same bits
     (an unrounded product is left eager: XLA would contract it into an FMA)."""
-    from pychop_compat.linalg.device import JAX_JIT_STEPS
+    from pychop_compat.linalg.products import JAX_JIT_STEPS
 
     g = np.random.default_rng(5)
     A = (g.standard_normal((4, JAX_JIT_STEPS + 3)) * 3.3).astype(dtype)
@@ -132,6 +133,18 @@ def test_lu_and_solve_are_the_numpy_path(library, dtype, options):
     # factors as a tuple with a MATLAB permutation matrix, P A = L U
     _check(linalg.solve((Fd.L, Fd.U, _to(library, F.P)), _to(library, b), options),
            linalg.solve((F.L, F.U, F.P), b, options), library)
+
+
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_lu_keeps_a_negative_zero_multiplier_as_numpy_does(library):
+    """L's strictly lower part holds the multipliers as computed: -0 / 2 is -0 in IEEE arithmetic
+    (format 'd' rounds nothing), on every library (a sign that assert_array_equal would not see)."""
+    A = np.array([[2.0, 1.0], [-0.0, 1.0]])
+    want = linalg.lu(A, "d").L
+    assert np.signbit(want[1, 0]) and want[1, 0] == 0
+    got = np.asarray(linalg.lu(_to(library, A), "d").L)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("library", LIBRARIES)
@@ -185,7 +198,7 @@ def test_stochastic_rounding_draws_matlabs_stream_as_numpy_does(library):
 def test_the_device_path_rounds_on_the_torch_engine(monkeypatch):
     """No host round trip: the NumPy engine and the NumPy kernels are never called for tensors."""
     import pychop_compat.engines.numpy_engine as numpy_engine
-    from pychop_compat.linalg import kernels
+    from pychop_compat.linalg import products
 
     A, B, b = _problem(np.float64)
     want = linalg.matmul(A, B, "h"), linalg.lu(A, "h").U, linalg.gmres_ir(A, b).x
@@ -194,7 +207,7 @@ def test_the_device_path_rounds_on_the_torch_engine(monkeypatch):
         raise AssertionError("the host path was used")
 
     monkeypatch.setattr(numpy_engine, "chop_array", refuse)
-    monkeypatch.setattr(kernels, "_product", refuse)
+    monkeypatch.setattr(products, "_compiled_product", refuse)
     At, Bt, bt = (torch.from_numpy(v) for v in (A, B, b))
     _check(linalg.matmul(At, Bt, "h"), want[0], "torch")
     _check(linalg.lu(At, "h").U, want[1], "torch")
@@ -232,33 +245,18 @@ def test_numpy_operands_join_the_device_array():
     _check(linalg.matvec(A, torch.from_numpy(b), "h"), linalg.matvec(A, b, "h"), "torch")
 
 
-def test_generic_kernels_on_numpy_arrays_are_the_numpy_path():
-    """The device kernels are written once: with the NumPy namespace they are the NumPy path."""
-    from pychop_compat.linalg import device
-    from pychop_compat.linalg.namespace import ArrayNamespace
-
-    A, B, b = _problem(np.float64)
-    xp = ArrayNamespace("numpy", A)
-    for method in METHODS:
-        np.testing.assert_array_equal(device.matmul(xp, A, B, "b", method=method, block_size=3),
-                                      linalg.matmul(A, B, "b", method=method, block_size=3))
-    F = device.lu(xp, A, "h")
-    np.testing.assert_array_equal(F.U, linalg.lu(A, "h").U)
-    np.testing.assert_array_equal(device.gmres_ir(xp, A, b).x, linalg.gmres_ir(A, b).x)
-
-
 def test_jax_division_by_a_scalar_is_ieee():
     """XLA on the CPU rewrites x / scalar (a few quotients per hundred differ from IEEE division);
     the namespace divides arrays of equal shapes instead."""
     jax = _jax()
-    from pychop_compat.linalg.namespace import ArrayNamespace
+    from pychop_compat.linalg.arrays import arrays_for
 
     g = np.random.default_rng(0)
     for dtype in DTYPES:
         a = g.standard_normal(4000).astype(dtype)
         c = dtype(g.standard_normal())
-        xp = ArrayNamespace("jax", jax.numpy.asarray(a))
-        got = np.asarray(xp.divide(jax.numpy.asarray(a), jax.numpy.asarray(c)))
+        arrays = arrays_for(jax.numpy.asarray(a))
+        got = np.asarray(arrays.divide(jax.numpy.asarray(a), jax.numpy.asarray(c)))
         np.testing.assert_array_equal(got, a / c)  # NumPy's division is IEEE division
 
 

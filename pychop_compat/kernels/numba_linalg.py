@@ -42,9 +42,9 @@ _jit = dict(cache=True, nogil=True, error_model="numpy")
 
 
 @numba.njit(inline="always", **_jit)
-def _bits(b, f, nearest):
+def regular_bits(b, f, nearest):
     """The branch-free rounding of a regular bit pattern; ``nearest``: ``nearest_only(f)``, tested
-    once outside the loop (LLVM then splits the loop)."""
+    once outside the loop (LLVM then splits the loop).  Shared with :mod:`.numba_lu`."""
     return nearest_bits(b, f) if nearest else fast_bits(b, f)
 
 
@@ -77,7 +77,7 @@ def _axpy_row(a, b, acc, out, first, kp, fp_, ks, fs, round_products, p):
         for j in range(n):
             tb = bits_of_double(a * b[j])
             special += irregular(tb, fr)
-            out[j] = double_of_bits(_bits(tb, fr, near))
+            out[j] = double_of_bits(regular_bits(tb, fr, near))
         if special:  # redo the special elements only (the exact loop is scalar)
             for j in range(n):
                 if irregular(bits_of_double(a * b[j]), fr):
@@ -88,9 +88,9 @@ def _axpy_row(a, b, acc, out, first, kp, fp_, ks, fs, round_products, p):
         near_p = nearest_only(fp_)
         for j in range(n):
             tb = bits_of_double(a * b[j])
-            ub = bits_of_double(acc[j] + double_of_bits(_bits(tb, fp_, near_p)))
+            ub = bits_of_double(acc[j] + double_of_bits(regular_bits(tb, fp_, near_p)))
             special += irregular(tb, fp_) + irregular(ub, fs)
-            out[j] = double_of_bits(_bits(ub, fs, near))
+            out[j] = double_of_bits(regular_bits(ub, fs, near))
         if special:
             for j in range(n):
                 tb = bits_of_double(a * b[j])
@@ -101,7 +101,7 @@ def _axpy_row(a, b, acc, out, first, kp, fp_, ks, fs, round_products, p):
     for j in range(n):
         ub = bits_of_double(acc[j] + a * b[j])
         special += irregular(ub, fs)
-        out[j] = double_of_bits(_bits(ub, fs, near))
+        out[j] = double_of_bits(regular_bits(ub, fs, near))
     if special:
         for j in range(n):
             if irregular(bits_of_double(acc[j] + a * b[j]), fs):
@@ -116,7 +116,7 @@ def _add_rows(x, y, out, ks, fs, p):
     for j in range(np.uint64(p)):
         ub = bits_of_double(x[j] + y[j])
         special += irregular(ub, fs)
-        out[j] = double_of_bits(_bits(ub, fs, near))
+        out[j] = double_of_bits(regular_bits(ub, fs, near))
     if special:
         for j in range(np.uint64(p)):
             if irregular(bits_of_double(x[j] + y[j]), fs):
@@ -193,7 +193,7 @@ def _leaf_row(a, b, out, rounds, kr, fr, width):
     for j in range(np.uint64(width)):
         tb = bits_of_double(a * b[j])
         special += irregular(tb, fr)
-        out[j] = double_of_bits(_bits(tb, fr, near))
+        out[j] = double_of_bits(regular_bits(tb, fr, near))
     if special:
         for j in range(np.uint64(width)):
             if irregular(bits_of_double(a * b[j]), fr):

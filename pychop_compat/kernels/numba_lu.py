@@ -30,8 +30,8 @@ import numpy as np
 from numba import prange
 
 from .numba_kernels import (bits_of_double, chop_double, constants, double_of_bits, fast_bits,
-                                     fast_constants, irregular, nearest_bits, nearest_only)
-from .numba_linalg import tasks_one_at_a_time
+                                     fast_constants, irregular, nearest_only)
+from .numba_linalg import regular_bits, tasks_one_at_a_time
 
 __all__ = ["factor", "PANEL", "PARALLEL_BELOW", "ROWS"]
 
@@ -43,13 +43,6 @@ PARALLEL_BELOW = 1 << 16
 ROWS = 8
 
 _jit = dict(cache=True, nogil=True, error_model="numpy")
-
-
-@numba.njit(inline="always", **_jit)
-def _bits(b, f, nearest):
-    """The branch-free rounding of a regular bit pattern; ``nearest``: ``nearest_only(f)``, tested
-    once outside the loop (LLVM then splits the loop)."""
-    return nearest_bits(b, f) if nearest else fast_bits(b, f)
 
 
 @numba.njit(**_jit)
@@ -85,9 +78,9 @@ def _row_update(a, i, k, first, last, scratch, kc, fc):
     near = nearest_only(fc)
     for j in range(start, stop):
         tb = bits_of_double(l * a[k, j])
-        ub = bits_of_double(a[i, j] - double_of_bits(_bits(tb, fc, near)))
+        ub = bits_of_double(a[i, j] - double_of_bits(regular_bits(tb, fc, near)))
         special += irregular(tb, fc) + irregular(ub, fc)
-        scratch[j] = double_of_bits(_bits(ub, fc, near))
+        scratch[j] = double_of_bits(regular_bits(ub, fc, near))
     if special:
         for j in range(start, stop):
             tb = bits_of_double(l * a[k, j])

@@ -1,6 +1,6 @@
 """A fused Triton kernel for chopped ``matmul`` on CUDA torch tensors (recursive and fma methods).
 
-The generic device path (:mod:`pychop_compat.linalg.device`) makes one chop
+The generic path (:mod:`pychop_compat.linalg.products`) makes one chop
 call per step ``k`` over the whole ``m x p`` panel of partial sums: two passes
 over memory per step, bandwidth-bound.  Here each Triton program owns a
 ``BLOCK_M x BLOCK_N`` tile of ``C``, keeps its partial sums in registers and
@@ -41,7 +41,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-__all__ = ["BLOCK_M", "BLOCK_N", "ENABLED", "available", "build_kernel", "fused_matmul", "supported_spec", "wanted"]
+__all__ = ["BLOCK_M", "BLOCK_N", "ENABLED", "available", "build_kernel", "fused_matmul", "wanted"]
 
 triton = tl = round_bits = None  # set by build_kernel
 
@@ -115,20 +115,6 @@ def build_kernel():
     return chopped_matmul_kernel
 
 
-def supported_spec(rounder: Any, dtype_name: str) -> Optional[Any]:
-    """The resolved spec of a rounder of :mod:`~pychop_compat.linalg.device` when the fused
-    kernel can apply it (modes 1 to 4, no flips, chop.m's formats, not the identity); else None."""
-    from ..matlab.options import resolve
-
-    o = rounder.options
-    if int(o.round) > 4 or o.flip or getattr(rounder, "identity_for_double", False):
-        return None
-    spec = resolve(o, None, "single" if dtype_name == "float32" else "double").spec
-    if getattr(spec, "extended", False) or spec.flips or spec.round > 4:
-        return None
-    return spec
-
-
 def wanted(A: Any, B: Any) -> bool:
     """Whether the torch tensors ``A``, ``B`` take the fused kernel: on CUDA (or routed there by
     the tests) with Triton installed, both float32 or both float64."""
@@ -159,7 +145,8 @@ def fused_matmul(A: Any, B: Any, product_spec: Optional[Any], sum_spec: Any) -> 
     A, B : torch.Tensor
         Operands ``(m, n)``, ``(n, p)`` with ``n >= 1``, of one float dtype, already rounded.
     product_spec, sum_spec : RoundingSpec or None
-        Rounding of the products and of the sums (see :func:`supported_spec`).
+        Rounding of the products and of the sums: deterministic modes 1 to 4 of chop.m's
+        formats, no flips, nothing beyond chop.m (``spec.extended`` false); the caller checks.
 
     Returns
     -------

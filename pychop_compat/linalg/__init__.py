@@ -52,14 +52,16 @@ rounded exactly (mpmath; slow).  The backward errors that :func:`lu_ir` and
 :func:`gmres_ir` report use double-double residuals.
 
 *Array types.*  :func:`dot`, :func:`matvec`, :func:`matmul`, :func:`lu`,
-:func:`solve`, :func:`lu_ir` and :func:`gmres_ir` also take torch tensors
-(CPU, CUDA), CuPy arrays and JAX arrays and compute on their device with the
-library's own operations and chop engine (``linalg/device.py``), giving back
-the same kind (dtype and device kept; the fields of :class:`LUResult` and
-:class:`IRResult` too).  The chop calls are the NumPy path's, in the same
-order, so deterministic rounding gives NumPy's results bit for bit (and
-stochastic rounding too on CPU tensors and JAX arrays, which draw MATLAB's
-stream).  LAPACK, scaling and binary128 parts run on a host copy.
+:func:`solve`, :func:`lu_ir` and :func:`gmres_ir` are written once against
+an array namespace (:mod:`.arrays`, over :mod:`pychop_compat.kernels.xp`):
+they take NumPy arrays, torch tensors (CPU, CUDA), CuPy arrays and JAX arrays
+and compute with that library's operations and chop engine on its device,
+giving back the same kind (dtype and device kept; the fields of
+:class:`LUResult` and :class:`IRResult` too).  The chop calls are the same,
+in the same order, for every library, so deterministic rounding gives NumPy's
+results bit for bit (and stochastic rounding too on CPU tensors and JAX
+arrays, which draw MATLAB's stream).  LAPACK, scaling and binary128 parts run
+on a host copy.
 
 *Outcomes.*  :func:`lu_ir` and :func:`gmres_ir` report ``converged=True`` only
 when their stopping rule holds for the returned iterate; otherwise the status
@@ -69,20 +71,9 @@ says why they stopped (``'singular'``, ``'diverged'``, ``'stagnated'``,
 is refused with chop's error.
 """
 
-from .kernels import dot, matmul, matvec
+from .products import dot, matmul, matvec
 from .lu import LUResult, lu, solve
 from .refinement import IRResult, gmres_ir, lu_ir
-from . import device as _device
-
-# torch tensors, CuPy and JAX arrays in, the same kind out, computed on their device (linalg/device.py).
-_never = (lambda *args, **kwargs: False)
-dot = _device.on_device(dot, _device.dot, _never)
-matvec = _device.on_device(matvec, _device.matvec, _never)
-matmul = _device.on_device(matmul, _device.matmul, _never)
-lu = _device.on_device(lu, _device.lu, _device.lu_host_only)
-solve = _device.on_device(solve, _device.solve, _device.solve_host_only)
-lu_ir = _device.on_device(lu_ir, _device.lu_ir, _device.refinement_host_only)
-gmres_ir = _device.on_device(gmres_ir, _device.gmres_ir, _device.refinement_host_only)
 from .gallery import gallery_randsvd, randsvd
 from .norms import cond, norm
 from .errors import SingularMatrixWarning

@@ -1,134 +1,105 @@
-"""Accurate residuals beyond double: double-double arithmetic."""
+"""Precisions beyond double for iterative refinement: double-double arithmetic (written once,
+on any array library) and IEEE binary128 (mpmath, on the host).
+
+Each is a small arithmetic on vectors, :class:`DoubleDouble` and :class:`Binary128`, with the
+same interface: exact conversion from double, ``+``, ``-``, ``* double``, ``/ double``,
+rounding to double, and row selection.  :func:`ext_matvec` and :func:`ext_lu_solve` are
+written once against that interface; :func:`residual_dd` is the Dot2 residual that the
+backward errors use.
+"""
 
 from __future__ import annotations
 
-import math
+from typing import Any, Union
 
 import numpy as np
 
-from ._common import _EXTENDED_NAMES, _is_extended, _make_rounder, _two_prod
-from .kernels import matvec
+from .arrays import HOST, Arrays, Window
+
+__all__ = ["two_sum", "quick_two_sum", "two_prod", "DoubleDouble", "Binary128", "binary128_op", "arithmetic",
+           "ext_matvec", "ext_lu_solve", "residual_dd"]
+
+_SPLITTER = 134217729.0  # 2**27 + 1 (Dekker's splitting of a double)
 
 
-
-def _two_sum(a, b):
+def two_sum(a: Any, b: Any) -> tuple:
+    """Knuth's TwoSum: ``(s, e)`` with ``s = fl(a + b)`` and ``s + e = a + b`` exactly."""
     s = a + b
     bb = s - a
     return s, (a - (s - bb)) + (b - bb)
 
 
-def _residual_dd(A: np.ndarray, x: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``b - A x`` in double-double (Ogita-Rump-Oishi Dot2), rounded to double.
-
-    As accurate as evaluating in precision ``u**2`` (106 bits) and rounding
-    to double; no overflow in the splitting is assumed (``|a| < 2**996``).
-    """
-    s = b.astype(np.float64, copy=True)
-    c = np.zeros_like(s)
-    for k in range(A.shape[1]):
-        p, e = _two_prod(-A[:, k], x[k])
-        s, e2 = _two_sum(s, p)
-        c += e + e2
-    return s + c
-
-
-def _residual(A, x, b, ur) -> np.ndarray:
-    if extended_kind(ur) == "binary128":
-        arith = Binary128
-        return arith.to_double(arith.sub(arith.from_double(b), ext_matvec(arith, A, x)))
-    if _is_extended(ur):
-        return _residual_dd(A, x, b)
-    rr = _make_rounder(ur)
-    return rr(rr(b) - matvec(A, x, ur))
-
-
-def _norm_inf(v) -> float:
-    return float(np.max(np.abs(v))) if np.size(v) else 0.0
-
-
-def _pow2_scale(v) -> float:
-    """The power of two at or below ``||v||_inf`` (exact scaling factor)."""
-    nrm = _norm_inf(v)
-    if nrm == 0 or not np.isfinite(nrm):
-        return 1.0
-    return math.ldexp(1.0, math.frexp(nrm)[1] - 1)
-
-
-# ---------------------------------------------------------------------------
-# Precisions beyond double for the preconditioned operator of GMRES-IR:
-# double-double (``'q'``, ``'quad'``, ``'fp128'``, ``'dd'``) and IEEE binary128
-# (``'binary128'``).  Each is a small arithmetic on vectors: exact conversion
-# from double, ``+``, ``-``, ``* double``, ``/ double``, rounding to double.
-# ---------------------------------------------------------------------------
-
-DOUBLE_DOUBLE_NAMES = _EXTENDED_NAMES  # 'q', 'quad', 'quadruple', 'fp128', 'dd', 'double-double'
-BINARY128_NAMES = ("binary128",)
-
-
-def extended_kind(options) -> "str | None":
-    """``'dd'`` for a double-double name, ``'binary128'`` for IEEE quadruple, else None."""
-    if isinstance(options, str):
-        if options in DOUBLE_DOUBLE_NAMES:
-            return "dd"
-        if options in BINARY128_NAMES:
-            return "binary128"
-    return None
-
-
-def _quick_two_sum(a, b):
+def quick_two_sum(a: Any, b: Any) -> tuple:
+    """Dekker's FastTwoSum: ``(s, e)`` with ``s + e = a + b`` exactly when ``|a| >= |b|``."""
     s = a + b
     return s, b - (s - a)
 
 
+def two_prod(a: Any, b: Any) -> tuple:
+    """Dekker's TwoProduct: ``(p, e)`` with ``p = fl(a*b)`` and ``p + e = a*b`` exactly (doubles,
+    no fma, no overflow in the splitting)."""
+    p = a * b
+    ca, cb = _SPLITTER * a, _SPLITTER * b
+    ah = ca - (ca - a)
+    bh = cb - (cb - b)
+    al, bl = a - ah, b - bh
+    return p, al * bl - (((p - ah * bh) - al * bh) - ah * bl)
+
+
 class DoubleDouble:
-    """Double-double vectors ``(hi, lo)``: about 106 bits (Dekker; Hida, Li & Bailey's QD)."""
+    """Double-double vectors ``(hi, lo)`` of one array library: about 106 bits (Dekker; Hida, Li
+    & Bailey's QD).
+
+    Parameters
+    ----------
+    arrays : Arrays, optional
+        The library of the vectors (default NumPy).
+    """
 
     unit_roundoff = 2.0**-104  # a bound for the operations below (QD's accurate add)
 
-    @staticmethod
-    def from_double(x):
-        x = np.asarray(x, dtype=np.float64)
-        return (x.copy(), np.zeros_like(x))
+    def __init__(self, arrays: Arrays = HOST) -> None:
+        self.arrays = arrays
 
-    @staticmethod
-    def add(a, b):
-        s, e = _two_sum(a[0], b[0])
-        t, f = _two_sum(a[1], b[1])
-        s, e = _quick_two_sum(s, e + t)
-        return _quick_two_sum(s, e + f)
+    def from_double(self, x: Any) -> Any:
+        x = self.arrays.float_copy(x, False)
+        return (x, self.arrays.zeros(x.shape, x.dtype))
 
-    @staticmethod
-    def neg(a):
-        return (-a[0], -a[1])
+    def to_double(self, a: Any) -> Any:
+        return a[0] + a[1]
 
-    @classmethod
-    def sub(cls, a, b):
-        return cls.add(a, cls.neg(b))
+    def add(self, a: Any, b: Any) -> Any:
+        s, e = two_sum(a[0], b[0])
+        t, f = two_sum(a[1], b[1])
+        s, e = quick_two_sum(s, e + t)
+        return quick_two_sum(s, e + f)
 
-    @staticmethod
-    def mul_double(a, c):
-        p, e = _two_prod(a[0], c)
-        return _quick_two_sum(p, e + a[1] * c)
+    def sub(self, a: Any, b: Any) -> Any:
+        return self.add(a, (-b[0], -b[1]))
 
-    @staticmethod
-    def div_double(a, c):
-        q1 = a[0] / c
-        p, pe = _two_prod(q1, c)
-        s, e = _two_sum(a[0], -p)
-        q2 = (s + (e + a[1] - pe)) / c
-        return _quick_two_sum(q1, q2)
+    def mul_double(self, a: Any, c: Any) -> Any:
+        p, e = two_prod(a[0], c)
+        return quick_two_sum(p, e + a[1] * c)
 
-    @staticmethod
-    def take(a, index):
+    def div_double(self, a: Any, c: Any) -> Any:
+        q1 = self.arrays.divide(a[0], c)
+        p, pe = two_prod(q1, c)
+        s, e = two_sum(a[0], -p)
+        q2 = self.arrays.divide(s + (e + a[1] - pe), c)
+        return quick_two_sum(q1, q2)
+
+    def exact_products(self, A: Any, v: Any) -> Any:
+        """``A * v[None, :]`` exactly, elementwise."""
+        return quick_two_sum(*two_prod(A, v[None, :]))
+
+    def take(self, a: Any, index: Any) -> Any:
         return (a[0][index], a[1][index])
 
-    @staticmethod
-    def put(a, index, value):
-        a[0][index], a[1][index] = value
+    def put(self, a: Any, index: Any, value: Any) -> Any:
+        return (self.arrays.put(a[0], index, value[0]), self.arrays.put(a[1], index, value[1]))
 
-    @staticmethod
-    def to_double(a):
-        return a[0] + a[1]
+    def where(self, mask: Any, a: Any, b: Any) -> Any:
+        return (self.arrays.where(mask, a[0], b[0]), self.arrays.where(mask, a[1], b[1]))
 
 
 _B128_T = 113  # significand bits, hidden bit included
@@ -136,7 +107,7 @@ _B128_EMIN = -16382  # exponent of the smallest normal number
 _B128_EMAX = 16383
 
 
-def _binary128_op(func, a, b):
+def binary128_op(func: Any, a: Any, b: Any) -> Any:
     """``func(a, b)`` (mpmath's fadd/fsub/fmul/fdiv) rounded to nearest-even binary128.
 
     Correct rounding with binary128's exponent range: results with a
@@ -173,116 +144,122 @@ def _binary128_op(func, a, b):
     return smallest if probe > 0 else -smallest
 
 
-def _mp():
-    import mpmath
-
-    return mpmath
-
-
 class Binary128:
     """IEEE binary128 vectors (NumPy object arrays of mpmath numbers), each operation
     rounded exactly to nearest-even binary128 (113 bits, exponent range and subnormals).
 
-    Slow (Python-level arithmetic per element); the operations are vectorised
-    over NumPy object arrays.
+    Slow (Python-level arithmetic per element); the operations are vectorised over NumPy
+    object arrays, on the host only.
     """
 
     unit_roundoff = 2.0**-113
+    arrays = HOST
 
-    @staticmethod
-    def from_double(x):
-        mp = _mp()
+    def from_double(self, x: Any) -> Any:
+        import mpmath
+
         x = np.asarray(x, dtype=np.float64)
         out = np.empty(x.shape, dtype=object)
-        out.ravel()[:] = [mp.mpf(float(v)) for v in x.ravel()]
+        out.ravel()[:] = [mpmath.mpf(float(v)) for v in x.ravel()]
         return out
 
-    @staticmethod
-    def _binary(func, a, b):
-        f = np.frompyfunc(lambda p, q: _binary128_op(func, p, q), 2, 1)
-        return f(a, b)
-
-    @classmethod
-    def add(cls, a, b):
-        return cls._binary(_mp().fadd, a, b)
-
-    @classmethod
-    def sub(cls, a, b):
-        return cls._binary(_mp().fsub, a, b)
-
-    @classmethod
-    def mul_double(cls, a, c):
-        return cls._binary(_mp().fmul, a, cls.from_double(c))
-
-    @classmethod
-    def div_double(cls, a, c):
-        return cls._binary(_mp().fdiv, a, cls.from_double(c))
-
-    @staticmethod
-    def take(a, index):
-        return a[index]
-
-    @staticmethod
-    def put(a, index, value):
-        a[index] = value
-
-    @staticmethod
-    def to_double(a):
+    def to_double(self, a: Any) -> Any:
         from mpmath.libmp import to_float
 
         flat = [to_float(v._mpf_, rnd="n") for v in np.asarray(a).ravel()]
         return np.array(flat, dtype=np.float64).reshape(np.shape(a))
 
+    def _binary(self, name: str, a: Any, b: Any) -> np.ndarray:
+        import mpmath
 
-ARITHMETICS = {"dd": DoubleDouble, "binary128": Binary128}
+        func = getattr(mpmath, name)
+        return np.frompyfunc(lambda p, q: binary128_op(func, p, q), 2, 1)(a, b)
+
+    def add(self, a: Any, b: Any) -> Any:
+        return self._binary("fadd", a, b)
+
+    def sub(self, a: Any, b: Any) -> Any:
+        return self._binary("fsub", a, b)
+
+    def mul_double(self, a: Any, c: Any) -> Any:
+        return self._binary("fmul", a, self.from_double(c))
+
+    def div_double(self, a: Any, c: Any) -> Any:
+        return self._binary("fdiv", a, self.from_double(c))
+
+    def exact_products(self, A: Any, v: Any) -> Any:
+        """``A * v[None, :]``, each product rounded to binary128 (exact for doubles)."""
+        return self.mul_double(self.from_double(A), np.broadcast_to(v, A.shape))
+
+    def take(self, a: Any, index: Any) -> Any:
+        return a[index]
+
+    def put(self, a: Any, index: Any, value: Any) -> Any:
+        a[index] = value
+        return a
+
+    def where(self, mask: Any, a: Any, b: Any) -> Any:
+        return np.where(mask, a, b)
 
 
-def ext_matvec(arith, A: np.ndarray, v: np.ndarray):
-    """``A v`` in the extended arithmetic, for double ``A`` and ``v`` (column by column)."""
+#: An extended arithmetic; its vectors are ``(hi, lo)`` pairs (double-double) or object arrays.
+Arithmetic = Union[DoubleDouble, Binary128]
+
+
+def arithmetic(kind: str, arrays: Arrays = HOST) -> Arithmetic:
+    """The arithmetic ``kind`` (``'dd'`` or ``'binary128'``, see
+    :func:`~pychop_compat.linalg.common.extended_kind`) on ``arrays``'s library."""
+    return DoubleDouble(arrays) if kind == "dd" else Binary128()
+
+
+def ext_matvec(arith: Arithmetic, A: Any, v: Any) -> Any:
+    """``A v`` in the extended arithmetic for double ``A`` and ``v``: the exact products, then
+    the columns added in order ``k = 0, 1, ...``."""
     n, m = A.shape
-    s = arith.from_double(np.zeros(n))
+    products = arith.exact_products(A, v)
+    s = arith.from_double(arith.arrays.zeros((n,), A.dtype))
     for k in range(m):
-        s = arith.add(s, arith.mul_double(arith.from_double(A[:, k]), np.full(n, v[k])))
+        s = arith.add(s, arith.take(products, (slice(None), k)))
     return s
 
 
-def ext_lu_solve(arith, F, c):
+def ext_lu_solve(arith: Arithmetic, F: Any, c: Any) -> Any:
     """Solve ``A z = c`` with the factors ``F`` (``P (mu R A S) = L U``) in the extended
-    arithmetic, ``c`` an extended vector; column-oriented substitution as :func:`solve`."""
-    n = F.perm.size
-    L, U = np.asarray(F.L, np.float64), np.asarray(F.U, np.float64)
+    arithmetic, ``c`` an extended vector: the column-oriented substitution of
+    :func:`~pychop_compat.linalg.solve`, nothing rounded (on JAX with fixed shapes)."""
+    n = F.perm.shape[0]
+    L, U = F.L, F.U
     sc = F.scaling
     if sc is not None:
         c = arith.mul_double(arith.mul_double(c, sc.row), np.full(n, sc.mu))
     c = arith.take(c, F.perm)
+    rows = Window(arith.arrays, n, arith.arrays.fixed_shapes)
     for j in range(n - 1):
-        cj = arith.take(c, np.full(n - j - 1, j))
-        rest = arith.take(c, slice(j + 1, None))
-        arith.put(c, slice(j + 1, None), arith.sub(rest, arith.mul_double(cj, L[j + 1 :, j])))
+        below = rows.tail(j + 1)
+        c = rows.set_tail(c, j + 1, arith.sub(arith.take(c, below),
+                                              arith.mul_double(arith.take(c, slice(j, j + 1)), L[below, j])), arith)
     for j in range(n - 1, -1, -1):
-        cj = arith.div_double(arith.take(c, slice(j, j + 1)), U[j : j + 1, j])
-        arith.put(c, slice(j, j + 1), cj)
+        c = rows.set_row(c, j, arith.div_double(arith.take(c, slice(j, j + 1)), U[j:j + 1, j]), arith)
         if j:
-            cjv = arith.take(c, np.full(j, j))
-            head = arith.take(c, slice(0, j))
-            arith.put(c, slice(0, j), arith.sub(head, arith.mul_double(cjv, U[:j, j])))
+            above = rows.head(j)
+            c = rows.set_head(c, j, arith.sub(arith.take(c, above),
+                                              arith.mul_double(arith.take(c, slice(j, j + 1)), U[above, j])), arith)
     if sc is not None:
         c = arith.mul_double(c, sc.col)
     return c
 
 
-# A fast path for double-double: the same operations, in the same order, as
-# ext_matvec with DoubleDouble, with the products formed at once (tested equal
-# bit for bit).
+def residual_dd(arrays: Arrays, A: Any, x: Any, b: Any) -> Any:
+    """``b - A x`` in double-double (Ogita-Rump-Oishi Dot2), rounded to double.
 
-
-def dd_matvec(A: np.ndarray, v: np.ndarray):
-    """``A v`` in double-double for double ``A``, ``v``: exact products, then the
-    columns added in order ``k = 0, 1, ...`` with double-double additions."""
-    n, m = A.shape
-    P, E = _two_prod(A, np.broadcast_to(v, A.shape))
-    h, lo = np.zeros(n), np.zeros(n)
-    for k in range(m):
-        h, lo = DoubleDouble.add((h, lo), _quick_two_sum(P[:, k], E[:, k]))
-    return h, lo
-
+    As accurate as evaluating in precision ``u**2`` (106 bits) and rounding to double; no
+    overflow in the splitting is assumed (``|a| < 2**996``).  The products are formed at once,
+    the columns added in order ``k = 0, 1, ...``.
+    """
+    s = b
+    c = arrays.zeros(b.shape, b.dtype)
+    P, E = two_prod(-A, x[None, :])
+    for k in range(A.shape[1]):
+        s, e2 = two_sum(s, P[:, k])
+        c = c + (E[:, k] + e2)
+    return s + c

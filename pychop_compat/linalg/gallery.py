@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Optional, Tuple, Union
+from typing import Any, Optional, Tuple, Union
 
 import numpy as np
 
@@ -132,7 +132,8 @@ def gallery_randsvd(
     ``randn``; see ``docs/linalg.rst`` on reproducing MATLAB inputs exactly).
     """
     rng = np.random.default_rng(rng)
-    shape = (int(n), int(n)) if np.ndim(n) == 0 else tuple(int(v) for v in n)
+    dims: Any = n  # an int or a pair
+    shape = (int(dims), int(dims)) if np.ndim(dims) == 0 else tuple(int(v) for v in dims)
     if len(shape) != 2 or min(shape) < 1:
         raise ValueError(f"n must be a positive integer or a pair (m, n), got {n!r}")
     m, nc = shape

@@ -1,7 +1,15 @@
-"""LU factorization with partial pivoting and triangular solves in simulated precision."""
+"""LU factorization with partial pivoting and triangular solves in simulated precision.
+
+Written once against :class:`~pychop_compat.linalg.arrays.Arrays` (NumPy, torch, CuPy, JAX); the
+compiled elimination of :mod:`pychop_compat.kernels.numba_lu` is the fast path for NumPy double
+data with deterministic rounding (same bits, tested).  LAPACK's factorization and the scaling
+factors exist on the host only: torch, CuPy and JAX arrays asking for them take the host route
+(:func:`~pychop_compat.linalg.arrays.on_host`).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -9,10 +17,12 @@ from typing import Any, Optional
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._common import (OptionsLike, _chop_object, _float_array, _ieee, _make_rounder)
+from .arrays import HOST, Arrays, Window, arrays_for, ieee, on_host
+from .common import OptionsLike, Rounder, chop_object, float_operands
 from .errors import SingularMatrixWarning
-from .kernels import _compiled_spec
 from .scaling import Scaling, scale_diag_2side, scale_diag_2side_symm, squeeze
+
+__all__ = ["LUResult", "lu", "solve", "factorize", "solve_on", "warn_if_singular", "needs_host"]
 
 _SCALINGS = {None: None, "none": None, "general": "general", "g": "general",
              "symmetric": "symmetric", "s": "symmetric"}
@@ -73,7 +83,8 @@ class LUResult:
         return iter((self.L, self.U, self.perm))
 
 
-def _scaling_for(a: np.ndarray, options: OptionsLike, scaling, theta) -> Optional[Scaling]:
+def _scaling_for(a: np.ndarray, options: OptionsLike, scaling: Optional[str],
+                 theta: Optional[float]) -> Optional[Scaling]:
     try:
         kind = _SCALINGS[scaling]
     except (KeyError, TypeError):
@@ -90,23 +101,24 @@ def _scaling_for(a: np.ndarray, options: OptionsLike, scaling, theta) -> Optiona
     else:
         sc = Scaling(np.ones(n), np.ones(n))
     if theta is not None:
-        xmax = _format_xmax(options)
-        sc = squeeze(a, xmax, theta, sc)
+        sc = squeeze(a, _format_xmax(options), theta, sc)
     return sc
 
 
 def _format_xmax(options: OptionsLike) -> float:
     from ..formats import custom_format, lookup_format
 
-    o = _chop_object(options).options
-    t, emax = o.params
+    o = chop_object(options).options
+    t, emax = o.params or (0, 0)  # resolved options always have params
     try:
-        return lookup_format(o.format).xmax
+        return lookup_format(str(o.format)).xmax
     except ValueError:
         return custom_format(t, emax).xmax
 
 
-def _warn_if_singular(F: "LUResult", what: str) -> None:
+def warn_if_singular(F: LUResult, what: str) -> None:
+    """Warn with :class:`~pychop_compat.linalg.SingularMatrixWarning` when ``F`` is singular
+    (``what``: the caller's name)."""
     if F.singular:
         warnings.warn(
             f"{what}: matrix is singular to working precision (a zero or non-finite pivot "
@@ -115,11 +127,12 @@ def _warn_if_singular(F: "LUResult", what: str) -> None:
         )
 
 
-def _lapack_lu(a: np.ndarray, options: OptionsLike):
+def _lapack_lu(a: np.ndarray, options: OptionsLike) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """LAPACK's getrf in single or double (what MATLAB's ``lu(single(A))`` calls)."""
     import scipy.linalg
 
-    fmt = _chop_object(options).options.format
+    fmt = chop_object(options).options.format
+    dtype: Any
     if fmt in ("s", "single", "fp32"):
         dtype = np.float32
     elif fmt in ("d", "double", "fp64"):
@@ -138,7 +151,13 @@ def _lapack_lu(a: np.ndarray, options: OptionsLike):
     return L, U, perm, int(zero[0]) + 1 if zero.size else 0
 
 
-@_ieee
+def needs_host(scaling: Optional[str], theta: Optional[float], method: str) -> bool:
+    """Whether a factorization with these arguments of :func:`~pychop_compat.linalg.lu` needs the
+    host (LAPACK, or scaling factors): torch, CuPy and JAX arrays then take the host route."""
+    return method != "chopped" or scaling not in (None, "none") or theta is not None
+
+
+@ieee
 def lu(A: ArrayLike, options: OptionsLike = None, *, scaling: Optional[str] = None,
        theta: Optional[float] = None, method: str = "chopped") -> LUResult:
     """LU factorization with partial pivoting in simulated precision.
@@ -187,7 +206,7 @@ def lu(A: ArrayLike, options: OptionsLike = None, *, scaling: Optional[str] = No
     column), the products ``l_ik a_kj`` (the trailing block), the differences
     (the trailing block).  A zero pivot column is skipped, as in LAPACK.
     With Numba in use, deterministic rounding (modes 1-4, no flips) and double
-    data, compiled code (``linalg/compiled_lu.py``) does the same roundings
+    data, compiled code (:mod:`pychop_compat.kernels.numba_lu`) does the same roundings
     and gives the same factors, bit for bit.
     Backward error (Higham, Thm. 9.3, round to nearest): ``P A + dA = L U``
     with ``|dA| <= gamma_n |L||U|``.
@@ -200,7 +219,16 @@ def lu(A: ArrayLike, options: OptionsLike = None, *, scaling: Optional[str] = No
     >>> perm.tolist(), float(L[1, 0]), float(U[1, 1])
     ([1, 0], 0.333251953125, 0.6669921875)
     """
-    a = _float_array(A)
+    arrays = arrays_for(A)
+    if arrays is not HOST and needs_host(scaling, theta, method):
+        return on_host(lu, arrays, A, options, scaling=scaling, theta=theta, method=method)
+    return factorize(arrays, A, options, scaling=scaling, theta=theta, method=method)
+
+
+def factorize(arrays: Arrays, A: Any, options: OptionsLike = None, *, scaling: Optional[str] = None,
+              theta: Optional[float] = None, method: str = "chopped") -> LUResult:
+    """:func:`~pychop_compat.linalg.lu` computed by ``arrays``'s library (scaling and LAPACK: NumPy only)."""
+    (a,) = float_operands(arrays, A)
     if a.ndim != 2 or a.shape[0] != a.shape[1]:
         raise ValueError("lu needs a square matrix")
     if method not in _LU_METHODS:
@@ -211,65 +239,76 @@ def lu(A: ArrayLike, options: OptionsLike = None, *, scaling: Optional[str] = No
     if method == "lapack":
         L, U, perm, info = _lapack_lu(a, options)
         F = LUResult(L, U, perm, info, sc)
-        _warn_if_singular(F, "lu")
-        return F
-    F = _chopped_lu(a, options)
-    F = LUResult(F.L, F.U, F.perm, F.info, sc)
-    _warn_if_singular(F, "lu")
+    else:
+        F = dataclasses.replace(_eliminate(arrays, a, Rounder(options, arrays)), scaling=sc)
+    warn_if_singular(F, "lu")
     return F
 
 
-def _chopped_lu(a: np.ndarray, options: OptionsLike) -> LUResult:
-    r = _make_rounder(options)
-    a = np.array(r(a), copy=True)
+def _eliminate(arrays: Arrays, a: Any, r: Rounder) -> LUResult:
+    """The chopped elimination of :func:`lu` on ``a`` (a private copy, not yet rounded)."""
+    xp = arrays.xp
+    a = r(a)
     n = a.shape[0]
-    spec = _compiled_spec(a, r)
-    if spec is not None and n:  # the same roundings, compiled (deterministic modes, double data)
-        from ..kernels.compiled import rounding_constants
+    spec = r.kernel_spec("float64") if arrays is HOST and a.dtype == np.float64 and n else None
+    from ..kernels import compiled
+
+    if spec is not None and compiled.wanted():  # the same roundings, compiled
         from ..kernels.numba_lu import factor
 
         a = np.ascontiguousarray(a)
-        perm, info = factor(a, rounding_constants(spec, np.float64))
-        return _factors_of(a, perm, info)
-    perm = np.arange(n)
+        perm, info = factor(a, compiled.rounding_constants(spec, np.float64))
+        return _factors_of(arrays, a, perm, info)
+    rows = Window(arrays, n, arrays.fixed_shapes and r.deterministic)
+    perm = arrays.arange(n)
     info = 0
     for k in range(n):
-        piv = k + int(np.argmax(np.abs(a[k:, k])))
+        piv = rows.first_max(xp.abs(a[rows.tail(k), k]), k)
         if piv != k:
-            a[[k, piv]] = a[[piv, k]]
-            perm[[k, piv]] = perm[[piv, k]]
+            a = arrays.swap_rows(a, k, piv)
+            perm = arrays.swap_rows(perm, k, piv)
         pivot = a[k, k]
-        if pivot == 0:
+        if arrays.scalar(pivot) == 0:
             info = info or k + 1
             continue
         if k == n - 1:
             break
-        l = r(a[k + 1 :, k] / pivot)
-        a[k + 1 :, k] = l
-        a[k + 1 :, k + 1 :] = r(a[k + 1 :, k + 1 :] - r(np.outer(l, a[k, k + 1 :])))
-    return _factors_of(a, perm, info)
+        below = rows.tail(k + 1)
+        l = r(arrays.divide(a[below, k], pivot))
+        a = rows.set_column_tail(a, k + 1, k, l)
+        a = rows.set_block_tail(a, k + 1, r(a[below, below] - r(l[:, None] * a[k, below][None, :])))
+    return _factors_of(arrays, a, perm, info)
 
 
-def _factors_of(a: np.ndarray, perm: np.ndarray, info: int) -> LUResult:
+def _factors_of(arrays: Arrays, a: Any, perm: Any, info: int) -> LUResult:
     """The factors stored in one matrix (``L`` below the unit diagonal, ``U`` on and above it)."""
-    L = np.tril(a, -1)
-    L[np.diag_indices(a.shape[0])] = 1.0
-    return LUResult(L, np.triu(a), perm, info)
+    diagonal = arrays.arange(a.shape[0])
+    L = arrays.put(arrays.xp.tril(a, k=-1), (diagonal, diagonal), 1.0)
+    return LUResult(L, arrays.xp.triu(a), perm, info)
 
 
-def _as_factors(F: Any) -> LUResult:
+def _as_factors(arrays: Arrays, F: Any) -> LUResult:
+    """Factors given to :func:`solve` (an :class:`LUResult` or ``(L, U, p)``) on ``arrays``'s device."""
     if isinstance(F, LUResult):
-        return F
+        if arrays is HOST:
+            return F
+        return LUResult(arrays.asarray(F.L), arrays.asarray(F.U), arrays.asarray(F.perm), F.info, F.scaling)
     L, U, p = F
-    for M in (L, U):
-        _float_array(M)  # refuses complex factors with chop's error
-    p = np.asarray(p)
+    float_operands(arrays, L, U)  # refuses complex factors with chop's error
+    p = arrays.asarray(p)
     if p.ndim == 2:  # MATLAB-style permutation matrix, P A = L U
-        p = np.argmax(p, axis=1)
-    return LUResult(np.asarray(L), np.asarray(U), p.astype(int))
+        p = arrays.xp.argmax(p, axis=1)
+    if arrays is HOST:
+        p = p.astype(int)
+    return LUResult(arrays.asarray(L), arrays.asarray(U), p)
 
 
-@_ieee
+def _zero_pivot(arrays: Arrays, U: Any) -> int:
+    zero = np.flatnonzero(arrays.to_host(arrays.xp.diagonal(U)) == 0)
+    return int(zero[0]) + 1 if zero.size else 0
+
+
+@ieee
 def solve(A: Any, b: ArrayLike, options: OptionsLike = None) -> np.ndarray:
     """Solve ``A x = b`` by LU factorization and substitution in simulated precision.
 
@@ -313,36 +352,44 @@ def solve(A: Any, b: ArrayLike, options: OptionsLike = None) -> np.ndarray:
     ``A x = b`` as ``x = S y``, ``L U y = P (mu R b)``: before the substitutions
     ``fl(fl(R b) * mu)``, after them ``fl(S y)``.
     """
-    F = A if isinstance(A, LUResult) or isinstance(A, tuple) else None
-    r = _make_rounder(options)
-    if F is None:
-        F = lu(A, options)  # warns if singular
+    arrays = arrays_for(A, b)
+    if arrays is not HOST and isinstance(A, LUResult) and A.scaling is not None:
+        return on_host(solve, arrays, A, b, options)  # the scaling vectors live on the host
+    return solve_on(arrays, A, b, options)
+
+
+def solve_on(arrays: Arrays, A: Any, b: Any, options: OptionsLike = None) -> Any:
+    """:func:`~pychop_compat.linalg.solve` computed by ``arrays``'s library."""
+    r = Rounder(options, arrays)
+    if isinstance(A, (LUResult, tuple)):
+        F = _as_factors(arrays, A)
+        warn_if_singular(LUResult(F.L, F.U, F.perm, _zero_pivot(arrays, F.U)), "solve")
     else:
-        F = _as_factors(F)
-        _warn_if_singular(LUResult(F.L, F.U, F.perm, _zero_pivot(F.U)), "solve")
-    bb = _float_array(b, F.L, F.U)
+        F = factorize(arrays, A, options)  # warns if singular
+    (bb,) = float_operands(arrays, b)
+    single = all(M.dtype == arrays.float32 for M in (F.L, F.U, bb))
+    if not single and bb.dtype != arrays.float64:
+        bb = arrays.float_copy(bb, False)
     vec = bb.ndim == 1
     c = bb[:, None] if vec else bb
-    n = F.perm.size
+    n = F.perm.shape[0]
     if c.shape[0] != n:
         raise ValueError("b has the wrong number of rows")
-    L = r(F.L.astype(c.dtype))
-    U = r(F.U.astype(c.dtype))
+    L = r(arrays.float_copy(F.L, single))
+    U = r(arrays.float_copy(F.U, single))
     sc = F.scaling
     if sc is not None:  # P (mu R A S) = L U: solve for y = S^{-1} x with right-hand side mu R b
-        c = r(r(sc.row.astype(c.dtype)[:, None] * c) * c.dtype.type(sc.mu))
-    c = np.array(r(c[F.perm]), copy=True)
+        c = r(r(arrays.float_copy(sc.row, single)[:, None] * c) * arrays.float_copy(np.asarray(sc.mu), single))
+    c = r(c[F.perm])  # a new array: indexing with an array copies
+    rows = Window(arrays, n, arrays.fixed_shapes and r.deterministic)
     for j in range(n - 1):
-        c[j + 1 :] = r(c[j + 1 :] - r(L[j + 1 :, j : j + 1] * c[j : j + 1]))
+        below = rows.tail(j + 1)
+        c = rows.set_tail(c, j + 1, r(c[below] - r(L[below, j:j + 1] * c[j:j + 1])))
     for j in range(n - 1, -1, -1):
-        c[j] = r(c[j] / U[j, j])
+        c = rows.set_row(c, j, r(arrays.divide(c[j:j + 1], U[j:j + 1, j:j + 1])))
         if j:
-            c[:j] = r(c[:j] - r(U[:j, j : j + 1] * c[j : j + 1]))
+            above = rows.head(j)
+            c = rows.set_head(c, j, r(c[above] - r(U[above, j:j + 1] * c[j:j + 1])))
     if sc is not None:
-        c = r(sc.col.astype(c.dtype)[:, None] * c)
+        c = r(arrays.float_copy(sc.col, single)[:, None] * c)
     return c[:, 0] if vec else c
-
-
-def _zero_pivot(U: np.ndarray) -> int:
-    zero = np.flatnonzero(np.diag(np.asarray(U)) == 0)
-    return int(zero[0]) + 1 if zero.size else 0

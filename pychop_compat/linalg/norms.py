@@ -26,9 +26,10 @@ from typing import Union
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._common import OptionsLike, _float_array, _ieee, _make_rounder
-from .kernels import dot, matvec
+from .arrays import HOST, ieee
+from .common import OptionsLike, Rounder, float_operands
 from .lu import solve
+from .products import dot, matvec
 
 __all__ = ["norm", "cond"]
 
@@ -47,7 +48,7 @@ def _order(p: NormOrder):
 
 
 def _matrix(A: ArrayLike) -> np.ndarray:
-    a = _float_array(A)
+    (a,) = float_operands(HOST, A)
     if a.ndim == 1:
         a = a[:, None]  # a vector: MATLAB's vector norms agree with these on a column
     if a.ndim != 2:
@@ -81,7 +82,7 @@ def _exact_norm(a: np.ndarray, p) -> float:
 
 
 def _chopped_norm(a: np.ndarray, p, options: OptionsLike) -> float:
-    r = _make_rounder(options)
+    r = Rounder(options, HOST)
     stored = r(a)
     if stored.size == 0:
         return 0.0
@@ -95,7 +96,7 @@ def _chopped_norm(a: np.ndarray, p, options: OptionsLike) -> float:
     return float(r(np.asarray(np.linalg.norm(stored.astype(np.float64), 2))))
 
 
-@_ieee
+@ieee
 def norm(A: ArrayLike, p: NormOrder = 2, precision: OptionsLike = None) -> float:
     """MATLAB's ``norm(A, p)`` for ``p = 1, 2, inf, 'fro'``.
 
@@ -139,7 +140,7 @@ def _exact_inverse(a: np.ndarray) -> np.ndarray:
         return np.array([[float(inv[i, j]) for j in range(inv.cols)] for i in range(inv.rows)])
 
 
-@_ieee
+@ieee
 def cond(A: ArrayLike, p: NormOrder = 2, precision: OptionsLike = None) -> float:
     """MATLAB's ``cond(A, p)``: ``norm(A, p) * norm(inv(A), p)``; for ``p = 2`` the ratio
     of the largest to the smallest singular value.
@@ -170,7 +171,7 @@ def cond(A: ArrayLike, p: NormOrder = 2, precision: OptionsLike = None) -> float
     4.0
     """
     order = _order(p)
-    a = _float_array(A)
+    (a,) = float_operands(HOST, A)
     if a.ndim != 2 or a.shape[0] != a.shape[1]:
         raise ValueError("cond needs a square matrix")
     if a.size == 0:
@@ -191,7 +192,7 @@ def cond(A: ArrayLike, p: NormOrder = 2, precision: OptionsLike = None) -> float
         except ZeroDivisionError:
             return math.inf
         return _exact_norm(a64, order) * _exact_norm(inv, order)
-    r = _make_rounder(precision)
+    r = Rounder(precision, HOST)
     stored = r(a)
     if order == 2:
         s = np.linalg.svd(stored.astype(np.float64), compute_uv=False)

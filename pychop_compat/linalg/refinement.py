@@ -1,21 +1,28 @@
-"""Iterative refinement in three precisions: :func:`lu_ir` and :func:`gmres_ir`."""
+"""Iterative refinement in three precisions: :func:`lu_ir` and :func:`gmres_ir`.
+
+Written once against :class:`~pychop_compat.linalg.arrays.Arrays` (NumPy, torch, CuPy, JAX).
+GMRES's small Hessenberg matrix, its Givens rotations and its triangular solve are host scalars
+for every library.  The parts that exist on the host only (LAPACK or scaled factors, binary128
+arithmetic, the reference solution of ``stop='all'`` without ``x_true``) send torch, CuPy and JAX
+arrays on the host route (:func:`~pychop_compat.linalg.arrays.on_host`).
+"""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._common import (OptionsLike, _float_array, _givens_column, _ieee, _make_rounder, _refinement_verdict,
-                      _unit_roundoff)
-from .kernels import dot, matvec
-from .lu import LUResult, lu, solve
-from .extended import (ARITHMETICS, _norm_inf, _pow2_scale, _residual, _residual_dd, _two_sum,
-                       dd_matvec, ext_lu_solve, ext_matvec, extended_kind)
+from .arrays import HOST, Arrays, arrays_for, ieee, on_host
+from .common import OptionsLike, Rounder, extended_kind, float_operands, unit_roundoff
+from .extended import arithmetic, ext_lu_solve, ext_matvec, quick_two_sum, residual_dd, two_sum
+from .lu import LUResult, factorize, needs_host, solve_on
+from .products import matmul_on
 
+__all__ = ["IRResult", "lu_ir", "gmres_ir", "extended_solution", "STATUSES", "STOPS"]
 
 STATUSES = ("converged", "singular", "diverged", "stagnated", "maxiter")
 STOPS = ("backward", "all", "change")
@@ -103,20 +110,23 @@ class IRResult:
         return "\n".join(lines)
 
 
-def _errors(Au, bu, x, normA, normb, absA):
-    """Normwise and componentwise backward errors of ``x`` (residual in double-double)."""
-    r = _residual_dd(Au, x, bu) if Au.size else np.zeros(0)
-    rn = _norm_inf(r)
-    denom = normA * _norm_inf(x) + normb
+def _errors(arrays: Arrays, Au: Any, bu: Any, x: Any, normA: float, normb: float, absA: Any) -> tuple:
+    """Normwise and componentwise backward errors of ``x`` (residual in double-double; the
+    componentwise denominator ``|A||x|`` is the library's matrix-vector product)."""
+    n = Au.shape[0]
+    r = residual_dd(arrays, Au, x, bu) if n else arrays.zeros((0,), Au.dtype)
+    rn = arrays.max_abs(r)
+    denom = normA * arrays.max_abs(x) + normb
     nbe = 0.0 if rn == 0 else (rn / denom if denom else math.inf)
-    if not np.all(np.isfinite(x)):
+    if not arrays.all_finite(x):
         nbe = math.nan
-    cden = absA @ np.abs(x) + np.abs(bu) if Au.size else np.zeros(0)
-    ar = np.abs(r)
-    with np.errstate(all="ignore"):
-        ratio = np.where(ar == 0, 0.0, ar / cden)
-    cbe = float(np.max(ratio)) if ratio.size else 0.0
-    return nbe, cbe
+    if not n:
+        return nbe, 0.0
+    xp = arrays.xp
+    cden = absA @ xp.abs(x) + xp.abs(bu)
+    ar = xp.abs(r)
+    ratio = xp.where(ar == 0, xp.zeros_like(ar), ar / cden)  # equal shapes: IEEE division
+    return nbe, arrays.scalar(xp.max(ratio))
 
 
 def extended_solution(A: np.ndarray, b: np.ndarray, steps: int = 8) -> np.ndarray:
@@ -138,100 +148,134 @@ def extended_solution(A: np.ndarray, b: np.ndarray, steps: int = 8) -> np.ndarra
     hi = scipy.linalg.lu_solve(F, b, check_finite=False)
     lo = np.zeros_like(hi)
     for _ in range(steps):
-        r = _residual_dd2(A, hi, lo, b)
+        # b - A (hi + lo): the residual of hi in double-double, rounded to double, minus A lo in
+        # double (lo is below half an ulp of hi: the error of this step is of order u**2 ||A|| ||x||)
+        r = residual_dd(HOST, A, hi, b) - A @ lo
         d = scipy.linalg.lu_solve(F, r, check_finite=False)
         if not np.all(np.isfinite(d)):
             break
-        s, e = _two_sum(hi, d)
-        hi, lo = _quick(s, e + lo)
+        s, e = two_sum(hi, d)
+        hi, lo = quick_two_sum(s, e + lo)
     return hi + lo
 
 
-def _quick(a, b):
-    s = a + b
-    return s, b - (s - a)
+def _verdict(it: int, nbe: float, cbe: float, fe: float, stop: str, tol: float, out: IRResult,
+             measures: list, n: int, uw: float) -> Optional[str]:
+    """The stopping rule after the errors of iterate ``it`` are known: the final status
+    (``'converged'``, ``'diverged'``, ``'stagnated'``) or None to go on; appends this iterate's
+    convergence measure to ``measures``."""
+    changes, backward_errors = out.changes, out.backward_error
+    m: Optional[float]
+    if stop == "change":
+        m = changes[-1] if it else None
+    else:
+        m = max(nbe, cbe, fe) if stop == "all" else nbe
+    if not math.isfinite(nbe):
+        return "diverged"
+    if stop == "change":
+        if it and changes[-1] <= tol:
+            return "converged" if nbe <= max(n, 1) * uw else "stagnated"
+    elif m is not None and m <= tol:
+        return "converged"
+    if it and nbe > max(10 * min(backward_errors[:-1]), max(n, 1) * uw):
+        return "diverged"
+    if m is not None:
+        measures.append(m)
+    if len(measures) >= 3 and measures[-1] >= measures[-2] >= measures[-3]:
+        return "stagnated"
+    return None
 
 
-def _residual_dd2(A, hi, lo, b):
-    """``b - A (hi + lo)``: the residual of ``hi`` in double-double, rounded to double,
-    minus ``A lo`` in double (``lo`` is below half an ulp of ``hi``, so the error
-    of this last step is of order ``u**2 ||A|| ||x||``)."""
-    r1 = _residual_dd(A, hi, b)
-    return r1 - A @ lo
+def _residual(arrays: Arrays, A: Any, x: Any, b: Any, ur: OptionsLike) -> Any:
+    """``b - A x`` in precision ``ur``, rounded to double."""
+    kind = extended_kind(ur)
+    if kind == "binary128":
+        arith = arithmetic(kind)
+        return arith.to_double(arith.sub(arith.from_double(b), ext_matvec(arith, A, x)))
+    if kind == "dd":
+        return residual_dd(arrays, A, x, b)
+    rr = Rounder(ur, arrays)
+    return rr(rr(b) - matmul_on(arrays, A, x, ur))
 
 
-def _solve_precision(F, uf, u):
+def _solve_precision(F: LUResult, uf: OptionsLike, u: OptionsLike) -> OptionsLike:
     """Precision of the solves with the factors: ``uf``, but the working precision ``u``
     for factors of a scaled matrix (unscaled, they and the solution need not fit in
     ``uf``'s range; gmresir3 solves with them in the working precision)."""
     return u if F.scaling is not None else uf
 
 
-def _refine(A, b, uf, u, ur, correction, x_true, max_iter, tol, stop, kind, lu_options) -> IRResult:
-    A = _float_array(A).astype(np.float64)
-    b = _float_array(b).astype(np.float64)
-    if A.ndim != 2 or A.shape[0] != A.shape[1] or b.shape != (A.shape[0],):
+def _host_only(up: OptionsLike, ur: OptionsLike, x_true: Any, scaling: Any, theta: Any, lu_method: str,
+               stop: str) -> bool:
+    """Whether a refinement needs the host: LAPACK or scaled factors, binary128 arithmetic, or
+    ``stop='all'`` without ``x_true`` (a LAPACK reference solution)."""
+    return (needs_host(scaling, theta, lu_method) or "binary128" in (extended_kind(ur), extended_kind(up))
+            or (stop == "all" and x_true is None))
+
+
+def _refine(arrays: Arrays, A: Any, b: Any, uf: OptionsLike, u: OptionsLike, ur: OptionsLike,
+            correction: Callable, x_true: Any, max_iter: int, tol: Optional[float], stop: str, kind: str,
+            lu_options: dict) -> IRResult:
+    A, b = (arrays.float_copy(v, False) for v in float_operands(arrays, A, b))
+    if A.ndim != 2 or A.shape[0] != A.shape[1] or tuple(b.shape) != (A.shape[0],):
         raise ValueError("need a square A and a vector b of matching size")
     if stop not in STOPS:
         raise ValueError(f"stop must be one of {STOPS}, got {stop!r}")
     max_iter = int(max_iter)
     n = A.shape[0]
-    ru = _make_rounder(u)
-    uw = _unit_roundoff(u)
+    ru = Rounder(u, arrays)
+    uw = unit_roundoff(u)
     if tol is None:
         tol = max(n, 1) * uw if stop == "backward" else uw
     tol = float(tol)
     Au, bu = ru(A), ru(b)  # the problem stored in the working precision
-    absA = np.abs(Au)
-    normA = _norm_inf(np.sum(absA, axis=1)) if Au.size else 0.0
-    normb = _norm_inf(bu)
-
-    xt = None if x_true is None else np.asarray(x_true, dtype=np.float64)
-    F = lu(A, uf, **lu_options)
+    absA = arrays.xp.abs(Au)
+    # ||A||_inf as NumPy sums it (np.sum's pairwise order): on the host, once.
+    normA = float(np.max(np.sum(np.abs(arrays.to_host(Au)), axis=1))) if n else 0.0
+    normb = arrays.max_abs(bu)
+    xt = None if x_true is None else arrays.float_copy(x_true, False)
+    F = factorize(arrays, A, uf, **lu_options)
     if xt is None and stop == "all" and not F.singular:
-        if n and np.all(np.isfinite(Au)) and np.all(np.isfinite(bu)):
-            xt = extended_solution(Au, bu)
-    out = IRResult(np.full(n, np.nan), False, "maxiter", forward_error=None if xt is None else [],
-                   factors=F, stop=stop, tol=tol)
+        if n and arrays.all_finite(Au) and arrays.all_finite(bu):
+            xt = arrays.asarray(extended_solution(arrays.to_host(Au), arrays.to_host(bu)))
+    out = IRResult(arrays.asarray(np.full(n, np.nan)), False, "maxiter",
+                   forward_error=None if xt is None else [], factors=F, stop=stop, tol=tol)
     if F.singular:
         out.status = "singular"
         return out
-    x = solve(F, bu, _solve_precision(F, uf, u))
-    if not np.all(np.isfinite(x)):
-        x = np.zeros_like(bu)  # as gmresir3: start from 0 when x_0 overflowed
+    x = solve_on(arrays, F, bu, _solve_precision(F, uf, u))
+    if not arrays.all_finite(x):
+        x = arrays.zeros(bu.shape, bu.dtype)  # as gmresir3: start from 0 when x_0 overflowed
     x = ru(x)
 
-    def forward(v):
+    def forward(v: Any) -> float:
         if xt is None:
             return math.nan
-        nt = _norm_inf(xt)
-        dv = _norm_inf(v - xt)
+        nt = arrays.max_abs(xt)
+        dv = arrays.max_abs(v - xt)
         return dv / nt if nt else (0.0 if dv == 0 else math.inf)
 
-    measures = []
+    measures: list = []
     status = None
     for it in range(max_iter + 1):
-        nbe, cbe = _errors(Au, bu, x, normA, normb, absA)
+        nbe, cbe = _errors(arrays, Au, bu, x, normA, normb, absA)
         out.backward_error.append(nbe)
         out.componentwise_error.append(cbe)
         fe = forward(x)
-        if xt is not None:
+        if out.forward_error is not None:
             out.forward_error.append(fe)
-        status = _refinement_verdict(it, nbe, cbe, fe, stop, tol, out.changes, out.backward_error,
-                                     measures, n, uw)
-        if status is not None:
+        status = _verdict(it, nbe, cbe, fe, stop, tol, out, measures, n, uw)
+        if status is not None or it == max_iter:
             break
-        if it == max_iter:
-            break
-        r = ru(_residual(Au, x, bu, ur))
+        r = ru(_residual(arrays, Au, x, bu, ur))
         d, its = correction(F, Au, r)
         if kind == "gmres":
             out.gmres_iterations.append(its)
         x_new = ru(x + d)
-        if not np.all(np.isfinite(x_new)):
+        if not arrays.all_finite(x_new):
             status = "diverged"
             break
-        step, size = _norm_inf(x_new - x), _norm_inf(x_new)
+        step, size = arrays.max_abs(x_new - x), arrays.max_abs(x_new)
         out.changes.append(step / size if size else (0.0 if step == 0 else math.inf))
         x = x_new
     out.x = x
@@ -240,7 +284,7 @@ def _refine(A, b, uf, u, ur, correction, x_true, max_iter, tol, stop, kind, lu_o
     return out
 
 
-@_ieee
+@ieee
 def lu_ir(
     A: ArrayLike,
     b: ArrayLike,
@@ -327,64 +371,104 @@ def lu_ir(
     A817-A847, 2018.
     """
 
-    def correction(F, Au, r):
-        s = _pow2_scale(r)
-        return _make_rounder(u)(solve(F, r / s, _solve_precision(F, uf, u)) * s), None
+    arrays = arrays_for(A, b, x_true)
+    if arrays is not HOST and _host_only(None, ur, x_true, scaling, theta, lu_method, stop):
+        return on_host(lu_ir, arrays, A, b, uf, u, ur, x_true=x_true, max_iter=max_iter, tol=tol, stop=stop,
+                       scaling=scaling, theta=theta, lu_method=lu_method)
+
+    def correction(F: LUResult, Au: Any, r: Any) -> tuple:
+        s = _pow2_scale(arrays, r)
+        return Rounder(u, arrays)(solve_on(arrays, F, arrays.divide(r, s), _solve_precision(F, uf, u)) * s), None
 
     lu_options = dict(scaling=scaling, theta=theta, method=lu_method)
-    return _refine(A, b, uf, u, ur, correction, x_true, max_iter, tol, stop, "lu", lu_options)
+    return _refine(arrays, A, b, uf, u, ur, correction, x_true, max_iter, tol, stop, "lu", lu_options)
 
 
-def _gmres(A, r, F, u, up, tol, maxit):
+def _pow2_scale(arrays: Arrays, v: Any) -> float:
+    """The power of two at or below ``||v||_inf`` (exact scaling factor)."""
+    nrm = arrays.max_abs(v)
+    if nrm == 0 or not math.isfinite(nrm):
+        return 1.0
+    return math.ldexp(1.0, math.frexp(nrm)[1] - 1)
+
+
+def _givens_column(H: np.ndarray, cs: np.ndarray, sn: np.ndarray, g: np.ndarray, j: int,
+                   ru: Rounder) -> Optional[float]:
+    """GMRES's Givens step on column ``j`` of the Hessenberg matrix ``H`` (host scalars).
+
+    Applies the previous rotations ``cs[:j], sn[:j]`` to the column, forms the new rotation,
+    and rotates the right-hand side ``g``; every operation rounded by ``ru``.  Returns the
+    subdiagonal entry before rotation (0 means a lucky breakdown), or None when the new
+    rotation's norm is 0 or not finite (the caller stops with ``k = j``).
+    """
+    for i in range(j):
+        hi, hi1 = H[i, j], H[i + 1, j]
+        H[i, j] = ru(ru(cs[i] * hi) + ru(sn[i] * hi1))
+        H[i + 1, j] = ru(ru(-sn[i] * hi) + ru(cs[i] * hi1))
+    hjj, hj1 = H[j, j], H[j + 1, j]
+    rho = ru(np.sqrt(ru(ru(hjj * hjj) + ru(hj1 * hj1))))
+    if rho == 0 or not np.isfinite(rho):
+        return None
+    cs[j], sn[j] = ru(hjj / rho), ru(hj1 / rho)
+    H[j, j], H[j + 1, j] = rho, 0.0
+    g[j + 1] = ru(-sn[j] * g[j])
+    g[j] = ru(cs[j] * g[j])
+    return hj1
+
+
+def _gmres(arrays: Arrays, A: Any, r: Any, F: LUResult, u: OptionsLike, up: OptionsLike, tol: float,
+           maxit: Optional[int]) -> tuple:
     """Left-preconditioned GMRES for ``M^{-1} A d = M^{-1} r``, ``M = P^T L U``.
 
     Working precision ``u`` (every operation rounded), except the application
     of ``M^{-1} A`` and of ``M^{-1}`` to ``r``, done in precision ``up``.
-    Starts from ``d = 0``; Arnoldi with modified Gram-Schmidt, Givens rotations.
-    Returns ``(d, iterations)``.
+    Starts from ``d = 0``; Arnoldi with modified Gram-Schmidt, Givens rotations
+    (host scalars, rounded on the host).  Returns ``(d, iterations)``.
     """
-    ru = _make_rounder(u)
-    n = r.size
+    ru = Rounder(u, arrays)
+    ru_host = Rounder(u, HOST)
+    n = r.shape[0]
     maxit = n if maxit is None else int(maxit)
 
-    def nrm2(v):
-        return ru(np.sqrt(dot(v, v, u)))
+    def nrm2(v: Any) -> Any:
+        return ru(arrays.xp.sqrt(matmul_on(arrays, v, v, u)))
 
     kind = extended_kind(up)
     if kind is not None:
-        arith = ARITHMETICS[kind]
+        arith = arithmetic(kind, arrays)
 
-        matvec_ext = dd_matvec if kind == "dd" else (lambda M, v: ext_matvec(arith, M, v))
-
-        def apply(v):  # M^{-1} A v in extended precision, rounded to u
-            return ru(arith.to_double(ext_lu_solve(arith, F, matvec_ext(A, v))))
+        def apply(v: Any) -> Any:  # M^{-1} A v in extended precision, rounded to u
+            return ru(arith.to_double(ext_lu_solve(arith, F, ext_matvec(arith, A, v))))
 
         z = ru(arith.to_double(ext_lu_solve(arith, F, arith.from_double(r))))
     else:
 
-        def apply(v):  # M^{-1} A v in precision up
-            return ru(solve(F, matvec(A, v, up), up))
+        def apply(v: Any) -> Any:  # M^{-1} A v in precision up
+            return ru(solve_on(arrays, F, matmul_on(arrays, A, v, up), up))
 
-        z = ru(solve(F, r, up))
-    beta = nrm2(z)
-    if beta == 0 or not np.isfinite(beta):
-        return np.zeros_like(r), 0
-    V = np.zeros((n, maxit + 1))
+        z = ru(solve_on(arrays, F, r, up))
+    beta_array = nrm2(z)
+    beta = arrays.scalar(beta_array)
+    if beta == 0 or not math.isfinite(beta):
+        return arrays.zeros(r.shape, r.dtype), 0
+    V = arrays.zeros((n, maxit + 1), r.dtype)
     H = np.zeros((maxit + 1, maxit))
     cs, sn = np.zeros(maxit), np.zeros(maxit)
     g = np.zeros(maxit + 1)
     g[0] = beta
-    V[:, 0] = ru(z / beta)
+    V = arrays.put(V, (slice(None), 0), ru(arrays.divide(z, beta_array)))
     k = 0
     for j in range(maxit):
         w = apply(V[:, j])
         for i in range(j + 1):
-            H[i, j] = dot(w, V[:, i], u)
-            w = ru(w - ru(H[i, j] * V[:, i]))
-        H[j + 1, j] = nrm2(w)
+            h = matmul_on(arrays, w, V[:, i], u)
+            H[i, j] = arrays.scalar(h)
+            w = ru(w - ru(h * V[:, i]))
+        h = nrm2(w)
+        H[j + 1, j] = arrays.scalar(h)
         if H[j + 1, j] != 0:
-            V[:, j + 1] = ru(w / H[j + 1, j])
-        hj1 = _givens_column(H, cs, sn, g, j, ru)  # scalars, rounded on the host
+            V = arrays.put(V, (slice(None), j + 1), ru(arrays.divide(w, h)))
+        hj1 = _givens_column(H, cs, sn, g, j, ru_host)
         if hj1 is None:
             k = j
             break
@@ -392,14 +476,13 @@ def _gmres(A, r, F, u, up, tol, maxit):
         if abs(g[j + 1]) <= tol * beta or hj1 == 0:
             break
     if k == 0:
-        return np.zeros_like(r), 0
-    # back substitution H[:k, :k] y = g[:k] in precision u
-    Hk = H[:k, :k]
-    y = solve((np.eye(k), Hk, np.arange(k)), g[:k], u)
-    return matvec(V[:, :k], y, u), k
+        return arrays.zeros(r.shape, r.dtype), 0
+    # back substitution H[:k, :k] y = g[:k] in precision u, on the host
+    y = solve_on(HOST, (np.eye(k), H[:k, :k], np.arange(k)), g[:k], u)
+    return matmul_on(arrays, V[:, :k], arrays.asarray(y), u), k
 
 
-@_ieee
+@ieee
 def gmres_ir(
     A: ArrayLike,
     b: ArrayLike,
@@ -474,15 +557,20 @@ def gmres_ir(
     iterative refinement in three precisions, SIAM J. Sci. Comput. 40(2),
     A817-A847, 2018.
     """
+    arrays = arrays_for(A, b, x_true)
     upp = ur if up is None else up
-    ru = _make_rounder(u)
+    if arrays is not HOST and _host_only(upp, ur, x_true, scaling, theta, lu_method, stop):
+        return on_host(gmres_ir, arrays, A, b, uf, u, ur, up=up, x_true=x_true, max_iter=max_iter, tol=tol,
+                       gmres_tol=gmres_tol, gmres_maxit=gmres_maxit, stop=stop, scaling=scaling, theta=theta,
+                       lu_method=lu_method)
+    ru = Rounder(u, arrays)
 
-    def correction(F, Au, r):
-        s = _norm_inf(r)
+    def correction(F: LUResult, Au: Any, r: Any) -> tuple:
+        s = arrays.max_abs(r)
         if s == 0 or not math.isfinite(s):
             s = 1.0
-        d, its = _gmres(Au, ru(r / s), F, u, upp, gmres_tol, gmres_maxit)
+        d, its = _gmres(arrays, Au, ru(arrays.divide(r, s)), F, u, upp, gmres_tol, gmres_maxit)
         return ru(d * s), its
 
     lu_options = dict(scaling=scaling, theta=theta, method=lu_method)
-    return _refine(A, b, uf, u, ur, correction, x_true, max_iter, tol, stop, "gmres", lu_options)
+    return _refine(arrays, A, b, uf, u, ur, correction, x_true, max_iter, tol, stop, "gmres", lu_options)

@@ -1,0 +1,345 @@
+"""Chopped products: :func:`~pychop_compat.linalg.dot`, :func:`~pychop_compat.linalg.matvec`,
+:func:`~pychop_compat.linalg.matmul` (every operation rounded).
+
+Written once against :class:`~pychop_compat.linalg.arrays.Arrays` (NumPy, torch, CuPy, JAX), with
+two fast paths in other languages, each giving the same bits as the code here (tested):
+compiled Numba kernels (:mod:`pychop_compat.kernels.numba_linalg`) for NumPy double data, and a
+fused Triton kernel (:mod:`pychop_compat.kernels.triton_matmul`) for CUDA torch tensors, both for
+deterministic rounding in chop.m's formats.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from .arrays import Arrays, arrays_for, ieee
+from .common import METHODS, OptionsLike, Rounder, float_operands
+
+__all__ = ["matmul", "matvec", "dot", "matmul_on", "TERM_BUDGET", "DEVICE_TERM_BUDGET", "JAX_JIT_STEPS"]
+
+#: Products the pairwise and blocked paths hold at once on the host (columns of ``C`` in
+#: groups, 8 MiB of doubles) with deterministic rounding.  Any grouping gives the same bits.
+TERM_BUDGET = 1 << 20
+#: The same on a device (32 MiB of doubles).
+DEVICE_TERM_BUDGET = 1 << 22
+#: Inner dimension from which JAX's recursive ``matmul`` compiles its step with ``jax.jit``
+#: (deterministic rounding): one compilation per call, then one fused kernel per step.
+JAX_JIT_STEPS = 256
+
+Rounding = Optional[Rounder]  # None: no rounding (the products of 'fma' and ``accumulate=``)
+
+
+def _recursive_step(arrays: Arrays, rprod: Rounding, rsum: Rounder, n: int) -> Callable:
+    """``s, a, b -> fl(s + fl(a b))`` (or ``fl(s + a b)`` without ``rprod``), compiled with
+    ``jax.jit`` for JAX when worth it: the multiply, the roundings and the add become one pass
+    over the partial sums.  The product goes through chop's integer rounding before the add,
+    so XLA cannot fuse them into an FMA; the bits are the eager ones."""
+
+    def step(s: Any, a: Any, b: Any) -> Any:
+        t = a * b
+        if rprod is not None:
+            t = rprod(t)
+        return rsum(s + t)
+
+    # Only with a rounded product: XLA would contract an unrounded ``s + a * b`` into an FMA
+    # (measured: float32 sums changed), which is not two roundings.
+    if (arrays.name == "jax" and n >= JAX_JIT_STEPS and rprod is not None and rprod.deterministic
+            and rsum.deterministic):
+        import jax
+
+        return jax.jit(step)
+    return step
+
+
+def _sum_recursive(arrays: Arrays, A: Any, B: Any, rprod: Rounding, rsum: Rounder, block_size: int) -> Any:
+    s = A[:, :1] * B[:1, :]
+    s = rprod(s) if rprod is not None else rsum(s)
+    step = _recursive_step(arrays, rprod, rsum, A.shape[1])
+    for k in range(1, A.shape[1]):
+        s = step(s, A[:, k:k + 1], B[k:k + 1, :])
+    return s
+
+
+def _outer_terms(arrays: Arrays, A: Any, B: Any, start: int = 0, step: int = 1) -> Any:
+    """Products ``A[:, k] * B[k, :]`` for ``k = start, start + step, ...``, stacked (count, m, p).
+
+    The columns of ``A`` are gathered by an index array, not sliced: NumPy's gather leaves them
+    as rows in memory, so the products come out in C order and the NumPy engine rounds them
+    without a copy (with a strided slice NumPy's pairwise matmul took 35% longer at n = 500)."""
+    columns = arrays.arange(A.shape[1])[start::step]
+    return A[:, columns].T[:, :, None] * B[columns, :][:, None, :]
+
+
+def _sum_pairwise(arrays: Arrays, A: Any, B: Any, rprod: Rounding, rsum: Rounder, block_size: int) -> Any:
+    n = A.shape[1]
+    terms = _outer_terms(arrays, A, B)
+    terms = rprod(terms) if rprod is not None else (rsum(terms) if n == 1 else terms)
+    while terms.shape[0] > 1:
+        h = terms.shape[0] // 2
+        pairs = rsum(terms[0:2 * h:2] + terms[1:2 * h:2])
+        terms = arrays.xp.concat([pairs, terms[2 * h:]]) if terms.shape[0] % 2 else pairs
+    return terms[0]
+
+
+def _sum_blocked(arrays: Arrays, A: Any, B: Any, rprod: Rounding, rsum: Rounder, block_size: int) -> Any:
+    n = A.shape[1]
+    b = int(block_size)
+    t = _outer_terms(arrays, A, B, 0, b)
+    S = rprod(t) if rprod is not None else rsum(t)  # the first terms of every block
+    for j in range(1, min(b, n)):
+        count = -(-(n - j) // b)  # blocks that have a j-th element: a prefix
+        t = _outer_terms(arrays, A, B, j, b)
+        if rprod is not None:
+            t = rprod(t)
+        S = arrays.put(S, slice(0, count), rsum(S[:count] + t))
+    s = S[0]
+    for i in range(1, -(-n // b)):
+        s = rsum(s + S[i])
+    return s
+
+
+_SUMMERS = {"recursive": _sum_recursive, "fma": _sum_recursive, "pairwise": _sum_pairwise,
+            "blocked": _sum_blocked}
+
+
+def _compiled_product(method: str, A: np.ndarray, B: np.ndarray, rprod: Rounding, rsum: Rounder,
+                      block_size: int) -> Optional[np.ndarray]:
+    """The product by the Numba kernels (NumPy double data, Numba in use, deterministic
+    rounding of chop.m's formats), or None where they do not apply."""
+    from ..kernels import compiled
+
+    if A.dtype != np.float64 or not compiled.wanted():
+        return None
+    sum_spec = rsum.kernel_spec("float64")
+    product_spec = rprod.kernel_spec("float64") if rprod is not None else None
+    if sum_spec is None or (rprod is not None and product_spec is None):
+        return None
+    from ..kernels import numba_linalg
+
+    sums = compiled.rounding_constants(sum_spec, np.float64)
+    products = compiled.rounding_constants(product_spec or sum_spec, np.float64)
+    A, B = np.ascontiguousarray(A), np.ascontiguousarray(B)
+    with numba_linalg.tasks_one_at_a_time():
+        if method == "pairwise":
+            return numba_linalg.matmul_pairwise(A, B, *products, rprod is not None, *sums)
+        if method == "blocked":
+            return numba_linalg.matmul_blocked(A, B, *products, rprod is not None, *sums, int(block_size))
+        return numba_linalg.matmul_recursive(A, B, *products, rprod is not None, *sums)
+
+
+def _fused_product(arrays: Arrays, method: str, A: Any, B: Any, rprod: Rounding, rsum: Rounder,
+                   block_size: int) -> Any:
+    """The recursive/fma sequence by the fused Triton kernel (CUDA torch tensors, Triton
+    installed, deterministic chop.m rounding); tiles that met irregular values (chop's subnormal
+    range, overflow, Inf, NaN) are recomputed here.  None where it does not apply."""
+    from ..kernels import triton_matmul
+
+    if not triton_matmul.wanted(A, B):
+        return None
+    dtype_name = str(A.dtype).rpartition(".")[2]
+    sum_spec = rsum.kernel_spec(dtype_name)
+    product_spec = rprod.kernel_spec(dtype_name) if rprod is not None else None
+    if sum_spec is None or (rprod is not None and product_spec is None):
+        return None
+    C, tiles = triton_matmul.fused_matmul(A, B, product_spec, sum_spec)
+    for rows, cols in tiles:
+        C[rows, cols] = _sum_recursive(arrays, A[rows], B[:, cols], rprod, rsum, block_size)
+    return C
+
+
+def _product(arrays: Arrays, method: str, A: Any, B: Any, rprod: Rounding, rsum: Rounder,
+             block_size: int) -> Any:
+    """``A @ B`` by ``method`` with O(m p + block) extra memory (see :func:`matmul`'s notes)."""
+    fast = None
+    if arrays.name == "numpy":
+        fast = _compiled_product(method, A, B, rprod, rsum, block_size)
+    elif arrays.name == "torch" and method in ("recursive", "fma"):
+        fast = _fused_product(arrays, method, A, B, rprod, rsum, block_size)
+    if fast is not None:
+        return fast
+    summer = _SUMMERS[method]
+    (m, n), p = A.shape, B.shape[1]
+    if method in ("recursive", "fma") or p == 1:
+        return summer(arrays, A, B, rprod, rsum, block_size)
+    if (rprod is None or rprod.deterministic) and rsum.deterministic:
+        # Each element of C depends on its own operations only: columns in groups give the same bits.
+        budget = TERM_BUDGET if arrays.name == "numpy" else DEVICE_TERM_BUDGET
+        width = max(1, budget // max(1, n * m))
+    else:
+        width = 1  # random numbers: one column at a time, a rule that does not depend on sizes
+    if width >= p:
+        return summer(arrays, A, B, rprod, rsum, block_size)
+    C = arrays.zeros((m, p), A.dtype)
+    for j in range(0, p, width):
+        C = arrays.put(C, (slice(None), slice(j, j + width)),
+                       summer(arrays, A, B[:, j:j + width], rprod, rsum, block_size))
+    return C
+
+
+def matmul_on(arrays: Arrays, A: Any, B: Any, options: OptionsLike = None, *, method: str = "recursive",
+              accumulate: OptionsLike = None, block_size: int = 32) -> Any:
+    """:func:`~pychop_compat.linalg.matmul` computed by ``arrays``'s library (for linalg's other algorithms, which
+    know it already); a 0-d array for two vectors."""
+    A2, B2 = float_operands(arrays, A, B)
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, not {method!r}")
+    if method == "blocked" and int(block_size) < 1:
+        raise ValueError("block_size must be a positive integer")
+    a_vec, b_vec = A2.ndim == 1, B2.ndim == 1
+    if a_vec:
+        A2 = A2[None, :]
+    if b_vec:
+        B2 = B2[:, None]
+    if A2.ndim != 2 or B2.ndim != 2:
+        raise ValueError("matmul operands must be 1-D or 2-D")
+    if A2.shape[1] != B2.shape[0]:
+        raise ValueError(f"inner dimensions differ: {tuple(A2.shape)} @ {tuple(B2.shape)}")
+    rin = Rounder(options, arrays)
+    if accumulate is None:
+        rsum = rin
+        rprod = None if method == "fma" else rin
+    else:
+        rsum = Rounder(accumulate, arrays)
+        rprod = None
+    A2 = rin(A2)
+    B2 = rin(B2)
+    (m, n), p = A2.shape, B2.shape[1]
+    if n == 0:
+        C = arrays.zeros((m, p), A2.dtype)
+    else:
+        C = _product(arrays, method, A2, B2, rprod, rsum, block_size)
+    if a_vec:
+        C = C[0]
+    if b_vec:
+        C = C[..., 0]
+    return C
+
+
+@ieee
+def matmul(
+    A: ArrayLike,
+    B: ArrayLike,
+    options: OptionsLike = None,
+    *,
+    method: str = "recursive",
+    accumulate: OptionsLike = None,
+    block_size: int = 32,
+) -> np.ndarray:
+    """Matrix product ``A @ B`` in simulated precision.
+
+    Parameters
+    ----------
+    A, B : array_like
+        Operands of shapes ``(m, n)`` and ``(n, p)``; 1-D operands are promoted
+        as by :func:`numpy.matmul` (the promoted axis is removed from the result).
+    options : chop options, str or None, optional
+        Format and rounding of every operation (``None``: the persistent chop
+        options).  ``A`` and ``B`` are first rounded to this format.
+    method : {'recursive', 'fma', 'pairwise', 'blocked'}, optional
+        How each inner product ``sum_k a_k b_k`` (``a_k = A[i, k]``,
+        ``b_k = B[k, j]``) is evaluated, with ``fl`` one chop call:
+
+        ``'recursive'`` (default)
+            ``s = fl(a_1 b_1)``; ``s = fl(s + fl(a_k b_k))`` for ``k = 2..n``.
+        ``'fma'``
+            Fused multiply-add: ``s = fl(a_1 b_1)``; ``s = fl(s + a_k b_k)``,
+            one rounding per step (``s + a_k b_k`` formed in double, as
+            MATLAB's ``chop(s + a*b)``).
+        ``'pairwise'``
+            Products ``fl(a_k b_k)`` are summed pairwise (Higham, *Accuracy and
+            Stability*, sec. 4.1): ``y_i = fl(x_{2i-1} + x_{2i})``, an odd last
+            term carried over unchanged, repeated until one term is left.
+        ``'blocked'``
+            The terms are split into consecutive blocks of ``block_size``; each
+            block is summed recursively, then the block sums are summed
+            recursively in order.
+    accumulate : chop options, str or None, optional
+        Tensor-core style mixed precision: if given, ``A`` and ``B`` are
+        rounded to ``options`` (format A), the products are formed *exactly* in
+        double (not rounded; exact when the significands of format A have at
+        most 26 bits) and every addition is rounded to ``accumulate`` (format B),
+        in the order of ``method`` (a sum with a single term is that term rounded
+        to B; ``'fma'`` is then the same as ``'recursive'``).
+    block_size : int, optional
+        Block size for ``method='blocked'`` (default 32).
+
+    Returns
+    -------
+    ndarray
+        The product, of the floating type of the inputs (double for integer or
+        double inputs, single for single inputs); a torch tensor, CuPy or JAX
+        array for such inputs, on their device.
+
+    Notes
+    -----
+    The loop runs over the inner index ``k`` only; each step updates all
+    ``m * p`` outputs at once.  Order of chop calls (and so of random draws):
+    ``A`` then ``B`` (input rounding); then for ``'recursive'``: for each
+    ``k``, the ``m x p`` products, then the ``m x p`` sums; ``'fma'``: one call
+    per ``k``; ``'pairwise'``: one call on all products, stacked as an
+    ``(n, m, p)`` array, then one call per level; ``'blocked'``: for each
+    position ``j`` within a block, the products of all blocks having a ``j``-th
+    term (stacked ``(blocks, m, p)``) then their sums, followed by one call per
+    block-sum addition.  With stochastic rounding or bit flips, ``'pairwise'``
+    and ``'blocked'`` (``p > 1``) make these calls for one column of ``C`` at a
+    time, column after column (the calls of ``matvec(A, B[:, j])``), so that
+    they never hold more than ``n * m`` products.
+
+    Memory and speed: every method needs O(n^2 + block) memory besides its
+    operands and result.  With deterministic rounding (modes 1-4, no flips)
+    and double data, and Numba installed (:mod:`pychop_compat.kernels.compiled`),
+    compiled kernels do every operation with the compiled engine's rounding
+    (same results bit for bit); otherwise ``'pairwise'`` and ``'blocked'``
+    work on groups of columns of ``C`` holding at most ``TERM_BUDGET``
+    products (same results: each element of ``C`` depends only on its own
+    operations).
+
+    Error bounds for round to nearest with unit roundoff ``u`` (Higham,
+    ch. 3-4), ``gamma_k = k u / (1 - k u)``: ``|C - AB| <= gamma_n |A||B|``
+    (``'recursive'``, ``'fma'``), ``gamma_{ceil(log2 n) + 1}`` (``'pairwise'``),
+    ``gamma_{b + ceil(n/b) - 1}`` (``'blocked'``, ``b = block_size``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from pychop_compat import linalg
+    >>> x = np.full(4096, 1.0)
+    >>> float(linalg.dot(x, x, 'h'))            # fp16 stagnates at 2048
+    2048.0
+    >>> float(linalg.dot(x, x, 'h', method='pairwise'))
+    4096.0
+    >>> float(linalg.dot(x, x, 'h', accumulate='s'))   # fp16 inputs, fp32 sums
+    4096.0
+    """
+    return matmul_on(arrays_for(A, B), A, B, options, method=method, accumulate=accumulate,
+                     block_size=block_size)
+
+
+@ieee
+def matvec(A: ArrayLike, x: ArrayLike, options: OptionsLike = None, **kwargs: Any) -> np.ndarray:
+    """Matrix-vector product ``A @ x`` in simulated precision.
+
+    Same as :func:`matmul` (``x`` 1-D); ``kwargs`` are ``method``,
+    ``accumulate`` and ``block_size``.
+    """
+    arrays = arrays_for(A, x)
+    if arrays.asarray(x).ndim != 1:
+        raise ValueError("x must be 1-D")
+    return matmul_on(arrays, A, x, options, **kwargs)
+
+
+@ieee
+def dot(x: ArrayLike, y: ArrayLike, options: OptionsLike = None, **kwargs: Any) -> np.floating:
+    """Inner product ``x @ y`` of two vectors in simulated precision.
+
+    Same as :func:`matmul` on 1-D operands; returns a NumPy scalar (a 0-d array of the
+    library for torch, CuPy and JAX arrays).
+    """
+    arrays = arrays_for(x, y)
+    if arrays.asarray(x).ndim != 1 or arrays.asarray(y).ndim != 1:
+        raise ValueError("x and y must be 1-D")
+    out = matmul_on(arrays, x, y, options, **kwargs)
+    return out[()] if arrays.name == "numpy" else out

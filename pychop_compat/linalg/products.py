@@ -133,8 +133,9 @@ def _compiled_product(method: str, A: np.ndarray, B: np.ndarray, rprod: Rounding
 def _fused_product(arrays: Arrays, method: str, A: Any, B: Any, rprod: Rounding, rsum: Rounder,
                    block_size: int) -> Any:
     """The recursive/fma sequence by the fused Triton kernel (CUDA torch tensors, Triton
-    installed, deterministic chop.m rounding); tiles that met irregular values (chop's subnormal
-    range, overflow, Inf, NaN) are recomputed here.  None where it does not apply."""
+    installed, deterministic chop.m rounding); tiles that met values the kernel leaves (near
+    overflow, Inf, NaN; below xmin with subnormals flushed) are recomputed here.  None where it
+    does not apply."""
     from ..kernels import triton_matmul
 
     if not triton_matmul.wanted(A, B):

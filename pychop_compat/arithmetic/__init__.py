@@ -13,9 +13,9 @@ serves CuPy arrays on their device (:mod:`.namespace`); torch tensors
 wrappers that reuse it.  See the documentation page "Chopped arithmetic".
 """
 
-from .context import Arithmetic, FormatMismatchError, METHODS, MISMATCH_RULES
-from .scalar import ChoppedScalar
-from .array import ChoppedArray, NotChoppedError, chopped
+from .context import Arithmetic, FormatMismatchError, METHODS, MISMATCH_RULES, NotChoppedError
+from .array import ChoppedArray, ChoppedScalar
+from .factory import chopped
 from .fused import fma
 from .bits import bit_layout, decode, encode
 from . import reductions

@@ -26,7 +26,7 @@ from ..spec import RoundingSpec
 from .namespace import is_device_array, namespace_of
 from ..random.sources import MATLAB_STREAM, RandomSources, sources_for
 
-__all__ = ["Arithmetic", "FormatMismatchError", "METHODS", "MISMATCH_RULES"]
+__all__ = ["Arithmetic", "FormatMismatchError", "NotChoppedError", "METHODS", "MISMATCH_RULES"]
 
 #: Orders of sums and products (those of :func:`pychop_compat.linalg.matmul`).
 METHODS = ("recursive", "pairwise", "blocked", "fma")
@@ -41,6 +41,10 @@ OptionsLike = Union[None, str, Mapping[str, Any], Any]
 
 class FormatMismatchError(ValueError):
     """Two chopped operands of one operation have different formats or rounding."""
+
+
+class NotChoppedError(NotImplementedError):
+    """A function that chopped values do not implement with per-operation rounding."""
 
 
 def _given_options(options, kwargs) -> dict:
@@ -280,6 +284,24 @@ class Arithmetic:
 
 
 _SHARED: dict = {}
+
+
+def refuse_counter_in_linalg(arith: Arithmetic, name: str) -> None:
+    """Refuse ``name``, computed by :mod:`pychop_compat.linalg`, for an arithmetic drawing from a counter.
+
+    linalg draws as ``chop`` does (its own ``Chop``): it cannot take an
+    arithmetic's counter (``rng=``).
+
+    Raises
+    ------
+    NotChoppedError
+        When ``arith`` draws random numbers and has a counter.
+    """
+    if arith.counter is not None and arith.draws:
+        raise NotChoppedError(
+            f"{name} is computed by pychop_compat.linalg, whose rounding draws as chop does (MATLAB's "
+            "stream); it cannot draw from this arithmetic's counter (rng=...).  Use an arithmetic "
+            "without rng= for matrix products and solves with random rounding.")
 
 
 def _counter_of(rng: Any):

@@ -8,7 +8,7 @@ operation in a documented order (:mod:`.reductions`, and
 :func:`pychop_compat.linalg.matmul` for products), ``np.linalg.solve`` uses
 the chopped LU of :mod:`pychop_compat.linalg`, and anything else raises
 :class:`NotChoppedError` rather than computing in double.  The same code
-serves CuPy arrays on their device (:mod:`.namespace`); torch tensors
+serves CuPy arrays on their device (:mod:`.libraries`); torch tensors
 (:mod:`.torch_tensor`) and JAX arrays (:mod:`.jax_array`) have their own
 wrappers that reuse it.  See the documentation page "Chopped arithmetic".
 """

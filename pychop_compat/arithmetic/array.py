@@ -33,7 +33,7 @@ from numpy.typing import ArrayLike, DTypeLike
 from .. import linalg
 from . import reductions
 from .context import Arithmetic, NotChoppedError, refuse_counter_in_linalg
-from .namespace import is_device_array, namespace_of
+from .libraries import device_namespace, from_host, is_device_array, to_host
 from .reductions import Axis
 
 __all__ = ["ChoppedArray", "ChoppedScalar", "NotChoppedError"]
@@ -135,7 +135,7 @@ def _data(value):
 def _host_only(x: "ChoppedArray", name: str) -> None:
     """Refuse a function that is implemented for chopped arrays on the host only."""
     if is_device_array(x._data):
-        raise NotChoppedError(f"{name} is not implemented for chopped {namespace_of(x._data).name} arrays "
+        raise NotChoppedError(f"{name} is not implemented for chopped {device_namespace(x._data).name} arrays "
                               "(elementwise operations, sums, products, dot and 2-D matmul are).")
 
 
@@ -475,7 +475,7 @@ class ChoppedArray:
     def to_numpy(self) -> np.ndarray:
         """A plain NumPy copy of the values (on the host)."""
         if is_device_array(self._data):
-            return namespace_of(self._data).to_host(self._data)
+            return to_host(self._data)
         return self._data.copy()
 
     def __array__(self, dtype=None, copy=None):
@@ -964,10 +964,9 @@ def _kernel(A: np.ndarray, B: np.ndarray, arith: Arithmetic) -> np.ndarray:
             raise NotChoppedError("matrix products of chopped CuPy arrays with stochastic rounding or bit "
                                   "flips are not implemented (linalg draws on the host, CuPy arrays from "
                                   "the device's counter).")
-        namespace = namespace_of(device)
-        host = [namespace.to_host(v) if is_device_array(v) else v for v in (A, B)]
+        host = [to_host(v) if is_device_array(v) else v for v in (A, B)]
         C = linalg.matmul(host[0], host[1], arith.given, method=arith.method, block_size=arith.block_size)
-        return namespace.from_host(np.asarray(C), device)
+        return from_host(np.asarray(C), device)
     return linalg.matmul(A, B, arith.given, method=arith.method, block_size=arith.block_size)
 
 

@@ -61,6 +61,7 @@ from ..engines import jax_engine
 from ..random.counter_host import CounterRng
 from .array import wrap
 from .context import Arithmetic, refuse_counter_in_linalg
+from .libraries import round_array
 
 if TYPE_CHECKING:
     import jax
@@ -185,7 +186,7 @@ def _round_jax(data: Any, arith: Arithmetic) -> Any:
         raise TypeError("stochastic rounding of chopped JAX arrays inside jax.jit needs explicit numbers: "
                         "`with pychop_compat.arithmetic.jax_array.random_draws(key=...)` or "
                         "`(offset=...)` (with an arithmetic made with rng=<seed>).")
-    return jax_engine.chop_jax_array(data, arith.spec_for(data.dtype), arith.sources)
+    return round_array(data, arith.spec_for(data.dtype), arith.sources)
 
 
 # -- host computations: the chopped NumPy array's code ------------------------------------------

@@ -99,11 +99,8 @@ def to_host(x: Any) -> np.ndarray:
 
 
 def from_host(host: np.ndarray, like: Any) -> Any:
-    """``host`` as an array of ``like``'s library, on ``like``'s device."""
-    namespace = device_namespace(like)
-    if namespace is None:
-        return host
-    return namespace.xp.asarray(host, device=array_api_compat.device(like))
+    """``host`` as an array of the library of ``like`` (a device array), on its device."""
+    return device_namespace(like).xp.asarray(host, device=array_api_compat.device(like))
 
 
 def round_array(x: Any, spec: RoundingSpec, sources: RandomSources) -> Any:

@@ -26,7 +26,7 @@ from ..random.counter_host import CounterRng
 from ..random.matlab_stream import stream_uniform, stream_uniform_one
 from ..random.sources import MATLAB_STREAM, RandomSources, sources_for
 from ..spec import RoundingSpec
-from .libraries import is_device_array, round_array
+from .libraries import is_device_array, round_array, round_numpy_array
 
 __all__ = ["Arithmetic", "FormatMismatchError", "NotChoppedError", "METHODS", "MISMATCH_RULES"]
 
@@ -258,7 +258,7 @@ class Arithmetic:
             return np.asarray(self.chop(x))
         if x.size == 0:
             return x.copy()
-        return round_array(x, self._specs.get(dtype) or self.spec_for(dtype), self._sources)
+        return round_numpy_array(x, self._specs.get(dtype) or self.spec_for(dtype), self._sources)
 
     def enter(self, x: ArrayLike) -> np.ndarray:
         """A plain operand as it enters an operation: exactly, or rounded when ``strict``."""
@@ -342,39 +342,29 @@ def _scalar_rounder(spec: RoundingSpec, sources: RandomSources) -> Callable[[flo
     """A function rounding one Python float exactly as chop does.
 
     The kernels' scalar path (:func:`pychop_compat.kernels.numpy_fast.chop_scalar`)
-    with one fast path in front of it for the values where chop's rule is
-    plain float arithmetic.  Why a second writing of that part of the rule: a
-    chopped-scalar operation is one Python float operation plus this call,
-    and the kernel's path (a plan lookup, ``ldexp`` twice, the range rules,
-    an array of one random number) costs two to three times the fast path.
-    ``benchmarks/bench_arithmetic.py``, fp16 ``a + b`` on chopped scalars, CPU
-    time, median of 7 interleaved samples on the 2-core development machine:
-    round=1 513 ns with the fast path, 1727 ns through the kernel; round=4
-    718 / 1490 ns; round=5 1388 / 3609 ns.  ``test_scalar_rounding_equals_chop``
-    and ``test_scalar_fast_path_equals_the_kernels_scalar_path`` hold it to
-    the kernel bit for bit (every mode, the format boundaries, specials).
+    behind one fast path, kept because a chopped-scalar operation is one float
+    operation plus this call and the kernel's path costs two to three times as
+    much (``benchmarks/bench_arithmetic.py``, fp16 ``a + b``, CPU time, median
+    of 7 interleaved samples: round=1 513 ns with the fast path, 1727 ns
+    through the kernel; round=4 718 / 1490 ns; round=5 1388 / 3609 ns).
+    ``test_scalar_fast_path_equals_the_kernels_scalar_path`` holds it to the
+    kernel bit for bit in every mode.
 
-    The fast path takes a *regular* value ``v``: finite, nonzero, in a binade
-    ``2^(e-1) <= |v| < 2^e`` of the format's normal range below its top one
-    (``emin <= e - 1 < emax``).  There ``y = v * 2^(t-e)`` is exact with
-    ``|y| < 2^t``, rounding ``y`` to an integer and scaling back are exact,
-    and no range rule applies (``|v| < 2^emax <= xmax``, and rounding away
-    from zero gives at most ``2^emax``).  The integer rounding is the mode's:
-    ties to even by one addition and one subtraction of
-    ``S = 1.5 * 2^(e - t + 52)`` on ``v`` itself (the sum's last bit is worth
-    ``2^(e-t)``, the format's quantum in that binade, and ``S`` is an even
-    multiple of it, so ties go to the even multiple); ``ceil``, ``floor``,
-    ``trunc``; stochastic (modes 5, 6): ``|y|`` rounded up when one uniform
-    ``u <= frac(|y|)`` (mode 5) or ``u <= 1/2`` (mode 6), no draw when ``y`` is
-    an integer (chop.m draws only for inexact elements; a counter still
-    advances by one, as for a one-element array).  The uniform is the one the
-    array path draws: MATLAB's stream
-    (:func:`~pychop_compat.random.matlab_stream.stream_uniform_one`, the next
-    number of ``stream_uniform``) or ``Chop(rng=<int>)``'s counter
-    (``u_ROUND(offset)``); with a user's ``randfunc`` every value takes the
-    kernel's path.  Everything else (zeros, Inf, NaN, the subnormal range, the
-    top binade, ``explim = 0``, precisions above 50 bits) takes the kernel's
-    path; bit flips round an array of one.
+    The fast path takes a *regular* ``v``: finite, nonzero, in a binade
+    ``2^(e-1) <= |v| < 2^e`` with ``emin <= e - 1 < emax``.  There
+    ``y = v * 2^(t-e)`` is exact with ``|y| < 2^t``, rounding ``y`` to an
+    integer and scaling back are exact, and no range rule applies (``|v| <
+    2^emax <= xmax``; rounding away from zero gives at most ``2^emax``).  The
+    integer rounding is the mode's: ties to even by adding and subtracting
+    ``S = 1.5 * 2^(e - t + 52)`` (an even multiple of the quantum ``2^(e-t)``,
+    the last bit of the sum); ``ceil``, ``floor``, ``trunc``; stochastic: ``|y|``
+    rounded up when one uniform ``u <= frac(|y|)`` (mode 5) or ``u <= 1/2``
+    (mode 6), no draw when ``y`` is an integer (chop.m draws only for inexact
+    elements; a counter still advances by one).  The uniform is the array
+    path's: MATLAB's stream (:func:`~pychop_compat.random.matlab_stream.stream_uniform_one`)
+    or ``Chop(rng=<int>)``'s counter; with a user's ``randfunc``, and for
+    everything else (zeros, Inf, NaN, subnormals, the top binade,
+    ``explim = 0``, ``t > 50``), the kernel's path; bit flips round an array of one.
     """
     if spec.flips:
         def round_flipping(v: float) -> float:

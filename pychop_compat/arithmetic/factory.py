@@ -1,11 +1,5 @@
-"""``chopped(x, options)``: values of any array library in the chopped type of that library.
-
-The entry point of chopped arithmetic.  It sits above the wrappers it picks
-from (:class:`~pychop_compat.arithmetic.ChoppedArray` and :class:`~pychop_compat.arithmetic.ChoppedScalar` for
-NumPy and CuPy, :mod:`.torch_tensor`, :mod:`.jax_array`), which build on the
-NumPy code of :mod:`.array`; the libraries are recognised by array-api-compat
-without importing them.
-"""
+"""``chopped(x, options)``: the entry point, above the chopped types it picks from by x's library
+(:mod:`.array` for NumPy and CuPy, :mod:`.torch_tensor`, :mod:`.jax_array`)."""
 
 from __future__ import annotations
 

@@ -1,25 +1,19 @@
 """The array libraries a :class:`~pychop_compat.arithmetic.ChoppedArray` holds: what kernels.xp does not say.
 
-A chopped array is NumPy code: it calls NumPy's ufuncs and functions on the
-array it holds.  That code serves NumPy arrays and the arrays of a library
-that takes NumPy's ufuncs and functions over through ``__array_ufunc__`` and
-``__array_function__``, answers with arrays of its own on their device and
-names its functions as NumPy does: CuPy.  Whether a library does so is not
-part of the array API standard, so array-api-compat (and
-:mod:`pychop_compat.kernels.xp`, the package's one array namespace, built on
-it) does not record it; this module does (:data:`UFUNC_PROTOCOL_LIBRARIES`),
-and is the one module of arithmetic that calls the engines (``round_array``; besides
-it, :mod:`.jax_array` calls :func:`~pychop_compat.engines.jax_engine.chop_jax`,
-JAX's traceable rounding with explicit random numbers).  Everything else comes from array-api-compat: which
-library an array belongs to (without importing any), its namespace
-(:func:`~pychop_compat.kernels.xp.library_namespace`: CuPy's functions, NumPy's
-names included), copies to the host (``to_device(x, 'cpu')``) and back
-(``asarray(host, device=device(like))``).
-
-Another library with these protocols (a stand-in for a device library in
-tests, for example) is held inside ``with holding(array_type, namespace,
-rounder)``.  The functions here other than :func:`holding` are for the
-modules of :mod:`pychop_compat.arithmetic`.
+A chopped array is NumPy code.  It serves NumPy arrays and the arrays of a
+library that takes NumPy's ufuncs and functions over through
+``__array_ufunc__``/``__array_function__`` and answers with its own arrays on
+their device: CuPy.  The array API standard, so array-api-compat and
+:mod:`pychop_compat.kernels.xp` (the package's one array namespace), does not
+record that fact; :data:`UFUNC_PROTOCOL_LIBRARIES` does.  The rest comes from
+array-api-compat: an array's library (nothing imported), its namespace
+(:func:`~pychop_compat.kernels.xp.library_namespace`), copies to the host
+(``to_device(x, 'cpu')``) and back (``asarray(host, device=device(like))``).
+This is also the one module of arithmetic that calls the engines
+(``round_array``; :mod:`.jax_array` also calls
+:func:`~pychop_compat.engines.jax_engine.chop_jax`, JAX's traceable rounding).
+Another library with these protocols (a test's stand-in for a device
+library) is held inside ``with holding(array_type, namespace, rounder)``.
 """
 
 from __future__ import annotations

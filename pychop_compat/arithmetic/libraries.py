@@ -98,7 +98,10 @@ def to_host(x: Any) -> np.ndarray:
 
 def from_host(host: np.ndarray, like: Any) -> Any:
     """``host`` as an array of the library of ``like`` (a device array), on its device."""
-    return device_namespace(like).xp.asarray(host, device=array_api_compat.device(like))
+    namespace = device_namespace(like)
+    if namespace is None:
+        raise TypeError(f"{type(like).__name__} is not a device array chopped arrays hold")
+    return namespace.xp.asarray(host, device=array_api_compat.device(like))
 
 
 #: chop's rule on a float NumPy array: the NumPy engine itself, called directly by the hot path

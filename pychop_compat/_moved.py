@@ -43,6 +43,7 @@ MOVED = {
     "pychop_compat.oracle": "pychop_compat.validation.oracle",
     "pychop_compat.corpora": "pychop_compat.validation.corpora",
     "pychop_compat.gpu_check": "pychop_compat.validation.gpu_check",
+    "pychop_compat.arithmetic.scalar": "pychop_compat.arithmetic.array",
 }
 
 

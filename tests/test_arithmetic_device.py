@@ -19,8 +19,9 @@ import pytest
 import pychop_compat
 from pychop_compat import Chop, chopped, linalg
 from pychop_compat.arithmetic import ChoppedArray, NotChoppedError
-from pychop_compat.arithmetic.namespace import DataNamespace, register_namespace, unregister_namespace
+from pychop_compat.arithmetic.libraries import holding
 from pychop_compat.engines import numpy_engine
+from pychop_compat.kernels.xp import Namespace
 
 
 class FakeDeviceArray:
@@ -92,6 +93,13 @@ class FakeDeviceArray:
     def copy(self):
         return FakeDeviceArray(self.data.copy())
 
+    device = "fake-device"
+
+    def to_device(self, device, stream=None):
+        """The array API's copy to another device: only to the host (``'cpu'``) here."""
+        assert device == "cpu"
+        return self.data.copy()
+
     def astype(self, dtype, copy=True):
         return FakeDeviceArray(self.data.astype(dtype))
 
@@ -101,19 +109,25 @@ def _wrapped(func):
                                                                 **FakeDeviceArray._in(kwargs)))
 
 
-FAKE_MODULE = types.SimpleNamespace(**{name: _wrapped(getattr(np, name)) for name in (
-    "empty", "full", "concatenate", "moveaxis", "transpose", "asarray", "broadcast_to")})
-#: Rounds as CuPy's engine would: the values rounded by chop, on "the device".
-FAKE = DataNamespace("fake-device", FAKE_MODULE, FakeDeviceArray,
-                     lambda x, spec, sources: FakeDeviceArray(numpy_engine.chop_array(x.data, spec, sources)),
-                     lambda x: x.data.copy(), lambda host, like: FakeDeviceArray(host.copy()))
+def _fake_asarray(obj, dtype=None, device=None):
+    assert device in (None, FakeDeviceArray.device)
+    return FakeDeviceArray(np.asarray(FakeDeviceArray._in(obj), dtype=dtype))
+
+
+FAKE_MODULE = types.SimpleNamespace(asarray=_fake_asarray, **{name: _wrapped(getattr(np, name)) for name in (
+    "empty", "full", "concatenate", "moveaxis", "transpose", "broadcast_to")})
+FAKE_NAMESPACE = Namespace("fake-device", FAKE_MODULE, lambda a, dtype: FakeDeviceArray(a.data.view(dtype)))
+
+
+def fake_round(x, spec, sources):
+    """Rounds as CuPy's engine would: the values rounded by chop, on "the device"."""
+    return FakeDeviceArray(numpy_engine.chop_array(x.data, spec, sources))
 
 
 @pytest.fixture
 def fake_device():
-    register_namespace(FAKE)
-    yield
-    unregister_namespace(FAKE)
+    with holding(FakeDeviceArray, FAKE_NAMESPACE, fake_round):
+        yield
 
 
 def on_device(c) -> np.ndarray:

@@ -8,14 +8,14 @@ operation in a documented order (:mod:`.reductions`, and
 :func:`pychop_compat.linalg.matmul` for products), ``np.linalg.solve`` uses
 the chopped LU of :mod:`pychop_compat.linalg`, and anything else raises
 :class:`NotChoppedError` rather than computing in double.  The same code
-serves CuPy arrays on their device (:mod:`.namespace`); torch tensors
+serves CuPy arrays on their device (:mod:`.libraries`); torch tensors
 (:mod:`.torch_tensor`) and JAX arrays (:mod:`.jax_array`) have their own
 wrappers that reuse it.  See the documentation page "Chopped arithmetic".
 """
 
-from .context import Arithmetic, FormatMismatchError, METHODS, MISMATCH_RULES
-from .scalar import ChoppedScalar
-from .array import ChoppedArray, NotChoppedError, chopped
+from .context import Arithmetic, FormatMismatchError, METHODS, MISMATCH_RULES, NotChoppedError
+from .array import ChoppedArray, ChoppedScalar
+from .factory import chopped
 from .fused import fma
 from .bits import bit_layout, decode, encode
 from . import reductions

@@ -1,4 +1,4 @@
-"""``ChoppedArray``: a NumPy array whose every arithmetic operation rounds to a format.
+"""Chopped NumPy values: ``ChoppedArray`` and ``ChoppedScalar``, every operation rounded.
 
 Why a wrapper and not an ``ndarray`` subclass: a subclass is still an
 ``ndarray``, so every NumPy function without a special case -- BLAS's ``@``
@@ -9,54 +9,61 @@ sees every ufunc (``__array_ufunc__``) and every NumPy function
 (``__array_function__``); what it does not implement with per-operation
 rounding raises an error that says so.  Leaving the simulation is explicit:
 ``np.asarray(c)`` (or ``c.values``) gives the plain double values.
+
+A :class:`ChoppedScalar` is one value for MATLAB-style scalar loops: Python's
+float arithmetic (IEEE double) followed by the arithmetic's scalar rounding,
+so ``a + b`` costs one Python addition, one rounding and one small object, and
+gives the numbers of ``chop(a + b)`` and of the same operation on one-element
+chopped arrays.  Division by zero and invalid operations give Inf and NaN, as
+in NumPy and MATLAB, rather than Python's exceptions.  Arrays and scalars
+live in one module because each hands its results to the other: an operation
+of a scalar with an array is the array code's, a 0-d result of scalars only is
+a scalar.
 """
 
 from __future__ import annotations
 
+import math
 import numbers
-import sys
-from typing import TYPE_CHECKING, Any, List, Literal, Optional, Sequence, Tuple, Union
+from typing import Any, List, Literal, Optional, Sequence, Tuple, Union
 
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from .. import linalg
-from ..engines import array_library
 from . import reductions
-from .context import Arithmetic, OptionsLike
-from .namespace import is_device_array, namespace_of
+from .context import Arithmetic, NotChoppedError, refuse_counter_in_linalg
+from .libraries import device_namespace, from_host, is_device_array, to_host
 from .reductions import Axis
-from .scalar import ChoppedScalar
 
-if TYPE_CHECKING:
-    import jax
-    import torch
-
-    from .jax_array import ChoppedJax
-
-__all__ = ["ChoppedArray", "chopped", "NotChoppedError"]
+__all__ = ["ChoppedArray", "ChoppedScalar", "NotChoppedError"]
 
 #: The order of elements in memory, as NumPy spells it.
 _Order = Literal["C", "F", "A", "K"]
 
 
-class NotChoppedError(NotImplementedError):
-    """A NumPy function that chopped arrays do not implement with per-operation rounding."""
+def wrap(data: np.ndarray, arith: Arithmetic) -> "ChoppedArray":
+    """A chopped array holding ``data`` as it is: values already in ``arith``'s format, not rounded again.
 
-
-def _wrap(data: np.ndarray, arith: Arithmetic) -> "ChoppedArray":
+    For the wrappers of other libraries (:mod:`.jax_array`, :mod:`.torch_tensor`) that run this
+    module's code on host copies of their values.
+    """
     obj = object.__new__(ChoppedArray)
     obj._data = data
     obj._arith = arith
     return obj
 
 
-def _result(data: np.ndarray, arith: Arithmetic, scalars: bool):
-    """A 0-d float64 result of an operation on chopped scalars only is a chopped scalar
-    (on the host: a device array's 0-d result stays a chopped array on its device)."""
+def chopped_result(data: np.ndarray, arith: Arithmetic, scalars: bool) -> Union["ChoppedArray", "ChoppedScalar"]:
+    """The rounded result ``data`` of an operation as a chopped value.
+
+    A 0-d float64 result of an operation on chopped scalars only (``scalars``)
+    is a :class:`ChoppedScalar` (on the host: a device array's 0-d result
+    stays a chopped array on its device); anything else a :class:`ChoppedArray`.
+    """
     if scalars and data.ndim == 0 and data.dtype == np.float64 and type(data) is np.ndarray:
         return ChoppedScalar._make(float(data), arith)
-    return _wrap(data, arith)
+    return wrap(data, arith)
 
 
 # ufuncs whose result is one of the (chopped) operands, or its negation: nothing to round.
@@ -64,8 +71,14 @@ _EXACT = {np.negative, np.positive, np.absolute, np.fabs, np.maximum, np.minimum
           np.fmin, np.copysign}
 
 
-def _arithmetic_of(values) -> Optional[Arithmetic]:
-    """The arithmetic of an operation on ``values`` (None when none is chopped)."""
+def arithmetic_of(values: Any) -> Optional[Arithmetic]:
+    """The arithmetic of an operation on ``values`` (an iterable), None when none is chopped.
+
+    Raises
+    ------
+    FormatMismatchError
+        When chopped operands have arithmetics that do not combine.
+    """
     arith = None
     for v in values:
         if isinstance(v, (ChoppedArray, ChoppedScalar)):
@@ -84,8 +97,9 @@ def _operand(v, arith: Arithmetic):
     return arith.enter(v)
 
 
-def _stored(v, arith: Arithmetic):
-    """Values stored into a chopped array: chopped ones as they are, plain ones rounded."""
+def stored_values(v: Any, arith: Arithmetic) -> Any:
+    """The values ``v`` as a chopped array of ``arith`` stores them: chopped ones as they are,
+    plain ones rounded (:meth:`Arithmetic.store`)."""
     if isinstance(v, ChoppedArray):
         return v._data
     if isinstance(v, ChoppedScalar):
@@ -93,14 +107,14 @@ def _stored(v, arith: Arithmetic):
     return arith.store(v)
 
 
-def _unwrap(v):
-    """Chopped arrays and scalars (also inside lists and tuples) as their plain values."""
+def plain_values(v: Any) -> Any:
+    """Chopped arrays and scalars (also inside lists and tuples) as their plain values (not copied)."""
     if isinstance(v, ChoppedArray):
         return v._data
     if isinstance(v, ChoppedScalar):
         return v._v
     if isinstance(v, (list, tuple)):
-        return type(v)(_unwrap(e) for e in v)
+        return type(v)(plain_values(e) for e in v)
     return v
 
 
@@ -121,19 +135,309 @@ def _data(value):
 def _host_only(x: "ChoppedArray", name: str) -> None:
     """Refuse a function that is implemented for chopped arrays on the host only."""
     if is_device_array(x._data):
-        raise NotChoppedError(f"{name} is not implemented for chopped {namespace_of(x._data).name} arrays "
+        raise NotChoppedError(f"{name} is not implemented for chopped {device_namespace(x._data).name} arrays "
                               "(elementwise operations, sums, products, dot and 2-D matmul are).")
 
 
 def _rewrap(value, arith: Arithmetic):
     """Float arrays from a data-movement function back as chopped arrays (values unchanged)."""
     if _is_array(value) and value.dtype.kind == "f":
-        return _wrap(value, arith)
+        return wrap(value, arith)
     if isinstance(value, np.floating):
-        return _result(np.asarray(value), arith, True)
+        return chopped_result(np.asarray(value), arith, True)
     if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
         return type(value)(_rewrap(v, arith) for v in value)
     return value
+
+
+# -- scalars ----------------------------------------------------------------------------------
+
+
+_new = object.__new__
+
+
+def _ieee(op, a: float, b: float) -> float:
+    """``a op b`` with NumPy's IEEE results where Python raises (x / 0, overflowing powers)."""
+    with np.errstate(all="ignore"):
+        return float(op(np.float64(a), np.float64(b)))
+
+
+class ChoppedScalar:
+    """A real number in a format; every operation on it rounds (create with :func:`chopped`).
+
+    Operations with a chopped scalar, a Python or NumPy number give a
+    chopped scalar; with an array, a chopped array.  The value is a Python
+    float (``float(s)``, :attr:`value`); comparisons give plain booleans.
+    """
+
+    __slots__ = ("_v", "_arith")
+
+    @staticmethod
+    def _make(value: float, arith: Arithmetic) -> "ChoppedScalar":
+        obj = _new(ChoppedScalar)
+        obj._v = value
+        obj._arith = arith
+        return obj
+
+    @property
+    def value(self) -> float:
+        """The value, a plain Python float."""
+        return self._v
+
+    @property
+    def arithmetic(self) -> Arithmetic:
+        """The simulated machine (format, rounding, operand rules)."""
+        return self._arith
+
+    shape = property(lambda self: (), doc="``()``.")
+    ndim = property(lambda self: 0, doc="0.")
+    size = property(lambda self: 1, doc="1.")
+    dtype = property(lambda self: np.dtype(np.float64), doc="float64.")
+
+    def __repr__(self) -> str:
+        return f"chopped({self._v!r}, {self._arith.describe()})"
+
+    def __float__(self) -> float:
+        return self._v
+
+    def __int__(self) -> int:
+        return int(self._v)
+
+    def __bool__(self) -> bool:
+        return bool(self._v)
+
+    def __hash__(self) -> int:
+        return hash(self._v)
+
+    def item(self) -> float:
+        return self._v
+
+    def __array__(self, dtype=None, copy=None):
+        return np.array(self._v, dtype=dtype)
+
+    # -- binary operations: the hot path ---------------------------------------------------
+
+    def _other(self, other):
+        """``(arithmetic, value)`` of a scalar operand, or ``(None, None)`` for anything else."""
+        a = self._arith
+        kind = type(other)
+        if kind is ChoppedScalar:
+            b = other._arith
+            return (a if b is a else a.combine(b)), other._v
+        if kind is float or kind is int or isinstance(other, (numbers.Real, np.floating, np.integer)) \
+                and not isinstance(other, (bool, np.bool_, np.ndarray)):
+            value = float(other)
+            return a, (a.round_scalar(value) if a.strict else value)
+        return None, None
+
+    def _array_op(self, ufunc, other, reflected: bool):
+        if isinstance(other, ChoppedArray):
+            return NotImplemented  # the array's reflected operator handles it
+        if isinstance(other, (np.ndarray, list, tuple)) or is_device_array(other):
+            inputs = (other, self) if reflected else (self, other)
+            return _apply_ufunc(ufunc, "__call__", inputs, {})
+        return NotImplemented
+
+    def __add__(self, other):
+        a = self._arith
+        if type(other) is ChoppedScalar and other._arith is a:
+            o = other._v
+        elif type(other) is float and not a.strict:
+            o = other
+        else:
+            a, o = self._other(other)
+            if a is None:
+                return self._array_op(np.add, other, False)
+        r = _new(ChoppedScalar)
+        r._v = a.round_scalar(self._v + o)
+        r._arith = a
+        return r
+
+    def __radd__(self, other):
+        a = self._arith
+        if type(other) is ChoppedScalar and other._arith is a:
+            o = other._v
+        elif type(other) is float and not a.strict:
+            o = other
+        else:
+            a, o = self._other(other)
+            if a is None:
+                return self._array_op(np.add, other, True)
+        r = _new(ChoppedScalar)
+        r._v = a.round_scalar(o + self._v)
+        r._arith = a
+        return r
+
+    def __sub__(self, other):
+        a = self._arith
+        if type(other) is ChoppedScalar and other._arith is a:
+            o = other._v
+        elif type(other) is float and not a.strict:
+            o = other
+        else:
+            a, o = self._other(other)
+            if a is None:
+                return self._array_op(np.subtract, other, False)
+        r = _new(ChoppedScalar)
+        r._v = a.round_scalar(self._v - o)
+        r._arith = a
+        return r
+
+    def __rsub__(self, other):
+        a = self._arith
+        if type(other) is ChoppedScalar and other._arith is a:
+            o = other._v
+        elif type(other) is float and not a.strict:
+            o = other
+        else:
+            a, o = self._other(other)
+            if a is None:
+                return self._array_op(np.subtract, other, True)
+        r = _new(ChoppedScalar)
+        r._v = a.round_scalar(o - self._v)
+        r._arith = a
+        return r
+
+    def __mul__(self, other):
+        a = self._arith
+        if type(other) is ChoppedScalar and other._arith is a:
+            o = other._v
+        elif type(other) is float and not a.strict:
+            o = other
+        else:
+            a, o = self._other(other)
+            if a is None:
+                return self._array_op(np.multiply, other, False)
+        r = _new(ChoppedScalar)
+        r._v = a.round_scalar(self._v * o)
+        r._arith = a
+        return r
+
+    def __rmul__(self, other):
+        a = self._arith
+        if type(other) is ChoppedScalar and other._arith is a:
+            o = other._v
+        elif type(other) is float and not a.strict:
+            o = other
+        else:
+            a, o = self._other(other)
+            if a is None:
+                return self._array_op(np.multiply, other, True)
+        r = _new(ChoppedScalar)
+        r._v = a.round_scalar(o * self._v)
+        r._arith = a
+        return r
+
+    def __truediv__(self, other):
+        a = self._arith
+        if type(other) is ChoppedScalar and other._arith is a:
+            o = other._v
+        elif type(other) is float and not a.strict:
+            o = other
+        else:
+            a, o = self._other(other)
+            if a is None:
+                return self._array_op(np.true_divide, other, False)
+        try:
+            q = self._v / o
+        except ZeroDivisionError:
+            q = _ieee(np.true_divide, self._v, o)
+        r = _new(ChoppedScalar)
+        r._v = a.round_scalar(q)
+        r._arith = a
+        return r
+
+    def __rtruediv__(self, other):
+        a, o = self._other(other)
+        if a is None:
+            return self._array_op(np.true_divide, other, True)
+        try:
+            q = o / self._v
+        except ZeroDivisionError:
+            q = _ieee(np.true_divide, o, self._v)
+        return ChoppedScalar._make(a.round_scalar(q), a)
+
+    def __pow__(self, other):
+        a, o = self._other(other)
+        if a is None:
+            return self._array_op(np.power, other, False)
+        return ChoppedScalar._make(a.round_scalar(_ieee(np.power, self._v, o)), a)
+
+    def __rpow__(self, other):
+        a, o = self._other(other)
+        if a is None:
+            return self._array_op(np.power, other, True)
+        return ChoppedScalar._make(a.round_scalar(_ieee(np.power, o, self._v)), a)
+
+    def _numpy_binary(self, ufunc, other, reflected: bool):
+        a, o = self._other(other)
+        if a is None:
+            return self._array_op(ufunc, other, reflected)
+        x, y = (o, self._v) if reflected else (self._v, o)
+        return ChoppedScalar._make(a.round_scalar(_ieee(ufunc, x, y)), a)
+
+    def __floordiv__(self, other):
+        return self._numpy_binary(np.floor_divide, other, False)
+
+    def __rfloordiv__(self, other):
+        return self._numpy_binary(np.floor_divide, other, True)
+
+    def __mod__(self, other):
+        return self._numpy_binary(np.remainder, other, False)
+
+    def __rmod__(self, other):
+        return self._numpy_binary(np.remainder, other, True)
+
+    def __neg__(self):
+        return ChoppedScalar._make(-self._v, self._arith)
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return ChoppedScalar._make(abs(self._v), self._arith)
+
+    def sqrt(self) -> "ChoppedScalar":
+        """``fl(sqrt(x))`` (NaN for negative ``x``), the same as ``np.sqrt`` of it."""
+        v = self._v
+        root = math.sqrt(v) if v >= 0 else math.nan
+        return ChoppedScalar._make(self._arith.round_scalar(root), self._arith)
+
+    # -- comparisons: plain booleans -------------------------------------------------------------
+
+    def _cmp_value(self, other):
+        if isinstance(other, ChoppedScalar):
+            return other._v
+        return other
+
+    def __lt__(self, other):
+        return self._v < self._cmp_value(other)
+
+    def __le__(self, other):
+        return self._v <= self._cmp_value(other)
+
+    def __gt__(self, other):
+        return self._v > self._cmp_value(other)
+
+    def __ge__(self, other):
+        return self._v >= self._cmp_value(other)
+
+    def __eq__(self, other):
+        return self._v == self._cmp_value(other)
+
+    def __ne__(self, other):
+        return self._v != self._cmp_value(other)
+
+    # -- NumPy protocols ---------------------------------------------------------------------------
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        return _apply_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        return ChoppedArray.__array_function__(None, func, types, args, kwargs)
+
+
+# -- arrays -----------------------------------------------------------------------------------
 
 
 class ChoppedArray:
@@ -171,7 +475,7 @@ class ChoppedArray:
     def to_numpy(self) -> np.ndarray:
         """A plain NumPy copy of the values (on the host)."""
         if is_device_array(self._data):
-            return namespace_of(self._data).to_host(self._data)
+            return to_host(self._data)
         return self._data.copy()
 
     def __array__(self, dtype=None, copy=None):
@@ -186,7 +490,7 @@ class ChoppedArray:
     ndim = property(lambda self: self._data.ndim, doc="Number of dimensions.")
     size = property(lambda self: self._data.size, doc="Number of elements.")
     dtype = property(lambda self: self._data.dtype, doc="dtype of the stored values (float64 or float32).")
-    T = property(lambda self: _wrap(self._data.T, self._arith), doc="The transpose.")
+    T = property(lambda self: wrap(self._data.T, self._arith), doc="The transpose.")
 
     def __len__(self) -> int:
         return len(self._data)
@@ -231,32 +535,32 @@ class ChoppedArray:
         >>> float(x.sum()), float(x.using(method='pairwise').sum())
         (2048.0, 4096.0)
         """
-        return _wrap(self._data, self._arith.with_settings(**settings))
+        return wrap(self._data, self._arith.with_settings(**settings))
 
     def astype(self, dtype: DTypeLike, copy: bool = True) -> Union["ChoppedArray", np.ndarray]:
         """float32/float64: a chopped array stored in that dtype; other dtypes: a plain array."""
         dtype = np.dtype(dtype)
         if dtype == np.float64 or dtype == np.float32:
-            return _wrap(self._arith.store(self._data.astype(dtype)), self._arith)
+            return wrap(self._arith.store(self._data.astype(dtype)), self._arith)
         return self._data.astype(dtype)
 
     def copy(self) -> "ChoppedArray":
-        return _wrap(self._data.copy(), self._arith)
+        return wrap(self._data.copy(), self._arith)
 
     # -- indexing ---------------------------------------------------------------------------
 
     def __getitem__(self, key):
-        value = self._data[_unwrap(key)]
+        value = self._data[plain_values(key)]
         if _is_array(value):
-            return _wrap(value, self._arith)
+            return wrap(value, self._arith)
         if type(value) is np.float64:
             return ChoppedScalar._make(float(value), self._arith)
-        return _wrap(np.asarray(value), self._arith)
+        return wrap(np.asarray(value), self._arith)
 
     def __setitem__(self, key, value) -> None:
         if isinstance(value, (ChoppedArray, ChoppedScalar)):
             self._arith.combine(value._arith)
-        self._data[_unwrap(key)] = _stored(value, self._arith)
+        self._data[plain_values(key)] = stored_values(value, self._arith)
 
     # -- operators ----------------------------------------------------------------------------
 
@@ -272,7 +576,7 @@ class ChoppedArray:
         else:
             return NotImplemented
         data = ufunc(o, self._data) if reflected else ufunc(self._data, o)
-        return _wrap(arith.round(data), arith)
+        return wrap(arith.round(data), arith)
 
     def __add__(self, o):
         return self._binary(np.add, o)
@@ -317,13 +621,13 @@ class ChoppedArray:
         return self._binary(np.remainder, o, True)
 
     def __neg__(self):
-        return _wrap(-self._data, self._arith)
+        return wrap(-self._data, self._arith)
 
     def __pos__(self):
-        return _wrap(self._data.copy(), self._arith)
+        return wrap(self._data.copy(), self._arith)
 
     def __abs__(self):
-        return _wrap(np.abs(self._data), self._arith)
+        return wrap(np.abs(self._data), self._arith)
 
     def __matmul__(self, o):
         return np.matmul(self, o)
@@ -356,7 +660,7 @@ class ChoppedArray:
         return self._inplace(np.matmul(self, o))
 
     def _compare(self, ufunc, other):
-        return ufunc(self._data, _unwrap(other))
+        return ufunc(self._data, plain_values(other))
 
     def __lt__(self, o):
         return self._compare(np.less, o)
@@ -430,19 +734,19 @@ class ChoppedArray:
         return self._data.all(*args, **kwargs)
 
     def reshape(self, *shape: Union[int, Sequence[int]], **kwargs: Any) -> "ChoppedArray":
-        return _wrap(self._data.reshape(*shape, **kwargs), self._arith)
+        return wrap(self._data.reshape(*shape, **kwargs), self._arith)
 
     def transpose(self, *axes: Union[None, int, Sequence[int]]) -> "ChoppedArray":
-        return _wrap(self._data.transpose(*axes), self._arith)
+        return wrap(self._data.transpose(*axes), self._arith)
 
     def ravel(self, order: _Order = "C") -> "ChoppedArray":
-        return _wrap(self._data.ravel(order), self._arith)
+        return wrap(self._data.ravel(order), self._arith)
 
     def flatten(self, order: _Order = "C") -> "ChoppedArray":
-        return _wrap(self._data.flatten(order), self._arith)
+        return wrap(self._data.flatten(order), self._arith)
 
     def squeeze(self, axis: Union[None, int, Tuple[int, ...]] = None) -> "ChoppedArray":
-        return _wrap(self._data.squeeze(axis), self._arith)
+        return wrap(self._data.squeeze(axis), self._arith)
 
     def fill(self, value: "ChoppedOperand") -> None:
         self[...] = value
@@ -459,10 +763,10 @@ class ChoppedArray:
         if handler is not None:
             return handler(*args, **kwargs)
         if func in _MOVES:
-            arith = _arithmetic_of(_flatten_args(args, kwargs))
-            return _rewrap(func(*_unwrap(args), **_unwrap(kwargs)), arith)
+            arith = arithmetic_of(_flatten_args(args, kwargs))
+            return _rewrap(func(*plain_values(args), **plain_values(kwargs)), arith)
         if func in _PLAIN:
-            return func(*_unwrap(args), **_unwrap(kwargs))
+            return func(*plain_values(args), **plain_values(kwargs))
         name = f"{func.__module__}.{func.__name__}"
         raise NotChoppedError(
             f"{name} is not implemented for chopped arrays with per-operation rounding; it "
@@ -494,7 +798,7 @@ def _apply_ufunc(ufunc, method, inputs, kwargs):
         if name in kwargs and not (name == "where" and kwargs[name] is True):
             raise NotChoppedError(f"np.{ufunc.__name__}(..., {name}=...) is not supported on chopped arrays.")
     out = kwargs.pop("out", None)
-    arith = _arithmetic_of(inputs)
+    arith = arithmetic_of(inputs)
     scalars = all(not isinstance(v, ChoppedArray) and not _is_array(v) for v in inputs)
     if method == "__call__" and ufunc is np.matmul:
         result = _matmul(*inputs)
@@ -509,7 +813,7 @@ def _apply_ufunc(ufunc, method, inputs, kwargs):
         for value in outputs:  # (several outputs: rounded in order)
             if _is_float(value):
                 data = _data(value) if exact else arith.round(_data(value))
-                results.append(_result(data, arith, scalars))
+                results.append(chopped_result(data, arith, scalars))
             else:
                 results.append(value)
         result = tuple(results) if ufunc.nout > 1 else results[0]
@@ -531,7 +835,7 @@ def _write_out(result, out):
         if isinstance(target, ChoppedArray):
             if isinstance(value, (ChoppedArray, ChoppedScalar)):
                 target._arith.combine(value._arith)
-            target._data[...] = _unwrap(value)
+            target._data[...] = plain_values(value)
         elif isinstance(value, (ChoppedArray, ChoppedScalar)):
             raise NotChoppedError("out= must be a chopped array for a chopped result "
                                   "(a plain out array would leave the simulation silently).")
@@ -569,7 +873,7 @@ def _refuse(name: str, **given) -> None:
 
 def _chopped_input(x, name: str) -> "ChoppedArray":
     if isinstance(x, ChoppedScalar):
-        return _wrap(np.array(x._v), x._arith)
+        return wrap(np.array(x._v), x._arith)
     if not isinstance(x, ChoppedArray):
         raise NotChoppedError(f"{name} needs a chopped array")
     return x
@@ -579,12 +883,12 @@ def _reduce(x: "ChoppedArray", op: str, axis, keepdims=False):
     a = x._arith
     data = reductions.reduce(x._data, a.round, op, axis, method=a.method, block_size=a.block_size,
                              keepdims=bool(keepdims), scalar_rnd=a.round_scalar, draws=a.draws)
-    return _result(data, a, data.ndim == 0)
+    return chopped_result(data, a, data.ndim == 0)
 
 
 def _accumulate(x: "ChoppedArray", op: str, axis):
     a = x._arith
-    return _wrap(reductions.accumulate(x._data, a.round, op, axis, scalar_rnd=a.round_scalar), a)
+    return wrap(reductions.accumulate(x._data, a.round, op, axis, scalar_rnd=a.round_scalar), a)
 
 
 def _sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
@@ -641,21 +945,12 @@ def _std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None,
 
 
 def _product_operands(a, b, name: str):
-    arith = _arithmetic_of((a, b))
+    arith = arithmetic_of((a, b))
     if arith is None:
         raise NotChoppedError(f"{name} needs a chopped operand")
     A, B = (v._data if isinstance(v, ChoppedArray) else
-            v if is_device_array(v) else np.asarray(_unwrap(v), dtype=float) for v in (a, b))
+            v if is_device_array(v) else np.asarray(plain_values(v), dtype=float) for v in (a, b))
     return A, B, arith
-
-
-def refuse_counter_in_linalg(arith: Arithmetic, name: str) -> None:
-    """linalg draws as ``chop`` does (its own ``Chop``): it cannot take an arithmetic's counter."""
-    if arith.counter is not None and arith.draws:
-        raise NotChoppedError(
-            f"{name} is computed by pychop_compat.linalg, whose rounding draws as chop does (MATLAB's "
-            "stream); it cannot draw from this arithmetic's counter (rng=...).  Use an arithmetic "
-            "without rng= for matrix products and solves with random rounding.")
 
 
 def _kernel(A: np.ndarray, B: np.ndarray, arith: Arithmetic) -> np.ndarray:
@@ -669,10 +964,9 @@ def _kernel(A: np.ndarray, B: np.ndarray, arith: Arithmetic) -> np.ndarray:
             raise NotChoppedError("matrix products of chopped CuPy arrays with stochastic rounding or bit "
                                   "flips are not implemented (linalg draws on the host, CuPy arrays from "
                                   "the device's counter).")
-        namespace = namespace_of(device)
-        host = [namespace.to_host(v) if is_device_array(v) else v for v in (A, B)]
+        host = [to_host(v) if is_device_array(v) else v for v in (A, B)]
         C = linalg.matmul(host[0], host[1], arith.given, method=arith.method, block_size=arith.block_size)
-        return namespace.from_host(np.asarray(C), device)
+        return from_host(np.asarray(C), device)
     return linalg.matmul(A, B, arith.given, method=arith.method, block_size=arith.block_size)
 
 
@@ -700,7 +994,7 @@ def _matmul(a, b, out=None):
         if B.ndim == 1:
             C = C[..., 0]
     C = _data(C)
-    return _write_out(_result(C, arith, C.ndim == 0), out)
+    return _write_out(chopped_result(C, arith, C.ndim == 0), out)
 
 
 def _dot(a, b, out=None):
@@ -711,12 +1005,12 @@ def _dot(a, b, out=None):
         raise NotChoppedError("np.dot of arrays with more than 2 dimensions is not implemented on "
                               "chopped arrays; use np.matmul or np.einsum.")
     C = _data(_kernel(A, B, arith))
-    return _write_out(_result(C, arith, C.ndim == 0), out)
+    return _write_out(chopped_result(C, arith, C.ndim == 0), out)
 
 
 def _vdot(a, b):
     A, B, arith = _product_operands(a, b, "vdot")
-    return _result(_data(_kernel(A.ravel(), B.ravel(), arith)), arith, True)
+    return chopped_result(_data(_kernel(A.ravel(), B.ravel(), arith)), arith, True)
 
 
 def _inner(a, b):
@@ -731,19 +1025,19 @@ def _inner(a, b):
         return _matmul(a, b)
     if A.ndim == 1:
         return _matmul(b, a)
-    return _matmul(a, _wrap(B.T, arith) if isinstance(b, ChoppedArray) else B.T)
+    return _matmul(a, wrap(B.T, arith) if isinstance(b, ChoppedArray) else B.T)
 
 
 def _outer(a, b, out=None):
     """Each product rounded once (a matrix product with one term)."""
     A, B, arith = _product_operands(a, b, "outer")
-    return _write_out(_wrap(arith.round(np.multiply.outer(A.ravel(), B.ravel())), arith), out)
+    return _write_out(wrap(arith.round(np.multiply.outer(A.ravel(), B.ravel())), arith), out)
 
 
 def _trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
     _refuse("trace", dtype=dtype)
     x = _chopped_input(a, "trace")
-    d = _wrap(np.diagonal(x._data, offset, axis1, axis2), x._arith)
+    d = wrap(np.diagonal(x._data, offset, axis1, axis2), x._arith)
     return _write_out(_reduce(d, "add", -1), out)
 
 
@@ -774,12 +1068,12 @@ def _einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
     terms = inputs.split(",")
     if len(terms) != len(operands):
         raise ValueError("einsum: the number of subscripts and operands differ")
-    arith = _arithmetic_of(operands)
+    arith = arithmetic_of(operands)
     if arith is None:
         raise NotChoppedError("einsum needs a chopped operand")
     datas = []
     for term, op in zip(terms, operands):
-        data = _stored(op, arith) if not isinstance(op, ChoppedArray) else op._data
+        data = stored_values(op, arith) if not isinstance(op, ChoppedArray) else op._data
         data = np.asarray(data)
         if len(term) != data.ndim:
             raise ValueError(f"einsum: operand {term!r} has {data.ndim} dimensions")
@@ -796,7 +1090,7 @@ def _einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
                                      block_size=arith.block_size, scalar_rnd=arith.round_scalar,
                                      draws=arith.draws)
         result = np.asarray(np.einsum(f"{kept}->{output}", data) if kept else data)
-        return _write_out(_result(result, arith, result.ndim == 0), out)
+        return _write_out(chopped_result(result, arith, result.ndim == 0), out)
     if len(datas) != 2:
         raise NotChoppedError("einsum with more than two operands is not implemented on chopped "
                               "arrays (the order of the contractions would be a choice); contract "
@@ -833,7 +1127,7 @@ def _einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
     letters = batch + free_a + free_b
     C = C.reshape(tuple(size[c] for c in letters))
     result = np.asarray(np.einsum(f"{''.join(letters)}->{output}", C) if letters else C.reshape(()))
-    return _write_out(_result(result, arith, result.ndim == 0), out)
+    return _write_out(chopped_result(result, arith, result.ndim == 0), out)
 
 
 # -- numpy.linalg ----------------------------------------------------------------------------
@@ -841,11 +1135,11 @@ def _einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
 
 def _solve(a, b):
     """``np.linalg.solve``: :func:`pychop_compat.linalg.solve` (chopped LU, substitutions)."""
-    arith = _arithmetic_of((a, b))
+    arith = arithmetic_of((a, b))
     refuse_counter_in_linalg(arith, "np.linalg.solve")
-    A = _unwrap(a)
-    B = _unwrap(b)
-    return _wrap(linalg.solve(np.asarray(A), np.asarray(B), arith.given), arith)
+    A = plain_values(a)
+    B = plain_values(b)
+    return wrap(linalg.solve(np.asarray(A), np.asarray(B), arith.given), arith)
 
 
 def _norm(x, ord=None, axis=None, keepdims=False):
@@ -857,11 +1151,11 @@ def _norm(x, ord=None, axis=None, keepdims=False):
     v = x._data.ravel()
     arith = x._arith
     if ord is None or (ord == 2 and x.ndim == 1) or (ord == "fro" and x.ndim == 2):
-        return np.sqrt(_result(np.asarray(_kernel(v, v, arith)), arith, True))
+        return np.sqrt(chopped_result(np.asarray(_kernel(v, v, arith)), arith, True))
     if x.ndim == 1 and ord == 1:
-        return _reduce(_wrap(np.abs(v), arith), "add", None)
+        return _reduce(wrap(np.abs(v), arith), "add", None)
     if x.ndim == 1 and ord == np.inf:
-        return _result(np.asarray(np.max(np.abs(v))), arith, True)
+        return chopped_result(np.asarray(np.max(np.abs(v))), arith, True)
     raise NotChoppedError(f"np.linalg.norm(ord={ord!r}) on a {x.ndim}-d chopped array is not "
                           "implemented with per-operation rounding")
 
@@ -871,49 +1165,49 @@ def _norm(x, ord=None, axis=None, keepdims=False):
 
 def _concatenate_like(func):
     def handler(arrays, *args, **kwargs):
-        arith = _arithmetic_of(arrays)
+        arith = arithmetic_of(arrays)
         out = kwargs.pop("out", None)
         _refuse(func.__name__, out=out)
-        return _wrap(func([_stored(a, arith) for a in arrays], *args, **kwargs), arith)
+        return wrap(func([stored_values(a, arith) for a in arrays], *args, **kwargs), arith)
 
     return handler
 
 
 def _where(condition, *xy):
     if not xy:
-        return np.where(_unwrap(condition))
-    arith = _arithmetic_of(xy)
-    x, y = (_stored(v, arith) for v in xy)
-    return _wrap(np.where(_unwrap(condition), x, y), arith)
+        return np.where(plain_values(condition))
+    arith = arithmetic_of(xy)
+    x, y = (stored_values(v, arith) for v in xy)
+    return wrap(np.where(plain_values(condition), x, y), arith)
 
 
 def _clip(a, a_min=None, a_max=None, out=None, **kwargs):
-    arith = _arithmetic_of((a, a_min, a_max))
-    bounds = [None if v is None else _stored(v, arith) for v in (a_min, a_max)]
-    return _write_out(_wrap(np.clip(_stored(a, arith), *bounds, **kwargs), arith), out)
+    arith = arithmetic_of((a, a_min, a_max))
+    bounds = [None if v is None else stored_values(v, arith) for v in (a_min, a_max)]
+    return _write_out(wrap(np.clip(stored_values(a, arith), *bounds, **kwargs), arith), out)
 
 
 def _full_like(a, fill_value, *args, **kwargs):
-    arith = _arithmetic_of((a, fill_value))
-    data = np.full_like(_unwrap(a), _unwrap(fill_value), *args, **kwargs)
-    return _wrap(arith.store(data), arith) if data.dtype.kind == "f" else data
+    arith = arithmetic_of((a, fill_value))
+    data = np.full_like(plain_values(a), plain_values(fill_value), *args, **kwargs)
+    return wrap(arith.store(data), arith) if data.dtype.kind == "f" else data
 
 
 def _insert(arr, obj, values, axis=None):
-    arith = _arithmetic_of((arr, values))
-    return _wrap(np.insert(_stored(arr, arith), obj, _stored(values, arith), axis), arith)
+    arith = arithmetic_of((arr, values))
+    return wrap(np.insert(stored_values(arr, arith), obj, stored_values(values, arith), axis), arith)
 
 
 def _append(arr, values, axis=None):
-    arith = _arithmetic_of((arr, values))
-    return _wrap(np.append(_stored(arr, arith), _stored(values, arith), axis), arith)
+    arith = arithmetic_of((arr, values))
+    return wrap(np.append(stored_values(arr, arith), stored_values(values, arith), axis), arith)
 
 
 def _round_elementwise(func):
     """Functions that are elementwise double computations: computed, then rounded once."""
     def handler(a, *args, **kwargs):
         x = _chopped_input(a, func.__name__)
-        return _wrap(x._arith.round(np.asarray(func(x._data, *args, **kwargs), dtype=x.dtype)), x._arith)
+        return wrap(x._arith.round(np.asarray(func(x._data, *args, **kwargs), dtype=x.dtype)), x._arith)
 
     return handler
 
@@ -955,82 +1249,3 @@ _PLAIN = {
     np.any, np.all, np.iscomplexobj, np.isrealobj, np.result_type, np.argwhere, np.nanargmax,
     np.nanargmin,
 }
-
-
-def _is_jax_array(x) -> bool:
-    """A JAX array, detected without importing jax."""
-    module = type(x).__module__.partition(".")[0]
-    jax = sys.modules.get("jax")
-    return module in ("jax", "jaxlib") and jax is not None and isinstance(x, jax.Array)
-
-
-def chopped(x: Union[ChoppedOperand, torch.Tensor, jax.Array],
-            options: Union[OptionsLike, Arithmetic] = None, *, strict: bool = False,
-            mismatch: str = "error", method: str = "recursive", block_size: int = 32,
-            rng: Any = None, **kwargs: Any) -> Union[ChoppedArray, ChoppedScalar, torch.Tensor, ChoppedJax]:
-    """Values in a low-precision format whose every arithmetic operation rounds.
-
-    Parameters
-    ----------
-    x : array_like, float, ChoppedArray or ChoppedScalar
-        The values; they are rounded to the format (one chop call).  A Python
-        number or NumPy scalar gives a :class:`ChoppedScalar`, anything else a
-        :class:`ChoppedArray` (float32 data stays float32, the rest float64).
-    options : chop options, str, Arithmetic or None, optional
-        Anything :class:`pychop_compat.Chop` accepts, or a format name
-        (``'h'``, ``'bfloat16'``, ``'q43'``, ...), or an :class:`Arithmetic`.
-        ``None``: the persistent chop options as they are now.
-    strict, mismatch, method, block_size, rng, **kwargs
-        See :class:`Arithmetic` (``rng``: an integer seed for the counter-based
-        generator; a new counter at each call, so pass one :class:`Arithmetic`
-        around to share one).
-
-    Returns
-    -------
-    ChoppedArray, ChoppedScalar, chopped torch tensor or ChoppedJax
-        A :class:`ChoppedArray` for NumPy and CuPy data (CuPy arrays stay on
-        their device), a chopped tensor for torch
-        (:mod:`~pychop_compat.arithmetic.torch_tensor`), a
-        :class:`~pychop_compat.arithmetic.jax_array.ChoppedJax` for JAX.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from pychop_compat import chopped
-    >>> x = chopped(np.array([1.0, 2.0, 3.0]), 'h')
-    >>> y = x / 3 + 1e-3           # each operation rounded to fp16
-    >>> y.values.tolist()
-    [0.334228515625, 0.66748046875, 1.0009765625]
-    >>> float(chopped(np.ones(4096), 'h').sum())   # recursive summation stagnates
-    2048.0
-    """
-    if isinstance(options, Arithmetic):
-        if kwargs:
-            raise TypeError("give options either as an Arithmetic or as chop options, not both")
-        arith = options
-        if rng is not None:
-            raise TypeError("give rng= to the Arithmetic, not with one")
-        if (strict, mismatch, method, block_size) != (False, "error", "recursive", 32):
-            arith = arith.with_settings(strict=strict, mismatch=mismatch, method=method,
-                                        block_size=block_size)
-    else:
-        arith = Arithmetic.of(options, strict=strict, mismatch=mismatch, method=method,
-                              block_size=block_size, rng=rng, **kwargs)
-    if isinstance(x, (ChoppedArray, ChoppedScalar)):
-        x = _unwrap(x)
-    if array_library(x) == "torch":
-        from .torch_tensor import chopped_tensor
-
-        if arith.counter is not None:
-            raise NotImplementedError("chopped torch tensors draw as chop does; rng= (a counter) is "
-                                      "implemented for NumPy and JAX chopped arrays.")
-
-        return chopped_tensor(x, arith)
-    if _is_jax_array(x):
-        from .jax_array import chopped_jax
-
-        return chopped_jax(x, arith)
-    if isinstance(x, (numbers.Real, np.floating, np.integer)) and not isinstance(x, (bool, np.bool_)) \
-            and not (isinstance(x, np.generic) and x.dtype == np.float32):
-        return ChoppedScalar._make(float(arith.store(float(x))), arith)
-    return _wrap(arith.store(x), arith)

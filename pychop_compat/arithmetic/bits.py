@@ -19,9 +19,8 @@ from typing import Tuple, Union
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .array import ChoppedArray
+from .array import ChoppedArray, ChoppedScalar
 from .context import Arithmetic, OptionsLike
-from .scalar import ChoppedScalar
 
 __all__ = ["encode", "decode", "bit_layout"]
 

@@ -18,15 +18,17 @@ from typing import Any, Callable, Mapping, Optional, Union
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
-from ..matlab.api import Chop, chop_options
-from ..engines import numpy_engine
 from ..kernels import numpy_fast
+from ..matlab.api import Chop, chop_options
 from ..matlab.options import resolve
-from ..spec import RoundingSpec
-from .namespace import is_device_array, namespace_of
+from ..random.counter import counter_uniform
+from ..random.counter_host import CounterRng
+from ..random.matlab_stream import stream_uniform, stream_uniform_one
 from ..random.sources import MATLAB_STREAM, RandomSources, sources_for
+from ..spec import RoundingSpec
+from .libraries import is_device_array, round_array, round_numpy_array
 
-__all__ = ["Arithmetic", "FormatMismatchError", "METHODS", "MISMATCH_RULES"]
+__all__ = ["Arithmetic", "FormatMismatchError", "NotChoppedError", "METHODS", "MISMATCH_RULES"]
 
 #: Orders of sums and products (those of :func:`pychop_compat.linalg.matmul`).
 METHODS = ("recursive", "pairwise", "blocked", "fma")
@@ -41,6 +43,10 @@ OptionsLike = Union[None, str, Mapping[str, Any], Any]
 
 class FormatMismatchError(ValueError):
     """Two chopped operands of one operation have different formats or rounding."""
+
+
+class NotChoppedError(NotImplementedError):
+    """A function that chopped values do not implement with per-operation rounding."""
 
 
 def _given_options(options, kwargs) -> dict:
@@ -243,17 +249,16 @@ class Arithmetic:
         """Round a float32/float64 ndarray with chop's semantics (a new array).
 
         The same numbers, and the same random draws, as ``chop(x, options)``.
+        A device array (CuPy) is rounded by its library's engine, on its device.
         """
         dtype = x.dtype
-        if type(x) is not np.ndarray:
-            namespace = namespace_of(x)
-            if namespace is not None and not namespace.on_host:  # a CuPy array: its engine, its device
-                return namespace.round(x, self.spec_for(dtype), self._sources)
+        if type(x) is not np.ndarray and is_device_array(x):
+            return round_array(x, self.spec_for(dtype), self._sources)
         if dtype != np.float64 and dtype != np.float32:
             return np.asarray(self.chop(x))
         if x.size == 0:
             return x.copy()
-        return numpy_engine.chop_array(x, self._specs.get(dtype) or self.spec_for(dtype), self._sources)
+        return round_numpy_array(x, self._specs.get(dtype) or self.spec_for(dtype), self._sources)
 
     def enter(self, x: ArrayLike) -> np.ndarray:
         """A plain operand as it enters an operation: exactly, or rounded when ``strict``."""
@@ -282,12 +287,28 @@ class Arithmetic:
 _SHARED: dict = {}
 
 
+def refuse_counter_in_linalg(arith: Arithmetic, name: str) -> None:
+    """Refuse ``name``, computed by :mod:`pychop_compat.linalg`, for an arithmetic drawing from a counter.
+
+    linalg draws as ``chop`` does (its own ``Chop``): it cannot take an
+    arithmetic's counter (``rng=``).
+
+    Raises
+    ------
+    NotChoppedError
+        When ``arith`` draws random numbers and has a counter.
+    """
+    if arith.counter is not None and arith.draws:
+        raise NotChoppedError(
+            f"{name} is computed by pychop_compat.linalg, whose rounding draws as chop does (MATLAB's "
+            "stream); it cannot draw from this arithmetic's counter (rng=...).  Use an arithmetic "
+            "without rng= for matrix products and solves with random rounding.")
+
+
 def _counter_of(rng: Any):
     """The CounterRng of ``rng=`` (None, an integer seed or a CounterRng)."""
     if rng is None:
         return None
-    from ..random.counter_host import CounterRng
-
     if isinstance(rng, CounterRng):
         return rng
     if isinstance(rng, numbers.Integral) and not isinstance(rng, (bool, np.bool_)):
@@ -317,99 +338,92 @@ def _request_key(options, settings):
 # -- scalars ------------------------------------------------------------------------------------
 
 
-def _scalar_rounder(spec: RoundingSpec, sources) -> Callable[[float], float]:
+def _scalar_rounder(spec: RoundingSpec, sources: RandomSources) -> Callable[[float], float]:
     """A function rounding one Python float exactly as chop does.
 
-    Round to nearest (the common case) has a fast path for values in the
-    format's normal range below its top binade: ``(v + S) - S`` with
-    ``S = 1.5 * 2^(e - t + 52)``, ``2^(e-1) <= |v| < 2^e``, rounds ``v`` to a
-    multiple of ``2^(e - t)`` with ties to even in one double addition (the
-    multiple's parity is that of the sum, since ``S / 2^(e-t)`` is even), and
-    the subtraction is exact.  The directed modes (2 to 4) have the same fast
-    path with ``ceil``/``floor``/``trunc`` of the exactly scaled value.
-    Everything else (zeros, Inf, NaN, the subnormal range, the top binade,
-    stochastic rounding, ``explim = 0``) goes to the engine's scalar path.
+    The kernels' scalar path (:func:`pychop_compat.kernels.numpy_fast.chop_scalar`)
+    behind one fast path, kept because a chopped-scalar operation is one float
+    operation plus this call and the kernel's path costs two to three times as
+    much (``benchmarks/bench_arithmetic.py``, fp16 ``a + b``, CPU time, median
+    of 7 interleaved samples: round=1 513 ns with the fast path, 1727 ns
+    through the kernel; round=4 718 / 1490 ns; round=5 1388 / 3609 ns).
+    ``test_scalar_fast_path_equals_the_kernels_scalar_path`` holds it to the
+    kernel bit for bit in every mode.
+
+    The fast path takes a *regular* ``v``: finite, nonzero, in a binade
+    ``2^(e-1) <= |v| < 2^e`` with ``emin <= e - 1 < emax``.  There
+    ``y = v * 2^(t-e)`` is exact with ``|y| < 2^t``, rounding ``y`` to an
+    integer and scaling back are exact, and no range rule applies (``|v| <
+    2^emax <= xmax``; rounding away from zero gives at most ``2^emax``).  The
+    integer rounding is the mode's: ties to even by adding and subtracting
+    ``S = 1.5 * 2^(e - t + 52)`` (an even multiple of the quantum ``2^(e-t)``,
+    the last bit of the sum); ``ceil``, ``floor``, ``trunc``; stochastic: ``|y|``
+    rounded up when one uniform ``u <= frac(|y|)`` (mode 5) or ``u <= 1/2``
+    (mode 6), no draw when ``y`` is an integer (chop.m draws only for inexact
+    elements; a counter still advances by one).  The uniform is the array
+    path's: MATLAB's stream (:func:`~pychop_compat.random.matlab_stream.stream_uniform_one`)
+    or ``Chop(rng=<int>)``'s counter; with a user's ``randfunc``, and for
+    everything else (zeros, Inf, NaN, subnormals, the top binade,
+    ``explim = 0``, ``t > 50``), the kernel's path; bit flips round an array of one.
     """
     if spec.flips:
         def round_flipping(v: float) -> float:
-            return float(numpy_engine.chop_array(np.array([v]), spec, sources)[0])
+            return float(round_array(np.array([v]), spec, sources)[0])
 
         return round_flipping
 
-    def general(v: float) -> float:
+    def kernel(v: float) -> float:
         return numpy_fast.chop_scalar(v, spec, sources)
 
-    fmt = spec.fmt
+    fmt, mode = spec.fmt, spec.round
     t = fmt.t
     if not spec.explim or t > 50 or not -1000 < fmt.emin - t < fmt.emax + 52 - t < 1000:
-        return general
-    # frexp's exponent e of v (0.5 <= |m| < 1): v's binade is e - 1; regular when emin <= e - 1 < emax
+        return kernel
+    counter = getattr(sources, "counter", None)
+    draw: Callable[[], float] = stream_uniform_one
+    if mode >= 5:
+        if counter is not None:
+            key = counter.keys[0]
+
+            def draw_counter() -> float:
+                return counter_uniform(key, counter.take(1).offset)
+
+            draw = draw_counter
+        elif sources.stochastic is not stream_uniform:
+            return kernel  # a user's randfunc
+    # frexp's exponent e of v (0.5 <= |m| < 1): v is regular when emin + 1 <= e <= emax.
+    # One closure per kind of mode: a test of the mode inside one closure costs 5 to 15% of a
+    # chopped-scalar operation (same benchmark, in one process against these closures).
     low, high = fmt.emin + 1, fmt.emax
     frexp = math.frexp
-    if spec.round > 4:
-        return _stochastic_scalar_rounder(spec, sources, general, low, high) or general
-    if spec.round != 1:
-        # Directed modes: v * 2^(t-e) is exact and below 2^t in magnitude, the integer
-        # rounding is exact, and so is scaling back; no range rule applies to regular values.
-        integer = {2: math.ceil, 3: math.floor, 4: math.trunc}[spec.round]
-        scales = [math.ldexp(1.0, t - e) for e in range(low, high + 1)]
-        quanta = [math.ldexp(1.0, e - t) for e in range(low, high + 1)]
+    if mode == 1:
+        shifters = [math.ldexp(1.5, e + 52 - t) for e in range(low, high + 1)]
+
+        def round_nearest(v: float) -> float:
+            e = frexp(v)[1]
+            if low <= e <= high and v:  # (frexp gives e = 0 for zeros, Inf and NaN)
+                s = shifters[e - low]
+                r = (v + s) - s
+                if r == r:  # not Inf - Inf
+                    return r
+            return kernel(v)
+
+        return round_nearest
+    scales = [math.ldexp(1.0, t - e) for e in range(low, high + 1)]
+    quanta = [math.ldexp(1.0, e - t) for e in range(low, high + 1)]
+    if mode <= 4:
+        integer = {2: math.ceil, 3: math.floor, 4: math.trunc}[mode]
 
         def round_directed(v: float) -> float:
             e = frexp(v)[1]
             if low <= e <= high and v and v - v == 0.0:  # regular, finite and nonzero
                 k = e - low
                 return integer(v * scales[k]) * quanta[k]
-            return general(v)
+            return kernel(v)
 
         return round_directed
-    shifters = [math.ldexp(1.5, e + 52 - t) for e in range(low, high + 1)]
-
-    def round_nearest(v: float) -> float:
-        e = frexp(v)[1]
-        if low <= e <= high and v:  # (frexp gives e = 0 for zeros, Inf and NaN)
-            s = shifters[e - low]
-            r = (v + s) - s
-            if r == r:  # not Inf - Inf
-                return r
-        return general(v)
-
-    return round_nearest
-
-
-def _stochastic_scalar_rounder(spec: RoundingSpec, sources, general: Callable[[float], float], low: int,
-                               high: int) -> Optional[Callable[[float], float]]:
-    """Stochastic rounding (modes 5, 6) of one Python float with one uniform drawn as a Python
-    float, or None when the sources have no such draw (a user's ``randfunc``).
-
-    The rule is chop's (``numpy_fast.chop_scalar``): ``y = v * 2^(t-e)`` is exact for a
-    regular ``v`` (``2^(e-1) <= |v| < 2^e``, ``emin <= e - 1 < emax``); with
-    ``f = |y| - floor(|y|)``, ``f = 0`` returns ``v`` without a draw (MATLAB's stream, chop.m
-    draws only for inexact elements); otherwise one uniform ``u`` rounds ``|y|`` up when
-    ``u <= f`` (mode 5) or ``u <= 1/2`` (mode 6).  No range rule applies to a regular value
-    (``|v| < 2^emax < xmax``; rounding up gives at most ``2^emax``).  Everything else goes
-    to ``general``.  The draw is the one the array path makes: MATLAB's stream
-    (:func:`~pychop_compat.random.matlab_stream.stream_uniform_one`, the next number of
-    ``stream_uniform``), or ``Chop(rng=<int>)``'s counter (``u_ROUND(offset)``; the counter
-    advances by one for every value, exact or not, as for a one-element array).
-    """
-    from ..random.counter import counter_uniform
-    from ..random.matlab_stream import stream_uniform, stream_uniform_one
-
-    t, stochastic_mode = spec.fmt.t, spec.round == 5
-    counter = getattr(sources, "counter", None)
-    if counter is not None:
-        key = counter.keys[0]
-
-        def draw() -> float:
-            return counter_uniform(key, counter.take(1).offset)
-    elif sources.stochastic is stream_uniform:
-        draw = stream_uniform_one
-    else:
-        return None
-    scales = [math.ldexp(1.0, t - e) for e in range(low, high + 1)]
-    quanta = [math.ldexp(1.0, e - t) for e in range(low, high + 1)]
-    frexp, floor = math.frexp, math.floor
+    threshold = None if mode == 5 else 0.5
+    floor = math.floor
 
     def round_stochastic(v: float) -> float:
         e = frexp(v)[1]
@@ -424,10 +438,10 @@ def _stochastic_scalar_rounder(spec: RoundingSpec, sources, general: Callable[[f
                 if counter is not None:
                     counter.take(1)
                 return v
-            if draw() <= (frac if stochastic_mode else 0.5):
+            if draw() <= (frac if threshold is None else threshold):
                 whole += 1
             r = whole * quanta[k]
             return -r if v < 0.0 else r
-        return general(v)
+        return kernel(v)
 
     return round_stochastic

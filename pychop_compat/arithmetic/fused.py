@@ -19,8 +19,7 @@ from typing import Union
 
 import numpy as np
 
-from .array import ChoppedArray, ChoppedOperand, _arithmetic_of, _result, _stored, _unwrap
-from .scalar import ChoppedScalar
+from .array import ChoppedArray, ChoppedOperand, ChoppedScalar, arithmetic_of, chopped_result, stored_values
 
 __all__ = ["fma"]
 
@@ -69,23 +68,19 @@ def fma(a: ChoppedOperand, b: ChoppedOperand, c: ChoppedOperand) -> Union[Choppe
     0.005859375
     """
     operands = (a, b, c)
-    arith = _arithmetic_of(operands)
+    arith = arithmetic_of(operands)
     if arith is None:
         raise TypeError("fma needs at least one chopped operand")
     if arith.t > 26:
         raise ValueError(f"fma needs a format of at most 26 bits (products exact in double); "
                          f"{arith.describe()} has {arith.t}.")
-    values = []
-    for v in operands:
-        data = _stored(v, arith) if not isinstance(v, (ChoppedArray, ChoppedScalar)) else _unwrap(v)
-        values.append(np.asarray(data, dtype=np.float64))
+    values = [np.asarray(stored_values(v, arith), dtype=np.float64) for v in operands]
     x, y, z = np.broadcast_arrays(*values)
     with np.errstate(all="ignore"):
         s = _round_to_odd_sum(x * y, z)
     scalars = all(not isinstance(v, (ChoppedArray, np.ndarray)) for v in operands)
     rounded = arith.round(np.asarray(s))
-    single = all(np.asarray(_unwrap(v)).dtype == np.float32 for v in operands
-                 if isinstance(v, ChoppedArray))
+    single = all(v.dtype == np.float32 for v in operands if isinstance(v, ChoppedArray))
     if single and any(isinstance(v, ChoppedArray) for v in operands):
         rounded = rounded.astype(np.float32)
-    return _result(rounded, arith, scalars)
+    return chopped_result(rounded, arith, scalars)

@@ -56,8 +56,12 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Tuple, Union
 import numpy as np
 from numpy.typing import ArrayLike
 
+from .. import linalg
 from ..engines import jax_engine
-from .context import Arithmetic
+from ..random.counter_host import CounterRng
+from .array import wrap
+from .context import Arithmetic, refuse_counter_in_linalg
+from .libraries import round_array
 
 if TYPE_CHECKING:
     import jax
@@ -182,7 +186,7 @@ def _round_jax(data: Any, arith: Arithmetic) -> Any:
         raise TypeError("stochastic rounding of chopped JAX arrays inside jax.jit needs explicit numbers: "
                         "`with pychop_compat.arithmetic.jax_array.random_draws(key=...)` or "
                         "`(offset=...)` (with an arithmetic made with rng=<seed>).")
-    return jax_engine.chop_jax_array(data, arith.spec_for(data.dtype), arith.sources)
+    return round_array(data, arith.spec_for(data.dtype), arith.sources)
 
 
 # -- host computations: the chopped NumPy array's code ------------------------------------------
@@ -202,13 +206,11 @@ def _on_host(name: str, numpy_func: Callable, like: Callable, operands: Tuple, a
     """
     import jax
 
-    from .array import _wrap
-
     chopped_at = [isinstance(o, ChoppedJax) for o in operands]
     datas = [_plain(o) for o in operands]
 
     def host_with(arithmetic: Arithmetic, *arrays):
-        args = [_wrap(np.array(a), arithmetic) if c else np.asarray(a) for a, c in zip(arrays, chopped_at)]
+        args = [wrap(np.array(a), arithmetic) if c else np.asarray(a) for a, c in zip(arrays, chopped_at)]
         return np.asarray(numpy_func(*args, **kwargs))
 
     block = _active()
@@ -232,8 +234,6 @@ def _on_host_counted(name, host_with, like, operands, datas, chopped_at, arith: 
     ``jax.pure_callback``; the block's offset moves on by the counters the host code took."""
     import jax
     import jax.numpy as jnp
-
-    from ..random.counter_host import CounterRng
 
     if block.key is not None or arith.counter is None:
         raise NotImplementedError(f"{name} of chopped JAX arrays with random rounding runs the host code, "
@@ -275,9 +275,6 @@ def _arith_of(*operands) -> Arithmetic:
 def _product(name: str, a, b) -> "ChoppedJax":
     """``a @ b``: linalg.matmul on the JAX arrays for 1-D and 2-D operands (eager), else the host code."""
     import jax.numpy as jnp
-
-    from .. import linalg
-    from .array import refuse_counter_in_linalg
 
     arith = _arith_of(a, b)
     refuse_counter_in_linalg(arith, "a matrix product")
@@ -474,8 +471,6 @@ def einsum(subscripts: str, *operands: Union[ChoppedJax, ArrayLike]) -> ChoppedJ
     if arith is None:
         raise TypeError("einsum needs a chopped JAX array")
     if len(operands) == 2:
-        from .array import refuse_counter_in_linalg
-
         refuse_counter_in_linalg(arith, "einsum")
 
     def numpy_einsum(*ops):

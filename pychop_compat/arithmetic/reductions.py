@@ -30,9 +30,10 @@ An empty reduction is the identity (0 or 1); a single term is returned as it
 is.  ``axis=None`` reduces all elements in row-major (C) order; a tuple of
 axes reduces them together in the row-major order of those axes.
 
-The code is written once for NumPy and CuPy arrays: array creation goes
-through the data's :class:`~.namespace.DataNamespace`, so CuPy data stays on
-its device.
+The code is written once for NumPy and CuPy arrays: array creation and
+reshaping go through NumPy's functions for NumPy data and through the data's
+namespace for a device array (:mod:`.libraries`: CuPy's functions, which keep
+NumPy's names), so CuPy data stays on its device.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from typing import Callable, Optional, Sequence, Union
 
 import numpy as np
 
-from .namespace import NUMPY, namespace_of
+from .libraries import device_namespace
 
 __all__ = ["reduce", "accumulate"]
 
@@ -56,10 +57,10 @@ _PYTHON_OP = {np.add: operator.add, np.multiply: operator.mul}  # IEEE double, l
 
 def _module(x):
     """``(array module, x as an array of it)``: NumPy for anything that is not a device array."""
-    namespace = namespace_of(x)
-    if namespace is None or namespace is NUMPY:
+    namespace = device_namespace(x)
+    if namespace is None:
         return np, np.asarray(x)
-    return namespace.module, x
+    return namespace.xp, x
 
 
 def _to_front(x: np.ndarray, axis: Axis, xp=np):

@@ -18,7 +18,7 @@ views and autograd results included, knows its format).  Through
   code: :mod:`.reductions` and :func:`pychop_compat.linalg.matmul`), run on
   the tensor's memory on the CPU; tensors on other devices are copied to the
   host and back (slow, documented);
-* every other function raises :class:`~.array.NotChoppedError` rather than
+* every other function raises :class:`~pychop_compat.arithmetic.NotChoppedError` rather than
   computing in full precision;
 * autograd: each rounding is the identity in the backward pass (the
   straight-through estimator): the gradient of a chopped operation is that
@@ -31,7 +31,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Dict
 
-from .context import Arithmetic
+from .array import wrap
+from .context import Arithmetic, NotChoppedError
 
 if TYPE_CHECKING:
     import torch
@@ -173,7 +174,7 @@ def _strict_operand(value, arith: Arithmetic):
     return value
 
 
-def _wrap(value, cls, rounded: bool):
+def _as_chopped_tensor(value, cls, rounded: bool):
     import torch
 
     if isinstance(value, torch.Tensor):
@@ -185,17 +186,15 @@ def _wrap(value, cls, rounded: bool):
                 plain = _ste().apply(plain, cls.arithmetic)
             return torch.Tensor.as_subclass(plain, cls)
     if isinstance(value, tuple):
-        items = [_wrap(v, cls, rounded) for v in value]
+        items = [_as_chopped_tensor(v, cls, rounded) for v in value]
         return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
     if isinstance(value, list):
-        return [_wrap(v, cls, rounded) for v in value]
+        return [_as_chopped_tensor(v, cls, rounded) for v in value]
     return value
 
 
 def _dispatch(cls, func, types, args, kwargs):
     import torch
-
-    from .array import NotChoppedError
 
     name = getattr(func, "__name__", "")
     arith = _arith_of(types, args, kwargs)
@@ -215,7 +214,7 @@ def _dispatch(cls, func, types, args, kwargs):
             args = tuple(_strict_operand(a, arith) for a in args)
         with torch._C.DisableTorchFunctionSubclass():
             result = func(*args, **kwargs)
-        return _wrap(result, out_cls, True)
+        return _as_chopped_tensor(result, out_cls, True)
     if name in REDUCTIONS:
         return _reduction(name, out_cls, args, kwargs)
     if name in EXACT or name in MOVES:
@@ -224,7 +223,7 @@ def _dispatch(cls, func, types, args, kwargs):
         plain_floats = any(isinstance(a, torch.Tensor) and not isinstance(a, _tensor_base())
                            and a.is_floating_point() for a in args) or \
             any(isinstance(a, float) for a in args[1:] if name in EXACT)
-        return _wrap(result, out_cls, name in EXACT and plain_floats)
+        return _as_chopped_tensor(result, out_cls, name in EXACT and plain_floats)
     with torch._C.DisableTorchFunctionSubclass():
         result = func(*args, **kwargs)
     if _has_float_tensor(result):
@@ -272,8 +271,6 @@ def _reduction(name: str, cls, args, kwargs):
     import numpy as np
     import torch
 
-    from .array import _wrap as wrap_array
-
     arith = cls.arithmetic
     if name in ("__rmatmul__",):
         args = (args[1], args[0])
@@ -290,13 +287,13 @@ def _reduction(name: str, cls, args, kwargs):
                       "cumprod": np.cumprod}[name]
         if name in ("cumsum", "cumprod"):
             def numpy_func(a):
-                return np.asarray(numpy_name(wrap_array(a, arith), axis=axis))
+                return np.asarray(numpy_name(wrap(a, arith), axis=axis))
 
             def exact(t):
                 return getattr(torch, name)(t, dim=dim)
         else:
             def numpy_func(a):
-                return np.asarray(numpy_name(wrap_array(a, arith), axis=axis, keepdims=bool(keepdim)))
+                return np.asarray(numpy_name(wrap(a, arith), axis=axis, keepdims=bool(keepdim)))
 
             def exact(t):
                 return getattr(torch, name)(t) if dim is None else getattr(torch, name)(t, dim, keepdim=keepdim)
@@ -306,7 +303,7 @@ def _reduction(name: str, cls, args, kwargs):
             raise _not_chopped(f"torch.{name} with these arguments")
 
         def numpy_func(a, b):
-            return np.asarray(np.matmul(wrap_array(a, arith), wrap_array(b, arith)))
+            return np.asarray(np.matmul(wrap(a, arith), wrap(b, arith)))
 
         def exact(a, b):
             return torch.matmul(a, b)
@@ -317,8 +314,6 @@ def _reduction(name: str, cls, args, kwargs):
 
 
 def _not_chopped(what: str):
-    from .array import NotChoppedError
-
     return NotChoppedError(f"{what} is not implemented for chopped tensors with per-operation rounding.")
 
 

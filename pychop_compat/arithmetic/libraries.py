@@ -1,0 +1,127 @@
+"""The array libraries a :class:`~pychop_compat.arithmetic.ChoppedArray` holds: what kernels.xp does not say.
+
+A chopped array is NumPy code.  It serves NumPy arrays and the arrays of a
+library that takes NumPy's ufuncs and functions over through
+``__array_ufunc__``/``__array_function__`` and answers with its own arrays on
+their device: CuPy.  The array API standard, so array-api-compat and
+:mod:`pychop_compat.kernels.xp` (the package's one array namespace), does not
+record that fact; :data:`UFUNC_PROTOCOL_LIBRARIES` does.  The rest comes from
+array-api-compat: an array's library (nothing imported), its namespace
+(:func:`~pychop_compat.kernels.xp.library_namespace`), copies to the host
+(``to_device(x, 'cpu')``) and back (``asarray(host, device=device(like))``).
+This is also the one module of arithmetic that calls the engines
+(``round_array``; :mod:`.jax_array` also calls
+:func:`~pychop_compat.engines.jax_engine.chop_jax`, JAX's traceable rounding).
+Another library with these protocols (a test's stand-in for a device
+library) is held inside ``with holding(array_type, namespace, rounder)``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable, Iterator, List, Optional, Tuple
+
+import array_api_compat
+import numpy as np
+
+from ..engines import array_library, chop_on_engine, numpy_engine
+from ..kernels.xp import Namespace, library_namespace
+from ..random.sources import RandomSources
+from ..spec import RoundingSpec
+
+__all__ = ["UFUNC_PROTOCOL_LIBRARIES", "holding", "is_device_array"]
+
+#: The libraries whose arrays a chopped array holds: NumPy's ufuncs and functions reach them
+#: through ``__array_ufunc__``/``__array_function__`` and give back arrays of the same library
+#: on the same device (a fact the array API standard does not record).
+UFUNC_PROTOCOL_LIBRARIES = ("numpy", "cupy")
+
+#: ``round(x, spec, sources)``: chop's rule on an array of one library, same type and device.
+Rounder = Callable[[Any, RoundingSpec, RandomSources], Any]
+
+_held: List[Tuple[type, Namespace, Rounder]] = []
+#: ``(library, array-api-compat's test for its arrays)`` of the device libraries above.
+_DEVICE_TESTS = tuple((name, getattr(array_api_compat, f"is_{name}_array")) for name in UFUNC_PROTOCOL_LIBRARIES
+                      if name != "numpy")
+
+
+@contextlib.contextmanager
+def holding(array_type: type, namespace: Namespace, rounder: Rounder) -> Iterator[None]:
+    """Let chopped arrays hold arrays of ``array_type`` inside the ``with`` block.
+
+    Parameters
+    ----------
+    array_type : type
+        The arrays of the library.  They must follow NumPy's
+        ``__array_ufunc__`` and ``__array_function__`` protocols for the
+        functions chopped arrays call, and array-api-compat's ``to_device(x,
+        'cpu')`` and ``device(x)`` (``x.to_device``, ``x.device``).
+    namespace : Namespace
+        Its namespace: ``namespace.xp`` has the array creations of
+        :mod:`.reductions` under NumPy's names (``empty``, ``full``,
+        ``concatenate``, ``moveaxis``, ``transpose``, ``asarray`` with
+        ``device=``).
+    rounder : callable
+        ``rounder(x, spec, sources)``: chop's rule on one of its arrays, on its device.
+    """
+    entry = (array_type, namespace, rounder)
+    _held.insert(0, entry)
+    try:
+        yield
+    finally:
+        _held.remove(entry)
+
+
+def device_namespace(value: Any) -> Optional[Namespace]:
+    """The namespace of a device array a chopped array can hold (a CuPy array); None for
+    anything else, NumPy arrays included."""
+    if isinstance(value, np.ndarray):
+        return None
+    for array_type, namespace, _ in _held:
+        if isinstance(value, array_type):
+            return namespace
+    for name, test in _DEVICE_TESTS:
+        if test(value):
+            return library_namespace(name)
+    return None
+
+
+def is_device_array(value: Any) -> bool:
+    """Whether ``value`` is a device array a chopped array can hold (a CuPy array)."""
+    return device_namespace(value) is not None
+
+
+def to_host(x: Any) -> np.ndarray:
+    """A NumPy copy of the device array ``x``."""
+    return np.asarray(array_api_compat.to_device(x, "cpu"))
+
+
+def from_host(host: np.ndarray, like: Any) -> Any:
+    """``host`` as an array of the library of ``like`` (a device array), on its device."""
+    namespace = device_namespace(like)
+    if namespace is None:
+        raise TypeError(f"{type(like).__name__} is not a device array chopped arrays hold")
+    return namespace.xp.asarray(host, device=array_api_compat.device(like))
+
+
+#: chop's rule on a float NumPy array: the NumPy engine itself, called directly by the hot path
+#: of :meth:`~pychop_compat.arithmetic.Arithmetic.round` (``round_array``'s type tests cost 2% of a
+#: 10-element ``X + Y``).
+round_numpy_array: Rounder = numpy_engine.chop_array
+
+
+def round_array(x: Any, spec: RoundingSpec, sources: RandomSources) -> Any:
+    """Round ``x`` (float values of NumPy or of a library with an engine) by ``spec``.
+
+    Arithmetic's one call into the engines: the NumPy engine for NumPy arrays
+    and scalars, the array's own engine (its type and device kept) for the others.
+    """
+    if isinstance(x, np.ndarray):
+        return round_numpy_array(x, spec, sources)
+    for array_type, _, rounder in _held:
+        if isinstance(x, array_type):
+            return rounder(x, spec, sources)
+    library = array_library(x)
+    if library == "numpy":
+        return round_numpy_array(x, spec, sources)
+    return chop_on_engine(x, spec, sources, library)

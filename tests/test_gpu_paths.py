@@ -193,9 +193,17 @@ def test_device_bit_flips_follow_the_definition(device_paths, name, dtype):
 
 
 def test_counter_numbers_match_their_definition():
-    """The Python definition and the torch implementation (int64 words) against NumPy's uint64,
-    across the 2**64 wrap of the counter; and the numbers' support and mean."""
+    """The Python definition and the array-namespace implementation (int64 words, on NumPy,
+    torch and JAX) against NumPy's uint64, across the 2**64 wrap of the counter; and the
+    numbers' support and mean."""
+    from pychop_compat.kernels.xp import library_namespace
     from pychop_compat.random import counter as device_random
+
+    libraries = [name for name in ("numpy", "torch", "jax") if name in _AVAILABLE]
+    if "jax" in libraries:
+        import jax
+
+        jax.config.update("jax_enable_x64", True)
 
     seed = 123456789
     keys = [device_random.mix64(seed + s * device_random.GOLDEN) for s in (1, 2, 3)]
@@ -205,13 +213,10 @@ def test_counter_numbers_match_their_definition():
             j = (offset + np.arange(64, dtype=object)) % 2**64
             want = _u(seed, s, j.astype(np.uint64))
             assert [device_random.counter_uniform(key, int(k)) for k in j] == want.tolist()
-            if "torch" in _AVAILABLE:
-                import torch
-
-                from pychop_compat.engines.torch_engine import _counter_uniform
-
-                got = _counter_uniform(key, offset, 64, torch.device("cpu")).numpy()
-                assert np.array_equal(got, want), (s, offset)
+            for name in libraries:
+                xp = library_namespace(name).xp
+                got = to_numpy(device_random.uniform(xp, key, offset, xp.arange(64, dtype=xp.int64)))
+                assert np.array_equal(got, want), (name, s, offset)
     u = _u(seed, 1, np.arange(2**20))
     assert ((u > 0) & (u < 1)).all()
     assert np.all(np.ldexp(u, 53) % 2 == 1), "odd multiples of 2**-53"

@@ -118,10 +118,8 @@ def test_counter_numbers_match_the_definition_and_the_torch_device_path():
                 torch_engine._DEVICE_PATHS_ON_CPU = False
             assert_bits_equal(np.asarray(out), expected, f"{dtype} {options}")
     # the numbers themselves: the definition, in Python integers
-    from pychop_compat.kernels.elementwise import counter_numbers
-
     keys = (device_random.mix64(5 + device_random.GOLDEN),)
-    got = np.asarray(counter_numbers(jnp, keys, 2**64 - 3, jnp.arange(6, dtype=jnp.uint64), jnp.uint64)[0])
+    got = np.asarray(device_random.uniform(jnp, keys[0], 2**64 - 3, jnp.arange(6, dtype=jnp.int64)))
     want = [device_random.counter_uniform(keys[0], (2**64 - 3 + i) % 2**64) for i in range(6)]
     assert got.tolist() == want
 

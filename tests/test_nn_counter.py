@@ -15,9 +15,9 @@ torch = pytest.importorskip("torch")
 from pychop_compat import Chop  # noqa: E402
 from pychop_compat.random import counter as device_random  # noqa: E402
 from pychop_compat.kernels.compiled import cpu_engine  # noqa: E402
-from pychop_compat.random.counter_host import CounterRng  # noqa: E402
-from pychop_compat.kernels.torch_elementwise import (ElementwisePlan, counter_uniform,  # noqa: E402
-                                                      round_elementwise, round_stochastic_eager)
+from pychop_compat.random.counter import CounterRng  # noqa: E402
+from pychop_compat.kernels.torch_elementwise import ElementwisePlan, round_elementwise, round_stochastic_eager  # noqa: E402
+from pychop_compat.kernels.xp import library_namespace  # noqa: E402
 from pychop_compat.nn import Rounder  # noqa: E402
 from pychop_compat.matlab.options import resolve  # noqa: E402
 
@@ -53,6 +53,11 @@ def test_counter_uniform_is_the_definition():
     """Element i gets ((mix(key + (offset + i) G) >> 12) + 1/2) 2^-52, modulo 2^64 arithmetic:
     an int offset, a tensor offset, an offset that wraps past 2^64, eager and compiled."""
     key = CounterRng(2024).keys[0]
+    xp = library_namespace("torch").xp
+
+    def counter_uniform(key, offset, counters):
+        return device_random.uniform(xp, key, offset, counters)
+
     counters = torch.tensor([0, 1, 2, 7, 1000, 123456789], dtype=torch.int64)
     for offset in (0, 5, 2**40 + 3, 2**64 - 2):
         want = [device_random.counter_uniform(key, offset + int(i)) for i in counters]

@@ -89,7 +89,7 @@ class Arithmetic:
         every rounding call of this arithmetic takes the next counters, element
         ``i`` of a call (row-major) getting ``u(offset + i)``, the same numbers on
         NumPy and JAX (see :doc:`/arithmetic`).  A
-        :class:`~pychop_compat.random.counter_host.CounterRng`: that counter,
+        :class:`~pychop_compat.random.counter.CounterRng`: that counter,
         shared (what :meth:`with_settings` passes on).  Matrix products and
         ``np.linalg.solve`` (computed by :mod:`pychop_compat.linalg`, which draws
         as ``chop`` does) refuse a drawing arithmetic with a counter
@@ -162,7 +162,7 @@ class Arithmetic:
 
     @property
     def counter(self) -> Any:
-        """The :class:`~pychop_compat.random.counter_host.CounterRng` of ``rng=``, or None."""
+        """The :class:`~pychop_compat.random.counter.CounterRng` of ``rng=``, or None."""
         return self._counter
 
     @property
@@ -286,7 +286,7 @@ def _counter_of(rng: Any):
     """The CounterRng of ``rng=`` (None, an integer seed or a CounterRng)."""
     if rng is None:
         return None
-    from ..random.counter_host import CounterRng
+    from ..random.counter import CounterRng
 
     if isinstance(rng, CounterRng):
         return rng

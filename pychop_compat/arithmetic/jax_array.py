@@ -233,7 +233,7 @@ def _on_host_counted(name, host_with, like, operands, datas, chopped_at, arith: 
     import jax
     import jax.numpy as jnp
 
-    from ..random.counter_host import CounterRng
+    from ..random.counter import CounterRng
 
     if block.key is not None or arith.counter is None:
         raise NotImplementedError(f"{name} of chopped JAX arrays with random rounding runs the host code, "

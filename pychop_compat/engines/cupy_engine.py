@@ -39,7 +39,9 @@ from ..kernels.cuda import chop_device_array, kernel_source
 from ..kernels.device_plan import elementwise_covers
 from ..random.sources import draws_on_device, matlab_stream_on_device
 from ..spec import FLIP_PRECISION_ERROR
-from ..kernels.elementwise import Namespace, chop_elementwise, counter_numbers
+from ..kernels.elementwise import Namespace, chop_elementwise
+from ..kernels.xp import namespace_of
+from ..random.counter import uniform
 from ..kernels.elementwise_cpfloat import cpfloat_covers, cpfloat_inexact, host_numbers, round_cpfloat_elementwise
 from ..random.counter import seed_device
 
@@ -143,8 +145,8 @@ def _chop_extended(work: Any, spec: RoundingSpec, sources: RandomSources) -> Any
             return cupy.ascontiguousarray(round_cpfloat_elementwise(namespace, work, spec, u))
         stream = _device_stream(work, spec, sources) if elementwise_covers(spec) else None
         if stream is not None:
-            index = xp.arange(work.size, dtype=xp.uint64).reshape(work.shape)
-            u_round = counter_numbers(xp, stream.keys[:1], stream.offset, index, xp.uint64)[0]
+            index = xp.arange(work.size, dtype=xp.int64).reshape(work.shape)
+            u_round = uniform(namespace_of(work).xp, stream.keys[0], stream.offset, index)
             return cupy.ascontiguousarray(chop_elementwise(namespace, work, spec, u_round))
         from .numpy_engine import chop_array
 

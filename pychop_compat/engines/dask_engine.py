@@ -32,7 +32,9 @@ import numpy as np
 
 from ..spec import RoundingSpec
 from ..random.sources import RandomSources
-from ..kernels.elementwise import chop_elementwise, counter_numbers, numpy_namespace
+from ..kernels.elementwise import chop_elementwise, numpy_namespace
+from ..kernels.xp import library_namespace
+from ..random.counter import uniform
 from ..spec import FLIP_PRECISION_ERROR
 
 __all__ = ["chop_dask"]
@@ -80,14 +82,14 @@ def _round_block_counter(block: np.ndarray, spec: RoundingSpec, keys, offset: in
     values = np.ascontiguousarray(block, dtype=work).reshape(-1)
     info = block_info[0]
     index = np.broadcast_to(_global_indices(info["array-location"], info["shape"]), block.shape)
-    index = np.ascontiguousarray(index).reshape(-1)
+    index = np.ascontiguousarray(index).reshape(-1).astype(np.int64)  # (wraps modulo 2**64)
     out = np.empty(values.shape, dtype=give_back)
     stochastic = spec.stochastic
     namespace = numpy_namespace()
     with np.errstate(over="ignore", invalid="ignore"):
         for start in range(0, values.size, _SLICE):
             piece = slice(start, start + _SLICE)
-            numbers = counter_numbers(np, keys, offset, index[piece], np.uint64)
+            numbers = [uniform(library_namespace("numpy").xp, key, offset, index[piece]) for key in keys]
             out[piece] = chop_elementwise(namespace, values[piece], spec, numbers[0] if stochastic else None,
                                           *(numbers[1:] if spec.flips else (None, None)))
     return out.reshape(block.shape)

@@ -56,7 +56,8 @@ from ..matlab.options import resolve
 from ..spec import RoundingSpec
 from ..random.sources import RandomSources
 from ..kernels.device_plan import elementwise_covers
-from ..kernels.elementwise import Namespace, chop_elementwise, counter_numbers
+from ..kernels.elementwise import Namespace, chop_elementwise
+from ..random.counter import stream_keys, uniform
 from ..kernels.elementwise_cpfloat import cpfloat_covers, round_cpfloat_elementwise
 
 __all__ = ["chop_jax", "chop_jax_array", "supports", "x64_enabled"]
@@ -160,8 +161,8 @@ def _counter_numbers(keys, offset, shape):
         raise TypeError("the counter-based generator on JAX arrays needs 64-bit integers: "
                         "jax.config.update('jax_enable_x64', True).")
     jnp = _jax().numpy
-    index = jnp.arange(int(np.prod(shape, dtype=np.int64)), dtype=jnp.uint64).reshape(shape)
-    return tuple(counter_numbers(jnp, keys, offset, index, jnp.uint64))
+    index = jnp.arange(int(np.prod(shape, dtype=np.int64)), dtype=jnp.int64).reshape(shape)
+    return tuple(uniform(jnp, key, offset, index) for key in keys)
 
 
 def _on_host(x, work, spec: RoundingSpec, sources: RandomSources):
@@ -278,10 +279,7 @@ def chop_jax(x: Any, options: Any = None, *, key: Any = None, seed: Optional[int
         if key is not None:
             numbers = _key_numbers(key, work.shape, spec)
         elif seed is not None:
-            from ..random.counter import FLIP_BIT, FLIP_CHOICE, GOLDEN, ROUND, mix64
-
-            keys = tuple(mix64(int(seed) + s * GOLDEN) for s in (ROUND, FLIP_CHOICE, FLIP_BIT))
-            numbers = _counter_numbers(keys, offset, work.shape)
+            numbers = _counter_numbers(stream_keys(seed), offset, work.shape)
         else:
             raise ValueError("stochastic rounding (round = 5, 6) and bit flips need key=<jax.random key> "
                              "or seed=<int> in chop_jax.")

@@ -139,39 +139,16 @@ def _apply_limits(c, v, spec: RoundingSpec, lim: Limits):
     return apply_underflow(apply_overflow(c, v, spec.round, lim), spec.round, lim, spec.keeps_subnormals)
 
 
-_MASK64 = (1 << 64) - 1
-
-
-def _signed64(value: int) -> int:
-    """The int64 with the bits of the 64-bit unsigned ``value``."""
-    value &= _MASK64
-    return value - (1 << 64) if value >= 1 << 63 else value
-
-
 def _counter_uniform(key: int, offset: int, n: int, device, indices=None):
     """``u(offset + i)`` of :mod:`~pychop_compat.random.counter` as float64, for
-    i < n, or for i in the int64 tensor ``indices``.
-
-    int64 tensors hold the unsigned 64-bit words: addition and multiplication
-    wrap around modulo 2**64, as the definition's arithmetic does, and the
-    logical right shifts are arithmetic ones with the sign copies masked off.
-    """
+    i < n, or for i in the int64 tensor ``indices``."""
     import torch
 
+    from ..kernels.xp import library_namespace
+
     if indices is None:
-        z = torch.arange(n, dtype=torch.int64, device=device)
-    else:
-        z = indices.to(torch.int64, copy=True)
-    z.mul_(_signed64(device_counter.GOLDEN)).add_(_signed64(key + offset * device_counter.GOLDEN))
-    shifted = torch.empty_like(z)
-    for k, multiplier in ((30, device_counter.MIX1), (27, device_counter.MIX2), (31, None)):
-        torch.bitwise_right_shift(z, k, out=shifted)
-        z.bitwise_xor_(shifted.bitwise_and_((1 << (64 - k)) - 1))
-        if multiplier is not None:
-            z.mul_(_signed64(multiplier))
-    # The top 52 bits k as the significand of 1 + k 2^-52 (exact), then minus 1 - 2^-53 (exact).
-    z.bitwise_right_shift_(12).bitwise_and_((1 << 52) - 1).bitwise_or_(0x3FF0_0000_0000_0000)
-    return z.view(torch.float64).sub_(1.0 - 2.0**-53)
+        indices = torch.arange(n, dtype=torch.int64, device=device)
+    return device_counter.uniform(library_namespace("torch").xp, key, offset, indices)
 
 
 class _CounterDraws:

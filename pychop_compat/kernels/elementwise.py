@@ -25,7 +25,7 @@ from ..spec import FLIP_PRECISION_ERROR, RoundingSpec
 from .device_plan import (CARRIERS, Carrier, Encoding, clamp_exponent, encoding_for,  # thresholds, shared
                           range_limits)  # with the device engines
 
-__all__ = ["Namespace", "chop_elementwise", "encode_bits", "counter_numbers", "numpy_namespace"]
+__all__ = ["Namespace", "chop_elementwise", "encode_bits", "numpy_namespace"]
 
 #: The error for bit flips with a precision below 2 (the same words on every engine).
 
@@ -256,23 +256,3 @@ def numpy_namespace() -> Namespace:
     import numpy as np
 
     return Namespace(np, lambda a, dtype: a.view(dtype))
-
-
-def counter_numbers(xp: Any, keys: tuple, offset: Any, index: Any, uint64: Any) -> list:
-    """``u_s(offset + index)`` of :mod:`pychop_compat.random.counter` for each key, as float64 arrays.
-
-    ``index`` holds row-major element indices as unsigned 64-bit integers;
-    ``offset`` may be a traced scalar.  Unsigned arithmetic wraps modulo
-    2**64 as the definition's does, and the right shifts are logical.
-    """
-    from ..random.counter import GOLDEN, MIX1, MIX2
-
-    j = index + xp.asarray(offset, dtype=uint64)
-    numbers = []
-    for key in keys:
-        z = j * xp.asarray(GOLDEN, dtype=uint64) + xp.asarray(key, dtype=uint64)
-        z = (z ^ (z >> 30)) * xp.asarray(MIX1, dtype=uint64)
-        z = (z ^ (z >> 27)) * xp.asarray(MIX2, dtype=uint64)
-        z = z ^ (z >> 31)
-        numbers.append(((z >> 12).astype(xp.float64) + 0.5) * 2.0**-52)
-    return numbers

@@ -1163,7 +1163,10 @@ def chop_counter(x: np.ndarray, spec: RoundingSpec, stream: CounterStream) -> np
     draw order, no block), so zeros come back as +0 in stochastic modes, as
     when chop.m's block draws.  Results do not depend on the chunking.
     """
-    from ..random.counter_host import uniform_array
+    from ..random.counter import uniform
+    from .xp import library_namespace
+
+    xp = library_namespace("numpy").xp
 
     plan = _plan_for(spec, x.dtype)
     ftype = plan.layout.ftype
@@ -1176,11 +1179,12 @@ def chop_counter(x: np.ndarray, spec: RoundingSpec, stream: CounterStream) -> np
         j = min(i + _FLIP_CHUNK, n)
         xs = xc[i:j]
         a = _analyse(plan, xs)
-        rnd = uniform_array(keys[0], offset, j - i, i).astype(ftype) if stochastic else None
+        index = np.arange(i, j, dtype=np.int64)
+        rnd = uniform(xp, keys[0], offset, index).astype(ftype) if stochastic else None
         c = _finish(plan, a, _round_up(plan, a, rnd), np.True_ if stochastic else None)
         if spec.flips:
-            chosen = uniform_array(keys[1], offset, j - i, i) <= spec.p
-            bits = 1 + np.floor((plan.t - 1) * uniform_array(keys[2], offset, j - i, i)).astype(np.int64)
+            chosen = uniform(xp, keys[1], offset, index) <= spec.p
+            bits = 1 + np.floor((plan.t - 1) * uniform(xp, keys[2], offset, index)).astype(np.int64)
             _flip(plan, c, xs, chosen, bits)
         if plan.explim:
             _limit_range(plan, c, xs)

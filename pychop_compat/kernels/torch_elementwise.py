@@ -63,11 +63,10 @@ import numpy as np
 
 from ..spec import RoundingSpec
 from .device_plan import CARRIERS, Encoding, elementwise_covers, encoding_for
-from ..random.counter import GOLDEN, MIX1, MIX2
 from .elementwise import encode_bits
 
 __all__ = ["ElementwisePlan", "supports", "round_elementwise", "round_stochastic_eager", "apply_overflow",
-           "apply_underflow", "apply_encoding", "counter_uniform"]
+           "apply_underflow", "apply_encoding"]
 
 
 def supports(spec: RoundingSpec) -> bool:
@@ -629,61 +628,3 @@ def round_stochastic_eager(x: Any, plan: ElementwisePlan, uniforms: Any) -> Any:
     if others.numel():
         out[others] = round_elementwise(flat[others], plan, u[others])
     return out.view(x.shape)
-
-
-# --- the counter-based generator as elementwise operations -----------------------------------
-
-_MASK64 = (1 << 64) - 1
-
-
-def _as_int64(value: int) -> int:
-    """The int64 with the bits of the 64-bit unsigned ``value`` (two's complement)."""
-    value &= _MASK64
-    return value - (1 << 64) if value >= 1 << 63 else value
-
-
-def counter_uniform(key: int, offset: Any, counters: Any) -> Any:
-    """``u(offset + i)`` of :mod:`pychop_compat.random.counter` for each ``i`` in ``counters``.
-
-    The definition's numbers, ``((mix(key + (offset + i) * G) >> 12) + 1/2) * 2**-52``
-    (modulo 2**64 arithmetic), as float64, computed with elementwise int64
-    operations only, so that ``torch.compile`` fuses them with the rounding
-    (no array of numbers in memory) and they run unchanged on any device.
-
-    Parameters
-    ----------
-    key : int or torch.Tensor
-        The stream's key (``CounterStream.keys[s - 1]``, e.g. of
-        :class:`~pychop_compat.random.counter_host.CounterRng`): a Python
-        int, or a 0-d int64 tensor holding its bits (what compiled code
-        passes: Dynamo may trace an int attribute as a symbolic integer).
-    offset : int or torch.Tensor
-        The first counter: a Python int, or a 0-d int64 tensor holding its
-        bits (what compiled code passes, so that a new offset does not recompile).
-    counters : torch.Tensor
-        int64 element indices ``i`` (e.g. ``torch.arange(n)``, row-major); not modified.
-
-    Returns
-    -------
-    torch.Tensor
-        float64, the shape and device of ``counters``, each number an odd
-        multiple of ``2**-53`` in (0, 1).
-    """
-    import torch
-
-    # int64 addition and multiplication wrap modulo 2**64 as the definition's arithmetic does;
-    # the logical right shifts are arithmetic shifts with the copies of the sign bit masked off.
-    if not isinstance(key, torch.Tensor):
-        key = _as_int64(key)
-    if not isinstance(offset, torch.Tensor):
-        offset = _as_int64(offset)
-    z = (counters + offset) * _as_int64(GOLDEN) + key
-    for shift, multiplier in ((30, MIX1), (27, MIX2), (31, None)):
-        z = z ^ ((z >> shift) & ((1 << (64 - shift)) - 1))
-        if multiplier is not None:
-            z = z * _as_int64(multiplier)
-    # The top 52 bits k, then (k + 1/2) 2^-52 = (2k + 1) 2^-53: every step exact (k < 2^52), so a
-    # fused multiply-add gives the same.  (Not a bit cast of the int64 tensor to float64:
-    # Inductor's lowering of that view failed with dynamic shapes, torch 2.13.)
-    k = (z >> 12) & ((1 << 52) - 1)
-    return k.to(torch.float64) * 2.0**-52 + 2.0**-53

@@ -20,8 +20,9 @@ import torch
 from ..matlab.api import Chop
 from ..matlab.options import OPTION_NAMES, resolve
 from ..random.sources import counter_sources
-from ..kernels.torch_elementwise import (ElementwisePlan, counter_uniform, round_elementwise,
-                                          round_stochastic_eager, supports)
+from ..kernels.torch_elementwise import ElementwisePlan, round_elementwise, round_stochastic_eager, supports
+from ..kernels.xp import library_namespace
+from ..random.counter import uniform
 from ..engines.torch_engine import chop_tensor
 
 __all__ = ["Rounder", "quantize", "ROUNDING_NAMES"]
@@ -233,7 +234,8 @@ class Rounder:
         """The counter-based numbers of this call (float64, shaped like ``work``); advances the counter."""
         n = work.numel()
         counters = torch.arange(n, dtype=torch.int64, device=work.device)
-        numbers = counter_uniform(self._counter_key.to(work.device), self._counter_offset.to(work.device), counters)
+        numbers = uniform(library_namespace("torch").xp, self._counter_key.to(work.device),
+                          self._counter_offset.to(work.device), counters)
         self._counter_offset.add_(n)
         return numbers.view(work.shape)
 

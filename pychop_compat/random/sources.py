@@ -50,7 +50,7 @@ class RandomSources:
     as float64, ``flip_randi(imax, n)`` gives ``n`` integers in ``1..imax``.
 
     ``counter``: when not None (``Chop(..., rng=<int>)``), a
-    :class:`~pychop_compat.random.counter_host.CounterRng`; engines then give
+    :class:`~pychop_compat.random.counter.CounterRng`; engines then give
     each element its own numbers from the counter-based generator (a function
     of seed, call counter and row-major element index) instead of calling the
     three draws in chop.m's order."""
@@ -137,7 +137,7 @@ def counter_sources(seed: int) -> RandomSources:
     them (a ``randfunc`` supplies the stochastic draws; bit flips then follow
     chop.m's call order).
     """
-    from .counter_host import CounterRng
+    from .counter import CounterRng
 
     counter = CounterRng(seed)
     return RandomSources(counter.stochastic, counter.flip_uniform, counter.flip_randi, counter)

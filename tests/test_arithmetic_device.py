@@ -20,7 +20,7 @@ import pychop_compat
 from pychop_compat import Chop, chopped, linalg
 from pychop_compat.arithmetic import ChoppedArray, NotChoppedError
 from pychop_compat.arithmetic.namespace import DataNamespace, register_namespace, unregister_namespace
-from pychop_compat.engines import numpy_engine
+from pychop_compat.engines import dispatch
 
 
 class FakeDeviceArray:
@@ -105,7 +105,7 @@ FAKE_MODULE = types.SimpleNamespace(**{name: _wrapped(getattr(np, name)) for nam
     "empty", "full", "concatenate", "moveaxis", "transpose", "asarray", "broadcast_to")})
 #: Rounds as CuPy's engine would: the values rounded by chop, on "the device".
 FAKE = DataNamespace("fake-device", FAKE_MODULE, FakeDeviceArray,
-                     lambda x, spec, sources: FakeDeviceArray(numpy_engine.chop_array(x.data, spec, sources)),
+                     lambda x, spec, sources: FakeDeviceArray(dispatch.round_array(x.data, spec, sources)),
                      lambda x: x.data.copy(), lambda host, like: FakeDeviceArray(host.copy()))
 
 

@@ -19,7 +19,7 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from ..matlab.api import Chop, chop_options
-from ..engines import numpy_engine
+from ..engines import dispatch
 from ..kernels import numpy_fast
 from ..matlab.options import resolve
 from ..spec import RoundingSpec
@@ -253,7 +253,7 @@ class Arithmetic:
             return np.asarray(self.chop(x))
         if x.size == 0:
             return x.copy()
-        return numpy_engine.chop_array(x, self._specs.get(dtype) or self.spec_for(dtype), self._sources)
+        return dispatch.round_array(x, self._specs.get(dtype) or self.spec_for(dtype), self._sources)
 
     def enter(self, x: ArrayLike) -> np.ndarray:
         """A plain operand as it enters an operation: exactly, or rounded when ``strict``."""
@@ -332,7 +332,7 @@ def _scalar_rounder(spec: RoundingSpec, sources) -> Callable[[float], float]:
     """
     if spec.flips:
         def round_flipping(v: float) -> float:
-            return float(numpy_engine.chop_array(np.array([v]), spec, sources)[0])
+            return float(dispatch.round_array(np.array([v]), spec, sources)[0])
 
         return round_flipping
 

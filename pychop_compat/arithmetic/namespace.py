@@ -17,7 +17,7 @@ from typing import Any, Callable, List, Optional
 
 import numpy as np
 
-from ..engines import array_library, chop_on_engine, numpy_engine
+from ..engines import array_library, dispatch
 
 __all__ = ["DataNamespace", "NUMPY", "namespace_of", "register_namespace", "unregister_namespace",
            "is_device_array"]
@@ -63,7 +63,7 @@ class DataNamespace:
 
 
 #: NumPy: the NumPy chop engine, arrays already on the host.
-NUMPY = DataNamespace("numpy", np, np.ndarray, numpy_engine.chop_array, np.asarray, lambda host, like: host)
+NUMPY = DataNamespace("numpy", np, np.ndarray, dispatch.round_array, np.asarray, lambda host, like: host)
 
 _registered: List[DataNamespace] = []
 _cupy: List[DataNamespace] = []
@@ -78,7 +78,7 @@ def _cupy_namespace() -> DataNamespace:
                 return cupy.asarray(host)
 
         _cupy.append(DataNamespace("cupy", cupy, cupy.ndarray,
-                                   lambda x, spec, sources: chop_on_engine(x, spec, sources, "cupy"),
+                                   lambda x, spec, sources: dispatch.round_array(x, spec, sources),
                                    cupy.asnumpy, from_host))
     return _cupy[0]
 

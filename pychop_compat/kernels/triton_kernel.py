@@ -8,9 +8,10 @@ patterns with integer operations, exactly as the CUDA kernel of
 nearest, the directed modes and stochastic rounding with numbers made on the
 device (:mod:`pychop_compat.random.counter`), and counts the other
 elements.  In most data there are none, and the call is one pass over memory
-plus one 4-byte read; otherwise the torch engine rounds just those elements
-with its general path.  Bit flips and host draws (MATLAB's stream,
-``randfunc``) stay with the torch engine.
+plus one 4-byte read; otherwise the namespace kernel
+(:mod:`pychop_compat.kernels.elementwise`) rounds just those elements.  Bit
+flips and host draws (MATLAB's stream, ``randfunc``) go to the namespace
+kernel whole (:mod:`pychop_compat.engines.dispatch` routes them).
 
 Floating point and its traps: nothing on the rounding path goes through
 libdevice (whose flush-to-zero reflection and approximations would change

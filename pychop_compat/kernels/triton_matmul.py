@@ -31,7 +31,7 @@ Triton is imported only when a kernel is first built.
 from __future__ import annotations
 
 import functools
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -106,15 +106,15 @@ def build_kernel():
     return chopped_matmul_kernel
 
 
-def supported_spec(rounder: Any, dtype_name: str) -> Optional[Any]:
-    """The resolved spec of a rounder of :mod:`~pychop_compat.linalg.device` when the fused
-    kernel can apply it (modes 1 to 4, no flips, chop.m's formats, not the identity); else None."""
-    from ..matlab.options import resolve
-
+def supported_spec(rounder: Any, resolved: Callable[[Any], Any]) -> Optional[Any]:
+    """The spec of a rounder of :mod:`~pychop_compat.linalg.device` when the fused kernel can
+    apply it (modes 1 to 4, no flips, chop.m's formats, not the identity); else None.
+    ``resolved(options)``: the rounder's options as a spec for the operands' class (the facade's
+    parsing, which this floor does not import)."""
     o = rounder.options
     if int(o.round) > 4 or o.flip or getattr(rounder, "identity_for_double", False):
         return None
-    spec = resolve(o, None, "single" if dtype_name == "float32" else "double").spec
+    spec = resolved(o)
     if getattr(spec, "extended", False) or spec.flips or spec.round > 4:
         return None
     return spec

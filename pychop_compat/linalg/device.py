@@ -277,9 +277,12 @@ def _fused_product(xp, method, A, B, rprod, rsum, block_size):
 
     if not triton_matmul.wanted(A, B):
         return None
-    dtype_name = str(A.dtype).rpartition(".")[2]
-    sum_spec = triton_matmul.supported_spec(rsum, dtype_name)
-    product_spec = triton_matmul.supported_spec(rprod, dtype_name) if rprod is not None else None
+    from ..matlab.options import resolve
+
+    x_class = "single" if str(A.dtype).rpartition(".")[2] == "float32" else "double"
+    resolved = lambda options: resolve(options, None, x_class).spec  # noqa: E731
+    sum_spec = triton_matmul.supported_spec(rsum, resolved)
+    product_spec = triton_matmul.supported_spec(rprod, resolved) if rprod is not None else None
     if sum_spec is None or (rprod is not None and product_spec is None):
         return None
     C, tiles = triton_matmul.fused_matmul(A, B, product_spec, sum_spec)

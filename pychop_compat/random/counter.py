@@ -46,6 +46,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 __all__ = ["seed_device", "take", "CounterStream", "CounterRng", "mix64", "counter_uniform", "uniform",
            "stream_keys", "GOLDEN", "MIX1", "MIX2", "ROUND", "FLIP_CHOICE", "FLIP_BIT", "STREAMS"]
 
@@ -210,24 +212,20 @@ class CounterRng:
     # Sequential draws: only for a chop that follows chop.m's call order (a user's randfunc
     # supplies the stochastic numbers, so the bit flips are drawn call by call from here).
 
-    def _sequential(self, stream_index: int, n: int):
-        import numpy as np
-
+    def _sequential(self, stream_index: int, n: int) -> np.ndarray:
         stream = self.take(n)
         return uniform(_numpy_namespace(), stream.keys[stream_index], stream.offset, np.arange(n, dtype=np.int64))
 
-    def stochastic(self, n: int):
+    def stochastic(self, n: int) -> np.ndarray:
         """``n`` numbers of the ROUND stream at the next ``n`` counters (float64 NumPy array)."""
         return self._sequential(0, n)
 
-    def flip_uniform(self, n: int):
+    def flip_uniform(self, n: int) -> np.ndarray:
         """``n`` numbers of the FLIP_CHOICE stream at the next ``n`` counters."""
         return self._sequential(1, n)
 
-    def flip_randi(self, imax: int, n: int):
+    def flip_randi(self, imax: int, n: int) -> np.ndarray:
         """``1 + floor(imax * u)`` for ``n`` numbers of the FLIP_BIT stream (MATLAB's randi rule)."""
-        import numpy as np
-
         return 1 + np.floor(imax * self._sequential(2, n)).astype(np.int64)
 
     def __getstate__(self) -> dict:

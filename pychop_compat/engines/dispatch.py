@@ -387,8 +387,6 @@ def _takes_numba(call: Call, spec: RoundingSpec, sources: RandomSources, x: Any)
     if not compiled.wanted():
         return ("cpu_engine('numpy') is in force" if get_cpu_engine() == "numpy"
                 else "Numba is not installed")
-    if call.numbers == "given":
-        return "it takes no numbers given per element"
     if not isinstance(x, np.ndarray) or not compiled.handles(x, spec):
         return ("one element (the scalar path is faster)" if call.size <= 1
                 else "a spec it does not cover (CPFloat's rules, limited random bits, E8M0, flips of any bit, "

@@ -22,7 +22,9 @@ Random numbers
   normal block's count of numbers, so neither block waits for the other.
 * ``Chop(..., rng=<int>)``: the counter-based generator of
   :mod:`pychop_compat.random.counter` computed inside the loop, element ``i`` (row-major)
-  with counter ``offset + i``: no array of numbers, no second pass.
+  with counter ``offset + i``: no array of numbers, no second pass.  The same loop takes
+  numbers given per element (:func:`pychop_compat.random.sources.given_sources`: ``nn``'s
+  quantizers with ``uniforms`` or ``torch.rand`` numbers).
 
 Selection and fallback
 ----------------------
@@ -339,10 +341,16 @@ def chop_array(x: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> np.
     utype = _UINT[char]
     stochastic = spec.round >= 5
     counter = getattr(sources, "counter", None)
+    given = getattr(sources, "given", None)
     if not stochastic and not spec.flips:
         return _deterministic(k, x, ip, up, fp, rp, single, utype)
+    if given is not None and not spec.flips:  # numbers given per element, in row-major order
+        numbers = np.ascontiguousarray(np.broadcast_to(np.asarray(given, np.float64), x.shape)).reshape(-1)
+        return _per_element(k, x, ip, up, fp, single, utype, _NO_KEYS, np.uint64(0), numbers)
     if counter is not None:
-        return _with_counter(k, x, ip, up, fp, single, utype, counter)
+        stream = counter.take(x.size)
+        return _per_element(k, x, ip, up, fp, single, utype, np.array(stream.keys, np.uint64),
+                            np.uint64(stream.offset), None)
     return _in_chop_order(k, x, spec, sources, ip, up, fp, single, utype)
 
 
@@ -356,21 +364,21 @@ def _deterministic(k, x, ip, up, fp, rp, single, utype):
     return out
 
 
-def _with_counter(k, x, ip, up, fp, single, utype, counter):
-    stream = counter.take(x.size)
-    keys = np.array(stream.keys, np.uint64)
-    offset = np.uint64(stream.offset)
+def _per_element(k, x, ip, up, fp, single, utype, keys, offset, given):
+    """Each element its own numbers: the counter's (keys, offset), or ``given`` (not None)."""
     xf = np.ascontiguousarray(x).reshape(-1)  # row-major: the counters follow C order
     of = np.empty_like(xf)
     if xf.size < SERIAL_BELOW:
-        k.counter_serial(xf, xf.view(utype), of, of.view(utype), ip, up, fp, single, keys, offset)
+        k.counter_serial(xf, xf.view(utype), of, of.view(utype), ip, up, fp, single, keys, offset, given)
     else:
-        k.counter_parallel(xf, xf.view(utype), of, of.view(utype), ip, up, fp, single, keys, offset, CHUNK)
+        k.counter_parallel(xf, xf.view(utype), of, of.view(utype), ip, up, fp, single, keys, offset, CHUNK,
+                           given)
     return of.reshape(x.shape)
 
 
 _NO_FLOATS = np.zeros(1, np.float64)
 _NO_INTS = np.zeros(1, np.int64)
+_NO_KEYS = np.zeros(3, np.uint64)
 
 
 def _exclusive_cumsum(v: np.ndarray) -> np.ndarray:

@@ -109,8 +109,7 @@ class Rounder:
     flips, ``'float8_e8m0fnu'``, and ``rng='chop'``, an int or a NumPy
     generator) go through :class:`pychop_compat.Chop`.  Eager CPU tensors take
     chop's host kernels on the tensor's memory (the compiled CPU engine when
-    Numba is installed; with a number per element, the NumPy engine), the same
-    values.  Under ``torch.compile``, a rounder with an int ``rng`` computes the
+    Numba is installed, numbers per element included), the same values.  Under ``torch.compile``, a rounder with an int ``rng`` computes the
     counter-based numbers with int64 operations that Inductor fuses with the
     rounding; the one difference from chop is the namespace kernel's: with
     ``explim = 0`` and stochastic rounding, ``-0`` may come out ``+0`` (chop.m
@@ -245,7 +244,8 @@ class Rounder:
             # Eager on the CPU: chop's router (the compiled CPU engine on the tensor's memory).
             out = self._chop(work)
         else:
-            # Eager on the CPU with a number per element: the host kernels on the tensor's memory.
+            # Eager on the CPU with a number per element: the host kernels on the tensor's memory
+            # (the compiled CPU engine's counter loop takes them as its numbers).
             out = round_array(work, self._specs[carrier], given_sources(self._uniforms(work, uniforms)))
         return out.to(give_back) if give_back is not None else out
 

@@ -73,7 +73,7 @@ from ..random.sources import (CheckedRandfunc, RandomSources, Source, draws_on_d
 from ..rules.chop import chop_vector
 from ..rules.cpfloat import ROUND_MODES, apply_encoding, effective_format, flip_bits, limited_bit_sources, round_cpfloat
 from ..spec import FLIP_PRECISION_ERROR, RoundingSpec
-from . import labelled, numpy_engine
+from . import cupy_engine, dask_engine, jax_engine, labelled, numpy_engine, torch_engine
 
 __all__ = ["round_array", "round_jax", "route", "route_call", "explain", "Call", "Kernel", "Route", "Explanation", "REGISTRY",
            "cpu_engine", "set_cpu_engine", "get_cpu_engine", "cuda_route", "get_cuda_route", "device_paths_on_cpu",
@@ -257,14 +257,17 @@ def _cupy_call(a: Any, spec: RoundingSpec, sources: RandomSources) -> Call:
 
 
 def _jax_call(a: Any, spec: RoundingSpec, sources: RandomSources) -> Call:
-    from . import jax_engine
-
     numbers = _numbers(spec, sources, False, "jax")
     return Call("jax", "jax", False, str(a.dtype), a.size, numbers, traced=jax_engine.is_traced(a))
 
 
+#: dtype -> name (NumPy's ``dtype.name`` is a slow Python property on the hot path).
+_NAMES = {np.dtype(np.float64): "float64", np.dtype(np.float32): "float32"}
+
+
 def _host_call(a: np.ndarray, spec: RoundingSpec, sources: RandomSources, library: str = "numpy") -> Call:
-    return Call(library, "cpu", True, a.dtype.name, a.size, _numbers(spec, sources, True, library))
+    name = _NAMES.get(a.dtype) or a.dtype.name
+    return Call(library, "cpu", True, name, a.size, _numbers(spec, sources, True, library))
 
 
 def route(x: Any, spec: RoundingSpec, sources: RandomSources, *, library: Optional[str] = None) -> Route:
@@ -293,24 +296,16 @@ def _prepared(x: Any, spec: RoundingSpec, sources: RandomSources, library: Optio
         arr, _ = numpy_engine.as_float_array(np.asarray(x) if isinstance(x, np.ndarray) else x)
         return arr, _host_call(arr, spec, sources)
     if library == "torch":
-        from . import torch_engine
-
         work, _ = torch_engine.working_tensor(x.detach())
         call = _tensor_call(work, spec, sources)
         return (torch_engine.host_view(work) if call.host else work), call
     if library == "cupy":
-        from . import cupy_engine
-
         work, _ = cupy_engine.working_array(x)
         return work, _cupy_call(work, spec, sources)
     if library == "jax":
-        from . import jax_engine
-
         work, _ = jax_engine.working_array(x)
         return work, _jax_call(work, spec, sources)
     if library == "dask":
-        from . import dask_engine
-
         dtype, _ = dask_engine.working_dtypes(x.dtype)
         block = np.empty(tuple(c[0] if c else 0 for c in x.chunks), dtype)
         call = _host_call(block, spec, sources, "dask")._replace(block=spec.draws)
@@ -353,11 +348,11 @@ def route_call(call: Call, spec: RoundingSpec, sources: RandomSources, x: Any = 
 
 def _not_host(call: Call) -> Optional[str]:
     """Why a host kernel does not take the call (None: it may)."""
+    if call.host and not call.block:
+        return None
     if not call.host:
         return "the array is not in host memory that NumPy reads in place"
-    if call.block:
-        return "a block of a Dask array takes the counter's numbers at its global indices"
-    return None
+    return "a block of a Dask array takes the counter's numbers at its global indices"
 
 
 def _takes_scalar(call: Call, spec: RoundingSpec, sources: RandomSources, x: Any) -> Optional[str]:
@@ -382,8 +377,9 @@ def _streamed_is_faster(spec: RoundingSpec, sources: RandomSources) -> bool:
 
 
 def _takes_numba(call: Call, spec: RoundingSpec, sources: RandomSources, x: Any) -> Optional[str]:
-    if _not_host(call):
-        return _not_host(call)
+    reason = _not_host(call)
+    if reason:
+        return reason
     if not compiled.wanted():
         return ("cpu_engine('numpy') is in force" if get_cpu_engine() == "numpy"
                 else "Numba is not installed")
@@ -488,8 +484,6 @@ def _takes_namespace(call: Call, spec: RoundingSpec, sources: RandomSources, x: 
     else:
         reason = None
     if reason is None and call.library == "jax":
-        from . import jax_engine
-
         if not (jax_engine.x64_enabled() or spec.fmt.t <= 24 or cpfloat_covers(spec)):
             reason = "a precision t > 24 needs JAX's 64-bit integers (jax_enable_x64)"
         elif call.numbers == "counter" and not jax_engine.x64_enabled():
@@ -582,8 +576,6 @@ def _run_cuda(x: Any, call: Call, spec: RoundingSpec, sources: RandomSources, st
 
     cupy = cupy_for(call)
     if call.library == "torch":
-        from . import torch_engine
-
         return torch_engine.on_cupy(cupy, x, lambda a: chop_device_array(a, spec, sources, stream))
     with x.device:
         return chop_device_array(x, spec, sources, stream)
@@ -594,9 +586,6 @@ def _run_triton(x: Any, call: Call, spec: RoundingSpec, sources: RandomSources, 
     When Triton cannot compile or launch here: a warning, and the namespace kernel from then on
     (under ``cuda_route('triton')`` the error is raised)."""
     import torch
-
-    from . import torch_engine
-
     carrier = CARRIERS[call.dtype]
     regular = regular_range(spec, carrier)
     flat = x.contiguous().view(-1)
@@ -681,8 +670,6 @@ def _device(x: Any) -> Any:
 
 def _run_jax(x: Any, call: Call, spec: RoundingSpec, stream: Any, numbers: tuple = (None, None, None)) -> Any:
     """The namespace kernels on a JAX array, run by the adapter (traced, eager or jitted)."""
-    from . import jax_engine
-
     wide = jax_engine.x64_enabled()
     if stream is not None:
         jnp = sys.modules["jax"].numpy
@@ -739,15 +726,7 @@ _BY_NAME = {kernel.name: kernel for kernel in REGISTRY}
 
 
 def _adapter(call: Call) -> Any:
-    if call.library == "torch":
-        from . import torch_engine as adapter
-    elif call.library == "cupy":
-        from . import cupy_engine as adapter
-    elif call.library == "jax":
-        from . import jax_engine as adapter
-    else:
-        adapter = numpy_engine
-    return adapter
+    return {"torch": torch_engine, "cupy": cupy_engine, "jax": jax_engine}.get(call.library, numpy_engine)
 
 
 # --- running a route ---------------------------------------------------------------------------
@@ -767,8 +746,11 @@ def _run(x: Any, call: Call, spec: RoundingSpec, sources: RandomSources, kernel:
     if kernel is not None:
         chosen = _BY_NAME[kernel]
     else:  # route_call's choice, without collecting the reasons (the hot path)
-        _check_cuda_route(call, spec)
-        chosen = next(k for k in REGISTRY if k.takes(call, spec, sources, x) is None)
+        if not call.host:
+            _check_cuda_route(call, spec)
+        for chosen in REGISTRY:
+            if chosen.takes(call, spec, sources, x) is None:
+                break
     if call.traced and call.numbers == "counter":
         raise TypeError("Chop(rng=<int>) counts its calls in Python, which jax.jit would freeze; "
                         "inside jit use chop_jax(x, options, seed=seed, offset=offset) or key=.")
@@ -781,8 +763,7 @@ def _run(x: Any, call: Call, spec: RoundingSpec, sources: RandomSources, kernel:
 def _round_host(x: np.ndarray, spec: RoundingSpec, sources: RandomSources, kernel: Optional[str] = None,
                 library: str = "numpy") -> np.ndarray:
     """A float32/float64 ndarray by the host kernels."""
-    call = Call(library, "cpu", True, x.dtype.name, x.size, _numbers(spec, sources, True, library))
-    return _run(x, call, spec, sources, kernel)
+    return _run(x, _host_call(x, spec, sources, library), spec, sources, kernel)
 
 
 def round_array(x: Any, spec: RoundingSpec, sources: RandomSources, *, kernel: Optional[str] = None,
@@ -828,12 +809,8 @@ def round_array(x: Any, spec: RoundingSpec, sources: RandomSources, *, kernel: O
         out = _round_host(arr, spec, sources, kernel) if arr.size else arr.copy()
         return restore(out) if restore else out
     if library == "torch":
-        from . import torch_engine
-
         return torch_engine.with_autograd(x, lambda t: _round_tensor(t, spec, sources))
     if library == "cupy":
-        from . import cupy_engine
-
         work, give_back = cupy_engine.working_array(x)
         if work.size == 0:
             out = work.copy()
@@ -841,8 +818,6 @@ def round_array(x: Any, spec: RoundingSpec, sources: RandomSources, *, kernel: O
             out = _run(work, _cupy_call(work, spec, sources), spec, sources)
         return out.astype(give_back) if give_back is not None else out
     if library == "jax":
-        from . import jax_engine
-
         work, give_back = jax_engine.working_array(x)
         out = _run(work, _jax_call(work, spec, sources), spec, sources)
         return out.astype(give_back) if give_back is not None else out
@@ -857,11 +832,12 @@ _SCALAR_CALL = Call("float", "cpu", True, "float64", 1, "none")
 
 
 def _round_tensor(t: Any, spec: RoundingSpec, sources: RandomSources) -> Any:
-    from . import torch_engine
-
     work, give_back = torch_engine.working_tensor(t)
     if work.numel() == 0:
         out = work.clone()
+    elif work.device.type == "cpu" and sources.given is None and not _DEVICE_PATHS.get():
+        # A CPU tensor's memory, read in place by the host kernels (the common case, first)
+        out = torch_engine.from_host(_round_host(torch_engine.host_view(work), spec, sources), work)
     else:
         if sources.given is not None and hasattr(sources.given, "detach"):
             sources = _given_for(work, sources)
@@ -885,8 +861,6 @@ def _given_for(work: Any, sources: RandomSources) -> RandomSources:
 
 def _round_dask(x: Any, spec: RoundingSpec, sources: RandomSources) -> Any:
     """A lazy Dask array; each block routed when it is computed (see :mod:`.dask_engine`)."""
-    from . import dask_engine
-
     work, give_back = dask_engine.working_dtypes(x.dtype)
     choice = get_cpu_engine()  # the setting in force now serves every block, on any worker
     if not spec.draws:
@@ -924,8 +898,6 @@ _SLICE = 1 << 16
 
 def _round_dask_block_counter(block: np.ndarray, spec: RoundingSpec, stream: Any, work: Any, give_back: Any,
                               block_info: Any = None) -> np.ndarray:
-    from . import dask_engine
-
     values = np.ascontiguousarray(block, dtype=work).reshape(-1)
     index = dask_engine.global_indices(block_info, block.shape).reshape(-1)
     out = np.empty(values.shape, dtype=give_back)
@@ -961,8 +933,6 @@ def round_jax(x: Any, spec: RoundingSpec, *, key: Any = None, seed: Optional[int
     TypeError
         ``x`` is not a JAX array, or needs 64-bit types that are off.
     """
-    from . import jax_engine
-
     jax = sys.modules.get("jax")
     if jax is None or not isinstance(x, jax.Array):
         raise TypeError(f"chop_jax needs a jax.Array, not {type(x).__name__}; use pychop_compat.chop for others.")

@@ -75,8 +75,8 @@ from ..rules.cpfloat import ROUND_MODES, apply_encoding, effective_format, flip_
 from ..spec import FLIP_PRECISION_ERROR, RoundingSpec
 from . import cupy_engine, dask_engine, jax_engine, labelled, numpy_engine, torch_engine
 
-__all__ = ["round_array", "round_jax", "route", "route_call", "explain", "Call", "Kernel", "Route", "Explanation", "REGISTRY",
-           "cpu_engine", "set_cpu_engine", "get_cpu_engine", "cuda_route", "get_cuda_route", "device_paths_on_cpu",
+__all__ = ["round_array", "round_jax", "route", "route_call", "explain", "Call", "Kernel", "Route", "Explanation",
+           "REGISTRY", "cpu_engine", "set_cpu_engine", "get_cpu_engine", "cuda_route", "get_cuda_route", "device_paths_on_cpu",
            "cupy_for", "triton_for", "CUDA_ROUTES"]
 
 
@@ -261,12 +261,12 @@ def _jax_call(a: Any, spec: RoundingSpec, sources: RandomSources) -> Call:
     return Call("jax", "jax", False, str(a.dtype), a.size, numbers, traced=jax_engine.is_traced(a))
 
 
-#: dtype -> name (NumPy's ``dtype.name`` is a slow Python property on the hot path).
-_NAMES = {np.dtype(np.float64): "float64", np.dtype(np.float32): "float32"}
+#: dtype character -> name (NumPy's ``dtype.name`` is a slow Python property on the hot path).
+_NAMES = {"d": "float64", "f": "float32"}
 
 
 def _host_call(a: np.ndarray, spec: RoundingSpec, sources: RandomSources, library: str = "numpy") -> Call:
-    name = _NAMES.get(a.dtype) or a.dtype.name
+    name = _NAMES.get(a.dtype.char) or a.dtype.name
     return Call(library, "cpu", True, name, a.size, _numbers(spec, sources, True, library))
 
 
@@ -383,6 +383,8 @@ def _takes_numba(call: Call, spec: RoundingSpec, sources: RandomSources, x: Any)
     if not compiled.wanted():
         return ("cpu_engine('numpy') is in force" if get_cpu_engine() == "numpy"
                 else "Numba is not installed")
+    if spec.range_rules != "chop":
+        return "CPFloat's rules"
     if not isinstance(x, np.ndarray) or not compiled.handles(x, spec):
         return ("one element (the scalar path is faster)" if call.size <= 1
                 else "a spec it does not cover (CPFloat's rules, limited random bits, E8M0, flips of any bit, "
@@ -416,9 +418,7 @@ def _takes_numba_cpfloat(call: Call, spec: RoundingSpec, sources: RandomSources,
         return reason
     if not compiled.wanted():
         return "cpu_engine('numpy') is in force" if get_cpu_engine() == "numpy" else "Numba is not installed"
-    from ..kernels import numba_cpfloat
-
-    if not numba_cpfloat.handles(x, spec):
+    if not _numba_cpfloat().handles(x, spec):
         return "a call it does not cover (one element, a non-native dtype)"
     return None
 
@@ -461,8 +461,9 @@ def _takes_triton(call: Call, spec: RoundingSpec, sources: RandomSources, x: Any
     if not _triton_applies(call, spec):
         return "stochastic rounding with numbers from the host or given per element"
     if triton_for(call) is None:
-        return ("Triton is not installed" if importlib.util.find_spec("triton") is None or call.device.startswith("cuda")
-                else "Triton runs a CPU tensor only in its interpreter (TRITON_INTERPRET=1)")
+        if importlib.util.find_spec("triton") is None or call.device.startswith("cuda"):
+            return "Triton is not installed"
+        return "Triton runs a CPU tensor only in its interpreter (TRITON_INTERPRET=1)"
     return None
 
 
@@ -540,9 +541,15 @@ def _chop_rules_checked(spec: RoundingSpec) -> Optional[Callable[[np.ndarray, np
 
 
 def _run_numba_cpfloat(x: np.ndarray, call: Call, spec: RoundingSpec, sources: RandomSources, stream: Any) -> Any:
+    return _numba_cpfloat().round_array(x, spec)
+
+
+@functools.lru_cache(maxsize=1)
+def _numba_cpfloat() -> Any:
+    """:mod:`pychop_compat.kernels.numba_cpfloat`, imported (with Numba) on first use."""
     from ..kernels import numba_cpfloat
 
-    return numba_cpfloat.round_array(x, spec)
+    return numba_cpfloat
 
 
 def _run_numpy_cpfloat(x: np.ndarray, call: Call, spec: RoundingSpec, sources: RandomSources, stream: Any) -> Any:

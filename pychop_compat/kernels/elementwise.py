@@ -264,14 +264,16 @@ def chop_elementwise(ns: Namespace, v: Any, plan: Any, draws: Optional[ElementDr
     carrier = CARRIERS[name]
     int_dtype = xp.int64 if carrier.mant == 52 else xp.int32
     mode = plan.mode
-    if (mode >= 5 and (draws is None or draws.u_round is None)) or (plan.flips and (draws is None or draws.flip is None)):
+    missing = draws is None or (mode >= 5 and draws.u_round is None) or (plan.flips and draws.flip is None)
+    if missing and (mode >= 5 or plan.flips):
         raise ValueError("chop_elementwise: stochastic rounding and bit flips need the elements' numbers.")
     if plan.nearest is not None or plan.stochastic_bits is not None:
         # The fast forms, where they apply: the range rules folded into thresholds on the bit
-        # patterns, a third of the operations.  Measured (benchmarks/bench_nn.py --threads 1,
-        # n = 1e6 float32, torch.compile of nn's quantizer, ns per element): fp16 round to
-        # nearest 0.55 (this form) against 3.4 (the general form), bfloat16 0.67 against 2.1,
-        # fp16 stochastic 0.8 against 1.7.
+        # patterns, a third of the operations.  Kept for speed, measured under torch.compile
+        # (Inductor, one thread, n = 1e6 float32, ns per element; the case of nn's quantizers in
+        # benchmarks/bench_nn.py): fp16 round to nearest 0.6 (this form) against 3.4 (the
+        # general form below), bfloat16 0.6 against 2.1, fp16 stochastic rounding 1.0 against
+        # 1.7; the general form alone was 1.2x to 6x slower than the old commit there.
         if plan.nearest is not None:
             out, bits = _nearest_on_bits(ns, v, plan, carrier)
         else:

@@ -109,13 +109,16 @@ class Rounder:
     flips, ``'float8_e8m0fnu'``, and ``rng='chop'``, an int or a NumPy
     generator) go through :class:`pychop_compat.Chop`.  Eager CPU tensors take
     chop's host kernels on the tensor's memory (the compiled CPU engine when
-    Numba is installed, numbers per element included), the same values.  Under ``torch.compile``, a rounder with an int ``rng`` computes the
-    counter-based numbers with int64 operations that Inductor fuses with the
-    rounding; the one difference from chop is the namespace kernel's: with
-    ``explim = 0`` and stochastic rounding, ``-0`` may come out ``+0`` (chop.m
-    keeps it when no element of its block needed a number, a property of the
-    whole array).  A rounder's counter is not
-    guarded by a lock: share one rounder between threads only eagerly.
+    Numba is installed, numbers per element included), the same values; eager
+    float32 tensors rounded to nearest to fp16 or bfloat16 with subnormals take
+    the hardware cast (with chop.m's underflow rule).  Under ``torch.compile``,
+    a rounder with an int ``rng`` computes the counter-based numbers with int64
+    operations that Inductor fuses with the rounding; the one difference from
+    chop is the namespace kernel's: with ``explim = 0`` and stochastic
+    rounding, ``-0`` may come out ``+0`` (chop.m keeps it when no element of
+    its block needed a number, a property of the whole array).  A rounder's
+    counter is not guarded by a lock: share one rounder between threads only
+    eagerly.
 
     Examples
     --------

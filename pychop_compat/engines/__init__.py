@@ -2,7 +2,7 @@
 
 :mod:`.dispatch` holds the ordered registry of kernels, the pure
 :func:`~.dispatch.route` that picks one for a call, the settings that steer
-it (:func:`~.dispatch.cpu_engine`, :func:`~.dispatch.cuda_route`) and
+it (:func:`~pychop_compat.kernels.compiled.cpu_engine`, :func:`~.dispatch.cuda_route`) and
 :func:`~.dispatch.round_array`, which every facade calls.  The adapters
 (:mod:`.numpy_engine`, :mod:`.torch_engine`, :mod:`.cupy_engine`,
 :mod:`.jax_engine`, :mod:`.dask_engine`, :mod:`.labelled`) know their array

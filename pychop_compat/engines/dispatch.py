@@ -24,7 +24,8 @@ The registry, in order:
 ``numba-cpfloat``         host memory, CPFloat's rules in a deterministic mode, compiled
 ``numpy-cpfloat``         host memory, CPFloat's rules in a deterministic mode
 ``reference``             host memory, the executable specification
-                          (:mod:`pychop_compat.rules`): CPFloat's random modes
+                          (:mod:`pychop_compat.rules.chop`, ``rules.cpfloat``):
+                          CPFloat's random modes
 ``cuda``                  CuPy arrays and CUDA tensors with CuPy, chop.m's semantics:
                           the fused CUDA kernel (:mod:`.cuda`)
 ``triton``                CUDA tensors without CuPy, modes 1 to 4 and numbers made on
@@ -35,7 +36,7 @@ The registry, in order:
 ``host``                  the rest: a copy to the host, the host kernels, and back
 ========================  ==============================================================
 
-The settings that steer routes are scoped (:mod:`contextvars`: the calling
+The settings that steer routes are scoped (``contextvars``: the calling
 thread and task): :func:`cpu_engine` (also :func:`set_cpu_engine` and
 ``PYCHOP_COMPAT_CPU_ENGINE`` for the process default), :func:`cuda_route`, and
 :func:`device_paths_on_cpu`, which sends CPU tensors down the routes of a

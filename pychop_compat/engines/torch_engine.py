@@ -19,7 +19,7 @@ module supplies the tensor's side of it:
 
 torch is imported lazily.  :func:`seed_device` and
 :func:`matlab_stream_on_device` (the random numbers of GPU tensors) are
-re-exported from :mod:`pychop_compat.random` for old imports.
+re-exported from ``pychop_compat.random`` for old imports.
 """
 
 from __future__ import annotations

@@ -130,7 +130,7 @@ def cpu_engine(name: str) -> Iterator[None]:
     """``with cpu_engine('numpy'): ...``: the CPU engine for the calls in the block.
 
     The setting belongs to the calling thread (and asyncio task), like a
-    :mod:`contextvars` variable: other threads keep the process default
+    ``contextvars`` variable: other threads keep the process default
     (:func:`set_cpu_engine`).  A Dask array takes the setting in force when
     ``chop`` is called, for all its blocks.
     """

@@ -58,7 +58,7 @@ _MASK = (1 << 64) - 1
 
 #: Stream numbers: stochastic rounding, the choice of flipped elements, the flipped bit.
 ROUND, FLIP_CHOICE, FLIP_BIT = 1, 2, 3
-#: The stream numbers, in the order of :attr:`CounterStream.keys`.
+#: The stream numbers, in the order of ``CounterStream.keys``.
 STREAMS = (ROUND, FLIP_CHOICE, FLIP_BIT)
 
 

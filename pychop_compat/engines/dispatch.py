@@ -789,7 +789,7 @@ def round_array(x: Any, spec: RoundingSpec, sources: RandomSources, *, kernel: O
         Where stochastic rounding and bit flips draw (see :mod:`pychop_compat.random.sources`).
     kernel : str, optional
         Run this kernel of :data:`REGISTRY` (e.g. ``'reference'`` for the executable
-        specification) instead of the router's choice, on host memory.
+        specification) instead of the router's choice (NumPy inputs).
     library : str, optional
         Treat ``x`` as an array of this library (``'cupy'``, ...) instead of asking
         :func:`~pychop_compat.libraries.array_library`: for a stand-in of another

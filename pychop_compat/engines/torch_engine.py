@@ -32,7 +32,7 @@ from ..random.counter import seed_device
 from ..random.sources import host_draw_plan, matlab_stream_on_device
 
 __all__ = ["working_tensor", "with_autograd", "host_view", "from_host", "to_host", "contiguous", "device_key",
-           "on_cupy", "seed_device", "matlab_stream_on_device", "host_draw_plan"]
+           "on_cupy", "flat_nonzero", "from_numbers", "seed_device", "matlab_stream_on_device", "host_draw_plan"]
 
 
 def working_tensor(x: Any) -> tuple:
@@ -141,5 +141,3 @@ def from_numbers(values: Optional[Any], like: Any) -> Optional[Any]:
         return None
     return values.detach().expand(like.shape).contiguous().cpu().numpy()
 
-
-__all__ += ["flat_nonzero", "from_numbers"]

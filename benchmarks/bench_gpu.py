@@ -152,16 +152,14 @@ def _release(library) -> None:
 
 def _engine_rows(engine: str, sizes, dtypes, repeats: int, cases=CASES):
     """Rows of the table for one engine: (engine, dtype, n, case, ms, GB/s, copy GB/s, half GB/s)."""
-    from pychop_compat.engines import torch_engine
+    from pychop_compat.engines.dispatch import cuda_route, device_paths_on_cpu
 
     library = {"cupy": "cupy", _CPU_PROXY: "cpu"}.get(engine, "torch")
     pure_torch = engine in ("torch-cuda (pure torch)", _CPU_PROXY)
     timer = _Timer(library)
     routes = {"torch-cuda (pure torch)": "torch", "torch-cuda (triton)": "triton", _CPU_PROXY: "torch"}
     route = routes.get(engine, "auto")
-    saved = torch_engine._DEVICE_PATHS_ON_CPU
-    torch_engine._DEVICE_PATHS_ON_CPU = engine == _CPU_PROXY
-    try:
+    with device_paths_on_cpu(engine == _CPU_PROXY):
         for dtype in dtypes:
             itemsize = 4 if dtype == "float32" else 8
             for n in sizes:
@@ -187,7 +185,7 @@ def _engine_rows(engine: str, sizes, dtypes, repeats: int, cases=CASES):
                     del y
                     for case in cases:
                         label, chopper = case[0], _rounder(case)
-                        with torch_engine.cuda_route(route):
+                        with cuda_route(route):
                             ms = timer(lambda: chopper(x), repeats)
                         yield (engine, dtype, n, label, ms, _gbps(nbytes, ms), _gbps(nbytes, copy_ms),
                                None if half_ms is None else _gbps(nbytes, half_ms))
@@ -200,8 +198,6 @@ def _engine_rows(engine: str, sizes, dtypes, repeats: int, cases=CASES):
                     yield (engine, dtype, n, "all", None, None, None, None)
                 finally:
                     _release(library)
-    finally:
-        torch_engine._DEVICE_PATHS_ON_CPU = saved
 
 
 def _format(row) -> str:

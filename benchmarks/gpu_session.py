@@ -145,6 +145,30 @@ def module_flag(module, name: str, value):
         setattr(module, name, saved)
 
 
+def device_paths_flag():
+    """A context factory sending CPU tensors down the GPU routes: the router's
+    ``device_paths_on_cpu`` (or the old module flag), or None when the package has neither."""
+    try:
+        from pychop_compat.engines.dispatch import device_paths_on_cpu
+
+        return device_paths_on_cpu
+    except ImportError:
+        from pychop_compat.engines import torch_engine
+
+        if not hasattr(torch_engine, "_DEVICE_PATHS_ON_CPU"):
+            return None
+        return lambda: module_flag(torch_engine, "_DEVICE_PATHS_ON_CPU", True)
+
+
+def cuda_route_of_package():
+    """The package's ``cuda_route`` context manager (the router's, or the old torch engine's)."""
+    try:
+        from pychop_compat.engines.dispatch import cuda_route
+    except ImportError:
+        from pychop_compat.engines.torch_engine import cuda_route
+    return cuda_route
+
+
 def package_module(*names):
     """The first of ``names`` that imports: the package's modules moved (``engines/compiled.py`` and
     ``linalg/triton_matmul.py`` to ``kernels/``); this script runs on either layout."""
@@ -202,8 +226,6 @@ def _numba_line() -> str:
 
 def _device_variants(device: str):
     """``[(label, context factory or None when unavailable, note)]``: the device paths of linalg.matmul."""
-    from pychop_compat.engines import torch_engine
-
     triton_matmul = package_module("pychop_compat.kernels.triton_matmul", "pychop_compat.linalg.triton_matmul")
 
     def flag(module, name, value):
@@ -220,8 +242,7 @@ def _device_variants(device: str):
         ]
     return [
         ("torch-cpu, host paths", contextlib.nullcontext, ""),
-        ("torch-cpu, GPU paths on the CPU", flag(torch_engine, "_DEVICE_PATHS_ON_CPU", True),
-         "no torch_engine._DEVICE_PATHS_ON_CPU in this version"),
+        ("torch-cpu, GPU paths on the CPU", device_paths_flag(), "no GPU-paths switch in this version"),
     ]
 
 
@@ -388,8 +409,6 @@ def _rng_backends(device: str):
     """``[(label, convert numpy -> array, context factory)]``; the first is the reference."""
     import torch
 
-    from pychop_compat.engines import torch_engine
-
     backends = []
     try:
         compiled = compiled_module()
@@ -401,9 +420,8 @@ def _rng_backends(device: str):
     except (ImportError, AttributeError):  # a package without the engine switch
         backends.append(("numpy, default engine (reference)", lambda x: x, contextlib.nullcontext))
     backends.append(("torch cpu, host paths", lambda x: torch.from_numpy(x.copy()), contextlib.nullcontext))
-    if hasattr(torch_engine, "_DEVICE_PATHS_ON_CPU"):
-        backends.append(("torch cpu, GPU paths on the CPU", lambda x: torch.from_numpy(x.copy()),
-                         lambda: module_flag(torch_engine, "_DEVICE_PATHS_ON_CPU", True)))
+    if device_paths_flag() is not None:
+        backends.append(("torch cpu, GPU paths on the CPU", lambda x: torch.from_numpy(x.copy()), device_paths_flag()))
     if device == "cuda":
         cupy = cupy_usable()
         backends.append(("torch cuda, default route", lambda x: torch.from_numpy(x).cuda(), contextlib.nullcontext))
@@ -411,7 +429,7 @@ def _rng_backends(device: str):
             ["triton"] if importlib.util.find_spec("triton") is not None else []) + ["torch"]
         for route in routes:
             backends.append((f"torch cuda, cuda_route({route!r})", lambda x: torch.from_numpy(x).cuda(),
-                             lambda route=route: torch_engine.cuda_route(route)))
+                             lambda route=route: cuda_route_of_package()(route)))
         if cupy is not None:
             backends.append(("cupy", lambda x: cupy.asarray(x), contextlib.nullcontext))
     return backends

@@ -10,7 +10,7 @@ from . import _moved
 
 _moved.install()  # old module paths (before 0.2.0) keep working, with a warning
 
-from .matlab.api import Chop, chop, chop_options, clear_chop, roundit
+from .matlab.api import Chop, chop, chop_jax, chop_options, clear_chop, explain, roundit
 from .formats import Format, float_params
 from .random.matlab_stream import ForkedStreamError, RngSettings, rand, randi, rng
 from .matlab.options import Options
@@ -22,7 +22,7 @@ from .arithmetic import chopped, decode, encode  # noqa: E402  (needs linalg)
 from .numbers import block_quantize, fixed_point, int_quantize, mx_quantize  # noqa: E402
 
 __all__ = [
-    "__version__", "chop", "clear_chop", "chop_options", "roundit", "float_params",
+    "__version__", "chop", "clear_chop", "chop_options", "roundit", "float_params", "explain", "chop_jax",
     "Options", "Chop", "Format", "linalg", "rng", "rand", "randi", "RngSettings",
     "SingularMatrixWarning", "chop_at",
     "cpfloat", "clear_cpfloat", "cpfloat_options",

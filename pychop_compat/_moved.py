@@ -1,8 +1,12 @@
-"""Old import paths of modules that moved in 0.2.0, kept working for one release.
+"""Old import paths of modules and names that moved in 0.2.0, kept working for one release.
 
 ``import pychop_compat.matlab_random`` (say) imports the module's new home,
 :mod:`pychop_compat.random.matlab_stream`, registers it under the old name
 too, and warns once with a :class:`DeprecationWarning` naming the new path.
+A name that moved to another module (:data:`MOVED_NAMES`) is found by the
+old module's ``__getattr__`` (:func:`attribute_getter`), which imports its
+new home by name when the old spelling is used: a module may keep an old name
+that now lives on a floor above it without importing upwards.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import importlib.machinery
 import sys
 import warnings
 from types import ModuleType
-from typing import Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 #: Old module path -> new module path.
 MOVED = {
@@ -23,7 +27,8 @@ MOVED = {
     "pychop_compat.matlab_random": "pychop_compat.random.matlab_stream",
     "pychop_compat.randomness": "pychop_compat.random.sources",
     "pychop_compat.engines.device_random": "pychop_compat.random.counter",
-    "pychop_compat.engines.counter_host": "pychop_compat.random.counter_host",
+    "pychop_compat.engines.counter_host": "pychop_compat.random.counter",
+    "pychop_compat.random.counter_host": "pychop_compat.random.counter",
     "pychop_compat.reference": "pychop_compat.rules.chop",
     "pychop_compat.rounding.extended": "pychop_compat.rules.cpfloat",
     "pychop_compat.engines.elementwise": "pychop_compat.kernels.elementwise",
@@ -36,7 +41,6 @@ MOVED = {
     "pychop_compat.engines.cuda": "pychop_compat.kernels.cuda",
     "pychop_compat.engines.triton_kernel": "pychop_compat.kernels.triton_kernel",
     "pychop_compat.engines.device_plan": "pychop_compat.kernels.device_plan",
-    "pychop_compat.engines.torch_elementwise": "pychop_compat.kernels.torch_elementwise",
     "pychop_compat.linalg.compiled_kernels": "pychop_compat.kernels.numba_linalg",
     "pychop_compat.linalg.compiled_lu": "pychop_compat.kernels.numba_lu",
     "pychop_compat.linalg.triton_matmul": "pychop_compat.kernels.triton_matmul",
@@ -45,6 +49,29 @@ MOVED = {
     "pychop_compat.gpu_check": "pychop_compat.validation.gpu_check",
     "pychop_compat.arithmetic.scalar": "pychop_compat.arithmetic.array",
 }
+
+
+#: Old module -> {name: "new.module:name"}, names that moved to another module.
+MOVED_NAMES = {
+    "pychop_compat.engines.jax_engine": {"chop_jax": "pychop_compat.matlab.api:chop_jax"},
+}
+
+
+def attribute_getter(module: str) -> Callable[[str], Any]:
+    """A module ``__getattr__`` (PEP 562) for ``module``'s names in :data:`MOVED_NAMES`: the name
+    from its new home, with a :class:`DeprecationWarning`; ``AttributeError`` for other names."""
+    moved = MOVED_NAMES.get(module, {})
+
+    def __getattr__(name: str) -> Any:
+        target = moved.get(name)
+        if target is None:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        new_module, _, new_name = target.partition(":")
+        warnings.warn(f"{module}.{name} moved to {new_module}.{new_name}; the old spelling stops working in a "
+                      "later release.", DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module(new_module), new_name)
+
+    return __getattr__
 
 
 class _MovedModuleLoader(importlib.abc.Loader):

@@ -29,7 +29,8 @@ from typing import Any, Optional
 
 import numpy as np
 
-from .engines import ENGINE_LIBRARIES, array_library, chop_on_engine
+from .engines import dispatch
+from .libraries import array_library, unsupported_type_error
 from .formats import Format, catalogue_format
 from .matlab.options import isempty
 from .random.sources import MATLAB_STREAM
@@ -247,20 +248,17 @@ def _checked_spec(state: _State, x_class: str) -> RoundingSpec:
 
 def _round(x, spec: RoundingSpec):
     library = "numpy" if type(x) is np.ndarray else array_library(x)
-    if library in ENGINE_LIBRARIES:  # (CPFloat's rules are extended: device arrays via the host)
-        return chop_on_engine(x, spec, MATLAB_STREAM, library)
+    if library in ("torch", "cupy", "jax", "dask"):
+        return dispatch.round_array(x, spec, MATLAB_STREAM)
     if library != "numpy":
-        from .engines import unsupported_type_error
-
         raise unsupported_type_error(x)
-    from .engines.numpy_engine import chop_array
 
     scalar = isinstance(x, numbers.Real) and not isinstance(x, np.generic)
     arr = np.asarray(x, dtype=np.float64) if scalar or not isinstance(x, (np.ndarray, np.generic)) else np.asarray(x)
     if arr.dtype == np.float16:
-        out = chop_array(arr.astype(np.float32), spec, MATLAB_STREAM).astype(np.float16)
+        out = dispatch.round_array(arr.astype(np.float32), spec, MATLAB_STREAM).astype(np.float16)
     else:
-        out = chop_array(arr, spec, MATLAB_STREAM) if arr.size else arr.copy()
+        out = dispatch.round_array(arr, spec, MATLAB_STREAM) if arr.size else arr.copy()
     if scalar:
         return float(out)
     if isinstance(x, np.generic):

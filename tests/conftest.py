@@ -104,7 +104,7 @@ class Engine:
 
             return cpu_engine("numpy")
         if self.name in ("torch-cuda", "cupy"):
-            from pychop_compat.engines.torch_engine import matlab_stream_on_device
+            from pychop_compat.random.sources import matlab_stream_on_device
 
             return matlab_stream_on_device()
         import contextlib
@@ -147,3 +147,12 @@ def _fresh_chop():
     pychop_compat.rng("default")
     yield
     pychop_compat.clear_chop()
+
+
+@pytest.fixture
+def device_paths_on_cpu():
+    """CPU tensors on the routes of a CUDA tensor for the test (the router's test hook)."""
+    from pychop_compat.engines.dispatch import device_paths_on_cpu as on_device_routes
+
+    with on_device_routes():
+        yield

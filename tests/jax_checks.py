@@ -19,7 +19,7 @@ import pychop_compat
 from pychop_compat import Chop, chopped, linalg
 from pychop_compat.arithmetic import Arithmetic, NotChoppedError
 from pychop_compat.arithmetic.jax_array import einsum, random_draws
-from pychop_compat.engines.jax_engine import chop_jax
+from pychop_compat import chop_jax
 from pychop_compat.matlab.options import resolve
 
 jax.config.update("jax_enable_x64", True)

@@ -332,13 +332,13 @@ def test_import_stays_light_and_numba_is_imported_on_use():
 
 @pytest.mark.parametrize("options", [{"format": "h", "round": 5}, {"format": "b", "round": 6, "flip": 1, "p": 0.3},
                                      {"format": "q43", "round": 1, "flip": 1, "subnormal": 0}])
-def test_counter_numbers_on_torch_device_paths(monkeypatch, options):
+def test_counter_numbers_on_torch_device_paths(options):
     """Chop(rng=<int>) on a GPU takes the same numbers (the device paths, run on CPU tensors)."""
     torch = pytest.importorskip("torch")
-    from pychop_compat.engines import torch_engine
+    from pychop_compat.engines.dispatch import device_paths_on_cpu
 
     x = _x(options["format"], "float64", seed=6, n=400)
     expected = Chop(options, rng=31)(x)
-    monkeypatch.setattr(torch_engine, "_DEVICE_PATHS_ON_CPU", True)
-    actual = Chop(options, rng=31)(torch.from_numpy(x.copy())).numpy()
+    with device_paths_on_cpu():
+        actual = Chop(options, rng=31)(torch.from_numpy(x.copy())).numpy()
     assert_bits_equal(actual, expected, str(options))

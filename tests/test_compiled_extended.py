@@ -22,7 +22,7 @@ import pytest
 from engine_matrix import assert_bits_equal, boundaries, make_input
 from pychop_compat import Chop, chop, rand, rng
 from pychop_compat.kernels import compiled
-from pychop_compat.engines import numpy_engine
+from pychop_compat.engines import dispatch
 from pychop_compat.formats import CATALOGUE, Format, catalogue_format
 from pychop_compat.matlab.options import resolve
 from pychop_compat.random.sources import MATLAB_STREAM, counter_sources, generator_sources, sources_for
@@ -44,7 +44,7 @@ def _both(x: np.ndarray, spec, make_sources) -> tuple[np.ndarray, np.ndarray]:
     for engine in ("numba", "numpy"):
         rng(1)
         with compiled.cpu_engine(engine):
-            results.append(numpy_engine.chop_array(x, spec, make_sources()))
+            results.append(dispatch.round_array(x, spec, make_sources()))
     return results[0], results[1]
 
 
@@ -55,7 +55,7 @@ def _stream_both(x: np.ndarray, spec, seed: int) -> tuple[np.ndarray, np.ndarray
     for engine in ("numba", "numpy"):
         rng(seed)
         with compiled.cpu_engine(engine):
-            results.append(numpy_engine.chop_array(x, spec, MATLAB_STREAM))
+            results.append(dispatch.round_array(x, spec, MATLAB_STREAM))
         after.append(float(rand()))
     assert after[0] == after[1], f"MATLAB's stream left in different states by {spec}"
     return results[0], results[1]
@@ -262,7 +262,7 @@ def test_chop_runs_float8_on_the_compiled_engine(monkeypatch):
     for engine in ("auto", "numba"):
         with compiled.cpu_engine(engine):
             chop(x, {"format": "float8_e4m3fn"})
-            numpy_engine.chop_array(x, make_spec("float8_e4m3fn"), MATLAB_STREAM)  # CPFloat's rules
+            dispatch.round_array(x, make_spec("float8_e4m3fn"), MATLAB_STREAM)  # CPFloat's rules
     assert calls == ["float8_e4m3fn", "float8_e4m3fn"]
 
 
@@ -297,7 +297,7 @@ def test_compiled_chop_equals_ml_dtypes_cast_except_chops_underflow_rule(name, d
     spec = make_spec(fmt, 1, rules="chop", saturation=saturation)
     assert compiled.handles(x, spec)
     with compiled.cpu_engine("numba"):
-        got = numpy_engine.chop_array(x, spec, MATLAB_STREAM).astype(np.float64)
+        got = dispatch.round_array(x, spec, MATLAB_STREAM).astype(np.float64)
     ok = (got == want) | (np.isnan(got) & np.isnan(want))
     assert ok.all(), list(zip(x[~ok][:5], got[~ok][:5], want[~ok][:5]))
     # The sign of zero: chop's range rules flush to +0; the fnuz formats have no -0 at all.
@@ -336,7 +336,7 @@ def test_matlab_stream_kernel_from_any_word(name, words):
         for engine in ("numba", "numpy"):
             _stream_at_word(3, words)
             with compiled.cpu_engine(engine):
-                results.append(numpy_engine.chop_array(x, spec, MATLAB_STREAM))
+                results.append(dispatch.round_array(x, spec, MATLAB_STREAM))
             after.append(rand(1, 3))
         assert np.array_equal(after[0], after[1]), f"{name} round={mode}: the stream left in different states"
         assert_bits_equal(*results, f"{name} round={mode} from word {words}")

@@ -16,7 +16,7 @@ import dask  # noqa: E402
 from engine_matrix import assert_bits_equal, make_input  # noqa: E402
 from pychop_compat import Chop, chop
 from pychop_compat.random import sources as randomness  # noqa: E402
-from pychop_compat.engines import dask_engine
+from pychop_compat.engines.dispatch import device_paths_on_cpu, round_array
 from pychop_compat.random import counter as device_random  # noqa: E402
 from pychop_compat.formats import lookup_format  # noqa: E402
 from pychop_compat.matlab.options import resolve  # noqa: E402
@@ -87,19 +87,15 @@ def test_counter_numbers_do_not_depend_on_chunking(options, dtype):
     engine's device path with the same counter (seed_device, first call)."""
     x = _input(dtype)
     spec = resolve(options, None, "single" if dtype == "float32" else "double").spec
-    results = [dask_engine.chop_dask(da.from_array(x, chunks=c), spec, _CounterSources(21)).compute()
+    results = [round_array(da.from_array(x, chunks=c), spec, _CounterSources(21)).compute()
                for c in CHUNKINGS]
     for chunks, result in zip(CHUNKINGS[1:], results[1:]):
         assert_bits_equal(result, results[0], f"chunks {chunks}")
     torch = pytest.importorskip("torch")
-    from pychop_compat.engines import torch_engine
 
     device_random.seed_device(21)
-    torch_engine._DEVICE_PATHS_ON_CPU = True
-    try:
+    with device_paths_on_cpu():
         expected = chop(torch.from_numpy(x.copy()), options).numpy()
-    finally:
-        torch_engine._DEVICE_PATHS_ON_CPU = False
     assert_bits_equal(results[0], expected, "torch device path, same counter")
 
 
@@ -107,8 +103,8 @@ def test_counter_offsets_advance_per_call():
     x = _input()
     spec = resolve({"format": "b", "round": 5}, None, "double").spec
     sources = _CounterSources(3)
-    first = dask_engine.chop_dask(da.from_array(x, chunks=(9, 4)), spec, sources)
-    second = dask_engine.chop_dask(da.from_array(x, chunks=(9, 4)), spec, sources)
+    first = round_array(da.from_array(x, chunks=(9, 4)), spec, sources)
+    second = round_array(da.from_array(x, chunks=(9, 4)), spec, sources)
     assert sources.counter.offset == 2 * x.size  # taken when chop is called, not when computed
     assert not np.array_equal(second.compute(), first.compute())
 
@@ -127,7 +123,7 @@ def test_sequential_sources_are_refused():
     x = da.from_array(_input(), chunks=(20, 3))
     spec = resolve({"format": "h", "flip": 1}, None, "double").spec
     with pytest.raises(ValueError, match="rng=<int seed>"):
-        dask_engine.chop_dask(x, spec, MATLAB_STREAM)
+        round_array(x, spec, MATLAB_STREAM)
     with pytest.raises(ValueError, match="rng=<int seed>"):
         Chop({"format": "h", "round": 5}, rng=np.random.default_rng(1))(x)
 
@@ -144,14 +140,14 @@ def test_distributed_local_cluster_of_processes():
     try:
         with cluster, distributed.Client(cluster) as client:
             det = chop(da.from_array(x, chunks=(13, 6)), {"format": "h"}).compute(scheduler=client)
-            rnd = dask_engine.chop_dask(da.from_array(x, chunks=(13, 6)), spec, _CounterSources(5))
+            rnd = round_array(da.from_array(x, chunks=(13, 6)), spec, _CounterSources(5))
             rnd = rnd.compute(scheduler=client)
             workers = len(client.scheduler_info()["workers"])
     except OSError as error:
         pytest.skip(f"LocalCluster could not run: {error}")
     assert workers == 2
     assert_bits_equal(det, chop(x.copy(), {"format": "h"}), "deterministic on the cluster")
-    local = dask_engine.chop_dask(da.from_array(x, chunks=(50, 2)), spec, _CounterSources(5))
+    local = round_array(da.from_array(x, chunks=(50, 2)), spec, _CounterSources(5))
     assert_bits_equal(rnd, local.compute(scheduler="synchronous"), "same numbers on 2 processes")
 
 

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from pychop_compat.cpfloat import clear_cpfloat, cpfloat
-from pychop_compat.engines import numpy_engine
-from pychop_compat.kernels.elementwise import numpy_namespace
+from pychop_compat.engines import dispatch
+from pychop_compat.kernels.xp import library_namespace
 from pychop_compat.kernels.elementwise_cpfloat import cpfloat_covers, cpfloat_inexact, round_cpfloat_elementwise
 from pychop_compat.formats import Format, lookup_format
 from pychop_compat.random.sources import MATLAB_STREAM, RandomSources
@@ -32,7 +32,7 @@ from cpfloat_cases import FORMATS, SWITCHES, differences_from_reference, edge_va
 def test_numpy_namespace_is_the_reference_bit_for_bit(name, dtype):
     """Every deterministic mode and "no rounding", every switch, on edge values and sweeps."""
     fmt = FORMATS[name]
-    engine = {"numpy namespace": lambda x, spec: round_cpfloat_elementwise(numpy_namespace(), x, spec)}
+    engine = {"numpy namespace": lambda x, spec: round_cpfloat_elementwise(library_namespace("numpy"), x, spec)}
     failures = differences_from_reference(edge_values(fmt, dtype), fmt, engine)
     assert not failures, f"{len(failures)} settings differ, e.g. {failures[:3]}"
 
@@ -41,7 +41,7 @@ def test_the_comparison_can_fail():
     """The result differs from the reference of another mode or switch (the test above has teeth)."""
     fmt = FORMATS["float8_e4m3fn"]
     x = edge_values(fmt, np.float64)
-    got = round_cpfloat_elementwise(numpy_namespace(), x, spec_of(fmt, 1, 1, 1, 0, 1))
+    got = round_cpfloat_elementwise(library_namespace("numpy"), x, spec_of(fmt, 1, 1, 1, 0, 1))
     for other in (-1, 0, 7):
         assert not same_bits(got, round_cpfloat(x, fmt, other, True, True, False, True, MATLAB_STREAM)).all()
     assert not same_bits(got, round_cpfloat(x, fmt, 1, True, True, True, True, MATLAB_STREAM)).all()
@@ -51,10 +51,10 @@ def test_any_shape_and_what_is_refused():
     fmt = lookup_format("float4_e2m1fn")
     spec = make_spec(fmt, 7)
     x = np.random.default_rng(4).standard_normal((3, 4, 5)) * 8
-    got = round_cpfloat_elementwise(numpy_namespace(), x, spec)
+    got = round_cpfloat_elementwise(library_namespace("numpy"), x, spec)
     want = round_cpfloat(x.ravel(), fmt, 7, True, True, False, False, MATLAB_STREAM).reshape(x.shape)
     assert got.shape == x.shape and same_bits(got, want).all()
-    scalar = round_cpfloat_elementwise(numpy_namespace(), np.array(0.3), spec)
+    scalar = round_cpfloat_elementwise(library_namespace("numpy"), np.array(0.3), spec)
     assert scalar.shape == () and float(scalar) == 0.5  # round to odd: 0.3 lies between 0 and 0.5
     assert cpfloat_covers(spec) and cpfloat_covers(make_spec(fmt, 8))
     assert cpfloat_covers(make_spec(fmt, 5), stochastic=True) and not cpfloat_covers(make_spec(fmt, 5))
@@ -62,13 +62,13 @@ def test_any_shape_and_what_is_refused():
                       make_spec(fmt, 5, rules="chop")):
         assert not cpfloat_covers(uncovered) and not cpfloat_covers(uncovered, stochastic=True)
         with pytest.raises(ValueError, match="without bit flips"):
-            round_cpfloat_elementwise(numpy_namespace(), x, uncovered)
+            round_cpfloat_elementwise(library_namespace("numpy"), x, uncovered)
     with pytest.raises(ValueError, match="needs u_round"):
-        round_cpfloat_elementwise(numpy_namespace(), x, make_spec(fmt, 6))
+        round_cpfloat_elementwise(library_namespace("numpy"), x, make_spec(fmt, 6))
     with pytest.raises(ValueError, match="stochastic rounding"):
-        cpfloat_inexact(numpy_namespace(), x, spec)
+        cpfloat_inexact(library_namespace("numpy"), x, spec)
     with pytest.raises(TypeError, match="float32 or float64"):
-        round_cpfloat_elementwise(numpy_namespace(), x.astype(np.float16), spec)
+        round_cpfloat_elementwise(library_namespace("numpy"), x.astype(np.float16), spec)
 
 
 def numbers_for(count: int, seed: int) -> np.ndarray:
@@ -116,7 +116,7 @@ def test_stochastic_rounding_is_the_reference_with_the_same_numbers(name, dtype)
     for mode in (5, 6):
         for switches in SWITCHES:
             want, numbers = stochastic_reference(x, fmt, mode, switches, seed=mode)
-            got = stochastic_elementwise(numpy_namespace(), x, spec_of(fmt, mode, *switches), numbers)
+            got = stochastic_elementwise(library_namespace("numpy"), x, spec_of(fmt, mode, *switches), numbers)
             assert got.dtype == x.dtype and got.shape == x.shape
             bad = np.flatnonzero(~same_bits(got, want).ravel())
             if bad.size:
@@ -130,9 +130,9 @@ def test_stochastic_comparison_can_fail():
     x = edge_values(fmt, np.float64).reshape(-1, 1)
     want, numbers = stochastic_reference(x, fmt, 5, (1, 1, 0, 1), seed=5)
     spec = spec_of(fmt, 5, 1, 1, 0, 1)
-    assert same_bits(stochastic_elementwise(numpy_namespace(), x, spec, numbers), want).all()
-    assert not same_bits(stochastic_elementwise(numpy_namespace(), x, spec, numbers[::-1].copy()), want).all()
-    assert not same_bits(stochastic_elementwise(numpy_namespace(), x, spec_of(fmt, 6, 1, 1, 0, 1), numbers),
+    assert same_bits(stochastic_elementwise(library_namespace("numpy"), x, spec, numbers), want).all()
+    assert not same_bits(stochastic_elementwise(library_namespace("numpy"), x, spec, numbers[::-1].copy()), want).all()
+    assert not same_bits(stochastic_elementwise(library_namespace("numpy"), x, spec_of(fmt, 6, 1, 1, 0, 1), numbers),
                          want).all()
 
 
@@ -151,7 +151,7 @@ def test_tiny_inputs_below_a_grid_above_one(subnormal):
         spec = spec_of(fmt, mode, subnormal, 1, 0, 1)
         want = np.full(x.shape, value)
         assert same_bits(round_cpfloat(x, fmt, mode, bool(subnormal), True, False, True, MATLAB_STREAM), want).all()
-        assert same_bits(round_cpfloat_elementwise(numpy_namespace(), x, spec), want).all()
+        assert same_bits(round_cpfloat_elementwise(library_namespace("numpy"), x, spec), want).all()
         assert same_bits(numpy_cpfloat.round_array(x, spec), want).all()
     assert same_bits(round_cpfloat(-x, fmt, 3, bool(subnormal), True, False, True, MATLAB_STREAM),
                      np.full(x.shape, -2.0**51)).all()  # round down of a negative one
@@ -161,17 +161,15 @@ def test_tiny_inputs_below_a_grid_above_one(subnormal):
 
 
 @pytest.fixture
-def torch_device_path(monkeypatch):
-    """CPU tensors take the paths of CUDA tensors; the NumPy engine must not be called."""
+def torch_device_path(monkeypatch, device_paths_on_cpu):
+    """CPU tensors take the routes of CUDA tensors; none may be copied to the host."""
     torch = pytest.importorskip("torch")
     from pychop_compat.engines import torch_engine
 
-    monkeypatch.setattr(torch_engine, "_DEVICE_PATHS_ON_CPU", True)
-
     def host_call(*args, **kwargs):
-        raise AssertionError("the NumPy engine was called")
+        raise AssertionError("a tensor was copied to the host")
 
-    monkeypatch.setattr(numpy_engine, "chop_array", host_call)
+    monkeypatch.setattr(torch_engine, "to_host", host_call)
     return torch
 
 
@@ -206,7 +204,6 @@ def test_stochastic_rounding_on_the_torch_device_path(torch_device_path, name, d
     the inexact elements in column-major order, the rounding on the device; the NumPy engine's
     bits from the same stream state, and the stream left where the NumPy engine leaves it."""
     from pychop_compat import rand, rng
-    from pychop_compat.engines.numpy_extended import chop_array
     from pychop_compat.rounding import round_to_format
 
     torch = torch_device_path
@@ -215,7 +212,7 @@ def test_stochastic_rounding_on_the_torch_device_path(torch_device_path, name, d
     x = x[: x.size // 8 * 8].reshape(8, -1)
     spec = make_spec(fmt, mode, random_bits=random_bits, saturation=name == "bf16")
     rng(3)
-    want = chop_array(x, spec, MATLAB_STREAM)  # the NumPy engine's extended path (not patched)
+    want = dispatch.round_array(x, spec, MATLAB_STREAM)  # the host kernels
     after = rand(1, 4)
     rng(3)
     got = round_to_format(torch.from_numpy(x.copy()).T.contiguous().T, spec)  # a non-contiguous tensor
@@ -255,10 +252,12 @@ def test_jax_eager_and_jit_stay_on_the_device(monkeypatch, name, dtype):
 
     from pychop_compat.rounding import round_to_format
 
-    def host_call(*args, **kwargs):
-        raise AssertionError("the NumPy engine was called")
+    from pychop_compat.engines import jax_engine
 
-    monkeypatch.setattr(numpy_engine, "chop_array", host_call)
+    def host_call(*args, **kwargs):
+        raise AssertionError("a JAX array was copied to the host")
+
+    monkeypatch.setattr(jax_engine, "to_host", host_call)
     fmt = FORMATS[name]
     x = edge_values(fmt, dtype)
     xj = jnp.asarray(x)
@@ -317,9 +316,9 @@ def test_random_formats_are_the_reference(setting, seed):
     spec = spec_of(fmt, mode, *switches)
     if mode in (5, 6):
         want, numbers = stochastic_reference(x, fmt, mode, switches, seed=seed)
-        got = stochastic_elementwise(numpy_namespace(), x, spec, numbers)
+        got = stochastic_elementwise(library_namespace("numpy"), x, spec, numbers)
     else:
         want = round_cpfloat(x.ravel(), fmt, mode, *map(bool, switches), MATLAB_STREAM).reshape(x.shape)
-        got = round_cpfloat_elementwise(numpy_namespace(), x, spec)
+        got = round_cpfloat_elementwise(library_namespace("numpy"), x, spec)
     bad = ~same_bits(got, want)
     assert not bad.any(), (fmt.t, fmt.emin, fmt.emax, mode, switches, x[bad][:3], got[bad][:3], want[bad][:3])

@@ -1,8 +1,8 @@
-"""chop.m's rules on the OCP/ML formats as elementwise torch operations (``torch_elementwise``).
+"""chop.m's rules on the OCP/ML formats as elementwise torch operations (the namespace kernel).
 
 ``pychop_compat.nn``'s quantizers, ``torch.compile``d code and CUDA tensors round
 the formats of the catalogue (``float8_e4m3fn``, ``float4_e2m1fn``, the ``fnuz``
-formats, ...) with :func:`round_elementwise`: chop's algorithm on the format's
+formats, ...) with :func:`chop_elementwise`: chop's algorithm on the format's
 ``t``, ``emin`` and ``emax``, then the format's encoding.  Checked here:
 
 * against ml_dtypes' cast (one correct rounding) with chop.m's underflow rule
@@ -24,10 +24,13 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("ml_dtypes")
 
 from pychop_compat import chop  # noqa: E402
-from pychop_compat.engines import numpy_engine, torch_engine  # noqa: E402
+from pychop_compat.engines import dispatch  # noqa: E402
 from pychop_compat.kernels.compiled import cpu_engine  # noqa: E402
-from pychop_compat.kernels.torch_elementwise import (ElementwisePlan, round_elementwise,  # noqa: E402
-                                                     round_stochastic_eager, supports)
+from pychop_compat.kernels.device_plan import elementwise_covers  # noqa: E402
+from pychop_compat.kernels.elementwise import ElementDraws, ElementwisePlan, chop_elementwise  # noqa: E402
+from pychop_compat.kernels.elementwise import plan_for as cached_plan  # noqa: E402
+from pychop_compat.kernels.xp import library_namespace  # noqa: E402
+from pychop_compat.random.sources import MATLAB_STREAM, given_sources  # noqa: E402
 from pychop_compat.formats import catalogue_format  # noqa: E402
 from pychop_compat.matlab.options import resolve  # noqa: E402
 
@@ -45,9 +48,22 @@ def bits_equal(got: np.ndarray, want: np.ndarray) -> np.ndarray:
     return (got.view(u) == want.view(u)) | (np.isnan(got) & np.isnan(want))
 
 
+TORCH = library_namespace("torch")
+
+
 def plan_for(name, dtype, **options) -> tuple:
     spec = resolve({"format": name, **options}, None, CLASS[dtype]).spec
-    return spec, ElementwisePlan.from_spec(spec, CARRIER[dtype])
+    return spec, cached_plan(spec, CARRIER[dtype])
+
+
+def round_elementwise(x, plan, u=None):
+    """The namespace kernel on a tensor, every element's number ``u`` in the stochastic modes."""
+    return chop_elementwise(TORCH, x, plan, ElementDraws(u) if plan.stochastic else None)
+
+
+def supports(spec) -> bool:
+    """Whether nn's quantizers round ``spec`` with the namespace kernel (no flips, covered)."""
+    return not spec.flips and elementwise_covers(spec)
 
 
 def numpy_chop(x: np.ndarray, options: dict) -> np.ndarray:
@@ -94,8 +110,8 @@ def test_every_mode_equals_the_numpy_engine(name, dtype, mode, subnormal):
     xt = torch.from_numpy(x.copy())
     u = torch.full((1,), U, dtype=xt.dtype) if mode >= 5 else None
     results = [round_elementwise(xt, plan, u)]
-    if mode >= 5:
-        results.append(round_stochastic_eager(xt, plan, u))
+    if mode >= 5:  # nn's eager path on the CPU: the host kernels, the numbers given per element
+        results.append(dispatch.round_array(xt, spec, given_sources(u)))
     for got in results:
         ok = bits_equal(got.numpy(), want)
         assert ok[positions].all() and ok.all(), list(zip(x[~ok][:5], got.numpy()[~ok][:5], want[~ok][:5]))
@@ -107,15 +123,12 @@ def test_every_mode_equals_the_numpy_engine(name, dtype, mode, subnormal):
 @pytest.mark.parametrize("mode", [1, 2, 4])
 def test_saturation_and_infinity_switches_equal_the_numpy_engine(name, saturation, infinity, mode):
     """The switches, set against the format's default: the NumPy engine's bits."""
-    from pychop_compat.engines.numpy_engine import chop_array
-    from pychop_compat.random.sources import MATLAB_STREAM
-
     x, _ = embedded(name, np.float64)
     spec = resolve({"format": name, "round": mode}, None, "double").spec
     spec = type(spec)(**{**{f: getattr(spec, f) for f in spec.__dataclass_fields__},
                          "saturation": saturation, "infinity": infinity})
     with cpu_engine("numpy"):
-        want = chop_array(x, spec, MATLAB_STREAM)
+        want = dispatch.round_array(x, spec, MATLAB_STREAM)
     got = round_elementwise(torch.from_numpy(x.copy()), ElementwisePlan.from_spec(spec, "float64")).numpy()
     assert bits_equal(got, want).all()
     assert not np.isinf(got).any() if not infinity or saturation else np.isinf(got).any()
@@ -154,51 +167,50 @@ def test_quantize_compiles_without_graph_breaks(name):
 
 @pytest.mark.parametrize("mode", [1, 3])
 @pytest.mark.parametrize("name", ["float8_e4m3fn", "float6_e3m2fn", "float8_e4m3fnuz"])
-def test_the_cuda_path_stays_on_the_device(monkeypatch, name, mode):
-    """The path of a CUDA tensor (taken here by a CPU tensor): chop's deterministic modes on
-    an OCP format never call the NumPy engine (no copy to the host) and give its bits."""
+def test_the_cuda_path_stays_on_the_device(device_paths_on_cpu, name, mode):
+    """The route of a CUDA tensor (taken here by a CPU tensor): chop's deterministic modes on
+    an OCP format are the namespace kernel (no copy to the host), with the NumPy engine's bits;
+    bit flips go to the host."""
     x, _ = embedded(name, np.float32)
     want = numpy_chop(x, {"format": name, "round": mode})
-    calls = []
-    original = numpy_engine.chop_array
-    monkeypatch.setattr(numpy_engine, "chop_array", lambda *a, **k: calls.append(1) or original(*a, **k))
-    monkeypatch.setattr(torch_engine, "_DEVICE_PATHS_ON_CPU", True)
-    got = chop(torch.from_numpy(x.copy()), {"format": name, "round": mode}).numpy()
-    assert not calls
+    xt = torch.from_numpy(x.copy())
+    spec, _ = plan_for(name, np.float32, round=mode)
+    assert dispatch.route(xt, spec, MATLAB_STREAM).kernel.name == "namespace"
+    got = chop(xt, {"format": name, "round": mode}).numpy()
     assert bits_equal(got, want).all()
-    chop(torch.from_numpy(x.copy()), {"format": name, "round": 1, "flip": 1})  # bit flips: on the host
-    assert calls
+    flips = resolve({"format": name, "round": 1, "flip": 1}, None, "single").spec
+    assert dispatch.route(xt, flips, MATLAB_STREAM).kernel.name == "host"  # bit flips: on the host
 
 
 @pytest.mark.parametrize("mode", [5, 6])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("name", ["float8_e4m3fn", "float4_e2m1fn", "float8_e5m2fnuz", "float6_e2m3fn"])
-def test_the_cuda_path_rounds_stochastically_on_the_device(monkeypatch, name, dtype, mode):
-    """Stochastic rounding on an OCP format on the path of a CUDA tensor.  With numbers made on
-    the device (``Chop(rng=seed)``'s counter, or the device generator after ``seed_device(seed)``,
-    whose first call gets the same numbers) no NumPy engine is called and the bits are the NumPy
+def test_the_cuda_path_rounds_stochastically_on_the_device(device_paths_on_cpu, name, dtype, mode):
+    """Stochastic rounding on an OCP format on the route of a CUDA tensor: the namespace kernel.
+    With numbers made on the device (``Chop(rng=seed)``'s counter, or the device generator after
+    ``seed_device(seed)``, whose first call gets the same numbers) the bits are the NumPy
     engine's for ``Chop(rng=seed)``.  With MATLAB's stream (``matlab_stream_on_device``) the host
     draws in chop.m's order: the NumPy engine's bits, and the stream left where it leaves it."""
     from pychop_compat import Chop, rand, rng
     from pychop_compat.random.counter import seed_device
+    from pychop_compat.random.sources import counter_sources, matlab_stream_on_device
 
     options = {"format": name, "round": mode}
     x, _ = embedded(name, dtype)
     x = x[:20000].reshape(100, 200).T  # not C-contiguous: numbers go by row-major position
     with cpu_engine("numpy"):
         want = Chop(options, rng=17)(x)
-    calls = []
-    original = numpy_engine.chop_array
-    monkeypatch.setattr(numpy_engine, "chop_array", lambda *a, **k: calls.append(1) or original(*a, **k))
-    monkeypatch.setattr(torch_engine, "_DEVICE_PATHS_ON_CPU", True)
-    counter = Chop(options, rng=17)(torch.from_numpy(x.copy()).T.contiguous().T).numpy()
+    spec = resolve(options, None, CLASS[dtype]).spec
+    xt = torch.from_numpy(x.copy()).T.contiguous().T
+    for sources in (counter_sources(17), MATLAB_STREAM):  # Chop(rng=17); the device generator
+        assert dispatch.route(xt, spec, sources).kernel.name == "namespace"
+    counter = Chop(options, rng=17)(xt).numpy()
     seed_device(17)
     device = chop(torch.from_numpy(np.ascontiguousarray(x)), options).numpy()
-    assert not calls
     assert bits_equal(counter, want).all() and bits_equal(device, want).all()
 
-    monkeypatch.setattr(numpy_engine, "chop_array", original)
-    with torch_engine.matlab_stream_on_device():
+    with matlab_stream_on_device():
+        assert dispatch.route(xt, spec, MATLAB_STREAM).kernel.name == "namespace"
         rng(5)
         got = chop(torch.from_numpy(x.copy()).T.contiguous().T, options).numpy()
         after = rand(1, 3)

@@ -100,7 +100,7 @@ def test_flip_needs_two_bits_on_every_engine(engine):
 def torch_device(request):
     import torch
 
-    from pychop_compat.engines.torch_engine import matlab_stream_on_device
+    from pychop_compat.random.sources import matlab_stream_on_device
 
     with matlab_stream_on_device():
         yield torch.device("cuda" if request.param == "torch-cuda" else "cpu")

@@ -8,6 +8,8 @@ with the same sizes, in the same order.
 
 from __future__ import annotations
 
+from functools import partial
+
 import itertools
 
 import numpy as np
@@ -18,7 +20,7 @@ from hypothesis.extra import numpy as hnp
 
 from pychop_compat import Chop, rng
 from pychop_compat.kernels import numpy_fast
-from pychop_compat.engines.numpy_engine import chop_array, chop_array_reference
+from pychop_compat.engines.dispatch import round_array
 from pychop_compat.matlab.options import precision_limit, resolve
 from pychop_compat.random.sources import MATLAB_STREAM, RandomSources, generator_sources
 
@@ -89,7 +91,7 @@ def compare(x: np.ndarray, spec, context, seed: int = 0) -> None:
     before = x.copy()
     fast_src, ref_src = Recorded(seed), Recorded(seed)
     results = []
-    for engine, src in ((numpy_fast.chop_array, fast_src), (chop_array_reference, ref_src)):
+    for engine, src in ((numpy_fast.chop_array, fast_src), (partial(round_array, kernel="reference"), ref_src)):
         try:
             results.append(engine(x, spec, src.sources))
         except ValueError as err:  # flips need t >= 2: both must refuse, after the same draws
@@ -196,13 +198,13 @@ def test_streams_match_reference(fmt, dtype):
         context = (fmt, np.dtype(dtype).name, mode, subnormal, explim)
         g1, g2 = np.random.default_rng(3), np.random.default_rng(3)
         fast = numpy_fast.chop_array(x, spec, generator_sources(g1))
-        assert_identical(fast, chop_array_reference(x, spec, generator_sources(g2)), context)
+        assert_identical(fast, round_array(x, spec, generator_sources(g2), kernel="reference"), context)
         assert g1.bit_generator.state == g2.bit_generator.state, context
         rng(11)
         fast = numpy_fast.chop_array(x, spec, MATLAB_STREAM)
         after_fast = rng().State
         rng(11)
-        ref = chop_array_reference(x, spec, MATLAB_STREAM)
+        ref = round_array(x, spec, MATLAB_STREAM, kernel="reference")
         assert_identical(fast, ref, context)
         assert np.array_equal(after_fast, rng().State), context
 
@@ -267,7 +269,7 @@ def test_many_blocks_and_threads(tiny_blocks, fmt, dtype):
         if mode >= 5 and not flip:
             g1, g2 = np.random.default_rng(1), np.random.default_rng(1)
             fast = numpy_fast.chop_array(x, spec, generator_sources(g1))
-            assert_identical(fast, chop_array_reference(x, spec, generator_sources(g2)), context)
+            assert_identical(fast, round_array(x, spec, generator_sources(g2), kernel="reference"), context)
             assert g1.bit_generator.state == g2.bit_generator.state, context
 
 
@@ -295,7 +297,7 @@ def test_large_stochastic_array_matches_reference():
     rng(3)
     fast = numpy_fast.chop_array(x, spec, MATLAB_STREAM)
     rng(3)
-    assert_identical(fast, chop_array_reference(x, spec, MATLAB_STREAM), "q52 SR")
+    assert_identical(fast, round_array(x, spec, MATLAB_STREAM, kernel="reference"), "q52 SR")
     compare(x, spec, "q52 SR, recorded randfunc")
 
 
@@ -348,9 +350,12 @@ def test_empty(dtype, shape):
 def test_reference_switch_and_byte_order():
     x = np.random.default_rng(0).standard_normal(1000)
     spec = _spec("h", 5)
-    a = chop_array(x, spec, Recorded(1).sources, reference=True)
-    assert_identical(a, chop_array_reference(x, spec, Recorded(1).sources), "reference=True")
-    assert_identical(chop_array(x, spec, Recorded(1).sources), a, "fast")
+    a = round_array(x, spec, Recorded(1).sources, kernel="reference")
+    from pychop_compat.rules.chop import chop_vector
+
+    assert_identical(a, chop_vector(x.ravel(order="F"), spec, Recorded(1).sources).reshape(x.shape, order="F"),
+                     "kernel='reference' is the executable specification")
+    assert_identical(round_array(x, spec, Recorded(1).sources), a, "fast")
     swapped = x.astype(">f8")
     assert_identical(numpy_fast.chop_array(swapped, spec, Recorded(1).sources), a, "big-endian input")
 

@@ -2,7 +2,7 @@
 
 Invariants, for every call:
 
-* the result equals the reference algorithm (``chop_array(..., reference=True)``)
+* the result equals the reference algorithm (``round_array(..., kernel="reference")``)
   run with settings derived *here*, from the rules of docs/options.rst, or a
   ``ValueError``/``TypeError`` is raised exactly when those rules say so;
 * the input is never modified (bit for bit);
@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from pychop_compat import Options, chop, chop_options, clear_chop, rand, rng
-from pychop_compat.engines.numpy_engine import chop_array
+from pychop_compat.engines.dispatch import round_array
 from pychop_compat.formats import custom_format, lookup_format
 from pychop_compat.random.matlab_stream import default_randfunc
 from pychop_compat.spec import RoundingSpec
@@ -185,9 +185,9 @@ def reference(x: np.ndarray, s) -> np.ndarray:
     """The reference algorithm on ``x`` by the facade's dtype rules (docs/differences.rst)."""
     dtype = x.dtype.newbyteorder("=") if x.dtype.kind == "f" else x.dtype
     if dtype == np.float16:
-        return chop_array(x.astype(np.float32), spec_of(s), _sources(s), reference=True).astype(np.float16)
+        return round_array(x.astype(np.float32), spec_of(s), _sources(s), kernel="reference").astype(np.float16)
     work = x.astype(dtype if dtype in (np.float32, np.float64) else np.float64)
-    return chop_array(work, spec_of(s), _sources(s), reference=True)
+    return round_array(work, spec_of(s), _sources(s), kernel="reference")
 
 
 def stored_now():

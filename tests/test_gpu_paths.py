@@ -11,9 +11,10 @@
   and its generated source for every variant, compiled for the host (g++,
   shims for a few CUDA intrinsics) and driven by ``engines/cuda.py`` on a
   NumPy stand-in for CuPy, against the NumPy engine over the engine matrix.
-* The paths a CUDA tensor takes without CuPy (the torch port, whole-tensor
-  passes, the counter-based numbers), run on CPU tensors, and the route
-  through CuPy's kernel (DLPack), against each other and against NumPy; on a
+* The routes a CUDA tensor takes (``engines.dispatch.device_paths_on_cpu`` runs
+  them on CPU tensors: the namespace kernel with numbers made on the device
+  or drawn by the host in chop.m's order, CuPy's kernel through DLPack), against
+  each other and against NumPy; the router's choices as data (``route``); on a
   GPU, every route of a CUDA tensor (``cuda_route``) over the matrix.
 """
 
@@ -32,6 +33,8 @@ from pychop_compat import chop, rand, rng
 from pychop_compat.engines import available_engines, to_numpy
 from pychop_compat.formats import custom_format, lookup_format
 from pychop_compat.matlab.options import resolve
+from pychop_compat.engines import dispatch
+from pychop_compat.engines.dispatch import round_array
 from pychop_compat.random.sources import MATLAB_STREAM
 
 _AVAILABLE = available_engines()
@@ -79,17 +82,14 @@ DEVICE_PATH_ENGINES = [
 def device_paths(monkeypatch, request):
     """The engine to hand arrays to for a DEVICE_PATH_ENGINES name.
 
-    "torch-device-paths": CPU tensors take the paths of a CUDA tensor without CuPy;
+    "torch-device-paths": CPU tensors take the routes of a CUDA tensor without CuPy;
     "torch-host-kernel": and with CuPy, its kernel compiled for the host (see below).
     """
     def select(name):
         if name in ("torch-device-paths", "torch-host-kernel"):
-            from pychop_compat.engines import torch_engine
-
-            monkeypatch.setattr(torch_engine, "_DEVICE_PATHS_ON_CPU", True)
+            request.getfixturevalue("device_paths_on_cpu")
             if name == "torch-host-kernel":
-                host_cupy = request.getfixturevalue("host_kernel")
-                monkeypatch.setattr(torch_engine, "_cupy_for", lambda _: host_cupy)
+                request.getfixturevalue("host_kernel")  # CuPy's route for every tensor
             return "torch"
         return name
 
@@ -193,9 +193,17 @@ def test_device_bit_flips_follow_the_definition(device_paths, name, dtype):
 
 
 def test_counter_numbers_match_their_definition():
-    """The Python definition and the torch implementation (int64 words) against NumPy's uint64,
-    across the 2**64 wrap of the counter; and the numbers' support and mean."""
+    """The Python definition and the array-namespace implementation (int64 words, on NumPy,
+    torch and JAX) against NumPy's uint64, across the 2**64 wrap of the counter; and the
+    numbers' support and mean."""
+    from pychop_compat.kernels.xp import library_namespace
     from pychop_compat.random import counter as device_random
+
+    libraries = [name for name in ("numpy", "torch", "jax") if name in _AVAILABLE]
+    if "jax" in libraries:
+        import jax
+
+        jax.config.update("jax_enable_x64", True)
 
     seed = 123456789
     keys = [device_random.mix64(seed + s * device_random.GOLDEN) for s in (1, 2, 3)]
@@ -205,13 +213,10 @@ def test_counter_numbers_match_their_definition():
             j = (offset + np.arange(64, dtype=object)) % 2**64
             want = _u(seed, s, j.astype(np.uint64))
             assert [device_random.counter_uniform(key, int(k)) for k in j] == want.tolist()
-            if "torch" in _AVAILABLE:
-                import torch
-
-                from pychop_compat.engines.torch_engine import _counter_uniform
-
-                got = _counter_uniform(key, offset, 64, torch.device("cpu")).numpy()
-                assert np.array_equal(got, want), (s, offset)
+            for name in libraries:
+                xp = library_namespace(name).xp
+                got = to_numpy(device_random.uniform(xp, key, offset, xp.arange(64, dtype=xp.int64)))
+                assert np.array_equal(got, want), (name, s, offset)
     u = _u(seed, 1, np.arange(2**20))
     assert ((u > 0) & (u < 1)).all()
     assert np.all(np.ldexp(u, 53) % 2 == 1), "odd multiples of 2**-53"
@@ -234,20 +239,21 @@ def test_device_deterministic_modes_ignore_generator(device_paths, name):
 
 @pytest.mark.gpu
 @pytest.mark.skipif("cupy" not in _AVAILABLE or "torch-cuda" not in _AVAILABLE, reason="needs cupy and CUDA torch")
-def test_torch_cuda_through_cupy_matches_pure_torch(monkeypatch):
+def test_torch_cuda_through_cupy_matches_pure_torch():
     """With CuPy, CUDA tensors use its kernel (DLPack); without, pure torch: the same bits, draws included."""
     import torch
 
-    from pychop_compat.engines import torch_engine
+    from pychop_compat.engines.dispatch import cuda_route
+    from pychop_compat.random.counter import seed_device
 
     x = torch.from_numpy(make_input(lookup_format("q52"), "float64", seed=12, n=4000)).cuda()
     for options in ({"format": "q52", "round": 1}, {"format": "q52", "round": 5, "flip": 1}):
-        torch_engine.seed_device(3)
-        with_cupy = chop(x, options)
-        monkeypatch.setattr(torch_engine, "_cupy_for", lambda _: None)
-        torch_engine.seed_device(3)
-        without = chop(x, options)
-        monkeypatch.undo()
+        seed_device(3)
+        with cuda_route("cupy"):
+            with_cupy = chop(x, options)
+        seed_device(3)
+        with cuda_route("torch"):
+            without = chop(x, options)
         assert_bits_equal(to_numpy(with_cupy), to_numpy(without), str(options))
 
 
@@ -629,14 +635,15 @@ def host_cupy(tmp_path_factory):
 
 @pytest.fixture
 def host_kernel(host_cupy, monkeypatch):
-    """cupy_engine on the stand-in, with a kernel cache of its own (the real one stays clean
-    for the GPU tests that may follow)."""
+    """CuPy's route on the stand-in (for CuPy arrays, and for every tensor off the host), with a
+    kernel cache of its own (the real one stays clean for the GPU tests that may follow)."""
+    from pychop_compat.engines import cupy_engine, dispatch
     from pychop_compat.kernels import cuda
-    from pychop_compat.engines import cupy_engine
 
     monkeypatch.setattr(cupy_engine, "_cupy", lambda: host_cupy)
     monkeypatch.setattr(cuda, "_cupy", lambda: host_cupy)
     monkeypatch.setattr(cuda, "_kernels", host_cupy.kernels)
+    monkeypatch.setattr(dispatch, "cupy_for", lambda call: host_cupy)
     return host_cupy
 
 
@@ -656,8 +663,8 @@ def test_cuda_kernel_logic_on_host(host_kernel, name, params, dtype, mode, sub, 
                        "single" if dtype == "float32" else "double")
     rng(seed)
     with cupy_engine.matlab_stream_on_device():  # flips from MATLAB's stream, as NumPy
-        actual = cupy_engine.chop_cupy(x.copy().view(host_cupy.HostArray), settings.spec,
-                                       sources_for(settings.randfunc))
+        actual = round_array(x.copy().view(host_cupy.HostArray), settings.spec, sources_for(settings.randfunc),
+                             library="cupy")
     after = rand(4, 1)
     assert isinstance(actual, host_cupy.HostArray)
     assert_bits_equal(np.asarray(actual), expected, f"kernel {name} {dtype} r{mode} s{sub} e{explim} f{flip}")
@@ -677,9 +684,9 @@ def test_cuda_kernel_device_draws_on_host(host_kernel, dtype, mode, flip):
     spec = resolve({"format": "h", "round": mode, "flip": flip}, None, "single" if dtype == "float32" else "double").spec
     stream_before = rng().State.copy()
     cupy_engine.seed_device(5)
-    first = np.asarray(cupy_engine.chop_cupy(x.view(host_cupy.HostArray), spec, MATLAB_STREAM))
+    first = np.asarray(round_array(x.view(host_cupy.HostArray), spec, MATLAB_STREAM, library="cupy"))
     cupy_engine.seed_device(5)
-    again = np.asarray(cupy_engine.chop_cupy(x.view(host_cupy.HostArray), spec, MATLAB_STREAM))
+    again = np.asarray(round_array(x.view(host_cupy.HostArray), spec, MATLAB_STREAM, library="cupy"))
     assert_bits_equal(again, first, "same seed")
     assert np.array_equal(rng().State, stream_before)
     if flip:
@@ -696,26 +703,27 @@ def test_cuda_kernel_device_draws_on_host(host_kernel, dtype, mode, flip):
     {"format": "s", "round": 1, "flip": 1, "subnormal": 0},
 ])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_torch_through_kernel_matches_pure_torch_on_host(host_kernel, monkeypatch, options, dtype):
-    """A CUDA tensor with CuPy goes through DLPack to the kernel; without CuPy, pure torch.
-    Here both on CPU tensors (the kernel compiled for the host): the same bits, numbers made
-    on the device included, and the input is left alone."""
+def test_torch_through_kernel_matches_pure_torch_on_host(host_kernel, device_paths_on_cpu, options, dtype):
+    """A CUDA tensor with CuPy goes through DLPack to the kernel; without CuPy, the namespace
+    kernel (torch operations).  Here both on CPU tensors (the kernel compiled for the host):
+    the same bits, numbers made on the device included, and the input is left alone."""
     import torch
 
-    from pychop_compat.engines import torch_engine
+    from pychop_compat.engines.dispatch import cuda_route
+    from pychop_compat.random.counter import seed_device
 
-    host_cupy = host_kernel
-    monkeypatch.setattr(torch_engine, "_DEVICE_PATHS_ON_CPU", True)
     x = torch.from_numpy(make_input(lookup_format(options["format"]), dtype, seed=12, n=4000))
     kept = x.clone()
+    spec = resolve(options, None, "single" if dtype == "float32" else "double").spec
     results = {}
-    for route, cupy_for in (("kernel", lambda _: host_cupy), ("torch", lambda _: None)):
-        monkeypatch.setattr(torch_engine, "_cupy_for", cupy_for)
-        torch_engine.seed_device(3)
-        out = chop(x, options)
+    for route, kernel in (("auto", "cuda"), ("torch", "namespace")):
+        with cuda_route(route):
+            assert dispatch.route(x, spec, MATLAB_STREAM).kernel.name == kernel
+            seed_device(3)
+            out = chop(x, options)
         assert isinstance(out, torch.Tensor) and out.dtype == x.dtype and out.shape == x.shape
         results[route] = out.numpy()
-    assert_bits_equal(results["kernel"], results["torch"], str(options))
+    assert_bits_equal(results["auto"], results["torch"], str(options))
     assert torch.equal(x.view(torch.int64 if dtype == "float64" else torch.int32),
                        kept.view(torch.int64 if dtype == "float64" else torch.int32))
 
@@ -728,38 +736,38 @@ def random_modes():
 
 @pytest.mark.skipif("torch" not in _AVAILABLE, reason="torch not installed")
 @pytest.mark.parametrize("name, params, dtype, mode, sub, explim, flip", list(random_modes()))
-def test_device_numbers_give_the_same_bits_on_both_routes(host_kernel, monkeypatch, name, params, dtype,
+def test_device_numbers_give_the_same_bits_on_both_routes(host_kernel, device_paths_on_cpu, name, params, dtype,
                                                           mode, sub, explim, flip):
-    """With numbers made on the device, pure torch (its bit-pattern path for stochastic
-    rounding, the general path for the rest and for flips) and the CUDA kernel (compiled for
-    the host, itself checked against NumPy above) agree bit for bit on the matrix's inputs."""
+    """With numbers made on the device, the namespace kernel (torch operations) and the CUDA
+    kernel (compiled for the host, itself checked against NumPy above) agree bit for bit on the
+    matrix's inputs."""
     import torch
 
-    from pychop_compat.engines import torch_engine
+    from pychop_compat.engines.dispatch import cuda_route
+    from pychop_compat.random.counter import seed_device
 
-    monkeypatch.setattr(torch_engine, "_DEVICE_PATHS_ON_CPU", True)
     fmt = custom_format(*params) if params else lookup_format(name)
     x = torch.from_numpy(make_input(fmt, dtype, zlib_seed(name, dtype, mode, sub, explim, flip)))
     options = options_for(name, params, mode, sub, explim, flip)
     results = []
-    for cupy_for in (lambda _: host_kernel, lambda _: None):
-        monkeypatch.setattr(torch_engine, "_cupy_for", cupy_for)
-        torch_engine.seed_device(11)
-        results.append(chop(x, options).numpy())
+    for route in ("auto", "torch"):  # CuPy's kernel (the stand-in), then the namespace kernel
+        with cuda_route(route):
+            seed_device(11)
+            results.append(chop(x, options).numpy())
     assert_bits_equal(results[1], results[0], f"{name} {dtype} r{mode} s{sub} e{explim} f{flip}")
 
 
 @pytest.mark.skipif("torch" not in _AVAILABLE, reason="torch not installed")
 @pytest.mark.parametrize("name, params, dtype, mode, sub, explim, flip", list(matrix()))
-def test_torch_device_paths_on_cpu(monkeypatch, name, params, dtype, mode, sub, explim, flip):
-    """CPU tensors take host-tuned paths; the paths a CUDA tensor takes without CuPy (the torch
-    port, whole-tensor passes, torch.nonzero) are run here on CPU tensors, against NumPy, bit
-    for bit, with flips from MATLAB's stream as the GPU engines are tested."""
+def test_torch_device_paths_on_cpu(device_paths_on_cpu, name, params, dtype, mode, sub, explim, flip):
+    """CPU tensors take the host kernels; the route a CUDA tensor takes without CuPy (the
+    namespace kernel, numbers drawn by the host in chop.m's order and scattered to the
+    elements) is run here on CPU tensors, against NumPy, bit for bit, with flips from MATLAB's
+    stream as the GPU engines are tested."""
     from conftest import Engine
-    from pychop_compat.engines import torch_engine
+    from pychop_compat.random.sources import matlab_stream_on_device
 
-    monkeypatch.setattr(torch_engine, "_DEVICE_PATHS_ON_CPU", True)
-    with torch_engine.matlab_stream_on_device():
+    with matlab_stream_on_device():
         check_engine_matches_numpy(Engine("torch"), name, params, dtype, mode, sub, explim, flip)
 
 
@@ -790,95 +798,71 @@ def test_zero_dim_keeps_its_shape_on_device_paths(device_paths, name, mode, host
 
 def test_zero_dim_cupy_array_keeps_its_shape(host_kernel):
     from pychop_compat.engines import cupy_engine
-    from pychop_compat.random.sources import sources_for
 
     spec = resolve({"format": "h", "round": 5, "flip": 1}, None, "double").spec
     with cupy_engine.matlab_stream_on_device():
-        out = cupy_engine.chop_cupy(np.array(1 / 3).view(host_kernel.HostArray), spec, MATLAB_STREAM)
+        out = round_array(np.array(1 / 3).view(host_kernel.HostArray), spec, MATLAB_STREAM, library="cupy")
     assert out.shape == ()
 
 
+@pytest.mark.parametrize("options", [{"format": "float8_e4m3fn", "round": 1, "flip": 1, "p": 0.5},
+                                     {"format": "float8_e8m0fnu", "round": 2},
+                                     {"format": "float4_e2m1fn", "round": 5, "flip": 1}], ids=str)
 @pytest.mark.parametrize("route", ["torch-device-paths", "torch-host-kernel", "cupy-host-kernel"])
-def test_extended_specs_round_trip_through_numpy(monkeypatch, request, route):
-    """A spec beyond chop.m's semantics (``spec.extended``, CONTRACTS.md) that the device code
-    cannot round goes to the NumPy engine on the host and comes back.  (A torch tensor on a
-    GPU rounds chop's rules on the OCP/ML formats in deterministic modes elementwise on the
-    device, ``test_elementwise_formats.py``; here that path is switched off.)"""
-    import dataclasses
+def test_extended_specs_round_trip_through_the_host(request, route, options):
+    """A spec beyond chop.m's semantics that no device kernel covers (bit flips on an OCP format,
+    E8M0 under chop's rules) is routed to the host (a copy, the host kernels, and back): the
+    NumPy engine's bits, MATLAB's stream drawn as the NumPy engine draws it."""
+    from pychop_compat.random.sources import matlab_stream_on_device
 
-    from pychop_compat.engines import cupy_engine, numpy_engine, torch_engine
-    from pychop_compat.kernels import torch_elementwise
-
-    monkeypatch.setattr(torch_elementwise, "supports", lambda spec: False)
-    monkeypatch.setattr(cupy_engine, "elementwise_covers", lambda spec: False)
-    from pychop_compat.spec import RoundingSpec
-
-    @dataclasses.dataclass(frozen=True)
-    class ExtendedSpec(RoundingSpec):
-        @property
-        def extended(self) -> bool:
-            return True
-
-    calls = []
-    original = numpy_engine.chop_array
-
-    def recording(x, spec, sources, *args, **kwargs):
-        calls.append(spec)
-        return original(x, spec, sources, *args, **kwargs)
-
-    monkeypatch.setattr(numpy_engine, "chop_array", recording)
-    base = resolve({"format": "h", "round": 1}, None, "double").spec
-    spec = ExtendedSpec(**{f.name: getattr(base, f.name) for f in dataclasses.fields(RoundingSpec)})
+    spec = resolve(options, None, "double").spec
     x = make_input(lookup_format("h"), "float64", seed=3)
-    expected = original(x.copy(), base, MATLAB_STREAM)
-    if route == "cupy-host-kernel":
-        host = request.getfixturevalue("host_kernel")
-        got = np.asarray(cupy_engine.chop_cupy(x.view(host.HostArray), spec, MATLAB_STREAM))
-    else:
-        import torch
-
-        monkeypatch.setattr(torch_engine, "_DEVICE_PATHS_ON_CPU", True)
-        if route == "torch-host-kernel":
+    rng(7)
+    expected = round_array(x.copy(), spec, MATLAB_STREAM)
+    after = rand(1, 2)
+    rng(7)
+    with matlab_stream_on_device():
+        if route == "cupy-host-kernel":
             host = request.getfixturevalue("host_kernel")
-            monkeypatch.setattr(torch_engine, "_cupy_for", lambda _: host)
-        got = torch_engine.chop_tensor(torch.from_numpy(x.copy()), spec, MATLAB_STREAM).numpy()
-    assert calls and calls[0] is spec
+            assert dispatch.route(x.view(host.HostArray), spec, MATLAB_STREAM, library="cupy").kernel.name == "host"
+            got = np.asarray(round_array(x.copy().view(host.HostArray), spec, MATLAB_STREAM, library="cupy"))
+        else:
+            import torch
+
+            request.getfixturevalue("device_paths_on_cpu")
+            if route == "torch-host-kernel":
+                request.getfixturevalue("host_kernel")
+            t = torch.from_numpy(x.copy())
+            found = dispatch.route(t, spec, MATLAB_STREAM)
+            assert found.kernel.name == "host", found
+            assert dict(found.passed_over)["namespace"].startswith("bit flips") or spec.fmt.encoding == "e8m0"
+            got = round_array(t, spec, MATLAB_STREAM).numpy()
     assert_bits_equal(got, expected, route)
+    assert np.array_equal(rand(1, 2), after), "the stream advanced as the NumPy engine's"
 
 
 @pytest.mark.parametrize("mode", [1, 3])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("name", ["float8_e4m3fn", "float4_e2m1fn", "float8_e5m2fnuz", "float6_e3m2fn"])
-def test_cupy_rounds_ocp_formats_on_the_device(host_kernel, monkeypatch, name, dtype, mode):
+def test_cupy_rounds_ocp_formats_on_the_device(host_kernel, name, dtype, mode):
     """A CuPy array (the stand-in, with NumPy as its array library) in an OCP format and a
-    deterministic mode is rounded by the elementwise code, never by the NumPy engine on the
-    host, with the NumPy engine's bits."""
-    from pychop_compat.engines import cupy_engine, numpy_engine
+    deterministic mode is routed to the namespace kernel, never to the host, with the NumPy
+    engine's bits."""
     from pychop_compat.kernels.compiled import cpu_engine
-    from pychop_compat.kernels.elementwise import numpy_namespace
 
     spec = resolve({"format": name, "round": mode}, None, "single" if dtype == "float32" else "double").spec
     x = make_input(lookup_format(name), dtype, seed=5)
     with cpu_engine("numpy"):
-        expected = numpy_engine.chop_array(x.copy(), spec, MATLAB_STREAM)
-    calls = []
-    original = numpy_engine.chop_array
-    monkeypatch.setattr(numpy_engine, "chop_array", lambda *a, **k: calls.append(1) or original(*a, **k))
-    monkeypatch.setattr(cupy_engine, "_namespace", lambda xp: numpy_namespace())
-    got = cupy_engine.chop_cupy(x.copy().view(host_kernel.HostArray), spec, MATLAB_STREAM)
-    assert not calls and isinstance(got, host_kernel.HostArray)
-    assert_bits_equal(np.asarray(got), expected, f"{name} {dtype} r{mode}")
+        expected = round_array(x.copy(), spec, MATLAB_STREAM)
+    assert_bits_equal(_on_cupy_stand_in(host_kernel, x, spec), expected, f"{name} {dtype} r{mode}")
 
 
-def _on_cupy_stand_in(host_kernel, monkeypatch, x: np.ndarray, spec) -> np.ndarray:
-    """``chop_cupy`` on the stand-in with NumPy as the array library of the elementwise code;
-    fails if the NumPy engine is called (a host round trip)."""
-    from pychop_compat.engines import cupy_engine, numpy_engine
-    from pychop_compat.kernels.elementwise import numpy_namespace
-
-    monkeypatch.setattr(numpy_engine, "chop_array", lambda *a, **k: pytest.fail("the NumPy engine was called"))
-    monkeypatch.setattr(cupy_engine, "_namespace", lambda xp: numpy_namespace())
-    got = cupy_engine.chop_cupy(x.copy().view(host_kernel.HostArray), spec, MATLAB_STREAM)
+def _on_cupy_stand_in(host_kernel, x: np.ndarray, spec) -> np.ndarray:
+    """The stand-in's route (asserted: the namespace kernel, not the host) and its result."""
+    stand_in = x.copy().view(host_kernel.HostArray)
+    found = dispatch.route(stand_in, spec, MATLAB_STREAM, library="cupy")
+    assert found.kernel.name == "namespace", found
+    got = round_array(stand_in, spec, MATLAB_STREAM, library="cupy")
     assert isinstance(got, host_kernel.HostArray)
     return np.asarray(got)
 
@@ -897,7 +881,7 @@ def test_cupy_rounds_cpfloat_rules_on_the_device(host_kernel, monkeypatch, name,
     x = make_input(fmt, dtype, seed=6)
     expected = round_cpfloat(x.ravel(), fmt, mode, spec.keeps_subnormals, True, spec.saturation, spec.infinity,
                              MATLAB_STREAM).reshape(x.shape)
-    assert_bits_equal(_on_cupy_stand_in(host_kernel, monkeypatch, x, spec), expected, f"{name} {dtype} r{mode}")
+    assert_bits_equal(_on_cupy_stand_in(host_kernel, x, spec), expected, f"{name} {dtype} r{mode}")
 
 
 @pytest.mark.parametrize("mode", [5, 6])
@@ -917,7 +901,7 @@ def test_cupy_rounds_ocp_formats_stochastically_on_the_device(host_kernel, monke
     with cpu_engine("numpy"):
         expected = Chop(options, rng=29)(x.copy())
     cupy_engine.seed_device(29)
-    assert_bits_equal(_on_cupy_stand_in(host_kernel, monkeypatch, x, spec), expected, f"{name} {dtype} r{mode}")
+    assert_bits_equal(_on_cupy_stand_in(host_kernel, x, spec), expected, f"{name} {dtype} r{mode}")
 
 
 @pytest.mark.parametrize("mode", [5, 6])
@@ -927,16 +911,15 @@ def test_cupy_rounds_cpfloat_stochastic_modes_on_the_device(host_kernel, monkeyp
     """CPFloat's stochastic modes on a CuPy array (the stand-in): MATLAB's stream drawn by the
     host for the inexact elements in column-major order, the rounding elementwise; the NumPy
     engine's bits from the same stream state and the stream left as it leaves it."""
-    from pychop_compat.engines import numpy_extended
     from pychop_compat.rounding import make_spec
 
     spec = make_spec(lookup_format(name), mode)
     x = make_input(lookup_format(name), dtype, seed=9)
     rng(12)
-    expected = numpy_extended.chop_array(x.copy(), spec, MATLAB_STREAM)
+    expected = round_array(x.copy(), spec, MATLAB_STREAM)
     after = rand(1, 3)
     rng(12)
-    assert_bits_equal(_on_cupy_stand_in(host_kernel, monkeypatch, x, spec), expected, f"{name} {dtype} r{mode}")
+    assert_bits_equal(_on_cupy_stand_in(host_kernel, x, spec), expected, f"{name} {dtype} r{mode}")
     assert np.array_equal(rand(1, 3), after)
 
 
@@ -965,9 +948,10 @@ def test_torch_cuda_route_matches_numpy(route, name, params, dtype, mode, sub, e
     """Each route of a CUDA tensor (CuPy's kernel, the Triton kernel, pure torch) over the
     engine matrix, MATLAB's stream on the host, against NumPy bit for bit."""
     from conftest import Engine
-    from pychop_compat.engines import torch_engine
+    from pychop_compat.engines.dispatch import cuda_route
+    from pychop_compat.random.sources import matlab_stream_on_device
 
-    with torch_engine.cuda_route(route), torch_engine.matlab_stream_on_device():
+    with cuda_route(route), matlab_stream_on_device():
         check_engine_matches_numpy(Engine("torch-cuda"), name, params, dtype, mode, sub, explim, flip)
 
 
@@ -978,14 +962,15 @@ def test_torch_cuda_route_device_numbers_match_pure_torch(route, name, params, d
     above check against the generator's definition)."""
     import torch
 
-    from pychop_compat.engines import torch_engine
+    from pychop_compat.engines.dispatch import cuda_route
+    from pychop_compat.random.counter import seed_device
 
     fmt = custom_format(*params) if params else lookup_format(name)
     x = torch.from_numpy(make_input(fmt, dtype, zlib_seed(name, dtype, mode, sub, explim, flip))).cuda()
     options = options_for(name, params, mode, sub, explim, flip)
     results = []
     for chosen in ("torch", route):
-        torch_engine.seed_device(23)
-        with torch_engine.cuda_route(chosen):
+        seed_device(23)
+        with cuda_route(chosen):
             results.append(chop(x, options).cpu().numpy())
     assert_bits_equal(results[1], results[0], f"{route} {name} {dtype} r{mode} s{sub} e{explim} f{flip}")

@@ -23,7 +23,7 @@ import jax.numpy as jnp  # noqa: E402
 from engine_matrix import assert_bits_equal, make_input  # noqa: E402
 from pychop_compat import Chop, chop  # noqa: E402
 from pychop_compat.random import counter as device_random  # noqa: E402
-from pychop_compat.engines.jax_engine import chop_jax  # noqa: E402
+from pychop_compat import chop_jax  # noqa: E402
 from pychop_compat.formats import lookup_format  # noqa: E402
 
 OPTIONS = [{"format": "h"}, {"format": "b", "round": 2}, {"format": "q43", "round": 3, "subnormal": 1},
@@ -103,7 +103,7 @@ def test_counter_numbers_match_the_definition_and_the_torch_device_path():
     """chop_jax(seed=s, offset=o): element i uses u_s(o + i) of device_random; equal bit for bit to the
     torch engine's device path with the same counter (seed_device(s), first call)."""
     torch = pytest.importorskip("torch")
-    from pychop_compat.engines import torch_engine
+    from pychop_compat.engines.dispatch import device_paths_on_cpu
 
     for dtype in ("float64", "float32"):
         x = _input(dtype, "b", seed=3)
@@ -111,17 +111,12 @@ def test_counter_numbers_match_the_definition_and_the_torch_device_path():
                         {"format": "b", "round": 1, "flip": 1, "p": 0.3}, {"format": "b", "round": 5, "flip": 1}):
             out = jax.jit(lambda a, o: chop_jax(a, options, seed=11, offset=o))(jnp.asarray(x), 0)
             device_random.seed_device(11)
-            torch_engine._DEVICE_PATHS_ON_CPU = True
-            try:
+            with device_paths_on_cpu():
                 expected = chop(torch.from_numpy(x.copy()), options).numpy()
-            finally:
-                torch_engine._DEVICE_PATHS_ON_CPU = False
             assert_bits_equal(np.asarray(out), expected, f"{dtype} {options}")
     # the numbers themselves: the definition, in Python integers
-    from pychop_compat.kernels.elementwise import counter_numbers
-
     keys = (device_random.mix64(5 + device_random.GOLDEN),)
-    got = np.asarray(counter_numbers(jnp, keys, 2**64 - 3, jnp.arange(6, dtype=jnp.uint64), jnp.uint64)[0])
+    got = np.asarray(device_random.uniform(jnp, keys[0], 2**64 - 3, jnp.arange(6, dtype=jnp.int64)))
     want = [device_random.counter_uniform(keys[0], (2**64 - 3 + i) % 2**64) for i in range(6)]
     assert got.tolist() == want
 
@@ -158,7 +153,7 @@ def test_float32_without_x64():
     code = textwrap.dedent("""
         import numpy as np, jax, jax.numpy as jnp
         from pychop_compat import chop
-        from pychop_compat.engines.jax_engine import chop_jax
+        from pychop_compat import chop_jax
         x = np.array([0.1, -1/3, 1e-45, 3e-39, 7e4, 2.0**-25], np.float32)
         for o in ({'format': 'h'}, {'format': 's', 'subnormal': 1}, {'format': 'b', 'round': 3}, {'format': 'd'}):
             assert np.array_equal(np.asarray(chop(jnp.asarray(x), o)), chop(x, o)), o
@@ -196,3 +191,20 @@ def test_chop_rng_seed_on_jax_equals_numpy():
                 assert ok.all(), (dtype, options, call)
                 traced = jax.jit(lambda a, o: chop_jax(a, options, seed=9, offset=o))(jnp.asarray(x), call * x.size)
                 assert_bits_equal(np.asarray(traced), np.asarray(got), f"chop_jax {options} call {call}")
+
+
+def test_the_old_spelling_of_chop_jax_warns_and_works():
+    """``pychop_compat.engines.jax_engine.chop_jax`` (before 0.2.0) is the facade's ``chop_jax``,
+    with a DeprecationWarning, for one release."""
+    import importlib
+
+    import pychop_compat
+
+    jax_engine = importlib.import_module("pychop_compat.engines.jax_engine")
+    with pytest.warns(DeprecationWarning, match="moved to pychop_compat.matlab.api.chop_jax"):
+        old = jax_engine.chop_jax
+    assert old is pychop_compat.chop_jax
+    x = jnp.asarray(np.linspace(-2, 2, 9))
+    assert_bits_equal(np.asarray(old(x, {"format": "h"})), np.asarray(chop_jax(x, {"format": "h"})), "old spelling")
+    with pytest.raises(AttributeError):
+        jax_engine.no_such_name

@@ -196,8 +196,9 @@ def test_stochastic_rounding_draws_matlabs_stream_as_numpy_does(library):
 
 
 def test_the_device_path_rounds_on_the_torch_engine(monkeypatch):
-    """No host round trip: the NumPy engine and the NumPy kernels are never called for tensors."""
-    import pychop_compat.engines.numpy_engine as numpy_engine
+    """No host round trip: chop never rounds a NumPy array, and the NumPy kernels of linalg are
+    never called, for tensors (the tensors themselves are rounded, on their own memory)."""
+    from pychop_compat.engines import dispatch
     from pychop_compat.linalg import products
 
     A, B, b = _problem(np.float64)
@@ -206,7 +207,14 @@ def test_the_device_path_rounds_on_the_torch_engine(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("the host path was used")
 
-    monkeypatch.setattr(numpy_engine, "chop_array", refuse)
+    round_array = dispatch.round_array
+
+    def tensors_only(x, *args, **kwargs):
+        if isinstance(x, np.ndarray):
+            refuse()
+        return round_array(x, *args, **kwargs)
+
+    monkeypatch.setattr(dispatch, "round_array", tensors_only)
     monkeypatch.setattr(products, "_compiled_product", refuse)
     At, Bt, bt = (torch.from_numpy(v) for v in (A, B, b))
     _check(linalg.matmul(At, Bt, "h"), want[0], "torch")

@@ -1,6 +1,7 @@
 """The fast CPU paths of pychop_compat.nn: ``Rounder(rng=<int seed>)`` (the counter-based
-generator, eager and under torch.compile), the eager stochastic rounding on bit patterns at
-the edges of its comparison, and chop on CPU tensors through the compiled CPU engine.
+generator, eager and under torch.compile), the eager stochastic rounding with given numbers
+(the host kernels) at the edges of its comparison against the namespace kernel, and chop on
+CPU tensors through the compiled CPU engine.
 
 Oracles: the definition of the counter-based generator (``device_random.counter_uniform``,
 Python integers), and chop on NumPy arrays by the NumPy engine with the same numbers."""
@@ -15,9 +16,11 @@ torch = pytest.importorskip("torch")
 from pychop_compat import Chop  # noqa: E402
 from pychop_compat.random import counter as device_random  # noqa: E402
 from pychop_compat.kernels.compiled import cpu_engine  # noqa: E402
-from pychop_compat.random.counter_host import CounterRng  # noqa: E402
-from pychop_compat.kernels.torch_elementwise import (ElementwisePlan, counter_uniform,  # noqa: E402
-                                                      round_elementwise, round_stochastic_eager)
+from pychop_compat.random.counter import CounterRng  # noqa: E402
+from pychop_compat.engines.dispatch import round_array  # noqa: E402
+from pychop_compat.kernels.elementwise import ElementDraws, chop_elementwise  # noqa: E402
+from pychop_compat.kernels.xp import library_namespace  # noqa: E402
+from pychop_compat.random.sources import given_sources  # noqa: E402
 from pychop_compat.nn import Rounder  # noqa: E402
 from pychop_compat.matlab.options import resolve  # noqa: E402
 
@@ -53,6 +56,11 @@ def test_counter_uniform_is_the_definition():
     """Element i gets ((mix(key + (offset + i) G) >> 12) + 1/2) 2^-52, modulo 2^64 arithmetic:
     an int offset, a tensor offset, an offset that wraps past 2^64, eager and compiled."""
     key = CounterRng(2024).keys[0]
+    xp = library_namespace("torch").xp
+
+    def counter_uniform(key, offset, counters):
+        return device_random.uniform(xp, key, offset, counters)
+
     counters = torch.tensor([0, 1, 2, 7, 1000, 123456789], dtype=torch.int64)
     for offset in (0, 5, 2**40 + 3, 2**64 - 2):
         want = [device_random.counter_uniform(key, offset + int(i)) for i in counters]
@@ -135,21 +143,25 @@ def test_seeded_rounder_refuses_given_numbers():
         rounder(torch.ones(3), torch.full((3,), 0.5))
 
 
-# --- the eager bit-pattern stochastic rounding at the edges of its comparison --------------------
+# --- the eager stochastic rounding with given numbers at the edges of its comparison -----------
+
+def _namespace_kernel(x, spec, u):
+    return chop_elementwise(library_namespace("torch"), x, spec, ElementDraws(u))
+
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("mode", [5, 6])
 def test_eager_stochastic_rounding_at_ties_and_odd_numbers(dtype, mode):
     """Mode 5 rounds up when u <= fraction (and the fraction is not 0), mode 6 when u <= 1/2:
     numbers equal to each element's fraction, one step either side of it, 1/2 and its
-    neighbours, 0, 1, NaN, above 1 and below 0, against round_elementwise (which compares
+    neighbours, 0, 1, NaN, above 1 and below 0; the eager path of a CPU tensor (the host
+    kernels with the numbers given per element) against the namespace kernel (which compares
     floats as chop.m does)."""
     x = torch.from_numpy(_samples(dtype, 3000, seed=21))
-    carrier = np.dtype(dtype).name
+    mant = 52 if dtype == np.float64 else 23
     for fmt in ("h", "b", "q43"):
-        plan = ElementwisePlan.from_spec(resolve({"format": fmt, "round": mode}, None,
-                                                 "double" if dtype == np.float64 else "single").spec, carrier)
-        shift = plan.mant - plan.t + 1
+        spec = resolve({"format": fmt, "round": mode}, None, "double" if dtype == np.float64 else "single").spec
+        shift = mant - spec.fmt.t + 1
         bits = x.view(torch.int64 if dtype == np.float64 else torch.int32)
         fraction = (bits & ((1 << shift) - 1)).to(x.dtype) * 2.0**-shift  # exact: below 2^(mant+1)
         down = torch.nextafter(fraction, torch.zeros_like(fraction))
@@ -158,8 +170,8 @@ def test_eager_stochastic_rounding_at_ties_and_odd_numbers(dtype, mode):
         odd = torch.tensor([0.0, 1.0, float("nan"), 1.5, -0.25, 2.0**-60, 1e30, -1e30], dtype=x.dtype)
         for u in (fraction, down, above, half, torch.nextafter(half, torch.ones_like(half)),
                   torch.nextafter(half, torch.zeros_like(half)), odd.repeat(x.numel() // 8 + 1)[:x.numel()]):
-            np.testing.assert_array_equal(_bits(round_stochastic_eager(x, plan, u)),
-                                          _bits(round_elementwise(x, plan, u)), err_msg=f"{fmt} mode {mode}")
+            np.testing.assert_array_equal(_bits(round_array(x, spec, given_sources(u))),
+                                          _bits(_namespace_kernel(x, spec, u)), err_msg=f"{fmt} mode {mode}")
 
 
 # --- chop on CPU tensors through the compiled CPU engine ------------------------------------------
@@ -187,37 +199,33 @@ def test_chop_on_cpu_tensors_through_the_compiled_engine_is_the_numpy_engine(dty
                 np.testing.assert_array_equal(_bits(got), _numpy_bits(want), err_msg=f"{options}, seed {seed}")
 
 
-# --- stochastic rounding on bit patterns (the compiled path) against chop.m's scaling ----------
+# --- stochastic rounding: the namespace kernel against the host kernels, at every threshold -----
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_stochastic_rounding_on_bits_equals_the_scaling_path(monkeypatch, dtype):
-    """round_elementwise's bit-pattern stochastic rounding against its scaling path (chop.m's
-    steps, itself checked against chop element by element in test_nn_quantize), on values
-    around every threshold of each format (the subnormal block, xmins/2, xmin, xmax,
-    xboundary, the carrier's subnormals), with numbers equal to each element's fraction,
-    multiples of 2^-k (ties with the subnormal block's fractions), 0, 1/2 and random ones."""
-    import pychop_compat.kernels.torch_elementwise as elementwise
+def test_stochastic_rounding_of_the_namespace_kernel_equals_the_host_kernels(dtype):
+    """The namespace kernel's stochastic rounding (the compiled and GPU path of nn) against the
+    NumPy engine given the same numbers, on values around every threshold of each format (the
+    subnormal block, xmins/2, xmin, xmax, xboundary, the carrier's subnormals), with numbers
+    equal to each element's fraction, multiples of 2^-k (ties with the subnormal block's
+    fractions), 0, 1/2 and random ones."""
     from test_nn_quantize import BIT_FORMATS, _around_thresholds
 
-    carrier = np.dtype(dtype).name
+    mant = 52 if dtype == np.float64 else 23
     g = torch.Generator().manual_seed(1)
     for options in BIT_FORMATS + [{"format": "c", "params": [11, 5]}]:
         x = torch.from_numpy(np.concatenate([_samples(dtype, 1500, seed=3), _around_thresholds(dtype, options)]))
         for mode in (5, 6):
             spec = resolve(dict(options, round=mode), None, "double" if dtype == np.float64 else "single").spec
-            plan = ElementwisePlan.from_spec(spec, carrier)
-            assert plan.stochastic_bits is not None, options
-            shift = plan.mant - plan.t + 1
+            shift = mant - spec.fmt.t + 1
             bits = x.view(torch.int64 if dtype == np.float64 else torch.int32)
             numbers = [torch.rand(x.shape, dtype=x.dtype, generator=g), torch.zeros_like(x), torch.full_like(x, 0.5),
                        (bits & ((1 << shift) - 1)).to(x.dtype) * 2.0**-shift]
             numbers += [torch.randint(0, 2**k, x.shape, generator=g).to(x.dtype) * 2.0**-k for k in (1, 3, 8)]
             for u in numbers:
-                on_bits = round_elementwise(x, plan, u)
-                monkeypatch.setattr(elementwise, "_STOCHASTIC_ON_BITS", False)
-                scaled = round_elementwise(x, plan, u)
-                monkeypatch.setattr(elementwise, "_STOCHASTIC_ON_BITS", True)
-                np.testing.assert_array_equal(_bits(on_bits), _bits(scaled), err_msg=f"{options}, mode {mode}")
+                with cpu_engine("numpy"):
+                    want = round_array(x.numpy(), spec, given_sources(u.numpy()))
+                np.testing.assert_array_equal(_bits(_namespace_kernel(x, spec, u)), _numpy_bits(want),
+                                              err_msg=f"{options}, mode {mode}")
 
 
 def test_compiled_with_dynamic_true_on_float64_equals_eager():

@@ -262,13 +262,16 @@ def test_autocast_and_reduced_precision_models():
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_eager_stochastic_path_equals_elementwise(dtype):
-    """The eager bit-pattern path for stochastic rounding against the elementwise rounding
-    (itself checked against chop above), on the same numbers, over every kind of value."""
-    from pychop_compat.kernels.torch_elementwise import ElementwisePlan, round_elementwise, round_stochastic_eager
+    """The eager path of stochastic rounding on a CPU tensor (the host kernels, the numbers given
+    per element) against the namespace kernel (the compiled and GPU path), on the same numbers,
+    over every kind of value."""
+    from pychop_compat.engines.dispatch import round_array
+    from pychop_compat.kernels.elementwise import ElementDraws, chop_elementwise
+    from pychop_compat.kernels.xp import library_namespace
     from pychop_compat.matlab.options import resolve
+    from pychop_compat.random.sources import given_sources
 
     x = _samples(dtype, n=20000, seed=9)
-    carrier = np.dtype(dtype).name
     u = torch.rand(x.shape, dtype=x.dtype)
     u[:4] = 0.0  # torch.rand can give 0: no step where the fraction is 0
     for fmt in ("q43", "q52", "b", "h", "s", "d"):
@@ -276,14 +279,15 @@ def test_eager_stochastic_path_equals_elementwise(dtype):
             for explim in (0, 1):
                 for mode in (5, 6):
                     options = {"format": fmt, "round": mode, "subnormal": subnormal, "explim": explim}
-                    plan = ElementwisePlan.from_spec(resolve(options, None, _x_class(x)).spec, carrier)
-                    np.testing.assert_array_equal(_bits(round_stochastic_eager(x, plan, u)),
-                                                  _bits(round_elementwise(x, plan, u)), err_msg=str(options))
+                    spec = resolve(options, None, _x_class(x)).spec
+                    kernel = chop_elementwise(library_namespace("torch"), x, spec, ElementDraws(u))
+                    np.testing.assert_array_equal(_bits(round_array(x, spec, given_sources(u))), _bits(kernel),
+                                                  err_msg=str(options))
 
 
-# Round to nearest on bit patterns (engines.torch_elementwise._round_nearest_bits), the path
-# that torch.compile takes for round to nearest with subnormals: chop and hardware casts are
-# the oracles, on values packed around every threshold of each format.
+# Round to nearest by the namespace kernel, the path that torch.compile and GPU tensors take:
+# chop (the host kernels) and hardware casts are the oracles, on values packed around every
+# threshold of each format.
 BIT_FORMATS = [{"format": "h"}, {"format": "b", "subnormal": 1}, {"format": "q43"}, {"format": "q52"},
                {"format": "t"}, {"format": "c", "params": [5, 6]}, {"format": "c", "params": [3, 2]},
                {"format": "b"}, {"format": "h", "subnormal": 0}, {"format": "q43", "subnormal": 0},
@@ -319,23 +323,19 @@ def _around_thresholds(dtype, options, width=6):
     return np.concatenate([a, -a])
 
 
-def _nearest_plan(options, carrier):
-    import dataclasses
-
-    from pychop_compat.kernels.torch_elementwise import ElementwisePlan
+def _namespace_nearest(x, options):
+    """The namespace kernel's round to nearest of the tensor ``x`` by chop's ``options``."""
+    from pychop_compat.kernels.elementwise import chop_elementwise
+    from pychop_compat.kernels.xp import library_namespace
     from pychop_compat.matlab.options import resolve
 
-    plan = ElementwisePlan.from_spec(resolve(options, None, "single" if carrier == "float32" else "double").spec, carrier)
-    assert plan.nearest_bits is not None, options  # the path under test is taken
-    return dataclasses.replace(plan, cast=None)  # no hardware cast: the bit-pattern path
+    spec = resolve(options, None, "single" if x.dtype == torch.float32 else "double").spec
+    return chop_elementwise(library_namespace("torch"), x, spec)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("options", BIT_FORMATS, ids=str)
 def test_nearest_on_bits_equals_chop(dtype, options):
-    from pychop_compat.kernels.torch_elementwise import round_elementwise
-
-    plan = _nearest_plan(options, np.dtype(dtype).name)
     g = np.random.default_rng(11)
     if dtype == np.float32:  # a strided sweep of all positive float32 bit patterns, and random ones
         patterns = np.concatenate([np.arange(0, 2**31, 4099, dtype=np.int64), g.integers(0, 2**31, 50000)])
@@ -343,20 +343,16 @@ def test_nearest_on_bits_equals_chop(dtype, options):
     else:
         sweep = _samples(np.float64, n=100000, seed=12).numpy()
     x = torch.from_numpy(np.concatenate([sweep, -sweep, _around_thresholds(dtype, options)]).astype(dtype))
-    np.testing.assert_array_equal(_bits(round_elementwise(x, plan)), _bits(chop(x, options)), err_msg=str(options))
+    np.testing.assert_array_equal(_bits(_namespace_nearest(x, options)), _bits(chop(x, options)), err_msg=str(options))
 
 
-@pytest.mark.parametrize("eager_cast", [False, True])
-def test_nearest_equals_hardware_casts_outside_chops_double_rounding_band(eager_cast):
+@pytest.mark.parametrize("eager", [False, True])
+def test_nearest_equals_hardware_casts_outside_chops_double_rounding_band(eager):
     """float32 -> float16 / bfloat16 -> float32 is one correct rounding (an independent oracle;
     zeros compared as +0, chop's), on a strided sweep of every float32 bit pattern, except in
     chop.m's double-rounding band xmins/2 < |x| <= xmins/2 * (1 + 2^-t), where chop.m gives 0
-    and the cast xmins (see test_hardware_oracle.py).  Both the bit-pattern path and the eager
-    path through the cast are checked."""
-    import dataclasses
-
-    from pychop_compat.kernels.torch_elementwise import round_elementwise
-
+    and the cast xmins (see test_hardware_oracle.py).  Both the namespace kernel and the
+    quantizer's eager path on a CPU tensor are checked."""
     patterns = np.arange(-2**31, 2**31, 1021, dtype=np.int64).astype(np.int32)
     g = np.random.default_rng(14)
     for options, dtype, t, xmins in (({"format": "h"}, torch.float16, 11, 2.0**-24),
@@ -364,10 +360,7 @@ def test_nearest_equals_hardware_casts_outside_chops_double_rounding_band(eager_
         band = np.float32(xmins / 2) * (1 + g.random(500).astype(np.float32) * np.float32(2.0**-t))
         band = np.concatenate([band, [np.float32(xmins / 2 * (1 + 2.0**-t))], [np.nextafter(np.float32(xmins / 2), 1)]])
         x = torch.from_numpy(np.concatenate([patterns.view(np.float32), band, -band]).astype(np.float32))
-        plan = _nearest_plan(options, "float32")
-        if eager_cast:
-            plan = dataclasses.replace(plan, cast=str(dtype).rpartition(".")[2])
-        got = round_elementwise(x, plan)
+        got = Rounder(options)(x) if eager else _namespace_nearest(x, options)
         want = x.to(dtype).float()
         in_band = (x.abs() > xmins / 2) & (x.abs() <= xmins / 2 * (1 + 2.0**-t))
         assert int(in_band.sum()) >= 1000 and bool((want[in_band].abs() == xmins).all())
@@ -377,7 +370,7 @@ def test_nearest_equals_hardware_casts_outside_chops_double_rounding_band(eager_
 
 
 def test_nearest_on_bits_compiled_equals_chop():
-    """Under Inductor, round to nearest takes the bit-pattern path: chop's values, float32 and float64."""
+    """Under Inductor, round to nearest takes the namespace kernel: chop's values, float32 and float64."""
     options32 = [{"format": "h"}, {"format": "b", "subnormal": 1}, {"format": "q43"}]
     options64 = [{"format": "h"}, {"format": "c", "params": [3, 2]}, {"format": "b"}]
     r32, r64 = [Rounder(o) for o in options32], [Rounder(o) for o in options64]

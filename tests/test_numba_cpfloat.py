@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from pychop_compat.kernels import numpy_cpfloat
-from pychop_compat.engines import numpy_extended
+from pychop_compat.engines import dispatch
 from pychop_compat.kernels.compiled import cpu_engine
 from pychop_compat.formats import lookup_format
 from pychop_compat.random.sources import MATLAB_STREAM
@@ -155,5 +155,5 @@ def test_dispatch_follows_the_cpu_engine_setting(monkeypatch):
     calls.clear()
     with cpu_engine("numba"):  # stochastic modes stay on the reference path
         round_to_format(x, "float8_e4m3fn", 5)
-        numpy_extended.chop_array(x, make_spec("fp16", 7), MATLAB_STREAM, reference=True)
+        dispatch.round_array(x, make_spec("fp16", 7), MATLAB_STREAM, kernel="reference")
     assert calls == []

@@ -16,7 +16,7 @@ import pytest
 
 from pychop_compat import Chop, chop, rand, rng
 from pychop_compat.random import counter as device_random
-from pychop_compat.engines.numpy_engine import chop_array
+from pychop_compat.engines.dispatch import round_array
 from pychop_compat.matlab.options import resolve
 from pychop_compat.random.sources import (ELEMENT_ORDER, INT_SEED_SOURCE, RandomSources, Source,
                                       SourcePlan, default_source, generator_sources, source_for)
@@ -40,7 +40,7 @@ def test_default_sources():
 
 
 def test_matlab_stream_on_device_switches_gpu_arrays_to_the_stream():
-    from pychop_compat.engines.torch_engine import matlab_stream_on_device
+    from pychop_compat.random.sources import matlab_stream_on_device
 
     with matlab_stream_on_device():
         assert default_source("torch", "cuda") is Source.MATLAB_STREAM
@@ -132,8 +132,8 @@ def test_generator_draws_sequentially_in_chop_m_order():
     ch = Chop({"format": "b", "round": 5, "flip": 1, "p": 0.3}, rng=np.random.default_rng(99))
     first, second = ch(x), ch(x)
     twin = generator_sources(np.random.default_rng(99))
-    assert np.array_equal(first, chop_array(x, spec, twin, reference=True))
-    assert np.array_equal(second, chop_array(x, spec, twin, reference=True))  # continues the generator
+    assert np.array_equal(first, round_array(x, spec, twin, kernel="reference"))
+    assert np.array_equal(second, round_array(x, spec, twin, kernel="reference"))  # continues the generator
     assert not np.array_equal(first, second)
 
 
@@ -150,7 +150,7 @@ def test_randfunc_with_generator_for_flips():
     got = Chop(settings.to_options(), rng=np.random.default_rng(7))(X)
     g = np.random.default_rng(7)
     feed = RandomSources(lambda n: np.full(n, 0.5), g.random, generator_sources(g).flip_randi)
-    assert np.array_equal(got, chop_array(X, spec, feed, reference=True))
+    assert np.array_equal(got, round_array(X, spec, feed, kernel="reference"))
 
 
 # --- GPU numbers: the counter-based generator ----------------------------------------------------------
@@ -192,14 +192,12 @@ def test_device_counter_advances_by_elements():
     device_random.seed_device(0)
 
 
-def test_device_counter_chunks_in_row_major_order_reproduce_the_whole_call(monkeypatch):
+def test_device_counter_chunks_in_row_major_order_reproduce_the_whole_call(device_paths_on_cpu):
     # Element i (row-major) of a call has counter offset + i, and each call advances the counter
     # by its size: rows chopped one call at a time, in order, get the single call's numbers.
-    # Run on the GPU code path with CPU tensors (the switch the GPU-path tests use).
+    # Run on the GPU code path with CPU tensors (the router's test hook).
     torch = pytest.importorskip("torch")
-    from pychop_compat.engines import torch_engine
 
-    monkeypatch.setattr(torch_engine, "_DEVICE_PATHS_ON_CPU", True)
     x = torch.from_numpy(np.random.default_rng(6).uniform(0.1, 10.0, (5, 8)))
     options = {"format": "b", "round": 5, "flip": 1, "p": 0.25}
     device_random.seed_device(41)

@@ -2,7 +2,7 @@
 
 Expected values: fp16/bfloat16/fp8 roundings of 1/3 worked out in binary
 (1/3 = 0.010101...b), numbers drawn from MATLAB's stream after ``rng(seed)``,
-and the reference algorithm (``chop_array(..., reference=True)``) fed those
+and the reference algorithm (``round_array(..., kernel="reference")``) fed those
 numbers.
 """
 
@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from pychop_compat import Chop, chop, chop_options, clear_chop, rand, rng
-from pychop_compat.engines.numpy_engine import chop_array
+from pychop_compat.engines.dispatch import round_array
 from pychop_compat.matlab.options import resolve
 from pychop_compat.random.sources import ForkedStreamError, RandomSources
 
@@ -180,7 +180,7 @@ def test_concurrent_calls_each_draw_a_contiguous_run_of_the_stream():
     expected = []
     for run in runs:
         feed = _Run(run)
-        expected.append(chop_array(x, spec, feed.sources(), reference=True))
+        expected.append(round_array(x, spec, feed.sources(), kernel="reference"))
         assert feed.used == 3 * m
 
     rng(21)

@@ -21,8 +21,7 @@ from numpy.typing import ArrayLike, DTypeLike
 from ..kernels import numpy_fast
 from ..matlab.api import Chop, chop_options
 from ..matlab.options import resolve
-from ..random.counter import counter_uniform
-from ..random.counter_host import CounterRng
+from ..random.counter import CounterRng, counter_uniform
 from ..random.matlab_stream import stream_uniform, stream_uniform_one
 from ..random.sources import MATLAB_STREAM, RandomSources, sources_for
 from ..spec import RoundingSpec
@@ -95,7 +94,7 @@ class Arithmetic:
         every rounding call of this arithmetic takes the next counters, element
         ``i`` of a call (row-major) getting ``u(offset + i)``, the same numbers on
         NumPy and JAX (see :doc:`/arithmetic`).  A
-        :class:`~pychop_compat.random.counter_host.CounterRng`: that counter,
+        :class:`~pychop_compat.random.counter.CounterRng`: that counter,
         shared (what :meth:`with_settings` passes on).  Matrix products and
         ``np.linalg.solve`` (computed by :mod:`pychop_compat.linalg`, which draws
         as ``chop`` does) refuse a drawing arithmetic with a counter
@@ -168,7 +167,7 @@ class Arithmetic:
 
     @property
     def counter(self) -> Any:
-        """The :class:`~pychop_compat.random.counter_host.CounterRng` of ``rng=``, or None."""
+        """The :class:`~pychop_compat.random.counter.CounterRng` of ``rng=``, or None."""
         return self._counter
 
     @property

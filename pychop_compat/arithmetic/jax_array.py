@@ -7,7 +7,7 @@ What rounds where
 -----------------
 * ``+ - * / **`` (unary minus and ``abs`` are exact) and :meth:`ChoppedJax.apply`
   (any elementwise ``jax.numpy`` function, rounded once) round on the array's
-  device with :mod:`pychop_compat.engines.jax_engine`, inside and outside
+  device with :func:`pychop_compat.engines.dispatch.round_jax`, inside and outside
   ``jit``.
 * Matrix products (``@``, :meth:`~ChoppedJax.matmul`, :meth:`~ChoppedJax.dot`)
   of 1-D and 2-D operands call :func:`pychop_compat.linalg.matmul` on the JAX
@@ -40,7 +40,7 @@ Random numbers (stochastic rounding, bit flips)
   counter from the block's ``offset`` at its end).  Equal bit for bit to a
   chopped NumPy array of ``Arithmetic(options, rng=seed)`` whose counter is at
   ``n``.  ``random_draws(key=k)``: call ``c`` of the block gets the numbers of
-  ``jax.random.fold_in(k, c)`` (see :func:`~pychop_compat.engines.jax_engine.chop_jax`);
+  ``jax.random.fold_in(k, c)`` (see :func:`~pychop_compat.chop_jax`);
   JAX's numbers, not comparable with NumPy.  Inside a ``random_draws(offset=...)``
   block the host computations (sums, reductions, one-operand einsum) draw
   from the counter at the block's offset too (a ``pure_callback`` that takes
@@ -57,8 +57,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .. import linalg
-from ..engines import jax_engine
-from ..random.counter_host import CounterRng
+from ..engines import dispatch
+from ..random.counter import CounterRng
 from .array import wrap
 from .context import Arithmetic, refuse_counter_in_linalg
 from .libraries import round_array
@@ -132,11 +132,11 @@ class RandomDraws:
 
             key = jax.random.fold_in(self.key, self.calls)
             self.calls += 1
-            return jax_engine.chop_jax(data, spec, key=key)
+            return dispatch.round_jax(data, spec, key=key)
         if arith.counter is None:
             raise ValueError("random_draws(offset=...) takes the numbers of the arithmetic's counter: make "
                              "the arithmetic with rng=<seed> (or use random_draws(key=...)).")
-        out = jax_engine.chop_jax(data, spec, seed=arith.counter.seed, offset=self.offset)
+        out = dispatch.round_jax(data, spec, seed=arith.counter.seed, offset=self.offset)
         self.offset = self.offset + int(np.prod(data.shape, dtype=np.int64))
         self.calls += 1
         return out
@@ -178,7 +178,7 @@ def _active() -> Optional[RandomDraws]:
 def _round_jax(data: Any, arith: Arithmetic) -> Any:
     """One rounding call on a JAX array, with the numbers the module notes describe."""
     if not arith.draws:
-        return jax_engine.chop_jax(data, arith.spec_for(data.dtype))
+        return dispatch.round_jax(data, arith.spec_for(data.dtype))
     block = _active()
     if block is not None:
         return block.round(data, arith)

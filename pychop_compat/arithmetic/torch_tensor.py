@@ -8,7 +8,7 @@ views and autograd results included, knows its format).  Through
 
 * elementwise arithmetic (``+ - * / **``, ``neg``, ``abs``, ``sqrt``,
   ``exp``, ``log``, ``tanh``, ... see :data:`ROUNDED`) is computed by torch in
-  the tensor's dtype and rounded once by chop's torch engine, on the
+  the tensor's dtype and rounded once by chop's router (its adapter for torch), on the
   tensor's device, in its dtype;
 * data movement (views, indexing, ``cat``, ``to``, ``clone``, ...) keeps the
   values; comparisons and other non-float results are plain tensors;

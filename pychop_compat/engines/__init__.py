@@ -1,101 +1,28 @@
-"""Engines bind the rounding semantics to an array library.
+"""Engines: one thin adapter per array type, and one router for all of them.
 
-The input's type picks the engine.  cupy, torch, jax, dask, pandas and xarray
-are looked up in ``sys.modules`` only, so they are never imported unless the
-caller already passed one of their arrays.
+:mod:`.dispatch` holds the ordered registry of kernels, the pure
+:func:`~.dispatch.route` that picks one for a call, the settings that steer
+it (:func:`~pychop_compat.kernels.compiled.cpu_engine`, :func:`~.dispatch.cuda_route`) and
+:func:`~.dispatch.round_array`, which every facade calls.  The adapters
+(:mod:`.numpy_engine`, :mod:`.torch_engine`, :mod:`.cupy_engine`,
+:mod:`.jax_engine`, :mod:`.dask_engine`, :mod:`.labelled`) know their array
+type (dtypes, device, contiguity, autograd, laziness, labels) and nothing of
+rounding.  cupy, torch, jax, dask, pandas and xarray are looked up in
+``sys.modules`` only, so they are never imported unless the caller already
+passed one of their arrays.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-import numbers
 import sys
+from typing import Any
 
 import numpy as np
 
+from ..libraries import ARRAY_LIKES, array_library, unsupported_type_error
 
-#: Types :func:`pychop_compat.chop` converts with NumPy (documented array-likes).
-ARRAY_LIKES = "NumPy arrays (and subclasses), NumPy scalars, Python real numbers, lists and tuples"
-
-
-def _instance_of(x, module: str, *names: str) -> bool:
-    """``isinstance(x, module.name1.name2...)``, only when ``module`` is already imported."""
-    obj = sys.modules.get(module)
-    for name in names:
-        obj = getattr(obj, name, None)
-    return obj is not None and isinstance(x, obj)
-
-
-def array_library(x) -> str:
-    """The library that owns ``x``: ``'numpy'``, ``'torch'``, ``'cupy'``, ``'jax'``, ``'dask'``,
-    ``'pandas'``, ``'xarray'``, or ``'unsupported'``.
-
-    ``'numpy'`` covers NumPy arrays (subclasses included), NumPy scalars,
-    Python numbers, lists, tuples and ``None``: what chop converts with NumPy.
-    Anything else (an object with ``__array__`` or ``__dlpack__`` of another
-    library, a string, a dict, ...) is ``'unsupported'``: chop refuses it
-    rather than converting it silently (see :func:`unsupported_type_error`).
-    """
-    if isinstance(x, (np.ndarray, np.generic, numbers.Number, list, tuple)) or x is None:
-        return "numpy"
-    module = type(x).__module__.partition(".")[0]
-    if module == "cupy" and _instance_of(x, "cupy", "ndarray"):
-        return "cupy"
-    if module == "torch" and _instance_of(x, "torch", "Tensor"):
-        return "torch"
-    if module in ("jax", "jaxlib") and _instance_of(x, "jax", "Array"):
-        return "jax"
-    if module == "dask" and _instance_of(x, "dask.array", "Array"):
-        return "dask"
-    if module == "pandas" and (_instance_of(x, "pandas", "Series") or _instance_of(x, "pandas", "DataFrame")):
-        return "pandas"
-    if module == "xarray" and _instance_of(x, "xarray", "DataArray"):
-        return "xarray"
-    return "unsupported"
-
-
-#: Libraries whose arrays are rounded by an engine of their own (see :func:`chop_on_engine`).
-ENGINE_LIBRARIES = ("torch", "cupy", "jax", "dask")
-
-
-def chop_on_engine(x: Any, spec: Any, sources: Any, library: str) -> Any:
-    """Round ``x``, an array of ``library`` (one of :data:`ENGINE_LIBRARIES`), on its engine.
-
-    The one place that maps a library to its engine, for every facade
-    (``chop``, ``cpfloat``, ``round_to_format``); each engine module is
-    imported only when one of its arrays is passed.
-    """
-    if library == "torch":
-        from . import torch_engine
-
-        return torch_engine.chop_tensor(x, spec, sources)
-    if library == "cupy":
-        from . import cupy_engine
-
-        return cupy_engine.chop_cupy(x, spec, sources)
-    if library == "jax":
-        from . import jax_engine
-
-        return jax_engine.chop_jax_array(x, spec, sources)
-    if library == "dask":
-        from . import dask_engine
-
-        return dask_engine.chop_dask(x, spec, sources)
-    raise ValueError(f"no engine for {library!r}; engines exist for {', '.join(ENGINE_LIBRARIES)}")
-
-
-def unsupported_type_error(x) -> TypeError:
-    """The error for an input of no supported library (never converted silently)."""
-    kind = f"{type(x).__module__}.{type(x).__qualname__}"
-    hint = ""
-    if hasattr(x, "__dlpack__"):
-        hint = (" It supports DLPack: pass numpy.from_dlpack(x) (host memory) or torch.from_dlpack(x) "
-                "to choose where the result lives.")
-    elif hasattr(x, "__array__"):
-        hint = " Pass numpy.asarray(x) to round a NumPy copy of it."
-    return TypeError(f"chop does not support {kind} input: it takes {ARRAY_LIKES}, torch tensors, CuPy, JAX "
-                     f"and Dask arrays, pandas Series/DataFrames and xarray DataArrays.{hint}")
+__all__ = ["array_library", "unsupported_type_error", "ARRAY_LIKES", "available_engines", "from_numpy",
+           "to_numpy"]
 
 
 def available_engines() -> list[str]:
@@ -127,7 +54,7 @@ def available_engines() -> list[str]:
     return names
 
 
-def from_numpy(x, engine: str):
+def from_numpy(x: np.ndarray, engine: str) -> Any:
     """``x`` (a NumPy array) as an array of ``engine``'s library, on its device."""
     if engine in ("numpy", "numba"):
         return x
@@ -151,7 +78,7 @@ def from_numpy(x, engine: str):
     raise ValueError(f"Unknown engine {engine!r}.")
 
 
-def to_numpy(y):
+def to_numpy(y: Any) -> np.ndarray:
     """Any engine's array as a NumPy array (copied to the host if needed)."""
     library = array_library(y)
     if library == "torch":

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import array_library, unsupported_type_error
+from ..libraries import array_library, unsupported_type_error
 
 __all__ = ["chop_labelled", "frame_dtype"]
 

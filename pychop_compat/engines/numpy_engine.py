@@ -1,83 +1,115 @@
-"""The NumPy engine: float32/float64 ndarrays on the CPU.
+"""The NumPy adapter: NumPy arrays, NumPy scalars, Python numbers, lists and ndarray kinds.
 
-:func:`chop_array` runs the compiled engine (:mod:`.compiled`, when Numba is
-installed and :func:`.compiled.set_cpu_engine` allows it) or the fast exact
-NumPy engine (:mod:`.numpy_fast`), which give the same bits;
-:func:`chop_array_reference` (or ``chop_array(..., reference=True)``) runs
-the executable specification (:mod:`pychop_compat.rules.chop`), which the
-fast engine is tested against bit for bit.
+:func:`pychop_compat.engines.dispatch.round_array` rounds float32/float64
+ndarrays with the host kernels its router picks (the compiled engine, the
+NumPy fast path, CPFloat's kernels, the executable specification); this
+module turns what chop accepts into such arrays and gives results back as
+what came in:
+
+* :func:`as_float_array`: NumPy scalars, Python numbers, lists, tuples and
+  object arrays of real numbers as float32/float64 arrays (float16 computed
+  in single and given back as half, integers and bool as float64, byte-swapped
+  data in native order), and how to give the result back;
+* :func:`on_array_kind`: masked arrays (only the unmasked elements rounded, in
+  column-major order, as MATLAB's ``c(~m) = chop(x(~m))``), ``np.matrix`` and
+  ``np.memmap``.
 """
 
 from __future__ import annotations
 
+import numbers
+from typing import Any, Callable, Optional
+
 import numpy as np
 
-from ..random.matlab_stream import stream_uniform
-from ..spec import RoundingSpec
-from ..random.sources import RandomSources
-from ..rules.chop import chop_vector, roundit_vector
-from ..kernels import compiled, numpy_fast
-
-__all__ = ["chop_array", "chop_array_reference", "roundit_array"]
+__all__ = ["as_float_array", "on_array_kind"]
 
 
-def _in_matlab_order(x: np.ndarray) -> np.ndarray:
-    return x.ravel(order="F")
+def as_float_array(x: Any) -> tuple:
+    """``(array, restore)``: a float32/float64 ndarray to compute on, and how to give a result
+    back (``None``: as it is).
 
-
-def _from_matlab_order(v: np.ndarray, shape) -> np.ndarray:
-    return v.reshape(shape, order="F")
-
-
-def chop_array_reference(x: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> np.ndarray:
-    """:func:`chop_array` by the reference algorithm (slow; the specification)."""
-    if getattr(spec, "extended", False):
-        from . import numpy_extended
-
-        return numpy_extended.chop_array(x, spec, sources, reference=True)
-    return _from_matlab_order(chop_vector(_in_matlab_order(x), spec, sources), x.shape)
-
-
-def chop_array(x: np.ndarray, spec: RoundingSpec, sources: RandomSources, reference: bool = False) -> np.ndarray:
-    """Round ``x`` (float32 or float64, any shape) by ``spec``; a new array of the same shape.
-
-    Parameters
-    ----------
-    x : numpy.ndarray
-        float32 or float64 values; never modified.
-    spec : RoundingSpec
-        The resolved options.  Specs beyond chop.m (``spec.extended``: OCP/ML
-        formats, CPFloat's modes and range rules, saturation, ...) go to
-        ``numpy_extended``; other engines hand such specs here.
-    sources : RandomSources
-        Where stochastic rounding and bit flips draw their numbers (used in
-        MATLAB's column-major element order, as chop.m does).
-    reference : bool, optional
-        Use the reference algorithm instead of the fast engine (same result).
+    Raises
+    ------
+    ValueError
+        For an object array holding complex numbers.
+    TypeError
+        For other dtypes, and object arrays of non-numbers.
     """
-    if reference:
-        return chop_array_reference(x, spec, sources)
-    if compiled.wanted() and compiled.handles(x, spec) and not _streamed_is_faster(spec, sources):
-        return compiled.chop_array(x, spec, sources)  # chop.m's specs and most beyond (handles)
-    if getattr(spec, "extended", False):
-        from . import numpy_extended  # semantics beyond chop.m (other formats, modes, rules)
+    restore: Optional[Callable[[np.ndarray], Any]]
+    if isinstance(x, np.ndarray):
+        arr = x
+        restore = None
+    elif isinstance(x, np.generic):
+        arr = np.asarray(x)
+        restore = lambda out: out[()]  # noqa: E731  (a NumPy scalar of the result's dtype)
+    elif isinstance(x, numbers.Real):
+        arr = np.asarray(float(x))
+        restore = lambda out: float(out)  # noqa: E731
+    else:
+        arr = np.asarray(x)
+        restore = None
+    dtype = arr.dtype
+    if dtype.kind == "f" and not dtype.isnative:  # byte-swapped data: the result is native, as NumPy's
+        arr = arr.astype(dtype.newbyteorder("="))
+        dtype = arr.dtype
+    if dtype == np.float64 or dtype == np.float32:
+        return arr, restore
+    if dtype == np.float16:
+        # No MATLAB class is half precision: compute in single, give back half.
+        base = restore or (lambda out: out)
+        return arr.astype(np.float32), lambda out: base(out.astype(np.float16))
+    if dtype.kind in "biu":
+        return arr.astype(np.float64), restore
+    if dtype == object:
+        return _object_array_as_float(arr), restore
+    raise TypeError(f"chop supports float64, float32 and float16 arrays (and integers), not {dtype}.")
 
-        return numpy_extended.chop_array(x, spec, sources)
-    return numpy_fast.chop_array(x, spec, sources)
+
+def _object_array_as_float(arr: np.ndarray) -> np.ndarray:
+    """An object array of real numbers as float64; anything else (``'1.5'``, ``None``) is refused."""
+    for value in arr.flat:
+        if not isinstance(value, (numbers.Real, np.bool_)):
+            if isinstance(value, (numbers.Complex, np.complexfloating)):
+                raise ValueError("Chop requires a real input array.")
+            raise TypeError("chop supports float64, float32 and float16 arrays (and integers), not an "
+                            f"object array holding {type(value).__name__}.")
+    return arr.astype(np.float64)
 
 
-def _streamed_is_faster(spec: RoundingSpec, sources: RandomSources) -> bool:
-    """Under ``'auto'``: stochastic rounding from a NumPy Generator without flips stays on the
-    NumPy engine, which draws block by block into the cache while it rounds; the compiled
-    engine draws every number in bulk first, a round trip through memory that measured slower
-    (docs/performance.rst).  MATLAB's stream goes to the compiled engine, which draws it inside
-    its loop.  Same bits either way."""
-    return (compiled.get_cpu_engine() == "auto" and spec.stochastic and not spec.flips
-            and getattr(sources, "counter", None) is None and sources.stochastic is not stream_uniform
-            and numpy_fast.is_sequential_stream(sources.stochastic))
+def on_array_kind(x: np.ndarray, compute: Callable[[np.ndarray], np.ndarray]) -> Any:
+    """``compute`` (a function of a plain ndarray) applied to ``x``, given back as ``x``'s kind.
 
+    A masked array comes back masked with the same mask: only its unmasked
+    elements are computed on, in column-major order (MATLAB's
+    ``c(~m) = chop(x(~m))``), and masked elements keep their values.  An
+    ``np.matrix`` comes back as a matrix, a ``np.memmap`` as an ndarray (as
+    from NumPy's own arithmetic).
 
-def roundit_array(x: np.ndarray, mode: int, sources: RandomSources, flip: bool, p: float, t: int) -> np.ndarray:
-    """roundit.m on an array of any shape (random numbers assigned in column-major order)."""
-    y = roundit_vector(_in_matlab_order(x), mode, sources, flip, p, t)
-    return _from_matlab_order(y, x.shape)
+    Raises
+    ------
+    TypeError
+        For other ndarray subclasses.
+    """
+    if isinstance(x, np.ma.MaskedArray):
+        data = np.ma.getdata(x)
+        mask = np.ma.getmaskarray(x)
+        if not mask.any():
+            out = compute(data)
+        else:
+            keep = ~mask.reshape(-1, order="F")
+            computed = compute(data.reshape(-1, order="F")[keep])
+            out = data.astype(computed.dtype, order="F", copy=True)
+            flat = out.reshape(-1, order="F")  # a view: out is Fortran-ordered
+            flat[keep] = computed
+        result = x.astype(out.dtype)  # a copy with x's mask, fill value and hardness
+        np.ma.getdata(result)[...] = out
+        return result
+    if isinstance(x, np.matrix):
+        return compute(np.asarray(x)).view(np.matrix)
+    if isinstance(x, np.memmap):
+        return compute(np.asarray(x))
+    raise TypeError(
+        f"chop cannot give back a {type(x).__module__}.{type(x).__name__} (an ndarray subclass it does "
+        "not know); pass numpy.asarray(x) to get a plain ndarray back."
+    )

@@ -22,13 +22,16 @@ Random numbers
   normal block's count of numbers, so neither block waits for the other.
 * ``Chop(..., rng=<int>)``: the counter-based generator of
   :mod:`pychop_compat.random.counter` computed inside the loop, element ``i`` (row-major)
-  with counter ``offset + i``: no array of numbers, no second pass.
+  with counter ``offset + i``: no array of numbers, no second pass.  The same loop takes
+  numbers given per element (:func:`pychop_compat.random.sources.given_sources`: ``nn``'s
+  quantizers with ``uniforms`` or ``torch.rand`` numbers).
 
 Selection and fallback
 ----------------------
-:func:`set_cpu_engine` picks ``'auto'`` (the default: this engine when Numba
-is installed), ``'numba'`` or ``'numpy'`` (also through the environment
-variable ``PYCHOP_COMPAT_CPU_ENGINE``).  Numba is imported on the first array
+:func:`cpu_engine` (a context manager, scoped to the calling thread) picks
+``'auto'`` (the default: this engine when Numba is installed), ``'numba'`` or
+``'numpy'``; :func:`set_cpu_engine` and the environment variable
+``PYCHOP_COMPAT_CPU_ENGINE`` set the process default.  Numba is imported on the first array
 that uses it, never at ``import pychop_compat``.  Byte-swapped or exotic
 dtypes, empty arrays, single elements (the plain-Python scalar path is
 faster) and bit flips with ``t < 2`` (an error, raised by the NumPy engine
@@ -42,7 +45,7 @@ range rules run here too: the OCP/ML formats (``float8_e4m3fn``, the
 ``fnuz`` formats, float6, float4), formats with ``emin != 1 - emax`` and the
 saturation and infinity switches.  The kernels take the format's own
 t, emin, emax, xmax and xboundary; the format's encoding (what
-``engines.numpy_extended`` applies after chop.m's range rules) is applied by the
+the NumPy engine applies after chop.m's range rules) is applied by the
 general per-element path, the only one whose results can need it.  These
 stay on the NumPy engine (:func:`handles`): CPFloat's range rules and
 rounding modes outside 1..6 (the ``cpfloat`` facade, ``round_to_format``'s
@@ -53,6 +56,7 @@ random bits, E8M0, and formats whose top binade lies beyond the input class's.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import importlib.util
 import math
 import os
@@ -78,15 +82,17 @@ SERIAL_BELOW = 1 << 20
 CHUNK = 1 << 14
 
 _ENGINES = ("auto", "numba", "numpy")
-_choice = os.environ.get("PYCHOP_COMPAT_CPU_ENGINE", "auto")
-if _choice not in _ENGINES:  # pragma: no cover - a typo in the environment
-    raise ValueError(f"PYCHOP_COMPAT_CPU_ENGINE must be one of {_ENGINES}, not {_choice!r}")
+_default = os.environ.get("PYCHOP_COMPAT_CPU_ENGINE", "auto")
+if _default not in _ENGINES:  # pragma: no cover - a typo in the environment
+    raise ValueError(f"PYCHOP_COMPAT_CPU_ENGINE must be one of {_ENGINES}, not {_default!r}")
+#: The setting of a ``with cpu_engine(...)`` block (None: the process default).
+_scoped: contextvars.ContextVar = contextvars.ContextVar("pychop_compat_cpu_engine", default=None)
 _available: Optional[bool] = None
 _kernels = None
 
 
 def available() -> bool:
-    """Whether Numba is installed (the compiled engine can run)."""
+    """Whether Numba is installed (the compiled engine can run; cached)."""
     global _available
     if _available is None:
         _available = importlib.util.find_spec("numba") is not None
@@ -94,38 +100,51 @@ def available() -> bool:
 
 
 def get_cpu_engine() -> str:
-    """The CPU engine setting: ``'auto'``, ``'numba'`` or ``'numpy'``."""
-    return _choice
+    """The CPU engine setting in force here: ``'auto'``, ``'numba'`` or ``'numpy'``."""
+    scoped = _scoped.get()
+    return _default if scoped is None else scoped
 
 
-def set_cpu_engine(name: str) -> None:
-    """Choose the engine for NumPy arrays: ``'auto'`` (compiled when Numba is installed),
-    ``'numba'`` (compiled; ImportError without Numba) or ``'numpy'`` (the NumPy engine).
-
-    Both engines give the same results bit for bit; the setting is process-wide.
-    """
-    global _choice
+def _checked(name: str) -> str:
     if name not in _ENGINES:
         raise ValueError(f"cpu engine must be one of {_ENGINES}, not {name!r}")
     if name == "numba" and not available():
         raise ImportError("the compiled CPU engine needs numba: pip install 'pychop_compat[fast]'")
-    _choice = name
+    return name
+
+
+def set_cpu_engine(name: str) -> None:
+    """Set the process default of the CPU engine: ``'auto'`` (compiled when Numba is installed),
+    ``'numba'`` (compiled; ImportError without Numba) or ``'numpy'`` (the NumPy engine).
+
+    The default at import is the environment variable ``PYCHOP_COMPAT_CPU_ENGINE`` (or
+    ``'auto'``); :func:`cpu_engine` overrides it within a ``with`` block.  Both engines give the
+    same results bit for bit.
+    """
+    global _default
+    _default = _checked(name)
 
 
 @contextlib.contextmanager
 def cpu_engine(name: str) -> Iterator[None]:
-    """``with cpu_engine('numpy'): ...`` runs the block with that engine, then restores the setting."""
-    previous = _choice
-    set_cpu_engine(name)
+    """``with cpu_engine('numpy'): ...``: the CPU engine for the calls in the block.
+
+    The setting belongs to the calling thread (and asyncio task), like a
+    ``contextvars`` variable: other threads keep the process default
+    (:func:`set_cpu_engine`).  A Dask array takes the setting in force when
+    ``chop`` is called, for all its blocks.
+    """
+    token = _scoped.set(_checked(name))
     try:
         yield
     finally:
-        set_cpu_engine(previous)
+        _scoped.reset(token)
 
 
 def wanted() -> bool:
-    """Whether NumPy arrays go to this engine under the current setting."""
-    return _choice == "numba" or (_choice == "auto" and available())
+    """Whether NumPy arrays go to this engine under the setting in force."""
+    choice = get_cpu_engine()
+    return choice == "numba" or (choice == "auto" and available())
 
 
 def _load():
@@ -271,7 +290,7 @@ def _spec_constants(spec: RoundingSpec, char: str):
 def _encoding(spec: RoundingSpec) -> tuple:
     """The switches of ``numba_kernels._encode`` (TIE_TO_XMAX, SATURATE, INF_TO_NAN,
     NO_NEGATIVE_ZERO, FLIP_NAN): the format's encoding after chop.m's range rules, as
-    ``numpy_extended`` applies it (``rounding.extended.apply_encoding``); all off for chop.m's
+    the NumPy engine applies it (``rules.cpfloat.apply_encoding``); all off for chop.m's
     own specs and with explim = 0, which ignores the format's range and encoding."""
     if not getattr(spec, "extended", False) or not spec.limits_exponent:
         return (0, 0, 0, 0, 0)
@@ -293,7 +312,7 @@ def handles(x: np.ndarray, spec: RoundingSpec) -> bool:
 
 def _handles_extended(spec: RoundingSpec, char: str) -> bool:
     """Whether a spec beyond chop.m (``spec.extended``) is one this engine rounds exactly as
-    ``numpy_extended`` does: chop.m's algorithm with the format's own t, emin and emax (the
+    the NumPy engine does: chop.m's algorithm with the format's own t, emin and emax (the
     kernels' constants), then the format's encoding (``numba_kernels._encode``, on the elements
     of the general path, the only ones whose result can be Inf, -0 or beyond xmax).  The rest
     stays on the NumPy engine: CPFloat's range rules and rounding modes outside 1..6 (other
@@ -322,10 +341,16 @@ def chop_array(x: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> np.
     utype = _UINT[char]
     stochastic = spec.round >= 5
     counter = getattr(sources, "counter", None)
+    given = getattr(sources, "given", None)
     if not stochastic and not spec.flips:
         return _deterministic(k, x, ip, up, fp, rp, single, utype)
+    if given is not None and not spec.flips:  # numbers given per element, in row-major order
+        numbers = np.ascontiguousarray(np.broadcast_to(np.asarray(given, np.float64), x.shape)).reshape(-1)
+        return _per_element(k, x, ip, up, fp, single, utype, _NO_KEYS, np.uint64(0), numbers)
     if counter is not None:
-        return _with_counter(k, x, ip, up, fp, single, utype, counter)
+        stream = counter.take(x.size)
+        return _per_element(k, x, ip, up, fp, single, utype, np.array(stream.keys, np.uint64),
+                            np.uint64(stream.offset), None)
     return _in_chop_order(k, x, spec, sources, ip, up, fp, single, utype)
 
 
@@ -339,21 +364,21 @@ def _deterministic(k, x, ip, up, fp, rp, single, utype):
     return out
 
 
-def _with_counter(k, x, ip, up, fp, single, utype, counter):
-    stream = counter.take(x.size)
-    keys = np.array(stream.keys, np.uint64)
-    offset = np.uint64(stream.offset)
+def _per_element(k, x, ip, up, fp, single, utype, keys, offset, given):
+    """Each element its own numbers: the counter's (keys, offset), or ``given`` (not None)."""
     xf = np.ascontiguousarray(x).reshape(-1)  # row-major: the counters follow C order
     of = np.empty_like(xf)
     if xf.size < SERIAL_BELOW:
-        k.counter_serial(xf, xf.view(utype), of, of.view(utype), ip, up, fp, single, keys, offset)
+        k.counter_serial(xf, xf.view(utype), of, of.view(utype), ip, up, fp, single, keys, offset, given)
     else:
-        k.counter_parallel(xf, xf.view(utype), of, of.view(utype), ip, up, fp, single, keys, offset, CHUNK)
+        k.counter_parallel(xf, xf.view(utype), of, of.view(utype), ip, up, fp, single, keys, offset, CHUNK,
+                           given)
     return of.reshape(x.shape)
 
 
 _NO_FLOATS = np.zeros(1, np.float64)
 _NO_INTS = np.zeros(1, np.int64)
+_NO_KEYS = np.zeros(3, np.uint64)
 
 
 def _exclusive_cumsum(v: np.ndarray) -> np.ndarray:

@@ -1,8 +1,8 @@
 """What every device kernel derives from a spec: carriers, limits, encodings.
 
-The CuPy engine, the torch engine (CUDA and the device paths on CPU tensors)
-and the CUDA kernel of :mod:`pychop_compat.kernels.cuda` all read these; none
-of them reaches into another's private names.
+The namespace kernel (:mod:`.elementwise`), the CUDA kernel
+(:mod:`pychop_compat.kernels.cuda`), the Triton kernel and the router all read
+these; none of them reaches into another's private names.
 
 * the carriers (float32, float64): bit layout (:class:`Carrier`);
 * chop.m's thresholds as exact comparisons in a carrier (:class:`Limits`,
@@ -139,8 +139,7 @@ class Encoding:
 
 
 def elementwise_covers(spec: RoundingSpec) -> bool:
-    """Whether chop's elementwise rounding (:mod:`.elementwise`, :mod:`.torch_elementwise`)
-    computes ``spec``: chop.m's semantics, or chop's rules on a signed format of the catalogue
+    """Whether chop's elementwise rounding (:mod:`.elementwise`) computes ``spec``: chop.m's semantics, or chop's rules on a signed format of the catalogue
     (the OCP/ML formats, custom ``emin``, saturation and infinity switches) without bit flips.
     Not: CPFloat's rules and modes, limited random bits, flips of the encoding, E8M0."""
     if not spec.extended:

@@ -493,11 +493,21 @@ def det_parallel(xf, xu, of, ou, ip, up, fp, rp, single, chunk):
 
 # --- the counter-based generator: each element its own numbers ------------------------------------
 # Sub-blocks as for the deterministic modes: a branch-free loop for the regular elements (no call
-# in it, so that it vectorises), and a plain call for a sub-block holding other elements.
+# in it, so that it vectorises), and a plain call for a sub-block holding other elements.  The
+# stochastic numbers may instead be given, one per element (``given``; None for the counter's:
+# a specialisation of its own, the test pruned when Numba compiles it).
+
+
+@numba.njit(**INLINE_OPTIONS)
+def _round_number(given, k0, j, i):
+    """Element ``i``'s stochastic number: ``u_ROUND(j)`` of the counter, or ``given[i]``."""
+    if given is None:
+        return counter_uniform(k0, j)
+    return given[i]
 
 
 @numba.njit(**JIT_OPTIONS)
-def _counter_general(xf, xu, of, ou, first, last, k, single, k0, k1, k2, offset, every):
+def _counter_general(xf, xu, of, ou, first, last, k, single, k0, k1, k2, offset, every, given):
     """The general path for the elements of ``first:last`` (all of them when ``every``);
     without ``every`` (no flips) the small elements of :func:`_small_shift` take their bit rule."""
     mode = k[MODE]
@@ -508,7 +518,7 @@ def _counter_general(xf, xu, of, ou, first, last, k, single, k0, k1, k2, offset,
         j = offset + i
         rnd = 2.0
         if mode >= 5:
-            rnd = _to_class(counter_uniform(k0, j), single)  # compared in the input's class
+            rnd = _to_class(_round_number(given, k0, j, i), single)  # compared in the input's class
             if not every:
                 d, _ = _small_shift(b, k)
                 if d >= 0:
@@ -521,48 +531,48 @@ def _counter_general(xf, xu, of, ou, first, last, k, single, k0, k1, k2, offset,
 
 
 @numba.njit(**INLINE_OPTIONS)
-def _counter_range(xf, xu, of, ou, start, stop, k, single, k0, k1, k2, offset):
+def _counter_range(xf, xu, of, ou, start, stop, k, single, k0, k1, k2, offset, given):
     n_blocks = (stop - start + SUB_BLOCK - 1) // SUB_BLOCK
     wide_lo, wide_span, wide = _wide_limits(k)
     for block in range(n_blocks):
         first = np.uint64(start + block * SUB_BLOCK)
         last = np.uint64(min(stop, start + block * SUB_BLOCK + SUB_BLOCK))
         if k[PFLIP] >= 0.0:  # bit flips: every element takes the general path
-            _counter_general(xf, xu, of, ou, first, last, k, single, k0, k1, k2, offset, True)
+            _counter_general(xf, xu, of, ou, first, last, k, single, k0, k1, k2, offset, True, given)
             continue
         if k[MODE] >= 5 and wide and _count_specials(xu, first, last, k):
             # Elements below xmin: their bit rule (_small_stochastic, which rounds regular ones too).
             for i in range(first, last):
                 b = np.uint64(xu[i])
                 d, _ = _wide_shift(b, k)
-                ou[i] = _small_stochastic(b, k, d, _to_class(counter_uniform(k0, offset + i), single))
+                ou[i] = _small_stochastic(b, k, d, _to_class(_round_number(given, k0, offset + i, i), single))
             if _count_outside(xu, first, last, wide_lo, wide_span, k[MAG]):
-                _counter_general(xf, xu, of, ou, first, last, k, single, k0, k1, k2, offset, False)
+                _counter_general(xf, xu, of, ou, first, last, k, single, k0, k1, k2, offset, False, given)
             continue
         if k[MODE] >= 5:
             for i in range(first, last):
-                rnd = _to_class(counter_uniform(k0, offset + i), single)
+                rnd = _to_class(_round_number(given, k0, offset + i, i), single)
                 ou[i] = _regular_stochastic(np.uint64(xu[i]), k, rnd)
         else:  # (deterministic modes reach here only with flips; kept for completeness)
             for i in range(first, last):
                 ou[i] = _regular_bits(np.uint64(xu[i]), k)
         if _count_specials(xu, first, last, k):
-            _counter_general(xf, xu, of, ou, first, last, k, single, k0, k1, k2, offset, False)
+            _counter_general(xf, xu, of, ou, first, last, k, single, k0, k1, k2, offset, False, given)
 
 
 @numba.njit(**JIT_OPTIONS)
-def counter_serial(xf, xu, of, ou, ip, up, fp, single, keys, offset):
+def counter_serial(xf, xu, of, ou, ip, up, fp, single, keys, offset, given):
     k = _unpack(ip, up, fp)
-    _counter_range(xf, xu, of, ou, 0, xf.size, k, single, keys[0], keys[1], keys[2], offset)
+    _counter_range(xf, xu, of, ou, 0, xf.size, k, single, keys[0], keys[1], keys[2], offset, given)
 
 
 @numba.njit(parallel=True, **JIT_OPTIONS)
-def counter_parallel(xf, xu, of, ou, ip, up, fp, single, keys, offset, chunk):
+def counter_parallel(xf, xu, of, ou, ip, up, fp, single, keys, offset, chunk, given):
     k = _unpack(ip, up, fp)
     n = xf.size
     for c in prange((n + chunk - 1) // chunk):
         _counter_range(xf, xu, of, ou, c * chunk, min(n, (c + 1) * chunk), k, single,
-                       keys[0], keys[1], keys[2], offset)
+                       keys[0], keys[1], keys[2], offset, given)
 
 
 # --- chop.m's draw order: count, draw in bulk (by the caller), round ---------------------------------

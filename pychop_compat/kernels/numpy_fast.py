@@ -1134,6 +1134,11 @@ def _chop_array(x: np.ndarray, spec: RoundingSpec, sources: RandomSources, finis
         else:
             raise TypeError(f"chop_array needs float32 or float64, not {dtype}")
     plan = _plan_for(spec, dtype)
+    given = getattr(sources, "given", None)
+    if given is not None and plan.mode >= 5 and not spec.flips:
+        # Numbers given per element (row-major), as the counter's: nn's uniforms.
+        with np.errstate(over="ignore", invalid="ignore"):
+            return chop_counter(x, spec, given)
     counter = getattr(sources, "counter", None)
     if counter is not None and (spec.flips or plan.mode >= 5):
         # Chop(rng=<int>): every element its own numbers, a function of its row-major index.
@@ -1172,35 +1177,48 @@ def _chop_random(x: np.ndarray, plan: _Plan, spec: RoundingSpec, sources: Random
     return chop(plan, xf, draw).reshape(x.shape, order="F")
 
 
-def chop_counter(x: np.ndarray, spec: RoundingSpec, stream: CounterStream) -> np.ndarray:
-    """Stochastic modes and bit flips with the numbers of a counter-based stream.
+def chop_counter(x: np.ndarray, spec: RoundingSpec, stream: Any) -> np.ndarray:
+    """Stochastic modes and bit flips with the numbers of a counter-based stream, or given.
 
     ``stream`` (a :class:`~pychop_compat.random.counter.CounterStream`)
-    gives element ``i`` of ``x`` in row-major order the numbers ``u_s(offset + i)``:
+    gives element ``i`` of ``x`` in row-major order the numbers ``u_s(offset + i)``
+    (an array broadcastable to ``x`` instead: each element's stochastic number, no flips):
     stochastic rounding compares with ``u_ROUND``; with ``flip = 1`` bit
     ``1 + floor((t - 1) u_FLIP_BIT)`` of the rounded integer is flipped when
     ``u_FLIP_CHOICE <= p``.  Every element is independent of the others (no
     draw order, no block), so zeros come back as +0 in stochastic modes, as
     when chop.m's block draws.  Results do not depend on the chunking.
     """
-    from ..random.counter_host import uniform_array
+    from ..random.counter import uniform
+    from .xp import library_namespace
+
+    xp = library_namespace("numpy").xp
 
     plan = _plan_for(spec, x.dtype)
     ftype = plan.layout.ftype
     xc = np.ascontiguousarray(x).reshape(-1)
     out = np.empty_like(xc)
     stochastic = plan.mode >= 5
-    keys, offset = stream.keys, stream.offset
+    given = None
+    if not isinstance(stream, CounterStream):
+        if spec.flips:
+            raise ValueError("chop_counter: numbers given per element serve stochastic rounding only.")
+        given = np.broadcast_to(np.asarray(stream), x.shape).reshape(-1)
     n = xc.size
     for i in range(0, n, _FLIP_CHUNK):
         j = min(i + _FLIP_CHUNK, n)
         xs = xc[i:j]
         a = _analyse(plan, xs)
-        rnd = uniform_array(keys[0], offset, j - i, i).astype(ftype) if stochastic else None
+        if given is not None:
+            rnd = given[i:j].astype(ftype)
+        else:
+            keys, offset = stream.keys, stream.offset
+            index = np.arange(i, j, dtype=np.int64)
+            rnd = uniform(xp, keys[0], offset, index).astype(ftype) if stochastic else None
         c = _finish(plan, a, _round_up(plan, a, rnd), np.True_ if stochastic else None)
         if spec.flips:
-            chosen = uniform_array(keys[1], offset, j - i, i) <= spec.p
-            bits = 1 + np.floor((plan.t - 1) * uniform_array(keys[2], offset, j - i, i)).astype(np.int64)
+            chosen = uniform(xp, keys[1], offset, index) <= spec.p
+            bits = 1 + np.floor((plan.t - 1) * uniform(xp, keys[2], offset, index)).astype(np.int64)
             _flip(plan, c, xs, chosen, bits)
         if plan.explim:
             _limit_range(plan, c, xs)

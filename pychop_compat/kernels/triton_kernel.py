@@ -9,12 +9,14 @@ nearest, the directed modes and stochastic rounding with numbers made on the
 device (:mod:`pychop_compat.random.counter`); in modes 1 to 4 also zeros and
 chop.m's subnormal block and underflow rule (:func:`build_round_helper`), and
 it counts the other elements.  In most data there are none, and the call is
-one pass over memory plus one 4-byte read; otherwise the torch engine rounds
-just those elements (:func:`left_over`) with its general path.  (The first
-GPU run, before the subnormal block was handled here, gave fp16 on standard
-normal data 19% to 25% of the copy bandwidth against bfloat16's 77% to 91%:
-the 5 in 10^5 elements below fp16's xmin cost four more passes.)  Bit flips and host draws (MATLAB's stream,
-``randfunc``) stay with the torch engine.
+one pass over memory plus one 4-byte read; otherwise the namespace kernel
+(:mod:`pychop_compat.kernels.elementwise`) rounds just those elements
+(:func:`left_over`).  (The first GPU run, before the subnormal block was
+handled here, gave fp16 on standard normal data 19% to 25% of the copy
+bandwidth against bfloat16's 77% to 91%: the 5 in 10^5 elements below fp16's
+xmin cost four more passes.)  Bit flips and host draws (MATLAB's stream,
+``randfunc``) go to the namespace kernel whole
+(:mod:`pychop_compat.engines.dispatch` routes them).
 
 Floating point and its traps: nothing on the rounding path goes through
 libdevice (whose flush-to-zero reflection and approximations would change

@@ -9,22 +9,26 @@ thread (see :class:`PersistentOptions`).
 from __future__ import annotations
 
 import numbers
+import sys
 import threading
 from typing import Any, Optional
 
 import numpy as np
 
 from ..random import matlab_stream
-from ..engines import ENGINE_LIBRARIES, array_library, chop_on_engine, unsupported_type_error
+from ..engines import dispatch
+from ..engines.numpy_engine import as_float_array, on_array_kind
 from ..kernels import numpy_fast
+from ..libraries import array_library, unsupported_type_error
 from .options import (ChopSpec, Options, given_fields, params_pair, as_switch, options_are_empty,
                       probability, resolve, round_mode)
 from ..random.matlab_stream import default_randfunc
+from ..rules.chop import roundit_vector
 from ..spec import FLIP_PRECISION_ERROR, RoundingSpec
 from ..random.sources import (MATLAB_STREAM, ForkedStreamError, RandomSources, counter_sources, fork_generation,
                          generator_sources, sources_for)
 
-__all__ = ["chop", "clear_chop", "chop_options", "roundit", "Chop", "PersistentOptions"]
+__all__ = ["chop", "clear_chop", "chop_options", "roundit", "Chop", "PersistentOptions", "explain", "chop_jax"]
 
 
 class PersistentOptions:
@@ -110,106 +114,8 @@ def _checked_class(x) -> str:
     return "single" if getattr(x, "dtype", None) in (np.float32, np.float16) else "double"
 
 
-def _as_float_array(x):
-    """``(array, restore)``: a float32/float64 ndarray to compute on, and how to give the result back."""
-    if isinstance(x, np.ndarray):
-        arr = x
-        restore = None
-    elif isinstance(x, np.generic):
-        arr = np.asarray(x)
-        restore = lambda out: out[()]  # noqa: E731  (a NumPy scalar of the result's dtype)
-    elif isinstance(x, numbers.Real):
-        arr = np.asarray(float(x))
-        restore = lambda out: float(out)  # noqa: E731
-    else:
-        arr = np.asarray(x)
-        restore = None
-    dtype = arr.dtype
-    if dtype.kind == "f" and not dtype.isnative:  # byte-swapped data: the result is native, as NumPy's
-        arr = arr.astype(dtype.newbyteorder("="))
-        dtype = arr.dtype
-    if dtype == np.float64 or dtype == np.float32:
-        return arr, restore
-    if dtype == np.float16:
-        # No MATLAB class is half precision: compute in single, give back half.
-        base = restore or (lambda out: out)
-        return arr.astype(np.float32), lambda out: base(out.astype(np.float16))
-    if dtype.kind in "biu":
-        return arr.astype(np.float64), restore
-    if dtype == object:
-        return _object_array_as_float(arr), restore
-    raise TypeError(f"chop supports float64, float32 and float16 arrays (and integers), not {dtype}.")
-
-
-def _object_array_as_float(arr: np.ndarray) -> np.ndarray:
-    """An object array of real numbers as float64; anything else (``'1.5'``, ``None``) is refused."""
-    for value in arr.flat:
-        if not isinstance(value, (numbers.Real, np.bool_)):
-            if isinstance(value, (numbers.Complex, np.complexfloating)):
-                raise ValueError("Chop requires a real input array.")
-            raise TypeError("chop supports float64, float32 and float16 arrays (and integers), not an "
-                            f"object array holding {type(value).__name__}.")
-    return arr.astype(np.float64)
-
-
-def _on_array_kind(x, compute):
-    """``compute`` (a function of a plain ndarray) applied to ``x``, given back as ``x``'s kind.
-
-    A masked array comes back masked with the same mask: only its unmasked
-    elements are computed on, in column-major order (MATLAB's
-    ``c(~m) = chop(x(~m))``), and masked elements keep their values.  An
-    ``np.matrix`` comes back as a matrix, a ``np.memmap`` as an ndarray (as
-    from NumPy's own arithmetic); other ndarray subclasses are refused.
-    """
-    if isinstance(x, np.ma.MaskedArray):
-        data = np.ma.getdata(x)
-        mask = np.ma.getmaskarray(x)
-        if not mask.any():
-            out = compute(data)
-        else:
-            keep = ~mask.reshape(-1, order="F")
-            computed = compute(data.reshape(-1, order="F")[keep])
-            out = data.astype(computed.dtype, order="F", copy=True)
-            flat = out.reshape(-1, order="F")  # a view: out is Fortran-ordered
-            flat[keep] = computed
-        result = x.astype(out.dtype)  # a copy with x's mask, fill value and hardness
-        np.ma.getdata(result)[...] = out
-        return result
-    if isinstance(x, np.matrix):
-        return compute(np.asarray(x)).view(np.matrix)
-    if isinstance(x, np.memmap):
-        return compute(np.asarray(x))
-    raise TypeError(
-        f"chop cannot give back a {type(x).__module__}.{type(x).__name__} (an ndarray subclass it does "
-        "not know); pass numpy.asarray(x) to get a plain ndarray back."
-    )
-
-
-def _numpy_chop(spec: RoundingSpec, sources: RandomSources):
-    from ..engines.numpy_engine import chop_array
-
-    def compute(x):
-        arr, restore = _as_float_array(x)
-        out = chop_array(arr, spec, sources) if arr.size else arr.copy()
-        return restore(out) if restore else out
-
-    return compute
-
-
 def _engine_chop(x, spec: RoundingSpec, sources: RandomSources):
-    if type(x) is float and not spec.flips and not spec.extended:
-        # MATLAB code calls chop on scalars in loops: no array for a Python float.
-        return numpy_fast.chop_scalar(x, spec, sources)
-    library = "numpy" if type(x) is np.ndarray else array_library(x)
-    if library in ENGINE_LIBRARIES:
-        return chop_on_engine(x, spec, sources, library)
-    if library in ("pandas", "xarray"):  # same type, index and coordinates; the values rounded
-        from ..engines import labelled
-
-        return labelled.chop_labelled(x, lambda values: _engine_chop(values, spec, sources))
-    if isinstance(x, np.ndarray) and type(x) is not np.ndarray:
-        return _on_array_kind(x, _numpy_chop(spec, sources))
-    return _numpy_chop(spec, sources)(x)
+    return dispatch.round_array(x, spec, sources)
 
 
 def _chop_checked(x, spec: RoundingSpec, sources: RandomSources):
@@ -302,7 +208,8 @@ def chop(x: Any = None, options: Any = None) -> Any:
     # defaults, when nothing is): a thread reading the main thread's options keeps reading them.
     store = not options_are_empty(options) or (stored is None and owned)
     if type(x) is float and spec.round <= 4 and not spec.flip and not spec.extended:
-        # The hot path (MATLAB code chops scalars in loops): no random numbers, nothing to check.
+        # The hot path (MATLAB code chops scalars in loops): no random numbers, nothing to check,
+        # straight to the router's first kernel (dispatch's 'scalar').
         result = numpy_fast.chop_scalar(x, spec, MATLAB_STREAM)
     elif _is_placeholder(x):
         result = None if x is None else np.zeros(0)
@@ -377,18 +284,17 @@ def roundit(x: Any, options: Any = None) -> Any:
         t = params_pair(given["params"])[0]
         if t < 2:
             raise ValueError(FLIP_PRECISION_ERROR)
-    from ..engines.numpy_engine import roundit_array
-
     sources = sources_for(randfunc)
 
     def compute(values):
-        arr, restore = _as_float_array(values)
-        out = roundit_array(arr, mode, sources, flip, p, t)
+        arr, restore = as_float_array(values)
+        # roundit.m on the elements in MATLAB's column-major order (the order of its random numbers)
+        out = roundit_vector(arr.ravel(order="F"), mode, sources, flip, p, t).reshape(arr.shape, order="F")
         return restore(out) if restore else out
 
     with matlab_stream.exclusive_stream():
         if isinstance(x, np.ndarray) and type(x) is not np.ndarray:
-            return _on_array_kind(x, compute)
+            return on_array_kind(x, compute)
         return compute(x)
 
 
@@ -502,3 +408,109 @@ class Chop:
         o = self.options
         return (f"Chop(format={o.format!r}, subnormal={o.subnormal}, round={o.round}, "
                 f"flip={o.flip}, p={o.p}, explim={o.explim}, params={o.params})")
+
+
+def _sources_of(randfunc, rng) -> RandomSources:
+    """The sources ``Chop(options, rng=rng)`` (or ``chop`` with ``rng=None``) would use (nothing
+    is drawn from them)."""
+    if rng is None:
+        flips = MATLAB_STREAM
+    elif isinstance(rng, numbers.Integral) and not isinstance(rng, (bool, np.bool_)):
+        flips = counter_sources(int(rng))
+    elif isinstance(rng, np.random.Generator):
+        flips = generator_sources(rng)
+    else:
+        raise TypeError(f"rng must be a numpy.random.Generator or an integer seed, got {rng!r}.")
+    return sources_for(randfunc, flips)
+
+
+def explain(x: Any, options: Any = None, *, rng: Any = None) -> "dispatch.Explanation":
+    """Which engine, kernel and random source ``chop(x, options)`` (or ``Chop(options, rng=rng)(x)``)
+    would use, and why each kernel tried before was passed over.  Nothing is rounded, drawn or
+    stored.
+
+    Parameters
+    ----------
+    x : array_like, torch.Tensor, cupy.ndarray, jax.Array, dask array, ...
+        The input, as it would be passed to :func:`chop`.
+    options : Mapping, Options or object with attributes, optional
+        chop's options; ``None``: the options :func:`chop` would use now (this thread's
+        stored ones, or the defaults).
+    rng : int or numpy.random.Generator, optional
+        ``Chop``'s ``rng``.
+
+    Returns
+    -------
+    Explanation
+        Its ``str`` is a readable summary; its fields (``engine``, ``kernel``, ``where``,
+        ``source``, ``order``, ``passed_over``, ``call``) the same as data.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> e = explain(np.ones(1000), {'format': 'h', 'round': 5})
+    >>> e.engine, e.source.value, e.order
+    ('numpy', 'matlab_stream', 'column-major')
+    >>> explain(1/3, {'format': 'h'}).kernel
+    'scalar'
+    """
+    x_class = _checked_class(x)
+    if rng is None:  # chop(x, options): the stored options when none are given
+        settings = resolve(options, _persistent.read(), x_class)
+    else:  # Chop(options, rng=rng)(x)
+        settings = resolve(dict(given_fields(options) or {}), None, x_class)
+    return dispatch.explain(x, settings.spec, _sources_of(settings.randfunc, rng))
+
+
+def chop_jax(x: Any, options: Any = None, *, key: Any = None, seed: Optional[int] = None, offset: Any = 0) -> Any:
+    """Round a JAX array, stateless and traceable: ``jax.jit``/``jax.vmap`` friendly.
+
+    Parameters
+    ----------
+    x : jax.Array
+        Real values (float64, float32, float16, bfloat16; integers with x64).
+    options : dict, Options, object with attributes, Chop or RoundingSpec, optional
+        chop's options (MATLAB names); the defaults when omitted; or a resolved
+        :class:`~pychop_compat.spec.RoundingSpec`, used as it is.  The persistent
+        options of :func:`chop` are neither read nor set.
+    key : jax.random key, optional
+        The numbers of stochastic rounding and bit flips: element ``i`` (row-major) gets
+        ``jax.random.uniform(jax.random.fold_in(key, s))[i]``, ``s = 1`` for rounding,
+        ``2`` and ``3`` for flips.  Split the key between calls to get new numbers.
+    seed, offset : int, optional
+        Instead of ``key``: the counter-based generator of :mod:`pychop_compat.random.counter`,
+        element ``i`` getting the numbers of counter ``offset + i`` (``offset`` may be traced).
+        Equal to ``Chop(options, rng=seed)`` on NumPy (first call: ``offset = 0``).
+
+    Returns
+    -------
+    jax.Array
+        Same shape, dtype (float64 for integers), device and sharding as ``x``.
+
+    Raises
+    ------
+    ValueError
+        Stochastic rounding or flips without ``key`` or ``seed``; both given;
+        ``options.randfunc`` (host code; use :func:`chop` outside jit).
+    TypeError
+        ``x`` is not a JAX array, or needs 64-bit types that are off.
+
+    Examples
+    --------
+    >>> import jax, jax.numpy as jnp                      # doctest: +SKIP
+    >>> f = jax.jit(lambda x, k: chop_jax(x, {'format': 'h', 'round': 5}, key=k))  # doctest: +SKIP
+    >>> f(jnp.linspace(0, 1, 5), jax.random.key(0))        # doctest: +SKIP
+    """
+    jax = sys.modules.get("jax")
+    if jax is None or not isinstance(x, jax.Array):
+        raise TypeError(f"chop_jax needs a jax.Array, not {type(x).__name__}; use pychop_compat.chop for others.")
+    if isinstance(options, RoundingSpec):
+        spec = options
+    else:
+        x_class = "single" if str(x.dtype) in _SINGLE_DTYPE_NAMES else "double"
+        options = getattr(options, "options", options)  # a Chop object: its resolved options
+        settings = resolve(options if options is not None else {}, None, x_class)
+        if settings.randfunc is not default_randfunc:
+            raise ValueError("chop_jax does not call options.randfunc (host code); pass key= or seed=.")
+        spec = settings.spec
+    return dispatch.round_jax(x, spec, key=key, seed=seed, offset=offset)

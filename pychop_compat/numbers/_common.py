@@ -15,7 +15,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from ..engines import array_library
+from ..libraries import array_library
 from ..random.matlab_stream import default_randfunc
 from ..random.sources import RandomSources, generator_sources, sources_for
 from ..rules.chop import roundit_vector

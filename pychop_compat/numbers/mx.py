@@ -80,11 +80,11 @@ def quantize_elements(scaled: np.ndarray, element: MXElement, mode: int, sources
     if element.format is None:  # INT8: k * 2^-6, |k| <= 127
         codes = fixed_point_codes(scaled, 8, 6, True, "saturate", mode, sources)
         return np.ldexp(np.clip(codes, -127, 127), -6)
-    from ..engines.numpy_engine import chop_array
+    from ..engines.dispatch import round_array
     from ..rounding import make_spec
 
     spec = make_spec(element.format, mode, saturation=True)
-    return chop_array(scaled, spec, sources)
+    return round_array(scaled, spec, sources)
 
 
 def block_scales(values: np.ndarray, blocks: Blocks, emax_elem: int, emin: int = SCALE_EMIN,

@@ -1,11 +1,14 @@
-"""Random numbers for arrays on GPUs: a counter-based generator, the same for torch and CuPy.
+"""The counter-based generator: chop's numbers as a function of (seed, stream, counter).
 
-For an array on a GPU, with neither ``randfunc`` nor ``Chop(..., rng=...)``,
-chop's random numbers are made on the device by a function of (seed, stream,
-counter) instead of a sequential generator.  The CUDA kernel computes each
-element's numbers itself, so stochastic rounding is one pass over memory with
-no array of draws, and torch computes the same numbers with integer tensor
-operations, so a tensor gets the same result with or without CuPy.
+Two users draw from it: arrays on GPUs with neither ``randfunc`` nor
+``Chop(..., rng=...)`` (one counter per device, :func:`seed_device`), and
+``Chop(..., rng=<int seed>)`` on every engine (one counter per object,
+:class:`CounterRng`).  The CUDA, Triton and Numba kernels compute each
+element's numbers themselves (their own copies, in their own languages); in
+Python the numbers are written twice here: :func:`counter_uniform` is the
+definition on Python integers, and :func:`uniform` computes it for an array
+of counters with the operations of any array library (NumPy, torch, CuPy,
+JAX), so that no array of numbers needs to be sent between devices.
 
 The numbers
 -----------
@@ -24,21 +27,29 @@ the counter ``j = offset + i`` (modulo 2**64).  Stochastic rounding compares wit
 ``u_1(j)``; with ``flip = 1`` the element's bit ``1 + floor((t - 1) * u_3(j))``
 is flipped when ``u_2(j) <= p`` (the rule of MATLAB's ``randi``).  Each device
 keeps its own ``offset``: 0 after :func:`seed_device` (and at import), and every
-call that draws on the device advances it by its number of elements.
+call that draws on the device advances it by its number of elements; a
+:class:`CounterRng` keeps its own (0 at construction).
 
 The contract: the same seed, then the same sequence of calls with the same
 options, shapes and values, gives the same results on any GPU, through torch
-or CuPy.  These are not MATLAB's numbers, and :func:`pychop_compat.rng` does
-not affect them.  Each ``u_s(j)`` is an odd multiple of ``2**-53``, uniform
-on the 2**52 midpoints of ``[0, 1)``, so its mean is exactly 1/2.
+or CuPy, and ``Chop(options, rng=seed)`` gives the same results on every
+engine, whatever the threads or the chunking.  These are not MATLAB's
+numbers, and :func:`pychop_compat.rng` does not affect them.  Each ``u_s(j)``
+is an odd multiple of ``2**-53``, uniform on the 2**52 midpoints of
+``[0, 1)``, so its mean is exactly 1/2.
 """
 
 from __future__ import annotations
 
+import numbers
 import threading
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["seed_device", "CounterStream", "mix64", "counter_uniform", "GOLDEN", "MIX1", "MIX2"]
+import numpy as np
+
+__all__ = ["seed_device", "take", "CounterStream", "CounterRng", "mix64", "counter_uniform", "uniform",
+           "stream_keys", "GOLDEN", "MIX1", "MIX2", "ROUND", "FLIP_CHOICE", "FLIP_BIT", "STREAMS"]
 
 GOLDEN = 0x9E3779B97F4A7C15
 MIX1 = 0xBF58476D1CE4E5B9
@@ -47,6 +58,8 @@ _MASK = (1 << 64) - 1
 
 #: Stream numbers: stochastic rounding, the choice of flipped elements, the flipped bit.
 ROUND, FLIP_CHOICE, FLIP_BIT = 1, 2, 3
+#: The stream numbers, in the order of ``CounterStream.keys``.
+STREAMS = (ROUND, FLIP_CHOICE, FLIP_BIT)
 
 
 def mix64(z: int) -> int:
@@ -62,20 +75,78 @@ def counter_uniform(key: int, j: int) -> float:
     return ((mix64(key + j * GOLDEN) >> 12) + 0.5) * 2.0**-52
 
 
+def stream_keys(seed: int) -> tuple:
+    """``(key_1, key_2, key_3)`` of ``seed`` (taken modulo 2**64), in the order of :data:`STREAMS`."""
+    return tuple(mix64(int(seed) + s * GOLDEN) for s in STREAMS)
+
+
+def _signed(value: int) -> int:
+    """The int64 with the bits of the 64-bit unsigned ``value`` (two's complement)."""
+    value &= _MASK
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _as_int64(xp: Any, value: Any) -> Any:
+    """A key or an offset as int64: a Python int as the int64 with its bits, an array (a 0-d
+    tensor under ``torch.compile``, a traced JAX value) converted, which wraps modulo 2**64."""
+    if isinstance(value, numbers.Integral):  # Python and NumPy integers
+        return _signed(int(value))
+    return value if value.dtype == xp.int64 else xp.astype(value, xp.int64)
+
+
+def uniform(xp: Any, key: Any, offset: Any, index: Any) -> Any:
+    """``u(offset + i)`` for each counter ``i`` in ``index``: the numbers of :func:`counter_uniform`
+    as a float64 array, for any array library.
+
+    Parameters
+    ----------
+    xp : array namespace
+        The library's namespace (``array_api_compat``'s wrapper or ``jax.numpy``):
+        ``astype`` and ``int64``/``float64`` are all this needs from it.
+    key : int or 0-d int64 array
+        The stream's key (``CounterStream.keys[s - 1]``).  An array holds its bits
+        as int64: compiled torch code passes a tensor so that a new key does not
+        recompile.
+    offset : int or 0-d integer array
+        The first counter (an array: its bits as int64, e.g. a traced JAX value).
+    index : int64 array
+        Element indices ``i`` (e.g. ``arange(n)`` in row-major order); not modified.
+
+    Returns
+    -------
+    array
+        float64, the shape and device of ``index``.
+
+    Notes
+    -----
+    Every library has 64-bit signed integers (torch has no general unsigned ones):
+    int64 addition and multiplication wrap modulo 2**64 as the definition's
+    arithmetic does, and each logical right shift is an arithmetic shift with
+    the copies of the sign bit masked off.  The top 52 bits ``k`` give
+    ``(2k + 1) 2**-53``, every step exact, so a fused multiply-add gives the same.
+    JAX needs ``jax_enable_x64``.
+    """
+    z = (index + _as_int64(xp, offset)) * _signed(GOLDEN) + _as_int64(xp, key)
+    for shift, multiplier in ((30, MIX1), (27, MIX2), (31, None)):
+        z = z ^ ((z >> shift) & ((1 << (64 - shift)) - 1))
+        if multiplier is not None:
+            z = z * _signed(multiplier)
+    k = (z >> 12) & ((1 << 52) - 1)
+    return xp.astype(k, xp.float64) * 2.0**-52 + 2.0**-53
+
+
 @dataclass(frozen=True)
 class CounterStream:
     """The numbers of one call: ``keys[s - 1]`` is ``key_s``; element i has counter ``offset + i``."""
 
     keys: tuple
-    offset: int
+    offset: Any
 
 
-def _keys(seed: int) -> tuple:
-    return tuple(mix64(seed + s * GOLDEN) for s in (ROUND, FLIP_CHOICE, FLIP_BIT))
-
+# --- the device generator: one seed, one counter per device ------------------------------------
 
 _lock = threading.Lock()
-_seed_keys = _keys(0)
+_seed_keys = stream_keys(0)
 _offsets: dict = {}
 
 
@@ -88,7 +159,7 @@ def seed_device(seed: int) -> None:
     are not affected: they use MATLAB's stream (see :func:`pychop_compat.rng`).
     """
     global _seed_keys
-    keys = _keys(int(seed) & _MASK)
+    keys = stream_keys(int(seed) & _MASK)
     with _lock:
         _seed_keys = keys
         _offsets.clear()
@@ -100,3 +171,80 @@ def take(device: str, n: int) -> CounterStream:
         offset = _offsets.get(device, 0)
         _offsets[device] = (offset + n) & _MASK
         return CounterStream(_seed_keys, offset)
+
+
+# --- Chop(..., rng=<int seed>): one counter per object ------------------------------------------
+
+class CounterRng:
+    """The numbers of ``Chop(..., rng=seed)``: a seed and a call counter (plain data; picklable).
+
+    Element ``i`` of a call, in row-major order, gets the numbers
+    ``u_s(offset + i)``, where ``offset`` is this object's counter (0 at
+    construction; every call that draws advances it by the array's size).
+    So the numbers depend only on (seed, call counter, element index): not on
+    the engine, the number of threads or the chunking.
+
+    Parameters
+    ----------
+    seed : int
+        Any integer (taken modulo 2**64).
+
+    Notes
+    -----
+    :meth:`take` hands out the counters of one call and advances the counter
+    under a lock, so concurrent calls from several threads get disjoint
+    counters (which call gets which depends on scheduling).
+    """
+
+    def __init__(self, seed: int):
+        self.seed = int(seed) & _MASK
+        self.keys = stream_keys(self.seed)
+        self.offset = 0
+        self._lock = threading.Lock()
+
+    def take(self, n: int) -> CounterStream:
+        """The stream of a call on ``n`` elements: its keys and first counter; advances the counter."""
+        with self._lock:
+            offset = self.offset
+            self.offset = (offset + int(n)) & _MASK
+        return CounterStream(self.keys, offset)
+
+    # Sequential draws: only for a chop that follows chop.m's call order (a user's randfunc
+    # supplies the stochastic numbers, so the bit flips are drawn call by call from here).
+
+    def _sequential(self, stream_index: int, n: int) -> np.ndarray:
+        stream = self.take(n)
+        return uniform(_numpy_namespace(), stream.keys[stream_index], stream.offset, np.arange(n, dtype=np.int64))
+
+    def stochastic(self, n: int) -> np.ndarray:
+        """``n`` numbers of the ROUND stream at the next ``n`` counters (float64 NumPy array)."""
+        return self._sequential(0, n)
+
+    def flip_uniform(self, n: int) -> np.ndarray:
+        """``n`` numbers of the FLIP_CHOICE stream at the next ``n`` counters."""
+        return self._sequential(1, n)
+
+    def flip_randi(self, imax: int, n: int) -> np.ndarray:
+        """``1 + floor(imax * u)`` for ``n`` numbers of the FLIP_BIT stream (MATLAB's randi rule)."""
+        return 1 + np.floor(imax * self._sequential(2, n)).astype(np.int64)
+
+    def __getstate__(self) -> dict:
+        return {"seed": self.seed, "offset": self.offset}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["seed"])
+        self.offset = int(state["offset"])
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, CounterRng) and (self.seed, self.offset) == (other.seed, other.offset)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"CounterRng(seed={self.seed}, offset={self.offset})"
+
+
+def _numpy_namespace():
+    import array_api_compat.numpy
+
+    return array_api_compat.numpy

@@ -29,7 +29,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 import numpy as np
@@ -41,7 +41,7 @@ from .matlab_stream import (ForkedStreamError, default_randfunc, exclusive_strea
 __all__ = ["RandomSources", "sources_for", "generator_sources", "GeneratorIntegers", "MATLAB_STREAM",
            "Source", "SourcePlan", "default_source", "source_for", "INT_SEED_SOURCE", "ELEMENT_ORDER",
            "ForkedStreamError", "fork_generation", "exclusive_stream", "check_randfunc_output", "counter_sources",
-           "matlab_stream_on_device", "draws_on_device", "host_draw_plan"]
+           "matlab_stream_on_device", "draws_on_device", "host_draw_plan", "given_sources"]
 
 
 @dataclass(frozen=True)
@@ -50,15 +50,17 @@ class RandomSources:
     as float64, ``flip_randi(imax, n)`` gives ``n`` integers in ``1..imax``.
 
     ``counter``: when not None (``Chop(..., rng=<int>)``), a
-    :class:`~pychop_compat.random.counter_host.CounterRng`; engines then give
+    :class:`~pychop_compat.random.counter.CounterRng`; engines then give
     each element its own numbers from the counter-based generator (a function
     of seed, call counter and row-major element index) instead of calling the
-    three draws in chop.m's order."""
+    three draws in chop.m's order.  ``given``: when not None
+    (:func:`given_sources`), stochastic rounding's numbers given per element."""
 
     stochastic: Callable[[int], np.ndarray]
     flip_uniform: Callable[[int], np.ndarray]
     flip_randi: Callable[[int, int], np.ndarray]
     counter: Optional[object] = None
+    given: Any = field(default=None, compare=False)
 
     @property
     def uses_matlab_stream(self) -> bool:
@@ -137,10 +139,22 @@ def counter_sources(seed: int) -> RandomSources:
     them (a ``randfunc`` supplies the stochastic draws; bit flips then follow
     chop.m's call order).
     """
-    from .counter_host import CounterRng
+    from .counter import CounterRng
 
     counter = CounterRng(seed)
     return RandomSources(counter.stochastic, counter.flip_uniform, counter.flip_randi, counter)
+
+def _no_sequential_draws(*args: Any) -> np.ndarray:
+    raise ValueError("these sources hold numbers per element only: stochastic rounding without bit flips.")
+
+
+def given_sources(numbers: Any) -> RandomSources:
+    """Stochastic rounding with the numbers the caller gives, one per element (an array of
+    the values' library, broadcastable to their shape): element ``i`` rounds with
+    ``numbers[i]`` (row-major), as :class:`pychop_compat.nn.Rounder` takes ``uniforms``.
+    Nothing is drawn in chop.m's order, and there are no numbers for bit flips."""
+    return RandomSources(_no_sequential_draws, _no_sequential_draws, _no_sequential_draws, given=numbers)
+
 
 # --- GPU arrays: numbers made on the device, unless asked for MATLAB's stream ------------------
 
@@ -240,6 +254,8 @@ class Source(enum.Enum):
     SEEDED_COUNTER = "seeded_counter"
     #: ``options.randfunc`` (stochastic rounding only).
     RANDFUNC = "randfunc"
+    #: Numbers given per element by the caller (:func:`given_sources`; ``nn``'s ``uniforms``).
+    GIVEN = "given"
 
 
 #: The order in which each source's numbers go to the elements of an array.
@@ -253,6 +269,7 @@ ELEMENT_ORDER = {
     Source.RANDFUNC: "column-major",
     Source.DEVICE_COUNTER: "row-major index",
     Source.SEEDED_COUNTER: "row-major index",
+    Source.GIVEN: "row-major index",
 }
 
 #: What ``Chop(..., rng=<int seed>)`` draws from: the counter-based generator
@@ -320,7 +337,7 @@ def source_for(x: Any, *, randfunc: Optional[Callable] = None, rng: Any = None) 
     >>> source_for(np.zeros(3), randfunc=np.random.default_rng(0).random, rng=7).stochastic
     <Source.RANDFUNC: 'randfunc'>
     """
-    from ..engines import array_library
+    from ..libraries import array_library
 
     if rng is None:
         library = array_library(x)

@@ -90,18 +90,15 @@ def round_to_format(x: Any, fmt: Union[Format, str, RoundingSpec], round: int = 
     """
     spec = fmt if isinstance(fmt, RoundingSpec) else make_spec(fmt, round, **kwargs)
     sources = sources_for(default_randfunc if randfunc is None else randfunc)
-    from ..engines import ENGINE_LIBRARIES, array_library, chop_on_engine
+    from ..engines import dispatch
+    from ..libraries import array_library, unsupported_type_error
 
     library = array_library(x)
-    if library in ENGINE_LIBRARIES:
-        return chop_on_engine(x, spec, sources, library)
+    if library in ("torch", "cupy", "jax", "dask"):
+        return dispatch.round_array(x, spec, sources)
     if library != "numpy":
-        from ..engines import unsupported_type_error
-
         raise unsupported_type_error(x)
-    from ..engines.numpy_engine import chop_array
-
     arr = np.asarray(x)
     if arr.dtype not in (np.float32, np.float64):
         arr = arr.astype(np.float64)
-    return chop_array(arr, spec, sources)
+    return dispatch.round_array(arr, spec, sources)

@@ -7,7 +7,7 @@ Three steps, then one summary:
    id names, ``cupy`` or ``torch-cuda``, or for both);
 2. :func:`pychop_compat.validation.validate` (the MATLAB corpus and the mpmath
    oracle) on every GPU engine, and on CUDA tensors through each other
-   installed route (:func:`pychop_compat.engines.torch_engine.cuda_route`:
+   installed route (:func:`pychop_compat.engines.dispatch.cuda_route`:
    Triton, pure torch);
 3. the quick GPU benchmark, ``benchmarks/bench_gpu.py --quick`` (its
    bandwidth table is printed in the summary).
@@ -148,7 +148,7 @@ def _route_context(route):
 
     if route is None:
         return contextlib.nullcontext()
-    from ..engines.torch_engine import cuda_route
+    from ..engines.dispatch import cuda_route
 
     return cuda_route(route)
 

@@ -1,0 +1,1045 @@
+"""One router for every array: an ordered registry of kernels, and the calls that use it.
+
+Every facade (``chop``, ``Chop``, ``cpfloat``, ``round_to_format``, the number
+formats, chopped arithmetic, ``nn``) rounds an array with :func:`round_array`.
+It hands the array to its adapter (:mod:`.numpy_engine`, :mod:`.torch_engine`,
+:mod:`.cupy_engine`, :mod:`.jax_engine`, :mod:`.dask_engine`,
+:mod:`.labelled`: dtypes, device, contiguity, autograd, laziness, labels),
+describes the call (:class:`Call`: library, device, whether NumPy can read the
+memory in place, dtype, size, where the random numbers come from), and runs
+the first kernel of :data:`REGISTRY` that takes it.  :func:`route` is that
+choice as a pure function (it draws nothing and runs nothing), and
+:func:`explain` (:func:`pychop_compat.explain` for chop's options) says which
+kernel a call gets and why each one before it passed.
+
+The registry, in order:
+
+========================  ==============================================================
+``scalar``                a Python float, no bit flips, chop.m's semantics
+                          (:func:`.numpy_fast.chop_scalar`)
+``numba``                 host memory, the compiled CPU engine (:mod:`.compiled`) when
+                          Numba is installed and :func:`cpu_engine` allows it
+``numpy``                 host memory, chop's rules (:mod:`.numpy_fast`, the OCP
+                          encodings applied to its results)
+``numba-cpfloat``         host memory, CPFloat's rules in a deterministic mode, compiled
+``numpy-cpfloat``         host memory, CPFloat's rules in a deterministic mode
+``reference``             host memory, the executable specification
+                          (:mod:`pychop_compat.rules.chop`, ``rules.cpfloat``):
+                          CPFloat's random modes
+``cuda``                  CuPy arrays and CUDA tensors with CuPy, chop.m's semantics:
+                          the fused CUDA kernel (:mod:`.cuda`)
+``triton``                CUDA tensors without CuPy, modes 1 to 4 and numbers made on
+                          the device, no flips (:mod:`.triton_kernel`)
+``namespace``             arrays off the host (torch, CuPy, JAX, Dask blocks with
+                          counter numbers): :func:`.elementwise.chop_elementwise` or
+                          :func:`.elementwise_cpfloat.round_cpfloat_elementwise`
+``host``                  the rest: a copy to the host, the host kernels, and back
+========================  ==============================================================
+
+The settings that steer routes are scoped (``contextvars``: the calling
+thread and task): :func:`cpu_engine` (also :func:`set_cpu_engine` and
+``PYCHOP_COMPAT_CPU_ENGINE`` for the process default), :func:`cuda_route`, and
+:func:`device_paths_on_cpu`, which sends CPU tensors down the routes of a
+CUDA tensor (so that those routes are tested without a GPU).  Whether CuPy or
+Triton can run here is asked of cached functions (:func:`cupy_for`,
+:func:`triton_for`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Callable, Iterator, NamedTuple, Optional
+
+import numpy as np
+
+from ..kernels import compiled, numpy_cpfloat, numpy_fast
+from ..kernels.compiled import cpu_engine, get_cpu_engine, set_cpu_engine
+from ..kernels.device_plan import CARRIERS, elementwise_covers, regular_range
+from ..kernels.elementwise import (ElementDraws, carrier_name, chop_elementwise, counter_draws, host_draws,
+                                   flip_mask, plan_for)
+from ..kernels.elementwise_cpfloat import (cpfloat_covers, cpfloat_inexact, host_numbers,
+                                           round_cpfloat_elementwise)
+from ..kernels.xp import Namespace, library_namespace, namespace_of
+from ..libraries import array_library, unsupported_type_error
+from ..random import counter as device_counter
+from ..random.matlab_stream import stream_uniform
+from ..random.sources import (CheckedRandfunc, RandomSources, Source, draws_on_device, given_sources)
+from ..rules.chop import chop_vector
+from ..rules.cpfloat import ROUND_MODES, apply_encoding, effective_format, flip_bits, limited_bit_sources, round_cpfloat
+from ..spec import FLIP_PRECISION_ERROR, RoundingSpec
+from . import cupy_engine, dask_engine, jax_engine, labelled, numpy_engine, torch_engine
+
+__all__ = ["round_array", "round_jax", "route", "route_call", "explain", "Call", "Kernel", "Route", "Explanation",
+           "REGISTRY", "cpu_engine", "set_cpu_engine", "get_cpu_engine", "cuda_route", "get_cuda_route", "device_paths_on_cpu",
+           "cupy_for", "triton_for", "CUDA_ROUTES"]
+
+
+# --- the settings -----------------------------------------------------------------------------
+
+#: The routes of a CUDA tensor (see :func:`cuda_route`).
+CUDA_ROUTES = ("auto", "cupy", "triton", "torch")
+_CUDA_ROUTE: contextvars.ContextVar = contextvars.ContextVar("pychop_compat_cuda_route", default="auto")
+_DEVICE_PATHS: contextvars.ContextVar = contextvars.ContextVar("pychop_compat_device_paths_on_cpu", default=False)
+
+
+@contextlib.contextmanager
+def cuda_route(route: str) -> Iterator[None]:
+    """Pick how CUDA tensors are rounded within ``with`` (for checks and benchmarks).
+
+    Parameters
+    ----------
+    route : {'auto', 'cupy', 'triton', 'torch'}
+        ``'auto'`` (the default): CuPy's kernel when CuPy is installed and can
+        use the GPU, else the Triton kernel where it applies (modes 1 to 4, and
+        5 and 6 with numbers made on the device, without flips) and Triton is
+        installed, else the namespace kernel (torch operations).  ``'cupy'``:
+        CuPy's kernel (an error without CuPy).  ``'triton'``: the Triton kernel
+        where it applies, the namespace kernel for the rest (an error without
+        Triton).  ``'torch'``: the namespace kernel.  Every route gives the same
+        bits.  The setting belongs to the calling thread (and task).
+    """
+    if route not in CUDA_ROUTES:
+        raise ValueError(f"cuda_route: route must be one of {', '.join(map(repr, CUDA_ROUTES))}, not {route!r}.")
+    token = _CUDA_ROUTE.set(route)
+    try:
+        yield
+    finally:
+        _CUDA_ROUTE.reset(token)
+
+
+def get_cuda_route() -> str:
+    """The :func:`cuda_route` in force here."""
+    return _CUDA_ROUTE.get()
+
+
+@contextlib.contextmanager
+def device_paths_on_cpu(enabled: bool = True) -> Iterator[None]:
+    """Within ``with``, CPU tensors take the routes of a CUDA tensor (a test hook).
+
+    A CPU tensor's memory is then not handed to the host kernels: it is rounded
+    by the kernels of GPU tensors (the namespace kernel, Triton's under its
+    interpreter, CuPy's where :func:`cupy_for` says so), with numbers made on
+    the device (the counter of ``'cpu:0'``) where a GPU tensor gets them.  The
+    results are the same bits, which is what the tests check without a GPU.
+    """
+    token = _DEVICE_PATHS.set(bool(enabled))
+    try:
+        yield
+    finally:
+        _DEVICE_PATHS.reset(token)
+
+
+# --- what can run here (cached; tests of other machines patch these functions) -------------------
+
+@functools.lru_cache(maxsize=1)
+def _cupy_module() -> Any:
+    if importlib.util.find_spec("cupy") is None:
+        return None
+    try:
+        import cupy
+
+        return cupy if cupy.cuda.runtime.getDeviceCount() > 0 else None
+    except Exception:  # a CuPy without a usable CUDA runtime
+        return None
+
+
+def cupy_for(call: "Call") -> Any:
+    """The CuPy module that can run CUDA's kernel on the call's memory, or None: the array's own
+    for a CuPy array; for a torch tensor on a CUDA device, CuPy when it is installed and sees a GPU."""
+    if call.library == "cupy":
+        return sys.modules.get("cupy")
+    if call.library == "torch" and call.device.startswith("cuda"):
+        return _cupy_module()
+    return None
+
+
+_TRITON_FAILED: list = []  # Triton could not compile or launch here (a warning was given)
+
+
+def triton_for(call: "Call") -> Any:
+    """The Triton kernel module for a torch tensor it can run on, or None: a CUDA tensor, or a
+    CPU tensor under Triton's interpreter (``TRITON_INTERPRET=1``), with Triton installed."""
+    if call.library != "torch" or _TRITON_FAILED:
+        return None
+    if not (call.device.startswith("cuda") or os.environ.get("TRITON_INTERPRET") == "1"):
+        return None
+    from ..kernels import triton_kernel
+
+    return triton_kernel if triton_kernel.available() else None
+
+
+# --- calls and routes -------------------------------------------------------------------------
+
+class Call(NamedTuple):
+    """What the router knows of a call (a named tuple: cheap to make on every call).
+
+    Attributes
+    ----------
+    library : str
+        ``'float'`` (a Python float), ``'numpy'``, ``'torch'``, ``'cupy'``, ``'jax'`` or ``'dask'``
+        (a block of a Dask array).
+    device : str
+        ``'cpu'``, or the device of a GPU array (``'cuda:0'``).
+    host : bool
+        The host kernels read the memory in place (NumPy arrays, CPU tensors outside
+        :func:`device_paths_on_cpu`, Dask blocks).
+    dtype : str
+        The dtype rounded in (float32 or float64).
+    size : int
+        The number of elements.
+    numbers : str
+        Where the random numbers come from: ``'none'`` (deterministic), ``'host'``
+        (drawn by the host in chop.m's order: MATLAB's stream, a randfunc, a NumPy
+        Generator), ``'counter'`` (``Chop(rng=<int>)``), ``'device'`` (the device's
+        counter-based generator), ``'given'`` (per element, by the caller).
+    traced : bool
+        A JAX array inside ``jax.jit``/``jax.vmap``.
+    block : bool
+        A Dask block: counter numbers at the elements' global indices.
+    """
+
+    library: str
+    device: str
+    host: bool
+    dtype: str
+    size: int
+    numbers: str
+    traced: bool = False
+    block: bool = False
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """An entry of the registry: ``takes(call, spec, sources, x)`` is None when the kernel
+    rounds the call, else why it passes; ``run(x, call, spec, sources, stream)`` rounds."""
+
+    name: str
+    where: str
+    takes: Callable[..., Optional[str]]
+    run: Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class Route:
+    """A kernel for a call, and why each kernel before it passed (``(name, reason)`` pairs)."""
+
+    call: Call
+    kernel: Kernel
+    passed_over: tuple
+
+
+def _numbers(spec: RoundingSpec, sources: RandomSources, host: bool, library: str) -> str:
+    if not spec.draws:
+        return "none"
+    if sources.given is not None and spec.stochastic and not spec.flips:
+        return "given"
+    if sources.counter is not None:
+        return "counter"
+    if not host and library in ("torch", "cupy") and draws_on_device(sources):
+        return "device"
+    return "host"
+
+
+def _tensor_call(t: Any, spec: RoundingSpec, sources: RandomSources) -> Call:
+    device = f"{t.device.type}:{t.device.index or 0}" if t.device.type != "cpu" else "cpu"
+    host = t.device.type == "cpu" and not _DEVICE_PATHS.get()
+    return Call("torch", device, host, carrier_name(t), t.numel(), _numbers(spec, sources, host, "torch"))
+
+
+def _cupy_call(a: Any, spec: RoundingSpec, sources: RandomSources) -> Call:
+    return Call("cupy", f"cuda:{a.device.id}", False, a.dtype.name, a.size, _numbers(spec, sources, False, "cupy"))
+
+
+def _jax_call(a: Any, spec: RoundingSpec, sources: RandomSources) -> Call:
+    numbers = _numbers(spec, sources, False, "jax")
+    return Call("jax", "jax", False, str(a.dtype), a.size, numbers, traced=jax_engine.is_traced(a))
+
+
+#: dtype character -> name (NumPy's ``dtype.name`` is a slow Python property on the hot path).
+_NAMES = {"d": "float64", "f": "float32"}
+
+
+def _host_call(a: np.ndarray, spec: RoundingSpec, sources: RandomSources, library: str = "numpy") -> Call:
+    name = _NAMES.get(a.dtype.char) or a.dtype.name
+    return Call(library, "cpu", True, name, a.size, _numbers(spec, sources, True, library))
+
+
+def route(x: Any, spec: RoundingSpec, sources: RandomSources, *, library: Optional[str] = None) -> Route:
+    """The kernel that :func:`round_array` would run for ``x`` (pure: nothing is drawn or rounded).
+
+    ``x`` is anything :func:`round_array` takes (``library`` as there); a Dask array or a
+    labelled array is described by one of its blocks or by the values it holds.
+
+    Raises
+    ------
+    TypeError
+        For unsupported input.
+    RuntimeError
+        When :func:`cuda_route` asks for a kernel that cannot run here.
+    """
+    work, call = _prepared(x, spec, sources, library)
+    return route_call(call, spec, sources, work)
+
+
+def _prepared(x: Any, spec: RoundingSpec, sources: RandomSources, library: Optional[str] = None) -> tuple:
+    """``(working array, Call)`` without rounding anything (for :func:`route`)."""
+    library = library or array_library(x)
+    if type(x) is float:
+        return x, Call("float", "cpu", True, "float64", 1, _numbers(spec, sources, True, "numpy"))
+    if library == "numpy":
+        arr, _ = numpy_engine.as_float_array(np.asarray(x) if isinstance(x, np.ndarray) else x)
+        return arr, _host_call(arr, spec, sources)
+    if library == "torch":
+        work, _ = torch_engine.working_tensor(x.detach())
+        call = _tensor_call(work, spec, sources)
+        return (torch_engine.host_view(work) if call.host else work), call
+    if library == "cupy":
+        work, _ = cupy_engine.working_array(x)
+        return work, _cupy_call(work, spec, sources)
+    if library == "jax":
+        work, _ = jax_engine.working_array(x)
+        return work, _jax_call(work, spec, sources)
+    if library == "dask":
+        dtype, _ = dask_engine.working_dtypes(x.dtype)
+        block = np.empty(tuple(c[0] if c else 0 for c in x.chunks), dtype)
+        call = _host_call(block, spec, sources, "dask")._replace(block=spec.draws)
+        return block, call
+    if library in ("pandas", "xarray"):
+        return _prepared(x.to_numpy() if library == "pandas" else x.data, spec, sources)
+    raise unsupported_type_error(x)
+
+
+def _check_cuda_route(call: Call, spec: RoundingSpec) -> None:
+    """The errors of a :func:`cuda_route` that cannot run a CUDA tensor's call here."""
+    if call.library == "torch" and call.device.startswith("cuda") and not spec.extended:
+        setting = _CUDA_ROUTE.get()
+        if setting == "cupy" and cupy_for(call) is None:
+            raise RuntimeError("cuda_route('cupy'): CuPy is not installed or cannot use this GPU.")
+        if setting == "triton" and _triton_applies(call, spec) and triton_for(call) is None:
+            raise RuntimeError("cuda_route('triton'): Triton is not installed.")
+
+
+def route_call(call: Call, spec: RoundingSpec, sources: RandomSources, x: Any = None) -> Route:
+    """The route of a described call (also of one that cannot be made here, such as a CUDA
+    tensor's on a machine without a GPU): the first kernel of :data:`REGISTRY` that takes it.
+
+    Raises
+    ------
+    RuntimeError
+        When :func:`cuda_route` asks for a kernel that cannot run the call.
+    """
+    _check_cuda_route(call, spec)
+    passed = []
+    for kernel in REGISTRY:
+        reason = kernel.takes(call, spec, sources, x)
+        if reason is None:
+            return Route(call, kernel, tuple(passed))
+        passed.append((kernel.name, reason))
+    raise TypeError(f"no kernel rounds this call: {call}")  # pragma: no cover - the host kernels take all
+
+
+# --- the registry: when each kernel takes a call ----------------------------------------------
+
+def _not_host(call: Call) -> Optional[str]:
+    """Why a host kernel does not take the call (None: it may)."""
+    if call.host and not call.block:
+        return None
+    if not call.host:
+        return "the array is not in host memory that NumPy reads in place"
+    return "a block of a Dask array takes the counter's numbers at its global indices"
+
+
+def _takes_scalar(call: Call, spec: RoundingSpec, sources: RandomSources, x: Any) -> Optional[str]:
+    if call.library != "float":
+        return "not a Python float"
+    if spec.flips:
+        return "bit flips need an array"
+    if spec.extended:
+        return "a spec beyond chop.m's semantics"
+    return None
+
+
+def _streamed_is_faster(spec: RoundingSpec, sources: RandomSources) -> bool:
+    """Under ``'auto'``: stochastic rounding from a NumPy Generator without flips stays on the
+    NumPy engine, which draws block by block into the cache while it rounds; the compiled
+    engine draws every number in bulk first, a round trip through memory that measured slower
+    (docs/performance.rst).  MATLAB's stream goes to the compiled engine, which draws it inside
+    its loop.  Same bits either way."""
+    return (get_cpu_engine() == "auto" and spec.stochastic and not spec.flips
+            and sources.counter is None and sources.stochastic is not stream_uniform
+            and numpy_fast.is_sequential_stream(sources.stochastic))
+
+
+def _takes_numba(call: Call, spec: RoundingSpec, sources: RandomSources, x: Any) -> Optional[str]:
+    reason = _not_host(call)
+    if reason:
+        return reason
+    if not compiled.wanted():
+        return ("cpu_engine('numpy') is in force" if get_cpu_engine() == "numpy"
+                else "Numba is not installed")
+    if spec.range_rules != "chop":
+        return "CPFloat's rules"
+    if not isinstance(x, np.ndarray) or not compiled.handles(x, spec):
+        return ("one element (the scalar path is faster)" if call.size <= 1
+                else "a spec it does not cover (CPFloat's rules, limited random bits, E8M0, flips of any bit, "
+                     "a format wider than the carrier) or bit flips with t < 2")
+    if _streamed_is_faster(spec, sources):
+        return "stochastic rounding from a NumPy Generator streams faster through the NumPy engine"
+    return None
+
+
+def _takes_numpy(call: Call, spec: RoundingSpec, sources: RandomSources, x: Any) -> Optional[str]:
+    if _not_host(call):
+        return _not_host(call)
+    if spec.range_rules != "chop":
+        return "CPFloat's rules"
+    return None
+
+
+def _deterministic_cpfloat(spec: RoundingSpec) -> Optional[str]:
+    if spec.range_rules != "cpfloat":
+        return "chop's rules"
+    if spec.round in (5, 6) or spec.flips:
+        return "CPFloat's random modes and bit flips draw in column-major order"
+    return None
+
+
+def _takes_numba_cpfloat(call: Call, spec: RoundingSpec, sources: RandomSources, x: Any) -> Optional[str]:
+    if _not_host(call):
+        return _not_host(call)
+    reason = _deterministic_cpfloat(spec)
+    if reason is not None:
+        return reason
+    if not compiled.wanted():
+        return "cpu_engine('numpy') is in force" if get_cpu_engine() == "numpy" else "Numba is not installed"
+    if not _numba_cpfloat().handles(x, spec):
+        return "a call it does not cover (one element, a non-native dtype)"
+    return None
+
+
+def _takes_numpy_cpfloat(call: Call, spec: RoundingSpec, sources: RandomSources, x: Any) -> Optional[str]:
+    return _not_host(call) or _deterministic_cpfloat(spec)
+
+
+def _takes_reference(call: Call, spec: RoundingSpec, sources: RandomSources, x: Any) -> Optional[str]:
+    return _not_host(call)
+
+
+def _takes_cuda(call: Call, spec: RoundingSpec, sources: RandomSources, x: Any) -> Optional[str]:
+    if call.library not in ("cupy", "torch") or call.host:
+        return "not a CuPy array or a CUDA tensor"
+    if call.library == "torch" and _CUDA_ROUTE.get() not in ("auto", "cupy"):
+        return f"cuda_route({_CUDA_ROUTE.get()!r}) is in force"
+    if cupy_for(call) is None:
+        return "CuPy is not installed or sees no GPU"
+    if spec.extended:
+        return "a spec beyond chop.m's semantics"
+    if call.numbers == "given":
+        return "it takes no numbers given per element"
+    return None
+
+
+def _triton_applies(call: Call, spec: RoundingSpec) -> bool:
+    return not spec.extended and not spec.flips and (spec.round <= 4 or call.numbers in ("counter", "device"))
+
+
+def _takes_triton(call: Call, spec: RoundingSpec, sources: RandomSources, x: Any) -> Optional[str]:
+    if call.library != "torch" or call.host:
+        return "not a CUDA tensor"
+    if _CUDA_ROUTE.get() not in ("auto", "triton"):
+        return f"cuda_route({_CUDA_ROUTE.get()!r}) is in force"
+    if spec.extended:
+        return "a spec beyond chop.m's semantics"
+    if spec.flips:
+        return "bit flips"
+    if not _triton_applies(call, spec):
+        return "stochastic rounding with numbers from the host or given per element"
+    if triton_for(call) is None:
+        if importlib.util.find_spec("triton") is None or call.device.startswith("cuda"):
+            return "Triton is not installed"
+        return "Triton runs a CPU tensor only in its interpreter (TRITON_INTERPRET=1)"
+    return None
+
+
+def _takes_namespace(call: Call, spec: RoundingSpec, sources: RandomSources, x: Any) -> Optional[str]:
+    if call.host and not call.block:
+        return "the host kernels read this memory in place"
+    host_numbers_here = call.library in ("torch", "cupy")
+    if cpfloat_covers(spec):
+        reason = None
+    elif cpfloat_covers(spec, stochastic=True):
+        reason = None if host_numbers_here else "CPFloat's random modes draw on the host"
+    elif not elementwise_covers(spec):
+        return ("bit flips, limited random bits or E8M0 beyond chop.m's semantics"
+                if spec.range_rules == "chop" else "CPFloat's rules with bit flips")
+    elif spec.flips and spec.fmt.t < 2:
+        return FLIP_PRECISION_ERROR
+    elif call.numbers == "host" and not host_numbers_here:
+        reason = "numbers drawn by the host in chop.m's order"
+    else:
+        reason = None
+    if reason is None and call.library == "jax":
+        if not (jax_engine.x64_enabled() or spec.fmt.t <= 24 or cpfloat_covers(spec)):
+            reason = "a precision t > 24 needs JAX's 64-bit integers (jax_enable_x64)"
+        elif call.numbers == "counter" and not jax_engine.x64_enabled():
+            reason = "the counter-based numbers need JAX's 64-bit integers (jax_enable_x64)"
+    return reason
+
+
+def _takes_host(call: Call, spec: RoundingSpec, sources: RandomSources, x: Any) -> Optional[str]:
+    if call.host:
+        return "already in host memory"
+    return None
+
+
+# --- the registry: how each kernel runs ---------------------------------------------------------
+
+def _run_scalar(x: Any, call: Call, spec: RoundingSpec, sources: RandomSources, stream: Any) -> Any:
+    return numpy_fast.chop_scalar(x, spec, sources)
+
+
+def _run_numba(x: np.ndarray, call: Call, spec: RoundingSpec, sources: RandomSources, stream: Any) -> Any:
+    return compiled.chop_array(x, spec, sources)
+
+
+def _run_numpy(x: np.ndarray, call: Call, spec: RoundingSpec, sources: RandomSources, stream: Any) -> Any:
+    if not spec.extended:
+        return numpy_fast.chop_array(x, spec, sources)
+    encode = _chop_rules_checked(spec)
+    sources = limited_bit_sources(sources, spec.random_bits) if spec.random_bits else sources
+    if encode is not None and spec.fmt.encoding != "e8m0":
+        # The encoding changes only Inf, -0 and (with flips) results beyond xmax, which the
+        # fast engine's regular elements never give: it is applied to its special elements.
+        return numpy_fast.chop_array(x, spec, sources, finish_special=encode)
+    out = numpy_fast.chop_array(x, spec, sources)
+    if encode is not None:
+        encode(out, x)
+    return out
+
+
+def _chop_rules_checked(spec: RoundingSpec) -> Optional[Callable[[np.ndarray, np.ndarray], None]]:
+    """The encoding step of chop's rules on an extended spec (None with ``explim = 0``, which
+    ignores the format's range and its encoding), after checking what chop's rules can do."""
+    if not 1 <= spec.round <= 6:
+        raise ValueError(f"Rounding mode {spec.round} needs range_rules='cpfloat' (chop's rules know modes 1-6).")
+    if spec.flip_scope != "fraction":
+        raise ValueError("Flips of any encoding bit need range_rules='cpfloat'.")
+    if not spec.limits_exponent:
+        return None
+
+    def encode(c: np.ndarray, xs: np.ndarray) -> None:
+        with np.errstate(invalid="ignore"):
+            apply_encoding(c, xs, spec.fmt, spec.round, spec.saturation, spec.infinity, spec.flips)
+
+    return encode
+
+
+def _run_numba_cpfloat(x: np.ndarray, call: Call, spec: RoundingSpec, sources: RandomSources, stream: Any) -> Any:
+    return _numba_cpfloat().round_array(x, spec)
+
+
+@functools.lru_cache(maxsize=1)
+def _numba_cpfloat() -> Any:
+    """:mod:`pychop_compat.kernels.numba_cpfloat`, imported (with Numba) on first use."""
+    from ..kernels import numba_cpfloat
+
+    return numba_cpfloat
+
+
+def _run_numpy_cpfloat(x: np.ndarray, call: Call, spec: RoundingSpec, sources: RandomSources, stream: Any) -> Any:
+    return numpy_cpfloat.round_array(x, spec)
+
+
+def _run_reference(x: np.ndarray, call: Call, spec: RoundingSpec, sources: RandomSources, stream: Any) -> Any:
+    """The executable specification: chop.m's algorithm (the format's encoding after it), or
+    CPFloat's rules, with the numbers in column-major order."""
+    if spec.random_bits:
+        sources = limited_bit_sources(sources, spec.random_bits)
+    xf = x.ravel(order="F")
+    if spec.range_rules == "chop":
+        encode = _chop_rules_checked(spec) if spec.extended else None
+        out = chop_vector(xf, spec, sources).reshape(x.shape, order="F")
+        if encode is not None:
+            encode(out, x)
+        return out
+    if spec.range_rules != "cpfloat":
+        raise ValueError(f"Unknown range_rules {spec.range_rules!r}; allowed: 'chop', 'cpfloat'.")
+    c = round_cpfloat(xf, spec.fmt, spec.round, spec.keeps_subnormals, spec.limits_exponent,
+                      spec.saturation, spec.infinity, sources)
+    if spec.flips and spec.round in ROUND_MODES:
+        c = flip_bits(c, effective_format(spec.fmt, x.dtype, spec.limits_exponent), spec.flip_scope,
+                      spec.p, sources)
+    return c.reshape(x.shape, order="F")
+
+
+def _run_cuda(x: Any, call: Call, spec: RoundingSpec, sources: RandomSources, stream: Any) -> Any:
+    from ..kernels.cuda import chop_device_array
+
+    cupy = cupy_for(call)
+    if call.library == "torch":
+        return torch_engine.on_cupy(cupy, x, lambda a: chop_device_array(a, spec, sources, stream))
+    with x.device:
+        return chop_device_array(x, spec, sources, stream)
+
+
+def _run_triton(x: Any, call: Call, spec: RoundingSpec, sources: RandomSources, stream: Any) -> Any:
+    """Regular elements in the Triton kernel (one pass), the others by the namespace kernel.
+    When Triton cannot compile or launch here: a warning, and the namespace kernel from then on
+    (under ``cuda_route('triton')`` the error is raised)."""
+    import torch
+    carrier = CARRIERS[call.dtype]
+    regular = regular_range(spec, carrier)
+    flat = x.contiguous().view(-1)
+    out = torch.empty_like(flat)
+    try:
+        specials = triton_for(call).chop_regular(flat, out, spec, regular, stream)
+    except Exception as exc:  # Triton's compiler or driver, not the rounding
+        if _CUDA_ROUTE.get() == "triton":
+            raise
+        import warnings
+
+        warnings.warn(f"pychop_compat: Triton kernel unusable here ({type(exc).__name__}: {exc}); "
+                      "CUDA tensors use the namespace kernel.", RuntimeWarning, stacklevel=4)
+        _TRITON_FAILED.append(exc)
+        return _run_namespace(x, call, spec, sources, stream)
+    if specials:
+        magnitude = flat.view(torch.int64 if carrier.mant == 52 else torch.int32) & carrier.abs_mask
+        indices = torch_engine.flat_nonzero(triton_for(call).left_over(magnitude, spec, regular))
+        ns = library_namespace("torch")
+        plan = plan_for(spec, call.dtype)
+        draws = counter_draws(ns, plan, stream, indices) if stream is not None else None
+        out[indices] = chop_elementwise(ns, flat[indices], plan, draws)
+    return out.view(x.shape)
+
+
+def _column_major(xp: Any, x: Any) -> Any:
+    """The elements of ``x`` in MATLAB's order, as a vector."""
+    if x.ndim < 2:
+        return xp.reshape(x, (-1,))
+    return xp.reshape(xp.permute_dims(x, tuple(reversed(range(x.ndim)))), (-1,))
+
+
+def _from_column_major(xp: Any, v: Any, shape: tuple) -> Any:
+    if len(shape) < 2:
+        return xp.reshape(v, shape)
+    return xp.permute_dims(xp.reshape(v, tuple(reversed(shape))), tuple(reversed(range(len(shape)))))
+
+
+def _run_namespace(x: Any, call: Call, spec: RoundingSpec, sources: RandomSources, stream: Any,
+                   index: Any = None) -> Any:
+    """The namespace kernels: CPFloat's rules (numbers drawn by the host for the inexact
+    elements, in column-major order), or chop's, with each element's numbers from its source."""
+    ns = namespace_of(x)
+    xp = ns.xp
+    if call.library == "jax":
+        return _run_jax(x, call, spec, stream)
+    if cpfloat_covers(spec):
+        out = round_cpfloat_elementwise(ns, x, spec)
+    elif cpfloat_covers(spec, stochastic=True):
+        import array_api_compat
+
+        device = array_api_compat.device(x)
+        inexact = _column_major(xp, cpfloat_inexact(ns, x, spec))
+        u = xp.full((call.size,), 2.0, dtype=xp.float64, device=device)
+        count = int(xp.sum(xp.astype(inexact, xp.int64)))
+        if count:
+            u[inexact] = xp.asarray(host_numbers(sources, spec, count), device=device)
+        out = round_cpfloat_elementwise(ns, x, spec, _from_column_major(xp, u, tuple(x.shape)))
+    else:
+        plan = plan_for(spec, call.dtype)
+        if call.numbers == "host":
+            v = _column_major(xp, x)
+            draws = host_draws(ns, v, plan, spec, sources)
+            out = _from_column_major(xp, chop_elementwise(ns, v, plan, draws), tuple(x.shape))
+        else:
+            draws = None
+            if call.numbers in ("counter", "device"):
+                if index is None:
+                    index = xp.reshape(xp.arange(call.size, dtype=xp.int64, device=_device(x)), tuple(x.shape))
+                draws = counter_draws(ns, plan, stream, index)
+            elif call.numbers == "given":
+                draws = ElementDraws(sources.given)
+            out = chop_elementwise(ns, x, plan, draws)
+    return _adapter(call).contiguous(out) if call.library in ("torch", "cupy") else out
+
+
+def _device(x: Any) -> Any:
+    import array_api_compat
+
+    return array_api_compat.device(x)
+
+
+def _run_jax(x: Any, call: Call, spec: RoundingSpec, stream: Any, numbers: tuple = (None, None, None)) -> Any:
+    """The namespace kernels on a JAX array, run by the adapter (traced, eager or jitted)."""
+    wide = jax_engine.x64_enabled()
+    if stream is not None:
+        jnp = sys.modules["jax"].numpy
+        index = jnp.arange(call.size, dtype=jnp.int64).reshape(x.shape)
+        numbers = _counter_numbers(jnp, spec, stream, index)
+    return jax_engine.run(partial(_jax_kernel, spec, wide), (spec, wide), x, *numbers)
+
+
+def _counter_numbers(xp: Any, spec: RoundingSpec, stream: Any, index: Any) -> tuple:
+    keys, offset = stream.keys, stream.offset
+    return (device_counter.uniform(xp, keys[0], offset, index) if spec.stochastic else None,
+            device_counter.uniform(xp, keys[1], offset, index) if spec.flips else None,
+            device_counter.uniform(xp, keys[2], offset, index) if spec.flips else None)
+
+
+def _jax_kernel(spec: RoundingSpec, wide: bool, work: Any, u_round: Any, u_choice: Any, u_bit: Any) -> Any:
+    """The namespace kernel on a JAX array, with each element's numbers (a pure function)."""
+    import jax
+
+    ns = Namespace("jax", jax.numpy, jax.lax.bitcast_convert_type, wide)
+    if cpfloat_covers(spec):
+        return round_cpfloat_elementwise(ns, work, spec)
+    flip = None
+    if spec.flips:
+        flip = flip_mask(ns.xp, u_choice, u_bit, spec.p, spec.fmt.t, ns.xp.int64 if wide else ns.xp.int32)
+    return chop_elementwise(ns, work, plan_for(spec, str(work.dtype)), ElementDraws(u_round, flip))
+
+
+def _run_host(x: Any, call: Call, spec: RoundingSpec, sources: RandomSources, stream: Any) -> Any:
+    adapter = _adapter(call)
+    host = adapter.to_host(x)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if call.library == "jax" and not (host.size or spec.flips):
+            out = host
+        else:
+            out = _round_host(host, spec, sources)
+    return adapter.from_host(out, x)
+
+
+REGISTRY = (
+    Kernel("scalar", "pychop_compat.kernels.numpy_fast.chop_scalar", _takes_scalar, _run_scalar),
+    Kernel("numba", "pychop_compat.kernels.compiled", _takes_numba, _run_numba),
+    Kernel("numpy", "pychop_compat.kernels.numpy_fast", _takes_numpy, _run_numpy),
+    Kernel("numba-cpfloat", "pychop_compat.kernels.numba_cpfloat", _takes_numba_cpfloat, _run_numba_cpfloat),
+    Kernel("numpy-cpfloat", "pychop_compat.kernels.numpy_cpfloat", _takes_numpy_cpfloat, _run_numpy_cpfloat),
+    Kernel("reference", "pychop_compat.rules", _takes_reference, _run_reference),
+    Kernel("cuda", "pychop_compat.kernels.cuda", _takes_cuda, _run_cuda),
+    Kernel("triton", "pychop_compat.kernels.triton_kernel", _takes_triton, _run_triton),
+    Kernel("namespace", "pychop_compat.kernels.elementwise", _takes_namespace, _run_namespace),
+    Kernel("host", "a copy to the host and back", _takes_host, _run_host),
+)
+
+_BY_NAME = {kernel.name: kernel for kernel in REGISTRY}
+
+
+def _adapter(call: Call) -> Any:
+    return {"torch": torch_engine, "cupy": cupy_engine, "jax": jax_engine}.get(call.library, numpy_engine)
+
+
+# --- running a route ---------------------------------------------------------------------------
+
+def _stream(call: Call, x: Any, spec: RoundingSpec, sources: RandomSources) -> Any:
+    """The counter numbers of a call off the host (this takes them: the counter advances)."""
+    if call.numbers == "counter":
+        if spec.flips and spec.fmt.t < 2:
+            raise ValueError(FLIP_PRECISION_ERROR)
+        return sources.counter.take(call.size)
+    if call.numbers == "device":
+        return device_counter.take(_adapter(call).device_key(x), call.size)
+    return None
+
+
+def _run(x: Any, call: Call, spec: RoundingSpec, sources: RandomSources, kernel: Optional[str] = None) -> Any:
+    if kernel is not None:
+        chosen = _BY_NAME[kernel]
+    else:  # route_call's choice, without collecting the reasons (the hot path)
+        if not call.host:
+            _check_cuda_route(call, spec)
+        for chosen in REGISTRY:
+            if chosen.takes(call, spec, sources, x) is None:
+                break
+    if call.traced and call.numbers == "counter":
+        raise TypeError("Chop(rng=<int>) counts its calls in Python, which jax.jit would freeze; "
+                        "inside jit use chop_jax(x, options, seed=seed, offset=offset) or key=.")
+    stream = None
+    if chosen.name in ("cuda", "triton", "namespace"):
+        stream = _stream(call, x, spec, sources)
+    return chosen.run(x, call, spec, sources, stream)
+
+
+def _round_host(x: np.ndarray, spec: RoundingSpec, sources: RandomSources, kernel: Optional[str] = None,
+                library: str = "numpy") -> np.ndarray:
+    """A float32/float64 ndarray by the host kernels."""
+    return _run(x, _host_call(x, spec, sources, library), spec, sources, kernel)
+
+
+def round_array(x: Any, spec: RoundingSpec, sources: RandomSources, *, kernel: Optional[str] = None,
+                library: Optional[str] = None) -> Any:
+    """Round ``x`` by ``spec``, its random numbers from ``sources``: the one entry of every facade.
+
+    Parameters
+    ----------
+    x : array, scalar or list
+        A Python float, anything NumPy converts (lists, NumPy scalars, ndarrays and
+        their masked, matrix and memmap kinds), a torch tensor, a CuPy, JAX or Dask
+        array, a pandas Series/DataFrame or an xarray DataArray.
+    spec : RoundingSpec
+    sources : RandomSources
+        Where stochastic rounding and bit flips draw (see :mod:`pychop_compat.random.sources`).
+    kernel : str, optional
+        Run this kernel of :data:`REGISTRY` (e.g. ``'reference'`` for the executable
+        specification) instead of the router's choice (NumPy inputs).
+    library : str, optional
+        Treat ``x`` as an array of this library (``'cupy'``, ...) instead of asking
+        :func:`~pychop_compat.libraries.array_library`: for a stand-in of another
+        library's arrays (the tests run CuPy's route on NumPy arrays).
+
+    Returns
+    -------
+    same type as ``x``
+        A new object (``x`` is never modified) of ``x``'s type, shape, dtype and device
+        (float64 for integer input); a tensor that requires grad gives a result in the
+        autograd graph (the straight-through estimator).
+    """
+    if library is None:
+        if type(x) is np.ndarray and (x.dtype == np.float64 or x.dtype == np.float32) and x.dtype.isnative:
+            if x.size or kernel is not None:  # the hot path
+                return _round_host(x, spec, sources, kernel)
+            return x.copy()
+        if type(x) is float and kernel is None and _takes_scalar(_SCALAR_CALL, spec, sources, x) is None:
+            return numpy_fast.chop_scalar(x, spec, sources)
+        library = array_library(x)
+    if library == "numpy":
+        if isinstance(x, np.ndarray) and type(x) is not np.ndarray:
+            return numpy_engine.on_array_kind(x, lambda a: round_array(a, spec, sources, kernel=kernel))
+        arr, restore = numpy_engine.as_float_array(x)
+        out = _round_host(arr, spec, sources, kernel) if arr.size else arr.copy()
+        return restore(out) if restore else out
+    if library == "torch":
+        return torch_engine.with_autograd(x, lambda t: _round_tensor(t, spec, sources))
+    if library == "cupy":
+        work, give_back = cupy_engine.working_array(x)
+        if work.size == 0:
+            out = work.copy()
+        else:
+            out = _run(work, _cupy_call(work, spec, sources), spec, sources)
+        return out.astype(give_back) if give_back is not None else out
+    if library == "jax":
+        work, give_back = jax_engine.working_array(x)
+        out = _run(work, _jax_call(work, spec, sources), spec, sources)
+        return out.astype(give_back) if give_back is not None else out
+    if library == "dask":
+        return _round_dask(x, spec, sources)
+    if library in ("pandas", "xarray"):  # same type, index and coordinates; the values rounded
+        return labelled.chop_labelled(x, lambda values: round_array(values, spec, sources))
+    raise unsupported_type_error(x)
+
+
+_SCALAR_CALL = Call("float", "cpu", True, "float64", 1, "none")
+
+
+def _round_tensor(t: Any, spec: RoundingSpec, sources: RandomSources) -> Any:
+    work, give_back = torch_engine.working_tensor(t)
+    if work.numel() == 0:
+        out = work.clone()
+    elif work.device.type == "cpu" and sources.given is None and not _DEVICE_PATHS.get():
+        # A CPU tensor's memory, read in place by the host kernels (the common case, first)
+        out = torch_engine.from_host(_round_host(torch_engine.host_view(work), spec, sources), work)
+    else:
+        if sources.given is not None and hasattr(sources.given, "detach"):
+            sources = _given_for(work, sources)
+        call = _tensor_call(work, spec, sources)
+        if call.host:
+            host_sources = given_sources(torch_engine.from_numbers(sources.given, work)) \
+                if call.numbers == "given" else sources
+            out = torch_engine.from_host(_round_host(torch_engine.host_view(work), spec, host_sources), work)
+        else:
+            out = _run(work, call, spec, sources)
+    return out.to(give_back) if give_back is not None else out
+
+
+def _given_for(work: Any, sources: RandomSources) -> RandomSources:
+    """Numbers given per element, on the values' device and broadcast to their shape."""
+    given = sources.given
+    if given.device != work.device:
+        given = given.to(work.device)
+    return given_sources(given)
+
+
+def _round_dask(x: Any, spec: RoundingSpec, sources: RandomSources) -> Any:
+    """A lazy Dask array; each block routed when it is computed (see :mod:`.dask_engine`)."""
+    work, give_back = dask_engine.working_dtypes(x.dtype)
+    choice = get_cpu_engine()  # the setting in force now serves every block, on any worker
+    if not spec.draws:
+        func = partial(_round_dask_block, spec=spec, sources=sources, work=work, give_back=give_back,
+                       choice=choice)
+        return dask_engine.map_blocks(x, func, give_back, (repr(spec),))
+    if sources.counter is None:
+        raise ValueError(
+            "Stochastic rounding and bit flips on a Dask array need numbers that depend only on each "
+            "element's position: use Chop(options, rng=<int seed>) (the counter-based generator). "
+            "MATLAB's stream, NumPy Generators and options.randfunc draw in chop.m's sequential order.")
+    if spec.extended:
+        raise ValueError("Stochastic rounding and flips with this format's extended options are not "
+                         "supported on Dask arrays; compute the array and use the NumPy engine.")
+    if spec.flips and spec.fmt.t < 2:
+        raise ValueError(FLIP_PRECISION_ERROR)
+    dask_engine.check_chunks(x)
+    stream = sources.counter.take(int(np.prod(x.shape, dtype=np.int64)))
+    func = partial(_round_dask_block_counter, spec=spec, stream=stream, work=work, give_back=give_back)
+    return dask_engine.map_blocks(x, func, give_back, (repr(spec), stream.keys, stream.offset))
+
+
+def _round_dask_block(block: np.ndarray, spec: RoundingSpec, sources: RandomSources, work: Any, give_back: Any,
+                      choice: str) -> np.ndarray:
+    values = np.asarray(block, dtype=work)
+    with cpu_engine(choice), np.errstate(over="ignore", invalid="ignore"):
+        out = _round_host(values, spec, sources) if values.size else values.copy()
+    return out.astype(give_back, copy=False)
+
+
+#: Elements rounded at a time inside a Dask block: the namespace kernel makes a few dozen
+#: temporaries, so slices keep a worker's memory near the size of its blocks.
+_SLICE = 1 << 16
+
+
+def _round_dask_block_counter(block: np.ndarray, spec: RoundingSpec, stream: Any, work: Any, give_back: Any,
+                              block_info: Any = None) -> np.ndarray:
+    values = np.ascontiguousarray(block, dtype=work).reshape(-1)
+    index = dask_engine.global_indices(block_info, block.shape).reshape(-1)
+    out = np.empty(values.shape, dtype=give_back)
+    call = Call("dask", "cpu", True, values.dtype.name, values.size, "counter", block=True)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for start in range(0, values.size, _SLICE):
+            piece = slice(start, start + _SLICE)
+            out[piece] = _run_namespace(values[piece], call._replace(size=values[piece].size), spec, None, stream,
+                                        index[piece])
+    return out.reshape(block.shape)
+
+
+def round_jax(x: Any, spec: RoundingSpec, *, key: Any = None, seed: Optional[int] = None, offset: Any = 0) -> Any:
+    """Round a JAX array by ``spec`` with explicit numbers, statelessly: traceable under ``jax.jit``.
+
+    Parameters
+    ----------
+    x : jax.Array
+    spec : RoundingSpec
+        A spec the namespace kernel covers (chop's rules on the catalogue's signed formats,
+        CPFloat's rules in a deterministic mode).
+    key : jax.random key, optional
+        The numbers of stochastic rounding and bit flips: element ``i`` (row-major) gets
+        ``jax.random.uniform(jax.random.fold_in(key, s))[i]``, ``s = 1, 2, 3``.
+    seed, offset : int, optional
+        Instead of ``key``: the counter-based generator, element ``i`` getting counter
+        ``offset + i`` (``offset`` may be traced; needs ``jax_enable_x64``).
+
+    Raises
+    ------
+    ValueError
+        Random modes without ``key`` or ``seed``, both given, or a spec only the host covers.
+    TypeError
+        ``x`` is not a JAX array, or needs 64-bit types that are off.
+    """
+    jax = sys.modules.get("jax")
+    if jax is None or not isinstance(x, jax.Array):
+        raise TypeError(f"chop_jax needs a jax.Array, not {type(x).__name__}; use pychop_compat.chop for others.")
+    if key is not None and seed is not None:
+        raise ValueError("chop_jax: give key or seed, not both.")
+    work, give_back = jax_engine.working_array(x)
+    if not (elementwise_covers(spec) or cpfloat_covers(spec)) or (spec.flips and spec.extended):
+        raise ValueError("chop_jax: this format or option is only supported by the NumPy engine "
+                         "(pychop_compat.chop outside jit).")
+    if not (jax_engine.x64_enabled() or spec.fmt.t <= 24 or cpfloat_covers(spec)):
+        raise TypeError("chop_jax: a precision t > 24 needs 64-bit integers: "
+                        "jax.config.update('jax_enable_x64', True).")
+    numbers: tuple = (None, None, None)
+    if spec.draws:
+        if key is not None:
+            numbers = jax_engine.key_numbers(key, work.shape, spec.stochastic, spec.flips)
+        elif seed is not None:
+            if not jax_engine.x64_enabled():
+                raise TypeError("the counter-based generator on JAX arrays needs 64-bit integers: "
+                                "jax.config.update('jax_enable_x64', True).")
+            stream = device_counter.CounterStream(device_counter.stream_keys(seed), offset)
+            index = jax.numpy.arange(work.size, dtype=jax.numpy.int64).reshape(work.shape)
+            numbers = _counter_numbers(jax.numpy, spec, stream, index)
+        else:
+            raise ValueError("stochastic rounding (round = 5, 6) and bit flips need key=<jax.random key> "
+                             "or seed=<int> in chop_jax.")
+    call = _jax_call(work, spec, given_sources(None))
+    out = _run_jax(work, call._replace(numbers="key"), spec, None, numbers)
+    return out.astype(give_back) if give_back is not None else out
+
+
+# --- explain ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Explanation:
+    """Which engine, kernel and random source a call uses, and why the kernels before it passed.
+
+    Attributes
+    ----------
+    engine : str
+        The adapter of the input's type (``'numpy'``, ``'torch'``, ``'cupy'``, ``'jax'``,
+        ``'dask'``, ``'pandas'``, ``'xarray'``).
+    kernel : str
+        The kernel of :data:`REGISTRY` that rounds it (for a Dask array: each block).
+    where : str
+        The module that implements it.
+    source : Source or None
+        Where the random numbers come from (None: no random numbers).
+    order : str or None
+        How the numbers go to the elements (``'column-major'``: chop.m's order;
+        ``'row-major index'``: each element its counter).
+    passed_over : tuple of (str, str)
+        Each kernel tried before, and why it passed.
+    call : Call
+        What the router knew of the call.
+    """
+
+    engine: str
+    kernel: str
+    where: str
+    source: Optional[Source]
+    order: Optional[str]
+    passed_over: tuple
+    call: Call
+
+    def __str__(self) -> str:
+        lines = [f"engine: {self.engine} ({self.call.dtype}, {self.call.size} element(s) on {self.call.device})",
+                 f"kernel: {self.kernel} ({self.where})",
+                 "random numbers: " + ("none (deterministic rounding)" if self.source is None
+                                       else f"{self.source.value}, {self.order} order")]
+        if self.passed_over:
+            lines.append("passed over:")
+            lines.extend(f"  {name}: {reason}" for name, reason in self.passed_over)
+        return "\n".join(lines)
+
+
+def _source(call: Call, sources: RandomSources) -> tuple:
+    if call.numbers == "none":
+        return None, None
+    if call.numbers == "given":
+        return Source.GIVEN, "row-major index"
+    if call.numbers == "counter":
+        return Source.SEEDED_COUNTER, "row-major index"
+    if call.numbers == "device":
+        return Source.DEVICE_COUNTER, "row-major index"
+    if isinstance(sources.stochastic, CheckedRandfunc):
+        return Source.RANDFUNC, "column-major"
+    if sources.stochastic is stream_uniform or sources.flip_uniform is stream_uniform:
+        return Source.MATLAB_STREAM, "column-major"
+    return Source.GENERATOR, "column-major"
+
+
+def explain(x: Any, spec: RoundingSpec, sources: RandomSources) -> Explanation:
+    """How :func:`round_array` would round ``x`` (see :class:`Explanation`); nothing is drawn."""
+    library = array_library(x)
+    found = route(x, spec, sources)
+    source, order = _source(found.call, sources)
+    if found.call.numbers == "host" and sources.stochastic is not stream_uniform and spec.flips \
+            and not spec.stochastic:
+        source = Source.GENERATOR if sources.flip_uniform is not stream_uniform else Source.MATLAB_STREAM
+    return Explanation("float" if type(x) is float else library, found.kernel.name, found.kernel.where, source,
+                       order, found.passed_over, found.call)

@@ -1,0 +1,264 @@
+"""The router (``pychop_compat.engines.dispatch``) and ``pychop_compat.explain``.
+
+Routes are data: each test states which kernel of the registry a call gets and why the
+kernels before it passed, so a GPU route is checked on the CPU (a described call, or a
+CPU tensor in the device-paths mode).  That every route gives the same bits is checked
+elsewhere (test_gpu_paths.py, test_engines.py, the snapshot of the engine matrix); here
+a few results confirm that the route taken is the route stated.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import pychop_compat
+from pychop_compat import Chop, chop, explain
+from pychop_compat.engines import dispatch
+from pychop_compat.engines.dispatch import Call, cuda_route, device_paths_on_cpu, route, route_call
+from pychop_compat.kernels import compiled
+from pychop_compat.matlab.options import resolve
+from pychop_compat.random.sources import (MATLAB_STREAM, Source, counter_sources, generator_sources,
+                                          matlab_stream_on_device, sources_for)
+from pychop_compat.rounding import make_spec
+
+needs_numba = pytest.mark.skipif(not compiled.available(), reason="numba not installed")
+
+
+def _spec(options, x_class="double"):
+    return resolve(options, None, x_class).spec
+
+
+def _cuda_call(spec, numbers="none"):
+    """A float32 CUDA tensor of 1000 elements, as the router sees it."""
+    return Call("torch", "cuda:0", False, "float32", 1000, numbers)
+
+
+# --- host memory -----------------------------------------------------------------------------------
+
+@needs_numba
+def test_numpy_arrays_take_the_compiled_engine_unless_told_otherwise():
+    x = np.linspace(-3, 3, 100)
+    spec = _spec({"format": "h"})
+    found = route(x, spec, MATLAB_STREAM)
+    assert found.kernel.name == "numba" and found.passed_over == (("scalar", "not a Python float"),)
+    with compiled.cpu_engine("numpy"):
+        found = route(x, spec, MATLAB_STREAM)
+        assert found.kernel.name == "numpy"
+        assert dict(found.passed_over)["numba"] == "cpu_engine('numpy') is in force"
+    # stochastic rounding from a NumPy Generator streams through the NumPy engine under 'auto'
+    stochastic = _spec({"format": "h", "round": 5})
+    found = route(x, stochastic, generator_sources(np.random.default_rng(1)))
+    assert found.kernel.name == "numpy" and "streams faster" in dict(found.passed_over)["numba"]
+    assert route(x, stochastic, MATLAB_STREAM).kernel.name == "numba"
+
+
+def test_scalars_and_single_elements():
+    spec = _spec({"format": "h"})
+    assert route(1 / 3, spec, MATLAB_STREAM).kernel.name == "scalar"
+    flips = _spec({"format": "h", "flip": 1})
+    found = route(1 / 3, flips, MATLAB_STREAM)
+    assert found.kernel.name == "numpy" and dict(found.passed_over)["scalar"] == "bit flips need an array"
+    assert route(np.array([0.5]), spec, MATLAB_STREAM).kernel.name == "numpy"  # one element: not compiled
+
+
+def test_cpfloat_rules_on_the_host():
+    x = np.linspace(-500, 500, 64)
+    deterministic, stochastic = make_spec("float8_e4m3fn", 1), make_spec("float8_e4m3fn", 5)
+    with compiled.cpu_engine("numpy"):
+        assert route(x, deterministic, MATLAB_STREAM).kernel.name == "numpy-cpfloat"
+    found = route(x, stochastic, MATLAB_STREAM)
+    assert found.kernel.name == "reference"
+    assert "column-major" in dict(found.passed_over)["numpy-cpfloat"]
+    if compiled.available():
+        assert route(x, deterministic, MATLAB_STREAM).kernel.name == "numba-cpfloat"
+
+
+def test_the_reference_kernel_on_request_is_the_executable_specification():
+    from pychop_compat.rules.chop import chop_vector
+
+    x = np.random.default_rng(2).standard_normal((30, 7))
+    spec = _spec({"format": "q43", "round": 5})
+    pychop_compat.rng(3)
+    got = dispatch.round_array(x, spec, MATLAB_STREAM, kernel="reference")
+    pychop_compat.rng(3)
+    want = chop_vector(x.ravel(order="F"), spec, MATLAB_STREAM).reshape(x.shape, order="F")
+    assert np.array_equal(got, want)
+
+
+def test_cpu_tensors_take_the_host_kernels_through_their_memory():
+    torch = pytest.importorskip("torch")
+    t = torch.linspace(-3, 3, 100)
+    found = route(t, _spec({"format": "h"}, "single"), MATLAB_STREAM)
+    assert found.call.host and found.kernel.name in ("numba", "numpy")
+    with device_paths_on_cpu():
+        assert not route(t, _spec({"format": "h"}, "single"), MATLAB_STREAM).call.host
+    assert route(t, _spec({"format": "h"}, "single"), MATLAB_STREAM).call.host  # scoped
+
+
+# --- the routes of a CUDA tensor, on the CPU --------------------------------------------------------
+
+def test_a_cuda_tensor_without_cupy_goes_to_triton_for_modes_1_to_4_and_to_the_namespace_kernel_for_flips(
+        monkeypatch):
+    """The issue's example: a CUDA-tensor-like call with CuPy absent."""
+    monkeypatch.setattr(dispatch, "cupy_for", lambda call: None)
+    monkeypatch.setattr(dispatch, "triton_for", lambda call: object())  # Triton installed
+    for mode in (1, 2, 3, 4):
+        found = route_call(_cuda_call(None), _spec({"format": "h", "round": mode}, "single"), MATLAB_STREAM)
+        assert found.kernel.name == "triton", mode
+        assert dict(found.passed_over)["cuda"] == "CuPy is not installed or sees no GPU"
+    flips = _spec({"format": "h", "flip": 1}, "single")
+    found = route_call(_cuda_call(None), flips, MATLAB_STREAM)
+    assert found.kernel.name == "namespace" and dict(found.passed_over)["triton"] == "bit flips"
+    # stochastic rounding: Triton with numbers made on the device, the namespace kernel with the host's
+    stochastic = _spec({"format": "h", "round": 5}, "single")
+    assert route_call(_cuda_call(None, "device"), stochastic, MATLAB_STREAM).kernel.name == "triton"
+    found = route_call(_cuda_call(None, "host"), stochastic, MATLAB_STREAM)
+    assert found.kernel.name == "namespace" and "host" in dict(found.passed_over)["triton"]
+    # beyond chop.m: the namespace kernel, or the host where it does not cover the spec
+    assert route_call(_cuda_call(None), _spec({"format": "float8_e4m3fn"}, "single"),
+                      MATLAB_STREAM).kernel.name == "namespace"
+    assert route_call(_cuda_call(None), _spec({"format": "float8_e4m3fn", "flip": 1}, "single"),
+                      MATLAB_STREAM).kernel.name == "host"
+
+
+def test_cuda_route_setting(monkeypatch):
+    spec = _spec({"format": "h"}, "single")
+    monkeypatch.setattr(dispatch, "triton_for", lambda call: object())
+    monkeypatch.setattr(dispatch, "cupy_for", lambda call: object())
+    assert route_call(_cuda_call(None), spec, MATLAB_STREAM).kernel.name == "cuda"
+    with cuda_route("triton"):
+        assert route_call(_cuda_call(None), spec, MATLAB_STREAM).kernel.name == "triton"
+    with cuda_route("torch"):
+        found = route_call(_cuda_call(None), spec, MATLAB_STREAM)
+        assert found.kernel.name == "namespace"
+        assert dict(found.passed_over)["cuda"] == "cuda_route('torch') is in force"
+    monkeypatch.setattr(dispatch, "cupy_for", lambda call: None)
+    with cuda_route("cupy"), pytest.raises(RuntimeError, match="CuPy is not installed"):
+        route_call(_cuda_call(None), spec, MATLAB_STREAM)
+    monkeypatch.setattr(dispatch, "triton_for", lambda call: None)
+    with cuda_route("triton"), pytest.raises(RuntimeError, match="Triton is not installed"):
+        route_call(_cuda_call(None), spec, MATLAB_STREAM)
+    with pytest.raises(ValueError, match="route must be one of"):
+        with cuda_route("opencl"):
+            pass
+
+
+def test_cpu_tensors_in_the_device_paths_mode(monkeypatch):
+    """The device-paths mode sends CPU tensors down a CUDA tensor's routes: Triton only under its
+    interpreter, the device's counter for the device generator's numbers."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    t = torch.linspace(-3, 3, 100)
+    spec = _spec({"format": "h"}, "single")
+    with device_paths_on_cpu():
+        monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+        found = route(t, spec, MATLAB_STREAM)
+        assert found.kernel.name == "namespace" and "interpreter" in dict(found.passed_over)["triton"]
+        monkeypatch.setenv("TRITON_INTERPRET", "1")
+        assert route(t, spec, MATLAB_STREAM).kernel.name == "triton"
+        stochastic = _spec({"format": "h", "round": 5}, "single")
+        assert route(t, stochastic, MATLAB_STREAM).call.numbers == "device"
+        with matlab_stream_on_device():
+            assert route(t, stochastic, MATLAB_STREAM).call.numbers == "host"
+        assert route(t, stochastic, counter_sources(3)).call.numbers == "counter"
+
+
+# --- settings are scoped --------------------------------------------------------------------------
+
+@needs_numba
+def test_cpu_engine_is_scoped_to_the_thread_and_set_cpu_engine_sets_the_default():
+    seen = []
+    with compiled.cpu_engine("numpy"):
+        worker = threading.Thread(target=lambda: seen.append(compiled.get_cpu_engine()))
+        worker.start()
+        worker.join()
+        assert compiled.get_cpu_engine() == "numpy"
+    assert seen == ["auto"] and compiled.get_cpu_engine() == "auto"
+    compiled.set_cpu_engine("numpy")
+    try:
+        assert compiled.get_cpu_engine() == "numpy" and not compiled.wanted()
+        with compiled.cpu_engine("numba"):
+            assert compiled.wanted()
+    finally:
+        compiled.set_cpu_engine("auto")
+
+
+def test_a_dask_array_takes_the_cpu_engine_in_force_when_chop_is_called(monkeypatch):
+    da = pytest.importorskip("dask.array")
+    calls = []
+    original = compiled.chop_array
+    monkeypatch.setattr(compiled, "chop_array", lambda *a, **k: calls.append(1) or original(*a, **k))
+    x = da.from_array(np.linspace(-3, 3, 400).reshape(20, 20), chunks=(10, 10))
+    with compiled.cpu_engine("numpy"):
+        lazy = chop(x, {"format": "h"})
+    out = lazy.compute(scheduler="threads")
+    assert calls == [] and np.array_equal(out, chop(np.linspace(-3, 3, 400).reshape(20, 20), {"format": "h"}))
+
+
+# --- explain ------------------------------------------------------------------------------------
+
+def test_explain_a_numpy_call():
+    x = np.ones(1000)
+    e = explain(x, {"format": "h", "round": 5})
+    assert e.engine == "numpy" and e.source is Source.MATLAB_STREAM and e.order == "column-major"
+    assert e.kernel == dispatch.route(x, _spec({"format": "h", "round": 5}), MATLAB_STREAM).kernel.name
+    text = str(e)
+    assert f"kernel: {e.kernel}" in text and "matlab_stream, column-major order" in text
+    assert explain(x, {"format": "h"}).source is None and "none (deterministic" in str(explain(x, {"format": "h"}))
+    assert explain(1 / 3, {"format": "h"}).kernel == "scalar"
+
+
+def test_explain_names_the_random_source_of_chop_and_chop_objects():
+    x = np.ones(10)
+    options = {"format": "b", "round": 5}
+    assert explain(x, options, rng=7).source is Source.SEEDED_COUNTER
+    assert explain(x, options, rng=7).order == "row-major index"
+    assert explain(x, options, rng=np.random.default_rng(1)).source is Source.GENERATOR
+    randfunc = {"format": "b", "round": 5, "randfunc": lambda n: np.full(n, 0.5)}
+    assert explain(x, randfunc).source is Source.RANDFUNC
+    flips = {"format": "b", "flip": 1}
+    assert explain(x, flips).source is Source.MATLAB_STREAM
+    generator = np.random.default_rng(4)
+    state = generator.bit_generator.state
+    explain(x, options, rng=generator)
+    assert generator.bit_generator.state == state  # nothing drawn
+    counter = Chop(options, rng=9)
+    explain(x, options, rng=9)
+    assert np.array_equal(counter(x), Chop(options, rng=9)(x))
+
+
+def test_explain_reads_the_stored_options_and_stores_nothing():
+    pychop_compat.chop(None, {"format": "b", "round": 5})
+    assert explain(np.ones(5)).source is Source.MATLAB_STREAM
+    explain(np.ones(5), {"format": "h"})
+    assert pychop_compat.chop_options().format == "b"  # explain stored nothing
+
+
+def test_explain_other_array_types():
+    torch = pytest.importorskip("torch")
+    e = explain(torch.ones(100, dtype=torch.float16), {"format": "h"})
+    assert e.engine == "torch" and e.call.dtype == "float32" and e.call.host
+    with device_paths_on_cpu():
+        e = explain(torch.ones(100), {"format": "h", "round": 5})
+        assert e.source is Source.DEVICE_COUNTER and e.kernel in ("namespace", "triton")
+        assert "cuda" in dict(e.passed_over)
+    jnp = pytest.importorskip("jax.numpy")
+    e = explain(jnp.ones(4, dtype=jnp.float32), {"format": "h"})
+    assert e.engine == "jax" and e.kernel == "namespace"
+    assert explain(jnp.ones(4, dtype=jnp.float32), {"format": "h", "round": 5}).kernel == "host"
+    da = pytest.importorskip("dask.array")
+    e = explain(da.ones((10, 10), chunks=5), {"format": "h"})
+    assert e.engine == "dask" and e.call.library == "dask"
+    assert explain(da.ones((10, 10), chunks=5), {"format": "h", "round": 5}, rng=3).kernel == "namespace"
+    with pytest.raises(TypeError, match="does not support"):
+        explain({"a": 1})
+
+
+def test_explain_is_exported_and_documented():
+    assert pychop_compat.explain is explain and "explain" in pychop_compat.__all__
+    assert explain.__doc__ and "passed over" in explain.__doc__
+    sources = sources_for(lambda n: np.full(n, 0.25))
+    assert dispatch.explain(np.ones(3), _spec({"format": "h", "round": 5}), sources).source is Source.RANDFUNC

@@ -105,7 +105,7 @@ def _ste():
     return _STE
 
 
-def _tensor_base():
+def _tensor_base() -> Any:
     import torch
 
     global ChoppedTensor

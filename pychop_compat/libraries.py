@@ -21,7 +21,7 @@ ARRAY_LIKES = "NumPy arrays (and subclasses), NumPy scalars, Python real numbers
 
 def _instance_of(x: Any, module: str, *names: str) -> bool:
     """``isinstance(x, module.name1.name2...)``, only when ``module`` is already imported."""
-    obj = sys.modules.get(module)
+    obj: Any = sys.modules.get(module)
     for name in names:
         obj = getattr(obj, name, None)
     return obj is not None and isinstance(x, obj)

@@ -79,7 +79,7 @@ def arithmetic_of(values: Any) -> Optional[Arithmetic]:
     FormatMismatchError
         When chopped operands have arithmetics that do not combine.
     """
-    arith = None
+    arith: Optional[Arithmetic] = None
     for v in values:
         if isinstance(v, (ChoppedArray, ChoppedScalar)):
             arith = v._arith if arith is None else arith.combine(v._arith)
@@ -134,8 +134,9 @@ def _data(value):
 
 def _host_only(x: "ChoppedArray", name: str) -> None:
     """Refuse a function that is implemented for chopped arrays on the host only."""
-    if is_device_array(x._data):
-        raise NotChoppedError(f"{name} is not implemented for chopped {device_namespace(x._data).name} arrays "
+    namespace = device_namespace(x._data)
+    if namespace is not None:
+        raise NotChoppedError(f"{name} is not implemented for chopped {namespace.name} arrays "
                               "(elementwise operations, sums, products, dot and 2-D matmul are).")
 
 
@@ -171,6 +172,8 @@ class ChoppedScalar:
     """
 
     __slots__ = ("_v", "_arith")
+    _v: float
+    _arith: Arithmetic
 
     @staticmethod
     def _make(value: float, arith: Arithmetic) -> "ChoppedScalar":
@@ -458,6 +461,8 @@ class ChoppedArray:
     """
 
     __slots__ = ("_data", "_arith")
+    _data: Any  # a NumPy array, or a device array of another library (see .libraries)
+    _arith: Arithmetic
     __array_priority__ = 100
 
     # -- basics -------------------------------------------------------------------------
@@ -680,7 +685,7 @@ class ChoppedArray:
     def __ne__(self, o):
         return self._compare(np.not_equal, o)
 
-    __hash__ = None
+    __hash__ = None  # type: ignore[assignment]  # (mutable, like ndarray: unhashable)
 
     # -- methods that NumPy code calls on arrays ----------------------------------------------
 

@@ -56,7 +56,7 @@ def _given_options(options, kwargs) -> dict:
         options = {"format": options}
     filled = Chop(options, **kwargs).options  # validates, as chop would
     given = dataclasses.asdict(filled)
-    given["params"] = list(filled.params)
+    given["params"] = list(given["params"])  # (filled in: a list of two ints)
     return given
 
 
@@ -123,7 +123,7 @@ class Arithmetic:
         self.block_size = int(block_size)
         settings = resolve(self.given, None, "double")
         spec = settings.spec
-        self._specs = {np.dtype(np.float64): spec}
+        self._specs: dict[np.dtype, RoundingSpec] = {np.dtype(np.float64): spec}
         self._counter = counter
         flips = MATLAB_STREAM if counter is None else RandomSources(
             counter.stochastic, counter.flip_uniform, counter.flip_randi, counter)
@@ -261,7 +261,7 @@ class Arithmetic:
 
     def enter(self, x: ArrayLike) -> np.ndarray:
         """A plain operand as it enters an operation: exactly, or rounded when ``strict``."""
-        arr = x if is_device_array(x) else np.asarray(x)
+        arr: Any = x if is_device_array(x) else np.asarray(x)  # a NumPy or a device array
         if arr.dtype.kind not in "f":
             if arr.dtype.kind in "biu":
                 arr = arr.astype(np.float64)
@@ -273,7 +273,7 @@ class Arithmetic:
 
     def store(self, x: ArrayLike) -> np.ndarray:
         """Values stored in the format: float32 data stays float32, everything else float64."""
-        arr = x if is_device_array(x) else np.asarray(x)
+        arr: Any = x if is_device_array(x) else np.asarray(x)  # a NumPy or a device array
         if arr.dtype.kind == "c":
             raise ValueError("Chop requires a real input array.")
         if arr.dtype != np.float32:
@@ -411,7 +411,8 @@ def _scalar_rounder(spec: RoundingSpec, sources: RandomSources) -> Callable[[flo
     scales = [math.ldexp(1.0, t - e) for e in range(low, high + 1)]
     quanta = [math.ldexp(1.0, e - t) for e in range(low, high + 1)]
     if mode <= 4:
-        integer = {2: math.ceil, 3: math.floor, 4: math.trunc}[mode]
+        integers: dict[int, Callable[[float], int]] = {2: math.ceil, 3: math.floor, 4: math.trunc}
+        integer = integers[mode]
 
         def round_directed(v: float) -> float:
             e = frexp(v)[1]

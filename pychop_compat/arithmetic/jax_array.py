@@ -51,7 +51,7 @@ Random numbers (stochastic rounding, bit flips)
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Tuple, Union, cast
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -264,8 +264,9 @@ def _on_host_counted(name, host_with, like, operands, datas, chopped_at, arith: 
     return ChoppedJax(out, arith)
 
 
-def _arith_of(*operands) -> Arithmetic:
-    arith = None
+def _arith_of(*operands) -> Optional[Arithmetic]:
+    """The arithmetic of the chopped operands, combined; None when none is chopped."""
+    arith: Optional[Arithmetic] = None
     for o in operands:
         if isinstance(o, ChoppedJax):
             arith = o._arith if arith is None else arith.combine(o._arith)
@@ -276,7 +277,7 @@ def _product(name: str, a, b) -> "ChoppedJax":
     """``a @ b``: linalg.matmul on the JAX arrays for 1-D and 2-D operands (eager), else the host code."""
     import jax.numpy as jnp
 
-    arith = _arith_of(a, b)
+    arith = cast(Arithmetic, _arith_of(a, b))  # not None: ChoppedJax's methods pass themselves
     refuse_counter_in_linalg(arith, "a matrix product")
     A, B = _plain(a), _plain(b)
     if name == "matmul" and (jnp.ndim(A) == 0 or jnp.ndim(B) == 0):

@@ -39,7 +39,7 @@ NumPy's names), so CuPy data stays on its device.
 from __future__ import annotations
 
 import operator
-from typing import Callable, Optional, Sequence, Union
+from typing import Callable, Optional, Union
 
 import numpy as np
 
@@ -49,7 +49,7 @@ __all__ = ["reduce", "accumulate"]
 
 Rounder = Callable[[np.ndarray], np.ndarray]
 ScalarRounder = Callable[[float], float]
-Axis = Union[None, int, Sequence[int]]
+Axis = Union[None, int, tuple[int, ...], list[int]]
 
 _IDENTITY = {"add": 0.0, "multiply": 1.0}
 _PYTHON_OP = {np.add: operator.add, np.multiply: operator.mul}  # IEEE double, like the ufunc

@@ -29,13 +29,18 @@ torch is imported only when a tensor is chopped.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional
 
 from .array import wrap
 from .context import Arithmetic, NotChoppedError
 
 if TYPE_CHECKING:
     import torch
+
+    class _ChoppedBase(torch.Tensor):
+        """What the type checker knows of the classes :func:`_tensor_base` and :func:`_class_for` make."""
+
+        arithmetic: Optional[Arithmetic]
 
 __all__ = ["ChoppedTensor", "chopped_tensor", "ROUNDED", "EXACT", "MOVES", "REDUCTIONS"]
 
@@ -100,7 +105,7 @@ def _ste():
     return _STE
 
 
-def _tensor_base():
+def _tensor_base() -> Any:
     import torch
 
     global ChoppedTensor
@@ -109,7 +114,7 @@ def _tensor_base():
         class _ChoppedTensor(torch.Tensor):
             """A torch tensor whose elementwise operations round (see the module notes)."""
 
-            arithmetic: Arithmetic = None  # set on the subclass made for each arithmetic
+            arithmetic: Optional[Arithmetic] = None  # set on the subclass made for each arithmetic
 
             def __repr__(self, *, tensor_contents=None):
                 with torch._C.DisableTorchFunctionSubclass():
@@ -143,9 +148,10 @@ def _class_for(arith: Arithmetic) -> type:
     return cls
 
 
-def _arith_of(types, args, kwargs) -> Arithmetic:
-    base = _tensor_base()
-    arith = None
+def _arith_of(types, args, kwargs) -> Optional[Arithmetic]:
+    """The arithmetic of the chopped tensor types, combined; None when none is chopped."""
+    base: type[_ChoppedBase] = _tensor_base()
+    arith: Optional[Arithmetic] = None
     for t in types:
         if isinstance(t, type) and issubclass(t, base) and t.arithmetic is not None:
             arith = t.arithmetic if arith is None else arith.combine(t.arithmetic)
@@ -285,6 +291,8 @@ def _reduction(name: str, cls, args, kwargs):
         axis = tuple(dim) if isinstance(dim, (list, tuple)) else dim
         numpy_name = {"sum": np.sum, "mean": np.mean, "prod": np.prod, "cumsum": np.cumsum,
                       "cumprod": np.cumprod}[name]
+        numpy_func: Callable[..., Any]  # (one or two operands)
+        exact: Callable[..., Any]
         if name in ("cumsum", "cumprod"):
             def numpy_func(a):
                 return np.asarray(numpy_name(wrap(a, arith), axis=axis))

@@ -55,7 +55,7 @@ import os
 import sys
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Callable, Iterator, NamedTuple, Optional
+from typing import Any, Callable, Iterator, NamedTuple, Optional, cast
 
 import numpy as np
 
@@ -69,6 +69,7 @@ from ..kernels.elementwise_cpfloat import (cpfloat_covers, cpfloat_inexact, host
 from ..kernels.xp import Namespace, library_namespace, namespace_of
 from ..libraries import array_library, unsupported_type_error
 from ..random import counter as device_counter
+from ..random.counter import CounterRng
 from ..random.matlab_stream import stream_uniform
 from ..random.sources import (CheckedRandfunc, RandomSources, Source, draws_on_device, given_sources)
 from ..rules.chop import chop_vector
@@ -336,7 +337,7 @@ def route_call(call: Call, spec: RoundingSpec, sources: RandomSources, x: Any = 
         When :func:`cuda_route` asks for a kernel that cannot run the call.
     """
     _check_cuda_route(call, spec)
-    passed = []
+    passed: list[tuple[str, str]] = []
     for kernel in REGISTRY:
         reason = kernel.takes(call, spec, sources, x)
         if reason is None:
@@ -632,10 +633,11 @@ def _from_column_major(xp: Any, v: Any, shape: tuple) -> Any:
     return xp.permute_dims(xp.reshape(v, tuple(reversed(shape))), tuple(reversed(range(len(shape)))))
 
 
-def _run_namespace(x: Any, call: Call, spec: RoundingSpec, sources: RandomSources, stream: Any,
+def _run_namespace(x: Any, call: Call, spec: RoundingSpec, sources: Optional[RandomSources], stream: Any,
                    index: Any = None) -> Any:
     """The namespace kernels: CPFloat's rules (numbers drawn by the host for the inexact
-    elements, in column-major order), or chop's, with each element's numbers from its source."""
+    elements, in column-major order), or chop's, with each element's numbers from its source.
+    ``sources`` may be None where the numbers are ``stream``'s (a Dask block's)."""
     ns = namespace_of(x)
     xp = ns.xp
     if call.library == "jax":
@@ -650,13 +652,13 @@ def _run_namespace(x: Any, call: Call, spec: RoundingSpec, sources: RandomSource
         u = xp.full((call.size,), 2.0, dtype=xp.float64, device=device)
         count = int(xp.sum(xp.astype(inexact, xp.int64)))
         if count:
-            u[inexact] = xp.asarray(host_numbers(sources, spec, count), device=device)
+            u[inexact] = xp.asarray(host_numbers(cast(RandomSources, sources), spec, count), device=device)
         out = round_cpfloat_elementwise(ns, x, spec, _from_column_major(xp, u, tuple(x.shape)))
     else:
         plan = plan_for(spec, call.dtype)
         if call.numbers == "host":
             v = _column_major(xp, x)
-            draws = host_draws(ns, v, plan, spec, sources)
+            draws = host_draws(ns, v, plan, spec, cast(RandomSources, sources))
             out = _from_column_major(xp, chop_elementwise(ns, v, plan, draws), tuple(x.shape))
         else:
             draws = None
@@ -665,7 +667,7 @@ def _run_namespace(x: Any, call: Call, spec: RoundingSpec, sources: RandomSource
                     index = xp.reshape(xp.arange(call.size, dtype=xp.int64, device=_device(x)), tuple(x.shape))
                 draws = counter_draws(ns, plan, stream, index)
             elif call.numbers == "given":
-                draws = ElementDraws(sources.given)
+                draws = ElementDraws(cast(RandomSources, sources).given)
             out = chop_elementwise(ns, x, plan, draws)
     return _adapter(call).contiguous(out) if call.library in ("torch", "cupy") else out
 
@@ -744,7 +746,7 @@ def _stream(call: Call, x: Any, spec: RoundingSpec, sources: RandomSources) -> A
     if call.numbers == "counter":
         if spec.flips and spec.fmt.t < 2:
             raise ValueError(FLIP_PRECISION_ERROR)
-        return sources.counter.take(call.size)
+        return cast(CounterRng, sources.counter).take(call.size)  # set: _numbers chose 'counter'
     if call.numbers == "device":
         return device_counter.take(_adapter(call).device_key(x), call.size)
     return None

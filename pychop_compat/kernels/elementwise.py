@@ -147,6 +147,9 @@ class ElementDraws:
     block_drew: tuple = (True, True)
 
 
+#: No numbers: what :func:`chop_elementwise` takes when given none (enough for modes 1 to 4 without flips).
+_NO_DRAWS = ElementDraws()
+
 def _as(xp: Any, a: Any, dtype: Any) -> Any:
     """``a`` as ``dtype``, not copied when it is one already (a copy costs a pass in compiled code)."""
     return a if a.dtype == dtype else xp.astype(a, dtype)
@@ -264,20 +267,22 @@ def chop_elementwise(ns: Namespace, v: Any, plan: Any, draws: Optional[ElementDr
     carrier = CARRIERS[name]
     int_dtype = xp.int64 if carrier.mant == 52 else xp.int32
     mode = plan.mode
-    missing = draws is None or (mode >= 5 and draws.u_round is None) or (plan.flips and draws.flip is None)
-    if missing and (mode >= 5 or plan.flips):
+    if draws is None:
+        draws = _NO_DRAWS
+    if (mode >= 5 and draws.u_round is None) or (plan.flips and draws.flip is None):
         raise ValueError("chop_elementwise: stochastic rounding and bit flips need the elements' numbers.")
-    if plan.nearest is not None or plan.stochastic_bits is not None:
+    nearest, stochastic_bits = plan.nearest, plan.stochastic_bits
+    if nearest is not None or stochastic_bits is not None:
         # The fast forms, where they apply: the range rules folded into thresholds on the bit
         # patterns, a third of the operations.  Kept for speed, measured under torch.compile
         # (Inductor, one thread, n = 1e6 float32, ns per element; the case of nn's quantizers in
         # benchmarks/bench_nn.py): fp16 round to nearest 0.6 (this form) against 3.4 (the
         # general form below), bfloat16 0.6 against 2.1, fp16 stochastic rounding 1.0 against
         # 1.7; the general form alone was 1.2x to 6x slower than the old commit there.
-        if plan.nearest is not None:
-            out, bits = _nearest_on_bits(ns, v, plan, carrier)
+        if nearest is not None:
+            out, bits = _nearest_on_bits(ns, v, plan, carrier, nearest)
         else:
-            out, bits = _stochastic_on_bits(ns, v, plan, carrier, draws.u_round)
+            out, bits = _stochastic_on_bits(ns, v, plan, carrier, stochastic_bits, draws.u_round)
         if plan.encoding is not None:
             out = encode_bits(xp, out, bits, plan.encoding, carrier)
         return ns.bitcast(_as(xp, out, int_dtype), v.dtype)
@@ -504,10 +509,10 @@ def _stochastic_constants(spec: RoundingSpec, carrier: Carrier) -> Optional[tupl
             over, over_value)
 
 
-def _nearest_on_bits(ns: Namespace, v: Any, plan: ElementwisePlan, carrier: Carrier) -> Any:
+def _nearest_on_bits(ns: Namespace, v: Any, plan: ElementwisePlan, carrier: Carrier, constants: tuple) -> Any:
     """Round to nearest, ties to even, on the bit pattern, the range rules folded into thresholds
-    (:func:`_nearest_constants`): the same result as the general form, in about a third of its
-    operations.
+    (``constants``, ``plan.nearest``: :func:`_nearest_constants`): the same result as the general
+    form, in about a third of its operations.
 
     Within a binade, and across the carrier's subnormals, the value is linear in its pattern,
     and rounding it to a multiple of ``2^s`` pattern units is rounding it to ``t`` bits (``s =
@@ -517,7 +522,7 @@ def _nearest_on_bits(ns: Namespace, v: Any, plan: ElementwisePlan, carrier: Carr
     first, then compares with half that number); zeros come out +0; NaN stays NaN.
     """
     xp = ns.xp
-    xmax_bits, smallest_bits, to_zero_bits, most_dropped = plan.nearest
+    xmax_bits, smallest_bits, to_zero_bits, most_dropped = constants
     mant, sign, inf_bits = carrier.mant, carrier.sign_bit, carrier.field << carrier.mant
     bits = ns.bitcast(v, xp.int64 if mant == 52 else xp.int32)
     magnitude = bits & carrier.abs_mask
@@ -534,9 +539,11 @@ def _nearest_on_bits(ns: Namespace, v: Any, plan: ElementwisePlan, carrier: Carr
     return xp.where(magnitude > inf_bits, bits, r), bits  # NaN as it came
 
 
-def _stochastic_on_bits(ns: Namespace, v: Any, plan: ElementwisePlan, carrier: Carrier, u: Any) -> Any:
+def _stochastic_on_bits(ns: Namespace, v: Any, plan: ElementwisePlan, carrier: Carrier, constants: tuple,
+                        u: Any) -> Any:
     """Stochastic rounding (modes 5, 6) on the bit pattern, the range rules folded into
-    thresholds (:func:`_stochastic_constants`): the same result as the general form.
+    thresholds (``constants``, ``plan.stochastic_bits``: :func:`_stochastic_constants`): the
+    same result as the general form.
 
     The dropped bits are ``s = mant + 1 - t`` at or above ``2^emin``, ``mant + 1 - t + emin +
     bias - max(E, 1)`` in chop.m's subnormal block (``E`` the biased exponent), the value's
@@ -545,7 +552,7 @@ def _stochastic_on_bits(ns: Namespace, v: Any, plan: ElementwisePlan, carrier: C
     smallest number kept, +0; over the threshold, xmax (mode 5) or Inf (mode 6).
     """
     xp = ns.xp
-    sub_top, sub_low, min_rep, over, over_value = plan.stochastic_bits
+    sub_top, sub_low, min_rep, over, over_value = constants
     mant, bias, sign, inf_bits = carrier.mant, carrier.bias, carrier.sign_bit, carrier.field << carrier.mant
     s_norm = mant + 1 - plan.t
     bits = ns.bitcast(v, xp.int64 if mant == 52 else xp.int32)

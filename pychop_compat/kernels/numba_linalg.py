@@ -28,8 +28,8 @@ import numba
 import numpy as np
 from numba import prange
 
-from .numba_kernels import (bits_of_double, chop_double, constants, double_of_bits, fast_bits,
-                                     fast_constants, irregular, nearest_bits, nearest_only)
+from .numba_kernels import (INLINE_OPTIONS, JIT_OPTIONS, bits_of_double, chop_double, constants, double_of_bits,
+                            fast_bits, fast_constants, irregular, nearest_bits, nearest_only)
 
 __all__ = ["matmul_recursive", "matmul_pairwise", "matmul_blocked", "tasks_one_at_a_time", "ROWS", "TILE"]
 
@@ -38,10 +38,8 @@ ROWS = 8
 #: Columns of C per pairwise pass (ROWS x log2(n) partial sums of TILE columns stay in the cache).
 TILE = 128
 
-_jit = dict(cache=True, nogil=True, error_model="numpy")
 
-
-@numba.njit(inline="always", **_jit)
+@numba.njit(**INLINE_OPTIONS)
 def regular_bits(b, f, nearest):
     """The branch-free rounding of a regular bit pattern; ``nearest``: ``nearest_only(f)``, tested
     once outside the loop (LLVM then splits the loop).  Shared with :mod:`.numba_lu`."""
@@ -64,7 +62,7 @@ def tasks_one_at_a_time() -> Iterator[None]:
 # --- rows: out[j] = fl_s(acc[j] + fl_p(a * b[j])) and friends, fast loop then exact loop if needed -----
 
 
-@numba.njit(**_jit)
+@numba.njit(**JIT_OPTIONS)
 def _axpy_row(a, b, acc, out, first, kp, fp_, ks, fs, round_products, p):
     """``out[j] = fl_s(acc[j] + fl_p(a b[j]))`` (``first``: ``out[j] = fl(a b[j])``, by the product
     rounding when ``round_products`` else the sum rounding; no ``fl_p`` when not ``round_products``).
@@ -108,7 +106,7 @@ def _axpy_row(a, b, acc, out, first, kp, fp_, ks, fs, round_products, p):
                 out[j] = chop_double(acc[j] + a * b[j], ks)
 
 
-@numba.njit(**_jit)
+@numba.njit(**JIT_OPTIONS)
 def _add_rows(x, y, out, ks, fs, p):
     """``out[j] = fl(x[j] + y[j])``."""
     special = 0
@@ -123,7 +121,7 @@ def _add_rows(x, y, out, ks, fs, p):
                 out[j] = chop_double(x[j] + y[j], ks)
 
 
-@numba.njit(parallel=True, **_jit)
+@numba.njit(parallel=True, **JIT_OPTIONS)
 def matmul_recursive(A, B, ipp, upp, fpp, rpp, round_products, ips, ups, fps, rps):
     """``s = fl(p_1)``; ``s = fl(s + p_k)``, with ``p_k = fl(a_k b_k)`` when ``round_products``
     (products rounded by the first constants) else the double product (sums by the second)."""
@@ -150,7 +148,7 @@ def matmul_recursive(A, B, ipp, upp, fpp, rpp, round_products, ips, ups, fps, rp
     return C
 
 
-@numba.njit(parallel=True, **_jit)
+@numba.njit(parallel=True, **JIT_OPTIONS)
 def matmul_blocked(A, B, ipp, upp, fpp, rpp, round_products, ips, ups, fps, rps, block_size):
     """Each block of ``block_size`` terms summed recursively, the block sums summed recursively
     in order (as each block ends, its sum joins the running total)."""
@@ -181,7 +179,7 @@ def matmul_blocked(A, B, ipp, upp, fpp, rpp, round_products, ips, ups, fps, rps,
     return C
 
 
-@numba.njit(**_jit)
+@numba.njit(**JIT_OPTIONS)
 def _leaf_row(a, b, out, rounds, kr, fr, width):
     """``out[j] = fl(a b[j])`` by the constants ``kr, fr`` (``rounds``) or the double product."""
     if not rounds:
@@ -200,7 +198,7 @@ def _leaf_row(a, b, out, rounds, kr, fr, width):
                 out[j] = chop_double(a * b[j], kr)
 
 
-@numba.njit(parallel=True, **_jit)
+@numba.njit(parallel=True, **JIT_OPTIONS)
 def matmul_pairwise(A, B, ipp, upp, fpp, rpp, round_products, ips, ups, fps, rps):
     """The products summed pairwise level by level: ``y_q = fl(x_{2q} + x_{2q+1})``, an odd last
     term carried over, until one is left (products unrounded, unless ``round_products`` or n = 1,

@@ -29,8 +29,8 @@ import numba
 import numpy as np
 from numba import prange
 
-from .numba_kernels import (bits_of_double, chop_double, constants, double_of_bits, fast_bits,
-                                     fast_constants, irregular, nearest_only)
+from .numba_kernels import (JIT_OPTIONS, bits_of_double, chop_double, constants, double_of_bits, fast_bits,
+                            fast_constants, irregular, nearest_only)
 from .numba_linalg import regular_bits, tasks_one_at_a_time
 
 __all__ = ["factor", "PANEL", "PARALLEL_BELOW", "ROWS"]
@@ -42,10 +42,8 @@ PARALLEL_BELOW = 1 << 16
 #: Rows per task of a parallel trailing update.
 ROWS = 8
 
-_jit = dict(cache=True, nogil=True, error_model="numpy")
 
-
-@numba.njit(**_jit)
+@numba.njit(**JIT_OPTIONS)
 def _pivot_and_swap(a, perm, k):
     """Swap the row of the first largest ``|a_ik|``, ``i >= k`` (the first NaN if any), into row ``k``."""
     n = a.shape[0]
@@ -66,7 +64,7 @@ def _pivot_and_swap(a, perm, k):
         perm[k], perm[piv] = perm[piv], perm[k]
 
 
-@numba.njit(**_jit)
+@numba.njit(**JIT_OPTIONS)
 def _row_update(a, i, k, first, last, scratch, kc, fc):
     """``a_ij = fl(a_ij - fl(a_ik a_kj))`` for ``j`` in ``first:last``: the branch-free loop into
     ``scratch``, the values it cannot round redone by ``chop_double`` (``a[i]`` still unchanged),
@@ -91,7 +89,7 @@ def _row_update(a, i, k, first, last, scratch, kc, fc):
         a[i, j] = scratch[j]
 
 
-@numba.njit(**_jit)
+@numba.njit(**JIT_OPTIONS)
 def _panel(a, perm, k0, k1, skipped, info, ip, up, fp, rp):
     """Steps ``k0:k1`` on the panel's columns (every row below ``k0``), then on the rows of the
     panel right of it; returns ``info``.  ``skipped[k]``: step ``k`` had a zero pivot."""
@@ -116,7 +114,7 @@ def _panel(a, perm, k0, k1, skipped, info, ip, up, fp, rp):
     return info
 
 
-@numba.njit(**_jit)
+@numba.njit(**JIT_OPTIONS)
 def _trailing_rows(a, k0, k1, first, last, skipped, scratch, kc, fc):
     """Rows ``first:last`` below the panel, right of it: the panel's steps in order."""
     n = a.shape[0]
@@ -126,14 +124,14 @@ def _trailing_rows(a, k0, k1, first, last, skipped, scratch, kc, fc):
                 _row_update(a, i, k, k1, n, scratch, kc, fc)
 
 
-@numba.njit(**_jit)
+@numba.njit(**JIT_OPTIONS)
 def _trailing_serial(a, k0, k1, skipped, ip, up, fp, rp):
     kc, fc = constants(ip, up, fp), fast_constants(ip, up, rp)
     n = a.shape[0]
     _trailing_rows(a, k0, k1, k1, n, skipped, np.empty(n), kc, fc)
 
 
-@numba.njit(parallel=True, **_jit)
+@numba.njit(parallel=True, **JIT_OPTIONS)
 def _trailing_parallel(a, k0, k1, skipped, ip, up, fp, rp):
     kc, fc = constants(ip, up, fp), fast_constants(ip, up, rp)
     n = a.shape[0]

@@ -1209,6 +1209,7 @@ def chop_counter(x: np.ndarray, spec: RoundingSpec, stream: Any) -> np.ndarray:
         j = min(i + _FLIP_CHUNK, n)
         xs = xc[i:j]
         a = _analyse(plan, xs)
+        rnd: Optional[np.ndarray]
         if given is not None:
             rnd = given[i:j].astype(ftype)
         else:

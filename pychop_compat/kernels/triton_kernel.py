@@ -34,7 +34,7 @@ Triton is imported only when a CUDA tensor needs this kernel.
 from __future__ import annotations
 
 import functools
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 
@@ -43,7 +43,13 @@ from ..random.counter import GOLDEN, MIX1, MIX2
 
 __all__ = ["BLOCK", "available", "build_kernel", "build_round_helper", "chop_regular", "left_over"]
 
-triton = tl = round_bits = round_stochastic = None  # set by build_kernel
+if TYPE_CHECKING:  # the kernels' annotations name ``tl.constexpr``
+    import triton
+    import triton.language as tl
+else:
+    triton = tl = None  # set by build_kernel
+round_bits: Any = None  # set by build_kernel
+round_stochastic: Any = None  # set by build_kernel
 
 #: Elements per Triton program.
 BLOCK = 1024

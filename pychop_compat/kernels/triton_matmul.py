@@ -37,13 +37,18 @@ Triton is imported only when a kernel is first built.
 from __future__ import annotations
 
 import functools
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 
 __all__ = ["BLOCK_M", "BLOCK_N", "ENABLED", "available", "build_kernel", "fused_matmul", "wanted"]
 
-triton = tl = round_bits = None  # set by build_kernel
+if TYPE_CHECKING:  # the kernel's annotations name ``tl.constexpr``
+    import triton
+    import triton.language as tl
+else:
+    triton = tl = None  # set by build_kernel
+round_bits: Any = None  # set by build_kernel
 
 #: Rows of C per Triton program.
 BLOCK_M = 32

@@ -207,6 +207,7 @@ def chop(x: Any = None, options: Any = None) -> Any:
     # chop.m stores on every call.  Without options that re-stores what is stored (or the
     # defaults, when nothing is): a thread reading the main thread's options keeps reading them.
     store = not options_are_empty(options) or (stored is None and owned)
+    result: Any
     if type(x) is float and spec.round <= 4 and not spec.flip and not spec.extended:
         # The hot path (MATLAB code chops scalars in loops): no random numbers, nothing to check,
         # straight to the router's first kernel (dispatch's 'scalar').
@@ -360,7 +361,7 @@ class Chop:
             self._fork_generation = fork_generation()
         else:
             if not isinstance(rng, np.random.Generator):
-                if isinstance(rng, (bool, np.bool_)) or not isinstance(rng, (numbers.Integral, np.random.SeedSequence)):
+                if not isinstance(rng, np.random.SeedSequence):  # (integer seeds other than bools are taken above)
                     raise TypeError(f"Chop's rng must be a numpy.random.Generator or an integer seed, got {rng!r}.")
                 rng = np.random.default_rng(rng)
             self._flips = generator_sources(rng)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any, Optional, Union
+from typing import Any, Optional, Union, cast
 
 import numpy as np
 import torch
@@ -24,8 +24,8 @@ from ..engines.dispatch import round_array
 from ..kernels.device_plan import at_most, elementwise_covers
 from ..kernels.elementwise import ElementDraws, chop_elementwise, plan_for
 from ..kernels.xp import library_namespace
-from ..random.counter import uniform
-from ..random.sources import given_sources
+from ..random.counter import CounterRng, uniform
+from ..random.sources import RandomSources, given_sources
 
 __all__ = ["Rounder", "quantize", "ROUNDING_NAMES"]
 
@@ -142,11 +142,11 @@ class Rounder:
         # An int seed: Chop(given, rng=seed)'s counter-based numbers.  The counter is a 0-d
         # int64 tensor (compiled code reads and advances it without recompiling); eager calls
         # hand it to chop's engines through these sources.
-        self._counter_sources = None
+        self._counter_sources: Optional[RandomSources] = None
         if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
             self._counter_sources = counter_sources(int(rng))
             # The ROUND stream's key, as a tensor: Dynamo may trace an int attribute symbolically.
-            key = self._counter_sources.counter.keys[0]
+            key = cast(CounterRng, self._counter_sources.counter).keys[0]
             self._counter_key = torch.tensor(key - (1 << 64) if key >= 1 << 63 else key, dtype=torch.int64)
             self._counter_offset = torch.zeros((), dtype=torch.int64)
         if not (rng is None or self._host_random or isinstance(rng, torch.Generator)):
@@ -263,9 +263,10 @@ class Rounder:
 
     def _chop_from_counter(self, work: torch.Tensor, carrier: str) -> torch.Tensor:
         """Eager: chop's engine for tensors with the counter's sources, at this rounder's counter."""
-        counter = self._counter_sources.counter
+        sources = cast(RandomSources, self._counter_sources)  # set: an int seed
+        counter = cast(CounterRng, sources.counter)
         counter.offset = int(self._counter_offset) & _MASK64
-        out = round_array(work, self._specs[carrier], self._counter_sources)
+        out = round_array(work, self._specs[carrier], sources)
         self._counter_offset.fill_(counter.offset - (1 << 64) if counter.offset >= 1 << 63 else counter.offset)
         return out
 
@@ -337,7 +338,7 @@ class _Quantize(torch.autograd.Function):
         return grad, None, None, None
 
 
-def apply_quantizer(x: torch.Tensor, rounder: Rounder, rule: GradientRule,
+def apply_quantizer(x: torch.Tensor, rounder: Optional[Rounder], rule: GradientRule,
                     uniforms: Optional[torch.Tensor] = None) -> torch.Tensor:
     """:func:`quantize` with a prebuilt :class:`Rounder` (None: values unchanged) and
     :class:`GradientRule`: no option parsing, for compiled code."""

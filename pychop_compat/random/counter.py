@@ -232,7 +232,7 @@ class CounterRng:
         return {"seed": self.seed, "offset": self.offset}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["seed"])
+        CounterRng.__init__(self, state["seed"])
         self.offset = int(state["offset"])
 
     def __eq__(self, other) -> bool:

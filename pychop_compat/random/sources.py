@@ -30,13 +30,16 @@ import contextlib
 import contextvars
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence
 
 import numpy as np
 
 from ..spec import FLIP_PRECISION_ERROR, RoundingSpec
 from .matlab_stream import (ForkedStreamError, default_randfunc, exclusive_stream, fork_generation,
                             stream_randi, stream_uniform)
+
+if TYPE_CHECKING:
+    from .counter import CounterRng
 
 __all__ = ["RandomSources", "sources_for", "generator_sources", "GeneratorIntegers", "MATLAB_STREAM",
            "Source", "SourcePlan", "default_source", "source_for", "INT_SEED_SOURCE", "ELEMENT_ORDER",
@@ -59,7 +62,7 @@ class RandomSources:
     stochastic: Callable[[int], np.ndarray]
     flip_uniform: Callable[[int], np.ndarray]
     flip_randi: Callable[[int, int], np.ndarray]
-    counter: Optional[object] = None
+    counter: Optional[CounterRng] = None
     given: Any = field(default=None, compare=False)
 
     @property

@@ -11,7 +11,7 @@ array-api-compat: an array's library (nothing imported), its namespace
 (``to_device(x, 'cpu')``) and back (``asarray(host, device=device(like))``).
 This is also the one module of arithmetic that calls the engines
 (``round_array``; :mod:`.jax_array` also calls
-:func:`~pychop_compat.engines.jax_engine.chop_jax`, JAX's traceable rounding).
+:func:`~pychop_compat.engines.dispatch.round_jax`, JAX's traceable rounding).
 Another library with these protocols (a test's stand-in for a device
 library) is held inside ``with holding(array_type, namespace, rounder)``.
 """

@@ -32,7 +32,7 @@ axes reduces them together in the row-major order of those axes.
 
 The code is written once for NumPy and CuPy arrays: array creation and
 reshaping go through NumPy's functions for NumPy data and through the data's
-namespace for a device array (:mod:`.libraries`: CuPy's functions, which keep
+namespace for a device array (:mod:`pychop_compat.arithmetic.libraries`: CuPy's functions, which keep
 NumPy's names), so CuPy data stays on its device.
 """
 

@@ -20,7 +20,8 @@ import numpy as np
 from ..spec import RoundingSpec
 
 __all__ = ["Carrier", "CARRIERS", "carrier_for", "clamp_exponent", "at_least", "at_most", "as_dtype",
-           "Encoding", "encoding_for", "elementwise_covers", "Limits", "range_limits", "RegularRange", "regular_range"]
+           "Encoding", "encoding_for", "elementwise_covers", "Limits", "range_limits", "RegularRange", "regular_range",
+           "SubnormalBlock", "subnormal_block", "zero_keeps_sign"]
 
 # --- thresholds: chop.m compares with doubles; make the comparisons exact in float32 --------
 
@@ -214,7 +215,7 @@ class SubnormalBlock:
 
     In the block ``[xmins, xmin)`` chop.m rounds to the fixed quantum xmins, so an element of
     carrier exponent field ``E`` drops ``shift + max(emin_field - max(E, 1), 0)`` bits, where
-    ``shift`` is :attr:`RegularRange.shift`.  Below xmins it rounds to ``t`` bits and then applies
+    ``shift`` is the :class:`RegularRange`'s.  Below xmins it rounds to ``t`` bits and then applies
     its underflow rule; for round to nearest that gives xmins exactly when the magnitude exceeds
     ``2^(emins-1) * (1 + 2^-t)`` (the midpoint above xmins/2 of ``t``-bit numbers, a tie going to
     xmins/2, below the rule's threshold), else 0; for the directed modes xmins or 0 by the sign.

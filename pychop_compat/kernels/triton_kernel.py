@@ -11,8 +11,8 @@ chop.m's subnormal block and underflow rule (:func:`build_round_helper`), and
 it counts the other elements.  In most data there are none, and the call is
 one pass over memory plus one 4-byte read; otherwise the namespace kernel
 (:mod:`pychop_compat.kernels.elementwise`) rounds just those elements
-(:func:`left_over`).  (The first GPU run, before the subnormal block was
-handled here, gave fp16 on standard normal data 19% to 25% of the copy
+(:func:`~pychop_compat.kernels.triton_kernel.left_over`).  (The first GPU
+run, before the subnormal block was handled here, gave fp16 on standard normal data 19% to 25% of the copy
 bandwidth against bfloat16's 77% to 91%: the 5 in 10^5 elements below fp16's
 xmin cost four more passes.)  Bit flips and host draws (MATLAB's stream,
 ``randfunc``) go to the namespace kernel whole
@@ -167,8 +167,8 @@ def chop_regular(flat: Any, out: Any, spec: Any, regular: RegularRange, stream: 
 
     Those are the regular elements, and in modes 1 to 4 also zeros and chop.m's subnormal block
     and underflow rule (where :func:`~pychop_compat.kernels.device_plan.subnormal_block` holds).
-    Returns how many others there are: the caller rounds the elements that :func:`left_over`
-    marks.  ``stream`` (a :class:`~pychop_compat.random.counter.CounterStream`) gives the numbers
+    Returns how many others there are: the caller rounds the elements that
+    :func:`~pychop_compat.kernels.triton_kernel.left_over` marks.  ``stream`` (a :class:`~pychop_compat.random.counter.CounterStream`) gives the numbers
     of modes 5 and 6.
     """
     import torch

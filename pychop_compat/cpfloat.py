@@ -124,6 +124,8 @@ def _given(fpopts) -> Optional[dict]:
     """The fields of ``fpopts`` that are present (None for an empty struct)."""
     if isempty(fpopts):
         return None
+    if isinstance(fpopts, str):  # a format name: shorthand for struct('format', name)
+        return {"format": fpopts}
     if isinstance(fpopts, dict):
         unknown = set(fpopts) - set(_FIELDS)
         if unknown:

@@ -66,7 +66,7 @@ def test_params_ignored_for_named_formats_with_a_warning():
 
 def test_errors_the_mex_raises():
     with pytest.raises(CpfloatError, match="invalidstruct"):
-        cpfloat(1.0, "h")
+        cpfloat(1.0, 3)
     with pytest.raises(CpfloatError, match="invalidformat: Invalid floating-point format"):
         cpfloat(1.0, {"format": "fp7"})
     with pytest.raises(CpfloatError, match="Target format is too large"):
@@ -125,3 +125,11 @@ def test_chop_is_unchanged_by_cpfloat():
     cpfloat(1.0, {"format": "h", "round": 7})
     o = __import__("pychop_compat").chop_options()
     assert (o.format, o.round) == ("b", 2)
+
+
+@pytest.mark.parametrize("name", ["binary16", "h", "bfloat16", "E4M3", "binary32"])
+def test_a_format_name_is_shorthand_for_a_struct(name):
+    """``cpfloat(x, name)`` is ``cpfloat(x, struct('format', name))`` (a Python shorthand; the MEX
+    interface wants a struct)."""
+    x = np.linspace(-3, 3, 41) / 7
+    assert np.array_equal(cpfloat(x.copy(), name), cpfloat(x.copy(), {"format": name}), equal_nan=True)

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from pychop_compat import Chop, Options, chop, chop_options, roundit
+from engine_matrix import assert_bits_equal
 
 THIRD = 1 / 3
 THIRD_FP16 = 0.333251953125      # 1.0101010101b * 2^-2, nearest
@@ -184,7 +185,7 @@ def test_every_container_is_read(options):
     assert Chop(options)(THIRD) == THIRD_BF16_DOWN
 
 
-@pytest.mark.parametrize("options", [{"b"}, frozenset(), "h", "format", b"h", 3, 3.5, True, 1j, [("format", "b")],
+@pytest.mark.parametrize("options", [{"b"}, frozenset(), b"h", 3, 3.5, True, 1j, [("format", "b")],
                                      ("format", "b"), np.array([1.0]), object(), len, lambda: None, Options,
                                      collections, iter([1])], ids=lambda o: type(o).__name__)
 def test_non_containers_are_type_errors(options):
@@ -291,3 +292,22 @@ def test_chop_with_an_object_that_is_not_options():
 
     with pytest.raises(TypeError, match="none of the option fields"):
         chop(THIRD, Unrelated())
+
+
+@pytest.mark.parametrize("name", ["h", "half", "b", "bfloat16", "s", "q43", "float8_e4m3fn", "float4_e2m1fn"])
+def test_a_format_name_is_shorthand_for_its_options(name):
+    """``chop(x, name)`` and ``Chop(name)`` are ``{'format': name}``: the same bits, and the
+    same persistent options afterwards (chop.m stores the options it is given)."""
+    x = np.linspace(-3, 3, 41) / 7
+    want = chop(x, {"format": name})
+    stored = chop_options()
+    assert_bits_equal(chop(x, name), want, name)
+    assert chop_options() == stored
+    assert_bits_equal(Chop(name)(x), want, f"Chop({name!r})")
+
+
+def test_an_unknown_format_name_is_a_clear_error():
+    with pytest.raises(ValueError, match="fp7"):
+        chop(THIRD, "fp7")
+    with pytest.raises(ValueError, match="fp7"):
+        Chop("fp7")

@@ -173,12 +173,15 @@ def _container_message(options) -> str:
 def given_fields(options: Any) -> Optional[dict]:
     """The non-empty fields of ``options``, or ``None`` when options is empty (MATLAB ``[]``).
 
-    Raises ``TypeError`` for something that cannot hold options (a set, a
-    string, a number, a sequence, a function) and ``ValueError`` naming any
-    field that is not an option.
+    A non-empty string is a format name, shorthand for ``{'format': name}``
+    (``chop(x, 'h')``, ``Chop('bfloat16')``).  Raises ``TypeError`` for
+    something that cannot hold options (a set, bytes, a number, a sequence, a
+    function) and ``ValueError`` naming any field that is not an option.
     """
     if options_are_empty(options):
         return None
+    if isinstance(options, str):
+        return {"format": options}
     items: Iterable[tuple[Any, Any]]
     unknown: Collection[Any]
     if isinstance(options, collections.abc.Mapping):

@@ -11,11 +11,34 @@ beside it (:mod:`pychop_compat.random.sources`).
 from __future__ import annotations
 
 import functools
+import numbers
 from dataclasses import dataclass
 
 from .formats import Format
 
-__all__ = ["RoundingSpec", "RANGE_RULES", "FLIP_SCOPES", "FLIP_PRECISION_ERROR"]
+__all__ = ["RoundingSpec", "RANGE_RULES", "FLIP_SCOPES", "FLIP_PRECISION_ERROR", "ROUND_NAMES", "round_mode"]
+
+#: Names of chop's rounding modes (``options.round``), accepted wherever a mode is a keyword
+#: argument ``round=`` outside chop.m's own options.
+ROUND_NAMES = {
+    "nearest": 1, "up": 2, "down": 3, "zero": 4, "stochastic": 5, "stochastic_equal": 6,
+}
+
+
+def round_mode(value: object) -> int:
+    """chop's mode 1 to 6 for a name of :data:`ROUND_NAMES` or an integer from 1 to 6.
+
+    Raises
+    ------
+    ValueError
+        For anything else (a bool, a float, another name or number).
+    """
+    if isinstance(value, str) and value in ROUND_NAMES:
+        return ROUND_NAMES[value]
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and 1 <= int(value) <= 6:
+        return int(value)  # Python and NumPy integers
+    raise ValueError(f"Unknown rounding mode {value!r}; allowed: {', '.join(ROUND_NAMES)} or chop's "
+                     "options.round 1..6.")
 
 #: The two families of range rules: chop.m's (overflow and underflow decided as chop.m
 #: decides them) and CPFloat's (one correct rounding to the format, as IEEE casts do).

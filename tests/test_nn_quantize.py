@@ -160,13 +160,13 @@ def test_gradient_rounded_to_its_own_format():
 
 def test_stochastic_gradient_rounding_values():
     x = torch.zeros(20000, requires_grad=True)
-    quantize(x, "s", grad_format="h", grad_rounding="stochastic").backward(torch.full((20000,), 1 / 3))
+    quantize(x, "s", grad_format="h", grad_round="stochastic").backward(torch.full((20000,), 1 / 3))
     low, high = 0.333251953125, 0.33349609375  # fp16 neighbours of 1/3 (spacing 2^-12)
     assert set(np.unique(x.grad.numpy()).tolist()) == {np.float32(low), np.float32(high)}
 
 
 def test_quantizer_module_forward_and_backward_formats():
-    q = Quantizer("b", "h", forward_rounding="nearest", backward_rounding="up")
+    q = Quantizer("b", "h", forward_round="nearest", backward_round="up")
     x = torch.tensor([1 / 3, -1 / 3], requires_grad=True)
     y = q(x)
     assert y.tolist() == [0.333984375, -0.333984375]  # bfloat16 RN of +-1/3 (8 bits)
@@ -188,7 +188,7 @@ def test_errors_are_clear():
     with pytest.raises(TypeError, match="rng"):
         Rounder("h", rng="mersenne")
     with pytest.raises(ValueError, match="grad_format"):
-        quantize(torch.ones(2), "h", grad_rounding="stochastic")
+        quantize(torch.ones(2), "h", grad_round="stochastic")
 
 
 def test_input_is_not_modified_and_flips_go_through_chop():
@@ -204,7 +204,7 @@ def test_input_is_not_modified_and_flips_go_through_chop():
 
 def test_no_graph_breaks_in_quantizers():
     """Dynamo traces forward and backward quantizers into one graph (fullgraph=True raises otherwise)."""
-    q = Quantizer("q43", "b", backward_rounding="stochastic", clip=True)
+    q = Quantizer("q43", "b", backward_round="stochastic", clip=True)
     weight_rounder = Rounder("h", "stochastic")  # built outside: option parsing is not traced
 
     @torch.compile(fullgraph=True, backend="aot_eager")
@@ -399,3 +399,29 @@ def test_compiled_stochastic_rounding_with_dynamic_shapes():
     eager = sr(torch.ones(8) / 3)
     torch.manual_seed(4)
     assert torch.equal(eager, sr(torch.ones(8) / 3))  # torch's seed, as before
+
+
+def test_old_keyword_spellings_warn_and_mean_the_same():
+    """``rounding=`` (Rounder, quantize), ``grad_rounding=``, ``forward_rounding=``/``backward_rounding=``
+    and ``nn.ROUNDING_NAMES`` still work for one release, with a DeprecationWarning; ``rng='torch'``
+    is the explicit spelling of torch's generator (the default)."""
+    import pychop_compat.nn as nn
+
+    x = torch.linspace(-2, 2, 101, dtype=torch.float64)
+    with pytest.warns(DeprecationWarning, match="rounding= is deprecated"):
+        old = Rounder("b", rounding="down")(x)
+    assert torch.equal(old, Rounder("b", round="down")(x))
+    assert torch.equal(old, torch.from_numpy(chop(x.numpy(), {"format": "b", "round": 3})))
+    with pytest.warns(DeprecationWarning, match="grad_rounding= is deprecated"):
+        quantize(x.clone().requires_grad_(), "h", grad_format="h", grad_rounding="up")
+    with pytest.warns(DeprecationWarning, match="backward_rounding= is deprecated"):
+        q = Quantizer("b", "h", backward_rounding="up")
+    assert q.rule.rounder.mode == 2
+    with pytest.raises(TypeError, match="give one of them"):
+        Rounder("b", round="up", rounding="up")
+    with pytest.warns(DeprecationWarning, match="ROUNDING_NAMES is deprecated"):
+        assert nn.ROUNDING_NAMES["stochastic"] == 5
+    torch.manual_seed(3)
+    a = Rounder("h", round="stochastic", rng="torch")(x)
+    torch.manual_seed(3)
+    assert torch.equal(a, Rounder("h", round="stochastic")(x))

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .quantize import GradientRule, Rounder, _rounder_for, apply_quantizer
+from .quantize import GradientRule, Rounder, apply_quantizer, renamed_keyword, rounder_for
 
 __all__ = ["Quantizer", "QuantizedLinear", "QuantizedConv1d", "QuantizedConv2d", "QuantizedConv3d",
            "QuantizedLayerNorm", "lower"]
@@ -28,8 +28,9 @@ class Quantizer(nn.Module):
         Format of the forward values (None: values pass unchanged).
     backward : same kinds, optional
         Format of the gradients (None: gradients pass unchanged).
-    forward_rounding, backward_rounding : str or int, optional
-        Rounding modes (names of :data:`~pychop_compat.nn.ROUNDING_NAMES` or chop's 1..6).
+    forward_round, backward_round : str or int, optional
+        Rounding modes (names of :data:`~pychop_compat.spec.ROUND_NAMES` or chop's 1..6).
+        ``forward_rounding=``/``backward_rounding=`` are their old spellings (deprecated: they warn).
     clip : bool
         Zero the gradient where ``|x|`` exceeds the forward format's xmax.
     forward_rng, backward_rng : optional
@@ -39,19 +40,22 @@ class Quantizer(nn.Module):
     --------
     >>> import torch
     >>> from pychop_compat.nn import Quantizer
-    >>> q = Quantizer('b', 'q52', backward_rounding='stochastic')
+    >>> q = Quantizer('b', 'q52', backward_round='stochastic')
     >>> x = torch.tensor([1/3], requires_grad=True)
     >>> q(x)
     tensor([0.3340], grad_fn=<_QuantizeBackward>)
     """
 
     def __init__(self, forward: Any = "h", backward: Any = None,
-                 forward_rounding: Union[str, int, None] = None, backward_rounding: Union[str, int, None] = None,
-                 *, clip: bool = False, forward_rng: Any = None, backward_rng: Any = None):
+                 forward_round: Union[str, int, None] = None, backward_round: Union[str, int, None] = None,
+                 *, clip: bool = False, forward_rng: Any = None, backward_rng: Any = None,
+                 forward_rounding: Union[str, int, None] = None, backward_rounding: Union[str, int, None] = None):
         super().__init__()
+        forward_round = renamed_keyword(forward_round, forward_rounding, "forward_round", "forward_rounding")
+        backward_round = renamed_keyword(backward_round, backward_rounding, "backward_round", "backward_rounding")
         self.forward_rounder: Optional[Rounder] = (
-            None if forward is None else _rounder_for(forward, forward_rounding, None, forward_rng))
-        backward_rounder = None if backward is None else _rounder_for(backward, backward_rounding, None, backward_rng)
+            None if forward is None else rounder_for(forward, forward_round, None, forward_rng))
+        backward_rounder = None if backward is None else rounder_for(backward, backward_round, None, backward_rng)
         clip_limit = None
         if clip:
             if self.forward_rounder is None:

@@ -8,7 +8,7 @@ from typing import Any, Callable, Dict, Iterable, Optional, TypeVar, Union, over
 
 import torch
 
-from .quantize import Rounder, _rounder_for
+from .quantize import Rounder, rounder_for
 
 __all__ = ["OptimLP"]
 
@@ -22,8 +22,8 @@ def _as_rounder(spec: Any, what: str) -> Optional[Rounder]:
     if isinstance(spec, tuple):
         if len(spec) != 2:
             raise ValueError(f"{what} as a tuple must be (format, rounding), got {spec!r}.")
-        return _rounder_for(spec[0], spec[1])
-    return _rounder_for(spec)
+        return rounder_for(spec[0], spec[1])
+    return rounder_for(spec)
 
 
 class OptimLP(torch.optim.Optimizer):

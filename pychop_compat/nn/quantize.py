@@ -11,6 +11,7 @@ gradient outside the representable range and to round the gradient itself.
 from __future__ import annotations
 
 import functools
+import warnings
 from dataclasses import dataclass
 from typing import Any, Optional, Union, cast
 
@@ -26,30 +27,38 @@ from ..kernels.elementwise import ElementDraws, chop_elementwise, plan_for
 from ..kernels.xp import library_namespace
 from ..random.counter import CounterRng, uniform
 from ..random.sources import RandomSources, given_sources
+from ..spec import ROUND_NAMES, round_mode
 
-__all__ = ["Rounder", "quantize", "ROUNDING_NAMES"]
-
-#: Names of chop's rounding modes (``options.round``), accepted wherever a mode is.
-ROUNDING_NAMES = {
-    "nearest": 1, "up": 2, "down": 3, "zero": 4, "stochastic": 5, "stochastic_equal": 6,
-}
+__all__ = ["Rounder", "quantize", "rounder_for", "ROUND_NAMES"]
 
 _CHOP_RANDOM = "chop"
 _TORCH = library_namespace("torch")
 _MASK64 = (1 << 64) - 1
 
 
-def _rounding_mode(rounding) -> int:
-    if isinstance(rounding, str):
-        try:
-            return ROUNDING_NAMES[rounding]
-        except KeyError:
-            raise ValueError(f"Unknown rounding {rounding!r}; allowed: {', '.join(ROUNDING_NAMES)} "
-                             "or chop's options.round 1..6.") from None
-    if isinstance(rounding, (bool, float)) or not isinstance(rounding, (int, np.integer)) or not 1 <= rounding <= 6:
-        raise ValueError(f"Unknown rounding {rounding!r}; allowed: {', '.join(ROUNDING_NAMES)} "
-                         "or chop's options.round 1..6.")
-    return int(rounding)
+def __getattr__(name: str) -> Any:
+    if name == "ROUNDING_NAMES":  # the old name, one release
+        warnings.warn("pychop_compat.nn.ROUNDING_NAMES is deprecated: use ROUND_NAMES "
+                      "(pychop_compat.spec.ROUND_NAMES).", DeprecationWarning, stacklevel=2)
+        return ROUND_NAMES
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def renamed_keyword(new: Any, old: Any, new_name: str, old_name: str) -> Any:
+    """The value of keyword ``new_name``, or of its deprecated spelling ``old_name`` (which warns).
+
+    Raises
+    ------
+    TypeError
+        When both are given.
+    """
+    if old is None:
+        return new
+    if new is not None:
+        raise TypeError(f"{old_name}= is the old spelling of {new_name}=: give one of them.")
+    warnings.warn(f"{old_name}= is deprecated: use {new_name}= (the same values).", DeprecationWarning,
+                  stacklevel=3)
+    return old
 
 
 def _given_options(format) -> dict:
@@ -75,16 +84,18 @@ class Rounder:
     format : str, dict, Options or Chop, default 'h'
         Anything :class:`pychop_compat.Chop` accepts: a format name (``'h'``,
         ``'b'``, ``'q43'``, ...) or chop options (``{'format': 'c', 'params': [5, 15]}``).
-    rounding : str or int, optional
+    round : str or int, optional
         ``'nearest'`` (1), ``'up'`` (2), ``'down'`` (3), ``'zero'`` (4),
-        ``'stochastic'`` (5) or ``'stochastic_equal'`` (6); default: the
-        options' ``round`` (round to nearest).
+        ``'stochastic'`` (5) or ``'stochastic_equal'`` (6) (:data:`ROUND_NAMES`);
+        default: the options' ``round`` (round to nearest).  ``rounding=`` is its
+        old spelling (deprecated: it warns).
     subnormal : bool, optional
         Keep subnormal numbers; default: the options' (chop's default for the format).
-    rng : None, torch.Generator, 'chop', int or numpy.random.Generator, optional
-        Where stochastic rounding gets its random numbers.  ``None``: torch's
-        default generator (``torch.rand``; seed it with ``torch.manual_seed``),
-        one number per element; a ``torch.Generator``: that generator.
+    rng : None, 'torch', torch.Generator, 'chop', int or numpy.random.Generator, optional
+        Where stochastic rounding gets its random numbers.  ``'torch'`` (or
+        ``None``, the default): torch's default generator (``torch.rand``; seed
+        it with ``torch.manual_seed``), one number per element; a
+        ``torch.Generator``: that generator.
         ``'chop'``: chop's own numbers (MATLAB's stream for CPU tensors, the
         counter-based generator for GPU tensors), so that the result is
         ``chop(x, options)``; an int or a NumPy ``Generator``: as
@@ -128,11 +139,14 @@ class Rounder:
     tensor([0.3340])
     """
 
-    def __init__(self, format: Any = "h", rounding: Union[str, int, None] = None, *,
-                 subnormal: Optional[bool] = None, rng: Any = None):
+    def __init__(self, format: Any = "h", round: Union[str, int, None] = None, *,
+                 subnormal: Optional[bool] = None, rng: Any = None, rounding: Union[str, int, None] = None):
         given = _given_options(format)
-        if rounding is not None:
-            given["round"] = _rounding_mode(rounding)
+        round = renamed_keyword(round, rounding, "round", "rounding")
+        if round is not None:
+            given["round"] = round_mode(round)
+        if isinstance(rng, str) and rng == "torch":
+            rng = None  # torch's default generator, spelled out
         if subnormal is not None:
             given["subnormal"] = int(bool(subnormal))
         self._given = given
@@ -150,7 +164,7 @@ class Rounder:
             self._counter_key = torch.tensor(key - (1 << 64) if key >= 1 << 63 else key, dtype=torch.int64)
             self._counter_offset = torch.zeros((), dtype=torch.int64)
         if not (rng is None or self._host_random or isinstance(rng, torch.Generator)):
-            raise TypeError(f"rng must be None, a torch.Generator, 'chop', an int or a "
+            raise TypeError(f"rng must be None, 'torch', a torch.Generator, 'chop', an int or a "
                             f"numpy.random.Generator, not {rng!r}.")
         # chop's own machinery: for bit flips, extended formats and chop's random numbers.
         self._chop = Chop(given, rng=rng) if chop_seed else Chop(given)
@@ -346,24 +360,28 @@ def apply_quantizer(x: torch.Tensor, rounder: Optional[Rounder], rule: GradientR
 
 
 @functools.lru_cache(maxsize=128)
-def _cached_rounder(format, rounding, subnormal) -> Rounder:
-    return Rounder(format, rounding, subnormal=subnormal)
+def _cached_rounder(format: str, round: Union[str, int, None], subnormal: Optional[bool]) -> Rounder:
+    return Rounder(format, round, subnormal=subnormal)
 
 
-def _rounder_for(format, rounding=None, subnormal=None, rng=None) -> Rounder:
-    if isinstance(format, Rounder) and rounding is None and subnormal is None and rng is None:
+def rounder_for(format: Any, round: Union[str, int, None] = None, subnormal: Optional[bool] = None,
+                rng: Any = None) -> Rounder:
+    """A :class:`Rounder` for ``format`` (a Rounder itself when nothing else is given); rounders
+    of a format name with torch's generator are cached, so that a layer's quantizers share them."""
+    if isinstance(format, Rounder) and round is None and subnormal is None and rng is None:
         return format
     if isinstance(format, Rounder):
         format = format.options
     if isinstance(format, str) and rng is None:
-        return _cached_rounder(format, rounding, subnormal)
-    return Rounder(format, rounding, subnormal=subnormal, rng=rng)
+        return _cached_rounder(format, round, subnormal)
+    return Rounder(format, round, subnormal=subnormal, rng=rng)
 
 
-def quantize(x: torch.Tensor, format: Any = "h", rounding: Union[str, int, None] = None, *,
+def quantize(x: torch.Tensor, format: Any = "h", round: Union[str, int, None] = None, *,
              subnormal: Optional[bool] = None, rng: Any = None, uniforms: Optional[torch.Tensor] = None,
-             clip: bool = False, grad_format: Any = None, grad_rounding: Union[str, int, None] = None,
-             grad_rng: Any = None) -> torch.Tensor:
+             clip: bool = False, grad_format: Any = None, grad_round: Union[str, int, None] = None,
+             grad_rng: Any = None, rounding: Union[str, int, None] = None,
+             grad_rounding: Union[str, int, None] = None) -> torch.Tensor:
     """Round ``x`` to a low-precision format, differentiably.
 
     Forward: ``x`` rounded as :func:`pychop_compat.chop` rounds it (bit for bit,
@@ -372,7 +390,7 @@ def quantize(x: torch.Tensor, format: Any = "h", rounding: Union[str, int, None]
 
     * ``clip=True``: the gradient is 0 where ``|x| > xmax`` of the format
       (outside the representable range);
-    * ``grad_format``: the gradient rounded to this format (and ``grad_rounding``,
+    * ``grad_format``: the gradient rounded to this format (and ``grad_round``,
       ``grad_rng``), which may differ from the forward one.
 
     Parameters
@@ -381,14 +399,16 @@ def quantize(x: torch.Tensor, format: Any = "h", rounding: Union[str, int, None]
         float64, float32, float16 or bfloat16, any shape and device.
     format : str, dict, Options, Chop or Rounder, default 'h'
         The forward format (see :class:`Rounder`).
-    rounding, subnormal, rng
+    round, subnormal, rng
         The forward rounding mode, subnormal switch and random source (see :class:`Rounder`).
     uniforms : torch.Tensor, optional
         The forward pass's numbers for stochastic rounding, one per element.
     clip : bool
         Zero the gradient outside the representable range.
-    grad_format, grad_rounding, grad_rng : optional
+    grad_format, grad_round, grad_rng : optional
         Round the gradient (``grad_format=None``: not rounded).
+    rounding, grad_rounding
+        The old spellings of ``round`` and ``grad_round`` (deprecated: they warn).
 
     Returns
     -------
@@ -411,11 +431,13 @@ def quantize(x: torch.Tensor, format: Any = "h", rounding: Union[str, int, None]
     :class:`~pychop_compat.nn.Quantizer`), so that no options are parsed
     inside the compiled function.
     """
-    rounder = _rounder_for(format, rounding, subnormal, rng)
+    round = renamed_keyword(round, rounding, "round", "rounding")
+    grad_round = renamed_keyword(grad_round, grad_rounding, "grad_round", "grad_rounding")
+    rounder = rounder_for(format, round, subnormal, rng)
     grad_rounder = None
     if grad_format is not None:
-        grad_rounder = _rounder_for(grad_format, grad_rounding, None, grad_rng)
-    elif grad_rounding is not None or grad_rng is not None:
-        raise ValueError("grad_rounding and grad_rng need grad_format (the format of the gradient).")
+        grad_rounder = rounder_for(grad_format, grad_round, None, grad_rng)
+    elif grad_round is not None or grad_rng is not None:
+        raise ValueError("grad_round and grad_rng need grad_format (the format of the gradient).")
     rule = GradientRule(rounder.xmax if clip else None, grad_rounder)
     return _Quantize.apply(x, uniforms, rounder, rule)

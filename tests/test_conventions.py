@@ -79,3 +79,43 @@ def test_mypy_finds_no_errors_in_the_package():
     files = sorted(set(re.findall(r"^(pychop_compat/\S+?\.py):\d+: error:", report, re.MULTILINE)))
     assert result.returncode == 0, f"mypy found errors in {len(files)} files {files}:\n{report[-6000:]}"
     assert "Success: no issues found" in report
+
+
+#: Private modules other modules may import: the shim that keeps moved import paths working
+#: (with a DeprecationWarning) and the version string.
+SHARED_PRIVATE_MODULES = {"_moved", "_version"}
+
+
+def _private_imports(path: Path) -> list:
+    """``(line, imported name)`` for each import in ``path`` of a name with a leading underscore
+    from another module of the package (imports inside functions included)."""
+    import ast
+
+    package = Path(pychop_compat.__file__).parent
+    module_parts = list(path.relative_to(package.parent).with_suffix("").parts)
+    if module_parts[-1] == "__init__":
+        module_parts = module_parts[:-1]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        if node.level:  # relative: resolve against this module's package
+            base = module_parts[:len(module_parts) - node.level + (path.name == "__init__.py")]
+            source = ".".join(base + ([node.module] if node.module else []))
+        else:
+            source = node.module or ""
+        if not source.startswith("pychop_compat"):
+            continue
+        for alias in node.names:
+            if alias.name.startswith("_") and alias.name not in SHARED_PRIVATE_MODULES \
+                    and not source.endswith("." + alias.name) and alias.name != "__version__":
+                found.append((f"{path.relative_to(package.parent)}:{node.lineno}", f"{source}.{alias.name}"))
+    return found
+
+
+def test_no_private_name_crosses_a_module():
+    """No module imports a name with a leading underscore from another module of the package: a
+    name another module needs is public (documented) or lives where it is used (issue 28)."""
+    package = Path(pychop_compat.__file__).parent
+    found = [hit for path in sorted(package.rglob("*.py")) for hit in _private_imports(path)]
+    assert not found, found

@@ -131,3 +131,13 @@ def test_stochastic_chop_draws_one_uniform_per_inexact_element():
     rng(11)
     rand(12, 1)
     assert after == rand()
+
+
+def test_settings_print_in_one_line():
+    """``rng(42)`` at a prompt echoes the previous settings: one short line, not 625 words (MATLAB
+    prints nothing for ``rng(42)`` and shows a struct's array field as its size)."""
+    from pychop_compat import rng as set_rng
+
+    shown = repr(set_rng(42))
+    assert "\n" not in shown and len(shown) < 100, shown
+    assert shown.startswith("RngSettings(Type='twister', Seed=") and "625 uint32 words" in shown

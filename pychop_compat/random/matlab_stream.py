@@ -161,6 +161,13 @@ class RngSettings:
     Seed: int
     State: np.ndarray
 
+    def __repr__(self) -> str:
+        # Short, as MATLAB shows a struct with an array field ("State: [625x1 uint32]"): the
+        # dataclass's repr printed all 625 words (126 lines) after ``rng(42)`` at a prompt.
+        position = int(self.State[-1]) if self.State.size else 0
+        return (f"RngSettings(Type={self.Type!r}, Seed={self.Seed!r}, "
+                f"State=<{self.State.size} uint32 words, position {position}>)")
+
     # State compared by value.  (hash() raises: the frozen dataclass's __hash__ meets the array.)
     def __eq__(self, other):
         return (

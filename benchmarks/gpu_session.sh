@@ -180,7 +180,8 @@ if cupy is not None:
             visible.append("cupy")
     except Exception as exc:
         print("cupy: no usable CUDA device (" + type(exc).__name__ + ": " + str(exc)[:200] + ")")
-for name in ("triton", "numba", "jax", "numpy", "scipy", "mpmath", "ml_dtypes", "pytest", "hypothesis"):
+for name in ("triton", "numba", "jax", "numpy", "scipy", "mpmath", "ml_dtypes", "array_api_compat", "pytest",
+             "hypothesis"):
     show(name)
 try:
     import pychop_compat

@@ -44,7 +44,10 @@ def _bits(a: np.ndarray) -> np.ndarray:
 def _nan(a: np.ndarray) -> np.ndarray:
     if a.dtype.kind in "biu":
         return np.zeros(a.shape, dtype=bool)
-    return np.isnan(a.astype(np.float64))  # float16, bfloat16 and the ml_dtypes formats included
+    if a.dtype.kind in "fc":
+        return np.isnan(a)
+    with np.errstate(invalid="ignore"):  # bfloat16 and the other ml_dtypes formats, through float64
+        return np.isnan(a.astype(np.float64))
 
 
 def same_bits(actual: Any, expected: Any, *, nan_payloads: bool = False) -> np.ndarray:

@@ -20,6 +20,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bits import same_bits
+
 from pychop_compat.cpfloat import CpfloatError, clear_cpfloat, cpfloat
 from pychop_compat.validation.corpora import corpus_path
 from pychop_compat.formats import Format
@@ -33,10 +35,7 @@ UNTAGGED = [c for c in MANIFEST if not c["tags"]]
 TAGGED = [c for c in MANIFEST if c["tags"] and c["precision"] > 0]
 
 
-def bits_equal(got: np.ndarray, want: np.ndarray) -> np.ndarray:
-    """Elementwise: same bit pattern (so -0 != +0), or both NaN."""
-    u = f"u{want.dtype.itemsize}"
-    return (got.view(u) == want.view(u)) | (np.isnan(got) & np.isnan(want))
+bits_equal = same_bits  # elementwise: same bit pattern (so -0 != +0), or both NaN (bits.py)
 
 
 def fpopts(case, drcheck=None) -> dict:

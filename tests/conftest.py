@@ -115,6 +115,43 @@ class Engine:
         return self.name
 
 
+# --- the GPU tests: deselected (not skipped) where no CUDA GPU is visible ------------------------
+
+GPU_VISIBLE = bool({"torch-cuda", "cupy"} & set(_AVAILABLE))
+_GPU_DESELECTED = "pychop_compat_gpu_deselected"
+
+
+@pytest.hookimpl(trylast=True)  # after -m's own selection: count the gpu tests that would have run
+def pytest_collection_modifyitems(config, items):
+    """Without a CUDA GPU (for torch or CuPy) the tests marked ``gpu`` are deselected: they
+    could only be skipped (``pytest -m gpu`` on a GPU machine runs them all)."""
+    if GPU_VISIBLE:
+        return
+    gpu = [item for item in items if item.get_closest_marker("gpu") is not None]
+    if not gpu:
+        return
+    config.hook.pytest_deselected(items=gpu)
+    items[:] = [item for item in items if item.get_closest_marker("gpu") is None]
+    setattr(config, _GPU_DESELECTED, len(gpu))
+    if hasattr(config, "workeroutput"):  # a pytest-xdist worker: tell the controller
+        config.workeroutput[_GPU_DESELECTED] = len(gpu)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """pytest-xdist's controller: each worker collects every test, so any worker's count is the run's."""
+    count = getattr(node, "workeroutput", {}).get(_GPU_DESELECTED)
+    if count:
+        setattr(node.config, _GPU_DESELECTED, count)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    count = getattr(config, _GPU_DESELECTED, 0)
+    if count:
+        terminalreporter.write_line(f"{count} tests marked gpu deselected: no CUDA GPU is visible to torch or CuPy "
+                                    "(on a GPU machine: pytest -m gpu)")
+
+
 def _engine_param(name, reason, gpu=False):
     marks = [pytest.mark.skipif(name not in _AVAILABLE, reason=reason)]
     if gpu:
@@ -130,6 +167,15 @@ ENGINES = [
     _engine_param("cupy", "no cupy with a GPU", gpu=True),
     _engine_param("jax", "jax not installed"),
 ]
+
+
+#: The engine rows by name, for tests that take some of them (``indirect=["engine"]``).
+ENGINE_ROWS = {param.id: param for param in ENGINES}
+
+
+def engine_rows(*names):
+    """The params of the ``engine`` fixture for these rows."""
+    return [ENGINE_ROWS[name] for name in names]
 
 
 @pytest.fixture(params=ENGINES)

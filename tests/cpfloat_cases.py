@@ -8,6 +8,8 @@ import math
 
 import numpy as np
 
+import bits
+
 from pychop_compat.formats import Format, lookup_format
 from pychop_compat.random.sources import MATLAB_STREAM
 from pychop_compat.rounding import make_spec
@@ -25,8 +27,9 @@ UINT = {np.dtype(np.float32): np.uint32, np.dtype(np.float64): np.uint64}
 
 
 def same_bits(got: np.ndarray, want: np.ndarray) -> np.ndarray:
-    """Elementwise: identical bit patterns (so -0 != +0, and NaN signs count)."""
-    return got.view(UINT[want.dtype]) == want.view(UINT[want.dtype])
+    """Elementwise: identical bit patterns (so -0 != +0, and NaN signs count): the shared
+    helper (bits.py) with NaN payloads compared."""
+    return bits.same_bits(got, want, nan_payloads=True)
 
 
 def spec_of(fmt: Format, mode: int, subnormal: int, explim: int, saturation: int, infinity: int):

@@ -9,27 +9,11 @@ import math
 import numpy as np
 import pytest
 
+from bits import assert_bits_equal  # noqa: F401  (the one bit-equality helper; re-exported here)
 from pychop_compat import chop, rand, rng
 from pychop_compat.formats import custom_format, lookup_format
 from pychop_compat.matlab.options import resolve
 from pychop_compat.rules.chop import chop_vector
-
-# --- comparison -------------------------------------------------------------------------------
-
-def assert_bits_equal(actual: np.ndarray, expected: np.ndarray, context: str = "") -> None:
-    """Same dtype and shape, NaN in the same places, every other element the same bit pattern
-    (so -0 and +0 differ).  NaN payloads are not compared (MATLAB's isequal ignores them too)."""
-    assert actual.dtype == expected.dtype, f"{context}: dtype {actual.dtype} != {expected.dtype}"
-    assert actual.shape == expected.shape, f"{context}: shape {actual.shape} != {expected.shape}"
-    a, e = actual.ravel(order="F"), expected.ravel(order="F")
-    nan_a, nan_e = np.isnan(a), np.isnan(e)
-    as_int = np.dtype(f"i{a.dtype.itemsize}")
-    differ = (nan_a != nan_e) | (~nan_a & ~nan_e & (a.view(as_int) != e.view(as_int)))
-    if differ.any():
-        bad = np.flatnonzero(differ)
-        sample = ", ".join(f"[{i}] got {a[i]!r} want {e[i]!r}" for i in bad[:5])
-        raise AssertionError(f"{context}: {bad.size} of {a.size} elements differ: {sample}")
-
 
 # --- inputs -----------------------------------------------------------------------------------
 
@@ -88,14 +72,31 @@ FORMATS = {"q43": None, "q52": None, "b": None, "h": None, "s": None, "d": None,
            "c10_5000": [10, 5000]}  # t = 1; 0, Inf and NaN in the subnormal block; xmin = 0 in double
 
 
-def matrix():
+SWITCHES = list(itertools.product((0, 1), (0, 1), (0, 1)))  # (subnormal, explim, flip)
+
+
+def in_sample(name, dtype, mode, sub, explim, flip) -> bool:
+    """The deterministic sample of the matrix: for each format, dtype and mode, one of the
+    eight switch settings (subnormal, explim, flip), taken in turn, so that the sample holds
+    every format x dtype x mode and each switch setting about equally often (138 of 1,056)."""
+    switches = SWITCHES if name != "c1_3" else [s for s in SWITCHES if not s[2]]
+    turn = (list(FORMATS).index(name) * 2 + ("float32", "float64").index(dtype)) * 6 + mode
+    return switches[turn % len(switches)] == (sub, explim, flip)
+
+
+def matrix(sample: bool = False):
+    """The matrix of options: formats x dtype x mode x subnormal x explim x flip (1,056 points).
+
+    With ``sample=True`` the points outside :func:`in_sample` are marked ``slow``: the
+    default run takes the sample, ``pytest -m slow`` the rest."""
     for (name, params), dtype, mode, sub, explim, flip in itertools.product(
             FORMATS.items(), ("float32", "float64"), range(1, 7), (0, 1), (0, 1), (0, 1)):
         if name == "c20_300" and dtype == "float32":
             continue  # over chop.m's precision limits for single
         if name == "c1_3" and flip:
             continue  # flips need t >= 2 (test_flip_needs_two_bits_on_every_engine)
-        yield pytest.param(name, params, dtype, mode, sub, explim, flip,
+        marks = [pytest.mark.slow] if sample and not in_sample(name, dtype, mode, sub, explim, flip) else []
+        yield pytest.param(name, params, dtype, mode, sub, explim, flip, marks=marks,
                            id=f"{name}-{dtype}-r{mode}-s{sub}-e{explim}-f{flip}")
 
 
@@ -164,6 +165,35 @@ def check_engine_matches_numpy(engine, name, params, dtype, mode, sub, explim, f
                                           seed, reference=engine.name == "numpy")
     actual, after = run_on_engine(engine, x, options_for(name, params, mode, sub, explim, flip, randfunc), seed)
     context = f"{engine.name} {name} {dtype} round={mode} subnormal={sub} explim={explim} flip={flip}"
+    assert_bits_equal(actual, expected, context)
+    np.testing.assert_array_equal(x, x_before)
+    assert np.array_equal(after, expected_after), f"{context}: MATLAB's stream moved differently"
+    if random:
+        assert randfunc.used == expected_randfunc.used, f"{context}: number of stochastic draws"
+
+
+def check_kernel_matches_rules(kernel, name, params, dtype, mode, sub, explim, flip):
+    """The registry's ``kernel`` (run by name on a NumPy array: ``round_array(..., kernel=)``)
+    equals chop.m's algorithm (rules/chop.py) bit for bit, leaves the input alone, takes as
+    many numbers from randfunc and moves MATLAB's stream as the algorithm does."""
+    from pychop_compat.engines.dispatch import round_array
+    from pychop_compat.random.sources import sources_for
+
+    fmt = custom_format(*params) if params else lookup_format(name)
+    seed = zlib_seed(name, dtype, mode, sub, explim, flip)
+    x = make_input(fmt, dtype, seed)
+    x_before = x.copy()
+    random = mode >= 5
+    expected_randfunc, randfunc = (CountingRandfunc(seed), CountingRandfunc(seed)) if random else (None, None)
+    expected, expected_after = run_numpy(x, options_for(name, params, mode, sub, explim, flip, expected_randfunc),
+                                         seed, reference=True)
+    settings = resolve(options_for(name, params, mode, sub, explim, flip, randfunc), None,
+                       "single" if x.dtype == np.float32 else "double")
+    rng(seed)
+    with np.errstate(over="ignore", invalid="ignore"):  # as round_array's own host route (2^-s overflows)
+        actual = round_array(x, settings.spec, sources_for(settings.randfunc), kernel=kernel)
+    after = rand(4, 1)
+    context = f"{kernel} {name} {dtype} round={mode} subnormal={sub} explim={explim} flip={flip}"
     assert_bits_equal(actual, expected, context)
     np.testing.assert_array_equal(x, x_before)
     assert np.array_equal(after, expected_after), f"{context}: MATLAB's stream moved differently"

@@ -13,6 +13,8 @@ import mpmath
 import numpy as np
 import pytest
 
+from bits import assert_bits_equal
+
 import pychop_compat
 from pychop_compat import Chop, chopped, linalg
 from pychop_compat.arithmetic import (Arithmetic, ChoppedArray, ChoppedScalar, FormatMismatchError,
@@ -395,7 +397,7 @@ def test_scalar_fast_path_equals_the_kernels_scalar_path(fmt, mode, counter):
     pychop_compat.rng(12)
     want = np.array([numpy_fast.chop_scalar(float(v), reference.spec, reference.sources) for v in x])
     after_kernel = pychop_compat.rand()
-    assert np.array_equal(got.view(np.uint64), want.view(np.uint64))
+    assert_bits_equal(got, want, nan_payloads=True)
     assert after_fast == after_kernel
     if counter:
         assert fast.counter.offset == reference.counter.offset == x.size

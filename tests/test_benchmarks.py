@@ -22,6 +22,7 @@ def _table_rows(stdout: str) -> list:
     return [line for line in stdout.splitlines() if line.startswith("| ") and not line.startswith("| engine")]
 
 
+@pytest.mark.slow  # a run of the benchmark script (minutes of CPU under load): CI's slow step
 @pytest.mark.skipif("torch" not in available_engines(), reason="torch not installed")
 def test_gpu_benchmark_table_on_the_cpu_proxy():
     """The GPU benchmark's table code, run on CPU tensors sent down the GPU paths."""
@@ -44,6 +45,7 @@ def test_gpu_benchmark_without_a_gpu_says_so():
     assert out.returncode == 0 and "No CUDA GPU" in out.stdout
 
 
+@pytest.mark.slow  # a run of the benchmark script: CI's slow step
 def test_cpu_benchmark_quick_run():
     out = _run("bench_cpu.py", "--quick", "--no-pychop")
     assert out.returncode == 0, out.stderr
@@ -72,6 +74,7 @@ def torch_cuda_visible() -> bool:
     return torch.cuda.is_available()
 
 
+@pytest.mark.slow  # a run of the benchmark script: CI's slow step
 @pytest.mark.skipif("torch" not in available_engines(), reason="torch not installed")
 def test_nn_benchmark_prints_its_table():
     out = _run("bench_nn.py", "--quick", "--threads", "1")
@@ -82,6 +85,7 @@ def test_nn_benchmark_prints_its_table():
     assert all(row.count("|") == 7 for row in rows)
 
 
+@pytest.mark.slow  # a run of the benchmark script: CI's slow step
 def test_jax_dask_benchmark_smoke():
     pytest.importorskip("jax")
     pytest.importorskip("dask.array")

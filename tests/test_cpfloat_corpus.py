@@ -20,6 +20,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bits import same_bits
+from conftest import engine_rows
+
 from pychop_compat.cpfloat import CpfloatError, clear_cpfloat, cpfloat
 from pychop_compat.validation.corpora import corpus_path
 from pychop_compat.formats import Format
@@ -33,10 +36,7 @@ UNTAGGED = [c for c in MANIFEST if not c["tags"]]
 TAGGED = [c for c in MANIFEST if c["tags"] and c["precision"] > 0]
 
 
-def bits_equal(got: np.ndarray, want: np.ndarray) -> np.ndarray:
-    """Elementwise: same bit pattern (so -0 != +0), or both NaN."""
-    u = f"u{want.dtype.itemsize}"
-    return (got.view(u) == want.view(u)) | (np.isnan(got) & np.isnan(want))
+bits_equal = same_bits  # elementwise: same bit pattern (so -0 != +0), or both NaN (bits.py)
 
 
 def fpopts(case, drcheck=None) -> dict:
@@ -62,9 +62,18 @@ def test_corpus_is_complete():
     assert sum(1 for c in UNTAGGED) == 1925  # README: array2d 120, grid 768, invalid 7, quirk 20, star 1008, unknown_round 2
 
 
-def test_untagged_cases_bit_for_bit(engine):
+# Every untagged case on the rows whose kernels differ (the NumPy engine's, the compiled
+# engine's, and on a GPU torch-cuda's and CuPy's).  The CPU wrapper rows (torch CPU tensors,
+# JAX arrays) hand their arrays to those kernels or to the namespace kernel: a sample of the cases in
+# the default profile, the rest under -m slow, and the route of every case asserted.
+FULL_ROWS = engine_rows("numpy", "numba", "torch-cuda", "cupy")
+WRAPPER_ROWS = engine_rows("torch", "jax")
+
+
+def check_untagged_cases(engine, cases) -> tuple:
+    """The facade on ``cases``: CPFloat's bits, or the MEX's error; (raised, checked)."""
     failures, raised, checked = [], 0, 0
-    for case in UNTAGGED:
+    for case in cases:
         clear_cpfloat()
         want = ARRAYS[case["output"]]
         mex_error = case["mex_error"]
@@ -83,7 +92,50 @@ def test_untagged_cases_bit_for_bit(engine):
         if not bits_equal(got, want).all():
             failures.append(case["id"])
     assert not failures, f"{len(failures)} cases differ: {failures[:10]}"
+    return raised, checked
+
+
+@pytest.mark.parametrize("engine", FULL_ROWS, indirect=True)
+def test_untagged_cases_bit_for_bit(engine):
+    raised, checked = check_untagged_cases(engine, UNTAGGED)
     assert raised >= 3 and checked > 1900
+
+
+@pytest.mark.parametrize("part", ["sample", pytest.param("rest", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("engine", WRAPPER_ROWS, indirect=True)
+def test_untagged_cases_on_wrapper_rows(engine, part):
+    """Every 8th untagged case on torch, every 32nd on JAX (each option set a compilation by
+    XLA) (``sample``), or the others (``rest``, under -m slow)."""
+    stride = 8 if engine.name == "torch" else 32
+    cases = [case for k, case in enumerate(UNTAGGED) if (k % stride == 0) == (part == "sample")]
+    raised, checked = check_untagged_cases(engine, cases)
+    assert raised + checked >= len(cases) and checked > 0.98 * len(cases)
+
+
+@pytest.mark.parametrize("engine", WRAPPER_ROWS, indirect=True)
+def test_wrapper_rows_route_every_untagged_case(engine, monkeypatch):
+    """The kernel each untagged case's array would reach (asked of the router where the facade
+    hands it over; nothing is rounded).  The untagged cases are in deterministic modes: a CPU
+    tensor reaches the NumPy engine's CPFloat kernel (the row's cpu_engine('numpy')), a JAX
+    array the namespace kernel (kernels/elementwise_cpfloat.py, checked against the rules on
+    NumPy and torch in test_elementwise_cpfloat.py)."""
+    from pychop_compat.engines import dispatch
+
+    routes = []
+
+    def route_only(x, spec, sources, **kwargs):
+        routes.append(dispatch.route(x, spec, sources).kernel.name)
+        return x
+
+    monkeypatch.setattr(dispatch, "round_array", route_only)
+    for case in UNTAGGED:
+        clear_cpfloat()
+        try:
+            run_facade(case, engine, drcheck=0 if case["mex_error"] else None)
+        except CpfloatError:
+            continue  # refused before any kernel (checked on every row above)
+    assert len(routes) > 1900
+    assert set(routes) == ({"numpy-cpfloat"} if engine.name == "torch" else {"namespace"})
 
 
 def test_mex_range_errors_still_round_like_cpfloat_inside_the_engine():

@@ -20,6 +20,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from bits import same_bits
+
 torch = pytest.importorskip("torch")
 pytest.importorskip("ml_dtypes")
 
@@ -42,10 +44,7 @@ CARRIER = {np.float32: "float32", np.float64: "float64"}
 CLASS = {np.float32: "single", np.float64: "double"}
 
 
-def bits_equal(got: np.ndarray, want: np.ndarray) -> np.ndarray:
-    """Elementwise: the same bit pattern (the sign of zero included), or both NaN."""
-    u = np.uint64 if got.dtype == np.float64 else np.uint32
-    return (got.view(u) == want.view(u)) | (np.isnan(got) & np.isnan(want))
+bits_equal = same_bits  # elementwise: the same bit pattern (the sign of zero included), or both NaN (bits.py)
 
 
 TORCH = library_namespace("torch")

@@ -20,11 +20,13 @@ import textwrap
 import numpy as np
 import pytest
 
-from engine_matrix import (assert_bits_equal, boundaries, check_engine_matches_numpy, make_input, matrix,
-                           run_numpy, run_on_engine, zlib_seed)
-from pychop_compat import Chop, chop, rng
+from conftest import engine_rows
+from engine_matrix import (CountingRandfunc, assert_bits_equal, boundaries, check_engine_matches_numpy,
+                           check_kernel_matches_rules, make_input, matrix, options_for, run_numpy, run_on_engine,
+                           zlib_seed)
+from pychop_compat import Chop, chop, explain, rng
 from pychop_compat.engines import array_library, available_engines, to_numpy
-from pychop_compat.formats import lookup_format
+from pychop_compat.formats import custom_format, lookup_format
 
 _AVAILABLE = available_engines()
 TORCH_ENGINES = [
@@ -37,10 +39,75 @@ TORCH_ENGINES = [
 
 
 # --- the matrix on every engine ---------------------------------------------------------------
+#
+# The rows whose arithmetic differs take the whole matrix: "numpy" (the NumPy engine against
+# the executable specification, rules/chop.py), "numba" (the compiled engine against the NumPy
+# engine), and on a GPU "torch-cuda" and "cupy".  The namespace kernel on torch CPU tensors and
+# the CUDA kernel's logic are in test_gpu_paths.py, the namespace kernel on NumPy in
+# test_namespace_kernel_on_numpy_matches_the_rules below.
+#
+# The CPU wrapper rows only hand their arrays to kernels tested in full: a CPU tensor's memory
+# to the NumPy engine (under the row's cpu_engine('numpy')), a JAX array to the namespace kernel
+# (deterministic modes without flips) or to the host engines (numbers drawn by the host in
+# chop.m's order).  They run a sample of the matrix in the default profile (the rest under
+# ``pytest -m slow``), and every point's route is asserted, in every profile.
 
+FULL_ROWS = engine_rows("numpy", "numba", "torch-cuda", "cupy")
+WRAPPER_ROWS = engine_rows("torch", "jax")
+
+
+def wrapper_route(engine_name, mode, flip):
+    """The kernel a wrapper row's array reaches for options with this mode and flip."""
+    if engine_name == "torch":
+        return "numpy"  # the CPU tensor's memory, read in place (the row's cpu_engine('numpy'))
+    return "namespace" if mode <= 4 and not flip else "host"
+
+
+@pytest.mark.parametrize("engine", FULL_ROWS, indirect=True)
 @pytest.mark.parametrize("name, params, dtype, mode, sub, explim, flip", list(matrix()))
 def test_engine_matches_numpy(engine, name, params, dtype, mode, sub, explim, flip):
     check_engine_matches_numpy(engine, name, params, dtype, mode, sub, explim, flip)
+
+
+@pytest.mark.parametrize("engine", WRAPPER_ROWS, indirect=True)
+@pytest.mark.parametrize("name, params, dtype, mode, sub, explim, flip", list(matrix(sample=True)))
+def test_wrapper_row_matches_numpy(engine, name, params, dtype, mode, sub, explim, flip):
+    fmt = custom_format(*params) if params else lookup_format(name)
+    x = engine.to(make_input(fmt, dtype, seed=1))
+    options = options_for(name, params, mode, sub, explim, flip, CountingRandfunc(1) if mode >= 5 else None)
+    assert explain(x, options).kernel == wrapper_route(engine.name, mode, flip)
+    check_engine_matches_numpy(engine, name, params, dtype, mode, sub, explim, flip)
+
+
+@pytest.mark.parametrize("engine", WRAPPER_ROWS, indirect=True)
+def test_wrapper_rows_route_every_point_to_a_kernel_tested_in_full(engine):
+    """The route of every point of the matrix (the default profile runs only a sample of them):
+    a torch CPU tensor to the NumPy engine; a JAX array to the namespace kernel, or to the host
+    copy that the compiled engine rounds (``numba`` row) or, under cpu_engine('numpy'), the
+    NumPy engine."""
+    from pychop_compat.kernels.compiled import available as numba_available
+    from pychop_compat.kernels.compiled import cpu_engine
+
+    for param in matrix():
+        name, params, dtype, mode, sub, explim, flip = param.values
+        fmt = custom_format(*params) if params else lookup_format(name)
+        x = make_input(fmt, dtype, seed=1)
+        options = options_for(name, params, mode, sub, explim, flip, CountingRandfunc(1) if mode >= 5 else None)
+        found = explain(engine.to(x), options)
+        want = wrapper_route(engine.name, mode, flip)
+        assert found.kernel == want, (param.id, found.kernel, want)
+        if want == "host":  # the host copy goes where a NumPy array goes
+            assert explain(x, options).kernel == ("numba" if numba_available() else "numpy"), param.id
+            with cpu_engine("numpy"):
+                assert explain(x, options).kernel == "numpy", param.id
+
+
+@pytest.mark.parametrize("name, params, dtype, mode, sub, explim, flip", list(matrix()))
+def test_namespace_kernel_on_numpy_matches_the_rules(name, params, dtype, mode, sub, explim, flip):
+    """The namespace kernel (kernels/elementwise.py) on NumPy arrays, numbers drawn by the host
+    in chop.m's order: chop.m's algorithm's bits (rules/chop.py), the same draws from randfunc,
+    MATLAB's stream moved the same way, the input left alone."""
+    check_kernel_matches_rules("namespace", name, params, dtype, mode, sub, explim, flip)
 
 
 @pytest.mark.parametrize("name, mode, explim, sub", [
@@ -201,7 +268,7 @@ def test_torch_input_not_modified(torch_device, mode):
     before = x.clone()
     out = chop(x, {"format": "q43", "round": mode, "flip": 1})
     assert out.data_ptr() != x.data_ptr()
-    assert torch.equal(x.view(torch.int32), before.view(torch.int32))
+    assert_bits_equal(x, before, f"mode {mode}: input modified", nan_payloads=True)
 
 
 def test_torch_integer_and_bool_tensors(torch_device):

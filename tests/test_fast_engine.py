@@ -14,6 +14,8 @@ import itertools
 
 import numpy as np
 import pytest
+
+from bits import assert_bits_equal
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -70,20 +72,9 @@ class Recorded:
         return self.gen.integers(1, imax, size=n, endpoint=True)
 
 
-def _bits(a: np.ndarray) -> np.ndarray:
-    return a.view(np.uint64 if a.dtype == np.float64 else np.uint32)
-
-
 def assert_identical(fast: np.ndarray, ref: np.ndarray, context) -> None:
-    """Same dtype, shape and bits (sign of zero included); NaN equals NaN."""
-    assert fast.dtype == ref.dtype, (context, fast.dtype, ref.dtype)
-    assert fast.shape == ref.shape, (context, fast.shape, ref.shape)
-    f, r = np.ascontiguousarray(fast), np.ascontiguousarray(ref)
-    same = (_bits(f) == _bits(r)) | (np.isnan(f) & np.isnan(r))
-    if not same.all():
-        bad = np.flatnonzero(~same.ravel())[:5]
-        detail = ", ".join(f"got {f.ravel()[i]!r} want {r.ravel()[i]!r}" for i in bad)
-        raise AssertionError(f"{context}: {np.count_nonzero(~same)} of {same.size} differ: {detail}")
+    """Same dtype, shape and bits (sign of zero included); NaN equals NaN (bits.py)."""
+    assert_bits_equal(fast, ref, str(context))
 
 
 def compare(x: np.ndarray, spec, context, seed: int = 0) -> None:
@@ -96,8 +87,7 @@ def compare(x: np.ndarray, spec, context, seed: int = 0) -> None:
             results.append(engine(x, spec, src.sources))
         except ValueError as err:  # flips need t >= 2: both must refuse, after the same draws
             results.append(str(err))
-    assert np.array_equal(_bits(np.ascontiguousarray(x)), _bits(np.ascontiguousarray(before))), \
-        f"{context}: input modified"
+    assert_bits_equal(x, before, f"{context}: input modified", nan_payloads=True)
     assert fast_src.calls == ref_src.calls, (context, fast_src.calls[:6], ref_src.calls[:6])
     fast, ref = results
     if isinstance(fast, str) or isinstance(ref, str):

@@ -15,6 +15,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from bits import assert_bits_equal
+
 jax = pytest.importorskip("jax")
 pytest.importorskip("ml_dtypes")
 jax.config.update("jax_enable_x64", True)
@@ -46,11 +48,6 @@ def sample(name, dtype) -> np.ndarray:
     keep[:SIZE] = True
     keep[positions] = True
     return x[keep]
-
-
-def bits_equal(got: np.ndarray, want: np.ndarray) -> bool:
-    u = np.uint64 if want.dtype == np.float64 else np.uint32
-    return bool(((got.view(u) == want.view(u)) | (np.isnan(got) & np.isnan(want))).all())
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -89,7 +86,8 @@ def test_deterministic_modes_stay_on_the_device(monkeypatch, name, dtype, mode, 
     eager = chop(jnp.asarray(x), options)
     jitted = jax.jit(lambda v: chop(v, options))(jnp.asarray(x))
     assert isinstance(eager, jax.Array) and eager.dtype == dtype
-    assert bits_equal(np.asarray(eager), want) and bits_equal(np.asarray(jitted), want)
+    assert_bits_equal(eager, want, "eager")
+    assert_bits_equal(jitted, want, "jitted")
 
 
 @pytest.mark.parametrize("mode", [5, 6])
@@ -103,7 +101,7 @@ def test_stochastic_modes_with_counter_numbers_equal_the_numpy_engine(name, dtyp
     with cpu_engine("numpy"):
         want = Chop(options, rng=11)(x)
     got = np.asarray(Chop(options, rng=11)(jnp.asarray(x)))
-    assert bits_equal(got, want)
+    assert_bits_equal(got, want)
 
 
 def test_what_still_goes_to_the_host():
@@ -113,6 +111,6 @@ def test_what_still_goes_to_the_host():
     x = np.array([0.3, 1000.0, -7.0])
     with cpu_engine("numpy"):
         want = chop(x, {"format": "float8_e8m0fnu"})
-    assert bits_equal(np.asarray(chop(jnp.asarray(x), {"format": "float8_e8m0fnu"})), want)
+    assert_bits_equal(chop(jnp.asarray(x), {"format": "float8_e8m0fnu"}), want)
     with pytest.raises(ValueError, match="only supported by the NumPy engine"):
         chop_jax(jnp.asarray(x), {"format": "float8_e8m0fnu"})

@@ -11,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from bits import assert_bits_equal
+
 torch = pytest.importorskip("torch")
 
 from pychop_compat import Chop  # noqa: E402
@@ -23,20 +25,6 @@ from pychop_compat.kernels.xp import library_namespace  # noqa: E402
 from pychop_compat.random.sources import given_sources  # noqa: E402
 from pychop_compat.nn import Rounder  # noqa: E402
 from pychop_compat.matlab.options import resolve  # noqa: E402
-
-
-def _bits(t):
-    """Bit patterns; every NaN as one pattern."""
-    t = t.detach()
-    view = t.view(torch.int64 if t.dtype == torch.float64 else torch.int32).numpy().copy()
-    view[torch.isnan(t).numpy()] = -1
-    return view
-
-
-def _numpy_bits(a):
-    view = a.view(np.int64 if a.dtype == np.float64 else np.int32).copy()
-    view[np.isnan(a)] = -1
-    return view
 
 
 def _samples(dtype, n, seed):
@@ -98,8 +86,8 @@ def test_seeded_rounder_is_chop_with_that_seed_eager_and_compiled(dtype):
         tensor = torch.from_numpy(x.copy())
         gots = compiled(tensor) if k % 2 == 0 else [r(tensor) for r in rounders]
         for options, got, want in zip(RNG_OPTIONS, gots, wants):
-            np.testing.assert_array_equal(_bits(got), _numpy_bits(want), err_msg=f"call {k}, {options}")
-        np.testing.assert_array_equal(_bits(tensor), _numpy_bits(x))  # the input is not modified
+            assert_bits_equal(got, want, f"call {k}, {options}")
+        assert_bits_equal(tensor, x)  # the input is not modified
     for rounder in rounders:
         assert int(rounder._counter_offset) == sum(n + 26 for n in sizes)  # one counter per element
 
@@ -124,16 +112,16 @@ def test_seeded_rounder_copies_continue_its_sequence_and_compile_inside_a_quanti
     rounder = Rounder("h", "stochastic", rng=5)
     reference = Chop({"format": "h", "round": 5}, rng=5)
     x = torch.randn(1000)
-    np.testing.assert_array_equal(_bits(rounder(x)), _numpy_bits(reference(x.numpy())))
+    assert_bits_equal(rounder(x), reference(x.numpy()))
     want = reference(x.numpy())  # the second call
     for twin in (copy.deepcopy(rounder), pickle.loads(pickle.dumps(rounder))):
-        np.testing.assert_array_equal(_bits(twin(x)), _numpy_bits(want))
+        assert_bits_equal(twin(x), want)
     quantizer = Quantizer("h", None, "stochastic", forward_rng=9)
     leaf = torch.randn(300, requires_grad=True)
     y = torch.compile(quantizer, fullgraph=True)(leaf)
     y.sum().backward()
     want = Chop({"format": "h", "round": 5}, rng=9)(leaf.detach().numpy())
-    np.testing.assert_array_equal(_bits(y), _numpy_bits(want))
+    assert_bits_equal(y, want)
     assert torch.equal(leaf.grad, torch.ones(300))  # the straight-through estimator
 
 
@@ -170,8 +158,7 @@ def test_eager_stochastic_rounding_at_ties_and_odd_numbers(dtype, mode):
         odd = torch.tensor([0.0, 1.0, float("nan"), 1.5, -0.25, 2.0**-60, 1e30, -1e30], dtype=x.dtype)
         for u in (fraction, down, above, half, torch.nextafter(half, torch.ones_like(half)),
                   torch.nextafter(half, torch.zeros_like(half)), odd.repeat(x.numel() // 8 + 1)[:x.numel()]):
-            np.testing.assert_array_equal(_bits(round_array(x, spec, given_sources(u))),
-                                          _bits(_namespace_kernel(x, spec, u)), err_msg=f"{fmt} mode {mode}")
+            assert_bits_equal(round_array(x, spec, given_sources(u)), _namespace_kernel(x, spec, u), f"{fmt} mode {mode}")
 
 
 # --- chop on CPU tensors through the compiled CPU engine ------------------------------------------
@@ -196,7 +183,7 @@ def test_chop_on_cpu_tensors_through_the_compiled_engine_is_the_numpy_engine(dty
                 with cpu_engine("numba"):
                     got = Chop(options, rng=seed)(torch.from_numpy(array))
                 assert got.shape == array.shape and got.dtype == torch.from_numpy(array).dtype
-                np.testing.assert_array_equal(_bits(got), _numpy_bits(want), err_msg=f"{options}, seed {seed}")
+                assert_bits_equal(got, want, f"{options}, seed {seed}")
 
 
 # --- stochastic rounding: the namespace kernel against the host kernels, at every threshold -----
@@ -224,8 +211,7 @@ def test_stochastic_rounding_of_the_namespace_kernel_equals_the_host_kernels(dty
             for u in numbers:
                 with cpu_engine("numpy"):
                     want = round_array(x.numpy(), spec, given_sources(u.numpy()))
-                np.testing.assert_array_equal(_bits(_namespace_kernel(x, spec, u)), _numpy_bits(want),
-                                              err_msg=f"{options}, mode {mode}")
+                assert_bits_equal(_namespace_kernel(x, spec, u), want, f"{options}, mode {mode}")
 
 
 def test_compiled_with_dynamic_true_on_float64_equals_eager():
@@ -239,4 +225,4 @@ def test_compiled_with_dynamic_true_on_float64_equals_eager():
         x = torch.from_numpy(_samples(dtype, 700, seed=4))
         u = torch.rand(x.shape, dtype=x.dtype)
         for rounder, got in zip(rounders, compiled(x, u)):
-            np.testing.assert_array_equal(_bits(got), _bits(rounder(x, u)), err_msg=f"{rounder} {dtype}")
+            assert_bits_equal(got, rounder(x, u), f"{rounder} {dtype}")

@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from bits import assert_bits_equal
+
 torch = pytest.importorskip("torch")
 
 from pychop_compat import Chop, chop, rng  # noqa: E402
@@ -25,22 +27,14 @@ def _samples(dtype, n=3000, seed=0):
     return torch.from_numpy(np.concatenate([a, special, -special]))
 
 
-def _bits(t):
-    """Bit patterns of a float tensor; all NaNs as one pattern (NaN payloads may differ)."""
-    t = t.detach()
-    int_dtype = {8: torch.int64, 4: torch.int32, 2: torch.int16}[t.element_size()]
-    view = t.view(int_dtype).numpy().copy()  # (bfloat16 has no NumPy dtype: its bits do)
-    view[torch.isnan(t).numpy()] = -1
-    return view
-
-
 def _x_class(x):
     return "double" if x.dtype == torch.float64 else "single"
 
 
 def _values(t):
-    """Bit patterns with -0 read as +0: hardware casts keep the sign of an underflow, chop gives +0."""
-    return _bits(t + 0.0)
+    """The values with -0 read as +0 (compared bit for bit): hardware casts keep the sign of an
+    underflow, chop gives +0."""
+    return t.detach() + 0.0
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -55,7 +49,7 @@ def test_forward_equals_chop_deterministic(dtype, fmt):
                 options = dict(base, round=mode, subnormal=subnormal, explim=explim)
                 want = chop(x, options)
                 got = quantize(x, options)
-                np.testing.assert_array_equal(_bits(got), _bits(want), err_msg=str(options))
+                assert_bits_equal(got, want, str(options))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -81,7 +75,7 @@ def test_forward_equals_chop_stochastic_given_uniforms(dtype, mode, explim):
                 # chop keeps -0 when its block draws nothing (a whole-array property; documented).
                 zero = (want == 0) & (got == 0)
                 want[zero], got[zero] = 0.0, 0.0
-            np.testing.assert_array_equal(_bits(got), _bits(want), err_msg=str(options))
+            assert_bits_equal(got, want, str(options))
 
 
 def test_rng_chop_is_chop_with_matlab_stream():
@@ -91,19 +85,19 @@ def test_rng_chop_is_chop_with_matlab_stream():
         want = chop(x, {"format": "b", "round": mode})
         rng(7)
         got = quantize(x, "b", mode, rng="chop")
-        np.testing.assert_array_equal(_bits(got), _bits(want))
+        assert_bits_equal(got, want)
     got = quantize(x, "h", "stochastic", rng=3)  # Chop(options, rng=3)'s numbers
     want = Chop({"format": "h", "round": 5}, rng=3)(x)
-    np.testing.assert_array_equal(_bits(got), _bits(want))
+    assert_bits_equal(got, want)
 
 
 def test_hardware_casts_are_round_to_nearest():
     """An independent oracle: torch's float32 -> float16 / bfloat16 casts round to nearest even."""
     g = np.random.default_rng(3)
     x = torch.from_numpy((g.standard_normal(20000) * np.exp2(g.integers(-30, 18, 20000))).astype(np.float32))
-    np.testing.assert_array_equal(_values(quantize(x, "h")), _values(x.half().float()))
+    assert_bits_equal(_values(quantize(x, "h")), _values(x.half().float()))
     y = torch.from_numpy((g.standard_normal(20000) * np.exp2(g.integers(-140, 126, 20000))).astype(np.float32))
-    np.testing.assert_array_equal(_values(quantize(y, "b", subnormal=True)), _values(y.bfloat16().float()))
+    assert_bits_equal(_values(quantize(y, "b", subnormal=True)), _values(y.bfloat16().float()))
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
@@ -113,7 +107,7 @@ def test_half_dtypes_keep_their_dtype(dtype):
                     {"format": "q52", "round": 2}):
         got = quantize(x, options)
         assert got.dtype == dtype and got.shape == x.shape
-        np.testing.assert_array_equal(_bits(got), _bits(chop(x, options)), err_msg=str(options))
+        assert_bits_equal(got, chop(x, options), str(options))
 
 
 def test_stochastic_rounding_is_unbiased_with_torchs_generator():
@@ -199,7 +193,7 @@ def test_input_is_not_modified_and_flips_go_through_chop():
     rng(1)
     got = quantize(x, {"format": "h", "flip": 1, "p": 0.3})
     assert torch.equal(x, before)
-    np.testing.assert_array_equal(_bits(got), _bits(want))
+    assert_bits_equal(got, want)
 
 
 def test_no_graph_breaks_in_quantizers():
@@ -239,13 +233,13 @@ def test_inductor_equals_eager_bit_for_bit_across_subnormals():
     u, u64 = torch.rand(4096), torch.rand(4096, dtype=torch.float64)
     eager, fast = all_rounded(x, u, x64, u64), compiled(x, u, x64, u64)
     for e, f in zip(eager, fast):
-        np.testing.assert_array_equal(_bits(f), _bits(e))
+        assert_bits_equal(f, e)
     assert bool(((x64.abs() < 2.0**-1022) & (x64 != 0)).any())
     assert bool(((x.abs() < 2.0**-126) & (x != 0)).any())  # float32 subnormals were among the inputs
     # The same through the autograd function (forward of a compiled training step).
     rule = GradientRule(None, rounders[0])
     step = torch.compile(lambda v: apply_quantizer(v, rounders[1], rule), fullgraph=True)
-    np.testing.assert_array_equal(_bits(step(x)), _bits(rounders[1](x)))  # through the autograd function
+    assert_bits_equal(step(x), rounders[1](x))  # through the autograd function
 
 
 def test_autocast_and_reduced_precision_models():
@@ -255,7 +249,7 @@ def test_autocast_and_reduced_precision_models():
     with torch.autocast("cpu", dtype=torch.bfloat16):
         y = q(layer(q(x)))
     assert y.dtype == torch.bfloat16
-    np.testing.assert_array_equal(_bits(y.float()), _bits(chop(y.float(), {"format": "q43"})))  # on q43's grid
+    assert_bits_equal(y.float(), chop(y.float(), {"format": "q43"}))  # on q43's grid
     y.float().sum().backward()
     assert x.grad is not None and torch.isfinite(x.grad).all()
 
@@ -281,8 +275,7 @@ def test_eager_stochastic_path_equals_elementwise(dtype):
                     options = {"format": fmt, "round": mode, "subnormal": subnormal, "explim": explim}
                     spec = resolve(options, None, _x_class(x)).spec
                     kernel = chop_elementwise(library_namespace("torch"), x, spec, ElementDraws(u))
-                    np.testing.assert_array_equal(_bits(round_array(x, spec, given_sources(u))), _bits(kernel),
-                                                  err_msg=str(options))
+                    assert_bits_equal(round_array(x, spec, given_sources(u)), kernel, str(options))
 
 
 # Round to nearest by the namespace kernel, the path that torch.compile and GPU tensors take:
@@ -343,7 +336,7 @@ def test_nearest_on_bits_equals_chop(dtype, options):
     else:
         sweep = _samples(np.float64, n=100000, seed=12).numpy()
     x = torch.from_numpy(np.concatenate([sweep, -sweep, _around_thresholds(dtype, options)]).astype(dtype))
-    np.testing.assert_array_equal(_bits(_namespace_nearest(x, options)), _bits(chop(x, options)), err_msg=str(options))
+    assert_bits_equal(_namespace_nearest(x, options), chop(x, options), str(options))
 
 
 @pytest.mark.parametrize("eager", [False, True])
@@ -365,7 +358,7 @@ def test_nearest_equals_hardware_casts_outside_chops_double_rounding_band(eager)
         in_band = (x.abs() > xmins / 2) & (x.abs() <= xmins / 2 * (1 + 2.0**-t))
         assert int(in_band.sum()) >= 1000 and bool((want[in_band].abs() == xmins).all())
         want[in_band] = 0.0  # chop.m's double rounding
-        np.testing.assert_array_equal(_bits(got), _values(want), err_msg=str(options))
+        assert_bits_equal(got, _values(want), str(options))
         assert not bool(((got == 0) & (got.view(torch.int32) != 0)).any())  # zeros are +0
 
 
@@ -380,9 +373,9 @@ def test_nearest_on_bits_compiled_equals_chop():
                                           + [_around_thresholds(np.float64, o) for o in options64]))
     got32, got64 = compiled(x, x64)
     for o, got in zip(options32, got32):
-        np.testing.assert_array_equal(_bits(got), _bits(chop(x, o)), err_msg=str(o))
+        assert_bits_equal(got, chop(x, o), str(o))
     for o, got in zip(options64, got64):
-        np.testing.assert_array_equal(_bits(got), _bits(chop(x64, o)), err_msg=str(o))
+        assert_bits_equal(got, chop(x64, o), str(o))
 
 
 def test_compiled_stochastic_rounding_with_dynamic_shapes():

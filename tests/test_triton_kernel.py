@@ -54,12 +54,15 @@ def test_triton_ptx_has_no_ftz_fma_or_calls(wide, mode):
         assert not re.search(r"\b(add|mul|sub|div|cvt\.rn)\.[\w.]*f(32|64)\b", ptx), "integer operations only"
 
 
-def test_triton_kernel_logic_in_the_interpreter():
+@pytest.mark.parametrize("profile", [pytest.param("not slow", id="sample"),
+                                     pytest.param("slow", id="rest-of-matrix", marks=pytest.mark.slow)])
+def test_triton_kernel_logic_in_the_interpreter(profile):
     """Runs ``triton_interpreted_cases.py`` (the engine matrix through the Triton route) with
-    ``TRITON_INTERPRET=1`` in a fresh process."""
+    ``TRITON_INTERPRET=1`` in a fresh process: the matrix's sample in the default profile,
+    the rest of it under ``-m slow``."""
     here = Path(__file__).parent
     env = dict(os.environ, TRITON_INTERPRET="1")
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-m", profile,
                            str(here / "triton_interpreted_cases.py")], cwd=here.parent, env=env,
                           capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]

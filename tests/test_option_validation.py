@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from pychop_compat import Chop, Options, chop, chop_options, roundit
-from engine_matrix import assert_bits_equal
+from bits import assert_bits_equal
 
 THIRD = 1 / 3
 THIRD_FP16 = 0.333251953125      # 1.0101010101b * 2^-2, nearest

@@ -143,22 +143,19 @@ def build_kernel():
         if MODE <= 4:
             # The regular elements' rounding first; a program that meets an element below xmin
             # (about 5% of programs of 1024 standard normal values for fp16, none for bfloat16)
-            # redoes its elements with chop.m's block rules, which take about twice the integer
-            # work (on an H100, bfloat16 in float64 ran at 63% of the copy's bandwidth with the
-            # block rules on every element, 91% before they were added).
+            # redoes its elements with chop.m's block rules, which cost about twice the integer
+            # work (measured on an H100: bfloat16 in float64 at 63% of the copy's bandwidth
+            # with the block rules everywhere, against 91% without).
             value, irregular = round_bits(x, low, high, shift, xmins, tiny_cut, emin_field, signed_zero,
                                           MODE, WIDE, False)
-            left = tl.sum(tl.where(inside, irregular, 0), axis=0)
             if xmins != 0:
-                if left != 0:
+                if tl.max(irregular, axis=0) != 0:
                     value, irregular = round_bits(x, low, high, shift, xmins, tiny_cut, emin_field, signed_zero,
                                                   MODE, WIDE, True)
-                    left = tl.sum(tl.where(inside, irregular, 0), axis=0)
         else:
             value, irregular = round_stochastic(x, index, low, high, mask, key, offset, scale, MODE, WIDE)
-            left = tl.sum(tl.where(inside, irregular, 0), axis=0)
         tl.store(out_ptr + index, value, mask=inside)
-        tl.atomic_add(count_ptr, left)
+        tl.atomic_add(count_ptr, tl.sum(tl.where(inside, irregular, 0), axis=0))
 
     return chop_regular_kernel
 
@@ -253,12 +250,11 @@ def build_round_helper():
             mant = 23
             shift, xmins, tiny_cut, emin_field = (shift.to(tl.int32), xmins.to(tl.int32),
                                                   tiny_cut.to(tl.int32), emin_field.to(tl.int32))
+        one = magnitude * 0 + 1
         regular = (magnitude >= low) & (magnitude <= high)
-        zero = tl.where(signed_zero != 0, bits, 0)
         if BELOW:
             # chop.m's subnormal block [xmins, xmin): the fixed quantum xmins, so more bits go
             # the further the exponent is below emin; below xmins: its underflow rule.
-            one = magnitude * 0 + 1
             field = magnitude >> mant
             block = (magnitude >= xmins) & (magnitude < low) & (xmins != 0)
             tiny = (magnitude < xmins) & (magnitude != 0)
@@ -269,35 +265,30 @@ def build_round_helper():
             significand = tl.where(field != 0, (magnitude & ((one << mant) - 1)) | (one << mant), magnitude)
             lsb = tl.where(mask_ != 0, (significand >> drop) & 1, 0)
         else:
-            # Regular elements only: one shift for all, the mask a scalar (the hidden bit is the
-            # lsb when every stored bit goes), and none of the per-element work above.
-            mask_ = ((shift * 0 + 1) << shift) - 1
-            lsb = tl.where(shift == mant, 1, (magnitude >> shift) & 1)
+            # Regular elements only: one shift for all (the hidden bit is the lsb when all
+            # stored bits go), so none of the per-element work above.
+            block = magnitude < 0
+            tiny = block
+            mask_ = (one << shift) - 1
+            lsb = tl.where(shift == mant, one, (magnitude >> shift) & 1)
             lsb = tl.where(mask_ != 0, lsb, 0)
         if MODE == 1:
             rounded = magnitude + (mask_ >> 1) + lsb
+            tiny_result = tl.where(magnitude > tiny_cut, xmins, 0)
         elif MODE == 2:
             rounded = magnitude + tl.where(bits >= 0, mask_, 0)
+            tiny_result = tl.where(bits >= 0, xmins, 0)
         elif MODE == 3:
             rounded = magnitude + tl.where(bits < 0, mask_, 0)
+            tiny_result = tl.where(bits < 0, xmins, 0)
         else:
             rounded = magnitude
-        if BELOW:
-            if MODE == 1:
-                tiny_result = tl.where(magnitude > tiny_cut, xmins, 0)
-            elif MODE == 2:
-                tiny_result = tl.where(bits >= 0, xmins, 0)
-            elif MODE == 3:
-                tiny_result = tl.where(bits < 0, xmins, 0)
-            else:
-                tiny_result = magnitude * 0
-            kept = tl.where(tiny, tiny_result, rounded & ~mask_)
-            result = tl.where(magnitude == 0, zero, tl.where(regular | block | tiny, kept | (bits ^ magnitude), 0))
-            result = tl.where(tiny & (kept == 0), 0, result)  # the underflow rule's zeros: +0
-            irregular = ((regular == 0) & (block == 0) & (tiny == 0) & (magnitude != 0)).to(tl.int32)
-        else:
-            result = tl.where(regular, (rounded & ~mask_) | (bits ^ magnitude), zero)
-            irregular = ((regular == 0) & (magnitude != 0)).to(tl.int32)
+            tiny_result = magnitude * 0
+        kept = tl.where(tiny, tiny_result, rounded & ~mask_)
+        zero = tl.where(signed_zero != 0, bits, 0)
+        result = tl.where(magnitude == 0, zero, tl.where(regular | block | tiny, kept | (bits ^ magnitude), 0))
+        result = tl.where(tiny & (kept == 0), 0, result)  # the underflow rule's zeros: +0
+        irregular = ((regular == 0) & (block == 0) & (tiny == 0) & (magnitude != 0)).to(tl.int32)
         if WIDE:
             value = result.to(tl.float64, bitcast=True)
         else:

@@ -141,17 +141,8 @@ def build_kernel():
         inside = index < n
         x = tl.load(x_ptr + index, mask=inside, other=0.0)
         if MODE <= 4:
-            # The regular elements' rounding first; a program that meets an element below xmin
-            # (about 5% of programs of 1024 standard normal values for fp16, none for bfloat16)
-            # redoes its elements with chop.m's block rules, which cost about twice the integer
-            # work (measured on an H100: bfloat16 in float64 at 63% of the copy's bandwidth
-            # with the block rules everywhere, against 91% without).
             value, irregular = round_bits(x, low, high, shift, xmins, tiny_cut, emin_field, signed_zero,
-                                          MODE, WIDE, False)
-            if xmins != 0:
-                if tl.max(irregular, axis=0) != 0:
-                    value, irregular = round_bits(x, low, high, shift, xmins, tiny_cut, emin_field, signed_zero,
-                                                  MODE, WIDE, True)
+                                          MODE, WIDE)
         else:
             value, irregular = round_stochastic(x, index, low, high, mask, key, offset, scale, MODE, WIDE)
         tl.store(out_ptr + index, value, mask=inside)
@@ -177,8 +168,8 @@ def chop_regular(flat: Any, out: Any, spec: Any, regular: RegularRange, stream: 
     Those are the regular elements, and in modes 1 to 4 also zeros and chop.m's subnormal block
     and underflow rule (where :func:`~pychop_compat.kernels.device_plan.subnormal_block` holds).
     Returns how many others there are: the caller rounds the elements that
-    :func:`~pychop_compat.kernels.triton_kernel.left_over` marks.  ``stream`` (a
-    :class:`~pychop_compat.random.counter.CounterStream`) gives the numbers of modes 5 and 6.
+    :func:`~pychop_compat.kernels.triton_kernel.left_over` marks.  ``stream`` (a :class:`~pychop_compat.random.counter.CounterStream`) gives the numbers
+    of modes 5 and 6.
     """
     import torch
 
@@ -214,16 +205,15 @@ def left_over(magnitude: Any, spec: Any, regular: RegularRange) -> Any:
 @functools.lru_cache(maxsize=None)
 def build_round_helper():
     """The ``@triton.jit`` helper ``round_bits(x, low, high, shift, xmins, tiny_cut, emin_field,
-    signed_zero, MODE, WIDE, BELOW)`` that the kernels call on values in registers (the
-    elementwise kernel of :func:`build_kernel` and the fused matmul of
-    :mod:`pychop_compat.kernels.triton_matmul`).
+    signed_zero, MODE, WIDE)`` that fused kernels (:mod:`pychop_compat.kernels.triton_matmul`) call on values
+    in registers.
 
     The rounding of :func:`build_kernel` for modes 1 to 4 (integer operations on the bit
     pattern only, so no subnormal is flushed and nothing can be contracted), plus zeros
     (``chop(+-0)`` is ``+0`` under chop.m's range limits, whose underflow rule writes ``+0``;
     ``signed_zero = 1`` keeps the sign where that rule does not apply:
     :func:`~pychop_compat.kernels.device_plan.zero_keeps_sign`) and, where ``xmins`` is not 0,
-    (with ``BELOW``) chop.m's subnormal block and underflow rule by the constants of
+    chop.m's subnormal block and underflow rule by the constants of
     :class:`~pychop_compat.kernels.device_plan.SubnormalBlock` (``xmins = 0``: none).
     ``low``, ``high`` and ``shift`` are those of
     :class:`~pychop_compat.kernels.device_plan.RegularRange`.  Returns ``(rounded, irregular)``;
@@ -237,7 +227,7 @@ def build_round_helper():
 
     @triton.jit
     def round_bits(x, low, high, shift, xmins, tiny_cut, emin_field, signed_zero, MODE: tl.constexpr,
-                   WIDE: tl.constexpr, BELOW: tl.constexpr):
+                   WIDE: tl.constexpr):
         if WIDE:
             bits = x.to(tl.int64, bitcast=True)
             magnitude = bits & 0x7FFFFFFFFFFFFFFF
@@ -251,27 +241,18 @@ def build_round_helper():
             shift, xmins, tiny_cut, emin_field = (shift.to(tl.int32), xmins.to(tl.int32),
                                                   tiny_cut.to(tl.int32), emin_field.to(tl.int32))
         one = magnitude * 0 + 1
+        field = magnitude >> mant
         regular = (magnitude >= low) & (magnitude <= high)
-        if BELOW:
-            # chop.m's subnormal block [xmins, xmin): the fixed quantum xmins, so more bits go
-            # the further the exponent is below emin; below xmins: its underflow rule.
-            field = magnitude >> mant
-            block = (magnitude >= xmins) & (magnitude < low) & (xmins != 0)
-            tiny = (magnitude < xmins) & (magnitude != 0)
-            below = tl.maximum(emin_field - tl.maximum(field, one), magnitude * 0)
-            drop = tl.where(block, below + shift, magnitude * 0 + shift)
-            mask_ = (one << drop) - 1
-            # The last kept bit of the significand (its hidden bit counted): ties go to even.
-            significand = tl.where(field != 0, (magnitude & ((one << mant) - 1)) | (one << mant), magnitude)
-            lsb = tl.where(mask_ != 0, (significand >> drop) & 1, 0)
-        else:
-            # Regular elements only: one shift for all (the hidden bit is the lsb when all
-            # stored bits go), so none of the per-element work above.
-            block = magnitude < 0
-            tiny = block
-            mask_ = (one << shift) - 1
-            lsb = tl.where(shift == mant, one, (magnitude >> shift) & 1)
-            lsb = tl.where(mask_ != 0, lsb, 0)
+        # chop.m's subnormal block [xmins, xmin): the fixed quantum xmins, so more bits go the
+        # further the exponent is below emin; below xmins: its underflow rule.
+        block = (magnitude >= xmins) & (magnitude < low) & (xmins != 0)
+        tiny = (magnitude < xmins) & (magnitude != 0)
+        below = tl.maximum(emin_field - tl.maximum(field, one), magnitude * 0)
+        drop = tl.where(block, below + shift, magnitude * 0 + shift)
+        mask_ = (one << drop) - 1
+        # The last kept bit of the significand (its hidden bit counted): ties go to even.
+        significand = tl.where(field != 0, (magnitude & ((one << mant) - 1)) | (one << mant), magnitude)
+        lsb = tl.where(mask_ != 0, (significand >> drop) & 1, 0)
         if MODE == 1:
             rounded = magnitude + (mask_ >> 1) + lsb
             tiny_result = tl.where(magnitude > tiny_cut, xmins, 0)

@@ -96,10 +96,10 @@ def build_kernel():
         t = a[:, None] * b[None, :]
         if ROUND_PRODUCTS:
             s, bad = round_bits(t, p_low, p_high, p_shift, p_xmins, p_tiny_cut, p_emin_field,
-                                   p_signed_zero, P_MODE, WIDE, True)
+                                   p_signed_zero, P_MODE, WIDE)
         else:
             s, bad = round_bits(t, s_low, s_high, s_shift, s_xmins, s_tiny_cut, s_emin_field,
-                                   s_signed_zero, S_MODE, WIDE, True)
+                                   s_signed_zero, S_MODE, WIDE)
         for k in range(1, K):
             # Offsets in int64 (k itself is 32-bit): ``rows * 0 + k`` is an int64 vector.
             a = tl.load(a_ptr + rows * sam + (rows * 0 + k) * sak, mask=in_rows, other=0.0)
@@ -107,10 +107,10 @@ def build_kernel():
             t = a[:, None] * b[None, :]
             if ROUND_PRODUCTS:
                 t, bad_t = round_bits(t, p_low, p_high, p_shift, p_xmins, p_tiny_cut, p_emin_field,
-                                         p_signed_zero, P_MODE, WIDE, True)
+                                         p_signed_zero, P_MODE, WIDE)
                 bad = bad | bad_t
             s, bad_s = round_bits(s + t, s_low, s_high, s_shift, s_xmins, s_tiny_cut, s_emin_field,
-                                         s_signed_zero, S_MODE, WIDE, True)
+                                         s_signed_zero, S_MODE, WIDE)
             bad = bad | bad_s
         inside = in_rows[:, None] & in_cols[None, :]
         tl.store(c_ptr + rows[:, None] * N + cols[None, :], s, mask=inside)

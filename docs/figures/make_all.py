@@ -4,8 +4,9 @@ Each script beside this one has ``main(out_dir=None, quick=False)`` and
 writes its PNG here.  ``--quick`` uses small sizes (for the test suite; the
 committed PNGs are made without it).  Needs matplotlib (the ``docs`` extra).
 
-There is no GPU figure yet: ``benchmarks/bench_gpu.py`` has not been run on a
-GPU, so no GPU measurements are stored in ``benchmarks/results``.
+There is no GPU figure yet: the GPU measurements of 2026-11-26 (one H100) are
+stored in ``benchmarks/results/gpu_2026-11-26_h100`` and tabulated in
+``docs/performance.rst``; no script draws them yet.
 """
 
 from __future__ import annotations

@@ -171,7 +171,7 @@ def test_bad_options(options, message):
         chop(1.0, options)
 
 
-@pytest.mark.parametrize("options", [3, "h", [1, 2]])
+@pytest.mark.parametrize("options", [3, b"h", [1, 2]])
 def test_options_of_wrong_type(options):
     with pytest.raises(TypeError, match="options must be a dict"):
         chop(1.0, options)

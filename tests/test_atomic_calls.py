@@ -63,7 +63,8 @@ FAILURES = [
     pytest.param(X, {"precision": "h"}, ValueError, id="unknown key"),
     pytest.param(X, SimpleNamespace(precision="h"), ValueError, id="unknown attribute"),
     pytest.param(X, {"format"}, TypeError, id="set as options"),
-    pytest.param(X, "h", TypeError, id="string as options"),
+    pytest.param(X, b"h", TypeError, id="bytes as options"),
+    pytest.param(X, "fp7", ValueError, id="unknown format name as options"),
     pytest.param(X, {"format": "c", "params": [30, 10]}, ValueError, id="precision limit"),
     pytest.param(np.float32(1), {"format": "c", "params": [12, 10]}, ValueError, id="single precision limit"),
     pytest.param(X, {"randfunc": 0.5, "round": 5}, ValueError, id="randfunc not callable"),
@@ -106,7 +107,7 @@ def test_failed_call_stores_nothing_and_draws_nothing(x, options, error):
 
 
 @pytest.mark.parametrize("x, options, error", [p for p in FAILURES if p.id not in (
-    "set as options", "string as options", "unknown key", "unknown attribute")])
+    "set as options", "bytes as options", "unknown key", "unknown attribute")])
 def test_failed_chop_object_call_draws_nothing(x, options, error):
     rng(12)
     with pytest.raises(error):

@@ -114,6 +114,8 @@ def _fields(options):
     """The given fields of an options container, by the rules; None for MATLAB's []."""
     if options is None or (type(options) in (list, tuple, str) and len(options) == 0):
         return None
+    if isinstance(options, str):  # a format name: shorthand for {'format': name} (docs/options.rst)
+        return {"format": options}
     if isinstance(options, (dict, MappingProxyType)):
         fields = dict(options)
     elif isinstance(options, Options):

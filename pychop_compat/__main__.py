@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(environment(available_engines()), indent=2))
         return 0
     from .engines import available_engines
-    from .validation import environment, find_corpus, format_table, validate, write_json
+    from .validation import environment, find_corpus, format_table, not_run, validate, write_json
 
     engines = args.engines.split(",") if args.engines else None
     if engines is not None:
@@ -81,12 +81,18 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     results = validate(corpus, engines, progress=not args.no_progress, oracle=not args.no_oracle)
     print(format_table(results))
+    ran = engines or available_engines()
+    left_out = not_run(ran, with_oracle=not args.no_oracle, requested=engines is not None)
+    for line in left_out:
+        print(f"not run: {line}")
     if args.json:
-        write_json(results, args.json, environment(engines or available_engines(), corpus))
+        write_json(results, args.json, environment(ran, corpus), left_out)
     failed = [r for r in results if not r.ok]
     for r in failed:
         print(f"DISAGREE {r.group}/{r.engine}: {', '.join(map(str, r.disagreeing[:10]))}", file=sys.stderr)
-    print("all cases agree" if not failed else f"{len(failed)} group(s) disagree")
+    scope = (f"{len({r.group for r in results})} groups on {len({r.engine for r in results})} engine(s); "
+             f"{len(left_out)} left out, listed above")
+    print(f"all cases agree ({scope})" if not failed else f"{len(failed)} group(s) disagree ({scope})")
     return 1 if failed else 0
 
 

@@ -112,3 +112,33 @@ def test_validate_oracle_group():
     results = validation.validate(engines=["numpy"], progress=False)
     row = next(r for r in results if r.group == "mpmath_oracle")
     assert row.cases == 15 * 16 and row.ok, row.disagreeing[:5]
+
+
+def test_validate_says_what_it_left_out(tmp_path):
+    """The table is followed by one line per engine or group not run, with the reason; the JSON
+    certificate records the same lines, and the closing line says how much ran (issue 33)."""
+    report = tmp_path / "v.json"
+    out = _run("validate", "--engines", "numpy", "--json", str(report), "--no-progress", "--no-oracle")
+    assert out.returncode == 0, out.stderr
+    printed = [line[len("not run: "):] for line in out.stdout.splitlines() if line.startswith("not run: ")]
+    assert "engine numba: not requested (--engines)" in printed
+    assert "group mpmath_oracle: not requested (--no-oracle)" in printed
+    assert json.loads(report.read_text())["not_run"] == printed
+    closing = f"all cases agree (7 groups on 1 engine(s); {len(printed)} left out, listed above)"
+    assert out.stdout.strip().splitlines()[-1] == closing
+
+
+def test_not_run_names_the_reason_for_each_missing_engine():
+    import importlib.util
+
+    from pychop_compat.validation import ENGINES, not_run
+
+    lines = not_run(["numpy"], requested=False)
+    missing = [line for line in lines if line.startswith("engine ")]
+    assert [line.split(":")[0] for line in missing] == [f"engine {e}" for e in ENGINES if e != "numpy"]
+    if importlib.util.find_spec("torch") is not None:
+        import torch
+
+        if not torch.cuda.is_available():
+            assert "engine torch-cuda: torch sees no CUDA GPU" in lines
+    assert not any("mpmath_oracle" in line for line in lines)

@@ -32,7 +32,11 @@ from .corpora import Corpus, CorpusCase, corpus_path, load_corpus
 from ..engines import available_engines, from_numpy, to_numpy
 from ..formats import float_params
 
-__all__ = ["GroupResult", "find_corpus", "validate", "matlab_equal", "environment", "format_table", "write_json"]
+__all__ = ["GroupResult", "find_corpus", "validate", "matlab_equal", "environment", "format_table", "write_json",
+           "ENGINES", "not_run"]
+
+#: Every engine validate knows, in the order it runs them.
+ENGINES = ("numpy", "numba", "torch", "torch-cuda", "cupy", "jax")
 
 # Engines whose default random draws are MATLAB's stream (GPU engines draw on the device).
 _MATLAB_STREAM_ENGINES = ("numpy", "numba", "torch", "jax")  # jax: on the host, outside jit
@@ -279,6 +283,48 @@ def _groups(corpus: Corpus, engines: Iterable[str], with_oracle: bool = True):
                                     for case in corpus.cases("float_params")]
 
 
+def _why_unavailable(engine: str) -> str:
+    if engine == "numba":
+        return "Numba is not installed (pip install numba)"
+    if engine in ("torch", "jax"):
+        return f"{engine} is not installed"
+    if engine == "torch-cuda":
+        return ("torch is not installed" if importlib.util.find_spec("torch") is None
+                else "torch sees no CUDA GPU")
+    return "CuPy is not installed or sees no CUDA GPU"
+
+
+def not_run(engines: Iterable[str], with_oracle: bool = True, requested: bool = False) -> list[str]:
+    """What a run of :func:`validate` on ``engines`` leaves out, one line each (``what: why``).
+
+    Parameters
+    ----------
+    engines : iterable of str
+        The engines the run covers.
+    with_oracle : bool
+        Whether the mpmath oracle group runs.
+    requested : bool
+        Whether ``engines`` was chosen by the caller (``--engines``) rather than all those available.
+    """
+    engines = list(engines)
+    lines = []
+    for engine in ENGINES:
+        if engine not in engines:
+            lines.append(f"engine {engine}: " + ("not requested (--engines)" if requested
+                                                  else _why_unavailable(engine)))
+    if not with_oracle:
+        lines.append("group mpmath_oracle: not requested (--no-oracle)")
+    if not (corpus_path("cpfloat_reference") / "manifest.json.gz").is_file():
+        lines.append("group cpfloat_corpus: the CPFloat corpus is not installed")
+    if importlib.util.find_spec("ml_dtypes") is None:
+        lines.append("group ocp_ml_dtypes: ml_dtypes is not installed (pip install ml_dtypes)")
+    for engine in engines:
+        if engine not in _MATLAB_STREAM_ENGINES:
+            lines.append(f"group matlab_stream on {engine}: this engine draws its numbers on the device, "
+                         "not from MATLAB's stream")
+    return lines
+
+
 class _Progress:
     """A one-line bar on standard error, drawn only on a terminal and only when it moves."""
 
@@ -431,15 +477,20 @@ def environment(engines: Iterable[str] = (), corpus: Optional[Corpus] = None) ->
     return record
 
 
-def write_json(results: list[GroupResult], path: Union[str, os.PathLike], env: Optional[dict] = None) -> None:
+def write_json(results: list[GroupResult], path: Union[str, os.PathLike], env: Optional[dict] = None,
+               left_out: Optional[list[str]] = None) -> None:
     """Write the results and the environment they were obtained in (:func:`environment`) as JSON.
 
-    The file holds ``{"all_agree": bool, "environment": {...}, "results": [row, ...]}``, one row
-    per group and engine with the fields of :class:`GroupResult` and ``ok``.
+    The file holds ``{"all_agree": bool, "environment": {...}, "results": [row, ...],
+    "not_run": [line, ...]}``, one row per group and engine with the fields of
+    :class:`GroupResult` and ``ok``, and what the run left out (:func:`not_run`; default:
+    computed for the engines of ``results``).
     """
+    engines = sorted({r.engine for r in results})
     document = {
         "all_agree": all(r.ok for r in results),
-        "environment": env if env is not None else environment(sorted({r.engine for r in results})),
+        "environment": env if env is not None else environment(engines),
         "results": [{**asdict(r), "ok": r.ok} for r in results],
+        "not_run": left_out if left_out is not None else not_run(engines),
     }
     Path(path).write_text(json.dumps(document, indent=2) + "\n")

@@ -124,14 +124,14 @@ def _given(fpopts) -> Optional[dict]:
     """The fields of ``fpopts`` that are present (None for an empty struct)."""
     if isempty(fpopts):
         return None
-    if isinstance(fpopts, str):  # a format name: shorthand for struct('format', name)
-        return {"format": fpopts}
     if isinstance(fpopts, dict):
         unknown = set(fpopts) - set(_FIELDS)
         if unknown:
             raise ValueError(f"Unknown cpfloat field(s) {sorted(unknown)}; allowed: {', '.join(_FIELDS)}.")
         return dict(fpopts)
-    if isinstance(fpopts, (str, bytes, numbers.Number, list, tuple, np.ndarray)):
+    if isinstance(fpopts, str):  # a format name: shorthand for struct('format', name)
+        return {"format": fpopts}
+    if isinstance(fpopts, (bytes, numbers.Number, list, tuple, np.ndarray)):
         raise CpfloatError("cpfloat:invalidstruct", "Second argument must be a struct.")
     return {name: getattr(fpopts, name) for name in _FIELDS if hasattr(fpopts, name)}
 

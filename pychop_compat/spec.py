@@ -114,6 +114,11 @@ class RoundingSpec:
         return self.subnormal != 0
 
     @property
+    def min_rep(self) -> float:
+        """chop.m's smallest magnitude under its underflow rule: xmins with subnormals, else xmin."""
+        return self.fmt.xmins if self.keeps_subnormals else self.fmt.xmin
+
+    @property
     def limits_exponent(self) -> bool:
         """Whether the format's exponent range applies (``explim = 1``)."""
         return bool(self.explim)

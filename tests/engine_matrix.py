@@ -3,6 +3,7 @@ the check that an engine equals the NumPy engine bit for bit."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 
@@ -152,9 +153,10 @@ def run_numpy(x, options, seed, reference=False):
     return out, rand(4, 1)
 
 
-def check_engine_matches_numpy(engine, name, params, dtype, mode, sub, explim, flip):
-    """chop on ``engine`` equals the NumPy engine (the reference algorithm for the numpy row)
-    bit for bit, leaves the input alone, and draws the same numbers from the same sources."""
+def _check_against_reference(label, run, reference, name, params, dtype, mode, sub, explim, flip):
+    """``run(x, options, seed) -> (result, MATLAB's stream after)`` equals the NumPy engine's run
+    (chop.m's algorithm itself with ``reference``) bit for bit, leaves the input alone, and draws
+    the same numbers from the same sources."""
     fmt = custom_format(*params) if params else lookup_format(name)
     seed = zlib_seed(name, dtype, mode, sub, explim, flip)
     x = make_input(fmt, dtype, seed)
@@ -162,14 +164,21 @@ def check_engine_matches_numpy(engine, name, params, dtype, mode, sub, explim, f
     random = mode >= 5
     expected_randfunc, randfunc = (CountingRandfunc(seed), CountingRandfunc(seed)) if random else (None, None)
     expected, expected_after = run_numpy(x, options_for(name, params, mode, sub, explim, flip, expected_randfunc),
-                                          seed, reference=engine.name == "numpy")
-    actual, after = run_on_engine(engine, x, options_for(name, params, mode, sub, explim, flip, randfunc), seed)
-    context = f"{engine.name} {name} {dtype} round={mode} subnormal={sub} explim={explim} flip={flip}"
+                                         seed, reference=reference)
+    actual, after = run(x, options_for(name, params, mode, sub, explim, flip, randfunc), seed)
+    context = f"{label} {name} {dtype} round={mode} subnormal={sub} explim={explim} flip={flip}"
     assert_bits_equal(actual, expected, context)
     np.testing.assert_array_equal(x, x_before)
     assert np.array_equal(after, expected_after), f"{context}: MATLAB's stream moved differently"
     if random:
         assert randfunc.used == expected_randfunc.used, f"{context}: number of stochastic draws"
+
+
+def check_engine_matches_numpy(engine, name, params, dtype, mode, sub, explim, flip):
+    """chop on ``engine`` equals the NumPy engine (the reference algorithm for the numpy row)
+    bit for bit, leaves the input alone, and draws the same numbers from the same sources."""
+    _check_against_reference(engine.name, functools.partial(run_on_engine, engine), engine.name == "numpy",
+                             name, params, dtype, mode, sub, explim, flip)
 
 
 def check_kernel_matches_rules(kernel, name, params, dtype, mode, sub, explim, flip):
@@ -179,23 +188,11 @@ def check_kernel_matches_rules(kernel, name, params, dtype, mode, sub, explim, f
     from pychop_compat.engines.dispatch import round_array
     from pychop_compat.random.sources import sources_for
 
-    fmt = custom_format(*params) if params else lookup_format(name)
-    seed = zlib_seed(name, dtype, mode, sub, explim, flip)
-    x = make_input(fmt, dtype, seed)
-    x_before = x.copy()
-    random = mode >= 5
-    expected_randfunc, randfunc = (CountingRandfunc(seed), CountingRandfunc(seed)) if random else (None, None)
-    expected, expected_after = run_numpy(x, options_for(name, params, mode, sub, explim, flip, expected_randfunc),
-                                         seed, reference=True)
-    settings = resolve(options_for(name, params, mode, sub, explim, flip, randfunc), None,
-                       "single" if x.dtype == np.float32 else "double")
-    rng(seed)
-    with np.errstate(over="ignore", invalid="ignore"):  # as round_array's own host route (2^-s overflows)
-        actual = round_array(x, settings.spec, sources_for(settings.randfunc), kernel=kernel)
-    after = rand(4, 1)
-    context = f"{kernel} {name} {dtype} round={mode} subnormal={sub} explim={explim} flip={flip}"
-    assert_bits_equal(actual, expected, context)
-    np.testing.assert_array_equal(x, x_before)
-    assert np.array_equal(after, expected_after), f"{context}: MATLAB's stream moved differently"
-    if random:
-        assert randfunc.used == expected_randfunc.used, f"{context}: number of stochastic draws"
+    def run(x, options, seed):
+        settings = resolve(options, None, "single" if x.dtype == np.float32 else "double")
+        rng(seed)
+        with np.errstate(over="ignore", invalid="ignore"):  # as round_array's own host route (2^-s overflows)
+            actual = round_array(x, settings.spec, sources_for(settings.randfunc), kernel=kernel)
+        return actual, rand(4, 1)
+
+    _check_against_reference(kernel, run, True, name, params, dtype, mode, sub, explim, flip)

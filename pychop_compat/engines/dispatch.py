@@ -612,7 +612,7 @@ def _run_triton(x: Any, call: Call, spec: RoundingSpec, sources: RandomSources, 
         return _run_namespace(x, call, spec, sources, stream)
     if specials:
         magnitude = flat.view(torch.int64 if carrier.mant == 52 else torch.int32) & carrier.abs_mask
-        indices = torch_engine.flat_nonzero(triton_for(call).left_over(magnitude, spec, regular))
+        indices = torch_engine.flat_nonzero(triton_for(call).left_over(magnitude, spec, regular, carrier))
         ns = library_namespace("torch")
         plan = plan_for(spec, call.dtype)
         draws = counter_draws(ns, plan, stream, indices) if stream is not None else None

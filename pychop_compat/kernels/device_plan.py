@@ -103,7 +103,7 @@ class Limits:
 def range_limits(spec: RoundingSpec, carrier: Carrier) -> Limits:
     """chop.m's range thresholds for ``spec`` as exact comparisons and stored values in ``carrier``."""
     fmt, dt = spec.fmt, carrier.np_float
-    min_rep = np.float64(fmt.xmins if spec.keeps_subnormals else fmt.xmin)
+    min_rep = np.float64(spec.min_rep)
     half = float(min_rep / 2)  # in double, as chop.m (xmins/2 of 'd' is 0)
     return Limits(
         xboundary_ge=at_least(fmt.xboundary, dt), xmax_gt=at_most(fmt.xmax, dt),
@@ -116,9 +116,7 @@ def range_limits(spec: RoundingSpec, carrier: Carrier) -> Limits:
 def zero_keeps_sign(spec: RoundingSpec) -> bool:
     """Whether chop.m returns ``-0`` for ``-0`` in a deterministic mode: unless its underflow rule
     applies, which writes ``+0`` over every magnitude below a positive (in double) min_rep."""
-    fmt = spec.fmt
-    min_rep = np.float64(fmt.xmins if spec.keeps_subnormals else fmt.xmin)
-    return not (spec.limits_exponent and min_rep > 0)
+    return not (spec.limits_exponent and np.float64(spec.min_rep) > 0)
 
 
 @dataclass(frozen=True)

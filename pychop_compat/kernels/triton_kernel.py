@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 
-from .device_plan import RegularRange, SubnormalBlock, carrier_for, subnormal_block, zero_keeps_sign
+from .device_plan import Carrier, RegularRange, SubnormalBlock, carrier_for, subnormal_block, zero_keeps_sign
 from ..random.counter import GOLDEN, MIX1, MIX2
 
 __all__ = ["BLOCK", "available", "build_kernel", "build_round_helper", "chop_regular", "left_over"]
@@ -190,10 +190,9 @@ def chop_regular(flat: Any, out: Any, spec: Any, regular: RegularRange, stream: 
     return int(count.item())
 
 
-def left_over(magnitude: Any, spec: Any, regular: RegularRange) -> Any:
+def left_over(magnitude: Any, spec: Any, regular: RegularRange, carrier: Carrier) -> Any:
     """Where :func:`chop_regular` left the result to the caller: a boolean tensor over the
-    magnitude bits of the input (sign bit cleared)."""
-    carrier = carrier_for(str(magnitude.dtype).replace("int", "float").rpartition(".")[2])
+    magnitude bits of the input (sign bit cleared; ``carrier`` its float layout)."""
     outside = (magnitude < regular.low).logical_or_(magnitude > regular.high)
     if int(spec.round) <= 4:
         outside.logical_and_(magnitude != 0)  # zeros: in the kernel

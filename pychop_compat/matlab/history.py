@@ -294,7 +294,7 @@ def _chop_vector_at(x, spec, rules, sources, n_first):
         return c
     xmax, xboundary = np.float64(fmt.xmax), np.float64(fmt.xboundary)
     if rules.tiny == "by mode":  # today's rules (overflow by mode as well)
-        min_rep = np.float64(fmt.xmins if spec.keeps_subnormals else fmt.xmin)
+        min_rep = np.float64(spec.min_rep)
         apply_range_limits(c, x, spec.round, xmax, xboundary, min_rep, spec.keeps_subnormals)
         return c
     if not spec.keeps_subnormals:

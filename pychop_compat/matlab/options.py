@@ -180,8 +180,6 @@ def given_fields(options: Any) -> Optional[dict]:
     """
     if options_are_empty(options):
         return None
-    if isinstance(options, str):
-        return {"format": options}
     items: Iterable[tuple[Any, Any]]
     unknown: Collection[Any]
     if isinstance(options, collections.abc.Mapping):
@@ -195,6 +193,8 @@ def given_fields(options: Any) -> Optional[dict]:
         if unknown:
             raise _unknown_fields_error(unknown)
     elif isinstance(options, _NOT_OPTIONS) or callable(options):
+        if isinstance(options, str):  # off the dict path, which every chop call in a loop takes
+            return {"format": options}
         raise TypeError(_container_message(options))
     else:
         unknown = _attribute_fields(options) - set(OPTION_NAMES)

@@ -113,9 +113,8 @@ def apply_range_limits(c: np.ndarray, x: np.ndarray, mode: int, xmax: float, xbo
 
 def _apply_range_limits(c: np.ndarray, x: np.ndarray, spec: RoundingSpec) -> None:
     fmt = spec.fmt
-    min_rep = fmt.xmins if spec.keeps_subnormals else fmt.xmin
     apply_range_limits(c, x, spec.round, np.float64(fmt.xmax), np.float64(fmt.xboundary),
-                       np.float64(min_rep), spec.keeps_subnormals)
+                       np.float64(spec.min_rep), spec.keeps_subnormals)
 
 
 def chop_vector(x: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> np.ndarray:

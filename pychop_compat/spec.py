@@ -40,9 +40,13 @@ def round_mode(value: object) -> int:
     raise ValueError(f"Unknown rounding mode {value!r}; allowed: {', '.join(ROUND_NAMES)} or chop's "
                      "options.round 1..6.")
 
-#: The two families of range rules: chop.m's (overflow and underflow decided as chop.m
-#: decides them) and CPFloat's (one correct rounding to the format, as IEEE casts do).
-RANGE_RULES = ("chop", "cpfloat")
+#: The three rounding rules.  ``'chop'``: chop.m's algorithm (round to ``t`` bits in the
+#: element's binade, then chop.m's overflow and underflow rules, which round a second time
+#: below the smallest subnormal).  ``'cpfloat'``: CPFloat's rules (one correct rounding to
+#: the format, CPFloat's modes, switches and sign-of-zero rule; stochastic rounding draws one
+#: number per inexact element).  ``'correct'``: CPFloat's rounding in chop's modes 1-6, with
+#: chop.m's draws (one number per element of each of chop.m's blocks, in its order).
+RANGE_RULES = ("chop", "correct", "cpfloat")
 #: Which bit a soft error flips: one of the significand's fraction bits (chop.m), or
 #: any bit of the format's encoding (CPFloat's ``flip = 2``).
 FLIP_SCOPES = ("fraction", "encoding")
@@ -75,8 +79,9 @@ class RoundingSpec:
         Results beyond the largest finite number become +-xmax.
     infinity : bool
         Whether results may be +-Inf (False: NaN, or +-xmax with saturation).
-    range_rules : {'chop', 'cpfloat'}
-        chop.m's overflow and underflow rules, or CPFloat's.
+    range_rules : {'chop', 'correct', 'cpfloat'}
+        chop.m's algorithm, one correct rounding with chop's modes and draws, or
+        CPFloat's rules (see :data:`RANGE_RULES`).
     random_bits : int
         Stochastic rounding with this many random bits (0: full draws).
     flip_scope : {'fraction', 'encoding'}
@@ -107,6 +112,13 @@ class RoundingSpec:
         return (not 1 <= self.round <= 6 or bool(self.saturation) or not self.infinity
                 or self.range_rules != "chop" or not self.fmt.is_chop_compatible
                 or self.random_bits != 0 or self.flip_scope != "fraction")
+
+    @functools.cached_property
+    def cpfloat_rules(self) -> bool:
+        """Whether CPFloat's rules compute this spec bit for bit, numbers and all:
+        ``range_rules = 'cpfloat'``, or ``'correct'`` without random numbers (the two differ
+        only in where stochastic rounding and bit flips draw)."""
+        return self.range_rules == "cpfloat" or (self.range_rules == "correct" and not self.draws)
 
     @property
     def keeps_subnormals(self) -> bool:

@@ -232,9 +232,11 @@ def test_dispatch_of_extended_specs():
     x32 = x.astype(np.float32)
     for name in ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2fnuz", "float6_e2m3fn",
                  "float6_e3m2fn", "float4_e2m1fn"):
-        spec = resolve({"format": name}, None, "double").spec
+        spec = resolve({"format": name, "rules": "chop"}, None, "double").spec
         assert spec.extended and compiled.handles(x, spec), name
-        assert compiled.handles(x32, resolve({"format": name, "round": 5}, None, "single").spec), name
+        assert compiled.handles(x32, resolve({"format": name, "rules": "chop", "round": 5}, None, "single").spec), name
+        # chop's default for these names, one correct rounding: the compiled CPFloat kernel.
+        assert dispatch.route(x, resolve({"format": name}, None, "double").spec, MATLAB_STREAM).kernel.name == "numba-cpfloat"
     assert compiled.handles(x, make_spec("h", 1, rules="chop", saturation=True))
     assert compiled.handles(x, make_spec("float8_e4m3fn", 6, rules="chop", flip=1))
     refused = [make_spec("float8_e4m3fn"),  # CPFloat's rules (round_to_format's default)
@@ -249,7 +251,7 @@ def test_dispatch_of_extended_specs():
 
 
 def test_chop_runs_float8_on_the_compiled_engine(monkeypatch):
-    """chop(x, {'format': 'float8_e4m3fn'}) calls the compiled engine under 'auto' and 'numba'."""
+    """chop(x, {'format': 'float8_e4m3fn', 'rules': 'chop'}) calls the compiled engine under 'auto' and 'numba'."""
     calls = []
     original = compiled.chop_array
 
@@ -261,7 +263,7 @@ def test_chop_runs_float8_on_the_compiled_engine(monkeypatch):
     x = np.linspace(-500, 500, 64)
     for engine in ("auto", "numba"):
         with compiled.cpu_engine(engine):
-            chop(x, {"format": "float8_e4m3fn"})
+            chop(x, {"format": "float8_e4m3fn", "rules": "chop"})
             dispatch.round_array(x, make_spec("float8_e4m3fn"), MATLAB_STREAM)  # CPFloat's rules
     assert calls == ["float8_e4m3fn", "float8_e4m3fn"]
 

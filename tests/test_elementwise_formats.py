@@ -51,7 +51,7 @@ TORCH = library_namespace("torch")
 
 
 def plan_for(name, dtype, **options) -> tuple:
-    spec = resolve({"format": name, **options}, None, CLASS[dtype]).spec
+    spec = resolve({"rules": "chop", "format": name, **options}, None, CLASS[dtype]).spec
     return spec, cached_plan(spec, CARRIER[dtype])
 
 
@@ -101,7 +101,7 @@ def test_round_to_nearest_is_the_cast_with_chops_underflow_rule(name, dtype):
 def test_every_mode_equals_the_numpy_engine(name, dtype, mode, subnormal):
     """Every mode, with and without subnormals: the NumPy engine's bits, on the edge values
     among ordinary ones (stochastic modes: every element's number is U)."""
-    options = {"format": name, "round": mode, "subnormal": subnormal}
+    options = {"rules": "chop", "format": name, "round": mode, "subnormal": subnormal}
     x, positions = embedded(name, dtype)
     want = numpy_chop(x, options)
     spec, plan = plan_for(name, dtype, round=mode, subnormal=subnormal)
@@ -123,7 +123,7 @@ def test_every_mode_equals_the_numpy_engine(name, dtype, mode, subnormal):
 def test_saturation_and_infinity_switches_equal_the_numpy_engine(name, saturation, infinity, mode):
     """The switches, set against the format's default: the NumPy engine's bits."""
     x, _ = embedded(name, np.float64)
-    spec = resolve({"format": name, "round": mode}, None, "double").spec
+    spec = resolve({"rules": "chop", "format": name, "round": mode}, None, "double").spec
     spec = type(spec)(**{**{f: getattr(spec, f) for f in spec.__dataclass_fields__},
                          "saturation": saturation, "infinity": infinity})
     with cpu_engine("numpy"):
@@ -135,14 +135,14 @@ def test_saturation_and_infinity_switches_equal_the_numpy_engine(name, saturatio
 
 def test_what_stays_with_chop():
     """Bit flips, CPFloat's rules, limited random bits and the unsigned E8M0 are not elementwise."""
-    assert not supports(resolve({"format": "float8_e4m3fn", "flip": 1}, None, "double").spec)
-    assert not supports(resolve({"format": "float8_e8m0fnu"}, None, "double").spec)
-    spec = resolve({"format": "float8_e4m3fn", "round": 5}, None, "double").spec
+    assert not supports(resolve({"rules": "chop", "format": "float8_e4m3fn", "flip": 1}, None, "double").spec)
+    assert not supports(resolve({"rules": "chop", "format": "float8_e8m0fnu"}, None, "double").spec)
+    spec = resolve({"rules": "chop", "format": "float8_e4m3fn", "round": 5}, None, "double").spec
     for change in ({"range_rules": "cpfloat"}, {"random_bits": 8}):
         fields = {f: getattr(spec, f) for f in spec.__dataclass_fields__}
         assert not supports(type(spec)(**{**fields, **change}))
     with pytest.raises(ValueError, match="extended"):
-        ElementwisePlan.from_spec(resolve({"format": "float8_e8m0fnu"}, None, "double").spec, "float64")
+        ElementwisePlan.from_spec(resolve({"rules": "chop", "format": "float8_e8m0fnu"}, None, "double").spec, "float64")
 
 
 @pytest.mark.parametrize("name", ["float8_e4m3fn", "float4_e2m1fn", "float8_e5m2fnuz"])
@@ -156,12 +156,14 @@ def test_quantize_compiles_without_graph_breaks(name):
     x = x[:20000]
     xt = torch.from_numpy(x.copy())
     u = torch.full_like(xt, U)
-    rounder = Rounder(name)
-    nearest = torch.compile(lambda v: quantize(v, rounder), fullgraph=True)
-    assert bits_equal(nearest(xt).numpy(), numpy_chop(x, {"format": name})).all()
+    for options in ({"format": name}, {"format": name, "rules": "chop"}):  # correct rounding, chop's rules
+        rounder = Rounder(options)
+        nearest = torch.compile(lambda v: quantize(v, rounder), fullgraph=True)
+        assert bits_equal(nearest(xt).numpy(), numpy_chop(x, options)).all(), options
+        torch._dynamo.reset()
     _, plan = plan_for(name, np.float32, round=5)
     stochastic = torch.compile(lambda v, w: round_elementwise(v, plan, w), fullgraph=True)
-    assert bits_equal(stochastic(xt, u).numpy(), numpy_chop(x, {"format": name, "round": 5})).all()
+    assert bits_equal(stochastic(xt, u).numpy(), numpy_chop(x, {"rules": "chop", "format": name, "round": 5})).all()
 
 
 @pytest.mark.parametrize("mode", [1, 3])
@@ -171,13 +173,13 @@ def test_the_cuda_path_stays_on_the_device(device_paths_on_cpu, name, mode):
     an OCP format are the namespace kernel (no copy to the host), with the NumPy engine's bits;
     bit flips go to the host."""
     x, _ = embedded(name, np.float32)
-    want = numpy_chop(x, {"format": name, "round": mode})
+    want = numpy_chop(x, {"rules": "chop", "format": name, "round": mode})
     xt = torch.from_numpy(x.copy())
     spec, _ = plan_for(name, np.float32, round=mode)
     assert dispatch.route(xt, spec, MATLAB_STREAM).kernel.name == "namespace"
-    got = chop(xt, {"format": name, "round": mode}).numpy()
+    got = chop(xt, {"rules": "chop", "format": name, "round": mode}).numpy()
     assert bits_equal(got, want).all()
-    flips = resolve({"format": name, "round": 1, "flip": 1}, None, "single").spec
+    flips = resolve({"rules": "chop", "format": name, "round": 1, "flip": 1}, None, "single").spec
     assert dispatch.route(xt, flips, MATLAB_STREAM).kernel.name == "host"  # bit flips: on the host
 
 
@@ -194,7 +196,7 @@ def test_the_cuda_path_rounds_stochastically_on_the_device(device_paths_on_cpu, 
     from pychop_compat.random.counter import seed_device
     from pychop_compat.random.sources import counter_sources, matlab_stream_on_device
 
-    options = {"format": name, "round": mode}
+    options = {"rules": "chop", "format": name, "round": mode}
     x, _ = embedded(name, dtype)
     x = x[:20000].reshape(100, 200).T  # not C-contiguous: numbers go by row-major position
     with cpu_engine("numpy"):

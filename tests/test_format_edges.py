@@ -129,7 +129,7 @@ def test_chop_underflow_rule_edges_in_bulk(name, dtype):
     half = fmt.xmins / 2
     want = np.where((a > half) & (a <= half * (1 + 2.0 ** -fmt.t)), 0.0, want)
     want = np.where(want == 0, 0.0, want)  # chop's range rules flush to +0
-    got = chop(x, {"format": name}).astype(np.float64)
+    got = chop(x, {"rules": "chop", "format": name}).astype(np.float64)
     flushed = (a < fmt.xmins) & (got == 0)
     assert not np.signbit(got[flushed]).any()
     ok = (got == want) | (np.isnan(got) & np.isnan(want))
@@ -168,7 +168,7 @@ def test_chop_directed_modes_below_xmin_in_bulk(name, dtype, mode, subnormal):
 
     fmt = catalogue_format(name)
     x, positions = below_xmin(name, dtype)
-    spec = resolve({"format": name, "round": mode, "subnormal": subnormal}, None,
+    spec = resolve({"rules": "chop", "format": name, "round": mode, "subnormal": subnormal}, None,
                    "single" if dtype == np.float32 else "double").spec
     got = round_array(x, spec, MATLAB_STREAM)
     ref = round_array(x, spec, MATLAB_STREAM, kernel="reference")
@@ -191,8 +191,8 @@ def test_torch_cpu_tensors_take_the_same_paths():
         want = round_to_format(x, name)
         got = round_to_format(torch.from_numpy(x.copy()), name).numpy()
         assert same(got.astype(np.float64), want.astype(np.float64)).all()
-        want = chop(x, {"format": name})
-        got = chop(torch.from_numpy(x.copy()), {"format": name}).numpy()
+        want = chop(x, {"rules": "chop", "format": name})
+        got = chop(torch.from_numpy(x.copy()), {"rules": "chop", "format": name}).numpy()
         assert ((got == want) | (np.isnan(got) & np.isnan(want))).all()
 
 
@@ -204,7 +204,7 @@ def test_compiled_setting_gives_the_numpy_engines_bits_on_extended_specs():
 
     x, _ = embedded("float4_e2m1fn", np.float64)
     with compiled.cpu_engine("numpy"):
-        want_rtf, want_chop = round_to_format(x, "float4_e2m1fn"), chop(x, {"format": "float4_e2m1fn"})
+        want_rtf, want_chop = round_to_format(x, "float4_e2m1fn"), chop(x, {"rules": "chop", "format": "float4_e2m1fn"})
     with compiled.cpu_engine("numba"):
-        got_rtf, got_chop = round_to_format(x, "float4_e2m1fn"), chop(x, {"format": "float4_e2m1fn"})
+        got_rtf, got_chop = round_to_format(x, "float4_e2m1fn"), chop(x, {"rules": "chop", "format": "float4_e2m1fn"})
     assert same(got_rtf, want_rtf).all() and same(got_chop, want_chop).all()

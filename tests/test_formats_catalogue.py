@@ -56,14 +56,20 @@ def test_every_name_reported_by_float_params():
 def test_new_spellings_of_chops_formats_are_chops_formats(spelling, chop_name):
     x = np.random.default_rng(3).standard_normal(2000) * np.exp2(np.random.default_rng(4).integers(-150, 150, 2000))
     assert lookup_format(spelling) == lookup_format(chop_name)
-    expected = chop(x, {"format": chop_name})
-    got = chop(x, {"format": spelling})
-    assert np.array_equal(got, expected, equal_nan=True)
-    assert not resolve({"format": spelling}, None).spec.extended
+    # The spelling chooses the rule (docs/formats.rst): chop.m's algorithm for chop.m's names,
+    # one correct rounding for the others; options.rules overrides it either way.
+    subnormal = resolve({"format": chop_name}, None).spec.subnormal  # 'bf16' keeps them, 'b' does not
+    assert np.array_equal(chop(x, {"format": spelling, "rules": "chop", "subnormal": subnormal}),
+                          chop(x, {"format": chop_name}), equal_nan=True)
+    own = resolve({"format": spelling}, None).spec.subnormal
+    assert np.array_equal(chop(x, {"format": spelling}),
+                          chop(x, {"format": chop_name, "rules": "correct", "subnormal": own}), equal_nan=True)
+    assert not resolve({"format": spelling, "rules": "chop"}, None).spec.extended
 
 
-def test_bf16_defaults_to_no_subnormals_like_bfloat16():
-    assert resolve({"format": "bf16"}, None).spec.subnormal == 0
+def test_bf16_keeps_the_formats_subnormals_and_bfloat16_chop_ms_default():
+    assert resolve({"format": "bf16"}, None).spec.subnormal == 1
+    assert resolve({"format": "bfloat16"}, None).spec.subnormal == 0
 
 
 def test_tf32_is_fp16_precision_with_singles_range():

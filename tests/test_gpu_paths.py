@@ -832,9 +832,9 @@ def test_zero_dim_cupy_array_keeps_its_shape(host_kernel):
     assert out.shape == ()
 
 
-@pytest.mark.parametrize("options", [{"format": "float8_e4m3fn", "round": 1, "flip": 1, "p": 0.5},
-                                     {"format": "float8_e8m0fnu", "round": 2},
-                                     {"format": "float4_e2m1fn", "round": 5, "flip": 1}], ids=str)
+@pytest.mark.parametrize("options", [{"rules": "chop", "format": "float8_e4m3fn", "round": 1, "flip": 1, "p": 0.5},
+                                     {"rules": "chop", "format": "float8_e8m0fnu", "round": 2},
+                                     {"rules": "chop", "format": "float4_e2m1fn", "round": 5, "flip": 1}], ids=str)
 @pytest.mark.parametrize("route", ["torch-device-paths", "torch-host-kernel", "cupy-host-kernel"])
 def test_extended_specs_round_trip_through_the_host(request, route, options):
     """A spec beyond chop.m's semantics that no device kernel covers (bit flips on an OCP format,
@@ -877,7 +877,7 @@ def test_cupy_rounds_ocp_formats_on_the_device(host_kernel, name, dtype, mode):
     engine's bits."""
     from pychop_compat.kernels.compiled import cpu_engine
 
-    spec = resolve({"format": name, "round": mode}, None, "single" if dtype == "float32" else "double").spec
+    spec = resolve({"rules": "chop", "format": name, "round": mode}, None, "single" if dtype == "float32" else "double").spec
     x = make_input(lookup_format(name), dtype, seed=5)
     with cpu_engine("numpy"):
         expected = round_array(x.copy(), spec, MATLAB_STREAM)
@@ -922,7 +922,7 @@ def test_cupy_rounds_ocp_formats_stochastically_on_the_device(host_kernel, monke
     from pychop_compat.engines import cupy_engine
     from pychop_compat.kernels.compiled import cpu_engine
 
-    options = {"format": name, "round": mode}
+    options = {"rules": "chop", "format": name, "round": mode}
     spec = resolve(options, None, "single" if dtype == "float32" else "double").spec
     x = make_input(lookup_format(name), dtype, seed=8)
     with cpu_engine("numpy"):

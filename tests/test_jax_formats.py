@@ -62,7 +62,7 @@ def test_round_to_nearest_under_jit_is_the_cast_with_chops_underflow_rule(name, 
     want = cast(x, name)
     want = np.where((a > half) & (a <= half * (1 + 2.0 ** -fmt.t)), 0.0, want)
     want = np.where(want == 0, 0.0, want)
-    got = np.asarray(jax.jit(lambda v: chop_jax(v, {"format": name}))(jnp.asarray(x)))
+    got = np.asarray(jax.jit(lambda v: chop_jax(v, {"rules": "chop", "format": name}))(jnp.asarray(x)))
     assert got.dtype == dtype and not np.signbit(got[got == 0]).any()
     g = got.astype(np.float64)
     ok = (g == want) | (np.isnan(g) & np.isnan(want))
@@ -76,7 +76,7 @@ def test_round_to_nearest_under_jit_is_the_cast_with_chops_underflow_rule(name, 
 def test_deterministic_modes_stay_on_the_device(monkeypatch, name, dtype, mode, subnormal):
     """chop on a JAX array never calls the NumPy engine for these specs and gives its bits,
     eagerly and under jit."""
-    options = {"format": name, "round": mode, "subnormal": subnormal}
+    options = {"rules": "chop", "format": name, "round": mode, "subnormal": subnormal}
     x = sample(name, dtype)
     with cpu_engine("numpy"):
         want = chop(x, options)
@@ -96,7 +96,7 @@ def test_deterministic_modes_stay_on_the_device(monkeypatch, name, dtype, mode, 
 def test_stochastic_modes_with_counter_numbers_equal_the_numpy_engine(name, dtype, mode):
     """``Chop(options, rng=seed)`` gives every element the same counter number on both
     engines: the same bits (on the device for JAX)."""
-    options = {"format": name, "round": mode}
+    options = {"rules": "chop", "format": name, "round": mode}
     x = sample(name, dtype)
     with cpu_engine("numpy"):
         want = Chop(options, rng=11)(x)
@@ -106,11 +106,11 @@ def test_stochastic_modes_with_counter_numbers_equal_the_numpy_engine(name, dtyp
 
 def test_what_still_goes_to_the_host():
     """E8M0 (unsigned), bit flips on an OCP format and CPFloat's rules: not elementwise."""
-    assert not supports(resolve({"format": "float8_e8m0fnu"}, None, "double").spec)
-    assert not supports(resolve({"format": "float8_e4m3fn", "flip": 1}, None, "double").spec)
+    assert not supports(resolve({"rules": "chop", "format": "float8_e8m0fnu"}, None, "double").spec)
+    assert not supports(resolve({"rules": "chop", "format": "float8_e4m3fn", "flip": 1}, None, "double").spec)
     x = np.array([0.3, 1000.0, -7.0])
     with cpu_engine("numpy"):
-        want = chop(x, {"format": "float8_e8m0fnu"})
-    assert_bits_equal(chop(jnp.asarray(x), {"format": "float8_e8m0fnu"}), want)
+        want = chop(x, {"rules": "chop", "format": "float8_e8m0fnu"})
+    assert_bits_equal(chop(jnp.asarray(x), {"rules": "chop", "format": "float8_e8m0fnu"}), want)
     with pytest.raises(ValueError, match="only supported by the NumPy engine"):
-        chop_jax(jnp.asarray(x), {"format": "float8_e8m0fnu"})
+        chop_jax(jnp.asarray(x), {"rules": "chop", "format": "float8_e8m0fnu"})

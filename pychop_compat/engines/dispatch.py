@@ -73,7 +73,8 @@ from ..random.counter import CounterRng
 from ..random.matlab_stream import stream_uniform
 from ..random.sources import (CheckedRandfunc, RandomSources, Source, draws_on_device, given_sources)
 from ..rules.chop import chop_vector
-from ..rules.cpfloat import ROUND_MODES, apply_encoding, effective_format, flip_bits, limited_bit_sources, round_cpfloat
+from ..rules.cpfloat import (ROUND_MODES, apply_encoding, effective_format, flip_bits, limited_bit_sources,
+                             round_correct, round_cpfloat)
 from ..spec import FLIP_PRECISION_ERROR, RoundingSpec
 from . import cupy_engine, dask_engine, jax_engine, labelled, numpy_engine, torch_engine
 
@@ -386,7 +387,7 @@ def _takes_numba(call: Call, spec: RoundingSpec, sources: RandomSources, x: Any)
         return ("cpu_engine('numpy') is in force" if get_cpu_engine() == "numpy"
                 else "Numba is not installed")
     if spec.range_rules != "chop":
-        return "CPFloat's rules"
+        return _NOT_CHOP_RULES[spec.range_rules]
     if not isinstance(x, np.ndarray) or not compiled.handles(x, spec):
         return ("one element (the scalar path is faster)" if call.size <= 1
                 else "a spec it does not cover (CPFloat's rules, limited random bits, E8M0, flips of any bit, "
@@ -400,13 +401,18 @@ def _takes_numpy(call: Call, spec: RoundingSpec, sources: RandomSources, x: Any)
     if _not_host(call):
         return _not_host(call)
     if spec.range_rules != "chop":
-        return "CPFloat's rules"
+        return _NOT_CHOP_RULES[spec.range_rules]
     return None
 
 
+_NOT_CHOP_RULES = {"cpfloat": "CPFloat's rules",
+                   "correct": "correct rounding (a format name beyond chop.m's own)"}
+
+
 def _deterministic_cpfloat(spec: RoundingSpec) -> Optional[str]:
-    if spec.range_rules != "cpfloat":
-        return "chop's rules"
+    if not spec.cpfloat_rules:
+        return ("chop's rules" if spec.range_rules == "chop" else
+                "correct rounding with chop's draws, directed modes or flips (the specification runs it)")
     if spec.round in (5, 6) or spec.flips:
         return "CPFloat's random modes and bit flips draw in column-major order"
     return None
@@ -473,13 +479,17 @@ def _takes_namespace(call: Call, spec: RoundingSpec, sources: RandomSources, x: 
     if call.host and not call.block:
         return "the host kernels read this memory in place"
     host_numbers_here = call.library in ("torch", "cupy")
-    if cpfloat_covers(spec):
+    if spec.range_rules == "correct" and spec.draws:
+        if spec.flips or call.numbers not in ("counter", "device", "given"):
+            return "correct rounding with bit flips or numbers drawn in chop.m's order (the host runs it)"
+        reason = None
+    elif cpfloat_covers(spec):
         reason = None
     elif cpfloat_covers(spec, stochastic=True):
         reason = None if host_numbers_here else "CPFloat's random modes draw on the host"
     elif not elementwise_covers(spec):
-        return ("bit flips, limited random bits or E8M0 beyond chop.m's semantics"
-                if spec.range_rules == "chop" else "CPFloat's rules with bit flips")
+        return {"chop": "bit flips, limited random bits or E8M0 beyond chop.m's semantics",
+                "cpfloat": "CPFloat's rules with bit flips"}.get(spec.range_rules, _NOT_CHOP_RULES["correct"])
     elif spec.flips and spec.fmt.t < 2:
         return FLIP_PRECISION_ERROR
     elif call.numbers == "host" and not host_numbers_here:
@@ -564,6 +574,9 @@ def _run_reference(x: np.ndarray, call: Call, spec: RoundingSpec, sources: Rando
     if spec.random_bits:
         sources = limited_bit_sources(sources, spec.random_bits)
     xf = x.ravel(order="F")
+    if spec.range_rules == "correct":
+        given = _per_element_numbers(call, x, spec, sources)
+        return round_correct(xf, spec, sources, given).reshape(x.shape, order="F")
     if spec.range_rules == "chop":
         encode = _chop_rules_checked(spec) if spec.extended else None
         out = chop_vector(xf, spec, sources).reshape(x.shape, order="F")
@@ -571,13 +584,40 @@ def _run_reference(x: np.ndarray, call: Call, spec: RoundingSpec, sources: Rando
             encode(out, x)
         return out
     if spec.range_rules != "cpfloat":
-        raise ValueError(f"Unknown range_rules {spec.range_rules!r}; allowed: 'chop', 'cpfloat'.")
+        raise ValueError(f"Unknown range_rules {spec.range_rules!r}; allowed: 'chop', 'correct', 'cpfloat'.")
     c = round_cpfloat(xf, spec.fmt, spec.round, spec.keeps_subnormals, spec.limits_exponent,
                       spec.saturation, spec.infinity, sources)
     if spec.flips and spec.round in ROUND_MODES:
         c = flip_bits(c, effective_format(spec.fmt, x.dtype, spec.limits_exponent), spec.flip_scope,
                       spec.p, sources)
     return c.reshape(x.shape, order="F")
+
+
+def _e8m0_in_float64(x: Any, spec: RoundingSpec, sources: RandomSources, kernel: Optional[str]) -> Any:
+    """E8M0 of float32 NumPy arrays and torch tensors, rounded in float64 and cast back (both
+    exact): its smallest number 2^-127 lies below float32's normal range, to which CPFloat's
+    rules clamp the exponent range.  None for other inputs."""
+    if isinstance(x, np.ndarray) and x.dtype == np.float32:
+        return round_array(x.astype(np.float64), spec, sources, kernel=kernel).astype(np.float32)
+    if array_library(x) == "torch" and str(x.dtype) == "torch.float32":
+        import torch
+
+        return round_array(x.to(torch.float64), spec, sources).to(torch.float32)
+    return None
+
+
+def _per_element_numbers(call: Call, x: np.ndarray, spec: RoundingSpec,
+                         sources: RandomSources) -> Optional[np.ndarray]:
+    """Stochastic rounding's numbers made per element (a seeded counter, or given by the caller),
+    in column-major order, for the host's run of correct rounding; None: drawn in chop.m's order."""
+    if not spec.stochastic or call.numbers not in ("counter", "given"):
+        return None
+    if call.numbers == "given":
+        u = np.broadcast_to(np.asarray(sources.given, dtype=np.float64), x.shape)
+    else:
+        stream = cast(CounterRng, sources.counter).take(call.size)
+        u = device_counter.uniform(np, stream.keys[0], stream.offset, np.arange(call.size).reshape(x.shape))
+    return np.asarray(u, dtype=np.float64).ravel(order="F")
 
 
 def _run_cuda(x: Any, call: Call, spec: RoundingSpec, sources: RandomSources, stream: Any) -> Any:
@@ -644,6 +684,14 @@ def _run_namespace(x: Any, call: Call, spec: RoundingSpec, sources: Optional[Ran
         return _run_jax(x, call, spec, stream)
     if cpfloat_covers(spec):
         out = round_cpfloat_elementwise(ns, x, spec)
+    elif spec.range_rules == "correct":  # stochastic, numbers per element (see _takes_namespace)
+        if call.numbers == "given":
+            u = cast(RandomSources, sources).given
+        else:
+            if index is None:
+                index = xp.reshape(xp.arange(call.size, dtype=xp.int64, device=_device(x)), tuple(x.shape))
+            u = _counter_numbers(xp, spec, stream, index)[0]
+        out = round_cpfloat_elementwise(ns, x, spec, _in_precision_of(xp, u, x))
     elif cpfloat_covers(spec, stochastic=True):
         import array_api_compat
 
@@ -670,6 +718,11 @@ def _run_namespace(x: Any, call: Call, spec: RoundingSpec, sources: Optional[Ran
                 draws = ElementDraws(cast(RandomSources, sources).given)
             out = chop_elementwise(ns, x, plan, draws)
     return _adapter(call).contiguous(out) if call.library in ("torch", "cupy") else out
+
+
+def _in_precision_of(xp: Any, u: Any, x: Any) -> Any:
+    """``u`` rounded to ``x``'s precision (chop.m compares the numbers in the input's class)."""
+    return xp.astype(xp.astype(u, x.dtype), xp.float64) if x.dtype == xp.float32 else u
 
 
 def _device(x: Any) -> Any:
@@ -702,6 +755,8 @@ def _jax_kernel(spec: RoundingSpec, wide: bool, work: Any, u_round: Any, u_choic
     ns = Namespace("jax", jax.numpy, jax.lax.bitcast_convert_type, wide)
     if cpfloat_covers(spec):
         return round_cpfloat_elementwise(ns, work, spec)
+    if spec.range_rules == "correct":
+        return round_cpfloat_elementwise(ns, work, spec, _in_precision_of(ns.xp, u_round, work))
     flip = None
     if spec.flips:
         flip = flip_mask(ns.xp, u_choice, u_bit, spec.p, spec.fmt.t, ns.xp.int64 if wide else ns.xp.int32)
@@ -804,6 +859,10 @@ def round_array(x: Any, spec: RoundingSpec, sources: RandomSources, *, kernel: O
         (float64 for integer input); a tensor that requires grad gives a result in the
         autograd graph (the straight-through estimator).
     """
+    if spec.fmt.encoding == "e8m0" and spec.range_rules != "chop" and spec.limits_exponent:
+        wide = _e8m0_in_float64(x, spec, sources, kernel)
+        if wide is not None:
+            return wide
     if library is None:
         if type(x) is np.ndarray and (x.dtype == np.float64 or x.dtype == np.float32) and x.dtype.isnative:
             if x.size or kernel is not None:  # the hot path

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
@@ -34,7 +34,7 @@ from ..rules.cpfloat import ROUND_MODES, effective_format, limited_bit_sources
 from .device_plan import CARRIERS
 from .elementwise import Namespace
 
-__all__ = ["CpfloatConstants", "cpfloat_constants", "cpfloat_covers", "cpfloat_inexact", "host_numbers",
+__all__ = ["CpfloatConstants", "cpfloat_constants", "constants_for", "cpfloat_covers", "cpfloat_inexact", "host_numbers",
            "round_cpfloat_elementwise"]
 
 # (significand bits p, exponent bias, largest exponent) of the storage formats, by dtype character.
@@ -118,10 +118,10 @@ def cpfloat_constants(fmt: Format, mode: int, subnormal: bool, explim: bool, sat
 
 def cpfloat_covers(spec: RoundingSpec, stochastic: bool = False) -> bool:
     """Whether :func:`round_cpfloat_elementwise` computes ``spec``: CPFloat's rules
-    (``range_rules='cpfloat'``) without bit flips, in a deterministic mode or "no rounding"
+    or CPFloat's rounding with chop's draws (``'correct'``), without bit flips, in a deterministic mode or "no rounding"
     (``stochastic=False``), or in stochastic rounding, modes 5 and 6 (``stochastic=True``:
     the caller gives the numbers, see :func:`cpfloat_inexact`)."""
-    if getattr(spec, "range_rules", "chop") != "cpfloat" or spec.flips:
+    if spec.range_rules not in ("cpfloat", "correct") or spec.flips:
         return False
     return (spec.round in (5, 6)) == stochastic
 
@@ -161,11 +161,18 @@ def _storage_bits(ns: Namespace, v: Any) -> tuple:
     return carrier, ns.bitcast(v, ns.xp.int64 if carrier.mant == 52 else ns.xp.int32)
 
 
-def _split(ns: Namespace, v: Any, spec: RoundingSpec) -> _Split:
+def constants_for(spec: RoundingSpec, carrier_name: str) -> "CpfloatConstants":
+    """:func:`cpfloat_constants` of ``spec`` in the carrier ``'float32'`` or ``'float64'`` (computed
+    once, outside traced code, by callers that trace the kernel: ``torch.compile``)."""
+    return cpfloat_constants(spec.fmt, int(spec.round), bool(spec.keeps_subnormals), bool(spec.limits_exponent),
+                             bool(spec.saturation), bool(spec.infinity), "d" if carrier_name == "float64" else "f")
+
+
+def _split(ns: Namespace, v: Any, spec: RoundingSpec, k: "Optional[CpfloatConstants]" = None) -> _Split:
     xp = ns.xp
     carrier, bits = _storage_bits(ns, v)
-    k = cpfloat_constants(spec.fmt, int(spec.round), bool(spec.keeps_subnormals), bool(spec.limits_exponent),
-                          bool(spec.saturation), bool(spec.infinity), "d" if carrier.mant == 52 else "f")
+    if k is None:
+        k = constants_for(spec, "float64" if carrier.mant == 52 else "float32")
     magnitude = bits & carrier.abs_mask
     m = xp.where(magnitude >= k.inf, 0, magnitude)
     field = m >> carrier.mant
@@ -226,7 +233,8 @@ def host_numbers(sources: RandomSources, spec: RoundingSpec, count: int) -> np.n
     return np.asarray(sources.stochastic(count), np.float64).ravel()
 
 
-def round_cpfloat_elementwise(ns: Namespace, v: Any, spec: RoundingSpec, u_round: Any = None) -> Any:
+def round_cpfloat_elementwise(ns: Namespace, v: Any, spec: RoundingSpec, u_round: Any = None,
+                              constants: "Optional[CpfloatConstants]" = None) -> Any:
     """CPFloat's rounding of every element of ``v`` (float32 or float64, any shape): a new array.
 
     Parameters
@@ -243,6 +251,8 @@ def round_cpfloat_elementwise(ns: Namespace, v: Any, spec: RoundingSpec, u_round
         Stochastic rounding (modes 5 and 6): float64 numbers of ``v``'s shape; an element
         rounds up when its number is at most its dropped fraction (mode 5) or 1/2 (mode 6),
         so elements without a number (see :func:`cpfloat_inexact`) may hold any value >= 1.
+    constants : CpfloatConstants, optional
+        :func:`constants_for` the spec and ``v``'s dtype, computed beforehand (traced code).
 
     Returns
     -------
@@ -266,7 +276,7 @@ def round_cpfloat_elementwise(ns: Namespace, v: Any, spec: RoundingSpec, u_round
     mode = int(spec.round)
     if mode not in ROUND_MODES:  # "no rounding": the input bit for bit, whatever the switches
         return ns.bitcast(_storage_bits(ns, v)[1] | 0, v.dtype)  # (| 0: a new array, never a view of v)
-    parts = _split(ns, v, spec)
+    parts = _split(ns, v, spec, constants)
     k, m, s, low, negative = parts.k, parts.m, parts.s, parts.low, parts.negative
     keep = ~low
     # (where(condition, constant, array) throughout: the array keeps the storage's integer type)

@@ -24,7 +24,7 @@ from typing import Optional, Union
 
 import numpy as np
 
-from ..formats import CUSTOM_NAMES, custom_format, lookup_format
+from ..formats import CHOP_FORMAT_NAMES, CUSTOM_NAMES, custom_format, lookup_format
 from .options import OPTION_NAMES, ChopSpec, Options, resolve
 from ..spec import RoundingSpec
 from ..random.sources import sources_for
@@ -180,8 +180,15 @@ def _resolve_at(options, stored: Optional[ChopSpec], x_class: str, rules: Rules)
         raise ValueError(f"options.format must be a string, got {name!r}.")
     if name in _FP8_NAMES and not rules.fp8:
         raise ValueError(f"Unrecognized format {name!r}: 8-bit formats were added to chop on 2022-04-15.")
-    if name not in CUSTOM_NAMES:
+    if "rules" in given:
+        raise ValueError("chop_at follows chop.m's rules of its date; options.rules is not one of chop.m's "
+                         "options (use chop for options.rules).")
+    if name not in CHOP_FORMAT_NAMES:
         lookup_format(name)  # raises for an unknown name
+        raise ValueError(f"chop_at reproduces chop.m, which knows only its own format names "
+                         f"({', '.join(map(repr, CHOP_FORMAT_NAMES))}); {name!r} rounds correctly "
+                         "under chop (see docs/formats.rst).")
+    if name not in CUSTOM_NAMES:
         return resolve(dict(given, format=name), stored, x_class)
     # Custom formats: validate the other fields with today's rules, then the params of the time.
     standin = dict(given, format="h")

@@ -18,7 +18,7 @@ from typing import Any, Union
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .options import OPTION_NAMES
+from .options import CHOP_M_OPTION_NAMES, OPTION_NAMES
 
 __all__ = ["round_half_away", "int_divide", "sprintf", "chop_struct"]
 
@@ -284,8 +284,8 @@ def chop_struct(fields: Mapping[str, Any], *, warn: bool = True) -> SimpleNamesp
     known = {k: v for k, v in fields.items() if k in OPTION_NAMES}
     ignored = [k for k in fields if k not in OPTION_NAMES]
     if ignored and warn:
-        missing = [name for name in OPTION_NAMES if name not in known]
+        missing = [name for name in CHOP_M_OPTION_NAMES if name not in known]
         warnings.warn(f"chop.m ignores the field(s) {', '.join(map(repr, ignored))} (it reads only "
-                      f"{', '.join(OPTION_NAMES)}); the defaults apply to {', '.join(missing)}",
+                      f"{', '.join(CHOP_M_OPTION_NAMES)}); the defaults apply to {', '.join(missing)}",
                       UserWarning, stacklevel=2)
     return SimpleNamespace(**known)

@@ -20,11 +20,12 @@ from typing import Any, Callable, Collection, Iterable, Optional, Sequence
 
 import numpy as np
 
-from ..formats import CUSTOM_NAMES, Format, custom_format, lookup_format
+from ..formats import CHOP_FORMAT_NAMES, CUSTOM_NAMES, Format, custom_format, lookup_format
 from ..random.matlab_stream import default_randfunc
 from ..spec import RoundingSpec
 
-__all__ = ["Options", "ChopSpec", "resolve", "OPTION_NAMES", "options_are_empty", "round_mode", "probability",
+__all__ = ["Options", "ChopSpec", "resolve", "OPTION_NAMES", "CHOP_M_OPTION_NAMES", "CHOP_RULES",
+           "default_rules", "options_are_empty", "round_mode", "probability",
            "given_fields", "params_pair", "as_switch", "isempty", "precision_limit", "DEFAULT_SPEC"]
 
 
@@ -57,6 +58,13 @@ class Options:
         rounding (default: MATLAB's stream, ``rand(n, 1)``); checked on every call.
     params : sequence of two ints, optional
         ``[t, emax]`` of a custom format; returned filled in for every format.
+    rules : {'chop', 'correct'}, optional
+        Not one of chop.m's options.  ``'chop'``: chop.m's algorithm (round to ``t``
+        bits, then chop.m's overflow and underflow rules), the default for chop.m's
+        own format names and custom formats.  ``'correct'``: one correct rounding to
+        the format, as its definition and hardware casts give, the default for every
+        other catalogue name (``'bf16'``, ``'binary16'``, ``'float8_e4m3fn'``, ...);
+        see :doc:`/formats`.
     """
 
     format: Optional[str] = None
@@ -67,9 +75,14 @@ class Options:
     explim: Optional[int] = None
     randfunc: Optional[Callable[[int], Any]] = None
     params: Optional[Sequence[int]] = None
+    rules: Optional[str] = None
 
 
 OPTION_NAMES = tuple(f.name for f in fields(Options))
+#: The fields chop.m itself reads (``rules`` is this package's).
+CHOP_M_OPTION_NAMES = tuple(name for name in OPTION_NAMES if name != "rules")
+#: The rounding rules chop accepts (``options.rules``).
+CHOP_RULES = ("chop", "correct")
 
 
 @dataclass(frozen=True)
@@ -89,7 +102,7 @@ class ChopSpec:
         """The options as MATLAB's ``[~, options] = chop`` returns them."""
         s = self.spec
         return Options(format=self.format, subnormal=s.subnormal, round=s.round, flip=s.flip, p=s.p,
-                       explim=s.explim, randfunc=self.randfunc, params=s.fmt.params)
+                       explim=s.explim, randfunc=self.randfunc, params=s.fmt.params, rules=s.range_rules)
 
 
 #: chop.m's defaults: fp16, round to nearest, subnormals kept, MATLAB's stream.
@@ -405,6 +418,9 @@ def _resolve(options, stored: Optional[ChopSpec], x_class: str) -> ChopSpec:
     randfunc = given.get("randfunc", default_randfunc)
     if not callable(randfunc):
         raise ValueError(f"options.randfunc must be callable as randfunc(n), got {randfunc!r}.")
+    rules = given.get("rules", default_rules(name))
+    if rules not in CHOP_RULES:
+        raise ValueError(f"options.rules must be one of {', '.join(map(repr, CHOP_RULES))}, got {rules!r}.")
     default_subnormal = 0 if name in _SUBNORMAL_OFF_NAMES or not fmt.subnormals else 1
     spec = RoundingSpec(
         fmt=fmt,
@@ -416,9 +432,18 @@ def _resolve(options, stored: Optional[ChopSpec], x_class: str) -> ChopSpec:
         # Formats without Inf: what overflow gives is the format's own rule (NaN or saturation).
         saturation=fmt.overflow == "saturate",
         infinity=fmt.has_inf,
+        range_rules=rules,
     )
     return ChopSpec(format=name, spec=spec, randfunc=randfunc)
 
 
-# chop.m defaults subnormal to 0 for bfloat16; its new spelling 'bf16' follows it.
-_SUBNORMAL_OFF_NAMES = ("b", "bfloat16", "bf16")
+def default_rules(name: str) -> str:
+    """The rounding rule a format name selects: ``'chop'`` for chop.m's own spellings and
+    custom formats (chop.m's algorithm, bit for bit), ``'correct'`` for every other name
+    of the catalogue (the format as its definition and its hardware casts round)."""
+    return "chop" if name in CHOP_FORMAT_NAMES else "correct"
+
+
+# chop.m defaults subnormal to 0 for bfloat16 ('b', 'bfloat16'); other names keep the
+# format's own subnormals ('bf16' is bfloat16 as hardware defines it).
+_SUBNORMAL_OFF_NAMES = ("b", "bfloat16")

@@ -24,6 +24,7 @@ from ..random.sources import counter_sources
 from ..engines.dispatch import round_array
 from ..kernels.device_plan import at_most, elementwise_covers
 from ..kernels.elementwise import ElementDraws, chop_elementwise, plan_for
+from ..kernels.elementwise_cpfloat import constants_for, round_cpfloat_elementwise
 from ..kernels.xp import library_namespace
 from ..random.counter import CounterRng, uniform
 from ..random.sources import RandomSources, given_sources
@@ -180,9 +181,12 @@ class Rounder:
                 self._errors[carrier] = error
                 continue
             self._specs[carrier] = spec
-            if (not spec.flips and elementwise_covers(spec)
+            if (not spec.flips and (elementwise_covers(spec) or spec.range_rules == "correct")
                     and (not self._host_random or self._counter_sources is not None)):
-                self._plans[carrier] = plan_for(spec, carrier)
+                # chop's rules: the elementwise plan; correct rounding (a format name beyond
+                # chop.m's): the spec, for CPFloat's elementwise rounding with these numbers.
+                self._plans[carrier] = ((spec, constants_for(spec, carrier)) if spec.range_rules == "correct"
+                                        else plan_for(spec, carrier))
         self._cast = _hardware_cast(self._specs.get("float32")) if "float32" in self._plans else None
         self.mode = self.spec.round
         self.stochastic = self.mode >= 5
@@ -235,8 +239,7 @@ class Rounder:
                 raise ValueError("uniforms can only be given to a rounder that rounds elementwise "
                                  "(no bit flips, no extended format, rng None or a torch.Generator).")
             if plan is not None and torch.compiler.is_compiling():
-                draws = ElementDraws(self._counter_numbers(work)) if self.stochastic else None
-                out = chop_elementwise(_TORCH, work, plan, draws)
+                out = self._elementwise(work, plan, self._counter_numbers(work) if self.stochastic else None)
             elif plan is not None and self.stochastic:
                 out = self._chop_from_counter(work, carrier)
             else:
@@ -251,12 +254,13 @@ class Rounder:
             # engine, the next fastest; the one fast path of its kind (Inductor drops the casts,
             # so compiled code takes the namespace kernel).
             dtype, to_zero = self._cast
-            out = torch.nn.functional.hardshrink(work, to_zero).to(dtype).to(work.dtype)
+            if to_zero is not None:
+                work = torch.nn.functional.hardshrink(work, to_zero)
+            out = work.to(dtype).to(work.dtype)
         elif torch.compiler.is_compiling() or work.device.type != "cpu":
             # Compiled code and tensors on GPUs: the namespace kernel, elementwise operations only
             # (traced into one graph; no value read back by the host, no synchronisation).
-            draws = ElementDraws(self._uniforms(work, uniforms)) if self.stochastic else None
-            out = chop_elementwise(_TORCH, work, plan, draws)
+            out = self._elementwise(work, plan, self._uniforms(work, uniforms))
         elif not self.stochastic:
             # Eager on the CPU: chop's router (the compiled CPU engine on the tensor's memory).
             out = self._chop(work)
@@ -265,6 +269,17 @@ class Rounder:
             # (the compiled CPU engine's counter loop takes them as its numbers).
             out = round_array(work, self._specs[carrier], given_sources(self._uniforms(work, uniforms)))
         return out.to(give_back) if give_back is not None else out
+
+    def _elementwise(self, work: torch.Tensor, plan: Any, u: Optional[torch.Tensor]) -> torch.Tensor:
+        """The namespace kernels, elementwise torch operations only: chop's (an elementwise plan)
+        or CPFloat's rounding for a spec of correct rounding, with each element's number ``u``."""
+        if isinstance(plan, tuple):
+            spec, constants = plan
+            if u is not None and work.dtype == torch.float32:
+                u = u.to(torch.float32)  # compared in the input's precision, as chop.m does
+            return round_cpfloat_elementwise(_TORCH, work, spec, None if u is None else u.to(torch.float64),
+                                             constants)
+        return chop_elementwise(_TORCH, work, plan, ElementDraws(u) if self.stochastic else None)
 
     def _counter_numbers(self, work: torch.Tensor) -> torch.Tensor:
         """The counter-based numbers of this call (float64, shaped like ``work``); advances the counter."""
@@ -306,12 +321,16 @@ def _hardware_cast(spec: Any) -> Optional[tuple]:
     gives +0); else None.  A float32 -> float16/bfloat16 cast rounds to nearest, ties to even,
     with gradual underflow and overflow to Inf at chop.m's threshold (xboundary).  Only from
     float32: torch casts float64 through float32 (two roundings)."""
-    if spec is None or spec.round != 1 or not spec.limits_exponent or not spec.keeps_subnormals \
-            or spec.extended or spec.flips:
+    if spec is None or spec.round != 1 or not spec.limits_exponent or not spec.keeps_subnormals or spec.flips:
+        return None
+    correct = spec.range_rules == "correct" and spec.fmt.is_chop_compatible and not spec.saturation
+    if spec.extended and not correct:
         return None
     dtype = _CASTS.get((spec.fmt.t, spec.fmt.emax))
     if dtype is None:
         return None
+    if correct:  # the cast is the one correct rounding itself
+        return dtype, None
     return dtype, at_most(spec.fmt.xmins / 2 * (1 + 2.0 ** -spec.fmt.t), np.dtype(np.float32))
 
 

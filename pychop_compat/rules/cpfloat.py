@@ -8,6 +8,8 @@ rounding mode from ``floor(|x| / 2^q)`` and the dropped fraction ``r``.
 * ``range_rules = 'chop'``: chop.m's algorithm (:mod:`pychop_compat.rules.chop`)
   followed by :func:`apply_encoding`, which maps what chop.m returns onto a
   format without Inf, with one NaN pattern or without -0 (the OCP/ML formats).
+* ``range_rules = 'correct'``: :func:`round_correct`, CPFloat's rounding in chop's
+  modes 1-6 with chop.m's draws (what ``chop`` does for format names beyond chop.m's).
 * ``range_rules = 'cpfloat'``: :func:`round_cpfloat`, CPFloat's documented
   semantics (its modes -1, 0, 1..7 and "no rounding", its ``subnormal``,
   ``explim``, ``saturation`` and ``infinity`` switches and its sign-of-zero rule).
@@ -19,7 +21,7 @@ Everything here works on 1-D arrays in MATLAB's column-major element order
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
@@ -27,7 +29,7 @@ from ..formats import Format
 from ..random.sources import RandomSources
 
 __all__ = [
-    "ROUND_MODES", "NO_ROUNDING", "limited_bit_sources", "apply_encoding", "round_cpfloat",
+    "ROUND_MODES", "NO_ROUNDING", "limited_bit_sources", "apply_encoding", "round_cpfloat", "round_correct",
     "effective_format", "flip_bits",
 ]
 
@@ -123,7 +125,8 @@ def effective_format(fmt: Format, dtype: Any, explim: bool) -> Format:
 
 
 def round_cpfloat(x: np.ndarray, fmt: Format, mode: int, subnormal: bool, explim: bool,
-                  saturation: bool, infinity: bool, sources: RandomSources) -> np.ndarray:
+                  saturation: bool, infinity: bool, sources: RandomSources,
+                  u: Optional[np.ndarray] = None) -> np.ndarray:
     """CPFloat's rounding of the 1-D float32/float64 array ``x`` (a new array).
 
     Parameters
@@ -138,7 +141,9 @@ def round_cpfloat(x: np.ndarray, fmt: Format, mode: int, subnormal: bool, explim
         CPFloat's switches (see the module notes and ``docs/formats.rst``).
     sources : RandomSources
         ``stochastic(k)`` is called once, for the ``k`` inexact finite elements
-        in order (modes 5 and 6 only).
+        in order (modes 5 and 6 only), unless ``u`` is given.
+    u : numpy.ndarray, optional
+        Modes 5 and 6: a number in [0, 1) for each element of ``x`` instead.
     """
     if mode not in ROUND_MODES:
         return x.copy()  # "no rounding": the input bit for bit, whatever the switches
@@ -184,11 +189,12 @@ def round_cpfloat(x: np.ndarray, fmt: Format, mode: int, subnormal: bool, explim
         elif mode == 7:
             up = inexact & ~odd  # truncate, then make the last bit 1
         else:
-            need = np.flatnonzero(inexact & finite)
-            u = np.full(a.shape, 2.0)
-            if need.size:
-                u[need] = np.asarray(sources.stochastic(need.size), np.float64).ravel()
-            up = u <= (r if mode == 5 else 0.5)
+            if u is None:
+                need = np.flatnonzero(inexact & finite)
+                u = np.full(a.shape, 2.0)
+                if need.size:
+                    u[need] = np.asarray(sources.stochastic(need.size), np.float64).ravel()
+            up = inexact & (u <= (r if mode == 5 else 0.5))
         m = f + up
         c = np.ldexp(m, q)
 
@@ -285,4 +291,67 @@ def flip_bits(c: np.ndarray, fmt: Format, scope: str, p: float, sources: RandomS
     elif fmt.encoding == "fn":
         magnitude = np.where((field == top_field) & (fraction == (1 << (t - 1)) - 1), np.nan, magnitude)
     out[idx] = np.where(sign == 1, -magnitude, magnitude)
+    return out
+
+
+def round_correct(x: np.ndarray, spec: Any, sources: RandomSources, u: Optional[np.ndarray] = None) -> np.ndarray:
+    """One correct rounding under chop's options (``spec.range_rules = 'correct'``), a new array.
+
+    The rounding is :func:`round_cpfloat`'s in chop's modes 1-6; the random numbers
+    are drawn as chop.m draws them.  chop.m rounds two blocks in turn, the elements
+    outside its subnormal block (``emins <= e < emin``, ``x = 2^e * 1.f``) and those
+    inside it (one block with ``explim = 0``); for each, stochastic rounding draws one
+    number per element of the block when some element of it needs one (inexact or not
+    finite), compared in the input's precision, and then bit flips draw one number per
+    element and a bit for each chosen one (:func:`flip_bits`, a trailing significand
+    bit of the format's encoding).
+
+    Parameters
+    ----------
+    x : numpy.ndarray
+        float32 or float64 values, column-major order (1-D).
+    spec : RoundingSpec
+        With ``range_rules = 'correct'``.
+    sources : RandomSources
+        Where the numbers come from, in the order above.
+    u : numpy.ndarray, optional
+        Stochastic rounding with a number given for each element instead (numbers
+        made per element; bit flips still draw from ``sources``).
+    """
+    def round_block(values: np.ndarray, numbers: Optional[np.ndarray]) -> np.ndarray:
+        return round_cpfloat(values, spec.fmt, spec.round, spec.keeps_subnormals, spec.limits_exponent,
+                             spec.saturation, spec.infinity, sources, numbers)
+
+    if u is not None:
+        u = u.astype(x.dtype).astype(np.float64)  # chop.m compares in the input's class
+    if not spec.draws or (u is not None and not spec.flips):
+        return round_block(x, u)
+    if spec.limits_exponent:
+        e = np.frexp(np.abs(x))[1] - 1
+        in_block = (e < spec.fmt.emin) & (e >= spec.fmt.emins)
+        blocks = (np.flatnonzero(~in_block), np.flatnonzero(in_block))
+    else:
+        blocks = (np.arange(x.size),)
+    out = x.copy()
+    target = effective_format(spec.fmt, x.dtype, spec.limits_exponent)
+    for index in blocks:
+        if index.size == 0:
+            continue
+        values = x[index]
+        numbers = None
+        if spec.stochastic:
+            if u is not None:
+                numbers = u[index]
+            else:
+                truncated = round_cpfloat(values, spec.fmt, 4, spec.keeps_subnormals, spec.limits_exponent,
+                                          spec.saturation, spec.infinity, sources)
+                if (~np.isfinite(values) | (truncated != values)).any():
+                    drawn = np.asarray(sources.stochastic(index.size), np.float64).ravel()
+                    numbers = drawn.astype(x.dtype).astype(np.float64)
+                else:
+                    numbers = np.full(index.size, 2.0)  # every element exact: nothing drawn
+        rounded = round_block(values, numbers)
+        if spec.flips:
+            rounded = flip_bits(rounded, target, "fraction", spec.p, sources)
+        out[index] = rounded
     return out

@@ -83,23 +83,31 @@ def test_corpus_loader_contract(tmp_path):
         Corpus(tmp_path)
 
 
-def test_wheel_ships_the_corpus_and_validate_runs_from_it(tmp_path):
-    """Build the wheel from a copy of the sources, unpack it, run validate from an unrelated folder."""
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    """The wheel built from a copy of the sources (so no build/ or egg-info lands in the checkout),
+    offline: ``pip wheel --no-deps --no-build-isolation --no-index`` with the installed setuptools."""
     pytest.importorskip("setuptools")
     import importlib.util
 
     if importlib.util.find_spec("setuptools.command.bdist_wheel") is None and importlib.util.find_spec("wheel") is None:
         pytest.skip("building a wheel offline needs setuptools >= 70.1 or the wheel package")
+    tmp_path = tmp_path_factory.mktemp("wheel")
     src = tmp_path / "src"
     src.mkdir()
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, src / name)
-    shutil.copytree(PACKAGE, src / "pychop_compat", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(PACKAGE, src / "pychop_compat", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
                             "--no-index", str(src), "-w", str(tmp_path / "dist")],
                            capture_output=True, text=True)
     assert built.returncode == 0, built.stderr[-3000:]
-    (wheel,) = (tmp_path / "dist").glob("pychop_compat-*.whl")
+    (found,) = (tmp_path / "dist").glob("pychop_compat-*.whl")
+    return found
+
+
+def test_wheel_ships_the_corpus_and_validate_runs_from_it(wheel, tmp_path):
+    """Unpack the wheel, run validate from an unrelated folder."""
     names = set(zipfile.ZipFile(wheel).namelist())
     for name in CORPORA:
         for part in ("manifest.json", "arrays.npz", "README.md"):
@@ -124,3 +132,79 @@ def test_wheel_ships_the_corpus_and_validate_runs_from_it(tmp_path):
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     assert "all cases agree" in run.stdout
     assert "| chop | numpy | 744 | 744 |" in run.stdout
+
+
+# Imported in a fresh interpreter from the unpacked wheel, with the checkout off sys.path (and any
+# editable install's finder removed): each module of the source tree by name.  A module whose
+# optional dependency is not installed is reported, not failed.
+_IMPORT_ALL = r"""
+import importlib, json, sys
+checkout, installed, names = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in getattr(f, "__module__", "").lower()
+                    and "editable" not in type(f).__name__.lower()]
+sys.path[:] = [p for p in sys.path if p not in ("", ".", checkout)]
+OPTIONAL = {"numba", "llvmlite", "torch", "triton", "cupy", "cupyx", "jax", "jaxlib", "dask", "distributed",
+            "pandas", "xarray", "ml_dtypes", "sklearn"}
+result = {"imported": [], "missing_optional": {}, "failed": {}, "outside": []}
+for name in names:
+    try:
+        module = importlib.import_module(name)
+    except ModuleNotFoundError as error:
+        if (error.name or "").split(".")[0] in OPTIONAL:
+            result["missing_optional"][name] = error.name
+            continue
+        result["failed"][name] = repr(error)
+        continue
+    except Exception as error:
+        result["failed"][name] = repr(error)
+        continue
+    result["imported"].append(name)
+for name, module in sys.modules.items():
+    if name.split(".")[0] == "pychop_compat" and getattr(module, "__file__", None):
+        if not module.__file__.startswith(installed):
+            result["outside"].append(f"{name}: {module.__file__}")
+print(json.dumps(result))
+"""
+
+
+def _source_modules() -> list[str]:
+    names = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if "__pycache__" in path.parts:
+            continue
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return names
+
+
+def test_wheel_holds_every_module_and_data_file_and_imports_without_the_checkout(wheel, tmp_path):
+    """The package list in pyproject.toml is explicit: a subpackage left out of it would be missing
+    from the wheel while the editable install (and so every other test) still finds it."""
+    names = set(zipfile.ZipFile(wheel).namelist())
+    sources = {p.relative_to(ROOT).as_posix() for p in PACKAGE.rglob("*") if p.is_file()
+               and "__pycache__" not in p.parts
+               and (p.suffix == ".py" or p.name == "py.typed" or (PACKAGE / "data") in p.parents)}
+    assert sources - names == set(), f"in the source tree, not in the wheel: {sorted(sources - names)}"
+    assert {n for n in names if n.startswith("pychop_compat/")} - sources == set()
+    assert any(n.startswith("pychop_compat/data/matlab_reference/") for n in names)
+    assert any(n.startswith("pychop_compat/data/cpfloat_reference/") for n in names)
+    (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+    text = zipfile.ZipFile(wheel).read(metadata).decode()
+    assert "License-Expression: BSD-2-Clause" in text and "License-File: LICENSE" in text
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
+    assert "Provides-Extra: all" in text
+
+    installed = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(installed)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    modules = _source_modules()
+    env = {**os.environ, "PYTHONPATH": str(installed)}
+    run = subprocess.run([sys.executable, "-c", _IMPORT_ALL, str(ROOT), str(installed), json.dumps(modules)],
+                         capture_output=True, text=True, cwd=elsewhere, env=env)
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    assert result["failed"] == {}
+    assert result["outside"] == [], "imported from outside the unpacked wheel"
+    assert sorted(result["imported"] + list(result["missing_optional"])) == sorted(modules)
+    assert "pychop_compat" in result["imported"] and "pychop_compat.validation.corpora" in result["imported"]

@@ -109,7 +109,8 @@ def _checked(name: str) -> str:
     if name not in _ENGINES:
         raise ValueError(f"cpu engine must be one of {_ENGINES}, not {name!r}")
     if name == "numba" and not available():
-        raise ImportError("the compiled CPU engine needs numba: pip install 'pychop_compat[fast]'")
+        raise ImportError("the compiled CPU engine needs numba, which is not installed: python -m pip install "
+                          "numba, or from the root of a pychop_compat checkout python -m pip install -e \".[fast]\"")
     return name
 
 

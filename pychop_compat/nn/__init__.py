@@ -1,9 +1,20 @@
 """Low-precision training in PyTorch: differentiable quantizers, quantized layers, an optimizer wrapper.
 
-Needs torch (``pip install pychop_compat[torch]``); ``import pychop_compat``
-does not import this package.  See the "Training in low precision" page of
-the documentation.
+Needs torch (the ``torch`` extra: ``python -m pip install -e ".[torch]"`` from
+the root of a pychop_compat checkout, or ``python -m pip install torch``);
+``import pychop_compat`` does not import this package, and importing it
+without torch raises ModuleNotFoundError saying so.  See the "Training in low
+precision" page of the documentation.
 """
+
+try:
+    import torch as _torch  # noqa: F401
+except ModuleNotFoundError as error:
+    if error.name != "torch":  # torch is there but broken: its own error says more
+        raise
+    raise ModuleNotFoundError(
+        "pychop_compat.nn needs torch, which is not installed: python -m pip install torch, or from the "
+        "root of a pychop_compat checkout python -m pip install -e \".[torch]\"", name="torch") from error
 
 from .quantize import ROUND_NAMES, GradientRule, Rounder, apply_quantizer, quantize
 from .modules import (Quantizer, QuantizedConv1d, QuantizedConv2d, QuantizedConv3d, QuantizedLayerNorm,

@@ -5,7 +5,7 @@ each kept, so both sides see the same machine state.  The default clock is
 the process's CPU time (``time.process_time``, all threads), which a machine
 shared with other jobs disturbs far less than wall time; ``--clock wall``
 measures wall time.  No assertions: the
-output is a Markdown table for ``docs/performance.rst``.
+output is a Markdown table for ``benchmarks/RESULTS.md``.
 
 * elementwise: ``X + Y``, ``X * Y``, ``np.sqrt(X)`` on chopped arrays of n
   doubles against ``ch(x + y)`` etc. with a stateless ``Chop`` (the ratio is

@@ -10,7 +10,7 @@ For each (format, mode) the facade is timed with ``cpu_engine('numpy')`` (the Nu
 bit-pattern engine :mod:`pychop_compat.kernels.numpy_cpfloat` and the reference for the rare
 elements) and ``cpu_engine('numba')`` (the compiled kernel
 :mod:`pychop_compat.kernels.numba_cpfloat`).  No assertion is made; the numbers are what
-docs/performance.rst quotes.
+benchmarks/RESULTS.md records (docs/performance.rst quotes a summary).
 """
 
 from __future__ import annotations

@@ -57,7 +57,8 @@ nitpick_ignore_regex = [
 
 html_theme = "furo"
 html_title = f"pychop_compat {release}"
-html_static_path: list[str] = []
+html_static_path = ["_static"]
+html_css_files = ["tables.css"]  # wide tables wrap or scroll inside the content column
 html_theme_options: dict = {}
 
 # autodoc

@@ -14,8 +14,9 @@ is double and residuals are computed in double-double (standing in for quad).
 The forward errors are measured against a reference solution computed with
 SciPy's double LU and refinement with exactly rounded residuals (math.fsum).
 
-Run ``python examples/gmres_ir.py``; a plot is saved as ``gmres_ir.png`` when
-matplotlib is installed.
+Run ``python examples/gmres_ir.py``; a plot is saved as
+``examples/out/gmres_ir.png`` when matplotlib is installed (``examples/out/``
+is not under version control).
 """
 
 from __future__ import annotations
@@ -124,6 +125,7 @@ def _plot(out, filename, verbose):
     axes[0][0].set_ylabel("forward error")
     axes[0][0].legend(fontsize=7)
     fig.tight_layout()
+    Path(filename).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(filename)
     plt.close(fig)
     if verbose:
@@ -131,4 +133,4 @@ def _plot(out, filename, verbose):
 
 
 if __name__ == "__main__":
-    main(plot="gmres_ir.png")
+    main(plot=Path(__file__).resolve().parent / "out" / "gmres_ir.png")

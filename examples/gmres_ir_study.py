@@ -10,8 +10,9 @@ double-double (``ur = up = q``), stopping when the normwise backward error is
 at most ``n u`` (``stop='backward'``), GMRES tolerance 1e-6 (``gtol``).
 
 Prints a table (refinement steps / total GMRES iterations, or the status when
-not converged) and saves ``gmres_ir_study.png`` (iterations against kappa)
-when matplotlib is installed.  About a minute with the defaults;
+not converged) and saves ``examples/out/gmres_ir_study.png`` (iterations
+against kappa; ``examples/out/`` is not under version control) when
+matplotlib is installed.  About a minute with the defaults;
 ``python examples/gmres_ir_study.py --quick`` runs ``n = 50`` and fewer kappas.
 
 The matrices and right-hand sides come from NumPy's generator, not MATLAB's
@@ -103,6 +104,7 @@ def _plot(out, modes, kappas, ufs, filename, verbose):
     axes[0][0].set_ylabel("total GMRES iterations")
     axes[0][0].legend(fontsize=8)
     fig.tight_layout()
+    Path(filename).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(filename)
     plt.close(fig)
     if verbose:
@@ -110,7 +112,8 @@ def _plot(out, modes, kappas, ufs, filename, verbose):
 
 
 if __name__ == "__main__":
+    figure = Path(__file__).resolve().parent / "out" / "gmres_ir_study.png"
     if "--quick" in sys.argv:
-        main(n=50, kappas=(1e2, 1e6, 1e10), plot="gmres_ir_study.png")
+        main(n=50, kappas=(1e2, 1e6, 1e10), plot=figure)
     else:
-        main(plot="gmres_ir_study.png")
+        main(plot=figure)

@@ -9,7 +9,8 @@ failed to change.  The stochastic modes draw from MATLAB's random stream,
 seeded with ``rng(1)`` as in the demo.
 
 Run ``python examples/harmonic.py``; a plot of the partial sums (round to
-nearest) is saved as ``harmonic.png`` when matplotlib is installed.
+nearest) is saved as ``examples/out/harmonic.png`` when matplotlib is
+installed (``examples/out/`` is not under version control).
 """
 
 from __future__ import annotations
@@ -122,6 +123,7 @@ def _plot(paths: dict, filename: str, verbose: bool) -> None:
     ax.set_ylabel("partial sum (round to nearest)")
     ax.legend()
     fig.tight_layout()
+    Path(filename).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(filename)
     plt.close(fig)
     if verbose:
@@ -129,4 +131,4 @@ def _plot(paths: dict, filename: str, verbose: bool) -> None:
 
 
 if __name__ == "__main__":
-    main(plot="harmonic.png")
+    main(plot=Path(__file__).resolve().parent / "out" / "harmonic.png")

@@ -17,8 +17,9 @@ zero (``subnormal = 0``) does not.  (For fp8-e4m3, ``emin = -6`` and the
 scale is 1: its normal range ends at ``2**-6``, so the unscaled matrices
 already produce subnormals.)
 
-Run ``python examples/lu_solve.py``; a plot is saved as ``lu_solve.png`` when
-matplotlib is installed.
+Run ``python examples/lu_solve.py``; a plot is saved as
+``examples/out/lu_solve.png`` when matplotlib is installed (``examples/out/``
+is not under version control).
 """
 
 from __future__ import annotations
@@ -123,6 +124,7 @@ def _plot(results, configs, kappas, filename, verbose):
         ax.set_title(title)
     axes[1].legend(fontsize=7)
     fig.tight_layout()
+    Path(filename).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(filename)
     plt.close(fig)
     if verbose:
@@ -130,4 +132,4 @@ def _plot(results, configs, kappas, filename, verbose):
 
 
 if __name__ == "__main__":
-    main(plot="lu_solve.png")
+    main(plot=Path(__file__).resolve().parent / "out" / "lu_solve.png")

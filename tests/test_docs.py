@@ -1,10 +1,13 @@
 """The documentation builds offline with warnings as errors and every reference resolved,
-its doctests pass, and the API reference documents every public name."""
+its doctests pass, the API reference documents every public name, and wide tables are marked
+to fit the page."""
 
 from __future__ import annotations
 
+import csv
 import importlib
 import pkgutil
+import re
 import subprocess
 import sys
 import zlib
@@ -12,17 +15,19 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("sphinx")
-pytest.importorskip("numpydoc")
-pytest.importorskip("myst_parser")
-pytest.importorskip("furo")
-
-import pychop_compat  # noqa: E402
+import pychop_compat
 
 DOCS = Path(__file__).parent.parent / "docs"
+WIDE = 5  # columns from which a table must carry ``:class: wide`` and ``:widths:`` (docs/_static/tables.css)
+
+
+def _needs_sphinx():
+    for name in ("sphinx", "numpydoc", "myst_parser", "furo"):
+        pytest.importorskip(name)
 
 
 def _sphinx(builder, out, *flags):
+    _needs_sphinx()
     return subprocess.run(
         [sys.executable, "-m", "sphinx", "-W", *flags, "--keep-going", "-q", "-b", builder, str(DOCS), str(out)],
         capture_output=True, text=True,
@@ -82,3 +87,52 @@ def test_api_reference_documents_every_public_name(html_build):
     assert not missing, ("public names missing from the API reference (add them to a page in docs/api/): "
                          f"{missing}")
     assert "pychop_compat.chop" in documented and "pychop_compat.validation.corpora.load_corpus" in documented
+
+
+def _tables(page: Path):
+    """(line number, directive, options, number of columns) of each list-table and csv-table of a page."""
+    lines = page.read_text().splitlines()
+    for i, line in enumerate(lines):
+        match = re.match(r"\s*\.\. (list-table|csv-table)::", line)
+        if not match:
+            continue
+        options, j = {}, i + 1
+        while j < len(lines) and re.match(r"\s+:[\w-]+:", lines[j]):
+            key, _, value = lines[j].strip()[1:].partition(":")
+            options[key] = value.strip()
+            j += 1
+        if match.group(1) == "list-table":
+            while j < len(lines) and not lines[j].strip().startswith("* -"):
+                j += 1
+            columns = 1
+            for text in lines[j + 1:]:
+                if text.strip().startswith("* -") or (text.strip() and not text.startswith(" ")):
+                    break
+                columns += text.strip().startswith("- ")
+        elif "file" in options:
+            with (page.parent / options["file"]).open(newline="") as f:
+                columns = len(next(csv.reader(f)))
+        elif "header" in options:
+            columns = len(next(csv.reader([options["header"]], skipinitialspace=True)))
+        else:
+            columns = len(next(csv.reader([lines[j + 1].strip()], skipinitialspace=True)))
+        yield i + 1, match.group(1), options, columns
+
+
+def test_wide_tables_carry_the_class_and_widths_that_make_them_fit():
+    """A table of WIDE or more columns is cut off at the page's edge unless it takes the class ``wide``
+    (docs/_static/tables.css: full width, wrapping cells) and one width per column."""
+    found = 0
+    problems = []
+    for page in sorted(DOCS.rglob("*.rst")):
+        for line, kind, options, columns in _tables(page):
+            if columns < WIDE:
+                continue
+            found += 1
+            widths = options.get("widths", "").split()
+            if "wide" not in options.get("class", "").split() or len(widths) != columns:
+                problems.append(f"{page.relative_to(DOCS)}:{line}: {kind} of {columns} columns has "
+                                f":class: {options.get('class', '')!r} and :widths: {options.get('widths', '')!r}")
+    assert found, "no wide table found: the check itself is broken"
+    assert not problems, "\n".join(problems)
+    assert "table.docutils.wide" in (DOCS / "_static" / "tables.css").read_text()

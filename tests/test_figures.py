@@ -1,7 +1,11 @@
-"""Every figure of the documentation is made by a script in docs/figures, and the scripts run."""
+"""Every figure of the documentation is made by a script in docs/figures, the scripts run, and the
+committed figures show what their scripts compute now (compared through the plotted data each
+script writes beside its PNG, never through the PNG's bytes)."""
 
 from __future__ import annotations
 
+import importlib
+import json
 import os
 import re
 import subprocess
@@ -15,27 +19,49 @@ FIGURES = ROOT / "docs" / "figures"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
-def _scripts():
+def _make_all():
     sys.path.insert(0, str(FIGURES))
     try:
-        import importlib
-
-        return importlib.import_module("make_all").SCRIPTS
+        return importlib.import_module("make_all")
     finally:
         sys.path.remove(str(FIGURES))
+
+
+def _scripts():
+    return _make_all().SCRIPTS
+
+
+SCRIPTS = _scripts()
+
+
+def _caption(name: str) -> str:
+    """The caption of the figure ``figures/<name>.png`` in the docs, on one line."""
+    for page in (ROOT / "docs").rglob("*.rst"):
+        lines = page.read_text().splitlines()
+        for i, line in enumerate(lines):
+            if line.strip() == f".. figure:: figures/{name}.png":
+                body = []
+                for text in lines[i + 1:]:
+                    if text.strip() and not text.startswith(" "):
+                        break
+                    if not text.strip().startswith(":"):
+                        body.append(text.strip())
+                return " ".join(" ".join(body).split())
+    raise AssertionError(f"no page shows figures/{name}.png")
 
 
 def test_every_figure_in_the_docs_has_its_script_and_committed_png():
     used = set()
     for page in (ROOT / "docs").rglob("*.rst"):
         used |= set(re.findall(r"figures/(\w+)\.png", page.read_text()))
-    scripts = set(_scripts())
+    scripts = set(SCRIPTS)
     assert used, "the docs include no figure"
     assert used <= scripts, f"figures without a script: {used - scripts}"
     assert scripts <= used, f"scripts whose figure no page shows: {scripts - used}"
     for name in scripts:
         assert (FIGURES / f"{name}.py").is_file()
         assert (FIGURES / f"{name}.png").read_bytes().startswith(PNG_SIGNATURE)
+        assert json.loads((FIGURES / f"{name}.json").read_text())["figure"] == name
 
 
 def test_figure_scripts_run(tmp_path):
@@ -46,7 +72,34 @@ def test_figure_scripts_run(tmp_path):
                          capture_output=True, text=True, env={**os.environ, "MPLBACKEND": "Agg"}, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     made = sorted(Path(line).name for line in out.stdout.split())
-    assert made == sorted(f"{name}.png" for name in _scripts())
+    assert made == sorted(f"{name}.png" for name in SCRIPTS)
     for name in made:
         data = (tmp_path / name).read_bytes()
         assert data.startswith(PNG_SIGNATURE) and len(data) > 10_000, name
+        assert json.loads((tmp_path / name).with_suffix(".json").read_text())["data"], name
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_committed_figure_shows_what_its_script_computes(name):
+    """A stale figure fails here: its script's data now differ from the JSON committed with the PNG
+    (rerun ``python docs/figures/<name>.py`` and commit both files).  A few seconds per figure."""
+    pytest.importorskip("matplotlib")
+    found = _make_all().check(name)
+    assert not found, "\n".join(found[:10])
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_caption_states_what_the_figure_shows(name):
+    """The caption in the docs contains the facts the script reads off its committed data
+    (e.g. the step counts of ir_convergence)."""
+    pytest.importorskip("matplotlib")
+    _make_all()
+    sys.path.insert(0, str(FIGURES))
+    try:
+        module = importlib.import_module(name)
+    finally:
+        sys.path.remove(str(FIGURES))
+    committed = json.loads((FIGURES / f"{name}.json").read_text())["data"]
+    caption = _caption(name)
+    missing = [fact for fact in module.caption_facts(committed) if fact not in caption]
+    assert not missing, f"the caption of figures/{name}.png should say {missing}; it reads: {caption}"

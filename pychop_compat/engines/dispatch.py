@@ -593,16 +593,19 @@ def _run_reference(x: np.ndarray, call: Call, spec: RoundingSpec, sources: Rando
     return c.reshape(x.shape, order="F")
 
 
-def _e8m0_in_float64(x: Any, spec: RoundingSpec, sources: RandomSources, kernel: Optional[str]) -> Any:
-    """E8M0 of float32 NumPy arrays and torch tensors, rounded in float64 and cast back (both
-    exact): its smallest number 2^-127 lies below float32's normal range, to which CPFloat's
-    rules clamp the exponent range.  None for other inputs."""
-    if isinstance(x, np.ndarray) and x.dtype == np.float32:
-        return round_array(x.astype(np.float64), spec, sources, kernel=kernel).astype(np.float32)
-    if array_library(x) == "torch" and str(x.dtype) == "torch.float32":
+def _e8m0_in_float64(x: Any, spec: RoundingSpec, sources: RandomSources, kernel: Optional[str],
+                     library: Optional[str]) -> Any:
+    """E8M0 of float32 NumPy arrays, torch tensors and CuPy arrays, rounded in float64 and cast
+    back (both exact): its smallest number 2^-127 lies below float32's normal range, to which
+    CPFloat's rules clamp the exponent range.  None for other inputs."""
+    library = library or array_library(x)
+    if library == "torch" and str(x.dtype) == "torch.float32":
         import torch
 
         return round_array(x.to(torch.float64), spec, sources).to(torch.float32)
+    if library in ("numpy", "cupy") and getattr(x, "dtype", None) == np.float32:
+        wide = round_array(x.astype(np.float64), spec, sources, kernel=kernel, library=library)
+        return wide.astype(np.float32)
     return None
 
 
@@ -860,7 +863,7 @@ def round_array(x: Any, spec: RoundingSpec, sources: RandomSources, *, kernel: O
         autograd graph (the straight-through estimator).
     """
     if spec.fmt.encoding == "e8m0" and spec.range_rules != "chop" and spec.limits_exponent:
-        wide = _e8m0_in_float64(x, spec, sources, kernel)
+        wide = _e8m0_in_float64(x, spec, sources, kernel, library)
         if wide is not None:
             return wide
     if library is None:

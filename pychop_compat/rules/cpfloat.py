@@ -329,7 +329,7 @@ def round_correct(x: np.ndarray, spec: Any, sources: RandomSources, u: Optional[
     if spec.limits_exponent:
         e = np.frexp(np.abs(x))[1] - 1
         in_block = (e < spec.fmt.emin) & (e >= spec.fmt.emins)
-        blocks = (np.flatnonzero(~in_block), np.flatnonzero(in_block))
+        blocks: tuple[np.ndarray, ...] = (np.flatnonzero(~in_block), np.flatnonzero(in_block))
     else:
         blocks = (np.arange(x.size),)
     out = x.copy()

@@ -193,6 +193,24 @@ def test_device_routes_round_as_the_cast(name):
         up = chop(torch.from_numpy(x), {"format": name, "round": 5, "randfunc": lambda n: np.zeros(n)})
     assert same_bits(got, want).all()
     assert same_bits(up.numpy(), chop(x, {"format": name, "round": 5, "randfunc": lambda n: np.zeros(n)})).all()
+    # Numbers made per element (a seeded counter): the elementwise kernel on the device and the
+    # specification on the host, both comparing the numbers in float32 as chop.m does.
+    for mode in (5, 6):
+        with device_paths_on_cpu():
+            on_device = Chop({"format": name, "round": mode}, rng=7)(torch.from_numpy(x)).numpy()
+        assert same_bits(on_device, Chop({"format": name, "round": mode}, rng=7)(x)).all()
+    # A number just above 1/2 is 1/2 in float32: mode 6 then rounds every inexact element up.
+    from pychop_compat.engines.dispatch import round_array
+    from pychop_compat.matlab.options import resolve
+    from pychop_compat.random.sources import given_sources
+
+    spec = resolve({"format": name, "round": 6}, None, "single").spec
+    u = np.full(x.shape, 0.5 + 2.0 ** -30)
+    always_up = chop(x, {"format": name, "round": 6, "randfunc": lambda n: np.zeros(n)})
+    assert same_bits(round_array(x, spec, given_sources(u)), always_up).all()
+    with device_paths_on_cpu():
+        on_device = round_array(torch.from_numpy(x), spec, given_sources(torch.from_numpy(u))).numpy()
+    assert same_bits(on_device, always_up).all()
 
 
 def _exact_neighbours(v: float, name: str) -> tuple[Fraction, Fraction]:

@@ -488,8 +488,8 @@ def _takes_namespace(call: Call, spec: RoundingSpec, sources: RandomSources, x: 
     elif cpfloat_covers(spec, stochastic=True):
         reason = None if host_numbers_here else "CPFloat's random modes draw on the host"
     elif not elementwise_covers(spec):
-        return {"chop": "bit flips, limited random bits or E8M0 beyond chop.m's semantics",
-                "cpfloat": "CPFloat's rules with bit flips"}.get(spec.range_rules, _NOT_CHOP_RULES["correct"])
+        return ("bit flips, limited random bits or E8M0 beyond chop.m's semantics"
+                if spec.range_rules == "chop" else "CPFloat's rules with bit flips")
     elif spec.flips and spec.fmt.t < 2:
         return FLIP_PRECISION_ERROR
     elif call.numbers == "host" and not host_numbers_here:
@@ -694,7 +694,7 @@ def _run_namespace(x: Any, call: Call, spec: RoundingSpec, sources: Optional[Ran
             if index is None:
                 index = xp.reshape(xp.arange(call.size, dtype=xp.int64, device=_device(x)), tuple(x.shape))
             u = _counter_numbers(xp, spec, stream, index)[0]
-        out = round_cpfloat_elementwise(ns, x, spec, _in_precision_of(xp, u, x))
+        out = round_cpfloat_elementwise(ns, x, spec, u)
     elif cpfloat_covers(spec, stochastic=True):
         import array_api_compat
 
@@ -721,11 +721,6 @@ def _run_namespace(x: Any, call: Call, spec: RoundingSpec, sources: Optional[Ran
                 draws = ElementDraws(cast(RandomSources, sources).given)
             out = chop_elementwise(ns, x, plan, draws)
     return _adapter(call).contiguous(out) if call.library in ("torch", "cupy") else out
-
-
-def _in_precision_of(xp: Any, u: Any, x: Any) -> Any:
-    """``u`` rounded to ``x``'s precision (chop.m compares the numbers in the input's class)."""
-    return xp.astype(xp.astype(u, x.dtype), xp.float64) if x.dtype == xp.float32 else u
 
 
 def _device(x: Any) -> Any:
@@ -759,7 +754,7 @@ def _jax_kernel(spec: RoundingSpec, wide: bool, work: Any, u_round: Any, u_choic
     if cpfloat_covers(spec):
         return round_cpfloat_elementwise(ns, work, spec)
     if spec.range_rules == "correct":
-        return round_cpfloat_elementwise(ns, work, spec, _in_precision_of(ns.xp, u_round, work))
+        return round_cpfloat_elementwise(ns, work, spec, u_round)
     flip = None
     if spec.flips:
         flip = flip_mask(ns.xp, u_choice, u_bit, spec.p, spec.fmt.t, ns.xp.int64 if wide else ns.xp.int32)

@@ -34,8 +34,8 @@ from ..rules.cpfloat import ROUND_MODES, effective_format, limited_bit_sources
 from .device_plan import CARRIERS
 from .elementwise import Namespace
 
-__all__ = ["CpfloatConstants", "cpfloat_constants", "constants_for", "cpfloat_covers", "cpfloat_inexact", "host_numbers",
-           "round_cpfloat_elementwise"]
+__all__ = ["CpfloatConstants", "cpfloat_constants", "constants_for", "cpfloat_covers", "cpfloat_inexact",
+           "host_numbers", "round_cpfloat_elementwise"]
 
 # (significand bits p, exponent bias, largest exponent) of the storage formats, by dtype character.
 _STORAGE = {"f": (24, 127, 127), "d": (53, 1023, 1023)}
@@ -117,10 +117,10 @@ def cpfloat_constants(fmt: Format, mode: int, subnormal: bool, explim: bool, sat
 
 
 def cpfloat_covers(spec: RoundingSpec, stochastic: bool = False) -> bool:
-    """Whether :func:`round_cpfloat_elementwise` computes ``spec``: CPFloat's rules
-    or CPFloat's rounding with chop's draws (``'correct'``), without bit flips, in a deterministic mode or "no rounding"
-    (``stochastic=False``), or in stochastic rounding, modes 5 and 6 (``stochastic=True``:
-    the caller gives the numbers, see :func:`cpfloat_inexact`)."""
+    """Whether :func:`round_cpfloat_elementwise` computes ``spec``: CPFloat's rules, or
+    CPFloat's rounding with chop's draws (``range_rules='correct'``), without bit flips, in a
+    deterministic mode or "no rounding" (``stochastic=False``), or in stochastic rounding,
+    modes 5 and 6 (``stochastic=True``: the caller gives the numbers, see :func:`cpfloat_inexact`)."""
     if spec.range_rules not in ("cpfloat", "correct") or spec.flips:
         return False
     return (spec.round in (5, 6)) == stochastic
@@ -251,6 +251,8 @@ def round_cpfloat_elementwise(ns: Namespace, v: Any, spec: RoundingSpec, u_round
         Stochastic rounding (modes 5 and 6): float64 numbers of ``v``'s shape; an element
         rounds up when its number is at most its dropped fraction (mode 5) or 1/2 (mode 6),
         so elements without a number (see :func:`cpfloat_inexact`) may hold any value >= 1.
+        With ``range_rules='correct'`` and float32 values the numbers are first rounded to
+        float32, as chop.m compares them in the input's class.
     constants : CpfloatConstants, optional
         :func:`constants_for` the spec and ``v``'s dtype, computed beforehand (traced code).
 
@@ -273,6 +275,9 @@ def round_cpfloat_elementwise(ns: Namespace, v: Any, spec: RoundingSpec, u_round
     if stochastic and u_round is None:
         raise ValueError("round_cpfloat_elementwise: stochastic rounding (round = 5 or 6) needs u_round.")
     xp = ns.xp
+    if stochastic and spec.range_rules == "correct" and _dtype_name(v) == "float32":
+        # chop's draws are compared in the input's precision, as chop.m compares (rules.cpfloat.round_correct)
+        u_round = _cast(_cast(u_round, xp.float32), xp.float64)
     mode = int(spec.round)
     if mode not in ROUND_MODES:  # "no rounding": the input bit for bit, whatever the switches
         return ns.bitcast(_storage_bits(ns, v)[1] | 0, v.dtype)  # (| 0: a new array, never a view of v)

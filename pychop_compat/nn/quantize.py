@@ -254,7 +254,7 @@ class Rounder:
             # engine, the next fastest; the one fast path of its kind (Inductor drops the casts,
             # so compiled code takes the namespace kernel).
             dtype, to_zero = self._cast
-            if to_zero is not None:
+            if to_zero is not None:  # chop's rules (for correct rounding the cast alone is exact)
                 work = torch.nn.functional.hardshrink(work, to_zero)
             out = work.to(dtype).to(work.dtype)
         elif torch.compiler.is_compiling() or work.device.type != "cpu":
@@ -275,8 +275,6 @@ class Rounder:
         or CPFloat's rounding for a spec of correct rounding, with each element's number ``u``."""
         if isinstance(plan, tuple):
             spec, constants = plan
-            if u is not None and work.dtype == torch.float32:
-                u = u.to(torch.float32)  # compared in the input's precision, as chop.m does
             return round_cpfloat_elementwise(_TORCH, work, spec, None if u is None else u.to(torch.float64),
                                              constants)
         return chop_elementwise(_TORCH, work, plan, ElementDraws(u) if self.stochastic else None)

@@ -181,7 +181,8 @@ class Rounder:
                 self._errors[carrier] = error
                 continue
             self._specs[carrier] = spec
-            if (not spec.flips and (elementwise_covers(spec) or spec.range_rules == "correct")
+            correct = spec.range_rules == "correct" and spec.fmt.encoding != "e8m0"  # E8M0: via chop
+            if (not spec.flips and (elementwise_covers(spec) or correct)
                     and (not self._host_random or self._counter_sources is not None)):
                 # chop's rules: the elementwise plan; correct rounding (a format name beyond
                 # chop.m's): the spec, for CPFloat's elementwise rounding with these numbers.

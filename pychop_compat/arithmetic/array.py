@@ -23,9 +23,11 @@ a scalar.
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
-from typing import Any, List, Literal, Optional, Sequence, Tuple, Union
+import operator
+from typing import Any, Callable, List, Literal, Optional, Sequence, Tuple, Union
 
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
@@ -163,6 +165,56 @@ def _ieee(op, a: float, b: float) -> float:
         return float(op(np.float64(a), np.float64(b)))
 
 
+#: The Python operators of the ufuncs of the chopped types' operators (for libraries without ufuncs).
+OPERATORS: dict[Any, Callable[[Any, Any], Any]] = {
+    np.add: operator.add, np.subtract: operator.sub, np.multiply: operator.mul, np.true_divide: operator.truediv,
+    np.power: operator.pow, np.floor_divide: operator.floordiv, np.remainder: operator.mod,
+    np.less: operator.lt, np.less_equal: operator.le, np.greater: operator.gt, np.greater_equal: operator.ge}
+#: Those that are IEEE double's operations on Python floats (x / 0 aside).
+_IEEE_IN_PYTHON = (np.add, np.subtract, np.multiply, np.true_divide)
+
+
+def _scalar_operator(ufunc: np.ufunc, reflected: bool = False) -> Callable[[Any, Any], Any]:
+    """The :class:`ChoppedScalar` operator of ``ufunc``: one double operation, one scalar rounding.
+
+    The hot path of scalar loops: an operand of the same arithmetic object or a
+    plain float skips the operand rules; Python's float operator where it is
+    IEEE's, NumPy's ``ufunc`` where Python raises (``x / 0``) or differs
+    (powers, ``//``, ``%``).  Anything else that is not a scalar goes to the
+    array code.
+    """
+    python_op = OPERATORS[ufunc] if ufunc in _IEEE_IN_PYTHON else functools.partial(_ieee, ufunc)
+
+    def scalar_operator(self: "ChoppedScalar", other: Any) -> Any:
+        a = self._arith
+        if type(other) is ChoppedScalar and other._arith is a:
+            o = other._v
+        elif type(other) is float and not a.strict:
+            o = other
+        else:
+            a, o = self._other(other)
+            if a is None:
+                return self._array_op(ufunc, other, reflected)
+        try:  # (a conditional, not a swapped tuple: the hot path)
+            q = python_op(o, self._v) if reflected else python_op(self._v, o)
+        except ZeroDivisionError:
+            q = _ieee(ufunc, o, self._v) if reflected else _ieee(ufunc, self._v, o)
+        r = _new(ChoppedScalar)
+        r._v = a.round_scalar(q)
+        r._arith = a
+        return r
+
+    return scalar_operator
+
+
+def _scalar_comparison(op: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """A :class:`ChoppedScalar` comparison: ``op`` of the values, a plain boolean."""
+    def scalar_comparison(self: "ChoppedScalar", other: Any) -> Any:
+        return op(self._v, other._v if isinstance(other, ChoppedScalar) else other)
+
+    return scalar_comparison
+
+
 class ChoppedScalar:
     """A real number in a format; every operation on it rounds (create with :func:`chopped`).
 
@@ -241,155 +293,20 @@ class ChoppedScalar:
             return _apply_ufunc(ufunc, "__call__", inputs, {})
         return NotImplemented
 
-    def __add__(self, other):
-        a = self._arith
-        if type(other) is ChoppedScalar and other._arith is a:
-            o = other._v
-        elif type(other) is float and not a.strict:
-            o = other
-        else:
-            a, o = self._other(other)
-            if a is None:
-                return self._array_op(np.add, other, False)
-        r = _new(ChoppedScalar)
-        r._v = a.round_scalar(self._v + o)
-        r._arith = a
-        return r
-
-    def __radd__(self, other):
-        a = self._arith
-        if type(other) is ChoppedScalar and other._arith is a:
-            o = other._v
-        elif type(other) is float and not a.strict:
-            o = other
-        else:
-            a, o = self._other(other)
-            if a is None:
-                return self._array_op(np.add, other, True)
-        r = _new(ChoppedScalar)
-        r._v = a.round_scalar(o + self._v)
-        r._arith = a
-        return r
-
-    def __sub__(self, other):
-        a = self._arith
-        if type(other) is ChoppedScalar and other._arith is a:
-            o = other._v
-        elif type(other) is float and not a.strict:
-            o = other
-        else:
-            a, o = self._other(other)
-            if a is None:
-                return self._array_op(np.subtract, other, False)
-        r = _new(ChoppedScalar)
-        r._v = a.round_scalar(self._v - o)
-        r._arith = a
-        return r
-
-    def __rsub__(self, other):
-        a = self._arith
-        if type(other) is ChoppedScalar and other._arith is a:
-            o = other._v
-        elif type(other) is float and not a.strict:
-            o = other
-        else:
-            a, o = self._other(other)
-            if a is None:
-                return self._array_op(np.subtract, other, True)
-        r = _new(ChoppedScalar)
-        r._v = a.round_scalar(o - self._v)
-        r._arith = a
-        return r
-
-    def __mul__(self, other):
-        a = self._arith
-        if type(other) is ChoppedScalar and other._arith is a:
-            o = other._v
-        elif type(other) is float and not a.strict:
-            o = other
-        else:
-            a, o = self._other(other)
-            if a is None:
-                return self._array_op(np.multiply, other, False)
-        r = _new(ChoppedScalar)
-        r._v = a.round_scalar(self._v * o)
-        r._arith = a
-        return r
-
-    def __rmul__(self, other):
-        a = self._arith
-        if type(other) is ChoppedScalar and other._arith is a:
-            o = other._v
-        elif type(other) is float and not a.strict:
-            o = other
-        else:
-            a, o = self._other(other)
-            if a is None:
-                return self._array_op(np.multiply, other, True)
-        r = _new(ChoppedScalar)
-        r._v = a.round_scalar(o * self._v)
-        r._arith = a
-        return r
-
-    def __truediv__(self, other):
-        a = self._arith
-        if type(other) is ChoppedScalar and other._arith is a:
-            o = other._v
-        elif type(other) is float and not a.strict:
-            o = other
-        else:
-            a, o = self._other(other)
-            if a is None:
-                return self._array_op(np.true_divide, other, False)
-        try:
-            q = self._v / o
-        except ZeroDivisionError:
-            q = _ieee(np.true_divide, self._v, o)
-        r = _new(ChoppedScalar)
-        r._v = a.round_scalar(q)
-        r._arith = a
-        return r
-
-    def __rtruediv__(self, other):
-        a, o = self._other(other)
-        if a is None:
-            return self._array_op(np.true_divide, other, True)
-        try:
-            q = o / self._v
-        except ZeroDivisionError:
-            q = _ieee(np.true_divide, o, self._v)
-        return ChoppedScalar._make(a.round_scalar(q), a)
-
-    def __pow__(self, other):
-        a, o = self._other(other)
-        if a is None:
-            return self._array_op(np.power, other, False)
-        return ChoppedScalar._make(a.round_scalar(_ieee(np.power, self._v, o)), a)
-
-    def __rpow__(self, other):
-        a, o = self._other(other)
-        if a is None:
-            return self._array_op(np.power, other, True)
-        return ChoppedScalar._make(a.round_scalar(_ieee(np.power, o, self._v)), a)
-
-    def _numpy_binary(self, ufunc, other, reflected: bool):
-        a, o = self._other(other)
-        if a is None:
-            return self._array_op(ufunc, other, reflected)
-        x, y = (o, self._v) if reflected else (self._v, o)
-        return ChoppedScalar._make(a.round_scalar(_ieee(ufunc, x, y)), a)
-
-    def __floordiv__(self, other):
-        return self._numpy_binary(np.floor_divide, other, False)
-
-    def __rfloordiv__(self, other):
-        return self._numpy_binary(np.floor_divide, other, True)
-
-    def __mod__(self, other):
-        return self._numpy_binary(np.remainder, other, False)
-
-    def __rmod__(self, other):
-        return self._numpy_binary(np.remainder, other, True)
+    __add__ = _scalar_operator(np.add)
+    __radd__ = _scalar_operator(np.add, reflected=True)
+    __sub__ = _scalar_operator(np.subtract)
+    __rsub__ = _scalar_operator(np.subtract, reflected=True)
+    __mul__ = _scalar_operator(np.multiply)
+    __rmul__ = _scalar_operator(np.multiply, reflected=True)
+    __truediv__ = _scalar_operator(np.true_divide)
+    __rtruediv__ = _scalar_operator(np.true_divide, reflected=True)
+    __pow__ = _scalar_operator(np.power)
+    __rpow__ = _scalar_operator(np.power, reflected=True)
+    __floordiv__ = _scalar_operator(np.floor_divide)
+    __rfloordiv__ = _scalar_operator(np.floor_divide, reflected=True)
+    __mod__ = _scalar_operator(np.remainder)
+    __rmod__ = _scalar_operator(np.remainder, reflected=True)
 
     def __neg__(self):
         return ChoppedScalar._make(-self._v, self._arith)
@@ -408,28 +325,12 @@ class ChoppedScalar:
 
     # -- comparisons: plain booleans -------------------------------------------------------------
 
-    def _cmp_value(self, other):
-        if isinstance(other, ChoppedScalar):
-            return other._v
-        return other
-
-    def __lt__(self, other):
-        return self._v < self._cmp_value(other)
-
-    def __le__(self, other):
-        return self._v <= self._cmp_value(other)
-
-    def __gt__(self, other):
-        return self._v > self._cmp_value(other)
-
-    def __ge__(self, other):
-        return self._v >= self._cmp_value(other)
-
-    def __eq__(self, other):
-        return self._v == self._cmp_value(other)
-
-    def __ne__(self, other):
-        return self._v != self._cmp_value(other)
+    __lt__ = _scalar_comparison(operator.lt)
+    __le__ = _scalar_comparison(operator.le)
+    __gt__ = _scalar_comparison(operator.gt)
+    __ge__ = _scalar_comparison(operator.ge)
+    __eq__ = _scalar_comparison(operator.eq)
+    __ne__ = _scalar_comparison(operator.ne)
 
     # -- NumPy protocols ---------------------------------------------------------------------------
 
@@ -443,7 +344,67 @@ class ChoppedScalar:
 # -- arrays -----------------------------------------------------------------------------------
 
 
-class ChoppedArray:
+def _operator(ufunc: np.ufunc, reflected: bool = False) -> Callable[[Any, Any], Any]:
+    """An arithmetic operator of :class:`ChoppedOperators`: ``self._binary(ufunc, other, reflected)``."""
+    def binary_operator(self: "ChoppedOperators", other: Any) -> Any:
+        return self._binary(ufunc, other, reflected)
+
+    return binary_operator
+
+
+def _inplace_operator(ufunc: np.ufunc) -> Callable[[Any, Any], Any]:
+    """An in-place operator of :class:`ChoppedArray`: the operation, its values written into ``self``."""
+    def inplace_operator(self: "ChoppedArray", other: Any) -> Any:
+        return self._inplace(self._binary(ufunc, other))
+
+    return inplace_operator
+
+
+def _comparison(ufunc: np.ufunc) -> Callable[[Any, Any], Any]:
+    """A comparison of :class:`ChoppedOperators`: ``self._compare(ufunc, other)``, plain booleans."""
+    def comparison(self: "ChoppedOperators", other: Any) -> Any:
+        return self._compare(ufunc, other)
+
+    return comparison
+
+
+class ChoppedOperators:
+    """The operators of the chopped array types (:class:`ChoppedArray`, :class:`~.jax_array.ChoppedJax`).
+
+    Each arithmetic operator is one call of the type's ``_binary`` (the
+    operation in the type's library, rounded), each comparison one call of its
+    ``_compare`` (plain booleans), with NumPy's ufunc naming the operation.
+    """
+
+    __slots__ = ()
+
+    def _binary(self, ufunc: np.ufunc, other: Any, reflected: bool = False) -> Any:
+        raise NotImplementedError
+
+    def _compare(self, ufunc: np.ufunc, other: Any) -> Any:
+        raise NotImplementedError
+
+    __add__ = _operator(np.add)
+    __radd__ = _operator(np.add, reflected=True)
+    __sub__ = _operator(np.subtract)
+    __rsub__ = _operator(np.subtract, reflected=True)
+    __mul__ = _operator(np.multiply)
+    __rmul__ = _operator(np.multiply, reflected=True)
+    __truediv__ = _operator(np.true_divide)
+    __rtruediv__ = _operator(np.true_divide, reflected=True)
+    __pow__ = _operator(np.power)
+    __rpow__ = _operator(np.power, reflected=True)
+    __floordiv__ = _operator(np.floor_divide)
+    __rfloordiv__ = _operator(np.floor_divide, reflected=True)
+    __mod__ = _operator(np.remainder)
+    __rmod__ = _operator(np.remainder, reflected=True)
+    __lt__ = _comparison(np.less)
+    __le__ = _comparison(np.less_equal)
+    __gt__ = _comparison(np.greater)
+    __ge__ = _comparison(np.greater_equal)
+
+
+class ChoppedArray(ChoppedOperators):
     """An array whose every arithmetic operation is rounded to a format.
 
     Create with :func:`chopped`.  Elementwise operations (``+ - * / **``,
@@ -567,7 +528,7 @@ class ChoppedArray:
             self._arith.combine(value._arith)
         self._data[plain_values(key)] = stored_values(value, self._arith)
 
-    # -- operators ----------------------------------------------------------------------------
+    # -- operators (the arithmetic ones from ChoppedOperators) --------------------------------
 
     def _binary(self, ufunc, other, reflected: bool = False):
         arith = self._arith
@@ -582,48 +543,6 @@ class ChoppedArray:
             return NotImplemented
         data = ufunc(o, self._data) if reflected else ufunc(self._data, o)
         return wrap(arith.round(data), arith)
-
-    def __add__(self, o):
-        return self._binary(np.add, o)
-
-    def __radd__(self, o):
-        return self._binary(np.add, o, True)
-
-    def __sub__(self, o):
-        return self._binary(np.subtract, o)
-
-    def __rsub__(self, o):
-        return self._binary(np.subtract, o, True)
-
-    def __mul__(self, o):
-        return self._binary(np.multiply, o)
-
-    def __rmul__(self, o):
-        return self._binary(np.multiply, o, True)
-
-    def __truediv__(self, o):
-        return self._binary(np.true_divide, o)
-
-    def __rtruediv__(self, o):
-        return self._binary(np.true_divide, o, True)
-
-    def __pow__(self, o):
-        return self._binary(np.power, o)
-
-    def __rpow__(self, o):
-        return self._binary(np.power, o, True)
-
-    def __floordiv__(self, o):
-        return self._binary(np.floor_divide, o)
-
-    def __rfloordiv__(self, o):
-        return self._binary(np.floor_divide, o, True)
-
-    def __mod__(self, o):
-        return self._binary(np.remainder, o)
-
-    def __rmod__(self, o):
-        return self._binary(np.remainder, o, True)
 
     def __neg__(self):
         return wrap(-self._data, self._arith)
@@ -646,20 +565,11 @@ class ChoppedArray:
         self._data[...] = result._data
         return self
 
-    def __iadd__(self, o):
-        return self._inplace(self._binary(np.add, o))
-
-    def __isub__(self, o):
-        return self._inplace(self._binary(np.subtract, o))
-
-    def __imul__(self, o):
-        return self._inplace(self._binary(np.multiply, o))
-
-    def __itruediv__(self, o):
-        return self._inplace(self._binary(np.true_divide, o))
-
-    def __ipow__(self, o):
-        return self._inplace(self._binary(np.power, o))
+    __iadd__ = _inplace_operator(np.add)
+    __isub__ = _inplace_operator(np.subtract)
+    __imul__ = _inplace_operator(np.multiply)
+    __itruediv__ = _inplace_operator(np.true_divide)
+    __ipow__ = _inplace_operator(np.power)
 
     def __imatmul__(self, o):
         return self._inplace(np.matmul(self, o))
@@ -667,23 +577,8 @@ class ChoppedArray:
     def _compare(self, ufunc, other):
         return ufunc(self._data, plain_values(other))
 
-    def __lt__(self, o):
-        return self._compare(np.less, o)
-
-    def __le__(self, o):
-        return self._compare(np.less_equal, o)
-
-    def __gt__(self, o):
-        return self._compare(np.greater, o)
-
-    def __ge__(self, o):
-        return self._compare(np.greater_equal, o)
-
-    def __eq__(self, o):
-        return self._compare(np.equal, o)
-
-    def __ne__(self, o):
-        return self._compare(np.not_equal, o)
+    __eq__ = _comparison(np.equal)
+    __ne__ = _comparison(np.not_equal)
 
     __hash__ = None  # type: ignore[assignment]  # (mutable, like ndarray: unhashable)
 

@@ -59,7 +59,7 @@ from numpy.typing import ArrayLike
 from .. import linalg
 from ..engines import dispatch
 from ..random.counter import CounterRng
-from .array import wrap
+from .array import OPERATORS, ChoppedOperators, wrap
 from .context import Arithmetic, refuse_counter_in_linalg
 from .libraries import round_array
 
@@ -304,7 +304,7 @@ def _product(name: str, a, b) -> "ChoppedJax":
     return _on_host(name, np.matmul if name == "matmul" else np.dot, like, (a, b), arith)
 
 
-class ChoppedJax:
+class ChoppedJax(ChoppedOperators):
     """A JAX array in a format; every operation rounds (create with :func:`~pychop_compat.arithmetic.chopped`)."""
 
     __slots__ = ("_data", "_arith")
@@ -337,7 +337,8 @@ class ChoppedJax:
     def _round(self, data, arith: Arithmetic) -> "ChoppedJax":
         return ChoppedJax(_round_jax(data, arith), arith)
 
-    def _binary(self, op: Callable, other, reflected: bool = False):
+    def _binary(self, ufunc: np.ufunc, other: Any, reflected: bool = False) -> "ChoppedJax":
+        op = OPERATORS[ufunc]  # (JAX's operators: the jax.numpy functions of these ufuncs)
         arith = self._arith
         if isinstance(other, ChoppedJax):
             arith = arith.combine(other._arith) if not reflected else other._arith.combine(arith)
@@ -350,32 +351,8 @@ class ChoppedJax:
                 o = _round_jax(jnp.asarray(o, dtype=self._data.dtype), arith)
         return self._round(op(o, self._data) if reflected else op(self._data, o), arith)
 
-    def __add__(self, o):
-        return self._binary(lambda a, b: a + b, o)
-
-    def __radd__(self, o):
-        return self._binary(lambda a, b: a + b, o, True)
-
-    def __sub__(self, o):
-        return self._binary(lambda a, b: a - b, o)
-
-    def __rsub__(self, o):
-        return self._binary(lambda a, b: a - b, o, True)
-
-    def __mul__(self, o):
-        return self._binary(lambda a, b: a * b, o)
-
-    def __rmul__(self, o):
-        return self._binary(lambda a, b: a * b, o, True)
-
-    def __truediv__(self, o):
-        return self._binary(lambda a, b: a / b, o)
-
-    def __rtruediv__(self, o):
-        return self._binary(lambda a, b: a / b, o, True)
-
-    def __pow__(self, o):
-        return self._binary(lambda a, b: a ** b, o)
+    def _compare(self, ufunc: np.ufunc, other: Any) -> Any:
+        return OPERATORS[ufunc](self._data, getattr(other, "_data", other))
 
     def __neg__(self):
         return ChoppedJax(-self._data, self._arith)
@@ -391,18 +368,6 @@ class ChoppedJax:
 
     def __getitem__(self, key):
         return ChoppedJax(self._data[key], self._arith)
-
-    def __lt__(self, o):
-        return self._data < getattr(o, "_data", o)
-
-    def __le__(self, o):
-        return self._data <= getattr(o, "_data", o)
-
-    def __gt__(self, o):
-        return self._data > getattr(o, "_data", o)
-
-    def __ge__(self, o):
-        return self._data >= getattr(o, "_data", o)
 
     def reshape(self, *shape: Any) -> "ChoppedJax":
         """The same values in another shape."""

@@ -575,11 +575,44 @@ def test_counter_rng_rules():
         A + chopped(np.ones(3), Arithmetic(o, rng=4))
     assert A.using(method="pairwise").arithmetic.counter is arith.counter  # one counter, passed on
     with pytest.raises(TypeError, match="rng"):
-        Arithmetic(o, rng=np.random.default_rng(0))
+        Arithmetic(o, rng=1.5)  # not a seed, a Generator or a CounterRng
     with pytest.raises(TypeError, match="rng"):
         chopped(np.ones(2), arith, rng=3)
     det = chopped(np.ones((2, 2)), "h", rng=3)  # deterministic rounding: the counter is never used
     same((det @ det).values, np.full((2, 2), 2.0))
+
+
+@pytest.mark.parametrize("extra", [{"round": 5}, {"round": 6}, {"round": 1, "flip": 1, "p": 0.3}])
+def test_generator_rng_draws_as_chop_with_that_generator(extra):
+    """rng=<numpy Generator>: each operation rounds as Chop(options, rng=generator) does, the
+    generator's numbers taken in chop's order (arrays, reductions, scalars, plain operands)."""
+    o = {"format": "b", **extra}
+    x, y, plain = data(50), data(51), data(52)
+    ch = Chop(o, rng=np.random.default_rng(77))
+    a, b = ch(x), ch(y)
+    want = ch(ch(ch(a * b) + plain) / 3)
+    col = want[0].copy()
+    for k in range(1, want.shape[0]):  # recursive column sums: one call per row
+        col = ch(col + want[k])
+    s = ch(np.array([col[0] + col[1]]))[0]
+    s2 = ch(np.array([s * 0.1]))[0]
+    arith = Arithmetic(o, rng=np.random.default_rng(77))
+    A, B = chopped(x, arith), chopped(y, arith)
+    got = (A * B + plain) / 3
+    same(A.values, a)
+    same(got.values, want)
+    sums = got.sum(axis=0)
+    same(sums.values, col)
+    total = sums[0] + sums[1]
+    assert isinstance(total, ChoppedScalar) and total.value == s
+    assert (total * 0.1).value == s2
+    assert "rng=Generator(PCG64)" in repr(arith)
+    assert chopped(x, o, rng=np.random.default_rng(1)).arithmetic.rng is not None
+    with pytest.raises(NotChoppedError, match="generator"):
+        A @ B.T
+    with pytest.raises(FormatMismatchError):  # two generators: two sources of numbers
+        A + chopped(x, Arithmetic(o, rng=np.random.default_rng(77)))
+    assert A.using(method="pairwise").arithmetic.rng is arith.rng  # one generator, passed on
 
 
 def _child_stochastic_scalar_op(_):

@@ -23,7 +23,7 @@ from ..matlab.api import Chop, chop_options
 from ..matlab.options import resolve
 from ..random.counter import CounterRng, counter_uniform
 from ..random.matlab_stream import stream_uniform, stream_uniform_one
-from ..random.sources import MATLAB_STREAM, RandomSources, sources_for
+from ..random.sources import MATLAB_STREAM, RandomSources, generator_sources, sources_for
 from ..spec import RoundingSpec
 from .libraries import is_device_array, round_array, round_numpy_array
 
@@ -86,7 +86,7 @@ class Arithmetic:
         :func:`pychop_compat.linalg.matmul`).  Default ``'recursive'``.
     block_size : int, optional
         Block size for ``method='blocked'`` (default 32).
-    rng : int or CounterRng, optional
+    rng : int, numpy.random.Generator or CounterRng, optional
         ``None`` (default): stochastic rounding and bit flips draw as
         :func:`pychop_compat.chop` does (MATLAB's stream on the host, or
         ``options.randfunc``).  An integer seed: the counter-based generator of
@@ -94,17 +94,19 @@ class Arithmetic:
         every rounding call of this arithmetic takes the next counters, element
         ``i`` of a call (row-major) getting ``u(offset + i)``, the same numbers on
         NumPy and JAX (see :doc:`/arithmetic`).  A
-        :class:`~pychop_compat.random.counter.CounterRng`: that counter,
-        shared (what :meth:`with_settings` passes on).  Matrix products and
-        ``np.linalg.solve`` (computed by :mod:`pychop_compat.linalg`, which draws
-        as ``chop`` does) refuse a drawing arithmetic with a counter
-        (:class:`~pychop_compat.arithmetic.NotChoppedError`).
+        :class:`numpy.random.Generator` (or a ``SeedSequence``): each rounding
+        rounds as ``Chop(options, rng=generator)`` does, drawing from it in
+        chop.m's order.  A :class:`~pychop_compat.random.counter.CounterRng`:
+        that counter, shared (what :meth:`with_settings` passes on).  Matrix
+        products and ``np.linalg.solve`` (computed by :mod:`pychop_compat.linalg`,
+        which draws as ``chop`` does) refuse a drawing arithmetic with an
+        ``rng`` (:class:`~pychop_compat.arithmetic.NotChoppedError`).
     **kwargs
         Options by name, merged over ``options`` (``format='b', round=5``).
     """
 
     __slots__ = ("given", "chop", "strict", "mismatch", "method", "block_size",
-                 "_specs", "_sources", "round_scalar", "_key", "_counter")
+                 "_specs", "_sources", "round_scalar", "_key", "_rng")
 
     def __init__(self, options: OptionsLike = None, *, strict: bool = False, mismatch: str = "error",
                  method: str = "recursive", block_size: int = 32, rng: Any = None, **kwargs: Any) -> None:
@@ -112,7 +114,7 @@ class Arithmetic:
             raise ValueError(f"mismatch must be one of {MISMATCH_RULES}, not {mismatch!r}.")
         if method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, not {method!r}.")
-        counter = _counter_of(rng)
+        rng = _rng_of(rng)
         if int(block_size) != block_size or block_size < 1:
             raise ValueError(f"block_size must be a positive integer, not {block_size!r}.")
         self.given = _given_options(options, kwargs)
@@ -124,14 +126,16 @@ class Arithmetic:
         settings = resolve(self.given, None, "double")
         spec = settings.spec
         self._specs: dict[np.dtype, RoundingSpec] = {np.dtype(np.float64): spec}
-        self._counter = counter
-        flips = MATLAB_STREAM if counter is None else RandomSources(
-            counter.stochastic, counter.flip_uniform, counter.flip_randi, counter)
+        self._rng = rng
+        if isinstance(rng, CounterRng):
+            flips = RandomSources(rng.stochastic, rng.flip_uniform, rng.flip_randi, rng)
+        else:
+            flips = MATLAB_STREAM if rng is None else generator_sources(rng)
         self._sources = sources_for(settings.randfunc, flips)
         # The rounding spec (not the format's spelling: 'h' and 'half' round alike) and the
         # source of random numbers: counters of different seeds draw different numbers and
-        # do not mix silently, nor do two randfuncs.
-        self._key = (spec, settings.randfunc, None if counter is None else counter.seed)
+        # do not mix silently, nor do two randfuncs or two generators.
+        self._key = (spec, settings.randfunc, rng.seed if isinstance(rng, CounterRng) else rng)
         self.round_scalar = _scalar_rounder(spec, self._sources)
 
     @classmethod
@@ -168,7 +172,12 @@ class Arithmetic:
     @property
     def counter(self) -> Any:
         """The :class:`~pychop_compat.random.counter.CounterRng` of ``rng=``, or None."""
-        return self._counter
+        return self._rng if isinstance(self._rng, CounterRng) else None
+
+    @property
+    def rng(self) -> Any:
+        """The ``rng=`` source: a CounterRng, a :class:`numpy.random.Generator` or None."""
+        return self._rng
 
     @property
     def draws(self) -> bool:
@@ -197,8 +206,10 @@ class Arithmetic:
             text += ", no subnormals"
         if g["flip"]:
             text += f", flip p={g['p']}"
-        if self._counter is not None:
-            text += f", rng={self._counter.seed}"
+        if isinstance(self._rng, CounterRng):
+            text += f", rng={self._rng.seed}"
+        elif self._rng is not None:
+            text += f", rng=Generator({type(self._rng.bit_generator).__name__})"
         return text
 
     def __repr__(self) -> str:
@@ -210,7 +221,7 @@ class Arithmetic:
     def with_settings(self, **changes: Any) -> "Arithmetic":
         """A copy with other ``strict``, ``mismatch``, ``method`` or ``block_size``."""
         settings = dict(strict=self.strict, mismatch=self.mismatch, method=self.method,
-                        block_size=self.block_size, rng=self._counter)
+                        block_size=self.block_size, rng=self._rng)
         settings.update(changes)
         return Arithmetic(self.given, **settings)
 
@@ -287,33 +298,34 @@ _SHARED: dict = {}
 
 
 def refuse_counter_in_linalg(arith: Arithmetic, name: str) -> None:
-    """Refuse ``name``, computed by :mod:`pychop_compat.linalg`, for an arithmetic drawing from a counter.
+    """Refuse ``name``, computed by :mod:`pychop_compat.linalg`, for an arithmetic drawing from ``rng=``.
 
     linalg draws as ``chop`` does (its own ``Chop``): it cannot take an
-    arithmetic's counter (``rng=``).
+    arithmetic's counter or generator.
 
     Raises
     ------
     NotChoppedError
-        When ``arith`` draws random numbers and has a counter.
+        When ``arith`` draws random numbers and has an ``rng``.
     """
-    if arith.counter is not None and arith.draws:
+    if arith.rng is not None and arith.draws:
+        source = "counter" if arith.counter is not None else "generator"
         raise NotChoppedError(
             f"{name} is computed by pychop_compat.linalg, whose rounding draws as chop does (MATLAB's "
-            "stream); it cannot draw from this arithmetic's counter (rng=...).  Use an arithmetic "
+            f"stream); it cannot draw from this arithmetic's {source} (rng=...).  Use an arithmetic "
             "without rng= for matrix products and solves with random rounding.")
 
 
-def _counter_of(rng: Any):
-    """The CounterRng of ``rng=`` (None, an integer seed or a CounterRng)."""
-    if rng is None:
-        return None
-    if isinstance(rng, CounterRng):
+def _rng_of(rng: Any) -> Union[None, CounterRng, np.random.Generator]:
+    """The source of ``rng=``: None, a CounterRng (for an integer seed) or a Generator (as Chop takes it)."""
+    if rng is None or isinstance(rng, (CounterRng, np.random.Generator)):
         return rng
     if isinstance(rng, numbers.Integral) and not isinstance(rng, (bool, np.bool_)):
         return CounterRng(int(rng))
+    if isinstance(rng, np.random.SeedSequence):
+        return np.random.default_rng(rng)
     raise TypeError("chopped arithmetic's rng must be None (chop's sources: MATLAB's stream), an integer "
-                    f"seed (the counter-based generator) or a CounterRng, not {rng!r}.")
+                    f"seed (the counter-based generator), a numpy.random.Generator or a CounterRng, not {rng!r}.")
 
 
 def _request_key(options, settings):

@@ -76,9 +76,9 @@ def chopped(x: Union[ChoppedOperand, torch.Tensor, jax.Array],
     if isinstance(x, (ChoppedArray, ChoppedScalar)):
         x = plain_values(x)
     if array_api_compat.is_torch_array(x):
-        if arith.counter is not None:
-            raise NotImplementedError("chopped torch tensors draw as chop does; rng= (a counter) is "
-                                      "implemented for NumPy and JAX chopped arrays.")
+        if arith.rng is not None:
+            raise NotImplementedError("chopped torch tensors draw as chop does; rng= (a counter or a "
+                                      "generator) is implemented for NumPy and JAX chopped arrays.")
 
         return chopped_tensor(x, arith)
     if array_api_compat.is_jax_array(x):

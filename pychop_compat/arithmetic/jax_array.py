@@ -2,50 +2,17 @@
 
 ``chopped(jax_array, options)`` returns a :class:`ChoppedJax`, a pytree (the
 arithmetic is static data), so functions on it can be ``jax.jit``-ed.
-
-What rounds where
------------------
-* ``+ - * / **`` (unary minus and ``abs`` are exact) and :meth:`ChoppedJax.apply`
-  (any elementwise ``jax.numpy`` function, rounded once) round on the array's
-  device with :func:`pychop_compat.engines.dispatch.round_jax`, inside and outside
-  ``jit``.
-* Matrix products (``@``, :meth:`~ChoppedJax.matmul`, :meth:`~ChoppedJax.dot`)
-  of 1-D and 2-D operands call :func:`pychop_compat.linalg.matmul` on the JAX
-  arrays (today linalg computes them on the host and gives back a JAX array on
-  the device; under ``jit`` too once linalg accepts traced arrays, a host
-  callback until then).  Sums and products (:meth:`~ChoppedJax.sum`, ``prod``,
-  ``cumsum``, ``cumprod``, ``mean``, ``var``, ``std``), stacks of matrix
-  products and :func:`einsum` run the chopped NumPy array's code on a host
-  copy (the orders of :mod:`.reductions` and linalg's kernels, one
-  implementation) and put the result back on the device.  Inside ``jax.jit``
-  these host computations are ``jax.pure_callback`` calls (a callback must be
-  a pure function of its operands: deterministic rounding, or random numbers
-  from an explicit counter offset, below).
-* ``jnp.sum(x)`` and the other ``jax.numpy`` functions raise a ``TypeError``: a
-  chopped JAX array defines no ``__jax_array__``, so nothing computes in full
-  precision silently.
-
-Random numbers (stochastic rounding, bit flips)
------------------------------------------------
-* Eager (no ``jit``), no :func:`random_draws` block: the arithmetic's sources,
-  exactly as a chopped NumPy array draws them: MATLAB's stream (the host's, in
-  chop.m's order: the array goes to the host and back) or, for an arithmetic
-  made with ``rng=<seed>``, its counter (computed on the device when
-  ``jax_enable_x64`` is on).  So the same sequence of operations gives the same
-  bits as on chopped NumPy arrays.
-* Under ``jit`` (or eagerly, by choice) inside ``with random_draws(...)``:
-  ``random_draws(offset=n)``: the counter-based generator of the arithmetic's
-  seed (``rng=`` required), the rounding calls taking counters ``n, n +
-  size_1, ...`` in program order (``offset`` may be traced; read the next free
-  counter from the block's ``offset`` at its end).  Equal bit for bit to a
-  chopped NumPy array of ``Arithmetic(options, rng=seed)`` whose counter is at
-  ``n``.  ``random_draws(key=k)``: call ``c`` of the block gets the numbers of
-  ``jax.random.fold_in(k, c)`` (see :func:`~pychop_compat.chop_jax`);
-  JAX's numbers, not comparable with NumPy.  Inside a ``random_draws(offset=...)``
-  block the host computations (sums, reductions, one-operand einsum) draw
-  from the counter at the block's offset too (a ``pure_callback`` that takes
-  the offset and gives back the next one), so they work under ``jit``; not
-  inside a ``key`` block.
+Elementwise operations round on the device (:func:`pychop_compat.engines.dispatch.round_jax`);
+matrix products call :func:`pychop_compat.linalg.matmul`; sums, products,
+stacks of matrix products and :func:`einsum` run the chopped NumPy array's
+code on a host copy (a ``jax.pure_callback`` under ``jit``, which must be a
+pure function: deterministic rounding, or a counter offset).  ``jnp``
+functions raise a ``TypeError`` on it (no ``__jax_array__``), so nothing
+computes in full precision silently.  Random numbers: eagerly, the
+arithmetic's sources, as a chopped NumPy array draws them; under ``jit``, a
+:func:`random_draws` block (``offset=``: the arithmetic's counter, equal bit
+for bit to NumPy; ``key=``: JAX's numbers).  The table of what runs where is
+in the documentation page "Chopped arithmetic" (torch, CuPy and JAX).
 """
 
 from __future__ import annotations

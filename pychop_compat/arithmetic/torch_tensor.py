@@ -1,34 +1,21 @@
 """Chopped torch tensors: a ``torch.Tensor`` subclass whose elementwise operations round.
 
 ``chopped(tensor, options)`` returns a tensor of a subclass of
-:data:`ChoppedTensor` made for that :class:`~.context.Arithmetic` (the
-arithmetic is a class attribute, so every tensor torch derives from it,
-views and autograd results included, knows its format).  Through
-``__torch_function__``:
-
-* elementwise arithmetic (``+ - * / **``, ``neg``, ``abs``, ``sqrt``,
-  ``exp``, ``log``, ``tanh``, ... see :data:`ROUNDED`) is computed by torch in
-  the tensor's dtype and rounded once by chop's router (its adapter for torch), on the
-  tensor's device, in its dtype;
-* data movement (views, indexing, ``cat``, ``to``, ``clone``, ...) keeps the
-  values; comparisons and other non-float results are plain tensors;
-* sums, products and matrix products (``sum``, ``mean``, ``prod``,
-  ``cumsum``, ``matmul``/``@``, ``mm``, ``mv``, ``dot``; see :data:`REDUCTIONS`)
-  round after every operation exactly as chopped NumPy arrays do (the same
-  code: :mod:`.reductions` and :func:`pychop_compat.linalg.matmul`), run on
-  the tensor's memory on the CPU; tensors on other devices are copied to the
-  host and back (slow, documented);
-* every other function raises :class:`~pychop_compat.arithmetic.NotChoppedError` rather than
-  computing in full precision;
-* autograd: each rounding is the identity in the backward pass (the
-  straight-through estimator): the gradient of a chopped operation is that
-  of the exact operation; gradients themselves are not rounded.
-
-torch is imported only when a tensor is chopped.
+:data:`ChoppedTensor` made for that :class:`~.context.Arithmetic` (a class
+attribute, so every tensor torch derives from it, views and autograd results
+included, knows its format).  ``__torch_function__`` rounds the functions of
+:data:`ROUNDED` once (chop's torch engine, on the tensor's device), keeps the
+values of :data:`EXACT` and :data:`MOVES`, computes :data:`REDUCTIONS` by the
+chopped NumPy array's code (on the host) and refuses every other function
+with a float result (:class:`~pychop_compat.arithmetic.NotChoppedError`).
+Autograd passes gradients straight through each rounding.  See the
+documentation page "Chopped arithmetic" (torch, CuPy and JAX); torch is
+imported only when a tensor is chopped.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any, Callable, Dict, Optional
 
 from .array import wrap
@@ -83,26 +70,23 @@ sum mean prod cumsum cumprod matmul mm mv dot inner __matmul__ __rmatmul__
 """.split())
 
 _CLASSES: Dict[Arithmetic, type] = {}
-_STE = None
 
 
-def _ste():
+@functools.cache
+def _ste() -> Any:
     """The rounding as an autograd function: chop forward, identity backward."""
-    global _STE
-    if _STE is None:
-        import torch
+    import torch
 
-        class RoundStraightThrough(torch.autograd.Function):
-            @staticmethod
-            def forward(ctx, x, arith):
-                return arith.chop(x)
+    class RoundStraightThrough(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, arith):
+            return arith.chop(x)
 
-            @staticmethod
-            def backward(ctx, grad):
-                return grad, None
+        @staticmethod
+        def backward(ctx, grad):
+            return grad, None
 
-        _STE = RoundStraightThrough
-    return _STE
+    return RoundStraightThrough
 
 
 def _tensor_base() -> Any:
@@ -239,37 +223,32 @@ def _dispatch(cls, func, types, args, kwargs):
     return result
 
 
-_VIA_NUMPY = None
-
-
-def _via_numpy():
+@functools.cache
+def _via_numpy() -> Any:
     """An autograd function: forward by chopped NumPy code, backward by the exact torch operation."""
-    global _VIA_NUMPY
-    if _VIA_NUMPY is None:
-        import numpy as np
-        import torch
+    import numpy as np
+    import torch
 
-        class ChoppedViaNumPy(torch.autograd.Function):
-            @staticmethod
-            def forward(ctx, numpy_func, exact_func, *tensors):
-                ctx.exact_func = exact_func
-                ctx.save_for_backward(*tensors)
-                carrier = tensors[0].dtype if tensors[0].dtype in (torch.float32, torch.float64) else torch.float32
-                arrays = [t.detach().to(device="cpu", dtype=carrier).numpy() for t in tensors]
-                out = np.array(numpy_func(*arrays), order="C")  # (keeps 0-d results 0-d)
-                return torch.from_numpy(out).to(device=tensors[0].device, dtype=tensors[0].dtype)
+    class ChoppedViaNumPy(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, numpy_func, exact_func, *tensors):
+            ctx.exact_func = exact_func
+            ctx.save_for_backward(*tensors)
+            carrier = tensors[0].dtype if tensors[0].dtype in (torch.float32, torch.float64) else torch.float32
+            arrays = [t.detach().to(device="cpu", dtype=carrier).numpy() for t in tensors]
+            out = np.array(numpy_func(*arrays), order="C")  # (keeps 0-d results 0-d)
+            return torch.from_numpy(out).to(device=tensors[0].device, dtype=tensors[0].dtype)
 
-            @staticmethod
-            def backward(ctx, grad):
-                inputs = [t.detach().requires_grad_(t.requires_grad) for t in ctx.saved_tensors]
-                wanted = [t for t in inputs if t.requires_grad]
-                with torch.enable_grad():
-                    y = ctx.exact_func(*inputs)
-                found = iter(torch.autograd.grad(y, wanted, grad, allow_unused=True) if wanted else ())
-                return (None, None) + tuple(next(found) if t.requires_grad else None for t in inputs)
+        @staticmethod
+        def backward(ctx, grad):
+            inputs = [t.detach().requires_grad_(t.requires_grad) for t in ctx.saved_tensors]
+            wanted = [t for t in inputs if t.requires_grad]
+            with torch.enable_grad():
+                y = ctx.exact_func(*inputs)
+            found = iter(torch.autograd.grad(y, wanted, grad, allow_unused=True) if wanted else ())
+            return (None, None) + tuple(next(found) if t.requires_grad else None for t in inputs)
 
-        _VIA_NUMPY = ChoppedViaNumPy
-    return _VIA_NUMPY
+    return ChoppedViaNumPy
 
 
 def _reduction(name: str, cls, args, kwargs):
@@ -289,22 +268,19 @@ def _reduction(name: str, cls, args, kwargs):
         if options:
             raise _not_chopped(f"torch.{name} with {sorted(options)}")
         axis = tuple(dim) if isinstance(dim, (list, tuple)) else dim
-        numpy_name = {"sum": np.sum, "mean": np.mean, "prod": np.prod, "cumsum": np.cumsum,
-                      "cumprod": np.cumprod}[name]
+        numpy_reduction = getattr(np, name)
+        cumulative = name in ("cumsum", "cumprod")
+        keep = {} if cumulative else {"keepdims": bool(keepdim)}
         numpy_func: Callable[..., Any]  # (one or two operands)
         exact: Callable[..., Any]
-        if name in ("cumsum", "cumprod"):
-            def numpy_func(a):
-                return np.asarray(numpy_name(wrap(a, arith), axis=axis))
 
-            def exact(t):
+        def numpy_func(a):
+            return np.asarray(numpy_reduction(wrap(a, arith), axis=axis, **keep))
+
+        def exact(t):
+            if cumulative:
                 return getattr(torch, name)(t, dim=dim)
-        else:
-            def numpy_func(a):
-                return np.asarray(numpy_name(wrap(a, arith), axis=axis, keepdims=bool(keepdim)))
-
-            def exact(t):
-                return getattr(torch, name)(t) if dim is None else getattr(torch, name)(t, dim, keepdim=keepdim)
+            return getattr(torch, name)(t) if dim is None else getattr(torch, name)(t, dim, keepdim=keepdim)
         tensors = tensors[:1]
     else:
         if options or len(tensors) != 2:
@@ -313,8 +289,7 @@ def _reduction(name: str, cls, args, kwargs):
         def numpy_func(a, b):
             return np.asarray(np.matmul(wrap(a, arith), wrap(b, arith)))
 
-        def exact(a, b):
-            return torch.matmul(a, b)
+        exact = torch.matmul
     plain = [_plain(t) for t in tensors]
     with torch._C.DisableTorchFunctionSubclass():
         out = _via_numpy().apply(numpy_func, exact, *plain)

@@ -1,24 +1,15 @@
 """Chopped NumPy values: ``ChoppedArray`` and ``ChoppedScalar``, every operation rounded.
 
-Why a wrapper and not an ``ndarray`` subclass: a subclass is still an
-``ndarray``, so every NumPy function without a special case -- BLAS's ``@``
-through ``np.dot`` on a view, ``np.linalg.eig``, ``scipy`` routines --
-silently computes in double on it and hands back a subclass instance that
-looks chopped but was never rounded.  A wrapper that is *not* an ndarray
-sees every ufunc (``__array_ufunc__``) and every NumPy function
-(``__array_function__``); what it does not implement with per-operation
-rounding raises an error that says so.  Leaving the simulation is explicit:
-``np.asarray(c)`` (or ``c.values``) gives the plain double values.
-
-A :class:`ChoppedScalar` is one value for MATLAB-style scalar loops: Python's
-float arithmetic (IEEE double) followed by the arithmetic's scalar rounding,
-so ``a + b`` costs one Python addition, one rounding and one small object, and
-gives the numbers of ``chop(a + b)`` and of the same operation on one-element
-chopped arrays.  Division by zero and invalid operations give Inf and NaN, as
-in NumPy and MATLAB, rather than Python's exceptions.  Arrays and scalars
-live in one module because each hands its results to the other: an operation
-of a scalar with an array is the array code's, a 0-d result of scalars only is
-a scalar.
+A wrapper, not an ``ndarray`` subclass: a subclass is still an ndarray, so
+every NumPy function without a special case (BLAS's ``@``, ``np.linalg.eig``,
+scipy) would compute in double on it and hand back a subclass that looks
+chopped.  The wrapper sees every ufunc (``__array_ufunc__``) and NumPy
+function (``__array_function__``) and refuses what it does not round
+(:class:`NotChoppedError`); ``np.asarray(c)`` leaves the simulation explicitly.
+A :class:`ChoppedScalar` serves MATLAB-style scalar loops: one Python float
+operation and one scalar rounding, the numbers of ``chop(a + b)``, with
+NumPy's Inf and NaN where Python raises.  Arrays and scalars hand results to
+each other, hence one module.
 """
 
 from __future__ import annotations
@@ -996,14 +987,11 @@ def _einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
                               "arrays (the order of the contractions would be a choice); contract "
                               "two at a time.")
     (ta, A), (tb, B) = datas
-    for c in ta:
-        if c not in tb and c not in output:
-            raise NotChoppedError(f"einsum: index {c!r} is summed over one operand only; "
-                                  "sum it first with np.sum")
-    for c in tb:
-        if c not in ta and c not in output:
-            raise NotChoppedError(f"einsum: index {c!r} is summed over one operand only; "
-                                  "sum it first with np.sum")
+    for mine, theirs in ((ta, tb), (tb, ta)):
+        for c in mine:
+            if c not in theirs and c not in output:
+                raise NotChoppedError(f"einsum: index {c!r} is summed over one operand only; "
+                                      "sum it first with np.sum")
     batch = [c for c in output if c in ta and c in tb]
     summed = [c for c in ta if c in tb and c not in output]
     free_a = [c for c in ta if c not in tb]

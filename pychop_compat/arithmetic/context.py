@@ -353,13 +353,10 @@ def _scalar_rounder(spec: RoundingSpec, sources: RandomSources) -> Callable[[flo
     """A function rounding one Python float exactly as chop does.
 
     The kernels' scalar path (:func:`pychop_compat.kernels.numpy_fast.chop_scalar`)
-    behind one fast path, kept because a chopped-scalar operation is one float
-    operation plus this call and the kernel's path costs two to three times as
-    much (``benchmarks/bench_arithmetic.py``, fp16 ``a + b``, CPU time, median
-    of 7 interleaved samples: round=1 513 ns with the fast path, 1727 ns
-    through the kernel; round=4 718 / 1490 ns; round=5 1388 / 3609 ns).
-    ``test_scalar_fast_path_equals_the_kernels_scalar_path`` holds it to the
-    kernel bit for bit in every mode.
+    behind one fast path, kept because the kernel's path costs two to three
+    times as much per chopped-scalar operation (``benchmarks/bench_arithmetic.py``,
+    fp16 ``a + b``).  ``test_scalar_fast_path_equals_the_kernels_scalar_path``
+    holds it to the kernel bit for bit in every mode.
 
     The fast path takes a *regular* ``v``: finite, nonzero, in a binade
     ``2^(e-1) <= |v| < 2^e`` with ``emin <= e - 1 < emax``.  There
@@ -373,7 +370,7 @@ def _scalar_rounder(spec: RoundingSpec, sources: RandomSources) -> Callable[[flo
     (mode 6), no draw when ``y`` is an integer (chop.m draws only for inexact
     elements; a counter still advances by one).  The uniform is the array
     path's: MATLAB's stream (:func:`~pychop_compat.random.matlab_stream.stream_uniform_one`)
-    or ``Chop(rng=<int>)``'s counter; with a user's ``randfunc``, and for
+    or ``Chop(rng=<int>)``'s counter; with a user's ``randfunc`` or a Generator, and for
     everything else (zeros, Inf, NaN, subnormals, the top binade,
     ``explim = 0``, ``t > 50``), the kernel's path; bit flips round an array of one.
     """

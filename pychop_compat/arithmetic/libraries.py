@@ -1,19 +1,13 @@
 """The array libraries a :class:`~pychop_compat.arithmetic.ChoppedArray` holds: what kernels.xp does not say.
 
-A chopped array is NumPy code.  It serves NumPy arrays and the arrays of a
-library that takes NumPy's ufuncs and functions over through
-``__array_ufunc__``/``__array_function__`` and answers with its own arrays on
-their device: CuPy.  The array API standard, so array-api-compat and
-:mod:`pychop_compat.kernels.xp` (the package's one array namespace), does not
-record that fact; :data:`UFUNC_PROTOCOL_LIBRARIES` does.  The rest comes from
-array-api-compat: an array's library (nothing imported), its namespace
-(:func:`~pychop_compat.kernels.xp.library_namespace`), copies to the host
-(``to_device(x, 'cpu')``) and back (``asarray(host, device=device(like))``).
-This is also the one module of arithmetic that calls the engines
-(``round_array``; :mod:`.jax_array` also calls
-:func:`~pychop_compat.engines.dispatch.round_jax`, JAX's traceable rounding).
-Another library with these protocols (a test's stand-in for a device
-library) is held inside ``with holding(array_type, namespace, rounder)``.
+A chopped array is NumPy code; it also serves the arrays of a library whose
+``__array_ufunc__``/``__array_function__`` answer NumPy's calls with its own
+arrays on their device (:data:`UFUNC_PROTOCOL_LIBRARIES`: CuPy), a fact the
+array API standard does not record.  The rest (an array's library and
+namespace, copies to the host and back) comes from array-api-compat.  This
+is arithmetic's one call into the engines (``round_array``; :mod:`.jax_array`
+also calls ``round_jax``).  A test's stand-in device library is held inside
+``with holding(array_type, namespace, rounder)``.
 """
 
 from __future__ import annotations

@@ -1,39 +1,27 @@
 """Sums and products along an axis with every addition (multiplication) rounded.
 
-``pychop_compat.linalg.kernels`` has the inner-product orders; these are
-the reductions it lacks (a plain sum, cumulative sum, product), in the same
-orders and with the same sequence of chop calls as its kernels, so that
-``reduce(x, rnd, 'add', method=m)`` equals ``linalg.dot(x, ones, method=m)``
-bit for bit (the products ``x_k * 1`` are exact).  They are candidates for
-``kernels.py``.
+The reductions :mod:`pychop_compat.linalg.kernels` lacks (a plain sum,
+cumulative sum, product), in the orders of its inner products and with the
+same sequence of rounding calls, so ``reduce(x, rnd, 'add', method=m)``
+equals ``linalg.dot(x, ones, method=m)`` bit for bit.  ``fl`` is one call of
+``rnd`` on a whole array (random numbers drawn call by call, column-major
+inside a call); the reduction of ``x_1, ..., x_n``, for every position of
+the other axes at once, is:
 
-With ``op`` the addition (``'add'``) or the multiplication (``'multiply'``)
-and ``fl`` one call of the rounding function ``rnd`` on a whole array (chop
-semantics: random numbers for stochastic rounding are drawn call by call, in
-column-major order inside a call), the reduction of ``x_1, ..., x_n`` along
-the axis is, for every position of the other axes at once:
-
-``'recursive'`` (and ``'fma'``, which has no product to fuse in a sum)
-    ``s = x_1``; ``s = fl(s op x_k)`` for ``k = 2..n``: one call per ``k`` on
-    an array shaped like the result.
+``'recursive'`` (and ``'fma'``: a sum has no product to fuse)
+    ``s = fl(s op x_k)``, ``k = 2..n``: one call per ``k``, shaped like the result.
 ``'pairwise'``
-    ``y_i = fl(x_{2i-1} op x_{2i})``, an odd last term carried over
-    unchanged, repeated until one term is left: one call per level on the
-    stacked pairs, shaped ``(pairs, *result_shape)``.
+    ``y_i = fl(x_{2i-1} op x_{2i})``, an odd last term carried, until one is
+    left: one call per level, shaped ``(pairs, *result_shape)``.
 ``'blocked'``
-    consecutive blocks of ``block_size`` terms are reduced recursively, all
-    blocks at once (for each position ``j`` in a block, one call on the
-    ``(blocks having a j-th term, *result_shape)`` stack), then the block
-    results are reduced recursively in order.
+    blocks of ``block_size`` terms reduced recursively, all blocks at once
+    (one call per position ``j`` on the blocks having a ``j``-th term), then
+    the block results recursively.
 
-An empty reduction is the identity (0 or 1); a single term is returned as it
-is.  ``axis=None`` reduces all elements in row-major (C) order; a tuple of
-axes reduces them together in the row-major order of those axes.
-
-The code is written once for NumPy and CuPy arrays: array creation and
-reshaping go through NumPy's functions for NumPy data and through the data's
-namespace for a device array (:mod:`pychop_compat.arithmetic.libraries`: CuPy's functions, which keep
-NumPy's names), so CuPy data stays on its device.
+An empty reduction is the identity, a single term itself; ``axis=None`` and
+tuples of axes reduce in row-major order.  NumPy and CuPy arrays share the
+code: array creation goes through the data's namespace
+(:mod:`pychop_compat.arithmetic.libraries`), so CuPy data stays on its device.
 """
 
 from __future__ import annotations

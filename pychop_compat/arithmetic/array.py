@@ -165,8 +165,13 @@ OPERATORS: dict[Any, Callable[[Any, Any], Any]] = {
 _IEEE_IN_PYTHON = (np.add, np.subtract, np.multiply, np.true_divide)
 
 
-def _scalar_operator(ufunc: np.ufunc, reflected: bool = False) -> Callable[[Any, Any], Any]:
-    """The :class:`ChoppedScalar` operator of ``ufunc``: one double operation, one scalar rounding.
+def _scalar_operators(ufunc: np.ufunc) -> Tuple[Callable[[Any, Any], Any], Callable[[Any, Any], Any]]:
+    """The :class:`ChoppedScalar` operators of ``ufunc``: as written and reflected."""
+    return _scalar_operator(ufunc, False), _scalar_operator(ufunc, True)
+
+
+def _scalar_operator(ufunc: np.ufunc, reflected: bool) -> Callable[[Any, Any], Any]:
+    """A :class:`ChoppedScalar` operator: one double operation, one scalar rounding.
 
     The hot path of scalar loops: an operand of the same arithmetic object or a
     plain float skips the operand rules; Python's float operator where it is
@@ -284,20 +289,13 @@ class ChoppedScalar:
             return _apply_ufunc(ufunc, "__call__", inputs, {})
         return NotImplemented
 
-    __add__ = _scalar_operator(np.add)
-    __radd__ = _scalar_operator(np.add, reflected=True)
-    __sub__ = _scalar_operator(np.subtract)
-    __rsub__ = _scalar_operator(np.subtract, reflected=True)
-    __mul__ = _scalar_operator(np.multiply)
-    __rmul__ = _scalar_operator(np.multiply, reflected=True)
-    __truediv__ = _scalar_operator(np.true_divide)
-    __rtruediv__ = _scalar_operator(np.true_divide, reflected=True)
-    __pow__ = _scalar_operator(np.power)
-    __rpow__ = _scalar_operator(np.power, reflected=True)
-    __floordiv__ = _scalar_operator(np.floor_divide)
-    __rfloordiv__ = _scalar_operator(np.floor_divide, reflected=True)
-    __mod__ = _scalar_operator(np.remainder)
-    __rmod__ = _scalar_operator(np.remainder, reflected=True)
+    __add__, __radd__ = _scalar_operators(np.add)
+    __sub__, __rsub__ = _scalar_operators(np.subtract)
+    __mul__, __rmul__ = _scalar_operators(np.multiply)
+    __truediv__, __rtruediv__ = _scalar_operators(np.true_divide)
+    __pow__, __rpow__ = _scalar_operators(np.power)
+    __floordiv__, __rfloordiv__ = _scalar_operators(np.floor_divide)
+    __mod__, __rmod__ = _scalar_operators(np.remainder)
 
     def __neg__(self):
         return ChoppedScalar._make(-self._v, self._arith)
@@ -335,7 +333,12 @@ class ChoppedScalar:
 # -- arrays -----------------------------------------------------------------------------------
 
 
-def _operator(ufunc: np.ufunc, reflected: bool = False) -> Callable[[Any, Any], Any]:
+def _operators(ufunc: np.ufunc) -> Tuple[Callable[[Any, Any], Any], Callable[[Any, Any], Any]]:
+    """The operators of ``ufunc`` of :class:`ChoppedOperators`: as written and reflected."""
+    return _operator(ufunc, False), _operator(ufunc, True)
+
+
+def _operator(ufunc: np.ufunc, reflected: bool) -> Callable[[Any, Any], Any]:
     """An arithmetic operator of :class:`ChoppedOperators`: ``self._binary(ufunc, other, reflected)``."""
     def binary_operator(self: "ChoppedOperators", other: Any) -> Any:
         return self._binary(ufunc, other, reflected)
@@ -375,20 +378,13 @@ class ChoppedOperators:
     def _compare(self, ufunc: np.ufunc, other: Any) -> Any:
         raise NotImplementedError
 
-    __add__ = _operator(np.add)
-    __radd__ = _operator(np.add, reflected=True)
-    __sub__ = _operator(np.subtract)
-    __rsub__ = _operator(np.subtract, reflected=True)
-    __mul__ = _operator(np.multiply)
-    __rmul__ = _operator(np.multiply, reflected=True)
-    __truediv__ = _operator(np.true_divide)
-    __rtruediv__ = _operator(np.true_divide, reflected=True)
-    __pow__ = _operator(np.power)
-    __rpow__ = _operator(np.power, reflected=True)
-    __floordiv__ = _operator(np.floor_divide)
-    __rfloordiv__ = _operator(np.floor_divide, reflected=True)
-    __mod__ = _operator(np.remainder)
-    __rmod__ = _operator(np.remainder, reflected=True)
+    __add__, __radd__ = _operators(np.add)
+    __sub__, __rsub__ = _operators(np.subtract)
+    __mul__, __rmul__ = _operators(np.multiply)
+    __truediv__, __rtruediv__ = _operators(np.true_divide)
+    __pow__, __rpow__ = _operators(np.power)
+    __floordiv__, __rfloordiv__ = _operators(np.floor_divide)
+    __mod__, __rmod__ = _operators(np.remainder)
     __lt__ = _comparison(np.less)
     __le__ = _comparison(np.less_equal)
     __gt__ = _comparison(np.greater)

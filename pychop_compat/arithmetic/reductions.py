@@ -1,6 +1,6 @@
 """Sums and products along an axis with every addition (multiplication) rounded.
 
-The reductions :mod:`pychop_compat.linalg.kernels` lacks (a plain sum,
+The reductions ``pychop_compat.linalg.kernels`` lacks (a plain sum,
 cumulative sum, product), in the orders of its inner products and with the
 same sequence of rounding calls, so ``reduce(x, rnd, 'add', method=m)``
 equals ``linalg.dot(x, ones, method=m)`` bit for bit.  ``fl`` is one call of

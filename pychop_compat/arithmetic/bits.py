@@ -108,8 +108,6 @@ def encode(x: Union[ArrayLike, ChoppedArray, ChoppedScalar],
     unbiased = e.astype(np.int64) - 1
     normal = np.isfinite(a) & (a != 0) & (unbiased >= emin)
     sub = np.isfinite(a) & (a != 0) & ~normal
-    exp_field = np.zeros(v.shape, np.uint64)
-    frac = np.zeros(v.shape, np.float64)
     with np.errstate(all="ignore"):
         sig = np.ldexp(mant, t)  # t-bit integer significand for normal numbers
         exp_field = np.where(normal, unbiased + emax, 0)

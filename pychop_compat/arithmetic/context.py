@@ -329,16 +329,15 @@ def _rng_of(rng: Any) -> Union[None, CounterRng, np.random.Generator]:
 
 
 def _request_key(options, settings):
-    """A hashable form of ``(options, settings)``, or None (never shared: a counter is state)."""
+    """A hashable form of ``(options, settings)``, or None (never shared: an rng is state)."""
+    def items(d: Mapping[str, Any]) -> tuple:
+        return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in d.items()))
+
     if (options is None and not settings) or settings.get("rng") is not None:
         return None
-    if isinstance(options, dict):
-        opts = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in options.items()))
-    elif isinstance(options, str) or options is None:
-        opts = options
-    else:
+    if not (isinstance(options, (dict, str)) or options is None):
         return None
-    key = (opts, tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in settings.items())))
+    key = (items(options) if isinstance(options, dict) else options, items(settings))
     try:
         hash(key)
     except TypeError:

@@ -39,8 +39,8 @@ def chopped(x: Union[ChoppedOperand, torch.Tensor, jax.Array],
         ``None``: the persistent chop options as they are now.
     strict, mismatch, method, block_size, rng, **kwargs
         See :class:`Arithmetic` (``rng``: an integer seed for the counter-based
-        generator; a new counter at each call, so pass one :class:`Arithmetic`
-        around to share one).
+        generator, a new counter at each call, or a NumPy ``Generator``; pass one
+        :class:`Arithmetic` around to share one counter).
 
     Returns
     -------

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .quantize import GradientRule, Rounder, apply_quantizer, renamed_keyword, rounder_for
+from .quantize import GradientRule, Rounder, apply_quantizer, renamed_keyword, rounder_for, torch_rng
 
 __all__ = ["Quantizer", "QuantizedLinear", "QuantizedConv1d", "QuantizedConv2d", "QuantizedConv3d",
            "QuantizedLayerNorm", "lower"]
@@ -33,8 +33,9 @@ class Quantizer(nn.Module):
         ``forward_rounding=``/``backward_rounding=`` are their old spellings (deprecated: they warn).
     clip : bool
         Zero the gradient where ``|x|`` exceeds the forward format's xmax.
-    forward_rng, backward_rng : optional
-        Random sources for stochastic rounding (see :class:`~pychop_compat.nn.Rounder`).
+    forward_rng, backward_rng : default 'torch'
+        Random sources for stochastic rounding (see :class:`~pychop_compat.nn.Rounder`;
+        ``None`` is a deprecated spelling of ``'torch'``).
 
     Examples
     --------
@@ -48,11 +49,12 @@ class Quantizer(nn.Module):
 
     def __init__(self, forward: Any = "h", backward: Any = None,
                  forward_round: Union[str, int, None] = None, backward_round: Union[str, int, None] = None,
-                 *, clip: bool = False, forward_rng: Any = None, backward_rng: Any = None,
+                 *, clip: bool = False, forward_rng: Any = "torch", backward_rng: Any = "torch",
                  forward_rounding: Union[str, int, None] = None, backward_rounding: Union[str, int, None] = None):
         super().__init__()
         forward_round = renamed_keyword(forward_round, forward_rounding, "forward_round", "forward_rounding")
         backward_round = renamed_keyword(backward_round, backward_rounding, "backward_round", "backward_rounding")
+        forward_rng, backward_rng = torch_rng(forward_rng, "forward_rng"), torch_rng(backward_rng, "backward_rng")
         self.forward_rounder: Optional[Rounder] = (
             None if forward is None else rounder_for(forward, forward_round, None, forward_rng))
         backward_rounder = None if backward is None else rounder_for(backward, backward_round, None, backward_rng)

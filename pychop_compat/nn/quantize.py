@@ -62,6 +62,16 @@ def renamed_keyword(new: Any, old: Any, new_name: str, old_name: str) -> Any:
     return old
 
 
+def torch_rng(rng: Any, name: str = "rng") -> Any:
+    """``rng``, with the deprecated ``None`` read as ``'torch'`` (it warns: its meaning changes in 0.4)."""
+    if rng is None:
+        warnings.warn(f"{name}=None in pychop_compat.nn is torch's generator until 0.4, where it will mean "
+                      f"chop's sources, as in Chop; {name}='torch' keeps today's behaviour.", FutureWarning,
+                      stacklevel=3)
+        return "torch"
+    return rng
+
+
 def _given_options(format) -> dict:
     """chop options (a dict of the fields given) for a format name or an options object."""
     if isinstance(format, str):
@@ -92,11 +102,13 @@ class Rounder:
         old spelling (deprecated: it warns).
     subnormal : bool, optional
         Keep subnormal numbers; default: the options' (chop's default for the format).
-    rng : None, 'torch', torch.Generator, 'chop', int or numpy.random.Generator, optional
-        Where stochastic rounding gets its random numbers.  ``'torch'`` (or
-        ``None``, the default): torch's default generator (``torch.rand``; seed
-        it with ``torch.manual_seed``), one number per element; a
-        ``torch.Generator``: that generator.
+    rng : 'torch', torch.Generator, 'chop', int or numpy.random.Generator, default 'torch'
+        Where stochastic rounding gets its random numbers.  ``'torch'``:
+        torch's default generator (``torch.rand``; seed it with
+        ``torch.manual_seed``), one number per element; a
+        ``torch.Generator``: that generator.  ``None`` is a deprecated
+        spelling of ``'torch'`` (FutureWarning: from 0.4 it will mean chop's
+        sources, as in :class:`pychop_compat.Chop`).
         ``'chop'``: chop's own numbers (MATLAB's stream for CPU tensors, the
         counter-based generator for GPU tensors), so that the result is
         ``chop(x, options)``; an int or a NumPy ``Generator``: as
@@ -141,13 +153,12 @@ class Rounder:
     """
 
     def __init__(self, format: Any = "h", round: Union[str, int, None] = None, *,
-                 subnormal: Optional[bool] = None, rng: Any = None, rounding: Union[str, int, None] = None):
+                 subnormal: Optional[bool] = None, rng: Any = "torch", rounding: Union[str, int, None] = None):
         given = _given_options(format)
         round = renamed_keyword(round, rounding, "round", "rounding")
         if round is not None:
             given["round"] = round_mode(round)
-        if isinstance(rng, str) and rng == "torch":
-            rng = None  # torch's default generator, spelled out
+        rng = torch_rng(rng)
         if subnormal is not None:
             given["subnormal"] = int(bool(subnormal))
         self._given = given
@@ -164,7 +175,7 @@ class Rounder:
             key = cast(CounterRng, self._counter_sources.counter).keys[0]
             self._counter_key = torch.tensor(key - (1 << 64) if key >= 1 << 63 else key, dtype=torch.int64)
             self._counter_offset = torch.zeros((), dtype=torch.int64)
-        if not (rng is None or self._host_random or isinstance(rng, torch.Generator)):
+        if not (isinstance(rng, str) and rng == "torch" or self._host_random or isinstance(rng, torch.Generator)):
             raise TypeError(f"rng must be None, 'torch', a torch.Generator, 'chop', an int or a "
                             f"numpy.random.Generator, not {rng!r}.")
         # chop's own machinery: for bit flips, extended formats and chop's random numbers.
@@ -238,7 +249,7 @@ class Rounder:
         if plan is None or self._counter_sources is not None:
             if uniforms is not None:
                 raise ValueError("uniforms can only be given to a rounder that rounds elementwise "
-                                 "(no bit flips, no extended format, rng None or a torch.Generator).")
+                                 "(no bit flips, no extended format, rng 'torch' or a torch.Generator).")
             if plan is not None and torch.compiler.is_compiling():
                 out = self._elementwise(work, plan, self._counter_numbers(work) if self.stochastic else None)
             elif plan is not None and self.stochastic:
@@ -383,22 +394,25 @@ def _cached_rounder(format: str, round: Union[str, int, None], subnormal: Option
 
 
 def rounder_for(format: Any, round: Union[str, int, None] = None, subnormal: Optional[bool] = None,
-                rng: Any = None) -> Rounder:
-    """A :class:`Rounder` for ``format`` (a Rounder itself when nothing else is given); rounders
-    of a format name with torch's generator are cached, so that a layer's quantizers share them."""
-    if isinstance(format, Rounder) and round is None and subnormal is None and rng is None:
+                rng: Any = "torch") -> Rounder:
+    """A :class:`Rounder` for ``format`` (a Rounder itself, with its own ``rng``, when nothing
+    else is given); rounders of a format name with torch's generator are cached, so that a
+    layer's quantizers share them.  ``rng=None``: as in :class:`Rounder` (it warns)."""
+    rng = torch_rng(rng)
+    default_rng = isinstance(rng, str) and rng == "torch"
+    if isinstance(format, Rounder) and round is None and subnormal is None and default_rng:
         return format
     if isinstance(format, Rounder):
         format = format.options
-    if isinstance(format, str) and rng is None:
+    if isinstance(format, str) and default_rng:
         return _cached_rounder(format, round, subnormal)
     return Rounder(format, round, subnormal=subnormal, rng=rng)
 
 
 def quantize(x: torch.Tensor, format: Any = "h", round: Union[str, int, None] = None, *,
-             subnormal: Optional[bool] = None, rng: Any = None, uniforms: Optional[torch.Tensor] = None,
+             subnormal: Optional[bool] = None, rng: Any = "torch", uniforms: Optional[torch.Tensor] = None,
              clip: bool = False, grad_format: Any = None, grad_round: Union[str, int, None] = None,
-             grad_rng: Any = None, rounding: Union[str, int, None] = None,
+             grad_rng: Any = "torch", rounding: Union[str, int, None] = None,
              grad_rounding: Union[str, int, None] = None) -> torch.Tensor:
     """Round ``x`` to a low-precision format, differentiably.
 
@@ -418,7 +432,8 @@ def quantize(x: torch.Tensor, format: Any = "h", round: Union[str, int, None] = 
     format : str, dict, Options, Chop or Rounder, default 'h'
         The forward format (see :class:`Rounder`).
     round, subnormal, rng
-        The forward rounding mode, subnormal switch and random source (see :class:`Rounder`).
+        The forward rounding mode, subnormal switch and random source (see
+        :class:`Rounder`; ``rng='torch'`` by default, ``None`` deprecated).
     uniforms : torch.Tensor, optional
         The forward pass's numbers for stochastic rounding, one per element.
     clip : bool
@@ -451,11 +466,12 @@ def quantize(x: torch.Tensor, format: Any = "h", round: Union[str, int, None] = 
     """
     round = renamed_keyword(round, rounding, "round", "rounding")
     grad_round = renamed_keyword(grad_round, grad_rounding, "grad_round", "grad_rounding")
-    rounder = rounder_for(format, round, subnormal, rng)
+    rounder = rounder_for(format, round, subnormal, torch_rng(rng))
+    grad_rng = torch_rng(grad_rng, "grad_rng")
     grad_rounder = None
     if grad_format is not None:
         grad_rounder = rounder_for(grad_format, grad_round, None, grad_rng)
-    elif grad_round is not None or grad_rng is not None:
+    elif grad_round is not None or not (isinstance(grad_rng, str) and grad_rng == "torch"):
         raise ValueError("grad_round and grad_rng need grad_format (the format of the gradient).")
     rule = GradientRule(rounder.xmax if clip else None, grad_rounder)
     return _Quantize.apply(x, uniforms, rounder, rule)

@@ -2,23 +2,11 @@
 operations that the array API standard lacks or that linalg needs spelled one way.
 
 Every algorithm of :mod:`pychop_compat.linalg` is written once against an :class:`Arrays`: the
-library's namespace from :mod:`pychop_compat.kernels.xp` (array-api-compat) plus the device of
-the call's arrays.  :func:`arrays_for` picks it from the arguments: torch tensors, CuPy arrays
-and JAX arrays are computed on their device with their library's operations; anything else
-(NumPy arrays, lists, numbers) with NumPy (:data:`HOST`).
-
-What this shim adds to the standard, and why:
-
-* moving data: :meth:`Arrays.asarray` (a copy on the call's device; NumPy data joins a device
-  array), :meth:`Arrays.to_host` (a NumPy copy, used outside the loops and by the host route);
-* writes that also work on immutable JAX arrays: :meth:`Arrays.put`, :meth:`Arrays.swap_rows`;
-* :meth:`Arrays.scalar`, :meth:`Arrays.index`: one number read back to steer a Python loop;
-* :meth:`Arrays.divide`: IEEE division on JAX, whose CPU backend rewrites a division by a
-  broadcast scalar (a few quotients per hundred differ in the last bit);
-* :class:`Window`: the trailing rows of a triangular loop, by slices or, on JAX (which compiles
-  every new shape), on whole arrays with a mask;
-* :func:`on_host`: the NumPy run of a call on host copies, for the parts that exist only there
-  (LAPACK, the scaling factors, mpmath's binary128).
+library's namespace from :mod:`pychop_compat.kernels.xp` plus the device of the call's arrays,
+which :func:`arrays_for` picks from the arguments (torch, CuPy and JAX arrays on their device,
+anything else with NumPy, :data:`HOST`).  The shim adds moving data, writes that also work on
+immutable JAX arrays, one number read back to steer a loop, IEEE division on JAX, the rows of a
+triangular loop (:class:`Window`) and the host route (:func:`on_host`).
 """
 
 from __future__ import annotations
@@ -66,14 +54,6 @@ class Arrays:
     def fixed_shapes(self) -> bool:
         """Whether each new array shape costs a compilation (JAX), so loops keep shapes fixed."""
         return self.name == "jax"
-
-    @property
-    def float64(self) -> Any:
-        return self.xp.float64
-
-    @property
-    def float32(self) -> Any:
-        return self.xp.float32
 
     # -- moving and casting ------------------------------------------------------------------
     def asarray(self, x: Any) -> Any:
@@ -128,7 +108,7 @@ class Arrays:
             self._needs_wide()
         if self.name == "numpy":
             return x.astype(np.float32 if single else np.float64, copy=True)
-        return self.xp.astype(x, self.float32 if single else self.float64, copy=True)
+        return self.xp.astype(x, self.xp.float32 if single else self.xp.float64, copy=True)
 
     def to_host(self, x: Any) -> np.ndarray:
         """A NumPy copy of ``x`` (outside the loops only; NumPy arrays as they are)."""
@@ -321,11 +301,12 @@ def on_host(func: Callable, arrays: Arrays, *args: Any, **kwargs: Any) -> Any:
     """``func(*args, **kwargs)`` (a public linalg function) on NumPy copies of ``arrays``'s
     arrays, the arrays of its result (a bare array, the fields of a result dataclass) given back
     on ``arrays``'s device, dtype kept.  The computation is NumPy's, bit for bit."""
+    from ..engines import array_library
 
     def host(v: Any) -> Any:
         if dataclasses.is_dataclass(v) and not isinstance(v, type):
             return dataclasses.replace(v, **{f.name: host(getattr(v, f.name)) for f in dataclasses.fields(v)})
-        return arrays.to_host(v) if _library(v) == arrays.name else v
+        return arrays.to_host(v) if array_library(v) == arrays.name else v
 
     def back(out: Any) -> Any:
         if isinstance(out, (np.ndarray, np.generic)):
@@ -337,12 +318,6 @@ def on_host(func: Callable, arrays: Arrays, *args: Any, **kwargs: Any) -> Any:
         return out
 
     return back(func(*(host(a) for a in args), **{k: host(v) for k, v in kwargs.items()}))
-
-
-def _library(x: Any) -> str:
-    from ..engines import array_library
-
-    return array_library(x)
 
 
 def ieee(func: Callable) -> Callable:

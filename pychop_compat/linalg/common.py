@@ -77,7 +77,7 @@ class Rounder:
         self.identity_for_double = o.format in DOUBLE_NAMES and o.subnormal != 0 and not o.flip
         #: Whether rounding draws no random numbers (modes 1-4, no flips).
         self.deterministic = int(o.round or 1) <= 4 and not o.flip  # resolved: round is set
-        self._double = arrays.float64
+        self._double = arrays.xp.float64
         self._host = arrays.name == "numpy"
 
     def __call__(self, x: Any) -> Any:
@@ -108,5 +108,5 @@ def float_operands(arrays: Arrays, *values: Any) -> list:
     for v in found:
         if "complex" in str(v.dtype):
             raise ValueError("Chop requires a real input array.")
-    single = all(v.dtype == arrays.float32 for v in found)
+    single = all(v.dtype == arrays.xp.float32 for v in found)
     return [arrays.float_copy(v, single) for v in found]

@@ -1,10 +1,7 @@
 """LU factorization with partial pivoting and triangular solves in simulated precision.
 
-Written once against :class:`~pychop_compat.linalg.arrays.Arrays` (NumPy, torch, CuPy, JAX); the
-compiled elimination of :mod:`pychop_compat.kernels.numba_lu` is the fast path for NumPy double
-data with deterministic rounding (same bits, tested).  LAPACK's factorization and the scaling
-factors exist on the host only: torch, CuPy and JAX arrays asking for them take the host route
-(:func:`~pychop_compat.linalg.arrays.on_host`).
+LAPACK's factorization and the scaling factors exist on the host only: torch, CuPy and JAX
+arrays asking for them take the host route (:func:`~pychop_compat.linalg.arrays.on_host`).
 """
 
 from __future__ import annotations
@@ -46,10 +43,8 @@ class LUResult:
         first zero pivot (LAPACK's convention); the factorization is then
         complete but ``U`` is singular.
     scaling : Scaling or None
-        When the matrix was scaled before factorizing (``lu(..., scaling=...,
-        theta=...)``): the factors are those of ``mu * R A S``,
-        ``P (mu R A S) = L U``; :func:`solve` undoes the scaling, so the
-        factors act as factors of ``A``.
+        For a matrix scaled before factorizing: ``P (mu R A S) = L U``;
+        :func:`solve` undoes the scaling, so the factors act as factors of ``A``.
 
     Notes
     -----
@@ -176,18 +171,15 @@ def lu(A: ArrayLike, options: OptionsLike = None, *, scaling: Optional[str] = No
     options : chop options, str or None, optional
         Format and rounding (``None``: the persistent chop options).
     scaling : {None, 'general', 'symmetric'}, optional
-        Two-sided diagonal scaling before rounding ``A`` to the format
-        (Higham, Pranesh & Zounon 2019): ``'general'`` (``'g'``) equilibrates
-        rows and columns (``R A S``), ``'symmetric'`` (``'s'``) preserves
-        symmetry (``D A D``); see ``pychop_compat.linalg.scaling``.
+        Two-sided diagonal scaling before rounding ``A`` (Higham, Pranesh &
+        Zounon 2019): ``'general'`` (``'g'``, ``R A S``) or ``'symmetric'``
+        (``'s'``, ``D A D``); see :func:`scale_diag_2side`.
     theta : float, optional
         Squeeze: multiply the (scaled) matrix by ``mu = theta * xmax / beta``
         so that its largest entry is ``theta * xmax`` of the format.
     method : {'chopped', 'lapack'}, optional
-        ``'chopped'`` (default): the chopped elimination below.  ``'lapack'``:
-        LAPACK's ``sgetrf``/``dgetrf`` through SciPy, for format ``'s'`` or
-        ``'d'`` only -- what MATLAB's ``lu(single(A))`` does (gmresir3 for
-        ``uf = single``); its blocked order of operations is LAPACK's.
+        The chopped elimination (default) or, for format ``'s'`` or ``'d'``
+        only, LAPACK's ``sgetrf``/``dgetrf`` (MATLAB's ``lu(single(A))``).
 
     Returns
     -------
@@ -205,9 +197,6 @@ def lu(A: ArrayLike, options: OptionsLike = None, *, scaling: Optional[str] = No
     Chop calls, in order: ``A``; then for each ``k``: the multipliers (a
     column), the products ``l_ik a_kj`` (the trailing block), the differences
     (the trailing block).  A zero pivot column is skipped, as in LAPACK.
-    With Numba in use, deterministic rounding (modes 1-4, no flips) and double
-    data, compiled code (:mod:`pychop_compat.kernels.numba_lu`) does the same roundings
-    and gives the same factors, bit for bit.
     Backward error (Higham, Thm. 9.3, round to nearest): ``P A + dA = L U``
     with ``|dA| <= gamma_n |L||U|``.
 
@@ -367,8 +356,8 @@ def solve_on(arrays: Arrays, A: Any, b: Any, options: OptionsLike = None) -> Any
     else:
         F = factorize(arrays, A, options)  # warns if singular
     (bb,) = float_operands(arrays, b)
-    single = all(M.dtype == arrays.float32 for M in (F.L, F.U, bb))
-    if not single and bb.dtype != arrays.float64:
+    single = all(M.dtype == arrays.xp.float32 for M in (F.L, F.U, bb))
+    if not single and bb.dtype != arrays.xp.float64:
         bb = arrays.float_copy(bb, False)
     vec = bb.ndim == 1
     c = bb[:, None] if vec else bb

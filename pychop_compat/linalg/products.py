@@ -1,11 +1,9 @@
 """Chopped products: :func:`~pychop_compat.linalg.dot`, :func:`~pychop_compat.linalg.matvec`,
 :func:`~pychop_compat.linalg.matmul` (every operation rounded).
 
-Written once against :class:`~pychop_compat.linalg.arrays.Arrays` (NumPy, torch, CuPy, JAX), with
-two fast paths in other languages, each giving the same bits as the code here (tested):
-compiled Numba kernels (:mod:`pychop_compat.kernels.numba_linalg`) for NumPy double data, and a
-fused Triton kernel (:mod:`pychop_compat.kernels.triton_matmul`) for CUDA torch tensors, both for
-deterministic rounding in chop.m's formats.
+Fast paths with the same bits, for deterministic rounding in chop.m's formats: the Numba kernels
+(:mod:`pychop_compat.kernels.numba_linalg`) for NumPy double data, a fused Triton kernel for CUDA
+torch tensors.
 """
 
 from __future__ import annotations
@@ -270,9 +268,8 @@ def matmul(
     Returns
     -------
     ndarray
-        The product, of the floating type of the inputs (double for integer or
-        double inputs, single for single inputs); a torch tensor, CuPy or JAX
-        array for such inputs, on their device.
+        The product, single for single inputs, else double; a torch tensor,
+        CuPy or JAX array for such inputs, on their device.
 
     Notes
     -----
@@ -287,16 +284,7 @@ def matmul(
     block-sum addition.  With stochastic rounding or bit flips, ``'pairwise'``
     and ``'blocked'`` (``p > 1``) make these calls for one column of ``C`` at a
     time, column after column (the calls of ``matvec(A, B[:, j])``), so that
-    they never hold more than ``n * m`` products.
-
-    Memory and speed: every method needs O(n^2 + block) memory besides its
-    operands and result.  With deterministic rounding (modes 1-4, no flips)
-    and double data, and Numba installed (:mod:`pychop_compat.kernels.compiled`),
-    compiled kernels do every operation with the compiled engine's rounding
-    (same results bit for bit); otherwise ``'pairwise'`` and ``'blocked'``
-    work on groups of columns of ``C`` holding at most ``TERM_BUDGET``
-    products (same results: each element of ``C`` depends only on its own
-    operations).
+    they never hold more than ``n * m`` products (memory and speed: :doc:`/linalg`).
 
     Error bounds for round to nearest with unit roundoff ``u`` (Higham,
     ch. 3-4), ``gamma_k = k u / (1 - k u)``: ``|C - AB| <= gamma_n |A||B|``

@@ -113,7 +113,14 @@ class _QuantizedLayer:
         ``module`` must be exactly the layer class this class extends (e.g.
         :class:`torch.nn.Linear` for :class:`QuantizedLinear`).
         """
-        return _from_module(cls, module, weight, activation, gradient)
+        base = next(b for b in _QUANTIZED if _QUANTIZED[b] is cls)
+        if type(module) is not base:
+            raise TypeError(f"{cls.__name__}.from_module needs a {base.__name__}, not {type(module).__name__}.")
+        layer: Any = cls.__new__(cls)
+        layer.__dict__.update(module.__dict__)  # the same Parameter objects: optimizers keep working
+        layer._modules = dict(module._modules)
+        layer._init_quantizers(weight, activation, gradient)
+        return layer
 
 
 class QuantizedLinear(_QuantizedLayer, nn.Linear):
@@ -181,17 +188,6 @@ class QuantizedLayerNorm(_QuantizedLayer, nn.LayerNorm):
 _QUANTIZED: dict[type[nn.Module], type[_QuantizedLayer]] = {
     nn.Linear: QuantizedLinear, nn.Conv1d: QuantizedConv1d, nn.Conv2d: QuantizedConv2d, nn.Conv3d: QuantizedConv3d,
     nn.LayerNorm: QuantizedLayerNorm}
-
-
-def _from_module(cls, module, weight, activation, gradient):
-    base = next(b for b in _QUANTIZED if _QUANTIZED[b] is cls)
-    if type(module) is not base:
-        raise TypeError(f"{cls.__name__}.from_module needs a {base.__name__}, not {type(module).__name__}.")
-    layer = cls.__new__(cls)
-    layer.__dict__.update(module.__dict__)  # the same Parameter objects: optimizers keep working
-    layer._modules = dict(module._modules)
-    layer._init_quantizers(weight, activation, gradient)
-    return layer
 
 
 def lower(model: nn.Module, weight: Any = None, activation: Any = None, gradient: Any = None, *,

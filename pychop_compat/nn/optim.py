@@ -15,6 +15,12 @@ __all__ = ["OptimLP"]
 _Loss = TypeVar("_Loss")  # what a step's closure returns (the loss), given back by step
 
 
+def _shared(name: str) -> Any:
+    """A property that reads and writes the wrapped optimizer's attribute ``name``."""
+    return property(lambda self: getattr(self.optimizer, name),
+                    lambda self, value: setattr(self.optimizer, name, value))
+
+
 def _as_rounder(spec: Any, what: str) -> Optional[Rounder]:
     """A Rounder from a format, a Rounder, or a (format, rounding) pair; None stays None."""
     if spec is None or isinstance(spec, Rounder):
@@ -103,42 +109,16 @@ class OptimLP(torch.optim.Optimizer):
         self.good_steps = 0
         self.skipped_steps = 0
         self.accumulators: Dict[torch.Tensor, torch.Tensor] = {}
-        if self.accumulator_rounder is not None:
-            with torch.no_grad():
-                for p in self._params():
-                    self.accumulators[p] = self.accumulator_rounder(p.detach().clone())
+        self._add_accumulators(self._params())
         # Ordered, as Optimizer.__init__ makes them: registering a hook with prepend=True moves it first.
-        self._optimizer_step_pre_hooks = OrderedDict()
-        self._optimizer_step_post_hooks = OrderedDict()
-        self._optimizer_state_dict_pre_hooks = OrderedDict()
-        self._optimizer_state_dict_post_hooks = OrderedDict()
-        self._optimizer_load_state_dict_pre_hooks = OrderedDict()
-        self._optimizer_load_state_dict_post_hooks = OrderedDict()
+        for hooks in ("step_pre", "step_post", "state_dict_pre", "state_dict_post", "load_state_dict_pre",
+                      "load_state_dict_post"):
+            setattr(self, f"_optimizer_{hooks}_hooks", OrderedDict())
 
-    # --- the wrapped optimizer's groups, state and defaults --------------------------------
-    @property
-    def param_groups(self):
-        return self.optimizer.param_groups
-
-    @param_groups.setter
-    def param_groups(self, value):
-        self.optimizer.param_groups = value
-
-    @property
-    def state(self):
-        return self.optimizer.state
-
-    @state.setter
-    def state(self, value):
-        self.optimizer.state = value
-
-    @property
-    def defaults(self):
-        return self.optimizer.defaults
-
-    @defaults.setter
-    def defaults(self, value):
-        self.optimizer.defaults = value
+    # The wrapped optimizer's groups, state and defaults.
+    param_groups = _shared("param_groups")
+    state = _shared("state")
+    defaults = _shared("defaults")
 
     def _params(self) -> Iterable[torch.Tensor]:
         for group in self.optimizer.param_groups:
@@ -159,9 +139,12 @@ class OptimLP(torch.optim.Optimizer):
     def add_param_group(self, param_group: dict) -> None:
         """The wrapped optimizer's ``add_param_group`` (with accumulators for the new weights)."""
         self.optimizer.add_param_group(param_group)
+        self._add_accumulators(self.optimizer.param_groups[-1]["params"])
+
+    def _add_accumulators(self, params: Iterable[torch.Tensor]) -> None:
         if self.accumulator_rounder is not None:
             with torch.no_grad():
-                for p in self.optimizer.param_groups[-1]["params"]:
+                for p in params:
                     self.accumulators[p] = self.accumulator_rounder(p.detach().clone())
 
     @overload

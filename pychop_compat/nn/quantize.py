@@ -1,12 +1,5 @@
-"""Differentiable rounding: :class:`Rounder` and :func:`quantize`.
-
-A :class:`Rounder` is a rounding request (a format, anything that
-:class:`pychop_compat.Chop` accepts, a rounding mode and a source of random
-numbers) that rounds tensors exactly as :func:`pychop_compat.chop` does.
-:func:`quantize` applies one in the forward pass of autograd and the
-straight-through estimator in the backward pass, with options to clip the
-gradient outside the representable range and to round the gradient itself.
-"""
+"""Differentiable rounding: :class:`Rounder` (tensors rounded exactly as :func:`pychop_compat.chop`
+rounds them) and :func:`quantize` (a rounder forward, the straight-through estimator backward)."""
 
 from __future__ import annotations
 
@@ -109,40 +102,18 @@ class Rounder:
         ``torch.Generator``: that generator.  ``None`` is a deprecated
         spelling of ``'torch'`` (FutureWarning: from 0.4 it will mean chop's
         sources, as in :class:`pychop_compat.Chop`).
-        ``'chop'``: chop's own numbers (MATLAB's stream for CPU tensors, the
-        counter-based generator for GPU tensors), so that the result is
+        ``'chop'``: chop's own numbers, so that the result is
         ``chop(x, options)``; an int or a NumPy ``Generator``: as
-        ``Chop(options, rng=rng)``.  An int seed is the fast choice for
-        stochastic rounding on the CPU: the counter-based generator of
-        :mod:`pychop_compat.random.counter`, element ``i`` (row-major)
-        of the rounder's ``k``-th drawing call gets ``u(c_k + i)``, where
-        ``c_k`` is the number of elements of the calls before it; eager
-        calls run chop's compiled CPU engine, and under ``torch.compile``
-        the numbers are made inside the fused loop.  The results are
-        ``Chop(options, rng=seed)``'s, call after call, eager and compiled
-        mixed.
+        ``Chop(options, rng=rng)``, call after call, eager and compiled
+        mixed (an int seed: the fast choice on the CPU; see :doc:`/training`).
 
     Notes
     -----
-    Every signed format of the catalogue (chop's formats and the OCP/ML
-    formats such as ``'float8_e4m3fn'``, with their encodings) in modes 1 to 6
-    without bit flips is rounded by the namespace kernel
-    (:func:`pychop_compat.kernels.elementwise.chop_elementwise`), pure
-    elementwise torch operations, which ``torch.compile`` traces without graph
-    breaks and which read nothing back to the host on a GPU; the rest (bit
-    flips, ``'float8_e8m0fnu'``, and ``rng='chop'``, an int or a NumPy
-    generator) go through :class:`pychop_compat.Chop`.  Eager CPU tensors take
-    chop's host kernels on the tensor's memory (the compiled CPU engine when
-    Numba is installed, numbers per element included), the same values; eager
-    float32 tensors rounded to nearest to fp16 or bfloat16 with subnormals take
-    the hardware cast (with chop.m's underflow rule).  Under ``torch.compile``,
-    a rounder with an int ``rng`` computes the counter-based numbers with int64
-    operations that Inductor fuses with the rounding; the one difference from
-    chop is the namespace kernel's: with ``explim = 0`` and stochastic
-    rounding, ``-0`` may come out ``+0`` (chop.m keeps it when no element of
-    its block needed a number, a property of the whole array).  A rounder's
-    counter is not guarded by a lock: share one rounder between threads only
-    eagerly.
+    Which kernel rounds which tensor, eager and under ``torch.compile``, is
+    described in :doc:`/training`; the results are chop's (with ``explim = 0``
+    and stochastic rounding, the namespace kernel may give ``+0`` for ``-0``).
+    A rounder's counter is not guarded by a lock: share one rounder between
+    threads only eagerly.
 
     Examples
     --------

@@ -1,11 +1,6 @@
-"""What the number formats share: array adapters, argument checks, integer rounding, blocks.
-
-Every format here is computed the same way: the input is read as float64 on
-the host (exact for every float16/bfloat16/float32/float64 value), rounded by
-the package's integer rounding (:func:`pychop_compat.rules.chop.roundit_vector`,
-chop.m's ``roundit``, random numbers in MATLAB's column-major order) and given
-back in the input's library, dtype, shape and device.
-"""
+"""What the number formats share: the input read as float64 on the host (exact for every
+float16/bfloat16/float32/float64 value), chop.m's integer rounding, the result given back in the
+input's library, dtype, shape and device."""
 
 from __future__ import annotations
 

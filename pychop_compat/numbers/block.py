@@ -1,14 +1,5 @@
-"""Block floating point: blocks of fixed-point elements sharing one exponent.
-
-Each block (``block_size`` consecutive elements along an axis, or the whole
-array) takes the exponent ``E = floor(log2(max |x|))`` of its largest
-magnitude; its elements are sign and ``mantissa_bits`` magnitude bits,
-``k * 2^(E - mantissa_bits + 1)`` with ``|k| <= 2^mantissa_bits - 1``, so the
-largest element keeps ``mantissa_bits`` significant bits and smaller ones
-fewer.  A largest element that rounds up to ``2^(E+1)`` is clamped to the
-largest code (the exponent is not raised).  A block containing NaN or +-Inf
-has no shared exponent: all its elements become NaN; a block of zeros stays zero.
-"""
+"""Block floating point: blocks of fixed-point elements sharing one exponent
+``E = floor(log2(max |x|))`` (see :doc:`/numbers`)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
 """Integer quantization: codes ``q = round(x / scale) + zero_point`` clipped to a ``bits``-bit range.
 
-The quotient ``x / scale`` is rounded exactly: a double division may round an
-exact quotient that lies just off a tie (or an integer) onto it, so before
-the integer rounding the computed quotient is moved, where needed, to the
-side of every tie and integer that the exact quotient is on (an error-free
-product decides, see :func:`_exact_side`).  The codes are therefore those of
-exact rational arithmetic, for every mode.
+The quotient ``x / scale`` is rounded as exact rational arithmetic would (``exact_quotient``).
 """
 
 from __future__ import annotations

@@ -1,22 +1,8 @@
 """OCP Microscaling (MX) formats, specification v1.0: blocks sharing an E8M0 scale.
 
-A block of ``k`` values ``V_i`` (32 consecutive elements along an axis) is
-stored as one scale ``X = 2^shared_exp`` (an E8M0 number) and ``k`` elements
-``P_i`` of the element format, with ``V_i ~ X * P_i``.  As the specification's
-conversion (section 6.3) says::
-
-    shared_exp = floor(log2(max_i |V_i|)) - emax_elem
-    X          = 2^shared_exp
-    P_i        = quantize_to_element_format(V_i / X)   # overflow clamps to +-max
-
-``emax_elem`` is the exponent of the element format's largest binade (8 for
-E4M3, 15 for E5M2, 2 for E2M3, 4 for E3M2, 2 for E2M1, 0 for INT8).  Choices
-where the specification leaves room, those of its reference implementation
-(microsoft/microxcaling): a shared exponent below E8M0's ``-127`` is clamped
-to ``-127`` (so a block of zeros has ``X = 2^-127``); a block containing NaN or
-+-Inf, or whose shared exponent exceeds ``127``, gets the NaN scale, and all
-its elements read as NaN.  MXINT8 elements are ``k * 2^-6`` with ``|k| <= 127``
-(the code ``-128`` is not produced, keeping the format sign-symmetric).
+``shared_exp = floor(log2(max_i |V_i|)) - emax_elem``, ``X = 2^shared_exp`` and
+``P_i = V_i / X`` rounded to the element format (clamped to +-max); the choices the
+specification leaves open are its reference implementation's (see :doc:`/numbers`).
 """
 
 from __future__ import annotations

@@ -201,8 +201,7 @@ class Rounder:
         TypeError
             For a tensor that is not floating point.
         ValueError
-            For ``uniforms`` with a rounder that rounds through chop (bit flips,
-            extended formats, or ``rng`` of chop's kinds).
+            For ``uniforms`` with a rounder that rounds through chop.
         """
         if not x.is_floating_point():
             raise TypeError(f"quantize needs a floating-point tensor, not {x.dtype}.")
@@ -388,13 +387,9 @@ def quantize(x: torch.Tensor, format: Any = "h", round: Union[str, int, None] = 
     """Round ``x`` to a low-precision format, differentiably.
 
     Forward: ``x`` rounded as :func:`pychop_compat.chop` rounds it (bit for bit,
-    given the same random numbers).  Backward: the straight-through estimator
-    (the rounding's derivative taken as 1), then optionally
-
-    * ``clip=True``: the gradient is 0 where ``|x| > xmax`` of the format
-      (outside the representable range);
-    * ``grad_format``: the gradient rounded to this format (and ``grad_round``,
-      ``grad_rng``), which may differ from the forward one.
+    given the same random numbers).  Backward: the straight-through estimator,
+    the gradient zeroed where ``|x| > xmax`` with ``clip=True``, then rounded to
+    ``grad_format`` if given (see :doc:`/training`).
 
     Parameters
     ----------

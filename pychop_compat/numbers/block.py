@@ -31,13 +31,8 @@ def block_quantize(x: Any, mantissa_bits: int = 8, block_size: Optional[int] = N
         None (default): the whole array shares one exponent.
     axis : int
         The axis along which blocks run (ignored when ``block_size`` is None).
-    round : int
-        1 nearest (ties to even), 2 up, 3 down, 4 toward zero, 5 and 6
-        stochastic, -1 nearest (ties away from zero).
-    rng : numpy.random.Generator, optional
-        Stochastic draws from it; default MATLAB's stream (column-major order).
-    randfunc : callable, optional
-        ``randfunc(n)``: the uniforms of stochastic rounding.
+    round, rng, randfunc : optional
+        Rounding and its random numbers, as for :func:`~pychop_compat.fixed_point`.
     return_scales : bool
         Return ``(scales, elements)``: ``scales = 2^E`` per block (float64, NaN
         for a NaN block; for ``block_size=None`` an array of ones' shape) and

@@ -51,14 +51,11 @@ def fixed_point(x: Any, wl: int, fl: int, *, signed: bool = True, overflow: str 
         the integer modulo ``2^wl`` as two's complement hardware wraps
         (``+-Inf`` has no residue and gives NaN).  NaN stays NaN.
     round : int
-        1 nearest (ties to even), 2 up, 3 down, 4 toward zero, 5 stochastic
-        (probability proportional to the distance), 6 stochastic (equal
-        probabilities), -1 nearest (ties away from zero).
-    rng : numpy.random.Generator, optional
-        Stochastic draws from this generator (sequential, column-major element
-        order); default MATLAB's stream in chop.m's order (see :func:`~pychop_compat.rng`).
-    randfunc : callable, optional
-        ``randfunc(n)`` gives the ``n`` uniforms of stochastic rounding (chop's ``options.randfunc``).
+        A rounding mode of :doc:`/numbers` (1 nearest, ties to even; 2 up; 3 down; 4 toward
+        zero; 5, 6 stochastic; -1 nearest, ties away from zero).
+    rng, randfunc : optional
+        Stochastic rounding's numbers: a NumPy ``Generator``, or ``randfunc(n)``;
+        default MATLAB's stream (chop's column-major order, see :func:`~pychop_compat.rng`).
     return_codes : bool
         Return the integer codes ``k`` (int64) instead of the values ``k * 2^-fl``.
 

@@ -118,13 +118,8 @@ def int_quantize(x: Any, bits: int, *, signed: bool = True, symmetric: bool = Tr
     zero_point : int or array_like, optional
         Given zero point(s); default as above (for an asymmetric quantizer with a
         given scale: computed from the data with that scale).
-    round : int
-        Rounding of ``x / scale``: 1 nearest (ties to even), 2 up, 3 down, 4 toward
-        zero, 5 and 6 stochastic, -1 nearest (ties away from zero).
-    rng : numpy.random.Generator, optional
-        Stochastic draws from it; default MATLAB's stream (chop's order).
-    randfunc : callable, optional
-        ``randfunc(n)``: the uniforms of stochastic rounding.
+    round, rng, randfunc : optional
+        Rounding of ``x / scale`` and its random numbers, as for :func:`~pychop_compat.fixed_point`.
     return_codes : bool
         Return ``(codes, scale, zero_point)`` (int64 codes, float64 scales, int64 zero
         points, shaped to broadcast against ``x``) instead of the dequantized values.

@@ -103,14 +103,10 @@ def mx_quantize(x: Any, element_format: str, block_size: int = 32, axis: int = -
         axis may be shorter.
     axis : int
         The axis along which blocks run.
-    round : int
-        Rounding of the elements: 1 nearest (ties to even; the specification's
-        default), 2 up, 3 down, 4 toward zero, 5 and 6 stochastic, -1 ties away.
-        Results beyond the element's largest magnitude are clamped to it.
-    rng : numpy.random.Generator, optional
-        Stochastic draws from it; default MATLAB's stream (column-major order).
-    randfunc : callable, optional
-        ``randfunc(n)``: the uniforms of stochastic rounding.
+    round, rng, randfunc : optional
+        Rounding of the elements (default nearest, the specification's) and its random
+        numbers, as for :func:`~pychop_compat.fixed_point`; results beyond the element's largest
+        magnitude are clamped to it.
     return_scales : bool
         Return ``(scales, elements)`` instead of the dequantized array:
         ``scales`` (float64 powers of two, NaN for a NaN block; the axis has one

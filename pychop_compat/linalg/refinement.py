@@ -42,21 +42,17 @@ class IRResult:
         non-finite entry; no iterate), ``'diverged'`` (a non-finite iterate,
         rejected, or a growing backward error), ``'stagnated'`` or ``'maxiter'``:
         see :doc:`/linalg`, "Iterative refinement: stopping rules and outcomes".
-    backward_error : list of float
-        Normwise backward error ``||b - A x_i|| / (||A|| ||x_i|| + ||b||)``
-        (infinity norm; residual in double-double, rounded; ``0/0`` read as 0)
-        of ``x_0, x_1, ...``, with ``A`` and ``b`` as stored in the working precision.
+    backward_error, componentwise_error : list of float
+        Normwise ``||b - A x_i|| / (||A|| ||x_i|| + ||b||)`` (infinity norm,
+        double-double residual) and componentwise ``max_i |b - A x|_i / (|A||x| + |b|)_i``
+        backward errors of ``x_0, x_1, ...`` (``0/0`` read as 0; ``A``, ``b`` stored in ``u``).
     forward_error : list of float or None
-        ``||x_i - x_true|| / ||x_true||`` (infinity norm) when ``x_true`` was
-        given, or computed (``stop='all'``).
-    componentwise_error : list of float
-        Componentwise backward error ``max_i |b - A x|_i / (|A||x| + |b|)_i``
-        (``0/0`` read as 0) of each iterate.
+        ``||x_i - x_true|| / ||x_true||`` when ``x_true`` was given, or computed (``stop='all'``).
     changes : list of float
         ``||x_{i+1} - x_i|| / ||x_{i+1}||`` of each accepted step.
     gmres_iterations : list of int
-        GMRES iterations of each refinement step (empty for LU-IR; after a
-        divergence, the last entry is that of the rejected step).
+        GMRES iterations of each step (empty for LU-IR; after a divergence, the
+        last entry is that of the rejected step).
     factors : LUResult
         The LU factors computed in precision ``uf``.
     stop, tol : str, float
@@ -297,22 +293,18 @@ def lu_ir(
         Maximum number of refinement steps (default 10).
     tol : float, optional
         Tolerance of the stopping rule (default ``n u`` for ``stop='backward'``,
-        ``u`` otherwise; ``u`` the unit roundoff of the working precision).
+        else ``u``, the unit roundoff of the working precision).
     stop : {'backward', 'all', 'change'}, optional
-        Stopping rule, checked on each iterate before a correction is computed
-        (gmresir3's order): normwise backward error ``<= tol`` (default);
-        forward and both backward errors ``<= tol`` (gmresir3's ``cri = 1``;
-        against ``x_true`` or an extended-precision solution); or the last
-        relative change ``<= tol``, converged only if the backward error is at
-        most ``n u`` (see :doc:`/linalg`).
-    scaling : {None, 'general', 'symmetric'}, optional
-        Two-sided diagonal scaling of ``A`` before it is rounded to ``uf`` (see :func:`lu`).
-    theta : float, optional
-        Squeeze the (scaled) ``A`` to largest entry ``theta * xmax`` of ``uf``
-        (see :func:`lu`); the factors of ``mu R A S`` serve as factors of ``A``.
+        Checked on each iterate before a correction (gmresir3's order): normwise
+        backward error ``<= tol`` (default); forward and both backward errors
+        ``<= tol`` (gmresir3's ``cri = 1``; against ``x_true`` or an
+        extended-precision solution); or the last relative change ``<= tol``,
+        converged only if the backward error is at most ``n u`` (see :doc:`/linalg`).
+    scaling, theta : optional
+        Scaling and squeeze of ``A`` before it is rounded to ``uf`` (see
+        :func:`lu`); the factors of ``mu R A S`` serve as factors of ``A``.
     lu_method : {'chopped', 'lapack'}, optional
-        Chopped elimination (default) or, for ``uf`` = ``'s'`` or ``'d'``,
-        LAPACK (what gmresir3 does for single).
+        How the ``uf`` factors are computed (see :func:`lu`).
 
     Returns
     -------
@@ -321,15 +313,11 @@ def lu_ir(
 
     Notes
     -----
-    ``A`` and ``b`` are rounded to ``u`` first.
-
-    1. ``P A = L U`` in precision ``uf`` (:func:`lu`; ``A`` rounded to ``uf``).
-    2. ``x_0``: :func:`solve` with the factors in precision ``uf`` (in ``u``
-       for factors of a scaled matrix), stored in ``u`` (zero if not finite).
-    3. For ``i = 0, 1, ...``: ``r_i = b - A x_i`` in precision ``ur``, stored
-       in ``u``; scaled by the power of two ``s <= ||r_i||`` (exact), solve
-       ``A d_i = r_i / s`` with the factors in precision ``uf``;
-       ``x_{i+1} = fl_u(x_i + s d_i)``.
+    ``A`` and ``b`` are rounded to ``u``; ``P A = L U`` in ``uf``; ``x_0`` solves
+    with the factors in ``uf`` (in ``u`` for a scaled matrix), stored in ``u``
+    (zero if not finite); then ``r_i = b - A x_i`` in ``ur``, stored in ``u``,
+    scaled by the power of two ``s <= ||r_i||``; ``A d_i = r_i / s`` solved with
+    the factors in ``uf``; ``x_{i+1} = fl_u(x_i + s d_i)``.
 
     References
     ----------
@@ -461,9 +449,8 @@ def gmres_ir(
 ) -> IRResult:
     """GMRES-based iterative refinement in three precisions (Carson & Higham 2018).
 
-    As :func:`lu_ir`, but each correction solves the preconditioned system
-    ``U^{-1} L^{-1} P A d_i = U^{-1} L^{-1} P r_i`` by GMRES in the working
-    precision ``u``, preconditioned by the precision-``uf`` LU factors.
+    As :func:`lu_ir`, but each correction solves ``U^{-1} L^{-1} P A d_i = U^{-1} L^{-1} P r_i``
+    by GMRES in the working precision ``u``, preconditioned by the ``uf`` factors.
 
     Parameters
     ----------
@@ -474,8 +461,7 @@ def gmres_ir(
         ``U^{-1} L^{-1} P`` (default: ``ur``, as gmresir3): a chop format
         (simulated), ``'q'`` (double-double) or ``'binary128'`` (mpmath; slow).
     gmres_tol : float, optional
-        GMRES stops when its (preconditioned, relative) residual norm is at
-        most ``gmres_tol`` (default 1e-6).
+        GMRES stops at a relative preconditioned residual norm ``<= gmres_tol`` (default 1e-6).
     gmres_maxit : int, optional
         Maximum GMRES iterations per refinement step (default ``n``).
 
@@ -490,8 +476,7 @@ def gmres_ir(
     GMRES, and the correction scaled back, ``fl_u(s d)`` (gmresir3).  GMRES
     starts from zero (modified Gram-Schmidt Arnoldi, Givens rotations), every
     operation rounded to ``u`` except the preconditioned operator, applied in
-    ``up``.  With scaling, ``M^{-1} v = S U^{-1} L^{-1} P (mu R v)`` (Higham,
-    Pranesh & Zounon).
+    ``up``.  With scaling, ``M^{-1} v = S U^{-1} L^{-1} P (mu R v)``.
 
     References
     ----------
@@ -501,9 +486,6 @@ def gmres_ir(
     E. Carson and N. J. Higham, A new analysis of iterative refinement and its
     application to accurate solution of ill-conditioned sparse linear
     systems, SIAM J. Sci. Comput. 39(6), A2834-A2856, 2017.
-    E. Carson and N. J. Higham, Accelerating the solution of linear systems by
-    iterative refinement in three precisions, SIAM J. Sci. Comput. 40(2),
-    A817-A847, 2018.
     """
     arrays = arrays_for(A, b, x_true)
     upp = ur if up is None else up

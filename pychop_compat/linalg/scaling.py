@@ -111,16 +111,14 @@ def squeeze(A: ArrayLike, xmax: float, theta: float = 0.1,
     xmax : float
         Largest finite number of the target format.
     theta : float, optional
-        In (0, 1]; the largest entry of the squeezed matrix is ``theta * xmax``
-        (default 0.1, as in the paper's experiments).
+        In (0, 1]: the largest entry of the squeezed matrix (default 0.1, the paper's).
     scaling : Scaling, optional
         A diagonal scaling computed before (default: none).
 
     Returns
     -------
     Scaling
-        ``row``, ``col`` of ``scaling`` and ``mu``; ``mu = 1`` for a zero or
-        non-finite matrix.
+        ``row``, ``col`` of ``scaling`` and ``mu`` (1 for a zero or non-finite matrix).
     """
     theta = float(theta)
     if not 0 < theta <= 1:

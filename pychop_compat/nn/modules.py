@@ -19,8 +19,7 @@ class Quantizer(nn.Module):
     """Round activations in the forward pass and their gradients in the backward pass.
 
     The module form of :func:`~pychop_compat.nn.quantize`, with separate formats
-    and modes for the two passes (as QPyTorch's ``Quantizer``): e.g. activations
-    in bfloat16 with round to nearest, gradients in fp8 with stochastic rounding.
+    and modes for the two passes (as QPyTorch's ``Quantizer``).
 
     Parameters
     ----------
@@ -36,15 +35,6 @@ class Quantizer(nn.Module):
     forward_rng, backward_rng : default 'torch'
         Random sources for stochastic rounding (see :class:`~pychop_compat.nn.Rounder`;
         ``None`` is a deprecated spelling of ``'torch'``).
-
-    Examples
-    --------
-    >>> import torch
-    >>> from pychop_compat.nn import Quantizer
-    >>> q = Quantizer('b', 'q52', backward_round='stochastic')
-    >>> x = torch.tensor([1/3], requires_grad=True)
-    >>> q(x)
-    tensor([0.3340], grad_fn=<_QuantizeBackward>)
     """
 
     def __init__(self, forward: Any = "h", backward: Any = None,
@@ -87,13 +77,8 @@ def _split(spec: Any):
 
 
 class _QuantizedLayer:
-    """Quantizers around a layer: its input, its weight and bias, its output.
-
-    Forward: the input and the output are rounded to the activation format, the
-    weight and bias to the weight format.  Backward: the gradients with respect
-    to the output, the input, the weight and the bias are rounded to the gradient
-    format (the straight-through estimator otherwise).
-    """
+    """Quantizers around a layer: input and output rounded to the activation format, weight and
+    bias to the weight format; the gradients of all four to the gradient format."""
 
     def _init_quantizers(self, weight: Any = None, activation: Any = None, gradient: Any = None) -> None:
         w, a, g = _split(weight), _split(activation), _split(gradient)
@@ -195,9 +180,8 @@ def lower(model: nn.Module, weight: Any = None, activation: Any = None, gradient
           inplace: bool = False) -> nn.Module:
     """Put quantizers around the weights, activations and gradients of a model's layers, in one call.
 
-    Every submodule whose type is exactly one of ``layers`` (``Linear``,
-    ``Conv1d``/``2d``/``3d``, ``LayerNorm``) is replaced by its quantized class
-    (:class:`QuantizedLinear`, ...), which shares its parameters and buffers.
+    Every submodule whose type is exactly one of ``layers`` is replaced by its
+    quantized class (:class:`QuantizedLinear`, ...), which shares its parameters and buffers.
 
     Parameters
     ----------
@@ -210,23 +194,15 @@ def lower(model: nn.Module, weight: Any = None, activation: Any = None, gradient
         Format of the gradients of each layer's output, input, weight and bias
         (None: straight-through, not rounded).  E.g. ``('q52', 'stochastic')``.
     layers : tuple of module classes
-        Which of the supported layer types to lower.
+        Which of the supported layer types (``Linear``, ``Conv1d``/``2d``/``3d``,
+        ``LayerNorm``) to lower.
     inplace : bool, default False
-        Modify ``model`` itself; otherwise a deep copy is lowered and ``model`` is left alone.
+        Modify ``model`` itself; otherwise a deep copy is lowered.
 
     Returns
     -------
     torch.nn.Module
         The lowered model (``model`` itself when ``inplace``).
-
-    Examples
-    --------
-    >>> import torch
-    >>> from pychop_compat.nn import lower
-    >>> net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
-    >>> low = lower(net, weight='b', activation='b', gradient=('b', 'stochastic'))
-    >>> type(low[0]).__name__
-    'QuantizedLinear'
     """
     unsupported = [cls for cls in layers if cls not in _QUANTIZED]
     if unsupported:

@@ -24,19 +24,17 @@ def block_quantize(x: Any, mantissa_bits: int = 8, block_size: Optional[int] = N
     x : array_like, torch.Tensor or cupy.ndarray
         Real values; never modified.
     mantissa_bits : int
-        Magnitude bits of each element, the sign not counted (1..52); an element
-        is stored in ``mantissa_bits + 1`` bits.
+        Magnitude bits of each element, the sign not counted (1..52).
     block_size : int, optional
-        Elements per block along ``axis`` (the last block may be shorter);
-        None (default): the whole array shares one exponent.
+        Elements per block along ``axis`` (the last may be shorter); None
+        (default): the whole array shares one exponent.
     axis : int
         The axis along which blocks run (ignored when ``block_size`` is None).
     round, rng, randfunc : optional
         Rounding and its random numbers, as for :func:`~pychop_compat.fixed_point`.
     return_scales : bool
-        Return ``(scales, elements)``: ``scales = 2^E`` per block (float64, NaN
-        for a NaN block; for ``block_size=None`` an array of ones' shape) and
-        ``elements = k * 2^(1 - mantissa_bits)`` in ``(-2, 2)`` shaped like ``x``.
+        Return ``(scales, elements)``: ``2^E`` per block (float64, NaN for a NaN
+        block) and ``k * 2^(1 - mantissa_bits)`` in ``(-2, 2)`` shaped like ``x``.
 
     Returns
     -------

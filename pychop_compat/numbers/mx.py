@@ -95,12 +95,10 @@ def mx_quantize(x: Any, element_format: str, block_size: int = 32, axis: int = -
     x : array_like, torch.Tensor or cupy.ndarray
         Real values; never modified.
     element_format : str
-        ``'e4m3'`` (MXFP8, also ``'float8_e4m3fn'``), ``'e5m2'`` (MXFP8), ``'e2m3'``,
-        ``'e3m2'`` (MXFP6), ``'e2m1'`` (MXFP4, also ``'mxfp4'``), ``'int8'`` (MXINT8);
-        see :data:`MX_ELEMENT_NAMES`.
+        ``'e4m3'``, ``'e5m2'`` (MXFP8), ``'e2m3'``, ``'e3m2'`` (MXFP6), ``'e2m1'``
+        (MXFP4), ``'int8'`` (MXINT8), or another of :data:`MX_ELEMENT_NAMES`.
     block_size : int
-        Elements per block (the specification's 32); the last block along the
-        axis may be shorter.
+        Elements per block (the specification's 32); the last may be shorter.
     axis : int
         The axis along which blocks run.
     round, rng, randfunc : optional
@@ -108,11 +106,9 @@ def mx_quantize(x: Any, element_format: str, block_size: int = 32, axis: int = -
         numbers, as for :func:`~pychop_compat.fixed_point`; results beyond the element's largest
         magnitude are clamped to it.
     return_scales : bool
-        Return ``(scales, elements)`` instead of the dequantized array:
-        ``scales`` (float64 powers of two, NaN for a NaN block; the axis has one
-        entry per block) and ``elements`` (float64 values of the element format,
-        shaped like ``x``; ``x ~ scales`` repeated ``block_size`` times along the
-        axis, times ``elements``).
+        Return ``(scales, elements)`` instead of the dequantized array: float64
+        powers of two (NaN for a NaN block; one entry per block along the axis)
+        and the float64 elements, shaped like ``x``.
 
     Returns
     -------

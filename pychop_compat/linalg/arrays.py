@@ -27,15 +27,8 @@ DEVICE_LIBRARIES = ("torch", "cupy", "jax")
 
 @dataclasses.dataclass(frozen=True)
 class Arrays:
-    """The arrays of one library on one device, as linalg's algorithms use them.
-
-    Attributes
-    ----------
-    namespace : Namespace
-        The library's namespace (:func:`pychop_compat.kernels.xp.library_namespace`).
-    device : object
-        Where new arrays are made (None for NumPy).
-    """
+    """The arrays of one library on one device, as linalg's algorithms use them: ``namespace``
+    (:func:`pychop_compat.kernels.xp.library_namespace`) and ``device`` (None for NumPy)."""
 
     namespace: Namespace
     device: Any = None
@@ -152,11 +145,9 @@ class Arrays:
     def divide(self, a: Any, b: Any) -> Any:
         """``a / b``, correctly rounded elementwise (IEEE division).
 
-        XLA on the CPU turns a division by a broadcast scalar into something else
-        (measured: a few percent of the float32 and float64 quotients differ in the last bit
-        from IEEE division); dividing arrays of equal shapes is IEEE division, so for JAX
-        both operands are broadcast first.
-        """
+        XLA on the CPU rewrites a division by a broadcast scalar (measured: a few percent of the
+        quotients differ in the last bit); equal shapes divide exactly, so for JAX both operands
+        are broadcast first."""
         if self.name != "jax":
             return a / b
         xp = self.xp
@@ -197,11 +188,9 @@ class Window:
     """The rows a step of a triangular loop (LU, substitutions) reads and writes.
 
     By slices (``x[k:]``, shrinking with the loop), or, with ``whole`` (JAX and deterministic
-    rounding), on whole arrays: every operation runs on all rows and only the window's rows
-    are kept (``where``).  Rounding is elementwise, so the kept entries get the same bits;
-    the shapes never change, so JAX compiles each operation once, not once per step.
-    Stochastic rounding keeps the slices: its draws depend on the shapes.
-    """
+    rounding), on whole arrays, keeping only the window's rows (``where``): the same bits, and
+    JAX compiles each operation once, not once per step.  Stochastic rounding keeps the slices
+    (its draws depend on the shapes)."""
 
     def __init__(self, arrays: Arrays, n: int, whole: bool) -> None:
         self.arrays, self.whole = arrays, whole

@@ -58,16 +58,9 @@ def unit_roundoff(options: OptionsLike) -> float:
 class Rounder:
     """chop with fixed options, applied to arrays of one library (on that library's engine).
 
-    Double format with subnormals and no bit flips, applied to double data, is the identity
-    (chop returns double input unchanged), so it is short-circuited.
-
-    Parameters
-    ----------
-    options : chop options, str or None
-        As :func:`chop_object` reads them.
-    arrays : Arrays
-        The library of the arrays it rounds.
-    """
+    Double format with subnormals and no bit flips on double data is the identity (chop returns
+    double input unchanged), so it is short-circuited.  ``options``: as :func:`chop_object` reads
+    them; ``arrays``: the library of the arrays it rounds."""
 
     def __init__(self, options: OptionsLike, arrays: Arrays) -> None:
         self.chop = chop_object(options)

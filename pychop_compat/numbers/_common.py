@@ -120,39 +120,30 @@ class HostArray:
                 values = round_to_format(values, "half" if self.dtype == torch.float16 else "bfloat16")
             tensor = torch.from_numpy(values.copy(order="C"))
             return tensor.to(device=self.device, dtype=self.dtype or torch.float64)
-        out = values.astype(self.dtype)
-        if self.library == "cupy":
-            import sys
-
-            return sys.modules["cupy"].asarray(out)
-        return out[()] if self.scalar else out
+        return self._in_library(values.astype(self.dtype))
 
     def give_back_codes(self, codes: np.ndarray) -> Any:
         """Integer codes (int64) in the input's library and device."""
         if np.isnan(codes).any():
             raise ValueError("NaN input has no integer code; remove NaNs or ask for dequantized values.")
-        ints = np.asarray(codes).astype(np.int64)
-        if self.library == "torch":
-            import torch
-
-            return torch.from_numpy(ints.copy(order="C")).to(self.device)
-        if self.library == "cupy":
-            import sys
-
-            return sys.modules["cupy"].asarray(ints)
-        return ints[()] if self.scalar else ints
+        return self._in_library(np.asarray(codes).astype(np.int64))
 
     def give_back_float64(self, values: np.ndarray) -> Any:
-        """Side results (scales) as float64 in the input's library and device."""
+        """Side results (scales) as float64 in the input's library and device (NumPy: arrays)."""
+        values = np.asarray(values, dtype=np.float64)
+        return values if self.library == "numpy" else self._in_library(values)
+
+    def _in_library(self, values: np.ndarray) -> Any:
+        """A NumPy array in the input's library and device (NumPy: as it is; a scalar for scalar input)."""
         if self.library == "torch":
             import torch
 
-            return torch.from_numpy(np.array(values, dtype=np.float64, order="C")).to(self.device)
+            return torch.from_numpy(np.array(values, order="C")).to(self.device)
         if self.library == "cupy":
             import sys
 
             return sys.modules["cupy"].asarray(values)
-        return values
+        return values[()] if self.scalar else values
 
 
 def shift(x: np.ndarray, exponent: Any) -> np.ndarray:

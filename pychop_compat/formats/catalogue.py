@@ -91,13 +91,10 @@ def catalogue_format(name: str) -> Format:
 def lookup_format(name: str) -> Format:
     """The named format ``name`` for chop: chop.m's names and the catalogue's.
 
-    Formats whose precision exceeds double's (``'q'``, quadruple) cannot be
-    computed in double and are refused, as are ambiguous and unknown names.
-
     Raises
     ------
     ValueError
-        Naming the known formats.
+        For formats with more precision than double (``'q'``), ambiguous and unknown names.
     """
     fmt = catalogue_format(name)
     if fmt.t > 53:

@@ -18,11 +18,8 @@ def randsvd(
 ) -> np.ndarray:
     """Random ``n x n`` matrix with 2-norm condition number ``kappa``.
 
-    ``A = Q1 diag(sigma) Q2^T`` with Haar-distributed orthogonal ``Q1, Q2`` and
-    ``max sigma = 1``, as MATLAB's ``gallery('randsvd', n, kappa, mode)``:
-    mode 1, one large singular value; 2, one small singular value; 3 (default),
-    geometrically distributed; 4, arithmetically distributed; 5, random with
-    uniformly distributed logarithm.
+    ``A = Q1 diag(sigma) Q2^T`` with Haar-distributed orthogonal ``Q1, Q2`` and ``max sigma = 1``;
+    ``mode`` as :func:`gallery_randsvd`'s 1 to 5 (default 3), mode 5 with ``cond(A) = kappa``.
 
     Examples
     --------

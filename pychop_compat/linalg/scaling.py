@@ -14,15 +14,9 @@ __all__ = ["Scaling", "scale_diag_2side", "scale_diag_2side_symm", "squeeze"]
 
 @dataclass(frozen=True, eq=False)
 class Scaling:
-    """The scaling ``A_s = mu * diag(row) @ A @ diag(col)`` applied before a factorization.
-
-    Attributes
-    ----------
-    row, col : ndarray
-        Positive diagonal scaling vectors ``R`` and ``S`` (ones when not scaled).
-    mu : float
-        The squeeze factor ``theta * xmax / beta`` (1 when not squeezed).
-    """
+    """The scaling ``A_s = mu * diag(row) @ A @ diag(col)`` applied before a factorization: positive
+    diagonal vectors ``row``, ``col`` (ones when not scaled) and the squeeze factor ``mu`` (1 when
+    not squeezed)."""
 
     row: np.ndarray
     col: np.ndarray

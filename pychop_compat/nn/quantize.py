@@ -228,13 +228,10 @@ class Rounder:
                 out = self._chop(work)
         elif self._cast is not None and carrier == "float32" and not torch.compiler.is_compiling():
             # Eager, float32 to fp16 or bfloat16 with subnormals, round to nearest: the hardware
-            # cast down and back up (one correct rounding, chop.m's overflow threshold), after one
-            # pass that gives +0 where chop.m gives 0: zeros, and chop.m's double-rounding band
-            # xmins/2 < |x| <= xmins/2 (1 + 2^-t), where the cast gives xmins (hardshrink: x
-            # where |x| > lambd, else +0; NaN kept).  Measured (benchmarks/bench_nn.py --threads 1,
-            # float32 on the CPU, n = 1e6): 0.43 ns per element against 0.61 for chop's compiled
-            # engine, the next fastest; the one fast path of its kind (Inductor drops the casts,
-            # so compiled code takes the namespace kernel).
+            # cast down and back up, after hardshrink gives +0 where chop.m gives 0 (zeros, and
+            # its double-rounding band xmins/2 < |x| <= xmins/2 (1 + 2^-t)).  The fastest CPU path
+            # (benchmarks/bench_nn.py: 0.43 ns per element, chop's compiled engine 0.61); Inductor
+            # drops the casts, so compiled code takes the namespace kernel.
             dtype, to_zero = self._cast
             if to_zero is not None:  # chop's rules (for correct rounding the cast alone is exact)
                 work = torch.nn.functional.hardshrink(work, to_zero)

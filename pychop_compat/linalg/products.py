@@ -281,11 +281,8 @@ def matmul(
 
 @ieee
 def matvec(A: ArrayLike, x: ArrayLike, options: OptionsLike = None, **kwargs: Any) -> np.ndarray:
-    """Matrix-vector product ``A @ x`` in simulated precision.
-
-    Same as :func:`matmul` (``x`` 1-D); ``kwargs`` are ``method``,
-    ``accumulate`` and ``block_size``.
-    """
+    """Matrix-vector product ``A @ x`` in simulated precision: :func:`matmul` with ``x`` 1-D
+    (``kwargs``: ``method``, ``accumulate``, ``block_size``)."""
     arrays = arrays_for(A, x)
     if arrays.asarray(x).ndim != 1:
         raise ValueError("x must be 1-D")
@@ -294,11 +291,8 @@ def matvec(A: ArrayLike, x: ArrayLike, options: OptionsLike = None, **kwargs: An
 
 @ieee
 def dot(x: ArrayLike, y: ArrayLike, options: OptionsLike = None, **kwargs: Any) -> np.floating:
-    """Inner product ``x @ y`` of two vectors in simulated precision.
-
-    Same as :func:`matmul` on 1-D operands; returns a NumPy scalar (a 0-d array of the
-    library for torch, CuPy and JAX arrays).
-    """
+    """Inner product ``x @ y`` of two vectors in simulated precision: :func:`matmul` on 1-D operands,
+    returning a NumPy scalar (a 0-d array of the library for torch, CuPy and JAX arrays)."""
     arrays = arrays_for(x, y)
     if arrays.asarray(x).ndim != 1 or arrays.asarray(y).ndim != 1:
         raise ValueError("x and y must be 1-D")

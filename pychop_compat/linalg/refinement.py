@@ -110,11 +110,8 @@ def _errors(arrays: Arrays, Au: Any, bu: Any, x: Any, normA: float, normb: float
 
 
 def extended_solution(A: np.ndarray, b: np.ndarray, steps: int = 8) -> np.ndarray:
-    """``A^{-1} b`` to about twice double's precision, rounded to double.
-
-    Double LU (LAPACK) and refinement of a double-double iterate with double-double residuals:
-    the error contracts by about ``kappa(A) u`` per step (which must be below 1).
-    """
+    """``A^{-1} b`` to about twice double's precision, rounded to double: double LU (LAPACK) and
+    refinement of a double-double iterate with double-double residuals (``kappa(A) u`` below 1)."""
     import warnings
 
     import scipy.linalg

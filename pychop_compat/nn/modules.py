@@ -93,11 +93,8 @@ class _QuantizedLayer:
 
     @classmethod
     def from_module(cls, module: nn.Module, weight: Any = None, activation: Any = None, gradient: Any = None):
-        """A quantized layer that shares ``module``'s parameters, buffers and settings.
-
-        ``module`` must be exactly the layer class this class extends (e.g.
-        :class:`torch.nn.Linear` for :class:`QuantizedLinear`).
-        """
+        """A quantized layer that shares ``module``'s parameters, buffers and settings; ``module`` must be
+        exactly the layer class this class extends (e.g. :class:`torch.nn.Linear` for :class:`QuantizedLinear`)."""
         base = next(b for b in _QUANTIZED if _QUANTIZED[b] is cls)
         if type(module) is not base:
             raise TypeError(f"{cls.__name__}.from_module needs a {base.__name__}, not {type(module).__name__}.")

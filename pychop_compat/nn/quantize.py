@@ -313,11 +313,8 @@ def _hardware_cast(spec: Any) -> Optional[tuple]:
 
 @dataclass(frozen=True, eq=False)
 class GradientRule:
-    """What the backward pass of :func:`quantize` does with the incoming gradient.
-
-    ``clip_limit``: the gradient is set to 0 where ``|x| > clip_limit`` (None: no clipping);
-    ``rounder``: then the gradient is rounded by it (None: kept).
-    """
+    """What the backward pass of :func:`quantize` does with the incoming gradient: set to 0 where
+    ``|x| > clip_limit`` (None: no clipping), then rounded by ``rounder`` (None: kept)."""
 
     clip_limit: Optional[float] = None
     rounder: Optional[Rounder] = None

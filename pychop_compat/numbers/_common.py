@@ -65,12 +65,9 @@ def random_sources(rng: Any, randfunc: Optional[Callable]) -> RandomSources:
 
 
 class HostArray:
-    """The input as a float64 NumPy array, and how to give results back in its own type.
-
-    NumPy arrays, scalars and sequences, torch tensors (any device; read through the
-    host, results detached) and CuPy arrays.  Float dtypes are kept; integer and
-    bool input gives float64 (float64 tensors for torch).
-    """
+    """The input as a float64 NumPy array, and how to give results back in its own type: NumPy
+    arrays, scalars and sequences, torch tensors (any device, results detached) and CuPy arrays.
+    Float dtypes are kept; integer and bool input gives float64."""
 
     def __init__(self, x: Any):
         self.library = array_library(x)
@@ -158,12 +155,9 @@ def shift(x: np.ndarray, exponent: Any) -> np.ndarray:
 
 
 def round_integers(y: np.ndarray, mode: int, sources: RandomSources) -> np.ndarray:
-    """Round ``y`` (float64, any shape) to integers by ``mode``; a new array.
-
-    Modes 1..6 are chop.m's ``roundit`` (:func:`pychop_compat.rules.chop.roundit_vector`,
-    random numbers for the non-integers in column-major order); -1 rounds to
-    nearest with ties away from zero.  NaN stays NaN, +-Inf stays +-Inf.
-    """
+    """Round ``y`` (float64, any shape) to integers by ``mode``, a new array: chop.m's ``roundit``
+    for 1..6 (:func:`pychop_compat.rules.chop.roundit_vector`, numbers in column-major order), -1
+    nearest with ties away from zero.  NaN and +-Inf stay."""
     if mode == -1:
         magnitude = np.abs(y)
         whole = np.floor(magnitude)

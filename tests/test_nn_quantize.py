@@ -3,6 +3,8 @@ backward pass follows the straight-through estimator's mathematics."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -418,3 +420,58 @@ def test_old_keyword_spellings_warn_and_mean_the_same():
     a = Rounder("h", round="stochastic", rng="torch")(x)
     torch.manual_seed(3)
     assert torch.equal(a, Rounder("h", round="stochastic")(x))
+
+
+def _stochastic_by_definition(x, seed):
+    """fp16 stochastic rounding of ``x`` (in [1, 2) in magnitude) from its definition (training.rst):
+    one ``torch.rand`` number ``u`` per element; ``|x|`` rounds up when ``u <= frac``, else down."""
+    torch.manual_seed(seed)
+    u = torch.rand(x.shape, dtype=x.dtype)
+    y = x.abs() * 2.0 ** 10  # an integer grid: t = 11 bits, exponent 0
+    frac = y - y.floor()
+    return torch.sign(x) * torch.where(u <= frac, y.ceil(), y.floor()) / 2.0 ** 10
+
+
+def test_rng_torch_is_the_default_and_none_is_deprecated():
+    """nn's default is ``rng='torch'`` (torch.rand, as before); ``rng=None`` gives the same numbers
+    this release with a FutureWarning (it will mean chop's sources, as in Chop, from 0.4)."""
+    from pychop_compat.nn.quantize import rounder_for
+
+    g = torch.Generator().manual_seed(1)
+    x = (1 + torch.rand(2000, dtype=torch.float64, generator=g)) * torch.where(
+        torch.rand(2000, dtype=torch.float64, generator=g) < 0.5, -1.0, 1.0)
+    want = _stochastic_by_definition(x, 8)
+    down = torch.sign(x) * (x.abs() * 2.0 ** 10).floor() / 2.0 ** 10
+    assert (want == down).any() and (want != down).any()  # both directions taken
+
+    def seeded(make):
+        torch.manual_seed(8)
+        return make()
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        results = [seeded(lambda: Rounder("h", "stochastic")(x)),
+                   seeded(lambda: Rounder("h", "stochastic", rng="torch")(x)),
+                   seeded(lambda: quantize(x, "h", "stochastic")),
+                   seeded(lambda: quantize(x, "h", "stochastic", rng="torch", grad_format="h")),
+                   seeded(lambda: Quantizer("h", "h", "stochastic", "stochastic")(x)),
+                   seeded(lambda: rounder_for("h", "stochastic")(x))]
+        assert repr(Rounder("h")) == "Rounder({'format': 'h'}, rng='torch')"
+        nn_module = torch.nn.Sequential(torch.nn.Linear(3, 2))
+        from pychop_compat.nn import OptimLP, lower
+
+        lower(nn_module, "h", "h", ("h", "stochastic"))
+        OptimLP(torch.optim.SGD(nn_module.parameters(), lr=0.1), weight=("b", "stochastic"), grad="h")
+    for got in results:
+        assert_bits_equal(got.detach(), want)
+    with pytest.warns(FutureWarning, match="rng='torch' keeps today's behaviour"):
+        old = seeded(lambda: Rounder("h", "stochastic", rng=None)(x))
+    assert_bits_equal(old, want)
+    with pytest.warns(FutureWarning, match="from 0.4|until 0.4"):
+        assert_bits_equal(seeded(lambda: quantize(x, "h", "stochastic", rng=None)), want)
+    with pytest.warns(FutureWarning, match="forward_rng=None"):
+        assert_bits_equal(seeded(lambda: Quantizer("h", None, "stochastic", forward_rng=None)(x)), want)
+    with pytest.warns(FutureWarning, match="grad_rng=None"):
+        quantize(x, "h", grad_format="h", grad_rng=None)
+    with pytest.warns(FutureWarning, match="chop's sources, as in Chop"):
+        assert_bits_equal(seeded(lambda: rounder_for("h", "stochastic", rng=None)(x)), want)

@@ -1,9 +1,4 @@
-"""Floating-point formats: the data model (``model``) and the named formats (:mod:`.catalogue`).
-
-``from pychop_compat.formats import Format, lookup_format, custom_format,
-float_params, CHOP_FORMAT_NAMES, CUSTOM_NAMES`` keeps working as before the
-package existed.
-"""
+"""Floating-point formats: the data model (``model``) and the named formats (:mod:`.catalogue`)."""
 
 from .catalogue import (AMBIGUOUS_NAMES, CATALOGUE, CHOP_FORMAT_NAMES, CUSTOM_NAMES, catalogue_format,
                         custom_format, float_params, known_names, lookup_format)

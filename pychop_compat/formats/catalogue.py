@@ -1,20 +1,8 @@
 """The catalogue of named formats: chop's, IEEE's, and today's ML formats.
 
-Names follow the ecosystem: chop.m's spellings stay the primary names of its
-formats; the OCP/ML formats use ml_dtypes' names (``float8_e4m3fn`` is OCP's
-E4M3, largest 448, no Inf; ``float8_e4m3`` is the IEEE-like E4M3, largest
-240, which is chop's ``'q43'``).  Names are case-sensitive, as in MATLAB.
-
-Three different "E4M3" exist; each facade keeps its own meaning:
-
-* chop's ``'q43'``/``'fp8-e4m3'``: ``[t, emax] = [4, 7]``, IEEE-like, largest 240;
-* CPFloat's ``'q43'``/``'E4M3'``: ``[4, -6, 8]``, largest 480, infinity off by
-  default (built by :mod:`pychop_compat.cpfloat`, not listed here);
-* OCP's ``'float8_e4m3fn'``: ``emin = -6``, ``emax = 8``, one NaN pattern,
-  no Inf, largest 448.
-
-The bare name ``'E4M3'`` is therefore refused by :func:`lookup_format` with
-an error naming the three.
+chop.m's spellings stay the primary names of its formats; the OCP/ML formats use ml_dtypes'
+names.  Names are case-sensitive, as in MATLAB; the bare ``'E4M3'``, which names three
+different formats, is refused (:data:`AMBIGUOUS_NAMES`; see :doc:`/formats`).
 """
 
 from __future__ import annotations
@@ -103,13 +91,10 @@ def catalogue_format(name: str) -> Format:
 def lookup_format(name: str) -> Format:
     """The named format ``name`` for chop: chop.m's names and the catalogue's.
 
-    Formats whose precision exceeds double's (``'q'``, quadruple) cannot be
-    computed in double and are refused, as are ambiguous and unknown names.
-
     Raises
     ------
     ValueError
-        Naming the known formats.
+        For formats with more precision than double (``'q'``), ambiguous and unknown names.
     """
     fmt = catalogue_format(name)
     if fmt.t > 53:
@@ -128,12 +113,8 @@ def float_params(prec: str = "d") -> tuple[float, float, float, float, int, int,
     Parameters
     ----------
     prec : str, optional
-        Any name of the catalogue: chop's (``'q43'``/``'fp8-e4m3'``, ``'q52'``/``'fp8-e5m2'``,
-        ``'b'``/``'bfloat16'``, ``'h'``/``'half'``/``'fp16'``, ``'t'``/``'tf32'``,
-        ``'s'``/``'single'``/``'fp32'``, ``'d'``/``'double'``/``'fp64'`` (default),
-        ``'q'``/``'quadruple'``/``'fp128'``) and the OCP/ML formats (``'float8_e4m3fn'``,
-        ``'float8_e5m2'``, ``'float8_e4m3fnuz'``, ``'float8_e5m2fnuz'``, ``'float6_e2m3fn'``,
-        ``'float6_e3m2fn'``, ``'float4_e2m1fn'``, ``'float8_e8m0fnu'``, ...).
+        Any name of the catalogue (:func:`known_names`): chop's (default ``'d'``),
+        ``'t'``/``'tf32'``, ``'q'``/``'quadruple'`` and the OCP/ML formats.
 
     Returns
     -------

@@ -1,14 +1,7 @@
 """The format model: a binary floating-point format as data.
 
-A :class:`Format` holds the primary parameters only: the precision ``t``
-(significand bits, hidden bit included), the exponent range ``emin..emax``,
-whether subnormal numbers exist, how Inf and NaN are encoded, what overflow
-does by default, and the names the format is known by.  Everything else
-(``xmin``, ``xmins``, ``xmax``, the overflow threshold, the unit roundoff)
-is derived from these, never stored twice.
-
-chop.m's formats are the special case ``emin = 1 - emax`` with IEEE
-encodings; ``Format(t, emax)`` still builds exactly that.
+A :class:`Format` holds the primary parameters only (``t``, ``emin..emax``, subnormals, the
+Inf/NaN encoding, the default overflow, its names); ``xmin``, ``xmax`` and the rest are derived.
 """
 
 from __future__ import annotations

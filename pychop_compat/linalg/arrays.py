@@ -2,23 +2,11 @@
 operations that the array API standard lacks or that linalg needs spelled one way.
 
 Every algorithm of :mod:`pychop_compat.linalg` is written once against an :class:`Arrays`: the
-library's namespace from :mod:`pychop_compat.kernels.xp` (array-api-compat) plus the device of
-the call's arrays.  :func:`arrays_for` picks it from the arguments: torch tensors, CuPy arrays
-and JAX arrays are computed on their device with their library's operations; anything else
-(NumPy arrays, lists, numbers) with NumPy (:data:`HOST`).
-
-What this shim adds to the standard, and why:
-
-* moving data: :meth:`Arrays.asarray` (a copy on the call's device; NumPy data joins a device
-  array), :meth:`Arrays.to_host` (a NumPy copy, used outside the loops and by the host route);
-* writes that also work on immutable JAX arrays: :meth:`Arrays.put`, :meth:`Arrays.swap_rows`;
-* :meth:`Arrays.scalar`, :meth:`Arrays.index`: one number read back to steer a Python loop;
-* :meth:`Arrays.divide`: IEEE division on JAX, whose CPU backend rewrites a division by a
-  broadcast scalar (a few quotients per hundred differ in the last bit);
-* :class:`Window`: the trailing rows of a triangular loop, by slices or, on JAX (which compiles
-  every new shape), on whole arrays with a mask;
-* :func:`on_host`: the NumPy run of a call on host copies, for the parts that exist only there
-  (LAPACK, the scaling factors, mpmath's binary128).
+library's namespace from :mod:`pychop_compat.kernels.xp` plus the device of the call's arrays,
+which :func:`arrays_for` picks from the arguments (torch, CuPy and JAX arrays on their device,
+anything else with NumPy, :data:`HOST`).  The shim adds moving data, writes that also work on
+immutable JAX arrays, one number read back to steer a loop, IEEE division on JAX, the rows of a
+triangular loop (:class:`Window`) and the host route (:func:`on_host`).
 """
 
 from __future__ import annotations
@@ -39,15 +27,8 @@ DEVICE_LIBRARIES = ("torch", "cupy", "jax")
 
 @dataclasses.dataclass(frozen=True)
 class Arrays:
-    """The arrays of one library on one device, as linalg's algorithms use them.
-
-    Attributes
-    ----------
-    namespace : Namespace
-        The library's namespace (:func:`pychop_compat.kernels.xp.library_namespace`).
-    device : object
-        Where new arrays are made (None for NumPy).
-    """
+    """The arrays of one library on one device, as linalg's algorithms use them: ``namespace``
+    (:func:`pychop_compat.kernels.xp.library_namespace`) and ``device`` (None for NumPy)."""
 
     namespace: Namespace
     device: Any = None
@@ -66,14 +47,6 @@ class Arrays:
     def fixed_shapes(self) -> bool:
         """Whether each new array shape costs a compilation (JAX), so loops keep shapes fixed."""
         return self.name == "jax"
-
-    @property
-    def float64(self) -> Any:
-        return self.xp.float64
-
-    @property
-    def float32(self) -> Any:
-        return self.xp.float32
 
     # -- moving and casting ------------------------------------------------------------------
     def asarray(self, x: Any) -> Any:
@@ -128,7 +101,7 @@ class Arrays:
             self._needs_wide()
         if self.name == "numpy":
             return x.astype(np.float32 if single else np.float64, copy=True)
-        return self.xp.astype(x, self.float32 if single else self.float64, copy=True)
+        return self.xp.astype(x, self.xp.float32 if single else self.xp.float64, copy=True)
 
     def to_host(self, x: Any) -> np.ndarray:
         """A NumPy copy of ``x`` (outside the loops only; NumPy arrays as they are)."""
@@ -172,11 +145,9 @@ class Arrays:
     def divide(self, a: Any, b: Any) -> Any:
         """``a / b``, correctly rounded elementwise (IEEE division).
 
-        XLA on the CPU turns a division by a broadcast scalar into something else
-        (measured: a few percent of the float32 and float64 quotients differ in the last bit
-        from IEEE division); dividing arrays of equal shapes is IEEE division, so for JAX
-        both operands are broadcast first.
-        """
+        XLA on the CPU rewrites a division by a broadcast scalar (measured: a few percent of the
+        quotients differ in the last bit); equal shapes divide exactly, so for JAX both operands
+        are broadcast first."""
         if self.name != "jax":
             return a / b
         xp = self.xp
@@ -217,11 +188,9 @@ class Window:
     """The rows a step of a triangular loop (LU, substitutions) reads and writes.
 
     By slices (``x[k:]``, shrinking with the loop), or, with ``whole`` (JAX and deterministic
-    rounding), on whole arrays: every operation runs on all rows and only the window's rows
-    are kept (``where``).  Rounding is elementwise, so the kept entries get the same bits;
-    the shapes never change, so JAX compiles each operation once, not once per step.
-    Stochastic rounding keeps the slices: its draws depend on the shapes.
-    """
+    rounding), on whole arrays, keeping only the window's rows (``where``): the same bits, and
+    JAX compiles each operation once, not once per step.  Stochastic rounding keeps the slices
+    (its draws depend on the shapes)."""
 
     def __init__(self, arrays: Arrays, n: int, whole: bool) -> None:
         self.arrays, self.whole = arrays, whole
@@ -321,11 +290,12 @@ def on_host(func: Callable, arrays: Arrays, *args: Any, **kwargs: Any) -> Any:
     """``func(*args, **kwargs)`` (a public linalg function) on NumPy copies of ``arrays``'s
     arrays, the arrays of its result (a bare array, the fields of a result dataclass) given back
     on ``arrays``'s device, dtype kept.  The computation is NumPy's, bit for bit."""
+    from ..engines import array_library
 
     def host(v: Any) -> Any:
         if dataclasses.is_dataclass(v) and not isinstance(v, type):
             return dataclasses.replace(v, **{f.name: host(getattr(v, f.name)) for f in dataclasses.fields(v)})
-        return arrays.to_host(v) if _library(v) == arrays.name else v
+        return arrays.to_host(v) if array_library(v) == arrays.name else v
 
     def back(out: Any) -> Any:
         if isinstance(out, (np.ndarray, np.generic)):
@@ -337,12 +307,6 @@ def on_host(func: Callable, arrays: Arrays, *args: Any, **kwargs: Any) -> Any:
         return out
 
     return back(func(*(host(a) for a in args), **{k: host(v) for k, v in kwargs.items()}))
-
-
-def _library(x: Any) -> str:
-    from ..engines import array_library
-
-    return array_library(x)
 
 
 def ieee(func: Callable) -> Callable:

@@ -58,16 +58,9 @@ def unit_roundoff(options: OptionsLike) -> float:
 class Rounder:
     """chop with fixed options, applied to arrays of one library (on that library's engine).
 
-    Double format with subnormals and no bit flips, applied to double data, is the identity
-    (chop returns double input unchanged), so it is short-circuited.
-
-    Parameters
-    ----------
-    options : chop options, str or None
-        As :func:`chop_object` reads them.
-    arrays : Arrays
-        The library of the arrays it rounds.
-    """
+    Double format with subnormals and no bit flips on double data is the identity (chop returns
+    double input unchanged), so it is short-circuited.  ``options``: as :func:`chop_object` reads
+    them; ``arrays``: the library of the arrays it rounds."""
 
     def __init__(self, options: OptionsLike, arrays: Arrays) -> None:
         self.chop = chop_object(options)
@@ -77,7 +70,7 @@ class Rounder:
         self.identity_for_double = o.format in DOUBLE_NAMES and o.subnormal != 0 and not o.flip
         #: Whether rounding draws no random numbers (modes 1-4, no flips).
         self.deterministic = int(o.round or 1) <= 4 and not o.flip  # resolved: round is set
-        self._double = arrays.float64
+        self._double = arrays.xp.float64
         self._host = arrays.name == "numpy"
 
     def __call__(self, x: Any) -> Any:
@@ -108,5 +101,5 @@ def float_operands(arrays: Arrays, *values: Any) -> list:
     for v in found:
         if "complex" in str(v.dtype):
             raise ValueError("Chop requires a real input array.")
-    single = all(v.dtype == arrays.float32 for v in found)
+    single = all(v.dtype == arrays.xp.float32 for v in found)
     return [arrays.float_copy(v, single) for v in found]

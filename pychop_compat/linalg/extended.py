@@ -1,12 +1,7 @@
-"""Precisions beyond double for iterative refinement: double-double arithmetic (written once,
-on any array library) and IEEE binary128 (mpmath, on the host).
-
-Each is a small arithmetic on vectors, :class:`DoubleDouble` and :class:`Binary128`, with the
-same interface: exact conversion from double, ``+``, ``-``, ``* double``, ``/ double``,
-rounding to double, and row selection.  :func:`ext_matvec` and :func:`ext_lu_solve` are
-written once against that interface; :func:`residual_dd` is the Dot2 residual that the
-backward errors use.
-"""
+"""Precisions beyond double for iterative refinement: double-double arithmetic (:class:`DoubleDouble`,
+on any array library) and IEEE binary128 (:class:`Binary128`, mpmath, on the host), with one
+interface that :func:`ext_matvec` and :func:`ext_lu_solve` are written against; :func:`residual_dd`
+is the Dot2 residual of the backward errors."""
 
 from __future__ import annotations
 
@@ -47,14 +42,8 @@ def two_prod(a: Any, b: Any) -> tuple:
 
 
 class DoubleDouble:
-    """Double-double vectors ``(hi, lo)`` of one array library: about 106 bits (Dekker; Hida, Li
-    & Bailey's QD).
-
-    Parameters
-    ----------
-    arrays : Arrays, optional
-        The library of the vectors (default NumPy).
-    """
+    """Double-double vectors ``(hi, lo)`` of one array library (default NumPy): about 106 bits
+    (Dekker; Hida, Li & Bailey's QD)."""
 
     unit_roundoff = 2.0**-104  # a bound for the operations below (QD's accurate add)
 
@@ -108,13 +97,8 @@ _B128_EMAX = 16383
 
 
 def binary128_op(func: Any, a: Any, b: Any) -> Any:
-    """``func(a, b)`` (mpmath's fadd/fsub/fmul/fdiv) rounded to nearest-even binary128.
-
-    Correct rounding with binary128's exponent range: results with a
-    magnitude from ``2**-16382`` up are rounded to 113 bits; smaller ones to
-    the subnormal grid ``2**-16494``; rounded results from ``2**16384`` up
-    overflow to infinity.
-    """
+    """``func(a, b)`` (mpmath's fadd/fsub/fmul/fdiv) rounded to nearest-even binary128: 113 bits
+    from ``2**-16382`` up, the subnormal grid ``2**-16494`` below, overflow from ``2**16384``."""
     import mpmath
 
     y = func(a, b, prec=_B128_T, rounding="n")
@@ -145,12 +129,8 @@ def binary128_op(func: Any, a: Any, b: Any) -> Any:
 
 
 class Binary128:
-    """IEEE binary128 vectors (NumPy object arrays of mpmath numbers), each operation
-    rounded exactly to nearest-even binary128 (113 bits, exponent range and subnormals).
-
-    Slow (Python-level arithmetic per element); the operations are vectorised over NumPy
-    object arrays, on the host only.
-    """
+    """IEEE binary128 vectors (NumPy object arrays of mpmath numbers, on the host), each operation
+    rounded exactly to nearest-even binary128 (113 bits, exponent range and subnormals); slow."""
 
     unit_roundoff = 2.0**-113
     arrays = HOST
@@ -250,12 +230,9 @@ def ext_lu_solve(arith: Arithmetic, F: Any, c: Any) -> Any:
 
 
 def residual_dd(arrays: Arrays, A: Any, x: Any, b: Any) -> Any:
-    """``b - A x`` in double-double (Ogita-Rump-Oishi Dot2), rounded to double.
-
-    As accurate as evaluating in precision ``u**2`` (106 bits) and rounding to double; no
-    overflow in the splitting is assumed (``|a| < 2**996``).  The products are formed at once,
-    the columns added in order ``k = 0, 1, ...``.
-    """
+    """``b - A x`` in double-double (Ogita-Rump-Oishi Dot2), rounded to double: as accurate as
+    106 bits and one rounding (no overflow in the splitting, ``|a| < 2**996``); the products at
+    once, the columns added in order ``k = 0, 1, ...``."""
     s = b
     c = arrays.zeros(b.shape, b.dtype)
     P, E = two_prod(-A, x[None, :])

@@ -18,11 +18,8 @@ def randsvd(
 ) -> np.ndarray:
     """Random ``n x n`` matrix with 2-norm condition number ``kappa``.
 
-    ``A = Q1 diag(sigma) Q2^T`` with Haar-distributed orthogonal ``Q1, Q2`` and
-    ``max sigma = 1``, as MATLAB's ``gallery('randsvd', n, kappa, mode)``:
-    mode 1, one large singular value; 2, one small singular value; 3 (default),
-    geometrically distributed; 4, arithmetically distributed; 5, random with
-    uniformly distributed logarithm.
+    ``A = Q1 diag(sigma) Q2^T`` with Haar-distributed orthogonal ``Q1, Q2`` and ``max sigma = 1``;
+    ``mode`` as :func:`gallery_randsvd`'s 1 to 5 (default 3), mode 5 with ``cond(A) = kappa``.
 
     Examples
     --------
@@ -85,51 +82,37 @@ def gallery_randsvd(
 ) -> np.ndarray:
     """MATLAB's ``gallery('randsvd', n, kappa, mode, kl, ku, method, classname)``.
 
-    A random matrix ``A = U diag(sigma) V^T`` with singular values ``sigma``
-    chosen by ``mode``, exactly as MATLAB defines them (``p = min(m, n)``):
-
-    * ``1``: one large: ``sigma = [1, 1/kappa, ..., 1/kappa]``;
-    * ``2``: one small: ``sigma = [1, ..., 1, 1/kappa]``;
-    * ``3`` (default): geometric: ``sigma_i = f^(i-1)``, ``f = kappa^(-1/(p-1))``;
-    * ``4``: arithmetic: ``sigma_i = 1 - (i-1)/(p-1) (1 - 1/kappa)``;
-    * ``5``: random with uniformly distributed logarithm,
-      ``sigma_i = exp(-r_i log(kappa))``, ``r_i`` uniform on (0, 1) (so
-      ``cond(A) <= kappa``);
-    * ``mode < 0``: as ``abs(mode)``, the order of ``sigma`` reversed.
-
-    ``kappa`` defaults to ``sqrt(1/eps)``; ``kappa < 0`` gives a symmetric
-    positive definite ``A = Q^T diag(sigma) Q`` with ``cond(A) = -kappa``.
+    A random matrix ``A = U diag(sigma) V^T`` with MATLAB's singular values
+    (``p = min(m, n)``): mode 1, one large (``[1, 1/kappa, ..., 1/kappa]``);
+    2, one small; 3 (default), geometric, ``f^(i-1)`` with
+    ``f = kappa^(-1/(p-1))``; 4, arithmetic; 5, ``exp(-r_i log(kappa))`` with
+    ``r_i`` uniform (``cond(A) <= kappa``); ``mode < 0``: the order reversed.
+    ``kappa < 0`` gives a symmetric positive definite ``A = Q^T diag(sigma) Q``
+    with ``cond(A) = -kappa``.
 
     Parameters
     ----------
     n : int or (m, n)
         Order, or the shape of a rectangular matrix.
     kappa : float, optional
-        2-norm condition number (``>= 1``; negative: positive definite).
+        2-norm condition number (default ``sqrt(1/eps)``; negative: positive definite).
     mode : int, optional
         Distribution of the singular values, ``+-1 .. +-5`` (default 3).
     kl, ku : int, optional
         MATLAB's bandwidth reduction: only a full matrix (``None`` or
         ``kl = ku = n - 1``) is supported.
     method : int, optional
-        Accepted for MATLAB's argument order; the orthogonal factors are
-        always Haar-distributed (QR of a Gaussian matrix with the signs of
-        ``R``'s diagonal fixed) from ``rng``, not MATLAB's stream.
+        Accepted for MATLAB's argument order.
     classname : {'double', 'single'}, optional
         Class of the result.
     rng : int, numpy.random.Generator or None
-        Source of the orthogonal factors (and of mode 5's ``r_i``).
+        Source of the Haar-distributed orthogonal factors (and of mode 5's
+        ``r_i``): not MATLAB's ``randn`` numbers.
 
     Returns
     -------
     ndarray
         ``m x n`` matrix.
-
-    Notes
-    -----
-    The singular values are MATLAB's, formula for formula; the random
-    orthogonal factors are not MATLAB's numbers (MATLAB draws them from
-    ``randn``; see ``docs/linalg.rst`` on reproducing MATLAB inputs exactly).
     """
     rng = np.random.default_rng(rng)
     dims: Any = n  # an int or a pair

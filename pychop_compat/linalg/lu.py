@@ -1,10 +1,7 @@
 """LU factorization with partial pivoting and triangular solves in simulated precision.
 
-Written once against :class:`~pychop_compat.linalg.arrays.Arrays` (NumPy, torch, CuPy, JAX); the
-compiled elimination of :mod:`pychop_compat.kernels.numba_lu` is the fast path for NumPy double
-data with deterministic rounding (same bits, tested).  LAPACK's factorization and the scaling
-factors exist on the host only: torch, CuPy and JAX arrays asking for them take the host route
-(:func:`~pychop_compat.linalg.arrays.on_host`).
+LAPACK's factorization and the scaling factors exist on the host only: torch, CuPy and JAX
+arrays asking for them take the host route (:func:`~pychop_compat.linalg.arrays.on_host`).
 """
 
 from __future__ import annotations
@@ -31,7 +28,7 @@ _LU_METHODS = ("chopped", "lapack")
 
 @dataclass(frozen=True, eq=False)
 class LUResult:
-    """LU factorization ``P A = L U`` computed by :func:`lu`.
+    """LU factorization ``P A = L U`` computed by :func:`lu`; ``L, U, perm = lu(A)`` unpacks.
 
     Attributes
     ----------
@@ -40,22 +37,14 @@ class LUResult:
     U : ndarray
         Upper triangular factor.
     perm : ndarray of int
-        Row permutation, 0-based: ``A[perm] = L @ U`` (up to rounding).
+        Row permutation, 0-based: ``A[perm] = L @ U`` (up to rounding).  ``P`` is
+        MATLAB's permutation matrix (``P A = L U``; :func:`scipy.linalg.lu` gives its transpose).
     info : int
         0 if all pivots are nonzero, else ``k`` where ``U[k-1, k-1]`` is the
-        first zero pivot (LAPACK's convention); the factorization is then
-        complete but ``U`` is singular.
+        first zero pivot (LAPACK's convention; the factorization is complete).
     scaling : Scaling or None
-        When the matrix was scaled before factorizing (``lu(..., scaling=...,
-        theta=...)``): the factors are those of ``mu * R A S``,
-        ``P (mu R A S) = L U``; :func:`solve` undoes the scaling, so the
-        factors act as factors of ``A``.
-
-    Notes
-    -----
-    ``L, U, perm = lu(A)`` unpacks.  ``P`` is MATLAB's permutation matrix
-    (``[L, U, P] = lu(A)``, ``P A = L U``); :func:`scipy.linalg.lu` returns its
-    transpose (``A = P L U``).
+        For a matrix scaled before factorizing: ``P (mu R A S) = L U``;
+        :func:`solve` undoes the scaling, so the factors act as factors of ``A``.
     """
 
     L: np.ndarray
@@ -162,38 +151,32 @@ def lu(A: ArrayLike, options: OptionsLike = None, *, scaling: Optional[str] = No
        theta: Optional[float] = None, method: str = "chopped") -> LUResult:
     """LU factorization with partial pivoting in simulated precision.
 
-    Right-looking Gaussian elimination (``kij`` form).  At step ``k`` the row
-    with the first largest ``|a_ik|``, ``i >= k``, is swapped into row ``k``;
-    then the multipliers ``l_ik = fl(a_ik / a_kk)`` and the Schur complement
-    ``a_ij = fl(a_ij - fl(l_ik * a_kj))`` are formed for the whole trailing
-    submatrix at once.
+    Right-looking Gaussian elimination: at step ``k`` the row with the first
+    largest ``|a_ik|``, ``i >= k``, is swapped into row ``k``, then the multipliers
+    ``l_ik = fl(a_ik / a_kk)`` and the Schur complement ``a_ij = fl(a_ij - fl(l_ik * a_kj))``
+    are formed for the whole trailing submatrix at once.
 
     Parameters
     ----------
     A : array_like
-        Square matrix; it is first rounded to the format (stored in the
-        working format of the factorization).
+        Square matrix; it is first rounded to the format.
     options : chop options, str or None, optional
         Format and rounding (``None``: the persistent chop options).
     scaling : {None, 'general', 'symmetric'}, optional
-        Two-sided diagonal scaling before rounding ``A`` to the format
-        (Higham, Pranesh & Zounon 2019): ``'general'`` (``'g'``) equilibrates
-        rows and columns (``R A S``), ``'symmetric'`` (``'s'``) preserves
-        symmetry (``D A D``); see ``pychop_compat.linalg.scaling``.
+        Two-sided diagonal scaling before rounding ``A`` (Higham, Pranesh &
+        Zounon 2019): ``'general'`` (``'g'``, ``R A S``) or ``'symmetric'``
+        (``'s'``, ``D A D``); see :func:`scale_diag_2side`.
     theta : float, optional
         Squeeze: multiply the (scaled) matrix by ``mu = theta * xmax / beta``
         so that its largest entry is ``theta * xmax`` of the format.
     method : {'chopped', 'lapack'}, optional
-        ``'chopped'`` (default): the chopped elimination below.  ``'lapack'``:
-        LAPACK's ``sgetrf``/``dgetrf`` through SciPy, for format ``'s'`` or
-        ``'d'`` only -- what MATLAB's ``lu(single(A))`` does (gmresir3 for
-        ``uf = single``); its blocked order of operations is LAPACK's.
+        The chopped elimination (default) or, for format ``'s'`` or ``'d'``
+        only, LAPACK's ``sgetrf``/``dgetrf`` (MATLAB's ``lu(single(A))``).
 
     Returns
     -------
     LUResult
-        ``L``, ``U``, ``perm`` (``A[perm] = L @ U``), ``P``, ``info`` and
-        ``scaling``.
+        ``L``, ``U``, ``perm`` (``A[perm] = L @ U``), ``P``, ``info`` and ``scaling``.
 
     Warns
     -----
@@ -203,13 +186,9 @@ def lu(A: ArrayLike, options: OptionsLike = None, *, scaling: Optional[str] = No
     Notes
     -----
     Chop calls, in order: ``A``; then for each ``k``: the multipliers (a
-    column), the products ``l_ik a_kj`` (the trailing block), the differences
-    (the trailing block).  A zero pivot column is skipped, as in LAPACK.
-    With Numba in use, deterministic rounding (modes 1-4, no flips) and double
-    data, compiled code (:mod:`pychop_compat.kernels.numba_lu`) does the same roundings
-    and gives the same factors, bit for bit.
-    Backward error (Higham, Thm. 9.3, round to nearest): ``P A + dA = L U``
-    with ``|dA| <= gamma_n |L||U|``.
+    column), the products ``l_ik a_kj``, the differences (the trailing block).
+    A zero pivot column is skipped, as in LAPACK.  Backward error (Higham, Thm.
+    9.3, round to nearest): ``P A + dA = L U`` with ``|dA| <= gamma_n |L||U|``.
 
     Examples
     --------
@@ -315,15 +294,14 @@ def solve(A: Any, b: ArrayLike, options: OptionsLike = None) -> np.ndarray:
     Parameters
     ----------
     A : array_like, LUResult or tuple (L, U, p)
-        The matrix (factorized with :func:`lu` and ``options``) or its
-        factors: an :class:`LUResult` or a tuple ``(L, U, p)`` with ``p`` a
-        0-based permutation vector (``A[p] = L U``) or a permutation matrix
-        (``P A = L U``).
+        The matrix (factorized with :func:`lu` and ``options``) or its factors:
+        an :class:`LUResult` or ``(L, U, p)`` with ``p`` a 0-based permutation
+        vector (``A[p] = L U``) or a permutation matrix (``P A = L U``).
     b : array_like
         Right-hand side(s), shape ``(n,)`` or ``(n, k)``.
     options : chop options, str or None, optional
-        Format and rounding (``None``: the persistent chop options).  Given
-        factors are used in this precision (they are rounded to it first).
+        Format and rounding (``None``: the persistent chop options); given
+        factors are rounded to it first.
 
     Returns
     -------
@@ -333,24 +311,19 @@ def solve(A: Any, b: ArrayLike, options: OptionsLike = None) -> np.ndarray:
     Warns
     -----
     SingularMatrixWarning
-        When ``U`` has a zero diagonal entry or a factor holds Inf or NaN
-        (MATLAB: "Matrix is singular to working precision").
+        When ``U`` has a zero diagonal entry or a factor holds Inf or NaN.
 
     Notes
     -----
-    Column-oriented substitution.  With ``c = fl(b[p])``, forward:
-    for ``j = 1..n-1``, ``c_i = fl(c_i - fl(l_ij c_j))`` for all ``i > j``;
-    backward: for ``j = n..1``, ``x_j = fl(c_j / u_jj)``, then
-    ``c_i = fl(c_i - fl(u_ij x_j))`` for all ``i < j``.  Each row therefore
-    subtracts its terms in increasing (forward) or decreasing (backward) ``j``.
-    Chop calls, in order: those of :func:`lu` if ``A`` is a matrix; ``L``,
-    ``U``, ``b[p]``; forward: per ``j`` the
-    products then the differences; backward: per ``j`` the quotient, the
-    products, the differences.  Backward error (Higham, Thm. 9.4, round to
-    nearest): ``(P A + dA) x = P b``, ``|dA| <= gamma_{3n} |L||U|``.
-    Factors of a scaled matrix (``F.scaling``: ``P (mu R A S) = L U``) solve
-    ``A x = b`` as ``x = S y``, ``L U y = P (mu R b)``: before the substitutions
-    ``fl(fl(R b) * mu)``, after them ``fl(S y)``.
+    Column-oriented substitution, ``c = fl(b[p])``; forward: for ``j = 1..n-1``,
+    ``c_i = fl(c_i - fl(l_ij c_j))``, ``i > j``; backward: for ``j = n..1``,
+    ``x_j = fl(c_j / u_jj)``, then ``c_i = fl(c_i - fl(u_ij x_j))``, ``i < j``.
+    Chop calls, in order: those of :func:`lu` if ``A`` is a matrix; ``L``, ``U``,
+    ``b[p]``; forward: per ``j`` the products then the differences; backward: per
+    ``j`` the quotient, the products, the differences.  Backward error (Higham,
+    Thm. 9.4): ``(P A + dA) x = P b``, ``|dA| <= gamma_{3n} |L||U|``.  Factors of a
+    scaled matrix (``P (mu R A S) = L U``) give ``x = S y``, ``L U y = P (mu R b)``:
+    ``fl(fl(R b) * mu)`` before the substitutions, ``fl(S y)`` after them.
     """
     arrays = arrays_for(A, b)
     if arrays is not HOST and isinstance(A, LUResult) and A.scaling is not None:
@@ -367,8 +340,8 @@ def solve_on(arrays: Arrays, A: Any, b: Any, options: OptionsLike = None) -> Any
     else:
         F = factorize(arrays, A, options)  # warns if singular
     (bb,) = float_operands(arrays, b)
-    single = all(M.dtype == arrays.float32 for M in (F.L, F.U, bb))
-    if not single and bb.dtype != arrays.float64:
+    single = all(M.dtype == arrays.xp.float32 for M in (F.L, F.U, bb))
+    if not single and bb.dtype != arrays.xp.float64:
         bb = arrays.float_copy(bb, False)
     vec = bb.ndim == 1
     c = bb[:, None] if vec else bb

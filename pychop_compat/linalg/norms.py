@@ -1,20 +1,13 @@
-"""MATLAB's ``norm(A, p)`` and ``cond(A, p)`` for ``p = 1, 2, inf, 'fro'``:
-in double, correctly rounded ('exact'), or in simulated precision (chopped).
+"""MATLAB's ``norm(A, p)`` and ``cond(A, p)`` for ``p = 1, 2, inf, 'fro'``.
 
-``precision`` selects how:
-
-* ``None`` or ``'d'`` (default): double precision as MATLAB computes it
-  (NumPy/LAPACK: sums in double, the 2-norm from the SVD);
-* ``'exact'``: the exact value correctly rounded to double -- sums of
-  absolute values and of squares in rational arithmetic, square roots and
-  the 2-norm in 200-bit arithmetic (mpmath), the inverse for ``cond`` in
-  200-bit arithmetic (slow for large ``n``; fine for ``n`` up to about 100);
-* chop options or a format name (``'h'``, ``{'format': 'b'}``): simulated:
-  ``A`` stored in the format, every sum rounded (recursive summation by
-  :func:`pychop_compat.linalg.matvec` / :func:`~pychop_compat.linalg.dot`),
-  the square root rounded; the 2-norm is the largest singular value of the
-  stored ``A`` computed in double and rounded (no chopped SVD); ``cond``
-  inverts with chopped LU (:func:`~pychop_compat.linalg.solve`).
+``precision``: ``None`` or ``'d'`` (default), double as MATLAB computes it
+(NumPy/LAPACK); ``'exact'``, the exact value correctly rounded to double (sums
+in rational arithmetic, square roots, the 2-norm and ``cond``'s inverse in
+200-bit mpmath; slow beyond ``n`` of about 100); chop options or a format
+name, simulated: ``A`` stored in the format, every sum rounded (recursive, by
+:func:`~pychop_compat.linalg.matvec` / :func:`~pychop_compat.linalg.dot`), the
+square root rounded, the 2-norm the stored ``A``'s largest singular value in
+double, rounded; ``cond`` inverts with chopped LU.
 """
 
 from __future__ import annotations
@@ -152,11 +145,8 @@ def cond(A: ArrayLike, p: NormOrder = 2, precision: OptionsLike = None) -> float
     p : {1, 2, inf, 'fro'}, optional
         The norm (default 2).
     precision : None, 'd', 'exact' or chop options, optional
-        ``None``: double (NumPy, as MATLAB); ``'exact'``: the inverse and the
-        singular values in 200-bit arithmetic, the result correctly rounded
-        up to the last step (a product of two rounded norms); chop options:
-        ``A`` stored in the format, the inverse from chopped LU and
-        substitution, chopped norms, the product rounded.
+        As for :func:`norm`; with ``'exact'`` only the last step (the product of
+        two rounded norms) is rounded again; chopped: the product rounded.
 
     Returns
     -------

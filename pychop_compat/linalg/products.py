@@ -1,11 +1,9 @@
 """Chopped products: :func:`~pychop_compat.linalg.dot`, :func:`~pychop_compat.linalg.matvec`,
 :func:`~pychop_compat.linalg.matmul` (every operation rounded).
 
-Written once against :class:`~pychop_compat.linalg.arrays.Arrays` (NumPy, torch, CuPy, JAX), with
-two fast paths in other languages, each giving the same bits as the code here (tested):
-compiled Numba kernels (:mod:`pychop_compat.kernels.numba_linalg`) for NumPy double data, and a
-fused Triton kernel (:mod:`pychop_compat.kernels.triton_matmul`) for CUDA torch tensors, both for
-deterministic rounding in chop.m's formats.
+Fast paths with the same bits, for deterministic rounding in chop.m's formats: the Numba kernels
+(:mod:`pychop_compat.kernels.numba_linalg`) for NumPy double data, a fused Triton kernel for CUDA
+torch tensors.
 """
 
 from __future__ import annotations
@@ -240,80 +238,42 @@ def matmul(
         Format and rounding of every operation (``None``: the persistent chop
         options).  ``A`` and ``B`` are first rounded to this format.
     method : {'recursive', 'fma', 'pairwise', 'blocked'}, optional
-        How each inner product ``sum_k a_k b_k`` (``a_k = A[i, k]``,
-        ``b_k = B[k, j]``) is evaluated, with ``fl`` one chop call:
-
-        ``'recursive'`` (default)
-            ``s = fl(a_1 b_1)``; ``s = fl(s + fl(a_k b_k))`` for ``k = 2..n``.
-        ``'fma'``
-            Fused multiply-add: ``s = fl(a_1 b_1)``; ``s = fl(s + a_k b_k)``,
-            one rounding per step (``s + a_k b_k`` formed in double, as
-            MATLAB's ``chop(s + a*b)``).
-        ``'pairwise'``
-            Products ``fl(a_k b_k)`` are summed pairwise (Higham, *Accuracy and
-            Stability*, sec. 4.1): ``y_i = fl(x_{2i-1} + x_{2i})``, an odd last
-            term carried over unchanged, repeated until one term is left.
-        ``'blocked'``
-            The terms are split into consecutive blocks of ``block_size``; each
-            block is summed recursively, then the block sums are summed
-            recursively in order.
+        How each inner product ``sum_k a_k b_k`` is evaluated, ``fl`` one chop call:
+        ``'recursive'`` (default): ``s = fl(a_1 b_1)``, ``s = fl(s + fl(a_k b_k))``;
+        ``'fma'``: ``s = fl(s + a_k b_k)``, one rounding per step (``s + a_k b_k``
+        formed in double, as MATLAB's ``chop(s + a*b)``); ``'pairwise'``: the
+        products summed pairwise, ``y_i = fl(x_{2i-1} + x_{2i})``, an odd last
+        term carried over, until one is left (Higham, sec. 4.1); ``'blocked'``:
+        blocks of ``block_size`` consecutive terms each summed recursively, then
+        the block sums recursively in order.
     accumulate : chop options, str or None, optional
-        Tensor-core style mixed precision: if given, ``A`` and ``B`` are
-        rounded to ``options`` (format A), the products are formed *exactly* in
-        double (not rounded; exact when the significands of format A have at
-        most 26 bits) and every addition is rounded to ``accumulate`` (format B),
-        in the order of ``method`` (a sum with a single term is that term rounded
-        to B; ``'fma'`` is then the same as ``'recursive'``).
+        Tensor-core style: ``A`` and ``B`` rounded to ``options``, the products
+        formed exactly in double (not rounded; exact for significands of at most
+        26 bits) and every addition rounded to ``accumulate``, in the order of
+        ``method`` (a one-term sum is that term rounded; ``'fma'`` is then ``'recursive'``).
     block_size : int, optional
         Block size for ``method='blocked'`` (default 32).
 
     Returns
     -------
     ndarray
-        The product, of the floating type of the inputs (double for integer or
-        double inputs, single for single inputs); a torch tensor, CuPy or JAX
-        array for such inputs, on their device.
+        The product, single for single inputs, else double; a torch tensor,
+        CuPy or JAX array for such inputs, on their device.
 
     Notes
     -----
-    The loop runs over the inner index ``k`` only; each step updates all
-    ``m * p`` outputs at once.  Order of chop calls (and so of random draws):
-    ``A`` then ``B`` (input rounding); then for ``'recursive'``: for each
-    ``k``, the ``m x p`` products, then the ``m x p`` sums; ``'fma'``: one call
-    per ``k``; ``'pairwise'``: one call on all products, stacked as an
-    ``(n, m, p)`` array, then one call per level; ``'blocked'``: for each
-    position ``j`` within a block, the products of all blocks having a ``j``-th
-    term (stacked ``(blocks, m, p)``) then their sums, followed by one call per
-    block-sum addition.  With stochastic rounding or bit flips, ``'pairwise'``
-    and ``'blocked'`` (``p > 1``) make these calls for one column of ``C`` at a
-    time, column after column (the calls of ``matvec(A, B[:, j])``), so that
-    they never hold more than ``n * m`` products.
-
-    Memory and speed: every method needs O(n^2 + block) memory besides its
-    operands and result.  With deterministic rounding (modes 1-4, no flips)
-    and double data, and Numba installed (:mod:`pychop_compat.kernels.compiled`),
-    compiled kernels do every operation with the compiled engine's rounding
-    (same results bit for bit); otherwise ``'pairwise'`` and ``'blocked'``
-    work on groups of columns of ``C`` holding at most ``TERM_BUDGET``
-    products (same results: each element of ``C`` depends only on its own
-    operations).
-
-    Error bounds for round to nearest with unit roundoff ``u`` (Higham,
-    ch. 3-4), ``gamma_k = k u / (1 - k u)``: ``|C - AB| <= gamma_n |A||B|``
-    (``'recursive'``, ``'fma'``), ``gamma_{ceil(log2 n) + 1}`` (``'pairwise'``),
-    ``gamma_{b + ceil(n/b) - 1}`` (``'blocked'``, ``b = block_size``).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from pychop_compat import linalg
-    >>> x = np.full(4096, 1.0)
-    >>> float(linalg.dot(x, x, 'h'))            # fp16 stagnates at 2048
-    2048.0
-    >>> float(linalg.dot(x, x, 'h', method='pairwise'))
-    4096.0
-    >>> float(linalg.dot(x, x, 'h', accumulate='s'))   # fp16 inputs, fp32 sums
-    4096.0
+    The loop runs over the inner index ``k`` only.  Order of chop calls (and so
+    of random draws): ``A`` then ``B``; then for ``'recursive'``, for each ``k``,
+    the ``m x p`` products, then the sums; ``'fma'``: one call per ``k``;
+    ``'pairwise'``: one call on all products, stacked ``(n, m, p)``, then one per
+    level; ``'blocked'``: for each position ``j`` within a block, the products of
+    all blocks having a ``j``-th term (stacked ``(blocks, m, p)``) then their sums,
+    then one call per block-sum addition.  With stochastic rounding or bit flips,
+    ``'pairwise'`` and ``'blocked'`` (``p > 1``) make these calls column by column
+    of ``C`` (those of ``matvec(A, B[:, j])``).  Error bounds for round to
+    nearest (Higham, ch. 3-4): ``|C - AB| <= gamma_n |A||B|`` (``'recursive'``,
+    ``'fma'``), ``gamma_{ceil(log2 n) + 1}`` (``'pairwise'``),
+    ``gamma_{b + ceil(n/b) - 1}`` (``'blocked'``).
     """
     return matmul_on(arrays_for(A, B), A, B, options, method=method, accumulate=accumulate,
                      block_size=block_size)
@@ -321,11 +281,8 @@ def matmul(
 
 @ieee
 def matvec(A: ArrayLike, x: ArrayLike, options: OptionsLike = None, **kwargs: Any) -> np.ndarray:
-    """Matrix-vector product ``A @ x`` in simulated precision.
-
-    Same as :func:`matmul` (``x`` 1-D); ``kwargs`` are ``method``,
-    ``accumulate`` and ``block_size``.
-    """
+    """Matrix-vector product ``A @ x`` in simulated precision: :func:`matmul` with ``x`` 1-D
+    (``kwargs``: ``method``, ``accumulate``, ``block_size``)."""
     arrays = arrays_for(A, x)
     if arrays.asarray(x).ndim != 1:
         raise ValueError("x must be 1-D")
@@ -334,11 +291,8 @@ def matvec(A: ArrayLike, x: ArrayLike, options: OptionsLike = None, **kwargs: An
 
 @ieee
 def dot(x: ArrayLike, y: ArrayLike, options: OptionsLike = None, **kwargs: Any) -> np.floating:
-    """Inner product ``x @ y`` of two vectors in simulated precision.
-
-    Same as :func:`matmul` on 1-D operands; returns a NumPy scalar (a 0-d array of the
-    library for torch, CuPy and JAX arrays).
-    """
+    """Inner product ``x @ y`` of two vectors in simulated precision: :func:`matmul` on 1-D operands,
+    returning a NumPy scalar (a 0-d array of the library for torch, CuPy and JAX arrays)."""
     arrays = arrays_for(x, y)
     if arrays.asarray(x).ndim != 1 or arrays.asarray(y).ndim != 1:
         raise ValueError("x and y must be 1-D")

@@ -1,10 +1,8 @@
 """Iterative refinement in three precisions: :func:`lu_ir` and :func:`gmres_ir`.
 
-Written once against :class:`~pychop_compat.linalg.arrays.Arrays` (NumPy, torch, CuPy, JAX).
-GMRES's small Hessenberg matrix, its Givens rotations and its triangular solve are host scalars
-for every library.  The parts that exist on the host only (LAPACK or scaled factors, binary128
-arithmetic, the reference solution of ``stop='all'`` without ``x_true``) send torch, CuPy and JAX
-arrays on the host route (:func:`~pychop_compat.linalg.arrays.on_host`).
+GMRES's Hessenberg matrix, Givens rotations and triangular solve are host scalars for every
+library; LAPACK or scaled factors, binary128 and ``stop='all'`` without ``x_true`` run on a host
+copy (:func:`~pychop_compat.linalg.arrays.on_host`).
 """
 
 from __future__ import annotations
@@ -37,42 +35,24 @@ class IRResult:
     x : ndarray
         The last accepted iterate (all NaN when ``status == 'singular'``).
     converged : bool
-        True exactly when ``status == 'converged'``: the stopping criterion
-        (``stop``) holds for the returned ``x``, checked with its own errors.
+        True exactly when ``status == 'converged'``: the rule of ``stop`` holds
+        for the returned ``x``.
     status : str
-        Why the refinement stopped:
-
-        * ``'converged'``: the criterion of ``stop`` holds for ``x``
-          (``'backward'``: normwise backward error ``<= tol``; ``'all'``:
-          forward, normwise and componentwise backward errors all ``<= tol``;
-          ``'change'``: the last step changed ``x`` by at most ``tol``
-          relative to it *and* the normwise backward error of ``x`` is at most
-          ``n u``).
-        * ``'singular'``: the factorization in precision ``uf`` has a zero or
-          non-finite pivot or factor entry (e.g. a singular matrix, Inf or NaN
-          entries, entries or growth that overflow ``uf``); no iterate is formed.
-        * ``'diverged'``: an iterate (or its backward error) is Inf or NaN
-          (it is rejected: ``x`` is the iterate before it), or the
-          normwise backward error grew above 10 times the smallest one seen.
-        * ``'stagnated'``: the quantity that ``stop`` tests did not decrease in
-          two consecutive steps, or (``stop='change'``) ``x`` stopped changing
-          with a backward error above ``n u``.
-        * ``'maxiter'``: ``max_iter`` steps done without meeting the criterion.
-    backward_error : list of float
-        Normwise backward error ``||b - A x_i|| / (||A|| ||x_i|| + ||b||)``
-        (infinity norm; residual in double-double, rounded; ``0/0`` read as 0)
-        of ``x_0, x_1, ...``, with ``A`` and ``b`` as stored in the working precision.
+        ``'converged'``, ``'singular'`` (the ``uf`` factors have a zero or
+        non-finite entry; no iterate), ``'diverged'`` (a non-finite iterate,
+        rejected, or a growing backward error), ``'stagnated'`` or ``'maxiter'``:
+        see :doc:`/linalg`, "Iterative refinement: stopping rules and outcomes".
+    backward_error, componentwise_error : list of float
+        Normwise ``||b - A x_i|| / (||A|| ||x_i|| + ||b||)`` (infinity norm,
+        double-double residual) and componentwise ``max_i |b - A x|_i / (|A||x| + |b|)_i``
+        backward errors of ``x_0, x_1, ...`` (``0/0`` read as 0; ``A``, ``b`` stored in ``u``).
     forward_error : list of float or None
-        ``||x_i - x_true|| / ||x_true||`` (infinity norm) when ``x_true`` was
-        given, or computed (``stop='all'``).
-    componentwise_error : list of float
-        Componentwise backward error ``max_i |b - A x|_i / (|A||x| + |b|)_i``
-        (``0/0`` read as 0) of each iterate.
+        ``||x_i - x_true|| / ||x_true||`` when ``x_true`` was given, or computed (``stop='all'``).
     changes : list of float
         ``||x_{i+1} - x_i|| / ||x_{i+1}||`` of each accepted step.
     gmres_iterations : list of int
-        GMRES iterations of each refinement step (empty for LU-IR; after a
-        divergence, the last entry is that of the rejected step).
+        GMRES iterations of each step (empty for LU-IR; after a divergence, the
+        last entry is that of the rejected step).
     factors : LUResult
         The LU factors computed in precision ``uf``.
     stop, tol : str, float
@@ -130,14 +110,8 @@ def _errors(arrays: Arrays, Au: Any, bu: Any, x: Any, normA: float, normb: float
 
 
 def extended_solution(A: np.ndarray, b: np.ndarray, steps: int = 8) -> np.ndarray:
-    """``A^{-1} b`` to about twice double's precision, rounded to double.
-
-    Double LU (LAPACK) and refinement of a double-double iterate
-    ``x = x_hi + x_lo`` with residuals in double-double: the error contracts
-    by about ``kappa(A) u`` per step down to ``u**2 kappa(A)``-level, so the
-    result is the solution correctly rounded in all but pathological cases
-    (``kappa(A) u`` must be below 1).
-    """
+    """``A^{-1} b`` to about twice double's precision, rounded to double: double LU (LAPACK) and
+    refinement of a double-double iterate with double-double residuals (``kappa(A) u`` below 1)."""
     import warnings
 
     import scipy.linalg
@@ -308,61 +282,39 @@ def lu_ir(
         Square system ``A x = b`` (double data).
     uf, u, ur : chop options or str, optional
         Factorization, working and residual precisions (default half, double,
-        and ``'q'``).  ``ur`` may also be ``'q'`` (``'quad'``, ``'dd'``):
-        the residual is then evaluated in double-double arithmetic (precision
-        about ``u**2``, 106 bits, standing in for quadruple) and rounded to
-        double; a chop format is simulated with :func:`matvec`.
+        and ``'q'``: double-double, 106 bits; also ``'quad'``, ``'dd'``,
+        ``'binary128'``); a chop format ``ur`` is simulated with :func:`matvec`.
     x_true : array_like, optional
         Exact solution, for the forward errors.
     max_iter : int, optional
         Maximum number of refinement steps (default 10).
     tol : float, optional
         Tolerance of the stopping rule (default ``n u`` for ``stop='backward'``,
-        ``u`` otherwise; ``u`` the unit roundoff of the working precision).
+        else ``u``, the unit roundoff of the working precision).
     stop : {'backward', 'all', 'change'}, optional
-        Stopping rule, checked on each iterate before a correction is computed
-        (gmresir3's order): ``'backward'`` (default): normwise backward error
-        ``<= tol``; ``'all'``: forward, normwise and componentwise backward
-        errors all ``<= tol`` (the forward error against ``x_true``, or
-        against a solution computed in extended precision when ``x_true`` is
-        not given; gmresir3's ``cri = 1``); ``'change'``: the last step changed
-        ``x`` by at most ``tol`` relative to it (the rule before 0.2.0), reported
-        as converged only if the backward error is also at most ``n u``.
-    scaling : {None, 'general', 'symmetric'}, optional
-        Two-sided diagonal scaling of ``A`` before it is rounded to ``uf``
-        (see :func:`lu`; Higham, Pranesh & Zounon 2019).
-    theta : float, optional
-        Squeeze ``A`` (after scaling) so that its largest entry is
-        ``theta * xmax`` of ``uf`` before it is rounded (see :func:`lu`).
-        The factors are then those of ``mu R A S`` and are used as factors
-        of ``A`` (:func:`solve` undoes the scaling).
+        Checked on each iterate before a correction (gmresir3's order): normwise
+        backward error ``<= tol`` (default); forward and both backward errors
+        ``<= tol`` (gmresir3's ``cri = 1``; against ``x_true`` or an
+        extended-precision solution); or the last relative change ``<= tol``,
+        converged only if the backward error is at most ``n u`` (see :doc:`/linalg`).
+    scaling, theta : optional
+        Scaling and squeeze of ``A`` before it is rounded to ``uf`` (see
+        :func:`lu`); the factors of ``mu R A S`` serve as factors of ``A``.
     lu_method : {'chopped', 'lapack'}, optional
-        How the ``uf`` factors are computed: chopped elimination (default) or,
-        for ``uf`` = ``'s'`` or ``'d'``, LAPACK (what gmresir3 does for single).
+        How the ``uf`` factors are computed (see :func:`lu`).
 
     Returns
     -------
     IRResult
-        ``converged`` is true only when the rule of ``stop`` holds for the
-        returned ``x``; ``status`` says why it stopped (see :class:`IRResult`).
+        ``status`` says why it stopped.
 
     Notes
     -----
-    1. ``P A = L U`` in precision ``uf`` (:func:`lu`; ``A`` rounded to ``uf``).
-    2. ``x_0``: :func:`solve` with the factors in precision ``uf`` (in ``u``
-       for factors of a scaled matrix), stored in ``u`` (zero if not finite).
-    3. For ``i = 0, 1, ...``: ``r_i = b - A x_i`` in precision ``ur``, stored
-       in ``u``; scaled by the power of two ``s <= ||r_i||`` (exact), solve
-       ``A d_i = r_i / s`` with the factors in precision ``uf``;
-       ``x_{i+1} = fl_u(x_i + s d_i)``.
-
-    ``A`` and ``b`` are rounded to ``u`` first.  Stops on the rule of
-    ``stop``, on a singular ``uf`` factorization (no iterate), when an
-    iterate is not finite or its backward error grows (diverged), when the
-    tested error stops decreasing (stagnated) or after ``max_iter`` steps.
-    LU-IR is guaranteed to converge when ``kappa(A) u_f`` is sufficiently
-    below 1.  Without ``scaling``/``theta``, entries outside the range of
-    ``uf`` overflow when ``A`` is rounded (status ``'singular'``).
+    ``A`` and ``b`` are rounded to ``u``; ``P A = L U`` in ``uf``; ``x_0`` solves
+    with the factors in ``uf`` (in ``u`` for a scaled matrix), stored in ``u``
+    (zero if not finite); then ``r_i = b - A x_i`` in ``ur``, stored in ``u``,
+    scaled by the power of two ``s <= ||r_i||``; ``A d_i = r_i / s`` solved with
+    the factors in ``uf``; ``x_{i+1} = fl_u(x_i + s d_i)``.
 
     References
     ----------
@@ -394,13 +346,9 @@ def _pow2_scale(arrays: Arrays, v: Any) -> float:
 
 def _givens_column(H: np.ndarray, cs: np.ndarray, sn: np.ndarray, g: np.ndarray, j: int,
                    ru: Rounder) -> Optional[float]:
-    """GMRES's Givens step on column ``j`` of the Hessenberg matrix ``H`` (host scalars).
-
-    Applies the previous rotations ``cs[:j], sn[:j]`` to the column, forms the new rotation,
-    and rotates the right-hand side ``g``; every operation rounded by ``ru``.  Returns the
-    subdiagonal entry before rotation (0 means a lucky breakdown), or None when the new
-    rotation's norm is 0 or not finite (the caller stops with ``k = j``).
-    """
+    """GMRES's Givens step on column ``j`` of ``H`` (host scalars, rounded by ``ru``): the
+    subdiagonal entry before rotation (0: a lucky breakdown), or None when the new rotation's
+    norm is 0 or not finite (the caller stops with ``k = j``)."""
     for i in range(j):
         hi, hi1 = H[i, j], H[i + 1, j]
         H[i, j] = ru(ru(cs[i] * hi) + ru(sn[i] * hi1))
@@ -418,13 +366,8 @@ def _givens_column(H: np.ndarray, cs: np.ndarray, sn: np.ndarray, g: np.ndarray,
 
 def _gmres(arrays: Arrays, A: Any, r: Any, F: LUResult, u: OptionsLike, up: OptionsLike, tol: float,
            maxit: Optional[int]) -> tuple:
-    """Left-preconditioned GMRES for ``M^{-1} A d = M^{-1} r``, ``M = P^T L U``.
-
-    Working precision ``u`` (every operation rounded), except the application
-    of ``M^{-1} A`` and of ``M^{-1}`` to ``r``, done in precision ``up``.
-    Starts from ``d = 0``; Arnoldi with modified Gram-Schmidt, Givens rotations
-    (host scalars, rounded on the host).  Returns ``(d, iterations)``.
-    """
+    """Left-preconditioned GMRES for ``M^{-1} A d = M^{-1} r``, ``M = P^T L U``, from ``d = 0``:
+    ``(d, iterations)``; every operation rounded to ``u``, ``M^{-1} A`` and ``M^{-1} r`` in ``up``."""
     ru = Rounder(u, arrays)
     ru_host = Rounder(u, HOST)
     n = r.shape[0]
@@ -503,9 +446,8 @@ def gmres_ir(
 ) -> IRResult:
     """GMRES-based iterative refinement in three precisions (Carson & Higham 2018).
 
-    As :func:`lu_ir`, but each correction solves the preconditioned system
-    ``U^{-1} L^{-1} P A d_i = U^{-1} L^{-1} P r_i`` by GMRES in the working
-    precision ``u``, preconditioned by the precision-``uf`` LU factors.
+    As :func:`lu_ir`, but each correction solves ``U^{-1} L^{-1} P A d_i = U^{-1} L^{-1} P r_i``
+    by GMRES in the working precision ``u``, preconditioned by the ``uf`` factors.
 
     Parameters
     ----------
@@ -513,15 +455,10 @@ def gmres_ir(
         As for :func:`lu_ir`.
     up : chop options or str, optional
         Precision in which GMRES applies ``U^{-1} L^{-1} P A`` and
-        ``U^{-1} L^{-1} P`` (default: ``ur``, as gmresir3, whose GMRES
-        applies them in the residual precision).  ``'d'`` or a chop format:
-        simulated with :func:`matvec` and :func:`solve`; ``'q'``, ``'quad'``,
-        ``'fp128'``, ``'dd'``: double-double arithmetic (about 106 bits);
-        ``'binary128'``: IEEE quadruple precision, every operation rounded
-        exactly to binary128 (mpmath; slow).
+        ``U^{-1} L^{-1} P`` (default: ``ur``, as gmresir3): a chop format
+        (simulated), ``'q'`` (double-double) or ``'binary128'`` (mpmath; slow).
     gmres_tol : float, optional
-        GMRES stops when its (preconditioned, relative) residual norm is at
-        most ``gmres_tol`` (default 1e-6).
+        GMRES stops at a relative preconditioned residual norm ``<= gmres_tol`` (default 1e-6).
     gmres_maxit : int, optional
         Maximum GMRES iterations per refinement step (default ``n``).
 
@@ -532,18 +469,11 @@ def gmres_ir(
 
     Notes
     -----
-    The residual ``r_i`` is scaled to unit infinity norm, ``fl_u(r_i / s)``
-    with ``s = ||r_i||_inf``, before GMRES, and the correction scaled back,
-    ``fl_u(s d)`` (gmresir3).  GMRES starts from zero, uses modified
-    Gram-Schmidt Arnoldi and Givens rotations, every operation rounded to
-    ``u`` (dot products and norms by :func:`dot`, vector updates
-    elementwise), except the preconditioned operator, applied in ``up``.
-    With scaling, the preconditioner is ``M^{-1} v = S U^{-1} L^{-1} P (mu R v)``:
-    the factors of the scaled matrix, unscaled, as in Higham, Pranesh &
-    Zounon's algorithm (mathematically their ``U S^{-1}`` and
-    ``(mu R)^{-1} P^T L``).  GMRES-IR converges for much larger ``kappa(A)``
-    than LU-IR with the same ``uf`` (see ``examples/gmres_ir.py`` and
-    ``examples/gmres_ir_study.py``).
+    The residual is scaled to unit infinity norm, ``fl_u(r_i / s)``, before
+    GMRES, and the correction scaled back, ``fl_u(s d)`` (gmresir3).  GMRES
+    starts from zero (modified Gram-Schmidt Arnoldi, Givens rotations), every
+    operation rounded to ``u`` except the preconditioned operator, applied in
+    ``up``.  With scaling, ``M^{-1} v = S U^{-1} L^{-1} P (mu R v)``.
 
     References
     ----------
@@ -553,9 +483,6 @@ def gmres_ir(
     E. Carson and N. J. Higham, A new analysis of iterative refinement and its
     application to accurate solution of ill-conditioned sparse linear
     systems, SIAM J. Sci. Comput. 39(6), A2834-A2856, 2017.
-    E. Carson and N. J. Higham, Accelerating the solution of linear systems by
-    iterative refinement in three precisions, SIAM J. Sci. Comput. 40(2),
-    A817-A847, 2018.
     """
     arrays = arrays_for(A, b, x_true)
     upp = ur if up is None else up

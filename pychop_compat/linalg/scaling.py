@@ -1,14 +1,5 @@
-"""Squeezing a matrix into the range of a low-precision format.
-
-Higham, Pranesh and Zounon (2019) factorize ``A`` in fp16 after scaling it:
-``A_s = mu * R A S`` with diagonal ``R, S`` that equilibrate the rows and
-columns (every row and column of ``R A S`` has infinity norm close to 1) and
-``mu = theta * xmax / beta``, ``beta = max |(R A S)_ij|``, so that the
-largest entry becomes ``theta * xmax`` of the target format: large enough to
-keep small entries out of the subnormal range, small enough (``theta < 1``)
-to leave the factorization room to grow.  The factors of ``A_s`` are then
-used for ``A`` itself through ``P A = (mu P R P^T)^{-1} L U S^{-1}``.
-"""
+"""Squeezing a matrix into the range of a low-precision format (Higham, Pranesh and Zounon 2019):
+``A_s = mu * R A S``, see :doc:`/linalg`, "Scaling for low-precision factorization"."""
 
 from __future__ import annotations
 
@@ -23,15 +14,9 @@ __all__ = ["Scaling", "scale_diag_2side", "scale_diag_2side_symm", "squeeze"]
 
 @dataclass(frozen=True, eq=False)
 class Scaling:
-    """The scaling ``A_s = mu * diag(row) @ A @ diag(col)`` applied before a factorization.
-
-    Attributes
-    ----------
-    row, col : ndarray
-        Positive diagonal scaling vectors ``R`` and ``S`` (ones when not scaled).
-    mu : float
-        The squeeze factor ``theta * xmax / beta`` (1 when not squeezed).
-    """
+    """The scaling ``A_s = mu * diag(row) @ A @ diag(col)`` applied before a factorization: positive
+    diagonal vectors ``row``, ``col`` (ones when not scaled) and the squeeze factor ``mu`` (1 when
+    not squeezed)."""
 
     row: np.ndarray
     col: np.ndarray
@@ -60,9 +45,9 @@ def _safe_inv_sqrt(norms: np.ndarray) -> np.ndarray:
 def scale_diag_2side(A: ArrayLike, tol: float = 1e-4, max_iter: int = 100) -> Scaling:
     """Two-sided row and column equilibration (Higham, Pranesh & Zounon, Alg. 2.5).
 
-    Repeats ``R_k = diag(||row_i||_inf)^{-1/2}``, ``S_k = diag(||col_j||_inf)^{-1/2}``,
-    ``A <- R_k A S_k`` (Ruiz's iteration) until every row and column norm of the
-    scaled matrix is within ``tol`` of 1, or ``max_iter`` sweeps.  Computed in double.
+    Ruiz's iteration ``A <- R_k A S_k``, ``R_k = diag(||row_i||_inf)^{-1/2}``,
+    ``S_k = diag(||col_j||_inf)^{-1/2}``, in double, until every row and column
+    norm is within ``tol`` of 1, or ``max_iter`` sweeps.
 
     Returns
     -------
@@ -87,9 +72,8 @@ def scale_diag_2side(A: ArrayLike, tol: float = 1e-4, max_iter: int = 100) -> Sc
 def scale_diag_2side_symm(A: ArrayLike, tol: float = 1e-4, max_iter: int = 100) -> Scaling:
     """Symmetry-preserving equilibration ``D A D`` (Knight, Ruiz & Ucar; HPZ Alg. 2.6).
 
-    Repeats ``D_k = diag(||col_j||_inf)^{-1/2}``, ``A <- D_k A D_k`` until every
-    column norm is within ``tol`` of 1 (or ``max_iter`` sweeps).  For a
-    symmetric ``A`` the scaled matrix stays symmetric.
+    ``A <- D_k A D_k``, ``D_k = diag(||col_j||_inf)^{-1/2}``, until every column
+    norm is within ``tol`` of 1, or ``max_iter`` sweeps.
 
     Returns
     -------
@@ -121,16 +105,14 @@ def squeeze(A: ArrayLike, xmax: float, theta: float = 0.1,
     xmax : float
         Largest finite number of the target format.
     theta : float, optional
-        In (0, 1]; the largest entry of the squeezed matrix is ``theta * xmax``
-        (default 0.1, as in the paper's experiments).
+        In (0, 1]: the largest entry of the squeezed matrix (default 0.1, the paper's).
     scaling : Scaling, optional
         A diagonal scaling computed before (default: none).
 
     Returns
     -------
     Scaling
-        ``row``, ``col`` of ``scaling`` and ``mu``; ``mu = 1`` for a zero or
-        non-finite matrix.
+        ``row``, ``col`` of ``scaling`` and ``mu`` (1 for a zero or non-finite matrix).
     """
     theta = float(theta)
     if not 0 < theta <= 1:

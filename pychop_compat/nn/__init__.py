@@ -1,11 +1,7 @@
 """Low-precision training in PyTorch: differentiable quantizers, quantized layers, an optimizer wrapper.
 
-Needs torch (the ``torch`` extra: ``python -m pip install -e ".[torch]"`` from
-the root of a pychop_compat checkout, or ``python -m pip install torch``);
-``import pychop_compat`` does not import this package, and importing it
-without torch raises ModuleNotFoundError saying so.  See the "Training in low
-precision" page of the documentation.
-"""
+Needs torch (the ``torch`` extra); ``import pychop_compat`` does not import this package.
+See :doc:`/training`."""
 
 try:
     import torch as _torch  # noqa: F401

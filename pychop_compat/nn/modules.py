@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .quantize import GradientRule, Rounder, apply_quantizer, renamed_keyword, rounder_for
+from .quantize import GradientRule, Rounder, apply_quantizer, renamed_keyword, rounder_for, torch_rng
 
 __all__ = ["Quantizer", "QuantizedLinear", "QuantizedConv1d", "QuantizedConv2d", "QuantizedConv3d",
            "QuantizedLayerNorm", "lower"]
@@ -19,8 +19,7 @@ class Quantizer(nn.Module):
     """Round activations in the forward pass and their gradients in the backward pass.
 
     The module form of :func:`~pychop_compat.nn.quantize`, with separate formats
-    and modes for the two passes (as QPyTorch's ``Quantizer``): e.g. activations
-    in bfloat16 with round to nearest, gradients in fp8 with stochastic rounding.
+    and modes for the two passes (as QPyTorch's ``Quantizer``).
 
     Parameters
     ----------
@@ -33,26 +32,19 @@ class Quantizer(nn.Module):
         ``forward_rounding=``/``backward_rounding=`` are their old spellings (deprecated: they warn).
     clip : bool
         Zero the gradient where ``|x|`` exceeds the forward format's xmax.
-    forward_rng, backward_rng : optional
-        Random sources for stochastic rounding (see :class:`~pychop_compat.nn.Rounder`).
-
-    Examples
-    --------
-    >>> import torch
-    >>> from pychop_compat.nn import Quantizer
-    >>> q = Quantizer('b', 'q52', backward_round='stochastic')
-    >>> x = torch.tensor([1/3], requires_grad=True)
-    >>> q(x)
-    tensor([0.3340], grad_fn=<_QuantizeBackward>)
+    forward_rng, backward_rng : default 'torch'
+        Random sources for stochastic rounding (see :class:`~pychop_compat.nn.Rounder`;
+        ``None`` is a deprecated spelling of ``'torch'``).
     """
 
     def __init__(self, forward: Any = "h", backward: Any = None,
                  forward_round: Union[str, int, None] = None, backward_round: Union[str, int, None] = None,
-                 *, clip: bool = False, forward_rng: Any = None, backward_rng: Any = None,
+                 *, clip: bool = False, forward_rng: Any = "torch", backward_rng: Any = "torch",
                  forward_rounding: Union[str, int, None] = None, backward_rounding: Union[str, int, None] = None):
         super().__init__()
         forward_round = renamed_keyword(forward_round, forward_rounding, "forward_round", "forward_rounding")
         backward_round = renamed_keyword(backward_round, backward_rounding, "backward_round", "backward_rounding")
+        forward_rng, backward_rng = torch_rng(forward_rng, "forward_rng"), torch_rng(backward_rng, "backward_rng")
         self.forward_rounder: Optional[Rounder] = (
             None if forward is None else rounder_for(forward, forward_round, None, forward_rng))
         backward_rounder = None if backward is None else rounder_for(backward, backward_round, None, backward_rng)
@@ -85,13 +77,8 @@ def _split(spec: Any):
 
 
 class _QuantizedLayer:
-    """Quantizers around a layer: its input, its weight and bias, its output.
-
-    Forward: the input and the output are rounded to the activation format, the
-    weight and bias to the weight format.  Backward: the gradients with respect
-    to the output, the input, the weight and the bias are rounded to the gradient
-    format (the straight-through estimator otherwise).
-    """
+    """Quantizers around a layer: input and output rounded to the activation format, weight and
+    bias to the weight format; the gradients of all four to the gradient format."""
 
     def _init_quantizers(self, weight: Any = None, activation: Any = None, gradient: Any = None) -> None:
         w, a, g = _split(weight), _split(activation), _split(gradient)
@@ -106,12 +93,16 @@ class _QuantizedLayer:
 
     @classmethod
     def from_module(cls, module: nn.Module, weight: Any = None, activation: Any = None, gradient: Any = None):
-        """A quantized layer that shares ``module``'s parameters, buffers and settings.
-
-        ``module`` must be exactly the layer class this class extends (e.g.
-        :class:`torch.nn.Linear` for :class:`QuantizedLinear`).
-        """
-        return _from_module(cls, module, weight, activation, gradient)
+        """A quantized layer that shares ``module``'s parameters, buffers and settings; ``module`` must be
+        exactly the layer class this class extends (e.g. :class:`torch.nn.Linear` for :class:`QuantizedLinear`)."""
+        base = next(b for b in _QUANTIZED if _QUANTIZED[b] is cls)
+        if type(module) is not base:
+            raise TypeError(f"{cls.__name__}.from_module needs a {base.__name__}, not {type(module).__name__}.")
+        layer: Any = cls.__new__(cls)
+        layer.__dict__.update(module.__dict__)  # the same Parameter objects: optimizers keep working
+        layer._modules = dict(module._modules)
+        layer._init_quantizers(weight, activation, gradient)
+        return layer
 
 
 class QuantizedLinear(_QuantizedLayer, nn.Linear):
@@ -181,25 +172,13 @@ _QUANTIZED: dict[type[nn.Module], type[_QuantizedLayer]] = {
     nn.LayerNorm: QuantizedLayerNorm}
 
 
-def _from_module(cls, module, weight, activation, gradient):
-    base = next(b for b in _QUANTIZED if _QUANTIZED[b] is cls)
-    if type(module) is not base:
-        raise TypeError(f"{cls.__name__}.from_module needs a {base.__name__}, not {type(module).__name__}.")
-    layer = cls.__new__(cls)
-    layer.__dict__.update(module.__dict__)  # the same Parameter objects: optimizers keep working
-    layer._modules = dict(module._modules)
-    layer._init_quantizers(weight, activation, gradient)
-    return layer
-
-
 def lower(model: nn.Module, weight: Any = None, activation: Any = None, gradient: Any = None, *,
           layers: tuple = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.LayerNorm),
           inplace: bool = False) -> nn.Module:
     """Put quantizers around the weights, activations and gradients of a model's layers, in one call.
 
-    Every submodule whose type is exactly one of ``layers`` (``Linear``,
-    ``Conv1d``/``2d``/``3d``, ``LayerNorm``) is replaced by its quantized class
-    (:class:`QuantizedLinear`, ...), which shares its parameters and buffers.
+    Every submodule whose type is exactly one of ``layers`` is replaced by its
+    quantized class (:class:`QuantizedLinear`, ...), which shares its parameters and buffers.
 
     Parameters
     ----------
@@ -212,23 +191,15 @@ def lower(model: nn.Module, weight: Any = None, activation: Any = None, gradient
         Format of the gradients of each layer's output, input, weight and bias
         (None: straight-through, not rounded).  E.g. ``('q52', 'stochastic')``.
     layers : tuple of module classes
-        Which of the supported layer types to lower.
+        Which of the supported layer types (``Linear``, ``Conv1d``/``2d``/``3d``,
+        ``LayerNorm``) to lower.
     inplace : bool, default False
-        Modify ``model`` itself; otherwise a deep copy is lowered and ``model`` is left alone.
+        Modify ``model`` itself; otherwise a deep copy is lowered.
 
     Returns
     -------
     torch.nn.Module
         The lowered model (``model`` itself when ``inplace``).
-
-    Examples
-    --------
-    >>> import torch
-    >>> from pychop_compat.nn import lower
-    >>> net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
-    >>> low = lower(net, weight='b', activation='b', gradient=('b', 'stochastic'))
-    >>> type(low[0]).__name__
-    'QuantizedLinear'
     """
     unsupported = [cls for cls in layers if cls not in _QUANTIZED]
     if unsupported:

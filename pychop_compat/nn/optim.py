@@ -15,6 +15,12 @@ __all__ = ["OptimLP"]
 _Loss = TypeVar("_Loss")  # what a step's closure returns (the loss), given back by step
 
 
+def _shared(name: str) -> Any:
+    """A property that reads and writes the wrapped optimizer's attribute ``name``."""
+    return property(lambda self: getattr(self.optimizer, name),
+                    lambda self, value: setattr(self.optimizer, name, value))
+
+
 def _as_rounder(spec: Any, what: str) -> Optional[Rounder]:
     """A Rounder from a format, a Rounder, or a (format, rounding) pair; None stays None."""
     if spec is None or isinstance(spec, Rounder):
@@ -30,22 +36,10 @@ class OptimLP(torch.optim.Optimizer):
     """Wrap a torch.optim optimizer so that weights, gradients, optimizer state and
     the weight accumulator are each rounded to their own format and mode.
 
-    One :meth:`step` does, in this order:
-
-    1. each gradient (as computed, i.e. times ``loss_scale`` when the loss was
-       scaled) is rounded by ``grad``, then divided by ``loss_scale``;
-       with ``dynamic_loss_scale``, a non-finite gradient skips the step and
-       halves the scale (see below);
-    2. the wrapped optimizer's ``step`` runs; with an ``accumulator`` it updates
-       the accumulator (a master copy of each weight) instead of the weight;
-    3. every floating-point tensor of the optimizer's state (momentum buffers,
-       Adam's moments; not ``step`` counters) is rounded by ``state``: state is
-       rounded when it is stored, so the update of step 2 used the new state
-       before its rounding, and the next step starts from the rounded state
-       (QPyTorch's order; a wrapper cannot act inside the wrapped step);
-    4. with an ``accumulator``: the accumulator is rounded by it and the weight
-       becomes the accumulator rounded by ``weight``; without: the updated weight
-       is rounded by ``weight``.
+    One :meth:`step` rounds each gradient by ``grad`` (in scaled form), unscales
+    it, runs the wrapped step (on the accumulator, if any), rounds the state
+    tensors by ``state`` (when stored: QPyTorch's order), then rounds the
+    accumulator and the weights; see :doc:`/training`, "OptimLP".
 
     Parameters
     ----------
@@ -53,13 +47,13 @@ class OptimLP(torch.optim.Optimizer):
         The optimizer to wrap (its parameters, groups and hyperparameters are used
         as they are; learning-rate schedulers may be attached to the wrapper).
     weight, grad, accumulator : format, Rounder or (format, rounding), optional
-        How to round weights, gradients and the accumulator (None: not rounded;
-        no accumulator: the optimizer updates the weights themselves).  E.g.
-        ``weight=('b', 'stochastic')`` for stochastic rounding of the weight update.
+        How to round weights, gradients and the accumulator, a master copy of the
+        weights (None: not rounded; no accumulator: the optimizer updates the
+        weights themselves).  E.g. ``weight=('b', 'stochastic')``.
     state : format, Rounder, (format, rounding) or dict, optional
-        How to round the optimizer's state tensors: one rule for all, or a dict
-        from state names (``'momentum_buffer'``, ``'exp_avg'``, ``'exp_avg_sq'``,
-        ...) to rules (names not in the dict: not rounded).
+        How to round the optimizer's floating-point state tensors (not ``step``):
+        one rule for all, or a dict from state names (``'momentum_buffer'``,
+        ``'exp_avg'``, ...) to rules (other names: not rounded).
     loss_scale : float, default 1
         The factor by which the loss was multiplied before ``backward`` (use
         :meth:`scale_loss`); gradients are rounded in scaled form and unscaled before the update.
@@ -67,16 +61,6 @@ class OptimLP(torch.optim.Optimizer):
         Skip steps whose (rounded) gradients are not all finite, halving
         ``loss_scale``; double it after ``growth_interval`` good steps in a row.
     growth_interval : int, default 1000
-
-    Examples
-    --------
-    >>> import torch
-    >>> from pychop_compat.nn import OptimLP
-    >>> model = torch.nn.Linear(4, 1)
-    >>> opt = OptimLP(torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
-    ...               weight=('b', 'stochastic'), grad='h', state='h')
-    >>> loss = model(torch.ones(1, 4)).pow(2).sum()
-    >>> opt.zero_grad(); loss.backward(); opt.step()
     """
 
     def __init__(self, optimizer: torch.optim.Optimizer, weight: Any = None, grad: Any = None,
@@ -103,42 +87,16 @@ class OptimLP(torch.optim.Optimizer):
         self.good_steps = 0
         self.skipped_steps = 0
         self.accumulators: Dict[torch.Tensor, torch.Tensor] = {}
-        if self.accumulator_rounder is not None:
-            with torch.no_grad():
-                for p in self._params():
-                    self.accumulators[p] = self.accumulator_rounder(p.detach().clone())
+        self._add_accumulators(self._params())
         # Ordered, as Optimizer.__init__ makes them: registering a hook with prepend=True moves it first.
-        self._optimizer_step_pre_hooks = OrderedDict()
-        self._optimizer_step_post_hooks = OrderedDict()
-        self._optimizer_state_dict_pre_hooks = OrderedDict()
-        self._optimizer_state_dict_post_hooks = OrderedDict()
-        self._optimizer_load_state_dict_pre_hooks = OrderedDict()
-        self._optimizer_load_state_dict_post_hooks = OrderedDict()
+        for hooks in ("step_pre", "step_post", "state_dict_pre", "state_dict_post", "load_state_dict_pre",
+                      "load_state_dict_post"):
+            setattr(self, f"_optimizer_{hooks}_hooks", OrderedDict())
 
-    # --- the wrapped optimizer's groups, state and defaults --------------------------------
-    @property
-    def param_groups(self):
-        return self.optimizer.param_groups
-
-    @param_groups.setter
-    def param_groups(self, value):
-        self.optimizer.param_groups = value
-
-    @property
-    def state(self):
-        return self.optimizer.state
-
-    @state.setter
-    def state(self, value):
-        self.optimizer.state = value
-
-    @property
-    def defaults(self):
-        return self.optimizer.defaults
-
-    @defaults.setter
-    def defaults(self, value):
-        self.optimizer.defaults = value
+    # The wrapped optimizer's groups, state and defaults.
+    param_groups = _shared("param_groups")
+    state = _shared("state")
+    defaults = _shared("defaults")
 
     def _params(self) -> Iterable[torch.Tensor]:
         for group in self.optimizer.param_groups:
@@ -159,9 +117,12 @@ class OptimLP(torch.optim.Optimizer):
     def add_param_group(self, param_group: dict) -> None:
         """The wrapped optimizer's ``add_param_group`` (with accumulators for the new weights)."""
         self.optimizer.add_param_group(param_group)
+        self._add_accumulators(self.optimizer.param_groups[-1]["params"])
+
+    def _add_accumulators(self, params: Iterable[torch.Tensor]) -> None:
         if self.accumulator_rounder is not None:
             with torch.no_grad():
-                for p in self.optimizer.param_groups[-1]["params"]:
+                for p in params:
                     self.accumulators[p] = self.accumulator_rounder(p.detach().clone())
 
     @overload

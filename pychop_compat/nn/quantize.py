@@ -1,12 +1,5 @@
-"""Differentiable rounding: :class:`Rounder` and :func:`quantize`.
-
-A :class:`Rounder` is a rounding request (a format, anything that
-:class:`pychop_compat.Chop` accepts, a rounding mode and a source of random
-numbers) that rounds tensors exactly as :func:`pychop_compat.chop` does.
-:func:`quantize` applies one in the forward pass of autograd and the
-straight-through estimator in the backward pass, with options to clip the
-gradient outside the representable range and to round the gradient itself.
-"""
+"""Differentiable rounding: :class:`Rounder` (tensors rounded exactly as :func:`pychop_compat.chop`
+rounds them) and :func:`quantize` (a rounder forward, the straight-through estimator backward)."""
 
 from __future__ import annotations
 
@@ -62,6 +55,16 @@ def renamed_keyword(new: Any, old: Any, new_name: str, old_name: str) -> Any:
     return old
 
 
+def torch_rng(rng: Any, name: str = "rng") -> Any:
+    """``rng``, with the deprecated ``None`` read as ``'torch'`` (it warns: its meaning changes in 0.4)."""
+    if rng is None:
+        warnings.warn(f"{name}=None in pychop_compat.nn is torch's generator until 0.4, where it will mean "
+                      f"chop's sources, as in Chop; {name}='torch' keeps today's behaviour.", FutureWarning,
+                      stacklevel=3)
+        return "torch"
+    return rng
+
+
 def _given_options(format) -> dict:
     """chop options (a dict of the fields given) for a format name or an options object."""
     if isinstance(format, str):
@@ -92,45 +95,25 @@ class Rounder:
         old spelling (deprecated: it warns).
     subnormal : bool, optional
         Keep subnormal numbers; default: the options' (chop's default for the format).
-    rng : None, 'torch', torch.Generator, 'chop', int or numpy.random.Generator, optional
-        Where stochastic rounding gets its random numbers.  ``'torch'`` (or
-        ``None``, the default): torch's default generator (``torch.rand``; seed
-        it with ``torch.manual_seed``), one number per element; a
-        ``torch.Generator``: that generator.
-        ``'chop'``: chop's own numbers (MATLAB's stream for CPU tensors, the
-        counter-based generator for GPU tensors), so that the result is
+    rng : 'torch', torch.Generator, 'chop', int or numpy.random.Generator, default 'torch'
+        Where stochastic rounding gets its random numbers.  ``'torch'``:
+        torch's default generator (``torch.rand``; seed it with
+        ``torch.manual_seed``), one number per element; a
+        ``torch.Generator``: that generator.  ``None`` is a deprecated
+        spelling of ``'torch'`` (FutureWarning: from 0.4 it will mean chop's
+        sources, as in :class:`pychop_compat.Chop`).
+        ``'chop'``: chop's own numbers, so that the result is
         ``chop(x, options)``; an int or a NumPy ``Generator``: as
-        ``Chop(options, rng=rng)``.  An int seed is the fast choice for
-        stochastic rounding on the CPU: the counter-based generator of
-        :mod:`pychop_compat.random.counter`, element ``i`` (row-major)
-        of the rounder's ``k``-th drawing call gets ``u(c_k + i)``, where
-        ``c_k`` is the number of elements of the calls before it; eager
-        calls run chop's compiled CPU engine, and under ``torch.compile``
-        the numbers are made inside the fused loop.  The results are
-        ``Chop(options, rng=seed)``'s, call after call, eager and compiled
-        mixed.
+        ``Chop(options, rng=rng)``, call after call, eager and compiled
+        mixed (an int seed: the fast choice on the CPU; see :doc:`/training`).
 
     Notes
     -----
-    Every signed format of the catalogue (chop's formats and the OCP/ML
-    formats such as ``'float8_e4m3fn'``, with their encodings) in modes 1 to 6
-    without bit flips is rounded by the namespace kernel
-    (:func:`pychop_compat.kernels.elementwise.chop_elementwise`), pure
-    elementwise torch operations, which ``torch.compile`` traces without graph
-    breaks and which read nothing back to the host on a GPU; the rest (bit
-    flips, ``'float8_e8m0fnu'``, and ``rng='chop'``, an int or a NumPy
-    generator) go through :class:`pychop_compat.Chop`.  Eager CPU tensors take
-    chop's host kernels on the tensor's memory (the compiled CPU engine when
-    Numba is installed, numbers per element included), the same values; eager
-    float32 tensors rounded to nearest to fp16 or bfloat16 with subnormals take
-    the hardware cast (with chop.m's underflow rule).  Under ``torch.compile``,
-    a rounder with an int ``rng`` computes the counter-based numbers with int64
-    operations that Inductor fuses with the rounding; the one difference from
-    chop is the namespace kernel's: with ``explim = 0`` and stochastic
-    rounding, ``-0`` may come out ``+0`` (chop.m keeps it when no element of
-    its block needed a number, a property of the whole array).  A rounder's
-    counter is not guarded by a lock: share one rounder between threads only
-    eagerly.
+    Which kernel rounds which tensor, eager and under ``torch.compile``, is
+    described in :doc:`/training`; the results are chop's (with ``explim = 0``
+    and stochastic rounding, the namespace kernel may give ``+0`` for ``-0``).
+    A rounder's counter is not guarded by a lock: share one rounder between
+    threads only eagerly.
 
     Examples
     --------
@@ -141,13 +124,12 @@ class Rounder:
     """
 
     def __init__(self, format: Any = "h", round: Union[str, int, None] = None, *,
-                 subnormal: Optional[bool] = None, rng: Any = None, rounding: Union[str, int, None] = None):
+                 subnormal: Optional[bool] = None, rng: Any = "torch", rounding: Union[str, int, None] = None):
         given = _given_options(format)
         round = renamed_keyword(round, rounding, "round", "rounding")
         if round is not None:
             given["round"] = round_mode(round)
-        if isinstance(rng, str) and rng == "torch":
-            rng = None  # torch's default generator, spelled out
+        rng = torch_rng(rng)
         if subnormal is not None:
             given["subnormal"] = int(bool(subnormal))
         self._given = given
@@ -164,7 +146,7 @@ class Rounder:
             key = cast(CounterRng, self._counter_sources.counter).keys[0]
             self._counter_key = torch.tensor(key - (1 << 64) if key >= 1 << 63 else key, dtype=torch.int64)
             self._counter_offset = torch.zeros((), dtype=torch.int64)
-        if not (rng is None or self._host_random or isinstance(rng, torch.Generator)):
+        if not (isinstance(rng, str) and rng == "torch" or self._host_random or isinstance(rng, torch.Generator)):
             raise TypeError(f"rng must be None, 'torch', a torch.Generator, 'chop', an int or a "
                             f"numpy.random.Generator, not {rng!r}.")
         # chop's own machinery: for bit flips, extended formats and chop's random numbers.
@@ -219,8 +201,7 @@ class Rounder:
         TypeError
             For a tensor that is not floating point.
         ValueError
-            For ``uniforms`` with a rounder that rounds through chop (bit flips,
-            extended formats, or ``rng`` of chop's kinds).
+            For ``uniforms`` with a rounder that rounds through chop.
         """
         if not x.is_floating_point():
             raise TypeError(f"quantize needs a floating-point tensor, not {x.dtype}.")
@@ -238,7 +219,7 @@ class Rounder:
         if plan is None or self._counter_sources is not None:
             if uniforms is not None:
                 raise ValueError("uniforms can only be given to a rounder that rounds elementwise "
-                                 "(no bit flips, no extended format, rng None or a torch.Generator).")
+                                 "(no bit flips, no extended format, rng 'torch' or a torch.Generator).")
             if plan is not None and torch.compiler.is_compiling():
                 out = self._elementwise(work, plan, self._counter_numbers(work) if self.stochastic else None)
             elif plan is not None and self.stochastic:
@@ -247,13 +228,10 @@ class Rounder:
                 out = self._chop(work)
         elif self._cast is not None and carrier == "float32" and not torch.compiler.is_compiling():
             # Eager, float32 to fp16 or bfloat16 with subnormals, round to nearest: the hardware
-            # cast down and back up (one correct rounding, chop.m's overflow threshold), after one
-            # pass that gives +0 where chop.m gives 0: zeros, and chop.m's double-rounding band
-            # xmins/2 < |x| <= xmins/2 (1 + 2^-t), where the cast gives xmins (hardshrink: x
-            # where |x| > lambd, else +0; NaN kept).  Measured (benchmarks/bench_nn.py --threads 1,
-            # float32 on the CPU, n = 1e6): 0.43 ns per element against 0.61 for chop's compiled
-            # engine, the next fastest; the one fast path of its kind (Inductor drops the casts,
-            # so compiled code takes the namespace kernel).
+            # cast down and back up, after hardshrink gives +0 where chop.m gives 0 (zeros, and
+            # its double-rounding band xmins/2 < |x| <= xmins/2 (1 + 2^-t)).  The fastest CPU path
+            # (benchmarks/bench_nn.py: 0.43 ns per element, chop's compiled engine 0.61); Inductor
+            # drops the casts, so compiled code takes the namespace kernel.
             dtype, to_zero = self._cast
             if to_zero is not None:  # chop's rules (for correct rounding the cast alone is exact)
                 work = torch.nn.functional.hardshrink(work, to_zero)
@@ -335,11 +313,8 @@ def _hardware_cast(spec: Any) -> Optional[tuple]:
 
 @dataclass(frozen=True, eq=False)
 class GradientRule:
-    """What the backward pass of :func:`quantize` does with the incoming gradient.
-
-    ``clip_limit``: the gradient is set to 0 where ``|x| > clip_limit`` (None: no clipping);
-    ``rounder``: then the gradient is rounded by it (None: kept).
-    """
+    """What the backward pass of :func:`quantize` does with the incoming gradient: set to 0 where
+    ``|x| > clip_limit`` (None: no clipping), then rounded by ``rounder`` (None: kept)."""
 
     clip_limit: Optional[float] = None
     rounder: Optional[Rounder] = None
@@ -383,33 +358,32 @@ def _cached_rounder(format: str, round: Union[str, int, None], subnormal: Option
 
 
 def rounder_for(format: Any, round: Union[str, int, None] = None, subnormal: Optional[bool] = None,
-                rng: Any = None) -> Rounder:
-    """A :class:`Rounder` for ``format`` (a Rounder itself when nothing else is given); rounders
-    of a format name with torch's generator are cached, so that a layer's quantizers share them."""
-    if isinstance(format, Rounder) and round is None and subnormal is None and rng is None:
+                rng: Any = "torch") -> Rounder:
+    """A :class:`Rounder` for ``format`` (a Rounder itself, with its own ``rng``, when nothing
+    else is given); rounders of a format name with torch's generator are cached, so that a
+    layer's quantizers share them.  ``rng=None``: as in :class:`Rounder` (it warns)."""
+    rng = torch_rng(rng)
+    default_rng = isinstance(rng, str) and rng == "torch"
+    if isinstance(format, Rounder) and round is None and subnormal is None and default_rng:
         return format
     if isinstance(format, Rounder):
         format = format.options
-    if isinstance(format, str) and rng is None:
+    if isinstance(format, str) and default_rng:
         return _cached_rounder(format, round, subnormal)
     return Rounder(format, round, subnormal=subnormal, rng=rng)
 
 
 def quantize(x: torch.Tensor, format: Any = "h", round: Union[str, int, None] = None, *,
-             subnormal: Optional[bool] = None, rng: Any = None, uniforms: Optional[torch.Tensor] = None,
+             subnormal: Optional[bool] = None, rng: Any = "torch", uniforms: Optional[torch.Tensor] = None,
              clip: bool = False, grad_format: Any = None, grad_round: Union[str, int, None] = None,
-             grad_rng: Any = None, rounding: Union[str, int, None] = None,
+             grad_rng: Any = "torch", rounding: Union[str, int, None] = None,
              grad_rounding: Union[str, int, None] = None) -> torch.Tensor:
     """Round ``x`` to a low-precision format, differentiably.
 
     Forward: ``x`` rounded as :func:`pychop_compat.chop` rounds it (bit for bit,
-    given the same random numbers).  Backward: the straight-through estimator
-    (the rounding's derivative taken as 1), then optionally
-
-    * ``clip=True``: the gradient is 0 where ``|x| > xmax`` of the format
-      (outside the representable range);
-    * ``grad_format``: the gradient rounded to this format (and ``grad_round``,
-      ``grad_rng``), which may differ from the forward one.
+    given the same random numbers).  Backward: the straight-through estimator,
+    the gradient zeroed where ``|x| > xmax`` with ``clip=True``, then rounded to
+    ``grad_format`` if given (see :doc:`/training`).
 
     Parameters
     ----------
@@ -418,7 +392,8 @@ def quantize(x: torch.Tensor, format: Any = "h", round: Union[str, int, None] = 
     format : str, dict, Options, Chop or Rounder, default 'h'
         The forward format (see :class:`Rounder`).
     round, subnormal, rng
-        The forward rounding mode, subnormal switch and random source (see :class:`Rounder`).
+        The forward rounding mode, subnormal switch and random source (see
+        :class:`Rounder`; ``rng='torch'`` by default, ``None`` deprecated).
     uniforms : torch.Tensor, optional
         The forward pass's numbers for stochastic rounding, one per element.
     clip : bool
@@ -451,11 +426,12 @@ def quantize(x: torch.Tensor, format: Any = "h", round: Union[str, int, None] = 
     """
     round = renamed_keyword(round, rounding, "round", "rounding")
     grad_round = renamed_keyword(grad_round, grad_rounding, "grad_round", "grad_rounding")
-    rounder = rounder_for(format, round, subnormal, rng)
+    rounder = rounder_for(format, round, subnormal, torch_rng(rng))
+    grad_rng = torch_rng(grad_rng, "grad_rng")
     grad_rounder = None
     if grad_format is not None:
         grad_rounder = rounder_for(grad_format, grad_round, None, grad_rng)
-    elif grad_round is not None or grad_rng is not None:
+    elif grad_round is not None or not (isinstance(grad_rng, str) and grad_rng == "torch"):
         raise ValueError("grad_round and grad_rng need grad_format (the format of the gradient).")
     rule = GradientRule(rounder.xmax if clip else None, grad_rounder)
     return _Quantize.apply(x, uniforms, rounder, rule)

@@ -1,10 +1,5 @@
 """Number formats beyond floating point: fixed point, integer quantization, block floating
-point and the OCP Microscaling (MX) formats.
-
-Each is one function over NumPy arrays, torch tensors and CuPy arrays, built on
-chop's integer rounding (:func:`pychop_compat.roundit`'s modes, MATLAB's random
-stream) and the format catalogue (:mod:`pychop_compat.formats`).
-"""
+point and the OCP Microscaling (MX) formats, on chop's integer rounding (see :doc:`/numbers`)."""
 
 from .fixed import fixed_point, fixed_point_range
 from .integer import int_quantize, int_range

@@ -1,11 +1,6 @@
-"""What the number formats share: array adapters, argument checks, integer rounding, blocks.
-
-Every format here is computed the same way: the input is read as float64 on
-the host (exact for every float16/bfloat16/float32/float64 value), rounded by
-the package's integer rounding (:func:`pychop_compat.rules.chop.roundit_vector`,
-chop.m's ``roundit``, random numbers in MATLAB's column-major order) and given
-back in the input's library, dtype, shape and device.
-"""
+"""What the number formats share: the input read as float64 on the host (exact for every
+float16/bfloat16/float32/float64 value), chop.m's integer rounding, the result given back in the
+input's library, dtype, shape and device."""
 
 from __future__ import annotations
 
@@ -70,12 +65,9 @@ def random_sources(rng: Any, randfunc: Optional[Callable]) -> RandomSources:
 
 
 class HostArray:
-    """The input as a float64 NumPy array, and how to give results back in its own type.
-
-    NumPy arrays, scalars and sequences, torch tensors (any device; read through the
-    host, results detached) and CuPy arrays.  Float dtypes are kept; integer and
-    bool input gives float64 (float64 tensors for torch).
-    """
+    """The input as a float64 NumPy array, and how to give results back in its own type: NumPy
+    arrays, scalars and sequences, torch tensors (any device, results detached) and CuPy arrays.
+    Float dtypes are kept; integer and bool input gives float64."""
 
     def __init__(self, x: Any):
         self.library = array_library(x)
@@ -125,39 +117,30 @@ class HostArray:
                 values = round_to_format(values, "half" if self.dtype == torch.float16 else "bfloat16")
             tensor = torch.from_numpy(values.copy(order="C"))
             return tensor.to(device=self.device, dtype=self.dtype or torch.float64)
-        out = values.astype(self.dtype)
-        if self.library == "cupy":
-            import sys
-
-            return sys.modules["cupy"].asarray(out)
-        return out[()] if self.scalar else out
+        return self._in_library(values.astype(self.dtype))
 
     def give_back_codes(self, codes: np.ndarray) -> Any:
         """Integer codes (int64) in the input's library and device."""
         if np.isnan(codes).any():
             raise ValueError("NaN input has no integer code; remove NaNs or ask for dequantized values.")
-        ints = np.asarray(codes).astype(np.int64)
-        if self.library == "torch":
-            import torch
-
-            return torch.from_numpy(ints.copy(order="C")).to(self.device)
-        if self.library == "cupy":
-            import sys
-
-            return sys.modules["cupy"].asarray(ints)
-        return ints[()] if self.scalar else ints
+        return self._in_library(np.asarray(codes).astype(np.int64))
 
     def give_back_float64(self, values: np.ndarray) -> Any:
-        """Side results (scales) as float64 in the input's library and device."""
+        """Side results (scales) as float64 in the input's library and device (NumPy: arrays)."""
+        values = np.asarray(values, dtype=np.float64)
+        return values if self.library == "numpy" else self._in_library(values)
+
+    def _in_library(self, values: np.ndarray) -> Any:
+        """A NumPy array in the input's library and device (NumPy: as it is; a scalar for scalar input)."""
         if self.library == "torch":
             import torch
 
-            return torch.from_numpy(np.array(values, dtype=np.float64, order="C")).to(self.device)
+            return torch.from_numpy(np.array(values, order="C")).to(self.device)
         if self.library == "cupy":
             import sys
 
             return sys.modules["cupy"].asarray(values)
-        return values
+        return values[()] if self.scalar else values
 
 
 def shift(x: np.ndarray, exponent: Any) -> np.ndarray:
@@ -172,12 +155,9 @@ def shift(x: np.ndarray, exponent: Any) -> np.ndarray:
 
 
 def round_integers(y: np.ndarray, mode: int, sources: RandomSources) -> np.ndarray:
-    """Round ``y`` (float64, any shape) to integers by ``mode``; a new array.
-
-    Modes 1..6 are chop.m's ``roundit`` (:func:`pychop_compat.rules.chop.roundit_vector`,
-    random numbers for the non-integers in column-major order); -1 rounds to
-    nearest with ties away from zero.  NaN stays NaN, +-Inf stays +-Inf.
-    """
+    """Round ``y`` (float64, any shape) to integers by ``mode``, a new array: chop.m's ``roundit``
+    for 1..6 (:func:`pychop_compat.rules.chop.roundit_vector`, numbers in column-major order), -1
+    nearest with ties away from zero.  NaN and +-Inf stay."""
     if mode == -1:
         magnitude = np.abs(y)
         whole = np.floor(magnitude)

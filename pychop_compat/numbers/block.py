@@ -1,14 +1,5 @@
-"""Block floating point: blocks of fixed-point elements sharing one exponent.
-
-Each block (``block_size`` consecutive elements along an axis, or the whole
-array) takes the exponent ``E = floor(log2(max |x|))`` of its largest
-magnitude; its elements are sign and ``mantissa_bits`` magnitude bits,
-``k * 2^(E - mantissa_bits + 1)`` with ``|k| <= 2^mantissa_bits - 1``, so the
-largest element keeps ``mantissa_bits`` significant bits and smaller ones
-fewer.  A largest element that rounds up to ``2^(E+1)`` is clamped to the
-largest code (the exponent is not raised).  A block containing NaN or +-Inf
-has no shared exponent: all its elements become NaN; a block of zeros stays zero.
-"""
+"""Block floating point: blocks of fixed-point elements sharing one exponent
+``E = floor(log2(max |x|))`` (see :doc:`/numbers`)."""
 
 from __future__ import annotations
 
@@ -33,24 +24,17 @@ def block_quantize(x: Any, mantissa_bits: int = 8, block_size: Optional[int] = N
     x : array_like, torch.Tensor or cupy.ndarray
         Real values; never modified.
     mantissa_bits : int
-        Magnitude bits of each element, the sign not counted (1..52); an element
-        is stored in ``mantissa_bits + 1`` bits.
+        Magnitude bits of each element, the sign not counted (1..52).
     block_size : int, optional
-        Elements per block along ``axis`` (the last block may be shorter);
-        None (default): the whole array shares one exponent.
+        Elements per block along ``axis`` (the last may be shorter); None
+        (default): the whole array shares one exponent.
     axis : int
         The axis along which blocks run (ignored when ``block_size`` is None).
-    round : int
-        1 nearest (ties to even), 2 up, 3 down, 4 toward zero, 5 and 6
-        stochastic, -1 nearest (ties away from zero).
-    rng : numpy.random.Generator, optional
-        Stochastic draws from it; default MATLAB's stream (column-major order).
-    randfunc : callable, optional
-        ``randfunc(n)``: the uniforms of stochastic rounding.
+    round, rng, randfunc : optional
+        Rounding and its random numbers, as for :func:`~pychop_compat.fixed_point`.
     return_scales : bool
-        Return ``(scales, elements)``: ``scales = 2^E`` per block (float64, NaN
-        for a NaN block; for ``block_size=None`` an array of ones' shape) and
-        ``elements = k * 2^(1 - mantissa_bits)`` in ``(-2, 2)`` shaped like ``x``.
+        Return ``(scales, elements)``: ``2^E`` per block (float64, NaN for a NaN
+        block) and ``k * 2^(1 - mantissa_bits)`` in ``(-2, 2)`` shaped like ``x``.
 
     Returns
     -------

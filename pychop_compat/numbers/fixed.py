@@ -30,10 +30,9 @@ def fixed_point(x: Any, wl: int, fl: int, *, signed: bool = True, overflow: str 
     """Round ``x`` to fixed point with word length ``wl`` and fraction length ``fl``.
 
     The representable numbers are ``k * 2^-fl`` for the integers ``k`` of a
-    ``wl``-bit word (:func:`fixed_point_range`): signed words include the sign
-    bit in ``wl`` (two's complement).  ``x * 2^fl`` is rounded to an integer by
-    chop's integer rounding (``roundit``; exact: scaling by a power of two is
-    exact), then brought into the word's range.
+    ``wl``-bit word (:func:`fixed_point_range`; two's complement when signed).
+    ``x * 2^fl`` (exact) is rounded to an integer by chop's ``roundit``, then
+    brought into the word's range.
 
     Parameters
     ----------
@@ -42,23 +41,18 @@ def fixed_point(x: Any, wl: int, fl: int, *, signed: bool = True, overflow: str 
     wl : int
         Word length in bits, sign bit included (1..53).
     fl : int
-        Fraction length: bits after the binary point (any integer; negative
-        values give steps of ``2^-fl > 1``, values above ``wl`` pure fractions).
+        Fraction length: bits after the binary point (any integer).
     signed : bool
         Two's complement (default) or unsigned words.
     overflow : {'saturate', 'wrap'}
-        Beyond the range: the nearest end of the range (``+-Inf`` too), or
-        the integer modulo ``2^wl`` as two's complement hardware wraps
-        (``+-Inf`` has no residue and gives NaN).  NaN stays NaN.
+        Beyond the range: the nearest end (``+-Inf`` too), or the integer
+        modulo ``2^wl`` (``+-Inf`` gives NaN).  NaN stays NaN.
     round : int
-        1 nearest (ties to even), 2 up, 3 down, 4 toward zero, 5 stochastic
-        (probability proportional to the distance), 6 stochastic (equal
-        probabilities), -1 nearest (ties away from zero).
-    rng : numpy.random.Generator, optional
-        Stochastic draws from this generator (sequential, column-major element
-        order); default MATLAB's stream in chop.m's order (see :func:`~pychop_compat.rng`).
-    randfunc : callable, optional
-        ``randfunc(n)`` gives the ``n`` uniforms of stochastic rounding (chop's ``options.randfunc``).
+        A rounding mode of :doc:`/numbers` (1 nearest, ties to even; 2 up; 3 down; 4 toward
+        zero; 5, 6 stochastic; -1 nearest, ties away from zero).
+    rng, randfunc : optional
+        Stochastic rounding's numbers: a NumPy ``Generator``, or ``randfunc(n)``;
+        default MATLAB's stream (chop's column-major order, see :func:`~pychop_compat.rng`).
     return_codes : bool
         Return the integer codes ``k`` (int64) instead of the values ``k * 2^-fl``.
 

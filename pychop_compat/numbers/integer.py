@@ -1,11 +1,6 @@
 """Integer quantization: codes ``q = round(x / scale) + zero_point`` clipped to a ``bits``-bit range.
 
-The quotient ``x / scale`` is rounded exactly: a double division may round an
-exact quotient that lies just off a tie (or an integer) onto it, so before
-the integer rounding the computed quotient is moved, where needed, to the
-side of every tie and integer that the exact quotient is on (an error-free
-product decides, see :func:`_exact_side`).  The codes are therefore those of
-exact rational arithmetic, for every mode.
+The quotient ``x / scale`` is rounded as exact rational arithmetic would (``exact_quotient``).
 """
 
 from __future__ import annotations
@@ -48,13 +43,9 @@ def _reduce(values: np.ndarray, axis: Optional[Union[int, tuple]], function) -> 
 
 
 def _exact_side(x: np.ndarray, m: np.ndarray, s_hi: np.ndarray, s_lo: np.ndarray) -> np.ndarray:
-    """The sign of ``x - m * s`` computed exactly, for ``s = s_hi + s_lo`` in [1, 2) split into
-    halves of 26 bits and ``|m| < 2^20`` with at most 21 significant bits.
-
-    ``m * s_hi`` and ``m * s_lo`` are exact.  Where ``x`` is within a factor 2 of
-    ``m * s_hi``, ``d = x - m * s_hi`` is exact (Sterbenz) and the sign of ``d - m * s_lo``
-    is exact; elsewhere ``|d|`` dwarfs ``|m * s_lo|`` and the sign is ``d``'s.
-    """
+    """The sign of ``x - m * s``, exactly, for ``s = s_hi + s_lo`` in [1, 2) split into 26-bit
+    halves and ``|m| < 2^20`` with at most 21 significant bits: ``m * s_hi``, ``m * s_lo`` and
+    (Sterbenz, where it matters) ``x - m * s_hi`` are exact."""
     d = x - m * s_hi
     return np.sign(d - m * s_lo)
 
@@ -108,28 +99,21 @@ def int_quantize(x: Any, bits: int, *, signed: bool = True, symmetric: bool = Tr
     signed : bool
         Signed (two's complement range) or unsigned codes.
     symmetric : bool
-        True: ``scale = max|x| / (2^(bits-1) - 1)`` and zero point 0 (signed) or
-        ``2^(bits-1)`` (unsigned), so ``+-max|x|`` map to ``+-(2^(bits-1) - 1)`` around it.
-        False (asymmetric, affine): the range ``[min(x, 0), max(x, 0)]`` is mapped
-        onto ``[qmin, qmax]``: ``scale = (hi - lo) / (qmax - qmin)``, ``zero_point =
-        qmin - rint(lo / scale)`` (nearest, ties to even), clipped to the codes.
-        A zero range gives scale 1.
+        True: ``scale = max|x| / (2^(bits-1) - 1)``, zero point 0 (signed) or
+        ``2^(bits-1)`` (unsigned).  False (affine): ``[min(x, 0), max(x, 0)]``
+        maps onto ``[qmin, qmax]``, ``scale = (hi - lo) / (qmax - qmin)``,
+        ``zero_point = qmin - rint(lo / scale)`` clipped to the codes.  A zero
+        range gives scale 1.
     axis : int or tuple of int, optional
-        Per-channel quantization: one scale (and zero point) per index along these
-        axes, computed over the others.  None (default): one for the whole tensor.
+        Per-channel: one scale (and zero point) per index along these axes,
+        computed over the others.  None (default): one for the whole tensor.
     scale : float or array_like, optional
-        Given scale(s) (positive, finite; broadcastable against ``x``) instead of
-        computed ones.
+        Given scale(s) (positive, finite; broadcastable against ``x``).
     zero_point : int or array_like, optional
-        Given zero point(s); default as above (for an asymmetric quantizer with a
-        given scale: computed from the data with that scale).
-    round : int
-        Rounding of ``x / scale``: 1 nearest (ties to even), 2 up, 3 down, 4 toward
-        zero, 5 and 6 stochastic, -1 nearest (ties away from zero).
-    rng : numpy.random.Generator, optional
-        Stochastic draws from it; default MATLAB's stream (chop's order).
-    randfunc : callable, optional
-        ``randfunc(n)``: the uniforms of stochastic rounding.
+        Given zero point(s); default as above (with a given scale, an asymmetric
+        quantizer computes it from the data).
+    round, rng, randfunc : optional
+        Rounding of ``x / scale`` and its random numbers, as for :func:`~pychop_compat.fixed_point`.
     return_codes : bool
         Return ``(codes, scale, zero_point)`` (int64 codes, float64 scales, int64 zero
         points, shaped to broadcast against ``x``) instead of the dequantized values.
@@ -137,12 +121,10 @@ def int_quantize(x: Any, bits: int, *, signed: bool = True, symmetric: bool = Tr
     Returns
     -------
     same type as ``x``, or a tuple
-        Dequantized values, computed in float64 and given back in the dtype of
-        ``x`` (integer input: float64), with its shape and device; NaN stays NaN
-        and +-Inf clip to the end codes.  The product ``(q - zero_point) * scale`` is
-        rounded to double: re-quantizing the result with the same scale and zero
-        point gives it back in round to nearest, while a directed mode can move
-        a code by one where that product is inexact.
+        Dequantized values, computed in float64, given back in the dtype (integer
+        input: float64), shape and device of ``x``; NaN stays NaN and +-Inf clip
+        to the end codes.  ``(q - zero_point) * scale`` is rounded to double, so a
+        directed mode can move a code by one when re-quantizing the result.
 
     Examples
     --------

@@ -1,22 +1,8 @@
 """OCP Microscaling (MX) formats, specification v1.0: blocks sharing an E8M0 scale.
 
-A block of ``k`` values ``V_i`` (32 consecutive elements along an axis) is
-stored as one scale ``X = 2^shared_exp`` (an E8M0 number) and ``k`` elements
-``P_i`` of the element format, with ``V_i ~ X * P_i``.  As the specification's
-conversion (section 6.3) says::
-
-    shared_exp = floor(log2(max_i |V_i|)) - emax_elem
-    X          = 2^shared_exp
-    P_i        = quantize_to_element_format(V_i / X)   # overflow clamps to +-max
-
-``emax_elem`` is the exponent of the element format's largest binade (8 for
-E4M3, 15 for E5M2, 2 for E2M3, 4 for E3M2, 2 for E2M1, 0 for INT8).  Choices
-where the specification leaves room, those of its reference implementation
-(microsoft/microxcaling): a shared exponent below E8M0's ``-127`` is clamped
-to ``-127`` (so a block of zeros has ``X = 2^-127``); a block containing NaN or
-+-Inf, or whose shared exponent exceeds ``127``, gets the NaN scale, and all
-its elements read as NaN.  MXINT8 elements are ``k * 2^-6`` with ``|k| <= 127``
-(the code ``-128`` is not produced, keeping the format sign-symmetric).
+``shared_exp = floor(log2(max_i |V_i|)) - emax_elem``, ``X = 2^shared_exp`` and
+``P_i = V_i / X`` rounded to the element format (clamped to +-max); the choices the
+specification leaves open are its reference implementation's (see :doc:`/numbers`).
 """
 
 from __future__ import annotations
@@ -109,28 +95,20 @@ def mx_quantize(x: Any, element_format: str, block_size: int = 32, axis: int = -
     x : array_like, torch.Tensor or cupy.ndarray
         Real values; never modified.
     element_format : str
-        ``'e4m3'`` (MXFP8, also ``'float8_e4m3fn'``), ``'e5m2'`` (MXFP8), ``'e2m3'``,
-        ``'e3m2'`` (MXFP6), ``'e2m1'`` (MXFP4, also ``'mxfp4'``), ``'int8'`` (MXINT8);
-        see :data:`MX_ELEMENT_NAMES`.
+        ``'e4m3'``, ``'e5m2'`` (MXFP8), ``'e2m3'``, ``'e3m2'`` (MXFP6), ``'e2m1'``
+        (MXFP4), ``'int8'`` (MXINT8), or another of :data:`MX_ELEMENT_NAMES`.
     block_size : int
-        Elements per block (the specification's 32); the last block along the
-        axis may be shorter.
+        Elements per block (the specification's 32); the last may be shorter.
     axis : int
         The axis along which blocks run.
-    round : int
-        Rounding of the elements: 1 nearest (ties to even; the specification's
-        default), 2 up, 3 down, 4 toward zero, 5 and 6 stochastic, -1 ties away.
-        Results beyond the element's largest magnitude are clamped to it.
-    rng : numpy.random.Generator, optional
-        Stochastic draws from it; default MATLAB's stream (column-major order).
-    randfunc : callable, optional
-        ``randfunc(n)``: the uniforms of stochastic rounding.
+    round, rng, randfunc : optional
+        Rounding of the elements (default nearest, the specification's) and its random
+        numbers, as for :func:`~pychop_compat.fixed_point`; results beyond the element's largest
+        magnitude are clamped to it.
     return_scales : bool
-        Return ``(scales, elements)`` instead of the dequantized array:
-        ``scales`` (float64 powers of two, NaN for a NaN block; the axis has one
-        entry per block) and ``elements`` (float64 values of the element format,
-        shaped like ``x``; ``x ~ scales`` repeated ``block_size`` times along the
-        axis, times ``elements``).
+        Return ``(scales, elements)`` instead of the dequantized array: float64
+        powers of two (NaN for a NaN block; one entry per block along the axis)
+        and the float64 elements, shaped like ``x``.
 
     Returns
     -------

@@ -225,10 +225,10 @@ def test_chopped_jax_key_draws_are_reproducible_and_unbiased():
 
 
 if __name__ == "__main__":
-    name = sys.argv[1]
-    if name == "engine":
-        for dtype in (np.float64, np.float32):
-            test_jax_engine_equals_numpy_engine(dtype)
-    else:
-        globals()[name]()
-    print("ok")
+    for name in sys.argv[1:]:  # several checks share one process: JAX's start-up is paid once
+        if name == "engine":
+            for dtype in (np.float64, np.float32):
+                test_jax_engine_equals_numpy_engine(dtype)
+        else:
+            globals()[name]()
+        print(name, "ok")

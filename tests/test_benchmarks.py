@@ -38,6 +38,7 @@ def test_gpu_benchmark_table_on_the_cpu_proxy():
     assert len(rows) == 10 and any("cpfloat float4_e2m1fn SR" in row for row in rows), out.stdout
 
 
+@pytest.mark.slow  # a run of the benchmark script: CI's slow step
 def test_gpu_benchmark_without_a_gpu_says_so():
     if {"cupy", "torch-cuda"} & set(available_engines()):
         pytest.skip("a GPU is visible")
@@ -124,6 +125,7 @@ def test_cpu_benchmark_compiled_table_quick_run():
     assert "CPFloat's stochastic rounding: not compared" in out.stdout and "PCG" in out.stdout
 
 
+@pytest.mark.slow  # a run of the benchmark script: CI's slow step
 def test_linalg_benchmark_quick_run():
     out = _run("bench_linalg.py", "--sizes", "12", "--methods", "recursive", "pairwise")
     assert out.returncode == 0, out.stderr

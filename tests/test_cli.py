@@ -28,9 +28,17 @@ def test_demo_table():
     assert any(line.split()[:3] == ["1/3", "bfloat16", "0.33398438"] for line in out.stdout.splitlines())
 
 
-def test_validate_numpy(tmp_path):
-    report = tmp_path / "v.json"
+@pytest.fixture(scope="module")
+def validated_numpy(tmp_path_factory):
+    """One run of ``validate --engines numpy --json ... --no-oracle`` (about 10 s), read by the
+    tests below: its output and its JSON certificate."""
+    report = tmp_path_factory.mktemp("validate") / "v.json"
     out = _run("validate", "--engines", "numpy", "--json", str(report), "--no-progress", "--no-oracle")
+    return out, report
+
+
+def test_validate_numpy(validated_numpy):
+    out, report = validated_numpy
     assert out.returncode == 0, out.stderr
     document = json.loads(report.read_text())
     assert document["all_agree"] is True
@@ -45,7 +53,7 @@ def test_validate_numpy(tmp_path):
     assert ocp is None or (ocp["cases"] == 10 and ocp["ok"]), ocp
 
 
-def test_validate_json_is_a_certificate(tmp_path):
+def test_validate_json_is_a_certificate(validated_numpy):
     """--json records what ran where: package, Python, NumPy, engines, machine and the corpus's checksums."""
     import hashlib
     import platform
@@ -54,8 +62,7 @@ def test_validate_json_is_a_certificate(tmp_path):
 
     from pychop_compat.validation.corpora import corpus_path
 
-    report = tmp_path / "v.json"
-    out = _run("validate", "--engines", "numpy", "--json", str(report), "--no-progress", "--no-oracle")
+    out, report = validated_numpy
     assert out.returncode == 0, out.stderr
     env = json.loads(report.read_text())["environment"]
     assert env["package"] == {"name": "pychop_compat", "version": pychop_compat.__version__,
@@ -114,11 +121,10 @@ def test_validate_oracle_group():
     assert row.cases == 15 * 16 and row.ok, row.disagreeing[:5]
 
 
-def test_validate_says_what_it_left_out(tmp_path):
+def test_validate_says_what_it_left_out(validated_numpy):
     """The table is followed by one line per engine or group not run, with the reason; the JSON
     certificate records the same lines, and the closing line says how much ran (issue 33)."""
-    report = tmp_path / "v.json"
-    out = _run("validate", "--engines", "numpy", "--json", str(report), "--no-progress", "--no-oracle")
+    out, report = validated_numpy
     assert out.returncode == 0, out.stderr
     printed = [line[len("not run: "):] for line in out.stdout.splitlines() if line.startswith("not run: ")]
     assert "engine numba: not requested (--engines)" in printed

@@ -270,7 +270,7 @@ def test_jax_eager_and_jit_stay_on_the_device(monkeypatch, name, dtype):
             assert isinstance(eager, jax.Array) and eager.dtype == dtype
             if not same_bits(np.asarray(eager), want).all():
                 failures.append(("eager", mode, switches))
-            if mode in (1, 7):  # compiling is slow: a few under jit
+            if mode == (1 if dtype == np.float64 else 7):  # compiling is slow: a few under jit
                 jitted = jax.jit(lambda v, spec=spec: round_to_format(v, spec))(xj)
                 if not same_bits(np.asarray(jitted), want).all():
                     failures.append(("jit", mode, switches))

@@ -11,6 +11,8 @@ stochastic rounding from MATLAB's stream in chop.m's order, as NumPy does, so th
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -63,10 +65,27 @@ def _problem(dtype, n=7, seed=4):
 LIBRARIES = ["torch", "jax"]
 
 
-@pytest.mark.parametrize("library", LIBRARIES)
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("options", FORMATS)
-@pytest.mark.parametrize("method", METHODS)
+def _points(*axes):
+    """pytest params for ``library`` times the product of ``axes`` (lists of pytest.param or
+    values).  Every torch point runs by default; JAX pays an XLA compilation per operation, so
+    the default profile runs the JAX points on a diagonal of the product (each value of each
+    axis appears at least once) and the others under -m slow."""
+    def unpack(value):
+        return (value.values, value.id) if hasattr(value, "values") else ((value,), getattr(value, "__name__", str(value)))
+
+    for library in LIBRARIES:
+        for indices in itertools.product(*(range(len(axis)) for axis in axes)):
+            values, ids = [], [library]
+            for axis, i in zip(axes, indices):
+                v, label = unpack(axis[i])
+                values.extend(v)
+                ids.append(label)
+            diagonal = all(i % len(axis) == indices[0] % len(axis) for axis, i in zip(axes, indices))
+            slow = library == "jax" and not diagonal
+            yield pytest.param(library, *values, id="-".join(ids), marks=[pytest.mark.slow] if slow else [])
+
+
+@pytest.mark.parametrize("library, method, options, dtype", list(_points(METHODS, FORMATS, DTYPES)))
 def test_matmul_every_method_is_the_numpy_path(library, dtype, options, method):
     A, B, _ = _problem(dtype)
     A = A[:, :6] * 3.7  # non-square, with a product that rounds
@@ -78,9 +97,8 @@ def test_matmul_every_method_is_the_numpy_path(library, dtype, options, method):
         _check(got, want, library)
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("options", FORMATS)
-def test_jax_compiled_recursive_steps_are_the_numpy_path(dtype, options):
+@pytest.mark.parametrize("library, options, dtype", [p for p in _points(FORMATS, DTYPES) if p.values[0] == "jax"])
+def test_jax_compiled_recursive_steps_are_the_numpy_path(library, dtype, options):
     """From JAX_JIT_STEPS inner terms JAX's recursive step runs under jax.jit: same bits
     (an unrounded product is left eager: XLA would contract it into an FMA)."""
     from pychop_compat.linalg.products import JAX_JIT_STEPS
@@ -105,9 +123,7 @@ def test_plain_double_sums_in_order(library):
     assert float(got) == ((1.0 + 2.0**-53) + 2.0**-53) - 1.0 == 0.0  # left to right, ties to even
 
 
-@pytest.mark.parametrize("library", LIBRARIES)
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("options", FORMATS)
+@pytest.mark.parametrize("library, options, dtype", list(_points(FORMATS, DTYPES)))
 def test_matvec_and_dot_are_the_numpy_path(library, dtype, options):
     A, _, b = _problem(dtype)
     _check(linalg.matvec(_to(library, A), _to(library, b), options, method="pairwise"),
@@ -116,9 +132,7 @@ def test_matvec_and_dot_are_the_numpy_path(library, dtype, options):
            linalg.dot(b, b * 1.3, options), library)
 
 
-@pytest.mark.parametrize("library", LIBRARIES)
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("options", FORMATS)
+@pytest.mark.parametrize("library, options, dtype", list(_points(FORMATS, DTYPES)))
 def test_lu_and_solve_are_the_numpy_path(library, dtype, options):
     A, B, b = _problem(dtype, n=8)
     A[0, 0] = 0.01  # pivoting happens
@@ -147,13 +161,11 @@ def test_lu_keeps_a_negative_zero_multiplier_as_numpy_does(library):
     np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.parametrize("library", LIBRARIES)
-@pytest.mark.parametrize("solver", ["lu_ir", "gmres_ir"])
-@pytest.mark.parametrize("kwargs", [
+@pytest.mark.parametrize("library, kwargs, solver", list(_points([
     pytest.param({}, id="h-d-q"),
     pytest.param({"ur": "s", "stop": "change"}, id="ur-single-change"),
     pytest.param({"uf": "b", "u": "s", "ur": "d", "x_true": "given"}, id="b-s-d"),
-])
+], ["lu_ir", "gmres_ir"])))
 def test_refinement_is_the_numpy_path(library, solver, kwargs):
     A, _, b = _problem(np.float64, n=10, seed=9)
     A[:, 0] *= 1e3  # kappa large enough for several steps
@@ -314,6 +326,7 @@ def test_gpu_arrays_stay_on_the_gpu_and_match_numpy(library, dtype):
         np.testing.assert_array_equal(host(linalg.gmres_ir(dev[0], dev[2]).x), linalg.gmres_ir(A, b).x)
 
 
+@pytest.mark.slow  # a run of the benchmark script: CI's slow step
 def test_device_benchmark_smoke_run():
     """benchmarks/bench_linalg_device.py prints one row per (n, library); no timing is asserted."""
     import subprocess

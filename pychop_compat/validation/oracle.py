@@ -1,34 +1,17 @@
 """Independent, exact rounding oracles (mpmath) and the inputs they are checked on.
 
-Nothing in this module uses :mod:`pychop_compat`.  Every input value is
-decomposed *exactly* with :func:`mpmath.libmp.from_float` into
-``(-1)**sign * man * 2**exp`` with an odd integer ``man``; all rounding is
-then integer arithmetic on ``man`` (NumPy ``int64``, which holds the at most
-53-bit significands exactly), so no floating-point rounding is involved
-anywhere.  Thresholds such as ``xboundary`` are built as exact mpmath values
-and are compared with the inputs exactly (see :func:`double_bound`).
-
-Two rounding rules are provided:
-
-* :func:`ieee_round` -- correct IEEE 754 style rounding to a binary format with
-  precision ``t`` (bits, hidden bit included) and exponent range
-  ``[emin, emax]``, ``emin = 1 - emax``, with or without subnormals, with
-  IEEE overflow (or none).
-* :func:`chop_rule_round` -- the documented rules of MATLAB ``chop.m``
-  (Higham & Pranesh, commit 906c31e): values with exponent below ``emins`` are
-  first rounded to ``t`` bits at their own exponent and the result is then
-  compared with the underflow thresholds (double rounding); values with
-  exponent in ``[emins, emin)`` are rounded on the subnormal grid (spacing
-  ``xmins``) even when subnormals are off; overflow is decided on the input.
-
-A slow scalar cross-check that uses mpmath's own rounding
-(:func:`mpmath.libmp.normalize` with an explicit rounding mode) is given in
-:func:`scalar_grid_round`.
+Nothing here uses :mod:`pychop_compat`.  Each input is decomposed exactly
+(:func:`mpmath.libmp.from_float`) into ``(-1)**sign * man * 2**exp`` and
+rounded by integer arithmetic on ``man``; thresholds are exact mpmath values
+(see :func:`double_bound`).  :func:`ieee_round` is correct IEEE 754 rounding,
+:func:`chop_rule_round` the documented rules of MATLAB ``chop.m`` (commit
+906c31e: double rounding below ``emins``, the subnormal grid even without
+subnormals, overflow decided on the input), and :func:`scalar_grid_round` a
+slow cross-check with mpmath's own rounding.
 
 Notation (as in ``chop.m``): ``emin = 1 - emax``, ``emins = emin + 1 - t``,
 ``xmin = 2**emin``, ``xmins = 2**emins``, ``xmax = 2**emax * (2 - 2**(1-t))``,
-``xboundary = 2**emax * (2 - 2**-t)``.  A finite nonzero ``x`` has exponent
-``e`` when ``x = f * 2**e`` with ``1 <= |f| < 2``.
+``xboundary = 2**emax * (2 - 2**-t)``; ``x = f * 2**e`` with ``1 <= |f| < 2``.
 """
 
 from __future__ import annotations
@@ -64,12 +47,9 @@ class FormatSpec:
 
     Notes
     -----
-    The ``*_mpf`` attributes are exact raw mpmath values (``libmp`` tuples),
-    built with :func:`mpmath.libmp.from_man_exp` without a precision, i.e.
-    without rounding.  The float attributes are exact as well for every format
-    used in the tests (they are powers of two or have at most ``t + 1 <= 54``
-    significant bits; ``xboundary`` of double is the one value that is not a
-    double, which is why comparisons go through :func:`double_bound`).
+    The ``*_mpf`` attributes are exact raw mpmath values (``libmp`` tuples);
+    the float ones are exact too (``xboundary`` of double is not a double,
+    hence :func:`double_bound`).
     """
 
     t: int
@@ -144,11 +124,9 @@ def double_bound(value: Any, direction: str) -> float:
     Notes
     -----
     For a double ``x``: ``x >= v  <=>  x >= double_bound(v, 'ceil')`` and
-    ``x > v  <=>  x > double_bound(v, 'floor')``; this is how exact comparisons
-    with thresholds that are not doubles are vectorised.  The candidate from
-    :func:`mpmath.libmp.to_float` is corrected by exact mpmath comparisons,
-    since ``to_float`` is not reliable with directed rounding near underflow
-    and overflow.
+    ``x > v  <=>  x > double_bound(v, 'floor')`` (exact vectorised comparisons).
+    ``to_float``'s candidate is corrected by exact comparisons: it is not
+    reliable with directed rounding near underflow and overflow.
     """
     r = libmp.to_float(value, rnd=libmp.round_nearest)
     down = lambda v: float(np.nextafter(v, -np.inf))    # noqa: E731
@@ -404,20 +382,13 @@ def chop_rule_round(values: Any, t: int, emax: int, subnormal: int = 1, mode: in
 
     Parameters
     ----------
-    values : array_like or ExactValues
-        float64 or float32 inputs.
-    t, emax : int
-        Target precision and maximum exponent.
+    values, t, emax, mode, dtype
+        As in :func:`ieee_round`.
     subnormal : {1, 0}
         Selects ``min_rep = xmins`` (1) or ``xmin`` (0) in the underflow step.
-    mode : {1, 2, 3, 4}
-        Nearest-even, up, down, towards zero.
     explim : {1, 0}
-        0: every value is rounded to ``t`` bits at its own exponent and
-        nothing else happens (overflow to inf only if the output dtype
-        overflows).
-    dtype : dtype, optional
-        Output dtype; default the input dtype.
+        0: every value is rounded to ``t`` bits at its own exponent, nothing
+        else (overflow to inf only where the output dtype overflows).
 
     Returns
     -------
@@ -639,23 +610,13 @@ def _walk(values: np.ndarray, k: int) -> list:
 
 
 def oracle_inputs(case: str, dtype_name: str) -> np.ndarray:
-    """At least 10**5 inputs for one format, fixed seed.
+    """At least 10**5 inputs for one format, fixed seed, signs random.
 
-    * 50000 (100000 where no tie is an input, i.e. 'd') random values with exponents uniform over
-      [emins - 3, emax + 3] (below xmins/4 up to above 4 * xboundary), clipped to
-      the dtype's range, random full-precision significands;
-    * 36000 exact ties of the t-bit grid at random exponents (some concentrated
-      near emins, emin and emax) and their neighbours one input ulp away;
-    * ties of the subnormal grid and their neighbours; random subnormal values;
-      random values in [xmins/4, xmins) (exponents below emins: rounded twice);
-      random values around the two double-rounding bands (see
-      :func:`_double_rounding_band`);
-    * every critical point (xmins/4, xmins/2, the band end xmins/2*(1+2**-t), xmins,
-      xmin/2 - xmins/2, xmin/2, xmin, xmax, xboundary, 2**(emax+1), ...) and the
-      4 nearest input values on each side;
-    * +-0, +-inf, NaN, the dtype's smallest subnormal, smallest normal and max.
-
-    Signs are random, critical points appear with both signs.
+    Random values over ``[xmins/4, 4 * xboundary]``; ties of the ``t``-bit and
+    the subnormal grids with their neighbours; values in the subnormal range
+    and around the two double-rounding bands; every critical point of
+    :func:`_exact_points` (both signs) with its 4 nearest inputs on each side;
+    and the dtype's special values.
     """
     dtype = np.dtype(dtype_name)
     spec = case_spec(case)

@@ -1,11 +1,8 @@
 """The rounding request every kernel consumes: :class:`RoundingSpec`.
 
-A spec is resolved data: a :class:`~pychop_compat.Format`, a rounding
-mode and the switches around it, already checked.  It holds no option
-parsing, no MATLAB policy and no source of random numbers: a facade
-(``chop``, ``cpfloat``, ``round_to_format``, the number formats, ``nn``)
-translates its users' words into a spec, and the random numbers travel
-beside it (:mod:`pychop_compat.random.sources`).
+A spec is resolved, checked data (a :class:`~pychop_compat.Format`, a mode and
+its switches): no option parsing, no MATLAB policy, no random numbers (they
+travel beside it, :mod:`pychop_compat.random.sources`).
 """
 
 from __future__ import annotations
@@ -39,6 +36,7 @@ def round_mode(value: object) -> int:
         return int(value)  # Python and NumPy integers
     raise ValueError(f"Unknown rounding mode {value!r}; allowed: {', '.join(ROUND_NAMES)} or chop's "
                      "options.round 1..6.")
+
 
 #: The three rounding rules.  ``'chop'``: chop.m's algorithm (round to ``t`` bits in the
 #: element's binade, then chop.m's overflow and underflow rules, which round a second time

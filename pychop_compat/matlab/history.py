@@ -1,16 +1,11 @@
 """chop as it was on a date: :func:`chop_at`.
 
-MATLAB's chop changed its results several times between its first release
-(2019-03-07) and today (github.com/higham/chop, branch ``master``).  Studies
-published with an older chop can only be reproduced with the rules of their
-time.  ``chop_at('2020-06-01')`` returns a function with chop's signature that
-follows the rules of chop.m as it stood on master at the end of that day.
-
-The rules are written here from the change history (one small, named
-function per rule that changed; the rounding itself is today's reference
-algorithm, :mod:`pychop_compat.rules.chop`), and checked against the
-historical corpus in ``tests/chop_history`` (every version of chop.m on
-master run on a common input set).  See ``docs/history.rst``.
+MATLAB's chop changed its results several times since its first release
+(2019-03-07); ``chop_at('2020-06-01')`` follows chop.m as it stood on master at
+the end of that day, so that older studies can be reproduced.  Each rule that
+changed is a small named function (the rounding itself is
+:mod:`pychop_compat.rules.chop`), checked against every version of chop.m in
+``tests/chop_history`` (``docs/history.rst``).
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
 """``python -m pychop_compat gpu-check``: the whole GPU check in one command.
 
-Three steps, then one summary:
-
-1. the GPU test matrix, ``python -m pytest -m gpu`` on the checkout's
-   ``tests/`` folder (in a subprocess; each test is counted for the engine its
-   id names, ``cupy`` or ``torch-cuda``, or for both);
-2. :func:`pychop_compat.validation.validate` (the MATLAB corpus and the mpmath
-   oracle) on every GPU engine, and on CUDA tensors through each other
-   installed route (:func:`pychop_compat.engines.dispatch.cuda_route`:
-   Triton, pure torch);
-3. the quick GPU benchmark, ``benchmarks/bench_gpu.py --quick`` (its
-   bandwidth table is printed in the summary).
-
-Exit status: 0 when everything passed, 1 when something failed, and
-:data:`NO_GPU` (3) when no CUDA GPU is visible to torch or CuPy: then nothing
-was checked, and the command says so.
+It runs the GPU test matrix (``pytest -m gpu``, each test counted for the engine
+its id names), :func:`pychop_compat.validation.validate` on every GPU engine and
+CUDA route, and the quick GPU benchmark, then prints one summary
+(``docs/validation.rst``, "The GPU check").  Exit status: 0 when everything
+passed, 1 when something failed, :data:`NO_GPU` (3) when no CUDA GPU is visible.
 """
 
 from __future__ import annotations

@@ -1,17 +1,12 @@
 """``python -m pychop_compat validate``: the MATLAB corpus, the mpmath oracle, CPFloat's corpus
 and the OCP formats against ml_dtypes, on every engine.
 
-The corpus, shipped with the package (``pychop_compat/data/matlab_reference``,
-read by :mod:`pychop_compat.validation.corpora`; see its README), holds outputs of
-MATLAB's chop.m, roundit.m and float_params.m.  Each case is rerun and
-compared under MATLAB's ``isequal`` rule with NaN == NaN (sign of zero and
-NaN payloads ignored, nothing else).  The ``mpmath_oracle`` group
-compares chop with :func:`pychop_compat.validation.oracle.chop_rule_round`, an exact
-implementation of chop.m's documented rounding rules built on mpmath.  The
-``cpfloat_corpus`` group reruns CPFloat's outputs
-(``pychop_compat/data/cpfloat_reference``; untagged cases, bit patterns compared) through
-:func:`pychop_compat.cpfloat`, and ``ocp_ml_dtypes`` (when ml_dtypes is
-installed) compares the OCP/ML formats with ml_dtypes' casts.
+The MATLAB corpus (:mod:`pychop_compat.validation.corpora`) is rerun and
+compared under MATLAB's ``isequal`` with NaN == NaN; ``mpmath_oracle`` compares
+with :func:`pychop_compat.validation.oracle.chop_rule_round`; ``cpfloat_corpus``
+reruns CPFloat's outputs through :func:`pychop_compat.cpfloat` (bit patterns);
+``ocp_ml_dtypes`` compares the OCP/ML formats with ml_dtypes' casts
+(``docs/validation.rst``).
 """
 
 from __future__ import annotations
@@ -103,12 +98,17 @@ class _Stream:
         return out
 
 
+def _options(case: CorpusCase, *names: str, **fixed: Any) -> dict:
+    """chop's options from a case's fields ``names`` (and ``params`` where it has them)."""
+    options = {**{name: case[name] for name in names}, **fixed}
+    if case.get("params") is not None:
+        options["params"] = case["params"]
+    return options
+
+
 def _chop_case(case: CorpusCase, engine: str) -> bool:
     stream = _Stream(case["stream"]) if case["stream"].size else None
-    options = {"format": case["format"], "round": case["round"], "subnormal": case["subnormal"],
-               "explim": case["explim"], "flip": 0}
-    if case["params"] is not None:
-        options["params"] = case["params"]
+    options = _options(case, "format", "round", "subnormal", "explim", flip=0)
     if stream is not None:
         options["randfunc"] = stream
     api.clear_chop()
@@ -133,10 +133,7 @@ def _native_case(case: CorpusCase, engine: str) -> bool:
 
 
 def _stream_case(case: CorpusCase, engine: str) -> bool:
-    options = {"format": case["format"], "round": case["round"], "subnormal": case["subnormal"],
-               "flip": case["flip"], "p": case["p"]}
-    if case["params"] is not None:
-        options["params"] = case["params"]
+    options = _options(case, "format", "round", "subnormal", "flip", "p")
     api.clear_chop()
     matlab_stream.rng(case["seed"])
     c = to_numpy(api.chop(from_numpy(case["x"], engine), options))

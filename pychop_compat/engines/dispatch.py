@@ -328,10 +328,8 @@ def _takes_scalar(call: Call, spec: RoundingSpec, sources: RandomSources, x: Any
 
 def _streamed_is_faster(spec: RoundingSpec, sources: RandomSources) -> bool:
     """Under ``'auto'``: stochastic rounding from a NumPy Generator without flips stays on the
-    NumPy engine, which draws block by block into the cache while it rounds; the compiled
-    engine draws every number in bulk first, a round trip through memory that measured slower
-    (docs/performance.rst).  MATLAB's stream goes to the compiled engine, which draws it inside
-    its loop.  Same bits either way."""
+    NumPy engine, which draws block by block while it rounds; the compiled engine would draw
+    every number first, which measured slower (docs/performance.rst).  Same bits either way."""
     return (get_cpu_engine() == "auto" and spec.stochastic and not spec.flips
             and sources.counter is None and sources.stochastic is not stream_uniform
             and numpy_fast.is_sequential_stream(sources.stochastic))
@@ -587,9 +585,8 @@ def _run_cuda(x: Any, call: Call, spec: RoundingSpec, sources: RandomSources, st
 
 
 def _run_triton(x: Any, call: Call, spec: RoundingSpec, sources: RandomSources, stream: Any) -> Any:
-    """Regular elements in the Triton kernel (one pass), the others by the namespace kernel.
-    When Triton cannot compile or launch here: a warning, and the namespace kernel from then on
-    (under ``cuda_route('triton')`` the error is raised)."""
+    """Regular elements in the Triton kernel, the others by the namespace kernel; where Triton
+    cannot run, a warning and the namespace kernel from then on (an error under cuda_route('triton'))."""
     import torch
     carrier = CARRIERS[call.dtype]
     regular = regular_range(spec, carrier)

@@ -112,10 +112,6 @@ def _checked_class(x) -> str:
     return "single" if getattr(x, "dtype", None) in (np.float32, np.float16) else "double"
 
 
-def _engine_chop(x, spec: RoundingSpec, sources: RandomSources):
-    return dispatch.round_array(x, spec, sources)
-
-
 def _chop_checked(x, spec: RoundingSpec, sources: RandomSources):
     """Round ``x``; on failure nothing has been drawn from MATLAB's stream.
 
@@ -123,17 +119,17 @@ def _chop_checked(x, spec: RoundingSpec, sources: RandomSources):
     run), and puts it back when a user's ``randfunc`` fails after the flips drew.
     """
     if not spec.draws:
-        return _engine_chop(x, spec, sources)
+        return dispatch.round_array(x, spec, sources)
     if spec.flips and spec.fmt.t < 2:
         raise ValueError(FLIP_PRECISION_ERROR)
     if not sources.uses_matlab_stream:
-        return _engine_chop(x, spec, sources)
+        return dispatch.round_array(x, spec, sources)
     with matlab_stream.exclusive_stream():
         if not (spec.flips and spec.stochastic and sources.stochastic is not MATLAB_STREAM.stochastic):
-            return _engine_chop(x, spec, sources)
+            return dispatch.round_array(x, spec, sources)
         saved = matlab_stream.rng()
         try:
-            return _engine_chop(x, spec, sources)
+            return dispatch.round_array(x, spec, sources)
         except BaseException:
             matlab_stream.restore_stream(saved)
             raise
@@ -404,8 +400,7 @@ def _flip_sources(rng: Any, owner: str = "") -> RandomSources:
 
 def explain(x: Any, options: Any = None, *, rng: Any = None) -> "dispatch.Explanation":
     """Which engine, kernel and random source ``chop(x, options)`` (or ``Chop(options, rng=rng)(x)``)
-    would use, and why each kernel tried before was passed over.  Nothing is rounded, drawn or
-    stored.
+    would use, and why each kernel before it passed; nothing is rounded, drawn or stored.
 
     Parameters
     ----------

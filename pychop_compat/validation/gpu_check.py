@@ -10,6 +10,7 @@ passed, 1 when something failed, :data:`NO_GPU` (3) when no CUDA GPU is visible.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import os
 import subprocess
@@ -105,13 +106,13 @@ def _run_tests(engines, extra_args) -> tuple[dict[str, EngineReport], str]:
 
 
 def _validate(reports: dict, routes) -> None:
+    from ..engines.dispatch import cuda_route
     from .validator import validate
 
     for label, engine, route in routes:
         report = reports.setdefault(label, EngineReport(label))
-        context = _route_context(route)
         print(f"validate {label} ...", flush=True)
-        with context:
+        with cuda_route(route) if route is not None else contextlib.nullcontext():
             results = validate(None, [engine], progress=False)
         report.validated = True
         for result in results:
@@ -131,16 +132,6 @@ def validation_routes(engines: Sequence[str], has_triton: bool) -> list[tuple[st
         if "cupy" in engines or has_triton:
             routes.append(("torch-cuda (pure torch)", "torch-cuda", "torch"))
     return routes
-
-
-def _route_context(route):
-    import contextlib
-
-    if route is None:
-        return contextlib.nullcontext()
-    from ..engines.dispatch import cuda_route
-
-    return cuda_route(route)
 
 
 def _benchmark(extra_args) -> tuple[bool, list]:

@@ -934,12 +934,8 @@ def round_jax(x: Any, spec: RoundingSpec, *, key: Any = None, seed: Optional[int
     spec : RoundingSpec
         A spec the namespace kernel covers (chop's rules on the catalogue's signed formats,
         CPFloat's rules in a deterministic mode).
-    key : jax.random key, optional
-        The numbers of stochastic rounding and bit flips: element ``i`` (row-major) gets
-        ``jax.random.uniform(jax.random.fold_in(key, s))[i]``, ``s = 1, 2, 3``.
-    seed, offset : int, optional
-        Instead of ``key``: the counter-based generator, element ``i`` getting counter
-        ``offset + i`` (``offset`` may be traced; needs ``jax_enable_x64``).
+    key, seed, offset : optional
+        The numbers of stochastic rounding and bit flips, as in :func:`pychop_compat.chop_jax`.
 
     Raises
     ------

@@ -150,7 +150,7 @@ def _format_one(spec: re.Match, value: Any) -> str:
         return (head + "s") % value
     number = float(value)
     if math.isinf(number) or math.isnan(number):
-        text = "NaN" if math.isnan(number) else ("Inf" if number > 0 else "-Inf")
+        text = _shortest(number)
         if "+" in flags and number > 0:
             text = "+" + text
         return ("%" + flags.replace("0", "").replace("+", "") + width + "s") % text

@@ -226,9 +226,7 @@ def grid_neighbours(ev: ExactValues, q: np.ndarray) -> GridNeighbours:
     ev : ExactValues
         Decomposed inputs.
     q : ndarray of int
-        Per-value exponent of the grid spacing.  Must satisfy
-        ``|x| < 2**(q + 53)`` so that ``A`` fits in int64 (always true for the
-        grids used here, where ``q >= e + 1 - t`` and ``t <= 53``).
+        Per-value exponent of the grid spacing, with ``|x| < 2**(q + 53)`` (``A`` fits in int64).
 
     Returns
     -------
@@ -325,11 +323,9 @@ def ieee_round(values: Any, t: int, emax: int, subnormal: int = 1, mode: int = 1
     mode : {1, 2, 3, 4}
         Nearest-even, towards +inf, towards -inf, towards zero.
     overflow : bool
-        True: IEEE 754 overflow (clause 7.4) decided on the result rounded with
-        an unbounded exponent: if its magnitude exceeds ``xmax`` the result is
-        +-inf for mode 1, and for the directed modes +-inf or +-xmax according
-        to the direction.  False: no overflow handling (results may exceed
-        ``xmax``, e.g. ``2**(emax+1)``).
+        True: IEEE 754 overflow (clause 7.4) on the result rounded with an
+        unbounded exponent: beyond ``xmax``, +-inf in mode 1, +-inf or +-xmax by
+        direction in the others.  False: results may exceed ``xmax``.
     dtype : dtype, optional
         Output dtype; default the input dtype.
 
@@ -360,16 +356,13 @@ def neighbours(values: Any, t: int, emax: int, subnormal: int = 1,
 
     Parameters
     ----------
-    values : array_like or ExactValues
-    t, emax, subnormal : int
-        As in :func:`ieee_round` (without overflow: for ``xmax < x`` the upper
-        neighbour is ``2**(emax+1)``).
+    values, t, emax, subnormal, dtype
+        As in :func:`ieee_round` (without overflow).
 
     Returns
     -------
     (lower, upper) : tuple of ndarray
-        ``ieee_round`` with modes 3 and 2; ``lower <= x <= upper``, equal when
-        ``x`` is representable.
+        ``ieee_round`` with modes 3 and 2 (equal when ``x`` is representable).
     """
     ev = _as_exact(values)
     return (ieee_round(ev, t, emax, subnormal, 3, overflow=False, dtype=dtype),
@@ -461,18 +454,14 @@ def is_representable(values: Any, t: int, emax: int, subnormal: int = 1) -> np.n
 
     Parameters
     ----------
-    values : array_like or ExactValues
-    t, emax : int
+    values, t, emax : as in :func:`ieee_round`
     subnormal : {1, 0}
-        Whether subnormal numbers (multiples of ``xmins`` below ``xmin``)
-        belong to the format.
+        Whether the multiples of ``xmins`` below ``xmin`` belong to the format.
 
     Returns
     -------
     ndarray of bool
-        True for 0, +-inf, NaN, normal numbers with at most ``t`` significant
-        bits and ``emin <= e <= emax``, and (if ``subnormal``) nonzero
-        multiples of ``xmins`` below ``xmin``.
+        True for 0, +-inf, NaN and the format's numbers.
     """
     ev = _as_exact(values)
     spec = FormatSpec(t, emax)
@@ -504,9 +493,8 @@ def scalar_grid_round(x: float, q: int, mode: int) -> float:
     Returns
     -------
     float
-        ``round(x / 2**q) * 2**q`` computed with :func:`mpmath.libmp.normalize`
-        at a precision that makes the units digit the last kept bit; values
-        below ``2**q`` in magnitude are decided by exact comparison with half.
+        ``round(x / 2**q) * 2**q`` by :func:`mpmath.libmp.normalize` (below
+        ``2**q`` in magnitude: by exact comparison with half).
     """
     v = libmp.mpf_shift(libmp.from_float(x), -q)    # exact: x / 2**q
     sign, man, exp, bc = v

@@ -63,10 +63,7 @@ def matlab_equal(actual: Any, expected: Any) -> bool:
 def find_corpus(path: Union[str, os.PathLike, Corpus, None] = None) -> Corpus:
     """The MATLAB corpus: the folder ``path`` or ``$PYCHOP_COMPAT_CORPUS`` if given, else the shipped copy.
 
-    A folder must have the layout of :mod:`pychop_compat.validation.corpora` (``manifest.json``
-    and its arrays).  Without either, the corpus installed with the package
-    (``pychop_compat/data/matlab_reference``) is used, so ``validate`` runs from
-    any folder after ``pip install``.
+    A folder must have the layout of :mod:`pychop_compat.validation.corpora`.
     """
     if isinstance(path, Corpus):
         return path
@@ -418,9 +415,6 @@ def format_table(results: list[GroupResult]) -> str:
 def environment(engines: Iterable[str] = (), corpus: Optional[Corpus] = None) -> dict:
     """What a validation run ran on: package, Python, libraries, engines, machine and corpus.
 
-    Recorded by :func:`write_json` beside the results, so that a saved run is a
-    certificate of which code agreed with which data where.
-
     Parameters
     ----------
     engines : iterable of str
@@ -479,12 +473,10 @@ def environment(engines: Iterable[str] = (), corpus: Optional[Corpus] = None) ->
 
 def write_json(results: list[GroupResult], path: Union[str, os.PathLike], env: Optional[dict] = None,
                left_out: Optional[list[str]] = None) -> None:
-    """Write the results and the environment they were obtained in (:func:`environment`) as JSON.
+    """Write the results, their :func:`environment` and what the run left out (:func:`not_run`) as JSON.
 
-    The file holds ``{"all_agree": bool, "environment": {...}, "results": [row, ...],
-    "not_run": [line, ...]}``, one row per group and engine with the fields of
-    :class:`GroupResult` and ``ok``, and what the run left out (:func:`not_run`; default:
-    computed for the engines of ``results``).
+    The file holds ``{"all_agree", "environment", "results": [row, ...], "not_run": [line, ...]}``,
+    a row per group and engine with the fields of :class:`GroupResult` and ``ok``.
     """
     engines = sorted({r.engine for r in results})
     document = {

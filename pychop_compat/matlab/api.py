@@ -217,9 +217,8 @@ def clear_chop() -> None:
 
 
 def chop_options() -> Options:
-    """The persistent options, filled in (MATLAB ``[~, options] = chop``).
-
-    Like MATLAB, stores the defaults first when nothing is stored yet.
+    """The persistent options, filled in (MATLAB ``[~, options] = chop``); stores the defaults
+    first when nothing is stored yet, as MATLAB does.
 
     Examples
     --------
@@ -415,8 +414,7 @@ def explain(x: Any, options: Any = None, *, rng: Any = None) -> "dispatch.Explan
     Returns
     -------
     Explanation
-        Its ``str`` is a readable summary; its fields (``engine``, ``kernel``, ``where``,
-        ``source``, ``order``, ``passed_over``, ``call``) the same as data.
+        Its ``str`` is a readable summary; its fields hold the same as data.
 
     Examples
     --------
@@ -443,9 +441,8 @@ def chop_jax(x: Any, options: Any = None, *, key: Any = None, seed: Optional[int
     x : jax.Array
         Real values (float64, float32, float16, bfloat16; integers with x64).
     options : dict, Options, object with attributes, Chop or RoundingSpec, optional
-        chop's options (MATLAB names); the defaults when omitted; or a resolved
-        :class:`~pychop_compat.spec.RoundingSpec`, used as it is.  The persistent
-        options of :func:`chop` are neither read nor set.
+        chop's options (the defaults when omitted; the persistent ones are neither
+        read nor set), or a resolved :class:`~pychop_compat.spec.RoundingSpec`.
     key : jax.random key, optional
         The numbers of stochastic rounding and bit flips: element ``i`` (row-major) gets
         ``jax.random.uniform(jax.random.fold_in(key, s))[i]``, ``s = 1`` for rounding,

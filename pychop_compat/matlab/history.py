@@ -127,9 +127,7 @@ def rules_at(date: Union[str, _dt.date]) -> Rules:
     )
 
 
-# ---------------------------------------------------------------------------
-# Options, as each version read them
-# ---------------------------------------------------------------------------
+# --- Options, as each version read them ---
 
 _FP8_NAMES = ("q43", "fp8-e4m3", "q52", "fp8-e5m2")
 
@@ -208,9 +206,7 @@ def _resolve_at(options, stored: Optional[ChopSpec], x_class: str, rules: Rules)
     return ChopSpec(name, dataclasses.replace(spec.spec, fmt=fmt), spec.randfunc)
 
 
-# ---------------------------------------------------------------------------
-# Rounding, as each version did it
-# ---------------------------------------------------------------------------
+# --- Rounding, as each version did it ---
 
 
 def _pow2(x: np.ndarray, e: np.ndarray) -> np.ndarray:
@@ -310,9 +306,7 @@ def _chop_vector_at(x, spec, rules, sources, n_first):
     return c
 
 
-# ---------------------------------------------------------------------------
-# The facade
-# ---------------------------------------------------------------------------
+# --- The facade ---
 
 
 def _x_class(x) -> str:

@@ -471,8 +471,7 @@ def is_representable(values: Any, t: int, emax: int, subnormal: int = 1) -> np.n
     return np.where(ev.nonzero, normal | sub, True).reshape(ev.shape)
 
 
-# --------------------------------------------------------------------------------------
-# Slow scalar cross-check built on mpmath's own rounding (used to test the oracle itself)
+# --- a slow scalar cross-check on mpmath's own rounding (it tests the oracle itself) ---
 
 _MP_RND = {1: libmp.round_nearest, 2: libmp.round_ceiling, 3: libmp.round_floor,
            4: libmp.round_down}
@@ -519,7 +518,7 @@ def scalar_grid_round(x: float, q: int, mode: int) -> float:
     return libmp.to_float(libmp.mpf_shift(r, q), strict=True)
 
 
-# ----------------------------------------------------------------------------- test inputs
+# --- the datasets and their inputs ---
 
 SEED = 20240906
 
@@ -550,8 +549,6 @@ def case_options(case: str, mode: int, subnormal: int, explim: int) -> dict:
         opts["params"] = list(params)
     return opts
 
-
-# ----------------------------------------------------------------------------- inputs
 
 def _dtype_limits(dtype):
     """(exponent of the smallest subnormal, largest exponent, precision) of a dtype."""

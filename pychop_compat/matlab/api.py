@@ -399,7 +399,7 @@ def _flip_sources(rng: Any, owner: str = "") -> RandomSources:
 
 def explain(x: Any, options: Any = None, *, rng: Any = None) -> "dispatch.Explanation":
     """Which engine, kernel and random source ``chop(x, options)`` (or ``Chop(options, rng=rng)(x)``)
-    would use, and why each kernel before it passed; nothing is rounded, drawn or stored.
+    would use, and why each kernel tried before was passed over (nothing is rounded, drawn or stored).
 
     Parameters
     ----------

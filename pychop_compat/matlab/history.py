@@ -396,16 +396,12 @@ def chop_at(date: Union[str, _dt.date]) -> ChopAt:
 
     Notes
     -----
-    Reproduced: every rule of :data:`HISTORY` for rounding modes 1-6, bit
-    flips, ``explim``, the custom-precision limits and format names, and the
-    persistence rules (options given: every field from them, defaults for
-    the others; none: the previous ones; a custom format without ``params``:
-    the previous ``params``).  Not reproduced: chop.m stored options *before*
-    validating them, so a failing call left half-updated options behind;
-    ``chop_at`` stores nothing on a failed call.  Error messages are this
-    package's, not MATLAB's.  Stochastic rounding and flips draw from the
-    same MATLAB stream as :func:`~pychop_compat.chop`, in chop.m's order (unchanged across
-    the history), from ``options.randfunc`` only from 2022-06-14.
+    Reproduced: every rule of :data:`HISTORY` (modes 1-6, bit flips,
+    ``explim``, precision limits, format names) and chop.m's persistence rules.
+    Not reproduced: chop.m stored options *before* validating them (``chop_at``
+    stores nothing on a failed call), and MATLAB's error messages.  Random
+    numbers come from MATLAB's stream in chop.m's order, from
+    ``options.randfunc`` only from 2022-06-14.
 
     Examples
     --------

@@ -138,10 +138,8 @@ _offsets: dict = {}
 def seed_device(seed: int) -> None:
     """Seed chop's random numbers for arrays on GPUs (torch tensors and CuPy arrays).
 
-    Sets the seed (taken modulo 2**64) and puts every device's counter back
-    to 0.  The same seed, then the same sequence of chop calls with the same
-    options, shapes and values, gives the same results.  Arrays on the CPU
-    are not affected: they use MATLAB's stream (see :func:`pychop_compat.rng`).
+    Sets the seed (modulo 2**64) and every device's counter back to 0; arrays on
+    the CPU use MATLAB's stream instead (:func:`pychop_compat.rng`).
     """
     global _seed_keys
     keys = stream_keys(int(seed) & _MASK)

@@ -68,12 +68,8 @@ class ForkedStreamError(RuntimeError):
 
 
 def fork_generation() -> int:
-    """How many ``fork`` calls separate this process from the one that imported the package.
-
-    0 in the original process; a child forked from a process of generation
-    ``g`` has ``g + 1``.  Objects that own random state record it to detect
-    that they were inherited by a forked child.
-    """
+    """How many ``fork`` calls separate this process from the one that imported the package
+    (objects that own random state record it, to detect that a forked child inherited them)."""
     return _generation
 
 
@@ -97,21 +93,14 @@ if hasattr(os, "register_at_fork"):
 
 
 def exclusive_stream() -> threading.RLock:
-    """The stream's lock: ``with exclusive_stream(): ...`` makes a run of draws no other thread enters.
-
-    Re-entrant: the draws inside take it again.  chop holds it for the whole
-    of a call that draws from the stream, so each call's numbers are a
-    contiguous run of the stream, as if the calls ran one after another.
-    """
+    """The stream's lock: ``with exclusive_stream(): ...`` makes a run of draws no other thread enters
+    (re-entrant; chop holds it for a whole call, so each call's numbers are a contiguous run)."""
     return _lock
 
 
 def restore_stream(settings: RngSettings) -> None:
-    """Put the stream back to ``settings`` (from ``rng()``) after a failed call.
-
-    Unlike ``rng(settings)`` this does not count as seeding the stream in a
-    child process: an undone call must not unlock the stream there.
-    """
+    """Put the stream back to ``settings`` (from ``rng()``) after a failed call; unlike
+    ``rng(settings)``, this does not count as seeding the stream in a child process."""
     global _seed
     with _lock:
         state = np.asarray(settings.State, dtype=np.uint32)

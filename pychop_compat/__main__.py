@@ -57,17 +57,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.command in (None, "demo"):
         demo()
         return 0
-    if args.command == "info":
-        import json
-
-        from .engines import available_engines
-        from .validation import environment
-
-        print(json.dumps(environment(available_engines()), indent=2))
-        return 0
     from .engines import available_engines
     from .validation import environment, find_corpus, format_table, not_run, validate, write_json
 
+    if args.command == "info":
+        import json
+
+        print(json.dumps(environment(available_engines()), indent=2))
+        return 0
     engines = args.engines.split(",") if args.engines else None
     if engines is not None:
         known = available_engines()

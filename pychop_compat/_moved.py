@@ -1,12 +1,10 @@
 """Old import paths of modules and names that moved in 0.2.0, kept working for one release.
 
-``import pychop_compat.matlab_random`` (say) imports the module's new home,
-:mod:`pychop_compat.random.matlab_stream`, registers it under the old name
-too, and warns once with a :class:`DeprecationWarning` naming the new path.
-A name that moved to another module (:data:`MOVED_NAMES`) is found by the
-old module's ``__getattr__`` (:func:`attribute_getter`), which imports its
-new home by name when the old spelling is used: a module may keep an old name
-that now lives on a floor above it without importing upwards.
+An old module path (:data:`MOVED`) imports the new home, registers it under the
+old name too and warns once (:class:`DeprecationWarning`); a name that moved to
+another module (:data:`MOVED_NAMES`) is found by the old module's ``__getattr__``
+(:func:`attribute_getter`), which imports its new home only when asked, so no
+module imports upwards.
 """
 
 from __future__ import annotations

@@ -1,23 +1,14 @@
 """The CPFloat facade: ``cpfloat(x, fpopts)`` with the MATLAB MEX interface of CPFloat.
 
-CPFloat (M. Fasi and M. Mikaitis, ACM TOMS 49(2), 2023) is the C library from
-the same research group as chop; its MEX function ``cpfloat`` takes a struct
-``fpopts`` much like chop's, with differences this facade keeps:
-
-* ``params`` is ``[t, emin, emax]`` (chop: ``[t, emax]``);
-* ``round`` also takes -1 (nearest, ties away), 0 (nearest, ties toward zero)
-  and 7 (round to odd); any other code outside -1..7 means *no rounding*;
-* ``saturation`` and ``infinity`` switches; ``flip`` 0, 1 (a bit of the
-  fraction) or 2 (any bit of the encoding);
-* its own named formats: ``'q43'``/``'fp8-e4m3'``/``'E4M3'`` is ``[4, -6, 8]``
-  (largest 480, infinity off by default), not chop's ``[4, 7]``;
-* persistence: fields left out keep their previous values, except
-  ``subnormal`` and ``infinity``, which go back to the format's defaults,
-  and the format's parameters, which follow ``format``;
-* CPFloat's range rules (:func:`pychop_compat.rules.cpfloat.round_cpfloat`).
-
-Beyond the MEX, ``format`` also takes any name of the format catalogue
-(``'float8_e4m3fn'``, ``'float4_e2m1fn'``, ...).
+CPFloat (M. Fasi and M. Mikaitis, ACM TOMS 49(2), 2023) takes a struct
+``fpopts`` much like chop's, with differences this facade keeps: ``params`` is
+``[t, emin, emax]``; ``round`` also takes -1, 0 and 7 (any code outside -1..7:
+no rounding); ``saturation``, ``infinity`` and ``flip = 2`` (any bit of the
+encoding); its own named formats (``'E4M3'`` is ``[4, -6, 8]``, largest 480);
+fields left out keep their values, except ``subnormal`` and ``infinity`` (the
+format's defaults) and the parameters (they follow ``format``); CPFloat's range
+rules (:func:`pychop_compat.rules.cpfloat.round_cpfloat`).  ``format`` also
+takes any name of the format catalogue.
 """
 
 from __future__ import annotations
@@ -117,7 +108,6 @@ _state: Optional[_State] = None
 
 def _default_state() -> _State:
     return _State(CpfloatOptions())
-
 
 
 def _given(fpopts) -> Optional[dict]:
@@ -236,11 +226,7 @@ def _checked_spec(state: _State, x_class: str) -> RoundingSpec:
             raise CpfloatError("cpfloat:invalidexponent", "Selected precision may cause double rounding issues.")
     if t < 1:
         raise ValueError(f"The precision (params[0]) must be at least 1, got {t}.")
-    base = state.catalogue
-    if base is not None:
-        fmt = base
-    else:
-        fmt = Format(t, emax, (o.format,), emin=emin)
+    fmt = state.catalogue or Format(t, emax, (o.format,), emin=emin)
     return RoundingSpec(
         fmt=fmt, subnormal=o.subnormal, round=o.round, flip=o.flip, p=o.p, explim=o.explim,
         saturation=bool(o.saturation), infinity=bool(o.infinity), range_rules="cpfloat",

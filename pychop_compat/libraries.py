@@ -31,11 +31,8 @@ def array_library(x: Any) -> str:
     """The library that owns ``x``: ``'numpy'``, ``'torch'``, ``'cupy'``, ``'jax'``, ``'dask'``,
     ``'pandas'``, ``'xarray'``, or ``'unsupported'``.
 
-    ``'numpy'`` covers NumPy arrays (subclasses included), NumPy scalars,
-    Python numbers, lists, tuples and ``None``: what chop converts with NumPy.
-    Anything else (an object with ``__array__`` or ``__dlpack__`` of another
-    library, a string, a dict, ...) is ``'unsupported'``: chop refuses it
-    rather than converting it silently (see :func:`unsupported_type_error`).
+    ``'numpy'`` covers what chop converts with NumPy (:data:`ARRAY_LIKES` and ``None``);
+    anything else is refused rather than converted silently (:func:`unsupported_type_error`).
     """
     if isinstance(x, (np.ndarray, np.generic, numbers.Number, list, tuple)) or x is None:
         return "numpy"

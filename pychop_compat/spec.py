@@ -1,11 +1,8 @@
 """The rounding request every kernel consumes: :class:`RoundingSpec`.
 
-A spec is resolved data: a :class:`~pychop_compat.Format`, a rounding
-mode and the switches around it, already checked.  It holds no option
-parsing, no MATLAB policy and no source of random numbers: a facade
-(``chop``, ``cpfloat``, ``round_to_format``, the number formats, ``nn``)
-translates its users' words into a spec, and the random numbers travel
-beside it (:mod:`pychop_compat.random.sources`).
+A spec is resolved, checked data (a :class:`~pychop_compat.Format`, a mode and
+its switches): no option parsing, no MATLAB policy, no random numbers (they
+travel beside it, :mod:`pychop_compat.random.sources`).
 """
 
 from __future__ import annotations
@@ -40,12 +37,10 @@ def round_mode(value: object) -> int:
     raise ValueError(f"Unknown rounding mode {value!r}; allowed: {', '.join(ROUND_NAMES)} or chop's "
                      "options.round 1..6.")
 
-#: The three rounding rules.  ``'chop'``: chop.m's algorithm (round to ``t`` bits in the
-#: element's binade, then chop.m's overflow and underflow rules, which round a second time
-#: below the smallest subnormal).  ``'cpfloat'``: CPFloat's rules (one correct rounding to
-#: the format, CPFloat's modes, switches and sign-of-zero rule; stochastic rounding draws one
-#: number per inexact element).  ``'correct'``: CPFloat's rounding in chop's modes 1-6, with
-#: chop.m's draws (one number per element of each of chop.m's blocks, in its order).
+
+#: The three rounding rules: ``'chop'`` (chop.m's algorithm, which rounds a second time below
+#: the smallest subnormal), ``'cpfloat'`` (CPFloat's rules: one correct rounding, one number
+#: per inexact element) and ``'correct'`` (CPFloat's rounding in modes 1-6 with chop.m's draws).
 RANGE_RULES = ("chop", "correct", "cpfloat")
 #: Which bit a soft error flips: one of the significand's fraction bits (chop.m), or
 #: any bit of the format's encoding (CPFloat's ``flip = 2``).
@@ -102,13 +97,9 @@ class RoundingSpec:
 
     @functools.cached_property  # asked on every call of chop
     def extended(self) -> bool:
-        """Whether the spec uses anything beyond chop.m's semantics.
-
-        True for rounding modes outside 1..6, saturation, infinity off,
-        CPFloat's range rules, formats that are not chop's kind (``emin !=
-        1 - emax``, encodings other than IEEE's, no subnormals), limited random
-        bits, or flips of any bit of the encoding.
-        """
+        """Whether the spec uses anything beyond chop.m's semantics (modes outside 1..6,
+        saturation, no infinity, other range rules or formats, limited random bits, flips of
+        any encoding bit)."""
         return (not 1 <= self.round <= 6 or bool(self.saturation) or not self.infinity
                 or self.range_rules != "chop" or not self.fmt.is_chop_compatible
                 or self.random_bits != 0 or self.flip_scope != "fraction")

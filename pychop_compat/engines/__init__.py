@@ -1,15 +1,10 @@
 """Engines: one thin adapter per array type, and one router for all of them.
 
-:mod:`.dispatch` holds the ordered registry of kernels, the pure
-:func:`~.dispatch.route` that picks one for a call, the settings that steer
-it (:func:`~pychop_compat.kernels.compiled.cpu_engine`, :func:`~.dispatch.cuda_route`) and
-:func:`~.dispatch.round_array`, which every facade calls.  The adapters
+:mod:`.dispatch` routes every call (see ``docs/engines.rst``); the adapters
 (:mod:`.numpy_engine`, :mod:`.torch_engine`, :mod:`.cupy_engine`,
 :mod:`.jax_engine`, :mod:`.dask_engine`, :mod:`.labelled`) know their array
-type (dtypes, device, contiguity, autograd, laziness, labels) and nothing of
-rounding.  cupy, torch, jax, dask, pandas and xarray are looked up in
-``sys.modules`` only, so they are never imported unless the caller already
-passed one of their arrays.
+type and nothing of rounding.  Their libraries are looked up in
+``sys.modules`` only, never imported unless the caller passed one of their arrays.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """The CuPy adapter: what chop needs to know about ``cupy.ndarray``, and no rounding.
 
-:func:`pychop_compat.engines.dispatch.round_array` rounds a CuPy array with
-the kernel its router picks: the fused CUDA kernel of
-:mod:`pychop_compat.kernels.cuda` for chop.m's semantics, the elementwise
-kernels (:mod:`pychop_compat.kernels.elementwise`,
-:mod:`~pychop_compat.kernels.elementwise_cpfloat`) for the formats and rules
-beyond it, and a round trip through the host for the rest.  This module maps
-CuPy's dtypes onto float32/float64 (float16 computed in float32 and cast back,
-integers and bool as float64) and moves arrays to the host and back.  CuPy is
-imported lazily.  :func:`seed_device`, :func:`matlab_stream_on_device` and
-:func:`kernel_source` are re-exported for old imports.
+It maps CuPy's dtypes onto float32/float64 (float16 computed in float32,
+integers and bool as float64) and moves arrays to the host and back; the
+router picks the kernel.  CuPy is imported lazily.  :func:`seed_device`,
+:func:`matlab_stream_on_device` and :func:`kernel_source` are re-exported for
+old imports.
 """
 
 from __future__ import annotations

@@ -1,26 +1,11 @@
 """The Dask adapter: chop on ``dask.array.Array``, lazily, block by block (``map_blocks``).
 
-Imported only when a Dask array reaches :func:`pychop_compat.chop`.  The
-result is a new lazy Dask array with the same shape, chunks and dtype
-(float16 computed in single and cast back; integers and bool give float64);
-nothing is computed until the caller computes it, so arrays larger than memory
-(or than a cluster's workers' memory) are rounded block by block, on threads,
-processes or a ``dask.distributed`` cluster.  Each block is rounded by the
-kernel the router of :mod:`pychop_compat.engines.dispatch` picks for it:
-
-* deterministic modes (1 to 4, no flips): the host kernels on the block;
-  rounding is elementwise, so the result does not depend on the chunks;
-* stochastic rounding and bit flips need numbers that depend only on an
-  element's global position: ``Chop(options, rng=seed)`` (the counter-based
-  generator of :mod:`pychop_compat.random.counter`).  Element ``i`` of the
-  whole array, in row-major order, gets the numbers of counter ``offset + i``,
-  where ``offset`` is the ``Chop`` object's call counter, taken when ``chop``
-  is called (not when the graph is computed); each block computes its
-  elements' global indices (:func:`global_indices`), so results are the same
-  for every chunking, worker count and scheduler, and equal to
-  ``Chop(options, rng=seed)`` on the same values as one NumPy array.  MATLAB's
-  stream, a NumPy Generator and ``options.randfunc`` are sequential (chop.m's
-  column-major order over the whole array) and are refused.
+The result is a lazy Dask array of the same shape, chunks and dtype, each
+block rounded by the kernel the router picks for it.  Stochastic rounding and
+bit flips need ``Chop(options, rng=seed)``: element ``i`` of the whole array
+(row-major) gets counter ``offset + i`` (:func:`global_indices`), so results do
+not depend on the chunking or the scheduler; sequential sources are refused
+(``docs/engines.rst``, "Dask arrays").
 """
 
 from __future__ import annotations

@@ -1,48 +1,11 @@
 """One router for every array: an ordered registry of kernels, and the calls that use it.
 
-Every facade (``chop``, ``Chop``, ``cpfloat``, ``round_to_format``, the number
-formats, chopped arithmetic, ``nn``) rounds an array with :func:`round_array`.
-It hands the array to its adapter (:mod:`.numpy_engine`, :mod:`.torch_engine`,
-:mod:`.cupy_engine`, :mod:`.jax_engine`, :mod:`.dask_engine`,
-:mod:`.labelled`: dtypes, device, contiguity, autograd, laziness, labels),
-describes the call (:class:`Call`: library, device, whether NumPy can read the
-memory in place, dtype, size, where the random numbers come from), and runs
-the first kernel of :data:`REGISTRY` that takes it.  :func:`route` is that
-choice as a pure function (it draws nothing and runs nothing), and
-:func:`explain` (:func:`pychop_compat.explain` for chop's options) says which
-kernel a call gets and why each one before it passed.
-
-The registry, in order:
-
-========================  ==============================================================
-``scalar``                a Python float, no bit flips, chop.m's semantics
-                          (:func:`.numpy_fast.chop_scalar`)
-``numba``                 host memory, the compiled CPU engine (:mod:`.compiled`) when
-                          Numba is installed and :func:`cpu_engine` allows it
-``numpy``                 host memory, chop's rules (:mod:`.numpy_fast`, the OCP
-                          encodings applied to its results)
-``numba-cpfloat``         host memory, CPFloat's rules in a deterministic mode, compiled
-``numpy-cpfloat``         host memory, CPFloat's rules in a deterministic mode
-``reference``             host memory, the executable specification
-                          (:mod:`pychop_compat.rules.chop`, ``rules.cpfloat``):
-                          CPFloat's random modes
-``cuda``                  CuPy arrays and CUDA tensors with CuPy, chop.m's semantics:
-                          the fused CUDA kernel (:mod:`.cuda`)
-``triton``                CUDA tensors without CuPy, modes 1 to 4 and numbers made on
-                          the device, no flips (:mod:`.triton_kernel`)
-``namespace``             arrays off the host (torch, CuPy, JAX, Dask blocks with
-                          counter numbers): :func:`.elementwise.chop_elementwise` or
-                          :func:`.elementwise_cpfloat.round_cpfloat_elementwise`
-``host``                  the rest: a copy to the host, the host kernels, and back
-========================  ==============================================================
-
-The settings that steer routes are scoped (``contextvars``: the calling
-thread and task): :func:`cpu_engine` (also :func:`set_cpu_engine` and
-``PYCHOP_COMPAT_CPU_ENGINE`` for the process default), :func:`cuda_route`, and
-:func:`device_paths_on_cpu`, which sends CPU tensors down the routes of a
-CUDA tensor (so that those routes are tested without a GPU).  Whether CuPy or
-Triton can run here is asked of cached functions (:func:`cupy_for`,
-:func:`triton_for`).
+Every facade rounds with :func:`round_array`: the array's adapter prepares it,
+:class:`Call` describes it, and the first kernel of :data:`REGISTRY` that takes
+it rounds it.  :func:`route` is that choice as a pure function and
+:func:`explain` says why.  The registry and the settings that steer it
+(:func:`cpu_engine`, :func:`cuda_route`, :func:`device_paths_on_cpu`) are
+described in ``docs/engines.rst`` ("How a call is routed").
 """
 
 from __future__ import annotations
@@ -98,14 +61,16 @@ def cuda_route(route: str) -> Iterator[None]:
     Parameters
     ----------
     route : {'auto', 'cupy', 'triton', 'torch'}
-        ``'auto'`` (the default): CuPy's kernel when CuPy is installed and can
-        use the GPU, else the Triton kernel where it applies (modes 1 to 4, and
-        5 and 6 with numbers made on the device, without flips) and Triton is
-        installed, else the namespace kernel (torch operations).  ``'cupy'``:
-        CuPy's kernel (an error without CuPy).  ``'triton'``: the Triton kernel
-        where it applies, the namespace kernel for the rest (an error without
-        Triton).  ``'torch'``: the namespace kernel.  Every route gives the same
-        bits.  The setting belongs to the calling thread (and task).
+        ``'auto'`` (the default): CuPy's kernel if CuPy can use the GPU, else
+        Triton's where it applies, else the namespace kernel.  ``'cupy'`` and
+        ``'triton'`` insist on that kernel (an error when it is missing; Triton
+        leaves what it does not cover to the namespace kernel); ``'torch'``:
+        the namespace kernel.  Every route gives the same bits.
+
+    Raises
+    ------
+    ValueError
+        For another ``route``.
     """
     if route not in CUDA_ROUTES:
         raise ValueError(f"cuda_route: route must be one of {', '.join(map(repr, CUDA_ROUTES))}, not {route!r}.")
@@ -125,11 +90,8 @@ def get_cuda_route() -> str:
 def device_paths_on_cpu(enabled: bool = True) -> Iterator[None]:
     """Within ``with``, CPU tensors take the routes of a CUDA tensor (a test hook).
 
-    A CPU tensor's memory is then not handed to the host kernels: it is rounded
-    by the kernels of GPU tensors (the namespace kernel, Triton's under its
-    interpreter, CuPy's where :func:`cupy_for` says so), with numbers made on
-    the device (the counter of ``'cpu:0'``) where a GPU tensor gets them.  The
-    results are the same bits, which is what the tests check without a GPU.
+    Their numbers are then made on the device (the counter of ``'cpu:0'``)
+    where a GPU tensor's are: the tests check those routes without a GPU.
     """
     token = _DEVICE_PATHS.set(bool(enabled))
     try:
@@ -185,22 +147,18 @@ class Call(NamedTuple):
     Attributes
     ----------
     library : str
-        ``'float'`` (a Python float), ``'numpy'``, ``'torch'``, ``'cupy'``, ``'jax'`` or ``'dask'``
-        (a block of a Dask array).
+        ``'float'``, ``'numpy'``, ``'torch'``, ``'cupy'``, ``'jax'`` or ``'dask'`` (a block).
     device : str
         ``'cpu'``, or the device of a GPU array (``'cuda:0'``).
     host : bool
-        The host kernels read the memory in place (NumPy arrays, CPU tensors outside
-        :func:`device_paths_on_cpu`, Dask blocks).
+        The host kernels read the memory in place.
     dtype : str
         The dtype rounded in (float32 or float64).
     size : int
         The number of elements.
     numbers : str
-        Where the random numbers come from: ``'none'`` (deterministic), ``'host'``
-        (drawn by the host in chop.m's order: MATLAB's stream, a randfunc, a NumPy
-        Generator), ``'counter'`` (``Chop(rng=<int>)``), ``'device'`` (the device's
-        counter-based generator), ``'given'`` (per element, by the caller).
+        ``'none'``, ``'host'`` (drawn in chop.m's order), ``'counter'`` (``Chop(rng=<int>)``),
+        ``'device'`` (the device's counter) or ``'given'`` (per element, by the caller).
     traced : bool
         A JAX array inside ``jax.jit``/``jax.vmap``.
     block : bool
@@ -370,13 +328,15 @@ def _takes_scalar(call: Call, spec: RoundingSpec, sources: RandomSources, x: Any
 
 def _streamed_is_faster(spec: RoundingSpec, sources: RandomSources) -> bool:
     """Under ``'auto'``: stochastic rounding from a NumPy Generator without flips stays on the
-    NumPy engine, which draws block by block into the cache while it rounds; the compiled
-    engine draws every number in bulk first, a round trip through memory that measured slower
-    (docs/performance.rst).  MATLAB's stream goes to the compiled engine, which draws it inside
-    its loop.  Same bits either way."""
+    NumPy engine, which draws block by block while it rounds; the compiled engine would draw
+    every number first, which measured slower (docs/performance.rst).  Same bits either way."""
     return (get_cpu_engine() == "auto" and spec.stochastic and not spec.flips
             and sources.counter is None and sources.stochastic is not stream_uniform
             and numpy_fast.is_sequential_stream(sources.stochastic))
+
+
+def _no_numba() -> str:
+    return "cpu_engine('numpy') is in force" if get_cpu_engine() == "numpy" else "Numba is not installed"
 
 
 def _takes_numba(call: Call, spec: RoundingSpec, sources: RandomSources, x: Any) -> Optional[str]:
@@ -384,8 +344,7 @@ def _takes_numba(call: Call, spec: RoundingSpec, sources: RandomSources, x: Any)
     if reason:
         return reason
     if not compiled.wanted():
-        return ("cpu_engine('numpy') is in force" if get_cpu_engine() == "numpy"
-                else "Numba is not installed")
+        return _no_numba()
     if spec.range_rules != "chop":
         return _NOT_CHOP_RULES[spec.range_rules]
     if not isinstance(x, np.ndarray) or not compiled.handles(x, spec):
@@ -398,11 +357,7 @@ def _takes_numba(call: Call, spec: RoundingSpec, sources: RandomSources, x: Any)
 
 
 def _takes_numpy(call: Call, spec: RoundingSpec, sources: RandomSources, x: Any) -> Optional[str]:
-    if _not_host(call):
-        return _not_host(call)
-    if spec.range_rules != "chop":
-        return _NOT_CHOP_RULES[spec.range_rules]
-    return None
+    return _not_host(call) or (_NOT_CHOP_RULES[spec.range_rules] if spec.range_rules != "chop" else None)
 
 
 _NOT_CHOP_RULES = {"cpfloat": "CPFloat's rules",
@@ -419,13 +374,11 @@ def _deterministic_cpfloat(spec: RoundingSpec) -> Optional[str]:
 
 
 def _takes_numba_cpfloat(call: Call, spec: RoundingSpec, sources: RandomSources, x: Any) -> Optional[str]:
-    if _not_host(call):
-        return _not_host(call)
-    reason = _deterministic_cpfloat(spec)
-    if reason is not None:
+    reason = _not_host(call) or _deterministic_cpfloat(spec)
+    if reason:
         return reason
     if not compiled.wanted():
-        return "cpu_engine('numpy') is in force" if get_cpu_engine() == "numpy" else "Numba is not installed"
+        return _no_numba()
     if not _numba_cpfloat().handles(x, spec):
         return "a call it does not cover (one element, a non-native dtype)"
     return None
@@ -505,9 +458,7 @@ def _takes_namespace(call: Call, spec: RoundingSpec, sources: RandomSources, x: 
 
 
 def _takes_host(call: Call, spec: RoundingSpec, sources: RandomSources, x: Any) -> Optional[str]:
-    if call.host:
-        return "already in host memory"
-    return None
+    return "already in host memory" if call.host else None
 
 
 # --- the registry: how each kernel runs ---------------------------------------------------------
@@ -634,9 +585,8 @@ def _run_cuda(x: Any, call: Call, spec: RoundingSpec, sources: RandomSources, st
 
 
 def _run_triton(x: Any, call: Call, spec: RoundingSpec, sources: RandomSources, stream: Any) -> Any:
-    """Regular elements in the Triton kernel (one pass), the others by the namespace kernel.
-    When Triton cannot compile or launch here: a warning, and the namespace kernel from then on
-    (under ``cuda_route('triton')`` the error is raised)."""
+    """Regular elements in the Triton kernel, the others by the namespace kernel; where Triton
+    cannot run, a warning and the namespace kernel from then on (an error under cuda_route('triton'))."""
     import torch
     carrier = CARRIERS[call.dtype]
     regular = regular_range(spec, carrier)
@@ -685,14 +635,14 @@ def _run_namespace(x: Any, call: Call, spec: RoundingSpec, sources: Optional[Ran
     xp = ns.xp
     if call.library == "jax":
         return _run_jax(x, call, spec, stream)
+    if index is None and stream is not None:  # each element's counter: its row-major index
+        index = xp.reshape(xp.arange(call.size, dtype=xp.int64, device=_device(x)), tuple(x.shape))
     if cpfloat_covers(spec):
         out = round_cpfloat_elementwise(ns, x, spec)
     elif spec.range_rules == "correct":  # stochastic, numbers per element (see _takes_namespace)
         if call.numbers == "given":
             u = cast(RandomSources, sources).given
         else:
-            if index is None:
-                index = xp.reshape(xp.arange(call.size, dtype=xp.int64, device=_device(x)), tuple(x.shape))
             u = _counter_numbers(xp, spec, stream, index)[0]
         out = round_cpfloat_elementwise(ns, x, spec, u)
     elif cpfloat_covers(spec, stochastic=True):
@@ -714,8 +664,6 @@ def _run_namespace(x: Any, call: Call, spec: RoundingSpec, sources: Optional[Ran
         else:
             draws = None
             if call.numbers in ("counter", "device"):
-                if index is None:
-                    index = xp.reshape(xp.arange(call.size, dtype=xp.int64, device=_device(x)), tuple(x.shape))
                 draws = counter_draws(ns, plan, stream, index)
             elif call.numbers == "given":
                 draws = ElementDraws(cast(RandomSources, sources).given)
@@ -986,12 +934,8 @@ def round_jax(x: Any, spec: RoundingSpec, *, key: Any = None, seed: Optional[int
     spec : RoundingSpec
         A spec the namespace kernel covers (chop's rules on the catalogue's signed formats,
         CPFloat's rules in a deterministic mode).
-    key : jax.random key, optional
-        The numbers of stochastic rounding and bit flips: element ``i`` (row-major) gets
-        ``jax.random.uniform(jax.random.fold_in(key, s))[i]``, ``s = 1, 2, 3``.
-    seed, offset : int, optional
-        Instead of ``key``: the counter-based generator, element ``i`` getting counter
-        ``offset + i`` (``offset`` may be traced; needs ``jax_enable_x64``).
+    key, seed, offset : optional
+        The numbers of stochastic rounding and bit flips, as in :func:`pychop_compat.chop_jax`.
 
     Raises
     ------

@@ -1,34 +1,13 @@
 """The JAX adapter: what chop needs to know about ``jax.Array``, and no rounding.
 
-Imported only when a JAX array reaches :func:`pychop_compat.chop` (jax is found
-through ``sys.modules``, never imported by ``import pychop_compat``).
-:func:`pychop_compat.engines.dispatch.round_array` rounds JAX arrays with the
-elementwise kernels of :mod:`pychop_compat.kernels.elementwise` (pure
-``jax.numpy`` operations on bit patterns, which trace under ``jax.jit`` and
-``jax.vmap``), or on the host for what those do not cover; this module
-supplies JAX's side:
-
-* dtypes: float16/bfloat16 computed in single and cast back; integers and
-  bool as float64, which needs ``jax.config.update("jax_enable_x64", True)``
-  (without it JAX has no 64-bit types, and the counter-based numbers, which
-  need 64-bit integers, are not available on the device);
-* execution: traced (inside the user's ``jit``/``vmap``) the operations join
-  the user's computation; eager, a spec's first calls on small arrays run op
-  by op (no compilation), then one compiled function per spec (one dispatch
-  instead of ~80);
-* the host: a copy to NumPy and back with the array's sharding;
-* :func:`key_numbers`: the numbers of ``chop_jax(..., key=k)``, element ``i``
-  (row-major) getting ``jax.random.uniform(jax.random.fold_in(k, s))[i]``
-  for the streams ``s`` = 1 (stochastic rounding), 2 (which elements flip),
-  3 (which bit).
-
-Subnormals: XLA on the CPU keeps subnormal numbers in memory (tested); GPUs
-may flush float32 subnormals in some fused kernels, which the kernels avoid by
-working on bit patterns: run ``validate --engines jax`` on the device.
-
-``chop_jax`` moved to :func:`pychop_compat.chop_jax` (the facade, which parses
-chop's options); ``pychop_compat.engines.jax_engine.chop_jax`` still works for
-one release, with a :class:`DeprecationWarning`.
+Imported only when a JAX array reaches the router (jax is found through
+``sys.modules``).  It supplies JAX's side of a call: dtypes (float16/bfloat16
+computed in single; integers as float64, which needs ``jax_enable_x64``),
+execution (traced inside the user's ``jit``/``vmap``; eager calls op by op, then
+one compiled function per spec), the host round trip, and the numbers of
+``chop_jax(..., key=k)`` (:func:`key_numbers`).  ``docs/engines.rst`` says the
+rest (subnormals on GPUs included).  ``jax_engine.chop_jax`` is a deprecated
+alias of :func:`pychop_compat.chop_jax` (one release).
 """
 
 from __future__ import annotations

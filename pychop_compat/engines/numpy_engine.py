@@ -1,18 +1,8 @@
 """The NumPy adapter: NumPy arrays, NumPy scalars, Python numbers, lists and ndarray kinds.
 
-:func:`pychop_compat.engines.dispatch.round_array` rounds float32/float64
-ndarrays with the host kernels its router picks (the compiled engine, the
-NumPy fast path, CPFloat's kernels, the executable specification); this
-module turns what chop accepts into such arrays and gives results back as
-what came in:
-
-* :func:`as_float_array`: NumPy scalars, Python numbers, lists, tuples and
-  object arrays of real numbers as float32/float64 arrays (float16 computed
-  in single and given back as half, integers and bool as float64, byte-swapped
-  data in native order), and how to give the result back;
-* :func:`on_array_kind`: masked arrays (only the unmasked elements rounded, in
-  column-major order, as MATLAB's ``c(~m) = chop(x(~m))``), ``np.matrix`` and
-  ``np.memmap``.
+It turns what chop accepts into the float32/float64 ndarrays the host kernels
+round (:func:`as_float_array`), and gives results back as what came in
+(:func:`on_array_kind` for masked arrays, ``np.matrix`` and ``np.memmap``).
 """
 
 from __future__ import annotations

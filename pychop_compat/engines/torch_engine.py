@@ -1,25 +1,11 @@
 """The torch adapter: what chop needs to know about ``torch.Tensor``, and no rounding.
 
-:func:`pychop_compat.engines.dispatch.round_array` rounds a tensor with the
-kernel its router picks (:func:`pychop_compat.explain` says which); this
-module supplies the tensor's side of it:
-
-* dtypes: float64 and float32 are rounded in their own precision, float16
-  and bfloat16 in float32 and cast back (no MATLAB class is half precision),
-  integers and bool as float64;
-* device and memory: a CPU tensor's memory read by the host kernels as a
-  NumPy array (no copy), results made contiguous, a round trip to the host
-  and back, CUDA memory handed to CuPy's kernel through DLPack;
-* autograd: when ``x`` requires grad and grad mode is on, the result is part
-  of the graph, with the straight-through estimator as its derivative (the
-  gradient passes through chop unchanged, the rounding's derivative taken as
-  1), so that a training loop that calls chop keeps learning; the values are
-  chop's, bit for bit.  For clipping or rounding the gradient, or for
-  different formats in the two passes, use :func:`pychop_compat.nn.quantize`.
-
-torch is imported lazily.  :func:`seed_device` and
-:func:`matlab_stream_on_device` (the random numbers of GPU tensors) are
-re-exported from ``pychop_compat.random`` for old imports.
+It supplies the tensor's side of a call: dtypes (float16 and bfloat16 in
+float32, integers and bool as float64), memory (a CPU tensor read in place by
+the host kernels, CUDA memory handed to CuPy through DLPack) and autograd (the
+straight-through estimator: the gradient passes through chop unchanged; for
+other rules use :func:`pychop_compat.nn.quantize`).  :func:`seed_device` and
+:func:`matlab_stream_on_device` are re-exported for old imports.
 """
 
 from __future__ import annotations

@@ -34,11 +34,9 @@ __all__ = ["chop", "clear_chop", "chop_options", "roundit", "Chop", "PersistentO
 class PersistentOptions:
     """chop.m's persistent ``fpopts``, one per thread.
 
-    What a thread stores (``chop(x, options)``, ``clear_chop()``) is seen by
-    that thread only.  A thread that has stored nothing reads what the main
-    thread has stored at the moment of each call, so ``chop(None, options)``
-    in the main thread, then ``chop(x)`` in a thread pool, rounds with those
-    options.  A call without options stores nothing in such a thread.
+    A thread that has stored nothing reads what the main thread has stored (so
+    ``chop(None, options)`` in the main thread serves a thread pool), and a call
+    without options stores nothing in it.
     """
 
     def __init__(self) -> None:
@@ -114,30 +112,24 @@ def _checked_class(x) -> str:
     return "single" if getattr(x, "dtype", None) in (np.float32, np.float16) else "double"
 
 
-def _engine_chop(x, spec: RoundingSpec, sources: RandomSources):
-    return dispatch.round_array(x, spec, sources)
-
-
 def _chop_checked(x, spec: RoundingSpec, sources: RandomSources):
-    """Round ``x``; on failure nothing has been drawn from MATLAB's stream (see the module notes).
+    """Round ``x``; on failure nothing has been drawn from MATLAB's stream.
 
-    The checks that chop.m makes while rounding are made first; a call that
-    may draw from MATLAB's stream holds it for the whole call, so its numbers
-    are a contiguous run of the stream, and when a user's ``randfunc`` could
-    fail after bit flips have drawn from the stream, the stream is put back.
+    A call that may draw from the stream holds it (its numbers are a contiguous
+    run), and puts it back when a user's ``randfunc`` fails after the flips drew.
     """
     if not spec.draws:
-        return _engine_chop(x, spec, sources)
+        return dispatch.round_array(x, spec, sources)
     if spec.flips and spec.fmt.t < 2:
         raise ValueError(FLIP_PRECISION_ERROR)
     if not sources.uses_matlab_stream:
-        return _engine_chop(x, spec, sources)
+        return dispatch.round_array(x, spec, sources)
     with matlab_stream.exclusive_stream():
         if not (spec.flips and spec.stochastic and sources.stochastic is not MATLAB_STREAM.stochastic):
-            return _engine_chop(x, spec, sources)
+            return dispatch.round_array(x, spec, sources)
         saved = matlab_stream.rng()
         try:
-            return _engine_chop(x, spec, sources)
+            return dispatch.round_array(x, spec, sources)
         except BaseException:
             matlab_stream.restore_stream(saved)
             raise
@@ -186,10 +178,8 @@ def chop(x: Any = None, options: Any = None) -> Any:
 
     Notes
     -----
-    Stochastic rounding (modes 5, 6) and bit flips draw from MATLAB's random
-    stream (see :func:`rng`) in MATLAB's column-major element order, exactly
-    as chop.m does, unless ``options.randfunc`` supplies the stochastic draws.
-    The persistent options are per thread (:class:`PersistentOptions`).
+    Stochastic rounding and bit flips draw from MATLAB's stream (:func:`rng`) in
+    chop.m's order, unless ``options.randfunc`` supplies the stochastic draws.
 
     Examples
     --------
@@ -227,9 +217,8 @@ def clear_chop() -> None:
 
 
 def chop_options() -> Options:
-    """The persistent options, filled in (MATLAB ``[~, options] = chop``).
-
-    Like MATLAB, stores the defaults first when nothing is stored yet.
+    """The persistent options, filled in (MATLAB ``[~, options] = chop``); stores the defaults
+    first when nothing is stored yet, as MATLAB does.
 
     Examples
     --------
@@ -310,31 +299,24 @@ class Chop:
     ----------
     options : Mapping, Options or object with attributes, optional
         The options; keyword arguments are merged over them.
-    rng : int or numpy.random.Generator, optional
-        An int seed: stochastic rounding and bit flips take their numbers from
-        the counter-based generator of :mod:`pychop_compat.random.counter`
-        with that seed; element ``i`` of the ``k``-th array (row-major order)
-        gets the numbers of counter ``offset_k + i``, where ``offset_k`` is the
-        total size of the arrays this object chopped before.  The results do
-        not depend on the engine (NumPy, compiled, torch), the threads or the
-        chunking, and the object pickles with its counter.  A
-        :class:`numpy.random.Generator`: sequential draws from it, in chop.m's
-        order.  Neither gives MATLAB's numbers.  ``options.randfunc``, if given,
-        still supplies the stochastic draws (the flips are then drawn call by
-        call from the same generator).
+    rng : int, numpy.random.Generator or numpy.random.SeedSequence, optional
+        An int seed: the counter-based generator of
+        :mod:`pychop_compat.random.counter`; element ``i`` of the ``k``-th array
+        (row-major) gets counter ``offset_k + i``, ``offset_k`` the total size of
+        the arrays chopped before, so the results do not depend on the engine,
+        the threads or the chunking.  A Generator (or a SeedSequence seeding
+        one): sequential draws in chop.m's order.  Neither gives MATLAB's
+        numbers; ``options.randfunc``, if given, still supplies the stochastic draws.
     **kwargs
         Options by name, e.g. ``format='b', round=5``.
 
     Notes
     -----
-    A ``Chop`` pickles (with its generator's state, if it has one): the
-    copy gives the numbers the original would have given next.  Threads may
-    share a ``Chop``: a call holds its generator, so each call's numbers are
-    a contiguous run of it (which call gets which run depends on scheduling).  A ``Chop``
-    with its own generator that reaches a forked child by inheritance
-    (not by pickling) raises :class:`~pychop_compat.random.matlab_stream.ForkedStreamError`
-    on its first random draw there, as its copies in every child would draw
-    the same numbers; make it in the child, or send it there pickled.
+    A ``Chop`` pickles with its generator's state, and threads may share one
+    (each call's numbers are a contiguous run of its generator).  One with its
+    own generator that reaches a forked child by inheritance raises
+    :class:`~pychop_compat.random.matlab_stream.ForkedStreamError` on its first
+    draw there; make it in the child, or send it there pickled.
 
     Examples
     --------
@@ -350,22 +332,9 @@ class Chop:
         given.update(kwargs)
         self._specs = {"double": resolve(given, None, "double")}
         self._given = given
-        if rng is None:
-            self._flips = MATLAB_STREAM
-            self._fork_generation = None
-        elif isinstance(rng, numbers.Integral) and not isinstance(rng, (bool, np.bool_)):
-            # The counter-based generator: numbers a function of (seed, this object's call
-            # counter, row-major element index), the same on every engine.  A copy inherited
-            # by fork would repeat the counter in every child: it must be sent pickled.
-            self._flips = counter_sources(int(rng))
-            self._fork_generation = fork_generation()
-        else:
-            if not isinstance(rng, np.random.Generator):
-                if not isinstance(rng, np.random.SeedSequence):  # (integer seeds other than bools are taken above)
-                    raise TypeError(f"Chop's rng must be a numpy.random.Generator or an integer seed, got {rng!r}.")
-                rng = np.random.default_rng(rng)
-            self._flips = generator_sources(rng)
-            self._fork_generation = fork_generation()
+        self._flips = _flip_sources(rng, "Chop's ")
+        # An own generator inherited by fork would repeat its numbers in every child (see __call__).
+        self._fork_generation = None if rng is None else fork_generation()
         self._draw_lock = threading.RLock()  # one call's draws from the generator are contiguous
 
     def __getstate__(self) -> dict:
@@ -411,24 +380,26 @@ class Chop:
                 f"flip={o.flip}, p={o.p}, explim={o.explim}, params={o.params})")
 
 
-def _sources_of(randfunc, rng) -> RandomSources:
-    """The sources ``Chop(options, rng=rng)`` (or ``chop`` with ``rng=None``) would use (nothing
-    is drawn from them)."""
+def _flip_sources(rng: Any, owner: str = "") -> RandomSources:
+    """The sources of ``Chop(options, rng=rng)`` (MATLAB's stream for None; nothing is drawn).
+
+    ``owner`` names the caller in the error; a ``Chop`` (``owner`` given) also takes a
+    :class:`numpy.random.SeedSequence`, for a Generator of its own.
+    """
     if rng is None:
-        flips = MATLAB_STREAM
-    elif isinstance(rng, numbers.Integral) and not isinstance(rng, (bool, np.bool_)):
-        flips = counter_sources(int(rng))
-    elif isinstance(rng, np.random.Generator):
-        flips = generator_sources(rng)
-    else:
-        raise TypeError(f"rng must be a numpy.random.Generator or an integer seed, got {rng!r}.")
-    return sources_for(randfunc, flips)
+        return MATLAB_STREAM
+    if isinstance(rng, numbers.Integral) and not isinstance(rng, (bool, np.bool_)):
+        return counter_sources(int(rng))  # the counter-based generator, the same on every engine
+    if owner and isinstance(rng, np.random.SeedSequence):
+        rng = np.random.default_rng(rng)
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"{owner}rng must be a numpy.random.Generator or an integer seed, got {rng!r}.")
+    return generator_sources(rng)
 
 
 def explain(x: Any, options: Any = None, *, rng: Any = None) -> "dispatch.Explanation":
     """Which engine, kernel and random source ``chop(x, options)`` (or ``Chop(options, rng=rng)(x)``)
-    would use, and why each kernel tried before was passed over.  Nothing is rounded, drawn or
-    stored.
+    would use, and why each kernel tried before was passed over (nothing is rounded, drawn or stored).
 
     Parameters
     ----------
@@ -443,8 +414,7 @@ def explain(x: Any, options: Any = None, *, rng: Any = None) -> "dispatch.Explan
     Returns
     -------
     Explanation
-        Its ``str`` is a readable summary; its fields (``engine``, ``kernel``, ``where``,
-        ``source``, ``order``, ``passed_over``, ``call``) the same as data.
+        Its ``str`` is a readable summary; its fields hold the same as data.
 
     Examples
     --------
@@ -460,7 +430,7 @@ def explain(x: Any, options: Any = None, *, rng: Any = None) -> "dispatch.Explan
         settings = resolve(options, _persistent.read(), x_class)
     else:  # Chop(options, rng=rng)(x)
         settings = resolve(dict(given_fields(options) or {}), None, x_class)
-    return dispatch.explain(x, settings.spec, _sources_of(settings.randfunc, rng))
+    return dispatch.explain(x, settings.spec, sources_for(settings.randfunc, _flip_sources(rng)))
 
 
 def chop_jax(x: Any, options: Any = None, *, key: Any = None, seed: Optional[int] = None, offset: Any = 0) -> Any:
@@ -471,9 +441,8 @@ def chop_jax(x: Any, options: Any = None, *, key: Any = None, seed: Optional[int
     x : jax.Array
         Real values (float64, float32, float16, bfloat16; integers with x64).
     options : dict, Options, object with attributes, Chop or RoundingSpec, optional
-        chop's options (MATLAB names); the defaults when omitted; or a resolved
-        :class:`~pychop_compat.spec.RoundingSpec`, used as it is.  The persistent
-        options of :func:`chop` are neither read nor set.
+        chop's options (the defaults when omitted; the persistent ones are neither
+        read nor set), or a resolved :class:`~pychop_compat.spec.RoundingSpec`.
     key : jax.random key, optional
         The numbers of stochastic rounding and bit flips: element ``i`` (row-major) gets
         ``jax.random.uniform(jax.random.fold_in(key, s))[i]``, ``s = 1`` for rounding,

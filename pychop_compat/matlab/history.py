@@ -1,16 +1,11 @@
 """chop as it was on a date: :func:`chop_at`.
 
-MATLAB's chop changed its results several times between its first release
-(2019-03-07) and today (github.com/higham/chop, branch ``master``).  Studies
-published with an older chop can only be reproduced with the rules of their
-time.  ``chop_at('2020-06-01')`` returns a function with chop's signature that
-follows the rules of chop.m as it stood on master at the end of that day.
-
-The rules are written here from the change history (one small, named
-function per rule that changed; the rounding itself is today's reference
-algorithm, :mod:`pychop_compat.rules.chop`), and checked against the
-historical corpus in ``tests/chop_history`` (every version of chop.m on
-master run on a common input set).  See ``docs/history.rst``.
+MATLAB's chop changed its results several times since its first release
+(2019-03-07); ``chop_at('2020-06-01')`` follows chop.m as it stood on master at
+the end of that day, so that older studies can be reproduced.  Each rule that
+changed is a small named function (the rounding itself is
+:mod:`pychop_compat.rules.chop`), checked against every version of chop.m in
+``tests/chop_history`` (``docs/history.rst``).
 """
 
 from __future__ import annotations
@@ -132,9 +127,7 @@ def rules_at(date: Union[str, _dt.date]) -> Rules:
     )
 
 
-# ---------------------------------------------------------------------------
-# Options, as each version read them
-# ---------------------------------------------------------------------------
+# --- Options, as each version read them ---
 
 _FP8_NAMES = ("q43", "fp8-e4m3", "q52", "fp8-e5m2")
 
@@ -213,9 +206,7 @@ def _resolve_at(options, stored: Optional[ChopSpec], x_class: str, rules: Rules)
     return ChopSpec(name, dataclasses.replace(spec.spec, fmt=fmt), spec.randfunc)
 
 
-# ---------------------------------------------------------------------------
-# Rounding, as each version did it
-# ---------------------------------------------------------------------------
+# --- Rounding, as each version did it ---
 
 
 def _pow2(x: np.ndarray, e: np.ndarray) -> np.ndarray:
@@ -315,9 +306,7 @@ def _chop_vector_at(x, spec, rules, sources, n_first):
     return c
 
 
-# ---------------------------------------------------------------------------
-# The facade
-# ---------------------------------------------------------------------------
+# --- The facade ---
 
 
 def _x_class(x) -> str:
@@ -407,16 +396,12 @@ def chop_at(date: Union[str, _dt.date]) -> ChopAt:
 
     Notes
     -----
-    Reproduced: every rule of :data:`HISTORY` for rounding modes 1-6, bit
-    flips, ``explim``, the custom-precision limits and format names, and the
-    persistence rules (options given: every field from them, defaults for
-    the others; none: the previous ones; a custom format without ``params``:
-    the previous ``params``).  Not reproduced: chop.m stored options *before*
-    validating them, so a failing call left half-updated options behind;
-    ``chop_at`` stores nothing on a failed call.  Error messages are this
-    package's, not MATLAB's.  Stochastic rounding and flips draw from the
-    same MATLAB stream as :func:`~pychop_compat.chop`, in chop.m's order (unchanged across
-    the history), from ``options.randfunc`` only from 2022-06-14.
+    Reproduced: every rule of :data:`HISTORY` (modes 1-6, bit flips,
+    ``explim``, precision limits, format names) and chop.m's persistence rules.
+    Not reproduced: chop.m stored options *before* validating them (``chop_at``
+    stores nothing on a failed call), and MATLAB's error messages.  Random
+    numbers come from MATLAB's stream in chop.m's order, from
+    ``options.randfunc`` only from 2022-06-14.
 
     Examples
     --------

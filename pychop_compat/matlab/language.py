@@ -27,11 +27,8 @@ def round_half_away(x: ArrayLike) -> Union[np.ndarray, float]:
     """MATLAB's ``round(x)``: to the nearest integer, halves away from zero.
 
     Python's ``round()`` and :func:`numpy.round` send halves to the even
-    neighbour (``round(2.5) == 2``), MATLAB's ``round(2.5)`` is 3 and
-    ``round(-2.5)`` is -3.  The usual rewrite ``floor(x + 0.5)`` is wrong
-    twice: for negative halves, and for 0.49999999999999994 (the double just
-    below 1/2), where ``x + 0.5`` rounds up to 1.  Here the fraction
-    ``x - trunc(x)`` is formed exactly and compared with 1/2.
+    neighbour; ``floor(x + 0.5)`` is wrong for negative halves and for
+    0.49999999999999994.  Here the fraction ``x - trunc(x)`` is formed exactly.
 
     Parameters
     ----------
@@ -68,13 +65,10 @@ def round_half_away(x: ArrayLike) -> Union[np.ndarray, float]:
 def int_divide(a: ArrayLike, b: ArrayLike) -> np.ndarray:
     """MATLAB's ``a ./ b`` (and ``a / b``) for integer classes: round half away, saturate.
 
-    In MATLAB ``int32(7) / int32(2)`` is 4 and ``int32(-7) / int32(2)`` is -4
-    (the exact quotient rounded to nearest, halves away from zero); results
-    outside the class saturate (``int8(-128) / int8(-1)`` is 127); and
-    division by zero gives ``intmax`` for a positive dividend, ``intmin`` for
-    a negative one and 0 for 0.  Python's ``7 // 2`` is 3 and ``-7 // 2`` is
-    -4 (floor), MATLAB's ``idivide(int32(-7), int32(2))`` is -3 (towards zero,
-    ``np.fix`` of the quotient), and NumPy's integer ``/`` returns float64.
+    The exact quotient rounded to nearest, halves away from zero
+    (``int32(-7) / int32(2)`` is -4, where Python's ``//`` floors); results
+    outside the class saturate; division by zero gives ``intmax``, ``intmin``
+    or 0 by the dividend's sign.
 
     Parameters
     ----------
@@ -156,7 +150,7 @@ def _format_one(spec: re.Match, value: Any) -> str:
         return (head + "s") % value
     number = float(value)
     if math.isinf(number) or math.isnan(number):
-        text = "NaN" if math.isnan(number) else ("Inf" if number > 0 else "-Inf")
+        text = _shortest(number)
         if "+" in flags and number > 0:
             text = "+" + text
         return ("%" + flags.replace("0", "").replace("+", "") + width + "s") % text
@@ -182,20 +176,11 @@ def sprintf(fmt: str, *args: Any) -> str:
 
     The common conversions (``%d %i %u %o %x %X %f %e %g %E %G %c %s %%``
     with flags, width and precision) behave as in MATLAB where Python's ``%``
-    operator differs:
-
-    * the format is applied again and again until every value is used, taking
-      the values of each array argument in column-major order
-      (``sprintf('%d %d\\n', [1 2; 3 4])`` is ``'1 3\\n2 4\\n'``), and output
-      stops before the first conversion that has no value left;
-    * Inf, -Inf and NaN print as ``Inf``, ``-Inf`` and ``NaN`` (Python prints
-      ``inf`` and ``nan``) in every numeric conversion;
-    * an integer conversion given a value that is not an integer prints it
-      with ``%e`` (``sprintf('%d', pi)`` is ``'3.141593e+00'``);
-    * backslash escapes in the format (``\\n``, ``\\t``, ``\\\\``) are
-      interpreted, so a format copied from MATLAB into a raw string works.
-
-    MATLAB's ``fprintf(fmt, ...)`` is ``print(sprintf(fmt, ...), end='')``.
+    differs: the format is recycled over the values (arrays column-major) and
+    stops before the first conversion without a value; Inf and NaN print as
+    ``Inf``, ``-Inf``, ``NaN``; an integer conversion of a non-integer prints
+    with ``%e``; backslash escapes in the format are interpreted.  MATLAB's
+    ``fprintf(fmt, ...)`` is ``print(sprintf(fmt, ...), end='')``.
 
     Parameters
     ----------
@@ -247,13 +232,9 @@ def sprintf(fmt: str, *args: Any) -> str:
 def chop_struct(fields: Mapping[str, Any], *, warn: bool = True) -> SimpleNamespace:
     """Options read the way chop.m reads a MATLAB struct: fields it does not know are ignored.
 
-    A dict passed to :func:`pychop_compat.chop` must hold only chop's eight
-    option names, so a misspelt or invented field raises.  chop.m instead
-    ignores such fields without a word: a script that set
-    ``options.precision = 'b'`` (no version of chop.m ever read
-    ``precision``) ran with the default format, fp16.  ``chop_struct``
-    reproduces what such a script computed, and says which fields were
-    dropped.
+    :func:`pychop_compat.chop` refuses a misspelt field; chop.m ignored it, so
+    a script that set ``options.precision = 'b'`` ran with fp16.
+    ``chop_struct`` reproduces what such a script computed.
 
     Parameters
     ----------

@@ -59,11 +59,9 @@ class Options:
     params : sequence of two ints, optional
         ``[t, emax]`` of a custom format; returned filled in for every format.
     rules : {'chop', 'correct'}, optional
-        Not one of chop.m's options.  ``'chop'``: chop.m's algorithm (round to ``t``
-        bits, then chop.m's overflow and underflow rules), the default for chop.m's
-        own format names and custom formats.  ``'correct'``: one correct rounding to
-        the format, as its definition and hardware casts give, the default for every
-        other catalogue name (``'bf16'``, ``'binary16'``, ``'float8_e4m3fn'``, ...);
+        Not one of chop.m's options: chop.m's algorithm (the default for its own
+        format names and custom formats) or one correct rounding to the format,
+        as hardware casts give (the default for the catalogue's other names);
         see :doc:`/formats`.
     """
 
@@ -121,11 +119,9 @@ def isempty(value: Any) -> bool:
 
 
 def options_are_empty(options: Any) -> bool:
-    """Whether ``options`` is MATLAB's ``[]``: reuse the stored options.
+    """Whether ``options`` is MATLAB's ``[]`` (``None``, ``[]``, ``()``, ``''``, an empty array).
 
-    ``None``, ``[]``, ``()``, ``''`` and an empty array are ``[]``.  An empty
-    mapping or an object with no option fields is *not* empty: it is
-    MATLAB's ``struct()``, for which chop.m gives every field its default.
+    An empty mapping is MATLAB's ``struct()``, not ``[]``: every field at its default.
     """
     if options is None:
         return True
@@ -186,10 +182,8 @@ def _container_message(options) -> str:
 def given_fields(options: Any) -> Optional[dict]:
     """The non-empty fields of ``options``, or ``None`` when options is empty (MATLAB ``[]``).
 
-    A non-empty string is a format name, shorthand for ``{'format': name}``
-    (``chop(x, 'h')``, ``Chop('bfloat16')``).  Raises ``TypeError`` for
-    something that cannot hold options (a set, bytes, a number, a sequence, a
-    function) and ``ValueError`` naming any field that is not an option.
+    A string is a format name (``chop(x, 'h')``).  Raises ``TypeError`` for what
+    cannot hold options and ``ValueError`` naming any field that is not an option.
     """
     if options_are_empty(options):
         return None
@@ -364,11 +358,9 @@ def resolve(options: Any, stored: Optional[ChopSpec], x_class: str = "double") -
     Returns
     -------
     ChopSpec
-        1. nothing stored and no options: the defaults; 2. options given (even
-        an empty mapping): every
-        field from these options alone, missing ones at their defaults;
-        3. no options: the stored settings unchanged.  A custom format without
-        ``params`` keeps the previously stored ``[t, emax]``.
+        Options given (even an empty mapping): every field from them alone,
+        missing ones at their defaults (a custom format without ``params``
+        keeps the stored ``[t, emax]``); none: the stored settings, or the defaults.
 
     Raises
     ------
@@ -439,8 +431,7 @@ def _resolve(options, stored: Optional[ChopSpec], x_class: str) -> ChopSpec:
 
 def default_rules(name: str) -> str:
     """The rounding rule a format name selects: ``'chop'`` for chop.m's own spellings and
-    custom formats (chop.m's algorithm, bit for bit), ``'correct'`` for every other name
-    of the catalogue (the format as its definition and its hardware casts round)."""
+    custom formats, ``'correct'`` for every other name of the catalogue."""
     return "chop" if name in CHOP_FORMAT_NAMES else "correct"
 
 

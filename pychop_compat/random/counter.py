@@ -1,19 +1,13 @@
 """The counter-based generator: chop's numbers as a function of (seed, stream, counter).
 
-Two users draw from it: arrays on GPUs with neither ``randfunc`` nor
-``Chop(..., rng=...)`` (one counter per device, :func:`seed_device`), and
-``Chop(..., rng=<int seed>)`` on every engine (one counter per object,
-:class:`CounterRng`).  The CUDA, Triton and Numba kernels compute each
-element's numbers themselves (their own copies, in their own languages); in
-Python the numbers are written twice here: :func:`counter_uniform` is the
-definition on Python integers, and :func:`uniform` computes it for an array
-of counters with the operations of any array library (NumPy, torch, CuPy,
-JAX), so that no array of numbers needs to be sent between devices.
+It serves arrays on GPUs without ``randfunc`` or ``rng`` (one counter per
+device, :func:`seed_device`) and ``Chop(..., rng=<int seed>)`` on every engine
+(one counter per object, :class:`CounterRng`).  :func:`counter_uniform` is the
+definition on Python integers; :func:`uniform` computes it with any array
+library's operations, so no numbers travel between devices (the CUDA, Triton
+and Numba kernels have their own copies).
 
-The numbers
------------
-With ``G = 0x9E3779B97F4A7C15`` and SplitMix64's finaliser, in arithmetic
-modulo 2**64::
+With ``G = 0x9E3779B97F4A7C15`` and SplitMix64's finaliser, modulo 2**64::
 
     mix(z):  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
              z = (z ^ (z >> 27)) * 0x94D049BB133111EB
@@ -22,21 +16,12 @@ modulo 2**64::
     key_s  = mix(seed + s * G)                                 s = 1, 2, 3
     u_s(j) = ((mix(key_s + j * G) >> 12) + 1/2) * 2**-52         in (0, 1)
 
-Element ``i`` of a call, in row-major (C) order of the array's elements, has
-the counter ``j = offset + i`` (modulo 2**64).  Stochastic rounding compares with
-``u_1(j)``; with ``flip = 1`` the element's bit ``1 + floor((t - 1) * u_3(j))``
-is flipped when ``u_2(j) <= p`` (the rule of MATLAB's ``randi``).  Each device
-keeps its own ``offset``: 0 after :func:`seed_device` (and at import), and every
-call that draws on the device advances it by its number of elements; a
-:class:`CounterRng` keeps its own (0 at construction).
-
-The contract: the same seed, then the same sequence of calls with the same
-options, shapes and values, gives the same results on any GPU, through torch
-or CuPy, and ``Chop(options, rng=seed)`` gives the same results on every
-engine, whatever the threads or the chunking.  These are not MATLAB's
-numbers, and :func:`pychop_compat.rng` does not affect them.  Each ``u_s(j)``
-is an odd multiple of ``2**-53``, uniform on the 2**52 midpoints of
-``[0, 1)``, so its mean is exactly 1/2.
+Element ``i`` of a call (row-major) has counter ``j = offset + i``.  Stochastic
+rounding compares with ``u_1(j)``; with ``flip = 1`` bit
+``1 + floor((t - 1) * u_3(j))`` flips when ``u_2(j) <= p``.  Each device, and
+each :class:`CounterRng`, keeps its own ``offset`` (0 at the start), which each
+call advances by its size.  The same seed and calls give the same results on
+every GPU and engine; these are not MATLAB's numbers.
 """
 
 from __future__ import annotations
@@ -153,10 +138,8 @@ _offsets: dict = {}
 def seed_device(seed: int) -> None:
     """Seed chop's random numbers for arrays on GPUs (torch tensors and CuPy arrays).
 
-    Sets the seed (taken modulo 2**64) and puts every device's counter back
-    to 0.  The same seed, then the same sequence of chop calls with the same
-    options, shapes and values, gives the same results.  Arrays on the CPU
-    are not affected: they use MATLAB's stream (see :func:`pychop_compat.rng`).
+    Sets the seed (modulo 2**64) and every device's counter back to 0; arrays on
+    the CPU use MATLAB's stream instead (:func:`pychop_compat.rng`).
     """
     global _seed_keys
     keys = stream_keys(int(seed) & _MASK)
@@ -178,22 +161,14 @@ def take(device: str, n: int) -> CounterStream:
 class CounterRng:
     """The numbers of ``Chop(..., rng=seed)``: a seed and a call counter (plain data; picklable).
 
-    Element ``i`` of a call, in row-major order, gets the numbers
-    ``u_s(offset + i)``, where ``offset`` is this object's counter (0 at
-    construction; every call that draws advances it by the array's size).
-    So the numbers depend only on (seed, call counter, element index): not on
-    the engine, the number of threads or the chunking.
+    Element ``i`` of a call (row-major) gets ``u_s(offset + i)``, ``offset`` this
+    object's counter, which every call that draws advances (under a lock:
+    concurrent calls get disjoint counters) by the array's size.
 
     Parameters
     ----------
     seed : int
         Any integer (taken modulo 2**64).
-
-    Notes
-    -----
-    :meth:`take` hands out the counters of one call and advances the counter
-    under a lock, so concurrent calls from several threads get disjoint
-    counters (which call gets which depends on scheduling).
     """
 
     def __init__(self, seed: int):
@@ -209,8 +184,7 @@ class CounterRng:
             self.offset = (offset + int(n)) & _MASK
         return CounterStream(self.keys, offset)
 
-    # Sequential draws: only for a chop that follows chop.m's call order (a user's randfunc
-    # supplies the stochastic numbers, so the bit flips are drawn call by call from here).
+    # Sequential draws: the flips of a call whose randfunc supplies the stochastic numbers.
 
     def _sequential(self, stream_index: int, n: int) -> np.ndarray:
         stream = self.take(n)

@@ -1,29 +1,16 @@
 """MATLAB's global random stream: ``rng``, ``rand`` and ``randi``.
 
-MATLAB's default generator is the Mersenne Twister mt19937ar.  ``rng(s)``
-seeds it with ``init_genrand(s)`` (``rng(0)`` and ``rng('default')`` use the
-reference seed 5489); ``rand`` forms each double from two 32-bit outputs
-``a, b`` as ``((a >> 5) * 2^26 + (b >> 6)) / 2^53`` and fills arrays in
-column-major order; ``randi(imax)`` maps one such uniform ``u`` to
-``1 + floor(imax * u)``.  NumPy's legacy :class:`numpy.random.RandomState`
-implements exactly this generator, seeding and double construction, so it
-drives the stream here.  The evidence for each rule (MathWorks' published
-outputs, and the stored MATLAB corpus) is in the test suite.
+MATLAB's default generator is the Mersenne Twister mt19937ar, seeded with
+``init_genrand(s)`` (``rng(0)`` is the reference seed 5489); ``rand`` makes each
+double from two 32-bit outputs ``a, b`` as ``((a >> 5) * 2^26 + (b >> 6)) / 2^53``,
+column-major; ``randi(imax)`` is ``1 + floor(imax * u)``.  NumPy's legacy
+:class:`numpy.random.RandomState` is exactly this generator, so it drives the stream.
 
-Threads and processes
----------------------
-There is one stream per process, as in MATLAB.  A re-entrant lock guards it:
-concurrent draws never corrupt it, and :func:`exclusive_stream` lets a caller
-(chop) take a run of draws that no other thread interleaves with.  Which
-thread gets which numbers then depends on scheduling.
-
-A process started by ``fork`` inherits the stream's state, so without care
-every child would draw the parent's next numbers, and all children the same
-ones; a child started by ``multiprocessing`` with ``spawn`` or ``forkserver``
-starts, like all its siblings, at ``rng('default')``.  The rule: in a forked
-child, or any child process started by ``multiprocessing``, the first draw
-raises :class:`ForkedStreamError` unless :func:`rng` was called (with a seed,
-``'shuffle'``, ``'default'`` or saved settings) in that process first.
+There is one stream per process, guarded by a re-entrant lock
+(:func:`exclusive_stream`).  In a forked child, or any child started by
+``multiprocessing``, the first draw raises :class:`ForkedStreamError` unless
+:func:`rng` was called there first: it would repeat the parent's or its
+siblings' numbers (``docs/randomness.rst``).
 """
 
 from __future__ import annotations
@@ -81,12 +68,8 @@ class ForkedStreamError(RuntimeError):
 
 
 def fork_generation() -> int:
-    """How many ``fork`` calls separate this process from the one that imported the package.
-
-    0 in the original process; a child forked from a process of generation
-    ``g`` has ``g + 1``.  Objects that own random state record it to detect
-    that they were inherited by a forked child.
-    """
+    """How many ``fork`` calls separate this process from the one that imported the package
+    (objects that own random state record it, to detect that a forked child inherited them)."""
     return _generation
 
 
@@ -110,21 +93,14 @@ if hasattr(os, "register_at_fork"):
 
 
 def exclusive_stream() -> threading.RLock:
-    """The stream's lock: ``with exclusive_stream(): ...`` makes a run of draws no other thread enters.
-
-    Re-entrant: the draws inside take it again.  chop holds it for the whole
-    of a call that draws from the stream, so each call's numbers are a
-    contiguous run of the stream, as if the calls ran one after another.
-    """
+    """The stream's lock: ``with exclusive_stream(): ...`` makes a run of draws no other thread enters
+    (re-entrant; chop holds it for a whole call, so each call's numbers are a contiguous run)."""
     return _lock
 
 
 def restore_stream(settings: RngSettings) -> None:
-    """Put the stream back to ``settings`` (from ``rng()``) after a failed call.
-
-    Unlike ``rng(settings)`` this does not count as seeding the stream in a
-    child process: an undone call must not unlock the stream there.
-    """
+    """Put the stream back to ``settings`` (from ``rng()``) after a failed call; unlike
+    ``rng(settings)``, this does not count as seeding the stream in a child process."""
     global _seed
     with _lock:
         state = np.asarray(settings.State, dtype=np.uint32)
@@ -132,7 +108,10 @@ def restore_stream(settings: RngSettings) -> None:
         _seed = settings.Seed
 
 
-def _refuse_inherited_stream() -> None:
+def _check_seeded() -> None:
+    """Refuse a draw in a child process that has not seeded the stream (see the module notes)."""
+    if _seeded_generation == _generation:
+        return
     raise ForkedStreamError(
         "MATLAB's random stream was not seeded in this child process: it would repeat the numbers "
         "of the parent or of the other children (fork copies the parent's stream; spawn and "
@@ -162,8 +141,7 @@ class RngSettings:
     State: np.ndarray
 
     def __repr__(self) -> str:
-        # Short, as MATLAB shows a struct with an array field ("State: [625x1 uint32]"): the
-        # dataclass's repr printed all 625 words (126 lines) after ``rng(42)`` at a prompt.
+        # Short, as MATLAB shows a struct with an array field ("State: [625x1 uint32]").
         position = int(self.State[-1]) if self.State.size else 0
         return (f"RngSettings(Type={self.Type!r}, Seed={self.Seed!r}, "
                 f"State=<{self.State.size} uint32 words, position {position}>)")
@@ -268,14 +246,12 @@ def stream_uniform(n: int) -> np.ndarray:
         In a forked child that has not called :func:`rng`.
     """
     with _lock:
-        if _seeded_generation != _generation:
-            _refuse_inherited_stream()
+        _check_seeded()
         return _stream.random_sample(n)
 
 
 def stream_uniform_one() -> float:
-    """The next double of the stream as a Python float: ``float(stream_uniform(1)[0])`` without
-    an array (the scalar paths of chopped arithmetic draw one number per operation).
+    """The next double of the stream as a Python float (``float(stream_uniform(1)[0])``, faster).
 
     Raises
     ------
@@ -284,8 +260,7 @@ def stream_uniform_one() -> float:
     """
     _lock.acquire()  # (measured faster than ``with``; this runs once per scalar operation)
     try:
-        if _seeded_generation != _generation:
-            _refuse_inherited_stream()
+        _check_seeded()
         return _stream.random_sample()
     finally:
         _lock.release()
@@ -315,12 +290,9 @@ def stream_state() -> Iterator[Tuple[np.ndarray, np.ndarray]]:
 
     ``with stream_state() as (key, pos): ...`` holds the stream's lock and
     yields the 624 state words (``uint32``) and a one-element array with the
-    position of the next word (624: the next draw twists the state).  Whatever
-    the block leaves in them is the stream's state afterwards; they are the
-    generator's own memory when NumPy's layout allows (no copy), else a copy
-    written back when the block ends without an exception.  The block must
-    not call the other draws of this module.  The compiled CPU engine draws
-    chop's numbers this way, inside its rounding loop.
+    position of the next word; what the block leaves in them is the stream's
+    state afterwards (the generator's own memory where NumPy's layout allows,
+    else a copy written back).  The block must not call the other draws here.
 
     Raises
     ------
@@ -328,8 +300,7 @@ def stream_state() -> Iterator[Tuple[np.ndarray, np.ndarray]]:
         In a forked child that has not called :func:`rng`.
     """
     with _lock:
-        if _seeded_generation != _generation:
-            _refuse_inherited_stream()
+        _check_seeded()
         shared = _shared_state()
         if shared is not None:
             yield shared
@@ -387,15 +358,13 @@ def rand(*args: Any) -> Union[float, np.ndarray]:
     """Uniform random numbers in (0, 1) from MATLAB's stream (MATLAB ``rand``).
 
     ``rand()`` is a scalar, ``rand(n)`` is n-by-n, ``rand(m, n, ...)`` and
-    ``rand([m, n])`` have that shape; a trailing ``'single'`` or ``'double'``
-    picks the class.  Arrays are filled in column-major order, so they hold
-    the same numbers in the same places as in MATLAB.
+    ``rand([m, n])`` have that shape, filled in column-major order as in
+    MATLAB; a trailing ``'single'`` or ``'double'`` picks the class.
 
     Notes
     -----
-    ``'single'`` returns the double draws rounded to single precision.  MATLAB's
-    own construction of single-precision draws is undocumented and has not
-    been checked against MATLAB; do not rely on it for bit-exact ports.
+    ``'single'`` rounds the double draws to single; MATLAB's own single draws
+    are undocumented and unchecked: do not rely on them for bit-exact ports.
 
     Returns
     -------

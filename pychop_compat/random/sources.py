@@ -1,27 +1,11 @@
 """Where chop's random numbers come from: the randomness contract, in one module.
 
-chop.m draws uniform numbers for stochastic rounding from ``options.randfunc``
-(default ``rand(n, 1)``) and, for bit flips, always from MATLAB's global
-stream (``rand`` to pick elements, ``randi`` to pick bits).  A
-:class:`RandomSources` bundles the three draws so that the rounding code owns
-no global state.
-
-The contract (``docs/randomness.rst`` says it in words; the tests check each
-promise), by call:
-
-* NumPy array or CPU tensor, no ``rng``: :attr:`Source.MATLAB_STREAM`, in
-  chop.m's column-major order;
-* GPU array (torch CUDA, CuPy), no ``rng``: :attr:`Source.DEVICE_COUNTER`,
-  by row-major element index;
-* ``Chop(..., rng=<Generator>)``: :attr:`Source.GENERATOR`, in chop.m's order;
-* ``Chop(..., rng=<int seed>)``: :data:`INT_SEED_SOURCE`;
-* ``options.randfunc``: :attr:`Source.RANDFUNC`, called as chop.m calls it,
-  for stochastic rounding only; bit flips then draw from the source the call
-  would otherwise use.
-
-:func:`default_source` and :func:`source_for` state the table as functions.
-The counter-based generator itself (``mix64``, ``counter_uniform``, the stream
-numbers) is defined in :mod:`pychop_compat.random.counter` and only there.
+chop.m draws stochastic rounding's numbers from ``options.randfunc`` (default
+``rand(n, 1)``) and bit flips' from MATLAB's stream; a :class:`RandomSources`
+bundles the three draws so that the rounding code owns no global state.
+:func:`default_source` and :func:`source_for` state the contract
+(``docs/randomness.rst``) as functions; the counter-based generator is
+defined in :mod:`pychop_compat.random.counter` only.
 """
 
 from __future__ import annotations
@@ -52,12 +36,9 @@ class RandomSources:
     """Three draws: ``stochastic(n)`` and ``flip_uniform(n)`` give ``n`` uniforms in (0, 1)
     as float64, ``flip_randi(imax, n)`` gives ``n`` integers in ``1..imax``.
 
-    ``counter``: when not None (``Chop(..., rng=<int>)``), a
-    :class:`~pychop_compat.random.counter.CounterRng`; engines then give
-    each element its own numbers from the counter-based generator (a function
-    of seed, call counter and row-major element index) instead of calling the
-    three draws in chop.m's order.  ``given``: when not None
-    (:func:`given_sources`), stochastic rounding's numbers given per element."""
+    ``counter`` (``Chop(..., rng=<int>)``): a :class:`~pychop_compat.random.counter.CounterRng`
+    whose numbers engines give each element by its index instead of the three draws.
+    ``given`` (:func:`given_sources`): stochastic rounding's numbers given per element."""
 
     stochastic: Callable[[int], np.ndarray]
     flip_uniform: Callable[[int], np.ndarray]
@@ -125,27 +106,20 @@ class GeneratorIntegers:
 
 
 def generator_sources(generator: np.random.Generator) -> RandomSources:
-    """All draws from a NumPy :class:`~numpy.random.Generator` (fast, not MATLAB's stream).
-
-    The sources pickle with the generator's state: unpickled, they give the
-    numbers the original would have given next.
-    """
+    """All draws from a NumPy :class:`~numpy.random.Generator` (pickled with its state)."""
     return RandomSources(generator.random, generator.random, GeneratorIntegers(generator))
-
-
 
 def counter_sources(seed: int) -> RandomSources:
     """The sources of ``Chop(..., rng=seed)``: the counter-based generator with that seed.
 
-    Engines use ``counter`` (per-element numbers); the three draws are the
-    same generator's numbers taken call by call, for the one case that needs
-    them (a ``randfunc`` supplies the stochastic draws; bit flips then follow
-    chop.m's call order).
+    Engines use ``counter``; the three draws (its numbers call by call) serve the
+    flips when a ``randfunc`` supplies the stochastic draws.
     """
     from .counter import CounterRng
 
     counter = CounterRng(seed)
     return RandomSources(counter.stochastic, counter.flip_uniform, counter.flip_randi, counter)
+
 
 def _no_sequential_draws(*args: Any) -> np.ndarray:
     raise ValueError("these sources hold numbers per element only: stochastic rounding without bit flips.")
@@ -169,10 +143,8 @@ _MATLAB_STREAM_ON_DEVICE: contextvars.ContextVar = contextvars.ContextVar("matla
 def matlab_stream_on_device(enabled: bool = True) -> Iterator[None]:
     """Draw from MATLAB's stream on the host even for GPU inputs (torch and CuPy), within ``with``.
 
-    Results are then bit-identical to the NumPy engine and to MATLAB, and the
-    stream advances exactly as chop.m's would, at the cost of host-device
-    transfers.  The setting belongs to the calling thread (and task): other
-    threads keep drawing on the device.
+    Results are then those of the NumPy engine and MATLAB, at the cost of
+    transfers.  The setting belongs to the calling thread (and task).
 
     Examples
     --------
@@ -261,11 +233,9 @@ class Source(enum.Enum):
     GIVEN = "given"
 
 
-#: The order in which each source's numbers go to the elements of an array.
-#: ``'column-major'``: a sequential source; chop.m's order (MATLAB's column-major
-#: order, the normal block before chop's subnormal block, only elements that need a
-#: number).  ``'row-major index'``: a counter-based source; element ``i`` in row-major
-#: (C) order gets the numbers of counter ``offset + i``, whatever the memory layout.
+#: The order in which each source's numbers go to the elements: ``'column-major'``
+#: (chop.m's sequential order) or ``'row-major index'`` (element ``i`` in C order gets
+#: counter ``offset + i``, whatever the memory layout).
 ELEMENT_ORDER = {
     Source.MATLAB_STREAM: "column-major",
     Source.GENERATOR: "column-major",
@@ -308,9 +278,7 @@ def default_source(library: str, device_type: str = "cpu") -> Source:
     """
     if library == "cupy" or (library == "torch" and device_type != "cpu"):
         return Source.DEVICE_COUNTER if draws_on_device(MATLAB_STREAM) else Source.MATLAB_STREAM
-    if library in ("numpy", "torch"):
-        return Source.MATLAB_STREAM
-    if library == "jax":  # a concrete JAX array: drawn on the host (docs/randomness.rst, JAX and Dask arrays)
+    if library in ("numpy", "torch", "jax"):  # a concrete JAX array draws on the host
         return Source.MATLAB_STREAM
     raise ValueError(f"Unknown array library {library!r}; expected 'numpy', 'torch', 'cupy' or 'jax'.")
 

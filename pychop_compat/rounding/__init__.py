@@ -1,10 +1,6 @@
-"""Rounding beyond chop.m: a spec builder and one call to round to any format.
-
-:func:`make_spec` builds the :class:`~pychop_compat.spec.RoundingSpec` that every
-engine consumes, with the fields beyond chop.m (``saturation``, ``infinity``,
-``range_rules``, ``random_bits``, ``flip_scope``); :func:`round_to_format`
-rounds NumPy arrays, torch tensors or CuPy arrays with it.  The readable
-reference algorithms live in :mod:`pychop_compat.rules.cpfloat`.
+"""Rounding beyond chop.m: :func:`make_spec` builds a :class:`~pychop_compat.spec.RoundingSpec`
+with the fields beyond chop.m, and :func:`round_to_format` rounds with it (the reference
+algorithms are in :mod:`pychop_compat.rules.cpfloat`).
 """
 
 from __future__ import annotations
@@ -76,9 +72,8 @@ def round_to_format(x: Any, fmt: Union[Format, str, RoundingSpec], round: int = 
     """Round ``x`` to ``fmt`` (see :func:`make_spec` for the keywords), keeping its type.
 
     ``x``: a float32/float64 NumPy array (or anything NumPy converts to float64),
-    a torch tensor or a CuPy array.  Returns a new object; ``x`` is not modified.
-    ``randfunc(n)``: n uniforms in [0, 1) for stochastic rounding (default
-    MATLAB's stream, as :func:`pychop_compat.chop` draws).
+    a torch tensor, a CuPy, JAX or Dask array; a new object is returned.
+    ``randfunc(n)``: n uniforms in [0, 1) (default MATLAB's stream).
 
     Examples
     --------

@@ -1,34 +1,21 @@
 """Reference corpora shipped inside the package: stored outputs of other implementations.
 
-A corpus is a folder with two files, read with NumPy and the standard library
-alone:
+A corpus is a folder ``pychop_compat/data/<name>/`` (package data) with a
+``README.md`` and two files read with NumPy and the standard library alone:
 
 ``manifest.json``
     ``{"name", "title", "source", "format_version": 1, "arrays": "arrays.npz",
-    "groups": {group: {"description", "cases": [case, ...]}}}``.  A case is a
-    JSON object: its ``id``, its scalar fields (numbers, strings, lists,
-    ``null``) and ``"arrays": {field: key}``, which names the arrays of
-    ``arrays.npz`` that hold its array fields.  Identical arrays are stored once,
-    so several cases may name the same key.
+    "groups": {group: {"description", "cases": [case, ...]}}}``; a case holds
+    its ``id``, its scalar fields and ``"arrays": {field: key}`` naming its
+    arrays in ``arrays.npz`` (identical arrays are stored once).
 ``arrays.npz``
-    The arrays (``numpy.savez_compressed``; no pickled objects), with the dtype and
-    shape the original implementation produced (MATLAB's ``double`` is
-    ``float64``, ``single`` is ``float32``, and MATLAB's 2-D shapes are kept).
+    The arrays (``numpy.savez_compressed``, no pickles), with the dtype and
+    shape the original implementation produced.
 
-A ``README.md`` beside them says where the numbers come from and what every
-field means.  The corpora live in ``pychop_compat/data/<name>/`` and are
-declared as package data in ``pyproject.toml``, so ``pip install`` ships them
-and ``python -m pychop_compat validate`` runs anywhere; the test suite reads
-the same files through :func:`load_corpus` (there is one copy of the data).
-
-Adding a corpus (for example CPFloat's outputs, or chop.m through its
-history): write its folder in the layout above with a small script in
-``tools/`` that converts the original files (``tools/pack_matlab_reference.py``
-is the model: it checks that every converted array equals the original bit for
-bit), add its name and a one-line title to :data:`CORPORA`, add the folder to
-``[tool.setuptools.package-data]`` in ``pyproject.toml`` if the glob there does
-not already cover it, and add a validation group that reads it in
-:mod:`pychop_compat.validation`.
+To add a corpus, convert the original files with a script in ``tools/``
+(``tools/pack_matlab_reference.py`` is the model: it checks every array bit
+for bit), name it in :data:`CORPORA`, ship it as package data and give it a
+validation group.
 
 >>> from pychop_compat.validation.corpora import load_corpus
 >>> corpus = load_corpus("matlab_reference")
@@ -70,9 +57,8 @@ FORMAT_VERSION = 1
 class CorpusCase(Mapping):
     """One stored case: a read-only mapping from field names to scalars and arrays.
 
-    Scalar fields are Python numbers, strings, lists or ``None``; array fields
-    are NumPy arrays, a fresh copy on every access (so a test that checks that
-    an input is left unchanged cannot be fooled by a shared buffer).
+    Array fields are a fresh copy on every access (a test that checks that an
+    input is left unchanged cannot be fooled by a shared buffer).
     """
 
     def __init__(self, corpus: "Corpus", record: dict):

@@ -1,25 +1,16 @@
 """``python -m pychop_compat gpu-check``: the whole GPU check in one command.
 
-Three steps, then one summary:
-
-1. the GPU test matrix, ``python -m pytest -m gpu`` on the checkout's
-   ``tests/`` folder (in a subprocess; each test is counted for the engine its
-   id names, ``cupy`` or ``torch-cuda``, or for both);
-2. :func:`pychop_compat.validation.validate` (the MATLAB corpus and the mpmath
-   oracle) on every GPU engine, and on CUDA tensors through each other
-   installed route (:func:`pychop_compat.engines.dispatch.cuda_route`:
-   Triton, pure torch);
-3. the quick GPU benchmark, ``benchmarks/bench_gpu.py --quick`` (its
-   bandwidth table is printed in the summary).
-
-Exit status: 0 when everything passed, 1 when something failed, and
-:data:`NO_GPU` (3) when no CUDA GPU is visible to torch or CuPy: then nothing
-was checked, and the command says so.
+It runs the GPU test matrix (``pytest -m gpu``, each test counted for the engine
+its id names), :func:`pychop_compat.validation.validate` on every GPU engine and
+CUDA route, and the quick GPU benchmark, then prints one summary
+(``docs/validation.rst``, "The GPU check").  Exit status: 0 when everything
+passed, 1 when something failed, :data:`NO_GPU` (3) when no CUDA GPU is visible.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import os
 import subprocess
@@ -115,13 +106,13 @@ def _run_tests(engines, extra_args) -> tuple[dict[str, EngineReport], str]:
 
 
 def _validate(reports: dict, routes) -> None:
+    from ..engines.dispatch import cuda_route
     from .validator import validate
 
     for label, engine, route in routes:
         report = reports.setdefault(label, EngineReport(label))
-        context = _route_context(route)
         print(f"validate {label} ...", flush=True)
-        with context:
+        with cuda_route(route) if route is not None else contextlib.nullcontext():
             results = validate(None, [engine], progress=False)
         report.validated = True
         for result in results:
@@ -141,16 +132,6 @@ def validation_routes(engines: Sequence[str], has_triton: bool) -> list[tuple[st
         if "cupy" in engines or has_triton:
             routes.append(("torch-cuda (pure torch)", "torch-cuda", "torch"))
     return routes
-
-
-def _route_context(route):
-    import contextlib
-
-    if route is None:
-        return contextlib.nullcontext()
-    from ..engines.dispatch import cuda_route
-
-    return cuda_route(route)
 
 
 def _benchmark(extra_args) -> tuple[bool, list]:

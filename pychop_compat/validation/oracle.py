@@ -1,34 +1,17 @@
 """Independent, exact rounding oracles (mpmath) and the inputs they are checked on.
 
-Nothing in this module uses :mod:`pychop_compat`.  Every input value is
-decomposed *exactly* with :func:`mpmath.libmp.from_float` into
-``(-1)**sign * man * 2**exp`` with an odd integer ``man``; all rounding is
-then integer arithmetic on ``man`` (NumPy ``int64``, which holds the at most
-53-bit significands exactly), so no floating-point rounding is involved
-anywhere.  Thresholds such as ``xboundary`` are built as exact mpmath values
-and are compared with the inputs exactly (see :func:`double_bound`).
-
-Two rounding rules are provided:
-
-* :func:`ieee_round` -- correct IEEE 754 style rounding to a binary format with
-  precision ``t`` (bits, hidden bit included) and exponent range
-  ``[emin, emax]``, ``emin = 1 - emax``, with or without subnormals, with
-  IEEE overflow (or none).
-* :func:`chop_rule_round` -- the documented rules of MATLAB ``chop.m``
-  (Higham & Pranesh, commit 906c31e): values with exponent below ``emins`` are
-  first rounded to ``t`` bits at their own exponent and the result is then
-  compared with the underflow thresholds (double rounding); values with
-  exponent in ``[emins, emin)`` are rounded on the subnormal grid (spacing
-  ``xmins``) even when subnormals are off; overflow is decided on the input.
-
-A slow scalar cross-check that uses mpmath's own rounding
-(:func:`mpmath.libmp.normalize` with an explicit rounding mode) is given in
-:func:`scalar_grid_round`.
+Nothing here uses :mod:`pychop_compat`.  Each input is decomposed exactly
+(:func:`mpmath.libmp.from_float`) into ``(-1)**sign * man * 2**exp`` and
+rounded by integer arithmetic on ``man``; thresholds are exact mpmath values
+(see :func:`double_bound`).  :func:`ieee_round` is correct IEEE 754 rounding,
+:func:`chop_rule_round` the documented rules of MATLAB ``chop.m`` (commit
+906c31e: double rounding below ``emins``, the subnormal grid even without
+subnormals, overflow decided on the input), and :func:`scalar_grid_round` a
+slow cross-check with mpmath's own rounding.
 
 Notation (as in ``chop.m``): ``emin = 1 - emax``, ``emins = emin + 1 - t``,
 ``xmin = 2**emin``, ``xmins = 2**emins``, ``xmax = 2**emax * (2 - 2**(1-t))``,
-``xboundary = 2**emax * (2 - 2**-t)``.  A finite nonzero ``x`` has exponent
-``e`` when ``x = f * 2**e`` with ``1 <= |f| < 2``.
+``xboundary = 2**emax * (2 - 2**-t)``; ``x = f * 2**e`` with ``1 <= |f| < 2``.
 """
 
 from __future__ import annotations
@@ -64,12 +47,9 @@ class FormatSpec:
 
     Notes
     -----
-    The ``*_mpf`` attributes are exact raw mpmath values (``libmp`` tuples),
-    built with :func:`mpmath.libmp.from_man_exp` without a precision, i.e.
-    without rounding.  The float attributes are exact as well for every format
-    used in the tests (they are powers of two or have at most ``t + 1 <= 54``
-    significant bits; ``xboundary`` of double is the one value that is not a
-    double, which is why comparisons go through :func:`double_bound`).
+    The ``*_mpf`` attributes are exact raw mpmath values (``libmp`` tuples);
+    the float ones are exact too (``xboundary`` of double is not a double,
+    hence :func:`double_bound`).
     """
 
     t: int
@@ -144,11 +124,9 @@ def double_bound(value: Any, direction: str) -> float:
     Notes
     -----
     For a double ``x``: ``x >= v  <=>  x >= double_bound(v, 'ceil')`` and
-    ``x > v  <=>  x > double_bound(v, 'floor')``; this is how exact comparisons
-    with thresholds that are not doubles are vectorised.  The candidate from
-    :func:`mpmath.libmp.to_float` is corrected by exact mpmath comparisons,
-    since ``to_float`` is not reliable with directed rounding near underflow
-    and overflow.
+    ``x > v  <=>  x > double_bound(v, 'floor')`` (exact vectorised comparisons).
+    ``to_float``'s candidate is corrected by exact comparisons: it is not
+    reliable with directed rounding near underflow and overflow.
     """
     r = libmp.to_float(value, rnd=libmp.round_nearest)
     down = lambda v: float(np.nextafter(v, -np.inf))    # noqa: E731
@@ -248,9 +226,7 @@ def grid_neighbours(ev: ExactValues, q: np.ndarray) -> GridNeighbours:
     ev : ExactValues
         Decomposed inputs.
     q : ndarray of int
-        Per-value exponent of the grid spacing.  Must satisfy
-        ``|x| < 2**(q + 53)`` so that ``A`` fits in int64 (always true for the
-        grids used here, where ``q >= e + 1 - t`` and ``t <= 53``).
+        Per-value exponent of the grid spacing, with ``|x| < 2**(q + 53)`` (``A`` fits in int64).
 
     Returns
     -------
@@ -347,11 +323,9 @@ def ieee_round(values: Any, t: int, emax: int, subnormal: int = 1, mode: int = 1
     mode : {1, 2, 3, 4}
         Nearest-even, towards +inf, towards -inf, towards zero.
     overflow : bool
-        True: IEEE 754 overflow (clause 7.4) decided on the result rounded with
-        an unbounded exponent: if its magnitude exceeds ``xmax`` the result is
-        +-inf for mode 1, and for the directed modes +-inf or +-xmax according
-        to the direction.  False: no overflow handling (results may exceed
-        ``xmax``, e.g. ``2**(emax+1)``).
+        True: IEEE 754 overflow (clause 7.4) on the result rounded with an
+        unbounded exponent: beyond ``xmax``, +-inf in mode 1, +-inf or +-xmax by
+        direction in the others.  False: results may exceed ``xmax``.
     dtype : dtype, optional
         Output dtype; default the input dtype.
 
@@ -382,16 +356,13 @@ def neighbours(values: Any, t: int, emax: int, subnormal: int = 1,
 
     Parameters
     ----------
-    values : array_like or ExactValues
-    t, emax, subnormal : int
-        As in :func:`ieee_round` (without overflow: for ``xmax < x`` the upper
-        neighbour is ``2**(emax+1)``).
+    values, t, emax, subnormal, dtype
+        As in :func:`ieee_round` (without overflow).
 
     Returns
     -------
     (lower, upper) : tuple of ndarray
-        ``ieee_round`` with modes 3 and 2; ``lower <= x <= upper``, equal when
-        ``x`` is representable.
+        ``ieee_round`` with modes 3 and 2 (equal when ``x`` is representable).
     """
     ev = _as_exact(values)
     return (ieee_round(ev, t, emax, subnormal, 3, overflow=False, dtype=dtype),
@@ -404,20 +375,13 @@ def chop_rule_round(values: Any, t: int, emax: int, subnormal: int = 1, mode: in
 
     Parameters
     ----------
-    values : array_like or ExactValues
-        float64 or float32 inputs.
-    t, emax : int
-        Target precision and maximum exponent.
+    values, t, emax, mode, dtype
+        As in :func:`ieee_round`.
     subnormal : {1, 0}
         Selects ``min_rep = xmins`` (1) or ``xmin`` (0) in the underflow step.
-    mode : {1, 2, 3, 4}
-        Nearest-even, up, down, towards zero.
     explim : {1, 0}
-        0: every value is rounded to ``t`` bits at its own exponent and
-        nothing else happens (overflow to inf only if the output dtype
-        overflows).
-    dtype : dtype, optional
-        Output dtype; default the input dtype.
+        0: every value is rounded to ``t`` bits at its own exponent, nothing
+        else (overflow to inf only where the output dtype overflows).
 
     Returns
     -------
@@ -490,18 +454,14 @@ def is_representable(values: Any, t: int, emax: int, subnormal: int = 1) -> np.n
 
     Parameters
     ----------
-    values : array_like or ExactValues
-    t, emax : int
+    values, t, emax : as in :func:`ieee_round`
     subnormal : {1, 0}
-        Whether subnormal numbers (multiples of ``xmins`` below ``xmin``)
-        belong to the format.
+        Whether the multiples of ``xmins`` below ``xmin`` belong to the format.
 
     Returns
     -------
     ndarray of bool
-        True for 0, +-inf, NaN, normal numbers with at most ``t`` significant
-        bits and ``emin <= e <= emax``, and (if ``subnormal``) nonzero
-        multiples of ``xmins`` below ``xmin``.
+        True for 0, +-inf, NaN and the format's numbers.
     """
     ev = _as_exact(values)
     spec = FormatSpec(t, emax)
@@ -511,8 +471,7 @@ def is_representable(values: Any, t: int, emax: int, subnormal: int = 1) -> np.n
     return np.where(ev.nonzero, normal | sub, True).reshape(ev.shape)
 
 
-# --------------------------------------------------------------------------------------
-# Slow scalar cross-check built on mpmath's own rounding (used to test the oracle itself)
+# --- a slow scalar cross-check on mpmath's own rounding (it tests the oracle itself) ---
 
 _MP_RND = {1: libmp.round_nearest, 2: libmp.round_ceiling, 3: libmp.round_floor,
            4: libmp.round_down}
@@ -533,9 +492,8 @@ def scalar_grid_round(x: float, q: int, mode: int) -> float:
     Returns
     -------
     float
-        ``round(x / 2**q) * 2**q`` computed with :func:`mpmath.libmp.normalize`
-        at a precision that makes the units digit the last kept bit; values
-        below ``2**q`` in magnitude are decided by exact comparison with half.
+        ``round(x / 2**q) * 2**q`` by :func:`mpmath.libmp.normalize` (below
+        ``2**q`` in magnitude: by exact comparison with half).
     """
     v = libmp.mpf_shift(libmp.from_float(x), -q)    # exact: x / 2**q
     sign, man, exp, bc = v
@@ -560,7 +518,7 @@ def scalar_grid_round(x: float, q: int, mode: int) -> float:
     return libmp.to_float(libmp.mpf_shift(r, q), strict=True)
 
 
-# ----------------------------------------------------------------------------- test inputs
+# --- the datasets and their inputs ---
 
 SEED = 20240906
 
@@ -591,8 +549,6 @@ def case_options(case: str, mode: int, subnormal: int, explim: int) -> dict:
         opts["params"] = list(params)
     return opts
 
-
-# ----------------------------------------------------------------------------- inputs
 
 def _dtype_limits(dtype):
     """(exponent of the smallest subnormal, largest exponent, precision) of a dtype."""
@@ -639,23 +595,13 @@ def _walk(values: np.ndarray, k: int) -> list:
 
 
 def oracle_inputs(case: str, dtype_name: str) -> np.ndarray:
-    """At least 10**5 inputs for one format, fixed seed.
+    """At least 10**5 inputs for one format, fixed seed, signs random.
 
-    * 50000 (100000 where no tie is an input, i.e. 'd') random values with exponents uniform over
-      [emins - 3, emax + 3] (below xmins/4 up to above 4 * xboundary), clipped to
-      the dtype's range, random full-precision significands;
-    * 36000 exact ties of the t-bit grid at random exponents (some concentrated
-      near emins, emin and emax) and their neighbours one input ulp away;
-    * ties of the subnormal grid and their neighbours; random subnormal values;
-      random values in [xmins/4, xmins) (exponents below emins: rounded twice);
-      random values around the two double-rounding bands (see
-      :func:`_double_rounding_band`);
-    * every critical point (xmins/4, xmins/2, the band end xmins/2*(1+2**-t), xmins,
-      xmin/2 - xmins/2, xmin/2, xmin, xmax, xboundary, 2**(emax+1), ...) and the
-      4 nearest input values on each side;
-    * +-0, +-inf, NaN, the dtype's smallest subnormal, smallest normal and max.
-
-    Signs are random, critical points appear with both signs.
+    Random values over ``[xmins/4, 4 * xboundary]``; ties of the ``t``-bit and
+    the subnormal grids with their neighbours; values in the subnormal range
+    and around the two double-rounding bands; every critical point of
+    :func:`_exact_points` (both signs) with its 4 nearest inputs on each side;
+    and the dtype's special values.
     """
     dtype = np.dtype(dtype_name)
     spec = case_spec(case)

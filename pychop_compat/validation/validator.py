@@ -1,17 +1,12 @@
 """``python -m pychop_compat validate``: the MATLAB corpus, the mpmath oracle, CPFloat's corpus
 and the OCP formats against ml_dtypes, on every engine.
 
-The corpus, shipped with the package (``pychop_compat/data/matlab_reference``,
-read by :mod:`pychop_compat.validation.corpora`; see its README), holds outputs of
-MATLAB's chop.m, roundit.m and float_params.m.  Each case is rerun and
-compared under MATLAB's ``isequal`` rule with NaN == NaN (sign of zero and
-NaN payloads ignored, nothing else).  The ``mpmath_oracle`` group
-compares chop with :func:`pychop_compat.validation.oracle.chop_rule_round`, an exact
-implementation of chop.m's documented rounding rules built on mpmath.  The
-``cpfloat_corpus`` group reruns CPFloat's outputs
-(``pychop_compat/data/cpfloat_reference``; untagged cases, bit patterns compared) through
-:func:`pychop_compat.cpfloat`, and ``ocp_ml_dtypes`` (when ml_dtypes is
-installed) compares the OCP/ML formats with ml_dtypes' casts.
+The MATLAB corpus (:mod:`pychop_compat.validation.corpora`) is rerun and
+compared under MATLAB's ``isequal`` with NaN == NaN; ``mpmath_oracle`` compares
+with :func:`pychop_compat.validation.oracle.chop_rule_round`; ``cpfloat_corpus``
+reruns CPFloat's outputs through :func:`pychop_compat.cpfloat` (bit patterns);
+``ocp_ml_dtypes`` compares the OCP/ML formats with ml_dtypes' casts
+(``docs/validation.rst``).
 """
 
 from __future__ import annotations
@@ -68,10 +63,7 @@ def matlab_equal(actual: Any, expected: Any) -> bool:
 def find_corpus(path: Union[str, os.PathLike, Corpus, None] = None) -> Corpus:
     """The MATLAB corpus: the folder ``path`` or ``$PYCHOP_COMPAT_CORPUS`` if given, else the shipped copy.
 
-    A folder must have the layout of :mod:`pychop_compat.validation.corpora` (``manifest.json``
-    and its arrays).  Without either, the corpus installed with the package
-    (``pychop_compat/data/matlab_reference``) is used, so ``validate`` runs from
-    any folder after ``pip install``.
+    A folder must have the layout of :mod:`pychop_compat.validation.corpora`.
     """
     if isinstance(path, Corpus):
         return path
@@ -103,12 +95,17 @@ class _Stream:
         return out
 
 
+def _options(case: CorpusCase, *names: str, **fixed: Any) -> dict:
+    """chop's options from a case's fields ``names`` (and ``params`` where it has them)."""
+    options = {**{name: case[name] for name in names}, **fixed}
+    if case.get("params") is not None:
+        options["params"] = case["params"]
+    return options
+
+
 def _chop_case(case: CorpusCase, engine: str) -> bool:
     stream = _Stream(case["stream"]) if case["stream"].size else None
-    options = {"format": case["format"], "round": case["round"], "subnormal": case["subnormal"],
-               "explim": case["explim"], "flip": 0}
-    if case["params"] is not None:
-        options["params"] = case["params"]
+    options = _options(case, "format", "round", "subnormal", "explim", flip=0)
     if stream is not None:
         options["randfunc"] = stream
     api.clear_chop()
@@ -133,10 +130,7 @@ def _native_case(case: CorpusCase, engine: str) -> bool:
 
 
 def _stream_case(case: CorpusCase, engine: str) -> bool:
-    options = {"format": case["format"], "round": case["round"], "subnormal": case["subnormal"],
-               "flip": case["flip"], "p": case["p"]}
-    if case["params"] is not None:
-        options["params"] = case["params"]
+    options = _options(case, "format", "round", "subnormal", "flip", "p")
     api.clear_chop()
     matlab_stream.rng(case["seed"])
     c = to_numpy(api.chop(from_numpy(case["x"], engine), options))
@@ -421,9 +415,6 @@ def format_table(results: list[GroupResult]) -> str:
 def environment(engines: Iterable[str] = (), corpus: Optional[Corpus] = None) -> dict:
     """What a validation run ran on: package, Python, libraries, engines, machine and corpus.
 
-    Recorded by :func:`write_json` beside the results, so that a saved run is a
-    certificate of which code agreed with which data where.
-
     Parameters
     ----------
     engines : iterable of str
@@ -482,12 +473,10 @@ def environment(engines: Iterable[str] = (), corpus: Optional[Corpus] = None) ->
 
 def write_json(results: list[GroupResult], path: Union[str, os.PathLike], env: Optional[dict] = None,
                left_out: Optional[list[str]] = None) -> None:
-    """Write the results and the environment they were obtained in (:func:`environment`) as JSON.
+    """Write the results, their :func:`environment` and what the run left out (:func:`not_run`) as JSON.
 
-    The file holds ``{"all_agree": bool, "environment": {...}, "results": [row, ...],
-    "not_run": [line, ...]}``, one row per group and engine with the fields of
-    :class:`GroupResult` and ``ok``, and what the run left out (:func:`not_run`; default:
-    computed for the engines of ``results``).
+    The file holds ``{"all_agree", "environment", "results": [row, ...], "not_run": [line, ...]}``,
+    a row per group and engine with the fields of :class:`GroupResult` and ``ok``.
     """
     engines = sorted({r.engine for r in results})
     document = {

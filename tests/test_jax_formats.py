@@ -124,3 +124,30 @@ def test_what_still_goes_to_the_host():
     assert_bits_equal(chop(jnp.asarray(x), {"rules": "chop", "format": "float8_e8m0fnu"}), want)
     with pytest.raises(ValueError, match="only supported by the NumPy engine"):
         chop_jax(jnp.asarray(x), {"rules": "chop", "format": "float8_e8m0fnu"})
+
+
+def test_e8m0_of_float32_is_rounded_in_float64_on_the_device():
+    """E8M0's smallest number 2^-127 is a float32 subnormal: a float32 JAX array is rounded in
+    float64 (its subnormals rebuilt from their bits: XLA's conversions flush them) and written
+    back bit for bit, eagerly, under jit and through chop_jax.  Oracle: ml_dtypes' cast, with the
+    correct rounding below 2^-126 stated in test_format_names.reference_cast.  Without 64-bit
+    types a concrete array goes through the host and a traced one is refused."""
+    from test_format_names import reference_cast, spanning_values
+
+    name = "float8_e8m0fnu"
+    x = spanning_values(name, 20000)
+    tiny = np.ldexp(np.arange(1, 4097, dtype=np.float64), -149 - 11).astype(np.float32)  # 2^-160 .. 2^-148
+    x = np.concatenate([x, tiny, np.float32(2.0 ** -127) * np.float32([0.5, 0.75, 1, 1.25, 1.5, 1.75, 2])])
+    want = reference_cast(x, name)
+    for got in (chop(jnp.asarray(x), name), jax.jit(lambda v: chop(v, name))(jnp.asarray(x)),
+                chop_jax(jnp.asarray(x), name)):
+        got = np.asarray(got)
+        assert got.dtype == np.float32
+        assert_bits_equal(got.astype(np.float64), want)
+    jax.config.update("jax_enable_x64", False)
+    try:
+        assert_bits_equal(np.asarray(chop(jnp.asarray(x), name)).astype(np.float64), want)
+        with pytest.raises(TypeError, match="jax_enable_x64"):
+            jax.jit(lambda v: chop(v, name))(jnp.asarray(x))
+    finally:
+        jax.config.update("jax_enable_x64", True)

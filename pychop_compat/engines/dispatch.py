@@ -544,11 +544,22 @@ def _run_reference(x: np.ndarray, call: Call, spec: RoundingSpec, sources: Rando
     return c.reshape(x.shape, order="F")
 
 
+def _e8m0_widens(spec: RoundingSpec) -> bool:
+    """E8M0 under CPFloat's rules (or correct rounding) is rounded in float64 when the input is
+    float32: its smallest number 2^-127 lies below float32's normal range, to which CPFloat's
+    rules clamp the exponent range (the casts to float64 and back are exact)."""
+    return spec.fmt.encoding == "e8m0" and spec.range_rules != "chop" and spec.limits_exponent
+
+
+_E8M0_JAX_FLOAT32 = ("E8M0 of a float32 JAX array is rounded in float64 (its smallest number 2^-127 is "
+                     "below float32's normal range), which JAX has only with "
+                     "jax.config.update('jax_enable_x64', True); or call chop outside jax.jit.")
+
+
 def _e8m0_in_float64(x: Any, spec: RoundingSpec, sources: RandomSources, kernel: Optional[str],
                      library: Optional[str]) -> Any:
-    """E8M0 of float32 NumPy arrays, torch tensors and CuPy arrays, rounded in float64 and cast
-    back (both exact): its smallest number 2^-127 lies below float32's normal range, to which
-    CPFloat's rules clamp the exponent range.  None for other inputs."""
+    """``x`` of float32 rounded to E8M0 in float64 (see :func:`_e8m0_widens`), on its own device;
+    a concrete JAX array without 64-bit types through the host.  None for other inputs."""
     library = library or array_library(x)
     if library == "torch" and str(x.dtype) == "torch.float32":
         import torch
@@ -557,6 +568,12 @@ def _e8m0_in_float64(x: Any, spec: RoundingSpec, sources: RandomSources, kernel:
     if library in ("numpy", "cupy") and getattr(x, "dtype", None) == np.float32:
         wide = round_array(x.astype(np.float64), spec, sources, kernel=kernel, library=library)
         return wide.astype(np.float32)
+    if library == "jax" and str(x.dtype) == "float32":
+        if jax_engine.x64_enabled():
+            return jax_engine.narrow_to_float32(round_array(jax_engine.widen_float32(x), spec, sources))
+        if jax_engine.is_traced(x):
+            raise TypeError(_E8M0_JAX_FLOAT32)
+        return jax_engine.from_host(round_array(jax_engine.to_host(x), spec, sources), x)
     return None
 
 
@@ -805,7 +822,7 @@ def round_array(x: Any, spec: RoundingSpec, sources: RandomSources, *, kernel: O
         (float64 for integer input); a tensor that requires grad gives a result in the
         autograd graph (the straight-through estimator).
     """
-    if spec.fmt.encoding == "e8m0" and spec.range_rules != "chop" and spec.limits_exponent:
+    if _e8m0_widens(spec):
         wide = _e8m0_in_float64(x, spec, sources, kernel, library)
         if wide is not None:
             return wide
@@ -950,6 +967,11 @@ def round_jax(x: Any, spec: RoundingSpec, *, key: Any = None, seed: Optional[int
     if key is not None and seed is not None:
         raise ValueError("chop_jax: give key or seed, not both.")
     work, give_back = jax_engine.working_array(x)
+    widened = _e8m0_widens(spec) and str(work.dtype) == "float32"
+    if widened:
+        if not jax_engine.x64_enabled():
+            raise TypeError(_E8M0_JAX_FLOAT32)
+        work = jax_engine.widen_float32(work)
     if not (elementwise_covers(spec) or cpfloat_covers(spec)) or (spec.flips and spec.extended):
         raise ValueError("chop_jax: this format or option is only supported by the NumPy engine "
                          "(pychop_compat.chop outside jit).")
@@ -972,6 +994,8 @@ def round_jax(x: Any, spec: RoundingSpec, *, key: Any = None, seed: Optional[int
                              "or seed=<int> in chop_jax.")
     call = _jax_call(work, spec, given_sources(None))
     out = _run_jax(work, call._replace(numbers="key"), spec, None, numbers)
+    if widened:
+        out = jax_engine.narrow_to_float32(out)
     return out.astype(give_back) if give_back is not None else out
 
 

@@ -19,7 +19,8 @@ import numpy as np
 
 from .. import _moved
 
-__all__ = ["working_array", "x64_enabled", "is_traced", "run", "key_numbers", "to_host", "from_host"]
+__all__ = ["working_array", "x64_enabled", "is_traced", "run", "key_numbers", "to_host", "from_host",
+           "widen_float32", "narrow_to_float32"]
 
 __getattr__ = _moved.attribute_getter(__name__)
 
@@ -58,6 +59,29 @@ def working_array(x: Any) -> tuple:
                             "jax.config.update('jax_enable_x64', True); or pass x.astype(jnp.float32).")
         return x.astype(jnp.float64), None
     raise TypeError(f"chop supports float64, float32, float16 and bfloat16 JAX arrays (and integers), not {x.dtype}.")
+
+
+def widen_float32(x: Any) -> Any:
+    """``x`` (float32) as float64, exactly: XLA's conversion flushes float32 subnormals to zero,
+    so they are rebuilt from their bits (significand times 2^-149, normal in float64)."""
+    jax = _jax()
+    jnp = jax.numpy
+    bits = jax.lax.bitcast_convert_type(x, jnp.uint32)
+    magnitude = (bits & 0x7FFFFF).astype(jnp.float64) * 2.0 ** -149
+    subnormal = jnp.where((bits >> 31) == 1, -magnitude, magnitude)
+    return jnp.where((bits >> 23) & 0xFF == 0, subnormal, x.astype(jnp.float64))
+
+
+def narrow_to_float32(w: Any) -> Any:
+    """``w`` (float64 holding float32 numbers) as float32, exactly: numbers below float32's normal
+    range are written as subnormal bit patterns (XLA's conversion would flush them to zero)."""
+    jax = _jax()
+    jnp = jax.numpy
+    magnitude = jnp.abs(w)
+    significand = jnp.where(magnitude < 2.0 ** -126, magnitude * 2.0 ** 149, 0.0).astype(jnp.uint32)
+    sign = jnp.signbit(w).astype(jnp.uint32) << 31
+    subnormal = jax.lax.bitcast_convert_type(sign | significand, jnp.float32)
+    return jnp.where(magnitude < 2.0 ** -126, subnormal, w.astype(jnp.float32))
 
 
 #: Eager calls with a key seen this many times (or on large arrays) use a compiled function.

@@ -1,18 +1,11 @@
 """A fast CPU engine for CPFloat's deterministic modes, bit for bit equal to
 :func:`pychop_compat.rules.cpfloat.round_cpfloat`.
 
-As in :mod:`.numpy_fast`, a positive float viewed as an unsigned integer is
-its exponent field followed by its significand, so rounding to ``t`` bits is
-integer arithmetic on the low ``d = p - t`` bits, a carry moving to the next
-binade by itself.  *Regular* elements (storage-normal inputs in the target's
-normal range below its top binade) all lose the same ``d`` bits and can
-neither overflow nor underflow: a few whole-array integer operations round
-them.  The rest (zeros, the subnormal range and below, the top binade and
-above, Inf, NaN) are gathered and rounded by the reference, which owns every
-range rule.  Round to nearest with subnormals goes further: the FPU rounds
-every element below the top binade, subnormal range included (see
-``_nearest_blocks``), and only the top binade and above are gathered.
-Large arrays are split over threads as :mod:`.numpy_fast` splits them.
+As in :mod:`.numpy_fast`: *regular* elements (storage-normal, in the target's
+normal range below its top binade) are rounded by integer operations on their
+bit patterns; the rest are gathered and rounded by the reference, which owns
+every range rule.  Round to nearest with subnormals rounds everything below
+the top binade in the FPU (``_nearest_blocks``).
 """
 
 from __future__ import annotations
@@ -24,12 +17,14 @@ import numpy as np
 from ..spec import RoundingSpec
 from ..random.sources import MATLAB_STREAM
 from ..rules.cpfloat import ROUND_MODES, effective_format, round_cpfloat
-from .numpy_fast import map_blocks
+from .numpy_fast import map_blocks, round_regular
 
 __all__ = ["round_array"]
 
 # (unsigned view, significand bits p, exponent bias) of the storage formats.
 _LAYOUT = {np.dtype(np.float32): (np.uint32, 24, 127), np.dtype(np.float64): (np.uint64, 53, 1023)}
+
+
 def round_array(x: np.ndarray, spec: RoundingSpec) -> np.ndarray:
     """CPFloat's rounding of ``x`` (float32/float64, any shape) by ``spec`` (modes other than
     5 and 6, no flips); a new array of x's shape and dtype."""
@@ -95,7 +90,7 @@ def _integer_blocks(xu, ou, u, p: int, d: int, t: int, mode: int, regular_lo: in
             if d == 0:
                 np.copyto(ob, ub)  # the storage's precision: nothing to round
             else:
-                _round_regular(ub, ob, mode, d, t, low, keep, unit, half, u(width - 1), tmp[:j - i])
+                round_regular(ub, ob, mode, d, t, low, keep, unit, half, u(width - 1), tmp[:j - i])
         return found
 
     return work
@@ -140,41 +135,3 @@ def _nearest_blocks(xu, ou, u, p: int, d: int, regular_lo: int, regular_hi: int,
 
     return work
 
-
-def _round_regular(ub, ob, mode: int, d: int, t: int, low, keep, unit, half, top, tmp) -> None:
-    """Round the bit patterns ``ub`` into ``ob`` as if all were regular (sign bit untouched;
-    ``tmp``: a scratch array like ``ub``)."""
-    u = ub.dtype.type
-    if mode == 1:
-        if t == 1:
-            np.add(ub, half, out=ob)  # the kept significand is the hidden bit, odd: ties go up
-        else:
-            np.right_shift(ub, u(d), out=ob)
-            ob &= u(1)
-            ob += half - u(1)  # half an ulp minus one, plus the last kept bit: ties to even
-            ob += ub
-    elif mode == -1:
-        np.add(ub, half, out=ob)  # ties away from zero
-    elif mode == 0:
-        np.add(ub, half - u(1), out=ob)  # ties toward zero
-    elif mode in (2, 3):
-        np.right_shift(ub, top, out=ob)  # 1 for negative
-        if mode == 2:
-            ob -= u(1)  # all ones for positive: they go up; negative ones are cut
-            ob &= low
-        else:
-            ob *= low  # ulp - 1 for negative
-        ob += ub
-    elif mode == 7 and t > 1:
-        # Round to odd: cut, then set the last kept bit when anything was cut.  The dropped
-        # bits plus (ulp - 1) carry into the last kept bit exactly when they are not all zero.
-        np.bitwise_and(ub, low, out=tmp)
-        tmp += low
-        tmp &= unit
-        np.bitwise_and(ub, keep, out=ob)
-        ob |= tmp
-        return
-    else:  # toward zero (and round to odd with t = 1: the significand 1 is odd already)
-        np.bitwise_and(ub, keep, out=ob)
-        return
-    ob &= keep

@@ -1,34 +1,13 @@
 """A compiled (Numba) kernel for CPFloat's deterministic modes, bit for bit equal to
 :func:`pychop_compat.rules.cpfloat.round_cpfloat` (imported only when used).
 
-One pass over memory, integer arithmetic on bit patterns.  A float32 or
-float64 magnitude viewed as an unsigned integer is its exponent field
-followed by its significand, so rounding to a grid of ``2^s`` storage ulps
-is ``(m + add) & ~(2^s - 1)`` (a carry moves to the next binade by itself),
-``add`` given by the mode: half an ulp minus one plus the last kept bit (to
-nearest, ties to even), half an ulp (ties away), half an ulp minus one (ties
-to zero), ``2^s - 1`` on the side the mode rounds away to (up, down),
-nothing (toward zero); round to odd cuts and sets the last kept bit when
-anything was cut.  An element of exponent field ``E`` drops
-
-* ``s = d = p - t`` bits in the target's normal range,
-* ``s = d + emin - max(E, 1) + bias`` bits below it with subnormals (the
-  subnormal grid ``2^(emin - t + 1)``), at most ``p - 1``: what lies below
-  ``xmins`` (*tiny*) rounds to ``0`` or ``xmins``, decided by comparing the
-  magnitude with ``xmins / 2``;
-* without subnormals, everything below ``xmin`` is tiny: ``0`` or ``xmin``
-  (CPFloat's grid ``{0, xmin}``), decided against ``xmin / 2``.
-
-These formulas need no branch, so the loop over a sub-block of
-:data:`SUB_BLOCK` elements vectorises; it rounds every element below the
-target's top binade (zeros and the whole subnormal range included) and
-counts the others (the top binade, overflow, Inf, NaN; for E8M0, which has
-no zero and no sign, also zeros, negative numbers and what lies below
-``xmin``), which :func:`_round_one` rounds again
-with the overflow rules (``xmax``, saturation, infinity) and the encoding.
-Large arrays are split into :data:`CHUNK`-element chunks shared out over
-Numba's threads (``prange``), each chunk written by one thread: results do
-not depend on the number of threads.
+The arithmetic of :mod:`.elementwise_cpfloat` (which gives the constants,
+:func:`~.elementwise_cpfloat.cpfloat_constants`) in one pass over memory: a
+branch-free loop over each sub-block of :data:`SUB_BLOCK` elements rounds
+everything below the target's top binade and counts the others (the top
+binade, overflow, Inf, NaN; for E8M0 also zeros, negatives and below xmin),
+which :func:`_round_one` rounds again with every rule.  Chunks of
+:data:`CHUNK` elements go to Numba's threads, each written by one thread.
 """
 
 from __future__ import annotations
@@ -68,7 +47,6 @@ _UNSIGNED = {"f": np.uint32, "d": np.uint64}
 
 # --- constants of one (format, mode, switches, dtype) ---------------------------------------------
 
-
 @lru_cache(maxsize=256)
 def _constants(fmt, mode: int, subnormal: bool, explim: bool, saturation: bool, infinity: bool,
                char: str) -> np.ndarray:
@@ -88,13 +66,11 @@ def _constants(fmt, mode: int, subnormal: bool, explim: bool, saturation: bool, 
 
 # --- one element ------------------------------------------------------------------------------------
 
-
 @numba.njit(**INLINE_OPTIONS)
 def _core(m, neg, k, mode):
-    """The rounded magnitude of the finite magnitude ``m`` (sign ``neg``: 0 or 1), any range;
-    a carry beyond the top binade gives the storage's Inf pattern or above xmax."""
-    # Dropped bits: d in the normal range, d + emin - e below it (storage subnormals have
-    # e = emin_s, exponent field 1), at most p - 1 (what lies lower is tiny, decided below).
+    """The rounded magnitude of the finite magnitude ``m`` (sign ``neg``: 0 or 1), any range (a
+    carry beyond the top binade gives Inf's pattern or above xmax).  :func:`.elementwise_cpfloat.round_cpfloat_elementwise`
+    is the same arithmetic on arrays."""
     e = m >> k[DMAX]
     e = e if e > _U1 else _U1
     s = k[DTOP] - e if k[DTOP] > e else _U0
@@ -174,7 +150,6 @@ def _round_one(b, k, mode):
 
 # --- the loops ---------------------------------------------------------------------------------------
 
-
 @numba.njit(**INLINE_OPTIONS)
 def _block_mode(xu, ou, first, last, k, mode):
     """The loop of one mode (``mode`` a constant where it is inlined, so LLVM folds the branches)."""
@@ -191,8 +166,8 @@ def _block_mode(xu, ou, first, last, k, mode):
 
 @numba.njit(**JIT_OPTIONS)
 def _block(xu, ou, first, last, k, mode):
-    """Round ``first:last`` branch-free (one loop per mode, so that each vectorises); the number
-    of special elements, which the caller rounds again."""
+    """Round ``first:last`` branch-free (one loop per mode, each vectorised); how many special
+    elements there are (the caller rounds them again)."""
     if mode == 1:
         return _block_mode(xu, ou, first, last, k, 1)
     if mode == -1:
@@ -247,7 +222,6 @@ def round_parallel(xu, ou, karray, mode, chunk):
 
 
 # --- entry point ---------------------------------------------------------------------------------------
-
 
 def handles(x: np.ndarray, spec: RoundingSpec) -> bool:
     """Whether :func:`round_array` rounds ``x`` by ``spec`` (float32/float64 in native byte

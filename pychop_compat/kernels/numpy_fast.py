@@ -33,12 +33,11 @@ from typing import Any, Callable, Literal, Optional, Union
 
 import numpy as np
 
-from ..spec import RoundingSpec
+from ..random.counter import CounterStream
 from ..random.matlab_stream import stream_uniform
 from ..random.sources import RandomSources
 from ..rules.chop import apply_range_limits
-from ..spec import FLIP_PRECISION_ERROR
-from ..random.counter import CounterStream
+from ..spec import FLIP_PRECISION_ERROR, RoundingSpec
 
 __all__ = ["chop_array", "chop_scalar", "chop_counter", "map_blocks", "in_memory_order", "BLOCK", "PARALLEL_BLOCK",
            "THREADS", "set_threads"]
@@ -111,13 +110,9 @@ def _map_ranges(func, n_blocks: int, threads: int) -> list:
 
 
 def map_blocks(func: Callable[[int, int, int], object], n: int) -> list:
-    """``func(start, stop, block)`` over ``n`` elements split as this engine splits them.
-
-    Each call covers the elements ``start:stop`` (contiguous, to be worked on in
-    blocks of ``block``); large arrays are shared among :data:`THREADS` threads,
-    each one range.  Returns the calls' results in element order.  Overflow and
-    invalid operations are not reported (as in the engine's own blocks).
-    """
+    """``func(start, stop, block)`` over ``n`` elements split as this engine splits them (one
+    contiguous range per thread, worked on in blocks of ``block``); the results in element order.
+    Overflow and invalid operations are not reported."""
     threads, block, n_blocks = _tiling(n)
 
     def over_range(first: int, stop: int):
@@ -134,7 +129,6 @@ def _quietly(func, first: int, stop: int):
 
 
 # --- the input classes -------------------------------------------------------------
-
 
 @dataclass(frozen=True)
 class _Layout:
@@ -174,14 +168,14 @@ class _Layout:
         return 1 << shift if shift >= 0 else 0
 
 
-_LAYOUTS = {
+#: The input classes' bit layouts, by dtype.
+LAYOUTS = {
     np.dtype(np.float64): _Layout(np.float64, np.uint64, np.int64, 64, 53, -1022),
     np.dtype(np.float32): _Layout(np.float32, np.uint32, np.int32, 32, 24, -126),
 }
 
 
 # --- the plan: everything that depends on the options and the input class only -----------
-
 
 class _Plan:
     """Constants and lookup tables for one (format, mode, subnormal, explim, input class)."""
@@ -286,7 +280,7 @@ class _Plan:
 @lru_cache(maxsize=64)
 def _plan(fmt, mode: int, keep_subnormals: bool, explim: bool, dtype_char: str) -> _Plan:
     return _Plan(fmt.t, fmt.emax, mode, keep_subnormals, explim, fmt.xmax, fmt.xboundary,
-                 fmt.xmin, fmt.xmins, _LAYOUTS[np.dtype(dtype_char)], fmt.emin)
+                 fmt.xmin, fmt.xmins, LAYOUTS[np.dtype(dtype_char)], fmt.emin)
 
 
 _recent_plans: dict = {}
@@ -306,7 +300,6 @@ def _plan_for(spec: RoundingSpec, dtype: np.dtype) -> _Plan:
 
 
 # --- special elements: per-element bit counts, then chop's range rules -------------------
-
 
 class _Analysis:
     """Per-element rounding data of special elements (see :func:`_analyse`)."""
@@ -402,7 +395,6 @@ def _round_general(plan: _Plan, xs: np.ndarray) -> np.ndarray:
 
 # --- regular elements: whole blocks, one constant shift --------------------------------------
 
-
 class _Scratch:
     """Block buffers for one thread; see :func:`_scratch`."""
 
@@ -464,7 +456,8 @@ def _round_regular_bits(plan: _Plan, ub: np.ndarray, ob: np.ndarray, tmp: np.nda
                   u(plan.layout.width - 1), tmp)
 
 
-def round_regular(ub, ob, mode: int, d: int, t: int, low, keep, unit, half, top, tmp) -> None:
+def round_regular(ub: np.ndarray, ob: np.ndarray, mode: int, d: int, t: int, low: Any, keep: Any, unit: Any,
+                  half: Any, top: Any, tmp: np.ndarray) -> None:
     """Round the bit patterns ``ub`` into ``ob`` dropping ``d >= 1`` bits, as if all were regular
     (sign bit untouched; ``tmp``: scratch like ``ub``).  chop's modes 1-4 and CPFloat's -1, 0, 7.
     (Arithmetic on the sign bit, not a masked ufunc: ``where=`` is ten times slower.)"""
@@ -626,7 +619,6 @@ def _chop_deterministic(plan: _Plan, xu: np.ndarray, ou: np.ndarray, finish_spec
 
 
 # --- stochastic rounding: draw exactly as chop.m, round in blocks ------------------------------
-
 
 def _round_stochastic_regular(plan: _Plan, ub, ob, low, rnd, s: _Scratch) -> None:
     """Stochastic rounding of a block as if regular; ``low`` holds the dropped bits (clobbered)."""
@@ -817,7 +809,6 @@ def _chop_stochastic(plan: _Plan, xf: np.ndarray, draw) -> np.ndarray:
 
 # --- bit flips: every element through the per-element path --------------------------------------
 
-
 def _chop_with_flips(plan: _Plan, xf: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> np.ndarray:
     """Any mode with ``flip = 1`` on ``xf`` (column-major), every element by the per-element
     path.  chop.m's order per block (normal, then subnormal if not empty): ``randfunc``
@@ -904,7 +895,6 @@ def _flip(plan: _Plan, c: np.ndarray, xs: np.ndarray, chosen: np.ndarray, bits: 
 
 # --- one element: plain Python -----------------------------------------------------------------
 
-
 def _chop_scalar(plan: _Plan, v: float, sources: RandomSources) -> float:
     """chop of one value, in Python floats (exact: every step is a scaling or an integer)."""
     mode, t = plan.mode, plan.t
@@ -986,7 +976,6 @@ def limit_value(c: float, x: float, mode: float, xmax: float, xboundary: float, 
 
 # --- entry point -----------------------------------------------------------------------------------
 
-
 def is_sequential_stream(func) -> bool:
     """Whether ``func(a)`` then ``func(b)`` gives the numbers of ``func(a + b)``: MATLAB's stream
     and a NumPy Generator's ``random`` (False for a user's ``randfunc``: called as chop.m calls it)."""
@@ -1031,8 +1020,8 @@ def chop_array(x: np.ndarray, spec: RoundingSpec, sources: RandomSources,
 
 def _chop_array(x: np.ndarray, spec: RoundingSpec, sources: RandomSources, finish_special) -> np.ndarray:
     dtype = x.dtype
-    if dtype not in _LAYOUTS:
-        if dtype.kind == "f" and not dtype.isnative and dtype.newbyteorder("=") in _LAYOUTS:
+    if dtype not in LAYOUTS:
+        if dtype.kind == "f" and not dtype.isnative and dtype.newbyteorder("=") in LAYOUTS:
             x = x.astype(dtype.newbyteorder("="))  # the bit views below need native order
             dtype = x.dtype
         else:

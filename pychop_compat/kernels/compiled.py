@@ -1,17 +1,11 @@
 """The compiled CPU engine: chop in one fused, multi-threaded pass per array (Numba).
 
 Each element is read and written once by a loop of :mod:`.numba_kernels`;
-large arrays are split into chunks over Numba's threads (``prange``), each
-written by one thread, so results do not depend on the thread count.  Random
-numbers: chop.m's order (a counting pass, the numbers drawn in bulk with
-chop.m's calls, then a rounding pass; MATLAB's stream without flips is drawn
-inside the kernel, :func:`numba_kernels.round_stream`), or each element its
-own (``Chop(rng=<int>)``'s counter, or numbers given per element).
-
-:func:`cpu_engine` (scoped to the calling thread), :func:`set_cpu_engine` and
-``PYCHOP_COMPAT_CPU_ENGINE`` choose ``'auto'``, ``'numba'`` or ``'numpy'``.
-Numba is imported on first use.  What :func:`handles` refuses goes to
-:mod:`.numpy_fast`, the readable reference, with the same results.
+chunks go to Numba's threads, each written by one thread (results do not
+depend on the thread count).  Random numbers come in chop.m's order (counted,
+drawn in bulk with chop.m's calls, then handed out; MATLAB's stream is drawn
+inside the kernel) or per element (the counter, or given).  What
+:func:`handles` refuses goes to :mod:`.numpy_fast`, with the same results.
 """
 
 from __future__ import annotations
@@ -27,17 +21,15 @@ from typing import Any, Iterator, Optional
 
 import numpy as np
 
-from ..random.matlab_stream import stream_uniform
+from ..random.matlab_stream import stream_state, stream_uniform
 from ..spec import RoundingSpec
 from ..random.sources import RandomSources
 from .numpy_fast import LAYOUTS, in_memory_order
 
 __all__ = ["available", "set_cpu_engine", "cpu_engine", "get_cpu_engine", "chop_array", "warm_up",
-           "wanted", "handles", "rounding_constants", "kernels",
-           "SERIAL_BELOW", "CHUNK"]
+           "wanted", "handles", "rounding_constants", "kernels", "SERIAL_BELOW", "CHUNK"]
 
-#: Below this many elements one thread does everything: a parallel launch costs tens of us on
-#: an idle machine and up to a scheduler time slice (milliseconds) on a busy one.
+#: Below this many elements one thread does everything (a parallel launch costs up to a time slice).
 SERIAL_BELOW = 1 << 20
 #: Elements per chunk of the parallel loops (and of the per-chunk counts in chop.m's order).
 CHUNK = 1 << 14
@@ -49,7 +41,6 @@ if _default not in _ENGINES:  # pragma: no cover - a typo in the environment
 #: The setting of a ``with cpu_engine(...)`` block (None: the process default).
 _scoped: contextvars.ContextVar = contextvars.ContextVar("pychop_compat_cpu_engine", default=None)
 _available: Optional[bool] = None
-_kernels = None
 
 
 def available() -> bool:
@@ -76,10 +67,8 @@ def _checked(name: str) -> str:
 
 
 def set_cpu_engine(name: str) -> None:
-    """Set the process default of the CPU engine: ``'auto'`` (compiled when Numba is installed),
-    ``'numba'`` (ImportError without Numba) or ``'numpy'``; both give the same bits.  The default
-    at import is ``$PYCHOP_COMPAT_CPU_ENGINE`` or ``'auto'``; :func:`cpu_engine` overrides it.
-    """
+    """Set the process default of the CPU engine (at import ``$PYCHOP_COMPAT_CPU_ENGINE`` or
+    ``'auto'``): ``'auto'``, ``'numba'`` (ImportError without Numba) or ``'numpy'``, same bits."""
     global _default
     _default = _checked(name)
 
@@ -106,12 +95,9 @@ def wanted() -> bool:
 
 def kernels() -> ModuleType:
     """The module of Numba kernels (imports Numba on first use)."""
-    global _kernels
-    if _kernels is None:
-        from . import numba_kernels
+    from . import numba_kernels
 
-        _kernels = numba_kernels
-    return _kernels
+    return numba_kernels
 
 
 # --- constants of one (spec, dtype) --------------------------------------------------------------
@@ -300,30 +286,16 @@ _NO_INTS = np.zeros(1, np.int64)
 _NO_KEYS = np.zeros(3, np.uint64)
 
 
-def _exclusive_cumsum(v: np.ndarray) -> np.ndarray:
-    out = np.zeros(v.size, np.int64)
-    np.cumsum(v[:-1], out=out[1:])
-    return out
-
-
-def _from_matlab_stream(k, x, ip, up, fp, single, utype):
-    """Stochastic rounding on MATLAB's stream: the kernel draws the numbers as it goes."""
-    from ..random.matlab_stream import stream_state
-
-    xf = x.ravel(order="F")  # MATLAB's element order
-    of = np.empty_like(xf)
-    with stream_state() as (key, pos):
-        k.round_stream(xf, xf.view(utype), of, of.view(utype), ip, up, fp, single, key, pos)
-    return of.reshape(x.shape, order="F")
-
-
 def _in_chop_order(k, x, spec, sources, ip, up, fp, single, utype):
     """Stochastic modes and bit flips with chop.m's calls: count, draw in bulk, round."""
-    if sources.stochastic is stream_uniform and not spec.flips:
-        return _from_matlab_stream(k, x, ip, up, fp, single, utype)
     xf = x.ravel(order="F")  # MATLAB's element order
     n = xf.size
     xu = xf.view(utype)
+    of = np.empty_like(xf)
+    if sources.stochastic is stream_uniform and not spec.flips:  # the kernel draws as it goes
+        with stream_state() as (key, pos):
+            k.round_stream(xf, xu, of, of.view(utype), ip, up, fp, single, key, pos)
+        return of.reshape(x.shape, order="F")
     stochastic = spec.round >= 5
     chunk = CHUNK
     counts = k.count_draws(xf, xu, ip, up, fp, chunk, stochastic)
@@ -356,15 +328,12 @@ def _in_chop_order(k, x, spec, sources, ip, up, fp, single, utype):
     chunk_sizes = np.full(counts.shape[0], chunk, np.int64)
     chunk_sizes[-1] = n - chunk * (counts.shape[0] - 1)
     starts = np.zeros((counts.shape[0], 6), np.int64)
-    starts[:, 0] = _exclusive_cumsum(counts[:, 0])
-    starts[:, 1] = _exclusive_cumsum(counts[:, 1])
-    starts[:, 2] = _exclusive_cumsum(chunk_sizes - counts[:, 2])
-    starts[:, 3] = _exclusive_cumsum(counts[:, 2])
+    columns = np.stack((counts[:, 0], counts[:, 1], chunk_sizes - counts[:, 2], counts[:, 2]), axis=1)
+    np.cumsum(columns[:-1], axis=0, out=starts[1:, :4])  # exclusive sums: where each chunk starts
     if spec.flips:
         starts[:, 4] = chosen_before[0][starts[:, 2]]
         if n_sub:
             starts[:, 5] = chosen_before[1][starts[:, 3]]
-    of = np.empty_like(xf)
     round_drawn = k.round_drawn if n >= SERIAL_BELOW else k.round_drawn_serial
     round_drawn(xf, xu, of, of.view(utype), ip, up, fp, single, chunk, starts, rnd[0], rnd[1],
                   stochastic and k_normal > 0, stochastic and k_sub > 0, bool(spec.flips),

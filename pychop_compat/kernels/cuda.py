@@ -1,20 +1,12 @@
 """The CUDA kernel of the device engines: its source, its compilation and its launch.
 
-One generated kernel does ``reference.chop_vector`` for one element per
-thread, specialised at compile time for a :class:`Variant`.  Regular elements
-(:func:`~pychop_compat.kernels.device_plan.regular_range`) round on their bit
-patterns as in :mod:`.numpy_fast`; the others, and every element with bit
-flips, take the general path (exact scaling by two powers of two, rounding,
-flip, scaling back, chop.m's range rules).  Random numbers: none, ``host``
-(per-element arrays in chop.m's order, after ``chop_classify``) or ``device``
-(the counter-based generator of :mod:`pychop_compat.random.counter`).
-
-CuPy's ``RawKernel``/``RawModule(code=...)`` append ``-ftz=true``, which
-flushes float32 subnormals, so the source is compiled by NVRTC directly with
-:data:`COMPILE_OPTIONS` and the PTX loaded with ``cupy.RawModule(path=...)``
-(NVRTC's CUBIN where the driver rejects its PTX).  The PTX is cached in memory
-and on disk (:func:`cache_dir`, keyed by source, options, architecture and
-NVRTC version; a bad cache is ignored).  CuPy is imported lazily.
+One kernel, specialised per :class:`Variant`, does ``reference.chop_vector`` for
+one element per thread: regular elements on their bit patterns (as
+:mod:`.numpy_fast`), the others by chop.m's exact scaling and range rules.
+CuPy's ``RawKernel``/``RawModule(code=...)`` append ``-ftz=true`` (float32
+subnormals flushed), so NVRTC compiles the source with :data:`COMPILE_OPTIONS`
+and ``cupy.RawModule(path=...)`` loads the PTX (NVRTC's CUBIN where the driver
+rejects it), cached in memory and on disk (:func:`cache_dir`).
 """
 
 from __future__ import annotations
@@ -334,8 +326,7 @@ def compile_cubin(source: str, arch: str, nvrtc: Any = None) -> bytes:
 
 
 def _nvrtc_compile(source: str, options: tuple, getter: str, nvrtc=None):
-    if nvrtc is None:
-        nvrtc = _cupy().cuda.nvrtc
+    nvrtc = _cupy().cuda.nvrtc if nvrtc is None else nvrtc
     program = nvrtc.createProgram(source, "pychop_compat_chop.cu", (), ())
     try:
         try:
@@ -349,15 +340,13 @@ def _nvrtc_compile(source: str, options: tuple, getter: str, nvrtc=None):
 
 def nvrtc_version(nvrtc=None) -> str:
     """NVRTC's version as ``'major.minor'``."""
-    if nvrtc is None:
-        nvrtc = _cupy().cuda.nvrtc
+    nvrtc = _cupy().cuda.nvrtc if nvrtc is None else nvrtc
     return ".".join(str(v) for v in nvrtc.getVersion())
 
 
 def device_arch(compute_capability: str, nvrtc=None) -> str:
     """The architecture to compile for: the device's, or the newest NVRTC knows below it."""
-    if nvrtc is None:
-        nvrtc = _cupy().cuda.nvrtc
+    nvrtc = _cupy().cuda.nvrtc if nvrtc is None else nvrtc
     wanted = int(compute_capability)
     try:
         supported = [int(a) for a in nvrtc.getSupportedArchs()]
@@ -428,8 +417,7 @@ def _write(path: Path, text: str) -> Path:
 def cached_ptx(source: str, arch: str, nvrtc: Any = None) -> Path:
     """The path of a file holding the PTX of ``source`` for ``arch``: from the disk cache, else
     compiled now (in a private temporary folder when the cache cannot be written)."""
-    if nvrtc is None:
-        nvrtc = _cupy().cuda.nvrtc
+    nvrtc = _cupy().cuda.nvrtc if nvrtc is None else nvrtc
     key = _cache_key(source, arch, nvrtc_version(nvrtc))
     path = cache_dir() / f"chop-{key[:40]}.ptx"
     try:
@@ -472,18 +460,6 @@ def _kernels(variant: Variant, device_id: int):
 
 def _blocks(n: int) -> int:
     return max(1, min((n + THREADS - 1) // THREADS, 1 << 20))
-
-
-def _classify(vector, spec: RoundingSpec, variant: Variant, device_id: int):
-    """Per element of the contiguous 1-D ``vector``: 1 in the subnormal block | 2 needs a draw."""
-    cupy = _cupy()
-    fmt = spec.fmt
-    flags = cupy.empty(vector.size, dtype=np.uint8)
-    _kernels(variant, device_id)[1](
-        (_blocks(vector.size),), (THREADS,),
-        (vector, flags, np.int64(vector.size), np.int32(fmt.t), np.int32(clamp_exponent(fmt.emin)),
-         np.int32(clamp_exponent(fmt.emins))))
-    return flags
 
 
 @functools.lru_cache(maxsize=256)
@@ -536,7 +512,9 @@ def _host_draws(vector, spec: RoundingSpec, variant: Variant, device_id: int, so
     order, for the column-major ``vector`` (blocks and needs from ``chop_classify``)."""
     cupy = _cupy()
     n = vector.size
-    flags = _classify(vector, spec, variant, device_id)
+    flags = cupy.empty(n, dtype=np.uint8)  # 1: in the subnormal block | 2: needs a draw
+    (t, emin, emins, *_), _ = _format_arguments(spec, variant.dtype)
+    _kernels(variant, device_id)[1]((_blocks(n),), (THREADS,), (vector, flags, np.int64(n), t, emin, emins))
     sub = (flags & 1).astype(bool)
     need = (flags & 2).astype(bool)
     normal = ~sub

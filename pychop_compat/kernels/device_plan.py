@@ -117,11 +117,8 @@ def zero_keeps_sign(spec: RoundingSpec) -> bool:
 
 @dataclass(frozen=True)
 class Encoding:
-    """A format's encoding on chop's results as carrier bit patterns (:func:`.elementwise.encode_bits`).
-
-    ``tie_bits``: ``|x|`` at the overflow threshold, which an ``'fn'`` format rounds to its even
-    ``xmax`` (-1: none); ``saturate``: +-Inf results become +-xmax; ``no_inf``: NaN.
-    """
+    """A format's encoding on chop's results as bit patterns (:func:`.elementwise.encode_bits`);
+    ``tie_bits``: ``|x|`` at the overflow threshold, which an ``'fn'`` format rounds to ``xmax``."""
 
     tie_bits: int
     xmax_bits: int
@@ -188,13 +185,10 @@ def regular_range(spec: RoundingSpec, carrier: Carrier) -> RegularRange:
 
 @dataclass(frozen=True)
 class SubnormalBlock:
-    """chop.m's rules below xmin (modes 1-4, ``subnormal = 1``) on the bit pattern.
-
-    In ``[xmins, xmin)`` an element of exponent field ``E`` drops ``shift + max(emin_field -
-    max(E, 1), 0)`` bits (the :class:`RegularRange`'s ``shift``).  Below xmins round to nearest
-    gives xmins exactly above ``2^(emins-1) * (1 + 2^-t)`` (chop.m rounds to ``t`` bits first, a
-    tie going to xmins/2), else 0; the directed modes xmins or 0 by the sign.
-    """
+    """chop.m's rules below xmin (modes 1-4, ``subnormal = 1``) on the bit pattern: in ``[xmins,
+    xmin)`` an element of exponent field ``E`` drops ``shift + max(emin_field - max(E, 1), 0)``
+    bits; below xmins round to nearest gives xmins exactly above ``2^(emins-1) * (1 + 2^-t)``
+    (chop.m rounds to ``t`` bits first, a tie going to xmins/2), the directed modes by the sign."""
 
     xmins: int       # xmins as bits: the block's lowest magnitude
     tiny_cut: int    # 2^(emins-1) * (1 + 2^-t) as bits: round to nearest gives xmins above it

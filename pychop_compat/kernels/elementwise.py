@@ -1,15 +1,12 @@
 """chop's rule as one elementwise function, written once against an array namespace.
 
-:func:`chop_elementwise` rounds what does not live in host memory (torch and
-CuPy arrays, JAX arrays under ``jit``/``vmap``, Dask blocks, :mod:`pychop_compat.nn`'s
-quantizers traced by ``torch.compile``), on the namespace of :mod:`.xp`.
-The algorithm is chop.m's (:mod:`pychop_compat.rules.chop`); each element's
-result depends only on its value and its own random numbers
-(:class:`ElementDraws`), so there are no Python branches on data.  Integer
-arithmetic on the bit patterns does all the work that may meet a subnormal
-(XLA on the CPU and CuPy's float32 kernels flush them); float operations only
-touch normal numbers, each exact or one IEEE rounding, so no fused
-multiply-add or reassociation can change a result.
+:func:`chop_elementwise` rounds what does not live in host memory (torch, CuPy,
+JAX, Dask, :mod:`pychop_compat.nn`'s quantizers under ``torch.compile``) on the
+namespace of :mod:`.xp`, by chop.m's algorithm, each element with its own
+numbers (:class:`ElementDraws`): no Python branch on data.  Integer arithmetic
+on the bit patterns does all the work that may meet a subnormal (XLA on the CPU
+and CuPy's float32 kernels flush them); float operations touch only normal
+numbers, each exact or one rounding, so fusion or reassociation cannot change a result.
 """
 
 from __future__ import annotations
@@ -68,10 +65,8 @@ class ElementwisePlan:
         Raises
         ------
         ValueError
-            For a spec the elementwise rule does not cover
-            (:func:`~.device_plan.elementwise_covers`: CPFloat's rules, limited random
-            bits, E8M0, bit flips on a format beyond chop.m's), a carrier other than
-            float32/float64, or bit flips with ``t < 2``.
+            For a spec :func:`~.device_plan.elementwise_covers` refuses, a carrier other
+            than float32/float64, or bit flips with ``t < 2``.
         """
         if not elementwise_covers(spec):
             raise ValueError("chop_elementwise does not cover this spec (extended with bit flips, CPFloat's "
@@ -126,11 +121,6 @@ def _as(xp: Any, a: Any, dtype: Any) -> Any:
     return a if a.dtype == dtype else xp.astype(a, dtype)
 
 
-def _pow2(ns: Namespace, k: Any, carrier: Carrier, float_dtype: Any) -> Any:
-    """2**k for integers k in the carrier's normal exponent range, exactly, from its bits."""
-    return ns.bitcast((k + carrier.bias) << carrier.mant, float_dtype)
-
-
 @dataclass(frozen=True)
 class _Grid:
     """An array's bit patterns on chop.m's grid (see :func:`_grid`)."""
@@ -172,13 +162,6 @@ def _grid(ns: Namespace, v: Any, plan: ElementwisePlan, carrier: Carrier) -> _Gr
     dropped = xp.where(k < 0, 0, xp.where(k > cap, cap, k))
     low = magnitude & ((xp.ones_like(dropped) << dropped) - 1)
     return _Grid(bits, magnitude, biased, bits < 0, finite, sub, g, k, dropped, low)
-
-
-def _integer_dtype(ns: Namespace, plan: ElementwisePlan, carrier: Carrier) -> Any:
-    """The integers on chop's grid when bits are flipped (up to ``t + 1`` bits)."""
-    if not ns.wide or (carrier.mant == 23 and plan.t <= 24):
-        return ns.xp.int32
-    return ns.xp.int64
 
 
 def draw_needs(ns: Namespace, v: Any, plan: ElementwisePlan) -> tuple:
@@ -263,7 +246,7 @@ def chop_elementwise(ns: Namespace, v: Any, plan: Any, draws: Optional[ElementDr
         up = None
     else:
         if mode == 5:  # the fraction low * 2^-k: exact, and normal (low != 0 only where k <= mant)
-            threshold = xp.astype(low, v.dtype) * _pow2(ns, -dropped, carrier, v.dtype)
+            threshold = xp.astype(low, v.dtype) * ns.bitcast((carrier.bias - dropped) << carrier.mant, v.dtype)
         else:
             threshold = 0.5
         up = inexact & (_as(xp, draws.u_round, v.dtype) <= threshold)
@@ -295,7 +278,7 @@ def _flipped(ns: Namespace, v: Any, plan: ElementwisePlan, carrier: Carrier, gri
     and ``q * 2^g`` rebuilt in the carrier (via double, as chop.m converts; ties to even)."""
     xp = ns.xp
     int_dtype = xp.int64 if carrier.mant == 52 else xp.int32
-    q_dtype = _integer_dtype(ns, plan, carrier)
+    q_dtype = xp.int32 if not ns.wide or (carrier.mant == 23 and plan.t <= 24) else xp.int64  # t + 1 bits
     mant, field = carrier.mant, carrier.field
     cap = 29 if q_dtype == xp.int32 else 60
     magnitude, biased, k = grid.magnitude, grid.biased, xp.astype(grid.k, q_dtype)
@@ -381,10 +364,8 @@ def _apply_limits(xp: Any, out: Any, v: Any, plan: ElementwisePlan, carrier: Car
 
 
 def encode_bits(xp: Any, out: Any, v_bits: Any, encoding: Encoding, carrier: Carrier) -> Any:
-    """A format's encoding (the rules of :func:`pychop_compat.rules.cpfloat.apply_encoding`) on
-    chop's results ``out``, carrier bit patterns; ``v_bits``: the inputs' (signed integers of the
-    carrier's width).  Bit patterns, not float comparisons: XLA flushes subnormal operands.
-    """
+    """A format's encoding (:func:`pychop_compat.rules.cpfloat.apply_encoding`) on chop's results
+    ``out`` given ``v_bits``, the inputs', as bit patterns (XLA flushes subnormal operands)."""
     abs_mask, sign = carrier.abs_mask, carrier.sign_bit
     inf_bits = carrier.field << carrier.mant
     if encoding.tie_bits >= 0:
@@ -402,11 +383,9 @@ def encode_bits(xp: Any, out: Any, v_bits: Any, encoding: Encoding, carrier: Car
 # --- the two fast forms (measured; see chop_elementwise) ---------------------------------------
 
 def _nearest_constants(spec: RoundingSpec, carrier: Carrier) -> Optional[tuple]:
-    """Constants of :func:`_nearest_on_bits` when it gives chop's rounding, else None: round to
-    nearest, explim, ``2 <= t <= mant``, exponents inside the carrier's, and an all-ones xmax
-    significand (then xboundary is where rounding to ``t`` bits passes xmax).  The tuple: xmax,
-    the smallest kept, the largest carrier number rounding to 0 (bit patterns); the most bits dropped.
-    """
+    """Constants of :func:`_nearest_on_bits` where it gives chop's rounding (round to nearest,
+    explim, ``2 <= t <= mant``, the carrier's exponents, an all-ones xmax significand), else None:
+    xmax, the smallest kept, the largest number rounding to 0 (bit patterns), the most bits dropped."""
     fmt, mant, bias, dt = spec.fmt, carrier.mant, carrier.bias, carrier.np_float
     if (spec.round != 1 or spec.flips or not spec.limits_exponent or not 2 <= fmt.t <= mant
             or fmt.emin < 1 - bias or fmt.emax > bias or fmt.xmax != (2.0 - 2.0 ** (1 - fmt.t)) * 2.0 ** fmt.emax):
@@ -434,10 +413,9 @@ def _nearest_constants(spec: RoundingSpec, carrier: Carrier) -> Optional[tuple]:
 
 
 def _stochastic_constants(spec: RoundingSpec, carrier: Carrier) -> Optional[tuple]:
-    """Constants of :func:`_stochastic_on_bits` when it gives chop's rounding, else None: modes 5
-    and 6 without flips, explim, ``2 <= t <= mant``, ``2^(emins - 1)`` representable in the
-    carrier.  Bit patterns: ``2^emin``, ``2^emins``, the smallest kept, the overflow threshold and
-    its result (xmax or Inf)."""
+    """Constants of :func:`_stochastic_on_bits` where it gives chop's rounding (modes 5, 6, no flips,
+    explim, ``2 <= t <= mant``, ``2^(emins - 1)`` in the carrier), else None: the bit patterns of
+    ``2^emin``, ``2^emins``, the smallest kept, the overflow threshold and its result."""
     fmt, mant, bias, dt = spec.fmt, carrier.mant, carrier.bias, carrier.np_float
     if (spec.round < 5 or spec.flips or not spec.limits_exponent or not 2 <= fmt.t <= mant
             or fmt.emin < 1 - bias or fmt.emax > bias or fmt.emins - 1 < 1 - bias - mant):

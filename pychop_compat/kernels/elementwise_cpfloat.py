@@ -1,14 +1,11 @@
 """CPFloat's rounding as a pure elementwise function on bit patterns, written once against an
 array namespace (NumPy, CuPy, JAX, torch).
 
-The rules are :func:`pychop_compat.rules.cpfloat.round_cpfloat`'s (modes -1,
-0, 1-7 and "no rounding", the ``subnormal``, ``explim``, ``saturation`` and
-``infinity`` switches, the sign of zero, every encoding).  A magnitude viewed
-as an integer is its exponent field then its significand, so rounding to a
-grid of ``2^s`` ulps is ``(m + add) & ~(2^s - 1)``, a carry moving to the next
-binade.  Integer operations and ``where`` only: no float operation touches a
-value (nothing for flush-to-zero to change) and no Python branch depends on
-data (it traces under ``jax.jit``).
+The rules of :func:`pychop_compat.rules.cpfloat.round_cpfloat`.  A magnitude viewed as an
+integer is its exponent field then its significand, so rounding to a grid of ``2^s``
+ulps is ``(m + add) & ~(2^s - 1)``, a carry moving to the next binade.  Integer
+operations and ``where`` only: nothing for flush-to-zero to change, no Python branch
+on data (it traces under ``jax.jit``).
 """
 
 from __future__ import annotations
@@ -25,7 +22,7 @@ from ..spec import RoundingSpec
 from ..random.sources import RandomSources
 from ..rules.cpfloat import ROUND_MODES, effective_format, limited_bit_sources
 from .device_plan import CARRIERS
-from .elementwise import Namespace
+from .elementwise import Namespace, carrier_name
 
 __all__ = ["CpfloatConstants", "cpfloat_constants", "constants_for", "cpfloat_covers", "cpfloat_inexact",
            "host_numbers", "round_cpfloat_elementwise"]
@@ -114,10 +111,6 @@ def cpfloat_covers(spec: RoundingSpec, stochastic: bool = False) -> bool:
     return (spec.round in (5, 6)) == stochastic
 
 
-def _dtype_name(v: Any) -> str:
-    return str(v.dtype).rpartition(".")[2]  # torch spells 'torch.float32'
-
-
 def _cast(a: Any, dtype: Any) -> Any:
     """``a`` converted to ``dtype`` (torch tensors have ``to``, the others ``astype``)."""
     astype = getattr(a, "astype", None)
@@ -142,7 +135,7 @@ class _Split:
 
 def _storage_bits(ns: Namespace, v: Any) -> tuple:
     """``(carrier, bit patterns)`` of the float32 or float64 array ``v`` (signed integers)."""
-    name = _dtype_name(v)
+    name = carrier_name(v)
     if name not in CARRIERS:
         raise TypeError(f"CPFloat's rounding needs float32 or float64 storage, not {name}.")
     carrier = CARRIERS[name]
@@ -252,7 +245,7 @@ def round_cpfloat_elementwise(ns: Namespace, v: Any, spec: RoundingSpec, u_round
     if stochastic and u_round is None:
         raise ValueError("round_cpfloat_elementwise: stochastic rounding (round = 5 or 6) needs u_round.")
     xp = ns.xp
-    if stochastic and spec.range_rules == "correct" and _dtype_name(v) == "float32":
+    if stochastic and spec.range_rules == "correct" and carrier_name(v) == "float32":
         # chop's draws are compared in the input's precision, as chop.m compares (rules.cpfloat.round_correct)
         u_round = _cast(_cast(u_round, xp.float32), xp.float64)
     mode = int(spec.round)

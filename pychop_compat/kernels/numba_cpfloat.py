@@ -1,13 +1,11 @@
 """A compiled (Numba) kernel for CPFloat's deterministic modes, bit for bit equal to
 :func:`pychop_compat.rules.cpfloat.round_cpfloat` (imported only when used).
 
-The arithmetic of :mod:`.elementwise_cpfloat` (which gives the constants,
-:func:`~.elementwise_cpfloat.cpfloat_constants`) in one pass over memory: a
-branch-free loop over each sub-block of :data:`SUB_BLOCK` elements rounds
-everything below the target's top binade and counts the others (the top
-binade, overflow, Inf, NaN; for E8M0 also zeros, negatives and below xmin),
-which :func:`_round_one` rounds again with every rule.  Chunks of
-:data:`CHUNK` elements go to Numba's threads, each written by one thread.
+:mod:`.elementwise_cpfloat`'s arithmetic and constants in one pass: a branch-free
+loop per :data:`SUB_BLOCK` elements rounds everything below the top binade and
+counts the others (also zeros, negatives and below xmin for E8M0), which
+:func:`_round_one` rounds again with every rule.  Chunks of :data:`CHUNK`
+elements go to Numba's threads, each written by one thread.
 """
 
 from __future__ import annotations
@@ -37,7 +35,7 @@ SUB_BLOCK = 256
 _U0 = np.uint64(0)
 _U1 = np.uint64(1)
 
-# Indices into the tuple of constants (all uint64; see _constants).
+# Indices into the tuple of constants (all uint64), in _constants' order.
 (D, DTOP, DMAX, HIDDEN, MAG, TOPBIT, TINY_LO, TINY_HALF, SPECIAL_MASK, SPECIAL_LO,
  SPECIAL_SPAN, XMAX, INF, NAN, SATURATION, INFINITY, ZERO_PLUS, E8M0, XMIN) = range(19)
 
@@ -52,14 +50,9 @@ def _constants(fmt, mode: int, subnormal: bool, explim: bool, saturation: bool, 
                char: str) -> np.ndarray:
     """The constants of :func:`.elementwise_cpfloat.cpfloat_constants` as the kernel's array."""
     c = cpfloat_constants(fmt, mode, subnormal, explim, saturation, infinity, char)
-    values = {
-        D: c.dropped, DTOP: c.dropped_top, DMAX: c.dropped_max, HIDDEN: c.hidden, MAG: (1 << (c.width - 1)) - 1,
-        TOPBIT: c.width - 1, TINY_LO: c.tiny_lo, TINY_HALF: c.tiny_half,
-        SPECIAL_MASK: c.special_mask, SPECIAL_LO: c.special_lo, SPECIAL_SPAN: c.special_span,
-        XMAX: c.xmax, INF: c.inf, NAN: c.nan, SATURATION: int(c.saturation), INFINITY: int(c.infinity),
-        ZERO_PLUS: int(c.zero_plus), E8M0: int(c.e8m0), XMIN: c.xmin,
-    }
-    k = np.array([values[i] for i in range(len(values))], np.uint64)
+    k = np.array([c.dropped, c.dropped_top, c.dropped_max, c.hidden, (1 << (c.width - 1)) - 1, c.width - 1,
+                  c.tiny_lo, c.tiny_half, c.special_mask, c.special_lo, c.special_span, c.xmax, c.inf, c.nan,
+                  int(c.saturation), int(c.infinity), int(c.zero_plus), int(c.e8m0), c.xmin], np.uint64)
     k.setflags(write=False)
     return k
 
@@ -68,9 +61,8 @@ def _constants(fmt, mode: int, subnormal: bool, explim: bool, saturation: bool, 
 
 @numba.njit(**INLINE_OPTIONS)
 def _core(m, neg, k, mode):
-    """The rounded magnitude of the finite magnitude ``m`` (sign ``neg``: 0 or 1), any range (a
-    carry beyond the top binade gives Inf's pattern or above xmax).  :func:`.elementwise_cpfloat.round_cpfloat_elementwise`
-    is the same arithmetic on arrays."""
+    """The rounded magnitude of the finite magnitude ``m`` (sign ``neg``: 0 or 1), any range (a carry
+    beyond the top binade gives Inf's pattern or above xmax); elementwise_cpfloat's arithmetic."""
     e = m >> k[DMAX]
     e = e if e > _U1 else _U1
     s = k[DTOP] - e if k[DTOP] > e else _U0

@@ -1,15 +1,12 @@
 """Numba kernels of the compiled CPU engine (imported only by :mod:`.compiled`, on first use).
 
-One element at a time, one pass over memory.  A *regular* element (exponent
-field in ``[LO, HI)``) loses the same ``d0`` low bits as every other and is
+One pass over memory: a *regular* element (exponent field in ``[LO, HI)``) is
 rounded by integer arithmetic on its bit pattern, as in :mod:`.numpy_fast`;
-every other element takes :func:`_general` (chop.m's ``frexp``/``ldexp``
-scaling in float64, then its range rules and the format's encoding, which
-can only change results that :func:`_general` gives).  Stochastic rounding
-also rounds carrier-normal elements below xmin by bit rules
-(:func:`_small_shift`).  Constants come as arrays ``ip`` (int64), ``up``
-(uint64 masks) and ``fp`` (float64) made by :mod:`.compiled`; float32 bit
-patterns are widened to uint64.  No fastmath (it would break exact rounding).
+the others by :func:`_general` (chop.m's scaling in float64, its range rules,
+the format's encoding).  Stochastic rounding also takes carrier-normal
+elements below xmin by bit rules (:func:`_small_shift`).  Constants come as
+arrays ``ip``, ``up``, ``fp`` from :mod:`.compiled`; float32 patterns are
+widened to uint64.  No fastmath (it would break exact rounding).
 """
 
 from __future__ import annotations
@@ -23,7 +20,7 @@ from numba import prange, types
 from numba.extending import intrinsic
 
 from . import numpy_fast
-from ..random.counter import FLIP_BIT, FLIP_CHOICE, GOLDEN, MIX1, MIX2, ROUND  # noqa: F401
+from ..random.counter import GOLDEN, MIX1, MIX2
 
 # Indices into the tuple of constants (:func:`constants`).  Helpers take scalars and this tuple,
 # never arrays: an array argument costs reference counting on every call.
@@ -35,16 +32,12 @@ TIE_TO_XMAX, SATURATE, INF_TO_NAN, NO_NEGATIVE_ZERO, FLIP_NAN, ENCODES, XBOUNDAR
 
 _U0 = np.uint64(0)
 _U1 = np.uint64(1)
-_G = np.uint64(GOLDEN)
-_M1 = np.uint64(MIX1)
-_M2 = np.uint64(MIX2)
+_G, _M1, _M2 = np.uint64(GOLDEN), np.uint64(MIX1), np.uint64(MIX2)
 _S30, _S27, _S31, _S12 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(12)
 
-#: Numba's options for every compiled kernel of the package: cached on disk, GIL released,
-#: NumPy's error model (x / 0 is inf, not an exception, as in the NumPy engine).
+#: Numba's options for every kernel of the package: cached, GIL released, NumPy's error model.
 JIT_OPTIONS: dict[str, Any] = dict(cache=True, nogil=True, error_model="numpy")
-#: The same, inlined into the caller (small helpers on the hot path; the rare general path is a
-#: plain call, which keeps compilation short).
+#: The same, inlined (small helpers on the hot path; the rare general path stays a plain call).
 INLINE_OPTIONS: dict[str, Any] = dict(JIT_OPTIONS, inline="always")
 
 
@@ -394,32 +387,26 @@ def _det_block(xu, ou, first, last, c, mode):
 # [SMALL_LO, SMALL_LO + SPAN) are rounded again by the general path.  Unsigned indices: signed
 # ones make Numba check for negative indices, which stops LLVM from vectorising (5x slower).
 
+@numba.njit(**INLINE_OPTIONS)
+def _det_range(xf, xu, of, ou, start, stop, k, c, single):
+    for begin in range(start, stop, SUB_BLOCK):
+        first, last = np.uint64(begin), np.uint64(min(stop, begin + SUB_BLOCK))
+        if _det_block(xu, ou, first, last, c, k[MODE]):
+            _fix_specials(xf, xu, of, first, last, k, single, c[9], c[10], c[6])
+
+
 @numba.njit(**JIT_OPTIONS)
 def det_serial(xf, xu, of, ou, ip, up, fp, rp, single):
-    k = constants(ip, up, fp)
-    c = _det_constants(rp)
-    mode = k[MODE]
-    n = xf.size
-    for block in range((n + SUB_BLOCK - 1) // SUB_BLOCK):
-        first = np.uint64(block * SUB_BLOCK)
-        last = np.uint64(min(n, block * SUB_BLOCK + SUB_BLOCK))
-        if _det_block(xu, ou, first, last, c, mode):
-            _fix_specials(xf, xu, of, first, last, k, single, c[9], c[10], c[6])
+    _det_range(xf, xu, of, ou, 0, xf.size, constants(ip, up, fp), _det_constants(rp), single)
 
 
 @numba.njit(parallel=True, **JIT_OPTIONS)
 def det_parallel(xf, xu, of, ou, ip, up, fp, rp, single, chunk):
     k = constants(ip, up, fp)
     c = _det_constants(rp)
-    mode = k[MODE]
     n = xf.size
     for chunk_index in prange((n + chunk - 1) // chunk):
-        stop = min(n, (chunk_index + 1) * chunk)
-        for block in range((stop - chunk_index * chunk + SUB_BLOCK - 1) // SUB_BLOCK):
-            first = np.uint64(chunk_index * chunk + block * SUB_BLOCK)
-            last = np.uint64(min(stop, chunk_index * chunk + block * SUB_BLOCK + SUB_BLOCK))
-            if _det_block(xu, ou, first, last, c, mode):
-                _fix_specials(xf, xu, of, first, last, k, single, c[9], c[10], c[6])
+        _det_range(xf, xu, of, ou, chunk_index * chunk, min(n, (chunk_index + 1) * chunk), k, c, single)
 
 
 # --- the counter-based generator: each element its own numbers ------------------------------------
@@ -461,11 +448,9 @@ def _counter_general(xf, xu, of, ou, first, last, k, single, k0, k1, k2, offset,
 
 @numba.njit(**INLINE_OPTIONS)
 def _counter_range(xf, xu, of, ou, start, stop, k, single, k0, k1, k2, offset, given):
-    n_blocks = (stop - start + SUB_BLOCK - 1) // SUB_BLOCK
     wide_lo, wide_span, wide = _wide_limits(k)
-    for block in range(n_blocks):
-        first = np.uint64(start + block * SUB_BLOCK)
-        last = np.uint64(min(stop, start + block * SUB_BLOCK + SUB_BLOCK))
+    for begin in range(start, stop, SUB_BLOCK):
+        first, last = np.uint64(begin), np.uint64(min(stop, begin + SUB_BLOCK))
         if k[PFLIP] >= 0.0:  # bit flips: every element takes the general path
             _counter_general(xf, xu, of, ou, first, last, k, single, k0, k1, k2, offset, True, given)
             continue
@@ -544,9 +529,8 @@ def count_draws(xf, xu, ip, up, fp, chunk, stochastic):
         k_normal = 0
         k_sub = 0
         n_sub = 0
-        for block in range((stop - start + SUB_BLOCK - 1) // SUB_BLOCK):
-            first = np.uint64(start + block * SUB_BLOCK)
-            last = np.uint64(min(stop, start + block * SUB_BLOCK + SUB_BLOCK))
+        for begin in range(start, stop, SUB_BLOCK):
+            first, last = np.uint64(begin), np.uint64(min(stop, begin + SUB_BLOCK))
             if _count_specials(xu, first, last, k):
                 a, b, d = _count_general(xf, xu, first, last, k, stochastic)
                 k_normal += a
@@ -572,14 +556,11 @@ def _round_drawn_general(xf, xu, of, ou, first, last, k, single, q, rnd_normal, 
         v = np.float64(xf[i])
         b = np.uint64(xu[i])
         sub, need = _classify(b, v, k)
+        at = 1 if sub else 0  # q: draws, flip choices, flipped bits; each normal then subnormal
         rnd = 2.0
         if mode >= 5 and need:
-            if sub:
-                rnd = rnd_sub[q[1]]
-                q[1] += 1
-            else:
-                rnd = rnd_normal[q[0]]
-                q[0] += 1
+            rnd = (rnd_sub if sub else rnd_normal)[q[at]]
+            q[at] += 1
         if mode >= 5 and not flips:
             by_bits, bits = _bit_rule_stochastic(b, k, rnd)
             if by_bits:
@@ -587,18 +568,11 @@ def _round_drawn_general(xf, xu, of, ou, first, last, k, single, q, rnd_normal, 
                 continue
         shift = -1
         if flips:
-            if sub:
-                u = choice_sub[q[3]]
-                q[3] += 1
-                if u <= p:
-                    shift = bits_sub[q[5]] - 1
-                    q[5] += 1
-            else:
-                u = choice_normal[q[2]]
-                q[2] += 1
-                if u <= p:
-                    shift = bits_normal[q[4]] - 1
-                    q[4] += 1
+            u = (choice_sub if sub else choice_normal)[q[2 + at]]
+            q[2 + at] += 1
+            if u <= p:
+                shift = (bits_sub if sub else bits_normal)[q[4 + at]] - 1
+                q[4 + at] += 1
         of[i] = _general(v, k, single, rnd, plus_sub if sub else plus_normal, shift)
 
 
@@ -614,9 +588,8 @@ def _round_drawn_chunks(c0, c1, xf, xu, of, ou, k, single, chunk, starts, rnd_no
         q = starts[c].copy()
         start = c * chunk
         stop = min(n, start + chunk)
-        for block in range((stop - start + SUB_BLOCK - 1) // SUB_BLOCK):
-            first = np.uint64(start + block * SUB_BLOCK)
-            last = np.uint64(min(stop, start + block * SUB_BLOCK + SUB_BLOCK))
+        for begin in range(start, stop, SUB_BLOCK):
+            first, last = np.uint64(begin), np.uint64(min(stop, begin + SUB_BLOCK))
             if not flips and wide and k[MODE] >= 5 and _count_specials(xu, first, last, k) \
                     and not _count_outside(xu, first, last, wide_lo, wide_span, k[MAG]):
                 # Regular and small elements only: bit rules, each number from its block's cursor.
@@ -642,24 +615,14 @@ def _round_drawn_chunks(c0, c1, xf, xu, of, ou, k, single, chunk, starts, rnd_no
                 continue
             # Unsigned positions (no negative-index checks); no dropped bits: no draw.
             position = np.uint64(q[0])
-            if mode5:
-                for i in range(first, last):
-                    b = np.uint64(xu[i])
-                    low = b & low0
-                    up_ = False
-                    if low != _U0:
-                        up_ = rnd_normal[position] <= np.float64(np.int64(low)) * scale
-                        position += _U1
-                    ou[i] = (b & keep) + (unit if up_ else _U0)
-            else:
-                for i in range(first, last):
-                    b = np.uint64(xu[i])
-                    low = b & low0
-                    up_ = False
-                    if low != _U0:
-                        up_ = rnd_normal[position] <= 0.5
-                        position += _U1
-                    ou[i] = (b & keep) + (unit if up_ else _U0)
+            for i in range(first, last):
+                b = np.uint64(xu[i])
+                low = b & low0
+                up_ = False
+                if low != _U0:
+                    up_ = rnd_normal[position] <= (np.float64(np.int64(low)) * scale if mode5 else 0.5)
+                    position += _U1
+                ou[i] = (b & keep) + (unit if up_ else _U0)
             q[0] = np.int64(position)
 
 
@@ -735,13 +698,6 @@ def _mt_mix(upper_word, lower_word, far):
 
 
 @numba.njit(**JIT_OPTIONS)
-def _mt_twist(key, tempered):
-    """The next 624 words of ``key`` (mt19937ar's generation step) and their tempered outputs."""
-    _mt_generate(key)
-    _mt_temper(key, tempered)
-
-
-@numba.njit(**JIT_OPTIONS)
 def _mt_temper(key, tempered):
     for i in range(_MT_N):
         y = np.uint64(key[i])
@@ -756,7 +712,8 @@ def _mt_temper(key, tempered):
 def _mt_word(key, tempered, pos):
     """The next 32-bit output (advances ``pos[0]``)."""
     if pos[0] >= _MT_N:
-        _mt_twist(key, tempered)
+        _mt_generate(key)
+        _mt_temper(key, tempered)
         pos[0] = 0
     word = tempered[pos[0]]
     pos[0] += 1
@@ -837,9 +794,8 @@ def _mt_skip(key, pos, words):
 
 @numba.njit(**JIT_OPTIONS)
 def _stream_plan(xf, xu, k, plans, counts, flags):
-    """round_stream's counting pass: per sub-block its plan and numbers (normal, subnormal,
-    subnormal elements: ``counts``); per element of a ``_PLAN_WIDE`` sub-block ``flags`` (bit 0:
-    draws, bit 1: subnormal block); returns the totals."""
+    """round_stream's counting pass: per sub-block its plan and ``counts``; per element of a
+    ``_PLAN_WIDE`` sub-block ``flags`` (1: draws, 2: subnormal block); returns the totals."""
     n = xf.size
     low0 = k[LOW0]
     wide_lo, wide_span, wide = _wide_limits(k)
@@ -986,22 +942,13 @@ def round_stream(xf, xu, of, ou, ip, up, fp, single, key, pos):
                         of[i] = _general(v, k, single, rnd, plus_sub if sub else plus_normal, -1)
                 continue
             # Regular elements only, branch-free (a branch would mispredict half the time).
-            if mode5:
-                for i in range(first, last):
-                    b = np.uint64(xu[i])
-                    low = b & low0
-                    draws = np.uint64(low != _U0)
-                    up_ = np.uint64(numbers[position] <= np.float64(np.int64(low)) * scale) & draws
-                    position += draws
-                    ou[i] = (b & keep) + (up_ << d0)
-            else:
-                for i in range(first, last):
-                    b = np.uint64(xu[i])
-                    low = b & low0
-                    draws = np.uint64(low != _U0)
-                    up_ = np.uint64(numbers[position] <= 0.5) & draws
-                    position += draws
-                    ou[i] = (b & keep) + (up_ << d0)
+            for i in range(first, last):
+                b = np.uint64(xu[i])
+                low = b & low0
+                draws = np.uint64(low != _U0)
+                up_ = np.uint64(numbers[position] <= (np.float64(np.int64(low)) * scale if mode5 else 0.5)) & draws
+                position += draws
+                ou[i] = (b & keep) + (up_ << d0)
     # The few elements of the subnormal block, with the numbers that follow the normal block's.
     for j in range(n_deferred):
         i = deferred[j]

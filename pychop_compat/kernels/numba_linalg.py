@@ -1,12 +1,10 @@
 """Compiled chopped matrix products (Numba), imported by :mod:`pychop_compat.linalg` on first use.
 
-``C = A @ B`` (float64), every product and sum rounded by
-:func:`.numba_kernels.chop_double` in the order of the method that
-:mod:`pychop_compat.linalg` documents.  Deterministic rounding only (modes 1-4,
-no flips), so the rows may run in any order: groups of ``ROWS`` rows over
-Numba's threads.  A row of operations is first rounded by the branch-free
-:func:`.numba_kernels.fast_bits` (vectorised), which counts the values it cannot
-round; only a row with such a value is redone by ``chop_double``.
+``C = A @ B`` (float64), every product and sum rounded by :func:`.numba_kernels.chop_double`
+in the order of the method :mod:`pychop_compat.linalg` documents; modes 1-4 without
+flips only, so groups of ``ROWS`` rows may go to any thread.  A row is first rounded
+by the branch-free :func:`.numba_kernels.fast_bits`, which counts the values it
+cannot round; only a row with one is redone by ``chop_double``.
 """
 
 from __future__ import annotations
@@ -45,6 +43,7 @@ def tasks_one_at_a_time() -> Iterator[None]:
         yield
     finally:
         numba.set_parallel_chunksize(previous)
+
 
 # --- rows: out[j] = fl_s(acc[j] + fl_p(a * b[j])) and friends, fast loop then exact loop if needed -----
 

@@ -1,13 +1,10 @@
 """Compiled chopped LU factorization (Numba), imported by :mod:`pychop_compat.linalg.lu` on first use.
 
-The elimination of :func:`pychop_compat.linalg.lu` (right-looking, ``kij``,
-partial pivoting: the first largest ``|a_ik|``, a NaN first, as
-:func:`numpy.argmax`; a zero pivot skips the step) with the same roundings
-``l_ik = fl(a_ik / a_kk)``, ``a_ij = fl(a_ij - fl(l_ik a_kj))``, each ``fl`` being
-:func:`.numba_kernels.chop_double` (modes 1-4, no flips: rows of a step may be
-updated in any order).  Rows are rounded as in :mod:`.numba_linalg`; the steps
-go in panels of ``PANEL`` columns, so the rows below a panel take all its
-steps in one pass from the cache.
+The elimination of :func:`pychop_compat.linalg.lu` (right-looking, ``kij``, the first
+largest ``|a_ik|`` as pivot, a NaN first; a zero pivot skips the step) with its
+roundings ``l_ik = fl(a_ik / a_kk)``, ``a_ij = fl(a_ij - fl(l_ik a_kj))`` by
+:func:`.numba_kernels.chop_double` (modes 1-4, no flips), rows rounded as in
+:mod:`.numba_linalg`, in panels of ``PANEL`` columns (one pass per panel).
 """
 
 from __future__ import annotations
@@ -134,12 +131,10 @@ def factor(a: np.ndarray, rounding: tuple) -> tuple:
     Parameters
     ----------
     a : ndarray
-        C-contiguous float64 ``n x n`` matrix; on return it holds ``L`` below
-        the diagonal (unit diagonal implied) and ``U`` on and above it.
+        C-contiguous float64 ``n x n``; on return ``L`` below the diagonal (unit diagonal
+        implied) and ``U`` on and above it.
     rounding : tuple
-        The constant arrays ``(ip, up, fp, rp)`` of
-        :func:`pychop_compat.kernels.compiled.rounding_constants` for the
-        format and a deterministic mode (1-4) without flips.
+        :func:`.compiled.rounding_constants` of a deterministic mode (1-4) without flips.
 
     Returns
     -------

@@ -17,12 +17,9 @@ import numpy as np
 from ..spec import RoundingSpec
 from ..random.sources import MATLAB_STREAM
 from ..rules.cpfloat import ROUND_MODES, effective_format, round_cpfloat
-from .numpy_fast import map_blocks, round_regular
+from .numpy_fast import LAYOUTS, map_blocks, round_regular
 
 __all__ = ["round_array"]
-
-# (unsigned view, significand bits p, exponent bias) of the storage formats.
-_LAYOUT = {np.dtype(np.float32): (np.uint32, 24, 127), np.dtype(np.float64): (np.uint64, 53, 1023)}
 
 
 def round_array(x: np.ndarray, spec: RoundingSpec) -> np.ndarray:
@@ -31,7 +28,8 @@ def round_array(x: np.ndarray, spec: RoundingSpec) -> np.ndarray:
     mode = spec.round
     if mode not in ROUND_MODES:
         return x.copy()  # no rounding at all
-    u_type, p, bias = _LAYOUT[x.dtype]
+    layout = LAYOUTS[x.dtype]
+    u, p, bias, width = layout.utype, layout.p, layout.emax, layout.width  # (the bias is emax)
     eff = effective_format(spec.fmt, x.dtype, spec.limits_exponent)
     d = p - eff.t
     flat = np.ascontiguousarray(x).reshape(-1)
@@ -42,13 +40,11 @@ def round_array(x: np.ndarray, spec: RoundingSpec) -> np.ndarray:
     # (at least the storage's) up to, not including, the target's top binade.
     regular_lo = max(eff.emin, 1 - bias) + bias
     regular_hi = eff.emax + bias
-    u = u_type
     xu, ou = flat.view(u), out.view(u)
     idx: Optional[np.ndarray]
     if regular_hi <= regular_lo or eff.encoding == "e8m0":  # E8M0: no sign, every element checked
         idx = np.arange(flat.size)
     else:
-        width = 8 * x.dtype.itemsize
         exp_mask = u(((1 << (width - p)) - 1) << (p - 1))
         if (mode == 1 and d >= 2 and spec.keeps_subnormals and eff.encoding in ("ieee", "fn", "finite", "fnuz")
                 and eff.emax - 1 + d <= bias):
@@ -98,13 +94,10 @@ def _integer_blocks(xu, ou, u, p: int, d: int, t: int, mode: int, regular_lo: in
 
 def _nearest_blocks(xu, ou, u, p: int, d: int, regular_lo: int, regular_hi: int, exp_mask, width: int,
                     signed_zeros: bool):
-    """Work on a range of blocks (for :func:`map_blocks`): round to nearest, ties to even, with
-    subnormals, in the FPU.  ``(x + S) - S`` with ``S = 1.5 * 2^(e + d)`` rounds ``x`` to the
-    grid ``2^(e - t + 1)`` (``d >= 2`` keeps ``x + S`` in ``S``'s binade); raising ``e`` to
-    ``emin`` below the normal range gives the subnormal grid, so every element below the top
-    binade (zeros, subnormals and what underflows included) is rounded this way.  A zero result
-    takes ``x``'s sign (CPFloat keeps it; ``signed_zeros`` False: +0).  The top binade and
-    above (overflow, Inf, NaN) are special: their indices are returned."""
+    """Work on a range of blocks (for :func:`map_blocks`): round to nearest with subnormals in the
+    FPU, ``(x + S) - S`` as in :mod:`.numpy_fast` with ``e`` raised to ``emin`` below the normal
+    range (the subnormal grid), for everything below the top binade; a zero keeps ``x``'s sign
+    (unless not ``signed_zeros``).  Returns the indices of the top binade and above."""
     ftype = np.float32 if width == 32 else np.float64
     floor = u(regular_lo << (p - 1))  # exponent field of 2^emin
     hi = u(regular_hi << (p - 1))  # exponent field of 2^emax: the top binade starts there

@@ -1,23 +1,15 @@
 """A fast CPU engine for chop, bit for bit equal to :mod:`pychop_compat.rules.chop`.
 
-Rounding works on the IEEE bit pattern: viewed as an unsigned integer, a
-positive float is its exponent field then its significand, so rounding to a
-grid of ``2^d`` ulps is integer arithmetic on the low ``d`` bits, and a carry
-moves to the next binade (or to Inf) exactly as the rounded value does.
-
-*Regular* elements (finite normal inputs with ``emin <= e < emax``) all lose
-``d0 = p - t`` bits and meet no range rule: whole-block ufuncs round them
-(round to nearest in the FPU: ``(x + S) - S``, ``S = 1.5 * 2^(e + d0)``).
-*Special* elements (zeros, subnormals, chop's subnormal block, the top
-binade, Inf, NaN) are found by one range test on the exponent field and
-rounded in batches with per-element bit counts (:func:`_analyse`), then
-chop's range rules.  ``_Plan.bulk_small`` and ``_Plan.small_directed`` widen
-the regular range below xmin where that stays exact (see ``_Plan``).
-
-Deterministic modes split large arrays over :data:`THREADS` threads, each
-block written by one thread (results do not depend on the thread count).
-Stochastic rounding and bit flips draw exactly as chop.m does: same calls,
-same counts, column-major order, normal block then subnormal block.
+Viewed as an unsigned integer a positive float is its exponent field then its
+significand, so rounding to a grid of ``2^d`` ulps is integer arithmetic on the
+low ``d`` bits, a carry moving to the next binade (or to Inf) exactly as the
+rounded value does.  *Regular* elements (finite normal, ``emin <= e < emax``)
+all lose ``d0 = p - t`` bits and meet no range rule: whole-block ufuncs round
+them (to nearest in the FPU: ``(x + S) - S``, ``S = 1.5 * 2^(e + d0)``; see
+``_Plan`` for the ranges below xmin that stay exact).  *Special* elements are
+found by one range test on the exponent field and rounded in batches with
+per-element bit counts (:func:`_analyse`), then chop's range rules.  Random
+numbers are drawn exactly as chop.m draws them (same calls, counts and order).
 """
 
 from __future__ import annotations
@@ -44,8 +36,7 @@ __all__ = ["chop_array", "chop_scalar", "chop_counter", "map_blocks", "in_memory
 
 #: Elements per block: a few arrays of this many 8-byte words fit in a core's L2 cache.
 BLOCK = 16384
-#: Elements per block with several threads: longer ufunc calls, fewer hand-offs of the GIL
-#: (each NumPy call takes it back; with short calls the threads mostly wait for it).
+#: Elements per block with several threads: longer ufunc calls, fewer hand-offs of the GIL.
 PARALLEL_BLOCK = 65536
 #: Special elements gathered before they are rounded in one batch.
 _FLUSH = 8192
@@ -142,14 +133,6 @@ class _Layout:
     emin: int  # exponent of the smallest normal number
 
     @property
-    def sign(self) -> int:
-        return 1 << (self.width - 1)
-
-    @property
-    def mag(self) -> int:
-        return self.sign - 1
-
-    @property
     def inf(self) -> int:
         """Bit pattern of +Inf; any larger magnitude is a NaN."""
         return ((1 << (self.width - self.p)) - 1) << (self.p - 1)
@@ -180,16 +163,15 @@ LAYOUTS = {
 class _Plan:
     """Constants and lookup tables for one (format, mode, subnormal, explim, input class)."""
 
-    def __init__(self, t: int, emax: int, mode: int, keep_subnormals: bool, explim: bool,
-                 xmax: float, xboundary: float, xmin: float, xmins: float, layout: _Layout,
-                 emin: Optional[int] = None):
+    def __init__(self, fmt: Any, mode: int, keep_subnormals: bool, explim: bool, layout: _Layout):
         L = self.layout = layout
+        t, emax, xboundary = fmt.t, fmt.emax, fmt.xboundary
         self.t, self.mode, self.explim, self.keep_subnormals = t, mode, explim, keep_subnormals
-        self.emin = 1 - emax if emin is None else emin  # chop.m's formats: 1 - emax
+        self.emin = fmt.emin
         self.emins = self.emin + 1 - t
         u = L.utype
         self.u = u
-        self.SIGN, self.MAG, self.INF = u(L.sign), u(L.mag), u(L.inf)
+        self.SIGN, self.MAG, self.INF = u(1 << (L.width - 1)), u((1 << (L.width - 1)) - 1), u(L.inf)
 
         # Regular elements lose d0 bits; with t >= p nothing is rounded there.
         d0 = max(L.p - t, 0)
@@ -226,10 +208,9 @@ class _Plan:
         # +-xmins, the rest to +0.  S at emin's rounds them once, the same except in the window
         # half < |x| <= half (1 + 2^-t) (half = xmins / 2), which chop sends to +0.  Needs half
         # normal in the input's class and t >= 2 (with t = 1 ties go up).
+        # The top binade is regular too, up to xboundary (and while S is finite: t + 1 <= p).
         self.bulk_small = (self.float_rn and explim and keep_subnormals and t >= 2
-                           and self.emins - 1 >= L.emin and lo == L.pow2_bits(self.emins))
-        # The top binade is regular too up to xboundary (and while S is finite).
-        self.bulk_small = self.bulk_small and t + 1 <= L.p
+                           and self.emins - 1 >= L.emin and lo == L.pow2_bits(self.emins) and t + 1 <= L.p)
         if self.bulk_small:
             half = math.ldexp(1.0, self.emins - 1)
             cut = int(np.array(half + math.ldexp(half, -t), L.ftype).view(u))
@@ -273,14 +254,13 @@ class _Plan:
         self.quantum_table = quantum.astype(np.int32)
 
         # Range limits: float64 thresholds, as the reference compares them.
-        self.xmax, self.xboundary = np.float64(xmax), np.float64(xboundary)
-        self.min_rep = np.float64(xmins if keep_subnormals else xmin)
+        self.xmax, self.xboundary = np.float64(fmt.xmax), np.float64(xboundary)
+        self.min_rep = np.float64(fmt.xmins if keep_subnormals else fmt.xmin)
 
 
 @lru_cache(maxsize=64)
 def _plan(fmt, mode: int, keep_subnormals: bool, explim: bool, dtype_char: str) -> _Plan:
-    return _Plan(fmt.t, fmt.emax, mode, keep_subnormals, explim, fmt.xmax, fmt.xboundary,
-                 fmt.xmin, fmt.xmins, LAYOUTS[np.dtype(dtype_char)], fmt.emin)
+    return _Plan(fmt, mode, keep_subnormals, explim, LAYOUTS[np.dtype(dtype_char)])
 
 
 _recent_plans: dict = {}
@@ -369,8 +349,9 @@ def _finish(plan: _Plan, a: _Analysis, up: np.ndarray, plus_zero=None) -> np.nda
 
 
 def _limit_range(plan: _Plan, c: np.ndarray, x: np.ndarray) -> None:
-    """chop's overflow and underflow rules (explim = 1), in place on ``c`` (x: the inputs)."""
-    apply_range_limits(c, x, plan.mode, plan.xmax, plan.xboundary, plan.min_rep, plan.keep_subnormals)
+    """chop's overflow and underflow rules (when explim = 1), in place on ``c`` (x: the inputs)."""
+    if plan.explim:
+        apply_range_limits(c, x, plan.mode, plan.xmax, plan.xboundary, plan.min_rep, plan.keep_subnormals)
 
 
 def _draw_nothing(*args: int) -> np.ndarray:
@@ -388,8 +369,7 @@ def _round_general(plan: _Plan, xs: np.ndarray) -> np.ndarray:
         return np.array([_chop_scalar(plan, v, _NO_DRAWS) for v in xs.tolist()], plan.layout.ftype)
     a = _analyse(plan, xs)
     c = _finish(plan, a, _round_up(plan, a, None))
-    if plan.explim:
-        _limit_range(plan, c, xs)
+    _limit_range(plan, c, xs)
     return c
 
 
@@ -668,8 +648,7 @@ def _finish_special(plan: _Plan, out, special, xs, rnd, k_normal, draw) -> None:
             rnd[sub_need] = draw(k_sub)
         plus_zero[a.sub] = k_sub > 0
     c = _finish(plan, a, _round_up(plan, a, rnd), plus_zero)
-    if plan.explim:
-        _limit_range(plan, c, xs)
+    _limit_range(plan, c, xs)
     out[special] = c
 
 
@@ -705,10 +684,8 @@ def _block_numbers(plan: _Plan, low, special, need_special, k: Union[int, np.int
 
 
 def _chop_stochastic_streamed(plan: _Plan, xf: np.ndarray, draw) -> np.ndarray:
-    """Modes 5 and 6 without flips, drawing block by block from a sequential stream (whose
-    numbers do not depend on how they are requested: one pass; the special elements are rounded
-    at the end, after chop's call for the subnormal block).  One thread (threads lost to the GIL,
-    measured)."""
+    """Modes 5 and 6 without flips, drawing block by block from a sequential stream in one pass
+    (special elements last, after chop's call for the subnormal block); one thread (measured)."""
     n = xf.size
     xu = xf.view(plan.u)
     out = np.empty_like(xf)
@@ -871,8 +848,7 @@ def _chop_with_flips(plan: _Plan, xf: np.ndarray, spec: RoundingSpec, sources: R
             plus_zero = np.where(kind, k_sub > 0, k_normal > 0)
         c = _finish(plan, a, _round_up(plan, a, rnd), plus_zero)
         _flip(plan, c, xs, chosen, bits)
-        if plan.explim:
-            _limit_range(plan, c, xs)
+        _limit_range(plan, c, xs)
         out[i:j] = c
     return out
 
@@ -1113,8 +1089,7 @@ def chop_counter(x: np.ndarray, spec: RoundingSpec, stream: Any) -> np.ndarray:
             chosen = uniform(xp, keys[1], offset, index) <= spec.p
             bits = 1 + np.floor((plan.t - 1) * uniform(xp, keys[2], offset, index)).astype(np.int64)
             _flip(plan, c, xs, chosen, bits)
-        if plan.explim:
-            _limit_range(plan, c, xs)
+        _limit_range(plan, c, xs)
         out[i:j] = c
     return out.reshape(x.shape)
 

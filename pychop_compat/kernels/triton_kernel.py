@@ -1,15 +1,12 @@
 """A Triton kernel for CUDA tensors without CuPy: chop's regular elements in one pass.
 
-The kernel rounds the *regular* elements
-(:func:`~pychop_compat.kernels.device_plan.regular_range`) on their bit patterns,
-as :mod:`.cuda` and :mod:`.numpy_fast` do, in modes 1 to 4 and in stochastic
-rounding with the counter's numbers; in modes 1 to 4 also zeros and chop.m's
-subnormal block (:func:`build_round_helper`).  It counts the other elements,
-which the namespace kernel rounds (:func:`left_over`).  Nothing on the rounding
-path goes through libdevice, and fp fusion is off (``LAUNCH_OPTIONS``): the only
-float operations are exact ones, a float64 in (0, 1) rounded to float32, and
-comparisons.  The tests check the PTX (no ``.ftz``, no ``fma``) and run the
-kernel in Triton's interpreter.  Triton is imported on first use.
+It rounds the regular elements (:func:`~pychop_compat.kernels.device_plan.regular_range`)
+on their bit patterns in modes 1 to 6 (stochastic rounding with the counter's
+numbers), in modes 1 to 4 also zeros and chop.m's subnormal block
+(:func:`build_round_helper`), and counts the others, which the namespace kernel
+rounds (:func:`left_over`).  No libdevice, no fp fusion (``LAUNCH_OPTIONS``): the
+only float operations are exact, a float64 in (0, 1) rounded to float32, and
+comparisons.  Triton is imported on first use.
 """
 
 from __future__ import annotations
@@ -175,13 +172,10 @@ def left_over(magnitude: Any, spec: Any, regular: RegularRange, carrier: Carrier
 @functools.lru_cache(maxsize=None)
 def build_round_helper():
     """The ``@triton.jit`` helper ``round_bits(x, low, high, shift, xmins, tiny_cut, emin_field,
-    signed_zero, MODE, WIDE)`` for values in registers (also :mod:`.triton_matmul`'s).
-
-    Modes 1 to 4 by integer operations on the bit pattern only (nothing flushed or contracted):
-    the :class:`~pychop_compat.kernels.device_plan.RegularRange` (``low``, ``high``, ``shift``),
-    zeros (``signed_zero``: :func:`~pychop_compat.kernels.device_plan.zero_keeps_sign`) and,
-    where ``xmins`` is not 0, the :class:`~pychop_compat.kernels.device_plan.SubnormalBlock`.
-    Returns ``(rounded, irregular)``; ``irregular`` (int32) marks the elements left to the caller.
+    signed_zero, MODE, WIDE)`` (also :mod:`.triton_matmul`'s): modes 1 to 4 on the bit pattern
+    only, for the :class:`.device_plan.RegularRange`, zeros (``signed_zero``:
+    :func:`.device_plan.zero_keeps_sign`) and, where ``xmins`` is not 0, the
+    :class:`.device_plan.SubnormalBlock`.  Returns ``(rounded, irregular)`` (int32: left to the caller).
     """
     global triton, tl
     import triton

@@ -1,18 +1,11 @@
 """A fused Triton kernel for chopped ``matmul`` on CUDA torch tensors (recursive and fma methods).
 
-Each Triton program keeps a ``BLOCK_M x BLOCK_N`` tile of ``C`` in registers
-and runs, for ``k`` in order, the NumPy path's sequence
-(:func:`pychop_compat.linalg.matmul`)::
-
-    s = fl_p(a_i1 b_1j)                    (fl_s without a product rounding)
-    s = fl_s(s + fl_p(a_ik b_kj))          recursive, k = 2..n
-    s = fl_s(s + a_ik b_kj)                fma (the product in the data's type)
-
-in the data's type, ``fl`` being :func:`.triton_kernel.build_round_helper`'s
-integer rounding, fp fusion off.  Modes 1 to 4 of chop.m's formats only; a
-tile that meets a value the helper leaves (near overflow, Inf, NaN, below
-xmin without subnormals) is flagged and recomputed by the generic path.
-Triton is imported only when a kernel is first built.
+Each program keeps a ``BLOCK_M x BLOCK_N`` tile of ``C`` in registers and runs,
+for ``k`` in order, the NumPy path's sequence (:func:`pychop_compat.linalg.matmul`):
+``s = fl_p(a_i1 b_1j)``, then ``s = fl_s(s + fl_p(a_ik b_kj))`` (recursive) or
+``s = fl_s(s + a_ik b_kj)`` (fma), in the data's type, ``fl`` being
+:func:`.triton_kernel.build_round_helper`'s integer rounding, fp fusion off.
+A tile that meets a value the helper leaves is recomputed by the generic path.
 """
 
 from __future__ import annotations
@@ -136,8 +129,7 @@ def fused_matmul(A: Any, B: Any, product_spec: Optional[Any], sum_spec: Any) -> 
     Returns
     -------
     tuple
-        ``(C, tiles)``: ``C`` contiguous ``(m, p)``; ``tiles``: ``(row slice, column slice)``
-        to be recomputed by the generic path (a value outside the kernel's range met there).
+        ``(C, tiles)``: ``C`` contiguous ``(m, p)``; ``tiles``: ``(rows, columns)`` slices to redo.
     """
     import torch
 

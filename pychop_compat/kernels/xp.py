@@ -10,6 +10,7 @@ No library is imported here; see docs/design.rst ("One array namespace").
 from __future__ import annotations
 
 import functools
+import importlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -52,18 +53,9 @@ def _cached(name: str, wide: bool) -> Namespace:
         import jax.numpy
 
         return Namespace(name, jax.numpy, _jax_bitcast, wide)
-    if name == "torch":
-        import array_api_compat.torch as torch_namespace
-
-        return Namespace(name, torch_namespace, _view)
-    if name == "cupy":
-        import array_api_compat.cupy as cupy_namespace
-
-        return Namespace(name, cupy_namespace, _view)
-    if name == "dask":
-        import array_api_compat.dask.array as dask_namespace
-
-        return Namespace(name, dask_namespace, _view)
+    wrapped = {"torch": "array_api_compat.torch", "cupy": "array_api_compat.cupy", "dask": "array_api_compat.dask.array"}
+    if name in wrapped:
+        return Namespace(name, importlib.import_module(wrapped[name]), _view)
     raise ValueError(f"No array namespace for {name!r}; known: {', '.join(LIBRARIES)}.")
 
 

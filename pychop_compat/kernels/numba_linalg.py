@@ -45,6 +45,16 @@ def tasks_one_at_a_time() -> Iterator[None]:
         numba.set_parallel_chunksize(previous)
 
 
+@numba.njit(**INLINE_OPTIONS)
+def _setup(A, B, ipp, upp, fpp, rpp, ips, ups, fps, rps):
+    """A product kernel's roundings (products, then sums: constants, fast constants), the shapes
+    ``m, n, p`` and the result ``C``."""
+    m, n = A.shape
+    p = B.shape[1]
+    return (constants(ipp, upp, fpp), fast_constants(ipp, upp, rpp), constants(ips, ups, fps),
+            fast_constants(ips, ups, rps), m, n, p, np.empty((m, p)))
+
+
 # --- rows: out[j] = fl_s(acc[j] + fl_p(a * b[j])) and friends, fast loop then exact loop if needed -----
 
 @numba.njit(**JIT_OPTIONS)
@@ -101,11 +111,7 @@ def _add_rows(x, y, out, ks, fs, p):
 def matmul_recursive(A, B, ipp, upp, fpp, rpp, round_products, ips, ups, fps, rps):
     """``s = fl(p_1)``; ``s = fl(s + p_k)``, with ``p_k = fl(a_k b_k)`` when ``round_products``
     (products rounded by the first constants) else the double product (sums by the second)."""
-    kp, fp_ = constants(ipp, upp, fpp), fast_constants(ipp, upp, rpp)
-    ks, fs = constants(ips, ups, fps), fast_constants(ips, ups, rps)
-    m, n = A.shape
-    p = B.shape[1]
-    C = np.empty((m, p))
+    kp, fp_, ks, fs, m, n, p, C = _setup(A, B, ipp, upp, fpp, rpp, ips, ups, fps, rps)
     for block in prange((m + ROWS - 1) // ROWS):
         i0 = block * ROWS
         i1 = min(m, i0 + ROWS)
@@ -128,11 +134,7 @@ def matmul_recursive(A, B, ipp, upp, fpp, rpp, round_products, ips, ups, fps, rp
 def matmul_blocked(A, B, ipp, upp, fpp, rpp, round_products, ips, ups, fps, rps, block_size):
     """Each block of ``block_size`` terms summed recursively, the block sums summed recursively
     in order (as each block ends, its sum joins the running total)."""
-    kp, fp_ = constants(ipp, upp, fpp), fast_constants(ipp, upp, rpp)
-    ks, fs = constants(ips, ups, fps), fast_constants(ips, ups, rps)
-    m, n = A.shape
-    p = B.shape[1]
-    C = np.empty((m, p))
+    kp, fp_, ks, fs, m, n, p, C = _setup(A, B, ipp, upp, fpp, rpp, ips, ups, fps, rps)
     for block in prange((m + ROWS - 1) // ROWS):
         i0 = block * ROWS
         i1 = min(m, i0 + ROWS)
@@ -184,11 +186,7 @@ def matmul_pairwise(A, B, ipp, upp, fpp, rpp, round_products, ips, ups, fps, rps
     new term merges with the full levels below its carry; the partial sums left are added from
     the smallest up.  The same additions, in O(log2 n) rows of scratch per row of C.
     """
-    kp, fp_ = constants(ipp, upp, fpp), fast_constants(ipp, upp, rpp)
-    ks, fs = constants(ips, ups, fps), fast_constants(ips, ups, rps)
-    m, n = A.shape
-    p = B.shape[1]
-    C = np.empty((m, p))
+    kp, fp_, ks, fs, m, n, p, C = _setup(A, B, ipp, upp, fpp, rpp, ips, ups, fps, rps)
     depth = 1
     while (1 << depth) <= n:
         depth += 1

@@ -1,6 +1,6 @@
 """The compiled CPU engine: chop in one fused, multi-threaded pass per array (Numba).
 
-Each element is read and written once by a loop of :mod:`.numba_kernels`;
+Each element is read and written once by a loop of ``numba_kernels``;
 chunks go to Numba's threads, each written by one thread (results do not
 depend on the thread count).  Random numbers come in chop.m's order (counted,
 drawn in bulk with chop.m's calls, then handed out; MATLAB's stream is drawn

@@ -1,9 +1,9 @@
 """Compiled chopped matrix products (Numba), imported by :mod:`pychop_compat.linalg` on first use.
 
-``C = A @ B`` (float64), every product and sum rounded by :func:`.numba_kernels.chop_double`
+``C = A @ B`` (float64), every product and sum rounded by ``numba_kernels.chop_double``
 in the order of the method :mod:`pychop_compat.linalg` documents; modes 1-4 without
 flips only, so groups of ``ROWS`` rows may go to any thread.  A row is first rounded
-by the branch-free :func:`.numba_kernels.fast_bits`, which counts the values it
+by the branch-free ``numba_kernels.fast_bits``, which counts the values it
 cannot round; only a row with one is redone by ``chop_double``.
 """
 

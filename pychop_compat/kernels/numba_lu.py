@@ -3,7 +3,7 @@
 The elimination of :func:`pychop_compat.linalg.lu` (right-looking, ``kij``, the first
 largest ``|a_ik|`` as pivot, a NaN first; a zero pivot skips the step) with its
 roundings ``l_ik = fl(a_ik / a_kk)``, ``a_ij = fl(a_ij - fl(l_ik a_kj))`` by
-:func:`.numba_kernels.chop_double` (modes 1-4, no flips), rows rounded as in
+``numba_kernels.chop_double`` (modes 1-4, no flips), rows rounded as in
 :mod:`.numba_linalg`, in panels of ``PANEL`` columns (one pass per panel).
 """
 

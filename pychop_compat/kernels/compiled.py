@@ -1,56 +1,11 @@
 """The compiled CPU engine: chop in one fused, multi-threaded pass per array (Numba).
 
-What it does
-------------
-Each element is read once and written once by a compiled loop
-(``numba_kernels``): regular elements are rounded on their bit pattern,
-the others by chop.m's scaling, range rules included; large arrays are split
-into chunks shared out over Numba's threads (``prange``), each chunk written
-by one thread, so results do not depend on the number of threads.
-
-Random numbers
---------------
-* chop.m's order (MATLAB's stream, a NumPy Generator, a user's ``randfunc``):
-  a counting pass finds how many numbers each block of chop.m draws, the
-  numbers are drawn in bulk with exactly chop.m's calls (normal block, then
-  subnormal block; ``rand``/``randi`` for flips in between), and the rounding
-  pass hands each element its number in MATLAB's column-major order (each
-  chunk knows where its numbers start).  Bit for bit the NumPy engine's result.
-* MATLAB's stream without flips: the kernel draws the numbers itself
-  (``numba_kernels.round_stream``): a counting pass, then one rounding pass
-  with two cursors into the stream, the subnormal block's set ahead by the
-  normal block's count of numbers, so neither block waits for the other.
-* ``Chop(..., rng=<int>)``: the counter-based generator of
-  :mod:`pychop_compat.random.counter` computed inside the loop, element ``i`` (row-major)
-  with counter ``offset + i``: no array of numbers, no second pass.  The same loop takes
-  numbers given per element (:func:`pychop_compat.random.sources.given_sources`: ``nn``'s
-  quantizers with ``uniforms`` or ``torch.rand`` numbers).
-
-Selection and fallback
-----------------------
-:func:`cpu_engine` (a context manager, scoped to the calling thread) picks
-``'auto'`` (the default: this engine when Numba is installed), ``'numba'`` or
-``'numpy'``; :func:`set_cpu_engine` and the environment variable
-``PYCHOP_COMPAT_CPU_ENGINE`` set the process default.  Numba is imported on the first array
-that uses it, never at ``import pychop_compat``.  Byte-swapped or exotic
-dtypes, empty arrays, single elements (the plain-Python scalar path is
-faster) and bit flips with ``t < 2`` (an error, raised by the NumPy engine
-after chop.m's draws) go to the NumPy engine (:mod:`.numpy_fast`), which
-stays the readable reference.
-
-Formats beyond chop
--------------------
-Specs beyond chop.m's semantics (``spec.extended``) that keep chop.m's
-range rules run here too: the OCP/ML formats (``float8_e4m3fn``, the
-``fnuz`` formats, float6, float4), formats with ``emin != 1 - emax`` and the
-saturation and infinity switches.  The kernels take the format's own
-t, emin, emax, xmax and xboundary; the format's encoding (what
-the NumPy engine applies after chop.m's range rules) is applied by the
-general per-element path, the only one whose results can need it.  These
-stay on the NumPy engine (:func:`handles`): CPFloat's range rules and
-rounding modes outside 1..6 (the ``cpfloat`` facade, ``round_to_format``'s
-default), flips of any bit of the encoding, stochastic rounding with limited
-random bits, E8M0, and formats whose top binade lies beyond the input class's.
+Each element is read and written once by a loop of ``numba_kernels``;
+chunks go to Numba's threads, each written by one thread (results do not
+depend on the thread count).  Random numbers come in chop.m's order (counted,
+drawn in bulk with chop.m's calls, then handed out; MATLAB's stream is drawn
+inside the kernel) or per element (the counter, or given).  What
+:func:`handles` refuses goes to :mod:`.numpy_fast`, with the same results.
 """
 
 from __future__ import annotations
@@ -66,17 +21,15 @@ from typing import Any, Iterator, Optional
 
 import numpy as np
 
-from ..random.matlab_stream import stream_uniform
+from ..random.matlab_stream import stream_state, stream_uniform
 from ..spec import RoundingSpec
 from ..random.sources import RandomSources
-from .numpy_fast import in_memory_order
+from .numpy_fast import LAYOUTS, in_memory_order
 
 __all__ = ["available", "set_cpu_engine", "cpu_engine", "get_cpu_engine", "chop_array", "warm_up",
-           "wanted", "handles", "rounding_constants", "kernels",
-           "SERIAL_BELOW", "CHUNK"]
+           "wanted", "handles", "rounding_constants", "kernels", "SERIAL_BELOW", "CHUNK"]
 
-#: Below this many elements one thread does everything: a parallel launch costs tens of us on
-#: an idle machine and up to a scheduler time slice (milliseconds) on a busy one.
+#: Below this many elements one thread does everything (a parallel launch costs up to a time slice).
 SERIAL_BELOW = 1 << 20
 #: Elements per chunk of the parallel loops (and of the per-chunk counts in chop.m's order).
 CHUNK = 1 << 14
@@ -88,7 +41,6 @@ if _default not in _ENGINES:  # pragma: no cover - a typo in the environment
 #: The setting of a ``with cpu_engine(...)`` block (None: the process default).
 _scoped: contextvars.ContextVar = contextvars.ContextVar("pychop_compat_cpu_engine", default=None)
 _available: Optional[bool] = None
-_kernels = None
 
 
 def available() -> bool:
@@ -115,13 +67,8 @@ def _checked(name: str) -> str:
 
 
 def set_cpu_engine(name: str) -> None:
-    """Set the process default of the CPU engine: ``'auto'`` (compiled when Numba is installed),
-    ``'numba'`` (compiled; ImportError without Numba) or ``'numpy'`` (the NumPy engine).
-
-    The default at import is the environment variable ``PYCHOP_COMPAT_CPU_ENGINE`` (or
-    ``'auto'``); :func:`cpu_engine` overrides it within a ``with`` block.  Both engines give the
-    same results bit for bit.
-    """
+    """Set the process default of the CPU engine (at import ``$PYCHOP_COMPAT_CPU_ENGINE`` or
+    ``'auto'``): ``'auto'``, ``'numba'`` (ImportError without Numba) or ``'numpy'``, same bits."""
     global _default
     _default = _checked(name)
 
@@ -130,10 +77,8 @@ def set_cpu_engine(name: str) -> None:
 def cpu_engine(name: str) -> Iterator[None]:
     """``with cpu_engine('numpy'): ...``: the CPU engine for the calls in the block.
 
-    The setting belongs to the calling thread (and asyncio task), like a
-    ``contextvars`` variable: other threads keep the process default
-    (:func:`set_cpu_engine`).  A Dask array takes the setting in force when
-    ``chop`` is called, for all its blocks.
+    The setting belongs to the calling thread (and asyncio task), a ``contextvars`` variable; a
+    Dask array takes the setting in force when ``chop`` is called, for all its blocks.
     """
     token = _scoped.set(_checked(name))
     try:
@@ -148,47 +93,28 @@ def wanted() -> bool:
     return choice == "numba" or (choice == "auto" and available())
 
 
-def _load():
-    global _kernels
-    if _kernels is None:
-        from . import numba_kernels
+def kernels() -> ModuleType:
+    """The module of Numba kernels (imports Numba on first use)."""
+    from . import numba_kernels
 
-        _kernels = numba_kernels
-    return _kernels
+    return numba_kernels
 
 
 # --- constants of one (spec, dtype) --------------------------------------------------------------
 
-_WIDTH = {"d": 64, "f": 32}
-_PRECISION = {"d": 53, "f": 24}
-
-
-def _pow2_bits(k: int, width: int, p: int) -> int:
-    """Bit pattern of ``2^k`` in the carrier; 0 below its subnormals, +Inf above its range."""
-    emin = 2 - (1 << (width - p - 1))
-    emax = 1 - emin
-    if k > emax:
-        return ((1 << (width - p)) - 1) << (p - 1)
-    if k >= emin:
-        return (k - emin + 1) << (p - 1)
-    shift = k - (emin - p + 1)
-    return 1 << shift if shift >= 0 else 0
-
-
 @lru_cache(maxsize=128)
 def _constants(fmt, mode: int, keep_subnormals: bool, explim: bool, char: str, p_flip: float,
                encoding: tuple = (0, 0, 0, 0, 0)):
-    width, p = _WIDTH[char], _PRECISION[char]
-    carrier_emin = 2 - (1 << (width - p - 1))
+    layout = LAYOUTS[np.dtype(char)]
+    width, p, carrier_emin, pow2_bits = layout.width, layout.p, layout.emin, layout.pow2_bits
     t = fmt.t
     d0 = max(p - t, 0)
     full = (1 << width) - 1
     inf = ((1 << (width - p)) - 1) << (p - 1)
     if explim:
-        lo = _pow2_bits(max(fmt.emin, carrier_emin), width, p)
-        hi = _pow2_bits(fmt.emax, width, p)
+        lo, hi = pow2_bits(max(fmt.emin, carrier_emin)), pow2_bits(fmt.emax)
     else:
-        lo, hi = _pow2_bits(carrier_emin, width, p), inf
+        lo, hi = pow2_bits(carrier_emin), inf
     ip = np.array([mode, t, fmt.emin, fmt.emins, int(explim), int(keep_subnormals), d0, p, width,
                    *encoding, int(any(encoding))], np.int64)
     low0 = (1 << d0) - 1
@@ -209,11 +135,10 @@ def _constants(fmt, mode: int, keep_subnormals: bool, explim: bool, char: str, p
             rp[4] = low0
     # rp[5:]: the deterministic loops' constants (numba_kernels.det_serial): D0, DTOP, DMAX, LO,
     # HIDDEN, FULL, MAG, the exponent's shift, the sign's shift, SMALL_LO, SPAN, THRESHOLD, MIN_REP.
-    # With subnormals kept and the exponent limited, the rounding's range takes in chop.m's
-    # subnormal block (where it is normal in the carrier), in which an element drops
-    # d0 + emin - e bits.
+    # With subnormals kept and explim, their range takes in chop.m's subnormal block (d0 + emin - e
+    # bits dropped there) where it is normal in the carrier.
     if explim and keep_subnormals and fmt.emin > carrier_emin:
-        lo_det = _pow2_bits(max(fmt.emins, carrier_emin), width, p)
+        lo_det = pow2_bits(max(fmt.emins, carrier_emin))
         dtop = d0 + fmt.emin + (1 - carrier_emin)  # d0 + the biased exponent of emin
     else:
         lo_det, dtop = lo, 0
@@ -235,20 +160,15 @@ def _exact_bits(value: float, char: str) -> Optional[int]:
 
 
 def _small_rule(fmt, mode: int, keep_subnormals: bool, char: str) -> Optional[tuple]:
-    """chop.m's result below the smallest kept magnitude ``min_rep`` (explim = 1) as a rule on
-    the magnitude's bits: ``(threshold, bits of min_rep)``, the result being ``min_rep`` (with the
-    sign in modes 1 and 3) when the magnitude's bits exceed ``threshold`` and the sign suits the
-    mode (2: positive, 3: negative), else +0; None when the constants are not normal carrier
-    numbers (the loop then leaves those elements to the general path).
+    """chop.m's result below ``min_rep`` (explim = 1) as a rule on the magnitude's bits:
+    ``(threshold, bits of min_rep)``: ``min_rep`` (signed in modes 1, 3) when the bits exceed
+    ``threshold`` and the sign suits the mode, else +0; None when these are not normal carrier
+    numbers (the general path then rounds those elements).
 
-    chop.m first rounds such an element ``x`` to ``c`` (on the grid 2^emins in its subnormal block
-    ``emins <= e < emin``, else to ``t`` bits), then gives ``min_rep`` for ``|c| > min_rep / 2``
-    (to nearest; ``|c| = min_rep / 2`` too when subnormals are not kept), ``c > 0`` (towards
-    +inf), ``c < 0`` (towards -inf), else 0.  Hence the thresholds to nearest: with subnormals,
-    ``|x| > 2^(emins-1) (1 + 2^-t)`` (at most that, ``c`` is at most the half; for t = 1 the tie
-    at 1.5 2^(emins-1) goes up, to the even 2); without, ``|x| >= 2^(emin-1) - 2^(q-1)``, the
-    values that round up to the half, ``2^q`` the grid of the binade below it (ties included:
-    the kept integer below the half is odd)."""
+    chop.m rounds ``x`` to ``c``, then gives ``min_rep`` for ``|c| > min_rep / 2`` (to nearest;
+    ``=`` too without subnormals), ``c > 0`` (up), ``c < 0`` (down), else 0.  To nearest that is
+    ``|x| > 2^(emins-1) (1 + 2^-t)`` with subnormals (t = 1: the tie at 1.5 2^(emins-1) goes up),
+    ``|x| >= 2^(emin-1) - 2^(q-1)`` without (``2^q`` the grid of the binade below the half)."""
     min_rep = fmt.xmins if keep_subnormals else fmt.xmin
     min_rep_bits = _exact_bits(min_rep, char)
     if min_rep_bits is None:
@@ -268,19 +188,13 @@ def _small_rule(fmt, mode: int, keep_subnormals: bool, char: str) -> Optional[tu
     elif mode in (2, 3):
         threshold = 0  # any non-zero magnitude of the mode's sign
     else:
-        threshold = (1 << _WIDTH[char]) - 1  # never: towards zero gives 0
+        threshold = (1 << LAYOUTS[np.dtype(char)].width) - 1  # never: towards zero gives 0
     return threshold, min_rep_bits
 
 
 def rounding_constants(spec: RoundingSpec, dtype: Any) -> tuple:
-    """The constant arrays ``(ip, up, fp, rp)`` of ``numba_kernels`` for ``spec`` and ``dtype``
-    (for compiled code that rounds with ``numba_kernels.chop_double``, ``fast_bits``)."""
+    """The constant arrays ``(ip, up, fp, rp)`` of ``numba_kernels`` for ``spec`` and ``dtype``."""
     return _spec_constants(spec, np.dtype(dtype).char)
-
-
-def kernels() -> ModuleType:
-    """The module of Numba kernels (imports Numba on first use)."""
-    return _load()
 
 
 def _spec_constants(spec: RoundingSpec, char: str):
@@ -290,9 +204,7 @@ def _spec_constants(spec: RoundingSpec, char: str):
 
 def _encoding(spec: RoundingSpec) -> tuple:
     """The switches of ``numba_kernels._encode`` (TIE_TO_XMAX, SATURATE, INF_TO_NAN,
-    NO_NEGATIVE_ZERO, FLIP_NAN): the format's encoding after chop.m's range rules, as
-    the NumPy engine applies it (``rules.cpfloat.apply_encoding``); all off for chop.m's
-    own specs and with explim = 0, which ignores the format's range and encoding."""
+    NO_NEGATIVE_ZERO, FLIP_NAN); all off for chop.m's own specs and with explim = 0."""
     if not getattr(spec, "extended", False) or not spec.limits_exponent:
         return (0, 0, 0, 0, 0)
     fmt = spec.fmt
@@ -312,14 +224,10 @@ def handles(x: np.ndarray, spec: RoundingSpec) -> bool:
 
 
 def _handles_extended(spec: RoundingSpec, char: str) -> bool:
-    """Whether a spec beyond chop.m (``spec.extended``) is one this engine rounds exactly as
-    the NumPy engine does: chop.m's algorithm with the format's own t, emin and emax (the
-    kernels' constants), then the format's encoding (``numba_kernels._encode``, on the elements
-    of the general path, the only ones whose result can be Inf, -0 or beyond xmax).  The rest
-    stays on the NumPy engine: CPFloat's range rules and rounding modes outside 1..6 (other
-    algorithms), flips of any encoding bit, limited random bits (the draws are transformed),
-    E8M0 (no zero, no sign: every element is re-encoded) and formats whose largest binade lies
-    beyond the carrier's (a regular element could round to Inf outside the general path)."""
+    """Whether a spec beyond chop.m (``spec.extended``) is chop.m's algorithm with the format's
+    own t, emin, emax, then its encoding (``numba_kernels._encode``).  Not: CPFloat's rules,
+    modes outside 1..6, flips of any encoding bit, limited random bits, E8M0, and formats whose
+    top binade lies beyond the carrier's (a regular element could round to Inf)."""
     fmt = getattr(spec, "fmt", None)  # (a spec object without these fields: refused)
     return (getattr(spec, "range_rules", None) == "chop" and getattr(spec, "round", 0) in range(1, 7)
             and getattr(spec, "flip_scope", None) == "fraction" and getattr(spec, "random_bits", None) == 0
@@ -328,14 +236,10 @@ def _handles_extended(spec: RoundingSpec, char: str) -> bool:
 
 # --- entry point ----------------------------------------------------------------------------------
 
-
 def chop_array(x: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> np.ndarray:
-    """Round ``x`` (float32 or float64, native byte order, more than one element) by ``spec``.
-
-    Bit for bit the result of :func:`pychop_compat.kernels.numpy_fast.chop_array`
-    with the same sources, which it calls the same way (check :func:`handles` first).
-    """
-    k = _load()
+    """Round ``x`` (float32 or float64, native byte order, more than one element) by ``spec``:
+    bit for bit :func:`.numpy_fast.chop_array` with the same sources (check :func:`handles` first)."""
+    k = kernels()
     char = x.dtype.char
     ip, up, fp, rp = _spec_constants(spec, char)
     single = char == "f"
@@ -382,30 +286,16 @@ _NO_INTS = np.zeros(1, np.int64)
 _NO_KEYS = np.zeros(3, np.uint64)
 
 
-def _exclusive_cumsum(v: np.ndarray) -> np.ndarray:
-    out = np.zeros(v.size, np.int64)
-    np.cumsum(v[:-1], out=out[1:])
-    return out
-
-
-def _from_matlab_stream(k, x, ip, up, fp, single, utype):
-    """Stochastic rounding on MATLAB's stream: the kernel draws the numbers as it goes."""
-    from ..random.matlab_stream import stream_state
-
-    xf = x.ravel(order="F")  # MATLAB's element order
-    of = np.empty_like(xf)
-    with stream_state() as (key, pos):
-        k.round_stream(xf, xf.view(utype), of, of.view(utype), ip, up, fp, single, key, pos)
-    return of.reshape(x.shape, order="F")
-
-
 def _in_chop_order(k, x, spec, sources, ip, up, fp, single, utype):
     """Stochastic modes and bit flips with chop.m's calls: count, draw in bulk, round."""
-    if sources.stochastic is stream_uniform and not spec.flips:
-        return _from_matlab_stream(k, x, ip, up, fp, single, utype)
     xf = x.ravel(order="F")  # MATLAB's element order
     n = xf.size
     xu = xf.view(utype)
+    of = np.empty_like(xf)
+    if sources.stochastic is stream_uniform and not spec.flips:  # the kernel draws as it goes
+        with stream_state() as (key, pos):
+            k.round_stream(xf, xu, of, of.view(utype), ip, up, fp, single, key, pos)
+        return of.reshape(x.shape, order="F")
     stochastic = spec.round >= 5
     chunk = CHUNK
     counts = k.count_draws(xf, xu, ip, up, fp, chunk, stochastic)
@@ -438,15 +328,12 @@ def _in_chop_order(k, x, spec, sources, ip, up, fp, single, utype):
     chunk_sizes = np.full(counts.shape[0], chunk, np.int64)
     chunk_sizes[-1] = n - chunk * (counts.shape[0] - 1)
     starts = np.zeros((counts.shape[0], 6), np.int64)
-    starts[:, 0] = _exclusive_cumsum(counts[:, 0])
-    starts[:, 1] = _exclusive_cumsum(counts[:, 1])
-    starts[:, 2] = _exclusive_cumsum(chunk_sizes - counts[:, 2])
-    starts[:, 3] = _exclusive_cumsum(counts[:, 2])
+    columns = np.stack((counts[:, 0], counts[:, 1], chunk_sizes - counts[:, 2], counts[:, 2]), axis=1)
+    np.cumsum(columns[:-1], axis=0, out=starts[1:, :4])  # exclusive sums: where each chunk starts
     if spec.flips:
         starts[:, 4] = chosen_before[0][starts[:, 2]]
         if n_sub:
             starts[:, 5] = chosen_before[1][starts[:, 3]]
-    of = np.empty_like(xf)
     round_drawn = k.round_drawn if n >= SERIAL_BELOW else k.round_drawn_serial
     round_drawn(xf, xu, of, of.view(utype), ip, up, fp, single, chunk, starts, rnd[0], rnd[1],
                   stochastic and k_normal > 0, stochastic and k_sub > 0, bool(spec.flips),
@@ -472,6 +359,6 @@ def warm_up() -> float:
                 if spec.round >= 5 and not spec.flips:  # MATLAB's stream, on a state of its own
                     ip, up, fp, _ = _spec_constants(spec, x.dtype.char)
                     out, utype = np.empty_like(x), _UINT[x.dtype.char]
-                    _load().round_stream(x, x.view(utype), out, out.view(utype), ip, up, fp, dtype is np.float32,
+                    kernels().round_stream(x, x.view(utype), out, out.view(utype), ip, up, fp, dtype is np.float32,
                                          np.arange(624, dtype=np.uint32), np.array([624], np.intc))
     return time.perf_counter() - start

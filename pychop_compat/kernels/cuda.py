@@ -1,45 +1,12 @@
 """The CUDA kernel of the device engines: its source, its compilation and its launch.
 
-One generated kernel does the whole of ``reference.chop_vector`` for one
-element per thread.  Its source is specialised at compile time for a
-:class:`Variant` (dtype, rounding mode, exponent limits, subnormals, flips and
-where random numbers come from), so no thread decides those at run time:
-
-* *regular* elements (finite normal inputs in the range that
-  :func:`~pychop_compat.kernels.device_plan.regular_range` gives) round on
-  their bit patterns with integer operations, as ``numpy_fast.py`` does (a
-  carry out of the significand moves to the next binade, as the rounded
-  value does); stochastic rounding compares the element's number with the
-  dropped bits read as a fraction;
-* every other element (zeros, subnormals, chop's subnormal block and below,
-  near or above xmax, Inf, NaN) and every element of a variant with bit
-  flips takes the general path: the exponent, scaling by two exact power-of-two
-  factors, the rounding, the flip, the scaling back, then chop.m's range
-  limits.
-
-Random numbers (see :class:`Variant`): none (modes 1 to 4 without flips);
-``host``: per-element arrays made in chop.m's order on the host
-(``draws[i]``, ``flip_bits[i] = 2**(bit-1)`` or 0), after the classification
-kernel ``chop_classify`` marked each element's block and need for a draw; or
-``device``: each element's numbers computed in the kernel from the
-counter-based generator of :mod:`pychop_compat.random.counter`.
-
-Compilation
------------
-CuPy's ``RawKernel``/``RawModule(code=...)`` append ``-ftz=true`` after the
-caller's options, and its elementwise kernels flush float32 subnormals: a
-float32 kernel built that way returns 0 for binary32 subnormals.  So the
-source is compiled here by NVRTC directly (``cupy.cuda.nvrtc``:
-``createProgram``, ``compileProgram`` with :data:`COMPILE_OPTIONS` and
-``-arch=compute_XY`` of the device, ``getPTX``), and the PTX is loaded with
-``cupy.RawModule(path=...)``, which compiles nothing (a driver that rejects
-NVRTC's PTX version gets NVRTC's CUBIN for the device, with the same
-options, instead).  The PTX is cached in
-memory and on disk (:func:`cache_dir`), keyed by the source, the options,
-the architecture and the NVRTC version; an unreadable, read-only or corrupt
-cache is ignored (the kernel is then compiled again, and written to a
-private temporary folder if the cache cannot be written).  CuPy is imported
-lazily, only when a device array needs the kernel.
+One kernel, specialised per :class:`Variant`, does ``reference.chop_vector`` for
+one element per thread: regular elements on their bit patterns (as
+:mod:`.numpy_fast`), the others by chop.m's exact scaling and range rules.
+CuPy's ``RawKernel``/``RawModule(code=...)`` append ``-ftz=true`` (float32
+subnormals flushed), so NVRTC compiles the source with :data:`COMPILE_OPTIONS`
+and ``cupy.RawModule(path=...)`` loads the PTX (NVRTC's CUBIN where the driver
+rejects it), cached in memory and on disk (:func:`cache_dir`).
 """
 
 from __future__ import annotations
@@ -55,12 +22,10 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..spec import RoundingSpec
-from ..random.sources import RandomSources
-from .device_plan import carrier_for, clamp_exponent, regular_range
-from ..random.sources import host_draw_plan
-from ..spec import FLIP_PRECISION_ERROR
 from ..random.counter import CounterStream
+from ..random.sources import RandomSources, host_draw_plan
+from ..spec import FLIP_PRECISION_ERROR, RoundingSpec
+from .device_plan import carrier_for, clamp_exponent, regular_range
 
 __all__ = ["COMPILE_OPTIONS", "THREADS", "Variant", "variant_for", "kernel_source", "compile_options",
            "compile_ptx", "compile_cubin", "cache_dir", "cached_ptx", "chop_device_array"]
@@ -78,24 +43,9 @@ _SOURCES = {"none": 0, "host": 1, "device": 2}
 
 @dataclass(frozen=True)
 class Variant:
-    """What the kernel is specialised for at compile time.
-
-    Attributes
-    ----------
-    dtype : str
-        ``'float32'`` or ``'float64'``.
-    mode : int
-        chop's rounding mode, 1 to 6.
-    limits : bool
-        ``explim``: chop.m's subnormal block and range limits.
-    keep_subnormals : bool
-        ``subnormal``.
-    flips : bool
-        ``flip``.
-    random : str
-        ``'none'`` (no random numbers), ``'host'`` (per-element arrays) or
-        ``'device'`` (the counter-based generator, in the kernel).
-    """
+    """What the kernel is specialised for at compile time: ``dtype`` (``'float32'``,
+    ``'float64'``), chop's ``mode`` (1-6), ``limits`` (explim), ``keep_subnormals``, ``flips`` and
+    ``random``: ``'none'``, ``'host'`` (per-element arrays) or ``'device'`` (the counter)."""
 
     dtype: str
     mode: int
@@ -330,11 +280,8 @@ extern "C" __global__ void chop_kernel(
 
 
 def kernel_source(variant: Any) -> str:
-    """The CUDA source of the kernel for ``variant`` (a :class:`Variant`; no CuPy needed).
-
-    A dtype name (``'float32'``, ``'float64'``) gives the variant for round to
-    nearest with limits and subnormals, no flips.
-    """
+    """The CUDA source of the kernel for ``variant`` (no CuPy needed); a dtype name gives round
+    to nearest with limits and subnormals, no flips."""
     if isinstance(variant, str):
         variant = Variant(variant, 1, True, True, False, "none")
     defines = dict(_TYPES[variant.dtype], MODE=str(variant.mode), LIMITS=str(int(variant.limits)),
@@ -357,16 +304,8 @@ def compile_options(arch: str) -> tuple:
 
 
 def compile_ptx(source: str, arch: str, nvrtc: Any = None) -> str:
-    """PTX of ``source`` from NVRTC with :func:`compile_options` (nothing else is added).
-
-    Parameters
-    ----------
-    source : str
-        CUDA source.
-    arch : str
-        Compute capability, e.g. ``'90'``.
-    nvrtc : module, optional
-        ``cupy.cuda.nvrtc`` (the default) or an object with its functions.
+    """PTX of ``source`` for compute capability ``arch`` (e.g. ``'90'``) from NVRTC with
+    :func:`compile_options` only; ``nvrtc``: ``cupy.cuda.nvrtc`` (default) or a stand-in.
 
     Raises
     ------
@@ -387,8 +326,7 @@ def compile_cubin(source: str, arch: str, nvrtc: Any = None) -> bytes:
 
 
 def _nvrtc_compile(source: str, options: tuple, getter: str, nvrtc=None):
-    if nvrtc is None:
-        nvrtc = _cupy().cuda.nvrtc
+    nvrtc = _cupy().cuda.nvrtc if nvrtc is None else nvrtc
     program = nvrtc.createProgram(source, "pychop_compat_chop.cu", (), ())
     try:
         try:
@@ -402,15 +340,13 @@ def _nvrtc_compile(source: str, options: tuple, getter: str, nvrtc=None):
 
 def nvrtc_version(nvrtc=None) -> str:
     """NVRTC's version as ``'major.minor'``."""
-    if nvrtc is None:
-        nvrtc = _cupy().cuda.nvrtc
+    nvrtc = _cupy().cuda.nvrtc if nvrtc is None else nvrtc
     return ".".join(str(v) for v in nvrtc.getVersion())
 
 
 def device_arch(compute_capability: str, nvrtc=None) -> str:
     """The architecture to compile for: the device's, or the newest NVRTC knows below it."""
-    if nvrtc is None:
-        nvrtc = _cupy().cuda.nvrtc
+    nvrtc = _cupy().cuda.nvrtc if nvrtc is None else nvrtc
     wanted = int(compute_capability)
     try:
         supported = [int(a) for a in nvrtc.getSupportedArchs()]
@@ -479,14 +415,9 @@ def _write(path: Path, text: str) -> Path:
 
 
 def cached_ptx(source: str, arch: str, nvrtc: Any = None) -> Path:
-    """A file holding the PTX of ``source`` for ``arch``: from the disk cache, else compiled now.
-
-    Returns the path of the file (in :func:`cache_dir`, or in a private
-    temporary folder when the cache cannot be written).  A cache file that
-    cannot be read or does not hold the whole PTX for this key is replaced.
-    """
-    if nvrtc is None:
-        nvrtc = _cupy().cuda.nvrtc
+    """The path of a file holding the PTX of ``source`` for ``arch``: from the disk cache, else
+    compiled now (in a private temporary folder when the cache cannot be written)."""
+    nvrtc = _cupy().cuda.nvrtc if nvrtc is None else nvrtc
     key = _cache_key(source, arch, nvrtc_version(nvrtc))
     path = cache_dir() / f"chop-{key[:40]}.ptx"
     try:
@@ -531,35 +462,16 @@ def _blocks(n: int) -> int:
     return max(1, min((n + THREADS - 1) // THREADS, 1 << 20))
 
 
-def _classify(vector, spec: RoundingSpec, variant: Variant, device_id: int):
-    """Per element of the contiguous 1-D ``vector``: 1 in the subnormal block | 2 needs a draw."""
-    cupy = _cupy()
-    fmt = spec.fmt
-    flags = cupy.empty(vector.size, dtype=np.uint8)
-    _kernels(variant, device_id)[1](
-        (_blocks(vector.size),), (THREADS,),
-        (vector, flags, np.int64(vector.size), np.int32(fmt.t), np.int32(clamp_exponent(fmt.emin)),
-         np.int32(clamp_exponent(fmt.emins))))
-    return flags
-
-
-def _format_arguments(spec: RoundingSpec, dtype_name: str) -> tuple:
-    """The kernel's arguments that depend on the spec only: ``(t, emin, emins, shift, low, high)``
-    and ``(xmax, xboundary, min_rep, min_rep/2, p)``, typed as the kernel reads them."""
-    return _format_arguments_of(spec.fmt, int(spec.round), bool(spec.limits_exponent),
-                                bool(spec.keeps_subnormals), float(spec.p), dtype_name)
-
-
 @functools.lru_cache(maxsize=256)
-def _format_arguments_of(fmt, mode, limits, keep_subnormals, p, dtype_name):
-    from types import SimpleNamespace
-
-    view = SimpleNamespace(fmt=fmt, round=mode, limits_exponent=limits, keeps_subnormals=keep_subnormals)
-    regular = regular_range(view, carrier_for(dtype_name))
-    min_rep = np.float64(fmt.xmins if keep_subnormals else fmt.xmin)
+def _format_arguments(spec: RoundingSpec, dtype_name: str) -> tuple:
+    """The kernel's arguments from the spec: ``(t, emin, emins, shift, low, high)`` and
+    ``(xmax, xboundary, min_rep, min_rep/2, p)``, typed as the kernel reads them."""
+    fmt = spec.fmt
+    regular = regular_range(spec, carrier_for(dtype_name))
+    min_rep = np.float64(fmt.xmins if spec.keeps_subnormals else fmt.xmin)
     integers = (np.int32(fmt.t), np.int32(clamp_exponent(fmt.emin)), np.int32(clamp_exponent(fmt.emins)),
                 np.int32(regular.shift), np.int64(regular.low), np.int64(regular.high))
-    reals = (np.float64(fmt.xmax), np.float64(fmt.xboundary), min_rep, np.float64(min_rep / 2), np.float64(p))
+    reals = (np.float64(fmt.xmax), np.float64(fmt.xboundary), min_rep, np.float64(min_rep / 2), np.float64(spec.p))
     return integers, reals
 
 
@@ -596,14 +508,13 @@ def _launch(vector, spec: RoundingSpec, variant: Variant, device_id: int, draws=
 
 
 def _host_draws(vector, spec: RoundingSpec, variant: Variant, device_id: int, sources: RandomSources):
-    """Per-element ``(draws, flip_bits, draws_normal, draws_sub)`` from the host, in chop.m's order.
-
-    ``vector`` is in column-major order; the classification kernel tells each
-    element's block and whether it needs a stochastic draw.
-    """
+    """Per-element ``(draws, flip_bits, draws_normal, draws_sub)`` from the host, in chop.m's
+    order, for the column-major ``vector`` (blocks and needs from ``chop_classify``)."""
     cupy = _cupy()
     n = vector.size
-    flags = _classify(vector, spec, variant, device_id)
+    flags = cupy.empty(n, dtype=np.uint8)  # 1: in the subnormal block | 2: needs a draw
+    (t, emin, emins, *_), _ = _format_arguments(spec, variant.dtype)
+    _kernels(variant, device_id)[1]((_blocks(n),), (THREADS,), (vector, flags, np.int64(n), t, emin, emins))
     sub = (flags & 1).astype(bool)
     need = (flags & 2).astype(bool)
     normal = ~sub
@@ -627,20 +538,9 @@ def _host_draws(vector, spec: RoundingSpec, variant: Variant, device_id: int, so
 
 
 def chop_device_array(x: Any, spec: RoundingSpec, sources: RandomSources, stream: Optional[CounterStream] = None) -> Any:
-    """chop on a non-empty float32/float64 cupy array: a new C-contiguous array of its shape.
-
-    Parameters
-    ----------
-    x : cupy.ndarray
-        Any shape, 0-d included.
-    spec : RoundingSpec
-    sources : RandomSources
-        Host sources, used when ``stream`` is None.
-    stream : CounterStream, optional
-        The call's numbers from :mod:`~pychop_compat.random.counter`,
-        computed in the kernel for each element in row-major order, instead
-        of ``sources``.
-    """
+    """chop on a non-empty float32/float64 cupy array (any shape): a new C-contiguous array.
+    ``stream``: the call's counter numbers (computed in the kernel, row-major) instead of the
+    host ``sources``."""
     cupy = _cupy()
     device_id = x.device.id
     with x.device:

@@ -1,13 +1,9 @@
 """What every device kernel derives from a spec: carriers, limits, encodings.
 
-The namespace kernel (:mod:`.elementwise`), the CUDA kernel
-(:mod:`pychop_compat.kernels.cuda`), the Triton kernel and the router all read
-these; none of them reaches into another's private names.
-
-* the carriers (float32, float64): bit layout (:class:`Carrier`);
-* chop.m's thresholds as exact comparisons in a carrier (:class:`Limits`,
-  :func:`~pychop_compat.kernels.device_plan.range_limits`), and the range of *regular* elements that rounding on
-  the bit pattern handles alone (:func:`regular_range`).
+The namespace kernel (:mod:`.elementwise`), the CUDA and Triton kernels and
+the router read these: the carriers' bit layouts (:class:`Carrier`), chop.m's
+thresholds as exact comparisons in a carrier (:func:`range_limits`), and the
+elements rounding on the bit pattern handles alone (:func:`regular_range`).
 """
 
 from __future__ import annotations
@@ -121,14 +117,8 @@ def zero_keeps_sign(spec: RoundingSpec) -> bool:
 
 @dataclass(frozen=True)
 class Encoding:
-    """A format's encoding, applied to chop's results as carrier bit patterns (see
-    :func:`encoding_for` and :func:`pychop_compat.kernels.elementwise.encode_bits`).
-
-    ``tie_bits``: the pattern of ``|x|`` at chop's overflow threshold, which an
-    ``'fn'`` format rounds to its even ``xmax`` (round to nearest; -1: none);
-    ``xmax_bits``: ``xmax`` in the carrier; ``saturate``: +-Inf results become
-    +-xmax; ``no_inf``: they become NaN; ``no_negative_zero``: -0 becomes +0.
-    """
+    """A format's encoding on chop's results as bit patterns (:func:`.elementwise.encode_bits`);
+    ``tie_bits``: ``|x|`` at the overflow threshold, which an ``'fn'`` format rounds to ``xmax``."""
 
     tie_bits: int
     xmax_bits: int
@@ -138,9 +128,8 @@ class Encoding:
 
 
 def elementwise_covers(spec: RoundingSpec) -> bool:
-    """Whether chop's elementwise rounding (:mod:`.elementwise`) computes ``spec``: chop.m's semantics, or chop's rules on a signed format of the catalogue
-    (the OCP/ML formats, custom ``emin``, saturation and infinity switches) without bit flips.
-    Not: CPFloat's rules and modes, limited random bits, flips of the encoding, E8M0."""
+    """Whether :mod:`.elementwise` computes ``spec``: chop.m's semantics, or chop's rules on a signed
+    format of the catalogue without bit flips (not CPFloat's rules, limited random bits, E8M0)."""
     if not spec.extended:
         return True
     return (not spec.flips and 1 <= spec.round <= 6 and spec.range_rules == "chop" and spec.random_bits == 0
@@ -149,8 +138,7 @@ def elementwise_covers(spec: RoundingSpec) -> bool:
 
 def encoding_for(spec: RoundingSpec, carrier: Carrier) -> Optional[Encoding]:
     """The :class:`Encoding` of ``spec``'s format in ``carrier``; None when it changes nothing
-    (IEEE formats without saturation, or the exponent range off: chop.m's plain results),
-    as :func:`pychop_compat.rules.cpfloat.apply_encoding` does on the host."""
+    (IEEE formats without saturation, or explim off), as :func:`.rules.cpfloat.apply_encoding`."""
     fmt = spec.fmt
     if not spec.limits_exponent:
         return None
@@ -171,15 +159,9 @@ def carrier_for(dtype_name: str) -> Carrier:
 
 @dataclass(frozen=True)
 class RegularRange:
-    """The elements that rounding on the bit pattern handles alone, for one spec and carrier.
-
-    A finite normal input whose magnitude bits lie in ``[low, high]`` loses the
-    same ``shift`` significand bits as every other (a carry out of the
-    significand moves to the next binade, as the rounded value does) and meets
-    no overflow or underflow rule of chop.m.  Every other element (zeros, the
-    carrier's subnormals, chop's subnormal range and below, values near or
-    above xmax, Inf, NaN) needs the general, scaled computation.
-    """
+    """The elements that rounding on the bit pattern handles alone: finite normal inputs with
+    magnitude bits in ``[low, high]`` lose the same ``shift`` bits (a carry moves to the next
+    binade) and meet no range rule of chop.m."""
 
     shift: int  # significand bits dropped by rounding to t bits (0: nothing to round)
     low: int    # smallest regular magnitude, as bits
@@ -187,13 +169,8 @@ class RegularRange:
 
 
 def regular_range(spec: RoundingSpec, carrier: Carrier) -> RegularRange:
-    """The :class:`RegularRange` of ``spec`` on ``carrier``.
-
-    With ``explim = 0`` every finite normal carrier number is regular.  With
-    limits the range starts at xmin (below it: chop's subnormal block and
-    underflow rules) and ends below xboundary for round to nearest (the
-    overflow threshold, decided on the input) or at xmax for the other modes.
-    """
+    """The :class:`RegularRange` of ``spec`` on ``carrier``: every finite normal number with
+    explim off, else from xmin to below xboundary (round to nearest) or to xmax."""
     fmt, dt = spec.fmt, carrier.np_float
     shift = max(carrier.mant - fmt.t + 1, 0)
     low, high = carrier.min_normal_bits, carrier.max_finite_bits
@@ -208,16 +185,10 @@ def regular_range(spec: RoundingSpec, carrier: Carrier) -> RegularRange:
 
 @dataclass(frozen=True)
 class SubnormalBlock:
-    """chop.m's rules below xmin as comparisons and shifts on the bit pattern (round to nearest
-    and directed modes, ``subnormal = 1``), for kernels that keep values in registers.
-
-    In the block ``[xmins, xmin)`` chop.m rounds to the fixed quantum xmins, so an element of
-    carrier exponent field ``E`` drops ``shift + max(emin_field - max(E, 1), 0)`` bits, where
-    ``shift`` is the :class:`RegularRange`'s.  Below xmins it rounds to ``t`` bits and then applies
-    its underflow rule; for round to nearest that gives xmins exactly when the magnitude exceeds
-    ``2^(emins-1) * (1 + 2^-t)`` (the midpoint above xmins/2 of ``t``-bit numbers, a tie going to
-    xmins/2, below the rule's threshold), else 0; for the directed modes xmins or 0 by the sign.
-    """
+    """chop.m's rules below xmin (modes 1-4, ``subnormal = 1``) on the bit pattern: in ``[xmins,
+    xmin)`` an element of exponent field ``E`` drops ``shift + max(emin_field - max(E, 1), 0)``
+    bits; below xmins round to nearest gives xmins exactly above ``2^(emins-1) * (1 + 2^-t)``
+    (chop.m rounds to ``t`` bits first, a tie going to xmins/2), the directed modes by the sign."""
 
     xmins: int       # xmins as bits: the block's lowest magnitude
     tiny_cut: int    # 2^(emins-1) * (1 + 2^-t) as bits: round to nearest gives xmins above it
@@ -225,10 +196,8 @@ class SubnormalBlock:
 
 
 def subnormal_block(spec: RoundingSpec, carrier: Carrier) -> Optional[SubnormalBlock]:
-    """The :class:`SubnormalBlock` of ``spec`` on ``carrier``, or None where these bit rules do
-    not hold: no exponent limits, subnormals flushed, ``t < 2``, an ``emin`` below the carrier's
-    (chop's block would reach the carrier's own subnormals at other exponents) or thresholds the
-    carrier cannot hold exactly.  Then elements below xmin need the general computation."""
+    """The :class:`SubnormalBlock` of ``spec`` on ``carrier``, or None where these bit rules do not
+    hold (no limits, subnormals flushed, ``t < 2``, ``emin`` or the thresholds beyond the carrier)."""
     fmt = spec.fmt
     if not (spec.limits_exponent and spec.keeps_subnormals) or fmt.t < 2:
         return None

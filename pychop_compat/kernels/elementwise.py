@@ -1,34 +1,12 @@
 """chop's rule as one elementwise function, written once against an array namespace.
 
-:func:`chop_elementwise` rounds the arrays that do not live in host memory as
-NumPy sees it: torch tensors on GPUs (and CPU tensors in the device-paths
-mode of :mod:`pychop_compat.engines.dispatch`), CuPy arrays for the specs
-CUDA's kernel does not take, JAX arrays (eager, under ``jax.jit`` and
-``jax.vmap``), the blocks of a Dask array, and the quantizers of
-:mod:`pychop_compat.nn` (traced by ``torch.compile`` into one graph).  It runs
-on the namespace of :mod:`.xp`, and on NumPy arrays, which is how it is
-tested against the other engines.
-
-The algorithm is chop.m's (:mod:`pychop_compat.rules.chop`): scale each
-element to an integer grid (``t`` bits in the normal range, the grid of
-``xmins`` in chop.m's subnormal block), round, flip, scale back, then chop.m's
-overflow and underflow rules and the format's encoding.  Each element's
-result depends only on its value and its own random numbers, given as
-arrays (:class:`ElementDraws`), so there are no Python branches on data and
-no gathering.  Integer arithmetic on the bit patterns does all the work that
-may meet a subnormal number (XLA on the CPU treats subnormal operands and
-results of float arithmetic and comparisons as zero, and CuPy's elementwise
-kernels flush float32 subnormals): an element is ``m * 2^E0`` with an
-integer significand ``m``; chop.m's grid for it is ``2^g``; the rounded
-integer ``q`` and the result ``q * 2^g`` are built from integers, and the
-range rules compare bit patterns.  Float operations only touch normal
-numbers, each exact or one IEEE rounding, so no fused multiply-add or
-reassociation can change a result.
-
-The random numbers come from one function per source: :func:`counter_draws`
-(the counter-based generator of :mod:`pychop_compat.random.counter`, by
-row-major element index) and :func:`host_draws` (numbers drawn by the host in
-chop.m's order: MATLAB's stream, a ``randfunc``, a NumPy Generator).
+:func:`chop_elementwise` rounds what does not live in host memory (torch, CuPy,
+JAX, Dask, :mod:`pychop_compat.nn`'s quantizers under ``torch.compile``) on the
+namespace of :mod:`.xp`, by chop.m's algorithm, each element with its own
+numbers (:class:`ElementDraws`): no Python branch on data.  Integer arithmetic
+on the bit patterns does all the work that may meet a subnormal (XLA on the CPU
+and CuPy's float32 kernels flush them); float operations touch only normal
+numbers, each exact or one rounding, so fusion or reassociation cannot change a result.
 """
 
 from __future__ import annotations
@@ -57,13 +35,8 @@ def carrier_name(v: Any) -> str:
 
 @dataclass(frozen=True)
 class ElementwisePlan:
-    """chop's rule for one spec and one carrier, as Python numbers.
-
-    Everything :func:`chop_elementwise` derives from a spec, computed once
-    (:func:`plan_for` caches it): immutable and hashable, so that a compiler
-    (``torch.compile``, ``jax.jit``) sees constants and traces no NumPy code.
-    Build it with :meth:`from_spec`.
-    """
+    """chop's rule for one spec and one carrier, as Python numbers (hashable: a compiler sees
+    constants and traces no NumPy code).  Build it with :meth:`from_spec`."""
 
     carrier: str          # 'float32' or 'float64'
     mode: int
@@ -92,10 +65,8 @@ class ElementwisePlan:
         Raises
         ------
         ValueError
-            For a spec the elementwise rule does not cover
-            (:func:`~.device_plan.elementwise_covers`: CPFloat's rules, limited random
-            bits, E8M0, bit flips on a format beyond chop.m's), a carrier other than
-            float32/float64, or bit flips with ``t < 2``.
+            For a spec :func:`~.device_plan.elementwise_covers` refuses, a carrier other
+            than float32/float64, or bit flips with ``t < 2``.
         """
         if not elementwise_covers(spec):
             raise ValueError("chop_elementwise does not cover this spec (extended with bit flips, CPFloat's "
@@ -129,17 +100,12 @@ def plan_for(spec: RoundingSpec, carrier: str) -> ElementwisePlan:
 
 @dataclass(frozen=True)
 class ElementDraws:
-    """Each element's random numbers for :func:`chop_elementwise` (arrays of the values' shape,
-    or broadcastable to it).
+    """Each element's random numbers for :func:`chop_elementwise` (broadcastable to the values).
 
-    ``u_round``: modes 5 and 6, a number in [0, 1) per element, compared in the
-    values' precision (as chop.m compares in the input's class).  ``flip``: with
-    bit flips, the bit XORed into the element's rounded integer significand
-    (``2**(bit - 1)``; 0: no flip; :func:`flip_mask`).  ``block_drew``: chop.m
-    rounds the normal block and its subnormal block separately, and returns a
-    block in which no element needed a number as it came, which keeps the sign
-    of its zeros; ``(normal block drew, subnormal block drew)``, both True for
-    numbers made per element.
+    ``u_round``: modes 5 and 6, compared in the values' precision.  ``flip``: the bit XORed into
+    the rounded integer (``2**(bit - 1)``; 0: none; :func:`flip_mask`).  ``block_drew``: (normal
+    block drew, subnormal block drew); chop.m returns a block that drew nothing as it came
+    (zeros keep their sign).  Both True for numbers made per element.
     """
 
     u_round: Any = None
@@ -147,17 +113,12 @@ class ElementDraws:
     block_drew: tuple = (True, True)
 
 
-#: No numbers: what :func:`chop_elementwise` takes when given none (enough for modes 1 to 4 without flips).
-_NO_DRAWS = ElementDraws()
+_NO_DRAWS = ElementDraws()  # (enough for modes 1 to 4 without flips)
+
 
 def _as(xp: Any, a: Any, dtype: Any) -> Any:
     """``a`` as ``dtype``, not copied when it is one already (a copy costs a pass in compiled code)."""
     return a if a.dtype == dtype else xp.astype(a, dtype)
-
-
-def _pow2(ns: Namespace, k: Any, carrier: Carrier, float_dtype: Any) -> Any:
-    """2**k for integers k in the carrier's normal exponent range, exactly, from its bits."""
-    return ns.bitcast((k + carrier.bias) << carrier.mant, float_dtype)
 
 
 @dataclass(frozen=True)
@@ -203,19 +164,9 @@ def _grid(ns: Namespace, v: Any, plan: ElementwisePlan, carrier: Carrier) -> _Gr
     return _Grid(bits, magnitude, biased, bits < 0, finite, sub, g, k, dropped, low)
 
 
-def _integer_dtype(ns: Namespace, plan: ElementwisePlan, carrier: Carrier) -> Any:
-    """The integer significands on chop's grid when bits are flipped (up to ``t + 1`` bits):
-    int32 for float32 values rounded to at most 24 bits, and wherever 64-bit types do not
-    exist; else int64."""
-    if not ns.wide or (carrier.mant == 23 and plan.t <= 24):
-        return ns.xp.int32
-    return ns.xp.int64
-
-
 def draw_needs(ns: Namespace, v: Any, plan: ElementwisePlan) -> tuple:
-    """``(need, sub)``: which elements chop.m gives a stochastic number (those whose scaled
-    value is not an integer, Inf and NaN included), and which lie in its subnormal block
-    (None without the exponent range).  For :func:`host_draws`."""
+    """``(need, sub)``: which elements chop.m gives a stochastic number (Inf and NaN too), and
+    which lie in its subnormal block (None without the exponent range)."""
     carrier = CARRIERS[carrier_name(v)]
     grid = _grid(ns, v, plan, carrier)
     return (grid.low != 0) | ~grid.finite, grid.sub
@@ -249,14 +200,10 @@ def chop_elementwise(ns: Namespace, v: Any, plan: Any, draws: Optional[ElementDr
 
     Notes
     -----
-    chop.m scales an element to its grid (multiples of ``2^g``), rounds to an integer
-    and scales back.  On the bit pattern that is dropping the ``k`` pattern bits below
-    the grid (``k <= mant`` for every finite element): their value over ``2^k`` is the
-    scaled value's fraction, exactly, and rounding up adds ``2^k``; a carry out of the
-    significand is the step to the next binade, and past the largest finite number it
-    gives Inf, as chop.m's scaling back does.  So a result is built from integers only,
-    whatever the carrier's subnormals; with bit flips, which may move a result to another
-    binade, it is rebuilt from the integer on chop.m's grid (:func:`_flipped`).
+    On the bit pattern, chop.m's rounding to the grid ``2^g`` drops the ``k`` pattern bits
+    below it (their value over ``2^k`` is the scaled value's fraction, exactly) and rounding
+    up adds ``2^k``; a carry is the step to the next binade (past the largest finite number,
+    Inf).  With flips the result is rebuilt from the integer on the grid (:func:`_flipped`).
     """
     xp = ns.xp
     name = carrier_name(v)
@@ -273,12 +220,9 @@ def chop_elementwise(ns: Namespace, v: Any, plan: Any, draws: Optional[ElementDr
         raise ValueError("chop_elementwise: stochastic rounding and bit flips need the elements' numbers.")
     nearest, stochastic_bits = plan.nearest, plan.stochastic_bits
     if nearest is not None or stochastic_bits is not None:
-        # The fast forms, where they apply: the range rules folded into thresholds on the bit
-        # patterns, a third of the operations.  Kept for speed, measured under torch.compile
-        # (Inductor, one thread, n = 1e6 float32, ns per element; the case of nn's quantizers in
-        # benchmarks/bench_nn.py): fp16 round to nearest 0.6 (this form) against 3.4 (the
-        # general form below), bfloat16 0.6 against 2.1, fp16 stochastic rounding 1.0 against
-        # 1.7; the general form alone was 1.2x to 6x slower than the old commit there.
+        # The fast forms: the range rules folded into thresholds, a third of the operations.
+        # Measured under torch.compile (n = 1e6 float32, ns per element, benchmarks/bench_nn.py):
+        # fp16 round to nearest 0.6 against 3.4 for the general form, stochastic 1.0 against 1.7.
         if nearest is not None:
             out, bits = _nearest_on_bits(ns, v, plan, carrier, nearest)
         else:
@@ -302,7 +246,7 @@ def chop_elementwise(ns: Namespace, v: Any, plan: Any, draws: Optional[ElementDr
         up = None
     else:
         if mode == 5:  # the fraction low * 2^-k: exact, and normal (low != 0 only where k <= mant)
-            threshold = xp.astype(low, v.dtype) * _pow2(ns, -dropped, carrier, v.dtype)
+            threshold = xp.astype(low, v.dtype) * ns.bitcast((carrier.bias - dropped) << carrier.mant, v.dtype)
         else:
             threshold = 0.5
         up = inexact & (_as(xp, draws.u_round, v.dtype) <= threshold)
@@ -330,12 +274,11 @@ def chop_elementwise(ns: Namespace, v: Any, plan: Any, draws: Optional[ElementDr
 
 def _flipped(ns: Namespace, v: Any, plan: ElementwisePlan, carrier: Carrier, grid: _Grid, up: Any,
              negative: Any, flip: Any) -> tuple:
-    """``(magnitudes, negative)`` with bit flips: the rounded integer ``q`` on chop.m's grid,
-    the flip, and ``q * 2^g`` rebuilt in the carrier (rounded to its precision via double, as
-    chop.m converts, and shifted into its subnormal range rounding to even)."""
+    """``(magnitudes, negative)`` with bit flips: the integer ``q`` on chop.m's grid, flipped,
+    and ``q * 2^g`` rebuilt in the carrier (via double, as chop.m converts; ties to even)."""
     xp = ns.xp
     int_dtype = xp.int64 if carrier.mant == 52 else xp.int32
-    q_dtype = _integer_dtype(ns, plan, carrier)
+    q_dtype = xp.int32 if not ns.wide or (carrier.mant == 23 and plan.t <= 24) else xp.int64  # t + 1 bits
     mant, field = carrier.mant, carrier.field
     cap = 29 if q_dtype == xp.int32 else 60
     magnitude, biased, k = grid.magnitude, grid.biased, xp.astype(grid.k, q_dtype)
@@ -364,8 +307,7 @@ def _flipped(ns: Namespace, v: Any, plan: ElementwisePlan, carrier: Carrier, gri
 
 
 def _quiet_blocks(sub: Any, block_drew: tuple) -> Any:
-    """The elements of the blocks that drew no number: None (every block drew), True (none
-    drew), or a boolean array."""
+    """The elements of blocks that drew nothing: None (all drew), True (none), or a boolean array."""
     normal_drew, sub_drew = block_drew
     if sub is None or normal_drew == sub_drew:
         return None if normal_drew else True
@@ -384,8 +326,7 @@ def _shift_round_even(xp: Any, n: Any, shift: Any) -> Any:
 
 
 def _apply_limits(xp: Any, out: Any, v: Any, plan: ElementwisePlan, carrier: Carrier) -> Any:
-    """chop.m's overflow rules (decided on the input ``v``), then its underflow rules, on the
-    result's bit patterns ``out`` (magnitudes compare as their patterns, subnormals included)."""
+    """chop.m's overflow rules (on the input ``v``), then its underflow rules, on the bit patterns ``out``."""
     inf_bits, mode = carrier.field << carrier.mant, plan.mode
     xmax_bits, sign = plan.xmax_bits, carrier.sign_bit
     inf, big = float("inf"), plan.xmax_gt  # normal thresholds: float comparisons are safe
@@ -423,16 +364,8 @@ def _apply_limits(xp: Any, out: Any, v: Any, plan: ElementwisePlan, carrier: Car
 
 
 def encode_bits(xp: Any, out: Any, v_bits: Any, encoding: Encoding, carrier: Carrier) -> Any:
-    """A format's encoding on chop's results, as carrier bit patterns (any array library).
-
-    ``out``: the patterns of chop's results; ``v_bits``: those of the inputs (signed
-    integers of the carrier's width).  The rules of
-    :func:`pychop_compat.rules.cpfloat.apply_encoding`: the round-to-nearest tie at the
-    overflow threshold of an ``'fn'`` format goes to the even ``+-xmax``; +-Inf results
-    become +-xmax with saturation, else NaN when the format has no infinity; ``'fnuz'``
-    formats have no -0.  Bit patterns, not float comparisons: XLA on the CPU treats
-    subnormal operands of float comparisons as zero.
-    """
+    """A format's encoding (:func:`pychop_compat.rules.cpfloat.apply_encoding`) on chop's results
+    ``out`` given ``v_bits``, the inputs', as bit patterns (XLA flushes subnormal operands)."""
     abs_mask, sign = carrier.abs_mask, carrier.sign_bit
     inf_bits = carrier.field << carrier.mant
     if encoding.tie_bits >= 0:
@@ -450,17 +383,9 @@ def encode_bits(xp: Any, out: Any, v_bits: Any, encoding: Encoding, carrier: Car
 # --- the two fast forms (measured; see chop_elementwise) ---------------------------------------
 
 def _nearest_constants(spec: RoundingSpec, carrier: Carrier) -> Optional[tuple]:
-    """Constants of :func:`_nearest_on_bits` when it gives chop's rounding, else None.
-
-    It does for round to nearest with the exponent range on (subnormals kept
-    or not), at least one bit dropped (``2 <= t <= mant``) and an exponent range
-    inside the carrier's, where chop's largest number has an all-ones
-    significand (chop.m's formats always): then chop's overflow threshold
-    (xboundary) is where rounding to ``t`` bits with an unbounded exponent
-    passes xmax.  The tuple: (xmax, the smallest number kept, the largest
-    carrier number that rounds to 0, as carrier bit patterns; the largest
-    number of dropped bits).
-    """
+    """Constants of :func:`_nearest_on_bits` where it gives chop's rounding (round to nearest,
+    explim, ``2 <= t <= mant``, the carrier's exponents, an all-ones xmax significand), else None:
+    xmax, the smallest kept, the largest number rounding to 0 (bit patterns), the most bits dropped."""
     fmt, mant, bias, dt = spec.fmt, carrier.mant, carrier.bias, carrier.np_float
     if (spec.round != 1 or spec.flips or not spec.limits_exponent or not 2 <= fmt.t <= mant
             or fmt.emin < 1 - bias or fmt.emax > bias or fmt.xmax != (2.0 - 2.0 ** (1 - fmt.t)) * 2.0 ** fmt.emax):
@@ -488,14 +413,9 @@ def _nearest_constants(spec: RoundingSpec, carrier: Carrier) -> Optional[tuple]:
 
 
 def _stochastic_constants(spec: RoundingSpec, carrier: Carrier) -> Optional[tuple]:
-    """Constants of :func:`_stochastic_on_bits` when it gives chop's rounding, else None.
-
-    It does for stochastic rounding (modes 5, 6) without flips with the exponent range on,
-    ``2 <= t <= mant`` and the format's exponents inside the carrier's, such that
-    ``2^(emins - 1)`` is at least the carrier's smallest subnormal.  The tuple holds carrier
-    bit patterns: ``2^emin``, ``2^emins``, the smallest number kept, the overflow threshold
-    (``xmax_gt`` in mode 5, ``xboundary_ge`` in mode 6) and its result (xmax or Inf).
-    """
+    """Constants of :func:`_stochastic_on_bits` where it gives chop's rounding (modes 5, 6, no flips,
+    explim, ``2 <= t <= mant``, ``2^(emins - 1)`` in the carrier), else None: the bit patterns of
+    ``2^emin``, ``2^emins``, the smallest kept, the overflow threshold and its result."""
     fmt, mant, bias, dt = spec.fmt, carrier.mant, carrier.bias, carrier.np_float
     if (spec.round < 5 or spec.flips or not spec.limits_exponent or not 2 <= fmt.t <= mant
             or fmt.emin < 1 - bias or fmt.emax > bias or fmt.emins - 1 < 1 - bias - mant):
@@ -510,17 +430,11 @@ def _stochastic_constants(spec: RoundingSpec, carrier: Carrier) -> Optional[tupl
 
 
 def _nearest_on_bits(ns: Namespace, v: Any, plan: ElementwisePlan, carrier: Carrier, constants: tuple) -> Any:
-    """Round to nearest, ties to even, on the bit pattern, the range rules folded into thresholds
-    (``constants``, ``plan.nearest``: :func:`_nearest_constants`): the same result as the general
-    form, in about a third of its operations.
-
-    Within a binade, and across the carrier's subnormals, the value is linear in its pattern,
-    and rounding it to a multiple of ``2^s`` pattern units is rounding it to ``t`` bits (``s =
-    mant + 1 - t``, one more per binade of chop.m's subnormal block; a carry is the step to
-    the next binade, past the largest finite pattern Inf).  Below the smallest number kept the
-    result is chosen directly, 0 or that number, by chop.m's rule (it rounds to ``t`` bits
-    first, then compares with half that number); zeros come out +0; NaN stays NaN.
-    """
+    """Round to nearest on the bit pattern, the range rules folded into thresholds
+    (:func:`_nearest_constants`): the general form's result in a third of its operations.
+    Rounding the pattern to a multiple of ``2^s`` is rounding to ``t`` bits (``s = mant + 1 -
+    t``, one more per binade of chop.m's subnormal block); below the smallest kept number the
+    result is 0 or that number, by chop.m's rule."""
     xp = ns.xp
     xmax_bits, smallest_bits, to_zero_bits, most_dropped = constants
     mant, sign, inf_bits = carrier.mant, carrier.sign_bit, carrier.field << carrier.mant
@@ -541,16 +455,10 @@ def _nearest_on_bits(ns: Namespace, v: Any, plan: ElementwisePlan, carrier: Carr
 
 def _stochastic_on_bits(ns: Namespace, v: Any, plan: ElementwisePlan, carrier: Carrier, constants: tuple,
                         u: Any) -> Any:
-    """Stochastic rounding (modes 5, 6) on the bit pattern, the range rules folded into
-    thresholds (``constants``, ``plan.stochastic_bits``: :func:`_stochastic_constants`): the
-    same result as the general form.
-
-    The dropped bits are ``s = mant + 1 - t`` at or above ``2^emin``, ``mant + 1 - t + emin +
-    bias - max(E, 1)`` in chop.m's subnormal block (``E`` the biased exponent), the value's
-    own grid just below ``2^emins``; further below, rounding on that grid gives at most
-    ``2^(emins - 1)``, under the smallest number kept, as chop.m's own grid does.  Under the
-    smallest number kept, +0; over the threshold, xmax (mode 5) or Inf (mode 6).
-    """
+    """Stochastic rounding on the bit pattern, the range rules folded into thresholds
+    (:func:`_stochastic_constants`).  Bits dropped: ``s = mant + 1 - t`` from ``2^emin``, ``s +
+    emin + bias - max(E, 1)`` in chop.m's subnormal block, the value's own grid below ``2^emins``
+    (which rounds to at most ``2^(emins - 1)``, under the smallest kept, as chop.m's grid does)."""
     xp = ns.xp
     sub_top, sub_low, min_rep, over, over_value = constants
     mant, bias, sign, inf_bits = carrier.mant, carrier.bias, carrier.sign_bit, carrier.field << carrier.mant
@@ -582,18 +490,16 @@ def _stochastic_on_bits(ns: Namespace, v: Any, plan: ElementwisePlan, carrier: C
 # --- the elements' random numbers: one function per source ---------------------------------------
 
 def flip_mask(xp: Any, u_choice: Any, u_bit: Any, p: float, t: int, dtype: Any = None) -> Any:
-    """The bit flips of two uniform numbers per element, by MATLAB's ``randi`` rule: bit
-    ``1 + floor((t - 1) u_bit)`` (as ``2**(bit - 1)``, an integer array of ``dtype``, int64 by
-    default) where ``u_choice <= p``, else 0.  (The clamp to ``t - 1`` guards a product rounded
-    in float32.)"""
+    """The bit flips of two uniform numbers per element: bit ``1 + floor((t - 1) u_bit)`` (as
+    ``2**(bit - 1)``, integers of ``dtype``, int64 by default) where ``u_choice <= p``, else 0.
+    (The clamp to ``t - 1`` guards a product rounded in float32.)"""
     shift = xp.astype(xp.floor(u_bit * (t - 1)), xp.int64 if dtype is None else dtype)
     shift = xp.where(shift > t - 2, t - 2, shift)
     return xp.where(u_choice <= p, xp.ones_like(shift) << shift, 0)
 
 
 def counter_draws(ns: Namespace, plan: ElementwisePlan, stream: CounterStream, index: Any) -> ElementDraws:
-    """The numbers of the counter-based generator: element ``index[i]`` (row-major, int64) of the
-    call gets ``u_s(stream.offset + index[i])`` of :mod:`pychop_compat.random.counter`."""
+    """The counter's numbers: element ``index[i]`` (row-major) gets ``u_s(stream.offset + index[i])``."""
     xp = ns.xp
     keys, offset = stream.keys, stream.offset
     u_round = uniform(xp, keys[0], offset, index) if plan.stochastic else None
@@ -606,10 +512,8 @@ def counter_draws(ns: Namespace, plan: ElementwisePlan, stream: CounterStream, i
 
 def host_draws(ns: Namespace, v: Any, plan: ElementwisePlan, spec: RoundingSpec,
                sources: RandomSources) -> ElementDraws:
-    """Numbers drawn by the host in chop.m's order, for the 1-D array ``v`` in MATLAB's
-    column-major element order: :func:`~pychop_compat.random.sources.host_draw_plan` (the
-    normal block, then the subnormal block; stochastic numbers for the elements that need one,
-    then the flips), scattered into per-element arrays on ``v``'s device."""
+    """Numbers drawn by the host in chop.m's order (:func:`~pychop_compat.random.sources.host_draw_plan`)
+    for the 1-D array ``v`` in column-major order, scattered into per-element arrays on its device."""
     import array_api_compat
 
     xp = ns.xp

@@ -1,21 +1,11 @@
-"""CPFloat's deterministic rounding as a pure elementwise function on bit patterns, written once
-against an array namespace (NumPy, CuPy, JAX, torch).
+"""CPFloat's rounding as a pure elementwise function on bit patterns, written once against an
+array namespace (NumPy, CuPy, JAX, torch).
 
-The rules are those of :func:`pychop_compat.rules.cpfloat.round_cpfloat`
-(CPFloat's modes -1, 0, 1, 2, 3, 4, 7 and "no rounding"; its ``subnormal``,
-``explim``, ``saturation`` and ``infinity`` switches; its sign-of-zero rule;
-the encodings of the catalogue's formats, E8M0 included) and the arithmetic
-that of the compiled kernel :mod:`.numba_cpfloat`, which shares
-:func:`cpfloat_constants` with this module.  A float32 or float64 magnitude
-viewed as an integer is its exponent field followed by its significand, so
-rounding to a grid of ``2^s`` storage ulps is ``(m + add) & ~(2^s - 1)``, a
-carry moving to the next binade by itself; ``s`` is ``p - t`` in the target's
-normal range and grows below it (the subnormal grid); what lies below the
-smallest result rounds to ``0`` or that result.  Every step is integer
-arithmetic, a comparison of integers or a ``where``: no float operation
-touches a value, so neither XLA on the CPU (which treats subnormal operands as
-zero) nor a GPU kernel compiled with flush-to-zero can change a result, and
-no Python branch depends on data, so the function traces under ``jax.jit``.
+The rules of :func:`pychop_compat.rules.cpfloat.round_cpfloat`.  A magnitude viewed as an
+integer is its exponent field then its significand, so rounding to a grid of ``2^s``
+ulps is ``(m + add) & ~(2^s - 1)``, a carry moving to the next binade.  Integer
+operations and ``where`` only: nothing for flush-to-zero to change, no Python branch
+on data (it traces under ``jax.jit``).
 """
 
 from __future__ import annotations
@@ -32,7 +22,7 @@ from ..spec import RoundingSpec
 from ..random.sources import RandomSources
 from ..rules.cpfloat import ROUND_MODES, effective_format, limited_bit_sources
 from .device_plan import CARRIERS
-from .elementwise import Namespace
+from .elementwise import Namespace, carrier_name
 
 __all__ = ["CpfloatConstants", "cpfloat_constants", "constants_for", "cpfloat_covers", "cpfloat_inexact",
            "host_numbers", "round_cpfloat_elementwise"]
@@ -43,14 +33,10 @@ _STORAGE = {"f": (24, 127, 127), "d": (53, 1023, 1023)}
 
 @dataclass(frozen=True)
 class CpfloatConstants:
-    """The integers that CPFloat's rounding of one (format, mode, switches, storage) needs.
-
-    Bit patterns are those of the storage format (float32 or float64) read as
-    unsigned integers.  An element of magnitude pattern ``m`` and exponent
-    field ``E`` drops ``s = min(max(dropped_top - max(E, 1), dropped), dropped_max)``
-    bits; magnitudes below ``tiny_lo``, the smallest result, round to ``0`` or ``tiny_lo``
-    (``tiny_half`` decides); the special range is where
-    ``((b & special_mask) - special_lo) mod 2^width >= special_span``.
+    """The integers that CPFloat's rounding of one (format, mode, switches, storage) needs, as
+    unsigned storage bit patterns.  An element of exponent field ``E`` drops ``s =
+    min(max(dropped_top - max(E, 1), dropped), dropped_max)`` bits; below ``tiny_lo`` it rounds to
+    ``0`` or ``tiny_lo``; special: ``((b & special_mask) - special_lo) mod 2^width >= special_span``.
     """
 
     width: int          # storage bits: 32 or 64
@@ -117,17 +103,12 @@ def cpfloat_constants(fmt: Format, mode: int, subnormal: bool, explim: bool, sat
 
 
 def cpfloat_covers(spec: RoundingSpec, stochastic: bool = False) -> bool:
-    """Whether :func:`round_cpfloat_elementwise` computes ``spec``: CPFloat's rules, or
-    CPFloat's rounding with chop's draws (``range_rules='correct'``), without bit flips, in a
-    deterministic mode or "no rounding" (``stochastic=False``), or in stochastic rounding,
-    modes 5 and 6 (``stochastic=True``: the caller gives the numbers, see :func:`cpfloat_inexact`)."""
+    """Whether :func:`round_cpfloat_elementwise` computes ``spec``: CPFloat's rules or
+    ``range_rules='correct'``, no flips, deterministic (``stochastic=False``) or modes 5 and 6
+    (``stochastic=True``: the caller gives the numbers, see :func:`cpfloat_inexact`)."""
     if spec.range_rules not in ("cpfloat", "correct") or spec.flips:
         return False
     return (spec.round in (5, 6)) == stochastic
-
-
-def _dtype_name(v: Any) -> str:
-    return str(v.dtype).rpartition(".")[2]  # torch spells 'torch.float32'
 
 
 def _cast(a: Any, dtype: Any) -> Any:
@@ -154,7 +135,7 @@ class _Split:
 
 def _storage_bits(ns: Namespace, v: Any) -> tuple:
     """``(carrier, bit patterns)`` of the float32 or float64 array ``v`` (signed integers)."""
-    name = _dtype_name(v)
+    name = carrier_name(v)
     if name not in CARRIERS:
         raise TypeError(f"CPFloat's rounding needs float32 or float64 storage, not {name}.")
     carrier = CARRIERS[name]
@@ -162,8 +143,8 @@ def _storage_bits(ns: Namespace, v: Any) -> tuple:
 
 
 def constants_for(spec: RoundingSpec, carrier_name: str) -> "CpfloatConstants":
-    """:func:`cpfloat_constants` of ``spec`` in the carrier ``'float32'`` or ``'float64'`` (computed
-    once, outside traced code, by callers that trace the kernel: ``torch.compile``)."""
+    """:func:`cpfloat_constants` of ``spec`` in the carrier ``'float32'`` or ``'float64'`` (for
+    callers that compute it outside traced code)."""
     return cpfloat_constants(spec.fmt, int(spec.round), bool(spec.keeps_subnormals), bool(spec.limits_exponent),
                              bool(spec.saturation), bool(spec.infinity), "d" if carrier_name == "float64" else "f")
 
@@ -186,10 +167,9 @@ def _split(ns: Namespace, v: Any, spec: RoundingSpec, k: "Optional[CpfloatConsta
 
 
 def _fraction(ns: Namespace, parts: _Split) -> Any:
-    """The dropped fraction ``r`` in [0, 1) of every finite element, in float64, as the
-    reference computes it (``|v| / 2^q`` minus its integer part, ``q`` the grid's exponent): the
-    dropped bits over ``2^s``, or for tiny magnitudes ``|v| / tiny_lo``.  Built from integers
-    where the storage is float32, so that no float32 subnormal enters a float operation."""
+    """The dropped fraction in [0, 1) of every finite element, in float64, as the reference
+    computes it: the dropped bits over ``2^s``, or ``|v| / tiny_lo`` for tiny magnitudes (built
+    from integers for float32, so that no float32 subnormal enters a float operation)."""
     xp, c, k = ns.xp, parts.carrier, parts.k
     kept_off = _cast(parts.m & parts.low, xp.float64) / _cast(parts.low + 1, xp.float64)  # exact
     if c.mant == 52:
@@ -208,26 +188,21 @@ def _fraction(ns: Namespace, parts: _Split) -> Any:
 
 
 def cpfloat_inexact(ns: Namespace, v: Any, spec: RoundingSpec) -> Any:
-    """Which elements of ``v`` take a random number in CPFloat's stochastic rounding: the finite
-    ones that are not on the grid (a boolean array of ``v``'s shape).  The reference
-    (:func:`~pychop_compat.rules.cpfloat.round_cpfloat`) gives them the numbers of one draw in
-    column-major order; the caller does the same and hands them to
-    :func:`round_cpfloat_elementwise`."""
+    """Which elements of ``v`` take a random number in CPFloat's stochastic rounding (finite, off
+    the grid); the caller gives them one draw's numbers in column-major order, as the reference."""
     if not cpfloat_covers(spec, stochastic=True):
         raise ValueError("cpfloat_inexact: CPFloat's rules in stochastic rounding (round = 5 or 6) only.")
     return _inexact(ns, _split(ns, v, spec))
 
 
 def _inexact(ns: Namespace, parts: _Split) -> Any:
-    """Off the grid, exactly (by the bits, not by a fraction that may underflow): a nonzero tiny
-    magnitude (the grid there is {0, tiny_lo}), or dropped bits that are not all zero."""
+    """Off the grid, by the bits: a nonzero tiny magnitude, or nonzero dropped bits."""
     return ns.xp.where(parts.tiny, parts.m != 0, (parts.m & parts.low) != 0)
 
 
 def host_numbers(sources: RandomSources, spec: RoundingSpec, count: int) -> np.ndarray:
     """The ``count`` numbers of CPFloat's stochastic rounding, drawn once from ``sources`` (with
-    ``spec.random_bits`` random bits when limited), as the NumPy engine draws them: float64, 1-D.
-    They go to the elements of :func:`cpfloat_inexact` in column-major order."""
+    ``spec.random_bits`` bits when limited) as the NumPy engine draws them: float64, 1-D."""
     if spec.random_bits:
         sources = limited_bit_sources(sources, spec.random_bits)
     return np.asarray(sources.stochastic(count), np.float64).ravel()
@@ -240,19 +215,14 @@ def round_cpfloat_elementwise(ns: Namespace, v: Any, spec: RoundingSpec, u_round
     Parameters
     ----------
     ns : Namespace
-        The array library; ``ns.xp`` needs ``where``, ``ones_like``, ``float64`` and the
-        integer dtypes, its arrays the bitwise and shift operators and a cast
-        (``astype``, or ``to`` for torch).
+        The array library.
     v : array
         The values in storage format (never modified).
     spec : RoundingSpec
         CPFloat's rules without bit flips (see :func:`cpfloat_covers`).
     u_round : array, optional
-        Stochastic rounding (modes 5 and 6): float64 numbers of ``v``'s shape; an element
-        rounds up when its number is at most its dropped fraction (mode 5) or 1/2 (mode 6),
-        so elements without a number (see :func:`cpfloat_inexact`) may hold any value >= 1.
-        With ``range_rules='correct'`` and float32 values the numbers are first rounded to
-        float32, as chop.m compares them in the input's class.
+        Modes 5 and 6: float64 numbers of ``v``'s shape (elements without one may hold any
+        value >= 1); rounded to float32 first with ``range_rules='correct'`` and float32 values.
     constants : CpfloatConstants, optional
         :func:`constants_for` the spec and ``v``'s dtype, computed beforehand (traced code).
 
@@ -275,7 +245,7 @@ def round_cpfloat_elementwise(ns: Namespace, v: Any, spec: RoundingSpec, u_round
     if stochastic and u_round is None:
         raise ValueError("round_cpfloat_elementwise: stochastic rounding (round = 5 or 6) needs u_round.")
     xp = ns.xp
-    if stochastic and spec.range_rules == "correct" and _dtype_name(v) == "float32":
+    if stochastic and spec.range_rules == "correct" and carrier_name(v) == "float32":
         # chop's draws are compared in the input's precision, as chop.m compares (rules.cpfloat.round_correct)
         u_round = _cast(_cast(u_round, xp.float32), xp.float64)
     mode = int(spec.round)

@@ -1,34 +1,11 @@
 """A compiled (Numba) kernel for CPFloat's deterministic modes, bit for bit equal to
 :func:`pychop_compat.rules.cpfloat.round_cpfloat` (imported only when used).
 
-One pass over memory, integer arithmetic on bit patterns.  A float32 or
-float64 magnitude viewed as an unsigned integer is its exponent field
-followed by its significand, so rounding to a grid of ``2^s`` storage ulps
-is ``(m + add) & ~(2^s - 1)`` (a carry moves to the next binade by itself),
-``add`` given by the mode: half an ulp minus one plus the last kept bit (to
-nearest, ties to even), half an ulp (ties away), half an ulp minus one (ties
-to zero), ``2^s - 1`` on the side the mode rounds away to (up, down),
-nothing (toward zero); round to odd cuts and sets the last kept bit when
-anything was cut.  An element of exponent field ``E`` drops
-
-* ``s = d = p - t`` bits in the target's normal range,
-* ``s = d + emin - max(E, 1) + bias`` bits below it with subnormals (the
-  subnormal grid ``2^(emin - t + 1)``), at most ``p - 1``: what lies below
-  ``xmins`` (*tiny*) rounds to ``0`` or ``xmins``, decided by comparing the
-  magnitude with ``xmins / 2``;
-* without subnormals, everything below ``xmin`` is tiny: ``0`` or ``xmin``
-  (CPFloat's grid ``{0, xmin}``), decided against ``xmin / 2``.
-
-These formulas need no branch, so the loop over a sub-block of
-:data:`SUB_BLOCK` elements vectorises; it rounds every element below the
-target's top binade (zeros and the whole subnormal range included) and
-counts the others (the top binade, overflow, Inf, NaN; for E8M0, which has
-no zero and no sign, also zeros, negative numbers and what lies below
-``xmin``), which :func:`_round_one` rounds again
-with the overflow rules (``xmax``, saturation, infinity) and the encoding.
-Large arrays are split into :data:`CHUNK`-element chunks shared out over
-Numba's threads (``prange``), each chunk written by one thread: results do
-not depend on the number of threads.
+:mod:`.elementwise_cpfloat`'s arithmetic and constants in one pass: a branch-free
+loop per :data:`SUB_BLOCK` elements rounds everything below the top binade and
+counts the others (also zeros, negatives and below xmin for E8M0), which
+:func:`_round_one` rounds again with every rule.  Chunks of :data:`CHUNK`
+elements go to Numba's threads, each written by one thread.
 """
 
 from __future__ import annotations
@@ -58,7 +35,7 @@ SUB_BLOCK = 256
 _U0 = np.uint64(0)
 _U1 = np.uint64(1)
 
-# Indices into the tuple of constants (all uint64; see _constants).
+# Indices into the tuple of constants (all uint64), in _constants' order.
 (D, DTOP, DMAX, HIDDEN, MAG, TOPBIT, TINY_LO, TINY_HALF, SPECIAL_MASK, SPECIAL_LO,
  SPECIAL_SPAN, XMAX, INF, NAN, SATURATION, INFINITY, ZERO_PLUS, E8M0, XMIN) = range(19)
 
@@ -68,33 +45,24 @@ _UNSIGNED = {"f": np.uint32, "d": np.uint64}
 
 # --- constants of one (format, mode, switches, dtype) ---------------------------------------------
 
-
 @lru_cache(maxsize=256)
 def _constants(fmt, mode: int, subnormal: bool, explim: bool, saturation: bool, infinity: bool,
                char: str) -> np.ndarray:
     """The constants of :func:`.elementwise_cpfloat.cpfloat_constants` as the kernel's array."""
     c = cpfloat_constants(fmt, mode, subnormal, explim, saturation, infinity, char)
-    values = {
-        D: c.dropped, DTOP: c.dropped_top, DMAX: c.dropped_max, HIDDEN: c.hidden, MAG: (1 << (c.width - 1)) - 1,
-        TOPBIT: c.width - 1, TINY_LO: c.tiny_lo, TINY_HALF: c.tiny_half,
-        SPECIAL_MASK: c.special_mask, SPECIAL_LO: c.special_lo, SPECIAL_SPAN: c.special_span,
-        XMAX: c.xmax, INF: c.inf, NAN: c.nan, SATURATION: int(c.saturation), INFINITY: int(c.infinity),
-        ZERO_PLUS: int(c.zero_plus), E8M0: int(c.e8m0), XMIN: c.xmin,
-    }
-    k = np.array([values[i] for i in range(len(values))], np.uint64)
+    k = np.array([c.dropped, c.dropped_top, c.dropped_max, c.hidden, (1 << (c.width - 1)) - 1, c.width - 1,
+                  c.tiny_lo, c.tiny_half, c.special_mask, c.special_lo, c.special_span, c.xmax, c.inf, c.nan,
+                  int(c.saturation), int(c.infinity), int(c.zero_plus), int(c.e8m0), c.xmin], np.uint64)
     k.setflags(write=False)
     return k
 
 
 # --- one element ------------------------------------------------------------------------------------
 
-
 @numba.njit(**INLINE_OPTIONS)
 def _core(m, neg, k, mode):
-    """The rounded magnitude of the finite magnitude ``m`` (sign ``neg``: 0 or 1), any range;
-    a carry beyond the top binade gives the storage's Inf pattern or above xmax."""
-    # Dropped bits: d in the normal range, d + emin - e below it (storage subnormals have
-    # e = emin_s, exponent field 1), at most p - 1 (what lies lower is tiny, decided below).
+    """The rounded magnitude of the finite magnitude ``m`` (sign ``neg``: 0 or 1), any range (a carry
+    beyond the top binade gives Inf's pattern or above xmax); elementwise_cpfloat's arithmetic."""
     e = m >> k[DMAX]
     e = e if e > _U1 else _U1
     s = k[DTOP] - e if k[DTOP] > e else _U0
@@ -174,7 +142,6 @@ def _round_one(b, k, mode):
 
 # --- the loops ---------------------------------------------------------------------------------------
 
-
 @numba.njit(**INLINE_OPTIONS)
 def _block_mode(xu, ou, first, last, k, mode):
     """The loop of one mode (``mode`` a constant where it is inlined, so LLVM folds the branches)."""
@@ -191,8 +158,8 @@ def _block_mode(xu, ou, first, last, k, mode):
 
 @numba.njit(**JIT_OPTIONS)
 def _block(xu, ou, first, last, k, mode):
-    """Round ``first:last`` branch-free (one loop per mode, so that each vectorises); the number
-    of special elements, which the caller rounds again."""
+    """Round ``first:last`` branch-free (one loop per mode, each vectorised); how many special
+    elements there are (the caller rounds them again)."""
     if mode == 1:
         return _block_mode(xu, ou, first, last, k, 1)
     if mode == -1:
@@ -247,7 +214,6 @@ def round_parallel(xu, ou, karray, mode, chunk):
 
 
 # --- entry point ---------------------------------------------------------------------------------------
-
 
 def handles(x: np.ndarray, spec: RoundingSpec) -> bool:
     """Whether :func:`round_array` rounds ``x`` by ``spec`` (float32/float64 in native byte

@@ -1,37 +1,12 @@
 """Numba kernels of the compiled CPU engine (imported only by :mod:`.compiled`, on first use).
 
-One element at a time, in one pass over memory:
-
-* a *regular* element (its exponent field in ``[LO, HI)``: finite, normal,
-  below the format's top binade, above its subnormal range) loses the same
-  ``d0`` low bits as every other; rounding is integer arithmetic on its bit
-  pattern (:func:`_regular_bits`, :func:`_regular_stochastic`);
-* every other element (zero, subnormal, chop's subnormal block, the top
-  binade, Inf, NaN) takes :func:`_general`, chop.m's scaling with ``frexp``
-  and ``ldexp`` in float64 followed by its overflow and underflow rules.
-
-Constants come in three small arrays made once per (spec, dtype) by
-:mod:`.compiled`: ``ip`` (int64: mode, t, emin, emins, explim, subnormal,
-d0, carrier precision, carrier width, then the encoding's switches),
-``up`` (uint64 bit masks) and ``fp`` (float64: xmax, xboundary, the
-smallest kept magnitude, p, 2^-d0, xboundary in the input's class).  Bit
-patterns of float32 inputs are widened to uint64, so one code path serves
-both classes (the mask constants carry the width).
-
-Formats beyond chop.m (OCP/ML formats, ``emin != 1 - emax``, saturation
-and infinity switches) take the same path with their own t, emin, emax,
-xmax and xboundary; their encoding (:func:`_encode`: no Inf, one NaN
-pattern, saturation) can change only an Inf result, -0 or a flipped value
-beyond xmax, which only :func:`_general` gives, so it is applied there.
-
-Stochastic rounding also rounds carrier-normal elements below xmin by bit
-rules (:func:`_small_shift`, :func:`_small_stochastic`: chop.m's subnormal
-block on the grid of xmins, smaller values on their own binade's grid, then
-its underflow rule), so that formats whose xmin lies inside the data (fp8,
-float6, float4) do not send most groups to the general path.
-
-Every kernel is compiled with ``cache=True`` (no recompilation in a new
-process) and without fastmath (it would break the exact rounding).
+One pass over memory: a *regular* element (exponent field in ``[LO, HI)``) is
+rounded by integer arithmetic on its bit pattern, as in :mod:`.numpy_fast`;
+the others by :func:`_general` (chop.m's scaling in float64, its range rules,
+the format's encoding).  Stochastic rounding also takes carrier-normal
+elements below xmin by bit rules (:func:`_small_shift`).  Constants come as
+arrays ``ip``, ``up``, ``fp`` from :mod:`.compiled`; float32 patterns are
+widened to uint64.  No fastmath (it would break exact rounding).
 """
 
 from __future__ import annotations
@@ -45,40 +20,30 @@ from numba import prange, types
 from numba.extending import intrinsic
 
 from . import numpy_fast
-from ..random.counter import FLIP_BIT, FLIP_CHOICE, GOLDEN, MIX1, MIX2, ROUND  # noqa: F401
+from ..random.counter import GOLDEN, MIX1, MIX2
 
-# Indices into the tuple of constants that every kernel unpacks from ip, up, fp (module notes).
-# Helpers take scalars and this tuple, never arrays: an array argument costs reference-count
-# updates on every call, which dominated the loop.
+# Indices into the tuple of constants (:func:`constants`).  Helpers take scalars and this tuple,
+# never arrays: an array argument costs reference counting on every call.
 MODE, T, EMIN, EMINS, EXPLIM, KEEPSUB, D0, P, WIDTH = range(9)
 LO, HI, INF, SIGN, MAG, LOW0, KEEP0, HALFM1, UNIT0 = range(9, 18)
 XMAX, XBOUNDARY, MIN_REP, PFLIP, FRAC_SCALE = range(18, 23)
-# The encoding of formats beyond chop.m, applied after chop.m's range rules (compiled._encoding):
-# 1/0 switches (ip[9:15]) and xboundary as the input's class compares it (fp[5]).
+# The encoding's 1/0 switches (compiled._encoding) and xboundary in the input's class.
 TIE_TO_XMAX, SATURATE, INF_TO_NAN, NO_NEGATIVE_ZERO, FLIP_NAN, ENCODES, XBOUNDARY_CLASS = range(23, 30)
 
 _U0 = np.uint64(0)
 _U1 = np.uint64(1)
-_G = np.uint64(GOLDEN)
-_M1 = np.uint64(MIX1)
-_M2 = np.uint64(MIX2)
+_G, _M1, _M2 = np.uint64(GOLDEN), np.uint64(MIX1), np.uint64(MIX2)
 _S30, _S27, _S31, _S12 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(12)
 
-#: Numba's options for every compiled kernel of the package: cached on disk, GIL released,
-#: NumPy's error model (x / 0 is inf, not an exception, as in the NumPy engine).
+#: Numba's options for every kernel of the package: cached, GIL released, NumPy's error model.
 JIT_OPTIONS: dict[str, Any] = dict(cache=True, nogil=True, error_model="numpy")
-#: The same, inlined into the caller's IR: helpers take scalars (an array argument costs
-#: reference counting on every call), and the small ones on the hot path are inlined; the
-#: general path (rare) is a plain call, which keeps compilation short.
+#: The same, inlined (small helpers on the hot path; the rare general path stays a plain call).
 INLINE_OPTIONS: dict[str, Any] = dict(JIT_OPTIONS, inline="always")
 
 
-# --- the counter-based generator of device_random ----------------------------------------------
-
-
 @numba.njit(**INLINE_OPTIONS)
-def _unpack(ip, up, fp):
-    """The constants as one tuple of scalars (indices MODE ... XBOUNDARY_CLASS)."""
+def constants(ip, up, fp):
+    """The constants of a rounding as one tuple of scalars (indices MODE ... XBOUNDARY_CLASS)."""
     return (ip[0], ip[1], ip[2], ip[3], ip[4], ip[5], ip[6], ip[7], ip[8],
             up[0], up[1], up[2], up[3], up[4], up[5], up[6], up[7], up[8],
             fp[0], fp[1], fp[2], fp[3], fp[4],
@@ -97,33 +62,26 @@ def counter_uniform(key, j):
 
 # --- a float64's bit pattern and back (LLVM bitcasts; Numba has no scalar view) --------------------
 
+def _bitcast(source: Any, target: Any, name: str) -> Any:
+    def cast(typingctx, x):
+        if x != source:
+            return None
 
-@intrinsic
-def bits_of_double(typingctx, x):
-    """The uint64 bit pattern of a float64."""
-    if x != types.float64:
-        return None
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], context.get_value_type(target))
 
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], context.get_value_type(types.uint64))
+        return target(source), codegen
 
-    return types.uint64(types.float64), codegen
+    cast.__name__ = cast.__qualname__ = name
+    return intrinsic(cast)
 
 
-@intrinsic
-def double_of_bits(typingctx, b):
-    """The float64 with the bit pattern of a uint64."""
-    if b != types.uint64:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], context.get_value_type(types.float64))
-
-    return types.float64(types.uint64), codegen
+#: The uint64 bit pattern of a float64, and back.
+bits_of_double = _bitcast(types.float64, types.uint64, "bits_of_double")
+double_of_bits = _bitcast(types.uint64, types.float64, "double_of_bits")
 
 
 # --- one element --------------------------------------------------------------------------------
-
 
 @numba.njit(**INLINE_OPTIONS)
 def _exponent(v):
@@ -162,10 +120,7 @@ def _limit(c, v, k):
 @numba.njit(**JIT_OPTIONS)
 def _encode(c, v, k):
     """The format's encoding on chop.m's result ``c`` of the input ``v`` (explim = 1), as
-    :func:`pychop_compat.rules.cpfloat.apply_encoding` does it: with flips, a finite result
-    beyond xmax (a flipped bit into the NaN pattern of an 'fn' format) is NaN; an Inf result is
-    +-xmax for the round-to-nearest tie at xboundary of an 'fn' format (whose xmax is even) and
-    with saturation, else NaN when the format has no Inf; 'fnuz' formats have no -0."""
+    :func:`pychop_compat.rules.cpfloat.apply_encoding` does it."""
     if k[FLIP_NAN] != 0 and math.isfinite(c) and abs(c) > k[XMAX]:
         return math.nan
     if math.isinf(c):
@@ -194,12 +149,9 @@ def _needs_draw(v, k):
 
 @numba.njit(**JIT_OPTIONS)
 def _general(v, k, single, rnd, plus_zero, flip_shift):
-    """chop of one value (float64 holding the input), any mode; the result as float64.
-
-    ``rnd``: the element's number (stochastic modes, when it draws);
-    ``plus_zero``: a zero comes back +0 (chop.m's stochastic branch when its block drew);
-    ``flip_shift``: flip bit ``flip_shift + 1`` of the rounded integer (-1: no flip).
-    """
+    """chop of one value (float64 holding the input), any mode, as float64.  ``rnd``: its number;
+    ``plus_zero``: a zero comes back +0 (its block drew); ``flip_shift``: flip bit ``flip_shift +
+    1`` of the rounded integer (-1: none)."""
     mode = k[MODE]
     e = _exponent(v)
     quantum, sub = _quantum(e, k)
@@ -266,8 +218,7 @@ def _regular_bits(b, k):
 
 @numba.njit(**INLINE_OPTIONS)
 def _regular_stochastic(b, k, rnd):
-    """Stochastic rounding (modes 5, 6) of a regular element's bit pattern with its number
-    (branch-free once compiled: the selects become masks)."""
+    """Stochastic rounding (modes 5, 6) of a regular element's bit pattern (branch-free)."""
     low = b & k[LOW0]
     if low == _U0:
         threshold = -1.0  # nothing dropped: never up
@@ -280,11 +231,9 @@ def _regular_stochastic(b, k, rnd):
 
 @numba.njit(**INLINE_OPTIONS)
 def _small_shift(b, k):
-    """``(d, sub)`` for a carrier-normal element below xmin with explim = 1: chop.m rounds it
-    on the grid of its own binade (``d = d0`` bits dropped) or, in its subnormal block
-    ``[xmins, xmin)``, on the grid 2^emins (``d = d0 + emin - e``, ``sub`` True); ``d = -1``
-    for every other element (regular, zero, carrier subnormal, the top binade, Inf, NaN, or a
-    smallest kept magnitude that is not normal in the carrier), which the general path rounds."""
+    """``(d, sub)`` for a carrier-normal element below xmin (explim = 1): ``d0`` bits dropped on
+    its own binade's grid, or ``d0 + emin - e`` in chop.m's subnormal block (``sub``); ``d = -1``
+    for every other element (or a min_rep not normal in the carrier): the general path's."""
     bias = (np.int64(1) << (k[WIDTH] - k[P] - 1)) - 1
     e_field = np.int64((b & k[MAG]) >> np.uint64(k[P] - 1))
     e_min = k[EMIN] + bias
@@ -299,10 +248,8 @@ def _small_shift(b, k):
 
 @numba.njit(**INLINE_OPTIONS)
 def _small_stochastic(b, k, d, rnd):
-    """Stochastic rounding (modes 5, 6) of an element of :func:`_small_shift` (``d >= 0``) with
-    its number, then chop.m's underflow rule: below the smallest kept magnitude +0 (modes 5
-    and 6), else the rounded value (exact in the carrier)."""
-    # Branch-free (selects), so that the loops calling it vectorise.
+    """Stochastic rounding of an element of :func:`_small_shift` (``d >= 0``), then chop.m's
+    underflow rule (+0 below min_rep).  Branch-free, so that the loops calling it vectorise."""
     shift = np.uint64(d)
     magnitude = b & k[MAG]
     low = magnitude & ((_U1 << shift) - _U1)
@@ -318,9 +265,8 @@ def _small_stochastic(b, k, d, rnd):
 
 @numba.njit(**INLINE_OPTIONS)
 def _bit_rule_stochastic(b, k, rnd):
-    """``(True, bits)``: stochastic rounding by the bit rules of a regular element
-    (:func:`_regular_stochastic`) or of one of :func:`_small_shift`'s (:func:`_small_stochastic`);
-    ``(False, 0)`` for the others, which the general path rounds."""
+    """``(True, bits)`` by the bit rules of a regular or small element; ``(False, 0)`` for the
+    general path."""
     if _is_regular(b, k):
         return True, _regular_stochastic(b, k, rnd)
     d, _ = _small_shift(b, k)
@@ -331,11 +277,9 @@ def _bit_rule_stochastic(b, k, rnd):
 
 @numba.njit(**INLINE_OPTIONS)
 def _wide_limits(k):
-    """``(lo, span, wide)``: the magnitudes ``[lo, lo + span)`` that the stochastic loops round
-    by bit rules.  ``wide`` when every carrier-normal magnitude below the regular range is one
-    of :func:`_small_shift`'s (explim = 1, emin and the smallest kept magnitude normal in the
-    carrier, t at most its precision): then ``lo`` is the carrier's smallest normal magnitude,
-    else the regular range's."""
+    """``(lo, span, wide)``: the magnitudes ``[lo, lo + span)`` that the stochastic loops round by
+    bit rules; ``wide`` when all carrier-normal ones below the regular range are
+    :func:`_small_shift`'s (then ``lo`` is the carrier's smallest normal)."""
     bias = (np.int64(1) << (k[WIDTH] - k[P] - 1)) - 1
     e_min = k[EMIN] + bias
     e_rep = (k[EMINS] if k[KEEPSUB] != 0 else k[EMIN]) + bias
@@ -347,20 +291,12 @@ def _wide_limits(k):
 
 @numba.njit(**INLINE_OPTIONS)
 def _wide_shift(b, k):
-    """``(d, sub)`` of :func:`_small_shift` for an element of :func:`_wide_limits`'s range when
-    ``wide`` (``d0`` for a regular one)."""
+    """``(d, sub)`` of :func:`_small_shift` in :func:`_wide_limits`'s range (``d0``: regular)."""
     bias = (np.int64(1) << (k[WIDTH] - k[P] - 1)) - 1
     e_field = np.int64((b & k[MAG]) >> np.uint64(k[P] - 1))
     e_min = k[EMIN] + bias
     sub = (e_field >= k[EMINS] + bias) & (e_field < e_min)  # (no branch: a select)
     return k[D0] + np.int64(sub) * (e_min - e_field), sub
-
-
-@numba.njit(**INLINE_OPTIONS)
-def _in_subnormal_block(b, k, lo, span):
-    """Whether a carrier-normal element lies in chop.m's subnormal block (explim = 1): its
-    exponent field in ``[lo, lo + span)`` (one unsigned comparison)."""
-    return ((b & k[MAG]) >> np.uint64(k[P] - 1)) - lo < span
 
 
 @numba.njit(**INLINE_OPTIONS)
@@ -381,18 +317,12 @@ def _small_draws(b, k, d):
 @numba.njit(**INLINE_OPTIONS)
 def _count_specials(xu, first, last, k):
     """How many elements of ``first:last`` are not regular (a vectorisable loop)."""
-    lo, span, inf = k[LO], k[HI] - k[LO], k[INF]
-    special = 0
-    for i in range(first, last):
-        special += ((np.uint64(xu[i]) & inf) - lo) >= span
-    return special
+    return _count_outside(xu, first, last, k[LO], k[HI] - k[LO], k[INF])
 
 
 # --- deterministic modes --------------------------------------------------------------------------
 
-
-#: Elements per sub-block of the deterministic loops: a sub-block with a special element is
-#: gone over again from the L1 cache.
+#: Elements per sub-block: a sub-block with a special element is gone over again from L1.
 SUB_BLOCK = 256
 
 
@@ -413,8 +343,8 @@ def _det_constants(rp):
 
 @numba.njit(**INLINE_OPTIONS)
 def _det_block(xu, ou, first, last, c, mode):
-    """Round the elements ``first:last`` branch-free (one loop per mode, so that each stays
-    short); the number of them outside the loops' range, which the caller rounds again."""
+    """Round ``first:last`` branch-free (one loop per mode); how many are outside the loops' range
+    (the caller rounds them again)."""
     d0, dtop, dmax, lo, hidden, full, mag, pshift, top, small_lo, span, threshold, min_rep = c
     special = 0
     if mode == 1:
@@ -451,51 +381,37 @@ def _det_block(xu, ou, first, last, c, mode):
     return special
 
 
-# The deterministic loops, serial and parallel.  An element of exponent field E drops
-# d = min(max(d0, DTOP - E), p - 1) bits (d0 = p - t in the normal range; in chop.m's subnormal
-# block, which the loops take in when subnormals are kept and the exponent limited, the grid
-# 2^emins drops more) and rounds as (b + add) & ~low, low = 2^d - 1, add by the mode: low >> 1
-# plus the last kept bit (to nearest, ties to even), low on the side away from the rounding
-# direction (towards +inf or -inf), nothing (towards zero).  Below LO (the smallest kept
-# magnitude) chop.m's underflow rule gives min_rep or +0 (compiled._small_rule), zero included.
-# Elements outside [SMALL_LO, SMALL_LO + SPAN) (the top binade, Inf, NaN; below LO as well when
-# the underflow rule does not apply) are rounded again by the general path.  Unsigned indices:
-# with signed ones Numba checks for negative indices, which stops LLVM from vectorising the
-# loop (five times slower).
+# The deterministic loops.  An element of exponent field E drops d = min(max(d0, DTOP - E), p - 1)
+# bits (more in chop.m's subnormal block) and rounds as (b + add) & ~low, low = 2^d - 1; below LO
+# chop.m's underflow rule gives min_rep or +0 (compiled._small_rule).  Elements outside
+# [SMALL_LO, SMALL_LO + SPAN) are rounded again by the general path.  Unsigned indices: signed
+# ones make Numba check for negative indices, which stops LLVM from vectorising (5x slower).
+
+@numba.njit(**INLINE_OPTIONS)
+def _det_range(xf, xu, of, ou, start, stop, k, c, single):
+    for begin in range(start, stop, SUB_BLOCK):
+        first, last = np.uint64(begin), np.uint64(min(stop, begin + SUB_BLOCK))
+        if _det_block(xu, ou, first, last, c, k[MODE]):
+            _fix_specials(xf, xu, of, first, last, k, single, c[9], c[10], c[6])
+
 
 @numba.njit(**JIT_OPTIONS)
 def det_serial(xf, xu, of, ou, ip, up, fp, rp, single):
-    k = _unpack(ip, up, fp)
-    c = _det_constants(rp)
-    mode = k[MODE]
-    n = xf.size
-    for block in range((n + SUB_BLOCK - 1) // SUB_BLOCK):
-        first = np.uint64(block * SUB_BLOCK)
-        last = np.uint64(min(n, block * SUB_BLOCK + SUB_BLOCK))
-        if _det_block(xu, ou, first, last, c, mode):
-            _fix_specials(xf, xu, of, first, last, k, single, c[9], c[10], c[6])
+    _det_range(xf, xu, of, ou, 0, xf.size, constants(ip, up, fp), _det_constants(rp), single)
 
 
 @numba.njit(parallel=True, **JIT_OPTIONS)
 def det_parallel(xf, xu, of, ou, ip, up, fp, rp, single, chunk):
-    k = _unpack(ip, up, fp)
+    k = constants(ip, up, fp)
     c = _det_constants(rp)
-    mode = k[MODE]
     n = xf.size
     for chunk_index in prange((n + chunk - 1) // chunk):
-        stop = min(n, (chunk_index + 1) * chunk)
-        for block in range((stop - chunk_index * chunk + SUB_BLOCK - 1) // SUB_BLOCK):
-            first = np.uint64(chunk_index * chunk + block * SUB_BLOCK)
-            last = np.uint64(min(stop, chunk_index * chunk + block * SUB_BLOCK + SUB_BLOCK))
-            if _det_block(xu, ou, first, last, c, mode):
-                _fix_specials(xf, xu, of, first, last, k, single, c[9], c[10], c[6])
+        _det_range(xf, xu, of, ou, chunk_index * chunk, min(n, (chunk_index + 1) * chunk), k, c, single)
 
 
 # --- the counter-based generator: each element its own numbers ------------------------------------
-# Sub-blocks as for the deterministic modes: a branch-free loop for the regular elements (no call
-# in it, so that it vectorises), and a plain call for a sub-block holding other elements.  The
-# stochastic numbers may instead be given, one per element (``given``; None for the counter's:
-# a specialisation of its own, the test pruned when Numba compiles it).
+# A branch-free loop per sub-block, a plain call for one holding other elements.  ``given``: the
+# numbers given per element, or None for the counter's (a specialisation of its own).
 
 
 @numba.njit(**INLINE_OPTIONS)
@@ -508,8 +424,8 @@ def _round_number(given, k0, j, i):
 
 @numba.njit(**JIT_OPTIONS)
 def _counter_general(xf, xu, of, ou, first, last, k, single, k0, k1, k2, offset, every, given):
-    """The general path for the elements of ``first:last`` (all of them when ``every``);
-    without ``every`` (no flips) the small elements of :func:`_small_shift` take their bit rule."""
+    """The general path for the irregular elements of ``first:last`` (all when ``every``: flips);
+    without ``every`` the small elements take their bit rule."""
     mode = k[MODE]
     for i in range(np.uint64(first), np.uint64(last)):
         b = np.uint64(xu[i])
@@ -532,11 +448,9 @@ def _counter_general(xf, xu, of, ou, first, last, k, single, k0, k1, k2, offset,
 
 @numba.njit(**INLINE_OPTIONS)
 def _counter_range(xf, xu, of, ou, start, stop, k, single, k0, k1, k2, offset, given):
-    n_blocks = (stop - start + SUB_BLOCK - 1) // SUB_BLOCK
     wide_lo, wide_span, wide = _wide_limits(k)
-    for block in range(n_blocks):
-        first = np.uint64(start + block * SUB_BLOCK)
-        last = np.uint64(min(stop, start + block * SUB_BLOCK + SUB_BLOCK))
+    for begin in range(start, stop, SUB_BLOCK):
+        first, last = np.uint64(begin), np.uint64(min(stop, begin + SUB_BLOCK))
         if k[PFLIP] >= 0.0:  # bit flips: every element takes the general path
             _counter_general(xf, xu, of, ou, first, last, k, single, k0, k1, k2, offset, True, given)
             continue
@@ -549,26 +463,22 @@ def _counter_range(xf, xu, of, ou, start, stop, k, single, k0, k1, k2, offset, g
             if _count_outside(xu, first, last, wide_lo, wide_span, k[MAG]):
                 _counter_general(xf, xu, of, ou, first, last, k, single, k0, k1, k2, offset, False, given)
             continue
-        if k[MODE] >= 5:
-            for i in range(first, last):
-                rnd = _to_class(_round_number(given, k0, offset + i, i), single)
-                ou[i] = _regular_stochastic(np.uint64(xu[i]), k, rnd)
-        else:  # (deterministic modes reach here only with flips; kept for completeness)
-            for i in range(first, last):
-                ou[i] = _regular_bits(np.uint64(xu[i]), k)
+        for i in range(first, last):  # (stochastic: deterministic modes come here with flips only)
+            rnd = _to_class(_round_number(given, k0, offset + i, i), single)
+            ou[i] = _regular_stochastic(np.uint64(xu[i]), k, rnd)
         if _count_specials(xu, first, last, k):
             _counter_general(xf, xu, of, ou, first, last, k, single, k0, k1, k2, offset, False, given)
 
 
 @numba.njit(**JIT_OPTIONS)
 def counter_serial(xf, xu, of, ou, ip, up, fp, single, keys, offset, given):
-    k = _unpack(ip, up, fp)
+    k = constants(ip, up, fp)
     _counter_range(xf, xu, of, ou, 0, xf.size, k, single, keys[0], keys[1], keys[2], offset, given)
 
 
 @numba.njit(parallel=True, **JIT_OPTIONS)
 def counter_parallel(xf, xu, of, ou, ip, up, fp, single, keys, offset, chunk, given):
-    k = _unpack(ip, up, fp)
+    k = constants(ip, up, fp)
     n = xf.size
     for c in prange((n + chunk - 1) // chunk):
         _counter_range(xf, xu, of, ou, c * chunk, min(n, (c + 1) * chunk), k, single,
@@ -576,7 +486,6 @@ def counter_parallel(xf, xu, of, ou, ip, up, fp, single, keys, offset, chunk, gi
 
 
 # --- chop.m's draw order: count, draw in bulk (by the caller), round ---------------------------------
-
 
 @numba.njit(**INLINE_OPTIONS)
 def _classify(b, v, k):
@@ -607,10 +516,9 @@ def _count_general(xf, xu, first, last, k, stochastic):
 
 @numba.njit(**JIT_OPTIONS)
 def count_draws(xf, xu, ip, up, fp, chunk, stochastic):
-    """Per chunk: draws of the normal block, draws of the subnormal block, elements of the
-    subnormal block.  One thread: a read-only pass, cheaper than a parallel launch on a busy
-    machine (measured)."""
-    k = _unpack(ip, up, fp)
+    """Per chunk: draws of the normal block, of the subnormal block, elements of the subnormal
+    block.  One thread: cheaper than a parallel launch on a busy machine (measured)."""
+    k = constants(ip, up, fp)
     n = xf.size
     n_chunks = (n + chunk - 1) // chunk
     counts = np.zeros((n_chunks, 3), np.int64)
@@ -621,9 +529,8 @@ def count_draws(xf, xu, ip, up, fp, chunk, stochastic):
         k_normal = 0
         k_sub = 0
         n_sub = 0
-        for block in range((stop - start + SUB_BLOCK - 1) // SUB_BLOCK):
-            first = np.uint64(start + block * SUB_BLOCK)
-            last = np.uint64(min(stop, start + block * SUB_BLOCK + SUB_BLOCK))
+        for begin in range(start, stop, SUB_BLOCK):
+            first, last = np.uint64(begin), np.uint64(min(stop, begin + SUB_BLOCK))
             if _count_specials(xu, first, last, k):
                 a, b, d = _count_general(xf, xu, first, last, k, stochastic)
                 k_normal += a
@@ -641,22 +548,19 @@ def count_draws(xf, xu, ip, up, fp, chunk, stochastic):
 @numba.njit(**JIT_OPTIONS)
 def _round_drawn_general(xf, xu, of, ou, first, last, k, single, q, rnd_normal, rnd_sub, plus_normal,
                          plus_sub, flips, choice_normal, choice_sub, bits_normal, bits_sub):
-    """Every element of ``first:last`` by the general path (without flips, the regular and the
-    small elements of :func:`_small_shift` by their bit rules); ``q`` (positions) is advanced."""
+    """Every element of ``first:last`` by the general path (without flips, regular and small ones
+    by their bit rules); advances the positions ``q``."""
     mode = k[MODE]
     p = k[PFLIP]
     for i in range(np.uint64(first), np.uint64(last)):
         v = np.float64(xf[i])
         b = np.uint64(xu[i])
         sub, need = _classify(b, v, k)
+        at = 1 if sub else 0  # q: draws, flip choices, flipped bits; each normal then subnormal
         rnd = 2.0
         if mode >= 5 and need:
-            if sub:
-                rnd = rnd_sub[q[1]]
-                q[1] += 1
-            else:
-                rnd = rnd_normal[q[0]]
-                q[0] += 1
+            rnd = (rnd_sub if sub else rnd_normal)[q[at]]
+            q[at] += 1
         if mode >= 5 and not flips:
             by_bits, bits = _bit_rule_stochastic(b, k, rnd)
             if by_bits:
@@ -664,18 +568,11 @@ def _round_drawn_general(xf, xu, of, ou, first, last, k, single, q, rnd_normal, 
                 continue
         shift = -1
         if flips:
-            if sub:
-                u = choice_sub[q[3]]
-                q[3] += 1
-                if u <= p:
-                    shift = bits_sub[q[5]] - 1
-                    q[5] += 1
-            else:
-                u = choice_normal[q[2]]
-                q[2] += 1
-                if u <= p:
-                    shift = bits_normal[q[4]] - 1
-                    q[4] += 1
+            u = (choice_sub if sub else choice_normal)[q[2 + at]]
+            q[2 + at] += 1
+            if u <= p:
+                shift = (bits_sub if sub else bits_normal)[q[4 + at]] - 1
+                q[4 + at] += 1
         of[i] = _general(v, k, single, rnd, plus_sub if sub else plus_normal, shift)
 
 
@@ -691,13 +588,11 @@ def _round_drawn_chunks(c0, c1, xf, xu, of, ou, k, single, chunk, starts, rnd_no
         q = starts[c].copy()
         start = c * chunk
         stop = min(n, start + chunk)
-        for block in range((stop - start + SUB_BLOCK - 1) // SUB_BLOCK):
-            first = np.uint64(start + block * SUB_BLOCK)
-            last = np.uint64(min(stop, start + block * SUB_BLOCK + SUB_BLOCK))
+        for begin in range(start, stop, SUB_BLOCK):
+            first, last = np.uint64(begin), np.uint64(min(stop, begin + SUB_BLOCK))
             if not flips and wide and k[MODE] >= 5 and _count_specials(xu, first, last, k) \
                     and not _count_outside(xu, first, last, wide_lo, wide_span, k[MAG]):
-                # Regular and small elements only (_wide_limits): their bit rules, each number
-                # from its block (chop's subnormal block, or the normal block) in turn.
+                # Regular and small elements only: bit rules, each number from its block's cursor.
                 normal_at, sub_at = q[0], q[1]
                 for i in range(first, last):
                     b = np.uint64(xu[i])
@@ -718,37 +613,25 @@ def _round_drawn_chunks(c0, c1, xf, xu, of, ou, k, single, chunk, starts, rnd_no
                                      plus_normal, plus_sub, flips, choice_normal, choice_sub,
                                      bits_normal, bits_sub)
                 continue
-            # Unsigned positions (no negative-index checks); an element without dropped bits
-            # draws nothing.
+            # Unsigned positions (no negative-index checks); no dropped bits: no draw.
             position = np.uint64(q[0])
-            if mode5:
-                for i in range(first, last):
-                    b = np.uint64(xu[i])
-                    low = b & low0
-                    up_ = False
-                    if low != _U0:
-                        up_ = rnd_normal[position] <= np.float64(np.int64(low)) * scale
-                        position += _U1
-                    ou[i] = (b & keep) + (unit if up_ else _U0)
-            else:
-                for i in range(first, last):
-                    b = np.uint64(xu[i])
-                    low = b & low0
-                    up_ = False
-                    if low != _U0:
-                        up_ = rnd_normal[position] <= 0.5
-                        position += _U1
-                    ou[i] = (b & keep) + (unit if up_ else _U0)
+            for i in range(first, last):
+                b = np.uint64(xu[i])
+                low = b & low0
+                up_ = False
+                if low != _U0:
+                    up_ = rnd_normal[position] <= (np.float64(np.int64(low)) * scale if mode5 else 0.5)
+                    position += _U1
+                ou[i] = (b & keep) + (unit if up_ else _U0)
             q[0] = np.int64(position)
 
 
 @numba.njit(parallel=True, **JIT_OPTIONS)
 def round_drawn(xf, xu, of, ou, ip, up, fp, single, chunk, starts, rnd_normal, rnd_sub,
                 plus_normal, plus_sub, flips, choice_normal, choice_sub, bits_normal, bits_sub):
-    """Round with the numbers chop.m drew, in its order: element ``i`` of chunk ``c`` takes the
-    next number of its block from the positions ``starts[c]`` (draws normal, draws subnormal,
-    flip choices normal, flip choices subnormal, flipped bits normal, flipped bits subnormal)."""
-    k = _unpack(ip, up, fp)
+    """Round with the numbers chop.m drew, in its order: chunk ``c`` starts at the positions
+    ``starts[c]`` (draws, flip choices, flipped bits; each normal then subnormal)."""
+    k = constants(ip, up, fp)
     n_chunks = (xf.size + chunk - 1) // chunk
     for c in prange(n_chunks):
         _round_drawn_chunks(c, c + 1, xf, xu, of, ou, k, single, chunk, starts, rnd_normal, rnd_sub,
@@ -759,7 +642,7 @@ def round_drawn(xf, xu, of, ou, ip, up, fp, single, chunk, starts, rnd_normal, r
 def round_drawn_serial(xf, xu, of, ou, ip, up, fp, single, chunk, starts, rnd_normal, rnd_sub,
                        plus_normal, plus_sub, flips, choice_normal, choice_sub, bits_normal, bits_sub):
     """:func:`round_drawn` on one thread (small arrays)."""
-    k = _unpack(ip, up, fp)
+    k = constants(ip, up, fp)
     _round_drawn_chunks(0, (xf.size + chunk - 1) // chunk, xf, xu, of, ou, k, single, chunk, starts,
                         rnd_normal, rnd_sub, plus_normal, plus_sub, flips, choice_normal, choice_sub,
                         bits_normal, bits_sub)
@@ -767,17 +650,9 @@ def round_drawn_serial(xf, xu, of, ou, ip, up, fp, single, chunk, starts, rnd_no
 
 # --- one float64 value, for the compiled linear algebra ----------------------------------------------
 
-
-@numba.njit(**INLINE_OPTIONS)
-def constants(ip, up, fp):
-    """The tuple of constants of a rounding (see :func:`chop_double`)."""
-    return _unpack(ip, up, fp)
-
-
 @numba.njit(**INLINE_OPTIONS)
 def chop_double(v, k):
-    """chop of one float64 value, deterministic modes (1-4) without flips, by the constants ``k``
-    of :func:`constants`: the bit rounding for a regular value, chop.m's scaling for the rest."""
+    """chop of one float64 value, modes 1-4 without flips, by the constants ``k`` of :func:`constants`."""
     b = bits_of_double(v)
     if _is_regular(b, k):
         return double_of_bits(_regular_bits(b, k))
@@ -786,8 +661,7 @@ def chop_double(v, k):
 
 @numba.njit(**INLINE_OPTIONS)
 def fast_constants(ip, up, rp):
-    """Constants of :func:`fast_bits` and :func:`irregular`: the branch-free deterministic rounding
-    of regular values (a tuple of scalars; see the deterministic loops)."""
+    """Constants of :func:`fast_bits` and :func:`irregular` (a tuple of scalars)."""
     return (rp[0], rp[1], rp[2], rp[3], rp[4], np.uint64(ip[D0]), np.uint64(ip[WIDTH] - 1),
             up[KEEP0 - 9], up[LO - 9], up[HI - 9] - up[LO - 9], up[INF - 9])
 
@@ -807,10 +681,8 @@ def irregular(b, f):
 
 
 # --- MATLAB's stream drawn inside the kernel: mt19937ar, as rand draws it ----------------------------
-# The state is MT19937's 624 words ``key`` and the position ``pos`` of the next word (624: the
-# words are used up and the next draw twists); ``tempered`` holds the tempered words of ``key``
-# (the outputs).  A double is ``((a >> 5) 2^26 + (b >> 6)) 2^-53`` of two consecutive outputs
-# ``a, b`` (matlab_random's notes).  The twist and the tempering are mt19937ar's.
+# State: the 624 words ``key`` and the position ``pos`` of the next one (624: twist first);
+# ``tempered``: the outputs.  A double is ``((a >> 5) 2^26 + (b >> 6)) 2^-53`` of two outputs.
 
 _MT_N, _MT_M = 624, 397
 _MT_UPPER, _MT_LOWER, _MT_MATRIX = np.uint64(0x80000000), np.uint64(0x7FFFFFFF), np.uint64(0x9908B0DF)
@@ -823,13 +695,6 @@ _S5, _S6, _U2 = np.uint64(5), np.uint64(6), np.uint64(2)
 def _mt_mix(upper_word, lower_word, far):
     y = (np.uint64(upper_word) & _MT_UPPER) | (np.uint64(lower_word) & _MT_LOWER)
     return np.uint64(far) ^ (y >> _S1) ^ ((_U0 - (y & _U1)) & _MT_MATRIX)
-
-
-@numba.njit(**JIT_OPTIONS)
-def _mt_twist(key, tempered):
-    """The next 624 words of ``key`` (mt19937ar's generation step) and their tempered outputs."""
-    _mt_generate(key)
-    _mt_temper(key, tempered)
 
 
 @numba.njit(**JIT_OPTIONS)
@@ -847,7 +712,8 @@ def _mt_temper(key, tempered):
 def _mt_word(key, tempered, pos):
     """The next 32-bit output (advances ``pos[0]``)."""
     if pos[0] >= _MT_N:
-        _mt_twist(key, tempered)
+        _mt_generate(key)
+        _mt_temper(key, tempered)
         pos[0] = 0
     word = tempered[pos[0]]
     pos[0] += 1
@@ -864,8 +730,7 @@ def _mt_double(key, tempered, pos):
 
 @numba.njit(**JIT_OPTIONS)
 def _mt_fill(key, tempered, pos, out, count, single):
-    """The next ``count`` doubles of the stream into ``out[:count]`` (rounded to single when
-    ``single``: chop compares them in the input's class)."""
+    """The next ``count`` doubles of the stream into ``out[:count]`` (rounded to single: ``single``)."""
     done = 0
     while done < count:
         p = pos[0]
@@ -874,7 +739,7 @@ def _mt_fill(key, tempered, pos, out, count, single):
             done += 1
             continue
         m = min(count - done, (_MT_N - p) // 2)
-        # Unsigned indices and signed conversions (a and b are below 2^27): a loop LLVM vectorises.
+        # Unsigned indices, signed conversions (a, b < 2^27): a loop LLVM vectorises.
         first, start = np.uint64(p), np.uint64(done)
         for j in range(np.uint64(0), np.uint64(m)):
             a = np.int64(tempered[first + _U2 * j] >> _S5)
@@ -897,13 +762,11 @@ def mt_uniform(key, pos, n):
     return out
 
 
-#: Per sub-block plans of round_stream's counting pass: regular elements only, regular and
-#: small elements only (:func:`_wide_limits`), or some for the general path.
+#: round_stream's plans per sub-block: regular only, regular and small only, or general.
 _PLAN_REGULAR, _PLAN_WIDE, _PLAN_GENERAL = 0, 1, 2
 #: Sub-blocks whose numbers round_stream draws together (per cursor, 8 bytes a number: L1/L2).
 STREAM_GROUP = 16
-#: round_stream rounds chop's subnormal block after the rest when it has fewer than 1/DEFER_BELOW
-#: as many elements as the normal block draws numbers.
+#: round_stream rounds the subnormal block last when it has < 1/DEFER_BELOW of the normal draws.
 DEFER_BELOW = 512
 
 
@@ -919,8 +782,7 @@ def _mt_generate(key):
 
 @numba.njit(**JIT_OPTIONS)
 def _mt_skip(key, pos, words):
-    """Advance the state ``key, pos`` by ``words`` outputs without computing them (only the
-    generation steps that those outputs need; the caller tempers ``key`` afterwards)."""
+    """Advance ``key, pos`` by ``words`` outputs without computing them (the caller tempers)."""
     while words > 0:
         if pos[0] >= _MT_N:
             _mt_generate(key)
@@ -932,11 +794,8 @@ def _mt_skip(key, pos, words):
 
 @numba.njit(**JIT_OPTIONS)
 def _stream_plan(xf, xu, k, plans, counts, flags):
-    """round_stream's counting pass: per sub-block its plan (``_PLAN_*``) and its numbers of the
-    normal block and of chop's subnormal block (``counts[block]``); per element of a
-    ``_PLAN_WIDE`` sub-block whether it draws (bit 0) and whether it is in the subnormal block
-    (bit 1) (``flags``); returns the totals (the numbers chop.m draws for each block, in that
-    order) and the elements of the subnormal block."""
+    """round_stream's counting pass: per sub-block its plan and ``counts``; per element of a
+    ``_PLAN_WIDE`` sub-block ``flags`` (1: draws, 2: subnormal block); returns the totals."""
     n = xf.size
     low0 = k[LOW0]
     wide_lo, wide_span, wide = _wide_limits(k)
@@ -978,17 +837,12 @@ def _stream_plan(xf, xu, k, plans, counts, flags):
 
 @numba.njit(**JIT_OPTIONS)
 def round_stream(xf, xu, of, ou, ip, up, fp, single, key, pos):
-    """Stochastic rounding (modes 5, 6, no flips) of ``xf`` (MATLAB's element order) with the
-    numbers of MATLAB's stream, drawn here as chop.m draws them: first one number for each
-    element of the normal block whose scaled value is not an integer, in order, then the same
-    for the subnormal block.  A counting pass (:func:`_stream_plan`) finds how many numbers the
-    normal block draws; a second cursor into the stream is set that many numbers ahead
-    (:func:`_mt_skip`), and one rounding pass takes each element's number from the cursor of its
-    block, drawing the numbers of ``STREAM_GROUP`` sub-blocks into the cache just before they
-    are rounded.  A subnormal block of very few elements (``DEFER_BELOW``) is instead rounded
-    after the rest, from the one cursor.  The state ``key, pos`` is left after the last number
-    drawn.  Returns the numbers drawn for the normal and subnormal blocks."""
-    k = _unpack(ip, up, fp)
+    """Stochastic rounding (modes 5, 6, no flips) of ``xf`` (column-major) with MATLAB's stream,
+    drawn as chop.m draws (normal block, then subnormal block).  After a counting pass a second
+    cursor is set the normal block's count ahead (:func:`_mt_skip`), and one pass takes each
+    element's number from its block's cursor (a tiny subnormal block: rounded last, from the one
+    cursor).  Leaves ``key, pos`` after the last number; returns the two counts."""
+    k = constants(ip, up, fp)
     n = xf.size
     n_blocks = (n + SUB_BLOCK - 1) // SUB_BLOCK
     plans = np.empty(n_blocks, np.int8)
@@ -997,18 +851,16 @@ def round_stream(xf, xu, of, ou, ip, up, fp, single, key, pos):
     k_normal, k_sub, n_sub = _stream_plan(xf, xu, k, plans, counts, flags)
     plus_normal = k_normal > 0  # chop.m's stochastic branch gives +0 when its block drew
     plus_sub = k_sub > 0
-    # The normal block's cursor (the stream's state) and the subnormal block's, k_normal numbers
-    # (two words each) ahead.
+    # The normal block's cursor and the subnormal block's, k_normal numbers (two words each) ahead.
     tempered = np.empty(_MT_N, np.uint64)
     _mt_temper(key, tempered)
     key_sub = key.copy()
     pos_sub = pos.copy()
     tempered_sub = np.empty(_MT_N, np.uint64)
-    # Few elements in the subnormal block: rounded after the others, from the one cursor (cheaper
-    # than setting the second cursor ahead, which costs two words' generation per number).
+    # Few elements in the subnormal block: rounded last, from the one cursor (a second cursor
+    # costs two words' generation per number skipped).
     defer = k_sub > 0 and n_sub * DEFER_BELOW < k_normal
-    # Their indices, values and bit patterns, kept while in the cache: the last pass reads no
-    # more of the array.
+    # (their indices, values and bits, kept while in the cache)
     deferred = np.empty(n_sub if defer else 0, np.int64)
     deferred_values = np.empty(n_sub if defer else 0, np.float64)
     deferred_bits = np.empty(n_sub if defer else 0, np.uint64)
@@ -1016,8 +868,8 @@ def round_stream(xf, xu, of, ou, ip, up, fp, single, key, pos):
     if k_sub and not defer:
         _mt_skip(key_sub, pos_sub, 2 * k_normal)
         _mt_temper(key_sub, tempered_sub)
-    # The numbers of a group of sub-blocks, drawn together (fewer, longer draws): the normal
-    # block's, then the subnormal block's (each + 1: read, unused, after the last element).
+    # A group's numbers, drawn together: the normal block's, then the subnormal block's (each + 1:
+    # read, unused, after the last element).
     group = STREAM_GROUP * SUB_BLOCK
     pool = np.zeros(2 * group + 2, np.float64)
     numbers = pool[:group + 1]
@@ -1043,9 +895,8 @@ def round_stream(xf, xu, of, ou, ip, up, fp, single, key, pos):
             last = np.uint64(min(n, block * SUB_BLOCK + SUB_BLOCK))
             plan = plans[block]
             if plan == _PLAN_WIDE:
-                # Regular and small elements only, by their bit rules: each element's number (a
-                # short serial loop on the counting pass's flags: one load from the pool, no
-                # branch), then the rounding (a loop LLVM vectorises).
+                # Regular and small only: each element's number (a serial loop, no branch), then
+                # the rounding (a loop LLVM vectorises).
                 for j in range(last - first):
                     f = np.uint64(flags[first + j])
                     in_sub = f >> _U1
@@ -1090,25 +941,14 @@ def round_stream(xf, xu, of, ou, ip, up, fp, single, key, pos):
                     else:
                         of[i] = _general(v, k, single, rnd, plus_sub if sub else plus_normal, -1)
                 continue
-            # Regular elements only.  Branch-free (a branch on the comparison, which LLVM made of
-            # a select, mispredicts half the time): an element without dropped bits takes no
-            # number.
-            if mode5:
-                for i in range(first, last):
-                    b = np.uint64(xu[i])
-                    low = b & low0
-                    draws = np.uint64(low != _U0)
-                    up_ = np.uint64(numbers[position] <= np.float64(np.int64(low)) * scale) & draws
-                    position += draws
-                    ou[i] = (b & keep) + (up_ << d0)
-            else:
-                for i in range(first, last):
-                    b = np.uint64(xu[i])
-                    low = b & low0
-                    draws = np.uint64(low != _U0)
-                    up_ = np.uint64(numbers[position] <= 0.5) & draws
-                    position += draws
-                    ou[i] = (b & keep) + (up_ << d0)
+            # Regular elements only, branch-free (a branch would mispredict half the time).
+            for i in range(first, last):
+                b = np.uint64(xu[i])
+                low = b & low0
+                draws = np.uint64(low != _U0)
+                up_ = np.uint64(numbers[position] <= (np.float64(np.int64(low)) * scale if mode5 else 0.5)) & draws
+                position += draws
+                ou[i] = (b & keep) + (up_ << d0)
     # The few elements of the subnormal block, with the numbers that follow the normal block's.
     for j in range(n_deferred):
         i = deferred[j]
@@ -1127,6 +967,8 @@ def round_stream(xf, xu, of, ou, ip, up, fp, single, key, pos):
         key[:] = key_sub
         pos[0] = pos_sub[0]
     return k_normal, k_sub
+
+
 @numba.njit(**INLINE_OPTIONS)
 def nearest_only(f):
     """Whether the constants ``f`` of :func:`fast_constants` are plain round to nearest (ties to

@@ -1,22 +1,10 @@
 """Compiled chopped matrix products (Numba), imported by :mod:`pychop_compat.linalg` on first use.
 
-Each kernel computes ``C = A @ B`` (float64) with every product and every sum
-rounded by ``pychop_compat.kernels.numba_kernels.chop_double``, the
-compiled engine's rounding of one value, in exactly the order of the method
-that :mod:`pychop_compat.linalg` documents; only deterministic rounding (modes 1-4, no
-bit flips) comes here, so each element of ``C`` depends only on its own
-operations and the loops may run in any order.
-
-Memory: the result, plus O(rows_per_task * p) (blocked) or
-O(rows_per_task * log2(n) * TILE) (pairwise) scratch per thread: never the n * m * p products.
-Rows of ``C`` are shared out over Numba's threads in groups of ROWS, so a
-row of ``B`` is read from the cache once per group.
-
-Speed: a row of operations is first rounded by a branch-free loop on the bit
-patterns (``pychop_compat.kernels.numba_kernels.fast_bits``, which LLVM
-vectorises) that also counts the values it cannot round (zeros, values near
-the format's range limits, Inf, NaN); only a row with such a value is redone
-by ``pychop_compat.kernels.numba_kernels.chop_double`` one value at a time.
+``C = A @ B`` (float64), every product and sum rounded by ``numba_kernels.chop_double``
+in the order of the method :mod:`pychop_compat.linalg` documents; modes 1-4 without
+flips only, so groups of ``ROWS`` rows may go to any thread.  A row is first rounded
+by the branch-free ``numba_kernels.fast_bits``, which counts the values it
+cannot round; only a row with one is redone by ``chop_double``.
 """
 
 from __future__ import annotations
@@ -48,9 +36,8 @@ def regular_bits(b, f, nearest):
 
 @contextlib.contextmanager
 def tasks_one_at_a_time() -> Iterator[None]:
-    """Numba's parallel loops started in the block hand their tasks (groups of rows) to the threads
-    one at a time instead of in equal shares: on a busy machine a thread that the system stalls
-    then holds up one task, not a share of the work, while the others go on."""
+    """Numba's parallel loops in the block hand out their tasks one at a time, not in equal shares
+    (on a busy machine a stalled thread then holds up one task, not a share of the work)."""
     previous = numba.set_parallel_chunksize(1)
     try:
         yield
@@ -58,29 +45,28 @@ def tasks_one_at_a_time() -> Iterator[None]:
         numba.set_parallel_chunksize(previous)
 
 
+@numba.njit(**INLINE_OPTIONS)
+def _setup(A, B, ipp, upp, fpp, rpp, ips, ups, fps, rps):
+    """A product kernel's roundings (products, then sums: constants, fast constants), the shapes
+    ``m, n, p`` and the result ``C``."""
+    m, n = A.shape
+    p = B.shape[1]
+    return (constants(ipp, upp, fpp), fast_constants(ipp, upp, rpp), constants(ips, ups, fps),
+            fast_constants(ips, ups, rps), m, n, p, np.empty((m, p)))
+
 
 # --- rows: out[j] = fl_s(acc[j] + fl_p(a * b[j])) and friends, fast loop then exact loop if needed -----
 
-
 @numba.njit(**JIT_OPTIONS)
 def _axpy_row(a, b, acc, out, first, kp, fp_, ks, fs, round_products, p):
-    """``out[j] = fl_s(acc[j] + fl_p(a b[j]))`` (``first``: ``out[j] = fl(a b[j])``, by the product
-    rounding when ``round_products`` else the sum rounding; no ``fl_p`` when not ``round_products``).
-    One branch-free loop per case (a test inside the loop stops LLVM from vectorising it)."""
-    special = 0
-    n = np.uint64(p)
+    """``out[j] = fl_s(acc[j] + fl_p(a b[j]))`` (``first``: ``fl(a b[j])``; no ``fl_p`` unless
+    ``round_products``).  One branch-free loop per case (a test inside stops LLVM vectorising)."""
     if first:
         kr, fr = (kp, fp_) if round_products else (ks, fs)
-        near = nearest_only(fr)
-        for j in range(n):
-            tb = bits_of_double(a * b[j])
-            special += irregular(tb, fr)
-            out[j] = double_of_bits(regular_bits(tb, fr, near))
-        if special:  # redo the special elements only (the exact loop is scalar)
-            for j in range(n):
-                if irregular(bits_of_double(a * b[j]), fr):
-                    out[j] = chop_double(a * b[j], kr)
+        _leaf_row(a, b, out, True, kr, fr, p)
         return
+    special = 0
+    n = np.uint64(p)
     near = nearest_only(fs)
     if round_products:
         near_p = nearest_only(fp_)
@@ -125,11 +111,7 @@ def _add_rows(x, y, out, ks, fs, p):
 def matmul_recursive(A, B, ipp, upp, fpp, rpp, round_products, ips, ups, fps, rps):
     """``s = fl(p_1)``; ``s = fl(s + p_k)``, with ``p_k = fl(a_k b_k)`` when ``round_products``
     (products rounded by the first constants) else the double product (sums by the second)."""
-    kp, fp_ = constants(ipp, upp, fpp), fast_constants(ipp, upp, rpp)
-    ks, fs = constants(ips, ups, fps), fast_constants(ips, ups, rps)
-    m, n = A.shape
-    p = B.shape[1]
-    C = np.empty((m, p))
+    kp, fp_, ks, fs, m, n, p, C = _setup(A, B, ipp, upp, fpp, rpp, ips, ups, fps, rps)
     for block in prange((m + ROWS - 1) // ROWS):
         i0 = block * ROWS
         i1 = min(m, i0 + ROWS)
@@ -152,11 +134,7 @@ def matmul_recursive(A, B, ipp, upp, fpp, rpp, round_products, ips, ups, fps, rp
 def matmul_blocked(A, B, ipp, upp, fpp, rpp, round_products, ips, ups, fps, rps, block_size):
     """Each block of ``block_size`` terms summed recursively, the block sums summed recursively
     in order (as each block ends, its sum joins the running total)."""
-    kp, fp_ = constants(ipp, upp, fpp), fast_constants(ipp, upp, rpp)
-    ks, fs = constants(ips, ups, fps), fast_constants(ips, ups, rps)
-    m, n = A.shape
-    p = B.shape[1]
-    C = np.empty((m, p))
+    kp, fp_, ks, fs, m, n, p, C = _setup(A, B, ipp, upp, fpp, rpp, ips, ups, fps, rps)
     for block in prange((m + ROWS - 1) // ROWS):
         i0 = block * ROWS
         i1 = min(m, i0 + ROWS)
@@ -192,7 +170,7 @@ def _leaf_row(a, b, out, rounds, kr, fr, width):
         tb = bits_of_double(a * b[j])
         special += irregular(tb, fr)
         out[j] = double_of_bits(regular_bits(tb, fr, near))
-    if special:
+    if special:  # redo the special elements only (the exact loop is scalar)
         for j in range(np.uint64(width)):
             if irregular(bits_of_double(a * b[j]), fr):
                 out[j] = chop_double(a * b[j], kr)
@@ -201,22 +179,14 @@ def _leaf_row(a, b, out, rounds, kr, fr, width):
 @numba.njit(parallel=True, **JIT_OPTIONS)
 def matmul_pairwise(A, B, ipp, upp, fpp, rpp, round_products, ips, ups, fps, rps):
     """The products summed pairwise level by level: ``y_q = fl(x_{2q} + x_{2q+1})``, an odd last
-    term carried over, until one is left (products unrounded, unless ``round_products`` or n = 1,
-    as in :mod:`pychop_compat.linalg`).
+    term carried over (products unrounded unless ``round_products`` or n = 1).
 
-    The level-by-level tree is the aligned binary tree (node ``q`` of level ``L`` sums the terms
-    ``q 2^L .. min((q + 1) 2^L, n) - 1``; a node with one child is that child), so it is summed
-    here term by term like a binary counter: ``levels[L]`` holds a finished subtree of ``2^L``
-    terms while bit ``L`` of the number of terms seen is set; a new term merges with the full
-    levels below its carry, ``fl(left + right)`` as in the tree.  At the end the partial sums
-    left are added from the smallest up (the carried right-hand nodes of the tree).  The same
-    additions as the tree, in O(log2 n) rows of scratch per row of C.
+    That tree is the aligned binary tree, summed here term by term like a binary counter:
+    ``levels[L]`` holds a finished subtree of ``2^L`` terms while bit ``L`` of the count is set; a
+    new term merges with the full levels below its carry; the partial sums left are added from
+    the smallest up.  The same additions, in O(log2 n) rows of scratch per row of C.
     """
-    kp, fp_ = constants(ipp, upp, fpp), fast_constants(ipp, upp, rpp)
-    ks, fs = constants(ips, ups, fps), fast_constants(ips, ups, rps)
-    m, n = A.shape
-    p = B.shape[1]
-    C = np.empty((m, p))
+    kp, fp_, ks, fs, m, n, p, C = _setup(A, B, ipp, upp, fpp, rpp, ips, ups, fps, rps)
     depth = 1
     while (1 << depth) <= n:
         depth += 1

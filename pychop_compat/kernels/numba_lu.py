@@ -1,24 +1,10 @@
 """Compiled chopped LU factorization (Numba), imported by :mod:`pychop_compat.linalg.lu` on first use.
 
-The same elimination as the NumPy code of :func:`pychop_compat.linalg.lu`
-(right-looking, ``kij``, partial pivoting), with the same roundings: at step
-``k`` the row of the first largest ``|a_ik|`` (a NaN first, as
-:func:`numpy.argmax`) is swapped into row ``k``; a zero pivot skips the step;
-then for every row ``i > k`` the multiplier ``l_ik = fl(a_ik / a_kk)`` and the
-row ``a_ij = fl(a_ij - fl(l_ik a_kj))``, ``j > k``.  Every ``fl`` is
-``pychop_compat.kernels.numba_kernels.chop_double`` (deterministic rounding,
-modes 1-4, no bit flips: each element depends only on its own operations, so
-the rows of a step may be updated in any order and on any thread, with the
-bits of the NumPy code).
-
-A row is first rounded by the branch-free loop on bit patterns
-(``numba_kernels.fast_bits``, which LLVM vectorises) into a scratch row; only
-a row holding a value that loop cannot round (zero, near the format's range
-limits, Inf, NaN) is gone over again by ``chop_double``, one value at a time.
-The steps go in panels of ``PANEL`` columns (see :func:`factor`): each
-element still takes its operations in the order of the unblocked elimination,
-but the rows below a panel take all of its steps in one pass, from the cache,
-and in one launch of Numba's threads.
+The elimination of :func:`pychop_compat.linalg.lu` (right-looking, ``kij``, the first
+largest ``|a_ik|`` as pivot, a NaN first; a zero pivot skips the step) with its
+roundings ``l_ik = fl(a_ik / a_kk)``, ``a_ij = fl(a_ij - fl(l_ik a_kj))`` by
+``numba_kernels.chop_double`` (modes 1-4, no flips), rows rounded as in
+:mod:`.numba_linalg`, in panels of ``PANEL`` columns (one pass per panel).
 """
 
 from __future__ import annotations
@@ -66,9 +52,7 @@ def _pivot_and_swap(a, perm, k):
 
 @numba.njit(**JIT_OPTIONS)
 def _row_update(a, i, k, first, last, scratch, kc, fc):
-    """``a_ij = fl(a_ij - fl(a_ik a_kj))`` for ``j`` in ``first:last``: the branch-free loop into
-    ``scratch``, the values it cannot round redone by ``chop_double`` (``a[i]`` still unchanged),
-    then copied back."""
+    """``a_ij = fl(a_ij - fl(a_ik a_kj))`` for ``j`` in ``first:last``, through ``scratch``."""
     l = a[i, k]
     start = np.uint64(first)
     stop = np.uint64(last)
@@ -141,23 +125,16 @@ def _trailing_parallel(a, k0, k1, skipped, ip, up, fp, rp):
 
 
 def factor(a: np.ndarray, rounding: tuple) -> tuple:
-    """Factorize ``a`` (float64, square, already rounded to the format) in place.
-
-    Blocked by panels of ``PANEL`` columns, with each element's operations in
-    the order of the unblocked elimination: the panel's steps on its columns
-    (pivot choice, row swaps of whole rows, multipliers), then on the rows of
-    the panel right of it, then on every row below it (on the threads when the
-    trailing matrix has at least ``PARALLEL_BELOW`` elements).
+    """Factorize ``a`` (float64, square, already rounded to the format) in place, by panels of
+    ``PANEL`` columns (each element's operations in the order of the unblocked elimination).
 
     Parameters
     ----------
     a : ndarray
-        C-contiguous float64 ``n x n`` matrix; on return it holds ``L`` below
-        the diagonal (unit diagonal implied) and ``U`` on and above it.
+        C-contiguous float64 ``n x n``; on return ``L`` below the diagonal (unit diagonal
+        implied) and ``U`` on and above it.
     rounding : tuple
-        The constant arrays ``(ip, up, fp, rp)`` of
-        :func:`pychop_compat.kernels.compiled.rounding_constants` for the
-        format and a deterministic mode (1-4) without flips.
+        :func:`.compiled.rounding_constants` of a deterministic mode (1-4) without flips.
 
     Returns
     -------

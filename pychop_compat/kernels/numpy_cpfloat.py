@@ -1,18 +1,11 @@
 """A fast CPU engine for CPFloat's deterministic modes, bit for bit equal to
 :func:`pychop_compat.rules.cpfloat.round_cpfloat`.
 
-As in :mod:`.numpy_fast`, a positive float viewed as an unsigned integer is
-its exponent field followed by its significand, so rounding to ``t`` bits is
-integer arithmetic on the low ``d = p - t`` bits, a carry moving to the next
-binade by itself.  *Regular* elements (storage-normal inputs in the target's
-normal range below its top binade) all lose the same ``d`` bits and can
-neither overflow nor underflow: a few whole-array integer operations round
-them.  The rest (zeros, the subnormal range and below, the top binade and
-above, Inf, NaN) are gathered and rounded by the reference, which owns every
-range rule.  Round to nearest with subnormals goes further: the FPU rounds
-every element below the top binade, subnormal range included (see
-``_nearest_blocks``), and only the top binade and above are gathered.
-Large arrays are split over threads as :mod:`.numpy_fast` splits them.
+As in :mod:`.numpy_fast`: *regular* elements (storage-normal, in the target's
+normal range below its top binade) are rounded by integer operations on their
+bit patterns; the rest are gathered and rounded by the reference, which owns
+every range rule.  Round to nearest with subnormals rounds everything below
+the top binade in the FPU (``_nearest_blocks``).
 """
 
 from __future__ import annotations
@@ -24,19 +17,19 @@ import numpy as np
 from ..spec import RoundingSpec
 from ..random.sources import MATLAB_STREAM
 from ..rules.cpfloat import ROUND_MODES, effective_format, round_cpfloat
-from .numpy_fast import map_blocks
+from .numpy_fast import LAYOUTS, map_blocks, round_regular
 
 __all__ = ["round_array"]
 
-# (unsigned view, significand bits p, exponent bias) of the storage formats.
-_LAYOUT = {np.dtype(np.float32): (np.uint32, 24, 127), np.dtype(np.float64): (np.uint64, 53, 1023)}
+
 def round_array(x: np.ndarray, spec: RoundingSpec) -> np.ndarray:
     """CPFloat's rounding of ``x`` (float32/float64, any shape) by ``spec`` (modes other than
     5 and 6, no flips); a new array of x's shape and dtype."""
     mode = spec.round
     if mode not in ROUND_MODES:
         return x.copy()  # no rounding at all
-    u_type, p, bias = _LAYOUT[x.dtype]
+    layout = LAYOUTS[x.dtype]
+    u, p, bias, width = layout.utype, layout.p, layout.emax, layout.width  # (the bias is emax)
     eff = effective_format(spec.fmt, x.dtype, spec.limits_exponent)
     d = p - eff.t
     flat = np.ascontiguousarray(x).reshape(-1)
@@ -47,13 +40,11 @@ def round_array(x: np.ndarray, spec: RoundingSpec) -> np.ndarray:
     # (at least the storage's) up to, not including, the target's top binade.
     regular_lo = max(eff.emin, 1 - bias) + bias
     regular_hi = eff.emax + bias
-    u = u_type
     xu, ou = flat.view(u), out.view(u)
     idx: Optional[np.ndarray]
     if regular_hi <= regular_lo or eff.encoding == "e8m0":  # E8M0: no sign, every element checked
         idx = np.arange(flat.size)
     else:
-        width = 8 * x.dtype.itemsize
         exp_mask = u(((1 << (width - p)) - 1) << (p - 1))
         if (mode == 1 and d >= 2 and spec.keeps_subnormals and eff.encoding in ("ieee", "fn", "finite", "fnuz")
                 and eff.emax - 1 + d <= bias):
@@ -95,7 +86,7 @@ def _integer_blocks(xu, ou, u, p: int, d: int, t: int, mode: int, regular_lo: in
             if d == 0:
                 np.copyto(ob, ub)  # the storage's precision: nothing to round
             else:
-                _round_regular(ub, ob, mode, d, t, low, keep, unit, half, u(width - 1), tmp[:j - i])
+                round_regular(ub, ob, mode, d, t, low, keep, unit, half, u(width - 1), tmp[:j - i])
         return found
 
     return work
@@ -103,13 +94,10 @@ def _integer_blocks(xu, ou, u, p: int, d: int, t: int, mode: int, regular_lo: in
 
 def _nearest_blocks(xu, ou, u, p: int, d: int, regular_lo: int, regular_hi: int, exp_mask, width: int,
                     signed_zeros: bool):
-    """Work on a range of blocks (for :func:`map_blocks`): round to nearest, ties to even, with
-    subnormals, in the FPU.  ``(x + S) - S`` with ``S = 1.5 * 2^(e + d)`` rounds ``x`` to the
-    grid ``2^(e - t + 1)`` (``d >= 2`` keeps ``x + S`` in ``S``'s binade); raising ``e`` to
-    ``emin`` below the normal range gives the subnormal grid, so every element below the top
-    binade (zeros, subnormals and what underflows included) is rounded this way.  A zero result
-    takes ``x``'s sign (CPFloat keeps it; ``signed_zeros`` False: +0).  The top binade and
-    above (overflow, Inf, NaN) are special: their indices are returned."""
+    """Work on a range of blocks (for :func:`map_blocks`): round to nearest with subnormals in the
+    FPU, ``(x + S) - S`` as in :mod:`.numpy_fast` with ``e`` raised to ``emin`` below the normal
+    range (the subnormal grid), for everything below the top binade; a zero keeps ``x``'s sign
+    (unless not ``signed_zeros``).  Returns the indices of the top binade and above."""
     ftype = np.float32 if width == 32 else np.float64
     floor = u(regular_lo << (p - 1))  # exponent field of 2^emin
     hi = u(regular_hi << (p - 1))  # exponent field of 2^emax: the top binade starts there
@@ -140,41 +128,3 @@ def _nearest_blocks(xu, ou, u, p: int, d: int, regular_lo: int, regular_hi: int,
 
     return work
 
-
-def _round_regular(ub, ob, mode: int, d: int, t: int, low, keep, unit, half, top, tmp) -> None:
-    """Round the bit patterns ``ub`` into ``ob`` as if all were regular (sign bit untouched;
-    ``tmp``: a scratch array like ``ub``)."""
-    u = ub.dtype.type
-    if mode == 1:
-        if t == 1:
-            np.add(ub, half, out=ob)  # the kept significand is the hidden bit, odd: ties go up
-        else:
-            np.right_shift(ub, u(d), out=ob)
-            ob &= u(1)
-            ob += half - u(1)  # half an ulp minus one, plus the last kept bit: ties to even
-            ob += ub
-    elif mode == -1:
-        np.add(ub, half, out=ob)  # ties away from zero
-    elif mode == 0:
-        np.add(ub, half - u(1), out=ob)  # ties toward zero
-    elif mode in (2, 3):
-        np.right_shift(ub, top, out=ob)  # 1 for negative
-        if mode == 2:
-            ob -= u(1)  # all ones for positive: they go up; negative ones are cut
-            ob &= low
-        else:
-            ob *= low  # ulp - 1 for negative
-        ob += ub
-    elif mode == 7 and t > 1:
-        # Round to odd: cut, then set the last kept bit when anything was cut.  The dropped
-        # bits plus (ulp - 1) carry into the last kept bit exactly when they are not all zero.
-        np.bitwise_and(ub, low, out=tmp)
-        tmp += low
-        tmp &= unit
-        np.bitwise_and(ub, keep, out=ob)
-        ob |= tmp
-        return
-    else:  # toward zero (and round to odd with t = 1: the significand 1 is odd already)
-        np.bitwise_and(ub, keep, out=ob)
-        return
-    ob &= keep

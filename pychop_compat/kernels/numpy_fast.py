@@ -1,58 +1,20 @@
 """A fast CPU engine for chop, bit for bit equal to :mod:`pychop_compat.rules.chop`.
 
-The reference scales every element with ``frexp``/``ldexp`` and rounds the
-scaled value with ``rint``, ``ceil``, ...  Here the rounding works on the
-IEEE bit pattern instead: viewed as an unsigned integer, a positive float is
-its exponent field followed by its significand, so rounding to a grid of
-``2^d`` units in the last place is integer arithmetic on the low ``d`` bits,
-and a carry out of the significand moves to the next binade (or to Inf)
-exactly as the rounded value does.
-
-Elements fall in two groups:
-
-* *regular* elements: finite normal inputs whose exponent puts them in the
-  format's normal range below its top binade (``emin <= e < emax``; every
-  normal input when ``explim = 0``).  They all lose the same ``d0 = p - t``
-  bits and never meet an overflow or underflow rule, so a few whole-block
-  ufuncs with one constant shift round them (round to nearest even even
-  uses the FPU: ``(x + S) - S`` with ``S = 1.5 * 2^(e + d0)``).
-* *special* elements: everything else (zeros, subnormal inputs, chop's
-  subnormal range and below, the top binade and above, Inf, NaN).  One range
-  test on the exponent field finds them; :func:`_analyse`/:func:`_finish`
-  round them with a per-element number of bits, and :func:`_limit_range`
-  applies chop's overflow and underflow rules.  They are rare in most data,
-  so they are gathered over blocks and rounded in batches (a handful in
-  plain Python).
-
-With round to nearest and subnormals (``_Plan.bulk_small``) the FPU trick
-also rounds what lies below chop's subnormal block and the top binade: only
-elements at or above ``xboundary`` (and Inf, NaN) are special, and those in
-chop's double-rounding window just above ``xmins / 2`` are set to +0 in bulk
-(see ``_Plan``), so formats with a wide subnormal range (OCP float4/float6)
-stay on whole-block operations.  chop's directed modes with explim on
-(``_Plan.small_directed``) round what lies below ``xmin`` in bulk too:
-``ceil``/``floor``/``trunc`` of ``x`` over its grid spacing.
-
-Blocks of :data:`BLOCK` elements reuse per-thread scratch buffers, so each
-element crosses main memory about once and the memory used is the output
-plus O(block).  Deterministic modes split large arrays over :data:`THREADS`
-threads (contiguous block ranges, :data:`PARALLEL_BLOCK` elements per block
-so that the GIL changes hands rarely); every block is written by one thread,
-so results do not depend on the thread count.
-
-Stochastic rounding and bit flips use random numbers exactly as chop.m does:
-same calls, same counts, same order (MATLAB's column-major element order,
-normal block first, then the subnormal block).  With MATLAB's stream or a
-NumPy Generator the numbers are drawn block by block in one pass
-(:func:`_chop_stochastic_streamed`); a user's ``randfunc`` is called just
-as chop.m calls it, after a counting pass (:func:`_chop_stochastic`).  Bit
-flips take the per-element path everywhere (:func:`_chop_with_flips`).  A
-single element takes a plain-Python path (:func:`_chop_scalar`), since a
-dozen ufunc calls on one element cost far more than the arithmetic.
+Viewed as an unsigned integer a positive float is its exponent field then its
+significand, so rounding to a grid of ``2^d`` ulps is integer arithmetic on the
+low ``d`` bits, a carry moving to the next binade (or to Inf) exactly as the
+rounded value does.  *Regular* elements (finite normal, ``emin <= e < emax``)
+all lose ``d0 = p - t`` bits and meet no range rule: whole-block ufuncs round
+them (to nearest in the FPU: ``(x + S) - S``, ``S = 1.5 * 2^(e + d0)``; see
+``_Plan`` for the ranges below xmin that stay exact).  *Special* elements are
+found by one range test on the exponent field and rounded in batches with
+per-element bit counts (:func:`_analyse`), then chop's range rules.  Random
+numbers are drawn exactly as chop.m draws them (same calls, counts and order).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import threading
@@ -63,20 +25,18 @@ from typing import Any, Callable, Literal, Optional, Union
 
 import numpy as np
 
-from ..spec import RoundingSpec
+from ..random.counter import CounterStream
 from ..random.matlab_stream import stream_uniform
 from ..random.sources import RandomSources
 from ..rules.chop import apply_range_limits
-from ..spec import FLIP_PRECISION_ERROR
-from ..random.counter import CounterStream
+from ..spec import FLIP_PRECISION_ERROR, RoundingSpec
 
 __all__ = ["chop_array", "chop_scalar", "chop_counter", "map_blocks", "in_memory_order", "BLOCK", "PARALLEL_BLOCK",
            "THREADS", "set_threads"]
 
 #: Elements per block: a few arrays of this many 8-byte words fit in a core's L2 cache.
 BLOCK = 16384
-#: Elements per block with several threads: longer ufunc calls, fewer hand-offs of the GIL
-#: (each NumPy call takes it back; with short calls the threads mostly wait for it).
+#: Elements per block with several threads: longer ufunc calls, fewer hand-offs of the GIL.
 PARALLEL_BLOCK = 65536
 #: Special elements gathered before they are rounded in one batch.
 _FLUSH = 8192
@@ -141,13 +101,9 @@ def _map_ranges(func, n_blocks: int, threads: int) -> list:
 
 
 def map_blocks(func: Callable[[int, int, int], object], n: int) -> list:
-    """``func(start, stop, block)`` over ``n`` elements split as this engine splits them.
-
-    Each call covers the elements ``start:stop`` (contiguous, to be worked on in
-    blocks of ``block``); large arrays are shared among :data:`THREADS` threads,
-    each one range.  Returns the calls' results in element order.  Overflow and
-    invalid operations are not reported (as in the engine's own blocks).
-    """
+    """``func(start, stop, block)`` over ``n`` elements split as this engine splits them (one
+    contiguous range per thread, worked on in blocks of ``block``); the results in element order.
+    Overflow and invalid operations are not reported."""
     threads, block, n_blocks = _tiling(n)
 
     def over_range(first: int, stop: int):
@@ -165,7 +121,6 @@ def _quietly(func, first: int, stop: int):
 
 # --- the input classes -------------------------------------------------------------
 
-
 @dataclass(frozen=True)
 class _Layout:
     """Bit layout of an IEEE binary input class (float32 or float64)."""
@@ -176,14 +131,6 @@ class _Layout:
     width: int
     p: int  # significand bits, hidden bit included
     emin: int  # exponent of the smallest normal number
-
-    @property
-    def sign(self) -> int:
-        return 1 << (self.width - 1)
-
-    @property
-    def mag(self) -> int:
-        return self.sign - 1
 
     @property
     def inf(self) -> int:
@@ -204,7 +151,8 @@ class _Layout:
         return 1 << shift if shift >= 0 else 0
 
 
-_LAYOUTS = {
+#: The input classes' bit layouts, by dtype.
+LAYOUTS = {
     np.dtype(np.float64): _Layout(np.float64, np.uint64, np.int64, 64, 53, -1022),
     np.dtype(np.float32): _Layout(np.float32, np.uint32, np.int32, 32, 24, -126),
 }
@@ -212,20 +160,18 @@ _LAYOUTS = {
 
 # --- the plan: everything that depends on the options and the input class only -----------
 
-
 class _Plan:
     """Constants and lookup tables for one (format, mode, subnormal, explim, input class)."""
 
-    def __init__(self, t: int, emax: int, mode: int, keep_subnormals: bool, explim: bool,
-                 xmax: float, xboundary: float, xmin: float, xmins: float, layout: _Layout,
-                 emin: Optional[int] = None):
+    def __init__(self, fmt: Any, mode: int, keep_subnormals: bool, explim: bool, layout: _Layout):
         L = self.layout = layout
+        t, emax, xboundary = fmt.t, fmt.emax, fmt.xboundary
         self.t, self.mode, self.explim, self.keep_subnormals = t, mode, explim, keep_subnormals
-        self.emin = 1 - emax if emin is None else emin  # chop.m's formats: 1 - emax
+        self.emin = fmt.emin
         self.emins = self.emin + 1 - t
         u = L.utype
         self.u = u
-        self.SIGN, self.MAG, self.INF = u(L.sign), u(L.mag), u(L.inf)
+        self.SIGN, self.MAG, self.INF = u(1 << (L.width - 1)), u((1 << (L.width - 1)) - 1), u(L.inf)
 
         # Regular elements lose d0 bits; with t >= p nothing is rounded there.
         d0 = max(L.p - t, 0)
@@ -236,25 +182,21 @@ class _Plan:
         self.HALFM1 = u((1 << (d0 - 1)) - 1) if d0 else u(0)
         self.FRAC_SCALE = L.ftype(2.0 ** -d0)
 
-        # Regular magnitudes are [LO, HI): above, the top binade may overflow; below, underflow
-        # or a different number of dropped bits.  Both are powers of two, so comparing the
-        # exponent field alone decides; zero (field 0) is below LO on purpose.
+        # Regular magnitudes are [LO, HI), both powers of two: the exponent field alone decides
+        # (zero, field 0, is below LO on purpose).
         if explim:
             lo = L.pow2_bits(max(self.emin, L.emin))
             hi = L.pow2_bits(emax)
         else:
             lo, hi = L.pow2_bits(L.emin), L.inf
-        # Round to nearest uses the FPU: (x + S) - S with S = 1.5 * 2^(e + d0) rounds x to
-        # the grid 2^(e - t + 1), ties to even, as long as S's binade holds x + S (d0 >= 2)
-        # and S is finite, which lowers HI for formats with nearly the input's range.
+        # (x + S) - S with S = 1.5 * 2^(e + d0) rounds x to the grid 2^(e - t + 1), ties to
+        # even, while S's binade holds x + S (d0 >= 2) and S is finite (this may lower HI).
         self.float_rn = mode == 1 and d0 >= 2
         if self.float_rn:
             hi = min(hi, L.pow2_bits(L.emax - d0 + 1))
             self.S_OFF = u((d0 << (L.p - 1)) | (1 << (L.p - 2)))
-            # chop's subnormal block (xmins <= |x| < xmin) rounds on the fixed grid of xmins,
-            # the grid of S for e = emin: with subnormals kept (no underflow rule applies
-            # there) it is regular too, its exponent field raised to emin's.  Below xmins and
-            # the carrier's own subnormals stay special.
+            # With subnormals kept, chop's subnormal block (grid xmins: S at e = emin) is
+            # regular too, its exponent field raised to emin's.
             self.E_FLOOR = u(lo)
             if explim and keep_subnormals:
                 lo = min(lo, L.pow2_bits(max(self.emins, L.emin)))
@@ -262,19 +204,13 @@ class _Plan:
         self.EXP = u(L.inf)
         self.LO, self.HI, self.SPAN = u(lo), u(hi), u(hi - lo)
 
-        # Below xmins (round to nearest, subnormals kept) chop rounds x to t bits in its own
-        # binade, then sends results above xmins / 2 to +-xmins and the rest to +0.  The FPU
-        # trick with S at emin's (the grid of xmins) rounds them once, ties to even: the same
-        # except for half < |x| <= half (1 + 2^-t) (half = xmins / 2), where chop's first
-        # rounding gives half and then +0.  So everything below the top binade is regular but
-        # that narrow window (found with one magnitude test in blocks that reach below xmins).
-        # Needs half normal in the input's class and t >= 2 (with t = 1 ties go up).
+        # bulk_small: below xmins chop rounds to t bits, then sends results above xmins / 2 to
+        # +-xmins, the rest to +0.  S at emin's rounds them once, the same except in the window
+        # half < |x| <= half (1 + 2^-t) (half = xmins / 2), which chop sends to +0.  Needs half
+        # normal in the input's class and t >= 2 (with t = 1 ties go up).
+        # The top binade is regular too, up to xboundary (and while S is finite: t + 1 <= p).
         self.bulk_small = (self.float_rn and explim and keep_subnormals and t >= 2
-                           and self.emins - 1 >= L.emin and lo == L.pow2_bits(self.emins))
-        # The top binade is regular too: below xboundary round to nearest stays at or below
-        # xmax and chop's overflow rule does not apply; from xboundary on (Inf and NaN too)
-        # elements are special, and so are those whose S would not be finite.
-        self.bulk_small = self.bulk_small and t + 1 <= L.p
+                           and self.emins - 1 >= L.emin and lo == L.pow2_bits(self.emins) and t + 1 <= L.p)
         if self.bulk_small:
             half = math.ldexp(1.0, self.emins - 1)
             cut = int(np.array(half + math.ldexp(half, -t), L.ftype).view(u))
@@ -283,13 +219,9 @@ class _Plan:
             boundary = int(np.array(xboundary, L.ftype).view(u)) if xboundary < 2.0 ** L.emax else L.inf
             self.XB = u(min(boundary, L.pow2_bits(L.emax - d0 + 1)))
 
-        # Directed modes below xmin (explim on): chop rounds the subnormal block on the grid of
-        # xmins and each smaller value to t bits in its own binade, then its underflow rule sends
-        # results below min_rep (xmins, or xmin without subnormals) to +-min_rep by the mode's
-        # direction, else to +0.  Both together are ceil / floor / trunc of x / min_rep, times
-        # min_rep, with -0 made +0 (zeros included: chop gives +0 for +-0 too).  Exact in the
-        # input's class when 1 / min_rep and every regular x / min_rep are finite and xmin is
-        # normal there (then the exponent fields below LO are exactly |x| < xmin).
+        # small_directed: below xmin chop's rounding then underflow rule are together
+        # ceil / floor / trunc of x / min_rep, times min_rep, -0 made +0.  Exact when 1 / min_rep
+        # and every regular x / min_rep are finite and xmin is normal in the input's class.
         self.small_directed = False
         if mode in (2, 3, 4) and explim and lo == L.pow2_bits(self.emin) and self.emin >= L.emin:
             rep_exp = self.emins if keep_subnormals else self.emin
@@ -298,9 +230,8 @@ class _Plan:
                 self.REP = L.ftype(math.ldexp(1.0, rep_exp))
                 self.INV_REP = L.ftype(math.ldexp(1.0, -rep_exp))
                 self.directed = {2: np.ceil, 3: np.floor, 4: np.trunc}[mode]
-                # With subnormals kept, the grid below 2^emax is 2^(max(e, emin) - t + 1) for
-                # all x (r = xmins for e < emin): one formula for the whole block, the grid and
-                # its inverse (exact powers of two, normal) made from x's exponent field.
+                # With subnormals kept the grid below 2^emax is 2^(max(e, emin) - t + 1): the
+                # grid and its inverse (exact, normal) made from x's exponent field, whole block.
                 top_quantum = emax - 1 - t + 1
                 self.whole_block = (keep_subnormals and -top_quantum >= L.emin and t - 1 < L.p
                                     and self.emins >= L.emin)
@@ -309,8 +240,8 @@ class _Plan:
                     self.Q_SHIFT = u((t - 1) << (L.p - 1))  # 2^e -> 2^(e - t + 1)
                     self.INV_BITS = u(2 * L.pow2_bits(0))  # 2^k -> 2^-k: subtract k's bits
 
-        # Per-exponent tables for special elements, indexed by frexp's exponent + off
-        # (frexp gives e + 1 for x = 2^e * 1.f, and 0 for zero, Inf and NaN, i.e. e = -1).
+        # Per-exponent tables, indexed by frexp's exponent + off (frexp gives e + 1; 0 for zero,
+        # Inf and NaN, i.e. e = -1).
         lowest = L.emin - L.p + 2
         self.off = -lowest
         fe = np.arange(lowest, L.emax + 2)
@@ -323,14 +254,13 @@ class _Plan:
         self.quantum_table = quantum.astype(np.int32)
 
         # Range limits: float64 thresholds, as the reference compares them.
-        self.xmax, self.xboundary = np.float64(xmax), np.float64(xboundary)
-        self.min_rep = np.float64(xmins if keep_subnormals else xmin)
+        self.xmax, self.xboundary = np.float64(fmt.xmax), np.float64(xboundary)
+        self.min_rep = np.float64(fmt.xmins if keep_subnormals else fmt.xmin)
 
 
 @lru_cache(maxsize=64)
 def _plan(fmt, mode: int, keep_subnormals: bool, explim: bool, dtype_char: str) -> _Plan:
-    return _Plan(fmt.t, fmt.emax, mode, keep_subnormals, explim, fmt.xmax, fmt.xboundary,
-                 fmt.xmin, fmt.xmins, _LAYOUTS[np.dtype(dtype_char)], fmt.emin)
+    return _Plan(fmt, mode, keep_subnormals, explim, LAYOUTS[np.dtype(dtype_char)])
 
 
 _recent_plans: dict = {}
@@ -351,30 +281,23 @@ def _plan_for(spec: RoundingSpec, dtype: np.dtype) -> _Plan:
 
 # --- special elements: per-element bit counts, then chop's range rules -------------------
 
-
 class _Analysis:
     """Per-element rounding data of special elements (see :func:`_analyse`)."""
 
     __slots__ = ("bits", "mag", "d", "unit", "frac", "trunc", "finite", "need", "sub")
-    bits: np.ndarray  # the storage words, then their magnitude bits
+    bits: np.ndarray  # the storage words
     mag: np.ndarray
     d: np.ndarray  # bits to drop
     unit: np.ndarray  # 2^d, one step of the target grid
     frac: np.ndarray  # the dropped part, and what is kept
     trunc: np.ndarray
     finite: np.ndarray
-    need: np.ndarray
-    sub: Optional[np.ndarray]
+    need: np.ndarray  # draws a number: a nonzero dropped part, Inf and NaN (inf - inf is NaN)
+    sub: Optional[np.ndarray]  # chop's subnormal block (None when explim is off)
 
 
 def _analyse(plan: _Plan, xs: np.ndarray) -> _Analysis:
-    """Bits to drop, the dropped part and what is kept, for each element of ``xs``.
-
-    ``need`` marks the elements that draw a random number in stochastic modes:
-    a nonzero dropped part (chop's fraction of the scaled value), and Inf and
-    NaN, whose fraction ``inf - inf`` is NaN.  ``sub`` marks chop's subnormal
-    block (``None`` when explim is off).
-    """
+    """Bits to drop, the dropped part and what is kept, for each element of ``xs``."""
     a = _Analysis()
     key = np.frexp(xs)[1]
     key += plan.off
@@ -395,8 +318,7 @@ def _round_up(plan: _Plan, a: _Analysis, rnd: Optional[np.ndarray]) -> np.ndarra
     mode = plan.mode
     inexact = a.frac != 0
     if mode == 1:
-        # The last kept bit decides ties.  With p - 1 bits dropped (precision 1), the kept
-        # integer is the hidden bit: always odd, not the exponent field's lowest bit.
+        # The last kept bit decides ties; with p - 1 bits dropped (t = 1) it is the hidden bit.
         lsb = np.right_shift(a.trunc, a.d) | (a.d == plan.layout.p - 1)
         lsb &= plan.u(1)
         return inexact & (a.frac + lsb > (a.unit >> plan.u(1)))
@@ -415,11 +337,8 @@ def _round_up(plan: _Plan, a: _Analysis, rnd: Optional[np.ndarray]) -> np.ndarra
 
 
 def _finish(plan: _Plan, a: _Analysis, up: np.ndarray, plus_zero=None) -> np.ndarray:
-    """The rounded values (before range limits) from the analysis and the rounding decision.
-
-    ``plus_zero``: a boolean mask (or None) of the zeros that come back as +0,
-    as chop's stochastic branch does with ``sign(y) + (y == 0)``.
-    """
+    """The rounded values before range limits; ``plus_zero`` (mask or None): zeros made +0, as
+    chop's stochastic branch does with ``sign(y) + (y == 0)``."""
     res = a.trunc + up * a.unit
     np.copyto(res, a.mag, where=~a.finite)  # Inf stays Inf, NaN stays NaN
     res |= a.bits & plan.SIGN
@@ -430,8 +349,9 @@ def _finish(plan: _Plan, a: _Analysis, up: np.ndarray, plus_zero=None) -> np.nda
 
 
 def _limit_range(plan: _Plan, c: np.ndarray, x: np.ndarray) -> None:
-    """chop's overflow and underflow rules (explim = 1), in place on ``c`` (x: the inputs)."""
-    apply_range_limits(c, x, plan.mode, plan.xmax, plan.xboundary, plan.min_rep, plan.keep_subnormals)
+    """chop's overflow and underflow rules (when explim = 1), in place on ``c`` (x: the inputs)."""
+    if plan.explim:
+        apply_range_limits(c, x, plan.mode, plan.xmax, plan.xboundary, plan.min_rep, plan.keep_subnormals)
 
 
 def _draw_nothing(*args: int) -> np.ndarray:
@@ -449,19 +369,16 @@ def _round_general(plan: _Plan, xs: np.ndarray) -> np.ndarray:
         return np.array([_chop_scalar(plan, v, _NO_DRAWS) for v in xs.tolist()], plan.layout.ftype)
     a = _analyse(plan, xs)
     c = _finish(plan, a, _round_up(plan, a, None))
-    if plan.explim:
-        _limit_range(plan, c, xs)
+    _limit_range(plan, c, xs)
     return c
 
 
 # --- regular elements: whole blocks, one constant shift --------------------------------------
 
-
 class _Scratch:
     """Block buffers for one thread; see :func:`_scratch`."""
 
     def __init__(self, plan: _Plan, m: int):
-        self.size = m
         self.a = np.empty(m, plan.u)
         self.b = np.empty(m, plan.u)
         self.flags = np.empty(m, bool)
@@ -475,12 +392,8 @@ _local = threading.local()
 
 
 class _scratch:
-    """``with _scratch(plan, block) as s``: this thread's buffers for ``plan``'s input class.
-
-    They are kept between calls (allocating them per call would cost more than
-    rounding a small array); a nested call (a ``randfunc`` that calls chop)
-    gets fresh ones.  (A plain class: cheaper than a generator context manager.)
-    """
+    """``with _scratch(plan, block) as s``: this thread's buffers, kept between calls (cheaper
+    than allocating); a nested call (a ``randfunc`` that calls chop) gets fresh ones."""
 
     __slots__ = ("s",)
 
@@ -502,10 +415,7 @@ class _scratch:
 
 
 def _find_special(plan: _Plan, ub: np.ndarray, ebits: np.ndarray, tmp: np.ndarray, flags: np.ndarray):
-    """Local indices of the special elements of a block, or None when there are none.
-
-    Leaves the exponent fields of ``ub`` in ``ebits``.
-    """
+    """Local indices of the special elements of a block, or None; leaves the exponent fields in ``ebits``."""
     np.bitwise_and(ub, plan.EXP, out=ebits)
     # Two reductions (reads only) settle the common case of a block without special elements.
     if np.minimum.reduce(ebits) >= plan.LO and np.maximum.reduce(ebits) < plan.HI:
@@ -521,39 +431,63 @@ def _round_regular_bits(plan: _Plan, ub: np.ndarray, ob: np.ndarray, tmp: np.nda
     if plan.d0 == 0:
         np.copyto(ob, ub)
         return
-    mode = plan.mode
-    top = plan.layout.width - 1
-    if mode == 1 and plan.d0 == plan.layout.p - 1:
-        # t = 1: the kept integer is the hidden bit, always odd, so ties go up.
-        np.add(ub, plan.HALFM1 + plan.u(1), out=ob)
-    elif mode == 1:
-        # Ties to even: add half an ulp minus one, plus the bit that is kept last, then cut.
-        np.right_shift(ub, plan.d0, out=tmp)
-        np.bitwise_and(tmp, 1, out=tmp)
-        np.add(tmp, plan.HALFM1, out=tmp)
-        np.add(ub, tmp, out=ob)
-    elif mode == 2:
-        # Towards +inf: positive magnitudes go up (add ulp - 1, then cut), negative ones are cut.
-        # (Arithmetic on the sign bit: a masked ufunc, where=, is ten times slower.)
-        np.right_shift(ub, top, out=tmp)  # 1 for negative
-        np.subtract(tmp, 1, out=tmp)  # all ones for positive, 0 for negative
-        np.bitwise_and(tmp, plan.LOW0, out=tmp)
-        np.add(ub, tmp, out=ob)
-    elif mode == 3:
-        np.right_shift(ub, top, out=tmp)
-        np.multiply(tmp, plan.LOW0, out=tmp)  # ulp - 1 for negative
-        np.add(ub, tmp, out=ob)
-    else:  # towards zero: cut
-        np.bitwise_and(ub, plan.KEEP0, out=ob)
+    u = plan.u
+    round_regular(ub, ob, plan.mode, plan.d0, plan.t, plan.LOW0, plan.KEEP0, plan.UNIT0, plan.HALFM1 + u(1),
+                  u(plan.layout.width - 1), tmp)
+
+
+def round_regular(ub: np.ndarray, ob: np.ndarray, mode: int, d: int, t: int, low: Any, keep: Any, unit: Any,
+                  half: Any, top: Any, tmp: np.ndarray) -> None:
+    """Round the bit patterns ``ub`` into ``ob`` dropping ``d >= 1`` bits, as if all were regular
+    (sign bit untouched; ``tmp``: scratch like ``ub``).  chop's modes 1-4 and CPFloat's -1, 0, 7.
+    (Arithmetic on the sign bit, not a masked ufunc: ``where=`` is ten times slower.)"""
+    u = ub.dtype.type
+    if mode == 1:
+        if t == 1:
+            np.add(ub, half, out=ob)  # the kept significand is the hidden bit, odd: ties go up
+        else:
+            np.right_shift(ub, u(d), out=ob)
+            ob &= u(1)
+            ob += half - u(1)  # half an ulp minus one, plus the last kept bit: ties to even
+            ob += ub
+    elif mode == -1:
+        np.add(ub, half, out=ob)  # ties away from zero
+    elif mode == 0:
+        np.add(ub, half - u(1), out=ob)  # ties toward zero
+    elif mode in (2, 3):
+        np.right_shift(ub, top, out=ob)  # 1 for negative
+        if mode == 2:
+            ob -= u(1)  # all ones for positive: they go up; negative ones are cut
+            ob &= low
+        else:
+            ob *= low  # ulp - 1 for negative
+        ob += ub
+    elif mode == 7 and t > 1:
+        # Round to odd: cut, then set the last kept bit when anything was cut.  The dropped
+        # bits plus (ulp - 1) carry into the last kept bit exactly when they are not all zero.
+        np.bitwise_and(ub, low, out=tmp)
+        tmp += low
+        tmp &= unit
+        np.bitwise_and(ub, keep, out=ob)
+        ob |= tmp
         return
-    np.bitwise_and(ob, plan.KEEP0, out=ob)
+    else:  # toward zero (and round to odd with t = 1: the significand 1 is odd already)
+        np.bitwise_and(ub, keep, out=ob)
+        return
+    ob &= keep
+
+
+def _add_sub(xb: np.ndarray, big_f: np.ndarray, of: np.ndarray, quiet: bool) -> None:
+    """``of = (xb + S) - S``: round to nearest in the FPU; ``quiet`` when the block holds special
+    elements (Inf, NaN, huge: redone later) whose warnings are not chop's."""
+    with np.errstate(over="ignore", invalid="ignore") if quiet else contextlib.nullcontext():
+        np.add(xb, big_f, out=of)
+        np.subtract(of, big_f, out=of)
 
 
 def _round_block_bulk(plan: _Plan, ub: np.ndarray, ob: np.ndarray, s: _Scratch):
-    """:func:`_round_block` for plans with ``bulk_small`` (round to nearest in the FPU from
-    zero up to xboundary): returns the local indices of the special elements (at or above
-    xboundary, Inf, NaN; or None).  Elements in chop's double-rounding window below xmins
-    (see ``_Plan``) are set to +0."""
+    """:func:`_round_block` for ``bulk_small`` plans: special from xboundary up; the window below
+    xmins (see ``_Plan``) set to +0."""
     m = ub.size
     a = s.a[:m]
     np.bitwise_and(ub, plan.MAG, out=a)
@@ -570,23 +504,15 @@ def _round_block_bulk(plan: _Plan, ub: np.ndarray, ob: np.ndarray, s: _Scratch):
     a &= plan.EXP
     a += plan.S_OFF  # S = 1.5 * 2^(e + d0), from x's exponent field
     ftype = plan.layout.ftype
-    big_f, xb, of = a.view(ftype), ub.view(ftype), ob.view(ftype)
-    if special is None:
-        np.add(xb, big_f, out=of)
-        np.subtract(of, big_f, out=of)
-    else:
-        with np.errstate(over="ignore", invalid="ignore"):  # Inf, NaN, huge: redone later
-            np.add(xb, big_f, out=of)
-            np.subtract(of, big_f, out=of)
+    _add_sub(ub.view(ftype), a.view(ftype), ob.view(ftype), special is not None)
     if window is not None and window.size:
         ob[window] = 0  # +0: chop's underflow rule after its first rounding (to half)
     return special
 
 
 def _round_block_small_directed(plan: _Plan, ub: np.ndarray, ob: np.ndarray, s: _Scratch):
-    """:func:`_round_block` for plans with ``small_directed``: elements below xmin (zeros
-    included) are rounded in bulk on the grid of min_rep (see ``_Plan``); only those from the
-    top binade up (and Inf, NaN) are special."""
+    """:func:`_round_block` for ``small_directed`` plans: below xmin on the grid of min_rep
+    (see ``_Plan``); special from the top binade up."""
     m = ub.size
     ebits = s.a[:m]
     np.bitwise_and(ub, plan.EXP, out=ebits)
@@ -633,22 +559,14 @@ def _round_block(plan: _Plan, ub: np.ndarray, ob: np.ndarray, s: _Scratch):
         if plan.raise_exponent:
             np.maximum(big, plan.E_FLOOR, out=big)  # chop's subnormal block: e = emin
         np.add(big, plan.S_OFF, out=big)  # S = 1.5 * 2^(e + d0), from x's exponent field
-        big_f, xb, of = big.view(ftype), ub.view(ftype), ob.view(ftype)
-        if special is None:  # regular values neither overflow nor meet NaN here
-            np.add(xb, big_f, out=of)
-            np.subtract(of, big_f, out=of)
-        else:
-            with np.errstate(over="ignore", invalid="ignore"):  # Inf, NaN, huge: redone later
-                np.add(xb, big_f, out=of)
-                np.subtract(of, big_f, out=of)
+        _add_sub(ub.view(ftype), big.view(ftype), ob.view(ftype), special is not None)
     else:
         _round_regular_bits(plan, ub, ob, s.a[:m])
     return special
 
 
 def _chop_deterministic(plan: _Plan, xu: np.ndarray, ou: np.ndarray, finish_special=None) -> None:
-    """Modes 1-4 without flips on flat bit views (any element order); ``finish_special``:
-    see :func:`chop_array`."""
+    """Modes 1-4 without flips on flat bit views (any element order); see :func:`chop_array`."""
     n = xu.size
     threads, block, n_blocks = _tiling(n)
 
@@ -681,7 +599,6 @@ def _chop_deterministic(plan: _Plan, xu: np.ndarray, ou: np.ndarray, finish_spec
 
 
 # --- stochastic rounding: draw exactly as chop.m, round in blocks ------------------------------
-
 
 def _round_stochastic_regular(plan: _Plan, ub, ob, low, rnd, s: _Scratch) -> None:
     """Stochastic rounding of a block as if regular; ``low`` holds the dropped bits (clobbered)."""
@@ -720,10 +637,8 @@ def _draws_in_normal_block(plan: _Plan, v: float) -> bool:
 
 
 def _finish_special(plan: _Plan, out, special, xs, rnd, k_normal, draw) -> None:
-    """Round the special elements (their normal-block numbers in ``rnd``) into ``out``.
-
-    Draws the subnormal block's numbers with ``draw`` (chop's second call).
-    """
+    """Round the special elements (normal-block numbers in ``rnd``) into ``out``; draws the
+    subnormal block's numbers with ``draw`` (chop's second call)."""
     a = _analyse(plan, xs)
     plus_zero = np.full(xs.shape, k_normal > 0)
     if a.sub is not None:
@@ -733,18 +648,14 @@ def _finish_special(plan: _Plan, out, special, xs, rnd, k_normal, draw) -> None:
             rnd[sub_need] = draw(k_sub)
         plus_zero[a.sub] = k_sub > 0
     c = _finish(plan, a, _round_up(plan, a, rnd), plus_zero)
-    if plan.explim:
-        _limit_range(plan, c, xs)
+    _limit_range(plan, c, xs)
     out[special] = c
 
 
 def _block_numbers(plan: _Plan, low, special, need_special, k: Union[int, np.integer], block_draws,
                    s: _Scratch):
-    """The block's random numbers aligned with its elements (2, which never rounds up, where none).
-
-    ``low`` holds the dropped bits of the block (nonzero: a regular element draws);
-    ``special``/``need_special``: local indices of the special elements and whether they draw.
-    """
+    """The block's numbers aligned with its elements (2, never up, where none); ``low``: the
+    dropped bits; ``special``/``need_special``: special elements' local indices, whether they draw."""
     m = low.size
     if k == m:
         return block_draws  # every element draws: the numbers are already in place
@@ -773,17 +684,8 @@ def _block_numbers(plan: _Plan, low, special, need_special, k: Union[int, np.int
 
 
 def _chop_stochastic_streamed(plan: _Plan, xf: np.ndarray, draw) -> np.ndarray:
-    """Modes 5 and 6 without flips, drawing block by block from a sequential stream.
-
-    For a stream whose ``n`` numbers do not depend on how they are requested
-    (MATLAB's stream, a NumPy Generator), drawing each block's numbers in
-    turn gives the numbers that one call for the whole normal block gives.
-    One pass, no array of draws (each element crosses main memory about
-    once); the special elements are rounded at the end, after the one call
-    for chop's subnormal block.  Single-threaded: the draws are sequential,
-    and handing blocks to a worker thread lost more to the GIL than it
-    gained (measured).
-    """
+    """Modes 5 and 6 without flips, drawing block by block from a sequential stream in one pass
+    (special elements last, after chop's call for the subnormal block); one thread (measured)."""
     n = xf.size
     xu = xf.view(plan.u)
     out = np.empty_like(xf)
@@ -816,15 +718,9 @@ def _chop_stochastic_streamed(plan: _Plan, xf: np.ndarray, draw) -> np.ndarray:
 
 
 def _chop_stochastic(plan: _Plan, xf: np.ndarray, draw) -> np.ndarray:
-    """Modes 5 and 6 without flips on ``xf``, flat in MATLAB's column-major order.
-
-    chop.m draws ``randfunc(k)`` once for the k elements of its normal block
-    whose scaled value is not an integer, in element order, then once for
-    those of its subnormal block.  A user's ``randfunc`` must be called just
-    so; a first pass counts these elements block by block (so each block
-    knows where its numbers start), the draws are made, and a second pass
-    rounds, handing each element its number in order.
-    """
+    """Modes 5 and 6 without flips on ``xf`` (column-major), calling a user's ``randfunc`` as
+    chop.m does (once per block of chop.m): a pass counts the draws per block, the draws are made,
+    and a second pass rounds, each element taking its number in order."""
     n = xf.size
     xu = xf.view(plan.u)
     out = np.empty_like(xf)
@@ -890,17 +786,10 @@ def _chop_stochastic(plan: _Plan, xf: np.ndarray, draw) -> np.ndarray:
 
 # --- bit flips: every element through the per-element path --------------------------------------
 
-
 def _chop_with_flips(plan: _Plan, xf: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> np.ndarray:
-    """Any mode with ``flip = 1`` on ``xf`` (flat, column-major).
-
-    chop.m's draw order is: normal block ``randfunc`` (stochastic modes), flip
-    ``rand`` for every element of the block, ``randi(t-1)`` for the chosen
-    ones; then the same for the subnormal block if it has elements.  Flips are
-    not a performance target, so every element goes through the per-element
-    path, in chunks, and the bit is flipped like chop.m does, on the scaled
-    integer.
-    """
+    """Any mode with ``flip = 1`` on ``xf`` (column-major), every element by the per-element
+    path.  chop.m's order per block (normal, then subnormal if not empty): ``randfunc``
+    (stochastic modes), ``rand`` for every element, ``randi(t-1)`` for the chosen ones."""
     L = plan.layout
     n = xf.size
     stochastic = plan.mode >= 5
@@ -959,8 +848,7 @@ def _chop_with_flips(plan: _Plan, xf: np.ndarray, spec: RoundingSpec, sources: R
             plus_zero = np.where(kind, k_sub > 0, k_normal > 0)
         c = _finish(plan, a, _round_up(plan, a, rnd), plus_zero)
         _flip(plan, c, xs, chosen, bits)
-        if plan.explim:
-            _limit_range(plan, c, xs)
+        _limit_range(plan, c, xs)
         out[i:j] = c
     return out
 
@@ -982,7 +870,6 @@ def _flip(plan: _Plan, c: np.ndarray, xs: np.ndarray, chosen: np.ndarray, bits: 
 
 
 # --- one element: plain Python -----------------------------------------------------------------
-
 
 def _chop_scalar(plan: _Plan, v: float, sources: RandomSources) -> float:
     """chop of one value, in Python floats (exact: every step is a scaling or an integer)."""
@@ -1026,14 +913,9 @@ def _chop_scalar(plan: _Plan, v: float, sources: RandomSources) -> float:
 
 def limit_value(c: float, x: float, mode: float, xmax: float, xboundary: float, min_rep: float,
                 keep_subnormals: bool) -> float:
-    """chop.m's overflow and underflow rules (``explim`` on) for one value.
-
-    ``c`` is the rounded result of the input ``x`` in rounding mode ``mode``
-    (1-6); ``min_rep`` is the smallest magnitude kept (``xmins`` with
-    subnormals, else ``xmin``).  :func:`_limit_range` is the same rule on
-    arrays.  Plain scalar code on purpose: the compiled engine compiles this
-    very function with Numba, so both engines have one definition of the rule.
-    """
+    """chop.m's overflow and underflow rules (``explim`` on) on the result ``c`` of the input ``x``
+    in mode ``mode`` (1-6); ``min_rep``: ``xmins`` with subnormals, else ``xmin``.  Plain scalar
+    code on purpose: the compiled engine compiles this very function with Numba."""
     if mode == 1 or mode == 6:
         if x >= xboundary:
             return math.inf
@@ -1070,29 +952,20 @@ def limit_value(c: float, x: float, mode: float, xmax: float, xboundary: float, 
 
 # --- entry point -----------------------------------------------------------------------------------
 
-
-def _is_sequential_stream(func) -> bool:
-    """Whether ``func(a)`` then ``func(b)`` gives the numbers of ``func(a + b)``.
-
-    True for MATLAB's stream and a NumPy Generator's ``random``; unknown
-    (False) for a user's ``randfunc``, which is then called exactly as chop.m calls it.
-    """
+def is_sequential_stream(func) -> bool:
+    """Whether ``func(a)`` then ``func(b)`` gives the numbers of ``func(a + b)``: MATLAB's stream
+    and a NumPy Generator's ``random`` (False for a user's ``randfunc``: called as chop.m calls it)."""
     if func is stream_uniform:
         return True
     owner = getattr(func, "__self__", None)
     return isinstance(owner, np.random.Generator) and getattr(func, "__name__", "") == "random"
 
 
-#: Public name: whether a draw function is a sequential stream (used by the engine choice).
-is_sequential_stream = _is_sequential_stream
-
-
 def chop_scalar(value: float, spec: RoundingSpec, sources: RandomSources, single: bool = False) -> float:
     """chop of one Python float, no array involved (for a facade's scalar fast path).
 
-    ``single``: the value is a float32 (MATLAB single); the result is then
-    rounded to single precision by the caller (it is exact there, or beyond
-    single's range: Inf).  Bit flips are not handled here: use :func:`chop_array`.
+    ``single``: the value is a float32; the caller rounds the result to single (exact there,
+    or Inf).  Bit flips are not handled here: use :func:`chop_array`.
     """
     if spec.flips:
         raise ValueError("chop_scalar does not flip bits; use chop_array")
@@ -1108,15 +981,11 @@ def chop_array(x: np.ndarray, spec: RoundingSpec, sources: RandomSources,
                finish_special: Optional[Callable[[np.ndarray, np.ndarray], None]] = None) -> np.ndarray:
     """Round ``x`` (float32 or float64 ndarray, any shape and layout) by ``spec``.
 
-    Returns a new array of the same shape and dtype, equal bit for bit to
-    :func:`pychop_compat.rules.chop.chop_vector` on ``x`` in column-major
-    order, consuming the same random numbers in the same calls.
-
-    ``finish_special(c, xs)``, when given, post-processes results in place
-    (``c``: rounded values, ``xs``: their inputs, arrays of one shape; an
-    encoding's rules).  It must leave finite nonzero results and +0 as they
-    are: in modes 1-4 without flips it is applied to the special elements only
-    (the others' results are finite and nonzero, or +0), elsewhere to the whole result.
+    Returns a new array of ``x``'s shape and dtype, bit for bit
+    :func:`pychop_compat.rules.chop.chop_vector` on ``x`` in column-major order with the same
+    random numbers in the same calls.  ``finish_special(c, xs)`` (an encoding's rules)
+    post-processes results in place and must leave finite nonzero results and +0 as they are:
+    in modes 1-4 without flips it sees the special elements only.
     """
     out = _chop_array(x, spec, sources, finish_special)
     if finish_special is not None and (spec.flips or spec.round >= 5 or x.size <= 1):
@@ -1127,8 +996,8 @@ def chop_array(x: np.ndarray, spec: RoundingSpec, sources: RandomSources,
 
 def _chop_array(x: np.ndarray, spec: RoundingSpec, sources: RandomSources, finish_special) -> np.ndarray:
     dtype = x.dtype
-    if dtype not in _LAYOUTS:
-        if dtype.kind == "f" and not dtype.isnative and dtype.newbyteorder("=") in _LAYOUTS:
+    if dtype not in LAYOUTS:
+        if dtype.kind == "f" and not dtype.isnative and dtype.newbyteorder("=") in LAYOUTS:
             x = x.astype(dtype.newbyteorder("="))  # the bit views below need native order
             dtype = x.dtype
         else:
@@ -1157,7 +1026,9 @@ def _chop_array(x: np.ndarray, spec: RoundingSpec, sources: RandomSources, finis
         # Overflow to Inf and NaN comparisons are part of chop's semantics, not accidents.
         with np.errstate(over="ignore", invalid="ignore"):
             return _chop_random(x, plan, spec, sources)
-    return _chop_in_memory_order(x, plan, finish_special)
+    out, x_flat, out_flat = in_memory_order(x)  # the element order is free: keep the caller's
+    _chop_deterministic(plan, x_flat.view(plan.u), out_flat.view(plan.u), finish_special)
+    return out
 
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -1173,21 +1044,18 @@ def _chop_random(x: np.ndarray, plan: _Plan, spec: RoundingSpec, sources: Random
     def draw(k):  # with single input chop compares in single precision
         return np.asarray(stochastic(k), np.float64).reshape(-1).astype(ftype, copy=False)
 
-    chop = _chop_stochastic_streamed if _is_sequential_stream(stochastic) else _chop_stochastic
+    chop = _chop_stochastic_streamed if is_sequential_stream(stochastic) else _chop_stochastic
     return chop(plan, xf, draw).reshape(x.shape, order="F")
 
 
 def chop_counter(x: np.ndarray, spec: RoundingSpec, stream: Any) -> np.ndarray:
     """Stochastic modes and bit flips with the numbers of a counter-based stream, or given.
 
-    ``stream`` (a :class:`~pychop_compat.random.counter.CounterStream`)
-    gives element ``i`` of ``x`` in row-major order the numbers ``u_s(offset + i)``
-    (an array broadcastable to ``x`` instead: each element's stochastic number, no flips):
-    stochastic rounding compares with ``u_ROUND``; with ``flip = 1`` bit
-    ``1 + floor((t - 1) u_FLIP_BIT)`` of the rounded integer is flipped when
-    ``u_FLIP_CHOICE <= p``.  Every element is independent of the others (no
-    draw order, no block), so zeros come back as +0 in stochastic modes, as
-    when chop.m's block draws.  Results do not depend on the chunking.
+    ``stream`` (a :class:`~pychop_compat.random.counter.CounterStream`) gives element ``i``
+    (row-major) the numbers ``u_s(offset + i)``: ``u_ROUND`` for stochastic rounding; with flips
+    bit ``1 + floor((t - 1) u_FLIP_BIT)`` of the rounded integer where ``u_FLIP_CHOICE <= p``.
+    An array broadcastable to ``x`` instead gives each element's stochastic number (no flips).
+    Elements are independent (zeros come back +0 in stochastic modes, as in a block that drew).
     """
     from ..random.counter import uniform
     from .xp import library_namespace
@@ -1221,21 +1089,15 @@ def chop_counter(x: np.ndarray, spec: RoundingSpec, stream: Any) -> np.ndarray:
             chosen = uniform(xp, keys[1], offset, index) <= spec.p
             bits = 1 + np.floor((plan.t - 1) * uniform(xp, keys[2], offset, index)).astype(np.int64)
             _flip(plan, c, xs, chosen, bits)
-        if plan.explim:
-            _limit_range(plan, c, xs)
+        _limit_range(plan, c, xs)
         out[i:j] = c
     return out.reshape(x.shape)
 
 
 def in_memory_order(x: np.ndarray) -> tuple:
-    """``(out, x_flat, out_flat)`` for elementwise work whose element order is free.
-
-    ``out`` is a new array of ``x``'s shape and dtype in ``x``'s memory order (C
-    or Fortran; C for other layouts, which are copied first); ``x_flat`` and
-    ``out_flat`` are 1-D views of ``x`` and ``out`` in that order, so one
-    pass reads and writes memory sequentially and the result keeps the
-    caller's layout.
-    """
+    """``(out, x_flat, out_flat)`` for elementwise work whose element order is free: ``out`` new,
+    in ``x``'s memory order (C or Fortran; C for other layouts, copied first), and 1-D views of
+    ``x`` and ``out`` in that order (sequential passes; the result keeps the caller's layout)."""
     order: Literal["C", "F"]
     if x.flags.c_contiguous:
         order = "C"
@@ -1245,10 +1107,3 @@ def in_memory_order(x: np.ndarray) -> tuple:
         x, order = np.ascontiguousarray(x), "C"
     out = np.empty(x.shape, x.dtype, order=order)
     return out, x.reshape(-1, order=order), out.reshape(-1, order=order)
-
-
-def _chop_in_memory_order(x: np.ndarray, plan: _Plan, finish_special=None) -> np.ndarray:
-    """Deterministic modes: the element order is free, so keep the caller's memory order."""
-    out, x_flat, out_flat = in_memory_order(x)
-    _chop_deterministic(plan, x_flat.view(plan.u), out_flat.view(plan.u), finish_special)
-    return out

@@ -1,34 +1,12 @@
 """A Triton kernel for CUDA tensors without CuPy: chop's regular elements in one pass.
 
-Triton ships with torch's CUDA wheels, so this path needs nothing beyond
-torch.  The kernel rounds the *regular* elements (see
-:func:`~pychop_compat.kernels.device_plan.regular_range`) on their bit
-patterns with integer operations, exactly as the CUDA kernel of
-:mod:`pychop_compat.kernels.cuda` and ``numpy_fast.py`` do, for round to
-nearest, the directed modes and stochastic rounding with numbers made on the
-device (:mod:`pychop_compat.random.counter`); in modes 1 to 4 also zeros and
-chop.m's subnormal block and underflow rule (:func:`build_round_helper`), and
-it counts the other elements.  In most data there are none, and the call is
-one pass over memory plus one 4-byte read; otherwise the namespace kernel
-(:mod:`pychop_compat.kernels.elementwise`) rounds just those elements
-(:func:`~pychop_compat.kernels.triton_kernel.left_over`).  (The first GPU
-run, before the subnormal block was handled here, gave fp16 on standard normal data 19% to 25% of the copy
-bandwidth against bfloat16's 77% to 91%: the 5 in 10^5 elements below fp16's
-xmin cost four more passes.)  Bit flips and host draws (MATLAB's stream,
-``randfunc``) go to the namespace kernel whole
-(:mod:`pychop_compat.engines.dispatch` routes them).
-
-Floating point and its traps: nothing on the rounding path goes through
-libdevice (whose flush-to-zero reflection and approximations would change
-results), and no multiply and add may be fused (``enable_fp_fusion=False``).
-The only floating-point operations are exact ones (an integer below 2**53
-converted to a float, a multiplication by a power of two, an addition of 1/2
-to such an integer), the rounding of a float64 number in (0, 1) to float32 and
-comparisons, none of which meets a subnormal.  The tests compile the kernel
-for sm_90 without a GPU and check its PTX (no ``.ftz``, no ``fma``), and run
-it on the CPU with Triton's interpreter (``TRITON_INTERPRET=1``).
-
-Triton is imported only when a CUDA tensor needs this kernel.
+It rounds the regular elements (:func:`~pychop_compat.kernels.device_plan.regular_range`)
+on their bit patterns in modes 1 to 6 (stochastic rounding with the counter's
+numbers), in modes 1 to 4 also zeros and chop.m's subnormal block
+(:func:`build_round_helper`), and counts the others, which the namespace kernel
+rounds (:func:`left_over`).  No libdevice, no fp fusion (``LAUNCH_OPTIONS``): the
+only float operations are exact, a float64 in (0, 1) rounded to float32, and
+comparisons.  Triton is imported on first use.
 """
 
 from __future__ import annotations
@@ -71,14 +49,10 @@ def _signed64(value: int) -> int:
 
 @functools.lru_cache(maxsize=None)
 def build_kernel():
-    """The ``@triton.jit`` kernel (built on first use, so that importing this module imports no Triton).
+    """The ``@triton.jit`` kernel (built on first use: importing this module imports no Triton).
 
-    Arguments: ``x_ptr, out_ptr, count_ptr, n, low, high, mask, shift, xmins, tiny_cut,
-    emin_field, signed_zero, key, offset, scale`` and the compile-time ``MODE`` (1 to 6),
-    ``WIDE`` (float64), ``BLOCK``.  Modes 1 to 4 round by :func:`build_round_helper`
-    (``mask`` unused), which also takes chop.m's subnormal block where
-    ``xmins`` is not 0; modes 5 and 6 round the regular elements only, with ``key`` (int64
-    holding the unsigned 64-bit key of stream 1) and ``offset``.
+    Modes 1 to 4 round by :func:`build_round_helper`; modes 5 and 6 the regular elements only,
+    with ``key`` (the unsigned key of stream 1 as int64) and ``offset``.
     """
     # Module globals, not locals: Triton's interpreter patches the ``tl`` its kernel's globals name.
     global triton, tl, round_bits, round_stochastic
@@ -87,9 +61,7 @@ def build_kernel():
 
     round_bits = build_round_helper()
 
-    # device_random's constants as int64 words (Triton reads no globals inside a kernel):
-    # GOLDEN, MIX1, MIX2 (checked against device_random.py by _check_constants).
-    _check_constants()
+    _check_constants()  # the literals below (Triton reads no globals inside a kernel)
 
     @triton.jit
     def round_stochastic(x, index, low, high, mask, key, offset, scale, MODE: tl.constexpr, WIDE: tl.constexpr):
@@ -103,8 +75,7 @@ def build_kernel():
             magnitude = bits & 0x7FFFFFFF
             mask_ = mask.to(tl.int32)
         regular = (magnitude >= low) & (magnitude <= high)
-        # u_1(offset + i) of device_random.py, in 64-bit words that wrap around; the logical
-        # right shifts are arithmetic ones with the sign copies masked off.
+        # u_1(offset + i) in wrapping int64 words; logical right shifts as masked arithmetic ones.
         z = key + (offset + index) * -7046029254386353131
         z = (z ^ ((z >> 30) & 0x3FFFFFFFF)) * -4658895280553007687
         z = (z ^ ((z >> 27) & 0x1FFFFFFFFF)) * -7723592293110705685
@@ -163,13 +134,10 @@ def _block(spec: Any, carrier: Any) -> Optional[SubnormalBlock]:
 
 
 def chop_regular(flat: Any, out: Any, spec: Any, regular: RegularRange, stream: Any = None) -> int:
-    """Round the elements of the contiguous 1-D tensor ``flat`` that the kernel handles into ``out``.
-
-    Those are the regular elements, and in modes 1 to 4 also zeros and chop.m's subnormal block
-    and underflow rule (where :func:`~pychop_compat.kernels.device_plan.subnormal_block` holds).
-    Returns how many others there are: the caller rounds the elements that
-    :func:`~pychop_compat.kernels.triton_kernel.left_over` marks.  ``stream`` (a :class:`~pychop_compat.random.counter.CounterStream`) gives the numbers
-    of modes 5 and 6.
+    """Round the elements of the contiguous 1-D tensor ``flat`` that the kernel handles into
+    ``out`` (regular ones; in modes 1 to 4 also zeros and below xmin where
+    :func:`~pychop_compat.kernels.device_plan.subnormal_block` holds); returns how many others
+    there are (the caller rounds those :func:`left_over` marks).  ``stream``: modes 5 and 6's numbers.
     """
     import torch
 
@@ -204,21 +172,10 @@ def left_over(magnitude: Any, spec: Any, regular: RegularRange, carrier: Carrier
 @functools.lru_cache(maxsize=None)
 def build_round_helper():
     """The ``@triton.jit`` helper ``round_bits(x, low, high, shift, xmins, tiny_cut, emin_field,
-    signed_zero, MODE, WIDE)`` that fused kernels (:mod:`pychop_compat.kernels.triton_matmul`) call on values
-    in registers.
-
-    The rounding of :func:`build_kernel` for modes 1 to 4 (integer operations on the bit
-    pattern only, so no subnormal is flushed and nothing can be contracted), plus zeros
-    (``chop(+-0)`` is ``+0`` under chop.m's range limits, whose underflow rule writes ``+0``;
-    ``signed_zero = 1`` keeps the sign where that rule does not apply:
-    :func:`~pychop_compat.kernels.device_plan.zero_keeps_sign`) and, where ``xmins`` is not 0,
-    chop.m's subnormal block and underflow rule by the constants of
-    :class:`~pychop_compat.kernels.device_plan.SubnormalBlock` (``xmins = 0``: none).
-    ``low``, ``high`` and ``shift`` are those of
-    :class:`~pychop_compat.kernels.device_plan.RegularRange`.  Returns ``(rounded, irregular)``;
-    ``irregular`` (int32, 1 or 0) marks the elements it does not handle (near or past
-    overflow, Inf, NaN, and below xmin when ``xmins`` is 0): their ``rounded`` is meaningless
-    and the caller must round them with the general path.
+    signed_zero, MODE, WIDE)`` (also :mod:`.triton_matmul`'s): modes 1 to 4 on the bit pattern
+    only, for the :class:`.device_plan.RegularRange`, zeros (``signed_zero``:
+    :func:`.device_plan.zero_keeps_sign`) and, where ``xmins`` is not 0, the
+    :class:`.device_plan.SubnormalBlock`.  Returns ``(rounded, irregular)`` (int32: left to the caller).
     """
     global triton, tl
     import triton

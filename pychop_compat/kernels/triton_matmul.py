@@ -1,37 +1,11 @@
 """A fused Triton kernel for chopped ``matmul`` on CUDA torch tensors (recursive and fma methods).
 
-The generic path (:mod:`pychop_compat.linalg.products`) makes one chop
-call per step ``k`` over the whole ``m x p`` panel of partial sums: two passes
-over memory per step, bandwidth-bound.  Here each Triton program owns a
-``BLOCK_M x BLOCK_N`` tile of ``C``, keeps its partial sums in registers and
-runs, for ``k`` in order, exactly the NumPy path's sequence
-(:func:`pychop_compat.linalg.matmul`)::
-
-    s = fl_p(a_i1 b_1j)                    (fl_s without a product rounding)
-    s = fl_s(s + fl_p(a_ik b_kj))          recursive, k = 2..n
-    s = fl_s(s + a_ik b_kj)                fma (the product in the data's type)
-
-in the data's own type (float32 for float32 tensors, float64 otherwise, as
-the NumPy path computes), with ``fl`` the integer rounding of
-:func:`pychop_compat.kernels.triton_kernel.build_round_helper`.  The product
-is a separate operation whose result is rounded (or, for ``fma``, added) with
-fp-fusion off, so no multiply and add are contracted; rounding never goes
-through a floating-point instruction, so no subnormal is flushed.
-
-Which values it handles: the deterministic modes 1 to 4 without flips of
-chop.m's formats (not the extended ones), and per element zeros, *regular*
-values (see :class:`~pychop_compat.kernels.device_plan.RegularRange`) and,
-with subnormals kept, chop.m's subnormal block and underflow rule
-(:class:`~pychop_compat.kernels.device_plan.SubnormalBlock`).  When a product
-or partial sum of a tile leaves these (near overflow, Inf, NaN; below xmin
-with subnormals flushed) the tile is flagged and the caller recomputes that
-tile by the generic path, so the result is always the NumPy path's.  Tiny
-products are common (about 4 in 10^4 products of two standard normal numbers
-fall below fp16's xmin), so a tile of a large product meets one almost
-surely: before the subnormal block was handled in the kernel, every tile of
-a 4096 x 4096 fp16 product went to the generic path (the first GPU run).
-
-Triton is imported only when a kernel is first built.
+Each program keeps a ``BLOCK_M x BLOCK_N`` tile of ``C`` in registers and runs,
+for ``k`` in order, the NumPy path's sequence (:func:`pychop_compat.linalg.matmul`):
+``s = fl_p(a_i1 b_1j)``, then ``s = fl_s(s + fl_p(a_ik b_kj))`` (recursive) or
+``s = fl_s(s + a_ik b_kj)`` (fma), in the data's type, ``fl`` being
+:func:`.triton_kernel.build_round_helper`'s integer rounding, fp fusion off.
+A tile that meets a value the helper leaves is recomputed by the generic path.
 """
 
 from __future__ import annotations
@@ -142,23 +116,20 @@ def _constants(spec: Any, carrier: Any) -> tuple:
 
 
 def fused_matmul(A: Any, B: Any, product_spec: Optional[Any], sum_spec: Any) -> tuple:
-    """``C`` of the recursive sequence (``product_spec`` None: products not rounded, as the
-    ``fma`` method and ``accumulate=``), and the flagged tiles.
+    """``C`` of the recursive sequence (``product_spec`` None: products not rounded, as ``fma``).
 
     Parameters
     ----------
     A, B : torch.Tensor
         Operands ``(m, n)``, ``(n, p)`` with ``n >= 1``, of one float dtype, already rounded.
     product_spec, sum_spec : RoundingSpec or None
-        Rounding of the products and of the sums: deterministic modes 1 to 4 of chop.m's
-        formats, no flips, nothing beyond chop.m (``spec.extended`` false); the caller checks.
+        Rounding of the products and of the sums: modes 1 to 4 of chop.m's formats, no flips
+        (the caller checks).
 
     Returns
     -------
     tuple
-        ``(C, tiles)``: ``C`` contiguous ``(m, p)``; ``tiles`` a list of
-        ``(row slice, column slice)`` whose elements met a value outside the regular
-        range: their entries of ``C`` are to be recomputed by the generic path.
+        ``(C, tiles)``: ``C`` contiguous ``(m, p)``; ``tiles``: ``(rows, columns)`` slices to redo.
     """
     import torch
 

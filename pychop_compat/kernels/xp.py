@@ -1,25 +1,16 @@
 """One array namespace for every library the kernels run on: array-api-compat, plus bit views.
 
-The kernels written once against an array namespace (:mod:`.elementwise`,
-:mod:`.elementwise_cpfloat`, and the chopped linear algebra and arithmetic
-above them) take a :class:`Namespace`: the library's array API namespace as
-array-api-compat gives it (NumPy, CuPy, torch and Dask wrapped to the
-standard; ``jax.numpy`` as it is), plus what the standard lacks and these
-kernels need:
-
-* ``bitcast(a, dtype)``: the bits of ``a`` read as another dtype of the same
-  width (NumPy's and CuPy's ``view``, torch's ``Tensor.view(dtype)``, JAX's
-  ``lax.bitcast_convert_type``), for rounding on bit patterns;
-* ``wide``: whether 64-bit types exist (JAX keeps them off unless
-  ``jax_enable_x64`` is set).
-
-Libraries are recognised through array-api-compat without importing any of
-them here: an array of a library that was never imported cannot be passed.
+A :class:`Namespace` is the library's array API namespace as array-api-compat
+gives it (``jax.numpy`` as it is) plus what the standard lacks:
+``bitcast(a, dtype)`` (the bits of ``a`` as another dtype of the same width)
+and ``wide`` (whether 64-bit types exist: JAX without ``jax_enable_x64``).
+No library is imported here; see docs/design.rst ("One array namespace").
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -31,20 +22,8 @@ LIBRARIES = ("numpy", "torch", "cupy", "jax", "dask")
 
 @dataclass(frozen=True)
 class Namespace:
-    """What a namespace-generic kernel needs from one array library.
-
-    Attributes
-    ----------
-    name : str
-        The library, one of :data:`LIBRARIES`.
-    xp : module-like
-        The library's array API namespace (array-api-compat's wrapper, or
-        ``jax.numpy``).
-    bitcast : callable
-        ``bitcast(a, dtype)``: the bits of ``a`` as ``dtype`` (same item size).
-    wide : bool
-        Whether 64-bit integer and float types exist.
-    """
+    """What a namespace-generic kernel needs from one array library: its ``name`` (one of
+    :data:`LIBRARIES`), ``xp`` (its array API namespace), ``bitcast(a, dtype)`` and ``wide``."""
 
     name: str
     xp: Any
@@ -74,18 +53,9 @@ def _cached(name: str, wide: bool) -> Namespace:
         import jax.numpy
 
         return Namespace(name, jax.numpy, _jax_bitcast, wide)
-    if name == "torch":
-        import array_api_compat.torch as torch_namespace
-
-        return Namespace(name, torch_namespace, _view)
-    if name == "cupy":
-        import array_api_compat.cupy as cupy_namespace
-
-        return Namespace(name, cupy_namespace, _view)
-    if name == "dask":
-        import array_api_compat.dask.array as dask_namespace
-
-        return Namespace(name, dask_namespace, _view)
+    wrapped = {"torch": "array_api_compat.torch", "cupy": "array_api_compat.cupy", "dask": "array_api_compat.dask.array"}
+    if name in wrapped:
+        return Namespace(name, importlib.import_module(wrapped[name]), _view)
     raise ValueError(f"No array namespace for {name!r}; known: {', '.join(LIBRARIES)}.")
 
 

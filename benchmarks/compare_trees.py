@@ -10,7 +10,8 @@ of each tree runs ``--runs`` times, alternating (old, new, old, new, ...), so
 both see the same machine state; each run is a fresh process with
 ``PYTHONPATH`` at its own tree.  Every Markdown table row the script prints
 is matched by its text cells, and each numeric cell under a header that
-names a time unit (ns, us, ms, s) or ``time`` is compared: the table gives
+names a time unit (ns, us, ms, s) or ``time``, and each cell that carries its
+own unit (``16.49 us``, compared in seconds), is compared: the table gives
 the median of the runs for each tree and their ratio (new / old).  Nothing
 is asserted; ``--fail-above`` makes the exit status 1 when a ratio exceeds it.
 """
@@ -28,6 +29,9 @@ from pathlib import Path
 
 TIME_HEADER = re.compile(r"\b(ns|us|µs|ms|s|time|seconds)\b", re.IGNORECASE)
 NUMBER = re.compile(r"^[-+]?\d+(\.\d+)?([eE][-+]?\d+)?$")
+#: A cell that carries its own unit ("16.49 us"), compared in seconds whatever its header says.
+TIMED = re.compile(r"^(?P<value>\d+(\.\d+)?([eE][-+]?\d+)?) ?(?P<unit>ns|us|µs|ms|s)$")
+SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0}
 
 
 def _cells(line: str) -> list:
@@ -35,12 +39,18 @@ def _cells(line: str) -> list:
 
 
 def timed_cells(output: str) -> dict:
-    """``{(row key, column header): value}`` for every timed numeric cell of the tables."""
+    """``{(row key, column header): value}`` for every timed numeric cell of the tables.
+
+    A row's key is the line above its table (the table's title, so that two tables with the
+    same rows stay apart), its first cell (``n`` for example) and its other text cells."""
     found = {}
     header = None
+    title = ""
     for line in output.splitlines():
         if not line.strip().startswith("|"):
             header = None
+            if line.strip():
+                title = line.strip()
             continue
         cells = _cells(line)
         if all(set(cell) <= set("-: ") for cell in cells):
@@ -48,10 +58,15 @@ def timed_cells(output: str) -> dict:
         if header is None:
             header = cells
             continue
-        key = " | ".join(cell for cell in cells if not NUMBER.match(cell.replace(",", "")))
+        text = [cell for cell in cells[1:]
+                if not (NUMBER.match(cell.replace(",", "")) or TIMED.match(cell) or cell.startswith(("+", "-")))]
+        key = " | ".join([title[:60], cells[0], *text]) if title else " | ".join([cells[0], *text])
         for name, cell in zip(header, cells):
             value = cell.replace(",", "")
-            if TIME_HEADER.search(name) and NUMBER.match(value):
+            timed = TIMED.match(value)
+            if timed:  # (signed cells such as "+4.40 us" are differences, not times: left out)
+                found[(key, name)] = float(timed["value"]) * SECONDS[timed["unit"]]
+            elif TIME_HEADER.search(name) and NUMBER.match(value):
                 found[(key, name)] = float(value)
     return found
 

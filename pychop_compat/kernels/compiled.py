@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import importlib.util
 import math
 import os
@@ -93,8 +94,10 @@ def wanted() -> bool:
     return choice == "numba" or (choice == "auto" and available())
 
 
+@functools.cache
 def kernels() -> ModuleType:
-    """The module of Numba kernels (imports Numba on first use)."""
+    """The module of Numba kernels (imports Numba on first use; cached: an import statement
+    costs about a microsecond per call, much of a small array's chop)."""
     from . import numba_kernels
 
     return numba_kernels

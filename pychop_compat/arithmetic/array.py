@@ -179,7 +179,9 @@ def _scalar_operator(ufunc: np.ufunc, reflected: bool) -> Callable[[Any, Any], A
     (powers, ``//``, ``%``).  Anything else that is not a scalar goes to the
     array code.
     """
-    python_op = OPERATORS[ufunc] if ufunc in _IEEE_IN_PYTHON else functools.partial(_ieee, ufunc)
+    op = OPERATORS[ufunc] if ufunc in _IEEE_IN_PYTHON else functools.partial(_ieee, ufunc)
+    # Reflected: the operands swapped once, here, not tested on every call (the hot path).
+    python_op = (lambda u, v: op(v, u)) if reflected else op
 
     def scalar_operator(self: "ChoppedScalar", other: Any) -> Any:
         a = self._arith
@@ -191,8 +193,8 @@ def _scalar_operator(ufunc: np.ufunc, reflected: bool) -> Callable[[Any, Any], A
             a, o = self._other(other)
             if a is None:
                 return self._array_op(ufunc, other, reflected)
-        try:  # (a conditional, not a swapped tuple: the hot path)
-            q = python_op(o, self._v) if reflected else python_op(self._v, o)
+        try:
+            q = python_op(self._v, o)
         except ZeroDivisionError:
             q = _ieee(ufunc, o, self._v) if reflected else _ieee(ufunc, self._v, o)
         r = _new(ChoppedScalar)

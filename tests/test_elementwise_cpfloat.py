@@ -265,7 +265,13 @@ def test_jax_eager_and_jit_stay_on_the_device(monkeypatch, name, dtype):
     for mode in (-1, 1, 2, 3, 7, 8):
         for switches in ((1, 1, 0, 1), (0, 1, 1, 0), (1, 0, 0, 1)):
             spec = spec_of(fmt, mode, *switches)
-            want = round_cpfloat(x, fmt, mode, *map(bool, switches), MATLAB_STREAM)
+            if fmt.encoding == "e8m0" and dtype == np.float32 and switches[1]:
+                # E8M0's smallest number 2^-127 is below float32's normal range: the router rounds
+                # float32 in float64 (on every library; CHANGELOG 0.3.0), the rule on float64 values
+                want = round_cpfloat(x.astype(np.float64), fmt, mode, *map(bool, switches),
+                                     MATLAB_STREAM).astype(np.float32)
+            else:
+                want = round_cpfloat(x, fmt, mode, *map(bool, switches), MATLAB_STREAM)
             eager = round_to_format(xj, spec)
             assert isinstance(eager, jax.Array) and eager.dtype == dtype
             if not same_bits(np.asarray(eager), want).all():

@@ -309,3 +309,46 @@ def test_chop_at_refuses_names_chop_m_never_had():
         chop_at("2023-01-01")(0.1, {"format": "float8_e4m3fn"})
     with pytest.raises(ValueError, match="options.rules"):
         chop_at("2023-01-01")(0.1, {"format": "h", "rules": "correct"})
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("name", ["binary16", "float8_e4m3fn", "float4_e2m1fn", "float8_e8m0fnu", "tf32"])
+def test_stochastic_rounding_runs_compiled_with_the_specifications_numbers(name, dtype):
+    """Stochastic rounding of these names on a NumPy array runs the compiled CPFloat kernel
+    (kernels.numba_cpfloat) with the numbers the specification takes (rules.cpfloat.round_correct:
+    drawn block by block in chop.m's order, or one per element): its bits, and MATLAB's stream
+    left where the specification leaves it; 2-D input (column-major order), every switch.  Bit
+    flips stay on the specification."""
+    pytest.importorskip("numba")
+    from pychop_compat import rng
+    from pychop_compat.engines import dispatch
+    from pychop_compat.matlab.options import resolve
+    from pychop_compat.random.sources import MATLAB_STREAM, counter_sources
+
+    x = spanning_values(name, 6000).astype(dtype).reshape(2000, 3)
+    for mode in (5, 6):
+        for subnormal in (0, 1):
+            for explim in (0, 1):
+                spec = resolve({"format": name, "round": mode, "subnormal": subnormal, "explim": explim},
+                               None, "single" if dtype == np.float32 else "double").spec
+                for seed in (None, 4):
+                    outs, after = [], []
+                    for kernel in (None, "reference"):
+                        rng(9)
+                        sources = MATLAB_STREAM if seed is None else counter_sources(seed)
+                        if kernel is None:
+                            assert dispatch.route(x, spec, sources).kernel.name == "numba-cpfloat"
+                        with np.errstate(all="ignore"):
+                            outs.append(dispatch.round_array(x, spec, sources, kernel=kernel))
+                        after.append(chop_rand() if seed is None else None)
+                    assert same_bits(outs[0], outs[1]).all(), (mode, subnormal, explim, seed)
+                    assert after[0] == after[1]
+    flips = resolve({"format": name, "round": 5, "flip": 1}, None, "double").spec
+    assert dispatch.route(x.astype(np.float64), flips, MATLAB_STREAM).kernel.name == "reference"
+
+
+def chop_rand() -> float:
+    """The next number of MATLAB's stream (where the rounding left it)."""
+    from pychop_compat import rand
+
+    return float(rand())

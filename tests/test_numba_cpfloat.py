@@ -22,7 +22,7 @@ from pychop_compat.random.sources import MATLAB_STREAM
 from pychop_compat.rounding import make_spec, round_to_format
 from pychop_compat.rules.cpfloat import round_cpfloat
 
-from cpfloat_cases import FORMATS, differences_from_reference, edge_values, same_bits, spec_of
+from cpfloat_cases import FORMATS, SWITCHES, differences_from_reference, edge_values, same_bits, spec_of
 
 numba_cpfloat = pytest.importorskip("pychop_compat.kernels.numba_cpfloat")  # needs numba
 
@@ -123,7 +123,11 @@ def test_shapes_orders_and_no_rounding():
     assert numba_cpfloat.handles(x, spec) and numba_cpfloat.handles(x.astype(np.float32), spec)
     assert not numba_cpfloat.handles(x.astype(">f8"), spec)  # byte-swapped: the NumPy engine
     assert not numba_cpfloat.handles(x.astype(np.float16), spec)
-    assert not numba_cpfloat.handles(x, make_spec(fmt, 5))  # stochastic: the reference path
+    assert numba_cpfloat.handles(x, make_spec(fmt, 5))  # stochastic: round_stochastic, with numbers
+    with pytest.raises(ValueError, match="round_stochastic"):
+        numba_cpfloat.round_array(x, make_spec(fmt, 5))
+    with pytest.raises(ValueError, match="modes 5 and 6"):
+        numba_cpfloat.round_stochastic(x, spec, np.zeros(3))
     assert not numba_cpfloat.handles(x, make_spec(fmt, 1, flip=1))
 
 
@@ -157,3 +161,28 @@ def test_dispatch_follows_the_cpu_engine_setting(monkeypatch):
         round_to_format(x, "float8_e4m3fn", 5)
         dispatch.round_array(x, make_spec("fp16", 7), MATLAB_STREAM, kernel="reference")
     assert calls == []
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("name", list(FORMATS))
+def test_stochastic_kernel_is_the_reference_bit_for_bit(name, dtype):
+    """Modes 5 and 6 with a number per element (multiples of 1/16, so that many equal the
+    dropped fraction: the tie ``u == fraction`` rounds up), every switch: the reference's bits."""
+    fmt = FORMATS[name]
+    x = edge_values(fmt, dtype)
+    u = np.random.default_rng(2).integers(0, 16, x.size) / 16
+    failures = []
+    for mode in (5, 6):
+        for switches in SWITCHES:
+            want = round_cpfloat(x, fmt, mode, *map(bool, switches), MATLAB_STREAM, u)
+            got = numba_cpfloat.round_stochastic(x, spec_of(fmt, mode, *switches), u)
+            assert got.dtype == x.dtype and got.shape == x.shape
+            if not same_bits(got, want).all():
+                failures.append((mode, switches))
+    assert not failures, f"{len(failures)} settings differ, e.g. {failures[:3]}"
+    if fmt.t > np.finfo(dtype).nmant:
+        return  # as wide as the storage: every element is exact, whatever the numbers
+    # the comparison can fail: other numbers give other bits
+    spec = spec_of(fmt, 5, 1, 1, 0, 1)
+    assert not same_bits(numba_cpfloat.round_stochastic(x, spec, 1 - u),
+                         numba_cpfloat.round_stochastic(x, spec, u)).all()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import functools
 import importlib.util
 import os
@@ -36,8 +37,8 @@ from ..random.counter import CounterRng
 from ..random.matlab_stream import stream_uniform
 from ..random.sources import (CheckedRandfunc, RandomSources, Source, draws_on_device, given_sources)
 from ..rules.chop import chop_vector
-from ..rules.cpfloat import (ROUND_MODES, apply_encoding, effective_format, flip_bits, limited_bit_sources,
-                             round_correct, round_cpfloat)
+from ..rules.cpfloat import (ROUND_MODES, apply_encoding, block_numbers, chop_blocks, effective_format, flip_bits,
+                             limited_bit_sources, round_correct, round_cpfloat)
 from ..spec import FLIP_PRECISION_ERROR, RoundingSpec
 from . import cupy_engine, dask_engine, jax_engine, labelled, numpy_engine, torch_engine
 
@@ -373,8 +374,18 @@ def _deterministic_cpfloat(spec: RoundingSpec) -> Optional[str]:
     return None
 
 
+def _stochastic_correct(spec: RoundingSpec) -> Optional[str]:
+    """Why the compiled CPFloat kernel cannot run this stochastic spec (None: it can)."""
+    if spec.range_rules != "correct":
+        return "CPFloat's random modes draw in column-major order"
+    if spec.flips or spec.random_bits:
+        return "bit flips or limited random bits (the specification runs them)"
+    return None
+
+
 def _takes_numba_cpfloat(call: Call, spec: RoundingSpec, sources: RandomSources, x: Any) -> Optional[str]:
-    reason = _not_host(call) or _deterministic_cpfloat(spec)
+    stochastic = spec.round in (5, 6) and not spec.flips and spec.range_rules == "correct"
+    reason = _not_host(call) or (_stochastic_correct(spec) if stochastic else _deterministic_cpfloat(spec))
     if reason:
         return reason
     if not compiled.wanted():
@@ -504,7 +515,23 @@ def _chop_rules_checked(spec: RoundingSpec) -> Optional[Callable[[np.ndarray, np
 
 
 def _run_numba_cpfloat(x: np.ndarray, call: Call, spec: RoundingSpec, sources: RandomSources, stream: Any) -> Any:
-    return _numba_cpfloat().round_array(x, spec)
+    kernels = _numba_cpfloat()
+    if spec.round not in (5, 6):
+        return kernels.round_array(x, spec)
+    # Correct rounding in chop's stochastic modes: the numbers as rules.cpfloat.round_correct
+    # takes them (per element, or drawn block by block in chop.m's order), the rounding compiled.
+    xf = x.ravel(order="F")
+    u = _per_element_numbers(call, x, spec, sources)
+    if u is not None:
+        u = u.astype(x.dtype).astype(np.float64)  # chop.m compares in the input's class
+    else:
+        truncate = dataclasses.replace(spec, round=4)
+        u = np.empty(xf.size)
+        for index in chop_blocks(xf, spec):
+            if index.size:
+                values = xf[index]
+                u[index] = block_numbers(values, kernels.round_array(values, truncate), sources)
+    return kernels.round_stochastic(xf, spec, u).reshape(x.shape, order="F")
 
 
 @functools.lru_cache(maxsize=1)

@@ -1,15 +1,17 @@
-"""A compiled (Numba) kernel for CPFloat's deterministic modes, bit for bit equal to
+"""A compiled (Numba) kernel for CPFloat's modes, bit for bit equal to
 :func:`pychop_compat.rules.cpfloat.round_cpfloat` (imported only when used).
 
-:mod:`.elementwise_cpfloat`'s arithmetic and constants in one pass: a branch-free
-loop per :data:`SUB_BLOCK` elements rounds everything below the top binade and
-counts the others (also zeros, negatives and below xmin for E8M0), which
-:func:`_round_one` rounds again with every rule.  Chunks of :data:`CHUNK`
-elements go to Numba's threads, each written by one thread.
+:mod:`.elementwise_cpfloat`'s arithmetic and constants in one pass.  Deterministic modes: a
+branch-free loop per :data:`SUB_BLOCK` elements rounds everything below the top binade and
+counts the others (also zeros, negatives and below xmin for E8M0), which :func:`_round_one`
+rounds again with every rule.  Stochastic modes: one element at a time with the number the
+caller gives it (:func:`round_stochastic`).  Chunks of :data:`CHUNK` elements go to Numba's
+threads, each written by one thread.
 """
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 
 import numba
@@ -22,7 +24,7 @@ from .elementwise_cpfloat import cpfloat_constants
 from .numba_kernels import INLINE_OPTIONS, JIT_OPTIONS
 from .numpy_fast import in_memory_order
 
-__all__ = ["round_array", "handles", "SERIAL_BELOW", "CHUNK", "SUB_BLOCK"]
+__all__ = ["round_array", "round_stochastic", "handles", "SERIAL_BELOW", "CHUNK", "SUB_BLOCK"]
 
 #: Below this many elements one thread does everything (a parallel launch costs more).
 SERIAL_BELOW = 1 << 20
@@ -213,19 +215,84 @@ def round_parallel(xu, ou, karray, mode, chunk):
         _range(xu, ou, c * chunk, min(n, (c + 1) * chunk), k, mode)
 
 
+# --- stochastic rounding (modes 5 and 6) with a number per element ----------------------------------
+
+@numba.njit(**INLINE_OPTIONS)
+def _round_stochastic(b, a, u, k, mode, scale_1, scale_2):
+    """CPFloat's stochastic rounding of the pattern ``b`` (magnitude ``a`` in float64) with the
+    number ``u``: up when the element is off the grid and ``u <= fraction`` (mode 5) or
+    ``u <= 1/2`` (mode 6); elementwise_cpfloat's arithmetic, one element at a time."""
+    m = b & k[MAG]
+    neg = b >> k[TOPBIT]
+    if m > k[INF]:
+        return k[NAN]  # NaN in: the quiet NaN
+    if m == k[INF]:
+        r = k[XMAX] if k[SATURATION] != _U0 else (k[INF] if k[INFINITY] != _U0 else k[NAN])
+    else:
+        e = m >> k[DMAX]
+        e = e if e > _U1 else _U1
+        s = k[DTOP] - e if k[DTOP] > e else _U0
+        s = s if s > k[D] else k[D]
+        s = s if s < k[DMAX] else k[DMAX]
+        low = (_U1 << s) - _U1
+        if m < k[TINY_LO]:  # below the smallest result: 0 or tiny_lo, the fraction |v| / tiny_lo
+            fraction = a * scale_1 * scale_2  # two exact steps, the second rounds once (as ldexp)
+            inexact = m != _U0
+        else:
+            fraction = np.float64(m & low) / np.float64(low + _U1)  # exact
+            inexact = (m & low) != _U0
+        up = inexact and u <= (fraction if mode == 5 else 0.5)
+        if m < k[TINY_LO]:
+            r = k[TINY_LO] if up else _U0
+        else:
+            r = (m & ~low) + (low + _U1) if up else m & ~low
+        if r > k[XMAX]:
+            r = k[XMAX] if k[SATURATION] != _U0 else (k[INF] if k[INFINITY] != _U0 else k[NAN])
+    out = _signed(r, neg, k)
+    if k[E8M0] != _U0:  # no sign, no zero: only positive inputs give numbers
+        if neg != _U0 or m == _U0:
+            return k[NAN]
+        if r == _U0:
+            return k[XMIN]
+    return out
+
+
+@numba.njit(**JIT_OPTIONS)
+def _stochastic_range(xf, xu, ou, u, start, stop, k, mode, scale_1, scale_2):
+    for i in range(start, stop):
+        ou[i] = _round_stochastic(np.uint64(xu[i]), abs(np.float64(xf[i])), u[i], k, mode, scale_1, scale_2)
+
+
+@numba.njit(**JIT_OPTIONS)
+def stochastic_serial(xf, xu, ou, u, karray, mode, scale_1, scale_2):
+    """Round ``xf`` (bit patterns ``xu``) into ``ou`` with the numbers ``u``, by one thread."""
+    _stochastic_range(xf, xu, ou, u, 0, xu.size, _tuple(karray), mode, scale_1, scale_2)
+
+
+@numba.njit(parallel=True, **JIT_OPTIONS)
+def stochastic_parallel(xf, xu, ou, u, karray, mode, scale_1, scale_2, chunk):
+    """As :func:`stochastic_serial`, chunks of ``chunk`` elements shared out over Numba's threads."""
+    k = _tuple(karray)
+    n = xu.size
+    for c in prange((n + chunk - 1) // chunk):
+        _stochastic_range(xf, xu, ou, u, c * chunk, min(n, (c + 1) * chunk), k, mode, scale_1, scale_2)
+
+
 # --- entry point ---------------------------------------------------------------------------------------
 
 def handles(x: np.ndarray, spec: RoundingSpec) -> bool:
-    """Whether :func:`round_array` rounds ``x`` by ``spec`` (float32/float64 in native byte
-    order; a deterministic mode or no rounding; no flips)."""
-    return (x.dtype.char in _UNSIGNED and x.dtype.isnative and spec.round not in (5, 6)
-            and not spec.flips)
+    """Whether :func:`round_array` (a deterministic mode or no rounding) or
+    :func:`round_stochastic` (modes 5 and 6) rounds ``x`` by ``spec``: float32/float64 in native
+    byte order, no flips."""
+    return x.dtype.char in _UNSIGNED and x.dtype.isnative and not spec.flips
 
 
 def round_array(x: np.ndarray, spec: RoundingSpec) -> np.ndarray:
     """CPFloat's rounding of ``x`` (see :func:`handles`) by ``spec``; a new array of x's shape
     and dtype, bit for bit :func:`~pychop_compat.rules.cpfloat.round_cpfloat`'s result."""
     mode = int(spec.round)
+    if mode in (5, 6):
+        raise ValueError("round_array: the stochastic modes take their numbers: round_stochastic.")
     if mode not in ROUND_MODES:
         return x.copy()  # CPFloat's "no rounding": the input bit for bit, whatever the switches
     char = x.dtype.char
@@ -238,4 +305,29 @@ def round_array(x: np.ndarray, spec: RoundingSpec) -> np.ndarray:
         round_serial(xu, ou, k, mode)
     else:
         round_parallel(xu, ou, k, mode, CHUNK)
+    return out
+
+
+def round_stochastic(x: np.ndarray, spec: RoundingSpec, u: np.ndarray) -> np.ndarray:
+    """CPFloat's stochastic rounding (``spec.round`` 5 or 6) of the 1-D array ``x`` with the
+    float64 number ``u[i]`` for element ``i`` (see :func:`handles`); a new array, bit for bit
+    :func:`~pychop_compat.rules.cpfloat.round_cpfloat`'s result with these numbers."""
+    mode = int(spec.round)
+    if mode not in (5, 6) or x.ndim != 1 or u.shape != x.shape:
+        raise ValueError("round_stochastic: modes 5 and 6, a 1-D array and one number per element.")
+    char = x.dtype.char
+    k = _constants(spec.fmt, mode, bool(spec.keeps_subnormals), bool(spec.limits_exponent),
+                   bool(spec.saturation), bool(spec.infinity), char)
+    tiny_exponent = cpfloat_constants(spec.fmt, mode, bool(spec.keeps_subnormals), bool(spec.limits_exponent),
+                                      bool(spec.saturation), bool(spec.infinity), char).tiny_exponent
+    first = min(-tiny_exponent, 1000)  # 2^-tiny_exponent in two factors (it may overflow alone)
+    scale_1, scale_2 = math.ldexp(1.0, first), math.ldexp(1.0, -tiny_exponent - first)
+    xc = np.ascontiguousarray(x)
+    out = np.empty_like(xc)
+    utype = _UNSIGNED[char]
+    numbers = np.ascontiguousarray(u, dtype=np.float64)
+    if xc.size < SERIAL_BELOW:
+        stochastic_serial(xc, xc.view(utype), out.view(utype), numbers, k, mode, scale_1, scale_2)
+    else:
+        stochastic_parallel(xc, xc.view(utype), out.view(utype), numbers, k, mode, scale_1, scale_2, CHUNK)
     return out

@@ -30,7 +30,7 @@ from ..random.sources import RandomSources
 
 __all__ = [
     "ROUND_MODES", "NO_ROUNDING", "limited_bit_sources", "apply_encoding", "round_cpfloat", "round_correct",
-    "effective_format", "flip_bits",
+    "chop_blocks", "block_numbers", "effective_format", "flip_bits",
 ]
 
 #: Rounding modes, CPFloat's codes (1..6 are chop's): -1 nearest ties away, 0 nearest ties
@@ -294,6 +294,27 @@ def flip_bits(c: np.ndarray, fmt: Format, scope: str, p: float, sources: RandomS
     return out
 
 
+def chop_blocks(x: np.ndarray, spec: Any) -> tuple:
+    """chop.m's blocks of the column-major values ``x`` (index arrays, in the order chop.m rounds
+    them): the elements outside its subnormal block ``emins <= e < emin`` and those inside it;
+    one block with ``explim = 0``."""
+    if not spec.limits_exponent:
+        return (np.arange(x.size),)
+    e = np.frexp(np.abs(x))[1] - 1
+    in_block = (e < spec.fmt.emin) & (e >= spec.fmt.emins)
+    return (np.flatnonzero(~in_block), np.flatnonzero(in_block))
+
+
+def block_numbers(values: np.ndarray, truncated: np.ndarray, sources: RandomSources) -> np.ndarray:
+    """Stochastic rounding's numbers for one of chop.m's blocks: one per element, drawn when some
+    element needs one (``truncated``, its rounding toward zero, differs, or it is not finite),
+    compared in the input's precision; 2 (no element rounds up) when none does: nothing is drawn."""
+    if (~np.isfinite(values) | (truncated != values)).any():
+        drawn = np.asarray(sources.stochastic(values.size), np.float64).ravel()
+        return drawn.astype(values.dtype).astype(np.float64)
+    return np.full(values.size, 2.0)
+
+
 def round_correct(x: np.ndarray, spec: Any, sources: RandomSources, u: Optional[np.ndarray] = None) -> np.ndarray:
     """One correct rounding under chop's options (``spec.range_rules = 'correct'``), a new array.
 
@@ -326,15 +347,9 @@ def round_correct(x: np.ndarray, spec: Any, sources: RandomSources, u: Optional[
         u = u.astype(x.dtype).astype(np.float64)  # chop.m compares in the input's class
     if not spec.draws or (u is not None and not spec.flips):
         return round_block(x, u)
-    if spec.limits_exponent:
-        e = np.frexp(np.abs(x))[1] - 1
-        in_block = (e < spec.fmt.emin) & (e >= spec.fmt.emins)
-        blocks: tuple[np.ndarray, ...] = (np.flatnonzero(~in_block), np.flatnonzero(in_block))
-    else:
-        blocks = (np.arange(x.size),)
     out = x.copy()
     target = effective_format(spec.fmt, x.dtype, spec.limits_exponent)
-    for index in blocks:
+    for index in chop_blocks(x, spec):
         if index.size == 0:
             continue
         values = x[index]
@@ -345,11 +360,7 @@ def round_correct(x: np.ndarray, spec: Any, sources: RandomSources, u: Optional[
             else:
                 truncated = round_cpfloat(values, spec.fmt, 4, spec.keeps_subnormals, spec.limits_exponent,
                                           spec.saturation, spec.infinity, sources)
-                if (~np.isfinite(values) | (truncated != values)).any():
-                    drawn = np.asarray(sources.stochastic(index.size), np.float64).ravel()
-                    numbers = drawn.astype(x.dtype).astype(np.float64)
-                else:
-                    numbers = np.full(index.size, 2.0)  # every element exact: nothing drawn
+                numbers = block_numbers(values, truncated, sources)
         rounded = round_block(values, numbers)
         if spec.flips:
             rounded = flip_bits(rounded, target, "fraction", spec.p, sources)

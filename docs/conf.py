@@ -7,7 +7,8 @@ Build (offline, warnings are errors, every cross-reference must resolve)::
 
 ``tests/test_docs.py`` runs both in CI.  The figures in ``docs/figures/*.png``
 are made by the scripts beside them (``python docs/figures/make_all.py``);
-the build only includes them.
+the build only includes them.  The public API pages (``docs/api/generated/``) are
+written by ``api_pages.py`` when the build starts.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from docutils import nodes
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import api_pages  # noqa: E402
 import pychop_compat  # noqa: E402
 
 project = "pychop_compat"
@@ -99,7 +102,8 @@ autodoc_mock_imports = [name for name in OPTIONAL_DEPENDENCIES if not _importabl
 
 def _resolve_short_names(app, env, node, contnode):
     """Resolve ``:func:`seed_device``` written in another module's docstring when exactly one
-    documented object of this package has that name (Sphinx looks only in the current module)."""
+    documented object of this package has that name and a type the role names (Sphinx looks only in
+    the current module)."""
     if node.get("refdomain") != "py" or node["reftype"] in ("attr", "meth"):
         return None  # attributes and methods are looked up in their class only
     target = node["reftarget"].lstrip(".~")
@@ -107,8 +111,10 @@ def _resolve_short_names(app, env, node, contnode):
         return None
     domain = env.get_domain("py")
     suffix = "." + target
-    matches = [name for name in domain.objects
-               if name.startswith("pychop_compat.") and name.endswith(suffix)]
+    types = domain.objtypes_for_role(node["reftype"]) or ()
+    matches = [name for name, entry in domain.objects.items()
+               if name.startswith("pychop_compat.") and name.endswith(suffix)
+               and not entry.aliased and entry.objtype in types]  # aliased: autodoc's :canonical: path
     if len(matches) != 1:
         return None
     return domain.resolve_xref(env, node["refdoc"], app.builder, node["reftype"], matches[0], node, contnode)
@@ -123,7 +129,14 @@ def _torch_examples_need_torch(app, doctree):
                 node["skipif"] = "True"
 
 
+def _write_api_pages(app):
+    """The public API pages, docs/api/generated/*.rst, from api_pages.PUBLIC_MODULES and each one's __all__."""
+    api_pages.write_pages(app.srcdir, autodoc_mock_imports)
+
+
 def setup(app):
+    app.connect("builder-inited", _write_api_pages)
+    app.connect("missing-reference", api_pages.resolve_moved_reference)
     app.connect("missing-reference", _resolve_short_names)
     app.connect("doctree-read", _torch_examples_need_torch)
 

@@ -4,8 +4,10 @@ to fit the page."""
 
 from __future__ import annotations
 
+import ast
 import csv
 import importlib
+import importlib.util
 import pkgutil
 import re
 import subprocess
@@ -84,9 +86,77 @@ def test_api_reference_documents_every_public_name(html_build):
     short = {name.rsplit(".", 1)[-1] for name in documented}
     missing = [f"{module.__name__}.{name}" for module in _public_modules() for name in module.__all__
                if f"{module.__name__}.{name}" not in documented and name not in short]
-    assert not missing, ("public names missing from the API reference (add them to a page in docs/api/): "
-                         f"{missing}")
+    assert not missing, ("names missing from the API reference (a public module's page is generated from its "
+                         f"__all__; an internal module's names go on its page in docs/api/internals/): {missing}")
     assert "pychop_compat.chop" in documented and "pychop_compat.validation.corpora.load_corpus" in documented
+
+
+def _api_pages():
+    """docs/api_pages.py, the one list of public module paths and the generator of their pages."""
+    spec = importlib.util.spec_from_file_location("api_pages", DOCS / "api_pages.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _generated_entries(page: Path, module: str) -> list[str]:
+    """The public paths a generated page names, in order: each documented (``.. autofunction:: path``,
+    ``.. py:data:: name`` with ``:module:``, ...) or named with a cross-reference to its home (``* ``path``: see ...``)."""
+    entries = []
+    for line in page.read_text().splitlines():
+        if line.startswith("   :module: "):  # .. py:data:: NAME with :module: MODULE
+            entries[-1] = f"{line.split()[-1]}.{entries[-1]}"
+            continue
+        match = (re.match(r"\.\. (?:auto\w+|py:data):: (\S+)$", line)
+                 or re.match(r"\* ``(\S+)``: see :\w+:`", line))
+        if match and match.group(1) != module:
+            entries.append(match.group(1))
+    return entries
+
+
+def test_generated_api_pages_name_exactly_each_public_modules_all(html_build):
+    """One generated page per public module path, naming each name of its __all__ once, in order, at that
+    path; a name with two public paths is documented in full at one home and the home is documented."""
+    out, result = html_build
+    assert result.returncode == 0
+    api_pages = _api_pages()
+    pages = DOCS / api_pages.GENERATED
+    assert sorted(page.stem for page in pages.glob("*.rst")) == sorted(api_pages.PUBLIC_MODULES)
+    documented = _documented_names(out / "objects.inv")
+    checked = 0
+    for name in api_pages.PUBLIC_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:  # an optional dependency is missing (torch for pychop_compat.nn)
+            continue
+        page = (pages / f"{name}.rst").read_text()
+        assert _generated_entries(pages / f"{name}.rst", name) == [f"{name}.{item}" for item in module.__all__], name
+        for item in module.__all__:
+            cross_reference = re.search(rf"^\* ``{re.escape(name)}\.{item}``: see :\w+:`(\S+)`", page, flags=re.M)
+            assert (cross_reference.group(1) if cross_reference else f"{name}.{item}") in documented, (name, item)
+        checked += 1
+    assert checked >= len(api_pages.PUBLIC_MODULES) - 1
+    # one home: the package root documents what it re-exports, the other path names it
+    formats = (pages / "pychop_compat.formats.rst").read_text()
+    assert "* ``pychop_compat.formats.float_params``: see :func:`pychop_compat.float_params`." in formats
+    assert "pychop_compat.formats.float_params" not in documented and "pychop_compat.float_params" in documented
+
+
+def test_public_module_paths_are_those_of_the_design_page():
+    """api_pages.PUBLIC_MODULES (the generated pages), docs/design.rst's "Public and internal module paths"
+    and the package agree: the same paths in the same order, each a module that declares __all__."""
+    section = (DOCS / "design.rst").read_text().split("Public and internal module paths\n", 1)[1]
+    bullets = re.search(r"^\* .*?(?=\n\n)", section, flags=re.M | re.S).group(0)
+    listed = tuple(re.findall(r"``(pychop_compat(?:\.\w+)*)``", bullets))
+    assert listed == _api_pages().PUBLIC_MODULES
+    for name in listed:
+        spec = importlib.util.find_spec(name)
+        assert spec is not None and spec.origin, name
+        body = ast.parse(Path(spec.origin).read_text()).body
+        targets = [target for node in body if isinstance(node, (ast.Assign, ast.AnnAssign))
+                   for target in getattr(node, "targets", [getattr(node, "target", None)])]
+        assert any(isinstance(target, ast.Name) and target.id == "__all__" for target in targets), \
+            f"{name} declares no __all__"
 
 
 def _tables(page: Path):

@@ -1,0 +1,1 @@
+__all__: list[str] = []  # a public path with no names of its own: its modules are internal (docs/design.rst)

@@ -62,14 +62,21 @@ def _constants(fmt, mode: int, subnormal: bool, explim: bool, saturation: bool, 
 # --- one element ------------------------------------------------------------------------------------
 
 @numba.njit(**INLINE_OPTIONS)
-def _core(m, neg, k, mode):
-    """The rounded magnitude of the finite magnitude ``m`` (sign ``neg``: 0 or 1), any range (a carry
-    beyond the top binade gives Inf's pattern or above xmax); elementwise_cpfloat's arithmetic."""
+def _dropped(m, k):
+    """How many bits of the magnitude ``m`` the rounding drops (its binade's, within the format's
+    range: at least D, at most DMAX)."""
     e = m >> k[DMAX]
     e = e if e > _U1 else _U1
     s = k[DTOP] - e if k[DTOP] > e else _U0
     s = s if s > k[D] else k[D]
-    s = s if s < k[DMAX] else k[DMAX]
+    return s if s < k[DMAX] else k[DMAX]
+
+
+@numba.njit(**INLINE_OPTIONS)
+def _core(m, neg, k, mode):
+    """The rounded magnitude of the finite magnitude ``m`` (sign ``neg``: 0 or 1), any range (a carry
+    beyond the top binade gives Inf's pattern or above xmax); elementwise_cpfloat's arithmetic."""
+    s = _dropped(m, k)
     low = (_U1 << s) - _U1
     keep = ~low
     if mode == 1:
@@ -106,6 +113,18 @@ def _signed(r, neg, k):
     return r | ((_U0 if plus else neg) << k[TOPBIT])
 
 
+@numba.njit(**INLINE_OPTIONS)
+def _finish(r, neg, m, k):
+    """The pattern of the rounded magnitude ``r`` of ``m``: the input's sign, then E8M0's rules."""
+    out = _signed(r, neg, k)
+    if k[E8M0] != _U0:  # no sign, no zero: only positive inputs give numbers
+        if neg != _U0 or m == _U0:
+            return k[NAN]
+        if r == _U0:
+            return k[XMIN]
+    return out
+
+
 @numba.njit(**JIT_OPTIONS)
 def _round_one(b, k, mode):
     """CPFloat's rounding of one bit pattern ``b`` (widened to uint64), every rule."""
@@ -133,13 +152,7 @@ def _round_one(b, k, mode):
                 r = k[INF]
             else:
                 r = k[NAN]
-    out = _signed(r, neg, k)
-    if k[E8M0] != _U0:  # no sign, no zero: only positive inputs give numbers
-        if neg != _U0 or m == _U0:
-            return k[NAN]
-        if r == _U0:
-            return k[XMIN]
-    return out
+    return _finish(r, neg, m, k)
 
 
 # --- the loops ---------------------------------------------------------------------------------------
@@ -229,11 +242,7 @@ def _round_stochastic(b, a, u, k, mode, scale_1, scale_2):
     if m == k[INF]:
         r = k[XMAX] if k[SATURATION] != _U0 else (k[INF] if k[INFINITY] != _U0 else k[NAN])
     else:
-        e = m >> k[DMAX]
-        e = e if e > _U1 else _U1
-        s = k[DTOP] - e if k[DTOP] > e else _U0
-        s = s if s > k[D] else k[D]
-        s = s if s < k[DMAX] else k[DMAX]
+        s = _dropped(m, k)
         low = (_U1 << s) - _U1
         if m < k[TINY_LO]:  # below the smallest result: 0 or tiny_lo, the fraction |v| / tiny_lo
             fraction = a * scale_1 * scale_2  # two exact steps, the second rounds once (as ldexp)
@@ -248,13 +257,7 @@ def _round_stochastic(b, a, u, k, mode, scale_1, scale_2):
             r = (m & ~low) + (low + _U1) if up else m & ~low
         if r > k[XMAX]:
             r = k[XMAX] if k[SATURATION] != _U0 else (k[INF] if k[INFINITY] != _U0 else k[NAN])
-    out = _signed(r, neg, k)
-    if k[E8M0] != _U0:  # no sign, no zero: only positive inputs give numbers
-        if neg != _U0 or m == _U0:
-            return k[NAN]
-        if r == _U0:
-            return k[XMIN]
-    return out
+    return _finish(r, neg, m, k)
 
 
 @numba.njit(**JIT_OPTIONS)

@@ -214,6 +214,7 @@ def test_stochastic_rounding_of_the_namespace_kernel_equals_the_host_kernels(dty
                 assert_bits_equal(_namespace_kernel(x, spec, u), want, f"{options}, mode {mode}")
 
 
+@pytest.mark.slow  # five rounders through Inductor (about 20 s): CI's slow step
 def test_compiled_with_dynamic_true_on_float64_equals_eager():
     """torch.compile(dynamic=True) traces the plan's integers as symbols; a shift of them
     (1 << 52 for float64) overflowed in Inductor's C++ before the plan carried the shifted

@@ -374,18 +374,12 @@ def _deterministic_cpfloat(spec: RoundingSpec) -> Optional[str]:
     return None
 
 
-def _stochastic_correct(spec: RoundingSpec) -> Optional[str]:
-    """Why the compiled CPFloat kernel cannot run this stochastic spec (None: it can)."""
-    if spec.range_rules != "correct":
-        return "CPFloat's random modes draw in column-major order"
-    if spec.flips or spec.random_bits:
-        return "bit flips or limited random bits (the specification runs them)"
-    return None
-
-
 def _takes_numba_cpfloat(call: Call, spec: RoundingSpec, sources: RandomSources, x: Any) -> Optional[str]:
-    stochastic = spec.round in (5, 6) and not spec.flips and spec.range_rules == "correct"
-    reason = _not_host(call) or (_stochastic_correct(spec) if stochastic else _deterministic_cpfloat(spec))
+    if spec.round in (5, 6) and spec.range_rules == "correct":  # chop's stochastic modes, correct rounding
+        reason = _not_host(call) or ("bit flips or limited random bits (the specification runs them)"
+                                     if spec.flips or spec.random_bits else None)
+    else:
+        reason = _not_host(call) or _deterministic_cpfloat(spec)
     if reason:
         return reason
     if not compiled.wanted():
@@ -849,7 +843,7 @@ def round_array(x: Any, spec: RoundingSpec, sources: RandomSources, *, kernel: O
         (float64 for integer input); a tensor that requires grad gives a result in the
         autograd graph (the straight-through estimator).
     """
-    if _e8m0_widens(spec):
+    if spec.fmt.encoding == "e8m0" and _e8m0_widens(spec):  # (the encoding first: the hot path)
         wide = _e8m0_in_float64(x, spec, sources, kernel, library)
         if wide is not None:
             return wide

@@ -28,10 +28,14 @@ CHECKS = [("engine", "test_chopped_jax_arrays_under_jit_equal_hand_chopped",
            "test_chopped_jax_key_draws_are_reproducible_and_unbiased")]
 
 
-@pytest.mark.parametrize("checks", CHECKS, ids=["engine-jit-sum-refusals", "products-random"])
-def test_jax_checks(checks):
+@pytest.mark.parametrize("checks, flags", [
+    pytest.param(CHECKS[0], (), id="engine-jit-sum-refusals"),
+    pytest.param(CHECKS[1], (), id="products-random"),
+    pytest.param(CHECKS[1][:1], ("--all-under-jit",), id="products-all-under-jit", marks=pytest.mark.slow),
+])
+def test_jax_checks(checks, flags):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS.parent), os.environ.get("PYTHONPATH", "")]))
-    out = subprocess.run([sys.executable, str(TESTS / "jax_checks.py"), *checks], capture_output=True,
+    out = subprocess.run([sys.executable, str(TESTS / "jax_checks.py"), *checks, *flags], capture_output=True,
                          text=True, timeout=900, env=env, cwd=TESTS.parent)
     passed = [line.split()[0] for line in out.stdout.splitlines() if line.endswith(" ok")]
     assert out.returncode == 0 and passed == list(checks), out.stdout[-3000:] + out.stderr[-3000:]

@@ -28,28 +28,36 @@ def _needs_sphinx():
         pytest.importorskip(name)
 
 
-def _sphinx(builder, out, *flags):
+# The tests of this module share one HTML build (a module fixture): one xdist worker runs them all.
+pytestmark = pytest.mark.xdist_group("docs")
+
+
+def _sphinx(builder, out, doctrees, *flags):
     _needs_sphinx()
     return subprocess.run(
-        [sys.executable, "-m", "sphinx", "-W", *flags, "--keep-going", "-q", "-b", builder, str(DOCS), str(out)],
+        [sys.executable, "-m", "sphinx", "-W", *flags, "--keep-going", "-q", "-b", builder, "-d", str(doctrees),
+         str(DOCS), str(out)],
         capture_output=True, text=True,
     )
 
 
 @pytest.fixture(scope="module")
 def html_build(tmp_path_factory):
+    """The HTML build, and the folder of its parsed documents (the doctest build reuses them)."""
     out = tmp_path_factory.mktemp("html")
-    return out, _sphinx("html", out, "-n")
+    doctrees = tmp_path_factory.mktemp("doctrees")
+    return out, _sphinx("html", out, doctrees, "-n"), doctrees
 
 
 def test_html_builds_without_warnings_and_every_reference_resolves(html_build):
-    out, result = html_build
+    out, result, _ = html_build
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     assert (out / "index.html").is_file()
 
 
-def test_doctests_in_the_docs_pass(tmp_path):
-    result = _sphinx("doctest", tmp_path)
+def test_doctests_in_the_docs_pass(html_build, tmp_path):
+    # Sphinx reads the sources once: the doctest builder runs on the HTML build's parsed documents.
+    result = _sphinx("doctest", tmp_path, html_build[2])
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     # the builder really ran the examples (a failure would have been reported above)
     summary = (tmp_path / "output.txt").read_text()
@@ -80,7 +88,7 @@ def _public_modules():
 
 def test_api_reference_documents_every_public_name(html_build):
     """Every name in a public module's __all__ is documented, under that module or where it is defined."""
-    out, result = html_build
+    out, result, _ = html_build
     assert result.returncode == 0
     documented = _documented_names(out / "objects.inv")
     short = {name.rsplit(".", 1)[-1] for name in documented}
@@ -117,7 +125,7 @@ def _generated_entries(page: Path, module: str) -> list[str]:
 def test_generated_api_pages_name_exactly_each_public_modules_all(html_build):
     """One generated page per public module path, naming each name of its __all__ once, in order, at that
     path; a name with two public paths is documented in full at one home and the home is documented."""
-    out, result = html_build
+    out, result, _ = html_build
     assert result.returncode == 0
     api_pages = _api_pages()
     pages = DOCS / api_pages.GENERATED

@@ -34,8 +34,7 @@ def _order(p: NormOrder):
     if isinstance(p, str):
         if p in ("fro", "inf", "Inf"):
             return "fro" if p == "fro" else np.inf
-        raise ValueError(f"p must be 1, 2, inf or 'fro', got {p!r}")
-    if p in (1, 2) or p == np.inf:
+    elif p in (1, 2) or p == np.inf:
         return np.inf if p == np.inf else int(p)
     raise ValueError(f"p must be 1, 2, inf or 'fro', got {p!r}")
 

@@ -15,7 +15,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .arrays import HOST, Arrays, Window, arrays_for, ieee, on_host
-from .common import OptionsLike, Rounder, chop_object, float_operands
+from .common import DOUBLE_NAMES, OptionsLike, Rounder, chop_object, float_operands
 from .errors import SingularMatrixWarning
 from .scaling import Scaling, scale_diag_2side, scale_diag_2side_symm, squeeze
 
@@ -124,7 +124,7 @@ def _lapack_lu(a: np.ndarray, options: OptionsLike) -> tuple[np.ndarray, np.ndar
     dtype: Any
     if fmt in ("s", "single", "fp32"):
         dtype = np.float32
-    elif fmt in ("d", "double", "fp64"):
+    elif fmt in DOUBLE_NAMES:
         dtype = np.float64
     else:
         raise ValueError(f"method='lapack' needs format 's' or 'd' (LAPACK's sgetrf/dgetrf), got {fmt!r}")

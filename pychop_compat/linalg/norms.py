@@ -20,7 +20,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .arrays import HOST, ieee
-from .common import OptionsLike, Rounder, float_operands
+from .common import DOUBLE_NAMES, OptionsLike, Rounder, float_operands
 from .lu import solve
 from .products import dot, matvec
 
@@ -115,7 +115,7 @@ def norm(A: ArrayLike, p: NormOrder = 2, precision: OptionsLike = None) -> float
     """
     order = _order(p)
     a = _matrix(A)
-    if precision is None or precision in ("d", "double", "fp64"):
+    if precision is None or precision in DOUBLE_NAMES:
         if a.size == 0:
             return 0.0
         return float(np.linalg.norm(a.astype(np.float64), order))
@@ -165,7 +165,7 @@ def cond(A: ArrayLike, p: NormOrder = 2, precision: OptionsLike = None) -> float
         raise ValueError("cond needs a square matrix")
     if a.size == 0:
         return 0.0
-    if precision is None or precision in ("d", "double", "fp64"):
+    if precision is None or precision in DOUBLE_NAMES:
         return float(np.linalg.cond(a.astype(np.float64), order))
     if isinstance(precision, str) and precision == "exact":
         a64 = a.astype(np.float64)

@@ -136,7 +136,8 @@ def _lapack_lu(a: np.ndarray, options: OptionsLike) -> tuple[np.ndarray, np.ndar
     L = np.tril(lu_, -1).astype(np.float64)
     L[np.diag_indices(n)] = 1.0
     U = np.triu(lu_).astype(np.float64)
-    return L, U, perm, _first_zero_pivot(np.diag(U))
+    zero = np.flatnonzero(np.diag(U) == 0)
+    return L, U, perm, int(zero[0]) + 1 if zero.size else 0
 
 
 def needs_host(scaling: Optional[str], theta: Optional[float], method: str) -> bool:
@@ -281,9 +282,8 @@ def _as_factors(arrays: Arrays, F: Any) -> LUResult:
     return LUResult(arrays.asarray(L), arrays.asarray(U), p)
 
 
-def _first_zero_pivot(diagonal: np.ndarray) -> int:
-    """LAPACK's ``info``: ``k`` where ``diagonal[k-1]`` is the first zero, else 0."""
-    zero = np.flatnonzero(diagonal == 0)
+def _zero_pivot(arrays: Arrays, U: Any) -> int:
+    zero = np.flatnonzero(arrays.to_host(arrays.xp.diagonal(U)) == 0)
     return int(zero[0]) + 1 if zero.size else 0
 
 
@@ -336,8 +336,7 @@ def solve_on(arrays: Arrays, A: Any, b: Any, options: OptionsLike = None) -> Any
     r = Rounder(options, arrays)
     if isinstance(A, (LUResult, tuple)):
         F = _as_factors(arrays, A)
-        info = _first_zero_pivot(arrays.to_host(arrays.xp.diagonal(F.U)))
-        warn_if_singular(LUResult(F.L, F.U, F.perm, info), "solve")
+        warn_if_singular(LUResult(F.L, F.U, F.perm, _zero_pivot(arrays, F.U)), "solve")
     else:
         F = factorize(arrays, A, options)  # warns if singular
     (bb,) = float_operands(arrays, b)

@@ -103,25 +103,18 @@ _SUMMERS = {"recursive": _sum_recursive, "fma": _sum_recursive, "pairwise": _sum
             "blocked": _sum_blocked}
 
 
-def _kernel_specs(rprod: Rounding, rsum: Rounder, dtype_name: str) -> Optional[tuple]:
-    """``(product spec or None, sum spec)`` of a compiled kernel, or None where one may not round."""
-    sum_spec = rsum.kernel_spec(dtype_name)
-    product_spec = rprod.kernel_spec(dtype_name) if rprod is not None else None
-    if sum_spec is None or (rprod is not None and product_spec is None):
-        return None
-    return product_spec, sum_spec
-
-
 def _compiled_product(method: str, A: np.ndarray, B: np.ndarray, rprod: Rounding, rsum: Rounder,
                       block_size: int) -> Optional[np.ndarray]:
     """The product by the Numba kernels (NumPy double data, Numba in use, deterministic
     rounding of chop.m's formats), or None where they do not apply."""
     from ..kernels import compiled
 
-    specs = _kernel_specs(rprod, rsum, "float64") if A.dtype == np.float64 and compiled.wanted() else None
-    if specs is None:
+    if A.dtype != np.float64 or not compiled.wanted():
         return None
-    product_spec, sum_spec = specs
+    sum_spec = rsum.kernel_spec("float64")
+    product_spec = rprod.kernel_spec("float64") if rprod is not None else None
+    if sum_spec is None or (rprod is not None and product_spec is None):
+        return None
     from ..kernels import numba_linalg
 
     sums = compiled.rounding_constants(sum_spec, np.float64)
@@ -145,10 +138,12 @@ def _fused_product(arrays: Arrays, method: str, A: Any, B: Any, rprod: Rounding,
 
     if not triton_matmul.wanted(A, B):
         return None
-    specs = _kernel_specs(rprod, rsum, str(A.dtype).rpartition(".")[2])
-    if specs is None:
+    dtype_name = str(A.dtype).rpartition(".")[2]
+    sum_spec = rsum.kernel_spec(dtype_name)
+    product_spec = rprod.kernel_spec(dtype_name) if rprod is not None else None
+    if sum_spec is None or (rprod is not None and product_spec is None):
         return None
-    C, tiles = triton_matmul.fused_matmul(A, B, *specs)
+    C, tiles = triton_matmul.fused_matmul(A, B, product_spec, sum_spec)
     for rows, cols in tiles:
         C[rows, cols] = _sum_recursive(arrays, A[rows], B[:, cols], rprod, rsum, block_size)
     return C

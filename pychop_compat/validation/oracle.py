@@ -520,7 +520,7 @@ def scalar_grid_round(x: float, q: int, mode: int) -> float:
 
 SEED = 20240906
 
-# (case id, options format, params, t, emax, dtypes)
+#: Oracle datasets: case id -> (chop's options format, its params or None).
 ORACLE_CASES = {
     "q43": ("q43", None), "q52": ("q52", None), "b": ("b", None), "h": ("h", None),
     "s": ("s", None), "d": ("d", None),

@@ -190,8 +190,7 @@ def _host_only(up: OptionsLike, ur: OptionsLike, x_true: Any, scaling: Any, thet
 def _refine(arrays: Arrays, A: Any, b: Any, uf: OptionsLike, u: OptionsLike, ur: OptionsLike,
             correction: Callable, x_true: Any, max_iter: int, tol: Optional[float], stop: str,
             lu_options: dict) -> IRResult:
-    """The refinement loop of :func:`lu_ir` and :func:`gmres_ir`: ``correction(F, Au, r)`` gives
-    ``(d, GMRES iterations or None)``."""
+    """The loop of :func:`lu_ir` and :func:`gmres_ir`; ``correction(F, Au, r)``: ``(d, GMRES iterations or None)``."""
     A, b = (arrays.float_copy(v, False) for v in float_operands(arrays, A, b))
     if A.ndim != 2 or A.shape[0] != A.shape[1] or tuple(b.shape) != (A.shape[0],):
         raise ValueError("need a square A and a vector b of matching size")
@@ -339,8 +338,7 @@ def lu_ir(
 
 
 def _residual_scale(arrays: Arrays, r: Any, power_of_two: bool) -> float:
-    """What a residual is divided by before the solve: ``||r||_inf`` (GMRES-IR) or the power of
-    two at or below it (LU-IR: exact scaling); 1 for a zero or non-finite norm."""
+    """``||r||_inf``, or the power of two at or below it (exact); 1 for a zero or non-finite norm."""
     nrm = arrays.max_abs(r)
     if nrm == 0 or not math.isfinite(nrm):
         return 1.0

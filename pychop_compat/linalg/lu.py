@@ -282,11 +282,6 @@ def _as_factors(arrays: Arrays, F: Any) -> LUResult:
     return LUResult(arrays.asarray(L), arrays.asarray(U), p)
 
 
-def _zero_pivot(arrays: Arrays, U: Any) -> int:
-    zero = np.flatnonzero(arrays.to_host(arrays.xp.diagonal(U)) == 0)
-    return int(zero[0]) + 1 if zero.size else 0
-
-
 @ieee
 def solve(A: Any, b: ArrayLike, options: OptionsLike = None) -> np.ndarray:
     """Solve ``A x = b`` by LU factorization and substitution in simulated precision.
@@ -336,7 +331,8 @@ def solve_on(arrays: Arrays, A: Any, b: Any, options: OptionsLike = None) -> Any
     r = Rounder(options, arrays)
     if isinstance(A, (LUResult, tuple)):
         F = _as_factors(arrays, A)
-        warn_if_singular(LUResult(F.L, F.U, F.perm, _zero_pivot(arrays, F.U)), "solve")
+        zero = np.flatnonzero(arrays.to_host(arrays.xp.diagonal(F.U)) == 0)  # info, as LAPACK's
+        warn_if_singular(LUResult(F.L, F.U, F.perm, int(zero[0]) + 1 if zero.size else 0), "solve")
     else:
         F = factorize(arrays, A, options)  # warns if singular
     (bb,) = float_operands(arrays, b)

@@ -48,13 +48,6 @@ def _matrix(A: ArrayLike) -> np.ndarray:
     return a
 
 
-def _exact_sqrt(q: Fraction) -> float:
-    import mpmath
-
-    with mpmath.workprec(_EXACT_PREC):
-        return float(mpmath.sqrt(mpmath.mpf(q.numerator) / q.denominator))
-
-
 def _exact_norm(a: np.ndarray, p) -> float:
     if a.size == 0:
         return 0.0
@@ -64,13 +57,13 @@ def _exact_norm(a: np.ndarray, p) -> float:
         return float(max(sum((abs(Fraction(v)) for v in col), Fraction(0)) for col in a.T))
     if p == np.inf:
         return float(max(sum((abs(Fraction(v)) for v in row), Fraction(0)) for row in a))
-    if p == "fro":
-        return _exact_sqrt(sum((Fraction(v) ** 2 for v in a.ravel()), Fraction(0)))
     import mpmath
 
     with mpmath.workprec(_EXACT_PREC):
-        s = mpmath.svd_r(mpmath.matrix(a.tolist()), compute_uv=False)
-        return float(max(s))
+        if p == "fro":
+            q = sum((Fraction(v) ** 2 for v in a.ravel()), Fraction(0))
+            return float(mpmath.sqrt(mpmath.mpf(q.numerator) / q.denominator))
+        return float(max(mpmath.svd_r(mpmath.matrix(a.tolist()), compute_uv=False)))
 
 
 def _chopped_norm(a: np.ndarray, p, options: OptionsLike) -> float:

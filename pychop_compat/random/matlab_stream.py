@@ -169,13 +169,6 @@ def _whole_number(value: Any) -> Optional[int]:
         return int(value) if isinstance(value, float) and value.is_integer() else None
 
 
-def _seed_word(seed) -> int:
-    s = _whole_number(seed)
-    if s is None or not 0 <= s < 2**32:
-        raise ValueError(f"The seed must be a nonnegative integer less than 2^32, got {seed!r}.")
-    return s
-
-
 def rng(*args: Any) -> RngSettings:
     """Control MATLAB's global random stream (MATLAB ``rng``).
 
@@ -230,7 +223,9 @@ def _rng(args) -> RngSettings:
             arg = int(time.time_ns() % 2**32)
         else:
             raise ValueError(f"Unknown rng option {arg!r}; use a seed, 'default', 'shuffle' or settings.")
-    word = _seed_word(arg)
+    word = _whole_number(arg)
+    if word is None or not 0 <= word < 2**32:
+        raise ValueError(f"The seed must be a nonnegative integer less than 2^32, got {arg!r}.")
     _stream.seed(word if word != 0 else _DEFAULT_SEED_WORD)
     _seed = word
     _seeded_generation = _generation

@@ -242,11 +242,8 @@ class Window:
         ops = ops or self.arrays
         if mask is None:
             return ops.put(x, rows, value)
-        return ops.where(mask.reshape((-1,) + (1,) * (_ndim(value) - 1)), value, x)
-
-
-def _ndim(value: Any) -> int:
-    return len(value[0].shape) if isinstance(value, tuple) else len(value.shape)
+        ndim = len(value[0].shape) if isinstance(value, tuple) else len(value.shape)  # (hi, lo): of hi
+        return ops.where(mask.reshape((-1,) + (1,) * (ndim - 1)), value, x)
 
 
 # -- which library computes a call ---------------------------------------------------------------

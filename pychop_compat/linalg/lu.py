@@ -15,7 +15,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .arrays import HOST, Arrays, Window, arrays_for, ieee, on_host
-from .common import OptionsLike, Rounder, chop_object, float_operands
+from .common import DOUBLE_NAMES, OptionsLike, Rounder, chop_object, float_operands
 from .errors import SingularMatrixWarning
 from .scaling import Scaling, scale_diag_2side, scale_diag_2side_symm, squeeze
 
@@ -124,7 +124,7 @@ def _lapack_lu(a: np.ndarray, options: OptionsLike) -> tuple[np.ndarray, np.ndar
     dtype: Any
     if fmt in ("s", "single", "fp32"):
         dtype = np.float32
-    elif fmt in ("d", "double", "fp64"):
+    elif fmt in DOUBLE_NAMES:
         dtype = np.float64
     else:
         raise ValueError(f"method='lapack' needs format 's' or 'd' (LAPACK's sgetrf/dgetrf), got {fmt!r}")
@@ -282,11 +282,6 @@ def _as_factors(arrays: Arrays, F: Any) -> LUResult:
     return LUResult(arrays.asarray(L), arrays.asarray(U), p)
 
 
-def _zero_pivot(arrays: Arrays, U: Any) -> int:
-    zero = np.flatnonzero(arrays.to_host(arrays.xp.diagonal(U)) == 0)
-    return int(zero[0]) + 1 if zero.size else 0
-
-
 @ieee
 def solve(A: Any, b: ArrayLike, options: OptionsLike = None) -> np.ndarray:
     """Solve ``A x = b`` by LU factorization and substitution in simulated precision.
@@ -336,7 +331,8 @@ def solve_on(arrays: Arrays, A: Any, b: Any, options: OptionsLike = None) -> Any
     r = Rounder(options, arrays)
     if isinstance(A, (LUResult, tuple)):
         F = _as_factors(arrays, A)
-        warn_if_singular(LUResult(F.L, F.U, F.perm, _zero_pivot(arrays, F.U)), "solve")
+        zero = np.flatnonzero(arrays.to_host(arrays.xp.diagonal(F.U)) == 0)  # info, as LAPACK's
+        warn_if_singular(LUResult(F.L, F.U, F.perm, int(zero[0]) + 1 if zero.size else 0), "solve")
     else:
         F = factorize(arrays, A, options)  # warns if singular
     (bb,) = float_operands(arrays, b)

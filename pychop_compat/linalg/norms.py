@@ -20,7 +20,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .arrays import HOST, ieee
-from .common import OptionsLike, Rounder, float_operands
+from .common import DOUBLE_NAMES, OptionsLike, Rounder, float_operands
 from .lu import solve
 from .products import dot, matvec
 
@@ -34,8 +34,7 @@ def _order(p: NormOrder):
     if isinstance(p, str):
         if p in ("fro", "inf", "Inf"):
             return "fro" if p == "fro" else np.inf
-        raise ValueError(f"p must be 1, 2, inf or 'fro', got {p!r}")
-    if p in (1, 2) or p == np.inf:
+    elif p in (1, 2) or p == np.inf:
         return np.inf if p == np.inf else int(p)
     raise ValueError(f"p must be 1, 2, inf or 'fro', got {p!r}")
 
@@ -49,13 +48,6 @@ def _matrix(A: ArrayLike) -> np.ndarray:
     return a
 
 
-def _exact_sqrt(q: Fraction) -> float:
-    import mpmath
-
-    with mpmath.workprec(_EXACT_PREC):
-        return float(mpmath.sqrt(mpmath.mpf(q.numerator) / q.denominator))
-
-
 def _exact_norm(a: np.ndarray, p) -> float:
     if a.size == 0:
         return 0.0
@@ -65,13 +57,13 @@ def _exact_norm(a: np.ndarray, p) -> float:
         return float(max(sum((abs(Fraction(v)) for v in col), Fraction(0)) for col in a.T))
     if p == np.inf:
         return float(max(sum((abs(Fraction(v)) for v in row), Fraction(0)) for row in a))
-    if p == "fro":
-        return _exact_sqrt(sum((Fraction(v) ** 2 for v in a.ravel()), Fraction(0)))
     import mpmath
 
     with mpmath.workprec(_EXACT_PREC):
-        s = mpmath.svd_r(mpmath.matrix(a.tolist()), compute_uv=False)
-        return float(max(s))
+        if p == "fro":
+            q = sum((Fraction(v) ** 2 for v in a.ravel()), Fraction(0))
+            return float(mpmath.sqrt(mpmath.mpf(q.numerator) / q.denominator))
+        return float(max(mpmath.svd_r(mpmath.matrix(a.tolist()), compute_uv=False)))
 
 
 def _chopped_norm(a: np.ndarray, p, options: OptionsLike) -> float:
@@ -116,7 +108,7 @@ def norm(A: ArrayLike, p: NormOrder = 2, precision: OptionsLike = None) -> float
     """
     order = _order(p)
     a = _matrix(A)
-    if precision is None or precision in ("d", "double", "fp64"):
+    if precision is None or precision in DOUBLE_NAMES:
         if a.size == 0:
             return 0.0
         return float(np.linalg.norm(a.astype(np.float64), order))
@@ -166,7 +158,7 @@ def cond(A: ArrayLike, p: NormOrder = 2, precision: OptionsLike = None) -> float
         raise ValueError("cond needs a square matrix")
     if a.size == 0:
         return 0.0
-    if precision is None or precision in ("d", "double", "fp64"):
+    if precision is None or precision in DOUBLE_NAMES:
         return float(np.linalg.cond(a.astype(np.float64), order))
     if isinstance(precision, str) and precision == "exact":
         a64 = a.astype(np.float64)

@@ -188,8 +188,9 @@ def _host_only(up: OptionsLike, ur: OptionsLike, x_true: Any, scaling: Any, thet
 
 
 def _refine(arrays: Arrays, A: Any, b: Any, uf: OptionsLike, u: OptionsLike, ur: OptionsLike,
-            correction: Callable, x_true: Any, max_iter: int, tol: Optional[float], stop: str, kind: str,
+            correction: Callable, x_true: Any, max_iter: int, tol: Optional[float], stop: str,
             lu_options: dict) -> IRResult:
+    """The loop of :func:`lu_ir` and :func:`gmres_ir`; ``correction(F, Au, r)``: ``(d, GMRES iterations or None)``."""
     A, b = (arrays.float_copy(v, False) for v in float_operands(arrays, A, b))
     if A.ndim != 2 or A.shape[0] != A.shape[1] or tuple(b.shape) != (A.shape[0],):
         raise ValueError("need a square A and a vector b of matching size")
@@ -243,7 +244,7 @@ def _refine(arrays: Arrays, A: Any, b: Any, uf: OptionsLike, u: OptionsLike, ur:
             break
         r = ru(_residual(arrays, Au, x, bu, ur))
         d, its = correction(F, Au, r)
-        if kind == "gmres":
+        if its is not None:
             out.gmres_iterations.append(its)
         x_new = ru(x + d)
         if not arrays.all_finite(x_new):
@@ -329,19 +330,19 @@ def lu_ir(
                        scaling=scaling, theta=theta, lu_method=lu_method)
 
     def correction(F: LUResult, Au: Any, r: Any) -> tuple:
-        s = _pow2_scale(arrays, r)
+        s = _residual_scale(arrays, r, power_of_two=True)
         return Rounder(u, arrays)(solve_on(arrays, F, arrays.divide(r, s), _solve_precision(F, uf, u)) * s), None
 
-    lu_options = dict(scaling=scaling, theta=theta, method=lu_method)
-    return _refine(arrays, A, b, uf, u, ur, correction, x_true, max_iter, tol, stop, "lu", lu_options)
+    return _refine(arrays, A, b, uf, u, ur, correction, x_true, max_iter, tol, stop,
+                   dict(scaling=scaling, theta=theta, method=lu_method))
 
 
-def _pow2_scale(arrays: Arrays, v: Any) -> float:
-    """The power of two at or below ``||v||_inf`` (exact scaling factor)."""
-    nrm = arrays.max_abs(v)
+def _residual_scale(arrays: Arrays, r: Any, power_of_two: bool) -> float:
+    """``||r||_inf``, or the power of two at or below it (exact); 1 for a zero or non-finite norm."""
+    nrm = arrays.max_abs(r)
     if nrm == 0 or not math.isfinite(nrm):
         return 1.0
-    return math.ldexp(1.0, math.frexp(nrm)[1] - 1)
+    return math.ldexp(1.0, math.frexp(nrm)[1] - 1) if power_of_two else nrm
 
 
 def _givens_column(H: np.ndarray, cs: np.ndarray, sn: np.ndarray, g: np.ndarray, j: int,
@@ -493,11 +494,9 @@ def gmres_ir(
     ru = Rounder(u, arrays)
 
     def correction(F: LUResult, Au: Any, r: Any) -> tuple:
-        s = arrays.max_abs(r)
-        if s == 0 or not math.isfinite(s):
-            s = 1.0
+        s = _residual_scale(arrays, r, power_of_two=False)
         d, its = _gmres(arrays, Au, ru(arrays.divide(r, s)), F, u, upp, gmres_tol, gmres_maxit)
         return ru(d * s), its
 
-    lu_options = dict(scaling=scaling, theta=theta, method=lu_method)
-    return _refine(arrays, A, b, uf, u, ur, correction, x_true, max_iter, tol, stop, "gmres", lu_options)
+    return _refine(arrays, A, b, uf, u, ur, correction, x_true, max_iter, tol, stop,
+                   dict(scaling=scaling, theta=theta, method=lu_method))

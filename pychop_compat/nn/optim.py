@@ -174,17 +174,12 @@ class OptimLP(torch.optim.Optimizer):
                 self.good_steps = 0
         return loss
 
-    def _state_rounder(self, key: str) -> Optional[Rounder]:
-        if isinstance(self.state_rounders, dict):
-            return self.state_rounders.get(key)
-        return self.state_rounders
-
     def _round_state(self) -> None:
         if self.state_rounders is None:
             return
         for per_param in self.optimizer.state.values():
             for key, value in per_param.items():
-                rounder = self._state_rounder(key)
+                rounder = self.state_rounders.get(key) if isinstance(self.state_rounders, dict) else self.state_rounders
                 # 'step' counts steps (a float tensor in Adam): a count, not a number to round.
                 if rounder is not None and key != "step" and torch.is_tensor(value) and value.is_floating_point():
                     value.copy_(rounder(value))

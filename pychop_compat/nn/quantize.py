@@ -70,8 +70,7 @@ def _given_options(format) -> dict:
     if isinstance(format, str):
         return {"format": format}
     if isinstance(format, Chop):
-        options = format.options
-        return {name: getattr(options, name) for name in OPTION_NAMES if getattr(options, name) is not None}
+        format = format.options  # its fields, read below
     if isinstance(format, dict):
         return dict(format)
     if format is None or isinstance(format, (int, float, list, tuple)):

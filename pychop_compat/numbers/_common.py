@@ -49,12 +49,6 @@ def check_mode(mode: Any) -> int:
     return number
 
 
-def check_choice(value: Any, name: str, allowed: tuple) -> Any:
-    if value not in allowed:
-        raise ValueError(f"{name} must be one of {allowed}, got {value!r}.")
-    return value
-
-
 def random_sources(rng: Any, randfunc: Optional[Callable]) -> RandomSources:
     """chop's draws: MATLAB's stream (``rng=None``), ``randfunc(n)``, or a NumPy Generator."""
     if rng is None:

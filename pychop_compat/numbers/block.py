@@ -7,9 +7,9 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from ._common import Blocks, HostArray, check_int, check_mode, random_sources, shift
+from ._common import Blocks, HostArray, check_int, check_mode, random_sources
 from .fixed import fixed_point_codes
-from .mx import block_scales
+from .mx import block_scales, with_shared_scales
 
 __all__ = ["block_quantize"]
 
@@ -53,23 +53,16 @@ def block_quantize(x: Any, mantissa_bits: int = 8, block_size: Optional[int] = N
         block_size = check_int(block_size, "block_size", 1)
     mode = check_mode(round)
     host = HostArray(x)
-    values = host.values
-    blocks = Blocks(values.shape, axis, block_size)
+    blocks = Blocks(host.values.shape, axis, block_size)
     # emax_elem = 0 and no exponent range: E itself, zero blocks get any exponent (0 here).
-    shared = block_scales(values, blocks, 0, emin=-1100, emax=1100)
+    shared = block_scales(host.values, blocks, 0, emin=-1100, emax=1100)
     shared = np.where(shared == -1100, 0.0, shared)
-    spread = blocks.spread(shared)
-    usable = np.isfinite(spread)
-    exponent = np.where(usable, spread, 0).astype(np.int64)
     fl = mantissa_bits - 1
-    scaled = np.where(usable, shift(values, -exponent), 0.0)
     top = (1 << mantissa_bits) - 1
-    codes = np.clip(fixed_point_codes(scaled, mantissa_bits + 1, fl, True, "saturate", mode,
-                                      random_sources(rng, randfunc)), -top, top)
-    elements = np.array(np.ldexp(codes, -fl))  # an array even for 0-d input
-    elements[~usable] = np.nan
-    if return_scales:
-        finite = np.isfinite(shared)
-        scales = np.where(finite, np.ldexp(1.0, np.where(finite, shared, 0).astype(np.int64)), np.nan)
-        return host.give_back_float64(scales), host.give_back_float64(elements)
-    return host.give_back(np.ldexp(elements, exponent))
+    sources = random_sources(rng, randfunc)
+
+    def quantize(scaled: np.ndarray) -> np.ndarray:
+        codes = fixed_point_codes(scaled, mantissa_bits + 1, fl, True, "saturate", mode, sources)
+        return np.ldexp(np.clip(codes, -top, top), -fl)
+
+    return with_shared_scales(host, blocks, shared, quantize, return_scales)

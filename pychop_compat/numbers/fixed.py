@@ -6,7 +6,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from ._common import HostArray, check_choice, check_int, check_mode, random_sources, round_integers, shift
+from ._common import HostArray, check_int, check_mode, random_sources, round_integers, shift
 
 __all__ = ["fixed_point", "fixed_point_range"]
 
@@ -72,7 +72,8 @@ def fixed_point(x: Any, wl: int, fl: int, *, signed: bool = True, overflow: str 
     wl = check_int(wl, "wl", 1, 53)
     fl = check_int(fl, "fl")
     mode = check_mode(round)
-    check_choice(overflow, "overflow", OVERFLOW_RULES)
+    if overflow not in OVERFLOW_RULES:
+        raise ValueError(f"overflow must be one of {OVERFLOW_RULES}, got {overflow!r}.")
     host = HostArray(x)
     codes = fixed_point_codes(host.values, wl, fl, bool(signed), overflow, mode, random_sources(rng, randfunc))
     if return_codes:

@@ -34,10 +34,7 @@ def _reduce(values: np.ndarray, axis: Optional[Union[int, tuple]], function) -> 
         return function(values, axis=None, keepdims=True, initial=0.0)
     channels = (axis,) if isinstance(axis, int) else tuple(axis)
     ndim = values.ndim
-    kept = set()
-    for a in channels:
-        a = check_int(a, "axis", -ndim, ndim - 1) if ndim else check_int(a, "axis", 0, -1)
-        kept.add(a % ndim)
+    kept = {check_int(a, "axis", -ndim, ndim - 1) % ndim for a in channels}  # 0-d: no axis, [0, -1] is empty
     over = tuple(a for a in range(ndim) if a not in kept)
     return function(values, axis=over, keepdims=True, initial=0.0)
 

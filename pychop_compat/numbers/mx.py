@@ -128,17 +128,25 @@ def mx_quantize(x: Any, element_format: str, block_size: int = 32, axis: int = -
     block_size = check_int(block_size, "block_size", 1)
     mode = check_mode(round)
     host = HostArray(x)
-    values = host.values
-    blocks = Blocks(values.shape, axis, block_size)
-    shared = block_scales(values, blocks, element.emax)
+    blocks = Blocks(host.values.shape, axis, block_size)
+    shared = block_scales(host.values, blocks, element.emax)
+    sources = random_sources(rng, randfunc)
+    return with_shared_scales(host, blocks, shared, lambda scaled: quantize_elements(scaled, element, mode, sources),
+                              return_scales)
+
+
+def with_shared_scales(host: HostArray, blocks: Blocks, shared: np.ndarray,
+                       quantize: Callable[[np.ndarray], np.ndarray], return_scales: bool) -> Any:
+    """The end of :func:`mx_quantize` and :func:`~pychop_compat.block_quantize`: the values divided
+    by their block's ``2^shared``, rounded by ``quantize`` (NaN for a block without a scale) and
+    given back multiplied again, or as ``(scales, elements)``."""
     spread = blocks.spread(shared)
     usable = np.isfinite(spread)
     exponent = np.where(usable, spread, 0).astype(np.int64)
-    scaled = np.where(usable, shift(values, -exponent), 0.0)
-    elements = np.array(quantize_elements(scaled, element, mode, random_sources(rng, randfunc)))
+    elements = np.array(quantize(np.where(usable, shift(host.values, -exponent), 0.0)))  # an array even for 0-d
     elements[~usable] = np.nan
     if return_scales:
-        scales = np.where(np.isfinite(shared), np.ldexp(1.0, np.where(np.isfinite(shared), shared, 0).astype(np.int64)),
-                          np.nan)
+        finite = np.isfinite(shared)
+        scales = np.where(finite, np.ldexp(1.0, np.where(finite, shared, 0).astype(np.int64)), np.nan)
         return host.give_back_float64(scales), host.give_back_float64(elements)
     return host.give_back(np.ldexp(elements, exponent))

@@ -187,8 +187,10 @@ class CounterRng:
     # Sequential draws: the flips of a call whose randfunc supplies the stochastic numbers.
 
     def _sequential(self, stream_index: int, n: int) -> np.ndarray:
+        import array_api_compat.numpy
+
         stream = self.take(n)
-        return uniform(_numpy_namespace(), stream.keys[stream_index], stream.offset, np.arange(n, dtype=np.int64))
+        return uniform(array_api_compat.numpy, stream.keys[stream_index], stream.offset, np.arange(n, dtype=np.int64))
 
     def stochastic(self, n: int) -> np.ndarray:
         """``n`` numbers of the ROUND stream at the next ``n`` counters (float64 NumPy array)."""
@@ -216,9 +218,3 @@ class CounterRng:
 
     def __repr__(self) -> str:
         return f"CounterRng(seed={self.seed}, offset={self.offset})"
-
-
-def _numpy_namespace():
-    import array_api_compat.numpy
-
-    return array_api_compat.numpy

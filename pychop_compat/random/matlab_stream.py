@@ -161,17 +161,12 @@ def _settings() -> RngSettings:
     return RngSettings("twister", _seed, state)
 
 
-def _seed_word(seed) -> int:
+def _whole_number(value: Any) -> Optional[int]:
+    """An integer, or a float with an integer value, as an int; else None."""
     try:
-        s = operator.index(seed)
+        return operator.index(value)
     except TypeError:
-        if isinstance(seed, float) and seed.is_integer():
-            s = int(seed)
-        else:
-            raise ValueError(f"The seed must be a nonnegative integer less than 2^32, got {seed!r}.") from None
-    if not 0 <= s < 2**32:
-        raise ValueError(f"The seed must be a nonnegative integer less than 2^32, got {seed!r}.")
-    return s
+        return int(value) if isinstance(value, float) and value.is_integer() else None
 
 
 def rng(*args: Any) -> RngSettings:
@@ -218,9 +213,7 @@ def _rng(args) -> RngSettings:
         raise ValueError(f"Only the 'twister' generator is supported, got {args[1]!r}.")
     arg = args[0]
     if isinstance(arg, RngSettings):
-        state = np.asarray(arg.State, dtype=np.uint32)
-        _stream.set_state(("MT19937", state[:624], int(state[624]), 0, 0.0))
-        _seed = arg.Seed
+        restore_stream(arg)
         _seeded_generation = _generation
         return previous
     if isinstance(arg, str):
@@ -230,7 +223,9 @@ def _rng(args) -> RngSettings:
             arg = int(time.time_ns() % 2**32)
         else:
             raise ValueError(f"Unknown rng option {arg!r}; use a seed, 'default', 'shuffle' or settings.")
-    word = _seed_word(arg)
+    word = _whole_number(arg)
+    if word is None or not 0 <= word < 2**32:
+        raise ValueError(f"The seed must be a nonnegative integer less than 2^32, got {arg!r}.")
     _stream.seed(word if word != 0 else _DEFAULT_SEED_WORD)
     _seed = word
     _seeded_generation = _generation
@@ -333,16 +328,10 @@ def _shape_and_class(args, name):
         shape = (args[0], args[0])
     else:
         shape = tuple(args)
-    dims = []
-    for d in shape:
-        try:
-            dims.append(max(operator.index(d), 0))
-        except TypeError:
-            if isinstance(d, float) and d.is_integer():
-                dims.append(max(int(d), 0))
-            else:
-                raise ValueError(f"{name}: size arguments must be integers, got {d!r}.") from None
-    return tuple(dims), cls
+    dims = [_whole_number(d) for d in shape]
+    if None in dims:
+        raise ValueError(f"{name}: size arguments must be integers, got {shape[dims.index(None)]!r}.")
+    return tuple(max(d, 0) for d in dims), cls
 
 
 def _fill(values: np.ndarray, shape, cls):

@@ -53,13 +53,8 @@ class EngineReport:
 
 def _engine_of(test_name: str) -> Optional[str]:
     """The GPU engine a test's parameters (``name[...]``) name, or None for a test of both."""
-    _, bracket, params = test_name.partition("[")
-    if not bracket:
-        return None
-    for engine in GPU_ENGINES:
-        if engine in params.rstrip("]").split("-") or engine in params:
-            return engine
-    return None
+    params = test_name.partition("[")[2]
+    return next((engine for engine in GPU_ENGINES if engine in params), None)
 
 
 def classify_junit(xml_text: str, engines: Sequence[str]) -> dict:

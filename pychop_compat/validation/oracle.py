@@ -343,10 +343,8 @@ def ieee_round(values: Any, t: int, emax: int, subnormal: int = 1, mode: int = 1
         over = ev.finite & (np.abs(c) > xmax)
         pos = over & ~ev.neg
         negv = over & ev.neg
-        to_inf_pos = {1: True, 2: True, 3: False, 4: False}[mode]
-        to_inf_neg = {1: True, 2: False, 3: True, 4: False}[mode]
-        c[pos] = np.inf if to_inf_pos else xmax
-        c[negv] = -np.inf if to_inf_neg else -xmax
+        c[pos] = np.inf if mode in (1, 2) else xmax  # towards +inf: nearest and up
+        c[negv] = -np.inf if mode in (1, 3) else -xmax  # towards -inf: nearest and down
     return _finish(ev, c, dtype)
 
 
@@ -522,7 +520,7 @@ def scalar_grid_round(x: float, q: int, mode: int) -> float:
 
 SEED = 20240906
 
-# (case id, options format, params, t, emax, dtypes)
+#: Oracle datasets: case id -> (chop's options format, its params or None).
 ORACLE_CASES = {
     "q43": ("q43", None), "q52": ("q52", None), "b": ("b", None), "h": ("h", None),
     "s": ("s", None), "d": ("d", None),

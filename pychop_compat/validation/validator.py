@@ -168,7 +168,7 @@ def _oracle_checks(engine: str):
             for explim in (1, 0) for subnormal in (1, 0) for mode in (1, 2, 3, 4)]
 
 
-def _float_params_case(case: CorpusCase) -> bool:
+def _float_params_case(case: CorpusCase, engine: str) -> bool:
     return matlab_equal(np.array(float_params(case.id), dtype=np.float64), case["vals"])
 
 
@@ -276,8 +276,7 @@ def _groups(corpus: Corpus, engines: Iterable[str], with_oracle: bool = True):
         if importlib.util.find_spec("ml_dtypes") is not None:
             yield "ocp_ml_dtypes", engine, _ocp_checks(engine)
     yield "roundit", "numpy", checks("roundit", _roundit_case, "numpy")
-    yield "float_params", "numpy", [(case.id, lambda case=case: _float_params_case(case))
-                                    for case in corpus.cases("float_params")]
+    yield "float_params", "numpy", checks("float_params", _float_params_case, "numpy")
 
 
 def _why_unavailable(engine: str) -> str:

@@ -1,10 +1,8 @@
 """The reference algorithm: chop.m and roundit.m, step by step, on NumPy vectors.
 
-This module is the executable specification.  It favours a one-to-one
-correspondence with chop.m over speed; the fast engines are tested bit for
-bit against it.  Every function takes a 1-D array in MATLAB's column-major
-element order (the order in which random numbers are assigned) and returns a
-new array: the input is never written to.
+The executable specification (one-to-one with chop.m, not fast), against which the
+engines are tested bit for bit.  Every function takes a 1-D array in MATLAB's
+column-major element order and returns a new array.
 """
 
 from __future__ import annotations

@@ -191,36 +191,24 @@ def round_cpfloat(x: np.ndarray, fmt: Format, mode: int, subnormal: bool, explim
         m = f + up
         c = np.ldexp(m, q)
 
-        # Overflow: the rounded magnitude beyond xmax.
+        # Overflow: the rounded magnitude beyond xmax; Inf where the mode rounds away from zero,
+        # else xmax (RZ and round to odd both signs, RU negative values, RD positive ones).
         over = finite & (c > xmax)
-        nearest = mode in (-1, 0, 1, 5, 6)
+        if mode in (2, 3):
+            toward_zero = negative if mode == 2 else ~negative
+        else:
+            toward_zero = np.full(a.shape, mode in (4, 7))
         if saturation:
             c[over | ~finite] = xmax
         else:
-            if nearest:
-                to_inf = over
-            elif mode == 2:
-                to_inf = over & ~negative
-            elif mode == 3:
-                to_inf = over & negative
-            else:
-                to_inf = np.zeros(a.shape, bool)
-            c[over & ~to_inf] = xmax
-            c[to_inf] = np.inf
+            c[over & toward_zero] = xmax
+            c[over & ~toward_zero] = np.inf
             infinite_in = np.isinf(v)
             c[infinite_in] = np.inf
             if not infinity:
-                # What would be +-Inf is NaN, except +-Inf inputs that a directed mode maps
-                # toward zero: RZ and round to odd both, RU -Inf, RD +Inf: those give +-xmax.
-                if mode in (4, 7):
-                    keeps = infinite_in
-                elif mode == 2:
-                    keeps = infinite_in & negative
-                elif mode == 3:
-                    keeps = infinite_in & ~negative
-                else:
-                    keeps = np.zeros(a.shape, bool)
-                c[keeps] = xmax
+                # What would be +-Inf is NaN, except +-Inf inputs that the mode maps toward zero:
+                # those give +-xmax.
+                c[infinite_in & toward_zero] = xmax
                 c[np.isinf(c)] = np.nan
         c = np.where(negative, -c, c)
         c[np.isnan(v)] = np.nan

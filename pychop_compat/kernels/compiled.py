@@ -1,6 +1,6 @@
 """The compiled CPU engine: chop in one fused, multi-threaded pass per array (Numba).
 
-The loops are :mod:`.numba_kernels`'; random numbers come in chop.m's order or per element
+The loops live in ``numba_kernels``; random numbers come in chop.m's order or per element
 (docs/engines.rst, "The compiled CPU engine").  What :func:`handles` refuses goes to
 :mod:`.numpy_fast`, with the same results.
 """

@@ -1,11 +1,9 @@
-"""CPFloat's rounding as a pure elementwise function on bit patterns, written once against an
-array namespace (NumPy, CuPy, JAX, torch).
+"""CPFloat's rounding (:func:`pychop_compat.rules.cpfloat.round_cpfloat`) as a pure elementwise
+function on bit patterns, written once against an array namespace (NumPy, CuPy, JAX, torch).
 
-The rules of :func:`pychop_compat.rules.cpfloat.round_cpfloat`.  A magnitude viewed as an
-integer is its exponent field then its significand, so rounding to a grid of ``2^s``
-ulps is ``(m + add) & ~(2^s - 1)``, a carry moving to the next binade.  Integer
-operations and ``where`` only: nothing for flush-to-zero to change, no Python branch
-on data (it traces under ``jax.jit``).
+Integer operations and ``where`` only, on the bit-pattern picture of docs/engines.rst ("The
+NumPy engine"): nothing for flush-to-zero to change, no Python branch on data (it traces
+under ``jax.jit``).
 """
 
 from __future__ import annotations

@@ -127,9 +127,9 @@ def _finish(r, neg, m, k):
 
 @numba.njit(**INLINE_OPTIONS)
 def _beyond_xmax(m, neg, k, mode):
-    """The magnitude for an Inf input ``m`` or a rounding of ``m`` past xmax: xmax with saturation
-    or in a directed mode that rounds it toward zero (Inf kept as Inf under INFINITY), else Inf
-    (INFINITY) or NaN."""
+    """The result's magnitude for an Inf input ``m``, or for ``m`` rounded past xmax: xmax with
+    saturation, or where the mode rounds toward zero (except an Inf input under INFINITY);
+    else Inf under INFINITY, else NaN."""
     toward_zero = mode == 4 or mode == 7 or (mode == 2 and neg != _U0) or (mode == 3 and neg == _U0)
     if k[SATURATION] != _U0 or (toward_zero and not (m == k[INF] and k[INFINITY] != _U0)):
         return k[XMAX]

@@ -15,7 +15,6 @@ from ..random.sources import RandomSources
 __all__ = ["chop_vector", "roundit_vector", "apply_range_limits"]
 
 
-
 def _mysign(y: np.ndarray) -> np.ndarray:
     """roundit.m's ``mysign``: ``sign(y)``, but 1 at zero."""
     return np.sign(y) + (y == 0)
@@ -109,12 +108,6 @@ def apply_range_limits(c: np.ndarray, x: np.ndarray, mode: int, xmax: float, xbo
     c[small & ~to_min] = 0
 
 
-def _apply_range_limits(c: np.ndarray, x: np.ndarray, spec: RoundingSpec) -> None:
-    fmt = spec.fmt
-    apply_range_limits(c, x, spec.round, np.float64(fmt.xmax), np.float64(fmt.xboundary),
-                       np.float64(spec.min_rep), spec.keeps_subnormals)
-
-
 def chop_vector(x: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> np.ndarray:
     """chop.m's rounding of the vector ``x`` (float32 or float64) under ``spec``."""
     # Overflow to inf and inf - inf = NaN are part of the semantics, not accidents.
@@ -147,5 +140,6 @@ def _chop_vector(x: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> n
         c[subnormal] = round_block(subnormal, t - np.maximum(emin - e[subnormal], 0))
 
     if spec.limits_exponent:
-        _apply_range_limits(c, x, spec)
+        apply_range_limits(c, x, spec.round, np.float64(fmt.xmax), np.float64(fmt.xboundary),
+                           np.float64(spec.min_rep), spec.keeps_subnormals)
     return c

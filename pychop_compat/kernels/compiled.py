@@ -1,11 +1,8 @@
 """The compiled CPU engine: chop in one fused, multi-threaded pass per array (Numba).
 
-Each element is read and written once by a loop of ``numba_kernels``;
-chunks go to Numba's threads, each written by one thread (results do not
-depend on the thread count).  Random numbers come in chop.m's order (counted,
-drawn in bulk with chop.m's calls, then handed out; MATLAB's stream is drawn
-inside the kernel) or per element (the counter, or given).  What
-:func:`handles` refuses goes to :mod:`.numpy_fast`, with the same results.
+The loops live in ``numba_kernels``; random numbers come in chop.m's order or per element
+(docs/engines.rst, "The compiled CPU engine").  What :func:`handles` refuses goes to
+:mod:`.numpy_fast`, with the same results.
 """
 
 from __future__ import annotations
@@ -216,7 +213,6 @@ def _encoding(spec: RoundingSpec) -> tuple:
 
 
 _UINT = {"d": np.uint64, "f": np.uint32}
-_CARRIER_EMAX = {"d": 1023, "f": 127}
 
 
 def handles(x: np.ndarray, spec: RoundingSpec) -> bool:
@@ -234,7 +230,7 @@ def _handles_extended(spec: RoundingSpec, char: str) -> bool:
     fmt = getattr(spec, "fmt", None)  # (a spec object without these fields: refused)
     return (getattr(spec, "range_rules", None) == "chop" and getattr(spec, "round", 0) in range(1, 7)
             and getattr(spec, "flip_scope", None) == "fraction" and getattr(spec, "random_bits", None) == 0
-            and fmt is not None and fmt.encoding != "e8m0" and fmt.emax <= _CARRIER_EMAX[char])
+            and fmt is not None and fmt.encoding != "e8m0" and fmt.emax <= LAYOUTS[np.dtype(char)].emax)
 
 
 # --- entry point ----------------------------------------------------------------------------------

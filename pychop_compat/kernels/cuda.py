@@ -1,12 +1,9 @@
 """The CUDA kernel of the device engines: its source, its compilation and its launch.
 
-One kernel, specialised per :class:`Variant`, does ``reference.chop_vector`` for
-one element per thread: regular elements on their bit patterns (as
-:mod:`.numpy_fast`), the others by chop.m's exact scaling and range rules.
-CuPy's ``RawKernel``/``RawModule(code=...)`` append ``-ftz=true`` (float32
-subnormals flushed), so NVRTC compiles the source with :data:`COMPILE_OPTIONS`
-and ``cupy.RawModule(path=...)`` loads the PTX (NVRTC's CUBIN where the driver
-rejects it), cached in memory and on disk (:func:`cache_dir`).
+One kernel, specialised per :class:`Variant`, does ``reference.chop_vector`` for one
+element per thread; NVRTC compiles it with :data:`COMPILE_OPTIONS` (CuPy's own compilers
+add ``-ftz=true``) and the PTX is cached in memory and on disk (:func:`cache_dir`).
+See docs/engines.rst, "The CUDA kernel".
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """chop's rule as one elementwise function, written once against an array namespace.
 
-:func:`chop_elementwise` rounds what does not live in host memory (torch, CuPy,
-JAX, Dask, :mod:`pychop_compat.nn`'s quantizers under ``torch.compile``) on the
-namespace of :mod:`.xp`, by chop.m's algorithm, each element with its own
-numbers (:class:`ElementDraws`): no Python branch on data.  Integer arithmetic
-on the bit patterns does all the work that may meet a subnormal (XLA on the CPU
-and CuPy's float32 kernels flush them); float operations touch only normal
-numbers, each exact or one rounding, so fusion or reassociation cannot change a result.
+:func:`chop_elementwise` rounds what does not live in host memory (torch, CuPy, JAX, Dask,
+:mod:`pychop_compat.nn`'s quantizers under ``torch.compile``) by chop.m's algorithm, each
+element with its own numbers (:class:`ElementDraws`), no Python branch on data; integer
+arithmetic on the bit patterns wherever a subnormal may appear (docs/engines.rst, "JAX arrays").
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
-"""CPFloat's rounding as a pure elementwise function on bit patterns, written once against an
-array namespace (NumPy, CuPy, JAX, torch).
+"""CPFloat's rounding (:func:`pychop_compat.rules.cpfloat.round_cpfloat`) as a pure elementwise
+function on bit patterns, written once against an array namespace (NumPy, CuPy, JAX, torch).
 
-The rules of :func:`pychop_compat.rules.cpfloat.round_cpfloat`.  A magnitude viewed as an
-integer is its exponent field then its significand, so rounding to a grid of ``2^s``
-ulps is ``(m + add) & ~(2^s - 1)``, a carry moving to the next binade.  Integer
-operations and ``where`` only: nothing for flush-to-zero to change, no Python branch
-on data (it traces under ``jax.jit``).
+Integer operations and ``where`` only, on the bit-pattern picture of docs/engines.rst ("The
+NumPy engine"): nothing for flush-to-zero to change, no Python branch on data (it traces
+under ``jax.jit``).
 """
 
 from __future__ import annotations
@@ -26,9 +24,6 @@ from .elementwise import Namespace, carrier_name
 
 __all__ = ["CpfloatConstants", "cpfloat_constants", "constants_for", "cpfloat_covers", "cpfloat_inexact",
            "host_numbers", "round_cpfloat_elementwise"]
-
-# (significand bits p, exponent bias, largest exponent) of the storage formats, by dtype character.
-_STORAGE = {"f": (24, 127, 127), "d": (53, 1023, 1023)}
 
 
 @dataclass(frozen=True)
@@ -65,16 +60,11 @@ def cpfloat_constants(fmt: Format, mode: int, subnormal: bool, explim: bool, sat
                       infinity: bool, char: str) -> CpfloatConstants:
     """The :class:`CpfloatConstants` of ``fmt`` in mode ``mode`` with CPFloat's switches, for
     storage ``char`` (``'f'``: float32, ``'d'``: float64)."""
-    p, bias, storage_emax = _STORAGE[char]
-    ftype = np.float32 if char == "f" else np.float64
-    utype = np.uint32 if char == "f" else np.uint64
-    width = 8 * np.dtype(ftype).itemsize
-    eff = effective_format(fmt, np.dtype(ftype), explim)
+    carrier = CARRIERS["float32" if char == "f" else "float64"]
+    p, bias, bits = carrier.mant + 1, carrier.bias, carrier.bits  # (the bias is the largest exponent)
+    width = 8 * carrier.np_float.itemsize
+    eff = effective_format(fmt, carrier.np_float, explim)
     t, emin = eff.t, eff.emin
-
-    def bits(value: float) -> int:
-        return int(np.array(value, ftype).view(utype))
-
     xmin = bits(eff.xmin)  # 2^emin, a storage normal number (emin is at least the storage's)
     tiny_exponent = emin - t + 1 if subnormal else emin
     if subnormal:
@@ -87,7 +77,7 @@ def cpfloat_constants(fmt: Format, mode: int, subnormal: bool, explim: bool, sat
         tiny_half = bits(math.ldexp(1.0, emin - 1))
     # CPFloat's sign-of-zero rule (see round_cpfloat): off its fast path the directed modes
     # up and down give +0; the fnuz formats have no -0.
-    fast_path = eff.emax == storage_emax and not saturation and infinity
+    fast_path = eff.emax == bias and not saturation and infinity
     zero_plus = (mode in (2, 3) and not fast_path) or eff.encoding == "fnuz"
     e8m0 = eff.encoding == "e8m0"
     top_lo = bits(math.ldexp(1.0, eff.emax))  # 2^emax: the target's top binade starts there

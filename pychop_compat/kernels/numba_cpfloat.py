@@ -20,7 +20,7 @@ from numba import prange
 
 from ..spec import RoundingSpec
 from ..rules.cpfloat import ROUND_MODES
-from .elementwise_cpfloat import cpfloat_constants
+from .elementwise_cpfloat import constants_for, cpfloat_constants
 from .numba_kernels import INLINE_OPTIONS, JIT_OPTIONS
 from .numpy_fast import in_memory_order
 
@@ -125,6 +125,17 @@ def _finish(r, neg, m, k):
     return out
 
 
+@numba.njit(**INLINE_OPTIONS)
+def _beyond_xmax(m, neg, k, mode):
+    """The result's magnitude for an Inf input ``m``, or for ``m`` rounded past xmax: xmax with
+    saturation, or where the mode rounds toward zero (except an Inf input under INFINITY);
+    else Inf under INFINITY, else NaN."""
+    toward_zero = mode == 4 or mode == 7 or (mode == 2 and neg != _U0) or (mode == 3 and neg == _U0)
+    if k[SATURATION] != _U0 or (toward_zero and not (m == k[INF] and k[INFINITY] != _U0)):
+        return k[XMAX]
+    return k[INF] if k[INFINITY] != _U0 else k[NAN]
+
+
 @numba.njit(**JIT_OPTIONS)
 def _round_one(b, k, mode):
     """CPFloat's rounding of one bit pattern ``b`` (widened to uint64), every rule."""
@@ -132,26 +143,9 @@ def _round_one(b, k, mode):
     neg = b >> k[TOPBIT]
     if m > k[INF]:
         return k[NAN]  # NaN in: the quiet NaN
-    if m == k[INF]:
-        if k[SATURATION] != _U0:
-            r = k[XMAX]
-        elif k[INFINITY] != _U0:
-            r = k[INF]
-        elif mode == 4 or mode == 7 or (mode == 2 and neg != _U0) or (mode == 3 and neg == _U0):
-            r = k[XMAX]  # the directed modes that round this Inf toward zero
-        else:
-            r = k[NAN]
-    else:
-        r = _core(m, neg, k, mode)
-        if r > k[XMAX]:
-            if k[SATURATION] != _U0:
-                r = k[XMAX]
-            elif mode == 4 or mode == 7 or (mode == 2 and neg != _U0) or (mode == 3 and neg == _U0):
-                r = k[XMAX]
-            elif k[INFINITY] != _U0:
-                r = k[INF]
-            else:
-                r = k[NAN]
+    r = k[INF] if m == k[INF] else _core(m, neg, k, mode)
+    if r > k[XMAX]:
+        r = _beyond_xmax(m, neg, k, mode)
     return _finish(r, neg, m, k)
 
 
@@ -321,8 +315,7 @@ def round_stochastic(x: np.ndarray, spec: RoundingSpec, u: np.ndarray) -> np.nda
     char = x.dtype.char
     k = _constants(spec.fmt, mode, bool(spec.keeps_subnormals), bool(spec.limits_exponent),
                    bool(spec.saturation), bool(spec.infinity), char)
-    tiny_exponent = cpfloat_constants(spec.fmt, mode, bool(spec.keeps_subnormals), bool(spec.limits_exponent),
-                                      bool(spec.saturation), bool(spec.infinity), char).tiny_exponent
+    tiny_exponent = constants_for(spec, x.dtype.name).tiny_exponent
     first = min(-tiny_exponent, 1000)  # 2^-tiny_exponent in two factors (it may overflow alone)
     scale_1, scale_2 = math.ldexp(1.0, first), math.ldexp(1.0, -tiny_exponent - first)
     xc = np.ascontiguousarray(x)

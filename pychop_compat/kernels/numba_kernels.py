@@ -108,13 +108,8 @@ def _to_class(c, single):
     return c
 
 
-_limit_value = numba.njit(**JIT_OPTIONS)(numpy_fast.limit_value)  # the NumPy engine's rule, compiled
-
-
-@numba.njit(**JIT_OPTIONS)
-def _limit(c, v, k):
-    """chop.m's overflow and underflow rules (explim = 1) on the result ``c`` of the input ``v``."""
-    return _limit_value(c, v, k[MODE], k[XMAX], k[XBOUNDARY], k[MIN_REP], k[KEEPSUB] != 0)
+#: chop.m's overflow and underflow rules (explim = 1): the NumPy engine's, compiled.
+_limit_value = numba.njit(**JIT_OPTIONS)(numpy_fast.limit_value)
 
 
 @numba.njit(**JIT_OPTIONS)
@@ -185,7 +180,7 @@ def _general(v, k, single, rnd, plus_zero, flip_shift):
         z = _to_class(sign * np.float64(magnitude_bits), single)
         c = _to_class(math.ldexp(z, quantum), single)
     if k[EXPLIM] != 0:
-        c = _to_class(_limit(c, v, k), single)
+        c = _to_class(_limit_value(c, v, mode, k[XMAX], k[XBOUNDARY], k[MIN_REP], k[KEEPSUB] != 0), single)
         if k[ENCODES] != 0:  # only here: the bit-pattern loops never give Inf, -0 or beyond xmax
             c = _to_class(_encode(c, v, k), single)
     return c

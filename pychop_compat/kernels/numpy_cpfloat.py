@@ -1,11 +1,9 @@
 """A fast CPU engine for CPFloat's deterministic modes, bit for bit equal to
 :func:`pychop_compat.rules.cpfloat.round_cpfloat`.
 
-As in :mod:`.numpy_fast`: *regular* elements (storage-normal, in the target's
-normal range below its top binade) are rounded by integer operations on their
-bit patterns; the rest are gathered and rounded by the reference, which owns
-every range rule.  Round to nearest with subnormals rounds everything below
-the top binade in the FPU (``_nearest_blocks``).
+As in :mod:`.numpy_fast`, *regular* elements (storage-normal, in the target's normal range
+below its top binade) are rounded on their bit patterns (to nearest with subnormals: in the
+FPU, everything below the top binade, ``_nearest_blocks``); the reference rounds the rest.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """A fast CPU engine for chop, bit for bit equal to :mod:`pychop_compat.rules.chop`.
 
-Viewed as an unsigned integer a positive float is its exponent field then its
-significand, so rounding to a grid of ``2^d`` ulps is integer arithmetic on the
-low ``d`` bits, a carry moving to the next binade (or to Inf) exactly as the
-rounded value does.  *Regular* elements (finite normal, ``emin <= e < emax``)
-all lose ``d0 = p - t`` bits and meet no range rule: whole-block ufuncs round
-them (to nearest in the FPU: ``(x + S) - S``, ``S = 1.5 * 2^(e + d0)``; see
-``_Plan`` for the ranges below xmin that stay exact).  *Special* elements are
-found by one range test on the exponent field and rounded in batches with
-per-element bit counts (:func:`_analyse`), then chop's range rules.  Random
-numbers are drawn exactly as chop.m draws them (same calls, counts and order).
+*Regular* elements (finite normal, ``emin <= e < emax``) are rounded a whole block at a time
+on their bit patterns or in the FPU (``_Plan``), *special* ones in batches with per-element
+bit counts (:func:`_analyse`), then chop's range rules; random numbers are drawn exactly as
+chop.m draws them.  See docs/engines.rst, "The NumPy engine".
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """A Triton kernel for CUDA tensors without CuPy: chop's regular elements in one pass.
 
-It rounds the regular elements (:func:`~pychop_compat.kernels.device_plan.regular_range`)
-on their bit patterns in modes 1 to 6 (stochastic rounding with the counter's
-numbers), in modes 1 to 4 also zeros and chop.m's subnormal block
-(:func:`build_round_helper`), and counts the others, which the namespace kernel
-rounds (:func:`left_over`).  No libdevice, no fp fusion (``LAUNCH_OPTIONS``): the
-only float operations are exact, a float64 in (0, 1) rounded to float32, and
-comparisons.  Triton is imported on first use.
+It rounds on the bit patterns what :func:`chop_regular` says and counts the others, which
+the namespace kernel rounds (:func:`left_over`); no libdevice, no fp fusion
+(``LAUNCH_OPTIONS``).  Triton is imported on first use.  See docs/engines.rst.
 """
 
 from __future__ import annotations
@@ -96,11 +92,7 @@ def build_kernel():
             up = (dropped != 0) & (real_u <= half)
         rounded = magnitude + tl.where(up, mask_ + 1, 0)
         result = tl.where(regular, (rounded & ~mask_) | (bits ^ magnitude), bits)
-        if WIDE:
-            value = result.to(tl.float64, bitcast=True)
-        else:
-            value = result.to(tl.float32, bitcast=True)
-        return value, (regular == 0).to(tl.int32)
+        return result.to(x.dtype, bitcast=True), (regular == 0).to(tl.int32)
 
     @triton.jit(do_not_specialize=["n", "low", "high", "mask", "shift", "xmins", "tiny_cut", "emin_field",
                                    "signed_zero", "key", "offset"])
@@ -188,14 +180,12 @@ def build_round_helper():
             bits = x.to(tl.int64, bitcast=True)
             magnitude = bits & 0x7FFFFFFFFFFFFFFF
             mant = 52
-            shift, xmins, tiny_cut, emin_field = (shift.to(tl.int64), xmins.to(tl.int64),
-                                                  tiny_cut.to(tl.int64), emin_field.to(tl.int64))
         else:
             bits = x.to(tl.int32, bitcast=True)
             magnitude = bits & 0x7FFFFFFF
             mant = 23
-            shift, xmins, tiny_cut, emin_field = (shift.to(tl.int32), xmins.to(tl.int32),
-                                                  tiny_cut.to(tl.int32), emin_field.to(tl.int32))
+        shift, xmins, tiny_cut, emin_field = (shift.to(bits.dtype), xmins.to(bits.dtype), tiny_cut.to(bits.dtype),
+                                              emin_field.to(bits.dtype))
         one = magnitude * 0 + 1
         field = magnitude >> mant
         regular = (magnitude >= low) & (magnitude <= high)
@@ -226,10 +216,6 @@ def build_round_helper():
         result = tl.where(magnitude == 0, zero, tl.where(regular | block | tiny, kept | (bits ^ magnitude), 0))
         result = tl.where(tiny & (kept == 0), 0, result)  # the underflow rule's zeros: +0
         irregular = ((regular == 0) & (block == 0) & (tiny == 0) & (magnitude != 0)).to(tl.int32)
-        if WIDE:
-            value = result.to(tl.float64, bitcast=True)
-        else:
-            value = result.to(tl.float32, bitcast=True)
-        return value, irregular
+        return result.to(x.dtype, bitcast=True), irregular
 
     return round_bits

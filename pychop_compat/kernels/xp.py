@@ -1,10 +1,5 @@
-"""One array namespace for every library the kernels run on: array-api-compat, plus bit views.
-
-A :class:`Namespace` is the library's array API namespace as array-api-compat
-gives it (``jax.numpy`` as it is) plus what the standard lacks:
-``bitcast(a, dtype)`` (the bits of ``a`` as another dtype of the same width)
-and ``wide`` (whether 64-bit types exist: JAX without ``jax_enable_x64``).
-No library is imported here; see docs/design.rst ("One array namespace").
+"""One array namespace for every library the kernels run on: array-api-compat plus ``bitcast``
+and ``wide`` (docs/design.rst, "One array namespace").  No library is imported here.
 """
 
 from __future__ import annotations

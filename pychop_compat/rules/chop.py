@@ -1,10 +1,8 @@
 """The reference algorithm: chop.m and roundit.m, step by step, on NumPy vectors.
 
-This module is the executable specification.  It favours a one-to-one
-correspondence with chop.m over speed; the fast engines are tested bit for
-bit against it.  Every function takes a 1-D array in MATLAB's column-major
-element order (the order in which random numbers are assigned) and returns a
-new array: the input is never written to.
+The executable specification (one-to-one with chop.m, not fast), against which the
+engines are tested bit for bit.  Every function takes a 1-D array in MATLAB's
+column-major element order and returns a new array.
 """
 
 from __future__ import annotations
@@ -15,7 +13,6 @@ from ..spec import FLIP_PRECISION_ERROR, RoundingSpec
 from ..random.sources import RandomSources
 
 __all__ = ["chop_vector", "roundit_vector", "apply_range_limits"]
-
 
 
 def _mysign(y: np.ndarray) -> np.ndarray:
@@ -111,12 +108,6 @@ def apply_range_limits(c: np.ndarray, x: np.ndarray, mode: int, xmax: float, xbo
     c[small & ~to_min] = 0
 
 
-def _apply_range_limits(c: np.ndarray, x: np.ndarray, spec: RoundingSpec) -> None:
-    fmt = spec.fmt
-    apply_range_limits(c, x, spec.round, np.float64(fmt.xmax), np.float64(fmt.xboundary),
-                       np.float64(spec.min_rep), spec.keeps_subnormals)
-
-
 def chop_vector(x: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> np.ndarray:
     """chop.m's rounding of the vector ``x`` (float32 or float64) under ``spec``."""
     # Overflow to inf and inf - inf = NaN are part of the semantics, not accidents.
@@ -149,5 +140,6 @@ def _chop_vector(x: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> n
         c[subnormal] = round_block(subnormal, t - np.maximum(emin - e[subnormal], 0))
 
     if spec.limits_exponent:
-        _apply_range_limits(c, x, spec)
+        apply_range_limits(c, x, spec.round, np.float64(fmt.xmax), np.float64(fmt.xboundary),
+                           np.float64(spec.min_rep), spec.keeps_subnormals)
     return c

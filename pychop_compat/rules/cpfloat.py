@@ -1,21 +1,9 @@
-"""Rounding beyond chop.m, in readable reference form.
+"""Rounding beyond chop.m, in readable reference form, on 1-D arrays in MATLAB's column-major
+element order (the order of the random numbers); every function returns new arrays.
 
-Two families of range rules share one picture of rounding: an element ``x``
-is rounded to the grid ``m * 2^q`` of its binade (``q = e - t + 1``), or of
-the subnormal range (``q = emin - t + 1``), the integer ``m`` chosen by the
-rounding mode from ``floor(|x| / 2^q)`` and the dropped fraction ``r``.
-
-* ``range_rules = 'chop'``: chop.m's algorithm (:mod:`pychop_compat.rules.chop`)
-  followed by :func:`apply_encoding`, which maps what chop.m returns onto a
-  format without Inf, with one NaN pattern or without -0 (the OCP/ML formats).
-* ``range_rules = 'correct'``: :func:`round_correct`, CPFloat's rounding in chop's
-  modes 1-6 with chop.m's draws (what ``chop`` does for format names beyond chop.m's).
-* ``range_rules = 'cpfloat'``: :func:`round_cpfloat`, CPFloat's documented
-  semantics (its modes -1, 0, 1..7 and "no rounding", its ``subnormal``,
-  ``explim``, ``saturation`` and ``infinity`` switches and its sign-of-zero rule).
-
-Everything here works on 1-D arrays in MATLAB's column-major element order
-(the order in which random numbers are assigned) and returns new arrays.
+The three ``range_rules`` (docs/formats.rst, "Rounding"): ``'chop'``, chop.m's algorithm
+(:mod:`pychop_compat.rules.chop`) then :func:`apply_encoding`; ``'correct'``,
+:func:`round_correct`; ``'cpfloat'``, :func:`round_cpfloat`, CPFloat's documented semantics.
 """
 
 from __future__ import annotations
@@ -99,6 +87,11 @@ def apply_encoding(c: np.ndarray, x: np.ndarray, fmt: Format, mode: int, saturat
         elif not infinity:
             ci[still] = np.nan
         c[infinite] = ci
+    _zero_and_sign_rules(c, x, fmt)
+
+
+def _zero_and_sign_rules(c: np.ndarray, x: np.ndarray, fmt: Format) -> None:
+    """No -0 in ``'fnuz'`` formats; E8M0's rules (see :func:`apply_encoding`), in place on ``c``."""
     if fmt.encoding == "fnuz":
         c[c == 0] = 0.0
     elif fmt.encoding == "e8m0":
@@ -198,36 +191,24 @@ def round_cpfloat(x: np.ndarray, fmt: Format, mode: int, subnormal: bool, explim
         m = f + up
         c = np.ldexp(m, q)
 
-        # Overflow: the rounded magnitude beyond xmax.
+        # Overflow: the rounded magnitude beyond xmax; Inf where the mode rounds away from zero,
+        # else xmax (RZ and round to odd both signs, RU negative values, RD positive ones).
         over = finite & (c > xmax)
-        nearest = mode in (-1, 0, 1, 5, 6)
+        if mode in (2, 3):
+            toward_zero = negative if mode == 2 else ~negative
+        else:
+            toward_zero = np.full(a.shape, mode in (4, 7))
         if saturation:
             c[over | ~finite] = xmax
         else:
-            if nearest:
-                to_inf = over
-            elif mode == 2:
-                to_inf = over & ~negative
-            elif mode == 3:
-                to_inf = over & negative
-            else:
-                to_inf = np.zeros(a.shape, bool)
-            c[over & ~to_inf] = xmax
-            c[to_inf] = np.inf
+            c[over & toward_zero] = xmax
+            c[over & ~toward_zero] = np.inf
             infinite_in = np.isinf(v)
             c[infinite_in] = np.inf
             if not infinity:
-                # What would be +-Inf is NaN, except +-Inf inputs that a directed mode maps
-                # toward zero: RZ and round to odd both, RU -Inf, RD +Inf: those give +-xmax.
-                if mode in (4, 7):
-                    keeps = infinite_in
-                elif mode == 2:
-                    keeps = infinite_in & negative
-                elif mode == 3:
-                    keeps = infinite_in & ~negative
-                else:
-                    keeps = np.zeros(a.shape, bool)
-                c[keeps] = xmax
+                # What would be +-Inf is NaN, except +-Inf inputs that the mode maps toward zero:
+                # those give +-xmax.
+                c[infinite_in & toward_zero] = xmax
                 c[np.isinf(c)] = np.nan
         c = np.where(negative, -c, c)
         c[np.isnan(v)] = np.nan
@@ -236,11 +217,7 @@ def round_cpfloat(x: np.ndarray, fmt: Format, mode: int, subnormal: bool, explim
         fast_path = eff.emax == storage_emax and not saturation and infinity
         if mode in (2, 3) and not fast_path:
             c[c == 0] = 0.0
-        if eff.encoding == "fnuz":
-            c[c == 0] = 0.0
-        elif eff.encoding == "e8m0":
-            c[(c == 0) & (v > 0)] = eff.xmin
-            c[~(v > 0)] = np.nan
+        _zero_and_sign_rules(c, v, eff)
     return c.astype(x.dtype)
 
 

@@ -34,6 +34,7 @@ PUBLIC_MODULES = (
     "pychop_compat.nn",
     "pychop_compat.linalg",
     "pychop_compat.arithmetic",
+    "pychop_compat.arithmetic.jax_array",
     "pychop_compat.random",
     "pychop_compat.engines",
     "pychop_compat.spec",

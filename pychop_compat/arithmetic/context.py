@@ -25,7 +25,7 @@ from ..random.counter import CounterRng, counter_uniform
 from ..random.matlab_stream import stream_uniform, stream_uniform_one
 from ..random.sources import MATLAB_STREAM, RandomSources, generator_sources, sources_for
 from ..spec import RoundingSpec
-from .libraries import is_device_array, round_array, round_numpy_array
+from .libraries import host_rounder, is_device_array, round_array
 
 __all__ = ["Arithmetic", "FormatMismatchError", "NotChoppedError", "METHODS", "MISMATCH_RULES"]
 
@@ -106,7 +106,7 @@ class Arithmetic:
     """
 
     __slots__ = ("given", "chop", "strict", "mismatch", "method", "block_size",
-                 "_specs", "_sources", "round_scalar", "_key", "_rng")
+                 "_specs", "_host_rounders", "_sources", "round_scalar", "_key", "_rng")
 
     def __init__(self, options: OptionsLike = None, *, strict: bool = False, mismatch: str = "error",
                  method: str = "recursive", block_size: int = 32, rng: Any = None, **kwargs: Any) -> None:
@@ -126,6 +126,7 @@ class Arithmetic:
         settings = resolve(self.given, None, "double")
         spec = settings.spec
         self._specs: dict[np.dtype, RoundingSpec] = {np.dtype(np.float64): spec}
+        self._host_rounders: dict[np.dtype, Callable[[np.ndarray], np.ndarray]] = {}
         self._rng = rng
         if isinstance(rng, CounterRng):
             flips = RandomSources(rng.stochastic, rng.flip_uniform, rng.flip_randi, rng)
@@ -268,7 +269,12 @@ class Arithmetic:
             return np.asarray(self.chop(x))
         if x.size == 0:
             return x.copy()
-        return round_numpy_array(x, self._specs.get(dtype) or self.spec_for(dtype), self._sources)
+        if type(x) is not np.ndarray:  # a NumPy scalar, a masked array, a matrix, ...
+            return round_array(x, self.spec_for(dtype), self._sources)
+        rounder = self._host_rounders.get(dtype)
+        if rounder is None:
+            rounder = self._host_rounders[dtype] = host_rounder(self.spec_for(dtype), self._sources)
+        return rounder(x)
 
     def enter(self, x: ArrayLike) -> np.ndarray:
         """A plain operand as it enters an operation: exactly, or rounded when ``strict``."""

@@ -13,6 +13,7 @@ also calls ``round_jax``).  A test's stand-in device library is held inside
 from __future__ import annotations
 
 import contextlib
+from functools import partial
 from typing import Any, Callable, Iterator, List, Optional, Tuple
 
 import array_api_compat
@@ -98,10 +99,33 @@ def from_host(host: np.ndarray, like: Any) -> Any:
     return namespace.xp.asarray(host, device=array_api_compat.device(like))
 
 
-#: chop's rule on a float NumPy array: the engines' router, called directly by the hot path of
-#: :meth:`~pychop_compat.arithmetic.Arithmetic.round` (``round_array``'s type tests below cost 2%
-#: of a 10-element ``X + Y``).
-round_numpy_array: Rounder = dispatch.round_array
+def host_rounder(spec: RoundingSpec, sources: RandomSources) -> Callable[[np.ndarray], np.ndarray]:
+    """chop's rule by ``spec`` on float32/float64 NumPy arrays (native byte order, not empty).
+
+    The hot path of :meth:`~pychop_compat.arithmetic.Arithmetic.round`: the router's kernel
+    (:func:`~pychop_compat.engines.dispatch.route`) is asked once per dtype, size and CPU-engine
+    setting, everything its choice depends on for these arrays, and run directly (asking the
+    router on every call made a 10-element ``X + Y`` 1.3 to 1.5 times slower,
+    ``benchmarks/bench_arithmetic.py``).  E8M0, which the router rounds in float64 for float32
+    data, goes through :func:`~pychop_compat.engines.dispatch.round_array` every time.
+    """
+    if spec.fmt.encoding == "e8m0":
+        return partial(dispatch.round_array, spec=spec, sources=sources)
+    routes: dict = {}
+    engine_setting = dispatch.get_cpu_engine
+
+    def round_host(x: np.ndarray) -> np.ndarray:
+        key = (x.dtype, x.size, engine_setting())
+        found = routes.get(key)
+        if found is None:
+            if len(routes) >= 64:
+                routes.clear()
+            chosen = dispatch.route(x, spec, sources)
+            found = routes[key] = (chosen.kernel.run, chosen.call)
+        run, call = found
+        return run(x, call, spec, sources, None)
+
+    return round_host
 
 
 def round_array(x: Any, spec: RoundingSpec, sources: RandomSources) -> Any:
@@ -111,11 +135,11 @@ def round_array(x: Any, spec: RoundingSpec, sources: RandomSources) -> Any:
     and scalars, the array's own engine (its type and device kept) for the others.
     """
     if isinstance(x, np.ndarray):
-        return round_numpy_array(x, spec, sources)
+        return dispatch.round_array(x, spec, sources)
     for array_type, _, rounder in _held:
         if isinstance(x, array_type):
             return rounder(x, spec, sources)
     library = array_library(x)
     if library == "numpy":
-        return round_numpy_array(x, spec, sources)
+        return dispatch.round_array(x, spec, sources)
     return dispatch.round_array(x, spec, sources, library=library)

@@ -357,27 +357,16 @@ def _request_key(options, settings):
 def _scalar_rounder(spec: RoundingSpec, sources: RandomSources) -> Callable[[float], float]:
     """A function rounding one Python float exactly as chop does.
 
-    The kernels' scalar path (:func:`pychop_compat.kernels.numpy_fast.chop_scalar`)
-    behind one fast path, kept because the kernel's path costs two to three
-    times as much per chopped-scalar operation (``benchmarks/bench_arithmetic.py``,
-    fp16 ``a + b``).  ``test_scalar_fast_path_equals_the_kernels_scalar_path``
-    holds it to the kernel bit for bit in every mode.
-
-    The fast path takes a *regular* ``v``: finite, nonzero, in a binade
-    ``2^(e-1) <= |v| < 2^e`` with ``emin <= e - 1 < emax``.  There
-    ``y = v * 2^(t-e)`` is exact with ``|y| < 2^t``, rounding ``y`` to an
-    integer and scaling back are exact, and no range rule applies (``|v| <
-    2^emax <= xmax``; rounding away from zero gives at most ``2^emax``).  The
-    integer rounding is the mode's: ties to even by adding and subtracting
-    ``S = 1.5 * 2^(e - t + 52)`` (an even multiple of the quantum ``2^(e-t)``,
-    the last bit of the sum); ``ceil``, ``floor``, ``trunc``; stochastic: ``|y|``
-    rounded up when one uniform ``u <= frac(|y|)`` (mode 5) or ``u <= 1/2``
-    (mode 6), no draw when ``y`` is an integer (chop.m draws only for inexact
-    elements; a counter still advances by one).  The uniform is the array
-    path's: MATLAB's stream (:func:`~pychop_compat.random.matlab_stream.stream_uniform_one`)
-    or ``Chop(rng=<int>)``'s counter; with a user's ``randfunc`` or a Generator, and for
-    everything else (zeros, Inf, NaN, subnormals, the top binade,
-    ``explim = 0``, ``t > 50``), the kernel's path; bit flips round an array of one.
+    A fast path before the kernels' scalar path (:func:`pychop_compat.kernels.numpy_fast.chop_scalar`,
+    two to three times slower per chopped-scalar operation, ``benchmarks/bench_arithmetic.py``),
+    held to it bit for bit by ``test_scalar_fast_path_equals_the_kernels_scalar_path``.  It takes
+    a *regular* ``v``: finite, nonzero, ``2^(e-1) <= |v| < 2^e`` with ``emin <= e - 1 < emax``.
+    There ``y = v * 2^(t-e)`` is exact with ``|y| < 2^t``, rounding ``y`` to an integer in the
+    mode's way and scaling back are exact, and no range rule applies (``|v| < 2^emax <= xmax``).
+    The stochastic modes draw the array path's uniform (MATLAB's stream or ``Chop(rng=<int>)``'s
+    counter), none for an integer ``y`` (a counter still advances).  Everything else (zeros, Inf,
+    NaN, subnormals, ``explim = 0``, ``t > 50``, a user's ``randfunc`` or a Generator) takes the
+    kernel's path; bit flips round an array of one.
     """
     if spec.flips:
         def round_flipping(v: float) -> float:
@@ -410,6 +399,8 @@ def _scalar_rounder(spec: RoundingSpec, sources: RandomSources) -> Callable[[flo
     low, high = fmt.emin + 1, fmt.emax
     frexp = math.frexp
     if mode == 1:
+        # Ties to even: adding and subtracting S = 1.5 * 2^(e - t + 52) leaves y's quantum 2^(e-t)
+        # as the last bit of the sum.
         shifters = [math.ldexp(1.5, e + 52 - t) for e in range(low, high + 1)]
 
         def round_nearest(v: float) -> float:

@@ -475,6 +475,16 @@ def test_scalar_ieee_cases_and_mixing():
     assert isinstance(np.float64(2.0) * one, ChoppedScalar)
 
 
+def test_numpy_functions_of_chopped_scalars():
+    """NumPy functions take a chopped scalar as a 0-d chopped array (they raised AttributeError)."""
+    one, tiny = chopped(1.0, "h"), chopped(2.0**-11, "h")
+    for result, want in ((np.sum(one), 1.0), (np.max(one), 1.0), (np.dot(one, tiny), 2.0**-11)):
+        assert isinstance(result, ChoppedScalar) and result.value == want
+    assert np.shape(one) == ()
+    with pytest.raises(NotChoppedError):
+        np.linalg.eig(one)
+
+
 # --- fma ---------------------------------------------------------------------------------------------
 
 

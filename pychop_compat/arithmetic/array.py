@@ -322,7 +322,7 @@ class ChoppedScalar:
         return _apply_ufunc(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
-        return ChoppedArray.__array_function__(None, func, types, args, kwargs)
+        return wrap(np.array(self._v), self._arith).__array_function__(func, types, args, kwargs)
 
 
 # -- arrays -----------------------------------------------------------------------------------

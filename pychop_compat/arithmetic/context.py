@@ -262,6 +262,10 @@ class Arithmetic:
         The same numbers, and the same random draws, as ``chop(x, options)``.
         A device array (CuPy) is rounded by its library's engine, on its device.
         """
+        if type(x) is np.ndarray and x.size:
+            rounder = self._host_rounders.get(x.dtype)  # (float64 and float32 in native order only)
+            if rounder is not None:
+                return rounder(x)
         dtype = x.dtype
         if type(x) is not np.ndarray and is_device_array(x):
             return round_array(x, self.spec_for(dtype), self._sources)
@@ -271,9 +275,7 @@ class Arithmetic:
             return x.copy()
         if type(x) is not np.ndarray:  # a NumPy scalar, a masked array, a matrix, ...
             return round_array(x, self.spec_for(dtype), self._sources)
-        rounder = self._host_rounders.get(dtype)
-        if rounder is None:
-            rounder = self._host_rounders[dtype] = host_rounder(self.spec_for(dtype), self._sources)
+        rounder = self._host_rounders[dtype] = host_rounder(self.spec_for(dtype), self._sources)
         return rounder(x)
 
     def enter(self, x: ArrayLike) -> np.ndarray:

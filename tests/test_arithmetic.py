@@ -122,6 +122,48 @@ def test_float32_data_stays_float32_and_computes_in_single():
     same((A * A + 0.1).values, ch(ch(a * a) + 0.1))  # 0.1 is a weak Python scalar: single
 
 
+
+@pytest.mark.parametrize("opts", [
+    {"format": "h"}, {"format": "b", "round": 3}, {"format": "h", "subnormal": 0}, {"format": "q43", "round": 5},
+    {"format": "h", "round": 6, "flip": 1, "p": 0.5}, {"format": "float8_e4m3fn"},
+    {"format": "float4_e2m1fn", "round": 3}, {"format": "float8_e5m2fnuz", "round": 5},
+    {"format": "float8_e8m0fnu", "round": 2}, {"format": "h", "rules": "correct"},
+    {"format": "h", "rules": "correct", "round": 5}], ids=str)
+def test_remembered_routes_round_as_chop_under_every_cpu_engine(opts):
+    """Arithmetic.round remembers the router's kernel per dtype, size and CPU-engine setting
+    (libraries.host_rounder): the bits and the draws of chop, for every size, dtype, memory
+    order and setting, each case after the others have filled the memory."""
+    from pychop_compat.kernels import compiled
+
+    engines = ["auto", "numpy"] + (["numba"] if compiled.available() else [])
+    arith = Arithmetic(opts)
+    base = data(70, (6, 5), 60.0)
+    tiny = np.ldexp(base, -132).astype(np.float32)  # float32 subnormals (E8M0 rounds them in float64)
+    arrays = [base[0, :1], base[0, :2], base, base.T, base[:, ::2], base.astype(np.float32), tiny, base[0].copy()]
+    for engine in engines * 2:
+        with compiled.cpu_engine(engine):
+            for x in arrays:
+                pychop_compat.rng(3)
+                want = Chop(opts)(x)
+                pychop_compat.rng(3)
+                same(arith.round(x), want)
+
+
+def test_remembered_routes_follow_the_cpu_engine_setting(monkeypatch):
+    from pychop_compat.kernels import compiled
+
+    if not compiled.available():
+        pytest.skip("needs numba")
+    x = chopped(data(71, (10,)), "h")
+    want = (x + x).values  # under 'auto': Numba's kernel, remembered
+
+    def refuse(*args):
+        raise AssertionError("the compiled engine ran under cpu_engine('numpy')")
+
+    monkeypatch.setattr(compiled, "chop_array", refuse)
+    with compiled.cpu_engine("numpy"):
+        same((x + x).values, want)
+
 def test_plain_operand_enters_exactly_and_strict_rounds_it():
     ch = Chop(format="h")
     a = ch(data(10))
@@ -431,6 +473,16 @@ def test_scalar_ieee_cases_and_mixing():
     assert isinstance(one + chopped(np.ones(3), "h"), ChoppedArray)
     assert (one < 2.0) is True
     assert isinstance(np.float64(2.0) * one, ChoppedScalar)
+
+
+def test_numpy_functions_of_chopped_scalars():
+    """NumPy functions take a chopped scalar as a 0-d chopped array (they raised AttributeError)."""
+    one, tiny = chopped(1.0, "h"), chopped(2.0**-11, "h")
+    for result, want in ((np.sum(one), 1.0), (np.max(one), 1.0), (np.dot(one, tiny), 2.0**-11)):
+        assert isinstance(result, ChoppedScalar) and result.value == want
+    assert np.shape(one) == ()
+    with pytest.raises(NotChoppedError):
+        np.linalg.eig(one)
 
 
 # --- fma ---------------------------------------------------------------------------------------------

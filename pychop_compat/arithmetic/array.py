@@ -65,7 +65,8 @@ _EXACT = {np.negative, np.positive, np.absolute, np.fabs, np.maximum, np.minimum
 
 
 def arithmetic_of(values: Any) -> Optional[Arithmetic]:
-    """The arithmetic of an operation on ``values`` (an iterable), None when none is chopped.
+    """The arithmetic of an operation on ``values`` (an iterable), None when none is chopped
+    (a chopped scalar, or an array of a type of :class:`ChoppedOperators`).
 
     Raises
     ------
@@ -74,7 +75,7 @@ def arithmetic_of(values: Any) -> Optional[Arithmetic]:
     """
     arith: Optional[Arithmetic] = None
     for v in values:
-        if isinstance(v, (ChoppedArray, ChoppedScalar)):
+        if isinstance(v, (ChoppedOperators, ChoppedScalar)):
             arith = v._arith if arith is None else arith.combine(v._arith)
     return arith
 
@@ -123,14 +124,6 @@ def _is_array(v) -> bool:
 def _data(value):
     """An operation's result as an array: a device array as it is, anything else through NumPy."""
     return value if is_device_array(value) else np.asarray(value)
-
-
-def _host_only(x: "ChoppedArray", name: str) -> None:
-    """Refuse a function that is implemented for chopped arrays on the host only."""
-    namespace = device_namespace(x._data)
-    if namespace is not None:
-        raise NotChoppedError(f"{name} is not implemented for chopped {namespace.name} arrays "
-                              "(elementwise operations, sums, products, dot and 2-D matmul are).")
 
 
 def _rewrap(value, arith: Arithmetic):
@@ -329,7 +322,7 @@ class ChoppedScalar:
         return _apply_ufunc(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
-        return ChoppedArray.__array_function__(None, func, types, args, kwargs)
+        return wrap(np.array(self._v), self._arith).__array_function__(func, types, args, kwargs)
 
 
 # -- arrays -----------------------------------------------------------------------------------
@@ -373,6 +366,7 @@ class ChoppedOperators:
     """
 
     __slots__ = ()
+    _arith: Arithmetic  # (a slot of each type)
 
     def _binary(self, ufunc: np.ufunc, other: Any, reflected: bool = False) -> Any:
         raise NotImplementedError
@@ -646,8 +640,11 @@ class ChoppedArray(ChoppedOperators):
         return _apply_ufunc(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
-        if is_device_array(self._data) and func not in _ON_DEVICE:
-            _host_only(self, f"{func.__module__}.{func.__name__}")
+        namespace = device_namespace(self._data)
+        if namespace is not None and func not in _ON_DEVICE:
+            raise NotChoppedError(f"{func.__module__}.{func.__name__} is not implemented for chopped "
+                                  f"{namespace.name} arrays (elementwise operations, sums, products, dot "
+                                  "and 2-D matmul are).")
         handler = _FUNCTIONS.get(func)
         if handler is not None:
             return handler(*args, **kwargs)

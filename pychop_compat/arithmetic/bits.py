@@ -49,9 +49,7 @@ def bit_layout(options: Union[OptionsLike, Arithmetic]) -> Tuple[int, int, int]:
     if (1 << (w - 1)) - 1 != emax:
         raise ValueError(f"{arith.describe()} has no IEEE bit layout: emax + 1 = {emax + 1} is not a "
                          "power of two.")
-    fmt = arith.spec.fmt
-    if getattr(fmt, "has_inf", True) is False or getattr(arith.spec, "extended", False) and \
-            getattr(fmt, "nan_encoding", "ieee") != "ieee":
+    if not arith.spec.fmt.has_inf:
         raise ValueError(f"{arith.describe()}: encoding without IEEE Inf/NaN is not implemented.")
     return 1, w, t - 1
 

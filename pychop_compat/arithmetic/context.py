@@ -25,7 +25,7 @@ from ..random.counter import CounterRng, counter_uniform
 from ..random.matlab_stream import stream_uniform, stream_uniform_one
 from ..random.sources import MATLAB_STREAM, RandomSources, generator_sources, sources_for
 from ..spec import RoundingSpec
-from .libraries import is_device_array, round_array, round_numpy_array
+from .libraries import host_rounder, is_device_array, round_array
 
 __all__ = ["Arithmetic", "FormatMismatchError", "NotChoppedError", "METHODS", "MISMATCH_RULES"]
 
@@ -106,7 +106,7 @@ class Arithmetic:
     """
 
     __slots__ = ("given", "chop", "strict", "mismatch", "method", "block_size",
-                 "_specs", "_sources", "round_scalar", "_key", "_rng")
+                 "_specs", "_host_rounders", "_sources", "round_scalar", "_key", "_rng")
 
     def __init__(self, options: OptionsLike = None, *, strict: bool = False, mismatch: str = "error",
                  method: str = "recursive", block_size: int = 32, rng: Any = None, **kwargs: Any) -> None:
@@ -126,6 +126,7 @@ class Arithmetic:
         settings = resolve(self.given, None, "double")
         spec = settings.spec
         self._specs: dict[np.dtype, RoundingSpec] = {np.dtype(np.float64): spec}
+        self._host_rounders: dict[np.dtype, Callable[[np.ndarray], np.ndarray]] = {}
         self._rng = rng
         if isinstance(rng, CounterRng):
             flips = RandomSources(rng.stochastic, rng.flip_uniform, rng.flip_randi, rng)
@@ -261,6 +262,10 @@ class Arithmetic:
         The same numbers, and the same random draws, as ``chop(x, options)``.
         A device array (CuPy) is rounded by its library's engine, on its device.
         """
+        if type(x) is np.ndarray and x.size:
+            rounder = self._host_rounders.get(x.dtype)  # (float64 and float32 in native order only)
+            if rounder is not None:
+                return rounder(x)
         dtype = x.dtype
         if type(x) is not np.ndarray and is_device_array(x):
             return round_array(x, self.spec_for(dtype), self._sources)
@@ -268,7 +273,10 @@ class Arithmetic:
             return np.asarray(self.chop(x))
         if x.size == 0:
             return x.copy()
-        return round_numpy_array(x, self._specs.get(dtype) or self.spec_for(dtype), self._sources)
+        if type(x) is not np.ndarray:  # a NumPy scalar, a masked array, a matrix, ...
+            return round_array(x, self.spec_for(dtype), self._sources)
+        rounder = self._host_rounders[dtype] = host_rounder(self.spec_for(dtype), self._sources)
+        return rounder(x)
 
     def enter(self, x: ArrayLike) -> np.ndarray:
         """A plain operand as it enters an operation: exactly, or rounded when ``strict``."""
@@ -351,27 +359,16 @@ def _request_key(options, settings):
 def _scalar_rounder(spec: RoundingSpec, sources: RandomSources) -> Callable[[float], float]:
     """A function rounding one Python float exactly as chop does.
 
-    The kernels' scalar path (:func:`pychop_compat.kernels.numpy_fast.chop_scalar`)
-    behind one fast path, kept because the kernel's path costs two to three
-    times as much per chopped-scalar operation (``benchmarks/bench_arithmetic.py``,
-    fp16 ``a + b``).  ``test_scalar_fast_path_equals_the_kernels_scalar_path``
-    holds it to the kernel bit for bit in every mode.
-
-    The fast path takes a *regular* ``v``: finite, nonzero, in a binade
-    ``2^(e-1) <= |v| < 2^e`` with ``emin <= e - 1 < emax``.  There
-    ``y = v * 2^(t-e)`` is exact with ``|y| < 2^t``, rounding ``y`` to an
-    integer and scaling back are exact, and no range rule applies (``|v| <
-    2^emax <= xmax``; rounding away from zero gives at most ``2^emax``).  The
-    integer rounding is the mode's: ties to even by adding and subtracting
-    ``S = 1.5 * 2^(e - t + 52)`` (an even multiple of the quantum ``2^(e-t)``,
-    the last bit of the sum); ``ceil``, ``floor``, ``trunc``; stochastic: ``|y|``
-    rounded up when one uniform ``u <= frac(|y|)`` (mode 5) or ``u <= 1/2``
-    (mode 6), no draw when ``y`` is an integer (chop.m draws only for inexact
-    elements; a counter still advances by one).  The uniform is the array
-    path's: MATLAB's stream (:func:`~pychop_compat.random.matlab_stream.stream_uniform_one`)
-    or ``Chop(rng=<int>)``'s counter; with a user's ``randfunc`` or a Generator, and for
-    everything else (zeros, Inf, NaN, subnormals, the top binade,
-    ``explim = 0``, ``t > 50``), the kernel's path; bit flips round an array of one.
+    A fast path before the kernels' scalar path (:func:`pychop_compat.kernels.numpy_fast.chop_scalar`,
+    two to three times slower per chopped-scalar operation, ``benchmarks/bench_arithmetic.py``),
+    held to it bit for bit by ``test_scalar_fast_path_equals_the_kernels_scalar_path``.  It takes
+    a *regular* ``v``: finite, nonzero, ``2^(e-1) <= |v| < 2^e`` with ``emin <= e - 1 < emax``.
+    There ``y = v * 2^(t-e)`` is exact with ``|y| < 2^t``, rounding ``y`` to an integer in the
+    mode's way and scaling back are exact, and no range rule applies (``|v| < 2^emax <= xmax``).
+    The stochastic modes draw the array path's uniform (MATLAB's stream or ``Chop(rng=<int>)``'s
+    counter), none for an integer ``y`` (a counter still advances).  Everything else (zeros, Inf,
+    NaN, subnormals, ``explim = 0``, ``t > 50``, a user's ``randfunc`` or a Generator) takes the
+    kernel's path; bit flips round an array of one.
     """
     if spec.flips:
         def round_flipping(v: float) -> float:
@@ -404,6 +401,8 @@ def _scalar_rounder(spec: RoundingSpec, sources: RandomSources) -> Callable[[flo
     low, high = fmt.emin + 1, fmt.emax
     frexp = math.frexp
     if mode == 1:
+        # Ties to even: adding and subtracting S = 1.5 * 2^(e - t + 52) leaves y's quantum 2^(e-t)
+        # as the last bit of the sum.
         shifters = [math.ldexp(1.5, e + 52 - t) for e in range(low, high + 1)]
 
         def round_nearest(v: float) -> float:

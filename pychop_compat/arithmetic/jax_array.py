@@ -17,6 +17,7 @@ in the documentation page "Chopped arithmetic" (torch, CuPy and JAX).
 
 from __future__ import annotations
 
+import functools
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Optional, Tuple, Union, cast
 
@@ -26,7 +27,7 @@ from numpy.typing import ArrayLike
 from .. import linalg
 from ..engines import dispatch
 from ..random.counter import CounterRng
-from .array import OPERATORS, ChoppedOperators, wrap
+from .array import OPERATORS, ChoppedOperators, arithmetic_of, wrap
 from .context import Arithmetic, refuse_counter_in_linalg
 from .libraries import round_array
 
@@ -35,17 +36,13 @@ if TYPE_CHECKING:
 
 __all__ = ["ChoppedJax", "chopped_jax", "random_draws", "RandomDraws", "einsum"]
 
-_registered = False
 
-
+@functools.cache
 def _register() -> None:
-    global _registered
-    if not _registered:
-        import jax
+    import jax
 
-        jax.tree_util.register_pytree_node(
-            ChoppedJax, lambda c: ((c._data,), c._arith), lambda arith, children: ChoppedJax(children[0], arith))
-        _registered = True
+    jax.tree_util.register_pytree_node(
+        ChoppedJax, lambda c: ((c._data,), c._arith), lambda arith, children: ChoppedJax(children[0], arith))
 
 
 def _is_traced(x) -> bool:
@@ -231,20 +228,11 @@ def _on_host_counted(name, host_with, like, operands, datas, chopped_at, arith: 
     return ChoppedJax(out, arith)
 
 
-def _arith_of(*operands) -> Optional[Arithmetic]:
-    """The arithmetic of the chopped operands, combined; None when none is chopped."""
-    arith: Optional[Arithmetic] = None
-    for o in operands:
-        if isinstance(o, ChoppedJax):
-            arith = o._arith if arith is None else arith.combine(o._arith)
-    return arith
-
-
 def _product(name: str, a, b) -> "ChoppedJax":
     """``a @ b``: linalg.matmul on the JAX arrays for 1-D and 2-D operands (eager), else the host code."""
     import jax.numpy as jnp
 
-    arith = cast(Arithmetic, _arith_of(a, b))  # not None: ChoppedJax's methods pass themselves
+    arith = cast(Arithmetic, arithmetic_of((a, b)))  # not None: ChoppedJax's methods pass themselves
     refuse_counter_in_linalg(arith, "a matrix product")
     A, B = _plain(a), _plain(b)
     if name == "matmul" and (jnp.ndim(A) == 0 or jnp.ndim(B) == 0):
@@ -400,19 +388,13 @@ def einsum(subscripts: str, *operands: Union[ChoppedJax, ArrayLike]) -> ChoppedJ
     kernels for each contraction; on the host, see the module notes)."""
     import jax.numpy as jnp
 
-    arith = _arith_of(*operands)
+    arith = arithmetic_of(operands)
     if arith is None:
         raise TypeError("einsum needs a chopped JAX array")
     if len(operands) == 2:
         refuse_counter_in_linalg(arith, "einsum")
-
-    def numpy_einsum(*ops):
-        return np.einsum(subscripts, *ops)
-
-    def jax_einsum(*ops):
-        return jnp.einsum(subscripts, *ops)
-
-    return _on_host("einsum", numpy_einsum, jax_einsum, operands, arith)
+    return _on_host("einsum", functools.partial(np.einsum, subscripts), functools.partial(jnp.einsum, subscripts),
+                    operands, arith)
 
 
 def chopped_jax(x: Union[jax.Array, ArrayLike], arith: Arithmetic) -> ChoppedJax:

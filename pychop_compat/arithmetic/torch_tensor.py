@@ -101,15 +101,12 @@ def _tensor_base() -> Any:
             arithmetic: Optional[Arithmetic] = None  # set on the subclass made for each arithmetic
 
             def __repr__(self, *, tensor_contents=None):
-                with torch._C.DisableTorchFunctionSubclass():
-                    plain = torch.Tensor.as_subclass(self, torch.Tensor)
-                    return f"chopped({plain!r}, {type(self).arithmetic.describe()})"
+                return f"chopped({_plain(self)!r}, {type(self).arithmetic.describe()})"
 
             @property
             def values(self):
                 """A plain, detached copy."""
-                with torch._C.DisableTorchFunctionSubclass():
-                    return torch.Tensor.as_subclass(self, torch.Tensor).detach().clone()
+                return _plain(self).detach().clone()
 
             @classmethod
             def __torch_function__(cls, func, types, args=(), kwargs=None):

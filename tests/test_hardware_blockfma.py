@@ -157,3 +157,11 @@ def test_fp8_on_hopper_keeps_thirteen_fraction_bits():
     # 1 + 2**-13 is kept; 2**-14 after the largest exponent is truncated in alignment.
     assert dot([1.0, 2.0**-6], [1.0, 2.0**-7], 0.0, spec) == 1 + 2.0**-13
     assert dot([1.0, 2.0**-7], [1.0, 2.0**-7], 0.0, spec) == 1.0
+
+
+def test_fp8_with_fp16_output_on_ada_aligns_to_thirteen_bits_and_rounds_to_fp16():
+    spec = hardware.model("Ada", "e4m3", "fp16")
+    # 1 + 2**-11 + 2**-13: kept in alignment, then to nearest in fp16: up to 1 + 2**-10
+    assert dot([1.0, 2.0**-5, 2.0**-6], [1.0, 2.0**-6, 2.0**-7], 0.0, spec) == 1 + 2.0**-10
+    # 1 + 2**-11 + 2**-14: the 2**-14 is truncated in alignment, the tie goes to even
+    assert dot([1.0, 2.0**-5, 2.0**-7], [1.0, 2.0**-6, 2.0**-7], 0.0, spec) == 1.0

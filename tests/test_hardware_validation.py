@@ -35,7 +35,7 @@ PRESET_CASES = [case for case in CASES if TOOL.anchor_parameters(case["gpu"], ca
 
 def test_the_data_hold_every_pair_of_the_anchor():
     assert len(CASES) == 48 and all(len(case["d"]) == 5000 for case in CASES)
-    assert len(PRESET_CASES) == 38
+    assert len(PRESET_CASES) == 40
 
 
 @pytest.mark.parametrize("case", PRESET_CASES, ids=_ids)

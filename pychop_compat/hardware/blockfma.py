@@ -11,8 +11,8 @@ Each block of ``fma_size`` products of one inner product is computed so:
 3. every term is truncated (toward zero, in magnitude) to a multiple of
    ``2**(E - accumulator_fraction_bits - extra_alignment_bits)`` and the signed
    terms are added exactly (an int64 sum: no carry is lost);
-4. the sum is rounded once to the output format (its precision narrowed by a
-   negative ``extra_alignment_bits``), with subnormals; a result of
+4. the sum is rounded once to the output format, with subnormals, keeping at most
+   ``accumulator_fraction_bits + extra_alignment_bits`` fraction bits; a result of
    ``2**(emax + 1)`` or more in magnitude is an infinity (in every rounding mode,
    as the anchor's model does).
 
@@ -113,7 +113,9 @@ def _block(a: np.ndarray, b: np.ndarray, c: np.ndarray, spec: BlockFMA, informat
     total = np.sum(np.where(nonzero, signs * aligned, 0), axis=-1)
     aligned_c = _shift(addend, exp_c - acc_fraction - scale)
     total = total + np.where(np.signbit(c), -aligned_c, aligned_c)
-    result_fraction = outformat.t - 1 + min(spec.extra_alignment_bits, 0)
+    # The result keeps no more fraction bits than the aligned terms had (fewer than fp32's
+    # with negative extra bits: fp8 on Ada and Hopper).
+    result_fraction = min(outformat.t - 1, acc_fraction + spec.extra_alignment_bits)
     return _round_scaled(total, scale, result_fraction, outformat, spec.rounding, spec.output_subnormals)
 
 

@@ -33,6 +33,7 @@ PUBLIC_MODULES = (
     "pychop_compat.numbers",
     "pychop_compat.nn",
     "pychop_compat.linalg",
+    "pychop_compat.hardware",
     "pychop_compat.arithmetic",
     "pychop_compat.arithmetic.jax_array",
     "pychop_compat.random",

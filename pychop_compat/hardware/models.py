@@ -1,0 +1,174 @@
+"""The parameters of a block-FMA matrix-multiply unit, and the published ones of real GPUs.
+
+A :class:`BlockFMA` describes one configuration of the parameterised model of
+Khattak and Mikaitis (HPEC 2025; "Accurate models of NVIDIA tensor cores", ACM
+TACO): a block of ``fma_size`` products is computed exactly, the products and the
+accumulator are aligned to the largest exponent and truncated to
+``accumulator_fraction_bits + extra_alignment_bits`` bits after it, added without
+normalisation in between, and the sum is rounded once to the output format.
+
+The presets are the parameters their MATLAB models use per GPU and format pair
+(github north-numerical-computing/MATLAB-tensor-core, ``models/*.m`` at commit
+b12b5a700957655375a1b0c1d0c26e76065da015), written out here as data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Dict, Optional, Tuple
+
+__all__ = ["BlockFMA", "PRESETS", "model", "INPUT_FORMATS", "OUTPUT_FORMATS", "ROUNDING_MODES"]
+
+#: Input format names a model accepts, and the catalogue format each means
+#: (NVIDIA's E4M3 is the OCP format without infinities, largest finite 448).
+INPUT_FORMATS: Dict[str, str] = {
+    "fp16": "fp16", "bf16": "bf16", "tf32": "tf32",
+    "e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2",
+}
+#: Output (accumulator) format names, and the catalogue format each means.
+OUTPUT_FORMATS: Dict[str, str] = {"fp16": "fp16", "fp32": "fp32"}
+#: Rounding modes of the block result: toward zero, to nearest (ties to even), up, down.
+ROUNDING_MODES = ("rz", "rne", "ru", "rd")
+
+
+@dataclass(frozen=True)
+class BlockFMA:
+    """One block-FMA configuration of a matrix-multiply unit.
+
+    Parameters
+    ----------
+    input_format : str
+        Format of the elements of A and B: one of :data:`INPUT_FORMATS`.
+    output_format : str
+        Format of C and D (the accumulator): ``'fp32'`` or ``'fp16'``.
+    fma_size : int
+        Number of products added in one block before one normalisation and rounding;
+        longer inner products accumulate block after block, the rounded result of a
+        block being the addend of the next.
+    extra_alignment_bits : int
+        Bits kept beyond ``accumulator_fraction_bits`` after the largest exponent
+        when the terms are aligned (the rest are truncated).  A negative value keeps
+        fewer (fp8 inputs on Ada and Hopper); the rounded block result then keeps at
+        most ``accumulator_fraction_bits + extra_alignment_bits`` fraction bits.
+    rounding : str
+        Rounding of the block result to the output format: one of :data:`ROUNDING_MODES`.
+    min_alignment_exponent : int
+        The alignment exponent is at least this, even when every term is smaller.
+    normalised_products : bool
+        False: a product's exponent is the sum of its factors' exponents, its
+        significand in [0, 4) (no normalisation of the products before alignment).
+    input_subnormals, output_subnormals : bool
+        False: subnormal inputs (or a subnormal addend and result) are flushed to zero.
+    accumulator_fraction_bits : int
+        Fraction bits of the aligned terms before the extra bits (fp32's 23).
+    accumulator_emin : int
+        Smallest exponent of the addend when it is aligned (fp32's -126).
+    name : str
+        A label, such as ``'H100'``.
+    """
+
+    input_format: str = "fp16"
+    output_format: str = "fp32"
+    fma_size: int = 16
+    extra_alignment_bits: int = 0
+    rounding: str = "rz"
+    min_alignment_exponent: int = -1024
+    normalised_products: bool = False
+    input_subnormals: bool = True
+    output_subnormals: bool = True
+    accumulator_fraction_bits: int = 23
+    accumulator_emin: int = -126
+    name: str = "custom"
+
+    def __post_init__(self) -> None:
+        if self.input_format not in INPUT_FORMATS:
+            raise ValueError(f"input_format must be one of {sorted(INPUT_FORMATS)}, got {self.input_format!r}.")
+        if self.output_format not in OUTPUT_FORMATS:
+            raise ValueError(f"output_format must be one of {sorted(OUTPUT_FORMATS)}, got {self.output_format!r}.")
+        if self.rounding not in ROUNDING_MODES:
+            raise ValueError(f"rounding must be one of {ROUNDING_MODES}, got {self.rounding!r}.")
+        if self.fma_size < 1:
+            raise ValueError(f"fma_size must be a positive integer, got {self.fma_size}.")
+
+    def replace(self, **changes: object) -> "BlockFMA":
+        """A copy with the given fields changed (``dataclasses.replace``)."""
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+
+def _generation(name: str, fma_size: int, extra_bits: int, min_exponent: int, fp16_min_exponent: int,
+                tf32_fma: int, fp8: Optional[Tuple[int, int, str]], inputs: Tuple[str, ...],
+                fp8_to_fp16: bool = False) -> Dict[Tuple[str, str, str], BlockFMA]:
+    """The presets of one GPU: fp32 output truncates, fp16 output (of fp16 inputs)
+    rounds to nearest with its own alignment floor; tf32 and fp8 inputs have their
+    own block sizes and (fp8) extra bits and rounding; fp8 inputs with fp16 output
+    (``fp8_to_fp16``) round the fp32 configuration's block to nearest."""
+    presets: Dict[Tuple[str, str, str], BlockFMA] = {}
+    for inputs_name in inputs:
+        base = BlockFMA(inputs_name, "fp32", fma_size, extra_bits, "rz", min_exponent, name=name)
+        if inputs_name == "tf32":
+            presets[name, inputs_name, "fp32"] = base.replace(fma_size=tf32_fma)
+        elif inputs_name in ("e4m3", "e5m2"):
+            assert fp8 is not None
+            fp8_fma, fp8_extra_bits, fp8_rounding = fp8
+            presets[name, inputs_name, "fp32"] = base.replace(
+                fma_size=fp8_fma, extra_alignment_bits=fp8_extra_bits, rounding=fp8_rounding)
+        else:
+            presets[name, inputs_name, "fp32"] = base
+        if inputs_name == "fp16":
+            presets[name, inputs_name, "fp16"] = base.replace(
+                output_format="fp16", rounding="rne", min_alignment_exponent=fp16_min_exponent)
+        if inputs_name in ("e4m3", "e5m2") and fp8_to_fp16:
+            presets[name, inputs_name, "fp16"] = presets[name, inputs_name, "fp32"].replace(
+                output_format="fp16", rounding="rne")
+    return presets
+
+
+_ALL = ("fp16", "bf16", "tf32", "e4m3", "e5m2")
+_AMPERE = ("fp16", "bf16", "tf32")
+
+#: The named models, keyed by (GPU, input format, output format); see :func:`model`.
+#: fp8 inputs with fp16 output have one on Ada and L40S only: the H100, H200 and B200
+#: disagree with every configuration tried (docs/hardware.rst).
+PRESETS: Dict[Tuple[str, str, str], BlockFMA] = {}
+PRESETS.update(_generation("V100", 4, 0, -1024, -19, 4, None, ("fp16",)))
+for _gpu in ("A100", "A2", "A30"):
+    PRESETS.update(_generation(_gpu, 8, 1, -132, -20, 4, None, _AMPERE))
+for _gpu in ("Ada", "L40S"):
+    PRESETS.update(_generation(_gpu, 8, 1, -132, -20, 4, (16, -10, "rz"), _ALL, fp8_to_fp16=True))
+for _gpu in ("H100", "H200"):
+    PRESETS.update(_generation(_gpu, 16, 2, -133, -21, 8, (32, -10, "rz"), _ALL))
+PRESETS.update(_generation("B200", 16, 2, -133, -21, 8, (32, 2, "rz"), _ALL))
+
+
+def model(gpu: str, inputs: str = "fp16", output: str = "fp32") -> BlockFMA:
+    """The published block-FMA model of ``gpu``'s matrix units for one format pair.
+
+    Parameters
+    ----------
+    gpu : str
+        ``'V100'``, ``'A100'``, ``'A2'``, ``'A30'``, ``'Ada'``, ``'L40S'``, ``'H100'``,
+        ``'H200'`` or ``'B200'`` (case-insensitive).
+    inputs : str
+        Format of A and B: ``'fp16'``, ``'bf16'``, ``'tf32'``, ``'e4m3'`` or ``'e5m2'``.
+    output : str
+        Format of C and D: ``'fp32'`` or ``'fp16'``.
+
+    Returns
+    -------
+    BlockFMA
+
+    Examples
+    --------
+    >>> from pychop_compat import hardware
+    >>> m = hardware.model('H100', 'fp16', 'fp32')
+    >>> m.fma_size, m.extra_alignment_bits, m.rounding
+    (16, 2, 'rz')
+    """
+    gpus = {key[0].lower(): key[0] for key in PRESETS}
+    key = (gpus.get(gpu.lower(), gpu), inputs.lower(), output.lower())
+    if key not in PRESETS:
+        known = sorted({k[0] for k in PRESETS})
+        raise ValueError(f"No model for GPU {gpu!r} with {inputs!r} inputs and {output!r} output "
+                         f"(GPUs: {known}; see hardware.PRESETS for the format pairs).")
+    return PRESETS[key]

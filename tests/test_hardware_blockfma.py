@@ -1,0 +1,167 @@
+"""The block-FMA model of matrix units: the behaviours of Fasi, Higham, Mikaitis and Pranesh's
+test suite (2021), the anchor's exceptional cases, and the API of pychop_compat.hardware."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pychop_compat import hardware
+
+V100 = hardware.model("V100", "fp16", "fp32")
+H100 = hardware.model("H100", "fp16", "fp32")
+
+
+def dot(a, b, c, spec):
+    return float(hardware.block_dot(np.array(a, dtype=float), np.array(b, dtype=float), c, spec))
+
+
+def test_products_are_exact():
+    x = 1 + 2.0**-10  # x * x needs 21 bits: not an fp16, exactly an fp32
+    assert dot([x], [x], 0.0, V100) == x * x
+    assert float(np.float16(x) * np.float16(x)) != x * x  # what rounding the product would give
+
+
+def test_alignment_truncates_and_extra_bits_keep_what_rounding_needs():
+    # 1 + 2**-11 + 2**-24 rounds up to fp16's 1 + 2**-10, but without the 2**-24 it is a tie.
+    a, b = [1.0, 2.0**-11, 2.0**-12], [1.0, 1.0, 2.0**-12]
+    assert dot(a, b, 0.0, hardware.model("V100", "fp16", "fp16")) == 1.0  # 2**-24 truncated in alignment
+    assert dot(a, b, 0.0, hardware.model("H100", "fp16", "fp16")) == 1 + 2.0**-10  # two extra bits keep it
+
+
+def test_no_normalisation_by_left_shift_before_alignment():
+    # 1 - 1 + 2**-24: the small product is aligned to the exponent of the large ones first.
+    a, b = [1.0, -1.0, 2.0**-12], [1.0, 1.0, 2.0**-12]
+    assert dot(a, b, 0.0, V100) == 0.0
+    assert dot(a, b, 0.0, H100) == 2.0**-24
+
+
+def test_carry_out_bits_lose_nothing():
+    x = 1 + 2.0**-10
+    exact = 4 * x * x  # 4 + 2**-7 + 2**-18: two exponents above the products', every bit kept
+    assert dot([x] * 4, [x] * 4, 0.0, V100) == exact
+
+
+def test_non_monotonic():
+    # Increasing the addend raises the alignment exponent and truncates the three products away.
+    a, b = [2.0**-12] * 3, [1.5 * 2.0**-12] * 3
+    smaller_c, larger_c = 1 - 2.0**-24, 1.0
+    assert dot(a, b, smaller_c, V100) == 1 + 2.0**-23
+    assert dot(a, b, larger_c, V100) == 1.0
+
+
+def test_blocks_accumulate_with_a_rounding_between_them():
+    rng = np.random.default_rng(5)
+    a = np.float16(rng.standard_normal(8)).astype(float)
+    b = np.float16(rng.standard_normal(8)).astype(float)
+    first = hardware.block_dot(a[:4], b[:4], 0.25, V100)
+    assert hardware.block_dot(a, b, 0.25, V100) == hardware.block_dot(a[4:], b[4:], first, V100)
+
+
+@pytest.mark.parametrize("a, b, c, expected", [
+    ([np.nan, 1.0], [1.0, 1.0], 0.0, np.nan),
+    ([np.inf, 1.0], [0.0, 1.0], 0.0, np.nan),  # Inf * 0
+    ([np.inf, np.inf], [1.0, -1.0], 0.0, np.nan),  # Inf - Inf
+    ([np.inf, 1.0], [1.0, 1.0], -1.0, np.inf),
+    ([1.0, 1.0], [1.0, 1.0], -np.inf, -np.inf),
+    ([1.0, 1.0], [1.0, 1.0], np.nan, np.nan),
+])
+def test_nan_and_infinity(a, b, c, expected):
+    np.testing.assert_array_equal(dot(a, b, c, H100), expected)
+
+
+def test_overflow_in_the_accumulator_is_infinity():
+    assert dot([2.0**15], [2.0], 0.0, hardware.model("H100", "fp16", "fp16")) == np.inf
+    assert dot([-(2.0**127)], [2.0], 0.0, hardware.model("H100", "bf16", "fp32")) == -np.inf
+    # toward zero, as the anchor's model: infinity once the exponent passes emax
+    assert dot([2.0**127 * 1.5, 2.0**127 * 0.25], [1.0, 1.0], 0.0, hardware.model("H100", "bf16", "fp32")) == \
+        float(np.float32(2.0**127 * 1.75))
+
+
+def test_subnormal_inputs_and_outputs():
+    assert dot([2.0**-24], [2.0**-24], 0.0, H100) == 2.0**-48  # fp16 subnormals, exact product
+    assert dot([2.0**-126], [2.0**-10], 0.0, hardware.model("H100", "bf16", "fp32")) == 2.0**-136
+    fp16_out = hardware.model("H100", "fp16", "fp16")
+    assert dot([2.0**-14], [2.0**-10], 0.0, fp16_out) == 2.0**-24  # fp16's smallest subnormal
+    assert dot([2.0**-14], [2.0**-12], 0.0, fp16_out) == 0.0  # a quarter of it rounds to zero
+    assert dot([2.0**-14], [3 * 2.0**-12], 0.0, fp16_out) == 2.0**-24
+    flushed = H100.replace(input_subnormals=False, output_subnormals=False)
+    assert dot([2.0**-24, 1.0], [1.0, 2.0**-10], 0.0, flushed) == 2.0**-10
+    assert dot([2.0**-14], [2.0**-14], 0.0, flushed.replace(output_format="fp16")) == 0.0
+
+
+@pytest.mark.parametrize("rounding, positive, negative", [
+    ("rz", 1.0, -1.0), ("rd", 1.0, -1 - 2.0**-23), ("ru", 1 + 2.0**-23, -1.0), ("rne", 1.0, -1.0)])
+def test_rounding_modes_of_the_block_result(rounding, positive, negative):
+    spec = H100.replace(rounding=rounding)  # 1 + 2**-24: below half an ulp of fp32
+    assert dot([1.0, 2.0**-12], [1.0, 2.0**-12], 0.0, spec) == positive
+    assert dot([-1.0, -(2.0**-12)], [1.0, 2.0**-12], 0.0, spec) == negative
+
+
+def test_exact_cancellation_is_positive_zero():
+    assert np.signbit(dot([1.0, -1.0], [1.0, 1.0], 0.0, H100)) == np.False_
+
+
+def test_matmul_of_small_integers_is_exact_and_typed():
+    rng = np.random.default_rng(1)
+    A = rng.integers(-8, 8, (5, 37)).astype(float)
+    B = rng.integers(-8, 8, (37, 3)).astype(float)
+    C = rng.integers(-8, 8, (5, 3)).astype(float)
+    for name in ("V100", "A100", "H100", "B200"):
+        D = hardware.matmul(A, B, C, alpha=2.0, beta=-1.0, model=name)
+        assert D.dtype == np.float32
+        np.testing.assert_array_equal(D, 2 * A @ B - C)
+    D16 = hardware.matmul(A, B, model="H100", inputs="fp16", output="fp16")
+    assert D16.dtype == np.float16
+    np.testing.assert_array_equal(D16, A @ B)
+
+
+def test_matmul_rounds_its_inputs_as_the_anchor_does():
+    x = 1 + 2.0**-12  # not an fp16: to nearest gives 1; not a tf32: toward zero gives 1
+    assert hardware.matmul([[x]], [[1.0]], model="H100")[0, 0] == 1.0
+    assert hardware.matmul([[1 + 2.0**-10 - 2.0**-14]], [[1.0]], model="H100", inputs="tf32")[0, 0] == 1.0
+    # C in fp32 is rounded toward zero, in fp16 to nearest
+    assert hardware.matmul([[0.0]], [[0.0]], [[1 + 2.0**-24 * 3]], beta=1.0, model="H100")[0, 0] == 1 + 2.0**-23
+    assert hardware.matmul([[0.0]], [[0.0]], [[1 + 2.0**-11 * 1.5]], beta=1.0, model="H100",
+                           output="fp16")[0, 0] == 1 + 2.0**-10
+
+
+def test_a_model_object_and_its_formats():
+    spec = hardware.BlockFMA("bf16", "fp32", fma_size=2, extra_alignment_bits=3, name="mine")
+    assert hardware.matmul([[1.0, 2.0]], [[3.0], [4.0]], model=spec)[0, 0] == 11.0
+    with pytest.raises(ValueError, match="model's formats"):
+        hardware.matmul([[1.0]], [[1.0]], model=spec, inputs="fp16")
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"input_format": "fp64"}, "input_format"), ({"output_format": "bf16"}, "output_format"),
+    ({"rounding": "rn"}, "rounding"), ({"fma_size": 0}, "fma_size")])
+def test_block_fma_checks_its_parameters(changes, message):
+    with pytest.raises(ValueError, match=message):
+        hardware.BlockFMA(**changes)
+
+
+def test_model_names_and_errors():
+    assert hardware.model("h100", "FP16", "FP32") is hardware.PRESETS["H100", "fp16", "fp32"]
+    assert hardware.model("H200", "e4m3").extra_alignment_bits == -10
+    with pytest.raises(ValueError, match="No model for GPU 'V100' with 'bf16'"):
+        hardware.model("V100", "bf16")
+    with pytest.raises(ValueError, match="No model"):
+        hardware.model("H100", "e4m3", "fp16")
+    with pytest.raises(ValueError, match="A.shape"):
+        hardware.matmul(np.ones((2, 3)), np.ones((2, 3)))
+
+
+def test_fp8_on_hopper_keeps_thirteen_fraction_bits():
+    spec = hardware.model("H100", "e4m3", "fp32")
+    # 1 + 2**-13 is kept; 2**-14 after the largest exponent is truncated in alignment.
+    assert dot([1.0, 2.0**-6], [1.0, 2.0**-7], 0.0, spec) == 1 + 2.0**-13
+    assert dot([1.0, 2.0**-7], [1.0, 2.0**-7], 0.0, spec) == 1.0
+
+
+def test_fp8_with_fp16_output_on_ada_aligns_to_thirteen_bits_and_rounds_to_fp16():
+    spec = hardware.model("Ada", "e4m3", "fp16")
+    # 1 + 2**-11 + 2**-13: kept in alignment, then to nearest in fp16: up to 1 + 2**-10
+    assert dot([1.0, 2.0**-5, 2.0**-6], [1.0, 2.0**-6, 2.0**-7], 0.0, spec) == 1 + 2.0**-10
+    # 1 + 2**-11 + 2**-14: the 2**-14 is truncated in alignment, the tie goes to even
+    assert dot([1.0, 2.0**-5, 2.0**-7], [1.0, 2.0**-6, 2.0**-7], 0.0, spec) == 1.0

@@ -1,15 +1,20 @@
 """Squeezing a matrix into the range of a low-precision format (Higham, Pranesh and Zounon 2019):
-``A_s = mu * R A S``, see :doc:`/linalg`, "Scaling for low-precision factorization"."""
+``A_s = mu * R A S``, see :doc:`/linalg`, "Scaling for low-precision factorization".
+
+The package's iterated equilibrations are :func:`ruiz_equilibrate` and
+:func:`ruiz_equilibrate_symmetric`; :func:`scale_diag_2side` and
+:func:`scale_diag_2side_symm` are the research codes' functions of those names, step by step."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Tuple
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-__all__ = ["Scaling", "scale_diag_2side", "scale_diag_2side_symm", "squeeze"]
+__all__ = ["Scaling", "ruiz_equilibrate", "ruiz_equilibrate_symmetric", "scale_diag_2side", "scale_diag_2side_symm",
+           "squeeze"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -42,8 +47,11 @@ def _safe_inv_sqrt(norms: np.ndarray) -> np.ndarray:
     return out
 
 
-def scale_diag_2side(A: ArrayLike, tol: float = 1e-4, max_iter: int = 100) -> Scaling:
-    """Two-sided row and column equilibration (Higham, Pranesh & Zounon, Alg. 2.5).
+def ruiz_equilibrate(A: ArrayLike, tol: float = 1e-4, max_iter: int = 100) -> Scaling:
+    """Two-sided row and column equilibration (Ruiz's iteration; Higham, Pranesh & Zounon, Alg. 2.5).
+
+    Called ``scale_diag_2side`` up to version 0.3, a name now given to the research code's
+    one-pass scaling (:func:`scale_diag_2side`); ``lu(..., scaling='general')`` uses this one.
 
     Ruiz's iteration ``A <- R_k A S_k``, ``R_k = diag(||row_i||_inf)^{-1/2}``,
     ``S_k = diag(||col_j||_inf)^{-1/2}``, in double, until every row and column
@@ -69,8 +77,12 @@ def scale_diag_2side(A: ArrayLike, tol: float = 1e-4, max_iter: int = 100) -> Sc
     return Scaling(row, col)
 
 
-def scale_diag_2side_symm(A: ArrayLike, tol: float = 1e-4, max_iter: int = 100) -> Scaling:
+def ruiz_equilibrate_symmetric(A: ArrayLike, tol: float = 1e-4, max_iter: int = 100) -> Scaling:
     """Symmetry-preserving equilibration ``D A D`` (Knight, Ruiz & Ucar; HPZ Alg. 2.6).
+
+    Called ``scale_diag_2side_symm`` up to version 0.3, a name now given to the research code's
+    scaling (:func:`scale_diag_2side_symm`, separate row and column factors);
+    ``lu(..., scaling='symmetric')`` uses this one.
 
     ``A <- D_k A D_k``, ``D_k = diag(||col_j||_inf)^{-1/2}``, until every column
     norm is within ``tol`` of 1, or ``max_iter`` sweeps.
@@ -92,6 +104,104 @@ def scale_diag_2side_symm(A: ArrayLike, tol: float = 1e-4, max_iter: int = 100) 
             a = (s[:, None] * a) * s[None, :]
             d = d * s
     return Scaling(d, d.copy())
+
+
+def _max_abs_ignoring_nan(a: np.ndarray, axis: int) -> np.ndarray:
+    """MATLAB's ``max(abs(a), [], dim)``: NaN only where a whole row or column is NaN."""
+    return np.fmax.reduce(np.abs(a), axis=axis)
+
+
+def scale_diag_2side(A: ArrayLike) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The research code's ``scale_diag_2side``: one row pass, then one column pass.
+
+    ``d1 = 1 ./ max(abs(A), [], 2)``, ``B = diag(d1) A``, ``d2 = 1 ./ max(abs(B), [], 1)``,
+    ``B = B diag(d2)``: every row and column of ``B`` has largest entry 1 in magnitude.  The
+    algorithm of ``scaling_algorithms/scale_diag_2side.m`` in
+    github.com/SrikaraPranesh/Multi_precision_NLA_kernels (commit fb3a2d7, 2021-02-16), in
+    double, bit for bit as GNU Octave runs it (``tests/data/research_linalg``).  The package's
+    iterated equilibration, called by this name up to version 0.3, is :func:`ruiz_equilibrate`.
+
+    Parameters
+    ----------
+    A : array_like
+        Real square matrix with finite entries.  A zero row or column gives an infinite
+        factor and NaN entries, as in the research code.
+
+    Returns
+    -------
+    B : ndarray
+        The scaled matrix ``diag(d1) A diag(d2)``, rounded after each product as the code does.
+    d1, d2 : ndarray
+        The diagonals of the code's ``D1`` and ``D2`` (``np.diag(d1)`` is ``D1``).
+
+    Notes
+    -----
+    Products with ``diag(d)`` are taken entrywise, as Octave does; MATLAB's full products agree
+    for finite ``A`` up to the sign of zero entries.
+    """
+    a = _finite_square(A)
+    with np.errstate(all="ignore"):
+        d1 = 1.0 / _max_abs_ignoring_nan(a, 1)
+        B = d1[:, None] * a
+        d2 = 1.0 / _max_abs_ignoring_nan(B, 0)
+        B = B * d2[None, :]
+    return B, d1, d2
+
+
+def scale_diag_2side_symm(A: ArrayLike, tol: float = 1e-4) -> Tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """The research code's ``scale_diag_2side_symm``: up to 10 sweeps of row and column scaling.
+
+    Sweep ``k``: ``r = max(abs(A), [], 2)``, ``c = max(abs(A), [], 1)``,
+    ``A <- diag(1 ./ sqrt(r)) A diag(1 ./ sqrt(c))``, the products ``d1 <- d1 ./ sqrt(r)``,
+    ``d2 <- d2 ./ sqrt(c)``; stop after the sweep when ``max |[r, c] - 1| < tol`` (the maxima
+    before the sweep), else after 10 sweeps.  Despite the name, the row and column factors are
+    separate, so a symmetric ``A`` stays symmetric only up to rounding.  The algorithm of
+    ``scaling_algorithms/scale_diag_2side_symm.m`` in
+    github.com/SrikaraPranesh/Multi_precision_NLA_kernels (commit fb3a2d7, 2021-02-16;
+    Knight, Ruiz & Ucar, SIMAX 35, 2014), in double, bit for bit as GNU Octave runs it
+    (``tests/data/research_linalg``); it is the scaling of that repository's
+    ``gmresir3_ctest.m``.  The ``D A D`` equilibration called by this name up to version 0.3 is
+    :func:`ruiz_equilibrate_symmetric`.
+
+    Parameters
+    ----------
+    A : array_like
+        Real square matrix with finite entries (a zero row or column gives NaN, as in the code).
+    tol : float, optional
+        Convergence tolerance (default ``1e-4``, the code's).  The code's third argument,
+        printing, is not provided.
+
+    Returns
+    -------
+    B : ndarray
+        The scaled matrix.
+    d1, d2 : ndarray
+        The diagonals of the code's ``D1`` and ``D2``: ``B`` is ``diag(d1) A diag(d2)`` up to rounding.
+    its : int
+        The number of sweeps (1 to 10).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from pychop_compat import linalg
+    >>> B, d1, d2, its = linalg.scale_diag_2side_symm(np.array([[4e6, 2.0], [2.0, 1e-4]]))
+    >>> float(np.max(np.abs(B))), its
+    (1.0, 4)
+    """
+    a = _finite_square(A)
+    n = a.shape[0]
+    d1, d2 = np.ones(n), np.ones(n)
+    its = 0
+    with np.errstate(all="ignore"):
+        while its < 10:
+            its += 1
+            row_max, col_max = _max_abs_ignoring_nan(a, 1), _max_abs_ignoring_nan(a, 0)
+            row_root, col_root = np.sqrt(row_max), np.sqrt(col_max)
+            a = ((1.0 / row_root)[:, None] * a) * (1.0 / col_root)[None, :]
+            d1, d2 = d1 / row_root, d2 / col_root
+            if np.max(np.abs(np.concatenate([row_max, col_max]) - 1), initial=0.0) < tol:
+                break
+    return a, d1, d2, its
 
 
 def squeeze(A: ArrayLike, xmax: float, theta: float = 0.1,

@@ -19,7 +19,7 @@ from .gallery import gallery_randsvd, randsvd
 from .norms import cond, norm
 from .errors import SingularMatrixWarning
 from .scaling import (Scaling, ruiz_equilibrate, ruiz_equilibrate_symmetric, scale_diag_2side,
-                      scale_diag_2side_symm, squeeze)
+                      scale_diag_2side_symm, spd_diag_scale, squeeze)
 from .cholesky import chol_lp
 
 __all__ = [
@@ -43,6 +43,7 @@ __all__ = [
     "ruiz_equilibrate_symmetric",
     "scale_diag_2side",
     "scale_diag_2side_symm",
+    "spd_diag_scale",
     "squeeze",
     "chol_lp",
 ]

@@ -14,7 +14,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 __all__ = ["Scaling", "ruiz_equilibrate", "ruiz_equilibrate_symmetric", "scale_diag_2side", "scale_diag_2side_symm",
-           "squeeze"]
+           "spd_diag_scale", "squeeze"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -57,6 +57,15 @@ def ruiz_equilibrate(A: ArrayLike, tol: float = 1e-4, max_iter: int = 100) -> Sc
     ``S_k = diag(||col_j||_inf)^{-1/2}``, in double, until every row and column
     norm is within ``tol`` of 1, or ``max_iter`` sweeps.
 
+    Parameters
+    ----------
+    A : array_like
+        Real square matrix.
+    tol : float, optional
+        Stop when every row and column maximum is within ``tol`` of 1 (default ``1e-4``).
+    max_iter : int, optional
+        Largest number of sweeps (default 100).
+
     Returns
     -------
     Scaling
@@ -86,6 +95,15 @@ def ruiz_equilibrate_symmetric(A: ArrayLike, tol: float = 1e-4, max_iter: int = 
 
     ``A <- D_k A D_k``, ``D_k = diag(||col_j||_inf)^{-1/2}``, until every column
     norm is within ``tol`` of 1, or ``max_iter`` sweeps.
+
+    Parameters
+    ----------
+    A : array_like
+        Real square matrix.
+    tol : float, optional
+        Stop when every column maximum is within ``tol`` of 1 (default ``1e-4``).
+    max_iter : int, optional
+        Largest number of sweeps (default 100).
 
     Returns
     -------
@@ -204,9 +222,70 @@ def scale_diag_2side_symm(A: ArrayLike, tol: float = 1e-4) -> Tuple[np.ndarray, 
     return a, d1, d2, its
 
 
+def spd_diag_scale(A: ArrayLike, flag: int = 0, theta: Optional[float] = None
+                   ) -> Tuple[np.ndarray, np.ndarray, float]:
+    """The research code's ``spd_diag_scale``: ``D A D`` with ``D = diag(1 ./ sqrt(diag(A)))``,
+    then optionally the squeeze into fp16's range.
+
+    ``U = D triu(A, 1) D``, ``A <- U + U' + D diag(diag(A)) D`` (so the result is symmetric to
+    the last bit and has unit diagonal up to rounding); with ``flag = 1``,
+    ``mu = (theta * xmax) / max |a_ij|`` with fp16's ``xmax = 65504`` and ``A <- mu A``.  The
+    algorithm of ``scaling_algorithms/spd_diag_scale.m`` in
+    github.com/SrikaraPranesh/Multi_precision_NLA_kernels (commit fb3a2d7, 2021-02-16; Higham,
+    Pranesh & Zounon 2019, Alg. 2.3, for SPD matrices), in double, bit for bit as GNU Octave runs
+    it (``tests/data/research_linalg``).
+
+    Parameters
+    ----------
+    A : array_like
+        Real symmetric matrix (exactly) with a positive diagonal.
+    flag : {0, 1}, optional
+        1 to squeeze (default 0, the code's).
+    theta : float, optional
+        The squeeze's fraction of ``xmax``; needed when ``flag = 1``.
+
+    Returns
+    -------
+    B : ndarray
+        The scaled (and squeezed) matrix.
+    d : ndarray
+        The diagonal of the code's ``D`` (``1 ./ sqrt(diag(A))``).
+    mu : float
+        The squeeze factor (1 when ``flag = 0``).
+
+    Raises
+    ------
+    ValueError
+        The code's errors: ``'Input matrix is not symmetric'``, ``'matrix might not be positive
+        definite'`` (a diagonal entry ``<= 0``); ``theta`` missing with ``flag = 1``.
+    """
+    a = _finite_square(A)
+    with np.errstate(invalid="ignore"):
+        if np.any(a - a.T != 0):
+            raise ValueError("Input matrix is not symmetric")
+    diagonal = np.diag(a).copy()
+    if diagonal.size and np.fmin.reduce(diagonal) <= 0:
+        raise ValueError("matrix might not be positive definite")
+    with np.errstate(all="ignore"):
+        d = 1.0 / np.sqrt(diagonal)
+        upper = (d[:, None] * np.triu(a, 1)) * d[None, :]
+        B = upper + upper.T + np.diag((d * diagonal) * d)
+        mu = 1.0
+        if flag == 1:
+            if theta is None:
+                raise ValueError("spd_diag_scale needs theta with flag = 1")
+            mu = float(theta) * 65504.0 / float(np.max(np.abs(B)))
+            B = mu * B
+    return B, d, mu
+
+
 def squeeze(A: ArrayLike, xmax: float, theta: float = 0.1,
             scaling: Optional[Scaling] = None) -> Scaling:
     """Add the factor ``mu = theta * xmax / beta`` to ``scaling`` (HPZ Alg. 2.1/2.2).
+
+    Source: the paper (Higham, Pranesh & Zounon, SIAM J. Sci. Comput. 41(4), 2019); the
+    research code ``spd_diag_scale.m`` forms ``mu`` the same way (:func:`spd_diag_scale`),
+    ``gmresir3_ctest.m`` uses ``theta * xmax`` alone (its scaled matrix has maximum 1).
 
     Parameters
     ----------

@@ -73,9 +73,12 @@ CALLS += [("scale_diag_2side_symm", c, "[B, D1, D2, its] = scale_diag_2side_symm
            "d2 = diag(D2);", ["B", "d1", "d2", "its"]) for c in ("spd_graded", "wide", "spd_wide", "zero_row")]
 CALLS += [("lutx_chop", c, f"[L, U, p] = lutx_chop(A, '{f}');", ["L", "U", "p"])
           for c in ("normal", "wide", "singular", "hilbert") for f in ("h", "b")]
+# gmresir3_ctest.m's flow (lines 43-52): scale, mu = theta * xmax, round, factorize
 CALLS += [("lutx_chop", "spd_wide", "[B, D1, D2] = scale_diag_2side_symm(A); "
-           "[L, U, p] = lutx_chop(chop(0.1 * 65504 / max(abs(B(:))) * B, struct('format', 'h')), 'h');",
+           "[L, U, p] = lutx_chop(chop(0.1 * 65504 * B, struct('format', 'h')), 'h');",
            ["L", "U", "p"])]
+CALLS += [("spd_diag_scale", c, f"[B, D, mu] = spd_diag_scale(A, {flag}, 0.1); d = diag(D);", ["B", "d", "mu"])
+          for c in ("spd_graded", "spd_wide", "normal_spd") for flag in (0, 1)]
 CALLS += [("chol_lp", c, f"[R, flag] = chol_lp(A, '{f}');", ["R", "flag"])
           for c in ("spd_graded", "spd_wide", "hilbert", "indefinite", "normal_spd") for f in ("h", "b")]
 CALLS += [("sum", c, "s = sum(A);", ["s"]) for c in ("sum_vector", "sum_matrix", "sum_signed_zero",
@@ -113,7 +116,8 @@ def main(research: str) -> None:
         "provenance": {
             "research": "github.com/SrikaraPranesh/Multi_precision_NLA_kernels, commit "
                         "fb3a2d7d0d8a1cd5b0e09e7b4801996b4f5de2bc: chol_lp.m, lutx_chop.m, "
-                        "scaling_algorithms/scale_diag_2side.m, scaling_algorithms/scale_diag_2side_symm.m",
+                        "scaling_algorithms/scale_diag_2side.m, scaling_algorithms/scale_diag_2side_symm.m, "
+                        "scaling_algorithms/spd_diag_scale.m",
             "chop": "github.com/higham/chop, commit 906c31e653ad610effb2402f567b2dab69518176: chop.m, "
                     "float_params.m",
             "octave": version,

@@ -39,7 +39,7 @@ def results(function: str) -> list:
 def test_oracle_covers_every_function():
     assert {r["function"] for r in ORACLE["results"]} == {"scale_diag_2side", "scale_diag_2side_symm",
                                                          "lutx_chop", "chol_lp", "sum",
-                                                         "spd_diag_scale"}
+                                                         "spd_diag_scale", "house_qr_lp"}
     assert "fb3a2d7d0d8a1cd5b0e09e7b4801996b4f5de2bc" in ORACLE["provenance"]["research"]
 
 
@@ -114,6 +114,21 @@ def test_chol_lp_matches_octave(result):
     R, flag = linalg.chol_lp(INPUTS[result["case"]], fmt)
     out = result["outputs"]
     assert same_bits(R, out["R"]) and flag == out["flag"][0][0]
+
+
+@pytest.mark.parametrize("result", results("house_qr_lp"))
+def test_house_qr_lp_matches_octave(result):
+    flag = 0 if "A, 0)" in result["call"] else 1
+    Q, R = linalg.house_qr_lp(INPUTS[result["case"]], flag)
+    out = result["outputs"]
+    assert same_bits(Q, out["Q"]) and same_bits(R, out["R"])
+
+
+def test_house_qr_lp_refuses_what_the_code_cannot_run():
+    with pytest.raises(ValueError, match="Matrix must have more rows than columns"):
+        linalg.house_qr_lp(np.ones((2, 3)))
+    with pytest.raises(ValueError, match="fp16"):
+        linalg.house_qr_lp(np.ones((3, 2)), 1, "b")
 
 
 def test_chol_lp_refuses_what_the_code_refuses():

@@ -2,7 +2,7 @@
 
 Kernels (:func:`dot`, :func:`matvec`, :func:`matmul`), LU factorization with
 partial pivoting (:func:`lu`, the research codes' :func:`lutx_chop`),
-Cholesky factorization (:func:`chol_lp`), triangular solves (:func:`solve`) and iterative
+Cholesky and QR factorizations (:func:`chol_lp`, :func:`house_qr_lp`), triangular solves (:func:`solve`) and iterative
 refinement in three precisions (:func:`lu_ir`, :func:`gmres_ir`), every
 floating-point operation rounded by :func:`pychop_compat.chop` semantics.
 
@@ -21,6 +21,7 @@ from .errors import SingularMatrixWarning
 from .scaling import (Scaling, ruiz_equilibrate, ruiz_equilibrate_symmetric, scale_diag_2side,
                       scale_diag_2side_symm, spd_diag_scale, squeeze)
 from .cholesky import chol_lp
+from .qr import house_qr_lp
 
 __all__ = [
     "dot",
@@ -46,4 +47,5 @@ __all__ = [
     "spd_diag_scale",
     "squeeze",
     "chol_lp",
+    "house_qr_lp",
 ]

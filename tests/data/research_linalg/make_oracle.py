@@ -58,6 +58,9 @@ def inputs() -> dict:
         "singular": np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 1.0, 1.0]]),
         "hilbert": hilbert,
         "indefinite": np.array([[1.0, 2.0], [2.0, 1.0]]),
+        "tall": rng.standard_normal((7, 4)),
+        "graded_tall": rng.standard_normal((6, 3)) * 10.0 ** rng.uniform(-3, 3, (6, 1)),
+        "zero_column": np.array([[1.0, 0.0, 2.0], [2.0, 0.0, 1.0], [0.5, 0.0, 3.0], [1.0, 0.0, 1.0]]),
         "sum_vector": vector,
         "sum_matrix": rng.standard_normal((12, 3)) * 10.0 ** rng.integers(-8, 9, (12, 3)),
         "sum_signed_zero": np.array([-0.0, -0.0]),
@@ -81,6 +84,8 @@ CALLS += [("spd_diag_scale", c, f"[B, D, mu] = spd_diag_scale(A, {flag}, 0.1); d
           for c in ("spd_graded", "spd_wide", "normal_spd") for flag in (0, 1)]
 CALLS += [("chol_lp", c, f"[R, flag] = chol_lp(A, '{f}');", ["R", "flag"])
           for c in ("spd_graded", "spd_wide", "hilbert", "indefinite", "normal_spd") for f in ("h", "b")]
+CALLS += [("house_qr_lp", c, f"[Q, R] = house_qr_lp(A, {flag});", ["Q", "R"])
+          for c in ("tall", "graded_tall", "zero_column", "normal") for flag in (1, 0)]
 CALLS += [("sum", c, "s = sum(A);", ["s"]) for c in ("sum_vector", "sum_matrix", "sum_signed_zero",
                                                                  "sum_numpy_differs")]
 CALLS += [("sum", "sum_matrix", "s = sum(A, 2);", ["s"]),
@@ -115,7 +120,8 @@ def main(research: str) -> None:
     oracle = {
         "provenance": {
             "research": "github.com/SrikaraPranesh/Multi_precision_NLA_kernels, commit "
-                        "fb3a2d7d0d8a1cd5b0e09e7b4801996b4f5de2bc: chol_lp.m, lutx_chop.m, "
+                        "fb3a2d7d0d8a1cd5b0e09e7b4801996b4f5de2bc: chol_lp.m, lutx_chop.m, house_qr_lp.m, "
+                        "hgemm.m, ip_chop.m, "
                         "scaling_algorithms/scale_diag_2side.m, scaling_algorithms/scale_diag_2side_symm.m, "
                         "scaling_algorithms/spd_diag_scale.m",
             "chop": "github.com/higham/chop, commit 906c31e653ad610effb2402f567b2dab69518176: chop.m, "

@@ -160,3 +160,26 @@ def test_sequential_sum_vector_where_numpy_differs():
     assert sequential_sum(x) == expected
     with pytest.raises(ValueError, match="dim"):
         sequential_sum(np.eye(2), 3)
+
+
+@pytest.mark.parametrize("library", ["torch", "jax"])
+def test_research_functions_take_torch_and_jax_arrays(library):
+    """Computed by NumPy on a copy, the outputs given back on the input's library, same bits."""
+    xp = pytest.importorskip(library)
+    if library == "jax":
+        xp.config.update("jax_enable_x64", True)
+        convert = xp.numpy.asarray
+    else:
+        convert = xp.asarray
+    calls = [(linalg.chol_lp, INPUTS["normal_spd"], ("h",)), (linalg.lutx_chop, INPUTS["normal"], ("h",)),
+             (linalg.house_qr_lp, INPUTS["tall"], (0,)), (linalg.scale_diag_2side, INPUTS["wide"], ()),
+             (linalg.scale_diag_2side_symm, INPUTS["wide"], ()), (linalg.spd_diag_scale, INPUTS["spd_wide"], (1, 0.1))]
+    for function, A, args in calls:
+        want = function(A, *args)
+        got = function(convert(A), *args)
+        for g, w in zip(got, want):
+            if isinstance(w, np.ndarray):
+                assert type(g).__module__.split(".")[0] in (library, "jaxlib"), function.__name__
+                assert same_bits(np.asarray(g), w), function.__name__
+            else:
+                assert g == w

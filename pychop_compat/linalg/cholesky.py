@@ -7,12 +7,13 @@ from typing import Tuple
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .arrays import HOST
+from .arrays import HOST, host_computed
 from .common import Rounder
 
 __all__ = ["chol_lp"]
 
 
+@host_computed
 def chol_lp(A: ArrayLike, format: str = "h") -> Tuple[np.ndarray, int]:
     """The research codes' ``chol_lp``: Cholesky factorization in fp16 or bfloat16.
 

@@ -14,7 +14,7 @@ from typing import Any, Optional, Tuple
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .arrays import HOST, Arrays, Window, arrays_for, ieee, on_host
+from .arrays import HOST, Arrays, Window, arrays_for, host_computed, ieee, on_host
 from .common import DOUBLE_NAMES, OptionsLike, Rounder, chop_object, float_operands
 from .errors import SingularMatrixWarning
 from .scaling import Scaling, ruiz_equilibrate, ruiz_equilibrate_symmetric, squeeze
@@ -204,6 +204,7 @@ def lu(A: ArrayLike, options: OptionsLike = None, *, scaling: Optional[str] = No
     return factorize(arrays, A, options, scaling=scaling, theta=theta, method=method)
 
 
+@host_computed
 def lutx_chop(A: ArrayLike, format: str = "h") -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The research codes' ``lutx_chop``: Moler's ``lutx`` with chop after each operation.
 

@@ -7,7 +7,7 @@ from typing import Tuple
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .arrays import HOST
+from .arrays import HOST, host_computed
 from .common import Rounder
 
 __all__ = ["house_qr_lp"]
@@ -41,6 +41,7 @@ def _house_gen(x: np.ndarray, rounded: Rounder) -> np.ndarray:
     return rounded(u / np.sqrt(np.abs(u[0])))
 
 
+@host_computed
 def house_qr_lp(A: ArrayLike, flag: int = 1, format: str = "h") -> Tuple[np.ndarray, np.ndarray]:
     """The research codes' ``house_qr_lp``: Householder QR factorization in fp16.
 

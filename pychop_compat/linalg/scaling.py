@@ -13,6 +13,8 @@ from typing import Optional, Tuple
 import numpy as np
 from numpy.typing import ArrayLike
 
+from .arrays import host_computed
+
 __all__ = ["Scaling", "ruiz_equilibrate", "ruiz_equilibrate_symmetric", "scale_diag_2side", "scale_diag_2side_symm",
            "spd_diag_scale", "squeeze"]
 
@@ -129,6 +131,7 @@ def _max_abs_ignoring_nan(a: np.ndarray, axis: int) -> np.ndarray:
     return np.fmax.reduce(np.abs(a), axis=axis)
 
 
+@host_computed
 def scale_diag_2side(A: ArrayLike) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The research code's ``scale_diag_2side``: one row pass, then one column pass.
 
@@ -166,6 +169,7 @@ def scale_diag_2side(A: ArrayLike) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     return B, d1, d2
 
 
+@host_computed
 def scale_diag_2side_symm(A: ArrayLike, tol: float = 1e-4) -> Tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """The research code's ``scale_diag_2side_symm``: up to 10 sweeps of row and column scaling.
 
@@ -222,6 +226,7 @@ def scale_diag_2side_symm(A: ArrayLike, tol: float = 1e-4) -> Tuple[np.ndarray, 
     return a, d1, d2, its
 
 
+@host_computed
 def spd_diag_scale(A: ArrayLike, flag: int = 0, theta: Optional[float] = None
                    ) -> Tuple[np.ndarray, np.ndarray, float]:
     """The research code's ``spd_diag_scale``: ``D A D`` with ``D = diag(1 ./ sqrt(diag(A)))``,

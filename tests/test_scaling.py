@@ -71,7 +71,7 @@ def test_scaled_factors_are_factors_of_the_scaled_matrix():
 
 def test_general_equilibration_property():
     A, _ = badly_scaled(15, 3)
-    sc = linalg.scale_diag_2side(A)
+    sc = linalg.ruiz_equilibrate(A)
     S = (sc.row[:, None] * A) * sc.col[None, :]
     assert np.all(np.abs(np.max(np.abs(S), axis=1) - 1) <= 1e-4)
     assert np.all(np.abs(np.max(np.abs(S), axis=0) - 1) <= 1e-4)
@@ -84,7 +84,7 @@ def test_symmetric_scaling_keeps_symmetry_and_spd_lu_ir_converges():
     d = 10.0 ** r.uniform(-3, 6, n)
     B = r.standard_normal((n, n))
     A = d[:, None] * (B @ B.T + n * np.eye(n)) * d[None, :]
-    sc = linalg.scale_diag_2side_symm(A)
+    sc = linalg.ruiz_equilibrate_symmetric(A)
     assert np.array_equal(sc.row, sc.col)
     S = (sc.row[:, None] * A) * sc.col[None, :]
     assert np.array_equal(S, S.T) or np.max(np.abs(S - S.T)) <= 4 * U_D

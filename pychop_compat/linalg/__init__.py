@@ -1,7 +1,8 @@
 """Mixed-precision linear algebra in simulated low precision.
 
 Kernels (:func:`dot`, :func:`matvec`, :func:`matmul`), LU factorization with
-partial pivoting (:func:`lu`), triangular solves (:func:`solve`) and iterative
+partial pivoting (:func:`lu`, the research codes' :func:`lutx_chop`),
+Cholesky and QR factorizations (:func:`chol_lp`, :func:`house_qr_lp`), triangular solves (:func:`solve`) and iterative
 refinement in three precisions (:func:`lu_ir`, :func:`gmres_ir`), every
 floating-point operation rounded by :func:`pychop_compat.chop` semantics.
 
@@ -12,12 +13,15 @@ the "Linear algebra in simulated precision" page of the documentation
 """
 
 from .products import dot, matmul, matvec
-from .lu import LUResult, lu, solve
+from .lu import LUResult, lu, lutx_chop, solve
 from .refinement import IRResult, gmres_ir, lu_ir
 from .gallery import gallery_randsvd, randsvd
 from .norms import cond, norm
 from .errors import SingularMatrixWarning
-from .scaling import Scaling, scale_diag_2side, scale_diag_2side_symm, squeeze
+from .scaling import (Scaling, ruiz_equilibrate, ruiz_equilibrate_symmetric, scale_diag_2side,
+                      scale_diag_2side_symm, spd_diag_scale, squeeze)
+from .cholesky import chol_lp
+from .qr import house_qr_lp
 
 __all__ = [
     "dot",
@@ -25,6 +29,7 @@ __all__ = [
     "matmul",
     "lu",
     "LUResult",
+    "lutx_chop",
     "solve",
     "lu_ir",
     "gmres_ir",
@@ -35,7 +40,12 @@ __all__ = [
     "cond",
     "SingularMatrixWarning",
     "Scaling",
+    "ruiz_equilibrate",
+    "ruiz_equilibrate_symmetric",
     "scale_diag_2side",
     "scale_diag_2side_symm",
+    "spd_diag_scale",
     "squeeze",
+    "chol_lp",
+    "house_qr_lp",
 ]

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar, cast
 
 import numpy as np
 
 from ..kernels.xp import Namespace, library_namespace
 
-__all__ = ["Arrays", "HOST", "DEVICE_LIBRARIES", "arrays_for", "on_host", "ieee", "Window"]
+__all__ = ["Arrays", "HOST", "DEVICE_LIBRARIES", "arrays_for", "on_host", "host_computed", "ieee", "Window"]
+
+_Function = TypeVar("_Function", bound=Callable[..., Any])
 
 #: Array libraries whose arrays linalg computes on their own device.
 DEVICE_LIBRARIES = ("torch", "cupy", "jax")
@@ -285,7 +287,8 @@ def arrays_for(*values: Any) -> Arrays:
 
 def on_host(func: Callable, arrays: Arrays, *args: Any, **kwargs: Any) -> Any:
     """``func(*args, **kwargs)`` (a public linalg function) on NumPy copies of ``arrays``'s
-    arrays, the arrays of its result (a bare array, the fields of a result dataclass) given back
+    arrays, the arrays of its result (a bare array, the members of a tuple, the fields of a result
+    dataclass) given back
     on ``arrays``'s device, dtype kept.  The computation is NumPy's, bit for bit."""
     from ..engines import array_library
 
@@ -297,6 +300,8 @@ def on_host(func: Callable, arrays: Arrays, *args: Any, **kwargs: Any) -> Any:
     def back(out: Any) -> Any:
         if isinstance(out, (np.ndarray, np.generic)):
             return arrays.from_host(out)
+        if isinstance(out, tuple):  # MATLAB's several outputs
+            return tuple(back(v) for v in out)
         if dataclasses.is_dataclass(out) and not isinstance(out, type):
             return dataclasses.replace(out, **{f.name: back(getattr(out, f.name)) for f in dataclasses.fields(out)
                                                if isinstance(getattr(out, f.name), np.ndarray)
@@ -304,6 +309,21 @@ def on_host(func: Callable, arrays: Arrays, *args: Any, **kwargs: Any) -> Any:
         return out
 
     return back(func(*(host(a) for a in args), **{k: host(v) for k, v in kwargs.items()}))
+
+
+def host_computed(func: _Function) -> _Function:
+    """Let ``func`` (a NumPy-only public linalg function of a matrix ``A`` first) take torch,
+    CuPy and JAX arrays too: they are computed by NumPy on host copies (:func:`on_host`) and the
+    outputs given back on the input's library, bit for bit the NumPy results."""
+
+    @functools.wraps(func)
+    def wrapper(A: Any, *args: Any, **kwargs: Any) -> Any:
+        arrays = arrays_for(A)
+        if arrays is not HOST:
+            return on_host(func, arrays, A, *args, **kwargs)
+        return func(A, *args, **kwargs)
+
+    return cast(_Function, wrapper)
 
 
 def ieee(func: Callable) -> Callable:

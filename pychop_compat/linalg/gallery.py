@@ -18,6 +18,8 @@ def randsvd(
 ) -> np.ndarray:
     """Random ``n x n`` matrix with 2-norm condition number ``kappa``.
 
+    The package's own test matrix (no published function of this name is reproduced).
+
     ``A = Q1 diag(sigma) Q2^T`` with Haar-distributed orthogonal ``Q1, Q2`` and ``max sigma = 1``;
     ``mode`` as :func:`gallery_randsvd`'s 1 to 5 (default 3), mode 5 with ``cond(A) = kappa``.
 
@@ -81,6 +83,9 @@ def gallery_randsvd(
     rng: Union[None, int, np.random.Generator] = None,
 ) -> np.ndarray:
     """MATLAB's ``gallery('randsvd', n, kappa, mode, kl, ku, method, classname)``.
+
+    Source: MATLAB's documentation of ``gallery('randsvd')`` (its code is not public): the
+    argument order and singular values are MATLAB's; the orthogonal factors are NumPy's.
 
     A random matrix ``A = U diag(sigma) V^T`` with MATLAB's singular values
     (``p = min(m, n)``): mode 1, one large (``[1, 1/kappa, ..., 1/kappa]``);

@@ -9,17 +9,17 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .arrays import HOST, Arrays, Window, arrays_for, ieee, on_host
+from .arrays import HOST, Arrays, Window, arrays_for, host_computed, ieee, on_host
 from .common import DOUBLE_NAMES, OptionsLike, Rounder, chop_object, float_operands
 from .errors import SingularMatrixWarning
-from .scaling import Scaling, scale_diag_2side, scale_diag_2side_symm, squeeze
+from .scaling import Scaling, ruiz_equilibrate, ruiz_equilibrate_symmetric, squeeze
 
-__all__ = ["LUResult", "lu", "solve", "factorize", "solve_on", "warn_if_singular", "needs_host"]
+__all__ = ["LUResult", "lu", "lutx_chop", "solve", "factorize", "solve_on", "warn_if_singular", "needs_host"]
 
 _SCALINGS = {None: None, "none": None, "general": "general", "g": "general",
              "symmetric": "symmetric", "s": "symmetric"}
@@ -84,9 +84,9 @@ def _scaling_for(a: np.ndarray, options: OptionsLike, scaling: Optional[str],
         return None
     n = a.shape[0]
     if kind == "general":
-        sc = scale_diag_2side(a)
+        sc = ruiz_equilibrate(a)
     elif kind == "symmetric":
-        sc = scale_diag_2side_symm(a)
+        sc = ruiz_equilibrate_symmetric(a)
     else:
         sc = Scaling(np.ones(n), np.ones(n))
     if theta is not None:
@@ -165,7 +165,7 @@ def lu(A: ArrayLike, options: OptionsLike = None, *, scaling: Optional[str] = No
     scaling : {None, 'general', 'symmetric'}, optional
         Two-sided diagonal scaling before rounding ``A`` (Higham, Pranesh &
         Zounon 2019): ``'general'`` (``'g'``, ``R A S``) or ``'symmetric'``
-        (``'s'``, ``D A D``); see :func:`scale_diag_2side`.
+        (``'s'``, ``D A D``); see :func:`ruiz_equilibrate`.
     theta : float, optional
         Squeeze: multiply the (scaled) matrix by ``mu = theta * xmax / beta``
         so that its largest entry is ``theta * xmax`` of the format.
@@ -202,6 +202,67 @@ def lu(A: ArrayLike, options: OptionsLike = None, *, scaling: Optional[str] = No
     if arrays is not HOST and needs_host(scaling, theta, method):
         return on_host(lu, arrays, A, options, scaling=scaling, theta=theta, method=method)
     return factorize(arrays, A, options, scaling=scaling, theta=theta, method=method)
+
+
+@host_computed
+def lutx_chop(A: ArrayLike, format: str = "h") -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The research codes' ``lutx_chop``: Moler's ``lutx`` with chop after each operation.
+
+    Gaussian elimination with partial pivoting on ``A`` as given (not rounded first): at step
+    ``k = 1 .. n-1`` the first largest ``|a_ik|``, ``i >= k`` (NaN ignored, as MATLAB's ``max``),
+    is swapped into row ``k`` unless it is zero, in which case the step is skipped; then
+    ``a_ik = chop(a_ik / a_kk)`` and ``a_ij = chop(a_ij - chop(a_ik a_kj))`` for ``i, j > k``.
+    The algorithm of ``lutx_chop.m`` in github.com/SrikaraPranesh/Multi_precision_NLA_kernels
+    (commit fb3a2d7, 2021-02-16; the factorization of its ``gmresir3`` codes), bit for bit as
+    GNU Octave runs it with ``chop.m`` of github.com/higham/chop (commit 906c31e)
+    (``tests/data/research_linalg``).  :func:`lu` rounds ``A`` first, reports zero pivots and
+    runs on every array type; on a matrix already in the format, and with the same options,
+    its factors are these.
+
+    Parameters
+    ----------
+    A : array_like
+        Real square matrix (the code's rectangular case is not provided).
+    format : str, optional
+        chop's format (default ``'h'``, the code's); the other options are chop's defaults
+        (round to nearest, with subnormals except for bfloat16), as ``chop([], fp)`` sets them.
+
+    Returns
+    -------
+    L : ndarray
+        Unit lower triangular factor.
+    U : ndarray
+        Upper triangular factor.
+    p : ndarray of int
+        The row permutation, 0-based: ``A[p] = L @ U`` up to rounding (the code's ``p`` minus one).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from pychop_compat import linalg
+    >>> L, U, p = linalg.lutx_chop(np.array([[1., 2.], [3., 4.]]))
+    >>> p.tolist(), float(L[1, 0]), float(U[1, 1])
+    ([1, 0], 0.333251953125, 0.6669921875)
+    """
+    a = np.array(A, dtype=np.float64)
+    if a.ndim != 2 or a.shape[0] != a.shape[1]:
+        raise ValueError("lutx_chop needs a square matrix")
+    rounded = Rounder({"format": format}, HOST)
+    n = a.shape[0]
+    p = np.arange(n)
+    for k in range(n - 1):
+        column = np.abs(a[k:, k])
+        ind = k + (0 if np.all(np.isnan(column)) else int(np.nanargmax(column)))
+        if a[ind, k] == 0:  # a zero column: nothing to eliminate
+            continue
+        if ind != k:
+            a[[k, ind]] = a[[ind, k]]
+            p[[k, ind]] = p[[ind, k]]
+        rest = slice(k + 1, n)
+        with np.errstate(all="ignore"):  # Inf and NaN propagate, as in the code
+            a[rest, k] = rounded(a[rest, k] / a[k, k])
+            a[rest, rest] = rounded(a[rest, rest] - rounded(np.outer(a[rest, k], a[k, rest])))
+    return np.tril(a, -1) + np.eye(n), np.triu(a), p
 
 
 def factorize(arrays: Arrays, A: Any, options: OptionsLike = None, *, scaling: Optional[str] = None,

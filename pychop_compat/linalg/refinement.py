@@ -277,6 +277,10 @@ def lu_ir(
 ) -> IRResult:
     """LU-based iterative refinement in three precisions (Carson & Higham, 2018).
 
+    Source: the paper (SIAM J. Sci. Comput. 40(2), 2018); not checked against a run of the
+    research code ``sir3.m`` (github.com/SrikaraPranesh/Multi_precision_NLA_kernels, commit
+    fb3a2d7).  Audit: :doc:`/linalg`, "Research codes by name".
+
     Parameters
     ----------
     A, b : array_like
@@ -446,6 +450,11 @@ def gmres_ir(
     lu_method: str = "chopped",
 ) -> IRResult:
     """GMRES-based iterative refinement in three precisions (Carson & Higham 2018).
+
+    Source: ``gmresir3.m`` of github.com/SrikaraPranesh/Multi_precision_NLA_kernels (commit
+    fb3a2d7) as described in the papers; checked against an independent implementation of that
+    description (``tests/test_gmresir3.py``), not against a run of the code.  Audit:
+    :doc:`/linalg`, "Research codes by name".
 
     As :func:`lu_ir`, but each correction solves ``U^{-1} L^{-1} P A d_i = U^{-1} L^{-1} P r_i``
     by GMRES in the working precision ``u``, preconditioned by the ``uf`` factors.

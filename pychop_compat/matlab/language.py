@@ -20,7 +20,7 @@ from numpy.typing import ArrayLike
 
 from .options import CHOP_M_OPTION_NAMES, OPTION_NAMES
 
-__all__ = ["round_half_away", "int_divide", "sprintf", "chop_struct"]
+__all__ = ["round_half_away", "int_divide", "sequential_sum", "sprintf", "chop_struct"]
 
 
 def round_half_away(x: ArrayLike) -> Union[np.ndarray, float]:
@@ -124,6 +124,58 @@ def int_divide(a: ArrayLike, b: ArrayLike) -> np.ndarray:
 _CONVERSION = re.compile(r"%(?P<flags>[-+ 0#]*)(?P<width>\d+|\*)?(?:\.(?P<precision>\d+|\*))?"
                          r"(?P<conversion>[diouxXfFeEgGcs%])")
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "a": "\a", "b": "\b", "f": "\f", "v": "\v"}
+
+
+def sequential_sum(x: ArrayLike, dim: Union[int, None] = None) -> Union[np.ndarray, float]:
+    """MATLAB's ``sum(x)`` and ``sum(x, dim)`` in their order: left to right, one term at a time.
+
+    ``s = 0; s = s + x(1); s = s + x(2); ...``: the order GNU Octave always uses and MATLAB
+    gives on small vectors (its order on large arrays, which may be blocked or threaded, is
+    not documented).  :func:`numpy.sum` adds in pairs (and, from 8 terms, in 8 interleaved
+    partial sums), so its last bits can differ; the sum starting from ``+0``,
+    ``sum([-0, -0])`` is ``+0``, as in Octave.
+
+    Parameters
+    ----------
+    x : array_like
+        Real numbers, 1-D (a vector) or 2-D; float32 is summed in float32, as MATLAB sums
+        singles; other input in float64.
+    dim : {None, 1, 2}, optional
+        MATLAB's dimension: 1 sums each column, 2 each row; None (default) sums a 1-D array
+        or a ``1 x n`` row, else the columns, as MATLAB's first non-singleton dimension.
+
+    Returns
+    -------
+    numpy.ndarray or float
+        A Python float for a vector; for a matrix the sums as a 1-D array.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from pychop_compat.matlab import sequential_sum
+    >>> x = [1.0, 2.0**-53, 2.0**-53, 2.0**-53, 2.0**-53, 2.0**-53, 2.0**-53, 2.0**-53, 2.0**-53]
+    >>> sequential_sum(x) == 1.0, float(np.sum(x)) == 1.0   # Octave and MATLAB: sum(x) == 1
+    (True, False)
+    >>> sequential_sum(np.array([[1.0, 2.0], [3.0, 4.0]])).tolist()
+    [4.0, 6.0]
+    """
+    a = np.asarray(x)
+    if a.dtype != np.float32:
+        a = a.astype(np.float64)
+    if a.ndim > 2:
+        raise ValueError("sequential_sum takes a vector or a matrix")
+    if a.ndim < 2:
+        a = a.reshape(1, -1)
+        dim = 2 if dim is None else dim
+    elif dim is None:
+        dim = 2 if a.shape[0] == 1 else 1
+    if dim not in (1, 2):
+        raise ValueError(f"dim must be 1 or 2, got {dim!r}")
+    terms = a if dim == 1 else a.T
+    total = np.zeros(terms.shape[1], dtype=a.dtype)
+    for row in terms:
+        total = total + row
+    return float(total[0]) if np.asarray(x).ndim < 2 or total.size == 1 else total
 
 
 def _flatten(args) -> list:

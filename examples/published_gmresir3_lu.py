@@ -15,8 +15,11 @@ entry exceeds fp16's ``xmax``, scales each one two-sidedly, squeezes it by
 The scaling is the script's ``scale_diag_2side_symm``: up to 10 sweeps of
 ``A <- diag(1./sqrt(row maxima)) * A * diag(1./sqrt(column maxima))``,
 stopping when every row and column maximum (before the sweep) is within
-1e-4 of 1.  (Despite its name it computes separate row and column factors,
-so it is not ``pychop_compat.linalg.scale_diag_2side_symm``'s ``D A D``.)
+1e-4 of 1.  (Despite its name it computes separate row and column factors.
+Since 0.4.0 ``pychop_compat.linalg.scale_diag_2side_symm`` runs this algorithm
+and ``linalg.lutx_chop`` the factorization, with today's chop; this script keeps
+its own line-by-line port so that ``lutx_chop`` can run with the chop of the
+study's date.)
 
 The matrices are not shipped (they come from the SuiteSparse collection):
 pass a folder of SuiteSparse ``.mat`` files (``Problem.A``, MATLAB v5/v7

@@ -35,7 +35,8 @@ from ..libraries import array_library, unsupported_type_error
 from ..random import counter as device_counter
 from ..random.counter import CounterRng
 from ..random.matlab_stream import stream_uniform
-from ..random.sources import (CheckedRandfunc, RandomSources, Source, draws_on_device, given_sources)
+from ..random.sources import (MATLAB_STREAM, CheckedRandfunc, RandomSources, Source, draws_on_device,
+                              given_sources)
 from ..rules.chop import chop_vector
 from ..rules.cpfloat import (ROUND_MODES, apply_encoding, block_numbers, chop_blocks, effective_format, flip_bits,
                              limited_bit_sources, round_correct, round_cpfloat)
@@ -843,6 +844,10 @@ def round_array(x: Any, spec: RoundingSpec, sources: RandomSources, *, kernel: O
         (float64 for integer input); a tensor that requires grad gives a result in the
         autograd graph (the straight-through estimator).
     """
+    if type(x) is np.ndarray and kernel is None and library is None:  # the hot path: small NumPy arrays
+        planned = _planned(x, spec, sources)
+        if planned is not None:
+            return planned(x)
     if spec.fmt.encoding == "e8m0" and _e8m0_widens(spec):  # (the encoding first: the hot path)
         wide = _e8m0_in_float64(x, spec, sources, kernel, library)
         if wide is not None:
@@ -882,6 +887,77 @@ def round_array(x: Any, spec: RoundingSpec, sources: RandomSources, *, kernel: O
 
 
 _SCALAR_CALL = Call("float", "cpu", True, "float64", 1, "none")
+
+# --- small calls: the route of a (spec, sources, dtype, engine setting) found once ------------------
+
+#: NumPy's own descriptors of native float64 and float32 (what ``np.empty`` and ufuncs give).
+_FLOAT64, _FLOAT32 = np.dtype(np.float64), np.dtype(np.float32)
+#: (id(spec), id(sources) or 0, dtype char, engine setting, Numba installed) -> (spec, sources, run
+#: or None).  The entry holds the spec and the sources, so their ids are not reused while it lives.
+_PLANS: dict = {}
+_PLANS_MAX = 256
+
+
+def _planned(x: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> Optional[Callable[[np.ndarray], Any]]:
+    """The kernel call that :func:`round_array` makes for ``x`` (a float32 or float64 ndarray in
+    NumPy's native descriptor, more than one element, below the compiled engine's parallel
+    size), found by the router once per spec, sources, dtype and engine setting; None: not
+    planned (the general path then routes the call).
+
+    The sources enter only where the spec draws: a deterministic route does not depend on them.
+    """
+    dtype = x.dtype
+    if not ((dtype is _FLOAT64 or dtype is _FLOAT32) and 1 < x.size < compiled.SERIAL_BELOW):
+        return None
+    draws = spec.draws
+    engine = get_cpu_engine()
+    key = (id(spec), id(sources) if draws else 0, dtype.char, engine, engine != "numpy" and compiled.available())
+    found = _PLANS.get(key)
+    if found is None or found[0] is not spec or (draws and found[1] is not sources):
+        if len(_PLANS) >= _PLANS_MAX:
+            _PLANS.clear()
+        found = _PLANS[key] = (spec, sources, _plan(x, spec, sources))
+    return found[2]
+
+
+def _compiled_deterministic(spec: RoundingSpec, dtype: np.dtype) -> Callable[[np.ndarray], Any]:
+    """:func:`compiled.chop_array`'s deterministic call with its constants found once: the serial
+    loop on a C-contiguous array, into a new array (other layouts: ``chop_array`` itself)."""
+    kernels = compiled.kernels()
+    ip, up, fp, rp = compiled.rounding_constants(spec, dtype)
+    unsigned = np.uint64 if dtype.char == "d" else np.uint32
+    single = dtype.char == "f"
+
+    def run(x: np.ndarray) -> np.ndarray:
+        if not x.flags.c_contiguous:
+            return compiled.chop_array(x, spec, MATLAB_STREAM)
+        out = np.empty_like(x)
+        flat, out_flat = (x, out) if x.ndim == 1 else (x.reshape(-1), out.reshape(-1))
+        kernels.det_serial(flat, flat.view(unsigned), out_flat, out_flat.view(unsigned), ip, up, fp, rp, single)
+        return out
+
+    return run
+
+
+def _plan(x: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> Optional[Callable[[np.ndarray], Any]]:
+    """The kernel call of the route of ``x`` for every array of its dtype with more than one
+    element (see :func:`_planned`), for the kernels whose choice and call depend on nothing
+    else; None for the others.  Each call looks its kernel up in its module, where tests spy."""
+    if spec.fmt.encoding == "e8m0":
+        return None  # (float32 is rounded in float64: round_array's general path)
+    call = _host_call(x, spec, sources)
+    chosen = next(kernel for kernel in REGISTRY if kernel.takes(call, spec, sources, x) is None)
+    if chosen.name == "numba":
+        if not spec.draws:
+            return _compiled_deterministic(spec, x.dtype)
+        return lambda a: compiled.chop_array(a, spec, sources)
+    if chosen.name == "numpy":
+        return lambda a: _run_numpy(a, call, spec, sources, None)  # (call: not read)
+    if chosen.name == "numba-cpfloat" and not spec.stochastic:
+        return lambda a: _numba_cpfloat().round_array(a, spec)
+    if chosen.name == "numpy-cpfloat":
+        return lambda a: numpy_cpfloat.round_array(a, spec)
+    return None
 
 
 def _round_tensor(t: Any, spec: RoundingSpec, sources: RandomSources) -> Any:

@@ -4,6 +4,7 @@ Run from the repository root::
 
     python benchmarks/bench_small_calls.py              # n = 10, 100, 1000; about 15 s
     python benchmarks/bench_small_calls.py --quick      # fewer rounds; about 10 s
+    python benchmarks/bench_small_calls.py --smoke      # one call per case: the table, no timing
     python benchmarks/compare_trees.py OLD NEW --runs 5 -- bench_small_calls.py --quick
 
 Everything is timed in one process, interleaved: each round times every case once
@@ -23,7 +24,10 @@ shared machine).  The inputs are standard normal float64 vectors of n elements
   ``Chop(format='h', round=5, rng=1)(x)``, the counter numbers; each within 1.5x of
   its deterministic row (``chop stored``, ``Chop object``);
 * floors: an empty Python function call, ``np.positive(x)`` (a trivial ufunc with a
-  result array), which bound what any call can cost.
+  result array), which bound what any call can cost; and the parts of a call that live below
+  the facades and the router: the compiled loop called through Numba's dispatcher on arrays
+  made beforehand (``compiled loop``), the scalar kernel ``numpy_fast.chop_scalar``, MATLAB's
+  stream lent to a kernel (``with stream_state()``) and the counter's ``take``.
 
 The first table gives us per call (compared by ``compare_trees.py``), the ratio to
 the row's reference and the number of function calls per call counted by cProfile
@@ -49,6 +53,10 @@ if (ROOT / "pychop_compat").is_dir():  # a copy outside a checkout runs the tree
 
 import pychop_compat  # noqa: E402
 from pychop_compat import Chop, chop, cpfloat  # noqa: E402
+from pychop_compat.kernels import compiled, numpy_fast  # noqa: E402
+from pychop_compat.matlab.options import resolve  # noqa: E402
+from pychop_compat.random.matlab_stream import stream_state  # noqa: E402
+from pychop_compat.random.sources import MATLAB_STREAM, counter_sources  # noqa: E402
 
 H = {"format": "h"}
 H_ROUND5 = {"format": "h", "round": 5}
@@ -59,9 +67,16 @@ def _empty() -> None:
     pass
 
 
+def _lend_stream() -> None:
+    with stream_state():
+        pass
+
+
 def _cases(sizes: list) -> list:
     """``(name, n, statement, setup, reference name, target)``: statements run in ``NAMESPACE``."""
     cases = [("floor: empty function", 1, "empty()", "pass", None, None),
+             ("floor: chop_scalar kernel", 1, "chop_scalar(v, SPEC, MATLAB_STREAM)", "pass", "float16 scalar", None),
+             ("floor: with stream_state()", 1, "lend_stream()", "pass", None, None),
              ("float16 scalar", 1, "float(np.float16(v))", "pass", None, None),
              ("chop scalar", 1, "chop(v)", "chop(None, H)", "float16 scalar", 4.0),
              ("chop scalar dict", 1, "chop(v, H)", "pass", "float16 scalar", None)]
@@ -69,7 +84,10 @@ def _cases(sizes: list) -> list:
         x = f"x{n}"
         cases += [
             ("floor: np.positive", n, f"np.positive({x})", "pass", None, None),
+            ("floor: counter take", n, f"counter.take({n})", "pass", None, None),
             ("astype fp16", n, f"{x}.astype(np.float16).astype(np.float64)", "pass", None, None),
+            ("floor: compiled loop", n, f"loop({x}, {x}u, {x}o, {x}ou, *CONSTANTS, False)", "pass",
+             "astype fp16", None),
             ("chop stored", n, f"chop({x})", "chop(None, H)", "astype fp16", 3.0),
             ("chop dict", n, f"chop({x}, H)", "pass", "astype fp16", 5.0),
             ("Chop object", n, f"half({x})", "pass", "astype fp16", 3.0),
@@ -89,8 +107,16 @@ def _namespace(sizes: list) -> dict:
     namespace = {"np": np, "chop": chop, "cpfloat": cpfloat, "H": H, "H_ROUND5": H_ROUND5, "BINARY16": BINARY16,
                  "v": 1 / 3, "a": rng.standard_normal((10, 10)), "empty": _empty,
                  "half": Chop(format="h"), "half_sr": Chop(format="h", round=5, rng=1)}
+    spec = resolve(H, None).spec
+    namespace.update(SPEC=spec, MATLAB_STREAM=MATLAB_STREAM, chop_scalar=numpy_fast.chop_scalar,
+                     lend_stream=_lend_stream, counter=counter_sources(1).counter,
+                     CONSTANTS=compiled.rounding_constants(spec, np.float64))
+    if compiled.available():  # (without Numba the compiled loop's rows are left out)
+        namespace["loop"] = compiled.kernels().det_serial
     for n in sizes:
-        namespace[f"x{n}"] = rng.standard_normal(n)
+        x = namespace[f"x{n}"] = rng.standard_normal(n)
+        out = np.empty_like(x)
+        namespace.update({f"x{n}u": x.view(np.uint64), f"x{n}o": out, f"x{n}ou": out.view(np.uint64)})
     return namespace
 
 
@@ -116,16 +142,17 @@ def main(argv: list | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer rounds (noisier minima)")
     parser.add_argument("--rounds", type=int, default=None, help="timing rounds (default 40; 12 with --quick)")
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000])
+    parser.add_argument("--smoke", action="store_true", help="one call per case (checks the script, times nothing)")
     options = parser.parse_args(argv)
-    rounds = options.rounds or (12 if options.quick else 40)
+    rounds = 1 if options.smoke else options.rounds or (12 if options.quick else 40)
     namespace = _namespace(options.sizes)
-    cases = _cases(options.sizes)
+    cases = [case for case in _cases(options.sizes) if "loop" in namespace or not case[2].startswith("loop(")]
 
     timers = []
     for name, n, statement, setup, _, _ in cases:
         timer = timeit.Timer(statement, setup, globals=namespace)
         timer.timeit(3)  # the warm-up (caches, compilation), apart from the calibration
-        number, _ = timer.autorange()
+        number = 100 if options.smoke else timer.autorange()[0]
         timers.append((timer, max(1, number // 100)))  # about 2 ms per sample
     best = [float("inf")] * len(cases)
     for _ in range(rounds):
@@ -145,7 +172,7 @@ def main(argv: list | None = None) -> int:
         ref_name = reference or ""
         ref_n = 1 if reference == "float16 scalar" else n
         ratio = seconds / figures[(reference, ref_n)] if reference else float("nan")
-        py_calls, all_calls = _calls_per_call(statement, setup, namespace)
+        py_calls, all_calls = _calls_per_call(statement, setup, namespace, 2 if options.smoke else 200)
         ratio_cell = f"{ratio:.2f}" if reference else ""
         print(f"| {name} | {n} | {seconds * 1e6:.3f} | {ratio_cell} | {ref_name} | {py_calls:.0f} | {all_calls:.0f} |")
         if target is not None:
@@ -156,7 +183,8 @@ def main(argv: list | None = None) -> int:
     print("| case | n | ratio | target | met |")
     print("|---|---:|---:|---:|---|")
     for name, n, ratio, reference, target in verdicts:
-        print(f"| {name} | {n} | {ratio:.2f} | {target:g}x {reference} | {'yes' if ratio <= target else 'no'} |")
+        met = "-" if options.smoke else "yes" if ratio <= target else "no"  # (a smoke run measures nothing)
+        print(f"| {name} | {n} | {ratio:.2f} | {target:g}x {reference} | {met} |")
     return 0
 
 

@@ -329,3 +329,25 @@ def test_cpfloat_one_spec_object_for_repeated_options(monkeypatch):
     cpfloat(THIRD, {"format": "binary16", "round": 4})
     assert seen[0] is seen[1] is seen[2] and seen[3] is not seen[0]
     assert seen[3].round == 4 and seen[0].round == 1
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("mode", [5, 6])
+def test_stochastic_plans_without_flips_draw_as_the_general_path(mode, dtype):
+    """MATLAB's stream drawn inside the compiled loop, and the counter's numbers, on every layout:
+    the NumPy engine's bits and the stream left where the NumPy engine leaves it."""
+    spec = resolve({"format": "b", "round": mode}, None, "single" if dtype is np.float32 else "double").spec
+    for name, x in _layouts(dtype).items():
+        rng(8)
+        planned = [dispatch.round_array(x, spec, MATLAB_STREAM) for _ in range(2)]
+        after = rng()
+        rng(8)
+        general = [dispatch.round_array(x, spec, MATLAB_STREAM, kernel="numpy") for _ in range(2)]
+        assert rng().State.tolist() == after.State.tolist(), name
+        for a, b in zip(planned, general):
+            assert_bits_equal(a, b, f"stream, {name}")
+        sources, again = counter_sources(21), counter_sources(21)
+        for _ in range(2):
+            assert_bits_equal(dispatch.round_array(x, spec, sources),
+                              dispatch.round_array(x, spec, again, kernel="numpy"), f"counter, {name}")
+        assert sources.counter.offset == again.counter.offset == 2 * x.size

@@ -210,7 +210,8 @@ def chop(x: Any = None, options: Any = None) -> Any:
     >>> chop(1/3)  # the options of the previous call
     0.333984375
     """
-    x_class = _checked_class(x)
+    scalar = type(x) is float  # (the hot paths first: MATLAB code chops scalars in loops)
+    x_class = "double" if scalar else _checked_class(x)
     stored, owned = _persistent.state()
     # chop.m stores on every call.  Without options that re-stores what is stored (or the
     # defaults, when nothing is): a thread reading the main thread's options keeps reading them.
@@ -219,13 +220,12 @@ def chop(x: Any = None, options: Any = None) -> Any:
         store = stored is None and owned
     else:
         settings = resolve(options, stored, x_class)
-        store = not options_are_empty(options) or (stored is None and owned)
+        store = type(options) is dict or not options_are_empty(options) or (stored is None and owned)
     result: Any
-    if type(x) is float and settings.scalar_path:
-        # The hot path (MATLAB code chops scalars in loops): no random numbers, nothing to check,
-        # straight to the router's first kernel (dispatch's 'scalar').
+    if scalar and settings.scalar_path:
+        # No random numbers, nothing to check, straight to the router's first kernel ('scalar').
         result = numpy_fast.chop_scalar(x, settings.spec, MATLAB_STREAM)
-    elif _is_placeholder(x):
+    elif type(x) is not np.ndarray and _is_placeholder(x):
         result = None if x is None else np.zeros(0)
     else:
         spec = settings.spec

@@ -166,7 +166,7 @@ def main(argv: list | None = None) -> int:
     print("Time per call")
     print()
     print("| case | n | us | ratio | reference | py calls | all calls |")
-    print("|---|---:|---:|---:|---|---:|---:|")
+    print("|---|---|---:|---:|---|---:|---:|")
     verdicts = []
     for (name, n, statement, setup, reference, target), seconds in zip(cases, best):
         ref_name = reference or ""
@@ -174,17 +174,18 @@ def main(argv: list | None = None) -> int:
         ratio = seconds / figures[(reference, ref_n)] if reference else float("nan")
         py_calls, all_calls = _calls_per_call(statement, setup, namespace, 2 if options.smoke else 200)
         ratio_cell = f"{ratio:.2f}" if reference else ""
-        print(f"| {name} | {n} | {seconds * 1e6:.3f} | {ratio_cell} | {ref_name} | {py_calls:.0f} | {all_calls:.0f} |")
+        # (n as text: compare_trees.py tells rows apart by their text cells)
+        print(f"| {name} | n={n} | {seconds * 1e6:.3f} | {ratio_cell} | {ref_name} | {py_calls:.0f} | {all_calls:.0f} |")
         if target is not None:
             verdicts.append((name, n, ratio, reference, target))
     print()
     print("Targets (ratio to the reference row, same run)")
     print()
     print("| case | n | ratio | target | met |")
-    print("|---|---:|---:|---:|---|")
+    print("|---|---|---:|---:|---|")
     for name, n, ratio, reference, target in verdicts:
         met = "-" if options.smoke else "yes" if ratio <= target else "no"  # (a smoke run measures nothing)
-        print(f"| {name} | {n} | {ratio:.2f} | {target:g}x {reference} | {met} |")
+        print(f"| {name} | n={n} | {ratio:.2f} | {target:g}x {reference} | {met} |")
     return 0
 
 

@@ -139,10 +139,10 @@ def test_small_calls_benchmark_smoke_run():
     assert out.returncode == 0, out.stderr
     rows = [row for row in out.stdout.splitlines() if row.startswith("| ")]
     for case in ("chop stored", "chop dict", "Chop object", "chop stored round 5", "Chop round 5 rng"):
-        assert sum(row.startswith(f"| {case} | 10 |") for row in rows) == 2, out.stdout  # time, verdict
-    assert any(row.startswith("| cpfloat dict 10x10 | 100 |") and row.endswith("| - |")
+        assert sum(row.startswith(f"| {case} | n=10 |") for row in rows) == 2, out.stdout  # time, verdict
+    assert any(row.startswith("| cpfloat dict 10x10 | n=100 |") and row.endswith("| - |")
                for row in rows), out.stdout
-    assert any(row.startswith("| floor: empty function | 1 |") for row in rows), out.stdout
+    assert any(row.startswith("| floor: empty function | n=1 |") for row in rows), out.stdout
 
 
 def test_cpfloat_benchmark_smoke_run():

@@ -363,7 +363,6 @@ class Chop:
         # An own generator inherited by fork would repeat its numbers in every child (see __call__).
         self._fork_generation = None if rng is None else fork_generation()
         self._draw_lock = threading.RLock()  # one call's draws from the generator are contiguous
-
         self._calls: dict = {}  # x_class -> (settings, sources), made on first use
 
     def __getstate__(self) -> dict:

@@ -417,9 +417,18 @@ _BY_CONTENT: dict = {}
 def items_snapshot(options: dict) -> tuple:
     """``options``' items and their values' types, as a key of a cache of what they resolve to.
 
-    The types enter because ``1``, ``True``, ``1.0`` and ``np.float64(1)`` are equal and hash
-    alike but are not the same option value.  Hashing the key raises ``TypeError`` for an
-    unhashable value (a list); a hit means equal values only for :func:`atomic_values`.
+    Parameters
+    ----------
+    options : dict
+        A caller's options, read as they are now (a dict changed in place gives another key).
+
+    Returns
+    -------
+    tuple
+        ``(items, types)``.  The types enter because ``1``, ``True``, ``1.0`` and
+        ``np.float64(1)`` are equal and hash alike but are not the same option value.  Hashing
+        it raises ``TypeError`` for an unhashable value (a list); equal keys mean equal options
+        only for :func:`atomic_values`.
     """
     return tuple(options.items()), tuple(map(type, options.values()))
 
@@ -433,9 +442,20 @@ _CALLABLES = (types.FunctionType, types.BuiltinFunctionType, types.MethodType)
 
 
 def atomic_values(options: collections.abc.Mapping) -> bool:
-    """Whether every value of ``options`` is equal to another only when it is the same option value
-    (with its type, see :func:`items_snapshot`): strings, numbers, None, and callables compared by
-    identity; not containers, arrays or objects with an equality of their own."""
+    """Whether every value of ``options`` equals another only when it is the same option value.
+
+    Parameters
+    ----------
+    options : Mapping
+        A caller's options.
+
+    Returns
+    -------
+    bool
+        True for strings, numbers (Python's and NumPy's, with their types as
+        :func:`items_snapshot` takes them), None and callables compared by identity; False
+        when a value is a container, an array or an object with an equality of its own.
+    """
     for value in options.values():
         kind = type(value)
         if kind in _EXACT_TYPES or issubclass(kind, _NUMPY_SCALARS):

@@ -133,13 +133,12 @@ def _checked_class(x) -> str:
 
 
 def _chop_checked(x, spec: RoundingSpec, sources: RandomSources):
-    """Round ``x``; on failure nothing has been drawn from MATLAB's stream.
+    """Round ``x`` by a spec that draws; on failure nothing has been drawn from MATLAB's stream.
 
     A call that may draw from the stream holds it (its numbers are a contiguous
     run), and puts it back when a user's ``randfunc`` fails after the flips drew.
+    (A spec without random numbers goes to ``dispatch.round_array`` directly.)
     """
-    if not spec.draws:
-        return dispatch.round_array(x, spec, sources)
     if spec.flips and spec.fmt.t < 2:
         raise ValueError(FLIP_PRECISION_ERROR)
     if not sources.uses_matlab_stream:
@@ -231,7 +230,7 @@ def chop(x: Any = None, options: Any = None) -> Any:
         spec = settings.spec
         if spec.draws:
             result = _chop_checked(x, spec, sources_for(settings.randfunc))
-        else:  # (what _chop_checked does first, without its call)
+        else:  # no random numbers: nothing to check or hold
             result = dispatch.round_array(x, spec, MATLAB_STREAM)
     if store:
         _persistent.write(settings)
@@ -398,7 +397,7 @@ class Chop:
         x_class = _checked_class(x)
         settings, sources = self._calls.get(x_class) or self._call_for(x_class)
         spec = settings.spec
-        if not spec.draws:  # (what _chop_checked does first, without its call)
+        if not spec.draws:  # no random numbers: nothing to check or hold
             return dispatch.round_array(x, spec, sources)
         if self._fork_generation is None:
             return _chop_checked(x, spec, sources)

@@ -23,7 +23,7 @@ import numpy as np
 from .engines import dispatch
 from .libraries import array_library, unsupported_type_error
 from .formats import Format, catalogue_format
-from .matlab.options import isempty
+from .matlab.options import atomic_values, isempty, items_snapshot
 from .random.sources import MATLAB_STREAM
 from .spec import RoundingSpec
 
@@ -196,8 +196,69 @@ def _update(state: _State, given: dict) -> _State:
     return _State(o, drcheck, catalogue)
 
 
+def _updated(state: _State, fpopts: Any) -> _State:
+    """``state`` after a call with ``fpopts``: :func:`_update`'s result, found once for a dict of
+    options repeated with the same content (the usual call in a loop).
+
+    A result equal to ``state`` is ``state`` itself, so that the next call with the same dict
+    finds it (the cache is keyed by the state's identity and the dict's content, taken afresh
+    on every call: a dict changed in place is looked up anew)."""
+    content = None
+    if type(fpopts) is dict:
+        try:
+            content = (id(state), items_snapshot(fpopts))
+            found = _UPDATES.get(content)
+        except TypeError:  # an unhashable value (a list of params)
+            content = found = None
+        if found is not None and found[0] is state:
+            return found[1]
+    given = _given(fpopts)
+    if given is None:
+        return state
+    new = _update(state, given)
+    if (new.options == state.options and new.drcheck == state.drcheck and new.catalogue is state.catalogue
+            and type(new.options.format) is type(state.options.format)):
+        new = state
+    # ("params" warns on every call with a named format: such calls are not cached.)
+    if content is not None and "params" not in given and atomic_values(fpopts):
+        if len(_UPDATES) >= _CACHE_MAX:
+            _UPDATES.clear()
+        _UPDATES[content] = (state, new)
+    return new
+
+
+#: (id(state), items_snapshot(fpopts)) -> (state, the state after the call); the entry holds the
+#: state, so its id is not reused while the entry lives.
+_UPDATES: dict = {}
+#: (id(state), x_class) -> (state, its RoundingSpec for an input of that class).
+_SPECS: dict = {}
+_CACHE_MAX = 64
+
+
+def _spec_for(state: _State, x_class: str) -> RoundingSpec:
+    """:func:`_checked_spec`, found once per state and class: one spec object for the calls of
+    a loop, which the router's and the kernels' caches then find by identity."""
+    key = (id(state), x_class)
+    found = _SPECS.get(key)
+    if found is not None and found[0] is state:
+        return found[1]
+    spec = _checked_spec(state, x_class)
+    if len(_SPECS) >= _CACHE_MAX:
+        _SPECS.clear()
+    _SPECS[key] = (state, spec)
+    return spec
+
+
+_FLOAT64, _FLOAT32 = np.dtype(np.float64), np.dtype(np.float32)
+
+
 def _storage_class(x) -> str:
     """'single' or 'double' for an accepted input; the MEX's error otherwise."""
+    if type(x) is np.ndarray:  # (NumPy's own native float64 and float32 descriptors, first)
+        if x.dtype is _FLOAT64:
+            return "double"
+        if x.dtype is _FLOAT32:
+            return "single"
     dtype = getattr(x, "dtype", None)
     if dtype is None:
         if isinstance(x, complex) or (isinstance(x, (list, tuple)) and np.iscomplexobj(np.asarray(x))):
@@ -235,6 +296,8 @@ def _checked_spec(state: _State, x_class: str) -> RoundingSpec:
 
 
 def _round(x, spec: RoundingSpec):
+    if type(x) is np.ndarray and (x.dtype is _FLOAT64 or x.dtype is _FLOAT32) and x.size:
+        return dispatch.round_array(x, spec, MATLAB_STREAM)  # (what the general path below does)
     library = "numpy" if type(x) is np.ndarray else array_library(x)
     if library in ("torch", "cupy", "jax", "dask"):
         return dispatch.round_array(x, spec, MATLAB_STREAM)
@@ -301,16 +364,13 @@ def cpfloat(x: Any = None, fpopts: Any = None) -> Any:
     1
     """
     global _state
-    state = _state or _default_state()
-    given = _given(fpopts)
-    if given is not None:
-        state = _update(state, given)
+    state = _updated(_state or _default_state(), fpopts)
     if x is None:
         _state = state
         return cpfloat_options()
     x_class = _storage_class(x)
     _state = state  # the MEX stores the options before it checks them against x
-    spec = _checked_spec(state, x_class)
+    spec = _spec_for(state, x_class)
     return _round(x, spec)
 
 

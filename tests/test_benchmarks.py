@@ -133,6 +133,18 @@ def test_linalg_benchmark_quick_run():
     assert len(rows) == 4 and not any("failed" in row for row in rows), out.stdout
 
 
+def test_small_calls_benchmark_smoke_run():
+    """benchmarks/bench_small_calls.py: every row, and a verdict for every target."""
+    out = _run("bench_small_calls.py", "--smoke", "--sizes", "10", "100")
+    assert out.returncode == 0, out.stderr
+    rows = [row for row in out.stdout.splitlines() if row.startswith("| ")]
+    for case in ("chop stored", "chop dict", "Chop object", "chop stored round 5", "Chop round 5 rng"):
+        assert sum(row.startswith(f"| {case} | n=10 |") for row in rows) == 2, out.stdout  # time, verdict
+    assert any(row.startswith("| cpfloat dict 10x10 | n=100 |") and row.endswith("| - |")
+               for row in rows), out.stdout
+    assert any(row.startswith("| floor: empty function | n=1 |") for row in rows), out.stdout
+
+
 def test_cpfloat_benchmark_smoke_run():
     """benchmarks/bench_cpfloat.py: the cpfloat facade on both CPU engines (one row per case)."""
     pytest.importorskip("numba")

@@ -34,7 +34,7 @@ from ..kernels.xp import Namespace, library_namespace, namespace_of
 from ..libraries import array_library, unsupported_type_error
 from ..random import counter as device_counter
 from ..random.counter import CounterRng
-from ..random.matlab_stream import stream_uniform
+from ..random.matlab_stream import stream_state, stream_uniform
 from ..random.sources import (CheckedRandfunc, RandomSources, Source, draws_on_device, given_sources)
 from ..rules.chop import chop_vector
 from ..rules.cpfloat import (ROUND_MODES, apply_encoding, block_numbers, chop_blocks, effective_format, flip_bits,
@@ -843,6 +843,10 @@ def round_array(x: Any, spec: RoundingSpec, sources: RandomSources, *, kernel: O
         (float64 for integer input); a tensor that requires grad gives a result in the
         autograd graph (the straight-through estimator).
     """
+    if type(x) is np.ndarray and kernel is None and library is None:  # the hot path: small NumPy arrays
+        planned = _planned(x, spec, sources)
+        if planned is not None:
+            return planned(x)
     if spec.fmt.encoding == "e8m0" and _e8m0_widens(spec):  # (the encoding first: the hot path)
         wide = _e8m0_in_float64(x, spec, sources, kernel, library)
         if wide is not None:
@@ -882,6 +886,107 @@ def round_array(x: Any, spec: RoundingSpec, sources: RandomSources, *, kernel: O
 
 
 _SCALAR_CALL = Call("float", "cpu", True, "float64", 1, "none")
+
+# --- small calls: the route of a (spec, sources, dtype, engine setting) found once ------------------
+
+#: NumPy's own descriptors of native float64 and float32 (what ``np.empty`` and ufuncs give).
+_FLOAT64, _FLOAT32 = np.dtype(np.float64), np.dtype(np.float32)
+#: (id(spec), id(sources) or 0, dtype char, engine setting, Numba installed) -> (spec, sources, run
+#: or None).  The entry holds the spec and the sources, so their ids are not reused while it lives.
+_PLANS: dict = {}
+_PLANS_MAX = 256
+
+
+def _planned(x: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> Optional[Callable[[np.ndarray], Any]]:
+    """The kernel call that :func:`round_array` makes for ``x`` (a float32 or float64 ndarray in
+    NumPy's native descriptor, more than one element, below the compiled engine's parallel
+    size), found by the router once per spec, sources, dtype and engine setting; None: not
+    planned (the general path then routes the call).
+
+    The sources enter only where the spec draws: a deterministic route does not depend on them.
+    """
+    dtype = x.dtype
+    if not ((dtype is _FLOAT64 or dtype is _FLOAT32) and 1 < x.size < compiled.SERIAL_BELOW):
+        return None
+    draws = spec.draws
+    engine = get_cpu_engine()
+    key = (id(spec), id(sources) if draws else 0, dtype.char, engine, engine != "numpy" and compiled.available())
+    found = _PLANS.get(key)
+    if found is None or found[0] is not spec or (draws and found[1] is not sources):
+        if len(_PLANS) >= _PLANS_MAX:
+            _PLANS.clear()
+        found = _PLANS[key] = (spec, sources, _plan(x, spec, sources))
+    return found[2]
+
+
+def _compiled_call(spec: RoundingSpec, sources: RandomSources, dtype: np.dtype) -> Callable[[np.ndarray], Any]:
+    """:func:`compiled.chop_array` for ``spec``, ``sources`` and ``dtype``, below its parallel size,
+    with what depends on them alone found once: its constants, its branch, the counter's keys.
+
+    Three calls are made here as ``chop_array`` makes them, on the same arrays: the deterministic
+    loop (C-contiguous input), the counter's loop (``Chop(rng=<int>)``) and MATLAB's stream drawn
+    inside the loop (stochastic rounding without flips).  Everything else is ``chop_array``'s.
+    """
+    kernels = compiled.kernels()
+    ip, up, fp, rp = compiled.rounding_constants(spec, dtype)
+    unsigned = np.uint64 if dtype.char == "d" else np.uint32
+    single = dtype.char == "f"
+
+    def deterministic(x: np.ndarray) -> np.ndarray:
+        if not x.flags.c_contiguous:
+            return compiled.chop_array(x, spec, sources)
+        out = np.empty(x.shape, dtype)
+        flat, out_flat = (x, out) if x.ndim == 1 else (x.reshape(-1), out.reshape(-1))
+        kernels.det_serial(flat, flat.view(unsigned), out_flat, out_flat.view(unsigned), ip, up, fp, rp, single)
+        return out
+
+    counter = sources.counter
+    counter_keys = None if counter is None else counter.keys
+    keys = None if counter is None else np.array(counter_keys, np.uint64)
+
+    def per_element(x: np.ndarray) -> np.ndarray:
+        stream = cast(CounterRng, counter).take(x.size)
+        flat = np.ascontiguousarray(x).reshape(-1)  # row-major: the counters follow C order
+        out = np.empty(flat.shape, dtype)
+        kernels.counter_serial(flat, flat.view(unsigned), out, out.view(unsigned), ip, up, fp, single,
+                               keys if stream.keys is counter_keys else np.array(stream.keys, np.uint64),
+                               np.uint64(stream.offset), None)
+        return out.reshape(x.shape)
+
+    def streamed(x: np.ndarray) -> np.ndarray:
+        flat = x.ravel(order="F")  # MATLAB's element order
+        out = np.empty(flat.shape, dtype)
+        with stream_state() as (key, position):
+            kernels.round_stream(flat, flat.view(unsigned), out, out.view(unsigned), ip, up, fp, single, key,
+                                 position)
+        return out.reshape(x.shape, order="F")
+
+    if not spec.draws:
+        return deterministic
+    if sources.given is None and counter is not None:
+        return per_element
+    if sources.given is None and sources.stochastic is stream_uniform and spec.stochastic and not spec.flips:
+        return streamed
+    return lambda x: compiled.chop_array(x, spec, sources)
+
+
+def _plan(x: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> Optional[Callable[[np.ndarray], Any]]:
+    """The kernel call of the route of ``x`` for every array of its dtype with more than one
+    element (see :func:`_planned`), for the kernels whose choice and call depend on nothing
+    else; None for the others.  Each call looks its kernel up in its module, where tests spy."""
+    if spec.fmt.encoding == "e8m0":
+        return None  # (float32 is rounded in float64: round_array's general path)
+    call = _host_call(x, spec, sources)
+    chosen = next(kernel for kernel in REGISTRY if kernel.takes(call, spec, sources, x) is None)
+    if chosen.name == "numba":
+        return _compiled_call(spec, sources, x.dtype)
+    if chosen.name == "numpy":
+        return lambda a: _run_numpy(a, call, spec, sources, None)  # (call: not read)
+    if chosen.name == "numba-cpfloat" and not spec.stochastic:
+        return lambda a: _numba_cpfloat().round_array(a, spec)
+    if chosen.name == "numpy-cpfloat":
+        return lambda a: numpy_cpfloat.round_array(a, spec)
+    return None
 
 
 def _round_tensor(t: Any, spec: RoundingSpec, sources: RandomSources) -> Any:

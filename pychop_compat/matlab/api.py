@@ -9,6 +9,7 @@ thread (see :class:`PersistentOptions`).
 from __future__ import annotations
 
 import numbers
+import os
 import sys
 import threading
 from typing import Any, Optional
@@ -20,7 +21,7 @@ from ..engines import dispatch
 from ..engines.numpy_engine import as_float_array, on_array_kind
 from ..kernels import numpy_fast
 from ..libraries import array_library, unsupported_type_error
-from .options import (ChopSpec, Options, given_fields, params_pair, as_switch, options_are_empty,
+from .options import (DEFAULT_SPEC, ChopSpec, Options, given_fields, params_pair, as_switch, options_are_empty,
                       probability, resolve, round_mode)
 from ..random.matlab_stream import default_randfunc
 from ..rules.chop import roundit_vector
@@ -29,6 +30,20 @@ from ..random.sources import (MATLAB_STREAM, ForkedStreamError, RandomSources, c
                          generator_sources, sources_for)
 
 __all__ = ["chop", "clear_chop", "chop_options", "roundit", "Chop", "PersistentOptions", "explain", "chop_jax"]
+
+
+#: The main thread's identity, looked up once (``threading.main_thread().ident`` costs two Python
+#: calls on every chop call); a forked child's main thread is the one that forked.
+_main_thread_ident = threading.main_thread().ident
+
+
+def _forked_child_main_thread() -> None:
+    global _main_thread_ident
+    _main_thread_ident = threading.get_ident()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked_child_main_thread)
 
 
 class PersistentOptions:
@@ -43,11 +58,6 @@ class PersistentOptions:
         self._main: Optional[ChopSpec] = None
         self._local = threading.local()
 
-    @staticmethod
-    def _in_main_thread() -> bool:
-        # get_ident is a C call; current_thread() costs a dict lookup and more on every chop call.
-        return threading.get_ident() == threading.main_thread().ident
-
     def owned(self) -> bool:
         """Whether this thread has its own stored options (the main thread always has)."""
         return self.state()[1]
@@ -58,7 +68,7 @@ class PersistentOptions:
 
     def state(self) -> tuple:
         """``(read(), owned())`` with one look at the calling thread (chop's hot path)."""
-        if self._in_main_thread():
+        if threading.get_ident() == _main_thread_ident:
             return self._main, True
         if getattr(self._local, "owned", False):
             return self._local.spec, True
@@ -66,7 +76,7 @@ class PersistentOptions:
 
     def write(self, spec: Optional[ChopSpec]) -> None:
         """Store ``spec`` (``None`` clears) for this thread."""
-        if self._in_main_thread():
+        if threading.get_ident() == _main_thread_ident:
             self._main = spec
         else:
             self._local.owned = True
@@ -92,10 +102,20 @@ def _reject_complex(x) -> None:
         raise ValueError("Chop requires a real input array.")
 
 
+_FLOAT64, _FLOAT32 = np.dtype(np.float64), np.dtype(np.float32)
+
+
 def _checked_class(x) -> str:
     """MATLAB class ('single' or 'double') of an accepted input, after rejecting complex input."""
-    if type(x) is float:  # the hot path: MATLAB code chops scalars in loops
+    kind = type(x)
+    if kind is float:  # the hot paths: MATLAB code chops scalars and small arrays in loops
         return "double"
+    if kind is np.ndarray:
+        dtype = x.dtype
+        if dtype is _FLOAT64:  # (NumPy's own native float64 and float32 descriptors)
+            return "double"
+        if dtype is _FLOAT32:
+            return "single"
     _reject_complex(x)
     if x is None:
         return "double"
@@ -113,13 +133,12 @@ def _checked_class(x) -> str:
 
 
 def _chop_checked(x, spec: RoundingSpec, sources: RandomSources):
-    """Round ``x``; on failure nothing has been drawn from MATLAB's stream.
+    """Round ``x`` by a spec that draws; on failure nothing has been drawn from MATLAB's stream.
 
     A call that may draw from the stream holds it (its numbers are a contiguous
     run), and puts it back when a user's ``randfunc`` fails after the flips drew.
+    (A spec without random numbers goes to ``dispatch.round_array`` directly.)
     """
-    if not spec.draws:
-        return dispatch.round_array(x, spec, sources)
     if spec.flips and spec.fmt.t < 2:
         raise ValueError(FLIP_PRECISION_ERROR)
     if not sources.uses_matlab_stream:
@@ -190,22 +209,29 @@ def chop(x: Any = None, options: Any = None) -> Any:
     >>> chop(1/3)  # the options of the previous call
     0.333984375
     """
-    x_class = _checked_class(x)
+    scalar = type(x) is float  # (the hot paths first: MATLAB code chops scalars in loops)
+    x_class = "double" if scalar else _checked_class(x)
     stored, owned = _persistent.state()
-    settings = resolve(options, stored, x_class)
-    spec = settings.spec
     # chop.m stores on every call.  Without options that re-stores what is stored (or the
     # defaults, when nothing is): a thread reading the main thread's options keeps reading them.
-    store = not options_are_empty(options) or (stored is None and owned)
+    if options is None:  # MATLAB's []: the stored settings (the usual call in a loop)
+        settings = DEFAULT_SPEC if stored is None else stored
+        store = stored is None and owned
+    else:
+        settings = resolve(options, stored, x_class)
+        store = type(options) is dict or not options_are_empty(options) or (stored is None and owned)
     result: Any
-    if type(x) is float and spec.round <= 4 and not spec.flip and not spec.extended:
-        # The hot path (MATLAB code chops scalars in loops): no random numbers, nothing to check,
-        # straight to the router's first kernel (dispatch's 'scalar').
-        result = numpy_fast.chop_scalar(x, spec, MATLAB_STREAM)
-    elif _is_placeholder(x):
+    if scalar and settings.scalar_path:
+        # No random numbers, nothing to check, straight to the router's first kernel ('scalar').
+        result = numpy_fast.chop_scalar(x, settings.spec, MATLAB_STREAM)
+    elif type(x) is not np.ndarray and _is_placeholder(x):
         result = None if x is None else np.zeros(0)
     else:
-        result = _chop_checked(x, spec, sources_for(settings.randfunc))
+        spec = settings.spec
+        if spec.draws:
+            result = _chop_checked(x, spec, sources_for(settings.randfunc))
+        else:  # no random numbers: nothing to check or hold
+            result = dispatch.round_array(x, spec, MATLAB_STREAM)
     if store:
         _persistent.write(settings)
     return result
@@ -336,15 +362,17 @@ class Chop:
         # An own generator inherited by fork would repeat its numbers in every child (see __call__).
         self._fork_generation = None if rng is None else fork_generation()
         self._draw_lock = threading.RLock()  # one call's draws from the generator are contiguous
+        self._calls: dict = {}  # x_class -> (settings, sources), made on first use
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
-        del state["_draw_lock"]
+        del state["_draw_lock"], state["_calls"]
         return state
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self._draw_lock = threading.RLock()
+        self._calls = {}
         if self._fork_generation is not None:  # a copy made here owns its generator here
             self._fork_generation = fork_generation()
 
@@ -354,25 +382,34 @@ class Chop:
             settings = self._specs[x_class] = resolve(self._given, None, x_class)
         return settings
 
+    def _call_for(self, x_class: str) -> tuple:
+        """``(settings, sources)`` of a call on an input of class ``x_class`` (found once)."""
+        settings = self._settings(x_class)
+        found = self._calls[x_class] = (settings, sources_for(settings.randfunc, self._flips))
+        return found
+
     @property
     def options(self) -> Options:
         """The resolved options (as :func:`chop_options` would report them)."""
         return self._specs["double"].to_options()
 
     def __call__(self, x):
-        settings = self._settings(_checked_class(x))
+        x_class = _checked_class(x)
+        settings, sources = self._calls.get(x_class) or self._call_for(x_class)
         spec = settings.spec
-        if (self._fork_generation is not None and self._fork_generation != fork_generation()
+        if not spec.draws:  # no random numbers: nothing to check or hold
+            return dispatch.round_array(x, spec, sources)
+        if self._fork_generation is None:
+            return _chop_checked(x, spec, sources)
+        if (self._fork_generation != fork_generation()
                 and (spec.flips or (spec.stochastic and settings.randfunc is default_randfunc))):
             raise ForkedStreamError(
                 "This Chop's random generator was inherited from the parent process by fork: its draws "
                 "would repeat the parent's (and every other child's). Create the Chop in this process "
                 "(e.g. with a seed from numpy.random.SeedSequence(seed).spawn) or send it here pickled."
             )
-        if self._fork_generation is None or not spec.draws:
-            return _chop_checked(x, spec, sources_for(settings.randfunc, self._flips))
         with self._draw_lock:
-            return _chop_checked(x, spec, sources_for(settings.randfunc, self._flips))
+            return _chop_checked(x, spec, sources)
 
     def __repr__(self) -> str:
         o = self.options

@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections.abc
 import dataclasses
 import difflib
+import functools
 import math
 import numbers
 import types
@@ -26,7 +27,8 @@ from ..spec import RoundingSpec
 
 __all__ = ["Options", "ChopSpec", "resolve", "OPTION_NAMES", "CHOP_M_OPTION_NAMES", "CHOP_RULES",
            "default_rules", "options_are_empty", "round_mode", "probability",
-           "given_fields", "params_pair", "as_switch", "isempty", "precision_limit", "DEFAULT_SPEC"]
+           "given_fields", "params_pair", "as_switch", "isempty", "precision_limit", "DEFAULT_SPEC",
+           "items_snapshot", "atomic_values"]
 
 
 @dataclass
@@ -95,6 +97,13 @@ class ChopSpec:
     format: str
     spec: RoundingSpec
     randfunc: Callable[[int], Any]
+
+    @functools.cached_property
+    def scalar_path(self) -> bool:
+        """Whether a Python float takes chop's scalar path: a deterministic mode of chop.m's own
+        semantics (no random numbers, no bit flips; asked on every scalar chop)."""
+        s = self.spec
+        return s.round <= 4 and not s.flip and not s.extended
 
     def to_options(self) -> Options:
         """The options as MATLAB's ``[~, options] = chop`` returns them."""
@@ -372,7 +381,16 @@ def resolve(options: Any, stored: Optional[ChopSpec], x_class: str = "double") -
         custom format without params and nothing stored, or a custom precision
         over the limit for ``x_class``.  Nothing is stored when this is raised.
     """
-    if options_are_empty(options):
+    content = None
+    if type(options) is dict:  # the usual case, first: chop is called in loops with one dict
+        try:
+            content = (items_snapshot(options), x_class)
+            found = _BY_CONTENT.get(content)
+        except TypeError:  # an unhashable value (a list of params): the memo below
+            content = found = None
+        if found is not None:
+            return found
+    elif options_are_empty(options):
         return DEFAULT_SPEC if stored is None else stored
     key = _memo_key(options, stored, x_class) if type(options) is dict and options else None
     spec = _RESOLVED.get(key) if key is not None else None
@@ -382,7 +400,75 @@ def resolve(options: Any, stored: Optional[ChopSpec], x_class: str = "double") -
             if len(_RESOLVED) >= _RESOLVED_MAX:
                 _RESOLVED.clear()
             _RESOLVED[key] = spec
+    if content is not None and atomic_values(options) and not _inherits_params(options):
+        if len(_BY_CONTENT) >= _RESOLVED_MAX:
+            _BY_CONTENT.clear()
+        _BY_CONTENT[content] = spec
     return spec
+
+
+#: Resolved dict options by their content (:func:`items_snapshot`) and the input's class.  The
+#: snapshot is taken on every call, so a dict changed in place since its last call is looked up
+#: afresh; only dicts of :func:`atomic_values`, whose settings do not depend on the stored ones,
+#: enter.
+_BY_CONTENT: dict = {}
+
+
+def items_snapshot(options: dict) -> tuple:
+    """``options``' items and their values' types, as a key of a cache of what they resolve to.
+
+    Parameters
+    ----------
+    options : dict
+        A caller's options, read as they are now (a dict changed in place gives another key).
+
+    Returns
+    -------
+    tuple
+        ``(items, types)``.  The types enter because ``1``, ``True``, ``1.0`` and
+        ``np.float64(1)`` are equal and hash alike but are not the same option value.  Hashing
+        it raises ``TypeError`` for an unhashable value (a list); equal keys mean equal options
+        only for :func:`atomic_values`.
+    """
+    return tuple(options.items()), tuple(map(type, options.values()))
+
+
+#: Values whose equality and hash are their value's: no container (a tuple of params compares
+#: ``(1, 8) == (True, 8)``), nothing changed in place, no subclass with an equality of its own.
+_EXACT_TYPES = frozenset((str, int, float, bool, type(None)))
+_NUMPY_SCALARS = (np.bool_, np.integer, np.floating)
+#: Callables whose equality is their identity (a method's: its object's and its function's).
+_CALLABLES = (types.FunctionType, types.BuiltinFunctionType, types.MethodType)
+
+
+def atomic_values(options: collections.abc.Mapping) -> bool:
+    """Whether every value of ``options`` equals another only when it is the same option value.
+
+    Parameters
+    ----------
+    options : Mapping
+        A caller's options.
+
+    Returns
+    -------
+    bool
+        True for strings, numbers (Python's and NumPy's, with their types as
+        :func:`items_snapshot` takes them), None and callables compared by identity; False
+        when a value is a container, an array or an object with an equality of its own.
+    """
+    for value in options.values():
+        kind = type(value)
+        if kind in _EXACT_TYPES or issubclass(kind, _NUMPY_SCALARS):
+            continue
+        if not (callable(value) and (kind.__eq__ is object.__eq__ or kind in _CALLABLES)):
+            return False
+    return True
+
+
+def _inherits_params(options: dict) -> bool:
+    """Whether the options name a custom format, which may take the stored ``[t, emax]``."""
+    name = options.get("format")
+    return isinstance(name, str) and name in CUSTOM_NAMES
 
 
 def _resolve(options, stored: Optional[ChopSpec], x_class: str) -> ChopSpec:

@@ -1,0 +1,353 @@
+"""The small-call path (issue 29, item 1): what chop, Chop and cpfloat find once and reuse.
+
+Options resolved once per dict content, the router's choice once per spec, sources, dtype and
+engine setting, CPFloat's state and spec once per options: each cache must give what a call
+without it gives, after the caller changes its dict in place, with per-thread persistent
+options, under another engine setting, on every layout.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import pickle
+import threading
+import warnings
+
+import numpy as np
+import pytest
+
+from pychop_compat import Chop, Options, chop, chop_options, clear_chop, clear_cpfloat, cpfloat, rng
+from pychop_compat.engines import dispatch
+from pychop_compat.kernels import compiled, numpy_fast
+from pychop_compat.matlab.options import atomic_values, items_snapshot, resolve
+from pychop_compat.random.sources import MATLAB_STREAM, counter_sources
+from bits import assert_bits_equal
+
+THIRD = np.full(6, 1 / 3)
+THIRD_FP16 = 0.333251953125      # 1.0101010101b * 2^-2, nearest
+THIRD_FP16_UP = 0.33349609375    # one step of 2^-12 above
+THIRD_BF16_NEAREST = 0.333984375  # 1.0101011b * 2^-2
+THIRD_BF16_DOWN = 0.33203125
+
+
+@pytest.fixture(autouse=True)
+def _fresh_state():
+    clear_chop()
+    clear_cpfloat()
+    yield
+    clear_chop()
+    clear_cpfloat()
+
+
+def _fresh(options: dict) -> np.ndarray:
+    """chop(THIRD, options) resolved without the dict caches (an Options object is not a dict)."""
+    return chop(THIRD, Options(**options))
+
+
+# --- chop's options changed in place --------------------------------------------------------------
+
+def test_a_dict_changed_in_place_is_resolved_again():
+    options = {"format": "h"}
+    assert np.all(chop(THIRD, options) == THIRD_FP16)
+    options["format"] = "b"
+    assert np.all(chop(THIRD, options) == THIRD_BF16_NEAREST)
+    options["round"] = 3
+    assert np.all(chop(THIRD, options) == THIRD_BF16_DOWN)
+    assert chop_options().round == 3
+    del options["round"]
+    options["format"] = "h"
+    options["round"] = 2
+    assert np.all(chop(THIRD, options) == THIRD_FP16_UP)
+    options["round"] = 2.0  # equal to 2, and the same option value
+    assert np.all(chop(THIRD, options) == THIRD_FP16_UP)
+    for bad in (True, 2 + 0j, "2"):  # equal (or not) to 2, but not an option value
+        options["round"] = bad
+        with pytest.raises(ValueError, match=r"options\.round"):
+            chop(THIRD, options)
+    assert chop_options().round == 2  # a call that raises stores nothing
+
+
+def test_values_of_other_types_are_told_apart():
+    chop(THIRD, {"subnormal": 1})
+    with pytest.raises(ValueError, match=r"options\.subnormal"):
+        chop(THIRD, {"subnormal": 1 + 0j})  # == 1, same hash
+    assert np.all(chop(THIRD, {"subnormal": np.int8(1)}) == THIRD_FP16)
+
+
+def test_params_changed_in_place_are_read_again():
+    options = {"format": "c", "params": [5, 3]}
+    first = chop(THIRD, options)
+    options["params"][0] = 8  # the same list object, another precision
+    assert_bits_equal(chop(THIRD, options), _fresh({"format": "c", "params": [8, 3]}), "t = 8")
+    assert not np.array_equal(first, chop(THIRD, options))
+    options["params"] = (5, 3)
+    assert_bits_equal(chop(THIRD, options), first, "a tuple")
+    with pytest.raises(ValueError, match=r"options\.params"):
+        chop(THIRD, {"format": "c", "params": (5, True)})  # == (5, 1): not the same value
+
+
+def test_a_custom_format_without_params_takes_the_stored_ones_each_call():
+    options = {"format": "c"}
+    chop(None, {"format": "c", "params": [5, 3]})
+    five = chop(THIRD, options)
+    chop(None, {"format": "c", "params": [8, 3]})
+    eight = chop(THIRD, options)
+    assert_bits_equal(five, _fresh({"format": "c", "params": [5, 3]}), "t = 5")
+    assert_bits_equal(eight, _fresh({"format": "c", "params": [8, 3]}), "t = 8")
+
+
+def test_a_randfunc_is_the_callers_each_call():
+    options = {"format": "h", "round": 5, "randfunc": lambda n: np.zeros(n)}
+    up = chop(THIRD, options)  # u = 0 < the distance: always away from zero
+    options["randfunc"] = lambda n: np.full(n, 0.999)
+    down = chop(THIRD, options)
+    assert np.all(up == THIRD_FP16_UP) and np.all(down == THIRD_FP16)
+
+
+def test_items_snapshot_and_atomic_values():
+    assert items_snapshot({"round": 1}) != items_snapshot({"round": True})
+    assert hash(items_snapshot({"format": "h", "p": 0.5}))
+    with pytest.raises(TypeError):
+        hash(items_snapshot({"params": [5, 3]}))
+    assert atomic_values({"format": "h", "round": np.int64(1), "p": np.float32(0.5), "randfunc": print,
+                          "explim": None})
+    for value in ((5, 3), [5, 3], np.array([5, 3]), 1 + 0j, fractions_half()):
+        assert not atomic_values({"params": value})
+
+
+def fractions_half():
+    import fractions
+
+    return fractions.Fraction(1, 2)
+
+
+def test_the_resolved_settings_are_one_object_for_one_content():
+    first = resolve({"format": "b", "round": 2}, None)
+    assert resolve({"format": "b", "round": 2}, None) is first  # another dict, the same content
+    assert resolve({"format": "b", "round": 2}, None, "single") is not first
+
+
+# --- per-thread persistent options ----------------------------------------------------------------
+
+def _in_thread(func):
+    box = []
+    worker = threading.Thread(target=lambda: box.append(func()))
+    worker.start()
+    worker.join()
+    return box[0]
+
+
+def test_one_dict_in_threads_with_their_own_stored_params():
+    """Threads pass the same dict object; each custom format takes its own thread's params."""
+    options = {"format": "c"}
+    barrier = threading.Barrier(2)
+
+    def worker(params):
+        chop(None, {"format": "c", "params": params})
+        barrier.wait()
+        return [chop(THIRD, options) for _ in range(50)]
+
+    results = {}
+    threads = [threading.Thread(target=lambda p=p: results.__setitem__(p[0], worker(p))) for p in ([5, 3], [8, 3])]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for t in (5, 8):
+        expected = _fresh({"format": "c", "params": [t, 3]})
+        for out in results[t]:
+            assert_bits_equal(out, expected, f"t = {t}")
+
+
+def test_stored_options_are_read_per_thread_on_every_call():
+    chop(None, {"format": "h"})
+    assert np.all(_in_thread(lambda: chop(THIRD)) == THIRD_FP16)  # the main thread's
+    stored_b = threading.Event()
+    main_changed = threading.Event()
+    seen = {}
+
+    def worker():
+        chop(None, {"format": "b"})
+        stored_b.set()
+        main_changed.wait(10)
+        seen["worker"] = chop(THIRD)  # its own, not the main thread's later ones
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    stored_b.wait(10)
+    assert np.all(chop(THIRD) == THIRD_FP16)
+    chop(None, {"format": "b", "round": 3})
+    main_changed.set()
+    thread.join()
+    assert np.all(seen["worker"] == THIRD_BF16_NEAREST)
+    assert np.all(chop(THIRD) == THIRD_BF16_DOWN)
+    assert np.all(_in_thread(lambda: chop(THIRD)) == THIRD_BF16_DOWN)  # reads the main thread's now
+
+
+def _child_stores_and_a_thread_reads(queue):
+    chop(None, {"format": "b"})  # this thread is the child's main thread
+    box = []
+    worker = threading.Thread(target=lambda: box.append(chop(THIRD)))
+    worker.start()
+    worker.join()
+    queue.put(float(box[0][0]))
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")
+def test_a_child_forked_from_a_worker_thread_knows_its_main_thread():
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # (fork with JAX's threads loaded)
+        process = _in_thread(lambda: _started(context.Process(target=_child_stores_and_a_thread_reads,
+                                                              args=(queue,))))
+    assert queue.get(timeout=60) == THIRD_BF16_NEAREST
+    process.join(60)
+    assert process.exitcode == 0
+
+
+def _started(process):
+    process.start()
+    return process
+
+
+# --- the router's choice, found once ------------------------------------------------------------------
+
+SPECS = [{"format": "h"}, {"format": "b", "round": 2}, {"format": "q43", "round": 4, "subnormal": 0},
+         {"format": "c", "params": [5, 4], "explim": 0}, {"format": "float8_e4m3fn", "rules": "chop"},
+         {"format": "bf16"}, {"format": "float8_e5m2"}, {"format": "s", "round": 3}]
+
+
+def _layouts(dtype):
+    base = np.random.default_rng(4).standard_normal((9, 8)).astype(dtype) * 300
+    base[0, :4] = [np.inf, -np.inf, np.nan, -0.0]
+    base[1, :3] = [1e-40, -6e-8, 70000]
+    readonly = base.copy()
+    readonly.flags.writeable = False
+    return {"1-D": base.reshape(-1).copy(), "C": base, "F": np.asfortranarray(base), "strided": base[:, ::2],
+            "readonly": readonly, "column": base[:, 3]}
+
+
+@pytest.mark.parametrize("engine", ["auto", "numpy"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("options", SPECS, ids=repr)
+def test_planned_calls_give_the_specifications_bits(options, dtype, engine):
+    spec = resolve(options, None, "single" if dtype is np.float32 else "double").spec
+    with compiled.cpu_engine(engine):
+        for name, x in _layouts(dtype).items():
+            for _ in range(2):  # the plan found, then used
+                out = dispatch.round_array(x, spec, MATLAB_STREAM)
+                assert out.dtype == x.dtype and out.shape == x.shape and out.flags.writeable
+                assert_bits_equal(out, dispatch.round_array(x, spec, MATLAB_STREAM, kernel="reference"), name)
+
+
+def test_a_plan_follows_the_engine_setting(monkeypatch):
+    calls = []
+    original = numpy_fast.chop_array
+    monkeypatch.setattr(numpy_fast, "chop_array", lambda *a, **k: calls.append(1) or original(*a, **k))
+    x = np.linspace(-3, 3, 50)
+    half = Chop(format="h")
+    auto = half(x)
+    with compiled.cpu_engine("numpy"):
+        assert_bits_equal(half(x), auto, "numpy engine")
+    assert_bits_equal(half(x), auto, "auto again")
+    # Under 'auto' the compiled engine rounds where Numba is installed; 'numpy' always the NumPy one.
+    assert len(calls) == (1 if compiled.available() else 3)
+
+
+def test_stochastic_plans_keep_the_streams_order():
+    spec = resolve({"format": "h", "round": 5, "flip": 1, "p": 0.3}, None).spec
+    x = np.random.default_rng(5).standard_normal((7, 6))
+    for engine in ("auto", "numpy"):
+        with compiled.cpu_engine(engine):
+            rng(3)
+            planned = [dispatch.round_array(x, spec, MATLAB_STREAM) for _ in range(3)]
+            rng(3)
+            general = [dispatch.round_array(x, spec, MATLAB_STREAM, kernel="numpy") for _ in range(3)]
+        for a, b in zip(planned, general):
+            assert_bits_equal(a, b, engine)
+    sources = counter_sources(11)
+    again = counter_sources(11)
+    for _ in range(3):
+        assert_bits_equal(dispatch.round_array(x, spec, sources),
+                          dispatch.round_array(x, spec, again, kernel="numpy"), "counter")
+
+
+def test_a_chop_pickles_after_its_calls():
+    for ch in (Chop(format="b", round=5, rng=7), Chop(format="h")):
+        ch(THIRD)
+        copy = pickle.loads(pickle.dumps(ch))
+        assert_bits_equal(copy(THIRD), ch(THIRD), repr(ch))
+        assert_bits_equal(copy(THIRD.astype(np.float32)), ch(THIRD.astype(np.float32)), "single")
+
+
+# --- cpfloat ---------------------------------------------------------------------------------------
+
+def test_cpfloat_dict_changed_in_place():
+    options = {"format": "h"}
+    assert np.all(cpfloat(THIRD, options) == THIRD_FP16)
+    options["round"] = 2
+    assert np.all(cpfloat(THIRD, options) == THIRD_FP16_UP)
+    options["format"] = "bfloat16"
+    del options["round"]  # left out: kept from the previous call
+    assert np.all(cpfloat(THIRD, options) == 0.333984375)
+    assert cpfloat().round == 2
+    options["round"] = 3
+    assert np.all(cpfloat(THIRD, options) == THIRD_BF16_DOWN)
+
+
+def test_cpfloat_fields_left_out_keep_the_previous_calls_values():
+    a = {"format": "h", "round": 2}
+    b = {"format": "h"}
+    for _ in range(2):
+        assert np.all(cpfloat(THIRD, a) == THIRD_FP16_UP)
+        assert np.all(cpfloat(THIRD, b) == THIRD_FP16_UP)  # round = 2 kept
+    clear_cpfloat()
+    assert np.all(cpfloat(THIRD, b) == THIRD_FP16)
+    assert cpfloat().round == 1
+
+
+def test_cpfloat_warns_about_ignored_params_on_every_call():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            cpfloat(THIRD, {"format": "h", "params": None})
+    assert sum("ignoredparams" in str(w.message) for w in caught) == 3
+
+
+def test_cpfloat_one_spec_object_for_repeated_options(monkeypatch):
+    seen = []
+    original = dispatch.round_array
+
+    def spy(x, spec, sources, **kwargs):
+        seen.append(spec)
+        return original(x, spec, sources, **kwargs)
+
+    monkeypatch.setattr(dispatch, "round_array", spy)
+    for _ in range(3):
+        cpfloat(THIRD, {"format": "binary16"})
+    cpfloat(THIRD, {"format": "binary16", "round": 4})
+    assert seen[0] is seen[1] is seen[2] and seen[3] is not seen[0]
+    assert seen[3].round == 4 and seen[0].round == 1
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("mode", [5, 6])
+def test_stochastic_plans_without_flips_draw_as_the_general_path(mode, dtype):
+    """MATLAB's stream drawn inside the compiled loop, and the counter's numbers, on every layout:
+    the NumPy engine's bits and the stream left where the NumPy engine leaves it."""
+    spec = resolve({"format": "b", "round": mode}, None, "single" if dtype is np.float32 else "double").spec
+    for name, x in _layouts(dtype).items():
+        rng(8)
+        planned = [dispatch.round_array(x, spec, MATLAB_STREAM) for _ in range(2)]
+        after = rng()
+        rng(8)
+        general = [dispatch.round_array(x, spec, MATLAB_STREAM, kernel="numpy") for _ in range(2)]
+        assert rng().State.tolist() == after.State.tolist(), name
+        for a, b in zip(planned, general):
+            assert_bits_equal(a, b, f"stream, {name}")
+        sources, again = counter_sources(21), counter_sources(21)
+        for _ in range(2):
+            assert_bits_equal(dispatch.round_array(x, spec, sources),
+                              dispatch.round_array(x, spec, again, kernel="numpy"), f"counter, {name}")
+        assert sources.counter.offset == again.counter.offset == 2 * x.size

@@ -432,9 +432,10 @@ def _stochastic_by_definition(x, seed):
     return torch.sign(x) * torch.where(u <= frac, y.ceil(), y.floor()) / 2.0 ** 10
 
 
-def test_rng_torch_is_the_default_and_none_is_deprecated():
-    """nn's default is ``rng='torch'`` (torch.rand, as before); ``rng=None`` gives the same numbers
-    this release with a FutureWarning (it will mean chop's sources, as in Chop, from 0.4)."""
+def test_rng_torch_is_the_default_and_none_is_chops_sources():
+    """nn's default is ``rng='torch'`` (torch.rand, as before); ``rng=None`` means chop's sources, as
+    in Chop (since 0.4, as 0.3's FutureWarning announced): the result is chop's, MATLAB's stream moved
+    as chop moves it."""
     from pychop_compat.nn.quantize import rounder_for
 
     g = torch.Generator().manual_seed(1)
@@ -464,14 +465,21 @@ def test_rng_torch_is_the_default_and_none_is_deprecated():
         OptimLP(torch.optim.SGD(nn_module.parameters(), lr=0.1), weight=("b", "stochastic"), grad="h")
     for got in results:
         assert_bits_equal(got.detach(), want)
-    with pytest.warns(FutureWarning, match="rng='torch' keeps today's behaviour"):
-        old = seeded(lambda: Rounder("h", "stochastic", rng=None)(x))
-    assert_bits_equal(old, want)
-    with pytest.warns(FutureWarning, match="from 0.4|until 0.4"):
-        assert_bits_equal(seeded(lambda: quantize(x, "h", "stochastic", rng=None)), want)
-    with pytest.warns(FutureWarning, match="forward_rng=None"):
-        assert_bits_equal(seeded(lambda: Quantizer("h", None, "stochastic", forward_rng=None)(x)), want)
-    with pytest.warns(FutureWarning, match="grad_rng=None"):
+    def after_rng_5(make):
+        rng(5)
+        return make()
+
+    chops = after_rng_5(lambda: chop(x.numpy(), {"format": "h", "round": 5}))
+    state = rng().State
+    assert not np.array_equal(chops, want.numpy())  # MATLAB's numbers, not torch's
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for make in (lambda: Rounder("h", "stochastic", rng=None)(x),
+                     lambda: quantize(x, "h", "stochastic", rng=None),
+                     lambda: Quantizer("h", None, "stochastic", forward_rng=None)(x),
+                     lambda: rounder_for("h", "stochastic", rng=None)(x)):
+            got = after_rng_5(make)
+            assert_bits_equal(got.detach(), chops)
+            assert np.array_equal(rng().State, state)  # the stream moved as chop moves it
         quantize(x, "h", grad_format="h", grad_rng=None)
-    with pytest.warns(FutureWarning, match="chop's sources, as in Chop"):
-        assert_bits_equal(seeded(lambda: rounder_for("h", "stochastic", rng=None)(x)), want)
+    assert repr(Rounder("h", rng=None)) == "Rounder({'format': 'h'}, rng='chop')"

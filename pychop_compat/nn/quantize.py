@@ -56,13 +56,9 @@ def renamed_keyword(new: Any, old: Any, new_name: str, old_name: str) -> Any:
 
 
 def torch_rng(rng: Any, name: str = "rng") -> Any:
-    """``rng``, with the deprecated ``None`` read as ``'torch'`` (it warns: its meaning changes in 0.4)."""
-    if rng is None:
-        warnings.warn(f"{name}=None in pychop_compat.nn is torch's generator until 0.4, where it will mean "
-                      f"chop's sources, as in Chop; {name}='torch' keeps today's behaviour.", FutureWarning,
-                      stacklevel=3)
-        return "torch"
-    return rng
+    """``rng``, with ``None`` read as ``'chop'``: chop's sources, as ``rng=None`` means in ``Chop``
+    (since 0.4; in 0.3 it was a deprecated spelling of ``'torch'``, announced with a FutureWarning)."""
+    return "chop" if rng is None else rng
 
 
 def _given_options(format) -> dict:
@@ -98,10 +94,9 @@ class Rounder:
         Where stochastic rounding gets its random numbers.  ``'torch'``:
         torch's default generator (``torch.rand``; seed it with
         ``torch.manual_seed``), one number per element; a
-        ``torch.Generator``: that generator.  ``None`` is a deprecated
-        spelling of ``'torch'`` (FutureWarning: from 0.4 it will mean chop's
-        sources, as in :class:`pychop_compat.Chop`).
-        ``'chop'``: chop's own numbers, so that the result is
+        ``torch.Generator``: that generator.
+        ``'chop'`` (or ``None``, as in :class:`pychop_compat.Chop`; before
+        0.4 ``None`` meant ``'torch'``): chop's own numbers, so that the result is
         ``chop(x, options)``; an int or a NumPy ``Generator``: as
         ``Chop(options, rng=rng)``, call after call, eager and compiled
         mixed (an int seed: the fast choice on the CPU; see :doc:`/training`).
@@ -360,7 +355,7 @@ def rounder_for(format: Any, round: Union[str, int, None] = None, subnormal: Opt
                 rng: Any = "torch") -> Rounder:
     """A :class:`Rounder` for ``format`` (a Rounder itself, with its own ``rng``, when nothing
     else is given); rounders of a format name with torch's generator are cached, so that a
-    layer's quantizers share them.  ``rng=None``: as in :class:`Rounder` (it warns)."""
+    layer's quantizers share them.  ``rng=None``: ``'chop'``, as in :class:`Rounder`."""
     rng = torch_rng(rng)
     default_rng = isinstance(rng, str) and rng == "torch"
     if isinstance(format, Rounder) and round is None and subnormal is None and default_rng:

@@ -5,6 +5,7 @@ Run from the repository root on a machine with a CUDA GPU::
     python benchmarks/tensor_core_tiles.py --report tiles.md               # default budget: 120 s
     python benchmarks/tensor_core_tiles.py --report tiles.md --seconds 60  # a tighter budget
     python benchmarks/tensor_core_tiles.py --report tiles.md --rehearse    # CPU: plumbing only
+    python benchmarks/tensor_core_tiles.py --ptx 90     # no GPU: compile for sm_90, print the MMA instructions
 
 A small Triton kernel computes ``D = A @ B + C`` for one tile per program with
 ``tl.dot(a, b, acc=c, out_dtype=...)``: fp16, bf16, tf32 (float32 data,
@@ -12,8 +13,10 @@ A small Triton kernel computes ``D = A @ B + C`` for one tile per program with
 the whole tile accumulates in the tensor core, as the model does; Triton's own
 default on sm_90 is the same) where the device's capability has them, fp32 output
 and fp16 output (``out_dtype=tl.float16``, an fp16 accumulator).  Two tile shapes:
-16 x 16 with one warp (``mma.sync``) and 64 x 64 with four warps (``wgmma`` on
-sm_90); the instruction the PTX holds is reported.  The inputs are random
+16 x 16 x 64 with one warp (``mma.sync``) and 64 x 64 x 64 with four warps
+(``wgmma`` on sm_90); the instruction the PTX holds is reported.  On sm_90
+Triton feeds fp8 tiles to ``mma.sync`` as fp16 (exact: every fp8 value is an
+fp16 one); those rows compare the kernel with the fp16 model.  The inputs are random
 (standard normal) and adversarial: one large term and many tiny ones
 (alignment and truncation), terms that cancel (in one block or in two), and
 values across the whole range of the format (subnormals, overflow), with a
@@ -36,13 +39,15 @@ and the first disagreement of the kernel with the model.  Every step runs in
 ``try``/``except`` (its error goes into the table) and ``--seconds`` is checked
 between steps.  Without CUDA the script prints "no GPU" and exits with status 0;
 ``--rehearse`` runs the same code on the CPU (Triton's interpreter, torch on CPU)
-at the smallest size: its numbers say nothing about hardware.
+at the smallest size: its numbers say nothing about hardware.  ``--ptx 90``
+compiles the kernels for a capability without running them (no GPU needed).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 import traceback
@@ -164,6 +169,21 @@ def build_kernel(triton, tl):
     return tile_mma
 
 
+def mma_instruction(ptx: str) -> str:
+    """The first MMA instruction of a PTX text, shortened: 'mma.sync m16n8k16 f32.f16.f16.f32'."""
+    found = re.search(r"(wgmma\.mma_async\.sync|mma\.sync)\.aligned\.(m\d+n\d+k\d+)((?:\.row\.col)?)((?:\.\w+)+)", ptx)
+    if not found:
+        return "no MMA instruction"
+    name = "wgmma" if found.group(1).startswith("wgmma") else "mma.sync"
+    return f"{name} {found.group(2)} {found.group(4).lstrip('.')}"
+
+
+def fed_as_fp16(fmt: str, instruction: str) -> bool:
+    """Whether Triton converted fp8 inputs to fp16 for the instruction (mma.sync on sm_90 does)."""
+    operands = instruction.split(" ")[-1].split(".")[1:3]
+    return fmt in ("e4m3", "e5m2") and operands == ["f16", "f16"]
+
+
 def run_kernel(kernel, torch, a, b, c, fmt: str, output: str, warps: int) -> tuple:
     """D from the Triton kernel and the MMA instruction its PTX holds."""
     count, m, k = a.shape
@@ -176,7 +196,7 @@ def run_kernel(kernel, torch, a, b, c, fmt: str, output: str, warps: int) -> tup
     instruction = "?"
     try:
         ptx = compiled.asm["ptx"]
-        instruction = "wgmma" if "wgmma" in ptx else "mma.sync" if "mma.sync" in ptx else "other"
+        instruction = mma_instruction(ptx)
     except Exception:  # the interpreter returns no compiled kernel
         instruction = "interpreter" if os.environ.get("TRITON_INTERPRET") == "1" else "?"
     if c.device.type == "cuda":
@@ -222,8 +242,10 @@ class Report:
               "| kernel = torch | first disagreement of the kernel with the model |")
 
     def __init__(self, path, preamble: list):
-        self.path, self.preamble, self.rows = path, preamble, []
+        self.path, self.preamble = path, preamble
+        self.rows: list = []
         print("\n".join(preamble + ["", self.HEADER]), flush=True)
+        self.write()
 
     def add(self, *cells) -> None:
         row = "| " + " | ".join(str(cell).replace("|", "/").replace("\n", " ") for cell in cells) + " |"
@@ -238,11 +260,46 @@ class Report:
                                                  + [""] + list(footer)) + "\n")
 
 
+def compile_only(capability: int, path) -> int:
+    """Compile every kernel of the run for one CUDA capability (no GPU needed) and list its MMA instruction."""
+    import triton
+    import triton.language as tl
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    kernel = build_kernel(triton, tl)
+    pointers = {"fp16": "*fp16", "bf16": "*bf16", "tf32": "*fp32", "e4m3": "*fp8e4nv", "e5m2": "*fp8e5",
+                "fp32": "*fp32"}
+    lines = [f"# Tile kernels compiled for sm_{capability} (Triton {triton.__version__}; not run)", "",
+             "| inputs | output | tile (warps) | MMA |", "|---|---|---|---|"]
+    print("\n".join(lines), flush=True)
+    for m, n, k, warps in ((16, 16, 64, 1), (64, 64, 64, 4)):
+        for fmt, output in PAIRS:
+            constants = {"M": m, "N": n, "K": k, "OUT_FP16": output == "fp16", "TF32": fmt == "tf32",
+                         "FP8": fmt in ("e4m3", "e5m2")}
+            signature = {"a_ptr": pointers[fmt], "b_ptr": pointers[fmt], "c_ptr": pointers[output],
+                         "d_ptr": pointers[output], **dict.fromkeys(constants, "constexpr")}
+            try:
+                compiled = triton.compile(ASTSource(kernel, signature, constexprs=constants),
+                                          target=GPUTarget("cuda", capability, 32), options={"num_warps": warps})
+                instruction = mma_instruction(compiled.asm["ptx"])
+            except Exception as error:
+                instruction = f"failed: {type(error).__name__}: {error}"[:200].replace("|", "/").replace("\n", " ")
+            lines.append(f"| {fmt} | {output} | {m}x{n}x{k} ({warps}) | {instruction} |")
+            print(lines[-1], flush=True)
+    if path:
+        Path(path).write_text("\n".join(lines) + "\n")
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--report", help="Markdown file to write")
     parser.add_argument("--seconds", type=float, default=120.0, help="time budget, checked between steps")
     parser.add_argument("--rehearse", action="store_true", help="run on the CPU, smallest size (plumbing only)")
+    parser.add_argument("--ptx", type=int, metavar="CAPABILITY",
+                        help="only compile the kernels for this CUDA capability (e.g. 90) and list their MMA "
+                             "instructions; needs no GPU")
     parser.add_argument("--gpu", help="preset to compare with (default: from the device's name)")
     parser.add_argument("--tiles", type=int, default=None, help="tiles per kind of input (default 40, or 1)")
     parser.add_argument("--seed", type=int, default=2021)
@@ -252,6 +309,8 @@ def main(argv=None) -> int:
     def over_budget() -> bool:
         return time.perf_counter() - start > args.seconds
 
+    if args.ptx:
+        return compile_only(args.ptx, args.report)
     if args.rehearse:
         os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported
     import torch
@@ -355,41 +414,49 @@ def run_pair(torch, hardware, kernel, gpu, fmt, output, shape, per_kind, rng, de
     except Exception as error:
         notes.append(f"torch failed: {type(error).__name__}: {error}"[:200])
 
+    kernel_spec = spec
+    if fed_as_fp16(fmt, instruction):  # the kernel computed in fp16 on the fp8 values (exact in fp16)
+        try:
+            kernel_spec = hardware.model(gpu, "fp16", output)
+            notes.append("Triton fed the fp8 values to an fp16 MMA: the kernel is compared with the fp16 model")
+        except ValueError:
+            kernel_spec = None
     compared, kernel_equal, torch_equal, outputs = 0, 0, 0, 0
     differing = dict.fromkeys(KINDS, 0)  # the kernel's outputs unlike the model's, per kind of input
     first = ""
     for t in range(a64.shape[0]):
-        if spec is None or over_budget():
-            if spec is not None:
+        if (spec is None and kernel_spec is None) or over_budget():
+            if spec is not None or kernel_spec is not None:
                 notes.append(f"time budget: {t} of {a64.shape[0]} tiles compared")
             break
-        expected = hardware.matmul(a64[t], b64[t], c64[t], beta=1.0, model=spec)
-        compared, outputs = compared + 1, outputs + expected.size
-        if kernel_d is not None:
+        compared, outputs, expected = compared + 1, outputs + m * n, None
+        if kernel_d is not None and kernel_spec is not None:
+            expected = hardware.matmul(a64[t], b64[t], c64[t], beta=1.0, model=kernel_spec)
             same = equal_bits(kernel_d[t], expected)
             kernel_equal += int(same.sum())
             differing[kinds[t]] += int((~same).sum())
             if not first and not same.all():
                 i, j = map(int, np.argwhere(~same)[0])
-                first = f"{kinds[t]} tile {t} ({i},{j}): " + describe(a64[t, i], b64[:, :, j][t], c64[t, i, j],
+                first = f"{kinds[t]} tile {t} ({i},{j}): " + describe(a64[t, i], b64[t, :, j], c64[t, i, j],
                                                                      kernel_d[t, i, j], expected[i, j])
-        if torch_d is not None:
-            reference = expected if torch_has_c else hardware.matmul(a64[t], b64[t], model=spec)
+        if torch_d is not None and spec is not None:
+            reference = expected if torch_has_c and kernel_spec is spec and expected is not None else \
+                hardware.matmul(a64[t], b64[t], c64[t] if torch_has_c else None, beta=1.0, model=spec)
             torch_equal += int(equal_bits(torch_d[t], reference).sum())
     kernel_torch = "--"
     if kernel_d is not None and torch_d is not None and torch_has_c:
         kernel_torch = f"{int(equal_bits(kernel_d, torch_d).sum())} / {kernel_d.size}"
     elif kernel_d is not None and torch_d is not None:
         kernel_torch = "-- (torch without C)"
-    if kernel_d is not None and spec is None:
+    if kernel_d is not None and kernel_spec is None:
         notes.append("kernel ran")
-    if not first and kernel_d is not None and spec is not None:
+    if not first and kernel_d is not None and kernel_spec is not None:
         first = "none"
     elif first:
         notes.insert(0, "differing by kind: " + ", ".join(f"{kind} {count}" for kind, count in differing.items()))
     first = "; ".join([part for part in [first] + notes if part])
     return [instruction, compared, outputs,
-            f"{kernel_equal} / {outputs}" if kernel_d is not None and spec is not None else "--",
+            f"{kernel_equal} / {outputs}" if kernel_d is not None and kernel_spec is not None else "--",
             f"{torch_equal} / {outputs}" + ("" if torch_has_c else " (C = 0)") if torch_d is not None
             and spec is not None else "--",
             kernel_torch, first]

@@ -47,3 +47,18 @@ def test_the_rehearsal_writes_the_table(tmp_path):
     assert ("| fp16", "fp32") in pairs and ("| e5m2", "fp16") in pairs
     fp16_row = next(row for row in rows if row.startswith("| fp16 | fp16 |"))
     assert "/ 1024 |" in fp16_row  # 4 tiles of 16 x 16 compared with the model
+
+
+@pytest.mark.slow  # sixteen Triton compilations: about 10 s
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton not installed")
+def test_the_kernels_compile_for_hopper_to_mma_sync_and_wgmma(tmp_path):
+    done = _run("--ptx", "90", "--report", str(tmp_path / "ptx.md"))
+    assert done.returncode == 0, done.stderr
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| ") and not line.startswith("| inputs")]
+    assert len(rows) == 16, done.stdout
+    if all("failed:" in row for row in rows):
+        pytest.skip("this Triton cannot compile for CUDA here: " + rows[0])
+    assert "| fp16 | fp32 | 16x16x64 (1) | mma.sync m16n8k16 f32.f16.f16.f32 |" in rows, done.stdout
+    assert "| tf32 | fp32 | 64x64x64 (4) | wgmma m64n64k8 f32.tf32.tf32 |" in rows, done.stdout
+    assert "| e4m3 | fp32 | 64x64x64 (4) | wgmma m64n64k32 f32.e4m3.e4m3 |" in rows, done.stdout
+    assert (tmp_path / "ptx.md").read_text().count("\n| ") == 17

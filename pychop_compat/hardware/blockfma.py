@@ -21,14 +21,14 @@ is NaN; otherwise one with an infinite one is that infinity (checked over the wh
 inner product first, as the anchor does).  An exact zero sum is +0.
 
 With Numba installed (and the CPU engine not set to ``'numpy'``, see
-:func:`pychop_compat.set_cpu_engine`) the blocks run compiled
+``pychop_compat.kernels.compiled.cpu_engine``) the blocks run compiled
 (``kernels.numba_blockfma``, the same bits without an (M, N, K) array); this NumPy
 implementation is the fallback and the oracle the tests compare it with.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional, Union
+from typing import Any, Optional, Tuple, Union
 
 import numpy as np
 
@@ -156,7 +156,7 @@ def _kernel_parameters(spec: BlockFMA, informat: Format, outformat: Format) -> n
                      spec.normalised_products], dtype=np.int64)
 
 
-def _truncated(values: np.ndarray, spec: BlockFMA, informat: Format) -> tuple:
+def _truncated(values: np.ndarray, spec: BlockFMA, informat: Format) -> Tuple[np.ndarray, np.ndarray]:
     """Finite inputs as the compiled kernels take them (``numba_blockfma``): ``sign * I *
     2**(e - f)`` with ``I``, ``e`` as :func:`_block` computes them (inputs below the format's
     emin flushed without input subnormals), and ``e``, or ``ZERO_EXPONENT`` where ``I`` is 0."""
@@ -166,7 +166,8 @@ def _truncated(values: np.ndarray, spec: BlockFMA, informat: Format) -> tuple:
     exponent = _exponents(magnitude, informat.emin)
     significand = _significands(magnitude, exponent, informat.t - 1)
     truncated = np.copysign(np.ldexp(significand.astype(np.float64), exponent - (informat.t - 1)), values)
-    return truncated, np.where(significand != 0, exponent, _kernels().ZERO_EXPONENT)
+    exponent = np.where(significand != 0, exponent, _kernels().ZERO_EXPONENT)
+    return np.ascontiguousarray(truncated), np.ascontiguousarray(exponent)  # one compiled layout
 
 
 def _compiled_matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, spec: BlockFMA) -> np.ndarray:
@@ -178,8 +179,8 @@ def _compiled_matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, spec: BlockFMA
     inner = A.shape[1]
     padding = max(-(-inner // spec.fma_size), 1) * spec.fma_size - inner
     # Every product is finite where the largest of its row and column multiply to a finite
-    # number (the inputs are finite values of the input format, at most 2**128); elsewhere
-    # special_values says which are NaN or infinite.
+    # number (true of any two finite values of an input format: at most 2**128 each); elsewhere
+    # special_values says which inner products are NaN or infinite.
     with np.errstate(invalid="ignore", over="ignore"):
         suspect = ~np.isfinite(np.abs(A).max(axis=1, initial=0.0)[:, None] * np.abs(B).max(axis=0, initial=0.0)
                                ) | ~np.isfinite(C)
@@ -189,7 +190,8 @@ def _compiled_matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, spec: BlockFMA
     kernels.block_matmul(QA, EA, QB, EB, D, _kernel_parameters(spec, informat, outformat))
     if suspect.any():
         rows, columns = np.nonzero(suspect)
-        special = kernels.special_values(A, B, np.ascontiguousarray(C, dtype=np.float64), rows, columns)
+        special = kernels.special_values(*(np.ascontiguousarray(x, dtype=np.float64) for x in (A, B, C)),
+                                         rows, columns)
         D[rows, columns] = np.where(special != 0, special, D[rows, columns])
     return D
 
@@ -232,8 +234,7 @@ def block_dot(a: Any, b: Any, c: Any, spec: BlockFMA) -> np.ndarray:
         QA, EA = _truncated(a.reshape(-1, a.shape[-1]), spec, informat)
         QB, EB = _truncated(b.reshape(-1, b.shape[-1]).T, spec, informat)
         flat = accumulator.reshape(-1).copy()
-        kernels.block_rows(QA, EA, np.ascontiguousarray(QB), np.ascontiguousarray(EB), flat,
-                           _kernel_parameters(spec, informat, outformat))
+        kernels.block_rows(QA, EA, QB, EB, flat, _kernel_parameters(spec, informat, outformat))
         return np.where(finite, flat.reshape(accumulator.shape), special)
     for start in range(0, blocks * spec.fma_size, spec.fma_size):
         stop = start + spec.fma_size

@@ -19,13 +19,14 @@ far below any real one, ``ZERO_EXPONENT``, for a zero), so that
   and its exponent at most the alignment exponent) and the addend's, below
   ``2**(F + x + 1)``: with ``fma_size`` terms it stays below
   ``(fma_size + 1) * 2**(F + x + 2)``.  :func:`exact_sums` says whether that is at
-  most ``2**53``; then every partial sum is an integer float64 holds exactly (in
-  any order), the int64 conversion of the total is exact, and no int64 shift
-  overflows.  The caller uses NumPy otherwise (no preset comes near: H100 fp16 has
-  ``17 * 2**27``).
+  most ``2**53``; then every partial sum is an integer that float64 holds exactly
+  (in any order), as NumPy's int64 sum is.  The caller uses NumPy otherwise (no
+  preset comes near: H100 fp16 has ``17 * 2**27``, B200 fp8 ``33 * 2**27``);
+* the addend (the previous block's result, a value of the output format) is
+  decomposed as NumPy does, with the exponent read from its bits.
 
-The result of a block is rounded by a scalar port of NumPy's ``_round_scaled``,
-on the int64 total.  The loops over the columns of a tile are branch-free, so
+The rounding of a block's sum is NumPy's ``_round_scaled`` in float64 operations
+(see :func:`_tile`).  The loops over the columns of a tile are branch-free, so
 LLVM vectorises them.  NaN and infinity are the caller's (:func:`special_values`
 computes them where it asks).
 """

@@ -1,5 +1,5 @@
 """The block-FMA presets against the results GPUs returned (the anchor's model_validation data,
-tests/data/hardware/), bit for bit; and the table of docs/hardware.rst is what the script prints."""
+tests/data/hardware/), bit for bit, by the compiled kernel and by NumPy; and the table of docs/hardware.rst is what the script prints."""
 
 from __future__ import annotations
 
@@ -43,6 +43,21 @@ def test_presets_agree_bit_for_bit(case):
     every_fifth = {key: value[::5] if isinstance(value, np.ndarray) else value for key, value in case.items()}
     _, same, _ = TOOL.agreement(every_fifth)
     assert same.all(), np.flatnonzero(~same)[:5] * 5 + 1
+
+
+@pytest.mark.parametrize("engine", ["numpy", "numba"])
+def test_presets_agree_bit_for_bit_on_either_cpu_engine(engine):
+    # The test above runs the default engine (compiled where Numba is installed); this one
+    # each of them, every 25th line of every pair.
+    if engine == "numba":
+        pytest.importorskip("numba")
+    from pychop_compat.kernels.compiled import cpu_engine
+
+    with cpu_engine(engine):
+        for case in PRESET_CASES:
+            every_25th = {key: value[::25] if isinstance(value, np.ndarray) else value for key, value in case.items()}
+            _, same, _ = TOOL.agreement(every_25th)
+            assert same.all(), (_ids(case), np.flatnonzero(~same)[:5] * 25 + 1)
 
 
 @pytest.mark.slow

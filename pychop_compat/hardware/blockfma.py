@@ -19,15 +19,21 @@ Each block of ``fma_size`` products of one inner product is computed so:
 An inner product with a NaN, or with infinite products or addend of both signs,
 is NaN; otherwise one with an infinite one is that infinity (checked over the whole
 inner product first, as the anchor does).  An exact zero sum is +0.
+
+With Numba installed (and the CPU engine not set to ``'numpy'``, see
+``pychop_compat.kernels.compiled.cpu_engine``) the blocks run compiled
+(``kernels.numba_blockfma``, the same bits without an (M, N, K) array); this NumPy
+implementation is the fallback and the oracle the tests compare it with.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional, Union
+from typing import Any, Optional, Tuple, Union
 
 import numpy as np
 
 from ..formats import Format, catalogue_format
+from ..kernels import compiled
 from ..rounding import round_to_format
 from .models import INPUT_FORMATS, OUTPUT_FORMATS, BlockFMA, model as preset_model
 
@@ -127,6 +133,69 @@ def _special(products: np.ndarray, c: np.ndarray) -> np.ndarray:
     return np.where(has_nan | (plus & minus), np.nan, np.where(plus, np.inf, np.where(minus, -np.inf, 0.0)))
 
 
+def _compiled(spec: BlockFMA) -> bool:
+    """Whether the compiled kernel computes ``spec``'s blocks here: Numba wanted, and every
+    block sum exact in float64 (``numba_blockfma.exact_sums``; true of every preset)."""
+    return compiled.wanted() and _kernels().exact_sums(spec.accumulator_fraction_bits,
+                                                       spec.extra_alignment_bits, spec.fma_size)
+
+
+def _kernels() -> Any:
+    """The compiled kernels' module (imports Numba on first use)."""
+    from ..kernels import numba_blockfma
+
+    return numba_blockfma
+
+
+def _kernel_parameters(spec: BlockFMA, informat: Format, outformat: Format) -> np.ndarray:
+    """``spec`` as the compiled kernels' integer parameters."""
+    result_fraction = min(outformat.t - 1, spec.accumulator_fraction_bits + spec.extra_alignment_bits)
+    return np.array([spec.fma_size, spec.accumulator_fraction_bits, spec.extra_alignment_bits,
+                     spec.min_alignment_exponent, spec.accumulator_emin, result_fraction, outformat.emin,
+                     outformat.emax, _kernels().ROUNDING_CODES[spec.rounding], spec.output_subnormals,
+                     spec.normalised_products], dtype=np.int64)
+
+
+def _truncated(values: np.ndarray, spec: BlockFMA, informat: Format) -> Tuple[np.ndarray, np.ndarray]:
+    """Finite inputs as the compiled kernels take them (``numba_blockfma``): ``sign * I *
+    2**(e - f)`` with ``I``, ``e`` as :func:`_block` computes them (inputs below the format's
+    emin flushed without input subnormals), and ``e``, or ``ZERO_EXPONENT`` where ``I`` is 0."""
+    magnitude = np.abs(values)
+    if not spec.input_subnormals:
+        magnitude = np.where(magnitude < 2.0 ** informat.emin, 0.0, magnitude)
+    exponent = _exponents(magnitude, informat.emin)
+    significand = _significands(magnitude, exponent, informat.t - 1)
+    truncated = np.copysign(np.ldexp(significand.astype(np.float64), exponent - (informat.t - 1)), values)
+    exponent = np.where(significand != 0, exponent, _kernels().ZERO_EXPONENT)
+    return np.ascontiguousarray(truncated), np.ascontiguousarray(exponent)  # one compiled layout
+
+
+def _compiled_matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, spec: BlockFMA) -> np.ndarray:
+    """:func:`matmul`'s ``block_dot`` on rounded ``A``, ``B`` and ``C`` (M, N), by the compiled
+    kernel: the same bits, no (M, N, K) array."""
+    kernels = _kernels()
+    informat = catalogue_format(INPUT_FORMATS[spec.input_format])
+    outformat = catalogue_format(OUTPUT_FORMATS[spec.output_format])
+    inner = A.shape[1]
+    padding = max(-(-inner // spec.fma_size), 1) * spec.fma_size - inner
+    # Every product is finite where the largest of its row and column multiply to a finite
+    # number (true of any two finite values of an input format: at most 2**128 each); elsewhere
+    # special_values says which inner products are NaN or infinite.
+    with np.errstate(invalid="ignore", over="ignore"):
+        suspect = ~np.isfinite(np.abs(A).max(axis=1, initial=0.0)[:, None] * np.abs(B).max(axis=0, initial=0.0)
+                               ) | ~np.isfinite(C)
+    QA, EA = _truncated(np.pad(np.where(np.isfinite(A), A, 0.0), [(0, 0), (0, padding)]), spec, informat)
+    QB, EB = _truncated(np.pad(np.where(np.isfinite(B), B, 0.0), [(0, padding), (0, 0)]), spec, informat)
+    D = np.where(np.isfinite(C), C, 0.0).astype(np.float64)
+    kernels.block_matmul(QA, EA, QB, EB, D, _kernel_parameters(spec, informat, outformat))
+    if suspect.any():
+        rows, columns = np.nonzero(suspect)
+        special = kernels.special_values(*(np.ascontiguousarray(x, dtype=np.float64) for x in (A, B, C)),
+                                         rows, columns)
+        D[rows, columns] = np.where(special != 0, special, D[rows, columns])
+    return D
+
+
 def block_dot(a: Any, b: Any, c: Any, spec: BlockFMA) -> np.ndarray:
     """Inner products ``sum(a * b, axis=-1) + c`` through the block-FMA model ``spec``.
 
@@ -160,6 +229,13 @@ def block_dot(a: Any, b: Any, c: Any, spec: BlockFMA) -> np.ndarray:
     a = np.where(finite[..., None], a, 0.0)
     b = np.where(finite[..., None], b, 0.0)
     accumulator = np.where(finite, accumulator, 0.0)
+    if _compiled(spec):
+        kernels = _kernels()
+        QA, EA = _truncated(a.reshape(-1, a.shape[-1]), spec, informat)
+        QB, EB = _truncated(b.reshape(-1, b.shape[-1]).T, spec, informat)
+        flat = accumulator.reshape(-1).copy()
+        kernels.block_rows(QA, EA, QB, EB, flat, _kernel_parameters(spec, informat, outformat))
+        return np.where(finite, flat.reshape(accumulator.shape), special)
     for start in range(0, blocks * spec.fma_size, spec.fma_size):
         stop = start + spec.fma_size
         overflowed = np.isinf(accumulator)
@@ -232,5 +308,8 @@ def matmul(A: Any, B: Any, C: Any = None, alpha: float = 1.0, beta: float = 0.0,
         C_out = round_to_format(np.broadcast_to(beta * np.asarray(C, dtype=np.float64),
                                                 (A.shape[0], B.shape[1])).copy(),
                                 OUTPUT_FORMATS[spec.output_format], output_rounding)
-    D = block_dot(A_in[:, None, :], B_in.T[None, :, :], C_out, spec)
+    if _compiled(spec):
+        D = _compiled_matmul(A_in, B_in, C_out, spec)
+    else:
+        D = block_dot(A_in[:, None, :], B_in.T[None, :, :], C_out, spec)
     return D.astype(np.float16 if spec.output_format == "fp16" else np.float32)

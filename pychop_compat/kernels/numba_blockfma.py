@@ -1,0 +1,205 @@
+"""Compiled inner products of a block-FMA matrix unit (Numba), for :mod:`pychop_compat.hardware`.
+
+The same integer arithmetic as ``hardware.blockfma``'s NumPy implementation, in a
+different form: the caller hands over each input as its *truncated value*
+``q = sign * I * 2**(e - f)`` (``I`` its integer significand, ``e`` its clamped
+exponent, ``f`` the input format's fraction bits) and its exponent ``e`` (a value
+far below any real one, ``ZERO_EXPONENT``, for a zero), so that
+
+* the largest product exponent of a block is ``max(ea + eb)`` over the block: a zero
+  product's sum is below every real one, so no test for zero is needed;
+* a product ``qa * qb = ±Ia * Ib * 2**(ea + eb - 2f)`` is exact in float64
+  (``Ia * Ib < 2**22`` for every input format, exponents above -300);
+* the product aligned to ``2**scale`` and truncated toward zero, NumPy's
+  ``±(Ia * Ib) >> (scale - (ea + eb - 2f))``, is ``trunc(qa * qb * 2**-scale)``: a
+  multiplication by a power of two is exact (or, below 2**-1022, gives a value
+  under 1 whose truncation is 0 either way);
+* the block's sum is a sum of integers each below ``2**(F + x + 2)`` (``F``
+  accumulator fraction bits, ``x`` extra bits: a product's significand is below 4
+  and its exponent at most the alignment exponent) and the addend's, below
+  ``2**(F + x + 1)``: with ``fma_size`` terms it stays below
+  ``(fma_size + 1) * 2**(F + x + 2)``.  :func:`exact_sums` says whether that is at
+  most ``2**53``; then every partial sum is an integer that float64 holds exactly
+  (in any order), as NumPy's int64 sum is.  The caller uses NumPy otherwise (no
+  preset comes near: H100 fp16 has ``17 * 2**27``, B200 fp8 ``33 * 2**27``);
+* the addend (the previous block's result, a value of the output format) is
+  decomposed as NumPy does, with the exponent read from its bits.
+
+The rounding of a block's sum is NumPy's ``_round_scaled`` in float64 operations
+(see :func:`_tile`).  The loops over the columns of a tile are branch-free, so
+LLVM vectorises them.  NaN and infinity are the caller's (:func:`special_values`
+computes them where it asks).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+from numba import prange
+
+from .numba_kernels import INLINE_OPTIONS, JIT_OPTIONS, bits_of_double, double_of_bits
+
+__all__ = ["ZERO_EXPONENT", "ROUNDING_CODES", "TILE", "ROWS", "exact_sums", "block_matmul", "block_rows",
+           "special_values"]
+
+#: The exponent handed over for a zero input: two of them sum below any real
+#: product exponent (which is at least -600) and the int32 floor NumPy starts from.
+ZERO_EXPONENT = -(1 << 40)
+#: The codes of the rounding modes in the kernels' arguments.
+ROUNDING_CODES = {"rz": 0, "rne": 1, "ru": 2, "rd": 3}
+#: Columns of the result per task (the work arrays of one task stay in the L1 cache).
+TILE = 64
+#: Rows of the result per task (they share each block of B, read once from memory).
+ROWS = 8
+_LOWEST = -(1 << 31)  # NumPy's int32 floor of the alignment exponent
+
+
+def exact_sums(accumulator_fraction_bits: int, extra_alignment_bits: int, fma_size: int) -> bool:
+    """Whether every block sum of such a model is below ``2**53`` (see the module's description)."""
+    return (fma_size + 1) * 2.0 ** (accumulator_fraction_bits + extra_alignment_bits + 2) <= 2.0 ** 53
+
+
+@numba.njit(**INLINE_OPTIONS)
+def _power_of_two(exponent):
+    """``2.0**exponent``, the exponent clipped to float64's normal range (branch-free)."""
+    return double_of_bits(np.uint64(min(max(exponent, -1022), 1023) + 1023) << np.uint64(52))
+
+
+@numba.njit(**INLINE_OPTIONS)
+def _exponent_of(magnitude):
+    """``floor(log2(magnitude))`` of a positive normal float64 (-1023 for 0)."""
+    return np.int64(bits_of_double(magnitude) >> np.uint64(52)) - 1023
+
+
+@numba.njit(**JIT_OPTIONS)
+def _tile(QA, EA, first_row, QB, EB, first, width, out, params):
+    """``out`` (rows, width): the inner products of rows ``first_row``... of ``QA`` with columns
+    ``first`` to ``first + width`` of ``QB``, block after block; ``out`` holds the addends on
+    entry.  The rows take their turn block by block, so that a block of ``QB`` is read from the
+    cache by all but the first.
+
+    Each step is a loop over the columns without branches, so that LLVM vectorises it; the
+    rounding of a block's sum is NumPy's ``_round_scaled`` in float64 operations on the
+    integer sum ``total`` (below 2**53): ``|total| * 2**-dropped`` is exact, and floor,
+    ceil or rint (ties to even) of it is the kept part plus NumPy's rounding increment.
+    """
+    fma_size, fraction, extra, min_alignment = params[0], params[1], params[2], params[3]
+    accumulator_emin, result_fraction, out_emin, out_emax = params[4], params[5], params[6], params[7]
+    rounding, output_subnormals, normalised = params[8], params[9] != 0, params[10] != 0
+    inner = QA.shape[1]
+    largest = np.empty(width, np.int64)
+    total = np.empty(width, np.float64)
+    factor = np.empty(width, np.float64)
+    addends = np.empty(width, np.float64)
+    smallest_output = _power_of_two(out_emin)
+    infinite_from = _power_of_two(out_emax + 1)
+    flush_output = 0.0 if output_subnormals else smallest_output
+    for start in range(0, inner, fma_size):
+        stop = start + fma_size
+        for r in range(out.shape[0]):
+            row, result = first_row + r, out[r]
+            for j in range(width):
+                c = result[j]
+                c = 0.0 if math.isinf(c) or abs(c) < flush_output else c
+                addends[j] = c
+                largest[j] = max(_exponent_of(abs(c)), accumulator_emin) if c != 0 else _LOWEST
+            for k in range(start, stop):
+                exponent_a = EA[row, k]
+                exponents_b = EB[k, first:first + width]
+                if normalised:  # the exponent of a product of significands 2 or more is one larger
+                    value_a = QA[row, k]
+                    values_b = QB[k, first:first + width]
+                    for j in range(width):
+                        exponent = exponent_a + exponents_b[j]
+                        exponent += abs(value_a * values_b[j]) >= _power_of_two(exponent + 1)
+                        largest[j] = max(largest[j], exponent)
+                else:
+                    for j in range(width):
+                        largest[j] = max(largest[j], exponent_a + exponents_b[j])
+            for j in range(width):
+                # 2**-scale clipped to float64's normal range: a larger one only meets zero products
+                # (a nonzero one is at least 2**-600, so its exponent bounds the alignment exponent
+                # from below), a smaller one only terms it truncates to zero either way.
+                scale = max(largest[j], min_alignment) - fraction - extra
+                largest[j] = scale
+                factor[j] = _power_of_two(-scale)
+                c = addends[j]
+                exponent_c = max(_exponent_of(abs(c)), accumulator_emin)
+                addend = np.trunc(abs(c) * _power_of_two(fraction - exponent_c))
+                aligned = np.trunc(addend * _power_of_two(exponent_c - fraction - scale))
+                total[j] = -aligned if c < 0 else aligned
+            for k in range(start, stop):
+                value_a = QA[row, k]
+                values_b = QB[k, first:first + width]
+                for j in range(width):
+                    total[j] += np.trunc(value_a * values_b[j] * factor[j])
+            for j in range(width):
+                scale = largest[j]
+                magnitude = abs(total[j])
+                exponent = scale + (_exponent_of(magnitude) if magnitude != 0 else -1)
+                quantum = max(exponent, out_emin) - result_fraction
+                scaled = magnitude * _power_of_two(scale - quantum)
+                if rounding == 0:
+                    kept = np.floor(scaled)
+                elif rounding == 1:
+                    kept = np.rint(scaled)
+                else:
+                    kept = np.ceil(scaled) if (rounding == 2) == (total[j] >= 0) else np.floor(scaled)
+                value = kept * _power_of_two(quantum) if quantum > scale else magnitude * _power_of_two(scale)
+                value = np.inf if value >= infinite_from else value
+                value = 0.0 if value < flush_output else value
+                value = -value if total[j] < 0 else value
+                result[j] = result[j] if math.isinf(result[j]) else value
+
+
+@numba.njit(parallel=True, **JIT_OPTIONS)
+def block_matmul(QA, EA, QB, EB, C, params):
+    """The inner products of the rows of ``QA`` (M, K) with the columns of ``QB`` (K, N), added
+    to ``C`` (M, N, float64, overwritten with the results); ``K`` a multiple of the block size.
+    ``params``: int64 fma_size, F, x, min_alignment_exponent, accumulator_emin, result fraction
+    bits, output emin, emax, rounding code, output subnormals, normalised products."""
+    rows, columns = C.shape
+    tiles, groups = -(-columns // TILE), -(-rows // ROWS)
+    for task in prange(tiles * groups):
+        tile, group = task // groups, task % groups  # consecutive tasks share their columns of B
+        first, first_row = tile * TILE, group * ROWS
+        width, height = min(TILE, columns - first), min(ROWS, rows - first_row)
+        out = C[first_row:first_row + height, first:first + width].copy()
+        _tile(QA, EA, first_row, QB, EB, first, width, out, params)
+        C[first_row:first_row + height, first:first + width] = out
+
+
+@numba.njit(parallel=True, **JIT_OPTIONS)
+def block_rows(QA, EA, QBT, EBT, c, params):
+    """The inner products of row ``r`` of ``QA`` with column ``r`` of ``QBT`` (K, R), added to
+    ``c[r]`` (overwritten with the results); ``params`` as :func:`block_matmul`'s."""
+    for row in prange(c.shape[0]):
+        out = np.full((1, 1), c[row])
+        _tile(QA, EA, row, QBT, EBT, row, 1, out, params)
+        c[row] = out[0, 0]
+
+
+@numba.njit(**JIT_OPTIONS)
+def special_values(A, B, C, rows, columns):
+    """For each pair ``(rows[n], columns[n])``: NaN where the inner product of that row of ``A``
+    with that column of ``B`` plus that element of ``C`` has a NaN term or infinite terms of both
+    signs, else the infinity it has (0 where it has neither)."""
+    result = np.zeros(rows.shape[0])
+    for n in range(rows.shape[0]):
+        i, j = rows[n], columns[n]
+        c = C[i, j]
+        has_nan, plus, minus = math.isnan(c), c == np.inf, c == -np.inf
+        for k in range(A.shape[1]):
+            term = A[i, k] * B[k, j]
+            has_nan |= math.isnan(term)
+            plus |= term == np.inf
+            minus |= term == -np.inf
+        if has_nan or (plus and minus):
+            result[n] = np.nan
+        elif plus:
+            result[n] = np.inf
+        elif minus:
+            result[n] = -np.inf
+    return result

@@ -10,8 +10,9 @@ Run from the repository root on a machine with a CUDA GPU::
 A small Triton kernel computes ``D = A @ B + C`` for one tile per program with
 ``tl.dot(a, b, acc=c, out_dtype=...)``: fp16, bf16, tf32 (float32 data,
 ``input_precision='tf32'``) and fp8 e4m3/e5m2 inputs (``max_num_imprecise_acc=K``:
-the whole tile accumulates in the tensor core, as the model does; Triton's own
-default on sm_90 is the same) where the device's capability has them, fp32 output
+the products of the whole tile accumulate in the tensor core; the PTX for sm_90
+shows that Triton then adds C in fp32, apart from the MMA, which Triton's default
+does not: see ``--fp8-diagnostic``) where the device's capability has them, fp32 output
 and fp16 output (``out_dtype=tl.float16``, an fp16 accumulator).  Two tile shapes:
 16 x 16 x 64 with one warp (``mma.sync``) and 64 x 64 x 64 with four warps
 (``wgmma`` on sm_90); the instruction the PTX holds is reported.  On sm_90
@@ -41,6 +42,16 @@ between steps.  Without CUDA the script prints "no GPU" and exits with status 0;
 ``--rehearse`` runs the same code on the CPU (Triton's interpreter, torch on CPU)
 at the smallest size: its numbers say nothing about hardware.  ``--ptx 90``
 compiles the kernels for a capability without running them (no GPU needed).
+
+``--fp8-diagnostic`` runs only fp8 -> fp32 on the 64 x 64 (wgmma) tile, 8 tiles
+per kind of input, for K = 32 (one wgmma k32) and 64 (two), ``max_num_imprecise_acc``
+= K, None (Triton's default) and 0, and C = 0 or random; each row counts the
+kernel's outputs equal to the model with C, the model without C, and the model
+without C followed by one fp32 add of C.  With ``--ptx 90`` it compiles those
+kernels and counts the MMA instructions and fp32 adds in their PTX (Triton
+3.9 for sm_90: max_num_imprecise_acc=K accumulates the MMAs apart from C and adds
+C in fp32 afterwards; None keeps C in the wgmma accumulator; 0 falls back to an
+fp16 mma.sync).
 """
 
 from __future__ import annotations
@@ -146,13 +157,14 @@ def equal_bits(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 def build_kernel(triton, tl):
     @triton.jit
     def tile_mma(a_ptr, b_ptr, c_ptr, d_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr,
-                 OUT_FP16: tl.constexpr, TF32: tl.constexpr, FP8: tl.constexpr):
+                 OUT_FP16: tl.constexpr, TF32: tl.constexpr, FP8: tl.constexpr, IMPRECISE: tl.constexpr = -2):
         t = tl.program_id(0)
         rm, rn, rk = tl.arange(0, M), tl.arange(0, N), tl.arange(0, K)
         a = tl.load(a_ptr + t * M * K + rm[:, None] * K + rk[None, :])
         b = tl.load(b_ptr + t * K * N + rk[:, None] * N + rn[None, :])
         c = tl.load(c_ptr + t * M * N + rm[:, None] * N + rn[None, :])
-        # max_num_imprecise_acc only for fp8 (other inputs may refuse it); K: no fp32 adds between blocks
+        # max_num_imprecise_acc only for fp8 (other inputs may refuse it): IMPRECISE -2 means K, -1 Triton's
+        # default (None), else the number itself (the --fp8-diagnostic mode varies it)
         if OUT_FP16:
             if FP8:
                 d = tl.dot(a, b, acc=c, max_num_imprecise_acc=K, out_dtype=tl.float16)
@@ -161,7 +173,12 @@ def build_kernel(triton, tl):
         elif TF32:
             d = tl.dot(a, b, acc=c, input_precision="tf32", out_dtype=tl.float32)
         elif FP8:
-            d = tl.dot(a, b, acc=c, max_num_imprecise_acc=K, out_dtype=tl.float32)
+            if IMPRECISE == -2:
+                d = tl.dot(a, b, acc=c, max_num_imprecise_acc=K, out_dtype=tl.float32)
+            elif IMPRECISE == -1:
+                d = tl.dot(a, b, acc=c, out_dtype=tl.float32)
+            else:
+                d = tl.dot(a, b, acc=c, max_num_imprecise_acc=IMPRECISE, out_dtype=tl.float32)
         else:
             d = tl.dot(a, b, acc=c, out_dtype=tl.float32)
         tl.store(d_ptr + t * M * N + rm[:, None] * N + rn[None, :], d)
@@ -184,19 +201,26 @@ def fed_as_fp16(fmt: str, instruction: str) -> bool:
     return fmt in ("e4m3", "e5m2") and operands == ["f16", "f16"]
 
 
-def run_kernel(kernel, torch, a, b, c, fmt: str, output: str, warps: int) -> tuple:
-    """D from the Triton kernel and the MMA instruction its PTX holds."""
+def mma_count(ptx: str) -> str:
+    """How many MMA instructions and fp32 adds the PTX holds: 'wgmma x2, add.f32 x0'."""
+    wgmma, mma_sync = len(re.findall(r"wgmma\.mma_async", ptx)), len(re.findall(r"\bmma\.sync", ptx))
+    adds = len(re.findall(r"\badd(?:\.r[nzmp])?\.f32\b", ptx))  # the kernel has no other float adds
+    return (f"wgmma x{wgmma}" if wgmma else f"mma.sync x{mma_sync}") + f", add.f32 x{adds}"
+
+
+def run_kernel(kernel, torch, a, b, c, fmt: str, output: str, warps: int, imprecise: int = -2) -> tuple:
+    """D from the Triton kernel and the MMA instruction its PTX holds (imprecise: as IMPRECISE in the kernel)."""
     count, m, k = a.shape
     n = b.shape[2]
     d = torch.empty((count, m, n), dtype=c.dtype, device=c.device)
     fp8 = fmt in ("e4m3", "e5m2")
     compiled = kernel[(count,)](a.contiguous(), b.contiguous(), c.contiguous(), d, M=m, N=n, K=k,
                                 OUT_FP16=output == "fp16", TF32=fmt == "tf32", FP8=fp8,
-                                num_warps=warps)
+                                IMPRECISE=imprecise, num_warps=warps)
     instruction = "?"
     try:
         ptx = compiled.asm["ptx"]
-        instruction = mma_instruction(ptx)
+        instruction = mma_instruction(ptx) + (f" ({mma_count(ptx)})" if imprecise != -2 else "")
     except Exception:  # the interpreter returns no compiled kernel
         instruction = "interpreter" if os.environ.get("TRITON_INTERPRET") == "1" else "?"
     if c.device.type == "cuda":
@@ -260,7 +284,7 @@ class Report:
                                                  + [""] + list(footer)) + "\n")
 
 
-def compile_only(capability: int, path) -> int:
+def compile_only(capability: int, path, diagnostic: bool = False) -> int:
     """Compile every kernel of the run for one CUDA capability (no GPU needed) and list its MMA instruction."""
     import triton
     import triton.language as tl
@@ -270,26 +294,101 @@ def compile_only(capability: int, path) -> int:
     kernel = build_kernel(triton, tl)
     pointers = {"fp16": "*fp16", "bf16": "*bf16", "tf32": "*fp32", "e4m3": "*fp8e4nv", "e5m2": "*fp8e5",
                 "fp32": "*fp32"}
+    if diagnostic:  # the --fp8-diagnostic kernels: (inputs, output, m, n, k, warps, IMPRECISE)
+        kernels = [(fmt, "fp32", 64, 64, k, 4, imprecise) for fmt in ("e4m3", "e5m2") for k in DIAGNOSTIC_K
+                   for imprecise in DIAGNOSTIC_IMPRECISE]
+    else:
+        kernels = [(fmt, output, m, n, k, warps, -2) for m, n, k, warps in ((16, 16, 64, 1), (64, 64, 64, 4))
+                   for fmt, output in PAIRS]
+    setting_column = " max_num_imprecise_acc |" if diagnostic else ""
     lines = [f"# Tile kernels compiled for sm_{capability} (Triton {triton.__version__}; not run)", "",
-             "| inputs | output | tile (warps) | MMA |", "|---|---|---|---|"]
+             f"| inputs | output | tile (warps) |{setting_column} MMA |",
+             "|---|---|---|" + "---|" * (2 if diagnostic else 1)]
     print("\n".join(lines), flush=True)
-    for m, n, k, warps in ((16, 16, 64, 1), (64, 64, 64, 4)):
-        for fmt, output in PAIRS:
-            constants = {"M": m, "N": n, "K": k, "OUT_FP16": output == "fp16", "TF32": fmt == "tf32",
-                         "FP8": fmt in ("e4m3", "e5m2")}
-            signature = {"a_ptr": pointers[fmt], "b_ptr": pointers[fmt], "c_ptr": pointers[output],
-                         "d_ptr": pointers[output], **dict.fromkeys(constants, "constexpr")}
-            try:
-                compiled = triton.compile(ASTSource(kernel, signature, constexprs=constants),
-                                          target=GPUTarget("cuda", capability, 32), options={"num_warps": warps})
-                instruction = mma_instruction(compiled.asm["ptx"])
-            except Exception as error:
-                instruction = f"failed: {type(error).__name__}: {error}"[:200].replace("|", "/").replace("\n", " ")
-            lines.append(f"| {fmt} | {output} | {m}x{n}x{k} ({warps}) | {instruction} |")
-            print(lines[-1], flush=True)
+    for fmt, output, m, n, k, warps, imprecise in kernels:
+        constants = {"M": m, "N": n, "K": k, "OUT_FP16": output == "fp16", "TF32": fmt == "tf32",
+                     "FP8": fmt in ("e4m3", "e5m2"), "IMPRECISE": imprecise}
+        signature = {"a_ptr": pointers[fmt], "b_ptr": pointers[fmt], "c_ptr": pointers[output],
+                     "d_ptr": pointers[output], **dict.fromkeys(constants, "constexpr")}
+        try:
+            compiled = triton.compile(ASTSource(kernel, signature, constexprs=constants),
+                                      target=GPUTarget("cuda", capability, 32), options={"num_warps": warps})
+            ptx = compiled.asm["ptx"]
+            instruction = mma_instruction(ptx) + (f" ({mma_count(ptx)})" if diagnostic else "")
+        except Exception as error:
+            instruction = f"failed: {type(error).__name__}: {error}"[:200].replace("|", "/").replace("\n", " ")
+        setting = f" {imprecise_name(imprecise, k)} |" if diagnostic else ""
+        lines.append(f"| {fmt} | {output} | {m}x{n}x{k} ({warps}) |{setting} {instruction} |")
+        print(lines[-1], flush=True)
     if path:
         Path(path).write_text("\n".join(lines) + "\n")
     return 0
+
+
+# --fp8-diagnostic: why fp8 -> fp32 wgmma tiles differ from the model (which reproduces one MMA with C = 0)
+DIAGNOSTIC_K = (32, 64)  # one wgmma k32 instruction, or two chained
+DIAGNOSTIC_IMPRECISE = (-2, -1, 0)  # the kernel's IMPRECISE: max_num_imprecise_acc=K, Triton's default, 0
+
+
+def imprecise_name(imprecise: int, k: int) -> str:
+    return {-2: f"K ({k})", -1: "None (Triton's default)"}.get(imprecise, str(imprecise))
+
+
+class DiagnosticReport(Report):
+    HEADER = ("| inputs | K | max_num_imprecise_acc | C | MMA (count in the PTX) | outputs | kernel = model(A, B, C) "
+              "| kernel = model(A, B, no C) | kernel = fp32(model(A, B, no C) + C) "
+              "| first disagreement of the kernel with model(A, B, C) |")
+
+
+def run_fp8_diagnostic(torch, hardware, kernel, gpu, per_kind, seed, device, over_budget, report) -> None:
+    """One row per inputs x K x max_num_imprecise_acc x (C = 0 or not): fp8 -> fp32 on the 64-row (wgmma) tile.
+
+    The model is computed once per inputs, K and C; only the kernel changes between the rows it serves."""
+    m, n, warps = 64, 64, 4
+    for fmt_index, fmt in enumerate(("e4m3", "e5m2")):
+        for k in DIAGNOSTIC_K:
+            rng = np.random.default_rng([seed, fmt_index, k])
+            pieces = [make_tiles(kind, fmt, "fp32", per_kind, m, n, k, rng) for kind in KINDS]
+            a = to_format(torch, np.concatenate([p[0] for p in pieces]), fmt, device)
+            b = to_format(torch, np.concatenate([p[1] for p in pieces]), fmt, device)
+            kinds = [kind for kind in KINDS for _ in range(per_kind)]
+            a64, b64 = as_numpy(a), as_numpy(b)
+            spec = hardware.model(gpu, fmt, "fp32")
+            no_addend = np.stack([hardware.matmul(a64[t], b64[t], None, model=spec) for t in range(len(kinds))])
+            for c_name in ("0", "random"):
+                if over_budget():
+                    report.add(fmt, k, "", c_name, "", "", "", "", "", "skipped: time budget spent")
+                    continue
+                c_values = np.concatenate([p[2] for p in pieces]) if c_name == "random" else \
+                    np.zeros((len(kinds), m, n))
+                c = to_format(torch, c_values, "fp32", device)
+                c64 = as_numpy(c)
+                with_c = np.stack([hardware.matmul(a64[t], b64[t], c64[t], beta=1.0, model=spec)
+                                   for t in range(len(kinds))])
+                then_add = (no_addend.astype(np.float32) + c64.astype(np.float32)).astype(np.float32)
+                for imprecise in DIAGNOSTIC_IMPRECISE:
+                    cells = [fmt, k, imprecise_name(imprecise, k), c_name]
+                    if over_budget():
+                        report.add(*cells, "", "", "", "", "", "skipped: time budget spent")
+                        continue
+                    try:
+                        d, instruction = run_kernel(kernel, torch, a, b, c, fmt, "fp32", warps, imprecise)
+                        got = d.cpu().numpy()
+                    except Exception as error:
+                        traceback.print_exc()
+                        report.add(*cells, "", "", "", "", "", f"failed: {type(error).__name__}: {error}"[:300])
+                        continue
+                    counts = [f"{int(equal_bits(got, expected.astype(np.float32)).sum())} / {got.size}"
+                              for expected in (with_c, no_addend, then_add)]
+                    unlike = ~equal_bits(got, with_c.astype(np.float32))
+                    first = "none"
+                    if unlike.any():
+                        t, i, j = map(int, np.argwhere(unlike)[0])
+                        first = f"{kinds[t]} tile {t} ({i},{j}): " + describe(
+                            a64[t, i], b64[t, :, j], c64[t, i, j], got[t, i, j], np.float32(with_c[t, i, j]))
+                    if fed_as_fp16(fmt, instruction.split(" (")[0]):
+                        first += "; Triton fed the fp8 values to an fp16 MMA (the fp8 model does not apply)"
+                    report.add(*cells, instruction, got.size, *counts, first)
 
 
 def main(argv=None) -> int:
@@ -300,6 +399,9 @@ def main(argv=None) -> int:
     parser.add_argument("--ptx", type=int, metavar="CAPABILITY",
                         help="only compile the kernels for this CUDA capability (e.g. 90) and list their MMA "
                              "instructions; needs no GPU")
+    parser.add_argument("--fp8-diagnostic", action="store_true",
+                        help="only fp8 -> fp32 on the 64 x 64 (wgmma) tile: K = 32 and 64, max_num_imprecise_acc "
+                             "= K, None and 0, C = 0 and random; with --ptx: compile those kernels")
     parser.add_argument("--gpu", help="preset to compare with (default: from the device's name)")
     parser.add_argument("--tiles", type=int, default=None, help="tiles per kind of input (default 40, or 1)")
     parser.add_argument("--seed", type=int, default=2021)
@@ -310,7 +412,7 @@ def main(argv=None) -> int:
         return time.perf_counter() - start > args.seconds
 
     if args.ptx:
-        return compile_only(args.ptx, args.report)
+        return compile_only(args.ptx, args.report, args.fp8_diagnostic)
     if args.rehearse:
         os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported
     import torch
@@ -327,7 +429,7 @@ def main(argv=None) -> int:
         name, capability = torch.cuda.get_device_name(), torch.cuda.get_device_capability()
     gpu = args.gpu or preset_for(name, capability)
     shapes = [(16, 16, 32, 1)] if args.rehearse else [(16, 16, 64, 1), (64, 64, 64, 4)]
-    per_kind = args.tiles or (1 if args.rehearse else 40)
+    per_kind = args.tiles or (1 if args.rehearse else 8 if args.fp8_diagnostic else 40)
     versions = f"torch {torch.__version__}"
     try:
         import triton
@@ -345,7 +447,8 @@ def main(argv=None) -> int:
         f"- D = A @ B + C per tile; {per_kind} tiles per kind of input ({', '.join(KINDS)}; a quarter "
         f"as many for tiles over 16 x 16), seed {args.seed}",
         "- Triton: tl.dot(a, b, acc=c, out_dtype=fp32 or fp16); tf32: input_precision='tf32'; "
-        "fp8: max_num_imprecise_acc=K (the whole tile accumulates in the tensor core)",
+        "fp8: max_num_imprecise_acc=K (the products accumulate in the tensor core; on sm_90 Triton adds C "
+        "afterwards in fp32)",
         "- torch: baddbmm (fp16/bf16 -> fp32 with out_dtype=float32; tf32 with allow_tf32=True; "
         "allow_fp16_reduced_precision_reduction="
         f"{torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction}); fp8: torch._scaled_mm with "
@@ -356,6 +459,27 @@ def main(argv=None) -> int:
                         "nothing about hardware; they only check the script's plumbing")
     if kernel_error:
         preamble.append(f"- {kernel_error}")
+    if args.fp8_diagnostic:
+        preamble[3:6] = [
+            f"- FP8 DIAGNOSTIC: D = A @ B + C, fp8 -> fp32, 64 x 64 x K tiles (4 warps), {per_kind} tiles per "
+            f"kind of input ({', '.join(KINDS)}), seed {args.seed}; C = 0 (zeros in the kernel and the model) or "
+            "random as in the full run",
+            "- columns: the kernel against the model with C, without C (as the anchor measured), and the model "
+            "without C followed by one fp32 add of C (round to nearest): what Triton does when it accumulates "
+            "the fp8 MMA apart from C (max_num_imprecise_acc <= K); MMA: the instruction, how many the PTX holds, "
+            "and its fp32 adds",
+        ]
+        report = DiagnosticReport(args.report, preamble)
+        if kernel is None:
+            report.add("", "", "", "", "", "", "", "", "", "no Triton")
+        elif not args.rehearse and tuple(capability) < FORMATS["e4m3"][4]:
+            report.add("", "", "", "", "", "", "", "", "", f"skipped: needs capability {FORMATS['e4m3'][4]}")
+        else:
+            run_fp8_diagnostic(torch, hardware, kernel, gpu, per_kind, args.seed, device, over_budget, report)
+        elapsed = time.perf_counter() - start
+        report.write((f"{elapsed:.1f} s in all.",))
+        print(f"{elapsed:.1f} s in all.", flush=True)
+        return 0
     report = Report(args.report, preamble)
 
     for shape_index, (m, n, k, warps) in enumerate(shapes):  # every pair at the small tile first

@@ -62,3 +62,29 @@ def test_the_kernels_compile_for_hopper_to_mma_sync_and_wgmma(tmp_path):
     assert "| tf32 | fp32 | 64x64x64 (4) | wgmma m64n64k8 f32.tf32.tf32 |" in rows, done.stdout
     assert "| e4m3 | fp32 | 64x64x64 (4) | wgmma m64n64k32 f32.e4m3.e4m3 |" in rows, done.stdout
     assert (tmp_path / "ptx.md").read_text().count("\n| ") == 17
+
+
+@pytest.mark.slow  # twelve Triton compilations: about 5 s
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton not installed")
+def test_the_fp8_diagnostic_kernels_hold_one_or_two_wgmma(tmp_path):
+    done = _run("--ptx", "90", "--fp8-diagnostic")
+    assert done.returncode == 0, done.stderr
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| ") and not line.startswith("| inputs")]
+    assert len(rows) == 12, done.stdout  # 2 inputs x 2 K x 3 max_num_imprecise_acc
+    if all("failed:" in row for row in rows):
+        pytest.skip("this Triton cannot compile for CUDA here: " + rows[0])
+    assert "| e4m3 | fp32 | 64x64x32 (4) | None (Triton's default) | wgmma m64n64k32 f32.e4m3.e4m3 (wgmma x1" \
+        in done.stdout
+    assert "| e5m2 | fp32 | 64x64x64 (4) | K (64) | wgmma m64n64k32 f32.e5m2.e5m2 (wgmma x2" in done.stdout
+
+
+@pytest.mark.slow  # Triton's interpreter on 24 kernels of 64 x 64 x K: about 20 s
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton not installed")
+def test_the_fp8_diagnostic_rehearsal_writes_one_row_per_combination(tmp_path):
+    done = _run("--report", str(tmp_path / "fp8.md"), "--rehearse", "--fp8-diagnostic", "--seconds", "200")
+    assert done.returncode == 0, done.stderr
+    report = (tmp_path / "fp8.md").read_text()
+    rows = [line for line in report.splitlines() if line.startswith("| ") and not line.startswith("| inputs")]
+    assert len(rows) == 24, report  # 2 inputs x 2 K x 2 addends x 3 max_num_imprecise_acc
+    assert all(row.count(" | ") == 9 and "failed:" not in row and "skipped" not in row for row in rows), report
+    assert sum("| 0 | interpreter | 16384 |" in row for row in rows) == 12, report

@@ -143,8 +143,7 @@ def test_chopped_torch_tensors_go_through_the_model():
 def test_chopped_jax_arrays_go_through_the_model_eager_and_traced():
     jax = pytest.importorskip("jax")
     jnp = pytest.importorskip("jax.numpy")
-    if not jax.config.jax_enable_x64:
-        pytest.skip("linalg on JAX arrays needs float64")
+    jax.config.update("jax_enable_x64", True)  # linalg on JAX arrays needs float64 (as conftest's engines do)
     expected = _bits(hardware.matmul(A, B, model=H100))
 
     def product(a, b):

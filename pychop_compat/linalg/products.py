@@ -193,8 +193,8 @@ def _unit_model(hardware: Union[str, matrix_units.BlockFMA], rin: Rounder) -> ma
                          f"{', flip=1' if o.flip else ''}.")
     fmt = resolve(o, None, "double").spec.fmt
     t, emax = fmt.t, fmt.emax
-    inputs = next((name for name, catalogued in matrix_units.INPUT_FORMATS.items()
-                   if (catalogue_format(catalogued).t, catalogue_format(catalogued).emax) == (t, emax)), None)
+    unit_formats = {name: catalogue_format(catalogued) for name, catalogued in matrix_units.INPUT_FORMATS.items()}
+    inputs = next((name for name, unit in unit_formats.items() if (unit.t, unit.emax) == (t, emax)), None)
     if isinstance(hardware, matrix_units.BlockFMA):
         if inputs != hardware.input_format:
             raise ValueError(f"options' format {o.format!r} [t={t}, emax={emax}] is not the input format "

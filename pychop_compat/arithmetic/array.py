@@ -851,9 +851,9 @@ def _kernel(A: np.ndarray, B: np.ndarray, arith: Arithmetic) -> np.ndarray:
                                   "flips are not implemented (linalg draws on the host, CuPy arrays from "
                                   "the device's counter).")
         host = [to_host(v) if is_device_array(v) else v for v in (A, B)]
-        C = linalg.matmul(host[0], host[1], arith.given, method=arith.method, block_size=arith.block_size)
+        C = linalg.matmul(host[0], host[1], arith.given, **arith.product_settings)
         return from_host(np.asarray(C), device)
-    return linalg.matmul(A, B, arith.given, method=arith.method, block_size=arith.block_size)
+    return linalg.matmul(A, B, arith.given, **arith.product_settings)
 
 
 def _matmul(a, b, out=None):

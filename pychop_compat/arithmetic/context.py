@@ -18,6 +18,7 @@ from typing import Any, Callable, Mapping, Optional, Union
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
+from ..hardware import PRESETS as HARDWARE_PRESETS, BlockFMA
 from ..kernels import numpy_fast
 from ..matlab.api import Chop, chop_options
 from ..matlab.options import resolve
@@ -86,6 +87,15 @@ class Arithmetic:
         :func:`pychop_compat.linalg.matmul`).  Default ``'recursive'``.
     block_size : int, optional
         Block size for ``method='blocked'`` (default 32).
+    hardware : str or hardware.BlockFMA, optional
+        Matrix products (``@``, ``np.matmul``, ``np.dot``, ``np.vdot``,
+        ``np.inner``, two-operand ``np.einsum``) computed
+        as the matrix units of a GPU do: ``hardware=`` of
+        :func:`pychop_compat.linalg.matmul` (a GPU name such as ``'H100'``, its
+        model for inputs in this format and fp32 output, or a
+        :class:`~pychop_compat.hardware.BlockFMA`).  ``method`` then orders the
+        other reductions only; every other operation rounds as before.  Needs
+        round to nearest without bit flips.
     rng : int, numpy.random.Generator or CounterRng, optional
         ``None`` (default): stochastic rounding and bit flips draw as
         :func:`pychop_compat.chop` does (MATLAB's stream on the host, or
@@ -105,11 +115,12 @@ class Arithmetic:
         Options by name, merged over ``options`` (``format='b', round=5``).
     """
 
-    __slots__ = ("given", "chop", "strict", "mismatch", "method", "block_size",
+    __slots__ = ("given", "chop", "strict", "mismatch", "method", "block_size", "hardware",
                  "_specs", "_host_rounders", "_sources", "round_scalar", "_key", "_rng")
 
     def __init__(self, options: OptionsLike = None, *, strict: bool = False, mismatch: str = "error",
-                 method: str = "recursive", block_size: int = 32, rng: Any = None, **kwargs: Any) -> None:
+                 method: str = "recursive", block_size: int = 32, rng: Any = None,
+                 hardware: Union[None, str, BlockFMA] = None, **kwargs: Any) -> None:
         if mismatch not in MISMATCH_RULES:
             raise ValueError(f"mismatch must be one of {MISMATCH_RULES}, not {mismatch!r}.")
         if method not in METHODS:
@@ -125,6 +136,7 @@ class Arithmetic:
         self.block_size = int(block_size)
         settings = resolve(self.given, None, "double")
         spec = settings.spec
+        self.hardware = _hardware_of(hardware, spec.draws or int(self.given["round"]) != 1)
         self._specs: dict[np.dtype, RoundingSpec] = {np.dtype(np.float64): spec}
         self._host_rounders: dict[np.dtype, Callable[[np.ndarray], np.ndarray]] = {}
         self._rng = rng
@@ -216,15 +228,23 @@ class Arithmetic:
     def __repr__(self) -> str:
         extra = "".join(f", {name}={getattr(self, name)!r}" for name, default in
                         (("strict", False), ("mismatch", "error"), ("method", "recursive"),
-                         ("block_size", 32)) if getattr(self, name) != default)
+                         ("block_size", 32), ("hardware", None)) if getattr(self, name) != default)
         return f"Arithmetic({self.describe()}{extra})"
 
     def with_settings(self, **changes: Any) -> "Arithmetic":
-        """A copy with other ``strict``, ``mismatch``, ``method`` or ``block_size``."""
+        """A copy with other ``strict``, ``mismatch``, ``method``, ``block_size`` or ``hardware``."""
         settings = dict(strict=self.strict, mismatch=self.mismatch, method=self.method,
-                        block_size=self.block_size, rng=self._rng)
+                        block_size=self.block_size, rng=self._rng, hardware=self.hardware)
         settings.update(changes)
         return Arithmetic(self.given, **settings)
+
+    @property
+    def product_settings(self) -> dict:
+        """The keywords of :func:`pychop_compat.linalg.matmul` for this arithmetic's matrix
+        products: ``hardware`` when one is set, else ``method`` and ``block_size``."""
+        if self.hardware is not None:
+            return {"hardware": self.hardware}
+        return {"method": self.method, "block_size": self.block_size}
 
     def combine(self, other: "Arithmetic") -> "Arithmetic":
         """The arithmetic of an operation between operands of ``self`` and ``other``."""
@@ -334,6 +354,24 @@ def _rng_of(rng: Any) -> Union[None, CounterRng, np.random.Generator]:
         return np.random.default_rng(rng)
     raise TypeError("chopped arithmetic's rng must be None (chop's sources: MATLAB's stream), an integer "
                     f"seed (the counter-based generator), a numpy.random.Generator or a CounterRng, not {rng!r}.")
+
+
+def _hardware_of(hardware: Any, not_nearest: bool) -> Union[None, str, BlockFMA]:
+    """``hardware=`` checked: None, a known GPU name or a BlockFMA, with deterministic rounding."""
+    if hardware is None:
+        return None
+    if isinstance(hardware, str):
+        if hardware.lower() not in {gpu.lower() for gpu, _, _ in HARDWARE_PRESETS}:
+            raise ValueError(f"hardware must be a GPU of hardware.PRESETS "
+                             f"({sorted({gpu for gpu, _, _ in HARDWARE_PRESETS})}) or a hardware.BlockFMA, "
+                             f"not {hardware!r}.")
+    elif not isinstance(hardware, BlockFMA):
+        raise TypeError(f"hardware must be a GPU name such as 'H100' or a hardware.BlockFMA, "
+                        f"not {type(hardware).__name__}.")
+    if not_nearest:
+        raise ValueError("hardware= computes matrix products as the matrix units do (inputs rounded to "
+                         "nearest): it needs round to nearest without bit flips.")
+    return hardware
 
 
 def _request_key(options, settings):

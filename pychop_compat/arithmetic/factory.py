@@ -10,6 +10,7 @@ import array_api_compat
 import numpy as np
 
 from .array import ChoppedArray, ChoppedOperand, ChoppedScalar, chopped_result, plain_values, wrap
+from ..hardware import BlockFMA
 from .context import Arithmetic, OptionsLike
 from .jax_array import ChoppedJax, chopped_jax
 from .torch_tensor import chopped_tensor
@@ -24,7 +25,8 @@ __all__ = ["chopped"]
 def chopped(x: Union[ChoppedOperand, torch.Tensor, jax.Array],
             options: Union[OptionsLike, Arithmetic] = None, *, strict: bool = False,
             mismatch: str = "error", method: str = "recursive", block_size: int = 32,
-            rng: Any = None, **kwargs: Any) -> Union[ChoppedArray, ChoppedScalar, torch.Tensor, ChoppedJax]:
+            rng: Any = None, hardware: Union[None, str, BlockFMA] = None,
+            **kwargs: Any) -> Union[ChoppedArray, ChoppedScalar, torch.Tensor, ChoppedJax]:
     """Values in a low-precision format whose every arithmetic operation rounds.
 
     Parameters
@@ -37,9 +39,10 @@ def chopped(x: Union[ChoppedOperand, torch.Tensor, jax.Array],
         Anything :class:`pychop_compat.Chop` accepts, or a format name
         (``'h'``, ``'bfloat16'``, ``'q43'``, ...), or an :class:`Arithmetic`.
         ``None``: the persistent chop options as they are now.
-    strict, mismatch, method, block_size, rng, **kwargs
-        See :class:`Arithmetic` (``rng``: an integer seed for the counter-based
-        generator, a new counter at each call, or a NumPy ``Generator``; pass one
+    strict, mismatch, method, block_size, rng, hardware, **kwargs
+        See :class:`Arithmetic` (``hardware='H100'``: matrix products as
+        that GPU's matrix units compute them; ``rng``: an integer seed for the
+        counter-based generator, a new counter at each call, or a NumPy ``Generator``; pass one
         :class:`Arithmetic` around to share one counter).
 
     Returns
@@ -67,12 +70,12 @@ def chopped(x: Union[ChoppedOperand, torch.Tensor, jax.Array],
         arith = options
         if rng is not None:
             raise TypeError("give rng= to the Arithmetic, not with one")
-        if (strict, mismatch, method, block_size) != (False, "error", "recursive", 32):
+        if (strict, mismatch, method, block_size, hardware) != (False, "error", "recursive", 32, None):
             arith = arith.with_settings(strict=strict, mismatch=mismatch, method=method,
-                                        block_size=block_size)
+                                        block_size=block_size, hardware=hardware)
     else:
         arith = Arithmetic.of(options, strict=strict, mismatch=mismatch, method=method,
-                              block_size=block_size, rng=rng, **kwargs)
+                              block_size=block_size, rng=rng, hardware=hardware, **kwargs)
     if isinstance(x, (ChoppedArray, ChoppedScalar)):
         x = plain_values(x)
     if array_api_compat.is_torch_array(x):

@@ -243,7 +243,7 @@ def _product(name: str, a, b) -> "ChoppedJax":
                                       "does, not from a random_draws block; call it outside the block.")
         if jnp.ndim(A) == 0 or jnp.ndim(B) == 0:  # np.dot with a scalar: elementwise
             return ChoppedJax(_round_jax(A * B, arith), arith)
-        C = linalg.matmul(A, B, arith.given, method=arith.method, block_size=arith.block_size)
+        C = linalg.matmul(A, B, arith.given, **arith.product_settings)
         return ChoppedJax(jnp.asarray(C), arith)
     if jnp.ndim(A) <= 2 and jnp.ndim(B) <= 2 and 0 < jnp.ndim(A) and 0 < jnp.ndim(B) and not arith.draws:
         import jax
@@ -251,7 +251,7 @@ def _product(name: str, a, b) -> "ChoppedJax":
         # Traced: linalg.matmul itself when it runs on traced JAX arrays (the device linalg of
         # issue 16); today it reads them on the host and refuses tracers, so the host callback.
         try:
-            C = linalg.matmul(A, B, arith.given, method=arith.method, block_size=arith.block_size)
+            C = linalg.matmul(A, B, arith.given, **arith.product_settings)
             return ChoppedJax(jnp.asarray(C), arith)
         except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
             pass

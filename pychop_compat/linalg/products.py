@@ -8,11 +8,14 @@ torch tensors.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Union
 
 import numpy as np
 from numpy.typing import ArrayLike
 
+from .. import hardware as matrix_units
+from ..formats import catalogue_format
+from ..matlab.options import resolve
 from .arrays import Arrays, arrays_for, ieee
 from .common import METHODS, OptionsLike, Rounder, float_operands
 
@@ -28,6 +31,8 @@ DEVICE_TERM_BUDGET = 1 << 22
 JAX_JIT_STEPS = 256
 
 Rounding = Optional[Rounder]  # None: no rounding (the products of 'fma' and ``accumulate=``)
+#: What ``hardware=`` accepts: a GPU name (``'H100'``) or a block-FMA model.
+HardwareLike = Union[None, str, matrix_units.BlockFMA]
 
 
 def _recursive_step(arrays: Arrays, rprod: Rounding, rsum: Rounder, n: int) -> Callable:
@@ -178,11 +183,48 @@ def _product(arrays: Arrays, method: str, A: Any, B: Any, rprod: Rounding, rsum:
     return C
 
 
+def _unit_model(hardware: Union[str, matrix_units.BlockFMA], rin: Rounder) -> matrix_units.BlockFMA:
+    """The block-FMA model ``hardware=`` names, its input format that of ``options`` (the
+    output fp32 for a GPU name); refuses options the model cannot honour."""
+    o = rin.options
+    if not rin.deterministic or int(o.round or 1) != 1:
+        raise ValueError("hardware= rounds the inputs as the matrix units read them (to nearest; tf32 "
+                         f"toward zero): options must round to nearest without bit flips, got round={o.round}"
+                         f"{', flip=1' if o.flip else ''}.")
+    fmt = resolve(o, None, "double").spec.fmt
+    t, emax = fmt.t, fmt.emax
+    unit_formats = {name: catalogue_format(catalogued) for name, catalogued in matrix_units.INPUT_FORMATS.items()}
+    inputs = next((name for name, unit in unit_formats.items() if (unit.t, unit.emax) == (t, emax)), None)
+    if isinstance(hardware, matrix_units.BlockFMA):
+        if inputs != hardware.input_format:
+            raise ValueError(f"options' format {o.format!r} [t={t}, emax={emax}] is not the input format "
+                             f"{hardware.input_format!r} of the hardware model {hardware.name!r}.")
+        return hardware
+    if not isinstance(hardware, str):
+        raise TypeError(f"hardware must be a GPU name such as 'H100' or a hardware.BlockFMA, "
+                        f"not {type(hardware).__name__}.")
+    if inputs is None:
+        raise ValueError(f"options' format {o.format!r} [t={t}, emax={emax}] is not an input format of "
+                         f"matrix units (hardware.INPUT_FORMATS: {sorted(matrix_units.INPUT_FORMATS)}).")
+    return matrix_units.model(hardware, inputs, "fp32")
+
+
+def _unit_product(arrays: Arrays, A: Any, B: Any, spec: matrix_units.BlockFMA) -> Any:
+    """``A @ B`` (2-D, in the operands' dtype and library) by the block-FMA model ``spec``
+    (:func:`pychop_compat.hardware.matmul` on host copies: inputs rounded as the model does)."""
+    single = str(A.dtype).endswith("float32")  # float_operands' rule: single for single operands
+    D = matrix_units.matmul(arrays.to_host(A), arrays.to_host(B), model=spec)
+    return arrays.from_host(D.astype(np.float32 if single else np.float64))
+
+
 def matmul_on(arrays: Arrays, A: Any, B: Any, options: OptionsLike = None, *, method: str = "recursive",
-              accumulate: OptionsLike = None, block_size: int = 32) -> Any:
+              accumulate: OptionsLike = None, block_size: int = 32, hardware: HardwareLike = None) -> Any:
     """:func:`~pychop_compat.linalg.matmul` computed by ``arrays``'s library (for linalg's other algorithms, which
     know it already); a 0-d array for two vectors."""
     A2, B2 = float_operands(arrays, A, B)
+    if hardware is not None and (method != "recursive" or accumulate is not None):
+        raise ValueError("hardware= computes every product as the matrix units do: give no method= "
+                         "(other than 'recursive') and no accumulate= with it.")
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, not {method!r}")
     if method == "blocked" and int(block_size) < 1:
@@ -197,6 +239,20 @@ def matmul_on(arrays: Arrays, A: Any, B: Any, options: OptionsLike = None, *, me
     if A2.shape[1] != B2.shape[0]:
         raise ValueError(f"inner dimensions differ: {tuple(A2.shape)} @ {tuple(B2.shape)}")
     rin = Rounder(options, arrays)
+    if hardware is not None:
+        C = _unit_product(arrays, A2, B2, _unit_model(hardware, rin))
+    else:
+        C = _chopped_product(arrays, A2, B2, rin, method, accumulate, block_size)
+    if a_vec:
+        C = C[0]
+    if b_vec:
+        C = C[..., 0]
+    return C
+
+
+def _chopped_product(arrays: Arrays, A2: Any, B2: Any, rin: Rounder, method: str, accumulate: OptionsLike,
+                     block_size: int) -> Any:
+    """``A2 @ B2`` (2-D) with the operands rounded by ``rin`` and every operation chopped."""
     if accumulate is None:
         rsum = rin
         rprod = None if method == "fma" else rin
@@ -210,10 +266,6 @@ def matmul_on(arrays: Arrays, A: Any, B: Any, options: OptionsLike = None, *, me
         C = arrays.zeros((m, p), A2.dtype)
     else:
         C = _product(arrays, method, A2, B2, rprod, rsum, block_size)
-    if a_vec:
-        C = C[0]
-    if b_vec:
-        C = C[..., 0]
     return C
 
 
@@ -226,6 +278,7 @@ def matmul(
     method: str = "recursive",
     accumulate: OptionsLike = None,
     block_size: int = 32,
+    hardware: HardwareLike = None,
 ) -> np.ndarray:
     """Matrix product ``A @ B`` in simulated precision.
 
@@ -253,6 +306,19 @@ def matmul(
         ``method`` (a one-term sum is that term rounded; ``'fma'`` is then ``'recursive'``).
     block_size : int, optional
         Block size for ``method='blocked'`` (default 32).
+    hardware : str or hardware.BlockFMA, optional
+        Compute the product as the matrix units of a GPU do, by
+        :func:`pychop_compat.hardware.matmul` (block FMAs, one rounding per
+        block) instead of chopped scalar steps.  A GPU name (``'H100'``, see
+        :func:`pychop_compat.hardware.model`): its model for inputs in the format
+        of ``options`` (``'h'``: fp16, ``'bf16'``, ``'tf32'``,
+        ``'float8_e4m3fn'``, ``'float8_e5m2'``) and fp32 output; or a
+        :class:`~pychop_compat.hardware.BlockFMA`, whose input format
+        ``options`` must have.  ``A`` and ``B`` are rounded as the model reads
+        them (to nearest; tf32 toward zero; the model's subnormal handling), so
+        ``options`` must round to nearest without bit flips, and ``method`` and
+        ``accumulate`` must be left out.  NumPy data is computed in place; torch,
+        CuPy and JAX data through a copy on the host.
 
     Returns
     -------
@@ -276,13 +342,13 @@ def matmul(
     ``gamma_{b + ceil(n/b) - 1}`` (``'blocked'``).
     """
     return matmul_on(arrays_for(A, B), A, B, options, method=method, accumulate=accumulate,
-                     block_size=block_size)
+                     block_size=block_size, hardware=hardware)
 
 
 @ieee
 def matvec(A: ArrayLike, x: ArrayLike, options: OptionsLike = None, **kwargs: Any) -> np.ndarray:
     """Matrix-vector product ``A @ x`` in simulated precision: :func:`matmul` with ``x`` 1-D
-    (``kwargs``: ``method``, ``accumulate``, ``block_size``)."""
+    (``kwargs``: ``method``, ``accumulate``, ``block_size``, ``hardware``)."""
     arrays = arrays_for(A, x)
     if arrays.asarray(x).ndim != 1:
         raise ValueError("x must be 1-D")

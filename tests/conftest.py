@@ -2,8 +2,22 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Under `pytest -n N` on N cores every worker would start torch's own pool of N OpenMP
+    # threads, which spin while they wait: two workers on two cores ran the torch-heavy files
+    # 1.4 times slower.  One intra-op thread per worker (results do not depend on it: torch's
+    # elementwise kernels round each element alone).
+    try:
+        import torch
+
+        torch.set_num_threads(1)
+    except ImportError:
+        pass
 
 from pychop_compat.validation.corpora import load_corpus
 

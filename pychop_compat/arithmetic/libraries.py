@@ -100,30 +100,10 @@ def from_host(host: np.ndarray, like: Any) -> Any:
 
 
 def host_rounder(spec: RoundingSpec, sources: RandomSources) -> Callable[[np.ndarray], np.ndarray]:
-    """chop's rule by ``spec`` on non-empty float32/float64 NumPy arrays in native byte order.
-
-    The router's kernel (:func:`~pychop_compat.engines.dispatch.route`) is asked once per dtype,
-    size and CPU-engine setting, all its choice depends on here, and then run directly: routing
-    every call made a 10-element ``X + Y`` 1.3 to 1.5 times slower (``bench_arithmetic.py``).
-    E8M0, rounded in float64 for float32 data, takes ``dispatch.round_array`` every time.
-    """
-    if spec.fmt.encoding == "e8m0":
-        return partial(dispatch.round_array, spec=spec, sources=sources)
-    routes: dict = {}
-    engine_setting = dispatch.get_cpu_engine
-
-    def round_host(x: np.ndarray) -> np.ndarray:
-        key = (x.dtype, x.size, engine_setting())
-        found = routes.get(key)
-        if found is None:
-            if len(routes) >= 64:
-                routes.clear()
-            chosen = dispatch.route(x, spec, sources)
-            found = routes[key] = (chosen.kernel.run, chosen.call)
-        run, call = found
-        return run(x, call, spec, sources, None)
-
-    return round_host
+    """chop's rule by ``spec`` on non-empty float32/float64 NumPy arrays in native byte order:
+    :func:`~pychop_compat.engines.dispatch.round_array`, whose plans for small arrays find the
+    router's kernel once per spec, sources, dtype and CPU-engine setting (one cache, the router's)."""
+    return partial(dispatch.round_array, spec=spec, sources=sources)
 
 
 def round_array(x: Any, spec: RoundingSpec, sources: RandomSources) -> Any:

@@ -320,8 +320,17 @@ def _custom_params(params, mode: int, x_class: str) -> Format:
     return custom_format(t, emax)
 
 
-_RESOLVED: dict = {}  # memo for dict options: MATLAB ports pass the same struct on every call
+#: Resolved dict options (MATLAB ports pass the same struct on every call), under two kinds of
+#: key that cannot collide: ``(items_snapshot(options), x_class)``, a pair taken cheaply on every
+#: call and stored only for :func:`atomic_values`, and :func:`_memo_key`'s 4-tuple for the rest.
+_RESOLVED: dict = {}
 _RESOLVED_MAX = 256
+
+
+def _remember(key, spec: ChopSpec) -> None:
+    if len(_RESOLVED) >= _RESOLVED_MAX:
+        _RESOLVED.clear()
+    _RESOLVED[key] = spec
 
 
 def _typed(value):
@@ -385,7 +394,7 @@ def resolve(options: Any, stored: Optional[ChopSpec], x_class: str = "double") -
     if type(options) is dict:  # the usual case, first: chop is called in loops with one dict
         try:
             content = (items_snapshot(options), x_class)
-            found = _BY_CONTENT.get(content)
+            found = _RESOLVED.get(content)
         except TypeError:  # an unhashable value (a list of params): the memo below
             content = found = None
         if found is not None:
@@ -397,21 +406,12 @@ def resolve(options: Any, stored: Optional[ChopSpec], x_class: str = "double") -
     if spec is None:
         spec = _resolve(options, stored, x_class)
         if key is not None:
-            if len(_RESOLVED) >= _RESOLVED_MAX:
-                _RESOLVED.clear()
-            _RESOLVED[key] = spec
+            _remember(key, spec)
+    # The snapshot is taken on every call, so a dict changed in place is looked up afresh; only
+    # dicts of atomic values whose settings do not depend on the stored ones enter under it.
     if content is not None and atomic_values(options) and not _inherits_params(options):
-        if len(_BY_CONTENT) >= _RESOLVED_MAX:
-            _BY_CONTENT.clear()
-        _BY_CONTENT[content] = spec
+        _remember(content, spec)
     return spec
-
-
-#: Resolved dict options by their content (:func:`items_snapshot`) and the input's class.  The
-#: snapshot is taken on every call, so a dict changed in place since its last call is looked up
-#: afresh; only dicts of :func:`atomic_values`, whose settings do not depend on the stored ones,
-#: enter.
-_BY_CONTENT: dict = {}
 
 
 def items_snapshot(options: dict) -> tuple:

@@ -165,3 +165,13 @@ def test_fp8_with_fp16_output_on_ada_aligns_to_thirteen_bits_and_rounds_to_fp16(
     assert dot([1.0, 2.0**-5, 2.0**-6], [1.0, 2.0**-6, 2.0**-7], 0.0, spec) == 1 + 2.0**-10
     # 1 + 2**-11 + 2**-14: the 2**-14 is truncated in alignment, the tie goes to even
     assert dot([1.0, 2.0**-5, 2.0**-7], [1.0, 2.0**-6, 2.0**-7], 0.0, spec) == 1.0
+
+
+@pytest.mark.parametrize("operands, message", [
+    ((np.eye(2), np.eye(2), "H100"), "give the GPU by keyword"),  # a GPU name where C goes
+    ((np.eye(2) * 1j, np.eye(2)), "real numbers, got dtype complex128"),  # NumPy would drop 1j
+    ((np.eye(2), [[1, "a"], [2, 3]]), "B must hold real numbers"),
+])
+def test_matmul_refuses_what_a_tensor_core_cannot_take(operands, message):
+    with pytest.raises(TypeError, match=message):
+        hardware.matmul(*operands)

@@ -245,6 +245,19 @@ def block_dot(a: Any, b: Any, c: Any, spec: BlockFMA) -> np.ndarray:
     return np.where(finite, accumulator, special)
 
 
+
+def _real_operand(name: str, value: Any) -> np.ndarray:
+    """``value`` as float64, refusing what a tensor core cannot take instead of NumPy's coercions
+    (a GPU name given where C goes, complex numbers whose imaginary part would be dropped)."""
+    if isinstance(value, str):
+        raise TypeError(f"{name} must be an array, not the string {value!r}"
+                        + (" (give the GPU by keyword: model='H100')" if name == "C" else "") + ".")
+    array = np.asarray(value)
+    if array.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must hold real numbers, got dtype {array.dtype}.")
+    return array.astype(np.float64, copy=False)
+
+
 def matmul(A: Any, B: Any, C: Any = None, alpha: float = 1.0, beta: float = 0.0, *,
            model: Union[BlockFMA, str] = "H100", inputs: Optional[str] = None,
            output: Optional[str] = None) -> np.ndarray:
@@ -275,6 +288,14 @@ def matmul(A: Any, B: Any, C: Any = None, alpha: float = 1.0, beta: float = 0.0,
     numpy.ndarray
         Shape (M, N), dtype float32 for fp32 output and float16 for fp16 output.
 
+    Raises
+    ------
+    TypeError
+        For a string or complex, object or text data in ``A``, ``B`` or ``C`` (a GPU name
+        goes to ``model=``).
+    ValueError
+        For shapes that do not multiply, or a GPU or format pair the anchor does not model.
+
     Examples
     --------
     >>> import numpy as np
@@ -293,8 +314,7 @@ def matmul(A: Any, B: Any, C: Any = None, alpha: float = 1.0, beta: float = 0.0,
         if (inputs, output) != (None, None) and (inputs or spec.input_format, output or spec.output_format) \
                 != (spec.input_format, spec.output_format):
             raise ValueError("inputs and output must be the model's formats when a BlockFMA is given.")
-    A = np.asarray(A, dtype=np.float64)
-    B = np.asarray(B, dtype=np.float64)
+    A, B = _real_operand("A", A), _real_operand("B", B)
     if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
         raise ValueError(f"A and B must be matrices with A.shape[1] == B.shape[0], got {A.shape} and {B.shape}.")
     input_rounding = _CPFLOAT_TOWARD_ZERO if spec.input_format == "tf32" else _CPFLOAT_NEAREST
@@ -305,7 +325,7 @@ def matmul(A: Any, B: Any, C: Any = None, alpha: float = 1.0, beta: float = 0.0,
         C_out = np.zeros((A.shape[0], B.shape[1]))
     else:
         output_rounding = _CPFLOAT_NEAREST if spec.output_format == "fp16" else _CPFLOAT_TOWARD_ZERO
-        C_out = round_to_format(np.broadcast_to(beta * np.asarray(C, dtype=np.float64),
+        C_out = round_to_format(np.broadcast_to(beta * _real_operand("C", C),
                                                 (A.shape[0], B.shape[1])).copy(),
                                 OUTPUT_FORMATS[spec.output_format], output_rounding)
     if _compiled(spec):

@@ -16,7 +16,11 @@ import numpy as np
 import pytest
 
 from pychop_compat import linalg
+from pychop_compat.kernels.compiled import available as compiled_available
+from pychop_compat.kernels.compiled import cpu_engine
 from pychop_compat.matlab import sequential_sum
+
+NEEDS_NUMBA = pytest.mark.skipif(not compiled_available(), reason="the compiled engine needs Numba")
 
 ORACLE = json.loads((Path(__file__).parent / "data" / "research_linalg" / "oracle.json").read_text())
 INPUTS = {name: np.array(value, dtype=np.float64) for name, value in ORACLE["inputs"].items()}
@@ -108,12 +112,35 @@ def test_lutx_chop_is_lu_on_a_rounded_matrix():
     assert same_bits(L, F.L) and same_bits(U, F.U) and p.tolist() == F.perm.tolist()
 
 
+@pytest.mark.parametrize("engine", ["numpy", pytest.param("numba", marks=NEEDS_NUMBA)])
 @pytest.mark.parametrize("result", results("chol_lp"))
-def test_chol_lp_matches_octave(result):
+def test_chol_lp_matches_octave(result, engine):
     fmt = "b" if "'b')" in result["call"] else "h"
-    R, flag = linalg.chol_lp(INPUTS[result["case"]], fmt)
+    with cpu_engine(engine):
+        R, flag = linalg.chol_lp(INPUTS[result["case"]], fmt)
     out = result["outputs"]
     assert same_bits(R, out["R"]) and flag == out["flag"][0][0]
+
+
+@NEEDS_NUMBA
+@pytest.mark.parametrize("fmt", ["h", "b"])
+def test_compiled_chol_lp_is_the_numpy_one_bit_for_bit(fmt):
+    """Beyond Octave's cases: larger sizes, overflow, subnormals (fp16) and flushed tiny numbers
+    (bfloat16's chop.m default), and a failure half way."""
+    rng = np.random.default_rng(7)
+    for n in (17, 90, 270):  # 270: the panels' trailing rows on several threads
+        X = rng.standard_normal((n, n))
+        cases = ((1.0, n), (1e5, n), (1e-6, n), (1.0, 0.0)) if n < 270 else ((1.0, n), (1.0, 0.0))
+        for scale, shift in cases:
+            A = scale * (X @ X.T + shift * np.eye(n))
+            A = (A + A.T) / 2
+            if shift == 0.0:
+                A[n // 2, n // 2] = -1.0
+            with cpu_engine("numpy"):
+                expected = linalg.chol_lp(A, fmt)
+            with cpu_engine("numba"):
+                found = linalg.chol_lp(A, fmt)
+            assert found[1] == expected[1] and same_bits(found[0], expected[0]), (n, scale, shift)
 
 
 @pytest.mark.parametrize("result", results("house_qr_lp"))

@@ -68,6 +68,16 @@ def chol_lp(A: ArrayLike, format: str = "h") -> Tuple[np.ndarray, int]:
     rounded = Rounder({"format": format, "round": 1}, HOST)
     a = rounded(a)
     n = a.shape[0]
+    from ..kernels import compiled
+
+    spec = rounded.kernel_spec("float64") if n else None
+    if spec is not None and compiled.wanted():  # the same roundings, compiled
+        from ..kernels.numba_lu import cholesky
+
+        a = np.ascontiguousarray(a)
+        if cholesky(a, compiled.rounding_constants(spec, np.float64)):
+            return np.zeros((n, n)), 1
+        return np.triu(a), 0
     for k in range(n):
         if a[k, k] <= 0:
             return np.zeros((n, n)), 1

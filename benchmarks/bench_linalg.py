@@ -10,7 +10,8 @@ Run from the repository root::
 Each (n, method, engine) runs in a fresh process: the time of one
 ``linalg.matmul(A, B, 'h', method=...)`` (method ``lu``: one ``linalg.lu(A,
 'h')``; method ``chol``: one ``linalg.chol_lp(S, 'h')`` with ``S = (A + A.T) / 2 + n I``,
-symmetric positive definite) on standard normal n x n matrices (after a small warm-up call that
+symmetric positive definite; method ``qr``: one ``linalg.house_qr_lp(A)``, fp16 whatever
+``--format`` says) on standard normal n x n matrices (after a small warm-up call that
 compiles or loads the kernels), and the growth of the process's peak
 resident memory during that call, which counts every allocation (NumPy's,
 Numba's, the result's); also the CPU time of the process during the call (all
@@ -45,6 +46,8 @@ if method == "lu":
     run = lambda A, B: linalg.lu(A, fmt).U
 elif method == "chol":
     run = lambda A, B: linalg.chol_lp((A + A.T) / 2 + A.shape[0] * np.eye(A.shape[0]), fmt)[0]
+elif method == "qr":  # house_qr_lp runs in fp16 only
+    run = lambda A, B: linalg.house_qr_lp(A)[1]
 else:
     run = lambda A, B: linalg.matmul(A, B, fmt, method=method)
 run(A[:300, :300], B[:300, :300])  # compile or load the kernels (every LU path: panels, threads)
@@ -72,8 +75,9 @@ def measure(n: int, method: str, engine: str, fmt: str) -> dict:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[500, 1000, 2000])
-    parser.add_argument("--methods", nargs="+", default=["recursive", "fma", "pairwise", "blocked", "lu", "chol"],
-                        help="summation methods of matmul, 'lu' and 'chol'")
+    parser.add_argument("--methods", nargs="+",
+                        default=["recursive", "fma", "pairwise", "blocked", "lu", "chol", "qr"],
+                        help="summation methods of matmul, 'lu', 'chol' and 'qr'")
     parser.add_argument("--engines", nargs="+", default=["numba", "numpy"])
     parser.add_argument("--format", default="h")
     parser.add_argument("--repeats", type=int, default=1, help="runs per engine, taking turns; the best is shown")

@@ -143,12 +143,34 @@ def test_compiled_chol_lp_is_the_numpy_one_bit_for_bit(fmt):
             assert found[1] == expected[1] and same_bits(found[0], expected[0]), (n, scale, shift)
 
 
+@pytest.mark.parametrize("engine", ["numpy", pytest.param("numba", marks=NEEDS_NUMBA)])
 @pytest.mark.parametrize("result", results("house_qr_lp"))
-def test_house_qr_lp_matches_octave(result):
+def test_house_qr_lp_matches_octave(result, engine):
     flag = 0 if "A, 0)" in result["call"] else 1
-    Q, R = linalg.house_qr_lp(INPUTS[result["case"]], flag)
+    with cpu_engine(engine):
+        Q, R = linalg.house_qr_lp(INPUTS[result["case"]], flag)
     out = result["outputs"]
     assert same_bits(Q, out["Q"]) and same_bits(R, out["R"])
+
+
+@NEEDS_NUMBA
+def test_compiled_house_qr_lp_is_the_numpy_one_bit_for_bit():
+    """Beyond Octave's cases: overflow, subnormals, a zero column (the code's ``nu == 0``
+    branch), NaN and Inf, square and tall, both flags."""
+    rng = np.random.default_rng(8)
+    for m, n in ((1, 1), (3, 2), (9, 4), (17, 6), (12, 12)):
+        for change in range(6):
+            A = rng.standard_normal((m, n)) * (1e4 if change == 1 else 1e-6 if change == 2 else 1.0)
+            if change == 3:
+                A[:, 0] = 0.0
+            if change in (4, 5):
+                A[m // 2, n // 2] = np.nan if change == 4 else np.inf
+            for flag in (0, 1):
+                with cpu_engine("numpy"):
+                    expected = linalg.house_qr_lp(A, flag)
+                with cpu_engine("numba"):
+                    found = linalg.house_qr_lp(A, flag)
+                assert same_bits(found[0], expected[0]) and same_bits(found[1], expected[1]), (m, n, change)
 
 
 def test_house_qr_lp_refuses_what_the_code_cannot_run():

@@ -1,12 +1,13 @@
-"""Compiled chopped LU and Cholesky factorizations (Numba), imported by :mod:`pychop_compat.linalg`
-on first use.
+"""Compiled chopped LU, Cholesky and Householder QR factorizations (Numba), imported by
+:mod:`pychop_compat.linalg` on first use.
 
 The elimination of :func:`pychop_compat.linalg.lu` (right-looking, ``kij``, the first
 largest ``|a_ik|`` as pivot, a NaN first; a zero pivot skips the step) with its
 roundings ``l_ik = fl(a_ik / a_kk)``, ``a_ij = fl(a_ij - fl(l_ik a_kj))`` by
 ``numba_kernels.chop_double`` (modes 1-4, no flips), rows rounded as in
 :mod:`.numba_linalg`, in panels of ``PANEL`` columns (one pass per panel).  The Cholesky
-factorization of :func:`pychop_compat.linalg.chol_lp` shares the row update.
+factorization of :func:`pychop_compat.linalg.chol_lp` shares the row update; the QR of
+:func:`pychop_compat.linalg.house_qr_lp` rounds each operation by ``chop_double``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from .numba_kernels import (INLINE_OPTIONS, JIT_OPTIONS, bits_of_double, chop_do
                             fast_bits, fast_constants, irregular, nearest_only)
 from .numba_linalg import regular_bits, tasks_one_at_a_time
 
-__all__ = ["factor", "cholesky", "PANEL", "PARALLEL_BELOW", "ROWS"]
+__all__ = ["factor", "cholesky", "house_qr", "PANEL", "PARALLEL_BELOW", "ROWS"]
 
 #: Columns per panel: the steps of a panel reach the rows below it in one pass (one thread launch).
 PANEL = 32
@@ -261,3 +262,75 @@ def cholesky(a: np.ndarray, rounding: tuple) -> int:
             else:  # the small end on one thread
                 _cholesky_trailing_serial(a, k0, k1, ip, up, fp, rp)
     return 0
+
+
+# --- Householder QR (house_qr_lp) ----------------------------------------------------------------
+
+@numba.njit(**JIT_OPTIONS)
+def _reflect(u, x, kc):
+    """``x = fl(x - fl(u * row))`` in place, ``row`` the rounded partial sums
+    ``fl(row + fl(fl(u_i) fl(x_i,:)))`` taken one row of ``x`` after another."""
+    m, n = x.shape
+    row = np.zeros(n)
+    for i in range(m):
+        ui = chop_double(u[i], kc)
+        for j in range(n):
+            row[j] = chop_double(row[j] + chop_double(ui * chop_double(x[i, j], kc), kc), kc)
+    for i in range(m):
+        for j in range(n):
+            x[i, j] = chop_double(x[i, j] - chop_double(u[i] * row[j], kc), kc)
+
+
+@numba.njit(**JIT_OPTIONS)
+def _house_gen(x, u, kc):
+    """The reflector of ``x`` into ``u`` (same length), as ``linalg.qr``'s ``_house_gen``."""
+    largest = np.nan
+    for v in x:  # MATLAB's max: NaN ignored (all NaN: NaN)
+        if not math.isnan(v) and (math.isnan(largest) or abs(v) > largest):
+            largest = abs(v)
+    square = 0.0
+    for v in x:
+        xi = chop_double(v / largest, kc)
+        square = chop_double(square + chop_double(xi * xi, kc), kc)
+    nu = chop_double(largest * chop_double(math.sqrt(square), kc), kc)
+    if nu == 0.0:
+        u[:] = x
+        u[0] = chop_double(math.sqrt(2.0), kc)
+        return
+    for i in range(x.shape[0]):
+        u[i] = chop_double(x[i] / nu, kc)
+    first = u[0]
+    sign = 1.0 if first > 0.0 else (-1.0 if first < 0.0 else (0.0 if first == 0.0 else np.nan))
+    u[0] = chop_double(first + sign + (1.0 if first == 0.0 else 0.0), kc)  # sign(0) taken as 1
+    scale = math.sqrt(abs(u[0]))
+    for i in range(x.shape[0]):
+        u[i] = chop_double(u[i] / scale, kc)
+
+
+@numba.njit(**JIT_OPTIONS)
+def _house_qr(R, Q, reflectors, ip, up, fp):
+    kc = constants(ip, up, fp)
+    m, n = R.shape
+    for j in range(n):
+        _house_gen(R[j:, j].copy(), reflectors[j:, j], kc)
+        block = R[j:, j:].copy()
+        _reflect(reflectors[j:, j], block, kc)
+        R[j:, j:] = block
+        R[j + 1:, j] = 0.0
+    for j in range(n - 1, -1, -1):
+        _reflect(reflectors[:, j].copy(), Q, kc)
+
+
+def house_qr(a: np.ndarray, Q: np.ndarray, rounding: tuple) -> None:
+    """The steps of :func:`pychop_compat.linalg.house_qr_lp` in place: ``a`` (float64 ``m x n``,
+    ``m >= n``, as given) becomes ``R``, ``Q`` (the identity, ``m x m`` or ``m x n``) becomes ``Q``.
+
+    Parameters
+    ----------
+    a, Q : ndarray
+        C-contiguous float64.
+    rounding : tuple
+        :func:`.compiled.rounding_constants` of round to nearest without flips.
+    """
+    ip, up, fp, _ = rounding
+    _house_qr(a, Q, np.zeros(a.shape), ip, up, fp)

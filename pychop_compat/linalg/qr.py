@@ -101,6 +101,15 @@ def house_qr_lp(A: ArrayLike, flag: int = 1, format: str = "h") -> Tuple[np.ndar
     if m < n:
         raise ValueError("Matrix must have more rows than columns")
     rounded = Rounder({"format": "h"}, HOST)
+    from ..kernels import compiled
+
+    spec = rounded.kernel_spec("float64")
+    if spec is not None and compiled.wanted() and n:  # the same roundings, compiled
+        from ..kernels.numba_lu import house_qr
+
+        R, Q = np.ascontiguousarray(a), np.eye(m) if flag == 1 else np.eye(m, n)
+        house_qr(R, Q, compiled.rounding_constants(spec, np.float64))
+        return Q, (R if flag == 1 else R[:n, :n])
     reflectors = np.zeros((m, n))
     R = a
     with np.errstate(all="ignore"):  # Inf and NaN propagate, as in the code

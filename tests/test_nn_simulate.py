@@ -230,7 +230,7 @@ def test_simulate_refuses_what_it_cannot_model():
         simulate("h", hardware="H100", accumulate="single")
     with pytest.raises(ValueError, match="not an input format"):
         simulate("q43", hardware="H100")
-    with pytest.raises(ValueError, match="not the input format"):
+    with pytest.raises(ValueError, match="not the input format 'fp16' of that model"):
         simulate("bf16", hardware=hardware.model("H100", "fp16", "fp32"))
     with pytest.raises(TypeError, match="GPU name"):
         simulate("h", hardware=3)

@@ -146,22 +146,19 @@ class _SimulatedValues(torch.autograd.Function):
 def _unit_model(hardware: Union[str, matrix_units.BlockFMA], rounder: Rounder) -> matrix_units.BlockFMA:
     """The block-FMA model ``hardware=`` names, for inputs in ``rounder``'s format (fp32 output for a
     GPU name); a model given must have that input format."""
-    fmt = rounder.spec.fmt
-    inputs = next((name for name, catalogued in matrix_units.INPUT_FORMATS.items()
-                   if (catalogue_format(catalogued).t, catalogue_format(catalogued).emax) == (fmt.t, fmt.emax)),
-                  None)
-    if isinstance(hardware, matrix_units.BlockFMA):
-        if inputs != hardware.input_format:
-            raise ValueError(f"format {rounder.options} [t={fmt.t}, emax={fmt.emax}] is not the input format "
-                             f"{hardware.input_format!r} of the hardware model {hardware.name!r}.")
-        return hardware
-    if not isinstance(hardware, str):
+    if not isinstance(hardware, (str, matrix_units.BlockFMA)):
         raise TypeError(f"hardware must be a GPU name such as 'H100' or a hardware.BlockFMA, "
                         f"not {type(hardware).__name__}.")
-    if inputs is None:
-        raise ValueError(f"format {rounder.options} [t={fmt.t}, emax={fmt.emax}] is not an input format of "
-                         f"matrix units (hardware.INPUT_FORMATS: {sorted(matrix_units.INPUT_FORMATS)}).")
-    return matrix_units.model(hardware, inputs, "fp32")
+    fmt = rounder.spec.fmt
+    unit_names = {(unit.t, unit.emax): name for name, unit in
+                  ((name, catalogue_format(catalogued)) for name, catalogued in matrix_units.INPUT_FORMATS.items())}
+    inputs = unit_names.get((fmt.t, fmt.emax))
+    wanted = hardware.input_format if isinstance(hardware, matrix_units.BlockFMA) else None
+    if inputs is None or wanted not in (None, inputs):
+        what = f"the input format {wanted!r} of that model" if wanted else \
+            f"an input format of matrix units (hardware.INPUT_FORMATS: {sorted(matrix_units.INPUT_FORMATS)})"
+        raise ValueError(f"format {rounder.options} [t={fmt.t}, emax={fmt.emax}] is not {what}.")
+    return hardware if isinstance(hardware, matrix_units.BlockFMA) else matrix_units.model(hardware, inputs, "fp32")
 
 
 class Simulation(TorchFunctionMode):

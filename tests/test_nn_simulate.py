@@ -152,7 +152,8 @@ def test_float64_accumulation_rounds_once_to_the_format():
                                            q(layer.bias, "b").double()))
 
     h = torch.relu(conv(torch.relu(conv(x, net.conv1)), net.conv2))
-    want = rounded(F.linear(q(h.flatten(1), "b").double(), q(net.fc.weight, "b").double(), q(net.fc.bias, "b").double()))
+    want = rounded(F.linear(q(h.flatten(1), "b").double(), q(net.fc.weight, "b").double(),
+                            q(net.fc.bias, "b").double()))
     assert same(got, want)
 
 
@@ -183,7 +184,9 @@ def test_each_simulated_function_against_the_hardware_model():
         got = {"matmul": a @ b, "rmatmul": b.__rmatmul__(a[0]), "vector": v @ w, "mv": torch.matmul(a[0], v),
                "mm": torch.mm(a[0], b), "bmm": torch.bmm(a, a.transpose(1, 2)),
                "addmm": torch.addmm(c, a[0], b, beta=0.5, alpha=2.0), "addmm0": c.addmm(a[0], b, beta=0),
-               "conv1d": F.conv1d(a, torch.randn(5, 4, 4), torch.randn(5), padding="same", dilation=2)}
+               "conv1d": F.conv1d(a, torch.randn(5, 4, 4), torch.randn(5), padding="same", dilation=2),
+               "torch.mv": a[0].mv(v), "dot": torch.dot(v, w),
+               "baddbmm": torch.baddbmm(c, a, b.expand(3, 20, 6), beta=0.5, alpha=2.0)}
     assert same(got["matmul"], torch.stack([unit_matmul(q(a[i]), q(b)) for i in range(3)]))
     assert same(got["rmatmul"], unit_matmul(q(a[0]), q(b)))
     assert same(got["vector"], unit_matmul(q(v)[None], q(w)[:, None])[0, 0])
@@ -195,6 +198,10 @@ def test_each_simulated_function_against_the_hardware_model():
     assert same(got["addmm"], torch.from_numpy(d))
     assert same(got["addmm0"], torch.from_numpy(hardware.matmul(q(a[0]).double().numpy(), q(b).double().numpy(),
                                                                 model="H100")))
+    assert same(got["torch.mv"], got["mv"]) and same(got["dot"], got["vector"])
+    assert same(got["baddbmm"], torch.stack([torch.from_numpy(hardware.matmul(
+        q(a[i]).double().numpy(), q(b).double().numpy(), q(c).double().numpy(), 2.0, 0.5, model="H100"))
+        for i in range(3)]))
     assert got["conv1d"].shape == F.conv1d(a, torch.randn(5, 4, 4), padding="same", dilation=2).shape
 
 
@@ -246,8 +253,6 @@ def test_quantize_with_a_format_name_compiles_without_graph_breaks(backend):
 
     torch._dynamo.reset()
     x = torch.randn(9, requires_grad=True)
-    explained = torch._dynamo.explain(f)(x)
-    assert explained.graph_break_count == 0 and explained.graph_count == 1
     y = torch.compile(f, fullgraph=True, backend=backend)(x)  # fullgraph: raises on a graph break
     y.sum().backward()
     x_eager = x.detach().clone().requires_grad_()

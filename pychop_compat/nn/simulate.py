@@ -52,6 +52,14 @@ def _addmm(input: torch.Tensor, mat1: torch.Tensor, mat2: torch.Tensor, *, beta:
     return product(mat1, mat2, input, alpha, beta)
 
 
+def _baddbmm(input: torch.Tensor, batch1: torch.Tensor, batch2: torch.Tensor, *, beta: float = 1, alpha: float = 1,
+             product: Product) -> torch.Tensor:
+    """:func:`_addmm` per matrix of the batch (``input`` broadcast to the result's shape)."""
+    addends = input.expand(batch1.shape[0], batch1.shape[1], batch2.shape[2])
+    return torch.stack([_addmm(addends[i], batch1[i], batch2[i], beta=beta, alpha=alpha, product=product)
+                        for i in range(batch1.shape[0])])
+
+
 def _linear(input: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None, *,
             product: Product) -> torch.Tensor:
     """``input @ weight.T + bias``, the bias the addend of the first block."""
@@ -121,7 +129,8 @@ _SIMULATED: dict = {
     torch.matmul: _matmul, torch.Tensor.matmul: _matmul, torch.Tensor.__matmul__: _matmul,
     torch.Tensor.__rmatmul__: _rmatmul,
     torch.mm: _matmul, torch.Tensor.mm: _matmul, torch.bmm: _matmul, torch.Tensor.bmm: _matmul,
-    torch.addmm: _addmm, torch.Tensor.addmm: _addmm,
+    torch.mv: _matmul, torch.Tensor.mv: _matmul, torch.dot: _matmul, torch.Tensor.dot: _matmul,
+    torch.addmm: _addmm, torch.Tensor.addmm: _addmm, torch.baddbmm: _baddbmm, torch.Tensor.baddbmm: _baddbmm,
     F.linear: _linear, torch.conv1d: _conv1d, torch.conv2d: _conv2d,
 }
 
@@ -289,23 +298,24 @@ def simulate(format: Any = "h", round: Union[str, int, None] = None, *,
     Notes
     -----
     Simulated: ``torch.matmul``, the ``@`` operator, ``Tensor.matmul``,
-    ``torch.mm``, ``torch.bmm``, ``torch.addmm`` (and their ``Tensor``
-    methods), ``torch.nn.functional.linear`` (so ``nn.Linear``), and
+    ``torch.mm``, ``torch.bmm``, ``torch.mv``, ``torch.dot``, ``torch.addmm``,
+    ``torch.baddbmm`` (and their ``Tensor`` methods),
+    ``torch.nn.functional.linear`` (so ``nn.Linear``), and
     ``torch.conv1d``/``torch.conv2d`` (``torch.nn.functional.conv1d``/
-    ``conv2d``, so ``nn.Conv1d``/``nn.Conv2d``).  Every other operation runs as
+    ``conv2d``, so ``nn.Conv1d``/``nn.Conv2d``). Every other operation runs as
     torch computes it, including those that compute products inside one call
     (``scaled_dot_product_attention``, ``multi_head_attention_forward`` and so
     ``nn.MultiheadAttention``, ``einsum``, ``conv3d``, the transposed
-    convolutions).  With ``hardware=``, a bias (``addmm``'s ``input``) is the
-    addend ``C`` of the first block, a batched product is one product per
-    matrix, a convolution one product per group of the weight and the
-    unfolded input (its inner dimension in ``torch.nn.functional.unfold``'s
-    order: input channel, kernel row, kernel column); the result, fp32 values,
-    is returned in the operands' dtype and device (computed on a host copy).
-    Its gradient is that of the operation computed by torch on the same
-    rounded operands (the straight-through estimator: a simulated product has
-    no derivative of its own).  Eager only: under ``torch.compile`` the
-    hardware path breaks the graph.
+    convolutions). With ``hardware=``, a bias (the ``input`` of ``addmm`` and
+    ``baddbmm``) is the addend ``C`` of the first block, a batched product is
+    one product per matrix, a convolution one product per group of the weight
+    and the unfolded input (its inner dimension in
+    ``torch.nn.functional.unfold``'s order: input channel, kernel row, kernel
+    column); the result, fp32 values, is returned in the operands' dtype and
+    device (computed on a host copy). Its gradient is that of the operation
+    computed by torch on the same rounded operands (the straight-through
+    estimator: a simulated product has no derivative of its own). Eager only:
+    under ``torch.compile`` the hardware path breaks the graph.
 
     Examples
     --------

@@ -16,9 +16,10 @@ from .quantize import ROUND_NAMES, GradientRule, Rounder, apply_quantizer, quant
 from .modules import (Quantizer, QuantizedConv1d, QuantizedConv2d, QuantizedConv3d, QuantizedLayerNorm,
                       QuantizedLinear, lower)
 from .optim import OptimLP
+from .simulate import Simulation, simulate
 
 __all__ = ["quantize", "Rounder", "GradientRule", "apply_quantizer", "ROUND_NAMES", "Quantizer", "OptimLP", "lower",
-           "QuantizedLinear", "QuantizedConv1d", "QuantizedConv2d", "QuantizedConv3d", "QuantizedLayerNorm"]
+           "QuantizedLinear", "QuantizedConv1d", "QuantizedConv2d", "QuantizedConv3d", "QuantizedLayerNorm", "simulate", "Simulation"]
 
 
 def __getattr__(name: str) -> object:

@@ -3,7 +3,6 @@ rounds them) and :func:`quantize` (a rounder forward, the straight-through estim
 
 from __future__ import annotations
 
-import functools
 import warnings
 from dataclasses import dataclass
 from typing import Any, Optional, Union, cast
@@ -346,9 +345,37 @@ def apply_quantizer(x: torch.Tensor, rounder: Optional[Rounder], rule: GradientR
     return _Quantize.apply(x, uniforms, rounder, rule)
 
 
-@functools.lru_cache(maxsize=128)
+class _NamedRounders:
+    """The rounders of format names with torch's generator, one attribute each, shared by every
+    layer and call that names the same format (the oldest dropped past 128).  Attributes of an
+    object, not items of a dict: Dynamo reads each attribute when it is asked for, while it
+    reads a dict's items once per trace (a rounder added later in the same trace is missed)."""
+
+
+_NAMED_ROUNDERS = _NamedRounders()
+_NAMED_ROUNDERS_KEPT = 128
+
+
+@torch.compiler.assume_constant_result
+def _named_rounder_attribute(format: str, round: Union[str, int, None], subnormal: Optional[bool]) -> str:
+    """The attribute of ``_NAMED_ROUNDERS`` that holds this rounder, built there first if missing.
+
+    Dynamo runs this call while tracing (its result a constant of the graph), then reads the
+    rounder as any attribute of a global: building a Rounder (a Chop, with a lock) inside the
+    traced code broke the graph, so ``quantize(t, 'h')`` failed under
+    ``torch.compile(fullgraph=True)``."""
+    attribute = repr((format, round, subnormal))
+    held = vars(_NAMED_ROUNDERS)
+    if attribute not in held:
+        rounder = Rounder(format, round, subnormal=subnormal)  # raises for bad options: nothing stored
+        if len(held) >= _NAMED_ROUNDERS_KEPT:
+            del held[next(iter(held))]
+        held[attribute] = rounder
+    return attribute
+
+
 def _cached_rounder(format: str, round: Union[str, int, None], subnormal: Optional[bool]) -> Rounder:
-    return Rounder(format, round, subnormal=subnormal)
+    return getattr(_NAMED_ROUNDERS, _named_rounder_attribute(format, round, subnormal))
 
 
 def rounder_for(format: Any, round: Union[str, int, None] = None, subnormal: Optional[bool] = None,
@@ -414,9 +441,11 @@ def quantize(x: torch.Tensor, format: Any = "h", round: Union[str, int, None] = 
     >>> y.backward(torch.ones(2)); x.grad
     tensor([1., 0.])
 
-    Under ``torch.compile``, pass a prebuilt :class:`Rounder` (or use
-    :class:`~pychop_compat.nn.Quantizer`), so that no options are parsed
-    inside the compiled function.
+    Under ``torch.compile`` (``fullgraph=True`` included), give the format
+    by name or as a prebuilt :class:`Rounder` (or use
+    :class:`~pychop_compat.nn.Quantizer`): the rounder of a name is built
+    once, outside the traced code; options given as a dict are parsed on
+    every call.
     """
     round = renamed_keyword(round, rounding, "round", "rounding")
     grad_round = renamed_keyword(grad_round, grad_rounding, "grad_round", "grad_rounding")

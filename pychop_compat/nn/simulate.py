@@ -1,0 +1,332 @@
+"""Run an unmodified torch model in simulated arithmetic: :func:`simulate`, a context in the spirit
+of ``torch.autocast`` that rounds the operands of matrix products and convolutions to a format and
+computes the products through a hardware model of a GPU's matrix units, or in float64 with one
+rounding, or as torch computes them."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Sequence, Tuple, Union
+
+import torch
+from torch.nn import functional as F
+from torch.overrides import TorchFunctionMode
+
+from .. import hardware as matrix_units
+from ..formats import catalogue_format
+from .quantize import GradientRule, Rounder, apply_quantizer, rounder_for
+
+__all__ = ["simulate", "Simulation"]
+
+#: Straight-through: the gradient of a rounding is 1 (nothing clipped, nothing rounded).
+_STRAIGHT_THROUGH = GradientRule()
+
+#: A product ``alpha * A @ B + beta * C`` of 2-D tensors (``C`` None or broadcastable).
+Product = Callable[..., torch.Tensor]
+
+
+def _matmul(a: torch.Tensor, b: torch.Tensor, *, product: Product) -> torch.Tensor:
+    """``torch.matmul`` (vectors, matrices, broadcast batches) one 2-D product per batch element."""
+    a2 = a[None, :] if a.dim() == 1 else a
+    b2 = b[:, None] if b.dim() == 1 else b
+    batch = torch.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
+    left = a2.expand(*batch, *a2.shape[-2:]).reshape(-1, *a2.shape[-2:])
+    right = b2.expand(*batch, *b2.shape[-2:]).reshape(-1, *b2.shape[-2:])
+    out = torch.stack([product(left[i], right[i]) for i in range(left.shape[0])])
+    out = out.reshape(*batch, a2.shape[-2], b2.shape[-1])
+    if a.dim() == 1:
+        out = out.squeeze(-2)
+    if b.dim() == 1:
+        out = out.squeeze(-1)
+    return out
+
+
+def _rmatmul(b: torch.Tensor, a: torch.Tensor, *, product: Product) -> torch.Tensor:
+    return _matmul(a, b, product=product)
+
+
+def _addmm(input: torch.Tensor, mat1: torch.Tensor, mat2: torch.Tensor, *, beta: float = 1, alpha: float = 1,
+           product: Product) -> torch.Tensor:
+    """``beta * input + alpha * mat1 @ mat2``: ``input`` is the addend of the first block (GEMM's C)."""
+    if beta == 0:  # torch ignores input then (NaN included)
+        return product(mat1, mat2, None, alpha, 0.0)
+    return product(mat1, mat2, input, alpha, beta)
+
+
+def _baddbmm(input: torch.Tensor, batch1: torch.Tensor, batch2: torch.Tensor, *, beta: float = 1, alpha: float = 1,
+             product: Product) -> torch.Tensor:
+    """:func:`_addmm` per matrix of the batch (``input`` broadcast to the result's shape)."""
+    addends = input.expand(batch1.shape[0], batch1.shape[1], batch2.shape[2])
+    return torch.stack([_addmm(addends[i], batch1[i], batch2[i], beta=beta, alpha=alpha, product=product)
+                        for i in range(batch1.shape[0])])
+
+
+def _linear(input: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None, *,
+            product: Product) -> torch.Tensor:
+    """``input @ weight.T + bias``, the bias the addend of the first block."""
+    rows = input.reshape(-1, input.shape[-1])
+    out = product(rows, weight.T, bias)
+    return out.reshape(*input.shape[:-1], weight.shape[0])
+
+
+def _paddings(padding: Any, kernel: Sequence[int], dilation: Sequence[int]) -> list:
+    """``(before, after)`` per spatial axis for ``padding`` (ints, or ``'valid'``/``'same'`` as torch
+    reads them: ``'same'`` pads ``dilation * (kernel - 1)``, the odd one after)."""
+    if padding == "valid":
+        return [(0, 0)] * len(kernel)
+    if padding == "same":
+        totals = [d * (k - 1) for k, d in zip(kernel, dilation)]
+        return [(total // 2, total - total // 2) for total in totals]
+    if isinstance(padding, int):
+        padding = [padding] * len(kernel)
+    return [(p, p) for p in padding]
+
+
+def _axes(value: Any, count: int) -> Tuple[int, ...]:
+    return (value,) * count if isinstance(value, int) else tuple(value)
+
+
+def _conv2d(input: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None, stride: Any = 1,
+            padding: Any = 0, dilation: Any = 1, groups: int = 1, *, product: Product) -> torch.Tensor:
+    """The convolution as one product per group: the weight ``(out, in * kh * kw)`` times the
+    unfolded input ``(in * kh * kw, batch * positions)``, its inner dimension in
+    ``torch.nn.functional.unfold``'s order (input channel, kernel row, kernel column); the bias
+    the addend of the first block."""
+    batched = input.dim() == 4
+    x = input if batched else input[None]
+    kernel, dilation = tuple(weight.shape[-2:]), _axes(dilation, 2)
+    (top, bottom), (left, right) = _paddings(padding, kernel, dilation)
+    x = F.pad(x, (left, right, top, bottom))
+    columns = F.unfold(x, kernel, dilation=dilation, stride=_axes(stride, 2))
+    images, height, width = x.shape[0], x.shape[2], x.shape[3]
+    rows = (height - dilation[0] * (kernel[0] - 1) - 1) // _axes(stride, 2)[0] + 1
+    cols = (width - dilation[1] * (kernel[1] - 1) - 1) // _axes(stride, 2)[1] + 1
+    positions = columns.shape[-1]
+    inner = weight[0].numel()
+    columns = columns.reshape(images, groups, inner, positions)
+    per_group = weight.shape[0] // groups
+    outs = []
+    for g in range(groups):
+        channels = slice(g * per_group, (g + 1) * per_group)
+        right_operand = columns[:, g].permute(1, 0, 2).reshape(inner, images * positions)
+        addend = None if bias is None else bias[channels, None]
+        outs.append(product(weight[channels].reshape(per_group, inner), right_operand, addend))
+    out = torch.cat(outs).reshape(weight.shape[0], images, rows, cols).permute(1, 0, 2, 3)
+    return out if batched else out[0]
+
+
+def _conv1d(input: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None, stride: Any = 1,
+            padding: Any = 0, dilation: Any = 1, groups: int = 1, *, product: Product) -> torch.Tensor:
+    """:func:`_conv2d` on a height of one."""
+    if not isinstance(padding, str):
+        padding = (0, _axes(padding, 1)[0])
+    out = _conv2d(input.unsqueeze(-2), weight.unsqueeze(-2), bias, (1, _axes(stride, 1)[0]), padding,
+                  (1, _axes(dilation, 1)[0]), groups, product=product)
+    return out.squeeze(-2)
+
+
+#: The functions the context simulates, and how each becomes 2-D products.
+_SIMULATED: dict = {
+    torch.matmul: _matmul, torch.Tensor.matmul: _matmul, torch.Tensor.__matmul__: _matmul,
+    torch.Tensor.__rmatmul__: _rmatmul,
+    torch.mm: _matmul, torch.Tensor.mm: _matmul, torch.bmm: _matmul, torch.Tensor.bmm: _matmul,
+    torch.mv: _matmul, torch.Tensor.mv: _matmul, torch.dot: _matmul, torch.Tensor.dot: _matmul,
+    torch.addmm: _addmm, torch.Tensor.addmm: _addmm, torch.baddbmm: _baddbmm, torch.Tensor.baddbmm: _baddbmm,
+    F.linear: _linear, torch.conv1d: _conv1d, torch.conv2d: _conv2d,
+}
+
+
+class _SimulatedValues(torch.autograd.Function):
+    """Forward: the simulated values; backward: the gradient goes to ``reference`` (the operation as
+    torch computes it on the same rounded operands), as the straight-through estimator of a rounding."""
+
+    @staticmethod
+    def forward(reference: torch.Tensor, simulated: torch.Tensor) -> torch.Tensor:
+        return simulated.clone()
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: Any, output: Any) -> None:
+        pass
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> Tuple[torch.Tensor, None]:
+        return grad, None
+
+
+def _unit_model(hardware: Union[str, matrix_units.BlockFMA], rounder: Rounder) -> matrix_units.BlockFMA:
+    """The block-FMA model ``hardware=`` names, for inputs in ``rounder``'s format (fp32 output for a
+    GPU name); a model given must have that input format."""
+    if not isinstance(hardware, (str, matrix_units.BlockFMA)):
+        raise TypeError(f"hardware must be a GPU name such as 'H100' or a hardware.BlockFMA, "
+                        f"not {type(hardware).__name__}.")
+    fmt = rounder.spec.fmt
+    unit_names = {(unit.t, unit.emax): name for name, unit in
+                  ((name, catalogue_format(catalogued)) for name, catalogued in matrix_units.INPUT_FORMATS.items())}
+    inputs = unit_names.get((fmt.t, fmt.emax))
+    wanted = hardware.input_format if isinstance(hardware, matrix_units.BlockFMA) else None
+    if inputs is None or wanted not in (None, inputs):
+        what = f"the input format {wanted!r} of that model" if wanted else \
+            f"an input format of matrix units (hardware.INPUT_FORMATS: {sorted(matrix_units.INPUT_FORMATS)})"
+        raise ValueError(f"format {rounder.options} [t={fmt.t}, emax={fmt.emax}] is not {what}.")
+    return hardware if isinstance(hardware, matrix_units.BlockFMA) else matrix_units.model(hardware, inputs, "fp32")
+
+
+class Simulation(TorchFunctionMode):
+    """The mode :func:`simulate` returns (see there); use it as a context manager."""
+
+    def __init__(self, format: Any = "h", round: Union[str, int, None] = None, *,
+                 hardware: Union[None, str, matrix_units.BlockFMA] = None, accumulate: Any = None,
+                 round_outputs: bool = False):
+        super().__init__()
+        if hardware is not None and accumulate is not None:
+            raise ValueError("give hardware= (the products of a GPU's matrix units) or accumulate= (float64 "
+                             "accumulation, one rounding to a format), not both.")
+        self.rounder = rounder_for(format, round)
+        self.model = None if hardware is None else _unit_model(hardware, self.rounder)
+        self.accumulator = None if accumulate is None else rounder_for(accumulate)
+        self.round_outputs = bool(round_outputs)
+
+    def __torch_function__(self, func: Any, types: Any, args: Sequence = (), kwargs: Optional[dict] = None) -> Any:
+        kwargs = kwargs or {}
+        simulated = _SIMULATED.get(func)
+        out = func(*args, **kwargs) if simulated is None else self._simulated(func, simulated, args, kwargs)
+        name = getattr(func, "__name__", "")
+        if self.round_outputs and name != "__get__":  # attributes are no results
+            in_place = name.endswith("_") and not name.endswith("__") or name.startswith("__i") and name != "__index__"
+            out = self._rounded_results(out, [*args, *kwargs.values()], in_place)
+        return out
+
+    def _round(self, value: Any) -> Any:
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            return apply_quantizer(value, self.rounder, _STRAIGHT_THROUGH)
+        return value
+
+    def _simulated(self, func: Any, simulated: Callable, args: Sequence, kwargs: dict) -> Any:
+        args = [self._round(a) for a in args]
+        kwargs = {name: self._round(value) for name, value in kwargs.items()}
+        if self.accumulator is not None:
+            wide = [a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
+            out = func(*wide, **{name: value.double() if isinstance(value, torch.Tensor) and value.is_floating_point()
+                                 else value for name, value in kwargs.items()})
+            dtype = next(a.dtype for a in [*args, *kwargs.values()] if isinstance(a, torch.Tensor))
+            return apply_quantizer(out, self.accumulator, _STRAIGHT_THROUGH).to(dtype)
+        if self.model is None:
+            return func(*args, **kwargs)
+        values = simulated(*[a.detach() if isinstance(a, torch.Tensor) else a for a in args],
+                           **{name: value.detach() if isinstance(value, torch.Tensor) else value
+                              for name, value in kwargs.items()}, product=self._product)
+        tensors = [a for a in [*args, *kwargs.values()] if isinstance(a, torch.Tensor)]
+        if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+            return _SimulatedValues.apply(func(*args, **kwargs), values)
+        return values
+
+    def _product(self, A: torch.Tensor, B: torch.Tensor, C: Optional[torch.Tensor] = None, alpha: float = 1.0,
+                 beta: float = 1.0) -> torch.Tensor:
+        """``alpha * A @ B + beta * C`` by :func:`pychop_compat.hardware.matmul` on host copies, in
+        ``A``'s dtype and device."""
+        def host(x: torch.Tensor) -> Any:
+            return x.detach().to("cpu", torch.float64).numpy()
+
+        assert self.model is not None  # the product of the hardware= path only
+        D = matrix_units.matmul(host(A), host(B), None if C is None else host(C), alpha,
+                                beta if C is not None else 0.0, model=self.model)
+        return torch.from_numpy(D).to(device=A.device, dtype=A.dtype)
+
+    def _rounded_results(self, out: Any, inputs: list, in_place: bool) -> Any:
+        """Floating tensors ``out`` rounded: new ones by a quantizer; the operand of an in-place
+        operation (``add_``, ``+=``) in place (no autograd: its gradient passes straight through);
+        an operand itself (``x.float()`` of a float tensor) or a view of one kept."""
+        if isinstance(out, (tuple, list)):
+            return type(out)(self._rounded_results(o, inputs, in_place) for o in out)
+        if not (isinstance(out, torch.Tensor) and out.is_floating_point()):
+            return out
+        if any(out is t for t in inputs):
+            if in_place:
+                with torch.no_grad():
+                    out.copy_(self.rounder(out))
+            return out
+        storage = out.untyped_storage().data_ptr()
+        if any(isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() == storage for t in inputs):
+            return out
+        return apply_quantizer(out, self.rounder, _STRAIGHT_THROUGH)
+
+
+def simulate(format: Any = "h", round: Union[str, int, None] = None, *,
+             hardware: Union[None, str, matrix_units.BlockFMA] = None, accumulate: Any = None,
+             round_outputs: bool = False) -> Simulation:
+    """Run torch code, an unmodified model included, in simulated low-precision arithmetic.
+
+    A context manager in the spirit of ``torch.autocast``: inside it, the
+    operands of every matrix product and convolution (the operations listed
+    under Notes) are rounded to ``format`` (a differentiable rounding, as
+    :func:`~pychop_compat.nn.quantize`), and the product is computed
+
+    * with ``hardware=``: as the matrix units of that GPU compute it, by
+      :func:`pychop_compat.hardware.matmul` (fp32 values);
+    * with ``accumulate=``: by torch in float64 on the rounded operands (their
+      products exact), the result rounded once to the format ``accumulate``;
+    * with neither: by torch on the rounded operands, in their dtype.
+
+    Parameters
+    ----------
+    format : str, dict, Options, Chop or Rounder, default 'h'
+        The operands' format (see :class:`~pychop_compat.nn.Rounder`); with
+        ``hardware=``, the model's input format (``'h'``: fp16, ``'bf16'``,
+        ``'tf32'``, ``'float8_e4m3fn'``, ``'float8_e5m2'``).
+    round : str or int, optional
+        The operands' rounding mode (default: to nearest).
+    hardware : str or pychop_compat.hardware.BlockFMA, optional
+        A GPU name of :func:`pychop_compat.hardware.model` (its model for
+        inputs in ``format`` and fp32 output) or a model with that input format.
+    accumulate : str, dict, Options, Chop or Rounder, optional
+        The format the float64 result is rounded to (to nearest).
+    round_outputs : bool, default False
+        Also round the floating-point result of every torch operation in the
+        context to ``format`` (an operand updated in place: in place; a view
+        of an operand: not rounded again).
+
+    Returns
+    -------
+    Simulation
+        A ``torch.overrides.TorchFunctionMode``: ``with simulate(...):``.
+
+    Raises
+    ------
+    ValueError
+        For both ``hardware`` and ``accumulate``, or a format that is not the
+        model's input format.
+
+    Notes
+    -----
+    Simulated: ``torch.matmul``, the ``@`` operator, ``Tensor.matmul``,
+    ``torch.mm``, ``torch.bmm``, ``torch.mv``, ``torch.dot``, ``torch.addmm``,
+    ``torch.baddbmm`` (and their ``Tensor`` methods),
+    ``torch.nn.functional.linear`` (so ``nn.Linear``), and
+    ``torch.conv1d``/``torch.conv2d`` (``torch.nn.functional.conv1d``/
+    ``conv2d``, so ``nn.Conv1d``/``nn.Conv2d``). Every other operation runs as
+    torch computes it, including those that compute products inside one call
+    (``scaled_dot_product_attention``, ``multi_head_attention_forward`` and so
+    ``nn.MultiheadAttention``, ``einsum``, ``conv3d``, the transposed
+    convolutions). With ``hardware=``, a bias (the ``input`` of ``addmm`` and
+    ``baddbmm``) is the addend ``C`` of the first block, a batched product is
+    one product per matrix, a convolution one product per group of the weight
+    and the unfolded input (its inner dimension in
+    ``torch.nn.functional.unfold``'s order: input channel, kernel row, kernel
+    column); the result, fp32 values, is returned in the operands' dtype and
+    device (computed on a host copy). Its gradient is that of the operation
+    computed by torch on the same rounded operands (the straight-through
+    estimator: a simulated product has no derivative of its own). Eager only:
+    under ``torch.compile`` the hardware path breaks the graph.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from pychop_compat.nn import simulate
+    >>> a = torch.tensor([[1.0, 2.0**-12, 2.0**-12, 2.0**-12]])
+    >>> with simulate('h', hardware='V100'):
+    ...     print((a @ a.T).item() == 1.0)  # three times 2**-24 truncated at alignment
+    True
+    >>> with simulate('h', hardware='H100'):
+    ...     print((a @ a.T).item() == 1 + 2.0**-23)  # two extra bits keep them, truncated
+    True
+    """
+    return Simulation(format, round, hardware=hardware, accumulate=accumulate, round_outputs=round_outputs)

@@ -2,8 +2,9 @@
 
 Two real SuiteSparse files, stored as their repository holds them (``tests/data/matrices``,
 provenance in its README): ``tumorAntiAngiogenesis_2.mat`` in MATLAB v7.3 (HDF5) and ``nos5.mat``
-in v5.  Besides them, files written here in MATLAB's v7.3 layout (h5py) and in v5 (scipy) hold
-each MATLAB class, and both must read as the same Python values.
+in v5.  Besides them, files written here in MATLAB's v7.3 layout (h5py) and in v5 (scipy), and
+one written by GNU Octave (v7, stored), hold each MATLAB class: all must read as the same
+Python values.
 """
 
 from __future__ import annotations
@@ -251,6 +252,14 @@ def test_every_class_in_v5_reads_as_in_v73(tmp_path):
     got = loadmat(tmp_path / "all5.mat")
     for name, value in EXPECTED.items():
         assert_same(got[name], value, name)
+
+
+def test_every_class_written_by_octave_reads_as_in_v73():
+    """A v7 file of another writer, GNU Octave (tests/data/matrices/README.md)."""
+    got = loadmat(MATRICES / "octave_v7.mat")
+    assert sorted(got) == sorted(set(EXPECTED) - {"SL"})
+    for name in got:
+        assert_same(got[name], EXPECTED[name], name)
 
 
 def test_v5_double_stored_as_integers_keeps_double_and_complex_keeps_imaginary_part(tmp_path):

@@ -27,6 +27,10 @@ gives other numbers the tests say which, and why: since 2020-06-16 (commit
 d27af83) chop rounds values below ``xmin`` to ``xmin`` or 0 instead of
 flushing them to 0 when subnormals are off.
 
+Two more studies, on SuiteSparse matrices, are cited at their sections below: the fp16 LU
+residuals of Multi_precision_NLA_kernels' ``gmresir3_ctest.txt`` and the fp16 Cholesky
+condition numbers of fp16_Cholesky's ``cholir_test.txt``.
+
 The default run checks a leading part of each table (a few seconds); the
 whole tables take up to half an hour and carry the ``published`` marker
 (excluded by default; run ``python -m pytest -m published
@@ -248,9 +252,10 @@ def test_matmul_study_chop_accumulation_n_500():
 # ---------------------------------------------------------------------------
 # LU residuals of the GMRES-IR SuiteSparse test: gmresir3_ctest.txt of
 # github.com/SrikaraPranesh/Multi_precision_NLA_kernels (commit 3265d72),
-# printed '%6.2e'.  The matrices are SuiteSparse's and are not shipped: the
-# test runs when PYCHOP_SUITESPARSE_DIR names a folder of SuiteSparse .mat
-# files (v5/v7 format), for the matrices found there.
+# printed '%6.2e'.  The matrices are SuiteSparse's: two of them, MATLAB v7.3
+# files, are stored in tests/data/matrices (the tests after this one); the
+# others are not shipped and the test runs when PYCHOP_SUITESPARSE_DIR names a
+# folder of SuiteSparse .mat files (v5/v7 format), for the matrices found there.
 # ---------------------------------------------------------------------------
 
 
@@ -273,27 +278,32 @@ def test_gmresir3_ctest_lu_residuals():
             assert today == res, name
 
 
-def test_gmresir3_ctest_v73_matrix_properties():
-    """tumorAntiAngiogenesis_2, stored as MATLAB v7.3 (HDF5) in tests/data/matrices and read by
-    ``pychop_compat.matlab.load_suitesparse``: the published cond(A, inf), max and min."""
+V73_ROWS = ("tumorAntiAngiogenesis_2", "tumorAntiAngiogenesis_3")
+
+
+@pytest.mark.parametrize("name", V73_ROWS)
+def test_gmresir3_ctest_v73_matrix_properties(name):
+    """The two rows whose matrices are MATLAB v7.3 (HDF5) files, stored in tests/data/matrices and
+    read by ``pychop_compat.matlab.load_suitesparse``: the published cond(A, inf), max and min."""
     pytest.importorskip("h5py")
     from pychop_compat.matlab import load_suitesparse
 
     mod = load("published_gmresir3_lu")
-    (row,) = [r for r in mod.PUBLISHED if r[0] == "tumorAntiAngiogenesis_2"]
-    A = load_suitesparse(MATRICES / "tumorAntiAngiogenesis_2.mat").A.toarray()
+    (row,) = [r for r in mod.PUBLISHED if r[0] == name]
+    A = load_suitesparse(MATRICES / f"{name}.mat").A.toarray()
     assert (A.shape[0],) + mod.properties(A) == row[1:5]
 
 
 @pytest.mark.published
-def test_gmresir3_ctest_v73_matrix_lu_residual():
-    """The fp16 LU residual of tumorAntiAngiogenesis_2 (about a minute: the study's chop)."""
+@pytest.mark.parametrize("name", V73_ROWS)
+def test_gmresir3_ctest_v73_matrix_lu_residual(name):
+    """Their fp16 LU residuals, with the study's chop and today's (about a minute each)."""
     pytest.importorskip("h5py")
     from pychop_compat.matlab import load_suitesparse
 
     mod = load("published_gmresir3_lu")
-    (row,) = [r for r in mod.PUBLISHED if r[0] == "tumorAntiAngiogenesis_2"]
-    A = load_suitesparse(MATRICES / "tumorAntiAngiogenesis_2.mat").A.toarray()
+    (row,) = [r for r in mod.PUBLISHED if r[0] == name]
+    A = load_suitesparse(MATRICES / f"{name}.mat").A.toarray()
     assert [f"{r:.2e}" for r in mod.residuals(A)] == [row[5], row[5]]
 
 

@@ -24,8 +24,6 @@ PathName = Union[str, "PathLike[str]"]
 NUMERIC_CLASSES = {"double": np.float64, "single": np.float32, "int8": np.int8, "uint8": np.uint8,
                    "int16": np.int16, "uint16": np.uint16, "int32": np.int32, "uint32": np.uint32,
                    "int64": np.int64, "uint64": np.uint64, "logical": np.bool_}
-# v7.3 keeps its object references (the elements of cells and struct arrays) in this group.
-HDF5_REFERENCES = "#refs#"
 H5PY_MISSING = ("reading a MATLAB v7.3 (HDF5) MAT-file needs h5py, which is not installed: python -m pip "
                 "install h5py, or from the root of a pychop_compat checkout python -m pip install -e \".[hdf5]\"")
 
@@ -33,9 +31,8 @@ H5PY_MISSING = ("reading a MATLAB v7.3 (HDF5) MAT-file needs h5py, which is not 
 def loadmat(path: PathName, variable_names: Optional[Iterable[str]] = None) -> dict[str, Any]:
     """MATLAB's ``load``: the variables of a MAT-file of any version, 7.3 (HDF5) included.
 
-    :func:`scipy.io.loadmat` reads versions 4 to 7 and refuses 7.3, the format MATLAB uses for
-    variables over 2 GB (and by default in recent releases); SuiteSparse stores its newer
-    matrices in it.  This function reads all of them and gives the same values for the same
+    :func:`scipy.io.loadmat` reads versions 4 to 7 and refuses 7.3 (HDF5), the format MATLAB needs for
+    variables over 2 GB and SuiteSparse uses for its newer matrices.  This function reads all of them and gives the same values for the same
     MATLAB data whichever version holds it:
 
     ============================  ===============================================================
@@ -146,9 +143,9 @@ def _from_scipy(typed: Any, stored: Any) -> Any:
     from scipy.io.matlab import mat_struct
 
     if sparse.issparse(typed):
-        # scipy gives a sparse logical as uint8
-        values = sparse.csc_array(stored)
-        return values.astype(np.bool_) if typed.dtype == np.uint8 else values
+        if typed.dtype == np.uint8:  # scipy's sparse logical (MATLAB's sparse is double or logical)
+            return sparse.csc_array(typed, dtype=np.bool_)
+        return sparse.csc_array(stored if np.iscomplexobj(stored) else typed)
     if isinstance(typed, mat_struct):
         return {name: _from_scipy(getattr(typed, name), getattr(stored, name)) for name in typed._fieldnames}
     typed = np.asarray(typed)
@@ -190,6 +187,7 @@ def _read_hdf5(path: Path, wanted: Optional[list[str]]) -> dict[str, Any]:
     except OSError as error:
         raise ValueError(f"{path} is not a readable MAT-file ({error})") from None
     with handle:
+        # "#refs#" holds the elements of cells and struct arrays, "#subsystem#" MATLAB's objects
         names = [name for name in handle if not name.startswith("#")]
         return {name: _from_hdf5(handle[name], name) for name in names if wanted is None or name in wanted}
 

@@ -254,6 +254,21 @@ def test_every_class_in_v5_reads_as_in_v73(tmp_path):
         assert_same(got[name], value, name)
 
 
+def test_v73_empty_values_and_missing_variable(tmp_path):
+    """MATLAB writes an empty value as its dimensions, in MATLAB's order, marked MATLAB_empty."""
+    def build(handle):
+        for name, matlab_class, dimensions in (("E", "double", [0, 3]), ("I", "int8", [2, 0]),
+                                               ("s", "char", [0, 0]), ("c", "cell", [1, 0])):
+            put(handle, name, np.array(dimensions, dtype=np.uint64), matlab_class, MATLAB_empty=np.uint8(1))
+
+    write_v73(tmp_path / "empty.mat", build)
+    got = loadmat(tmp_path / "empty.mat")
+    assert_same(got, {"E": np.zeros((0, 3)), "I": np.zeros((2, 0), dtype=np.int8), "c": np.empty((1, 0), dtype=object),
+                      "s": ""})  # h5py lists a file's variables by name
+    with pytest.raises(KeyError, match="holds no variable 'x'; it holds 'E', 'I', 'c', 's'"):
+        loadmat(tmp_path / "empty.mat", ["x"])
+
+
 def test_every_class_written_by_octave_reads_as_in_v73():
     """A v7 file of another writer, GNU Octave (tests/data/matrices/README.md)."""
     got = loadmat(MATRICES / "octave_v7.mat")

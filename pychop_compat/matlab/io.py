@@ -94,13 +94,24 @@ def loadmat(path: PathName, variable_names: Optional[Iterable[str]] = None) -> d
     """
     source = Path(path)
     wanted = None if variable_names is None else list(variable_names)
-    read = _read_hdf5 if _major_version(source) == 2 else _read_with_scipy
-    variables = read(source, wanted)
+    hdf5 = _major_version(source) == 2
+    variables = (_read_hdf5 if hdf5 else _read_with_scipy)(source, wanted)
     missing = [name for name in wanted or () if name not in variables]
     if missing:
-        held = ", ".join(map(repr, read(source, None))) or "no variables"
+        held = ", ".join(map(repr, _variable_names(source, hdf5))) or "no variables"
         raise KeyError(f"{source} holds no variable {', '.join(map(repr, missing))}; it holds {held}")
     return variables
+
+
+def _variable_names(path: Path, hdf5: bool) -> list[str]:
+    if hdf5:
+        import h5py
+
+        with h5py.File(path, "r") as handle:
+            return [name for name in handle if not name.startswith("#")]
+    import scipy.io
+
+    return [name for name, _, _ in scipy.io.whosmat(str(path))]
 
 
 def _major_version(path: Path) -> int:
@@ -147,6 +158,7 @@ def _from_scipy(typed: Any, stored: Any) -> Any:
             return sparse.csc_array(typed, dtype=np.bool_)
         return sparse.csc_array(stored if np.iscomplexobj(stored) else typed)
     if isinstance(typed, mat_struct):
+        # the fields in MATLAB's order, as scipy's reader records them (its own simplify_cells reads them so)
         return {name: _from_scipy(getattr(typed, name), getattr(stored, name)) for name in typed._fieldnames}
     typed = np.asarray(typed)
     if typed.dtype.kind == "U":
@@ -210,12 +222,13 @@ def _from_hdf5(node: Any, where: str) -> Any:
             return _struct_from_hdf5(node, where)
         raise NotImplementedError(f"{where}: MATLAB class {matlab_class!r} cannot be read")
     if node.attrs.get("MATLAB_empty", 0):
+        # the dataset holds MATLAB's dimensions, in MATLAB's order
         dimensions = tuple(int(d) for d in np.asarray(node[()]).ravel()) if node.shape else (0, 0)
         if matlab_class == "char":
             return ""
-        if matlab_class == "cell":
-            return np.empty(dimensions, dtype=object)
-        return np.zeros(dimensions, dtype=NUMERIC_CLASSES.get(matlab_class, np.float64))
+        if matlab_class in NUMERIC_CLASSES:
+            return np.zeros(dimensions, dtype=NUMERIC_CLASSES[matlab_class])
+        return np.empty(dimensions, dtype=object)  # an empty cell or struct array
     if matlab_class == "char":
         codes = np.asarray(node[()], dtype=np.uint16).T
         rows = [row.astype("<u2").tobytes().decode("utf-16-le") for row in codes.reshape(codes.shape[0], -1)]

@@ -151,8 +151,10 @@ def _read_with_scipy(path: Path, wanted: Optional[list[str]]) -> dict[str, Any]:
 def _from_scipy(typed: Any, stored: Any) -> Any:
     """One value of :func:`scipy.io.loadmat` in :func:`loadmat`'s types (see the table there)."""
     from scipy import sparse
-    from scipy.io.matlab import mat_struct
+    from scipy.io.matlab import MatlabFunction, MatlabObject, MatlabOpaque, mat_struct
 
+    if isinstance(typed, (MatlabFunction, MatlabObject, MatlabOpaque)):
+        raise NotImplementedError(f"a MATLAB {type(typed).__name__[6:].lower()} cannot be read")
     if sparse.issparse(typed):
         if typed.dtype == np.uint8:  # scipy's sparse logical (MATLAB's sparse is double or logical)
             return sparse.csc_array(typed, dtype=np.bool_)

@@ -28,7 +28,7 @@ H5PY_MISSING = ("reading a MATLAB v7.3 (HDF5) MAT-file needs h5py, which is not 
                 "install h5py, or from the root of a pychop_compat checkout python -m pip install -e \".[hdf5]\"")
 
 
-def loadmat(path: PathName, variable_names: Optional[Iterable[str]] = None) -> dict[str, Any]:
+def loadmat(path: PathName, variable_names: Union[str, Iterable[str], None] = None) -> dict[str, Any]:
     """MATLAB's ``load``: the variables of a MAT-file of any version, 7.3 (HDF5) included.
 
     :func:`scipy.io.loadmat` reads versions 4 to 7 and refuses 7.3 (HDF5), the format MATLAB needs for
@@ -52,8 +52,8 @@ def loadmat(path: PathName, variable_names: Optional[Iterable[str]] = None) -> d
     ----------
     path : str or path-like
         The file (the ``.mat`` suffix is not added).
-    variable_names : iterable of str, optional
-        Read only these variables (default: all).
+    variable_names : str or iterable of str, optional
+        Read only this variable, or these (default: all).
 
     Returns
     -------
@@ -93,7 +93,8 @@ def loadmat(path: PathName, variable_names: Optional[Iterable[str]] = None) -> d
            [3., 4.]]), 'bcsstk03')
     """
     source = Path(path)
-    wanted = None if variable_names is None else list(variable_names)
+    wanted = [variable_names] if isinstance(variable_names, str) else (
+        None if variable_names is None else list(variable_names))
     hdf5 = _major_version(source) == 2
     variables = (_read_hdf5 if hdf5 else _read_with_scipy)(source, wanted)
     missing = [name for name in wanted or () if name not in variables]
@@ -375,7 +376,7 @@ def load_suitesparse(name: PathName, folder: Optional[PathName] = None) -> Suite
         A = problem.A.toarray()           # 112 x 112, float64
     """
     path = _find_matrix(name, folder)
-    problem = loadmat(path, ["Problem"])["Problem"]
+    problem = loadmat(path, "Problem")["Problem"]
     if not isinstance(problem, dict) or "A" not in problem:
         raise KeyError(f"{path}: Problem is not a SuiteSparse struct with a field 'A'")
     matrix = problem["A"]

@@ -31,9 +31,10 @@ H5PY_MISSING = ("reading a MATLAB v7.3 (HDF5) MAT-file needs h5py, which is not 
 def loadmat(path: PathName, variable_names: Union[str, Iterable[str], None] = None) -> dict[str, Any]:
     """MATLAB's ``load``: the variables of a MAT-file of any version, 7.3 (HDF5) included.
 
-    :func:`scipy.io.loadmat` reads versions 4 to 7 and refuses 7.3 (HDF5), the format MATLAB needs for
-    variables over 2 GB and SuiteSparse uses for its newer matrices.  This function reads all of them and gives the same values for the same
-    MATLAB data whichever version holds it:
+    :func:`scipy.io.loadmat` reads versions 4 to 7 and refuses 7.3 (HDF5), the format MATLAB
+    needs for variables over 2 GB and SuiteSparse uses for its newer matrices.  This function
+    reads all of them and gives the same values for the same MATLAB data whichever version
+    holds it:
 
     ============================  ===============================================================
     MATLAB                        Python

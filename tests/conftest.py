@@ -18,6 +18,15 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
         torch.set_num_threads(1)
     except ImportError:
         pass
+    # The same for OpenBLAS/MKL: a BLAS-heavy test (the fp16 Cholesky table's SVDs) ran 9 times
+    # slower with two BLAS threads per worker on two cores.  The package's rounded products never
+    # call BLAS; a stored result that depended on BLAS's thread count would be a bug of its own.
+    try:
+        from threadpoolctl import threadpool_limits
+
+        _BLAS_LIMIT = threadpool_limits(1, user_api="blas")
+    except ImportError:
+        pass
 
 from pychop_compat.validation.corpora import load_corpus
 

@@ -163,3 +163,20 @@ def test_ls_ir_outcomes_and_errors():
         linalg.ls_ir(*ls_problem(), up="q")
     with pytest.raises(ValueError, match="fp16, single or double"):
         linalg.ls_ir(*ls_problem(), "b")
+
+
+def test_example_claims():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "spd_ls_ir.py"
+    spec = importlib.util.spec_from_file_location("spd_ls_ir_example", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    out = example.main(n=12, m=20, ncols=5, verbose=False)
+    assert out["flag"] == 0 and out["cholesky_error"] <= 4 * 2.0**-11
+    assert out["orthogonality"] <= 16 * 2.0**-11
+    cg, gmres, ls = out["cg_ir"], out["gmres_ir"], out["ls_ir"]
+    assert cg.converged and gmres.converged and "CG its" in cg.table()
+    assert ls.converged and ls.backward_error[-1] <= (20 + 5) * U_D
+    x = np.linalg.lstsq(out["A_ls"], out["b_ls"], rcond=None)[0]
+    assert _relative_difference(ls.x, x) <= 10 * np.linalg.cond(out["A_ls"]) * U_D

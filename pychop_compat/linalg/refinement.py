@@ -56,12 +56,14 @@ class IRResult:
     changes : list of float
         ``||x_{i+1} - x_i|| / ||x_{i+1}||`` of each accepted step.
     gmres_iterations : list of int
-        GMRES iterations of each step (empty for LU-IR; after a divergence, the
-        last entry is that of the rejected step).
+        GMRES iterations of each step, CG iterations for :func:`cg_ir` (empty for LU-IR; after
+        a divergence, the last entry is that of the rejected step).
     factors : LUResult
         The LU factors computed in precision ``uf``.
     stop, tol : str, float
         The stopping rule and tolerance used.
+    inner_solver : str
+        ``'GMRES'``, or ``'CG'`` for :func:`cg_ir` (the heading of :meth:`table`'s last column).
     """
 
     x: np.ndarray
@@ -75,6 +77,7 @@ class IRResult:
     componentwise_error: list = field(default_factory=list)
     stop: str = "backward"
     tol: float = 0.0
+    inner_solver: str = "GMRES"
 
     @property
     def iterations(self) -> int:
@@ -84,7 +87,7 @@ class IRResult:
     def table(self) -> str:
         """The iteration history as a text table (one row per iterate ``x_i``)."""
         head = (f"{'iter':>4}  {'backward err':>12}  {'forward err':>12}  "
-                f"{'rel. change':>11}  {'GMRES its':>9}")
+                f"{'rel. change':>11}  {self.inner_solver + ' its':>9}")
         lines = [head, "-" * len(head)]
         for i, be in enumerate(self.backward_error):
             fe = self.forward_error[i] if self.forward_error is not None else float("nan")
@@ -693,7 +696,8 @@ def cg_ir(
     Returns
     -------
     IRResult
-        ``gmres_iterations`` holds the CG iterations of each step; ``factors`` the LU form
+        ``gmres_iterations`` holds the CG iterations of each step (``inner_solver = 'CG'``);
+        ``factors`` the LU form
         ``L = R^T diag(R)^{-1}``, ``U = diag(R) R`` of the Cholesky factor (scaling in
         ``factors.scaling``); ``status`` is ``'singular'`` when ``chol_lp`` met a pivot ``<= 0``.
 
@@ -728,8 +732,10 @@ def cg_ir(
                       precondition)
         return ru(d * s), its
 
-    return _refine(arrays, A, b, uf, u, ur, correction, x_true, max_iter, tol, stop,
-                   lambda a: _cholesky_factors(a, uf, scaling, theta, perturbation))
+    out = _refine(arrays, A, b, uf, u, ur, correction, x_true, max_iter, tol, stop,
+                  lambda a: _cholesky_factors(a, uf, scaling, theta, perturbation))
+    out.inner_solver = "CG"
+    return out
 
 
 @dataclass(frozen=True, eq=False)

@@ -19,9 +19,8 @@ from __future__ import annotations
 import sys
 
 import numpy as np
-from matplotlib.ticker import MaxNLocator
 
-from figure_common import plt, save
+from figure_common import every_run, iterations_legend, refinement_panels, save
 
 from pychop_compat import linalg  # noqa: E402
 from pychop_compat.linalg.refinement import extended_solution  # noqa: E402
@@ -63,37 +62,17 @@ def data(quick: bool = False) -> dict:
 
 def caption_facts(d: dict) -> list:
     """Phrases the figure's caption in ``docs/linalg.rst`` must contain (steps and inner iterations)."""
-    facts = []
-    for panel in d["panels"]:
-        for run in panel["runs"]:
-            its = ", ".join(str(i) for i in run["inner_iterations"])
-            facts.append(f"{run['method']} {run['status']} after {run['steps']} steps ({its})")
-    return facts
+    return [f"{run['method']} {run['status']} after {run['steps']} steps "
+            f"({', '.join(map(str, run['inner_iterations']))})" for run in every_run(d)]
 
 
 def main(out_dir=None, quick: bool = False):
     d = data(quick)
-    panels = d["panels"]
-    fig, axes = plt.subplots(2, len(panels), figsize=(3.6 * len(panels), 6), squeeze=False, sharey="row")
-    for col, panel in enumerate(panels):
-        for run, style in zip(panel["runs"], ("m-x", "b-o")):
-            for row, key in ((0, "forward_error"), (1, "backward_error")):
-                errors = np.maximum(run[key], FLOOR)
-                its = "+".join(str(i) for i in run["inner_iterations"])
-                label = f"{run['method']} ({run['status']}; {its} its)" if row == 0 else run["method"]
-                axes[row, col].semilogy(range(len(errors)), errors, style, label=label)
-        for row in (0, 1):
-            axes[row, col].axhline(2.0**-53, color="k", ls=":", lw=1)
-            axes[row, col].set_xlabel("refinement step")
-            axes[row, col].xaxis.set_major_locator(MaxNLocator(integer=True))
-            axes[row, col].set_xlim(-0.5, max(len(run["backward_error"]) for run in panel["runs"]) - 0.5)
-        axes[0, col].set_title(f"SPD, n = {d['n']}, kappa_2 = {panel['kappa']:.0e}", fontsize=9)
-        axes[0, col].legend(fontsize=7)
-    axes[0, 0].set_ylabel("forward error")
-    axes[1, 0].set_ylabel("normwise backward error")
-    fig.suptitle("fp16 Cholesky factor (scaled, perturbed, squeezed), double working precision, "
-                 "double-double residuals (dotted: u = 2^-53)", fontsize=9)
-    fig.tight_layout()
+    fig = refinement_panels(d["panels"], ("m-x", "b-o"), iterations_legend("method", "inner_iterations"),
+                            lambda panel: f"SPD, n = {d['n']}, kappa_2 = {panel['kappa']:.0e}",
+                            ("forward error", "normwise backward error"),
+                            "fp16 Cholesky factor (scaled, perturbed, squeezed), double working precision, "
+                            "double-double residuals (dotted: u = 2^-53)", floor=FLOOR)
     return [save(fig, "cg_ir_convergence", out_dir, data=d)]
 
 

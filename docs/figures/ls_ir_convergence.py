@@ -18,9 +18,8 @@ from __future__ import annotations
 import sys
 
 import numpy as np
-from matplotlib.ticker import MaxNLocator
 
-from figure_common import plt, save
+from figure_common import every_run, iterations_legend, refinement_panels, save
 
 from pychop_compat import linalg  # noqa: E402
 
@@ -53,35 +52,16 @@ def data(quick: bool = False) -> dict:
 
 def caption_facts(d: dict) -> list:
     """Phrases the figure's caption in ``docs/linalg.rst`` must contain (statuses and steps)."""
-    facts = []
-    for panel in d["panels"]:
-        for run in panel["runs"]:
-            facts.append(f"with {run['factorization']} {run['status']} after {run['steps']} steps")
-    return facts
+    return [f"with {run['factorization']} {run['status']} after {run['steps']} steps" for run in every_run(d)]
 
 
 def main(out_dir=None, quick: bool = False):
     d = data(quick)
-    panels = d["panels"]
-    fig, axes = plt.subplots(2, len(panels), figsize=(3.6 * len(panels), 6), squeeze=False, sharey="row")
-    for col, panel in enumerate(panels):
-        for run, style in zip(panel["runs"], ("r-x", "g-o")):
-            for row, key in ((0, "forward_error"), (1, "backward_error")):
-                errors = np.maximum(run[key], FLOOR)
-                its = "+".join(str(i) for i in run["gmres_iterations"])
-                label = f"{run['factorization']} ({run['status']}; {its} its)" if row == 0 else run["factorization"]
-                axes[row, col].semilogy(range(len(errors)), errors, style, label=label)
-        for row in (0, 1):
-            axes[row, col].axhline(2.0**-53, color="k", ls=":", lw=1)
-            axes[row, col].set_xlabel("refinement step")
-            axes[row, col].xaxis.set_major_locator(MaxNLocator(integer=True))
-        axes[0, col].set_title(f"m = {d['m']}, n = {d['n']}, kappa_2 = {panel['kappa']:.0e}", fontsize=9)
-        axes[0, col].legend(fontsize=7)
-    axes[0, 0].set_ylabel("forward error of [r; x]")
-    axes[1, 0].set_ylabel("backward error, augmented system")
-    fig.suptitle("GMRES-LSIR: QR factors in fp16 or single, double working precision, double-double "
-                 "residuals (dotted: u = 2^-53)", fontsize=9)
-    fig.tight_layout()
+    fig = refinement_panels(d["panels"], ("r-x", "g-o"), iterations_legend("factorization", "gmres_iterations"),
+                            lambda panel: f"m = {d['m']}, n = {d['n']}, kappa_2 = {panel['kappa']:.0e}",
+                            ("forward error of [r; x]", "backward error, augmented system"),
+                            "GMRES-LSIR: QR factors in fp16 or single, double working precision, "
+                            "double-double residuals (dotted: u = 2^-53)", floor=FLOOR)
     return [save(fig, "ls_ir_convergence", out_dir, data=d)]
 
 

@@ -351,6 +351,19 @@ def lu_ir(
                    lambda a: factorize(arrays, a, uf, scaling=scaling, theta=theta, method=lu_method))
 
 
+def _unit_residual_correction(arrays: Arrays, u: OptionsLike, inner: Callable) -> Callable:
+    """The correction of gmresir3 and cgir3: ``inner(F, Au, v)`` (``(d, iterations)``) solves
+    for ``v = fl_u(r / ||r||_inf)`` and ``d`` is scaled back, ``fl_u(||r||_inf d)``."""
+    ru = Rounder(u, arrays)
+
+    def correction(F: LUResult, Au: Any, r: Any) -> tuple:
+        s = _residual_scale(arrays, r, power_of_two=False)
+        d, its = inner(F, Au, ru(arrays.divide(r, s)))
+        return ru(d * s), its
+
+    return correction
+
+
 def _residual_scale(arrays: Arrays, r: Any, power_of_two: bool) -> float:
     """``||r||_inf``, or the power of two at or below it (exact); 1 for a zero or non-finite norm."""
     nrm = arrays.max_abs(r)
@@ -540,14 +553,8 @@ def gmres_ir(
                        lu_method=lu_method, factorization=factorization, perturbation=perturbation)
     if cholesky and lu_method != "chopped":
         raise ValueError("factorization='cholesky' computes its factor with chol_lp (lu_method='chopped')")
-    ru = Rounder(u, arrays)
-
-    def correction(F: LUResult, Au: Any, r: Any) -> tuple:
-        s = _residual_scale(arrays, r, power_of_two=False)
-        d, its = _gmres(arrays, ru(arrays.divide(r, s)), u, gmres_tol, gmres_maxit,
-                        _factor_preconditioner(arrays, Au, F, u, upp))
-        return ru(d * s), its
-
+    correction = _unit_residual_correction(arrays, u, lambda F, Au, v: _gmres(
+        arrays, v, u, gmres_tol, gmres_maxit, _factor_preconditioner(arrays, Au, F, u, upp)))
     if cholesky:
         return _refine(arrays, A, b, uf, u, ur, correction, x_true, max_iter, tol, stop,
                        lambda a: _cholesky_factors(a, uf, scaling, theta, perturbation))
@@ -652,16 +659,16 @@ def cg_ir(
     u: OptionsLike = "d",
     ur: OptionsLike = "q",
     *,
-    up: OptionsLike = None,
-    x_true: Optional[ArrayLike] = None,
-    max_iter: int = 10,
-    tol: Optional[float] = None,
-    cg_tol: float = 1e-6,
-    cg_maxit: Optional[int] = None,
-    stop: str = "backward",
     scaling: Optional[str] = None,
     theta: Optional[float] = None,
     perturbation: float = 0.0,
+    up: OptionsLike = None,
+    cg_tol: float = 1e-6,
+    cg_maxit: Optional[int] = None,
+    x_true: Optional[ArrayLike] = None,
+    max_iter: int = 10,
+    tol: Optional[float] = None,
+    stop: str = "backward",
 ) -> IRResult:
     """CG-based iterative refinement in three precisions with a low-precision Cholesky
     preconditioner (Higham & Pranesh 2021).
@@ -723,15 +730,8 @@ def cg_ir(
         return on_host(cg_ir, arrays, A, b, uf, u, ur, up=up, x_true=x_true, max_iter=max_iter, tol=tol,
                        cg_tol=cg_tol, cg_maxit=cg_maxit, stop=stop, scaling=scaling, theta=theta,
                        perturbation=perturbation)
-    ru = Rounder(u, arrays)
-
-    def correction(F: LUResult, Au: Any, r: Any) -> tuple:
-        s = _residual_scale(arrays, r, power_of_two=False)
-        _, precondition = _factor_preconditioner(arrays, Au, F, u, upp)
-        d, its = _pcg(arrays, ru(arrays.divide(r, s)), u, cg_tol, cg_maxit, _multiply(arrays, Au, u, upp),
-                      precondition)
-        return ru(d * s), its
-
+    correction = _unit_residual_correction(arrays, u, lambda F, Au, v: _pcg(
+        arrays, v, u, cg_tol, cg_maxit, _multiply(arrays, Au, u, upp), _factor_preconditioner(arrays, Au, F, u, upp)[1]))
     out = _refine(arrays, A, b, uf, u, ur, correction, x_true, max_iter, tol, stop,
                   lambda a: _cholesky_factors(a, uf, scaling, theta, perturbation))
     out.inner_solver = "CG"

@@ -51,6 +51,11 @@ def ls_inputs() -> dict:
             "graded": (graded, np.cos(np.arange(14.0) * 1.3))}
 
 
+RESEARCH = "github.com/SrikaraPranesh/Multi_precision_NLA_kernels, commit fb3a2d7d0d8a1cd5b0e09e7b4801996b4f5de2bc"
+RESEARCH_FILES = ["cgir3.m", "gmreslsir3.m", "chol_lp.m", "house_qr_lp.m", "hgemm.m", "ip_chop.m", "trisol.m",
+                  "scaling_algorithms/spd_diag_scale.m", "PCG/pcg_dd.m", "GMRES/lsqgmres_dq.m"]
+CHOP = "github.com/higham/chop, commit 906c31e653ad610effb2402f567b2dab69518176: chop.m, float_params.m, roundit.m"
+
 #: (case, precf, scale.flag, scale.pert, iter_max) of cgir3(A, b, precf, 2, 2, iter_max, 1e-6, scale, 0).
 CG_RUNS = [("kms_graded", 1, 1, 0, 10), ("kms_graded", 1, 1, 2, 10), ("lehmer", 1, 1, 0, 10),
            ("tridiagonal", 1, 1, 0, 10), ("lehmer", 2, 0, 0, 10), ("tridiagonal", 2, 0, 0, 10)]
@@ -105,19 +110,12 @@ def main(research: str) -> None:
             names = ["x", "iter", "pcg_its"] if entry["code"] == "cgir3" else ["x", "iter", "gmresits", "its"]
             entry["outputs"] = {name: np.fromfile(work / f"out{index}_{name}.bin", dtype="<f8").tolist()
                                 for name in names}
-    version = subprocess.run(["octave-cli", "--version"], capture_output=True, text=True).stdout.split("\n")[0]
+    octave = subprocess.run(["octave-cli", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
     oracle = {
-        "provenance": {
-            "research": "github.com/SrikaraPranesh/Multi_precision_NLA_kernels, commit "
-                        "fb3a2d7d0d8a1cd5b0e09e7b4801996b4f5de2bc: cgir3.m, gmreslsir3.m, chol_lp.m, house_qr_lp.m, "
-                        "hgemm.m, ip_chop.m, trisol.m, scaling_algorithms/spd_diag_scale.m, PCG/pcg_dd.m, "
-                        "GMRES/lsqgmres_dq.m",
-            "chop": "github.com/higham/chop, commit 906c31e653ad610effb2402f567b2dab69518176: chop.m, "
-                    "float_params.m, roundit.m",
-            "mp": "mp.m of this folder's README in place of the Advanpix toolbox: double arithmetic",
-            "octave": version,
-            "command": "python tests/data/research_spd_ls/make_oracle.py <folder of those .m files>",
-        },
+        "provenance": {"research": f"{RESEARCH}: {', '.join(RESEARCH_FILES)}", "chop": CHOP,
+                       "mp": "mp.m of this folder's README in place of the Advanpix toolbox: double arithmetic",
+                       "octave": octave,
+                       "command": "python tests/data/research_spd_ls/make_oracle.py <folder of those .m files>"},
         "spd": {name: {"A": A.tolist(), "b": b.tolist()} for name, (A, b) in spd.items()},
         "ls": {name: {"A": A.tolist(), "b": b.tolist()} for name, (A, b) in ls.items()},
         "runs": runs,

@@ -180,3 +180,14 @@ def test_example_claims():
     assert ls.converged and ls.backward_error[-1] <= (20 + 5) * U_D
     x = np.linalg.lstsq(out["A_ls"], out["b_ls"], rcond=None)[0]
     assert _relative_difference(ls.x, x) <= 10 * np.linalg.cond(out["A_ls"]) * U_D
+
+
+def test_torch_input_is_computed_on_the_host():
+    torch = pytest.importorskip("torch")
+    A, b = ls_problem()
+    res = linalg.ls_ir(torch.tensor(A), torch.tensor(b))
+    assert isinstance(res.x, torch.Tensor) and isinstance(res.r, torch.Tensor)
+    assert np.array_equal(res.x.numpy(), linalg.ls_ir(A, b).x)
+    S, c = spd_matrix()
+    cg = linalg.cg_ir(torch.tensor(S), torch.tensor(c), scaling="p")
+    assert isinstance(cg.x, torch.Tensor) and np.array_equal(cg.x.numpy(), linalg.cg_ir(S, c, scaling="p").x)

@@ -1,4 +1,8 @@
-"""Iterative refinement in three precisions: :func:`lu_ir` and :func:`gmres_ir`.
+"""Iterative refinement in three precisions: :func:`lu_ir`, :func:`gmres_ir` (LU or Cholesky
+factors), :func:`cg_ir` for symmetric positive definite systems and :func:`ls_ir` for least squares.
+
+:func:`cg_ir`, :func:`ls_ir` and the Cholesky route of :func:`gmres_ir` compute on the host
+(their factorizations are the research codes' NumPy ports).
 
 GMRES's Hessenberg matrix, Givens rotations and triangular solve are host scalars for every
 library; LAPACK or scaled factors, binary128 and ``stop='all'`` without ``x_true`` run on a host

@@ -153,14 +153,21 @@ def test_ls_ir_solves_least_squares():
     assert linalg.ls_ir(A.tolist(), b.tolist()).x.tolist() == res.x.tolist()
 
 
+def test_ls_ir_preconditioner_precisions():
+    A, b = ls_problem()
+    default = linalg.ls_ir(A, b)  # up = ur = 'q', as gmreslsir3 with precr = 4
+    assert np.array_equal(default.x, linalg.ls_ir(A, b, up="q").x)
+    for up in ("d", "binary128", "s"):
+        res = linalg.ls_ir(A, b, up=up)
+        assert res.converged and _relative_difference(res.x, default.x) <= 10 * np.linalg.cond(A) * U_D
+
+
 def test_ls_ir_outcomes_and_errors():
     A, b = ls_problem()
     A[:, 2] = 0.0
     assert linalg.ls_ir(A, b).status == "singular"
     with pytest.raises(ValueError, match="m >= n"):
         linalg.ls_ir(A.T, b[:5])
-    with pytest.raises(ValueError, match="chop format"):
-        linalg.ls_ir(*ls_problem(), up="q")
     with pytest.raises(ValueError, match="fp16, single or double"):
         linalg.ls_ir(*ls_problem(), "b")
 

@@ -775,25 +775,74 @@ def _qr_factors(A: np.ndarray, uf: OptionsLike, theta: float) -> _QRFactors:
     return _QRFactors(Q, R, 2.0**-0.5 * float(np.min(np.linalg.svd(R, compute_uv=False))))
 
 
+def _ext_product(arith: Any, M: np.ndarray, v: Any) -> Any:
+    """``M v`` in the extended arithmetic for an extended vector ``v``: the columns of ``M`` times
+    the entries of ``v``, added in order ``k = 0, 1, ...``."""
+    rows = M.shape[0]
+    s = arith.from_double(np.zeros(rows))
+    for k in range(M.shape[1]):
+        s = arith.add(s, arith.mul_double(arith.take(v, np.full(rows, k)), M[:, k]))
+    return s
+
+
 def _augmented_preconditioner(A: np.ndarray, F: _QRFactors, u: OptionsLike, up: OptionsLike) -> tuple:
     """``(apply, precondition)`` of the scaled augmented system ``K = [alpha I, A; A^T, 0]`` with
     ``M = [alpha I, Q R; R^T Q^T, 0]``: ``MA_dq`` and ``Mb_dq`` of ``GMRES/lsqgmres_dq.m``
-    (``ptype = 1``), every operation in ``up``, the results rounded to ``u``."""
-    ru, rp = Rounder(u, HOST), Rounder(up, HOST)
+    (``ptype = 1``), every operation in ``up`` (a chop format, or an extended arithmetic), the
+    results rounded to ``u``."""
+    ru = Rounder(u, HOST)
     Q, R = F.Q, F.R
     m, n = Q.shape
+    eye, order = np.eye(n), np.arange(n)
+    reverse = order[::-1]
+    kind = extended_kind(up)
+    if kind is not None:
+        arith = arithmetic(kind)
+        upper, lower_reversed = LUResult(eye, R, order), LUResult(eye, R.T[::-1, ::-1].copy(), order)
+        alpha_m, alpha_n = np.full(m, F.alpha), np.full(n, F.alpha)
+
+        def solve_r_ext(c: Any) -> Any:  # R \ c
+            return ext_lu_solve(arith, upper, c)
+
+        def solve_rt_ext(c: Any) -> Any:  # R' \ c: J R' J is upper triangular
+            return arith.take(ext_lu_solve(arith, lower_reversed, arith.take(c, reverse)), reverse)
+
+        def project_ext(v: Any) -> Any:  # v - Q (Q' v)
+            return arith.sub(v, _ext_product(arith, Q, _ext_product(arith, Q.T, v)))
+
+        def apply_ext(v: Any) -> Any:
+            r, s = v[:m], v[m:]
+            tv1, tv2 = ext_matvec(arith, A, s), ext_matvec(arith, A.T, r)
+            qr = ext_matvec(arith, Q.T, r)
+            t1 = arith.add(arith.sub(arith.from_double(r), _ext_product(arith, Q, qr)),
+                           _ext_product(arith, Q, solve_rt_ext(tv2)))
+            t2 = arith.div_double(project_ext(tv1), alpha_m)
+            t3 = arith.mul_double(arith.sub(solve_r_ext(qr), solve_r_ext(solve_rt_ext(tv2))), alpha_n)
+            t4 = solve_r_ext(_ext_product(arith, Q.T, tv1))
+            return ru(np.concatenate([arith.to_double(arith.add(t1, t2)), arith.to_double(arith.add(t3, t4))]))
+
+        def precondition_ext(v: Any) -> Any:
+            r, s = v[:m], v[m:]
+            qr = ext_matvec(arith, Q.T, r)
+            rts = solve_rt_ext(arith.from_double(s))
+            t1 = arith.div_double(arith.sub(arith.from_double(r), _ext_product(arith, Q, qr)), alpha_m)
+            t4 = arith.mul_double(solve_r_ext(rts), -alpha_n)
+            return ru(np.concatenate([arith.to_double(arith.add(t1, _ext_product(arith, Q, rts))),
+                                      arith.to_double(arith.add(solve_r_ext(qr), t4))]))
+
+        return apply_ext, precondition_ext
+
+    rp = Rounder(up, HOST)
     a = float(rp(np.array([F.alpha]))[0])
-    upper = (np.eye(n), R, np.arange(n))
-    lower_reversed = (np.eye(n), R.T[::-1, ::-1], np.arange(n))  # J R^T J is upper triangular
 
     def mul(M: Any, v: Any) -> Any:
         return matmul_on(HOST, M, v, up)
 
     def solve_r(v: Any) -> Any:  # R \ v
-        return solve_on(HOST, upper, v, up)
+        return solve_on(HOST, (eye, R, order), v, up)
 
     def solve_rt(v: Any) -> Any:  # R' \ v
-        return solve_on(HOST, lower_reversed, v[::-1], up)[::-1]
+        return solve_on(HOST, (eye, R.T[::-1, ::-1], order), v[::-1], up)[::-1]
 
     def project(v: Any) -> Any:  # v - Q (Q' v)
         return rp(v - mul(Q, mul(Q.T, v)))
@@ -878,8 +927,9 @@ def ls_ir(
     u, ur : chop options or str, optional
         Working and residual precisions, as for :func:`lu_ir`.
     up : chop options or str, optional
-        Precision of the preconditioned operator in GMRES (default ``u``); a chop format (the
-        codes' quad is not offered here).
+        Precision in which GMRES applies the preconditioned operator (default ``ur``, as
+        gmreslsir3 does in quad with ``precr = 4``): a chop format, ``'q'`` (double-double) or
+        ``'binary128'`` (mpmath; slow).
     max_iter, tol, stop, gmres_tol, gmres_maxit
         As for :func:`gmres_ir`, on the augmented system of size ``m + n`` (default
         ``tol = (m + n) u``; ``stop='all'`` measures the forward error against its
@@ -914,9 +964,7 @@ def ls_ir(
     a, rhs = (np.array(v, dtype=np.float64) for v in float_operands(HOST, A, b))
     if a.ndim != 2 or a.shape[0] < a.shape[1] or rhs.shape != (a.shape[0],):
         raise ValueError("need an m x n matrix A with m >= n and a vector b of m entries")
-    upp = u if up is None else up
-    if extended_kind(upp) is not None:
-        raise ValueError(f"ls_ir applies its preconditioner in a chop format, got up={up!r}")
+    upp = ur if up is None else up
     m, n = a.shape
     ru = Rounder(u, HOST)
     Au = ru(a)

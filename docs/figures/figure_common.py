@@ -144,3 +144,71 @@ def _dumps(value, indent: str = "") -> str:
     if isinstance(value, list) and any(isinstance(item, (dict, list)) for item in value):
         return "[\n" + ",\n".join(inner + _dumps(item, inner) for item in value) + "\n" + indent + "]"
     return json.dumps(value)
+
+
+def refinement_panels(panels: list, styles: tuple, legend, title, ylabels: tuple, suptitle: str,
+                      xlim=None, floor: float = 1e-18):
+    """The figure of a refinement study: per panel (a column), forward errors above and backward
+    errors below, one line per run, against the refinement step, with double's unit roundoff dotted.
+
+    Parameters
+    ----------
+    panels : list of dict
+        Each with ``runs``, a list of dicts holding ``forward_error`` and ``backward_error``.
+    styles : tuple of str
+        Matplotlib format strings, one per run of a panel.
+    legend, title : callable
+        ``legend(run, row)``: a line's label (``row`` 0 above, 1 below); ``title(panel)``: a
+        column's title.
+    ylabels : tuple of str
+        The labels of the upper and the lower row.
+    suptitle : str
+        The figure's title.
+    xlim : tuple of float, optional
+        The step axis's limits (default: integer ticks, as far as the runs go).
+    floor : float, optional
+        Where errors that are exactly 0 are drawn (log axes).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    from matplotlib.ticker import MaxNLocator
+
+    fig, axes = plt.subplots(2, len(panels), figsize=(3.6 * len(panels), 6), squeeze=False, sharey="row")
+    for col, panel in enumerate(panels):
+        for run, style in zip(panel["runs"], styles):
+            for row, key in ((0, "forward_error"), (1, "backward_error")):
+                errors = [max(e, floor) for e in run[key]]
+                axes[row, col].semilogy(range(len(errors)), errors, style, label=legend(run, row))
+        for row in (0, 1):
+            axes[row, col].axhline(2.0**-53, color="k", ls=":", lw=1)
+            axes[row, col].set_xlabel("refinement step")
+            if xlim is not None:
+                axes[row, col].set_xlim(*xlim)
+            else:
+                axes[row, col].xaxis.set_major_locator(MaxNLocator(integer=True))
+        axes[0, col].set_title(title(panel), fontsize=9)
+        axes[0, col].legend(fontsize=7)
+    axes[0, 0].set_ylabel(ylabels[0])
+    axes[1, 0].set_ylabel(ylabels[1])
+    fig.suptitle(suptitle, fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def iterations_legend(name_key: str, iterations_key: str):
+    """A ``legend(run, row)`` for :func:`refinement_panels`: the run's name, and above also its
+    status and inner iterations per step (``run[iterations_key]``, joined by ``+``)."""
+
+    def legend(run: dict, row: int) -> str:
+        if row:
+            return run[name_key]
+        return f"{run[name_key]} ({run['status']}; {'+'.join(map(str, run[iterations_key]))} its)"
+
+    return legend
+
+
+def every_run(d: dict) -> list:
+    """The runs of all the panels of a refinement study's data, in order."""
+    return [run for panel in d["panels"] for run in panel["runs"]]

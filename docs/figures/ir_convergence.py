@@ -23,7 +23,7 @@ import sys
 
 import numpy as np
 
-from figure_common import ROOT, plt, save
+from figure_common import ROOT, refinement_panels, save
 
 from pychop_compat import linalg  # noqa: E402
 
@@ -82,25 +82,13 @@ def caption_facts(d: dict) -> list:
 
 def main(out_dir=None, quick: bool = False):
     d = data(quick)
-    panels = d["panels"]
-    fig, axes = plt.subplots(2, len(panels), figsize=(3.6 * len(panels), 6), squeeze=False, sharey="row")
-    for col, panel in enumerate(panels):
-        for run, style in zip(panel["runs"], ("r-x", "b-o")):
-            for row, key in ((0, "forward_error"), (1, "backward_error")):
-                errors = np.maximum(run[key], FLOOR)
-                label = f"{run['method']} ({run['status']}, {run['steps']} steps)" if row == 0 else run["method"]
-                axes[row, col].semilogy(range(len(errors)), errors, style, label=label)
-        for row in (0, 1):
-            axes[row, col].axhline(2.0**-53, color="k", ls=":", lw=1)
-            axes[row, col].set_xlabel("refinement step")
-            axes[row, col].set_xlim(-0.5, d["max_iter"] + 0.5)
-        axes[0, col].set_title(f"n = {d['n']}, kappa_2 = {panel['kappa']:.0e}", fontsize=9)
-        axes[0, col].legend(fontsize=7)
-    axes[0, 0].set_ylabel("forward error")
-    axes[1, 0].set_ylabel("normwise backward error")
-    fig.suptitle("fp16 LU factors, double working precision, double-double residuals (dotted: u = 2^-53)",
-                 fontsize=9)
-    fig.tight_layout()
+    fig = refinement_panels(
+        d["panels"], ("r-x", "b-o"),
+        lambda run, row: f"{run['method']} ({run['status']}, {run['steps']} steps)" if row == 0 else run["method"],
+        lambda panel: f"n = {d['n']}, kappa_2 = {panel['kappa']:.0e}",
+        ("forward error", "normwise backward error"),
+        "fp16 LU factors, double working precision, double-double residuals (dotted: u = 2^-53)",
+        xlim=(-0.5, d["max_iter"] + 0.5), floor=FLOOR)
     return [save(fig, "ir_convergence", out_dir, data=d)]
 
 

@@ -3,7 +3,8 @@
 Kernels (:func:`dot`, :func:`matvec`, :func:`matmul`), LU factorization with
 partial pivoting (:func:`lu`, the research codes' :func:`lutx_chop`),
 Cholesky and QR factorizations (:func:`chol_lp`, :func:`house_qr_lp`), triangular solves (:func:`solve`) and iterative
-refinement in three precisions (:func:`lu_ir`, :func:`gmres_ir`), every
+refinement in three precisions (:func:`lu_ir`, :func:`gmres_ir`, :func:`cg_ir`, and
+:func:`ls_ir` for least squares), every
 floating-point operation rounded by :func:`pychop_compat.chop` semantics.
 
 The conventions (precision arguments, what is rounded, the order of the chop
@@ -14,7 +15,7 @@ the "Linear algebra in simulated precision" page of the documentation
 
 from .products import dot, matmul, matvec
 from .lu import LUResult, lu, lutx_chop, solve
-from .refinement import IRResult, gmres_ir, lu_ir
+from .refinement import IRResult, LSIRResult, cg_ir, gmres_ir, ls_ir, lu_ir
 from .gallery import gallery_randsvd, randsvd
 from .norms import cond, norm
 from .errors import SingularMatrixWarning
@@ -33,7 +34,10 @@ __all__ = [
     "solve",
     "lu_ir",
     "gmres_ir",
+    "cg_ir",
+    "ls_ir",
     "IRResult",
+    "LSIRResult",
     "randsvd",
     "gallery_randsvd",
     "norm",

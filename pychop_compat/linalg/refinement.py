@@ -1,4 +1,8 @@
-"""Iterative refinement in three precisions: :func:`lu_ir` and :func:`gmres_ir`.
+"""Iterative refinement in three precisions: :func:`lu_ir`, :func:`gmres_ir` (LU or Cholesky
+factors), :func:`cg_ir` for symmetric positive definite systems and :func:`ls_ir` for least squares.
+
+:func:`cg_ir`, :func:`ls_ir` and the Cholesky route of :func:`gmres_ir` compute on the host
+(their factorizations are the research codes' NumPy ports).
 
 GMRES's Hessenberg matrix, Givens rotations and triangular solve are host scalars for every
 library; LAPACK or scaled factors, binary128 and ``stop='all'`` without ``x_true`` run on a host
@@ -7,6 +11,7 @@ copy (:func:`~pychop_compat.linalg.arrays.on_host`).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
@@ -15,12 +20,16 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .arrays import HOST, Arrays, arrays_for, ieee, on_host
-from .common import OptionsLike, Rounder, extended_kind, float_operands, unit_roundoff
+from .cholesky import chol_lp
+from .common import OptionsLike, Rounder, chop_object, extended_kind, float_operands, unit_roundoff
 from .extended import arithmetic, ext_lu_solve, ext_matvec, quick_two_sum, residual_dd, two_sum
 from .lu import LUResult, factorize, needs_host, solve_on
 from .products import matmul_on
+from .qr import house_qr_lp
+from .scaling import Scaling, spd_diag_scale
 
-__all__ = ["IRResult", "lu_ir", "gmres_ir", "extended_solution", "STATUSES", "STOPS"]
+__all__ = ["IRResult", "LSIRResult", "lu_ir", "gmres_ir", "cg_ir", "ls_ir", "extended_solution", "STATUSES",
+           "STOPS"]
 
 STATUSES = ("converged", "singular", "diverged", "stagnated", "maxiter")
 STOPS = ("backward", "all", "change")
@@ -51,12 +60,14 @@ class IRResult:
     changes : list of float
         ``||x_{i+1} - x_i|| / ||x_{i+1}||`` of each accepted step.
     gmres_iterations : list of int
-        GMRES iterations of each step (empty for LU-IR; after a divergence, the
-        last entry is that of the rejected step).
+        GMRES iterations of each step, CG iterations for :func:`cg_ir` (empty for LU-IR; after
+        a divergence, the last entry is that of the rejected step).
     factors : LUResult
         The LU factors computed in precision ``uf``.
     stop, tol : str, float
         The stopping rule and tolerance used.
+    inner_solver : str
+        ``'GMRES'``, or ``'CG'`` for :func:`cg_ir` (the heading of :meth:`table`'s last column).
     """
 
     x: np.ndarray
@@ -70,6 +81,7 @@ class IRResult:
     componentwise_error: list = field(default_factory=list)
     stop: str = "backward"
     tol: float = 0.0
+    inner_solver: str = "GMRES"
 
     @property
     def iterations(self) -> int:
@@ -79,7 +91,7 @@ class IRResult:
     def table(self) -> str:
         """The iteration history as a text table (one row per iterate ``x_i``)."""
         head = (f"{'iter':>4}  {'backward err':>12}  {'forward err':>12}  "
-                f"{'rel. change':>11}  {'GMRES its':>9}")
+                f"{'rel. change':>11}  {self.inner_solver + ' its':>9}")
         lines = [head, "-" * len(head)]
         for i, be in enumerate(self.backward_error):
             fe = self.forward_error[i] if self.forward_error is not None else float("nan")
@@ -189,8 +201,10 @@ def _host_only(up: OptionsLike, ur: OptionsLike, x_true: Any, scaling: Any, thet
 
 def _refine(arrays: Arrays, A: Any, b: Any, uf: OptionsLike, u: OptionsLike, ur: OptionsLike,
             correction: Callable, x_true: Any, max_iter: int, tol: Optional[float], stop: str,
-            lu_options: dict) -> IRResult:
-    """The loop of :func:`lu_ir` and :func:`gmres_ir`; ``correction(F, Au, r)``: ``(d, GMRES iterations or None)``."""
+            factor: Callable, initial: Optional[Callable] = None) -> IRResult:
+    """The loop of every refinement here: ``factor(A)`` gives the factors ``F`` (``F.singular``),
+    ``initial(F, b)`` the first iterate (default: solved with ``F`` as LU factors) and
+    ``correction(F, Au, r)`` ``(d, inner iterations or None)``."""
     A, b = (arrays.float_copy(v, False) for v in float_operands(arrays, A, b))
     if A.ndim != 2 or A.shape[0] != A.shape[1] or tuple(b.shape) != (A.shape[0],):
         raise ValueError("need a square A and a vector b of matching size")
@@ -209,7 +223,7 @@ def _refine(arrays: Arrays, A: Any, b: Any, uf: OptionsLike, u: OptionsLike, ur:
     normA = float(np.max(np.sum(np.abs(arrays.to_host(Au)), axis=1))) if n else 0.0
     normb = arrays.max_abs(bu)
     xt = None if x_true is None else arrays.float_copy(x_true, False)
-    F = factorize(arrays, A, uf, **lu_options)
+    F = factor(A)
     if xt is None and stop == "all" and not F.singular:
         if n and arrays.all_finite(Au) and arrays.all_finite(bu):
             xt = arrays.asarray(extended_solution(arrays.to_host(Au), arrays.to_host(bu)))
@@ -218,7 +232,7 @@ def _refine(arrays: Arrays, A: Any, b: Any, uf: OptionsLike, u: OptionsLike, ur:
     if F.singular:
         out.status = "singular"
         return out
-    x = solve_on(arrays, F, bu, _solve_precision(F, uf, u))
+    x = solve_on(arrays, F, bu, _solve_precision(F, uf, u)) if initial is None else initial(F, bu)
     if not arrays.all_finite(x):
         x = arrays.zeros(bu.shape, bu.dtype)  # as gmresir3: start from 0 when x_0 overflowed
     x = ru(x)
@@ -338,7 +352,20 @@ def lu_ir(
         return Rounder(u, arrays)(solve_on(arrays, F, arrays.divide(r, s), _solve_precision(F, uf, u)) * s), None
 
     return _refine(arrays, A, b, uf, u, ur, correction, x_true, max_iter, tol, stop,
-                   dict(scaling=scaling, theta=theta, method=lu_method))
+                   lambda a: factorize(arrays, a, uf, scaling=scaling, theta=theta, method=lu_method))
+
+
+def _unit_residual_correction(arrays: Arrays, u: OptionsLike, inner: Callable) -> Callable:
+    """The correction of gmresir3 and cgir3: ``inner(F, Au, v)`` (``(d, iterations)``) solves
+    for ``v = fl_u(r / ||r||_inf)`` and ``d`` is scaled back, ``fl_u(||r||_inf d)``."""
+    ru = Rounder(u, arrays)
+
+    def correction(F: LUResult, Au: Any, r: Any) -> tuple:
+        s = _residual_scale(arrays, r, power_of_two=False)
+        d, its = inner(F, Au, ru(arrays.divide(r, s)))
+        return ru(d * s), its
+
+    return correction
 
 
 def _residual_scale(arrays: Arrays, r: Any, power_of_two: bool) -> float:
@@ -369,18 +396,11 @@ def _givens_column(H: np.ndarray, cs: np.ndarray, sn: np.ndarray, g: np.ndarray,
     return hj1
 
 
-def _gmres(arrays: Arrays, A: Any, r: Any, F: LUResult, u: OptionsLike, up: OptionsLike, tol: float,
-           maxit: Optional[int]) -> tuple:
-    """Left-preconditioned GMRES for ``M^{-1} A d = M^{-1} r``, ``M = P^T L U``, from ``d = 0``:
-    ``(d, iterations)``; every operation rounded to ``u``, ``M^{-1} A`` and ``M^{-1} r`` in ``up``."""
+def _factor_preconditioner(arrays: Arrays, A: Any, F: LUResult, u: OptionsLike, up: OptionsLike) -> tuple:
+    """GMRES's operator for the factors ``F`` (``M = P^T L U``, scaled or not): ``(apply,
+    precondition)``, ``apply(v) = M^{-1} A v`` and ``precondition(r) = M^{-1} r`` in precision
+    ``up`` (a chop format, or an extended arithmetic), rounded to ``u``."""
     ru = Rounder(u, arrays)
-    ru_host = Rounder(u, HOST)
-    n = r.shape[0]
-    maxit = n if maxit is None else int(maxit)
-
-    def nrm2(v: Any) -> Any:
-        return ru(arrays.xp.sqrt(matmul_on(arrays, v, v, u)))
-
     kind = extended_kind(up)
     if kind is not None:
         arith = arithmetic(kind, arrays)
@@ -388,13 +408,36 @@ def _gmres(arrays: Arrays, A: Any, r: Any, F: LUResult, u: OptionsLike, up: Opti
         def apply(v: Any) -> Any:  # M^{-1} A v in extended precision, rounded to u
             return ru(arith.to_double(ext_lu_solve(arith, F, ext_matvec(arith, A, v))))
 
-        z = ru(arith.to_double(ext_lu_solve(arith, F, arith.from_double(r))))
-    else:
+        def precondition(r: Any) -> Any:
+            return ru(arith.to_double(ext_lu_solve(arith, F, arith.from_double(r))))
 
-        def apply(v: Any) -> Any:  # M^{-1} A v in precision up
-            return ru(solve_on(arrays, F, matmul_on(arrays, A, v, up), up))
+        return apply, precondition
 
-        z = ru(solve_on(arrays, F, r, up))
+    def apply_up(v: Any) -> Any:  # M^{-1} A v in precision up
+        return ru(solve_on(arrays, F, matmul_on(arrays, A, v, up), up))
+
+    def precondition_up(r: Any) -> Any:
+        return ru(solve_on(arrays, F, r, up))
+
+    return apply_up, precondition_up
+
+
+def _gmres(arrays: Arrays, r: Any, u: OptionsLike, tol: float, maxit: Optional[int],
+           preconditioned: tuple) -> tuple:
+    """Left-preconditioned GMRES for ``M^{-1} A d = M^{-1} r`` from ``d = 0``: ``(d, iterations)``;
+    every operation rounded to ``u`` but ``preconditioned = (apply, precondition)``, the maps
+    ``v -> M^{-1} A v`` and ``r -> M^{-1} r`` (:func:`_factor_preconditioner`, or the augmented
+    system's of :func:`ls_ir`)."""
+    ru = Rounder(u, arrays)
+    ru_host = Rounder(u, HOST)
+    n = r.shape[0]
+    maxit = n if maxit is None else int(maxit)
+    apply, precondition = preconditioned
+
+    def nrm2(v: Any) -> Any:
+        return ru(arrays.xp.sqrt(matmul_on(arrays, v, v, u)))
+
+    z = precondition(r)
     beta_array = nrm2(z)
     beta = arrays.scalar(beta_array)
     if beta == 0 or not math.isfinite(beta):
@@ -448,6 +491,8 @@ def gmres_ir(
     scaling: Optional[str] = None,
     theta: Optional[float] = None,
     lu_method: str = "chopped",
+    factorization: str = "lu",
+    perturbation: float = 0.0,
 ) -> IRResult:
     """GMRES-based iterative refinement in three precisions (Carson & Higham 2018).
 
@@ -471,6 +516,13 @@ def gmres_ir(
         GMRES stops at a relative preconditioned residual norm ``<= gmres_tol`` (default 1e-6).
     gmres_maxit : int, optional
         Maximum GMRES iterations per refinement step (default ``n``).
+    factorization : {'lu', 'cholesky'}, optional
+        ``'cholesky'``: the preconditioner is a Cholesky factorization in ``uf`` (``'h'`` or
+        ``'b'``), computed as :func:`cg_ir` computes it (gmresir3's ``scale.type = 'p'``; Higham
+        & Pranesh 2021); ``scaling`` is then None or ``'positive'`` (``'p'``), and ``theta`` and
+        ``perturbation`` are those of :func:`cg_ir`.
+    perturbation : float, optional
+        That of :func:`cg_ir` (``factorization='cholesky'`` only; default 0).
 
     Returns
     -------
@@ -496,16 +548,452 @@ def gmres_ir(
     """
     arrays = arrays_for(A, b, x_true)
     upp = ur if up is None else up
-    if arrays is not HOST and _host_only(upp, ur, x_true, scaling, theta, lu_method, stop):
+    if factorization not in ("lu", "cholesky"):
+        raise ValueError(f"factorization must be 'lu' or 'cholesky', got {factorization!r}")
+    cholesky = factorization == "cholesky"
+    if arrays is not HOST and (cholesky or _host_only(upp, ur, x_true, scaling, theta, lu_method, stop)):
         return on_host(gmres_ir, arrays, A, b, uf, u, ur, up=up, x_true=x_true, max_iter=max_iter, tol=tol,
                        gmres_tol=gmres_tol, gmres_maxit=gmres_maxit, stop=stop, scaling=scaling, theta=theta,
-                       lu_method=lu_method)
-    ru = Rounder(u, arrays)
-
-    def correction(F: LUResult, Au: Any, r: Any) -> tuple:
-        s = _residual_scale(arrays, r, power_of_two=False)
-        d, its = _gmres(arrays, Au, ru(arrays.divide(r, s)), F, u, upp, gmres_tol, gmres_maxit)
-        return ru(d * s), its
-
+                       lu_method=lu_method, factorization=factorization, perturbation=perturbation)
+    if cholesky and lu_method != "chopped":
+        raise ValueError("factorization='cholesky' computes its factor with chol_lp (lu_method='chopped')")
+    correction = _unit_residual_correction(arrays, u, lambda F, Au, v: _gmres(
+        arrays, v, u, gmres_tol, gmres_maxit, _factor_preconditioner(arrays, Au, F, u, upp)))
+    if cholesky:
+        return _refine(arrays, A, b, uf, u, ur, correction, x_true, max_iter, tol, stop,
+                       lambda a: _cholesky_factors(a, uf, scaling, theta, perturbation))
     return _refine(arrays, A, b, uf, u, ur, correction, x_true, max_iter, tol, stop,
-                   dict(scaling=scaling, theta=theta, method=lu_method))
+                   lambda a: factorize(arrays, a, uf, scaling=scaling, theta=theta, method=lu_method))
+
+
+_CHOLESKY_SCALINGS = {None: None, "none": None, "positive": "positive", "p": "positive"}
+
+
+def _cholesky_factors(A: np.ndarray, uf: OptionsLike, scaling: Optional[str], theta: Optional[float],
+                      perturbation: float) -> LUResult:
+    """The Cholesky preconditioner of gmresir3.m and cgir3.m (``scale.type = 'p'``) as LU factors.
+
+    ``scaling='positive'``: ``A_s = mu (D A D + c u_f I)`` (:func:`spd_diag_scale`, ``mu = theta
+    xmax``); else ``A_s = A + c u_f diag(A)``; then ``R = chol_lp(A_s, uf)``.  ``R^T R`` is stored
+    as ``L = R^T diag(R)^{-1}`` (unit lower, one double rounding per entry) and ``U = diag(R) R``
+    (exact), with the scaling ``(d, d, mu)`` undone by the solves; ``info = 1`` when ``chol_lp``
+    met a pivot ``<= 0``."""
+    try:
+        kind = _CHOLESKY_SCALINGS[scaling]
+    except (KeyError, TypeError):
+        raise ValueError(f"the Cholesky factorization's scaling must be None or 'positive' ('p'), "
+                         f"got {scaling!r}") from None
+    params = tuple(chop_object(uf).options.params or ())
+    formats: dict = {(11, 15): "h", (8, 127): "b"}
+    fmt = formats.get(params)
+    if fmt is None:
+        raise ValueError(f"the Cholesky factorization runs in fp16 or bfloat16 (chol_lp), got uf={uf!r}")
+    a = np.array(A, dtype=np.float64)
+    n = a.shape[0]
+    shift = float(perturbation) * unit_roundoff(fmt)
+    scale = None
+    if kind == "positive":
+        from ..formats import lookup_format
+
+        a, d, _ = spd_diag_scale(a)
+        mu = (0.1 if theta is None else float(theta)) * lookup_format(fmt).xmax
+        a = mu * (a + shift * np.eye(n))
+        scale = Scaling(d, d.copy(), mu)
+    else:
+        a = a + shift * np.diag(np.diag(a))
+    R, flag = chol_lp(a, fmt)
+    pivots = np.diag(R)
+    return LUResult(R.T / pivots[None, :], pivots[:, None] * R, np.arange(n), int(flag), scale)
+
+
+def _multiply(arrays: Arrays, A: Any, u: OptionsLike, up: OptionsLike) -> Callable:
+    """``v -> A v`` in precision ``up`` (a chop format or an extended arithmetic), rounded to ``u``."""
+    ru = Rounder(u, arrays)
+    kind = extended_kind(up)
+    if kind is not None:
+        arith = arithmetic(kind, arrays)
+        return lambda v: ru(arith.to_double(ext_matvec(arith, A, v)))
+    return lambda v: ru(matmul_on(arrays, A, v, up))
+
+
+def _pcg(arrays: Arrays, rhs: Any, u: OptionsLike, tol: float, maxit: Optional[int], multiply: Callable,
+         precondition: Callable) -> tuple:
+    """Preconditioned conjugate gradients for ``A d = rhs`` from ``d = 0``: ``(d, iterations)``.
+
+    The loop of ``pcg_dd.m``, ``pcg_sd.m`` and ``pcg_dq.m`` (Saad, Algorithm 9.2): every
+    operation rounded to ``u`` but ``multiply(v) = A v`` and ``precondition(r) = M^{-1} r``; it
+    stops after the iteration at which ``||r_k||_2 / ||rhs||_2 < tol`` (the codes' ``nbe``, whose
+    ``||A|| ||x_0||`` term is 0) or after ``maxit`` (default ``n``) iterations."""
+    ru = Rounder(u, arrays)
+    n = rhs.shape[0]
+    maxit = n if maxit is None else int(maxit)
+
+    def dot(v: Any, w: Any) -> Any:
+        return matmul_on(arrays, v, w, u)
+
+    def nrm2(v: Any) -> Any:
+        return ru(arrays.xp.sqrt(dot(v, v)))
+
+    d = arrays.zeros(rhs.shape, rhs.dtype)
+    denom = nrm2(rhs)
+    if arrays.scalar(denom) == 0 or not math.isfinite(arrays.scalar(denom)):
+        return d, 0
+    r = rhs
+    z = precondition(r)
+    p = z
+    its = 0
+    for its in range(1, maxit + 1):
+        Ap = multiply(p)
+        numer = dot(r, z)
+        alpha = ru(arrays.divide(numer, dot(p, Ap)))
+        d = ru(d + ru(alpha * p))
+        r = ru(r - ru(alpha * Ap))
+        if arrays.scalar(ru(arrays.divide(nrm2(r), denom))) < tol:
+            break
+        z = precondition(r)
+        p = ru(z + ru(ru(arrays.divide(dot(r, z), numer)) * p))
+    return d, its
+
+
+@ieee
+def cg_ir(
+    A: ArrayLike,
+    b: ArrayLike,
+    uf: OptionsLike = "h",
+    u: OptionsLike = "d",
+    ur: OptionsLike = "q",
+    *,
+    scaling: Optional[str] = None,
+    theta: Optional[float] = None,
+    perturbation: float = 0.0,
+    up: OptionsLike = None,
+    cg_tol: float = 1e-6,
+    cg_maxit: Optional[int] = None,
+    x_true: Optional[ArrayLike] = None,
+    max_iter: int = 10,
+    tol: Optional[float] = None,
+    stop: str = "backward",
+) -> IRResult:
+    """CG-based iterative refinement in three precisions with a low-precision Cholesky
+    preconditioner (Higham & Pranesh 2021).
+
+    Source: ``cgir3.m`` with ``PCG/pcg_dd.m``, ``pcg_sd.m``, ``pcg_dq.m`` and ``chol_lp.m`` of
+    github.com/SrikaraPranesh/Multi_precision_NLA_kernels (commit fb3a2d7, 2021-02-16); checked
+    against GNU Octave runs of ``cgir3.m`` (precisions half, double, double) with ``chop.m``
+    (``tests/data/research_spd_ls``).  As :func:`gmres_ir`, but the factors are ``R^T R`` in
+    ``uf`` and each correction is computed by preconditioned CG.
+
+    Parameters
+    ----------
+    A, b : array_like
+        Symmetric positive definite system ``A x = b`` (``A`` exactly symmetric).
+    uf, u, ur, up, x_true, max_iter, tol, stop
+        As for :func:`gmres_ir`; ``uf`` is fp16 (``'h'``, default) or bfloat16 (``'b'``);
+        ``up`` (default ``ur``, as cgir3 chooses ``pcg_dd`` or ``pcg_dq``) is the precision of
+        the products ``A p`` and of the solves with ``R^T R`` inside CG.
+    cg_tol : float, optional
+        CG stops when ``||r_k||_2 / ||r_0||_2 < cg_tol`` (default 1e-6).
+    cg_maxit : int, optional
+        Maximum CG iterations per refinement step (default ``n``, the codes').
+    scaling : {None, 'positive', 'p'}, optional
+        ``'positive'``: factorize ``mu (D A D + c u_f I)``, ``D = diag(a_ii)^{-1/2}``
+        (:func:`spd_diag_scale`), ``mu = theta xmax`` (the codes' ``scale.flag = 1``); default:
+        ``A + c u_f diag(A)``, unscaled.
+    theta : float, optional
+        The squeeze's fraction of ``uf``'s largest number (default 0.1; with scaling only).
+    perturbation : float, optional
+        The codes' ``scale.pert``, ``c`` above (default 0).
+
+    Returns
+    -------
+    IRResult
+        ``gmres_iterations`` holds the CG iterations of each step (``inner_solver = 'CG'``);
+        ``factors`` the LU form
+        ``L = R^T diag(R)^{-1}``, ``U = diag(R) R`` of the Cholesky factor (scaling in
+        ``factors.scaling``); ``status`` is ``'singular'`` when ``chol_lp`` met a pivot ``<= 0``.
+
+    Notes
+    -----
+    The loop is :func:`gmres_ir`'s (its stopping rule and statuses; cgir3 stops on
+    ``nbe <= n u`` as ``stop='backward'`` does): ``x_0`` solves with the factors (in ``uf``,
+    in ``u`` with scaling), the residual is computed in ``ur``, scaled to unit infinity norm,
+    and the correction is CG's (``x`` from 0, every operation in ``u`` except ``A p`` and
+    ``M^{-1} r`` in ``up``), scaled back and added in ``u``.  cgir3 solves for ``x_0`` in double
+    and rounds each triangular solve to ``uf``; with Octave's runs the iterates agree to the
+    accuracy of the solution, not bit for bit (Octave's products are BLAS's).
+
+    References
+    ----------
+    N. J. Higham and S. Pranesh, Exploiting lower precision arithmetic in solving symmetric
+    positive definite linear systems and least squares problems, SIAM J. Sci. Comput. 43(1),
+    A258-A277, 2021.
+    """
+    arrays = arrays_for(A, b, x_true)
+    upp = ur if up is None else up
+    if arrays is not HOST:
+        return on_host(cg_ir, arrays, A, b, uf, u, ur, up=up, x_true=x_true, max_iter=max_iter, tol=tol,
+                       cg_tol=cg_tol, cg_maxit=cg_maxit, stop=stop, scaling=scaling, theta=theta,
+                       perturbation=perturbation)
+    correction = _unit_residual_correction(arrays, u, lambda F, Au, v: _pcg(
+        arrays, v, u, cg_tol, cg_maxit, _multiply(arrays, Au, u, upp), _factor_preconditioner(arrays, Au, F, u, upp)[1]))
+    out = _refine(arrays, A, b, uf, u, ur, correction, x_true, max_iter, tol, stop,
+                  lambda a: _cholesky_factors(a, uf, scaling, theta, perturbation))
+    out.inner_solver = "CG"
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class _QRFactors:
+    """The ``uf`` QR factors of a least-squares problem: ``Q`` (``m x n``), ``R`` and ``alpha``."""
+
+    Q: np.ndarray
+    R: np.ndarray
+    alpha: float
+
+    @property
+    def singular(self) -> bool:
+        return not (np.all(np.isfinite(self.Q)) and np.all(np.isfinite(self.R)) and np.all(np.diag(self.R) != 0)
+                    and math.isfinite(self.alpha) and self.alpha > 0)
+
+
+def _qr_factors(A: np.ndarray, uf: OptionsLike, theta: float) -> _QRFactors:
+    """gmreslsir3.m's QR factors: fp16 by :func:`house_qr_lp` of ``chop(mu A D)``, ``D =
+    diag(1 ./ ||a_j||_2)``, ``mu = theta xmax``, unscaled ``R = (1/mu) R_s diag(1 ./ d)``; single
+    or double by LAPACK; ``alpha = 2^(-1/2) sigma_min(R)``."""
+    params = tuple(chop_object(uf).options.params or ())
+    if params == (11, 15):
+        column_scale = 1.0 / np.linalg.norm(A, axis=0)
+        mu = float(theta) * 65504.0
+        Q, R = house_qr_lp(Rounder("h", HOST)((mu * A) * column_scale[None, :]), 0)
+        R = ((1.0 / mu) * R) * (1.0 / column_scale)[None, :]
+    elif params in ((24, 127), (53, 1023)):
+        Q, R = (v.astype(np.float64) for v in np.linalg.qr(A.astype(np.float32 if params[0] == 24 else np.float64)))
+    else:
+        raise ValueError(f"ls_ir's QR factorization runs in fp16, single or double, got uf={uf!r}")
+    if not (np.all(np.isfinite(Q)) and np.all(np.isfinite(R))):
+        return _QRFactors(Q, R, math.nan)
+    return _QRFactors(Q, R, 2.0**-0.5 * float(np.min(np.linalg.svd(R, compute_uv=False))))
+
+
+def _ext_product(arith: Any, M: np.ndarray, v: Any) -> Any:
+    """``M v`` in the extended arithmetic for an extended vector ``v``: the columns of ``M`` times
+    the entries of ``v``, added in order ``k = 0, 1, ...``."""
+    rows = M.shape[0]
+    s = arith.from_double(np.zeros(rows))
+    for k in range(M.shape[1]):
+        s = arith.add(s, arith.mul_double(arith.take(v, np.full(rows, k)), M[:, k]))
+    return s
+
+
+def _augmented_preconditioner(A: np.ndarray, F: _QRFactors, u: OptionsLike, up: OptionsLike) -> tuple:
+    """``(apply, precondition)`` of the scaled augmented system ``K = [alpha I, A; A^T, 0]`` with
+    ``M = [alpha I, Q R; R^T Q^T, 0]``: ``MA_dq`` and ``Mb_dq`` of ``GMRES/lsqgmres_dq.m``
+    (``ptype = 1``), every operation in ``up`` (a chop format, or an extended arithmetic), the
+    results rounded to ``u``."""
+    ru = Rounder(u, HOST)
+    Q, R = F.Q, F.R
+    m, n = Q.shape
+    eye, order = np.eye(n), np.arange(n)
+    reverse = order[::-1]
+    kind = extended_kind(up)
+    if kind is not None:
+        arith = arithmetic(kind)
+        upper, lower_reversed = LUResult(eye, R, order), LUResult(eye, R.T[::-1, ::-1].copy(), order)
+        alpha_m, alpha_n = np.full(m, F.alpha), np.full(n, F.alpha)
+
+        def solve_r_ext(c: Any) -> Any:  # R \ c
+            return ext_lu_solve(arith, upper, c)
+
+        def solve_rt_ext(c: Any) -> Any:  # R' \ c: J R' J is upper triangular
+            return arith.take(ext_lu_solve(arith, lower_reversed, arith.take(c, reverse)), reverse)
+
+        def project_ext(v: Any) -> Any:  # v - Q (Q' v)
+            return arith.sub(v, _ext_product(arith, Q, _ext_product(arith, Q.T, v)))
+
+        def apply_ext(v: Any) -> Any:
+            r, s = v[:m], v[m:]
+            tv1, tv2 = ext_matvec(arith, A, s), ext_matvec(arith, A.T, r)
+            qr = ext_matvec(arith, Q.T, r)
+            t1 = arith.add(arith.sub(arith.from_double(r), _ext_product(arith, Q, qr)),
+                           _ext_product(arith, Q, solve_rt_ext(tv2)))
+            t2 = arith.div_double(project_ext(tv1), alpha_m)
+            t3 = arith.mul_double(arith.sub(solve_r_ext(qr), solve_r_ext(solve_rt_ext(tv2))), alpha_n)
+            t4 = solve_r_ext(_ext_product(arith, Q.T, tv1))
+            return ru(np.concatenate([arith.to_double(arith.add(t1, t2)), arith.to_double(arith.add(t3, t4))]))
+
+        def precondition_ext(v: Any) -> Any:
+            r, s = v[:m], v[m:]
+            qr = ext_matvec(arith, Q.T, r)
+            rts = solve_rt_ext(arith.from_double(s))
+            t1 = arith.div_double(arith.sub(arith.from_double(r), _ext_product(arith, Q, qr)), alpha_m)
+            t4 = arith.mul_double(solve_r_ext(rts), -alpha_n)
+            return ru(np.concatenate([arith.to_double(arith.add(t1, _ext_product(arith, Q, rts))),
+                                      arith.to_double(arith.add(solve_r_ext(qr), t4))]))
+
+        return apply_ext, precondition_ext
+
+    rp = Rounder(up, HOST)
+    a = float(rp(np.array([F.alpha]))[0])
+
+    def mul(M: Any, v: Any) -> Any:
+        return matmul_on(HOST, M, v, up)
+
+    def solve_r(v: Any) -> Any:  # R \ v
+        return solve_on(HOST, (eye, R, order), v, up)
+
+    def solve_rt(v: Any) -> Any:  # R' \ v
+        return solve_on(HOST, (eye, R.T[::-1, ::-1], order), v[::-1], up)[::-1]
+
+    def project(v: Any) -> Any:  # v - Q (Q' v)
+        return rp(v - mul(Q, mul(Q.T, v)))
+
+    def apply(v: Any) -> Any:
+        r, s = v[:m], v[m:]
+        tv1, tv2 = mul(A, s), mul(A.T, r)
+        t1 = rp(project(r) + mul(Q, solve_rt(tv2)))
+        t2 = rp(project(tv1) / a)
+        t3 = rp(a * rp(solve_r(mul(Q.T, r)) - solve_r(solve_rt(tv2))))
+        t4 = solve_r(mul(Q.T, tv1))
+        return ru(np.concatenate([rp(t1 + t2), rp(t3 + t4)]))
+
+    def precondition(v: Any) -> Any:
+        r, s = v[:m], v[m:]
+        t1 = rp(project(r) / a)
+        t2 = mul(Q, solve_rt(s))
+        t3 = solve_r(mul(Q.T, r))
+        t4 = rp(-a * solve_r(solve_rt(s)))
+        return ru(np.concatenate([rp(t1 + t2), rp(t3 + t4)]))
+
+    return apply, precondition
+
+
+@dataclass(eq=False)
+class LSIRResult(IRResult):
+    """Outcome of :func:`ls_ir`: an :class:`IRResult` of the augmented system
+    ``[I, A; A^T, 0] [r; x] = [b; 0]`` (its errors, changes and GMRES iterations are of the
+    stacked iterates ``[r_i; x_i]``), with ``x`` the least-squares solution and these fields.
+
+    Attributes
+    ----------
+    r : ndarray
+        The residual ``b - A x`` as refined alongside ``x``.
+    Q, R : ndarray
+        The ``uf`` QR factors (``Q`` is ``m x n``, ``R`` unscaled).
+    alpha : float
+        The scaling of the augmented system, ``2^(-1/2) sigma_min(R)``.
+    """
+
+    r: Optional[np.ndarray] = None
+    Q: Optional[np.ndarray] = None
+    R: Optional[np.ndarray] = None
+    alpha: float = math.nan
+
+
+@ieee
+def ls_ir(
+    A: ArrayLike,
+    b: ArrayLike,
+    uf: OptionsLike = "h",
+    u: OptionsLike = "d",
+    ur: OptionsLike = "q",
+    *,
+    up: OptionsLike = None,
+    max_iter: int = 10,
+    tol: Optional[float] = None,
+    gmres_tol: float = 1e-6,
+    gmres_maxit: Optional[int] = None,
+    stop: str = "backward",
+    theta: float = 0.1,
+) -> LSIRResult:
+    """Least-squares refinement in three precisions: GMRES-LSIR (Carson, Higham & Pranesh 2020).
+
+    Source: ``gmreslsir3.m`` with ``GMRES/lsqgmres_dq.m`` and ``house_qr_lp.m`` of
+    github.com/SrikaraPranesh/Multi_precision_NLA_kernels (commit fb3a2d7, 2021-02-16); checked
+    against GNU Octave runs of ``gmreslsir3.m`` (precisions half, double, double) with
+    ``chop.m`` (``tests/data/research_spd_ls``).
+
+    Solves ``min ||b - A x||_2`` for a full-rank ``A`` (``m >= n``) by refining ``x`` and
+    ``r = b - A x`` together on the augmented system ``[I, A; A^T, 0] [r; x] = [b; 0]``, each
+    correction by GMRES on the scaled system ``[alpha I, A; A^T, 0]``, left-preconditioned by
+    ``M = [alpha I, Q R; R^T Q^T, 0]`` built from the QR factors computed in ``uf``.
+
+    Parameters
+    ----------
+    A, b : array_like
+        ``m x n`` matrix (``m >= n``, full rank) and a vector of ``m`` entries (double data).
+    uf : chop options or str, optional
+        The QR factorization's precision: fp16 (``'h'``, default: :func:`house_qr_lp` of the
+        scaled and squeezed matrix), single or double (LAPACK).
+    u, ur : chop options or str, optional
+        Working and residual precisions, as for :func:`lu_ir`.
+    up : chop options or str, optional
+        Precision in which GMRES applies the preconditioned operator (default ``ur``, as
+        gmreslsir3 does in quad with ``precr = 4``): a chop format, ``'q'`` (double-double) or
+        ``'binary128'`` (mpmath; slow).
+    max_iter, tol, stop, gmres_tol, gmres_maxit
+        As for :func:`gmres_ir`, on the augmented system of size ``m + n`` (default
+        ``tol = (m + n) u``; ``stop='all'`` measures the forward error against its
+        extended-precision solution; gmreslsir3 stops when the forward errors of ``x`` and
+        ``r`` are both at most ``u``).
+    theta : float, optional
+        The squeeze ``mu = theta xmax`` of the fp16 factorization (default 0.1, the code's).
+
+    Returns
+    -------
+    LSIRResult
+        ``x``, ``r``, the statuses of :class:`IRResult` and the factors.
+
+    Notes
+    -----
+    As gmreslsir3 (``ptype = 1``): ``x_0 = R^{-1} (Q^T b)`` and ``r_0 = b - A x_0`` in ``u``
+    (``x_0 = 0``, ``r_0 = b`` when not finite); step ``i``: ``f = b - r_i - A x_i`` and
+    ``g = -A^T r_i`` in ``ur``, stored in ``u``; GMRES from 0 on ``[alpha f; g] / s``, ``s``
+    its infinity norm; the correction ``d`` scaled back, ``r_{i+1} = r_i + d_r`` and
+    ``x_{i+1} = x_i + (1/alpha) d_x`` in ``u``.  The preconditioned operator is applied as the
+    code's ``MA_dq``, ``Mb_dq``.  GMRES is :func:`gmres_ir`'s (Givens rotations, no restart).
+
+    References
+    ----------
+    E. Carson, N. J. Higham and S. Pranesh, Three-precision GMRES-based iterative refinement
+    for least squares problems, SIAM J. Sci. Comput. 42(6), A4063-A4083, 2020.
+    """
+    arrays = arrays_for(A, b)
+    if arrays is not HOST:
+        return on_host(ls_ir, arrays, A, b, uf, u, ur, up=up, max_iter=max_iter, tol=tol, gmres_tol=gmres_tol,
+                       gmres_maxit=gmres_maxit, stop=stop, theta=theta)
+    a, rhs = (np.array(v, dtype=np.float64) for v in float_operands(HOST, A, b))
+    if a.ndim != 2 or a.shape[0] < a.shape[1] or rhs.shape != (a.shape[0],):
+        raise ValueError("need an m x n matrix A with m >= n and a vector b of m entries")
+    upp = ur if up is None else up
+    m, n = a.shape
+    ru = Rounder(u, HOST)
+    Au = ru(a)
+    augmented = np.block([[np.eye(m), a], [a.T, np.zeros((n, n))]])
+
+    def initial(F: _QRFactors, bu: np.ndarray) -> np.ndarray:
+        bw = bu[:m]
+        x0 = solve_on(HOST, (np.eye(n), F.R, np.arange(n)), ru(matmul_on(HOST, F.Q.T, bw, u)), u)
+        r0 = ru(bw - matmul_on(HOST, Au, x0, u))
+        if not (np.all(np.isfinite(x0)) and np.all(np.isfinite(r0))):
+            return np.concatenate([bw, np.zeros(n)])
+        return np.concatenate([r0, x0])
+
+    def correction(F: _QRFactors, Ku: np.ndarray, res: np.ndarray) -> tuple:
+        scaled = np.concatenate([ru(F.alpha * res[:m]), res[m:]])
+        s = _residual_scale(HOST, scaled, power_of_two=False)
+        d, its = _gmres(HOST, ru(scaled / s), u, gmres_tol, gmres_maxit, _augmented_preconditioner(Au, F, u, upp))
+        d = ru(d * s)
+        return np.concatenate([d[:m], ru(ru(np.array(1.0 / F.alpha)) * d[m:])]), its
+
+    factors: list = []
+
+    def factor(_: Any) -> _QRFactors:
+        factors.append(_qr_factors(a, uf, theta))
+        return factors[0]
+
+    out = _refine(HOST, augmented, np.concatenate([rhs, np.zeros(n)]), uf, u, ur, correction, None, max_iter,
+                  tol, stop, factor, initial)
+    F = factors[0]
+    fields = {f.name: getattr(out, f.name) for f in dataclasses.fields(IRResult)}
+    fields.update(x=out.x[m:], factors=None)
+    return LSIRResult(**fields, r=out.x[:m], Q=F.Q, R=F.R, alpha=F.alpha)

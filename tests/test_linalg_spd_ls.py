@@ -1,0 +1,200 @@
+"""CG-IR, GMRES-IR with a Cholesky preconditioner and least-squares GMRES-IR (``linalg.cg_ir``,
+``linalg.gmres_ir(factorization='cholesky')``, ``linalg.ls_ir``).
+
+``tests/data/research_spd_ls/oracle.json`` holds GNU Octave runs of ``cgir3.m`` and
+``gmreslsir3.m`` of github.com/SrikaraPranesh/Multi_precision_NLA_kernels (commit fb3a2d7) with
+``chop.m`` of github.com/higham/chop (commit 906c31e) and double arithmetic in place of the
+Advanpix toolbox; its README says how it was made.  Octave's products and solves are BLAS's and
+LAPACK's, so the runs are compared to the accuracy of their iterates, not bit for bit; the inner
+iteration counts are compared exactly.  No Octave is needed here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pychop_compat import linalg
+
+ORACLE = json.loads((Path(__file__).parent / "data" / "research_spd_ls" / "oracle.json").read_text())
+U_D = 2.0**-53
+
+
+def _problem(kind: str, case: str) -> tuple:
+    entry = ORACLE[kind][case]
+    return np.array(entry["A"]), np.array(entry["b"])
+
+
+def _runs(code: str) -> list:
+    return [pytest.param(r, id=f"{r['case']}-{i}") for i, r in enumerate(ORACLE["runs"]) if r["code"] == code]
+
+
+def _relative_difference(x: np.ndarray, y: np.ndarray) -> float:
+    return float(np.max(np.abs(x - y)) / np.max(np.abs(y)))
+
+
+def spd_matrix(n: int = 10) -> tuple:
+    """A graded KMS matrix (kappa_inf about 2e6, entries up to 1e6) and a right-hand side."""
+    i = np.arange(float(n))
+    grade = 10.0 ** (i / 3)
+    A = 0.5 ** np.abs(i[:, None] - i[None, :]) * grade[:, None] * grade[None, :]
+    return np.triu(A) + np.triu(A, 1).T, np.cos(i + 1)
+
+
+def ls_problem() -> tuple:
+    k, j = np.arange(12.0)[:, None], np.arange(5.0)[None, :]
+    return np.cos((k + 1) * (j + 1) * 0.7) + 0.1 * np.sin(k + j), np.sin(np.arange(12.0) + 0.5)
+
+
+def test_oracle_provenance():
+    assert "fb3a2d7d0d8a1cd5b0e09e7b4801996b4f5de2bc" in ORACLE["provenance"]["research"]
+    assert {r["code"] for r in ORACLE["runs"]} == {"cgir3", "gmreslsir3"}
+
+
+@pytest.mark.parametrize("run", _runs("cgir3"))
+def test_cg_ir_agrees_with_octave_cgir3(run):
+    A, b = _problem("spd", run["case"])
+    precf, flag, pert = re.search(r"cgir3\(A, b, (\d), .*'flag', (\d).*'pert', (\d+)", run["call"]).groups()
+    res = linalg.cg_ir(A, b, "h" if precf == "1" else "b", "d", "d", scaling="p" if flag == "1" else None,
+                       perturbation=float(pert), cg_tol=1e-6, max_iter=10)
+    out = run["outputs"]
+    steps, cg_its = int(out["iter"][0]) - 1, int(out["pcg_its"][0])  # cgir3 counts x_0 as its iteration 1
+    assert res.status == "converged" and res.backward_error[-1] <= len(b) * U_D
+    # cgir3 rounds x_0 to uf after each triangular solve, cg_ir keeps it in u (scaled) or uf:
+    # the runs may take one step more or less, and then different CG counts
+    assert abs(res.iterations - steps) <= 1
+    if res.iterations == steps:
+        assert sum(res.gmres_iterations) == cg_its
+    # two solutions with backward errors below n u differ by at most about kappa(A) n u
+    kappa = np.linalg.cond(A, np.inf)
+    assert _relative_difference(res.x, np.array(out["x"])) <= 2 * kappa * U_D
+
+
+@pytest.mark.parametrize("run", _runs("gmreslsir3"))
+def test_ls_ir_agrees_with_octave_gmreslsir3(run):
+    A, b = _problem("ls", run["case"])
+    steps = int(re.search(r"gmreslsir3\(A, b, 0, 2, 4, (\d+),", run["call"]).group(1))
+    res = linalg.ls_ir(A, b, "h", "d", "d", max_iter=steps, tol=0.0)  # tol 0: every step is done
+    out = run["outputs"]
+    assert res.status == "maxiter" and res.iterations == steps
+    assert res.gmres_iterations == [int(v) for v in out["its"]]
+    assert _relative_difference(res.x, np.array(out["x"])) <= 10 * np.linalg.cond(A) * U_D
+
+
+def test_cg_ir_converges_with_the_code_precisions():
+    A, b = spd_matrix()
+    for ur in ("q", "d"):
+        res = linalg.cg_ir(A, b, "h", "d", ur, scaling="positive")
+        assert res.converged and res.backward_error[-1] <= len(b) * U_D
+        assert len(res.gmres_iterations) == res.iterations >= 1
+    scaling = res.factors.scaling
+    assert np.array_equal(scaling.row, 1 / np.sqrt(np.diag(A))) and scaling.mu == 0.1 * 65504
+
+
+def test_cg_ir_stop_all_and_binary128():
+    A, b = spd_matrix(6)
+    res = linalg.cg_ir(A, b, "h", "d", "q", scaling="p", stop="all")
+    assert res.converged and res.forward_error[-1] <= U_D
+    quad = linalg.cg_ir(A, b, "h", "d", "binary128", scaling="p")
+    assert quad.converged
+
+
+def test_gmres_ir_with_cholesky_factors():
+    A, b = spd_matrix()
+    res = linalg.gmres_ir(A, b, "h", "d", "q", factorization="cholesky", scaling="p")
+    cg = linalg.cg_ir(A, b, "h", "d", "q", scaling="p")
+    assert res.converged and res.backward_error[-1] <= len(b) * U_D
+    assert np.array_equal(res.factors.L, cg.factors.L) and np.array_equal(res.factors.U, cg.factors.U)
+    # the factors are chol_lp's R as L = R^T diag(R)^-1, U = diag(R) R
+    R, flag = linalg.chol_lp(linalg.spd_diag_scale(A, 1, 0.1)[0])
+    assert flag == 0 and np.array_equal(res.factors.U, np.diag(R)[:, None] * R)
+    # the LU preconditioner's results are those of the default factorization
+    assert np.array_equal(linalg.gmres_ir(A, b, factorization="lu", theta=0.1).x, linalg.gmres_ir(A, b, theta=0.1).x)
+
+
+def test_cholesky_outcomes_and_errors():
+    A, b = spd_matrix()
+    # unscaled, the entries overflow fp16: the factor has Inf entries, no iterate
+    res = linalg.cg_ir(A, b, "h")
+    assert res.status == "singular" and not res.converged and np.all(np.isnan(res.x))
+    indefinite = np.array([[1.0, 2.0], [2.0, 1.0]])
+    assert linalg.cg_ir(indefinite, np.ones(2)).status == "singular"
+    assert linalg.gmres_ir(indefinite, np.ones(2), factorization="cholesky").status == "singular"
+    with pytest.raises(ValueError, match="not symmetric"):
+        linalg.cg_ir(np.array([[2.0, 1.0], [0.0, 2.0]]), np.ones(2))
+    with pytest.raises(ValueError, match="scaling must be None or 'positive'"):
+        linalg.cg_ir(A, b, scaling="general")
+    with pytest.raises(ValueError, match="fp16 or bfloat16"):
+        linalg.cg_ir(A, b, "s")
+    with pytest.raises(ValueError, match="factorization must be"):
+        linalg.gmres_ir(A, b, factorization="qr")
+    with pytest.raises(ValueError, match="lu_method"):
+        linalg.gmres_ir(A, b, factorization="cholesky", lu_method="lapack")
+
+
+def test_ls_ir_solves_least_squares():
+    A, b = ls_problem()
+    res = linalg.ls_ir(A, b)
+    assert isinstance(res, linalg.LSIRResult) and res.converged
+    x = np.linalg.lstsq(A, b, rcond=None)[0]
+    assert _relative_difference(res.x, x) <= 10 * np.linalg.cond(A) * U_D
+    assert np.max(np.abs(res.r - (b - A @ res.x))) <= 1e-14
+    assert res.Q.shape == (12, 5) and res.R.shape == (5, 5)
+    assert res.alpha == 2**-0.5 * np.min(np.linalg.svd(res.R, compute_uv=False))
+    assert "status: converged" in res.table()
+    for uf in ("s", "d"):
+        assert linalg.ls_ir(A, b, uf).converged
+    every = linalg.ls_ir(A, b, stop="all")
+    assert every.converged and every.forward_error[-1] <= U_D
+    assert linalg.ls_ir(A.tolist(), b.tolist()).x.tolist() == res.x.tolist()
+
+
+def test_ls_ir_preconditioner_precisions():
+    A, b = ls_problem()
+    default = linalg.ls_ir(A, b)  # up = ur = 'q', as gmreslsir3 with precr = 4
+    assert np.array_equal(default.x, linalg.ls_ir(A, b, up="q").x)
+    for up in ("d", "binary128", "s"):
+        res = linalg.ls_ir(A, b, up=up)
+        assert res.converged and _relative_difference(res.x, default.x) <= 10 * np.linalg.cond(A) * U_D
+
+
+def test_ls_ir_outcomes_and_errors():
+    A, b = ls_problem()
+    A[:, 2] = 0.0
+    assert linalg.ls_ir(A, b).status == "singular"
+    with pytest.raises(ValueError, match="m >= n"):
+        linalg.ls_ir(A.T, b[:5])
+    with pytest.raises(ValueError, match="fp16, single or double"):
+        linalg.ls_ir(*ls_problem(), "b")
+
+
+def test_example_claims():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "spd_ls_ir.py"
+    spec = importlib.util.spec_from_file_location("spd_ls_ir_example", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    out = example.main(n=12, m=20, ncols=5, verbose=False)
+    assert out["flag"] == 0 and out["cholesky_error"] <= 4 * 2.0**-11
+    assert out["orthogonality"] <= 16 * 2.0**-11
+    cg, gmres, ls = out["cg_ir"], out["gmres_ir"], out["ls_ir"]
+    assert cg.converged and gmres.converged and "CG its" in cg.table()
+    assert ls.converged and ls.backward_error[-1] <= (20 + 5) * U_D
+    x = np.linalg.lstsq(out["A_ls"], out["b_ls"], rcond=None)[0]
+    assert _relative_difference(ls.x, x) <= 10 * np.linalg.cond(out["A_ls"]) * U_D
+
+
+def test_torch_input_is_computed_on_the_host():
+    torch = pytest.importorskip("torch")
+    A, b = ls_problem()
+    res = linalg.ls_ir(torch.tensor(A), torch.tensor(b))
+    assert isinstance(res.x, torch.Tensor) and isinstance(res.r, torch.Tensor)
+    assert np.array_equal(res.x.numpy(), linalg.ls_ir(A, b).x)
+    S, c = spd_matrix()
+    cg = linalg.cg_ir(torch.tensor(S), torch.tensor(c), scaling="p")
+    assert isinstance(cg.x, torch.Tensor) and np.array_equal(cg.x.numpy(), linalg.cg_ir(S, c, scaling="p").x)

@@ -384,10 +384,10 @@ def _compiled_ready(size: int, gain_per_element: float) -> bool:
 
 def _while_loading(run: Callable[..., Any], *args: Any) -> Any:
     """``run(*args)``, a call run elsewhere while the compiled engine waits to load, timed; once
-    the load is paid (or happened elsewhere) the small calls' plans are made again."""
+    the load is due the small calls' plans are made again (a load elsewhere, by an explicit
+    request, is seen when a plan is made: until then these calls count on)."""
     global _spent_waiting, _load_due
-    if _load_due or _compiled_loaded():
-        _load_due = True
+    if _load_due:
         _PLANS.clear()
         return run(*args)
     start = time.perf_counter()

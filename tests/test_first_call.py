@@ -147,3 +147,15 @@ def test_stochastic_rounding_gives_the_same_bits_across_the_switch():
     numpy_only = run_fresh(steps + SEQUENCE, PYCHOP_COMPAT_CPU_ENGINE="numpy")
     assert switching["loaded"] and not numpy_only["loaded"]
     assert switching["digest"] == numpy_only["digest"]
+
+
+@pytest.mark.slow  # with an empty Numba cache it compiles every kernel (minutes on a busy 2-core machine)
+def test_warm_up_command():
+    """``python -m pychop_compat warm-up`` fills Numba's cache (exit 0), or says that there is
+    nothing to compile without Numba (exit 1)."""
+    done = subprocess.run([sys.executable, "-m", "pychop_compat", "warm-up"], capture_output=True, text=True,
+                          timeout=1800, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    if available():
+        assert done.returncode == 0 and "compiled CPU engine ready in Numba's cache" in done.stdout, done.stderr
+    else:
+        assert done.returncode == 1 and "Numba is not installed" in done.stdout

@@ -43,6 +43,10 @@ sys.path.insert(0, str(ROOT))
 
 import pychop_compat  # noqa: E402
 from pychop_compat.kernels import numpy_fast  # noqa: E402
+from pychop_compat.kernels import compiled  # noqa: E402
+
+if compiled.available():  # the steady state: a process that has loaded the compiled engine
+    compiled.kernels()    # ('auto' waits to load it in a new process: bench_first_call.py)
 
 # (label, chop options, uses a NumPy Generator, pychop (exp_bits, sig_bits, rmode, subnormal),
 #  pychop's chop-style (prec, rmode, subnormal))

@@ -46,6 +46,10 @@ sys.path.insert(0, str(ROOT))
 
 import pychop_compat  # noqa: E402
 from pychop_compat import Chop  # noqa: E402
+from pychop_compat.kernels import compiled  # noqa: E402
+
+if compiled.available():  # the steady state: a process that has loaded the compiled engine
+    compiled.kernels()    # ('auto' waits to load it in a new process: bench_first_call.py)
 
 
 def _median_ns_per_element(func, n: int, budget: float = 0.5) -> float:

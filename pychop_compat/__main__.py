@@ -1,4 +1,4 @@
-"""Command line: ``python -m pychop_compat [--version | demo | validate ... | info | gpu-check ...]``.
+"""Command line: ``python -m pychop_compat [--version | demo | validate ... | info | warm-up | gpu-check ...]``.
 
 With no arguments, prints a small demonstration table of chop results (``demo``).
 """
@@ -29,6 +29,32 @@ def demo() -> None:
           f"{sum(Chop(format='fp8-e4m3', round=5, rng=0)([1 / 3] * 100000)) / 100000:.5f}")
 
 
+def warm_up() -> int:
+    """Fill Numba's on-disk cache with the compiled CPU engine's kernels (chop's and CPFloat's
+    rules, float64 and float32, serial and parallel); print the seconds it took.  Returns 0,
+    or 1 without Numba (the NumPy engine compiles nothing)."""
+    import time
+
+    import numpy as np
+
+    from .kernels import compiled
+    from .matlab.api import chop
+
+    if not compiled.available():
+        print("Numba is not installed: the NumPy engine runs every call, and compiles nothing.")
+        return 1
+    start = time.perf_counter()
+    compiled.warm_up()
+    with compiled.cpu_engine("numba"):
+        for dtype in (np.float64, np.float32):
+            for size in (8, compiled.SERIAL_BELOW + 8):
+                x = np.linspace(-3, 3, size).astype(dtype)
+                chop(x, {"format": "float8_e4m3fn"})  # CPFloat's rules (one correct rounding)
+                chop(x, {"format": "float8_e4m3fn", "round": 5})  # their stochastic loop
+    print(f"compiled CPU engine ready in Numba's cache: {time.perf_counter() - start:.1f} s")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
     parser = argparse.ArgumentParser(prog="python -m pychop_compat",
@@ -44,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
                    "of the package, Python, NumPy and the engines, the machine and the corpus's checksums")
     v.add_argument("--no-progress", action="store_true", help="no progress bar")
     v.add_argument("--no-oracle", action="store_true", help="skip the mpmath oracle (corpus only)")
+    sub.add_parser("warm-up", help="compile the compiled CPU engine's kernels into Numba's cache (once per "
+                   "installation; a new process then loads them in about a second)")
     sub.add_parser("gpu-check", add_help=False,
                    help="run the GPU tests, validate on every GPU engine and the quick GPU benchmark "
                         "(exit 3 without a GPU; see gpu-check --help)")
@@ -57,6 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command in (None, "demo"):
         demo()
         return 0
+    if args.command == "warm-up":
+        return warm_up()
     from .engines import available_engines
     from .validation import environment, find_corpus, format_table, not_run, validate, write_json
 

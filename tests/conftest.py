@@ -207,6 +207,16 @@ def engine(request):
         yield request.param
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _compiled_engine_loaded():
+    """The tests see a process that has loaded the compiled kernels, where 'auto' routes to them;
+    a new process's wait before loading is tested in tests/test_first_call.py."""
+    from pychop_compat.kernels import compiled
+
+    if compiled.available():
+        compiled.kernels()
+
+
 @pytest.fixture(autouse=True)
 def _fresh_chop():
     """Every test starts, like every corpus case, from a cleared chop and the default stream."""

@@ -318,16 +318,19 @@ def test_import_stays_light_and_numba_is_imported_on_use():
         print('numba' in sys.modules)
         pychop_compat.chop(1/3, {'format': 'b'})
         print('numba' in sys.modules)
+        pychop_compat.chop(np.linspace(0, 1, 100), {'format': 'b'})  # 'auto': not yet (tests/test_first_call.py)
+        print('numba' in sys.modules)
         from pychop_compat.kernels import compiled
         if compiled.available():
-            pychop_compat.chop(np.linspace(0, 1, 100), {'format': 'b'})
+            with compiled.cpu_engine('numba'):
+                pychop_compat.chop(np.linspace(0, 1, 100), {'format': 'b'})
             print('numba' in sys.modules)
         else:
             print(True)
     """)
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["False", "False", "True"]
+    assert result.stdout.split() == ["False", "False", "False", "True"]
 
 
 @pytest.mark.parametrize("options", [{"format": "h", "round": 5}, {"format": "b", "round": 6, "flip": 1, "p": 0.3},

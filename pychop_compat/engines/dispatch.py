@@ -17,6 +17,7 @@ import functools
 import importlib.util
 import os
 import sys
+import time
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable, Iterator, NamedTuple, Optional, cast
@@ -340,6 +341,74 @@ def _no_numba() -> str:
     return "cpu_engine('numpy') is in force" if get_cpu_engine() == "numpy" else "Numba is not installed"
 
 
+# --- loading the compiled engine under 'auto' ---------------------------------------------------
+# A new process pays about a second to load the compiled kernels (Numba's import, then its first
+# dispatch initialises Numba's target), while a small call gains some 25 us from them.  Under
+# 'auto' the calls the compiled engine would take run on the NumPy engine (the same bits) until
+# they have taken about as long as the load would (rent until the rent would have bought it), or
+# the load happens at once for an array that alone would pay for it.  cpu_engine('numba') and
+# warm_up() load at once.
+
+#: Seconds of NumPy engine time, on calls the compiled engine would take, after which it loads
+#: (loading costs 0.6 to 1 s on the 2-core reference machine, Numba's cache warm:
+#: benchmarks/bench_first_call.py).
+_LOAD_SECONDS = 0.5
+#: The compiled engine's gain per element, in seconds, on the same machine: deterministic modes,
+#: numbers drawn (stochastic rounding, flips), and CPFloat's kernel's stochastic modes (whose
+#: other route is the executable specification).
+_GAIN_PER_ELEMENT, _GAIN_PER_DRAWN_ELEMENT, _GAIN_PER_SPECIFIED_ELEMENT = 3e-9, 40e-9, 1e-6
+#: The NumPy engine's seconds on calls that the compiled engine would have taken.
+_spent_waiting = 0.0
+#: Set once the compiled engine is loaded or due to load: from then on no call waits.
+_load_due = False
+
+_LOADING_LATER = ("the compiled kernels are not loaded yet: under 'auto' calls run on the NumPy engine (the same "
+                  "bits) until they have taken about as long as loading Numba")
+
+
+def _compiled_loaded() -> bool:
+    return compiled.loaded() or _numba_cpfloat.cache_info().currsize > 0
+
+
+def _compiled_ready(size: int, gain_per_element: float) -> bool:
+    """Whether a call that a compiled kernel takes runs there now (loading it if need be): under
+    ``'numba'``, once loaded, or when the time so far and this call's gain pay for the load."""
+    global _load_due
+    if _load_due:
+        return True
+    if _compiled_loaded():
+        _load_due = True  # (loaded by an explicit request, warm_up() or the other kernel module)
+        return True
+    return get_cpu_engine() == "numba" or _spent_waiting + size * gain_per_element >= _LOAD_SECONDS
+
+
+def _while_loading(run: Callable[..., Any], *args: Any) -> Any:
+    """``run(*args)``, a call run elsewhere while the compiled engine waits to load, timed; once
+    the load is due the small calls' plans are made again (a load elsewhere, by an explicit
+    request, is seen when a plan is made: until then these calls count on)."""
+    global _spent_waiting, _load_due
+    if _load_due:
+        _PLANS.clear()
+        return run(*args)
+    start = time.perf_counter()
+    out = run(*args)
+    _spent_waiting += time.perf_counter() - start
+    if _spent_waiting >= _LOAD_SECONDS:
+        _load_due = True
+        _PLANS.clear()
+    return out
+
+
+def _timed_while_waiting(run: Callable[[np.ndarray], Any], call: Call, spec: RoundingSpec, sources: RandomSources,
+                         x: np.ndarray) -> Callable[[np.ndarray], Any]:
+    """A small call's plan ``run``, timed by :func:`_while_loading` when a compiled kernel passed
+    the call over only to load later."""
+    if not _load_due and (_takes_numba(call, spec, sources, x) is _LOADING_LATER
+                          or _takes_numba_cpfloat(call, spec, sources, x) is _LOADING_LATER):
+        return partial(_while_loading, run)
+    return run
+
+
 def _takes_numba(call: Call, spec: RoundingSpec, sources: RandomSources, x: Any) -> Optional[str]:
     reason = _not_host(call)
     if reason:
@@ -354,7 +423,8 @@ def _takes_numba(call: Call, spec: RoundingSpec, sources: RandomSources, x: Any)
                      "a format wider than the carrier) or bit flips with t < 2")
     if _streamed_is_faster(spec, sources):
         return "stochastic rounding from a NumPy Generator streams faster through the NumPy engine"
-    return None
+    gain = _GAIN_PER_DRAWN_ELEMENT if spec.draws else _GAIN_PER_ELEMENT
+    return None if _compiled_ready(call.size, gain) else _LOADING_LATER
 
 
 def _takes_numpy(call: Call, spec: RoundingSpec, sources: RandomSources, x: Any) -> Optional[str]:
@@ -384,6 +454,8 @@ def _takes_numba_cpfloat(call: Call, spec: RoundingSpec, sources: RandomSources,
         return reason
     if not compiled.wanted():
         return _no_numba()
+    if not _compiled_ready(call.size, _GAIN_PER_SPECIFIED_ELEMENT if spec.stochastic else _GAIN_PER_ELEMENT):
+        return _LOADING_LATER  # (asked first: importing the kernels' module imports Numba)
     if not _numba_cpfloat().handles(x, spec):
         return "a call it does not cover (one element, a non-native dtype)"
     return None
@@ -792,20 +864,25 @@ def _stream(call: Call, x: Any, spec: RoundingSpec, sources: RandomSources) -> A
 
 
 def _run(x: Any, call: Call, spec: RoundingSpec, sources: RandomSources, kernel: Optional[str] = None) -> Any:
+    waiting = False  # a compiled kernel passed the call over to load later
     if kernel is not None:
         chosen = _BY_NAME[kernel]
     else:  # route_call's choice, without collecting the reasons (the hot path)
         if not call.host:
             _check_cuda_route(call, spec)
         for chosen in REGISTRY:
-            if chosen.takes(call, spec, sources, x) is None:
+            reason = chosen.takes(call, spec, sources, x)
+            if reason is None:
                 break
+            waiting = waiting or reason is _LOADING_LATER
     if call.traced and call.numbers == "counter":
         raise TypeError("Chop(rng=<int>) counts its calls in Python, which jax.jit would freeze; "
                         "inside jit use chop_jax(x, options, seed=seed, offset=offset) or key=.")
     stream = None
     if chosen.name in ("cuda", "triton", "namespace"):
         stream = _stream(call, x, spec, sources)
+    if waiting:
+        return _while_loading(chosen.run, x, call, spec, sources, stream)
     return chosen.run(x, call, spec, sources, stream)
 
 
@@ -981,11 +1058,11 @@ def _plan(x: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> Optional
     if chosen.name == "numba":
         return _compiled_call(spec, sources, x.dtype)
     if chosen.name == "numpy":
-        return lambda a: _run_numpy(a, call, spec, sources, None)  # (call: not read)
+        return _timed_while_waiting(lambda a: _run_numpy(a, call, spec, sources, None), call, spec, sources, x)
     if chosen.name == "numba-cpfloat" and not spec.stochastic:
         return lambda a: _numba_cpfloat().round_array(a, spec)
     if chosen.name == "numpy-cpfloat":
-        return lambda a: numpy_cpfloat.round_array(a, spec)
+        return _timed_while_waiting(lambda a: numpy_cpfloat.round_array(a, spec), call, spec, sources, x)
     return None
 
 

@@ -25,7 +25,7 @@ from ..random.sources import RandomSources
 from .numpy_fast import LAYOUTS, in_memory_order
 
 __all__ = ["available", "set_cpu_engine", "cpu_engine", "get_cpu_engine", "chop_array", "warm_up",
-           "wanted", "handles", "rounding_constants", "kernels", "SERIAL_BELOW", "CHUNK"]
+           "wanted", "handles", "rounding_constants", "kernels", "loaded", "SERIAL_BELOW", "CHUNK"]
 
 #: Below this many elements one thread does everything (a parallel launch costs up to a time slice).
 SERIAL_BELOW = 1 << 20
@@ -98,6 +98,16 @@ def kernels() -> ModuleType:
     from . import numba_kernels
 
     return numba_kernels
+
+
+def loaded() -> bool:
+    """Whether :func:`kernels` has loaded the compiled kernels in this process.
+
+    Loading them costs a new process about a second (Numba's import, then its first
+    dispatch); under ``'auto'`` the router waits until the calls would pay for it
+    (:mod:`pychop_compat.engines.dispatch`, docs/engines.rst).
+    """
+    return kernels.cache_info().currsize > 0
 
 
 # --- constants of one (spec, dtype) --------------------------------------------------------------

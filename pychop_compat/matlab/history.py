@@ -19,13 +19,16 @@ from typing import Optional, Union
 
 import numpy as np
 
+from ..engines import dispatch
 from ..formats import CHOP_FORMAT_NAMES, CUSTOM_NAMES, custom_format, lookup_format
-from .options import OPTION_NAMES, ChopSpec, Options, resolve
+from ..kernels import compiled, numpy_fast
+from ..random import matlab_stream
+from .options import OPTION_NAMES, ChopSpec, Options, atomic_values, items_snapshot, resolve
 from ..spec import RoundingSpec
-from ..random.sources import sources_for
+from ..random.sources import MATLAB_STREAM, sources_for
 from ..rules.chop import apply_range_limits, roundit_vector
 
-__all__ = ["chop_at", "ChopAt", "HISTORY", "rules_at", "Rules", "FIRST_RELEASE"]
+__all__ = ["chop_at", "ChopAt", "HISTORY", "rules_at", "Rules", "FIRST_RELEASE", "ROUTES", "route_at"]
 
 #: chop.m's first public release; earlier dates are refused by :func:`chop_at`.
 FIRST_RELEASE = _dt.date(2019, 3, 7)
@@ -125,6 +128,51 @@ def rules_at(date: Union[str, _dt.date]) -> Rules:
         fp8=since("2022-04-15"),
         randfunc_option=since("2022-06-14"),
     )
+
+
+#: How :func:`chop_at` computes a call (:func:`route_at`): on today's engines, on today's engines
+#: followed by the tiny-number rule of before 2020-06-16, or step by step (:func:`chop_vector_at`).
+ROUTES = ("today", "flush tiny", "step by step")
+
+
+def route_at(rules: Rules, spec: RoundingSpec) -> str:
+    """How a call of chop.m of ``rules.date`` with ``spec`` is computed: one of :data:`ROUTES`.
+
+    ``'today'``: that chop.m returns what today's :func:`~pychop_compat.chop` returns (every
+    date since 2020-06-16; from 2020-05-14 also without the exponent range), so today's engines
+    compute it.  ``'flush tiny'``: from 2020-05-14 to 2020-06-15 with the exponent range, the
+    only rule of the call that differs from today's is the tiny-number rule (every ``|x|``
+    below xmins, or xmin with ``subnormal = 0``, became +0, whatever the mode), applied after
+    today's engines.  ``'step by step'``: the older rules (exponent ``floor(log2(|x|))``,
+    overflow to Inf, truncation of a whole block, flips on the dates they were broken, flips
+    with the old tiny-number rule, where a flipped subnormal kept its sign at zero).
+
+    Parameters
+    ----------
+    rules : Rules
+        The rules of a date (:func:`rules_at`).
+    spec : RoundingSpec
+        The resolved options of the call.
+
+    Returns
+    -------
+    str
+        One of :data:`ROUTES`.
+    """
+    if (rules.exponent != "frexp" or rules.overflow != "by mode" or rules.truncation != "elementwise"
+            or (spec.flips and (rules.flips_broken or rules.tiny != "by mode"))):
+        return "step by step"
+    if rules.tiny == "by mode" or not spec.limits_exponent:
+        return "today"
+    return "flush tiny"
+
+
+def flush_tiny(c: np.ndarray, x: np.ndarray, min_rep: float) -> None:
+    """chop.m's tiny-number rule before 2020-06-16 (frexp exponents): every ``|x| < min_rep``
+    becomes +0, in place on the results ``c`` of the inputs ``x``.  (chop.m flushed chop's
+    subnormal block with ``subnormal = 0``, then every ``|x| < xmins``: with exact exponents
+    that is every ``|x| < xmin``, and no result of a larger ``|x|`` is below it.)"""
+    c[np.abs(x) < np.float64(min_rep)] = 0
 
 
 # --- Options, as each version read them ---
@@ -309,6 +357,34 @@ def _chop_vector_at(x, spec, rules, sources, n_first):
 # --- The facade ---
 
 
+def _on_engines(work: np.ndarray, settings: ChopSpec) -> np.ndarray:
+    """Today's chop of a float32 or float64 array on today's engines (a new array)."""
+    spec = settings.spec
+    if not spec.draws:
+        return np.asarray(dispatch.round_array(work, spec, MATLAB_STREAM))
+    sources = sources_for(settings.randfunc)
+    if not sources.uses_matlab_stream:
+        return np.asarray(dispatch.round_array(work, spec, sources))
+    with matlab_stream.exclusive_stream():  # the call's numbers are a contiguous run of the stream
+        return np.asarray(dispatch.round_array(work, spec, sources))
+
+
+def _on_engines_at(work: np.ndarray, settings: ChopSpec, route: str, fused: dict) -> np.ndarray:
+    """chop.m on ``route`` ``'today'`` or ``'flush tiny'`` (:func:`route_at`) on today's engines;
+    ``fused``: the compiled loops' constants with the old tiny-number rule, by dtype character."""
+    spec = settings.spec
+    if route == "flush tiny" and not spec.draws and compiled.wanted() and compiled.handles(work, spec):
+        constants = fused.get(work.dtype.char, False)
+        if constants is False:
+            constants = fused[work.dtype.char] = compiled.flush_tiny_constants(spec, work.dtype)
+        if constants is not None:  # the rule inside the compiled loops: no second pass
+            return compiled.round_deterministic(work, constants)
+    out = _on_engines(work, settings)
+    if route == "flush tiny":
+        flush_tiny(out, work, spec.min_rep)
+    return out
+
+
 def _x_class(x) -> str:
     if np.iscomplexobj(x):
         raise ValueError("Chop requires a real input array.")
@@ -323,12 +399,16 @@ class ChopAt:
         self.rules = rules_at(date)
         self._lock = threading.Lock()
         self._stored: Optional[ChopSpec] = None
+        # Small calls in loops: dict options resolved once per content and class of x (as chop
+        # does), and the route of a resolved call found once (held with it, so its id stays its own).
+        self._by_content: dict = {}
+        self._routes: dict = {}
 
     def __call__(self, x=None, options=None):
         """``chop(x, options)`` with the rules of :attr:`rules`; ``x=None`` only sets the options."""
-        x_class = _x_class(x) if x is not None else "double"
+        x_class = "double" if type(x) is float or x is None else _x_class(x)
         with self._lock:
-            settings = _resolve_at(options, self._stored, x_class, self.rules)
+            settings = self._settings(options, x_class)
             if x is None or (isinstance(x, (list, tuple)) and len(x) == 0):
                 self._stored = settings
                 return None if x is None else np.zeros(0)
@@ -336,7 +416,45 @@ class ChopAt:
             self._stored = settings  # stored only when the call succeeded
             return out
 
+    def _settings(self, options, x_class: str) -> ChopSpec:
+        """``_resolve_at``, remembered for dicts whose settings depend on their content alone
+        (atomic values, not a custom format, which may take the stored ``params``)."""
+        if options is None:
+            return resolve(None, self._stored, x_class)
+        content = None
+        if type(options) is dict:
+            try:
+                content = (items_snapshot(options), x_class)
+                found = self._by_content.get(content)
+            except TypeError:  # an unhashable value (a list of params)
+                content = found = None
+            if found is not None:
+                return found
+        settings = _resolve_at(options, self._stored, x_class, self.rules)
+        if content is not None and atomic_values(options) and options.get("format") not in CUSTOM_NAMES:
+            if len(self._by_content) >= 64:
+                self._by_content.clear()
+            self._by_content[content] = settings
+        return settings
+
+    def _route(self, settings: ChopSpec) -> tuple:
+        """``(route, fused)``: :func:`route_at`'s route, and the compiled loops' constants with the
+        old tiny-number rule by dtype character (filled on first use)."""
+        found = self._routes.get(id(settings))
+        if found is None or found[0] is not settings:
+            if len(self._routes) >= 64:
+                self._routes.clear()
+            found = self._routes[id(settings)] = (settings, route_at(self.rules, settings.spec), {})
+        return found[1], found[2]
+
     def _chop(self, x, settings: ChopSpec):
+        route, fused = self._route(settings)
+        spec = settings.spec
+        if type(x) is float and route != "step by step" and settings.scalar_path:
+            # the scalar kernel of today's chop (no random numbers, no flips)
+            if route == "flush tiny" and abs(x) < spec.min_rep:
+                return 0.0
+            return numpy_fast.chop_scalar(x, spec, MATLAB_STREAM)
         if not isinstance(x, (np.ndarray, np.generic, int, float, list, tuple)) or isinstance(x, bool):
             raise TypeError(
                 f"chop_at rounds NumPy arrays, NumPy scalars, Python numbers and lists, not {type(x).__name__} "
@@ -352,10 +470,14 @@ class ChopAt:
             work = arr.astype(np.float64)
         else:
             raise TypeError(f"chop supports float64, float32 and float16 arrays (and integers), not {arr.dtype}.")
-        flat = np.ravel(work, order="F").copy()
-        n_first = max(work.shape) if work.ndim else 1
-        out = chop_vector_at(flat, settings.spec, self.rules, sources_for(settings.randfunc), n_first)
-        out = out.reshape(work.shape, order="F").astype(arr.dtype if arr.dtype == np.float16 else work.dtype)
+        if route == "step by step":
+            flat = np.ravel(work, order="F").copy()
+            n_first = max(work.shape) if work.ndim else 1
+            out = chop_vector_at(flat, spec, self.rules, sources_for(settings.randfunc), n_first)
+            out = out.reshape(work.shape, order="F")
+        else:
+            out = _on_engines_at(work, settings, route, fused)
+        out = out.astype(arr.dtype if arr.dtype == np.float16 else work.dtype, copy=False)
         if scalar:
             return float(out) if isinstance(x, (int, float)) else out[()]
         return out

@@ -223,6 +223,12 @@ def round_deterministic(x: np.ndarray, constants: tuple) -> np.ndarray:
     :func:`rounding_constants` or :func:`flush_tiny_constants` for its dtype; a new array."""
     ip, up, fp, rp = constants
     char = x.dtype.char
+    if x.flags.c_contiguous and x.size < SERIAL_BELOW:  # (the small calls' path, as dispatch plans it)
+        unsigned, single = _UINT[char], char == "f"
+        out = np.empty(x.shape, x.dtype)
+        flat, out_flat = (x, out) if x.ndim == 1 else (x.reshape(-1), out.reshape(-1))
+        kernels().det_serial(flat, flat.view(unsigned), out_flat, out_flat.view(unsigned), ip, up, fp, rp, single)
+        return out
     return _deterministic(kernels(), x, ip, up, fp, rp, char == "f", _UINT[char])
 
 

@@ -23,7 +23,7 @@ from ..engines import dispatch
 from ..formats import CHOP_FORMAT_NAMES, CUSTOM_NAMES, custom_format, lookup_format
 from ..kernels import compiled, numpy_fast
 from ..random import matlab_stream
-from .options import OPTION_NAMES, ChopSpec, Options, atomic_values, items_snapshot, resolve
+from .options import DEFAULT_SPEC, OPTION_NAMES, ChopSpec, Options, atomic_values, items_snapshot, resolve
 from ..spec import RoundingSpec
 from ..random.sources import MATLAB_STREAM, sources_for
 from ..rules.chop import apply_range_limits, roundit_vector
@@ -172,7 +172,25 @@ def flush_tiny(c: np.ndarray, x: np.ndarray, min_rep: float) -> None:
     becomes +0, in place on the results ``c`` of the inputs ``x``.  (chop.m flushed chop's
     subnormal block with ``subnormal = 0``, then every ``|x| < xmins``: with exact exponents
     that is every ``|x| < xmin``, and no result of a larger ``|x|`` is below it.)"""
-    c[np.abs(x) < np.float64(min_rep)] = 0
+    threshold = x.dtype.type(min_rep)
+    if float(threshold) != min_rep:  # (below the class of x: compared in double, as chop.m did)
+        threshold = np.float64(min_rep)
+    if x.flags.c_contiguous and c.flags.c_contiguous:
+        order = "C"
+    elif x.flags.f_contiguous and c.flags.f_contiguous:
+        order = "F"
+    else:
+        c[np.abs(x) < threshold] = 0
+        return
+    # Block by block: a temporary of a whole large array costs more than the comparisons.
+    flat_c, flat_x = c.reshape(-1, order=order), x.reshape(-1, order=order)
+    for start in range(0, flat_x.size, _FLUSH_BLOCK):
+        magnitude = np.abs(flat_x[start:start + _FLUSH_BLOCK])
+        if np.fmin.reduce(magnitude) < threshold:  # (fmin: a NaN does not hide the others)
+            flat_c[start:start + _FLUSH_BLOCK][magnitude < threshold] = 0
+
+
+_FLUSH_BLOCK = 1 << 14
 
 
 # --- Options, as each version read them ---
@@ -357,6 +375,10 @@ def _chop_vector_at(x, spec, rules, sources, n_first):
 # --- The facade ---
 
 
+#: NumPy's own descriptors of native float64 and float32 (what ``np.empty`` and ufuncs give).
+_FLOAT64, _FLOAT32 = np.dtype(np.float64), np.dtype(np.float32)
+
+
 def _on_engines(work: np.ndarray, settings: ChopSpec) -> np.ndarray:
     """Today's chop of a float32 or float64 array on today's engines (a new array)."""
     spec = settings.spec
@@ -373,10 +395,11 @@ def _on_engines_at(work: np.ndarray, settings: ChopSpec, route: str, fused: dict
     """chop.m on ``route`` ``'today'`` or ``'flush tiny'`` (:func:`route_at`) on today's engines;
     ``fused``: the compiled loops' constants with the old tiny-number rule, by dtype character."""
     spec = settings.spec
-    if route == "flush tiny" and not spec.draws and compiled.wanted() and compiled.handles(work, spec):
+    if route == "flush tiny" and work.size > 1 and compiled.wanted():
         constants = fused.get(work.dtype.char, False)
-        if constants is False:
-            constants = fused[work.dtype.char] = compiled.flush_tiny_constants(spec, work.dtype)
+        if constants is False:  # (what compiled.handles refuses for a spec and a native dtype: None)
+            constants = fused[work.dtype.char] = (compiled.flush_tiny_constants(spec, work.dtype)
+                                                  if compiled.handles(work, spec) else None)
         if constants is not None:  # the rule inside the compiled loops: no second pass
             return compiled.round_deterministic(work, constants)
     out = _on_engines(work, settings)
@@ -406,21 +429,38 @@ class ChopAt:
 
     def __call__(self, x=None, options=None):
         """``chop(x, options)`` with the rules of :attr:`rules`; ``x=None`` only sets the options."""
-        x_class = "double" if type(x) is float or x is None else _x_class(x)
+        kind = type(x)
+        if kind is float or x is None:  # (the hot paths first: chop_at is called in loops)
+            x_class = "double"
+        elif kind is np.ndarray and x.dtype is _FLOAT64:
+            x_class = "double"
+        else:
+            x_class = _x_class(x)
         with self._lock:
             settings = self._settings(options, x_class)
-            if x is None or (isinstance(x, (list, tuple)) and len(x) == 0):
+            found = self._routes.get(id(settings))
+            if found is None or found[0] is not settings:
+                found = self._route(settings)
+            if kind is float and found[1] != "step by step" and settings.scalar_path:
+                # the scalar kernel of today's chop (no random numbers, no flips)
+                out = 0.0 if found[1] == "flush tiny" and abs(x) < found[3] else numpy_fast.chop_scalar(
+                    x, settings.spec, MATLAB_STREAM)
+            elif (kind is np.ndarray and found[1] == "today" and not settings.spec.draws
+                  and (x.dtype is _FLOAT64 or x.dtype is _FLOAT32)):
+                out = dispatch.round_array(x, settings.spec, MATLAB_STREAM)  # as chop does
+            elif x is None or (isinstance(x, (list, tuple)) and len(x) == 0):
                 self._stored = settings
                 return None if x is None else np.zeros(0)
-            out = self._chop(x, settings)
+            else:
+                out = self._chop(x, settings, found[1], found[2])
             self._stored = settings  # stored only when the call succeeded
             return out
 
     def _settings(self, options, x_class: str) -> ChopSpec:
         """``_resolve_at``, remembered for dicts whose settings depend on their content alone
         (atomic values, not a custom format, which may take the stored ``params``)."""
-        if options is None:
-            return resolve(None, self._stored, x_class)
+        if options is None:  # MATLAB's []: the stored settings
+            return DEFAULT_SPEC if self._stored is None else self._stored
         content = None
         if type(options) is dict:
             try:
@@ -438,23 +478,19 @@ class ChopAt:
         return settings
 
     def _route(self, settings: ChopSpec) -> tuple:
-        """``(route, fused)``: :func:`route_at`'s route, and the compiled loops' constants with the
-        old tiny-number rule by dtype character (filled on first use)."""
-        found = self._routes.get(id(settings))
-        if found is None or found[0] is not settings:
-            if len(self._routes) >= 64:
-                self._routes.clear()
-            found = self._routes[id(settings)] = (settings, route_at(self.rules, settings.spec), {})
-        return found[1], found[2]
-
-    def _chop(self, x, settings: ChopSpec):
-        route, fused = self._route(settings)
+        """``(settings, route, fused, min_rep)``, remembered by the identity of ``settings``:
+        :func:`route_at`'s route, the compiled loops' constants with the old tiny-number rule
+        by dtype character (filled on first use), and ``spec.min_rep``."""
+        if len(self._routes) >= 64:
+            self._routes.clear()
         spec = settings.spec
-        if type(x) is float and route != "step by step" and settings.scalar_path:
-            # the scalar kernel of today's chop (no random numbers, no flips)
-            if route == "flush tiny" and abs(x) < spec.min_rep:
-                return 0.0
-            return numpy_fast.chop_scalar(x, spec, MATLAB_STREAM)
+        found = self._routes[id(settings)] = (settings, route_at(self.rules, spec), {}, spec.min_rep)
+        return found
+
+    def _chop(self, x, settings: ChopSpec, route: str, fused: dict):
+        spec = settings.spec
+        if type(x) is np.ndarray and (x.dtype is _FLOAT64 or x.dtype is _FLOAT32) and route != "step by step":
+            return _on_engines_at(x, settings, route, fused)
         if not isinstance(x, (np.ndarray, np.generic, int, float, list, tuple)) or isinstance(x, bool):
             raise TypeError(
                 f"chop_at rounds NumPy arrays, NumPy scalars, Python numbers and lists, not {type(x).__name__} "

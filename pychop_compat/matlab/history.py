@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import functools
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -395,13 +396,17 @@ def _on_engines_at(work: np.ndarray, settings: ChopSpec, route: str, fused: dict
     """chop.m on ``route`` ``'today'`` or ``'flush tiny'`` (:func:`route_at`) on today's engines;
     ``fused``: the compiled loops' constants with the old tiny-number rule, by dtype character."""
     spec = settings.spec
-    if route == "flush tiny" and work.size > 1 and compiled.wanted():
-        constants = fused.get(work.dtype.char, False)
-        if constants is False:  # (what compiled.handles refuses for a spec and a native dtype: None)
-            constants = fused[work.dtype.char] = (compiled.flush_tiny_constants(spec, work.dtype)
-                                                  if compiled.handles(work, spec) else None)
-        if constants is not None:  # the rule inside the compiled loops: no second pass
-            return compiled.round_deterministic(work, constants)
+    if route == "flush tiny" and not spec.draws:
+        if work.size > 1 and compiled.wanted():
+            constants = fused.get(work.dtype.char, False)
+            if constants is False:  # (what compiled.handles refuses for a spec and a native dtype: None)
+                constants = fused[work.dtype.char] = (compiled.flush_tiny_constants(spec, work.dtype)
+                                                      if compiled.handles(work, spec) else None)
+            if constants is not None:  # the rule inside the compiled loops: no second pass
+                return compiled.round_deterministic(work, constants)
+        if not spec.extended:  # the NumPy engine, every small element among its special ones
+            return numpy_fast.chop_array(work, spec, MATLAB_STREAM, finish_special=functools.partial(
+                flush_tiny, min_rep=spec.min_rep), small_special=True)
     out = _on_engines(work, settings)
     if route == "flush tiny":
         flush_tiny(out, work, spec.min_rep)

@@ -324,3 +324,20 @@ def test_small_calls_resolve_once_and_follow_changed_options():
     assert g(1 / 3, custom) == chop(1 / 3, {"format": "c", "params": [5, 7]})
     g(None, {"format": "c", "params": [3, 7]})
     assert g(1 / 3, custom) == chop(1 / 3, {"format": "c", "params": [3, 7]})
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_engines_equal_step_by_step_on_large_arrays(engine, monkeypatch):
+    # the compiled engine's parallel loops and the NumPy engine's threads (2**20 + 7 elements)
+    r = np.random.default_rng(3)
+    x = r.standard_normal(2**20 + 7) * 2.0 ** r.integers(-30, 17, 2**20 + 7)
+    x[::1001] = 0.0
+    fast, slow = chop_at("2020-06-01"), chop_at("2020-06-01")
+    with cpu_engine(engine):
+        for o in ({"format": "h"}, {"format": "h", "round": 3, "subnormal": 0}, {"format": "b", "round": 2}):
+            a = fast(x, o)
+            monkeypatch.setattr(history, "route_at", lambda rules, spec: "step by step")
+            slow._routes.clear()
+            b = slow(x, o)
+            monkeypatch.undo()
+            assert a.tobytes() == b.tobytes(), o

@@ -16,7 +16,7 @@ import functools
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import Literal, Optional, Union
 
 import numpy as np
 
@@ -176,6 +176,7 @@ def flush_tiny(c: np.ndarray, x: np.ndarray, min_rep: float) -> None:
     threshold = x.dtype.type(min_rep)
     if float(threshold) != min_rep:  # (below the class of x: compared in double, as chop.m did)
         threshold = np.float64(min_rep)
+    order: Literal["C", "F"]
     if x.flags.c_contiguous and c.flags.c_contiguous:
         order = "C"
     elif x.flags.f_contiguous and c.flags.f_contiguous:
@@ -472,7 +473,7 @@ class ChopAt:
                 content = (items_snapshot(options), x_class)
                 found = self._by_content.get(content)
             except TypeError:  # an unhashable value (a list of params)
-                content = found = None
+                content, found = None, None
             if found is not None:
                 return found
         settings = _resolve_at(options, self._stored, x_class, self.rules)
@@ -489,7 +490,8 @@ class ChopAt:
         if len(self._routes) >= 64:
             self._routes.clear()
         spec = settings.spec
-        found = self._routes[id(settings)] = (settings, route_at(self.rules, spec), {}, spec.min_rep)
+        found: tuple = (settings, route_at(self.rules, spec), {}, spec.min_rep)
+        self._routes[id(settings)] = found
         return found
 
     def _chop(self, x, settings: ChopSpec, route: str, fused: dict):

@@ -132,7 +132,7 @@ def rules_at(date: Union[str, _dt.date]) -> Rules:
 
 
 #: How :func:`chop_at` computes a call (:func:`route_at`): on today's engines, on today's engines
-#: followed by the tiny-number rule of before 2020-06-16, or step by step (:func:`chop_vector_at`).
+#: followed by the tiny-number rule of before 2020-06-16, or step by step (``chop_vector_at``).
 ROUTES = ("today", "flush tiny", "step by step")
 
 

@@ -143,8 +143,9 @@ def route_at(rules: Rules, spec: RoundingSpec) -> str:
     date since 2020-06-16; from 2020-05-14 also without the exponent range), so today's engines
     compute it.  ``'flush tiny'``: from 2020-05-14 to 2020-06-15 with the exponent range, the
     only rule of the call that differs from today's is the tiny-number rule (every ``|x|``
-    below xmins, or xmin with ``subnormal = 0``, became +0, whatever the mode), applied after
-    today's engines.  ``'step by step'``: the older rules (exponent ``floor(log2(|x|))``,
+    below xmins, or xmin with ``subnormal = 0``, became +0, whatever the mode), which the
+    compiled loops and the NumPy engine's special elements take as a parameter (stochastic
+    rounding: applied after the engine).  ``'step by step'``: the older rules (exponent ``floor(log2(|x|))``,
     overflow to Inf, truncation of a whole block, flips on the dates they were broken, flips
     with the old tiny-number rule, where a flipped subnormal kept its sign at zero).
 
@@ -170,9 +171,9 @@ def route_at(rules: Rules, spec: RoundingSpec) -> str:
 
 def flush_tiny(c: np.ndarray, x: np.ndarray, min_rep: float) -> None:
     """chop.m's tiny-number rule before 2020-06-16 (frexp exponents): every ``|x| < min_rep``
-    becomes +0, in place on the results ``c`` of the inputs ``x``.  (chop.m flushed chop's
-    subnormal block with ``subnormal = 0``, then every ``|x| < xmins``: with exact exponents
-    that is every ``|x| < xmin``, and no result of a larger ``|x|`` is below it.)"""
+    becomes +0, in place on the results ``c`` of the inputs ``x``.  (chop.m set chop's subnormal
+    block to 0 with ``subnormal = 0``, then every ``|x| < xmins``: with exact exponents that is
+    every ``|x|`` below ``min_rep``, xmins or xmin; no result of a larger ``|x|`` is below it.)"""
     threshold = x.dtype.type(min_rep)
     if float(threshold) != min_rep:  # (below the class of x: compared in double, as chop.m did)
         threshold = np.float64(min_rep)

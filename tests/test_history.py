@@ -232,3 +232,112 @@ def test_other_array_types_refused_not_converted():
     assert isinstance(f(0.1, {"format": "h"}), float)
     out = f(np.float32(0.1))
     assert isinstance(out, np.float32) and out == np.float32(chop(np.float32(0.1), {"format": "h"}))
+
+
+# --- chop_at on today's engines (issue 29 item 2) ---
+
+from pychop_compat.kernels.compiled import available as numba_available, cpu_engine  # noqa: E402
+from pychop_compat.matlab import history  # noqa: E402
+
+ENGINES = ["numpy"] + (["numba"] if numba_available() else [])
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("version", [v for v in VERSIONS if v["date"] >= "2020-05-14"], ids=lambda v: v["date"])
+def test_corpus_on_each_engine(engine, version):
+    # every date whose calls run on today's engines (the older ones are computed step by step)
+    with cpu_engine(engine):
+        check_date(version["date"], version)
+
+
+def test_routes_by_date():
+    h = {"format": "h"}
+    spec = history.resolve(h, None).spec
+    assert history.route_at(rules_at("2020-06-16"), spec) == "today"
+    assert history.route_at(rules_at("2020-06-15"), spec) == "flush tiny"
+    assert history.route_at(rules_at("2020-05-14"), spec) == "flush tiny"
+    assert history.route_at(rules_at("2020-05-13"), spec) == "step by step"
+    no_range = history.resolve(dict(h, explim=0), None).spec
+    assert history.route_at(rules_at("2020-06-01"), no_range) == "today"
+    flips = history.resolve(dict(h, flip=1), None).spec
+    assert history.route_at(rules_at("2020-06-01"), flips) == "step by step"
+    assert history.route_at(rules_at("2020-06-16"), flips) == "today"
+    assert set(history.ROUTES) == {"today", "flush tiny", "step by step"}
+
+
+def _inputs():
+    r = np.random.default_rng(11)
+    wide = r.standard_normal(400) * 2.0 ** r.integers(-160, 140, 400)
+    tiny = np.concatenate([r.uniform(-1, 1, 200) * 2.0 ** r.integers(-155, -5, 200),
+                           [0.0, -0.0, np.inf, -np.inf, np.nan, 2.0**-24, -2.0**-24, 2.0**-25, 3 * 2.0**-26,
+                            2.0**-14, -2.0**-15, 2.0**-126, 2.0**-149, -2.0**-133, 65504.0, 65520.0, 7e4]])
+    with np.errstate(over="ignore"):
+        narrow = [tiny.astype(np.float32), wide.astype(np.float32), tiny.astype(np.float16)]
+    return [wide, tiny, *narrow, np.asfortranarray(wide[:399].reshape(21, 19)), wide[::3],
+            tiny[:216].reshape(-1, 6)[:, ::2], np.float64(3e-8), np.float32(2.0**-25), 3e-8, -3e-8, 1 / 3,
+            np.arange(-3, 4), [1e-9, 0.5, -2e-8]]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("date", ["2020-05-14", "2020-06-01", "2020-06-15", "2020-06-16", "2022-06-14"])
+def test_engines_equal_step_by_step(engine, date, monkeypatch):
+    # bit for bit (signs of zeros and dtypes included) against the step-by-step rules of the date
+    options = [{"format": f, "round": m, "subnormal": s, "explim": e}
+               for f in ("h", "b", "s", "q43") for m in (1, 2, 3, 4, 5, 6) for s in (0, 1) for e in (0, 1)]
+    options += [{"format": "c", "params": [t, emax], "round": m, "subnormal": s}
+                for t, emax in ((1, 7), (2, 3), (5, 7), (11, 100), (20, 127)) for m in (1, 2, 3, 4, 5) for s in (0, 1)]
+    options += [{"format": "h", "flip": 1, "p": 0.3, "round": m} for m in (1, 5)]
+    fast, slow = chop_at(date), chop_at(date)
+    with cpu_engine(engine):
+        for o in options:
+            if (o["format"] == "q43" and date < "2022-04-15") or (o.get("flip") and date < "2020-05-31"):
+                continue
+            for x in _inputs():
+                if o["format"] == "c" and o["params"][0] > 11 and np.asarray(x).dtype != np.float64:
+                    continue
+                rng(5)
+                a = fast(x, o)
+                monkeypatch.setattr(history, "route_at", lambda rules, spec: "step by step")
+                slow._routes.clear()
+                rng(5)
+                b = slow(x, o)
+                monkeypatch.undo()
+                assert type(a) is type(b), (o, x)
+                a_arr, b_arr = np.asarray(a), np.asarray(b)
+                assert a_arr.dtype == b_arr.dtype and a_arr.shape == b_arr.shape, (o, x)
+                assert a_arr.tobytes(order="F") == b_arr.tobytes(order="F"), (o, x, a, b)
+
+
+def test_small_calls_resolve_once_and_follow_changed_options():
+    f = chop_at("2020-06-01")
+    o = {"format": "h"}
+    x = np.array([1 / 3, 3e-8])
+    assert np.array_equal(f(x, o), [0.333251953125, 0.0])
+    o["format"] = "b"  # changed in place: resolved afresh
+    assert f(x, o)[0] == 0.333984375
+    assert f(1 / 3) == 0.333984375  # stored
+    o["round"] = 3
+    assert f(1 / 3, o) == chop(1 / 3, {"format": "b", "round": 3}) == 0.33203125
+    g = chop_at("2020-06-01")
+    g(None, {"format": "c", "params": [5, 7]})
+    custom = {"format": "c"}  # takes the stored params: never remembered by content
+    assert g(1 / 3, custom) == chop(1 / 3, {"format": "c", "params": [5, 7]})
+    g(None, {"format": "c", "params": [3, 7]})
+    assert g(1 / 3, custom) == chop(1 / 3, {"format": "c", "params": [3, 7]})
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_engines_equal_step_by_step_on_large_arrays(engine, monkeypatch):
+    # the compiled engine's parallel loops and the NumPy engine's threads (2**20 + 7 elements)
+    r = np.random.default_rng(3)
+    x = r.standard_normal(2**20 + 7) * 2.0 ** r.integers(-30, 17, 2**20 + 7)
+    x[::1001] = 0.0
+    fast, slow = chop_at("2020-06-01"), chop_at("2020-06-01")
+    with cpu_engine(engine):
+        for o in ({"format": "h"}, {"format": "h", "round": 3, "subnormal": 0}, {"format": "b", "round": 2}):
+            a = fast(x, o)
+            monkeypatch.setattr(history, "route_at", lambda rules, spec: "step by step")
+            slow._routes.clear()
+            b = slow(x, o)
+            monkeypatch.undo()
+            assert a.tobytes() == b.tobytes(), o

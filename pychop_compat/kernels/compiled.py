@@ -25,7 +25,8 @@ from ..random.sources import RandomSources
 from .numpy_fast import LAYOUTS, in_memory_order
 
 __all__ = ["available", "set_cpu_engine", "cpu_engine", "get_cpu_engine", "chop_array", "warm_up",
-           "wanted", "handles", "rounding_constants", "kernels", "loaded", "SERIAL_BELOW", "CHUNK"]
+           "wanted", "handles", "rounding_constants", "kernels", "loaded", "SERIAL_BELOW", "CHUNK",
+           "flush_tiny_constants", "round_deterministic"]
 
 #: Below this many elements one thread does everything (a parallel launch costs up to a time slice).
 SERIAL_BELOW = 1 << 20
@@ -205,6 +206,40 @@ def _small_rule(fmt, mode: int, keep_subnormals: bool, char: str) -> Optional[tu
 def rounding_constants(spec: RoundingSpec, dtype: Any) -> tuple:
     """The constant arrays ``(ip, up, fp, rp)`` of ``numba_kernels`` for ``spec`` and ``dtype``."""
     return _spec_constants(spec, np.dtype(dtype).char)
+
+
+def flush_tiny_constants(spec: RoundingSpec, dtype: Any) -> Optional[tuple]:
+    """:func:`rounding_constants` for the deterministic loops with chop.m's tiny-number rule of
+    before 2020-06-16 (``chop_at``): every ``|x|`` below ``min_rep`` becomes +0, whatever the mode.
+
+    The loops' rule below their range (``min_rep`` or +0 by a threshold, see :func:`_small_rule`)
+    then never gives ``min_rep``.  None unless the range starts at ``min_rep`` exactly (a
+    carrier-normal number) for a deterministic spec of chop.m's own semantics with explim = 1.
+    """
+    char = np.dtype(dtype).char
+    if spec.draws or not spec.limits_exponent or spec.extended:
+        return None
+    ip, up, fp, rp = _spec_constants(spec, char)
+    if _exact_bits(spec.min_rep, char) != int(rp[8]):  # rp[8]: the loops' LO
+        return None
+    rp = rp.copy()
+    rp[14:] = (0, up[1], (1 << 64) - 1, 0)  # SMALL_LO, SPAN (up to HI), THRESHOLD (never), MIN_REP
+    rp.setflags(write=False)
+    return ip, up, fp, rp
+
+
+def round_deterministic(x: np.ndarray, constants: tuple) -> np.ndarray:
+    """The deterministic loops on ``x`` (what :func:`handles` takes) with ``constants`` from
+    :func:`rounding_constants` or :func:`flush_tiny_constants` for its dtype; a new array."""
+    ip, up, fp, rp = constants
+    char = x.dtype.char
+    if x.flags.c_contiguous and x.size < SERIAL_BELOW:  # (the small calls' path, as dispatch plans it)
+        unsigned, single = _UINT[char], char == "f"
+        out = np.empty(x.shape, x.dtype)
+        flat, out_flat = (x, out) if x.ndim == 1 else (x.reshape(-1), out.reshape(-1))
+        kernels().det_serial(flat, flat.view(unsigned), out_flat, out_flat.view(unsigned), ip, up, fp, rp, single)
+        return out
+    return _deterministic(kernels(), x, ip, up, fp, rp, char == "f", _UINT[char])
 
 
 def _spec_constants(spec: RoundingSpec, char: str):

@@ -155,9 +155,11 @@ LAYOUTS = {
 # --- the plan: everything that depends on the options and the input class only -----------
 
 class _Plan:
-    """Constants and lookup tables for one (format, mode, subnormal, explim, input class)."""
+    """Constants and lookup tables for one (format, mode, subnormal, explim, input class);
+    ``small_special``: every element below the regular range is special (see :func:`chop_array`)."""
 
-    def __init__(self, fmt: Any, mode: int, keep_subnormals: bool, explim: bool, layout: _Layout):
+    def __init__(self, fmt: Any, mode: int, keep_subnormals: bool, explim: bool, layout: _Layout,
+                 small_special: bool = False):
         L = self.layout = layout
         t, emax, xboundary = fmt.t, fmt.emax, fmt.xboundary
         self.t, self.mode, self.explim, self.keep_subnormals = t, mode, explim, keep_subnormals
@@ -234,6 +236,9 @@ class _Plan:
                     self.Q_SHIFT = u((t - 1) << (L.p - 1))  # 2^e -> 2^(e - t + 1)
                     self.INV_BITS = u(2 * L.pow2_bits(0))  # 2^k -> 2^-k: subtract k's bits
 
+        if small_special:  # (the two ways of rounding small elements in bulk, off)
+            self.bulk_small = self.small_directed = False
+
         # Per-exponent tables, indexed by frexp's exponent + off (frexp gives e + 1; 0 for zero,
         # Inf and NaN, i.e. e = -1).
         lowest = L.emin - L.p + 2
@@ -253,20 +258,20 @@ class _Plan:
 
 
 @lru_cache(maxsize=64)
-def _plan(fmt, mode: int, keep_subnormals: bool, explim: bool, dtype_char: str) -> _Plan:
-    return _Plan(fmt, mode, keep_subnormals, explim, LAYOUTS[np.dtype(dtype_char)])
+def _plan(fmt, mode: int, keep_subnormals: bool, explim: bool, dtype_char: str, small_special: bool = False) -> _Plan:
+    return _Plan(fmt, mode, keep_subnormals, explim, LAYOUTS[np.dtype(dtype_char)], small_special)
 
 
 _recent_plans: dict = {}
 
 
-def _plan_for(spec: RoundingSpec, dtype: np.dtype) -> _Plan:
+def _plan_for(spec: RoundingSpec, dtype: np.dtype, small_special: bool = False) -> _Plan:
     """The plan for ``spec`` and ``dtype``; a repeated spec object is found by identity (fast)."""
-    key = (id(spec), dtype.char)
+    key = (id(spec), dtype.char, small_special)
     hit = _recent_plans.get(key)
     if hit is not None and hit[0] is spec:  # the stored spec keeps its id from being reused
         return hit[1]
-    plan = _plan(spec.fmt, spec.round, spec.keeps_subnormals, spec.limits_exponent, dtype.char)
+    plan = _plan(spec.fmt, spec.round, spec.keeps_subnormals, spec.limits_exponent, dtype.char, small_special)
     if len(_recent_plans) >= 32:
         _recent_plans.clear()
     _recent_plans[key] = (spec, plan)
@@ -972,23 +977,27 @@ _SINGLE, _DOUBLE = np.dtype(np.float32), np.dtype(np.float64)
 
 
 def chop_array(x: np.ndarray, spec: RoundingSpec, sources: RandomSources,
-               finish_special: Optional[Callable[[np.ndarray, np.ndarray], None]] = None) -> np.ndarray:
+               finish_special: Optional[Callable[[np.ndarray, np.ndarray], None]] = None,
+               small_special: bool = False) -> np.ndarray:
     """Round ``x`` (float32 or float64 ndarray, any shape and layout) by ``spec``.
 
     Returns a new array of ``x``'s shape and dtype, bit for bit
     :func:`pychop_compat.rules.chop.chop_vector` on ``x`` in column-major order with the same
     random numbers in the same calls.  ``finish_special(c, xs)`` (an encoding's rules)
     post-processes results in place and must leave finite nonzero results and +0 as they are:
-    in modes 1-4 without flips it sees the special elements only.
+    in modes 1-4 without flips it sees the special elements only.  With ``small_special``
+    every element below the regular range is special, down to the smallest (a rule on small
+    elements, ``chop_at``'s old tiny-number rule, may then change their results too).
     """
-    out = _chop_array(x, spec, sources, finish_special)
+    out = _chop_array(x, spec, sources, finish_special, small_special)
     if finish_special is not None and (spec.flips or spec.round >= 5 or x.size <= 1):
         with np.errstate(over="ignore", invalid="ignore"):
             finish_special(out, x)
     return out
 
 
-def _chop_array(x: np.ndarray, spec: RoundingSpec, sources: RandomSources, finish_special) -> np.ndarray:
+def _chop_array(x: np.ndarray, spec: RoundingSpec, sources: RandomSources, finish_special,
+                small_special: bool = False) -> np.ndarray:
     dtype = x.dtype
     if dtype not in LAYOUTS:
         if dtype.kind == "f" and not dtype.isnative and dtype.newbyteorder("=") in LAYOUTS:
@@ -996,7 +1005,7 @@ def _chop_array(x: np.ndarray, spec: RoundingSpec, sources: RandomSources, finis
             dtype = x.dtype
         else:
             raise TypeError(f"chop_array needs float32 or float64, not {dtype}")
-    plan = _plan_for(spec, dtype)
+    plan = _plan_for(spec, dtype, small_special)
     given = getattr(sources, "given", None)
     if given is not None and plan.mode >= 5 and not spec.flips:
         # Numbers given per element (row-major), as the counter's: nn's uniforms.

@@ -12,20 +12,24 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import functools
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import Literal, Optional, Union
 
 import numpy as np
 
+from ..engines import dispatch
 from ..formats import CHOP_FORMAT_NAMES, CUSTOM_NAMES, custom_format, lookup_format
-from .options import OPTION_NAMES, ChopSpec, Options, resolve
+from ..kernels import compiled, numpy_fast
+from ..random import matlab_stream
+from .options import DEFAULT_SPEC, OPTION_NAMES, ChopSpec, Options, atomic_values, items_snapshot, resolve
 from ..spec import RoundingSpec
-from ..random.sources import sources_for
+from ..random.sources import MATLAB_STREAM, sources_for
 from ..rules.chop import apply_range_limits, roundit_vector
 
-__all__ = ["chop_at", "ChopAt", "HISTORY", "rules_at", "Rules", "FIRST_RELEASE"]
+__all__ = ["chop_at", "ChopAt", "HISTORY", "rules_at", "Rules", "FIRST_RELEASE", "ROUTES", "route_at"]
 
 #: chop.m's first public release; earlier dates are refused by :func:`chop_at`.
 FIRST_RELEASE = _dt.date(2019, 3, 7)
@@ -125,6 +129,71 @@ def rules_at(date: Union[str, _dt.date]) -> Rules:
         fp8=since("2022-04-15"),
         randfunc_option=since("2022-06-14"),
     )
+
+
+#: How :func:`chop_at` computes a call (:func:`route_at`): on today's engines, on today's engines
+#: followed by the tiny-number rule of before 2020-06-16, or step by step (``chop_vector_at``).
+ROUTES = ("today", "flush tiny", "step by step")
+
+
+def route_at(rules: Rules, spec: RoundingSpec) -> str:
+    """How a call of chop.m of ``rules.date`` with ``spec`` is computed: one of :data:`ROUTES`.
+
+    ``'today'``: that chop.m returns what today's :func:`~pychop_compat.chop` returns (every
+    date since 2020-06-16; from 2020-05-14 also without the exponent range), so today's engines
+    compute it.  ``'flush tiny'``: from 2020-05-14 to 2020-06-15 with the exponent range, the
+    only rule of the call that differs from today's is the tiny-number rule (every ``|x|``
+    below xmins, or xmin with ``subnormal = 0``, became +0, whatever the mode), which the
+    compiled loops and the NumPy engine's special elements take as a parameter (stochastic
+    rounding: applied after the engine).  ``'step by step'``: the older rules (exponent ``floor(log2(|x|))``,
+    overflow to Inf, truncation of a whole block, flips on the dates they were broken, flips
+    with the old tiny-number rule, where a flipped subnormal kept its sign at zero).
+
+    Parameters
+    ----------
+    rules : Rules
+        The rules of a date (:func:`rules_at`).
+    spec : RoundingSpec
+        The resolved options of the call.
+
+    Returns
+    -------
+    str
+        One of :data:`ROUTES`.
+    """
+    if (rules.exponent != "frexp" or rules.overflow != "by mode" or rules.truncation != "elementwise"
+            or (spec.flips and (rules.flips_broken or rules.tiny != "by mode"))):
+        return "step by step"
+    if rules.tiny == "by mode" or not spec.limits_exponent:
+        return "today"
+    return "flush tiny"
+
+
+def flush_tiny(c: np.ndarray, x: np.ndarray, min_rep: float) -> None:
+    """chop.m's tiny-number rule before 2020-06-16 (frexp exponents): every ``|x| < min_rep``
+    becomes +0, in place on the results ``c`` of the inputs ``x``.  (chop.m set chop's subnormal
+    block to 0 with ``subnormal = 0``, then every ``|x| < xmins``: with exact exponents that is
+    every ``|x|`` below ``min_rep``, xmins or xmin; no result of a larger ``|x|`` is below it.)"""
+    threshold = x.dtype.type(min_rep)
+    if float(threshold) != min_rep:  # (below the class of x: compared in double, as chop.m did)
+        threshold = np.float64(min_rep)
+    order: Literal["C", "F"]
+    if x.flags.c_contiguous and c.flags.c_contiguous:
+        order = "C"
+    elif x.flags.f_contiguous and c.flags.f_contiguous:
+        order = "F"
+    else:
+        c[np.abs(x) < threshold] = 0
+        return
+    # Block by block: a temporary of a whole large array costs more than the comparisons.
+    flat_c, flat_x = c.reshape(-1, order=order), x.reshape(-1, order=order)
+    for start in range(0, flat_x.size, _FLUSH_BLOCK):
+        magnitude = np.abs(flat_x[start:start + _FLUSH_BLOCK])
+        if np.fmin.reduce(magnitude) < threshold:  # (fmin: a NaN does not hide the others)
+            flat_c[start:start + _FLUSH_BLOCK][magnitude < threshold] = 0
+
+
+_FLUSH_BLOCK = 1 << 14
 
 
 # --- Options, as each version read them ---
@@ -309,6 +378,43 @@ def _chop_vector_at(x, spec, rules, sources, n_first):
 # --- The facade ---
 
 
+#: NumPy's own descriptors of native float64 and float32 (what ``np.empty`` and ufuncs give).
+_FLOAT64, _FLOAT32 = np.dtype(np.float64), np.dtype(np.float32)
+
+
+def _on_engines(work: np.ndarray, settings: ChopSpec) -> np.ndarray:
+    """Today's chop of a float32 or float64 array on today's engines (a new array)."""
+    spec = settings.spec
+    if not spec.draws:
+        return np.asarray(dispatch.round_array(work, spec, MATLAB_STREAM))
+    sources = sources_for(settings.randfunc)
+    if not sources.uses_matlab_stream:
+        return np.asarray(dispatch.round_array(work, spec, sources))
+    with matlab_stream.exclusive_stream():  # the call's numbers are a contiguous run of the stream
+        return np.asarray(dispatch.round_array(work, spec, sources))
+
+
+def _on_engines_at(work: np.ndarray, settings: ChopSpec, route: str, fused: dict) -> np.ndarray:
+    """chop.m on ``route`` ``'today'`` or ``'flush tiny'`` (:func:`route_at`) on today's engines;
+    ``fused``: the compiled loops' constants with the old tiny-number rule, by dtype character."""
+    spec = settings.spec
+    if route == "flush tiny" and not spec.draws:
+        if work.size > 1 and compiled.wanted():
+            constants = fused.get(work.dtype.char, False)
+            if constants is False:  # (what compiled.handles refuses for a spec and a native dtype: None)
+                constants = fused[work.dtype.char] = (compiled.flush_tiny_constants(spec, work.dtype)
+                                                      if compiled.handles(work, spec) else None)
+            if constants is not None:  # the rule inside the compiled loops: no second pass
+                return compiled.round_deterministic(work, constants)
+        if not spec.extended:  # the NumPy engine, every small element among its special ones
+            return numpy_fast.chop_array(work, spec, MATLAB_STREAM, finish_special=functools.partial(
+                flush_tiny, min_rep=spec.min_rep), small_special=True)
+    out = _on_engines(work, settings)
+    if route == "flush tiny":
+        flush_tiny(out, work, spec.min_rep)
+    return out
+
+
 def _x_class(x) -> str:
     if np.iscomplexobj(x):
         raise ValueError("Chop requires a real input array.")
@@ -323,20 +429,76 @@ class ChopAt:
         self.rules = rules_at(date)
         self._lock = threading.Lock()
         self._stored: Optional[ChopSpec] = None
+        # Small calls in loops: dict options resolved once per content and class of x (as chop
+        # does), and the route of a resolved call found once (held with it, so its id stays its own).
+        self._by_content: dict = {}
+        self._routes: dict = {}
 
     def __call__(self, x=None, options=None):
         """``chop(x, options)`` with the rules of :attr:`rules`; ``x=None`` only sets the options."""
-        x_class = _x_class(x) if x is not None else "double"
+        kind = type(x)
+        if kind is float or x is None:  # (the hot paths first: chop_at is called in loops)
+            x_class = "double"
+        elif kind is np.ndarray and x.dtype is _FLOAT64:
+            x_class = "double"
+        else:
+            x_class = _x_class(x)
         with self._lock:
-            settings = _resolve_at(options, self._stored, x_class, self.rules)
-            if x is None or (isinstance(x, (list, tuple)) and len(x) == 0):
+            settings = self._settings(options, x_class)
+            found = self._routes.get(id(settings))
+            if found is None or found[0] is not settings:
+                found = self._route(settings)
+            if kind is float and found[1] != "step by step" and settings.scalar_path:
+                # the scalar kernel of today's chop (no random numbers, no flips)
+                out = 0.0 if found[1] == "flush tiny" and abs(x) < found[3] else numpy_fast.chop_scalar(
+                    x, settings.spec, MATLAB_STREAM)
+            elif (kind is np.ndarray and found[1] == "today" and not settings.spec.draws
+                  and (x.dtype is _FLOAT64 or x.dtype is _FLOAT32)):
+                out = dispatch.round_array(x, settings.spec, MATLAB_STREAM)  # as chop does
+            elif x is None or (isinstance(x, (list, tuple)) and len(x) == 0):
                 self._stored = settings
                 return None if x is None else np.zeros(0)
-            out = self._chop(x, settings)
+            else:
+                out = self._chop(x, settings, found[1], found[2])
             self._stored = settings  # stored only when the call succeeded
             return out
 
-    def _chop(self, x, settings: ChopSpec):
+    def _settings(self, options, x_class: str) -> ChopSpec:
+        """``_resolve_at``, remembered for dicts whose settings depend on their content alone
+        (atomic values, not a custom format, which may take the stored ``params``)."""
+        if options is None:  # MATLAB's []: the stored settings
+            return DEFAULT_SPEC if self._stored is None else self._stored
+        content = None
+        if type(options) is dict:
+            try:
+                content = (items_snapshot(options), x_class)
+                found = self._by_content.get(content)
+            except TypeError:  # an unhashable value (a list of params)
+                content, found = None, None
+            if found is not None:
+                return found
+        settings = _resolve_at(options, self._stored, x_class, self.rules)
+        if content is not None and atomic_values(options) and options.get("format") not in CUSTOM_NAMES:
+            if len(self._by_content) >= 64:
+                self._by_content.clear()
+            self._by_content[content] = settings
+        return settings
+
+    def _route(self, settings: ChopSpec) -> tuple:
+        """``(settings, route, fused, min_rep)``, remembered by the identity of ``settings``:
+        :func:`route_at`'s route, the compiled loops' constants with the old tiny-number rule
+        by dtype character (filled on first use), and ``spec.min_rep``."""
+        if len(self._routes) >= 64:
+            self._routes.clear()
+        spec = settings.spec
+        found: tuple = (settings, route_at(self.rules, spec), {}, spec.min_rep)
+        self._routes[id(settings)] = found
+        return found
+
+    def _chop(self, x, settings: ChopSpec, route: str, fused: dict):
+        spec = settings.spec
+        if type(x) is np.ndarray and (x.dtype is _FLOAT64 or x.dtype is _FLOAT32) and route != "step by step":
+            return _on_engines_at(x, settings, route, fused)
         if not isinstance(x, (np.ndarray, np.generic, int, float, list, tuple)) or isinstance(x, bool):
             raise TypeError(
                 f"chop_at rounds NumPy arrays, NumPy scalars, Python numbers and lists, not {type(x).__name__} "
@@ -352,10 +514,14 @@ class ChopAt:
             work = arr.astype(np.float64)
         else:
             raise TypeError(f"chop supports float64, float32 and float16 arrays (and integers), not {arr.dtype}.")
-        flat = np.ravel(work, order="F").copy()
-        n_first = max(work.shape) if work.ndim else 1
-        out = chop_vector_at(flat, settings.spec, self.rules, sources_for(settings.randfunc), n_first)
-        out = out.reshape(work.shape, order="F").astype(arr.dtype if arr.dtype == np.float16 else work.dtype)
+        if route == "step by step":
+            flat = np.ravel(work, order="F").copy()
+            n_first = max(work.shape) if work.ndim else 1
+            out = chop_vector_at(flat, spec, self.rules, sources_for(settings.randfunc), n_first)
+            out = out.reshape(work.shape, order="F")
+        else:
+            out = _on_engines_at(work, settings, route, fused)
+        out = out.astype(arr.dtype if arr.dtype == np.float16 else work.dtype, copy=False)
         if scalar:
             return float(out) if isinstance(x, (int, float)) else out[()]
         return out

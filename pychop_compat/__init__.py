@@ -17,7 +17,7 @@ from .matlab.options import Options
 from . import linalg  # noqa: E402  (needs chop above)
 from .linalg.errors import SingularMatrixWarning  # noqa: E402
 from .matlab.history import chop_at  # noqa: E402
-from .cpfloat import clear_cpfloat, cpfloat, cpfloat_options  # noqa: E402
+from .cpfloat import clear_cpfloat, cpfloat, cpfloat_at, cpfloat_options  # noqa: E402
 from .arithmetic import chopped, decode, encode  # noqa: E402  (needs linalg)
 from .numbers import block_quantize, fixed_point, int_quantize, mx_quantize  # noqa: E402
 
@@ -25,7 +25,7 @@ __all__ = [
     "__version__", "chop", "clear_chop", "chop_options", "roundit", "float_params", "explain", "chop_jax",
     "Options", "Chop", "Format", "linalg", "rng", "rand", "randi", "RngSettings",
     "SingularMatrixWarning", "chop_at",
-    "cpfloat", "clear_cpfloat", "cpfloat_options",
+    "cpfloat", "clear_cpfloat", "cpfloat_options", "cpfloat_at",
     "ForkedStreamError",
     "chopped", "encode", "decode",
     "fixed_point", "int_quantize", "block_quantize", "mx_quantize",

@@ -9,14 +9,19 @@ fields left out keep their values, except ``subnormal`` and ``infinity`` (the
 format's defaults) and the parameters (they follow ``format``); CPFloat's range
 rules (:func:`pychop_compat.rules.cpfloat.round_cpfloat`).  ``format`` also
 takes any name of the format catalogue.
+
+:func:`cpfloat_at` is the MEX interface as it stood on a date: the rules that
+changed (:data:`CPFLOAT_HISTORY`) are parameters of the same option resolution.
 """
 
 from __future__ import annotations
 
+import datetime
 import numbers
+import threading
 import warnings
 from dataclasses import dataclass, field, replace
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import numpy as np
 
@@ -28,7 +33,8 @@ from .random.sources import MATLAB_STREAM
 from .spec import RoundingSpec
 
 __all__ = ["cpfloat", "cpfloat_options", "clear_cpfloat", "CpfloatOptions", "CPFLOAT_FORMATS",
-           "CpfloatError"]
+           "CpfloatError", "cpfloat_at", "CpfloatAt", "CpfloatRules", "cpfloat_rules_at", "CPFLOAT_HISTORY",
+           "CPFLOAT_FIRST_RELEASE"]
 
 
 class CpfloatError(ValueError):
@@ -96,11 +102,135 @@ class CpfloatOptions:
     p: Any = 0.5
 
 
+#: CPFloat's first release (tag v0.1.0); :func:`cpfloat_at` refuses earlier dates.
+CPFLOAT_FIRST_RELEASE = datetime.date(2021, 1, 27)
+
+#: Every change of what the MEX interface returns for valid input, as (date, commit, what changed):
+#: the last commit of the day that touched ``mex/cpfloat.c`` or ``src/`` (docs/history.rst).
+CPFLOAT_HISTORY = (
+    ("2021-01-27", "e081508", "First release (v0.1.0, 808ae2c): params = [t, emax] (emin = 1 - emax); "
+     "subnormal left out keeps its value (bfloat16: 0); no saturation or infinity; [] as options an error; "
+     "custom formats beyond the storage format: 'cpfloat:invalidparams'."),
+    ("2021-07-10", "c931e52", "The sign of zero results as today (before: +0 or -0 by mode and internal path; "
+     "not reproduced)."),
+    ("2021-07-11", "ca9c20b", "Round to odd keeps +-0 (before: a tiny number, from a shift whose result C leaves "
+     "undefined; not reproduced)."),
+    ("2022-02-05", "3c38e61", "subnormal left out: the format's default (0 for bfloat16, else 1)."),
+    ("2022-02-17", "81f0152", "Without subnormals, round to nearest (ties to even) takes xmin/2 to 0."),
+    ("2022-02-28", "ec856f7", "flip = 2 flips any bit of the encoding (before: flip is yes or no, a fraction bit)."),
+    ("2022-06-28", "2c737e4", "[] as options: the stored options."),
+    ("2022-06-29", "19a624c", "8-bit formats 'q43'/'fp8-e4m3'/'E4M3' = [4, 7] and 'q52'/'fp8-e5m2'/'E5M2' = [3, 15]."),
+    ("2022-08-11", "67215c4", "'TensorFloat-32' fits the format buffer (before: it overflowed it)."),
+    ("2024-04-29", "42048c6", "E4M3 as in OCP: [4, -6, 8]; the C library reads emin, which the interface sets "
+     "for E4M3 only (0 at first, then kept: xmin = 1 for the other formats); explim = 0 without subnormals "
+     "flushes below the target's xmin."),
+    ("2024-04-30", "7c075e3", "The C library reads emin = 0 as 1 - emax (an E4M3 call still leaves -6 behind)."),
+    ("2024-05-08", "8fdf9be", "params = [t, emax, emin] (838ae70); every named format sets emin."),
+    ("2024-05-20", "7a9fa31", "explim = 0 without subnormals flushes below the storage format's xmin again "
+     "(from 2024-04-29: below the target's)."),
+    ("2024-05-28", "653d1eb", "params = [t, emin, emax]."),
+    ("2024-05-30", "99665da", "options.saturation (left out: 0)."),
+    ("2024-06-01", "9ae6e80", "options.infinity (E4M3: 0 when left out; other formats keep it); saturation left "
+     "out keeps its value."),
+    ("2026-02-28", "1645eac", "infinity left out: the format's default (0e5bc5e)."),
+    ("2026-06-23", "53758c5", "options.drcheck; custom formats beyond the storage format: "
+     "'cpfloat:invalidexponent'.  Today's interface."),
+)
+
+#: Days whose last commit does not compile (without PCG): :func:`cpfloat_at` refuses them.
+_UNBUILT = {"2021-07-13": "c146c2a", "2021-08-15": "694730e"}
+
+
+@dataclass(frozen=True)
+class CpfloatRules:
+    """Which of the MEX interface's historical rules are in force (see :data:`CPFLOAT_HISTORY`)."""
+
+    date: Optional[datetime.date]  # None: today's cpfloat (with the catalogue's names)
+    commit: str
+    params_layout: str = "t,emin,emax"  # what ``params`` lists: 't,emax' | 't,emax,emin' | 't,emin,emax'
+    subnormal_left_out: str = "default"  # 'kept' | 'default'
+    saturation_left_out: str = "kept"  # 'not an option' | 'reset' | 'kept'
+    infinity_left_out: str = "default"  # 'not an option' | 'kept' | 'default'
+    empty_options_error: bool = False  # [] as options: 'cpfloat:invalidstruct'
+    half_xmin_to_zero: bool = True  # subnormal = 0, ties to even: xmin/2 -> 0 (else xmin)
+    fp8: bool = True
+    e4m3_emax: int = 8
+    # 'format' | 'kept, 0 used' | 'kept, 0 = 1 - emax': the interface set emin for E4M3 only (0 at
+    # first, then kept), and from 2024-04-30 the C library read an emin of 0 as 1 - emax.
+    emin: str = "format"
+    long_names: bool = True  # names of 10 characters or more fit the format buffer
+    explim0_emin: str = "storage"  # explim = 0, subnormal = 0: flush below the storage's xmin or the target's
+    drcheck: bool = True  # options.drcheck read; errors 'cpfloat:invalidexponent'
+    encoding_flips: bool = True  # flip = 2 flips any bit of the encoding (before: flip is a yes/no)
+    catalogue: bool = False  # names of the format catalogue accepted (this package's extension)
+
+
+_TODAY = CpfloatRules(None, "", catalogue=True)
+
+
+def _day(value: Union[str, datetime.date]) -> datetime.date:
+    if isinstance(value, datetime.datetime):
+        return value.date()
+    if isinstance(value, datetime.date):
+        return value
+    if isinstance(value, str):
+        try:
+            return datetime.date.fromisoformat(value)
+        except ValueError:
+            raise ValueError(f"date must be an ISO date 'YYYY-MM-DD', got {value!r}") from None
+    raise TypeError(f"date must be an ISO date string or a datetime.date, got {type(value).__name__}")
+
+
+def cpfloat_rules_at(date: Union[str, datetime.date]) -> CpfloatRules:
+    """The rules of CPFloat's MEX interface at the end of ``date`` (ISO ``'YYYY-MM-DD'`` or a date).
+
+    Raises
+    ------
+    ValueError
+        For a malformed date, one before CPFloat's first release (2021-01-27), or a day whose
+        last commit does not compile.
+    """
+    day = _day(date)
+    if day < CPFLOAT_FIRST_RELEASE:
+        raise ValueError(f"CPFloat was first released (v0.1.0) on {CPFLOAT_FIRST_RELEASE.isoformat()}; "
+                         f"cpfloat_at has no rules for {day}.")
+    if day.isoformat() in _UNBUILT:
+        raise ValueError(f"CPFloat's MEX interface did not compile at the end of {day} (commit "
+                         f"{_UNBUILT[day.isoformat()]}); take the day before or after.")
+    commit = [c for d, c, _ in CPFLOAT_HISTORY if datetime.date.fromisoformat(d) <= day][-1]
+
+    def since(text: str) -> bool:
+        return day >= datetime.date.fromisoformat(text)
+
+    return CpfloatRules(
+        date=day,
+        commit=commit,
+        params_layout=("t,emin,emax" if since("2024-05-28") else "t,emax,emin" if since("2024-05-08")
+                       else "t,emax"),
+        subnormal_left_out="default" if since("2022-02-05") else "kept",
+        saturation_left_out=("kept" if since("2024-06-01") else "reset" if since("2024-05-30")
+                             else "not an option"),
+        infinity_left_out=("default" if since("2026-02-28") else "kept" if since("2024-06-01")
+                           else "not an option"),
+        empty_options_error=not since("2022-06-28"),
+        half_xmin_to_zero=since("2022-02-17"),
+        fp8=since("2022-06-29"),
+        e4m3_emax=8 if since("2024-04-29") else 7,
+        emin=("format" if since("2024-05-08") or not since("2024-04-29") else
+              "kept, 0 = 1 - emax" if since("2024-04-30") else "kept, 0 used"),
+        long_names=since("2022-08-11"),
+        explim0_emin="format" if since("2024-04-29") and not since("2024-05-20") else "storage",
+        drcheck=since("2026-06-23"),
+        encoding_flips=since("2022-02-28"),
+    )
+
+
 @dataclass(frozen=True)
 class _State:
     options: CpfloatOptions
     drcheck: Any = 1
     catalogue: Optional[Format] = None  # the catalogue's format, for names beyond the MEX's
+    rules: CpfloatRules = _TODAY
 
 
 _state: Optional[_State] = None
@@ -140,8 +270,31 @@ def _number(value, name: str, integer: bool = True):
     return as_float
 
 
+def _named(name: str, rules: CpfloatRules) -> Optional[tuple[int, int, int]]:
+    """``[t, emin, emax]`` of one of the MEX's format names on the date of ``rules`` (None: unknown)."""
+    params = CPFLOAT_FORMATS.get(name)
+    if params is None or (not rules.fp8 and params[0] in (3, 4)):
+        return None
+    if params[0] == 4:  # E4M3: emax 7 (IEEE-like) before it followed OCP
+        return (4, -6, rules.e4m3_emax)
+    return (params[0], params[1], params[2])
+
+
+def _custom_params(values: np.ndarray, layout: str) -> list:
+    """``[t, emin, emax]`` from ``params`` as the interface of the date lists them."""
+    numbers_given = [_number(v, "params") for v in values]
+    if layout == "t,emax":
+        t, emax = numbers_given
+        return [t, 1 - emax, emax]  # the C library's emin before 2024
+    if layout == "t,emax,emin":
+        t, emax, emin = numbers_given
+        return [t, emin, emax]
+    return numbers_given
+
+
 def _update(state: _State, given: dict) -> _State:
-    """The MEX's rules for a non-empty ``fpopts`` (see the module notes)."""
+    """The MEX's rules for a non-empty ``fpopts`` (see the module notes), as of ``state.rules``."""
+    rules = state.rules
     o = replace(state.options, params=list(state.options.params))
     catalogue = state.catalogue
     if "format" in given:
@@ -152,22 +305,32 @@ def _update(state: _State, given: dict) -> _State:
             o.format = value
         else:
             raise ValueError(f"fpopts.format must be a string, got {value!r}.")
+    if not rules.long_names and len(o.format) >= 10:
+        raise ValueError(f"Before 2022-08-11 the format name {o.format!r} overflows the MEX's 10-character "
+                         "buffer (its result is undefined).")
     params = given.get("params")
     if "params" in given and o.format not in _CUSTOM:
         warnings.warn("cpfloat:ignoredparams: Floating-point parameters ignored.", stacklevel=3)
     defaults: dict = {}
-    if o.format in CPFLOAT_FORMATS:
-        o.params = list(CPFLOAT_FORMATS[o.format])
+    named = _named(o.format, rules)
+    if named is not None:
+        o.params = list(named)
+        if rules.emin != "format" and named[0] != 4:
+            o.params[1] = state.options.params[1]  # left as it was (0 at first): only E4M3 set emin
         defaults = _DEFAULTS[o.format]
         catalogue = None
     elif o.format in _CUSTOM:
         values = None if params is None else np.asarray(params, dtype=object).ravel()
-        if values is None or values.size != 3:
+        if values is None or values.size != len(rules.params_layout.split(",")):
             raise CpfloatError("cpfloat:invalidparams", "Invalid floating-point parameters specified.")
-        o.params = [_number(v, "params") for v in values]
+        o.params = _custom_params(values, rules.params_layout)
+        if rules.emin != "format":
+            o.params[1] = state.options.params[1]
         catalogue = None
     else:
         try:
+            if not rules.catalogue:
+                raise ValueError(o.format)
             catalogue = catalogue_format(o.format)
         except ValueError:
             raise CpfloatError("cpfloat:invalidformat", "Invalid floating-point format specified.") from None
@@ -175,25 +338,39 @@ def _update(state: _State, given: dict) -> _State:
         defaults = {"infinity": int(catalogue.has_inf), "subnormal": int(catalogue.subnormals)}
         if catalogue.overflow == "saturate" and "saturation" not in given:
             defaults["saturation"] = 1
-    # Left out: subnormal and infinity take the format's defaults; the rest keep their values.
-    o.subnormal = defaults.get("subnormal", 1)
-    o.infinity = defaults.get("infinity", 1)
+    # Left out: subnormal and infinity take the format's defaults; the rest keep their values
+    # (on older dates, subnormal, saturation and infinity had other rules: CPFLOAT_HISTORY).
+    if rules.subnormal_left_out == "default" or "subnormal" in defaults:
+        o.subnormal = defaults.get("subnormal", 1)
+    if rules.infinity_left_out == "default":
+        o.infinity = defaults.get("infinity", 1)
+    elif rules.infinity_left_out == "kept":
+        if "infinity" in defaults:
+            o.infinity = defaults["infinity"]
+    else:
+        o.infinity = 1
+    if rules.saturation_left_out != "kept":
+        o.saturation = 0
     if "saturation" in defaults:
         o.saturation = defaults["saturation"]
     empty_defaults = {"subnormal": 1, "explim": 1, "infinity": 1, "round": 1, "saturation": 0,
                       "flip": 0, "p": 0.5}
+    if rules.infinity_left_out == "not an option":
+        del empty_defaults["infinity"]
+    if rules.saturation_left_out == "not an option":
+        del empty_defaults["saturation"]
     for name, empty in empty_defaults.items():
         if name in given:
             value = given[name]
             setattr(o, name, empty if isempty(value) else _number(value, name, integer=name != "p"))
     drcheck = state.drcheck
-    if "drcheck" in given:
+    if "drcheck" in given and rules.drcheck:
         drcheck = 1 if isempty(given["drcheck"]) else _number(given["drcheck"], "drcheck")
     if o.flip not in (0, 1, 2):
         raise ValueError(f"fpopts.flip must be 0 (no flips), 1 (a fraction bit) or 2 (any bit), got {o.flip}.")
     if o.flip and not 0 <= o.p <= 1:
         raise ValueError(f"fpopts.p must be a probability in [0, 1], got {o.p}.")
-    return _State(o, drcheck, catalogue)
+    return _State(o, drcheck, catalogue, rules)
 
 
 def _updated(state: _State, fpopts: Any) -> _State:
@@ -280,6 +457,10 @@ def _checked_spec(state: _State, x_class: str) -> RoundingSpec:
     maxfbits = (11 if o.round <= 1 else 23) if x_class == "single" else (25 if o.round <= 1 else 52)
     minexp, maxexp = (-126, 127) if x_class == "single" else (-1022, 1023)
     t, emin, emax = o.params
+    rules = state.rules
+    if o.format in _CUSTOM and not rules.drcheck:  # before 2026-06-23: one error (emin checked from 2024-05-08)
+        if t > maxfbits or emax > maxexp or (rules.params_layout != "t,emax" and emin < minexp):
+            raise CpfloatError("cpfloat:invalidparams", "Invalid floating-point parameters selected.")
     if o.format in _CUSTOM:
         if emin < minexp or emax > maxexp:
             raise CpfloatError("cpfloat:invalidexponent", "Invalid exponent range selected.")
@@ -287,11 +468,16 @@ def _checked_spec(state: _State, x_class: str) -> RoundingSpec:
             raise CpfloatError("cpfloat:invalidexponent", "Selected precision may cause double rounding issues.")
     if t < 1:
         raise ValueError(f"The precision (params[0]) must be at least 1, got {t}.")
-    fmt = state.catalogue or Format(t, emax, (o.format,), emin=emin)
+    unset = rules.emin == "kept, 0 = 1 - emax" and emin == 0
+    fmt = state.catalogue or Format(t, emax, (o.format,), emin=1 - emax if unset else emin)
+    explim = o.explim
+    if not explim and not o.subnormal and rules.explim0_emin == "format":
+        # (2024-04-29 to 2024-05-19) values below the target's xmin flushed by mode, the storage's emax
+        fmt, explim = Format(t, maxexp, (o.format,), emin=1 - maxexp if unset else emin), 1
     return RoundingSpec(
-        fmt=fmt, subnormal=o.subnormal, round=o.round, flip=o.flip, p=o.p, explim=o.explim,
+        fmt=fmt, subnormal=o.subnormal, round=o.round, flip=o.flip, p=o.p, explim=explim,
         saturation=bool(o.saturation), infinity=bool(o.infinity), range_rules="cpfloat",
-        flip_scope="encoding" if o.flip == 2 else "fraction",
+        flip_scope="encoding" if o.flip == 2 and rules.encoding_flips else "fraction",
     )
 
 
@@ -384,3 +570,108 @@ def clear_cpfloat() -> None:
     """Forget the persistent options (MATLAB ``clear cpfloat``)."""
     global _state
     _state = None
+
+
+class CpfloatAt:
+    """CPFloat's MEX interface as of a date, with its own persistent options (see :func:`cpfloat_at`)."""
+
+    def __init__(self, date: Union[str, datetime.date]):
+        self.rules = cpfloat_rules_at(date)
+        self._lock = threading.Lock()
+        self._state = self._first_state()
+
+    def _first_state(self) -> _State:
+        options = CpfloatOptions()
+        if self.rules.emin != "format":
+            options.params = [11, 0, 15]  # the MEX left emin at 0 (mxCalloc) until E4M3 set it
+        return _State(options, rules=self.rules)
+
+    def __call__(self, x: Any = None, fpopts: Any = None) -> Any:
+        """``cpfloat(x, fpopts)`` with the rules of :attr:`rules`; ``x=None`` only sets the options."""
+        if self.rules.empty_options_error and fpopts is not None and not isinstance(fpopts, dict) \
+                and isempty(fpopts):
+            raise CpfloatError("cpfloat:invalidstruct", "Second argument must be a struct.")
+        with self._lock:
+            state = _updated(self._state, fpopts)
+            if x is None:
+                self._state = state
+                return self.options()
+            x_class = _storage_class(x)
+            self._state = state  # the MEX stores the options before it checks them against x
+            spec = _spec_for(state, x_class)
+        out = _round(x, spec)
+        return _dated_details(x, out, spec, self.rules)
+
+    def options(self) -> CpfloatOptions:
+        """The persistent options (a copy), ``params`` listed as the interface of the date lists them."""
+        o = self._state.options
+        t, emin, emax = o.params
+        params = {"t,emax": [t, emax], "t,emax,emin": [t, emax, emin]}.get(self.rules.params_layout, [t, emin, emax])
+        return replace(o, params=params)
+
+    def clear(self) -> None:
+        """``clear cpfloat``: forget the persistent options."""
+        with self._lock:
+            self._state = self._first_state()
+
+    def __repr__(self) -> str:
+        assert self.rules.date is not None
+        return f"cpfloat_at({self.rules.date.isoformat()!r})  # CPFloat's MEX interface at commit {self.rules.commit}"
+
+
+def _dated_details(x: Any, out: Any, spec: RoundingSpec, rules: CpfloatRules) -> Any:
+    """Before 2022-02-17, without subnormals, round to nearest with ties to even took +-xmin/2 to
+    +-xmin (a detail of the C library), applied to today's result (NumPy input only)."""
+    if rules.half_xmin_to_zero or spec.round != 1 or spec.subnormal or not spec.explim:
+        return out
+    if not isinstance(out, (np.ndarray, np.generic, float)):
+        raise TypeError("cpfloat_at before 2022-02-17 rounds NumPy arrays and Python numbers only.")
+    result = np.array(out)
+    source = np.asarray(x, dtype=result.dtype)
+    half = np.abs(source) == np.ldexp(result.dtype.type(1), spec.fmt.emin - 1)
+    result[half] = np.copysign(np.ldexp(result.dtype.type(1), spec.fmt.emin), source[half])
+    if isinstance(out, float):
+        return float(result)
+    return result[()] if isinstance(out, np.generic) else result
+
+
+def cpfloat_at(date: Union[str, datetime.date]) -> CpfloatAt:
+    """CPFloat's MEX interface ``cpfloat(x, fpopts)`` as it was on ``main`` at the end of ``date``.
+
+    Parameters
+    ----------
+    date : str or datetime.date
+        An ISO date ``'YYYY-MM-DD'`` on or after 2021-01-27 (CPFloat's first release, v0.1.0).
+
+    Returns
+    -------
+    CpfloatAt
+        A callable with :func:`cpfloat`'s signature, ``f(x, fpopts)``, that returns what the MEX
+        interface built from CPFloat's sources of that day returned (the commit in
+        ``f.rules.commit``), with its own persistent options (``f.options()``, ``f.clear()``),
+        independent of :func:`cpfloat` and of other ``cpfloat_at`` functions.
+
+    Raises
+    ------
+    ValueError
+        For a malformed date, a date before 2021-01-27, or one of the two days whose last
+        commit does not compile (2021-07-13, 2021-08-15).
+
+    Notes
+    -----
+    The changes are listed in :data:`CPFLOAT_HISTORY` (``docs/history.rst``): ``params`` is
+    ``[t, emax]`` before 2024-05-08 (``[t, emax, emin]`` until 2024-05-27), ``infinity`` is
+    kept across calls from 2024-06-01 to 2026-02-27, and so on.  Only CPFloat's own format
+    names are known (not the catalogue's).  Checked against the interface built at every
+    dated state (deterministic modes); stochastic rounding and bit flips follow today's rules.
+
+    Examples
+    --------
+    >>> from pychop_compat import cpfloat_at
+    >>> old = cpfloat_at('2023-01-01')
+    >>> old(1/3, {'format': 'c', 'params': [5, 7]})   # [t, emax] before 2024-05-08
+    0.328125
+    >>> old.options().params
+    [5, 7]
+    """
+    return CpfloatAt(date)

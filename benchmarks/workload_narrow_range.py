@@ -19,8 +19,8 @@ that every row is the study's own row.  ``--quick``: the first 9 sizes (n <= 106
 
 What is checked on every run: the printed rows against the study's published data files, character
 for character (``%e``, 7 digits); the matrices the chopped products give (LABM, with and without the
-range limits), bit for bit, and the errors against GNU Octave 7.3 running the same lines with
-CPFloat's MEX (commit 0ddba87) on the same inputs (stored in
+range limits) bit for bit, and the errors to 1e-12 (relative), against GNU Octave 7.3 running the
+same lines with CPFloat's MEX (commit 0ddba87) on the same inputs (stored in
 ``tests/data/workload_narrow_range.json``; Octave's ``rand`` is not MATLAB's, so the inputs drawn
 here from MATLAB's stream are passed to it, see ``--export-inputs``).
 
@@ -30,6 +30,7 @@ Run from the repository root::
     python benchmarks/workload_narrow_range.py --quick     # a few seconds
     python benchmarks/workload_narrow_range.py --compare /work/baseline . --runs 3
                                                            # two trees, interleaved, min of the runs
+    python benchmarks/workload_narrow_range.py --per-call  # one call of cpfloat, chop, the inner step (us)
     python benchmarks/workload_narrow_range.py --export-inputs DIR   # inputs for the Octave run
     python benchmarks/workload_narrow_range.py --store-octave DIR    # store the Octave run's results
 
@@ -104,6 +105,16 @@ def split_words(temp1, temp2, options_input: dict, p: int, u: float) -> tuple:
     return LA, BM
 
 
+def scaled_product_error(scaled: tuple, options_input: dict, options_accum: dict, p: int, u: float) -> tuple:
+    """LABM and the error of C: the study's lines run twice per size, with the range limits and
+    without (``_nrl``), written here once."""
+    A, B, L, M, Linv, Minv, Ctrue = scaled
+    LA, BM = split_words(L * A, B * M, options_input, p, u)
+    LABM = matmul(LA, BM, options_accum, p, u)
+    C = Linv * LABM * Minv
+    return LABM, norm_inf(C - Ctrue) / norm_inf(A) / norm_inf(B)
+
+
 def draw_inputs(m: int, n: int, q: int, l: float) -> tuple:
     """Matrix elements: uniformly distributed logarithms in [-l, l], random signs (MATLAB's stream)."""
     A = 10.0 ** (rand(m, n) * 2 * l - l)
@@ -159,17 +170,12 @@ def matmul_test(input_format: str, accum_format: str, p: int, sizes: list, subno
             M = previous_pow2(theta / np.max(np.abs(B), axis=0, keepdims=True))
             Linv = 1 / L
             Minv = 1 / M
-            LA, BM = split_words(L * A, B * M, options_input, p, u)
-            LABM = matmul(LA, BM, options_accum, p, u)
-            C = Linv * LABM * Minv
-            err = norm_inf(C - Ctrue) / norm_inf(A) / norm_inf(B)
+            scaled = (A, B, L, M, Linv, Minv, Ctrue)
+            LABM, err = scaled_product_error(scaled, options_input, options_accum, p, u)
             # The product as if there were no range limitations.
             options_input["explim"] = 0
             options_accum["explim"] = 0
-            LA_nrl, BM_nrl = split_words(L * A, B * M, options_input, p, u)
-            LABM_nrl = matmul(LA_nrl, BM_nrl, options_accum, p, u)
-            C_nrl = Linv * LABM_nrl * Minv
-            err_nrl = norm_inf(C_nrl - Ctrue) / norm_inf(A) / norm_inf(B)
+            LABM_nrl, err_nrl = scaled_product_error(scaled, options_input, options_accum, p, u)
             options_input["explim"] = 1
             options_accum["explim"] = 1
             bound = 2 * u + n * U + 4 * n ** 2 * fmin / theta + 4 * n ** 2 * Fmin / theta ** 2  # (3.26)
@@ -200,6 +206,9 @@ def run_slice(quick: bool, inputs=None, on_size=None) -> dict:
     sizes = study_sizes()
     kept = sizes[:SIZES_IN_QUICK if quick else SIZES_IN_SLICE]
     settings = (0,) if quick else (0, 1)
+    start = time.perf_counter()
+    cpfloat(np.zeros((10, 10)), {"format": "binary16"})  # the one-time setup (kernels loaded), timed apart
+    first_call_seconds = time.perf_counter() - start
     clear_cpfloat()  # experiments.m: clear all; rng(1);
     rng(1)
     options_input: dict = {}
@@ -214,7 +223,7 @@ def run_slice(quick: bool, inputs=None, on_size=None) -> dict:
             start = time.perf_counter()
             skip_draws(sizes[len(kept):], 10, 10)
             skip_seconds += time.perf_counter() - start
-    return {"rows": rows, "loop_s": loop_seconds, "skip_s": skip_seconds,
+    return {"rows": rows, "loop_s": loop_seconds, "skip_s": skip_seconds, "first_call_s": first_call_seconds,
             "calls": cpfloat_calls(kept, settings, 1), "sizes": kept, "settings": settings}
 
 
@@ -245,7 +254,8 @@ def report(result: dict) -> None:
     rows = result["rows"]
     print(f"Slice: fp8-e4m3 -> binary16, p = 1, n = {result['sizes'][0]}..{result['sizes'][-1]} "
           f"({len(result['sizes'])} sizes), subnormals {list(result['settings'])}; "
-          f"{result['calls']} cpfloat calls on 10 x 10 arrays (and {2 * len(rows)} on 10 x n, n x 10)")
+          f"{result['calls']} cpfloat calls, {result['calls'] - 4 * len(rows)} of them on 10 x 10 arrays "
+          f"({4 * len(rows)} on 10 x n and n x 10)")
     print()
     print("| subnormals | n | error | bound | error-nrl | bound-nrl |")
     print("|---:|---:|---:|---:|---:|---:|")
@@ -266,6 +276,7 @@ def report(result: dict) -> None:
     print("|---|---:|---:|")
     print(f"| loop over the sizes | {result['loop_s']:.3f} | {1e6 * result['loop_s'] / result['calls']:.2f} |")
     print(f"| stream advanced (discarded draws) | {result['skip_s']:.3f} | |")
+    print(f"| first call (one-time setup, before the loop) | {result['first_call_s']:.3f} | |")
 
 
 def compare(trees: list, runs: int, quick: bool) -> None:
@@ -277,15 +288,44 @@ def compare(trees: list, runs: int, quick: bool) -> None:
             env = dict(os.environ, PYTHONPATH=str(Path(tree).resolve()))
             out = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
             seconds[str(tree)].append(json.loads(out.stdout.splitlines()[-1]))
-    print("| tree | loop min s | loop median s | us per call (min) | all runs (s) | published lines | LABM bits |")
-    print("|---|---:|---:|---:|---|---:|---:|")
+    print("| tree | loop s (min) | loop s (median) | us per call (min) | loop s, each run | first call s (min) "
+          "| published lines | LABM bits |")
+    print("|---|---:|---:|---:|---|---:|---:|---:|")
     for tree, results in seconds.items():
         loops = sorted(r["loop_s"] for r in results)
         calls = results[0]["calls"]
+        checked = results[0]["checks"]
         print(f"| {tree} | {loops[0]:.2f} | {loops[len(loops) // 2]:.2f} | {1e6 * loops[0] / calls:.2f} | "
               f"{', '.join('%.2f' % r['loop_s'] for r in results)} | "
-              f"{'/'.join(map(str, results[0]['checks']['published']))} | "
-              f"{'/'.join(map(str, results[0]['checks']['LABM bits']))} |")
+              f"{min(r['first_call_s'] for r in results):.2f} | "
+              f"{'/'.join(map(str, checked['published']))} | {'/'.join(map(str, checked['LABM bits']))} |")
+
+
+def per_call(calls: int = 20000, repeats: int = 5) -> dict:
+    """The cost of one call, as ``workload_narrow_range.m`` times it under Octave: the minimum over
+    ``repeats`` of the mean over ``calls`` calls, in microseconds."""
+    from pychop_compat import chop
+
+    X = np.random.default_rng(1).random((10, 10)) - 0.5
+    a, b = np.random.default_rng(2).random(10), np.random.default_rng(3).random(10)
+    options_accum = {"format": "binary16", "subnormal": 0, "explim": 1}
+    chop(None, {"format": "h"})
+    steps = {
+        "cpfloat 10x10": lambda: cpfloat(X, options_accum),
+        "inner-loop step (2 cpfloat)": lambda: cpfloat(C + cpfloat(np.outer(a, b), options_accum), options_accum),
+        "chop 10x10": lambda: chop(X),
+        "chop 10x10 with options": lambda: chop(X, {"format": "h"}),
+    }
+    C = np.zeros((10, 10))
+    best = {name: float("inf") for name in steps}
+    for _ in range(repeats):
+        for name, step in steps.items():
+            count = calls if name.startswith(("cpfloat", "inner")) else calls // 10
+            start = time.perf_counter()
+            for _ in range(count):
+                step()
+            best[name] = min(best[name], (time.perf_counter() - start) / count * 1e6)
+    return best
 
 
 def export_inputs(directory: Path) -> None:
@@ -343,6 +383,7 @@ def main(argv=None) -> int:
     parser.add_argument("--runs", type=int, default=3, help="runs per tree with --compare")
     parser.add_argument("--export-inputs", type=Path, metavar="DIR")
     parser.add_argument("--store-octave", type=Path, metavar="DIR")
+    parser.add_argument("--per-call", action="store_true", help="time one call of each kind (us)")
     args = parser.parse_args(argv)
     if args.compare:
         compare(args.compare, args.runs, args.quick)
@@ -350,10 +391,13 @@ def main(argv=None) -> int:
         export_inputs(args.export_inputs)
     elif args.store_octave:
         store_octave(args.store_octave)
+    elif args.per_call:
+        print(" | ".join(f"{name} {value:.2f}" for name, value in per_call().items()))
     else:
         result = run_slice(args.quick)
         if args.json:
             print(json.dumps({"loop_s": result["loop_s"], "skip_s": result["skip_s"], "calls": result["calls"],
+                              "first_call_s": result["first_call_s"],
                               "checks": checks(result)}))
         else:
             report(result)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -68,6 +69,16 @@ def test_formats_benchmark_quick_run():
     assert rows[0].endswith("| 1.00 |") and "fp16 RN (chop)" in rows[0]
     assert all(row.count("|") == 7 for row in rows)
 
+
+
+def test_narrow_range_workload_quick_run_matches_the_study_and_octave():
+    """Mary and Mikaitis' study, ported line by line (its first 9 sizes): every printed line as the
+    published data file has it, the chopped products bit for bit as Octave's run with CPFloat's MEX."""
+    out = _run("workload_narrow_range.py", "--quick", "--json")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout.splitlines()[-1])
+    assert result["calls"] == 1564
+    assert result["checks"] == {"published": [9, 9], "LABM bits": [9, 9], "err to 1e-12": [9, 9]}
 
 def torch_cuda_visible() -> bool:
     import torch

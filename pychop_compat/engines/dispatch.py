@@ -378,6 +378,8 @@ def _takes_numba_cpfloat(call: Call, spec: RoundingSpec, sources: RandomSources,
     if spec.round in (5, 6) and spec.range_rules == "correct":  # chop's stochastic modes, correct rounding
         reason = _not_host(call) or ("bit flips or limited random bits (the specification runs them)"
                                      if spec.flips or spec.random_bits else None)
+    elif spec.range_rules == "cpfloat" and spec.draws:  # CPFloat's random modes and bit flips
+        reason = _not_host(call)
     else:
         reason = _not_host(call) or _deterministic_cpfloat(spec)
     if reason:
@@ -510,6 +512,8 @@ def _chop_rules_checked(spec: RoundingSpec) -> Optional[Callable[[np.ndarray, np
 
 def _run_numba_cpfloat(x: np.ndarray, call: Call, spec: RoundingSpec, sources: RandomSources, stream: Any) -> Any:
     kernels = _numba_cpfloat()
+    if spec.range_rules == "cpfloat" and spec.draws:
+        return kernels.round_drawn(x, spec, sources)
     if spec.round not in (5, 6):
         return kernels.round_array(x, spec)
     # Correct rounding in chop's stochastic modes: the numbers as rules.cpfloat.round_correct
@@ -931,8 +935,10 @@ def _plan(x: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> Optional
         return compiled.small_call(spec, sources, x.dtype)
     if chosen.name == "numpy":
         return lambda a: _run_numpy(a, call, spec, sources, None)  # (call: not read)
-    if chosen.name == "numba-cpfloat" and not spec.stochastic:
+    if chosen.name == "numba-cpfloat" and not spec.draws:
         return lambda a: _numba_cpfloat().round_array(a, spec)
+    if chosen.name == "numba-cpfloat" and spec.range_rules == "cpfloat":
+        return lambda a: _numba_cpfloat().round_drawn(a, spec, sources)
     if chosen.name == "numpy-cpfloat":
         return lambda a: numpy_cpfloat.round_array(a, spec)
     return None

@@ -18,13 +18,14 @@ import numba
 import numpy as np
 from numba import prange
 
+from ..random.sources import RandomSources
 from ..spec import RoundingSpec
-from ..rules.cpfloat import ROUND_MODES
+from ..rules.cpfloat import ROUND_MODES, effective_format, flip_bits, limited_bit_sources
 from .elementwise_cpfloat import constants_for, cpfloat_constants
 from .numba_kernels import INLINE_OPTIONS, JIT_OPTIONS
 from .numpy_fast import in_memory_order
 
-__all__ = ["round_array", "round_stochastic", "handles", "SERIAL_BELOW", "CHUNK", "SUB_BLOCK"]
+__all__ = ["round_array", "round_stochastic", "round_drawn", "handles", "SERIAL_BELOW", "CHUNK", "SUB_BLOCK"]
 
 #: Below this many elements one thread does everything (a parallel launch costs more).
 SERIAL_BELOW = 1 << 20
@@ -275,13 +276,68 @@ def stochastic_parallel(xf, xu, ou, u, karray, mode, scale_1, scale_2, chunk):
         _stochastic_range(xf, xu, ou, u, c * chunk, min(n, (c + 1) * chunk), k, mode, scale_1, scale_2)
 
 
+# --- stochastic rounding with the numbers drawn as CPFloat's rules draw them --------------------------
+
+@numba.njit(**INLINE_OPTIONS)
+def _draws(b, k):
+    """Whether the pattern ``b`` takes a number: finite and off the grid (as in :func:`_round_stochastic`)."""
+    m = b & k[MAG]
+    if m >= k[INF]:
+        return False
+    if m < k[TINY_LO]:
+        return m != _U0
+    return (m & ((_U1 << _dropped(m, k)) - _U1)) != _U0
+
+
+@numba.njit(**JIT_OPTIONS)
+def count_draws(xu, karray, chunk):
+    """How many elements of each chunk of ``chunk`` elements take a number (one thread: a
+    counting pass costs less than a parallel launch)."""
+    k = _tuple(karray)
+    n = xu.size
+    counts = np.zeros((n + chunk - 1) // chunk, np.int64)
+    for c in range(counts.size):
+        found = 0
+        for i in range(c * chunk, min(n, (c + 1) * chunk)):
+            found += _draws(np.uint64(xu[i]), k)
+        counts[c] = found
+    return counts
+
+
+@numba.njit(**JIT_OPTIONS)
+def _drawn_range(xf, xu, ou, u, position, start, stop, k, mode, scale_1, scale_2):
+    for i in range(start, stop):
+        b = np.uint64(xu[i])
+        number = 2.0  # (never up: an element on the grid takes no number)
+        if _draws(b, k):
+            number = u[position]
+            position += 1
+        ou[i] = _round_stochastic(b, abs(np.float64(xf[i])), number, k, mode, scale_1, scale_2)
+
+
+@numba.njit(**JIT_OPTIONS)
+def drawn_serial(xf, xu, ou, u, karray, mode, scale_1, scale_2):
+    """Round ``xf`` (bit patterns ``xu``) into ``ou``, the ``j``-th element that takes a number
+    taking ``u[j]``, by one thread."""
+    _drawn_range(xf, xu, ou, u, 0, 0, xu.size, _tuple(karray), mode, scale_1, scale_2)
+
+
+@numba.njit(parallel=True, **JIT_OPTIONS)
+def drawn_parallel(xf, xu, ou, u, karray, mode, scale_1, scale_2, chunk, starts):
+    """As :func:`drawn_serial`, chunk ``c`` of ``chunk`` elements from ``u[starts[c]]`` on."""
+    k = _tuple(karray)
+    n = xu.size
+    for c in prange((n + chunk - 1) // chunk):
+        _drawn_range(xf, xu, ou, u, starts[c], c * chunk, min(n, (c + 1) * chunk), k, mode, scale_1, scale_2)
+
+
 # --- entry point ---------------------------------------------------------------------------------------
 
 def handles(x: np.ndarray, spec: RoundingSpec) -> bool:
-    """Whether :func:`round_array` (a deterministic mode or no rounding) or
-    :func:`round_stochastic` (modes 5 and 6) rounds ``x`` by ``spec``: float32/float64 in native
-    byte order, no flips."""
-    return x.dtype.char in _UNSIGNED and x.dtype.isnative and not spec.flips
+    """Whether :func:`round_array` (a deterministic mode or no rounding), :func:`round_stochastic`
+    (modes 5 and 6) or, under CPFloat's rules, :func:`round_drawn` (also bit flips) rounds ``x``
+    by ``spec``: float32/float64 in native byte order, bit flips under CPFloat's rules only."""
+    return x.dtype.char in _UNSIGNED and x.dtype.isnative and (not spec.flips or spec.range_rules == "cpfloat")
 
 
 def round_array(x: np.ndarray, spec: RoundingSpec) -> np.ndarray:
@@ -315,9 +371,7 @@ def round_stochastic(x: np.ndarray, spec: RoundingSpec, u: np.ndarray) -> np.nda
     char = x.dtype.char
     k = _constants(spec.fmt, mode, bool(spec.keeps_subnormals), bool(spec.limits_exponent),
                    bool(spec.saturation), bool(spec.infinity), char)
-    tiny_exponent = constants_for(spec, x.dtype.name).tiny_exponent
-    first = min(-tiny_exponent, 1000)  # 2^-tiny_exponent in two factors (it may overflow alone)
-    scale_1, scale_2 = math.ldexp(1.0, first), math.ldexp(1.0, -tiny_exponent - first)
+    scale_1, scale_2 = _tiny_scales(spec, x.dtype)
     xc = np.ascontiguousarray(x)
     out = np.empty_like(xc)
     utype = _UNSIGNED[char]
@@ -327,3 +381,49 @@ def round_stochastic(x: np.ndarray, spec: RoundingSpec, u: np.ndarray) -> np.nda
     else:
         stochastic_parallel(xc, xc.view(utype), out.view(utype), numbers, k, mode, scale_1, scale_2, CHUNK)
     return out
+
+
+def _tiny_scales(spec: RoundingSpec, dtype: np.dtype) -> tuple:
+    """``2^-tiny_exponent`` in two factors (it may overflow alone): below the smallest result the
+    fraction is ``|v|`` times both (:func:`_round_stochastic`)."""
+    tiny_exponent = constants_for(spec, dtype.name).tiny_exponent
+    first = min(-tiny_exponent, 1000)
+    return math.ldexp(1.0, first), math.ldexp(1.0, -tiny_exponent - first)
+
+
+_NO_NUMBERS = np.full(1, 2.0)
+
+
+def round_drawn(x: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> np.ndarray:
+    """CPFloat's rules with random numbers (see :func:`handles`): stochastic rounding (modes 5
+    and 6), then bit flips; a new array of x's shape and dtype, bit for bit
+    :func:`~pychop_compat.rules.cpfloat.round_cpfloat` then
+    :func:`~pychop_compat.rules.cpfloat.flip_bits` in column-major order, with the same calls
+    of ``sources`` (stochastic draws limited to ``spec.random_bits`` bits, if set)."""
+    if spec.random_bits:
+        sources = limited_bit_sources(sources, spec.random_bits)
+    mode = int(spec.round)
+    xf = x.ravel(order="F")  # CPFloat's numbers go to the elements in column-major order
+    if mode in (5, 6):
+        char = x.dtype.char
+        k = _constants(spec.fmt, mode, bool(spec.keeps_subnormals), bool(spec.limits_exponent),
+                       bool(spec.saturation), bool(spec.infinity), char)
+        scale_1, scale_2 = _tiny_scales(spec, x.dtype)
+        utype = _UNSIGNED[char]
+        xu = xf.view(utype)
+        counts = count_draws(xu, k, CHUNK)
+        total = int(counts.sum())
+        u = np.asarray(sources.stochastic(total), np.float64).ravel() if total else _NO_NUMBERS
+        out = np.empty_like(xf)
+        if xf.size < SERIAL_BELOW:
+            drawn_serial(xf, xu, out.view(utype), u, k, mode, scale_1, scale_2)
+        else:
+            starts = np.zeros(counts.size, np.int64)
+            np.cumsum(counts[:-1], out=starts[1:])
+            drawn_parallel(xf, xu, out.view(utype), u, k, mode, scale_1, scale_2, CHUNK, starts)
+    else:
+        out = round_array(xf, spec)
+    if spec.flips and mode in ROUND_MODES:
+        out = flip_bits(out, effective_format(spec.fmt, x.dtype, spec.limits_exponent), spec.flip_scope, spec.p,
+                        sources)
+    return out.reshape(x.shape, order="F")

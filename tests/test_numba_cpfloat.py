@@ -276,7 +276,7 @@ def test_drawn_modes_parallel_path_and_layouts(dtype):
     x = (gen.standard_normal(n) * gen.choice([fmt.xmins, 1.0, fmt.xmax], n)).astype(dtype)
     x[gen.choice(n, 2000, replace=False)] = gen.choice([0.0, 1.0, 2.0, np.inf, np.nan, fmt.xmax], 2000)
     specs = [make_spec(fmt, 5), make_spec(fmt, 6, random_bits=7, saturation=True), make_spec(fmt, 5, flip=2, p=0.1)]
-    assert not _drawn_differences(x, specs, ("stream", "counter"))
+    assert not _drawn_differences(x, specs, ("stream", "counter", "generator"))
     base = x[:40 * 30].reshape(40, 30)
     assert not _drawn_differences(np.asfortranarray(base), specs, ("stream",))
     assert not _drawn_differences(base[::2, ::3], specs, ("generator",))

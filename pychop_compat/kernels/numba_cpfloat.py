@@ -22,7 +22,7 @@ from ..random.sources import RandomSources
 from ..spec import RoundingSpec
 from ..rules.cpfloat import ROUND_MODES, effective_format, flip_bits, limited_bit_sources
 from .elementwise_cpfloat import constants_for, cpfloat_constants
-from .numba_kernels import INLINE_OPTIONS, JIT_OPTIONS
+from .numba_kernels import INLINE_OPTIONS, JIT_OPTIONS, counter_uniform
 from .numpy_fast import in_memory_order
 
 __all__ = ["round_array", "round_stochastic", "round_drawn", "handles", "SERIAL_BELOW", "CHUNK", "SUB_BLOCK"]
@@ -304,31 +304,68 @@ def count_draws(xu, karray, chunk):
     return counts
 
 
+#: Elements whose numbers :func:`_drawn_range` lays out before rounding them.
+DRAWN_BLOCK = 2048
+
+
 @numba.njit(**JIT_OPTIONS)
-def _drawn_range(xf, xu, ou, u, position, start, stop, k, mode, scale_1, scale_2):
-    for i in range(start, stop):
-        b = np.uint64(xu[i])
-        number = 2.0  # (never up: an element on the grid takes no number)
-        if _draws(b, k):
-            number = u[position]
+def _lay_out_numbers(xu, first, last, k, u, counter_key, first_counter, limit, position, numbers):
+    """``numbers[i - first]`` for the elements ``i`` of ``first:last``: the ``j``-th element that
+    takes a number (``j`` from ``position``) takes ``u[j]``, or with ``u`` empty the counter's
+    ``counter_uniform(counter_key, first_counter + j)``, limited to ``limit`` steps (> 0) as
+    limited_bit_sources limits a draw; the others 2 (never up).  Returns the next ``j``."""
+    from_counter = u.size == 0
+    for i in range(first, last):
+        number = 2.0
+        if _draws(np.uint64(xu[i]), k):
+            if from_counter:
+                number = counter_uniform(counter_key, first_counter + np.uint64(position))
+                if limit > 0.0:
+                    number = (math.floor(number * limit) + 1.0) / limit  # exact: powers of two
+            else:
+                number = u[position]
             position += 1
-        ou[i] = _round_stochastic(b, abs(np.float64(xf[i])), number, k, mode, scale_1, scale_2)
+        numbers[i - first] = number
+    return position
 
 
 @numba.njit(**JIT_OPTIONS)
-def drawn_serial(xf, xu, ou, u, karray, mode, scale_1, scale_2):
-    """Round ``xf`` (bit patterns ``xu``) into ``ou``, the ``j``-th element that takes a number
-    taking ``u[j]``, by one thread."""
-    _drawn_range(xf, xu, ou, u, 0, 0, xu.size, _tuple(karray), mode, scale_1, scale_2)
+def _round_laid_out(xf, xu, ou, first, last, k, mode, scale_1, scale_2, numbers):
+    start = np.uint64(first)  # (unsigned indices: no checks for negative ones)
+    for j in range(np.uint64(0), np.uint64(last - first)):
+        ou[start + j] = _round_stochastic(np.uint64(xu[start + j]), abs(np.float64(xf[start + j])), numbers[j], k,
+                                          mode, scale_1, scale_2)
+
+
+@numba.njit(**JIT_OPTIONS)
+def _drawn_range(xf, xu, ou, start, stop, k, mode, scale_1, scale_2, u, counter_key, first_counter, limit,
+                 position):
+    """Round ``start:stop`` with the numbers of :func:`_lay_out_numbers` (from ``position``), laid
+    out a block at a time (a loop doing both measured several times slower)."""
+    numbers = np.empty(DRAWN_BLOCK, np.float64)
+    for first in range(start, stop, DRAWN_BLOCK):
+        last = min(stop, first + DRAWN_BLOCK)
+        position = _lay_out_numbers(xu, first, last, k, u, counter_key, first_counter, limit, position, numbers)
+        _round_laid_out(xf, xu, ou, first, last, k, mode, scale_1, scale_2, numbers)
+
+
+@numba.njit(**JIT_OPTIONS)
+def drawn_serial(xf, xu, ou, karray, mode, scale_1, scale_2, u, counter_key, first_counter, limit):
+    """Round ``xf`` (bit patterns ``xu``) into ``ou`` by one thread, the ``j``-th element that takes
+    a number taking ``u[j]`` or the counter's (see :func:`_drawn_range`)."""
+    _drawn_range(xf, xu, ou, 0, xu.size, _tuple(karray), mode, scale_1, scale_2, u, counter_key, first_counter,
+                 limit, 0)
 
 
 @numba.njit(parallel=True, **JIT_OPTIONS)
-def drawn_parallel(xf, xu, ou, u, karray, mode, scale_1, scale_2, chunk, starts):
-    """As :func:`drawn_serial`, chunk ``c`` of ``chunk`` elements from ``u[starts[c]]`` on."""
+def drawn_parallel(xf, xu, ou, karray, mode, scale_1, scale_2, u, counter_key, first_counter, limit, chunk,
+                   starts):
+    """As :func:`drawn_serial`, chunk ``c`` of ``chunk`` elements from number ``starts[c]`` on."""
     k = _tuple(karray)
     n = xu.size
     for c in prange((n + chunk - 1) // chunk):
-        _drawn_range(xf, xu, ou, u, starts[c], c * chunk, min(n, (c + 1) * chunk), k, mode, scale_1, scale_2)
+        _drawn_range(xf, xu, ou, c * chunk, min(n, (c + 1) * chunk), k, mode, scale_1, scale_2, u, counter_key,
+                     first_counter, limit, starts[c])
 
 
 # --- entry point ---------------------------------------------------------------------------------------
@@ -398,32 +435,52 @@ def round_drawn(x: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> np
     """CPFloat's rules with random numbers (see :func:`handles`): stochastic rounding (modes 5
     and 6), then bit flips; a new array of x's shape and dtype, bit for bit
     :func:`~pychop_compat.rules.cpfloat.round_cpfloat` then
-    :func:`~pychop_compat.rules.cpfloat.flip_bits` in column-major order, with the same calls
-    of ``sources`` (stochastic draws limited to ``spec.random_bits`` bits, if set)."""
-    if spec.random_bits:
-        sources = limited_bit_sources(sources, spec.random_bits)
+    :func:`~pychop_compat.rules.cpfloat.flip_bits` in column-major order, with the same numbers
+    of ``sources`` (stochastic ones limited to ``spec.random_bits`` bits, if set): drawn in one
+    call after a counting pass (the counter's made in the loop)."""
     mode = int(spec.round)
     xf = x.ravel(order="F")  # CPFloat's numbers go to the elements in column-major order
     if mode in (5, 6):
-        char = x.dtype.char
-        k = _constants(spec.fmt, mode, bool(spec.keeps_subnormals), bool(spec.limits_exponent),
-                       bool(spec.saturation), bool(spec.infinity), char)
-        scale_1, scale_2 = _tiny_scales(spec, x.dtype)
-        utype = _UNSIGNED[char]
-        xu = xf.view(utype)
-        counts = count_draws(xu, k, CHUNK)
-        total = int(counts.sum())
-        u = np.asarray(sources.stochastic(total), np.float64).ravel() if total else _NO_NUMBERS
-        out = np.empty_like(xf)
-        if xf.size < SERIAL_BELOW:
-            drawn_serial(xf, xu, out.view(utype), u, k, mode, scale_1, scale_2)
-        else:
-            starts = np.zeros(counts.size, np.int64)
-            np.cumsum(counts[:-1], out=starts[1:])
-            drawn_parallel(xf, xu, out.view(utype), u, k, mode, scale_1, scale_2, CHUNK, starts)
+        out = _round_drawn(xf, spec, sources)
     else:
         out = round_array(xf, spec)
     if spec.flips and mode in ROUND_MODES:
         out = flip_bits(out, effective_format(spec.fmt, x.dtype, spec.limits_exponent), spec.flip_scope, spec.p,
                         sources)
     return out.reshape(x.shape, order="F")
+
+
+def _round_drawn(xf: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> np.ndarray:
+    """Stochastic rounding of the column-major ``xf`` for :func:`round_drawn`."""
+    mode = int(spec.round)
+    char = xf.dtype.char
+    k = _constants(spec.fmt, mode, bool(spec.keeps_subnormals), bool(spec.limits_exponent),
+                   bool(spec.saturation), bool(spec.infinity), char)
+    scale_1, scale_2 = _tiny_scales(spec, xf.dtype)
+    utype = _UNSIGNED[char]
+    xu = xf.view(utype)
+    out = np.empty_like(xf)
+    counts = count_draws(xu, k, CHUNK)
+    total = int(counts.sum())
+    counter = sources.counter
+    limit = 0.0
+    if counter is not None and sources.stochastic == counter.stochastic:  # its ROUND stream, made here
+        stream = counter.take(total)
+        u, counter_key, first_counter = _FROM_COUNTER, np.uint64(stream.keys[0]), np.uint64(stream.offset)
+        limit = math.ldexp(1.0, spec.random_bits) if spec.random_bits else 0.0
+    else:
+        drawn = limited_bit_sources(sources, spec.random_bits).stochastic if spec.random_bits else sources.stochastic
+        u = np.asarray(drawn(total), np.float64).ravel() if total else _NO_NUMBERS
+        counter_key = first_counter = np.uint64(0)
+    if xf.size < SERIAL_BELOW:
+        drawn_serial(xf, xu, out.view(utype), k, mode, scale_1, scale_2, u, counter_key, first_counter, limit)
+    else:
+        starts = np.zeros(counts.size, np.int64)
+        np.cumsum(counts[:-1], out=starts[1:])
+        drawn_parallel(xf, xu, out.view(utype), k, mode, scale_1, scale_2, u, counter_key, first_counter, limit,
+                       CHUNK, starts)
+    return out
+
+
+#: ``u`` of :func:`drawn_serial` for the counter's numbers.
+_FROM_COUNTER = np.zeros(0, np.float64)

@@ -156,6 +156,15 @@ def test_small_calls_benchmark_smoke_run():
     assert any(row.startswith("| floor: empty function | n=1 |") for row in rows), out.stdout
 
 
+def test_every_mode_benchmark_smoke_run():
+    """benchmarks/bench_every_mode.py: one row per case, each mode on the compiled engine."""
+    pytest.importorskip("numba")
+    out = _run("bench_every_mode.py", "--smoke", "--sizes", "1e3")
+    assert out.returncode == 0, out.stderr
+    rows = [row for row in _table_rows(out.stdout) if not row.startswith("| case")]
+    assert len(rows) == 13 and all(" | numba" in row for row in rows), out.stdout
+
+
 def test_cpfloat_benchmark_smoke_run():
     """benchmarks/bench_cpfloat.py: the cpfloat facade on both CPU engines (one row per case)."""
     pytest.importorskip("numba")

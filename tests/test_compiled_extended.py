@@ -30,9 +30,8 @@ from pychop_compat.rounding import make_spec
 
 pytestmark = pytest.mark.skipif(not compiled.available(), reason="numba not installed")
 
-#: Every named format but E8M0 (no zero and no sign: it stays on the NumPy engine) and binary128
-#: (beyond the carriers' range).
-NAMES = [f.name for f in CATALOGUE if f.encoding != "e8m0" and f.emax <= 1023]
+#: Every named format but binary128 (beyond the carriers' range).
+NAMES = [f.name for f in CATALOGUE if f.emax <= 1023]
 #: (saturation, infinity): the four switch settings.
 SWITCHES = list(itertools.product([False, True], [False, True]))
 
@@ -93,6 +92,26 @@ def test_compiled_equals_numpy_engine_on_every_switch(name, dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("name", ["float8_e4m3fn", "float8_e5m2fnuz", "float4_e2m1fn", "h", "float8_e8m0fnu"])
+def test_compiled_equals_numpy_engine_with_limited_random_bits(name, dtype):
+    """Stochastic rounding with 1 to 24 random bits (rules.cpfloat.limited_bit_sources on the
+    draws, as the NumPy engine takes them: the counter's numbers then drawn in chop.m's order),
+    with and without flips, subnormals on and off; E8M0's rules on every element."""
+    fmt = catalogue_format(name)
+    x = make_input(fmt, dtype, seed=6, n=400)
+    for mode, bits, subnormal, flip in itertools.product((5, 6), (1, 4, 11, 24), (0, 1), (0, 1)):
+        if flip and fmt.t < 2:
+            continue  # (no fraction bit to flip: an error on both engines)
+        spec = make_spec(fmt, mode, rules="chop", subnormal=bool(subnormal), random_bits=bits, flip=flip, p=0.3)
+        assert compiled.handles(x, spec)
+        _check(x, spec, f"{name} {np.dtype(dtype)} round={mode} random_bits={bits} subnormal={subnormal} flip={flip}")
+    with compiled.cpu_engine("numba"):  # the comparison has teeth: one random bit rounds otherwise
+        full = dispatch.round_array(x, make_spec(fmt, 5, rules="chop"), counter_sources(3))
+        one_bit = dispatch.round_array(x, make_spec(fmt, 5, rules="chop", random_bits=1), counter_sources(3))
+    assert not np.array_equal(full, one_bit, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("name", ["float8_e4m3fn", "float8_e5m2fnuz", "float6_e3m2fn", "float4_e2m1fn"])
 def test_compiled_equals_numpy_engine_with_bit_flips(name, dtype):
     """flip = 1 (a fraction bit): in an 'fn' format a flip into the all-ones pattern is NaN."""
@@ -123,13 +142,15 @@ def test_compiled_equals_numpy_engine_on_large_arrays(dtype):
     drawn order), with the edge values spread over many chunks."""
     n = compiled.SERIAL_BELOW + 4099
     gen = np.random.default_rng(8)
-    for name, mode in (("float8_e4m3fn", 1), ("float4_e2m1fn", 5)):
+    for name, mode, bits in (("float8_e4m3fn", 1, 0), ("float4_e2m1fn", 5, 0), ("float8_e8m0fnu", 1, 0),
+                             ("float8_e8m0fnu", 6, 0), ("float8_e5m2", 5, 9)):
         fmt = catalogue_format(name)
-        x = (gen.standard_normal(n) * gen.choice([fmt.xmins, 1.0, fmt.xmax / 2], n)).astype(dtype)
+        with np.errstate(over="ignore"):  # (E8M0's xmax / 2 times a normal value: Inf in float32)
+            x = (gen.standard_normal(n) * gen.choice([fmt.xmins, 1.0, fmt.xmax / 2], n)).astype(dtype)
         edges = boundaries(fmt, dtype)
         x[gen.choice(n, edges.size, replace=False)] = edges
-        spec = make_spec(fmt, mode, rules="chop")
-        _check(x, spec, f"{name} {np.dtype(dtype)} round={mode} n={n}")
+        spec = make_spec(fmt, mode, rules="chop", random_bits=bits)
+        _check(x, spec, f"{name} {np.dtype(dtype)} round={mode} random_bits={bits} n={n}")
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -225,9 +246,9 @@ def test_public_api_gives_the_same_bits_on_both_engines():
 
 
 def test_dispatch_of_extended_specs():
-    """Specs with chop.m's range rules go to the compiled engine; CPFloat's rules, modes outside
-    1..6, flips of any encoding bit, limited random bits, E8M0 and formats beyond the carrier's
-    range stay on the NumPy engine."""
+    """Specs with chop.m's range rules go to the compiled engine (E8M0 and limited random bits
+    too); CPFloat's rules (their own compiled kernel), modes outside 1..6, flips of any encoding
+    bit and formats beyond the carrier's range do not."""
     x = np.linspace(-500, 500, 64)
     x32 = x.astype(np.float32)
     for name in ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2fnuz", "float6_e2m3fn",
@@ -239,11 +260,11 @@ def test_dispatch_of_extended_specs():
         assert dispatch.route(x, resolve({"format": name}, None, "double").spec, MATLAB_STREAM).kernel.name == "numba-cpfloat"
     assert compiled.handles(x, make_spec("h", 1, rules="chop", saturation=True))
     assert compiled.handles(x, make_spec("float8_e4m3fn", 6, rules="chop", flip=1))
+    assert compiled.handles(x, make_spec("float8_e4m3fn", 5, rules="chop", random_bits=4))
+    assert compiled.handles(x32, make_spec("float8_e8m0fnu", 1, rules="chop"))
     refused = [make_spec("float8_e4m3fn"),  # CPFloat's rules (round_to_format's default)
                make_spec("float8_e4m3fn", 7), make_spec("float8_e4m3fn", -1),
-               make_spec("float8_e4m3fn", 1, flip=2),
-               make_spec("float8_e4m3fn", 5, rules="chop", random_bits=4),
-               make_spec("float8_e8m0fnu", 1, rules="chop")]
+               make_spec("float8_e4m3fn", 1, flip=2)]
     for spec in refused:
         assert spec.extended and not compiled.handles(x, spec), spec
     beyond_single = make_spec(Format(8, 200, ("custom",), emin=-100), 2, rules="chop")

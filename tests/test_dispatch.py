@@ -69,11 +69,13 @@ def test_cpfloat_rules_on_the_host():
     deterministic, stochastic = make_spec("float8_e4m3fn", 1), make_spec("float8_e4m3fn", 5)
     with compiled.cpu_engine("numpy"):
         assert route(x, deterministic, MATLAB_STREAM).kernel.name == "numpy-cpfloat"
-    found = route(x, stochastic, MATLAB_STREAM)
-    assert found.kernel.name == "reference"
-    assert "column-major" in dict(found.passed_over)["numpy-cpfloat"]
+        found = route(x, stochastic, MATLAB_STREAM)
+        assert found.kernel.name == "reference"  # CPFloat's random modes: compiled, or the specification
+        assert "column-major" in dict(found.passed_over)["numpy-cpfloat"]
     if compiled.available():
         assert route(x, deterministic, MATLAB_STREAM).kernel.name == "numba-cpfloat"
+        assert route(x, stochastic, MATLAB_STREAM).kernel.name == "numba-cpfloat"
+        assert route(x, make_spec("float8_e4m3fn", 1, flip=2), MATLAB_STREAM).kernel.name == "numba-cpfloat"
 
 
 def test_the_reference_kernel_on_request_is_the_executable_specification():

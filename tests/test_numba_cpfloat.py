@@ -128,7 +128,8 @@ def test_shapes_orders_and_no_rounding():
         numba_cpfloat.round_array(x, make_spec(fmt, 5))
     with pytest.raises(ValueError, match="modes 5 and 6"):
         numba_cpfloat.round_stochastic(x, spec, np.zeros(3))
-    assert not numba_cpfloat.handles(x, make_spec(fmt, 1, flip=1))
+    assert numba_cpfloat.handles(x, make_spec(fmt, 1, flip=1))  # CPFloat's rules: round_drawn
+    assert not numba_cpfloat.handles(x, make_spec(fmt, 1, flip=1, rules="chop"))
 
 
 def test_dispatch_follows_the_cpu_engine_setting(monkeypatch):
@@ -157,7 +158,7 @@ def test_dispatch_follows_the_cpu_engine_setting(monkeypatch):
         assert calls == [{"numba": "numba_cpfloat", "numpy": "numpy_cpfloat"}[engine]]
         assert same_bits(results[engine], want).all()
     calls.clear()
-    with cpu_engine("numba"):  # stochastic modes stay on the reference path
+    with cpu_engine("numba"):  # stochastic modes: round_drawn (their numbers drawn first), not round_array
         round_to_format(x, "float8_e4m3fn", 5)
         dispatch.round_array(x, make_spec("fp16", 7), MATLAB_STREAM, kernel="reference")
     assert calls == []
@@ -186,3 +187,96 @@ def test_stochastic_kernel_is_the_reference_bit_for_bit(name, dtype):
     spec = spec_of(fmt, 5, 1, 1, 0, 1)
     assert not same_bits(numba_cpfloat.round_stochastic(x, spec, 1 - u),
                          numba_cpfloat.round_stochastic(x, spec, u)).all()
+
+
+# --- CPFloat's rules with random numbers: stochastic rounding, limited random bits, bit flips -------
+
+def _sources(kind: str, seed: int):
+    """Fresh sources of one kind: MATLAB's stream (from ``rng(seed)``), a NumPy Generator, the
+    counter of ``rng=<int>``, or a user's randfunc (MATLAB's stream for the flips)."""
+    from pychop_compat import rng
+    from pychop_compat.random.sources import counter_sources, generator_sources, sources_for
+
+    rng(seed)
+    if kind == "stream":
+        return MATLAB_STREAM
+    if kind == "generator":
+        return generator_sources(np.random.default_rng(seed))
+    if kind == "counter":
+        return counter_sources(seed)
+    return sources_for(np.random.default_rng(seed + 1).random)
+
+
+def _drawn_differences(x: np.ndarray, specs, kinds=("stream", "generator", "counter", "randfunc")) -> list:
+    """The settings where the compiled kernel (the router's choice under cpu_engine('numba'))
+    differs from the specification (kernel='reference') with the same fresh sources, in bits or
+    in the state it leaves MATLAB's stream in."""
+    from pychop_compat import rand
+
+    failures = []
+    for spec in specs:
+        for kind in kinds:
+            results, after = [], []
+            for kernel in (None, "reference"):
+                with cpu_engine("numba"):
+                    results.append(dispatch.round_array(x, spec, _sources(kind, 7), kernel=kernel))
+                after.append(float(rand()))
+            if not (same_bits(*results).all() and after[0] == after[1]):
+                failures.append((spec, kind))
+    return failures
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("name", list(FORMATS))
+def test_drawn_modes_are_the_reference_bit_for_bit(name, dtype):
+    """Modes 5 and 6 with the numbers drawn as CPFloat's rules draw them (one per inexact finite
+    element, column-major), every switch, full and limited random bits, then bit flips of the
+    fraction and of the whole encoding: the specification's bits, with every kind of source."""
+    fmt = FORMATS[name]
+    x = edge_values(fmt, dtype)  # (E8M0 of float32: rounded in float64 by both)
+    specs = [make_spec(fmt, mode, subnormal=bool(sub), explim=bool(explim), saturation=bool(sat),
+                       infinity=bool(inf), random_bits=bits)
+             for mode in (5, 6) for (sub, explim, sat, inf) in SWITCHES for bits in (0, 3)]
+    flips = (1, 2) if fmt.t > 1 else (2,)  # (t = 1: no fraction bit to flip)
+    specs += [make_spec(fmt, mode, flip=flip, p=0.4, random_bits=bits, saturation=sat)
+              for mode in (1, 5, 7, 8) for flip in flips for bits in (0, 5) for sat in (False, True)]
+    assert dispatch.route(x, specs[0], MATLAB_STREAM).kernel.name in ("numba-cpfloat", "host")
+    failures = _drawn_differences(x, specs, ("stream", "counter") if x.size > 20000 else
+                                  ("stream", "generator", "counter", "randfunc"))
+    assert not failures, f"{len(failures)} settings differ, e.g. {failures[:3]}"
+
+
+def test_drawn_modes_take_numba_cpfloat_and_can_fail(monkeypatch):
+    """The router sends CPFloat's random modes and flips to :func:`numba_cpfloat.round_drawn`
+    (planned small calls too); other numbers give other bits (the comparison has teeth)."""
+    calls = []
+    original = numba_cpfloat.round_drawn
+    monkeypatch.setattr(numba_cpfloat, "round_drawn", lambda *a: calls.append(1) or original(*a))
+    x = edge_values(FORMATS["fp16"], np.float64)[:3000]
+    spec = make_spec("fp16", 5)
+    with cpu_engine("numba"):
+        assert dispatch.route(x, spec, MATLAB_STREAM).kernel.name == "numba-cpfloat"
+        first = dispatch.round_array(x, spec, _sources("generator", 1))
+        second = dispatch.round_array(x, spec, _sources("generator", 2))
+        small = dispatch.round_array(x[:50], spec, MATLAB_STREAM)
+        small_again = dispatch.round_array(x[:50], spec, MATLAB_STREAM)
+    assert len(calls) == 4 and not same_bits(first, second).all()
+    assert not same_bits(small, small_again).all()  # (the stream moved on)
+    with cpu_engine("numpy"):
+        assert dispatch.route(x, spec, MATLAB_STREAM).kernel.name == "reference"
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+def test_drawn_modes_parallel_path_and_layouts(dtype):
+    """Above the serial threshold (chunks over threads, each from its first number) and on
+    C-, F-ordered and strided arrays: the specification's bits."""
+    gen = np.random.default_rng(4)
+    n = numba_cpfloat.SERIAL_BELOW + 3 * numba_cpfloat.CHUNK + 17
+    fmt = FORMATS["float8_e4m3fn"]
+    x = (gen.standard_normal(n) * gen.choice([fmt.xmins, 1.0, fmt.xmax], n)).astype(dtype)
+    x[gen.choice(n, 2000, replace=False)] = gen.choice([0.0, 1.0, 2.0, np.inf, np.nan, fmt.xmax], 2000)
+    specs = [make_spec(fmt, 5), make_spec(fmt, 6, random_bits=7, saturation=True), make_spec(fmt, 5, flip=2, p=0.1)]
+    assert not _drawn_differences(x, specs, ("stream", "counter", "generator"))
+    base = x[:40 * 30].reshape(40, 30)
+    assert not _drawn_differences(np.asfortranarray(base), specs, ("stream",))
+    assert not _drawn_differences(base[::2, ::3], specs, ("generator",))

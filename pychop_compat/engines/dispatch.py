@@ -35,7 +35,7 @@ from ..kernels.xp import Namespace, library_namespace, namespace_of
 from ..libraries import array_library, unsupported_type_error
 from ..random import counter as device_counter
 from ..random.counter import CounterRng
-from ..random.matlab_stream import stream_state, stream_uniform
+from ..random.matlab_stream import stream_uniform
 from ..random.sources import (CheckedRandfunc, RandomSources, Source, draws_on_device, given_sources)
 from ..rules.chop import chop_vector
 from ..rules.cpfloat import (ROUND_MODES, apply_encoding, block_numbers, chop_blocks, effective_format, flip_bits,
@@ -419,8 +419,8 @@ def _takes_numba(call: Call, spec: RoundingSpec, sources: RandomSources, x: Any)
         return _NOT_CHOP_RULES[spec.range_rules]
     if not isinstance(x, np.ndarray) or not compiled.handles(x, spec):
         return ("one element (the scalar path is faster)" if call.size <= 1
-                else "a spec it does not cover (CPFloat's rules, limited random bits, E8M0, flips of any bit, "
-                     "a format wider than the carrier) or bit flips with t < 2")
+                else "a spec it does not cover (modes outside 1..6, flips of any bit, a format wider than "
+                     "the carrier) or bit flips with t < 2")
     if _streamed_is_faster(spec, sources):
         return "stochastic rounding from a NumPy Generator streams faster through the NumPy engine"
     gain = _GAIN_PER_DRAWN_ELEMENT if spec.draws else _GAIN_PER_ELEMENT
@@ -448,6 +448,8 @@ def _takes_numba_cpfloat(call: Call, spec: RoundingSpec, sources: RandomSources,
     if spec.round in (5, 6) and spec.range_rules == "correct":  # chop's stochastic modes, correct rounding
         reason = _not_host(call) or ("bit flips or limited random bits (the specification runs them)"
                                      if spec.flips or spec.random_bits else None)
+    elif spec.range_rules == "cpfloat" and spec.draws:  # CPFloat's random modes and bit flips
+        reason = _not_host(call)
     else:
         reason = _not_host(call) or _deterministic_cpfloat(spec)
     if reason:
@@ -582,6 +584,8 @@ def _chop_rules_checked(spec: RoundingSpec) -> Optional[Callable[[np.ndarray, np
 
 def _run_numba_cpfloat(x: np.ndarray, call: Call, spec: RoundingSpec, sources: RandomSources, stream: Any) -> Any:
     kernels = _numba_cpfloat()
+    if spec.range_rules == "cpfloat" and spec.draws:
+        return kernels.round_drawn(x, spec, sources)
     if spec.round not in (5, 6):
         return kernels.round_array(x, spec)
     # Correct rounding in chop's stochastic modes: the numbers as rules.cpfloat.round_correct
@@ -996,57 +1000,6 @@ def _planned(x: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> Optio
     return found[2]
 
 
-def _compiled_call(spec: RoundingSpec, sources: RandomSources, dtype: np.dtype) -> Callable[[np.ndarray], Any]:
-    """:func:`compiled.chop_array` for ``spec``, ``sources`` and ``dtype``, below its parallel size,
-    with what depends on them alone found once: its constants, its branch, the counter's keys.
-
-    Three calls are made here as ``chop_array`` makes them, on the same arrays: the deterministic
-    loop (C-contiguous input), the counter's loop (``Chop(rng=<int>)``) and MATLAB's stream drawn
-    inside the loop (stochastic rounding without flips).  Everything else is ``chop_array``'s.
-    """
-    kernels = compiled.kernels()
-    ip, up, fp, rp = compiled.rounding_constants(spec, dtype)
-    unsigned = np.uint64 if dtype.char == "d" else np.uint32
-    single = dtype.char == "f"
-
-    def deterministic(x: np.ndarray) -> np.ndarray:
-        if not x.flags.c_contiguous:
-            return compiled.chop_array(x, spec, sources)
-        out = np.empty(x.shape, dtype)
-        flat, out_flat = (x, out) if x.ndim == 1 else (x.reshape(-1), out.reshape(-1))
-        kernels.det_serial(flat, flat.view(unsigned), out_flat, out_flat.view(unsigned), ip, up, fp, rp, single)
-        return out
-
-    counter = sources.counter
-    counter_keys = None if counter is None else counter.keys
-    keys = None if counter is None else np.array(counter_keys, np.uint64)
-
-    def per_element(x: np.ndarray) -> np.ndarray:
-        stream = cast(CounterRng, counter).take(x.size)
-        flat = np.ascontiguousarray(x).reshape(-1)  # row-major: the counters follow C order
-        out = np.empty(flat.shape, dtype)
-        kernels.counter_serial(flat, flat.view(unsigned), out, out.view(unsigned), ip, up, fp, single,
-                               keys if stream.keys is counter_keys else np.array(stream.keys, np.uint64),
-                               np.uint64(stream.offset), None)
-        return out.reshape(x.shape)
-
-    def streamed(x: np.ndarray) -> np.ndarray:
-        flat = x.ravel(order="F")  # MATLAB's element order
-        out = np.empty(flat.shape, dtype)
-        with stream_state() as (key, position):
-            kernels.round_stream(flat, flat.view(unsigned), out, out.view(unsigned), ip, up, fp, single, key,
-                                 position)
-        return out.reshape(x.shape, order="F")
-
-    if not spec.draws:
-        return deterministic
-    if sources.given is None and counter is not None:
-        return per_element
-    if sources.given is None and sources.stochastic is stream_uniform and spec.stochastic and not spec.flips:
-        return streamed
-    return lambda x: compiled.chop_array(x, spec, sources)
-
-
 def _plan(x: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> Optional[Callable[[np.ndarray], Any]]:
     """The kernel call of the route of ``x`` for every array of its dtype with more than one
     element (see :func:`_planned`), for the kernels whose choice and call depend on nothing
@@ -1056,11 +1009,13 @@ def _plan(x: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> Optional
     call = _host_call(x, spec, sources)
     chosen = next(kernel for kernel in REGISTRY if kernel.takes(call, spec, sources, x) is None)
     if chosen.name == "numba":
-        return _compiled_call(spec, sources, x.dtype)
+        return compiled.small_call(spec, sources, x.dtype)
     if chosen.name == "numpy":
         return _timed_while_waiting(lambda a: _run_numpy(a, call, spec, sources, None), call, spec, sources, x)
-    if chosen.name == "numba-cpfloat" and not spec.stochastic:
+    if chosen.name == "numba-cpfloat" and not spec.draws:
         return lambda a: _numba_cpfloat().round_array(a, spec)
+    if chosen.name == "numba-cpfloat" and spec.range_rules == "cpfloat":
+        return lambda a: _numba_cpfloat().round_drawn(a, spec, sources)
     if chosen.name == "numpy-cpfloat":
         return _timed_while_waiting(lambda a: numpy_cpfloat.round_array(a, spec), call, spec, sources, x)
     return None

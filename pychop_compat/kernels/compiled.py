@@ -15,17 +15,18 @@ import math
 import os
 from functools import lru_cache
 from types import ModuleType
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 
 from ..random.matlab_stream import stream_state, stream_uniform
 from ..spec import RoundingSpec
 from ..random.sources import RandomSources
+from ..rules.cpfloat import limited_bit_sources
 from .numpy_fast import LAYOUTS, in_memory_order
 
 __all__ = ["available", "set_cpu_engine", "cpu_engine", "get_cpu_engine", "chop_array", "warm_up",
-           "wanted", "handles", "rounding_constants", "kernels", "loaded", "SERIAL_BELOW", "CHUNK",
+           "wanted", "handles", "rounding_constants", "kernels", "loaded", "small_call", "SERIAL_BELOW", "CHUNK",
            "flush_tiny_constants", "round_deterministic"]
 
 #: Below this many elements one thread does everything (a parallel launch costs up to a time slice).
@@ -269,13 +270,14 @@ def handles(x: np.ndarray, spec: RoundingSpec) -> bool:
 
 def _handles_extended(spec: RoundingSpec, char: str) -> bool:
     """Whether a spec beyond chop.m (``spec.extended``) is chop.m's algorithm with the format's
-    own t, emin, emax, then its encoding (``numba_kernels._encode``).  Not: CPFloat's rules,
-    modes outside 1..6, flips of any encoding bit, limited random bits, E8M0, and formats whose
-    top binade lies beyond the carrier's (a regular element could round to Inf)."""
+    own t, emin, emax, then its encoding (``numba_kernels._encode``, and E8M0's rules on every
+    element), its stochastic draws limited to ``random_bits`` bits or not.  Not: CPFloat's
+    rules (:mod:`.numba_cpfloat`), modes outside 1..6, flips of any encoding bit (both errors of
+    chop's rules, which the NumPy engine raises), and formats whose top binade lies beyond the
+    carrier's (a regular element could round to Inf)."""
     fmt = getattr(spec, "fmt", None)  # (a spec object without these fields: refused)
     return (getattr(spec, "range_rules", None) == "chop" and getattr(spec, "round", 0) in range(1, 7)
-            and getattr(spec, "flip_scope", None) == "fraction" and getattr(spec, "random_bits", None) == 0
-            and fmt is not None and fmt.encoding != "e8m0" and fmt.emax <= LAYOUTS[np.dtype(char)].emax)
+            and getattr(spec, "flip_scope", None) == "fraction" and fmt is not None and fmt.emax <= LAYOUTS[np.dtype(char)].emax)
 
 
 # --- entry point ----------------------------------------------------------------------------------
@@ -289,18 +291,93 @@ def chop_array(x: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> np.
     single = char == "f"
     utype = _UINT[char]
     stochastic = spec.round >= 5
+    if spec.random_bits:  # the NumPy engine's sources, whose stochastic draws rules.cpfloat limits
+        sources = limited_bit_sources(sources, spec.random_bits)
     counter = getattr(sources, "counter", None)
     given = getattr(sources, "given", None)
     if not stochastic and not spec.flips:
-        return _deterministic(k, x, ip, up, fp, rp, single, utype)
-    if given is not None and not spec.flips:  # numbers given per element, in row-major order
+        out = _deterministic(k, x, ip, up, fp, rp, single, utype)
+    elif given is not None and not spec.flips:  # numbers given per element, in row-major order
         numbers = np.ascontiguousarray(np.broadcast_to(np.asarray(given, np.float64), x.shape)).reshape(-1)
-        return _per_element(k, x, ip, up, fp, single, utype, _NO_KEYS, np.uint64(0), numbers)
-    if counter is not None:
+        out = _per_element(k, x, ip, up, fp, single, utype, _NO_KEYS, np.uint64(0), numbers)
+    elif counter is not None:
         stream = counter.take(x.size)
-        return _per_element(k, x, ip, up, fp, single, utype, np.array(stream.keys, np.uint64),
-                            np.uint64(stream.offset), None)
-    return _in_chop_order(k, x, spec, sources, ip, up, fp, single, utype)
+        out = _per_element(k, x, ip, up, fp, single, utype, np.array(stream.keys, np.uint64),
+                           np.uint64(stream.offset), None)
+    else:
+        out = _in_chop_order(k, x, spec, sources, ip, up, fp, single, utype)
+    if _e8m0_rules_apply(spec):
+        # E8M0 has no sign and no zero: every element's result depends on its input's sign (a
+        # pass over all of them, in the result's memory order).
+        if out.flags.c_contiguous:
+            k.e8m0_rules(x.ravel(order="C"), out.reshape(-1, order="C"), spec.fmt.xmin)
+        else:
+            k.e8m0_rules(x.ravel(order="F"), out.reshape(-1, order="F"), spec.fmt.xmin)
+    return out
+
+
+def _e8m0_rules_apply(spec: RoundingSpec) -> bool:
+    """Whether chop's result takes E8M0's rules (chop's rules apply the encoding with explim = 1)."""
+    return spec.fmt.encoding == "e8m0" and spec.limits_exponent
+
+
+def small_call(spec: RoundingSpec, sources: RandomSources, dtype: Any) -> Callable[[np.ndarray], np.ndarray]:
+    """:func:`chop_array` for ``spec``, ``sources`` and ``dtype`` on arrays that :func:`handles`,
+    below :data:`SERIAL_BELOW` elements, with what depends on these alone found once: the
+    constants, the branch, the counter's keys (the router keeps it per spec and dtype).
+
+    The deterministic loop (on C-contiguous input), the counter's loop (``Chop(rng=<int>)``) and
+    MATLAB's stream drawn inside the loop (stochastic rounding without flips) are called here
+    directly, on the arrays :func:`chop_array` makes; every other call is :func:`chop_array`'s.
+    """
+    dtype = np.dtype(dtype)
+    k = kernels()
+    ip, up, fp, rp = _spec_constants(spec, dtype.char)
+    unsigned = _UINT[dtype.char]
+    single = dtype.char == "f"
+
+    def by_chop_array(x: np.ndarray) -> np.ndarray:
+        return chop_array(x, spec, sources)
+
+    def deterministic(x: np.ndarray) -> np.ndarray:
+        if not x.flags.c_contiguous:
+            return chop_array(x, spec, sources)
+        out = np.empty(x.shape, dtype)
+        flat, out_flat = (x, out) if x.ndim == 1 else (x.reshape(-1), out.reshape(-1))
+        k.det_serial(flat, flat.view(unsigned), out_flat, out_flat.view(unsigned), ip, up, fp, rp, single)
+        return out
+
+    def per_element(counter: Any) -> Callable[[np.ndarray], np.ndarray]:
+        counter_keys = counter.keys
+        keys = np.array(counter_keys, np.uint64)
+
+        def call(x: np.ndarray) -> np.ndarray:
+            stream = counter.take(x.size)
+            flat = np.ascontiguousarray(x).reshape(-1)  # row-major: the counters follow C order
+            out = np.empty(flat.shape, dtype)
+            k.counter_serial(flat, flat.view(unsigned), out, out.view(unsigned), ip, up, fp, single,
+                             keys if stream.keys is counter_keys else np.array(stream.keys, np.uint64),
+                             np.uint64(stream.offset), None)
+            return out.reshape(x.shape)
+
+        return call
+
+    def streamed(x: np.ndarray) -> np.ndarray:
+        flat = x.ravel(order="F")  # MATLAB's element order
+        out = np.empty(flat.shape, dtype)
+        with stream_state() as (key, position):
+            k.round_stream(flat, flat.view(unsigned), out, out.view(unsigned), ip, up, fp, single, key, position)
+        return out.reshape(x.shape, order="F")
+
+    if _e8m0_rules_apply(spec) or spec.random_bits:
+        return by_chop_array  # (the encoding's pass, the limited bits' sources: chop_array's)
+    if not spec.draws:
+        return deterministic
+    if sources.given is None and sources.counter is not None:
+        return per_element(sources.counter)
+    if sources.given is None and sources.stochastic is stream_uniform and spec.stochastic and not spec.flips:
+        return streamed
+    return by_chop_array
 
 
 def _deterministic(k, x, ip, up, fp, rp, single, utype):

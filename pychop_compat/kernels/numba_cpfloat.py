@@ -18,13 +18,14 @@ import numba
 import numpy as np
 from numba import prange
 
+from ..random.sources import RandomSources
 from ..spec import RoundingSpec
-from ..rules.cpfloat import ROUND_MODES
+from ..rules.cpfloat import ROUND_MODES, effective_format, flip_bits, limited_bit_sources
 from .elementwise_cpfloat import constants_for, cpfloat_constants
-from .numba_kernels import INLINE_OPTIONS, JIT_OPTIONS
+from .numba_kernels import INLINE_OPTIONS, JIT_OPTIONS, counter_uniform
 from .numpy_fast import in_memory_order
 
-__all__ = ["round_array", "round_stochastic", "handles", "SERIAL_BELOW", "CHUNK", "SUB_BLOCK"]
+__all__ = ["round_array", "round_stochastic", "round_drawn", "handles", "SERIAL_BELOW", "CHUNK", "SUB_BLOCK"]
 
 #: Below this many elements one thread does everything (a parallel launch costs more).
 SERIAL_BELOW = 1 << 20
@@ -275,13 +276,105 @@ def stochastic_parallel(xf, xu, ou, u, karray, mode, scale_1, scale_2, chunk):
         _stochastic_range(xf, xu, ou, u, c * chunk, min(n, (c + 1) * chunk), k, mode, scale_1, scale_2)
 
 
+# --- stochastic rounding with the numbers drawn as CPFloat's rules draw them --------------------------
+
+@numba.njit(**INLINE_OPTIONS)
+def _draws(b, k):
+    """Whether the pattern ``b`` takes a number: finite and off the grid (as in :func:`_round_stochastic`)."""
+    m = b & k[MAG]
+    if m >= k[INF]:
+        return False
+    if m < k[TINY_LO]:
+        return m != _U0
+    return (m & ((_U1 << _dropped(m, k)) - _U1)) != _U0
+
+
+@numba.njit(**JIT_OPTIONS)
+def count_draws(xu, karray, chunk):
+    """How many elements of each chunk of ``chunk`` elements take a number (one thread: a
+    counting pass costs less than a parallel launch)."""
+    k = _tuple(karray)
+    n = xu.size
+    counts = np.zeros((n + chunk - 1) // chunk, np.int64)
+    for c in range(counts.size):
+        found = 0
+        for i in range(c * chunk, min(n, (c + 1) * chunk)):
+            found += _draws(np.uint64(xu[i]), k)
+        counts[c] = found
+    return counts
+
+
+#: Elements whose numbers :func:`_drawn_range` lays out before rounding them.
+DRAWN_BLOCK = 2048
+
+
+@numba.njit(**JIT_OPTIONS)
+def _lay_out_numbers(xu, first, last, k, u, counter_key, first_counter, limit, position, numbers):
+    """``numbers[i - first]`` for the elements ``i`` of ``first:last``: the ``j``-th element that
+    takes a number (``j`` from ``position``) takes ``u[j]``, or with ``u`` empty the counter's
+    ``counter_uniform(counter_key, first_counter + j)``, limited to ``limit`` steps (> 0) as
+    limited_bit_sources limits a draw; the others 2 (never up).  Returns the next ``j``."""
+    from_counter = u.size == 0
+    for i in range(first, last):
+        number = 2.0
+        if _draws(np.uint64(xu[i]), k):
+            if from_counter:
+                number = counter_uniform(counter_key, first_counter + np.uint64(position))
+                if limit > 0.0:
+                    number = (math.floor(number * limit) + 1.0) / limit  # exact: powers of two
+            else:
+                number = u[position]
+            position += 1
+        numbers[i - first] = number
+    return position
+
+
+@numba.njit(**JIT_OPTIONS)
+def _round_laid_out(xf, xu, ou, first, last, k, mode, scale_1, scale_2, numbers):
+    start = np.uint64(first)  # (unsigned indices: no checks for negative ones)
+    for j in range(np.uint64(0), np.uint64(last - first)):
+        ou[start + j] = _round_stochastic(np.uint64(xu[start + j]), abs(np.float64(xf[start + j])), numbers[j], k,
+                                          mode, scale_1, scale_2)
+
+
+@numba.njit(**JIT_OPTIONS)
+def _drawn_range(xf, xu, ou, start, stop, k, mode, scale_1, scale_2, u, counter_key, first_counter, limit,
+                 position):
+    """Round ``start:stop`` with the numbers of :func:`_lay_out_numbers` (from ``position``), laid
+    out a block at a time (a loop doing both measured several times slower)."""
+    numbers = np.empty(DRAWN_BLOCK, np.float64)
+    for first in range(start, stop, DRAWN_BLOCK):
+        last = min(stop, first + DRAWN_BLOCK)
+        position = _lay_out_numbers(xu, first, last, k, u, counter_key, first_counter, limit, position, numbers)
+        _round_laid_out(xf, xu, ou, first, last, k, mode, scale_1, scale_2, numbers)
+
+
+@numba.njit(**JIT_OPTIONS)
+def drawn_serial(xf, xu, ou, karray, mode, scale_1, scale_2, u, counter_key, first_counter, limit):
+    """Round ``xf`` (bit patterns ``xu``) into ``ou`` by one thread, the ``j``-th element that takes
+    a number taking ``u[j]`` or the counter's (see :func:`_drawn_range`)."""
+    _drawn_range(xf, xu, ou, 0, xu.size, _tuple(karray), mode, scale_1, scale_2, u, counter_key, first_counter,
+                 limit, 0)
+
+
+@numba.njit(parallel=True, **JIT_OPTIONS)
+def drawn_parallel(xf, xu, ou, karray, mode, scale_1, scale_2, u, counter_key, first_counter, limit, chunk,
+                   starts):
+    """As :func:`drawn_serial`, chunk ``c`` of ``chunk`` elements from number ``starts[c]`` on."""
+    k = _tuple(karray)
+    n = xu.size
+    for c in prange((n + chunk - 1) // chunk):
+        _drawn_range(xf, xu, ou, c * chunk, min(n, (c + 1) * chunk), k, mode, scale_1, scale_2, u, counter_key,
+                     first_counter, limit, starts[c])
+
+
 # --- entry point ---------------------------------------------------------------------------------------
 
 def handles(x: np.ndarray, spec: RoundingSpec) -> bool:
-    """Whether :func:`round_array` (a deterministic mode or no rounding) or
-    :func:`round_stochastic` (modes 5 and 6) rounds ``x`` by ``spec``: float32/float64 in native
-    byte order, no flips."""
-    return x.dtype.char in _UNSIGNED and x.dtype.isnative and not spec.flips
+    """Whether :func:`round_array` (a deterministic mode or no rounding), :func:`round_stochastic`
+    (modes 5 and 6) or, under CPFloat's rules, :func:`round_drawn` (also bit flips) rounds ``x``
+    by ``spec``: float32/float64 in native byte order, bit flips under CPFloat's rules only."""
+    return x.dtype.char in _UNSIGNED and x.dtype.isnative and (not spec.flips or spec.range_rules == "cpfloat")
 
 
 def round_array(x: np.ndarray, spec: RoundingSpec) -> np.ndarray:
@@ -315,9 +408,7 @@ def round_stochastic(x: np.ndarray, spec: RoundingSpec, u: np.ndarray) -> np.nda
     char = x.dtype.char
     k = _constants(spec.fmt, mode, bool(spec.keeps_subnormals), bool(spec.limits_exponent),
                    bool(spec.saturation), bool(spec.infinity), char)
-    tiny_exponent = constants_for(spec, x.dtype.name).tiny_exponent
-    first = min(-tiny_exponent, 1000)  # 2^-tiny_exponent in two factors (it may overflow alone)
-    scale_1, scale_2 = math.ldexp(1.0, first), math.ldexp(1.0, -tiny_exponent - first)
+    scale_1, scale_2 = _tiny_scales(spec, x.dtype)
     xc = np.ascontiguousarray(x)
     out = np.empty_like(xc)
     utype = _UNSIGNED[char]
@@ -327,3 +418,69 @@ def round_stochastic(x: np.ndarray, spec: RoundingSpec, u: np.ndarray) -> np.nda
     else:
         stochastic_parallel(xc, xc.view(utype), out.view(utype), numbers, k, mode, scale_1, scale_2, CHUNK)
     return out
+
+
+def _tiny_scales(spec: RoundingSpec, dtype: np.dtype) -> tuple:
+    """``2^-tiny_exponent`` in two factors (it may overflow alone): below the smallest result the
+    fraction is ``|v|`` times both (:func:`_round_stochastic`)."""
+    tiny_exponent = constants_for(spec, dtype.name).tiny_exponent
+    first = min(-tiny_exponent, 1000)
+    return math.ldexp(1.0, first), math.ldexp(1.0, -tiny_exponent - first)
+
+
+_NO_NUMBERS = np.full(1, 2.0)
+
+
+def round_drawn(x: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> np.ndarray:
+    """CPFloat's rules with random numbers (see :func:`handles`): stochastic rounding (modes 5
+    and 6), then bit flips; a new array of x's shape and dtype, bit for bit
+    :func:`~pychop_compat.rules.cpfloat.round_cpfloat` then
+    :func:`~pychop_compat.rules.cpfloat.flip_bits` in column-major order, with the same numbers
+    of ``sources`` (stochastic ones limited to ``spec.random_bits`` bits, if set): drawn in one
+    call after a counting pass (the counter's made in the loop)."""
+    mode = int(spec.round)
+    xf = x.ravel(order="F")  # CPFloat's numbers go to the elements in column-major order
+    if mode in (5, 6):
+        out = _round_drawn(xf, spec, sources)
+    else:
+        out = round_array(xf, spec)
+    if spec.flips and mode in ROUND_MODES:
+        out = flip_bits(out, effective_format(spec.fmt, x.dtype, spec.limits_exponent), spec.flip_scope, spec.p,
+                        sources)
+    return out.reshape(x.shape, order="F")
+
+
+def _round_drawn(xf: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> np.ndarray:
+    """Stochastic rounding of the column-major ``xf`` for :func:`round_drawn`."""
+    mode = int(spec.round)
+    char = xf.dtype.char
+    k = _constants(spec.fmt, mode, bool(spec.keeps_subnormals), bool(spec.limits_exponent),
+                   bool(spec.saturation), bool(spec.infinity), char)
+    scale_1, scale_2 = _tiny_scales(spec, xf.dtype)
+    utype = _UNSIGNED[char]
+    xu = xf.view(utype)
+    out = np.empty_like(xf)
+    counts = count_draws(xu, k, CHUNK)
+    total = int(counts.sum())
+    counter = sources.counter
+    limit = 0.0
+    if counter is not None and sources.stochastic == counter.stochastic:  # its ROUND stream, made here
+        stream = counter.take(total)
+        u, counter_key, first_counter = _FROM_COUNTER, np.uint64(stream.keys[0]), np.uint64(stream.offset)
+        limit = math.ldexp(1.0, spec.random_bits) if spec.random_bits else 0.0
+    else:
+        drawn = limited_bit_sources(sources, spec.random_bits).stochastic if spec.random_bits else sources.stochastic
+        u = np.asarray(drawn(total), np.float64).ravel() if total else _NO_NUMBERS
+        counter_key = first_counter = np.uint64(0)
+    if xf.size < SERIAL_BELOW:
+        drawn_serial(xf, xu, out.view(utype), k, mode, scale_1, scale_2, u, counter_key, first_counter, limit)
+    else:
+        starts = np.zeros(counts.size, np.int64)
+        np.cumsum(counts[:-1], out=starts[1:])
+        drawn_parallel(xf, xu, out.view(utype), k, mode, scale_1, scale_2, u, counter_key, first_counter, limit,
+                       CHUNK, starts)
+    return out
+
+
+#: ``u`` of :func:`drawn_serial` for the counter's numbers.
+_FROM_COUNTER = np.zeros(0, np.float64)

@@ -131,6 +131,19 @@ def _encode(c, v, k):
 
 
 @numba.njit(**JIT_OPTIONS)
+def e8m0_rules(xf, of, xmin):
+    """E8M0's zero and sign rules on chop's results ``of`` of the inputs ``xf`` (in place): NaN
+    where the input is not positive, ``xmin`` where a positive input gave 0, as
+    :func:`pychop_compat.rules.cpfloat.apply_encoding` (a loop LLVM vectorises)."""
+    smallest = of.dtype.type(xmin)
+    nan = of.dtype.type(math.nan)
+    for i in range(np.uint64(0), np.uint64(xf.size)):
+        positive = xf[i] > 0
+        c = of[i]
+        of[i] = (smallest if c == 0 else c) if positive else nan
+
+
+@numba.njit(**JIT_OPTIONS)
 def _needs_draw(v, k):
     """``(subnormal block, draws)``: chop.m's block of ``v`` and whether its scaled value is
     not an integer (Inf and NaN too: their fraction inf - inf is NaN)."""

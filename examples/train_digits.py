@@ -5,8 +5,11 @@ either to nearest (RN) or stochastically (SR), with :class:`pychop_compat.nn.Opt
 forward and backward passes compute in float32 from the stored weights.
 Run from the repository root::
 
-    python examples/train_digits.py                 # the protocol below; writes the figure
-    python examples/train_digits.py --quick         # a smoke run (1 seed, 3 epochs, no figure)
+    python examples/train_digits.py                 # the protocol below; writes the results JSON
+    python examples/train_digits.py --quick         # a smoke run (1 seed, 3 epochs, nothing written)
+
+The results (every seed's test accuracy after each epoch) go to
+``benchmarks/results/train_digits.json``, which ``docs/figures/train_digits.py`` draws.
 
 The protocol, fixed before the first run:
 
@@ -28,6 +31,8 @@ The protocol, fixed before the first run:
 from __future__ import annotations
 
 import argparse
+import json
+import platform
 import statistics
 import sys
 import time
@@ -39,9 +44,10 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
+import pychop_compat  # noqa: E402
 from pychop_compat.nn import OptimLP, Rounder  # noqa: E402
 
-FIGURE = ROOT / "docs" / "_static" / "train_digits.png"
+RESULTS = ROOT / "benchmarks" / "results" / "train_digits.json"
 
 #: (label, weight format or None for float32).  fp8 is the OCP format 'float8_e4m3fn'
 #: (E4M3, xmax 448, no Inf); earlier versions of this example used chop's IEEE-like 'q43'.
@@ -94,8 +100,9 @@ def run(data, weight_format, rounding, seed, epochs=EPOCHS):
     return history
 
 
-def main(seeds=SEEDS, epochs=EPOCHS, figure=FIGURE, verbose=True):
-    """Run the protocol; returns {(label, rounding): [history per seed]}."""
+def main(seeds=SEEDS, epochs=EPOCHS, results_path=RESULTS, verbose=True):
+    """Run the protocol; returns {(label, rounding): [history per seed]} and writes it to
+    ``results_path`` (rows keyed ``"label|rounding"``)."""
     torch.set_num_threads(1)  # small matrices: threads only add overhead
     data = load_data()
     results = {}
@@ -108,51 +115,26 @@ def main(seeds=SEEDS, epochs=EPOCHS, figure=FIGURE, verbose=True):
                 finals = [h[-1] for h in results[key]]
                 spread = statistics.stdev(finals) if len(finals) > 1 else 0.0
                 print(f"| {key[0]} | {key[1]} | {statistics.mean(finals):.4f} | {spread:.4f} |", flush=True)
+    seconds = time.perf_counter() - started
     if verbose:
-        print(f"({len(seeds)} seeds x {epochs} epochs per row; {time.perf_counter() - started:.0f} s in all)")
-    if figure is not None:
-        plot(results, figure, epochs)
+        print(f"({len(seeds)} seeds x {epochs} epochs per row; {seconds:.0f} s in all)")
+    if results_path is not None:
+        record = {"command": "python examples/train_digits.py", "seeds": list(seeds), "epochs": epochs,
+                  "date": time.strftime("%Y-%m-%d", time.gmtime()), "seconds": round(seconds, 1),
+                  "versions": f"pychop_compat {pychop_compat.__version__}, torch {torch.__version__}, "
+                              f"Python {platform.python_version()}",
+                  "histories": {f"{label}|{rounding}": h for (label, rounding), h in results.items()}}
+        Path(results_path).write_text(json.dumps(record, indent=1) + "\n")
     return results
-
-
-def plot(results, path, epochs):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 3, figsize=(13, 4), sharey=True)
-    epochs_axis = range(1, epochs + 1)
-    baseline = results[("float32", "-")]
-    for ax, (label, _) in zip(axes, FORMATS[1:]):
-        for key, colour in ((("float32", "-"), "black"), ((label, "RN"), "tab:red"), ((label, "SR"), "tab:blue")):
-            histories = results[key] if key[0] != "float32" else baseline
-            mean = [statistics.mean(h[i] for h in histories) for i in range(epochs)]
-            low = [min(h[i] for h in histories) for i in range(epochs)]
-            high = [max(h[i] for h in histories) for i in range(epochs)]
-            name = "float32" if key[0] == "float32" else f"{label} {key[1]}"
-            ax.plot(epochs_axis, mean, color=colour, label=name)
-            ax.fill_between(epochs_axis, low, high, color=colour, alpha=0.15)
-        ax.set_title(f"weights in {label}")
-        ax.set_xlabel("epoch")
-        ax.grid(alpha=0.3)
-        ax.legend(loc="lower right")
-    axes[0].set_ylabel("test accuracy")
-    fig.suptitle("MLP on scikit-learn digits: weight update rounded to nearest (RN) or stochastically (SR); "
-                 f"mean and range over {len(baseline)} seeds", fontsize=10)
-    fig.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="1 seed, 3 epochs, no figure")
+    parser.add_argument("--quick", action="store_true", help="1 seed, 3 epochs, nothing written")
     args = parser.parse_args()
     print("| weights | update | final test accuracy (mean) | std over seeds |")
     print("|---|---|---|---|")
     if args.quick:
-        main(seeds=(0,), epochs=3, figure=None)
+        main(seeds=(0,), epochs=3, results_path=None)
     else:
         main()

@@ -15,9 +15,10 @@ is pinned in :data:`DIFFERING` so that a change of either side shows.  docs/hard
 
 from __future__ import annotations
 
-import importlib.util
 import json
+import runpy
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -27,14 +28,8 @@ from pychop_compat import hardware
 DATA = Path(__file__).resolve().parent / "data" / "hardware"
 
 
-def _generator():
-    spec = importlib.util.spec_from_file_location("make_oracle", DATA / "octave_oracle" / "make_oracle.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-MAKE_ORACLE = _generator()
+# The generator of the stored inputs (a script beside the data, not a module of the package).
+MAKE_ORACLE = SimpleNamespace(**runpy.run_path(str(DATA / "octave_oracle" / "make_oracle.py")))
 
 
 def _load():

@@ -11,8 +11,8 @@ every GPU; normal, one-signed, wide-exponent, near-overflow and near-underflow s
 values that both sides round to the input format) and adversarial 1 x K x 1 products built from
 chosen terms (ties of the final rounding, cancellation, carries, alignment losses, subnormal inputs
 and outputs, overflow of the accumulator within and across blocks, Inf, NaN, Inf * 0, inputs
-beyond the format's range, signed zeros), each once in place and once scattered over 40 elements.
-See README.md.
+beyond the format's range, signed zeros), each once in place and once scattered over 40 elements,
+and the seven cases of the anchor's model_validation/ExceptionalCasesTest.m.  See README.md.
 """
 
 from __future__ import annotations

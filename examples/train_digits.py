@@ -9,7 +9,7 @@ Run from the repository root::
     python examples/train_digits.py --quick         # a smoke run (1 seed, 3 epochs, nothing written)
 
 The results (every seed's test accuracy after each epoch) go to
-``benchmarks/results/train_digits.json``, which ``docs/figures/train_digits.py`` draws.
+``benchmarks/results/train_digits.json``, which ``docs/figures/digits_training.py`` draws.
 
 The protocol, fixed before the first run:
 
@@ -100,6 +100,23 @@ def run(data, weight_format, rounding, seed, epochs=EPOCHS):
     return history
 
 
+def summary_row(cells, histories) -> str:
+    """A table row: ``cells``, then the mean and standard deviation of the final accuracies."""
+    finals = [h[-1] for h in histories]
+    spread = statistics.stdev(finals) if len(finals) > 1 else 0.0
+    return "| " + " | ".join(cells) + f" | {statistics.mean(finals):.4f} | {spread:.4f} |"
+
+
+def save_results(path, command: str, seeds, epochs: int, seconds: float, histories: dict) -> None:
+    """Write a run as JSON: the command, seeds, epochs, date, time, versions and the histories."""
+    record = {"command": command, "seeds": list(seeds), "epochs": epochs,
+              "date": time.strftime("%Y-%m-%d", time.gmtime()), "seconds": round(seconds, 1),
+              "versions": f"pychop_compat {pychop_compat.__version__}, torch {torch.__version__}, "
+                          f"Python {platform.python_version()}",
+              "histories": histories}
+    Path(path).write_text(json.dumps(record, indent=1) + "\n")
+
+
 def main(seeds=SEEDS, epochs=EPOCHS, results_path=RESULTS, verbose=True):
     """Run the protocol; returns {(label, rounding): [history per seed]} and writes it to
     ``results_path`` (rows keyed ``"label|rounding"``)."""
@@ -112,19 +129,13 @@ def main(seeds=SEEDS, epochs=EPOCHS, results_path=RESULTS, verbose=True):
             key = (label, "-" if rounding is None else ("RN" if rounding == "nearest" else "SR"))
             results[key] = [run(data, fmt, rounding, seed, epochs) for seed in seeds]
             if verbose:
-                finals = [h[-1] for h in results[key]]
-                spread = statistics.stdev(finals) if len(finals) > 1 else 0.0
-                print(f"| {key[0]} | {key[1]} | {statistics.mean(finals):.4f} | {spread:.4f} |", flush=True)
+                print(summary_row(key, results[key]), flush=True)
     seconds = time.perf_counter() - started
     if verbose:
         print(f"({len(seeds)} seeds x {epochs} epochs per row; {seconds:.0f} s in all)")
     if results_path is not None:
-        record = {"command": "python examples/train_digits.py", "seeds": list(seeds), "epochs": epochs,
-                  "date": time.strftime("%Y-%m-%d", time.gmtime()), "seconds": round(seconds, 1),
-                  "versions": f"pychop_compat {pychop_compat.__version__}, torch {torch.__version__}, "
-                              f"Python {platform.python_version()}",
-                  "histories": {f"{label}|{rounding}": h for (label, rounding), h in results.items()}}
-        Path(results_path).write_text(json.dumps(record, indent=1) + "\n")
+        save_results(results_path, "python examples/train_digits.py", seeds, epochs, seconds,
+                     {f"{label}|{rounding}": h for (label, rounding), h in results.items()})
     return results
 
 

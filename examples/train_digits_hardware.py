@@ -20,7 +20,7 @@ The protocol, fixed before the first run:
   products of the same rounded operands (the straight-through estimator of
   ``simulate``); the bias is the addend of the first block under the model;
 * recorded: the test accuracy after each epoch, per seed; the figure
-  (``docs/figures/train_digits_hardware.py``) shows the mean and the range over
+  (``docs/figures/digits_hardware.py``) shows the mean and the range over
   the seeds, and the caption the final means.
 
 The inner dimensions here are 64 (first layer, two blocks of 32) and 64: the
@@ -32,9 +32,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
-import platform
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -46,9 +43,8 @@ sys.path.insert(0, str(ROOT / "examples"))
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-import pychop_compat  # noqa: E402
 from pychop_compat.nn import simulate  # noqa: E402
-from train_digits import BATCH, EPOCHS, LR, SEEDS, load_data  # noqa: E402
+from train_digits import BATCH, EPOCHS, LR, SEEDS, load_data, save_results, summary_row  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "train_digits_hardware.json"
 #: label -> keyword arguments of ``simulate`` (None: plain float32).
@@ -98,19 +94,12 @@ def main(seeds=SEEDS, epochs: int = EPOCHS, results_path=RESULTS, verbose: bool 
     for label, settings in CONFIGURATIONS.items():
         histories[label] = [run(data, settings, seed, epochs) for seed in seeds]
         if verbose:
-            finals = [h[-1] for h in histories[label]]
-            spread = statistics.stdev(finals) if len(finals) > 1 else 0.0
-            print(f"| {label} | {statistics.mean(finals):.4f} | {spread:.4f} |", flush=True)
+            print(summary_row([label], histories[label]), flush=True)
     seconds = time.perf_counter() - started
     if verbose:
         print(f"({len(seeds)} seeds x {epochs} epochs per row; {seconds:.0f} s in all)")
     if results_path is not None:
-        record = {"command": "python examples/train_digits_hardware.py", "seeds": list(seeds), "epochs": epochs,
-                  "date": time.strftime("%Y-%m-%d", time.gmtime()), "seconds": round(seconds, 1),
-                  "versions": f"pychop_compat {pychop_compat.__version__}, torch {torch.__version__}, "
-                              f"Python {platform.python_version()}",
-                  "histories": histories}
-        Path(results_path).write_text(json.dumps(record, indent=1) + "\n")
+        save_results(results_path, "python examples/train_digits_hardware.py", seeds, epochs, seconds, histories)
     return histories
 
 

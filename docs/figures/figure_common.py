@@ -212,3 +212,23 @@ def iterations_legend(name_key: str, iterations_key: str):
 def every_run(d: dict) -> list:
     """The runs of all the panels of a refinement study's data, in order."""
     return [run for panel in d["panels"] for run in panel["runs"]]
+
+
+def seed_band(histories: list) -> dict:
+    """A training curve over seeds: per epoch the ``mean``, ``low`` and ``high`` of the histories.
+
+    Parameters
+    ----------
+    histories : list of list of float
+        One list of per-epoch values per seed, all of the same length.
+
+    Returns
+    -------
+    dict
+        ``{'mean': [...], 'low': [...], 'high': [...]}``, one value per epoch.
+    """
+    import statistics
+
+    columns = list(zip(*histories))
+    return {"mean": [statistics.mean(c) for c in columns], "low": [min(c) for c in columns],
+            "high": [max(c) for c in columns]}

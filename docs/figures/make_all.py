@@ -29,7 +29,7 @@ sys.path.insert(0, str(HERE))
 from figure_common import differences, plain  # noqa: E402
 
 SCRIPTS = ["cpu_speed", "gemm_error", "harmonic_sr", "ir_convergence", "numbers_error", "cg_ir_convergence",
-           "ls_ir_convergence", "train_digits", "train_digits_hardware"]
+           "ls_ir_convergence", "digits_training", "digits_hardware"]
 
 
 def main(out_dir=None, quick: bool = False) -> list:

@@ -5,17 +5,16 @@ Reads ``benchmarks/results/train_digits_hardware.json``, written by
 docstring); nothing is trained here: rerun the example to refresh the data.
 Each curve is the mean over the seeds, the band the range.
 
-Run ``python docs/figures/train_digits_hardware.py`` (writes
-``train_digits_hardware.png`` and ``train_digits_hardware.json`` here).
+Run ``python docs/figures/digits_hardware.py`` (writes
+``digits_hardware.png`` and ``digits_hardware.json`` here).
 """
 
 from __future__ import annotations
 
 import json
-import statistics
 import sys
 
-from figure_common import ROOT, plt, save
+from figure_common import ROOT, plt, save, seed_band
 
 RESULTS = ROOT / "benchmarks" / "results" / "train_digits_hardware.json"
 STYLES = [("black", "-"), ("tab:blue", "--"), ("tab:red", ":")]
@@ -26,11 +25,7 @@ def data(quick: bool = False) -> dict:
     record = json.loads(RESULTS.read_text())
     curves = []
     for label, histories in record["histories"].items():
-        epochs = len(histories[0])
-        curves.append({"label": label,
-                       "mean": [statistics.mean(h[i] for h in histories) for i in range(epochs)],
-                       "low": [min(h[i] for h in histories) for i in range(epochs)],
-                       "high": [max(h[i] for h in histories) for i in range(epochs)]})
+        curves.append({"label": label, **seed_band(histories)})
     return {"source": RESULTS.relative_to(ROOT).as_posix(), "date": record["date"],
             "versions": record["versions"], "seeds": record["seeds"], "curves": curves}
 
@@ -54,7 +49,7 @@ def main(out_dir=None, quick: bool = False):
     ax.set_title(f"Digits MLP, forward products simulated; mean and range over {len(d['seeds'])} seeds",
                  fontsize=10)
     fig.tight_layout()
-    return [save(fig, "train_digits_hardware", out_dir, data=d)]
+    return [save(fig, "digits_hardware", out_dir, data=d)]
 
 
 if __name__ == "__main__":

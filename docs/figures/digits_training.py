@@ -6,8 +6,8 @@ is trained here: rerun the example to refresh the data.  One panel per weight
 format, each with the float32 baseline; a curve is the mean over the seeds, the
 band their range.
 
-Run ``python docs/figures/train_digits.py`` (writes ``train_digits.png`` and
-``train_digits.json`` here).
+Run ``python docs/figures/digits_training.py`` (writes ``digits_training.png`` and
+``digits_training.json`` here).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import json
 import statistics
 import sys
 
-from figure_common import ROOT, plt, save
+from figure_common import ROOT, plt, save, seed_band
 
 RESULTS = ROOT / "benchmarks" / "results" / "train_digits.json"
 COLOURS = {"-": "black", "RN": "tab:red", "SR": "tab:blue"}
@@ -28,13 +28,9 @@ def data(quick: bool = False) -> dict:
     curves = []
     for key, histories in record["histories"].items():
         label, rounding = key.split("|")
-        epochs = len(histories[0])
         finals = [h[-1] for h in histories]
         curves.append({"weights": label, "update": rounding,
-                       "final_std": statistics.stdev(finals) if len(finals) > 1 else 0.0,
-                       "mean": [statistics.mean(h[i] for h in histories) for i in range(epochs)],
-                       "low": [min(h[i] for h in histories) for i in range(epochs)],
-                       "high": [max(h[i] for h in histories) for i in range(epochs)]})
+                       "final_std": statistics.stdev(finals) if len(finals) > 1 else 0.0, **seed_band(histories)})
     return {"source": RESULTS.relative_to(ROOT).as_posix(), "date": record["date"],
             "versions": record["versions"], "seeds": record["seeds"], "curves": curves}
 
@@ -66,7 +62,7 @@ def main(out_dir=None, quick: bool = False):
     fig.suptitle("MLP on scikit-learn digits: weight update rounded to nearest (RN) or stochastically (SR); "
                  f"mean and range over {len(d['seeds'])} seeds", fontsize=10)
     fig.tight_layout()
-    return [save(fig, "train_digits", out_dir, data=d)]
+    return [save(fig, "digits_training", out_dir, data=d)]
 
 
 if __name__ == "__main__":

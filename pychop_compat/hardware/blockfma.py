@@ -31,7 +31,8 @@ implementation is the fallback and the oracle the tests compare it with.
 
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple, Union
+import functools
+from typing import Any, Callable, Optional, Tuple, Union
 
 import numpy as np
 
@@ -173,24 +174,50 @@ def _inner_products(ns: Namespace, a: Any, b: Any, c: Any, spec: BlockFMA) -> An
     anchor checks it first); the blocks see non-finite inputs as zeros (their results are
     replaced)."""
     xp = ns.xp
-    informat = catalogue_format(INPUT_FORMATS[spec.input_format])
-    outformat = catalogue_format(OUTPUT_FORMATS[spec.output_format])
     has_nan, plus, minus = _non_finite(xp, c[..., None])
-    accumulator = xp.where(xp.isfinite(c), c, 0.0)
-    if a.shape[-1] == 0:  # one block of zero products, as padding to a multiple of fma_size gives
-        a = b = xp.zeros_like(accumulator)[..., None]
+    state = (has_nan, plus, minus, xp.where(xp.isfinite(c), c, 0.0))
+    a, b = _padded(ns, a, spec.fma_size), _padded(ns, b, spec.fma_size)
+    step = _compiled_step(ns, spec) if ns.name == "jax" else functools.partial(_block_step, ns, spec)
     for start in range(0, a.shape[-1], spec.fma_size):
-        a_block, b_block = a[..., start:start + spec.fma_size], b[..., start:start + spec.fma_size]
-        with np.errstate(invalid="ignore", over="ignore"):
-            products = a_block * b_block
-        block_nan, block_plus, block_minus = _non_finite(xp, products)
-        has_nan, plus, minus = has_nan | block_nan, plus | block_plus, minus | block_minus
-        overflowed = xp.isinf(accumulator)
-        result = _block(ns, xp.where(xp.isfinite(a_block), a_block, 0.0),
-                        xp.where(xp.isfinite(b_block), b_block, 0.0),
-                        xp.where(overflowed, 0.0, accumulator), spec, informat, outformat)
-        accumulator = xp.where(overflowed, accumulator, result)
-    return _special_or(xp, has_nan, plus, minus, accumulator)
+        state = step(a[..., start:start + spec.fma_size], b[..., start:start + spec.fma_size], *state)
+    return _special_or(xp, *state)
+
+
+def _padded(ns: Namespace, x: Any, fma_size: int) -> Any:
+    """``x`` with zeros appended to its last axis up to a multiple of ``fma_size`` (one block
+    of zero products at least): every block of the same shape."""
+    import array_api_compat
+
+    padding = -x.shape[-1] % fma_size or (fma_size if x.shape[-1] == 0 else 0)
+    if padding == 0:
+        return x
+    zeros = ns.xp.zeros(tuple(x.shape[:-1]) + (padding,), dtype=ns.xp.float64, device=array_api_compat.device(x))
+    return ns.xp.concat([x, zeros], axis=-1)
+
+
+def _block_step(ns: Namespace, spec: BlockFMA, a: Any, b: Any, has_nan: Any, plus: Any, minus: Any,
+                accumulator: Any) -> Tuple[Any, Any, Any, Any]:
+    """One block of every inner product: whether one has a NaN, a +Inf, a -Inf among its
+    products so far, and the accumulator (the result of the block, kept where it overflowed)."""
+    xp = ns.xp
+    with np.errstate(invalid="ignore", over="ignore"):
+        products = a * b
+    block_nan, block_plus, block_minus = _non_finite(xp, products)
+    overflowed = xp.isinf(accumulator)
+    result = _block(ns, xp.where(xp.isfinite(a), a, 0.0), xp.where(xp.isfinite(b), b, 0.0),
+                    xp.where(overflowed, 0.0, accumulator), spec, catalogue_format(INPUT_FORMATS[spec.input_format]),
+                    catalogue_format(OUTPUT_FORMATS[spec.output_format]))
+    return (has_nan | block_nan, plus | block_plus, minus | block_minus,
+            xp.where(overflowed, accumulator, result))
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled_step(ns: Namespace, spec: BlockFMA) -> Callable[..., Tuple[Any, Any, Any, Any]]:
+    """:func:`_block_step` through ``jax.jit``: compiled once per model and shape, not op by op
+    (inside the caller's ``jit`` it is traced as it is)."""
+    import jax
+
+    return jax.jit(functools.partial(_block_step, ns, spec))
 
 
 def _non_finite(xp: Any, terms: Any) -> Tuple[Any, Any, Any]:

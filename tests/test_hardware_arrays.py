@@ -191,13 +191,20 @@ def test_refusals_on_device_arrays(jnp):
         hardware.matmul(torch.ones(2, 3), torch.ones(2, 2))
 
 
-def test_jax_without_64_bit_types_is_refused():
+def test_jax_without_64_bit_types_computes_on_host_copies():
+    """Eager arrays: NumPy computes (the same bits) and the result goes back; traced ones and
+    block_dot (a float64 result) are refused."""
     jax = pytest.importorskip("jax")
     enabled = jax.config.read("jax_enable_x64")
     jax.config.update("jax_enable_x64", False)
     try:
+        A, B = _narrow_inputs()[:2]
+        got = hardware.matmul(jax.numpy.asarray(A), jax.numpy.asarray(B), model="H100")
+        assert got.dtype == jax.numpy.float32 and np.array_equal(_bits(got), _bits(_numpy(A, B, model="H100")))
         with pytest.raises(ValueError, match="jax_enable_x64"):
-            hardware.matmul(jax.numpy.ones((2, 2)), jax.numpy.ones((2, 2)))
+            jax.jit(lambda a: hardware.matmul(a, a, model="H100"))(jax.numpy.ones((2, 2)))
+        with pytest.raises(ValueError, match="jax_enable_x64"):
+            hardware.block_dot(jax.numpy.ones((2, 2)), jax.numpy.ones((2, 2)), 0.0, hardware.model("H100"))
     finally:
         jax.config.update("jax_enable_x64", enabled)
 
@@ -235,3 +242,32 @@ def test_cupy_arrays_on_their_gpu(model):
         got = hardware.matmul(*(cupy.asarray(x) for x in args), model=model, **kwargs)
         assert isinstance(got, cupy.ndarray)
         assert np.array_equal(_bits(cupy.asnumpy(got)), _bits(_numpy(*args, model=model, **kwargs)))
+
+
+def test_linalg_and_nn_keep_device_tensors_where_they_are(jnp, monkeypatch):
+    """linalg.matmul(hardware=) and nn.simulate(hardware=) compute on the operands' device: no host
+    copy (one would fail here), the bits of the NumPy product."""
+    torch = pytest.importorskip("torch")
+    from pychop_compat import linalg, nn
+
+    rng = np.random.default_rng(7)
+    A, B = rng.standard_normal((9, 37)), rng.standard_normal((37, 7))  # the shapes of _cases: compiled once
+    A[0] *= 2.0**-120  # products below float32's normal range
+    expected = _numpy(A, B, model="H100")
+
+    def no_host_copy(*args, **kwargs):
+        raise AssertionError("copied to the host")
+
+    monkeypatch.setattr("pychop_compat.linalg.arrays.Arrays.to_host", no_host_copy)
+    for to, name in ((torch.from_numpy, "torch"), (jnp.asarray, "jax")):
+        for dtype in (np.float64, np.float32):
+            got = linalg.matmul(to(A.astype(dtype)), to(B.astype(dtype)), "h", hardware="H100")
+            assert str(got.dtype).endswith(np.dtype(dtype).name), (name, got.dtype)
+            host = np.asarray(got.numpy() if name == "torch" else got)
+            assert np.array_equal(_bits(host.astype(np.float32)), _bits(expected)), (name, dtype)
+            assert np.array_equal(host, expected.astype(dtype))
+    monkeypatch.setattr("pychop_compat.engines.to_numpy", no_host_copy)
+    x, w = torch.from_numpy(A.astype(np.float32)), torch.from_numpy(B.astype(np.float32))
+    with nn.simulate("h", hardware="H100"):
+        got = x @ w
+    assert np.array_equal(_bits(got.numpy()), _bits(expected))

@@ -317,17 +317,25 @@ def _compiled_block_dot(a: np.ndarray, b: np.ndarray, c: np.ndarray, spec: Block
     return np.where(finite, flat.reshape(accumulator.shape), special)
 
 
-def _computing_namespace(*values: Any) -> Namespace:
+def _computing_namespace(*values: Any, narrow_jax: bool = False) -> Namespace:
     """The namespace that computes a call with these arguments: that of the torch, CuPy or JAX
-    arrays among them, else NumPy's (for NumPy data and everything NumPy converts)."""
+    arrays among them, else NumPy's (for NumPy data and everything NumPy converts); JAX's
+    without 64-bit types only if ``narrow_jax`` (the caller computes on host copies then)."""
     libraries = sorted({array_library(v) for v in values} & set(_DEVICE_LIBRARIES))
     if len(libraries) > 1:
         raise TypeError(f"hardware: arguments mix {' and '.join(libraries)} arrays; convert them to one library.")
     ns = library_namespace(libraries[0] if libraries else "numpy")
-    if not ns.wide:
-        raise ValueError("hardware on JAX arrays needs 64-bit integers and floats: enable "
-                         "jax.config.update('jax_enable_x64', True) first.")
+    if not ns.wide and not (narrow_jax and not _traced(values)):
+        raise ValueError("hardware on JAX arrays needs 64-bit integers and floats (on traced arrays, or for "
+                         "block_dot): enable jax.config.update('jax_enable_x64', True) first.")
     return ns
+
+
+def _traced(values: Tuple[Any, ...]) -> bool:
+    """Whether one of ``values`` is a JAX array being traced."""
+    from ..engines import jax_engine
+
+    return any(array_library(v) == "jax" and jax_engine.is_traced(v) for v in values)
 
 
 def _device_of(ns: Namespace, *values: Any) -> Any:
@@ -487,8 +495,13 @@ def matmul(A: Any, B: Any, C: Any = None, alpha: float = 1.0, beta: float = 0.0,
         if (inputs, output) != (None, None) and (inputs or spec.input_format, output or spec.output_format) \
                 != (spec.input_format, spec.output_format):
             raise ValueError("inputs and output must be the model's formats when a BlockFMA is given.")
-    ns = _computing_namespace(A, B, C)
+    ns = _computing_namespace(A, B, C, narrow_jax=True)
     device = _device_of(ns, A, B, C)
+    if not ns.wide:  # JAX without int64 and float64: NumPy computes on host copies (exact)
+        import jax
+
+        host = [np.asarray(x) if array_library(x) == "jax" else x for x in (A, B, C)]
+        return jax.device_put(matmul(host[0], host[1], host[2], alpha, beta, model=spec), device)
     xp = ns.xp
     A, B = _real_operand(ns, device, "A", A), _real_operand(ns, device, "B", B)
     if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:

@@ -188,7 +188,7 @@ def _padded(ns: Namespace, x: Any, fma_size: int) -> Any:
     of zero products at least): every block of the same shape."""
     import array_api_compat
 
-    padding = -x.shape[-1] % fma_size or (fma_size if x.shape[-1] == 0 else 0)
+    padding = max(-(-x.shape[-1] // fma_size), 1) * fma_size - x.shape[-1]
     if padding == 0:
         return x
     zeros = ns.xp.zeros(tuple(x.shape[:-1]) + (padding,), dtype=ns.xp.float64, device=array_api_compat.device(x))
@@ -433,7 +433,7 @@ def _outer_products(ns: Namespace, A: Any, B: Any, C: Any, spec: BlockFMA) -> An
     one work array."""
     xp = ns.xp
     rows = max(1, _CHUNK_ELEMENTS // max(1, B.shape[1] * spec.fma_size))
-    columns = xp.permute_dims(B, (1, 0))[None, :, :]
+    A, columns = _padded(ns, A, spec.fma_size), _padded(ns, xp.permute_dims(B, (1, 0)), spec.fma_size)[None, :, :]
     parts = [_inner_products(ns, A[first:first + rows, None, :], columns, C[first:first + rows], spec)
              for first in range(0, max(A.shape[0], 1), rows)]
     return parts[0] if len(parts) == 1 else xp.concat(parts, axis=0)
@@ -441,7 +441,7 @@ def _outer_products(ns: Namespace, A: Any, B: Any, C: Any, spec: BlockFMA) -> An
 
 def matmul(A: Any, B: Any, C: Any = None, alpha: float = 1.0, beta: float = 0.0, *,
            model: Union[BlockFMA, str] = "H100", inputs: Optional[str] = None,
-           output: Optional[str] = None) -> np.ndarray:
+           output: Optional[str] = None) -> Any:
     """``D = alpha * A @ B + beta * C`` as the matrix units of a GPU compute it.
 
     As the anchor's ``GEMM.m`` does: ``alpha * A`` and ``B`` are rounded to the input
@@ -453,6 +453,9 @@ def matmul(A: Any, B: Any, C: Any = None, alpha: float = 1.0, beta: float = 0.0,
     Parameters
     ----------
     A : array_like, shape (M, K)
+        NumPy data, or a torch, CuPy or JAX array: computed on its device (JAX with
+        ``jax_enable_x64``; without it, eagerly on host copies), NumPy data of the
+        other operands joining it.
     B : array_like, shape (K, N)
     C : array_like, optional
         Broadcastable to (M, N); default zero.
@@ -466,14 +469,15 @@ def matmul(A: Any, B: Any, C: Any = None, alpha: float = 1.0, beta: float = 0.0,
 
     Returns
     -------
-    numpy.ndarray
-        Shape (M, N), dtype float32 for fp32 output and float16 for fp16 output.
+    array
+        Shape (M, N), dtype float32 for fp32 output and float16 for fp16 output: a NumPy
+        array, or one of the operands' library on their device (torch: no gradient).
 
     Raises
     ------
     TypeError
         For a string or complex, object or text data in ``A``, ``B`` or ``C`` (a GPU name
-        goes to ``model=``).
+        goes to ``model=``), or arrays of two of torch, CuPy and JAX.
     ValueError
         For shapes that do not multiply, or a GPU or format pair the anchor does not model.
 

@@ -6,8 +6,9 @@ block in one go and round once.  :class:`BlockFMA` holds the parameters of that
 model (Khattak and Mikaitis, HPEC 2025; Fasi, Higham, Mikaitis and Pranesh, PeerJ CS
 2021); :func:`model` and :data:`PRESETS` give the published ones per GPU and format
 pair; :func:`matmul` computes ``D = alpha * A @ B + beta * C`` with one on NumPy
-arrays.  The page "Hardware matrix units" of the documentation (``docs/hardware.rst``)
-tells how each preset was checked against the outputs of the GPU it names.
+arrays, and on torch, CuPy and JAX arrays on their device.  The page "Hardware matrix
+units" of the documentation (``docs/hardware.rst``) tells how each preset was checked
+against the outputs of the GPU it names.
 """
 
 from .models import BlockFMA, INPUT_FORMATS, OUTPUT_FORMATS, PRESETS, ROUNDING_MODES, model

@@ -20,117 +20,215 @@ An inner product with a NaN, or with infinite products or addend of both signs,
 is NaN; otherwise one with an infinite one is that infinity (checked over the whole
 inner product first, as the anchor does).  An exact zero sum is +0.
 
-With Numba installed (and the CPU engine not set to ``'numpy'``, see
-``pychop_compat.kernels.compiled.cpu_engine``) the blocks run compiled
-(``kernels.numba_blockfma``, the same bits without an (M, N, K) array); this NumPy
+The rule is written once, against an array namespace (``kernels.xp``): NumPy arrays,
+and torch, CuPy and JAX arrays on their own device, run the same operations (exact
+integer significands, shifts and int64 sums, read and made from float64 bits), a few
+rows of the result at a time (no (M, N, K) array).  For NumPy with Numba installed (and
+the CPU engine not set to ``'numpy'``, see ``pychop_compat.kernels.compiled.cpu_engine``)
+the blocks run compiled (``kernels.numba_blockfma``, the same bits); the namespace
 implementation is the fallback and the oracle the tests compare it with.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple, Union
+import functools
+from typing import Any, Callable, Optional, Tuple, Union
 
 import numpy as np
 
 from ..formats import Format, catalogue_format
 from ..kernels import compiled
+from ..kernels.xp import Namespace, library_namespace
+from ..libraries import array_library
 from ..rounding import round_to_format
 from .models import INPUT_FORMATS, OUTPUT_FORMATS, BlockFMA, model as preset_model
 
 __all__ = ["matmul", "block_dot"]
 
 _CPFLOAT_NEAREST, _CPFLOAT_TOWARD_ZERO = 1, 4
+#: Array libraries whose arrays the model computes on their own device.
+_DEVICE_LIBRARIES = ("torch", "cupy", "jax")
+#: Elements of one work array of the generic path (rows of the result at a time times N times
+#: fma_size): about 8 MB each, whatever the size of the product.
+_CHUNK_ELEMENTS = 1 << 20
+_NUMPY = library_namespace("numpy")
 
 
-def _exponents(magnitude: np.ndarray, emin: int) -> np.ndarray:
+def _binary_exponents(ns: Namespace, magnitude: Any) -> Any:
+    """floor(log2(magnitude)) of nonnegative finite float64 values, read from their bits (float64
+    subnormals scaled up first); far below any real exponent for 0."""
+    xp = ns.xp
+    tiny = magnitude < 2.0 ** -1022
+    scaled = xp.where(tiny, magnitude * 2.0 ** 64, magnitude)
+    return (ns.bitcast(scaled, xp.int64) >> 52) - xp.where(tiny, 1023 + 64, 1023)
+
+
+def _exponents(ns: Namespace, magnitude: Any, emin: int) -> Any:
     """floor(log2(magnitude)) clamped below at ``emin`` (for 0: ``emin``)."""
-    _, exponent = np.frexp(magnitude)
-    return np.maximum(exponent.astype(np.int64) - 1, emin)
+    return ns.xp.clip(_binary_exponents(ns, magnitude), min=emin)
 
 
-def _significands(magnitude: np.ndarray, exponent: np.ndarray, fraction_bits: int) -> np.ndarray:
+def _powers_of_two(ns: Namespace, exponent: Any) -> Any:
+    """``2.0**exponent`` (int64 ``exponent``), clipped to float64's normal range, from its bits."""
+    return ns.bitcast((ns.xp.clip(exponent, min=-1022, max=1023) + 1023) << 52, ns.xp.float64)
+
+
+def _ldexp(ns: Namespace, values: Any, exponent: Any) -> Any:
+    """``values * 2**exponent`` in two exact steps (NumPy's ``ldexp`` wherever the result and the
+    halfway product are normal: every use here)."""
+    half = exponent // 2
+    return values * _powers_of_two(ns, half) * _powers_of_two(ns, exponent - half)
+
+
+def _significands(ns: Namespace, magnitude: Any, exponent: Any, fraction_bits: int) -> Any:
     """The integer ``magnitude * 2**(fraction_bits - exponent)`` (exact for values of the format)."""
-    return np.ldexp(magnitude, fraction_bits - exponent).astype(np.int64)
+    return ns.xp.astype(_ldexp(ns, magnitude, fraction_bits - exponent), ns.xp.int64)
 
 
-def _shift(values: np.ndarray, left: np.ndarray) -> np.ndarray:
-    """``floor(values * 2**left)`` for nonnegative int64 ``values`` (right shifts past 62 give 0)."""
-    right = np.clip(-left, 0, 62)
-    return np.where(left >= 0, values << np.maximum(left, 0), values >> right)
+def _shift(ns: Namespace, values: Any, left: Any) -> Any:
+    """``floor(values * 2**left)`` for nonnegative int64 ``values`` (right shifts past 62 give 0;
+    no left shift of a nonzero term reaches 62, see :func:`_block`)."""
+    xp = ns.xp
+    return xp.where(left >= 0, values << xp.clip(left, min=0, max=62), values >> xp.clip(-left, min=0, max=62))
 
 
-def _round_scaled(total: np.ndarray, scale: np.ndarray, fraction_bits: int, out: Format,
-                  rounding: str, subnormals: bool) -> np.ndarray:
+def _round_scaled(ns: Namespace, total: Any, scale: Any, fraction_bits: int, out: Format,
+                  rounding: str, subnormals: bool) -> Any:
     """``total * 2**scale`` (int64 ``total``) rounded to ``fraction_bits`` bits after the
     leading one, exponent floor ``out.emin``, overflow to infinity: as float64."""
-    magnitude = np.abs(total)
-    _, bit_length = np.frexp(magnitude.astype(np.float64))  # exact: |total| < 2**53
-    exponent = scale + bit_length.astype(np.int64) - 1
-    quantum = np.maximum(exponent, out.emin) - fraction_bits
-    dropped = np.clip(quantum - scale, 0, 60)
+    xp = ns.xp
+    magnitude = xp.abs(total)
+    # exact: |total| < 2**53; frexp's bit length, 0 for 0
+    bit_length = xp.where(magnitude == 0, 0, _binary_exponents(ns, xp.astype(magnitude, xp.float64)) + 1)
+    exponent = scale + bit_length - 1
+    quantum = xp.clip(exponent, min=out.emin) - fraction_bits
+    dropped = xp.clip(quantum - scale, min=0, max=60)
     kept = magnitude >> dropped
     remainder = magnitude - (kept << dropped)
     negative = total < 0
     if rounding == "rz":
-        up = np.zeros(total.shape, dtype=bool)
+        up = xp.zeros_like(negative)
     elif rounding == "rne":
-        half = np.where(dropped > 0, np.int64(1) << np.maximum(dropped - 1, 0), 1)
-        up = (dropped > 0) & ((remainder > half) | ((remainder == half) & (kept % 2 == 1)))
+        one = xp.ones_like(dropped)
+        half = xp.where(dropped > 0, one << xp.clip(dropped - 1, min=0), one)
+        up = (dropped > 0) & ((remainder > half) | ((remainder == half) & ((kept & 1) == 1)))
     elif rounding == "ru":
         up = (remainder > 0) & ~negative
     else:
         up = (remainder > 0) & negative
     rounded = quantum > scale
-    value = np.where(rounded, np.ldexp((kept + up).astype(np.float64), quantum),
-                     np.ldexp(magnitude.astype(np.float64), scale))
-    value = np.where(value >= 2.0 ** (out.emax + 1), np.inf, value)
+    value = xp.where(rounded, _ldexp(ns, xp.astype(kept + xp.astype(up, xp.int64), xp.float64), quantum),
+                     _ldexp(ns, xp.astype(magnitude, xp.float64), scale))
+    value = xp.where(value >= 2.0 ** (out.emax + 1), xp.inf, value)
     if not subnormals:
-        value = np.where(value < 2.0 ** out.emin, 0.0, value)
-    return np.where(negative, -value, value)
+        value = xp.where(value < 2.0 ** out.emin, 0.0, value)
+    return xp.where(negative, -value, value)
 
 
-def _block(a: np.ndarray, b: np.ndarray, c: np.ndarray, spec: BlockFMA, informat: Format,
-           outformat: Format) -> np.ndarray:
-    """One block: finite ``a``, ``b`` (..., fma_size) and addend ``c`` (...), as float64."""
+def _block(ns: Namespace, a: Any, b: Any, c: Any, spec: BlockFMA, informat: Format, outformat: Format) -> Any:
+    """One block: finite ``a``, ``b`` (..., fma_size; broadcastable) and addend ``c`` (...), as float64."""
+    xp = ns.xp
     if not spec.input_subnormals:
-        a = np.where(np.abs(a) < 2.0 ** informat.emin, 0.0, a)
-        b = np.where(np.abs(b) < 2.0 ** informat.emin, 0.0, b)
+        a = xp.where(xp.abs(a) < 2.0 ** informat.emin, 0.0, a)
+        b = xp.where(xp.abs(b) < 2.0 ** informat.emin, 0.0, b)
     if not spec.output_subnormals:
-        c = np.where(np.abs(c) < 2.0 ** outformat.emin, 0.0, c)
+        c = xp.where(xp.abs(c) < 2.0 ** outformat.emin, 0.0, c)
     input_fraction = informat.t - 1
-    exp_a, exp_b = _exponents(np.abs(a), informat.emin), _exponents(np.abs(b), informat.emin)
-    products = _significands(np.abs(a), exp_a, input_fraction) * _significands(np.abs(b), exp_b, input_fraction)
+    magnitude_a, magnitude_b = xp.abs(a), xp.abs(b)
+    exp_a, exp_b = _exponents(ns, magnitude_a, informat.emin), _exponents(ns, magnitude_b, informat.emin)
+    products = _significands(ns, magnitude_a, exp_a, input_fraction) * \
+        _significands(ns, magnitude_b, exp_b, input_fraction)
     product_exp = exp_a + exp_b
     # products = significand * 2**(product_scale)
     product_scale = product_exp - 2 * input_fraction
     if spec.normalised_products:
-        product_exp = product_exp + (products >= np.int64(1) << (2 * input_fraction + 1))
+        product_exp = product_exp + xp.astype(products >= (1 << (2 * input_fraction + 1)), xp.int64)
     nonzero = products != 0
     acc_fraction = spec.accumulator_fraction_bits
-    exp_c = _exponents(np.abs(c), spec.accumulator_emin)
-    addend = _significands(np.abs(c), exp_c, acc_fraction)
-    lowest = np.int64(np.iinfo(np.int32).min)
-    largest = np.max(np.where(nonzero, product_exp, lowest), axis=-1)
-    largest = np.maximum(largest, np.where(c != 0, exp_c, lowest))
-    largest = np.maximum(largest, spec.min_alignment_exponent)
+    magnitude_c = xp.abs(c)
+    exp_c = _exponents(ns, magnitude_c, spec.accumulator_emin)
+    addend = _significands(ns, magnitude_c, exp_c, acc_fraction)
+    lowest = -(1 << 31)  # below every exponent: the largest of no terms
+    largest = xp.max(xp.where(nonzero, product_exp, lowest), axis=-1)
+    largest = xp.maximum(largest, xp.where(c != 0, exp_c, lowest))
+    largest = xp.clip(largest, min=spec.min_alignment_exponent)
     scale = largest - acc_fraction - spec.extra_alignment_bits
-    aligned = _shift(products, product_scale - scale[..., None])
-    signs = np.where(np.signbit(a) != np.signbit(b), -1, 1)
-    total = np.sum(np.where(nonzero, signs * aligned, 0), axis=-1)
-    aligned_c = _shift(addend, exp_c - acc_fraction - scale)
-    total = total + np.where(np.signbit(c), -aligned_c, aligned_c)
+    aligned = _shift(ns, products, product_scale - scale[..., None])
+    aligned = xp.where(xp.signbit(a) != xp.signbit(b), -aligned, aligned)
+    total = xp.sum(xp.where(nonzero, aligned, 0), axis=-1)
+    aligned_c = _shift(ns, addend, exp_c - acc_fraction - scale)
+    total = total + xp.where(xp.signbit(c), -aligned_c, aligned_c)
     # The result keeps no more fraction bits than the aligned terms had (fewer than fp32's
     # with negative extra bits: fp8 on Ada and Hopper).
     result_fraction = min(outformat.t - 1, acc_fraction + spec.extra_alignment_bits)
-    return _round_scaled(total, scale, result_fraction, outformat, spec.rounding, spec.output_subnormals)
+    return _round_scaled(ns, total, scale, result_fraction, outformat, spec.rounding, spec.output_subnormals)
 
 
-def _special(products: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """NaN or an infinity where an inner product has a NaN or infinite term, else 0."""
-    terms = np.concatenate([products, c[..., None]], axis=-1)
-    has_nan = np.isnan(terms).any(axis=-1)
-    plus, minus = (terms == np.inf).any(axis=-1), (terms == -np.inf).any(axis=-1)
-    return np.where(has_nan | (plus & minus), np.nan, np.where(plus, np.inf, np.where(minus, -np.inf, 0.0)))
+def _inner_products(ns: Namespace, a: Any, b: Any, c: Any, spec: BlockFMA) -> Any:
+    """``sum(a * b, axis=-1) + c`` through the model, block after block: ``a``, ``b`` float64
+    (..., K), broadcastable (one row of A against every column of B, or pairs), ``c`` float64 of
+    the broadcast shape without K.
+
+    An inner product with a NaN, or with infinite products or addend of both signs, is NaN;
+    otherwise one with an infinite one is that infinity (over the whole inner product, as the
+    anchor checks it first); the blocks see non-finite inputs as zeros (their results are
+    replaced)."""
+    xp = ns.xp
+    has_nan, plus, minus = _non_finite(xp, c[..., None])
+    state = (has_nan, plus, minus, xp.where(xp.isfinite(c), c, 0.0))
+    a, b = _padded(ns, a, spec.fma_size), _padded(ns, b, spec.fma_size)
+    step = _compiled_step(ns, spec) if ns.name == "jax" else functools.partial(_block_step, ns, spec)
+    for start in range(0, a.shape[-1], spec.fma_size):
+        state = step(a[..., start:start + spec.fma_size], b[..., start:start + spec.fma_size], *state)
+    return _special_or(xp, *state)
+
+
+def _padded(ns: Namespace, x: Any, fma_size: int) -> Any:
+    """``x`` with zeros appended to its last axis up to a multiple of ``fma_size`` (one block
+    of zero products at least): every block of the same shape."""
+    import array_api_compat
+
+    padding = max(-(-x.shape[-1] // fma_size), 1) * fma_size - x.shape[-1]
+    if padding == 0:
+        return x
+    zeros = ns.xp.zeros(tuple(x.shape[:-1]) + (padding,), dtype=ns.xp.float64, device=array_api_compat.device(x))
+    return ns.xp.concat([x, zeros], axis=-1)
+
+
+def _block_step(ns: Namespace, spec: BlockFMA, a: Any, b: Any, has_nan: Any, plus: Any, minus: Any,
+                accumulator: Any) -> Tuple[Any, Any, Any, Any]:
+    """One block of every inner product: whether one has a NaN, a +Inf, a -Inf among its
+    products so far, and the accumulator (the result of the block, kept where it overflowed)."""
+    xp = ns.xp
+    with np.errstate(invalid="ignore", over="ignore"):
+        products = a * b
+    block_nan, block_plus, block_minus = _non_finite(xp, products)
+    overflowed = xp.isinf(accumulator)
+    result = _block(ns, xp.where(xp.isfinite(a), a, 0.0), xp.where(xp.isfinite(b), b, 0.0),
+                    xp.where(overflowed, 0.0, accumulator), spec, catalogue_format(INPUT_FORMATS[spec.input_format]),
+                    catalogue_format(OUTPUT_FORMATS[spec.output_format]))
+    return (has_nan | block_nan, plus | block_plus, minus | block_minus,
+            xp.where(overflowed, accumulator, result))
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled_step(ns: Namespace, spec: BlockFMA) -> Callable[..., Tuple[Any, Any, Any, Any]]:
+    """:func:`_block_step` through ``jax.jit``: compiled once per model and shape, not op by op
+    (inside the caller's ``jit`` it is traced as it is)."""
+    import jax
+
+    return jax.jit(functools.partial(_block_step, ns, spec))
+
+
+def _non_finite(xp: Any, terms: Any) -> Tuple[Any, Any, Any]:
+    """Whether each row of ``terms`` (the last axis) has a NaN, a +Inf, a -Inf."""
+    return xp.any(xp.isnan(terms), axis=-1), xp.any(terms == xp.inf, axis=-1), xp.any(terms == -xp.inf, axis=-1)
+
+
+def _special_or(xp: Any, has_nan: Any, plus: Any, minus: Any, values: Any) -> Any:
+    """NaN where an inner product has a NaN or infinite terms of both signs, else its infinity,
+    else ``values``."""
+    return xp.where(has_nan | (plus & minus), xp.nan, xp.where(plus, xp.inf, xp.where(minus, -xp.inf, values)))
 
 
 def _compiled(spec: BlockFMA) -> bool:
@@ -163,15 +261,15 @@ def _truncated(values: np.ndarray, spec: BlockFMA, informat: Format) -> Tuple[np
     magnitude = np.abs(values)
     if not spec.input_subnormals:
         magnitude = np.where(magnitude < 2.0 ** informat.emin, 0.0, magnitude)
-    exponent = _exponents(magnitude, informat.emin)
-    significand = _significands(magnitude, exponent, informat.t - 1)
+    exponent = _exponents(_NUMPY, magnitude, informat.emin)
+    significand = _significands(_NUMPY, magnitude, exponent, informat.t - 1)
     truncated = np.copysign(np.ldexp(significand.astype(np.float64), exponent - (informat.t - 1)), values)
     exponent = np.where(significand != 0, exponent, _kernels().ZERO_EXPONENT)
     return np.ascontiguousarray(truncated), np.ascontiguousarray(exponent)  # one compiled layout
 
 
 def _compiled_matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, spec: BlockFMA) -> np.ndarray:
-    """:func:`matmul`'s ``block_dot`` on rounded ``A``, ``B`` and ``C`` (M, N), by the compiled
+    """:func:`matmul`'s inner products on rounded ``A``, ``B`` and ``C`` (M, N), by the compiled
     kernel: the same bits, no (M, N, K) array."""
     kernels = _kernels()
     informat = catalogue_format(INPUT_FORMATS[spec.input_format])
@@ -196,7 +294,109 @@ def _compiled_matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, spec: BlockFMA
     return D
 
 
-def block_dot(a: Any, b: Any, c: Any, spec: BlockFMA) -> np.ndarray:
+def _compiled_block_dot(a: np.ndarray, b: np.ndarray, c: np.ndarray, spec: BlockFMA) -> np.ndarray:
+    """:func:`block_dot` on broadcast float64 ``a``, ``b`` and ``c`` by the compiled kernel."""
+    informat = catalogue_format(INPUT_FORMATS[spec.input_format])
+    outformat = catalogue_format(OUTPUT_FORMATS[spec.output_format])
+    inner = a.shape[-1]
+    padding = [(0, 0)] * (a.ndim - 1) + [(0, max(-(-inner // spec.fma_size), 1) * spec.fma_size - inner)]
+    a, b = np.pad(a, padding), np.pad(b, padding)
+    accumulator = c.copy()
+    with np.errstate(invalid="ignore", over="ignore"):
+        terms = np.concatenate([a * b, accumulator[..., None]], axis=-1)
+    special = _special_or(np, *_non_finite(np, terms), np.zeros_like(accumulator))
+    finite = special == 0
+    a = np.where(finite[..., None], a, 0.0)
+    b = np.where(finite[..., None], b, 0.0)
+    accumulator = np.where(finite, accumulator, 0.0)
+    kernels = _kernels()
+    QA, EA = _truncated(a.reshape(-1, a.shape[-1]), spec, informat)
+    QB, EB = _truncated(b.reshape(-1, b.shape[-1]).T, spec, informat)
+    flat = accumulator.reshape(-1).copy()
+    kernels.block_rows(QA, EA, QB, EB, flat, _kernel_parameters(spec, informat, outformat))
+    return np.where(finite, flat.reshape(accumulator.shape), special)
+
+
+def _computing_namespace(*values: Any, narrow_jax: bool = False) -> Namespace:
+    """The namespace that computes a call with these arguments: that of the torch, CuPy or JAX
+    arrays among them, else NumPy's (for NumPy data and everything NumPy converts); JAX's
+    without 64-bit types only if ``narrow_jax`` (the caller computes on host copies then)."""
+    libraries = sorted({array_library(v) for v in values} & set(_DEVICE_LIBRARIES))
+    if len(libraries) > 1:
+        raise TypeError(f"hardware: arguments mix {' and '.join(libraries)} arrays; convert them to one library.")
+    ns = library_namespace(libraries[0] if libraries else "numpy")
+    if not ns.wide and not (narrow_jax and not _traced(values)):
+        raise ValueError("hardware on JAX arrays needs 64-bit integers and floats (on traced arrays, or for "
+                         "block_dot): enable jax.config.update('jax_enable_x64', True) first.")
+    return ns
+
+
+def _traced(values: Tuple[Any, ...]) -> bool:
+    """Whether one of ``values`` is a JAX array being traced."""
+    from ..engines import jax_engine
+
+    return any(array_library(v) == "jax" and jax_engine.is_traced(v) for v in values)
+
+
+def _device_of(ns: Namespace, *values: Any) -> Any:
+    """The device of the first of ``values`` that is an array of ``ns``'s library (None for NumPy,
+    and for a JAX array being traced)."""
+    if ns.name == "numpy":
+        return None
+    import array_api_compat
+
+    return array_api_compat.device(next(v for v in values if array_library(v) == ns.name))
+
+
+def _real_operand(ns: Namespace, device: Any, name: str, value: Any) -> Any:
+    """``value`` as float64 of ``ns``'s library on ``device``, refusing what a tensor core cannot
+    take instead of NumPy's coercions (a GPU name given where C goes, complex numbers whose
+    imaginary part would be dropped)."""
+    if isinstance(value, str):
+        raise TypeError(f"{name} must be an array, not the string {value!r}"
+                        + (" (give the GPU by keyword: model='H100')" if name == "C" else "") + ".")
+    xp = ns.xp
+    if ns.name != "numpy" and array_library(value) == ns.name:
+        if not xp.isdtype(value.dtype, ("bool", "integral", "real floating")):
+            raise TypeError(f"{name} must hold real numbers, got dtype {value.dtype}.")
+        if ns.name == "torch":
+            value = value.detach()  # the model's result has no gradient
+        if ns.name == "jax":
+            return _jax_float64(value)
+        return xp.astype(value, xp.float64)
+    array = np.asarray(value)
+    if array.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must hold real numbers, got dtype {array.dtype}.")
+    array = array.astype(np.float64, copy=False)
+    return array if ns.name == "numpy" else xp.asarray(array, device=device)
+
+
+def _jax_float64(value: Any) -> Any:
+    """A JAX array as float64, exactly: XLA's conversions flush float32 and bfloat16 subnormals."""
+    import jax
+
+    from ..engines import jax_engine
+
+    jnp = jax.numpy
+    if value.dtype == jnp.bfloat16:  # its bits are the upper half of a float32's
+        widened = jax.lax.bitcast_convert_type(value, jnp.uint16).astype(jnp.uint32) << 16
+        value = jax.lax.bitcast_convert_type(widened, jnp.float32)
+    if value.dtype == jnp.float32:
+        return jax_engine.widen_float32(value)
+    return value.astype(jnp.float64)
+
+
+def _output(ns: Namespace, D: Any, spec: BlockFMA) -> Any:
+    """The float64 results ``D`` (values of the output format) in its dtype, exactly (JAX: XLA's
+    conversion to float32 flushes subnormals)."""
+    if spec.output_format == "fp32" and ns.name == "jax":
+        from ..engines import jax_engine
+
+        return jax_engine.narrow_to_float32(D)
+    return ns.xp.astype(D, ns.xp.float16 if spec.output_format == "fp16" else ns.xp.float32)
+
+
+def block_dot(a: Any, b: Any, c: Any, spec: BlockFMA) -> Any:
     """Inner products ``sum(a * b, axis=-1) + c`` through the block-FMA model ``spec``.
 
     Parameters
@@ -204,7 +404,8 @@ def block_dot(a: Any, b: Any, c: Any, spec: BlockFMA) -> np.ndarray:
     a, b : array_like
         Values of ``spec.input_format`` (not rounded here), the same shape
         ``(..., K)``; the last axis is the inner dimension, padded with zeros to a
-        multiple of ``spec.fma_size``.
+        multiple of ``spec.fma_size``.  NumPy data, or torch, CuPy or JAX arrays
+        (computed on their device; JAX with ``jax_enable_x64``).
     c : array_like
         Addends, values of ``spec.output_format``, broadcastable to ``a.shape[:-1]``.
     spec : BlockFMA
@@ -212,55 +413,35 @@ def block_dot(a: Any, b: Any, c: Any, spec: BlockFMA) -> np.ndarray:
 
     Returns
     -------
-    numpy.ndarray
-        float64 array of shape ``a.shape[:-1]`` holding values of the output format.
+    array
+        float64 array of shape ``a.shape[:-1]`` holding values of the output format: a
+        NumPy array, or one of the inputs' library on their device.
     """
-    informat = catalogue_format(INPUT_FORMATS[spec.input_format])
-    outformat = catalogue_format(OUTPUT_FORMATS[spec.output_format])
-    a, b = np.broadcast_arrays(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
-    inner = a.shape[-1]
-    blocks = max(-(-inner // spec.fma_size), 1)
-    padding = [(0, 0)] * (a.ndim - 1) + [(0, blocks * spec.fma_size - inner)]
-    a, b = np.pad(a, padding), np.pad(b, padding)
-    accumulator = np.broadcast_to(np.asarray(c, dtype=np.float64), a.shape[:-1]).copy()
-    with np.errstate(invalid="ignore"):
-        special = _special(a * b, accumulator)
-    finite = special == 0
-    a = np.where(finite[..., None], a, 0.0)
-    b = np.where(finite[..., None], b, 0.0)
-    accumulator = np.where(finite, accumulator, 0.0)
-    if _compiled(spec):
-        kernels = _kernels()
-        QA, EA = _truncated(a.reshape(-1, a.shape[-1]), spec, informat)
-        QB, EB = _truncated(b.reshape(-1, b.shape[-1]).T, spec, informat)
-        flat = accumulator.reshape(-1).copy()
-        kernels.block_rows(QA, EA, QB, EB, flat, _kernel_parameters(spec, informat, outformat))
-        return np.where(finite, flat.reshape(accumulator.shape), special)
-    for start in range(0, blocks * spec.fma_size, spec.fma_size):
-        stop = start + spec.fma_size
-        overflowed = np.isinf(accumulator)
-        result = _block(a[..., start:stop], b[..., start:stop], np.where(overflowed, 0.0, accumulator),
-                        spec, informat, outformat)
-        accumulator = np.where(overflowed, accumulator, result)
-    return np.where(finite, accumulator, special)
+    ns = _computing_namespace(a, b, c)
+    device = _device_of(ns, a, b, c)
+    xp = ns.xp
+    a, b = xp.broadcast_arrays(_real_operand(ns, device, "a", a), _real_operand(ns, device, "b", b))
+    c = xp.broadcast_to(_real_operand(ns, device, "c", c), a.shape[:-1])
+    if ns.name == "numpy" and _compiled(spec):
+        return _compiled_block_dot(a, b, c, spec)
+    return _inner_products(ns, a, b, c, spec)
 
 
-
-def _real_operand(name: str, value: Any) -> np.ndarray:
-    """``value`` as float64, refusing what a tensor core cannot take instead of NumPy's coercions
-    (a GPU name given where C goes, complex numbers whose imaginary part would be dropped)."""
-    if isinstance(value, str):
-        raise TypeError(f"{name} must be an array, not the string {value!r}"
-                        + (" (give the GPU by keyword: model='H100')" if name == "C" else "") + ".")
-    array = np.asarray(value)
-    if array.dtype.kind not in "biuf":
-        raise TypeError(f"{name} must hold real numbers, got dtype {array.dtype}.")
-    return array.astype(np.float64, copy=False)
+def _outer_products(ns: Namespace, A: Any, B: Any, C: Any, spec: BlockFMA) -> Any:
+    """:func:`matmul`'s inner products on rounded ``A`` (M, K), ``B`` (K, N) and ``C`` (M, N),
+    a few rows at a time: no (M, N, K) array, at most about :data:`_CHUNK_ELEMENTS` elements in
+    one work array."""
+    xp = ns.xp
+    rows = max(1, _CHUNK_ELEMENTS // max(1, B.shape[1] * spec.fma_size))
+    A, columns = _padded(ns, A, spec.fma_size), _padded(ns, xp.permute_dims(B, (1, 0)), spec.fma_size)[None, :, :]
+    parts = [_inner_products(ns, A[first:first + rows, None, :], columns, C[first:first + rows], spec)
+             for first in range(0, max(A.shape[0], 1), rows)]
+    return parts[0] if len(parts) == 1 else xp.concat(parts, axis=0)
 
 
 def matmul(A: Any, B: Any, C: Any = None, alpha: float = 1.0, beta: float = 0.0, *,
            model: Union[BlockFMA, str] = "H100", inputs: Optional[str] = None,
-           output: Optional[str] = None) -> np.ndarray:
+           output: Optional[str] = None) -> Any:
     """``D = alpha * A @ B + beta * C`` as the matrix units of a GPU compute it.
 
     As the anchor's ``GEMM.m`` does: ``alpha * A`` and ``B`` are rounded to the input
@@ -272,6 +453,9 @@ def matmul(A: Any, B: Any, C: Any = None, alpha: float = 1.0, beta: float = 0.0,
     Parameters
     ----------
     A : array_like, shape (M, K)
+        NumPy data, or a torch, CuPy or JAX array: computed on its device (JAX with
+        ``jax_enable_x64``; without it, eagerly on host copies), NumPy data of the
+        other operands joining it.
     B : array_like, shape (K, N)
     C : array_like, optional
         Broadcastable to (M, N); default zero.
@@ -285,14 +469,15 @@ def matmul(A: Any, B: Any, C: Any = None, alpha: float = 1.0, beta: float = 0.0,
 
     Returns
     -------
-    numpy.ndarray
-        Shape (M, N), dtype float32 for fp32 output and float16 for fp16 output.
+    array
+        Shape (M, N), dtype float32 for fp32 output and float16 for fp16 output: a NumPy
+        array, or one of the operands' library on their device (torch: no gradient).
 
     Raises
     ------
     TypeError
         For a string or complex, object or text data in ``A``, ``B`` or ``C`` (a GPU name
-        goes to ``model=``).
+        goes to ``model=``), or arrays of two of torch, CuPy and JAX.
     ValueError
         For shapes that do not multiply, or a GPU or format pair the anchor does not model.
 
@@ -314,22 +499,33 @@ def matmul(A: Any, B: Any, C: Any = None, alpha: float = 1.0, beta: float = 0.0,
         if (inputs, output) != (None, None) and (inputs or spec.input_format, output or spec.output_format) \
                 != (spec.input_format, spec.output_format):
             raise ValueError("inputs and output must be the model's formats when a BlockFMA is given.")
-    A, B = _real_operand("A", A), _real_operand("B", B)
+    ns = _computing_namespace(A, B, C, narrow_jax=True)
+    device = _device_of(ns, A, B, C)
+    if not ns.wide:  # JAX without int64 and float64: NumPy computes on host copies (exact)
+        import jax
+
+        host = [np.asarray(x) if array_library(x) == "jax" else x for x in (A, B, C)]
+        return jax.device_put(matmul(host[0], host[1], host[2], alpha, beta, model=spec), device)
+    xp = ns.xp
+    A, B = _real_operand(ns, device, "A", A), _real_operand(ns, device, "B", B)
     if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
-        raise ValueError(f"A and B must be matrices with A.shape[1] == B.shape[0], got {A.shape} and {B.shape}.")
+        raise ValueError(f"A and B must be matrices with A.shape[1] == B.shape[0], got {tuple(A.shape)} "
+                         f"and {tuple(B.shape)}.")
     input_rounding = _CPFLOAT_TOWARD_ZERO if spec.input_format == "tf32" else _CPFLOAT_NEAREST
     informat = INPUT_FORMATS[spec.input_format]
     A_in = round_to_format(alpha * A, informat, input_rounding)
     B_in = round_to_format(B, informat, input_rounding)
+    shape = (A.shape[0], B.shape[1])
     if C is None:
-        C_out = np.zeros((A.shape[0], B.shape[1]))
+        C_out = xp.zeros(shape, dtype=xp.float64) if ns.name == "numpy" else \
+            xp.zeros(shape, dtype=xp.float64, device=device)
     else:
         output_rounding = _CPFLOAT_NEAREST if spec.output_format == "fp16" else _CPFLOAT_TOWARD_ZERO
-        C_out = round_to_format(np.broadcast_to(beta * _real_operand("C", C),
-                                                (A.shape[0], B.shape[1])).copy(),
+        C_out = round_to_format(xp.asarray(xp.broadcast_to(beta * _real_operand(ns, device, "C", C), shape),
+                                           copy=True),
                                 OUTPUT_FORMATS[spec.output_format], output_rounding)
-    if _compiled(spec):
+    if ns.name == "numpy" and _compiled(spec):
         D = _compiled_matmul(A_in, B_in, C_out, spec)
     else:
-        D = block_dot(A_in[:, None, :], B_in.T[None, :, :], C_out, spec)
-    return D.astype(np.float16 if spec.output_format == "fp16" else np.float32)
+        D = _outer_products(ns, A_in, B_in, C_out, spec)
+    return _output(ns, D, spec)

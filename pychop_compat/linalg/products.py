@@ -210,11 +210,16 @@ def _unit_model(hardware: Union[str, matrix_units.BlockFMA], rin: Rounder) -> ma
 
 
 def _unit_product(arrays: Arrays, A: Any, B: Any, spec: matrix_units.BlockFMA) -> Any:
-    """``A @ B`` (2-D, in the operands' dtype and library) by the block-FMA model ``spec``
-    (:func:`pychop_compat.hardware.matmul` on host copies: inputs rounded as the model does)."""
-    single = str(A.dtype).endswith("float32")  # float_operands' rule: single for single operands
-    D = matrix_units.matmul(arrays.to_host(A), arrays.to_host(B), model=spec)
-    return arrays.from_host(D.astype(np.float32 if single else np.float64))
+    """``A @ B`` (2-D, in the operands' dtype and library, on their device) by the block-FMA model
+    ``spec`` (:func:`pychop_compat.hardware.matmul`: inputs rounded as the model does)."""
+    D = matrix_units.matmul(A, B, model=spec)  # float32 (fp32 output), computed where A and B are
+    if str(A.dtype).endswith("float32"):  # float_operands' rule: single for single operands
+        return D
+    if arrays.name == "jax":
+        from ..engines import jax_engine
+
+        return jax_engine.widen_float32(D)  # exactly: XLA's conversion flushes float32 subnormals
+    return arrays.xp.astype(D, arrays.xp.float64)
 
 
 def matmul_on(arrays: Arrays, A: Any, B: Any, options: OptionsLike = None, *, method: str = "recursive",

@@ -221,15 +221,12 @@ class Simulation(TorchFunctionMode):
 
     def _product(self, A: torch.Tensor, B: torch.Tensor, C: Optional[torch.Tensor] = None, alpha: float = 1.0,
                  beta: float = 1.0) -> torch.Tensor:
-        """``alpha * A @ B + beta * C`` by :func:`pychop_compat.hardware.matmul` on host copies, in
-        ``A``'s dtype and device."""
-        def host(x: torch.Tensor) -> Any:
-            return x.detach().to("cpu", torch.float64).numpy()
-
+        """``alpha * A @ B + beta * C`` by :func:`pychop_compat.hardware.matmul` on ``A``'s device,
+        in ``A``'s dtype."""
         assert self.model is not None  # the product of the hardware= path only
-        D = matrix_units.matmul(host(A), host(B), None if C is None else host(C), alpha,
+        D = matrix_units.matmul(A.detach(), B.detach(), None if C is None else C.detach(), alpha,
                                 beta if C is not None else 0.0, model=self.model)
-        return torch.from_numpy(D).to(device=A.device, dtype=A.dtype)
+        return D.to(dtype=A.dtype)
 
     def _rounded_results(self, out: Any, inputs: list, in_place: bool) -> Any:
         """Floating tensors ``out`` rounded: new ones by a quantizer; the operand of an in-place

@@ -118,6 +118,7 @@ def test_arithmetic_benchmark_smoke_run():
     assert sum(row.startswith("| `a ") for row in rows) == 11, out.stdout
 
 
+@pytest.mark.slow  # a run of the benchmark script (41 s of one worker in a fresh clone): CI's slow step
 def test_cpu_benchmark_compiled_table_quick_run():
     """The compiled engine's table (or a line saying why it is skipped), and CPFloat skipped
     without its source."""

@@ -198,3 +198,12 @@ def test_torch_input_is_computed_on_the_host():
     S, c = spd_matrix()
     cg = linalg.cg_ir(torch.tensor(S), torch.tensor(c), scaling="p")
     assert isinstance(cg.x, torch.Tensor) and np.array_equal(cg.x.numpy(), linalg.cg_ir(S, c, scaling="p").x)
+
+
+@pytest.mark.parametrize("A, b", [(np.ones((2, 3)), np.ones(2)), (np.ones((0, 0)), np.ones(0)),
+                                  (np.ones((3, 0)), np.ones(3)), (np.ones((3, 2)), np.ones(2))])
+def test_ls_ir_refuses_shapes_it_cannot_solve(A, b):
+    """Wide, empty and mismatched systems get the clear error (an empty one reached a NumPy
+    reduction's message before)."""
+    with pytest.raises(ValueError, match="m >= n >= 1"):
+        linalg.ls_ir(A, b)

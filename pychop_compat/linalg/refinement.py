@@ -962,8 +962,8 @@ def ls_ir(
         return on_host(ls_ir, arrays, A, b, uf, u, ur, up=up, max_iter=max_iter, tol=tol, gmres_tol=gmres_tol,
                        gmres_maxit=gmres_maxit, stop=stop, theta=theta)
     a, rhs = (np.array(v, dtype=np.float64) for v in float_operands(HOST, A, b))
-    if a.ndim != 2 or a.shape[0] < a.shape[1] or rhs.shape != (a.shape[0],):
-        raise ValueError("need an m x n matrix A with m >= n and a vector b of m entries")
+    if a.ndim != 2 or a.shape[0] < a.shape[1] or a.shape[1] == 0 or rhs.shape != (a.shape[0],):
+        raise ValueError("need an m x n matrix A with m >= n >= 1 and a vector b of m entries")
     upp = ur if up is None else up
     m, n = a.shape
     ru = Rounder(u, HOST)

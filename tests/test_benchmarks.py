@@ -60,6 +60,7 @@ def test_cpu_benchmark_quick_run():
         assert any(label in row and "failed" not in row for row in rows), label
 
 
+@pytest.mark.slow  # a run of the benchmark script: CI's slow step
 def test_formats_benchmark_quick_run():
     """The formats beyond chop next to chop's fp16 RN: 12 configurations x 2 dtypes, one engine."""
     out = _run("bench_formats.py", "--quick", "--engines", "numpy")
@@ -109,6 +110,7 @@ def test_jax_dask_benchmark_smoke():
     assert len(rows) == 4, out.stdout  # CPFloat's rules: 2 cases x 2 dtypes x 1 size
 
 
+@pytest.mark.slow  # a run of the benchmark script: CI's slow step
 def test_arithmetic_benchmark_smoke_run():
     out = _run("bench_arithmetic.py", "--smoke")
     assert out.returncode == 0, out.stderr
@@ -145,6 +147,7 @@ def test_linalg_benchmark_quick_run():
     assert len(rows) == 4 and not any("failed" in row for row in rows), out.stdout
 
 
+@pytest.mark.slow  # a run of the benchmark script: CI's slow step
 def test_small_calls_benchmark_smoke_run():
     """benchmarks/bench_small_calls.py: every row, and a verdict for every target."""
     out = _run("bench_small_calls.py", "--smoke", "--sizes", "10", "100")
@@ -157,6 +160,7 @@ def test_small_calls_benchmark_smoke_run():
     assert any(row.startswith("| floor: empty function | n=1 |") for row in rows), out.stdout
 
 
+@pytest.mark.slow  # a run of the benchmark script: CI's slow step
 def test_every_mode_benchmark_smoke_run():
     """benchmarks/bench_every_mode.py: one row per case, each mode on the compiled engine."""
     pytest.importorskip("numba")
@@ -166,6 +170,7 @@ def test_every_mode_benchmark_smoke_run():
     assert len(rows) == 13 and all(" | numba" in row for row in rows), out.stdout
 
 
+@pytest.mark.slow  # a run of the benchmark script: CI's slow step
 def test_cpfloat_benchmark_smoke_run():
     """benchmarks/bench_cpfloat.py: the cpfloat facade on both CPU engines (one row per case)."""
     pytest.importorskip("numba")
@@ -175,6 +180,7 @@ def test_cpfloat_benchmark_smoke_run():
     assert len(rows) == 17 and all(row.count("|") == 7 for row in rows), out.stdout
 
 
+@pytest.mark.slow  # a run of the benchmark script: CI's slow step
 def test_formats_compiled_benchmark_smoke_run():
     """benchmarks/bench_formats_compiled.py: one line per configuration (fp16 and four formats)."""
     pytest.importorskip("numba")

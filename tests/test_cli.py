@@ -37,6 +37,7 @@ def validated_numpy(tmp_path_factory):
     return out, report
 
 
+@pytest.mark.slow  # the validate command in a new process (the corpora themselves run in the default profile): CI's slow step
 def test_validate_numpy(validated_numpy):
     out, report = validated_numpy
     assert out.returncode == 0, out.stderr
@@ -53,6 +54,7 @@ def test_validate_numpy(validated_numpy):
     assert ocp is None or (ocp["cases"] == 10 and ocp["ok"]), ocp
 
 
+@pytest.mark.slow  # the validate command in a new process: CI's slow step
 def test_validate_json_is_a_certificate(validated_numpy):
     """--json records what ran where: package, Python, NumPy, engines, machine and the corpus's checksums."""
     import hashlib
@@ -78,6 +80,7 @@ def test_validate_json_is_a_certificate(validated_numpy):
         assert env["corpus"]["sha256"][name] == hashlib.sha256((folder / name).read_bytes()).hexdigest()
 
 
+@pytest.mark.slow  # five new processes, each importing the package: CI's slow step
 def test_help_lists_every_command():
     out = _run("--help")
     assert out.returncode == 0
@@ -121,6 +124,7 @@ def test_validate_oracle_group():
     assert row.cases == 15 * 16 and row.ok, row.disagreeing[:5]
 
 
+@pytest.mark.slow  # the validate command in a new process: CI's slow step
 def test_validate_says_what_it_left_out(validated_numpy):
     """The table is followed by one line per engine or group not run, with the reason; the JSON
     certificate records the same lines, and the closing line says how much ran (issue 33)."""

@@ -242,10 +242,20 @@ def test_torch_dtypes_and_shapes(torch_device_path, dtype):
 # --- JAX: eager and under jit, no host call ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("part", ["sample", pytest.param("rest", marks=pytest.mark.slow)])
-@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
-@pytest.mark.parametrize("name", ["float8_e4m3fn", "float4_e2m1fn", "float8_e5m2fnuz", "float8_e8m0fnu", "bf16",
-                                  "[3, -4, 5]"])
+def _jax_points():
+    """(name, dtype, part): the default profile runs each name's sample in one dtype (float32 and
+    float64 alternate across the names, E8M0 in float32, where the router widens); the other
+    dtype and the rest under -m slow."""
+    names = ["float8_e4m3fn", "float4_e2m1fn", "float8_e5m2fnuz", "float8_e8m0fnu", "bf16", "[3, -4, 5]"]
+    for k, name in enumerate(names):
+        for d, dtype in enumerate([np.float32, np.float64]):
+            for part in ("sample", "rest"):
+                default = part == "sample" and d == (k + 1) % 2
+                yield pytest.param(name, dtype, part, marks=[] if default else [pytest.mark.slow],
+                                   id=f"{name}-{np.dtype(dtype).name}-{part}")
+
+
+@pytest.mark.parametrize("name, dtype, part", list(_jax_points()))
 def test_jax_eager_and_jit_stay_on_the_device(monkeypatch, name, dtype, part):
     """The JAX wrapper of the namespace kernel (checked in full on NumPy above): the default profile
     runs every mode and every switch setting, a third of their pairs (each a compilation); the

@@ -112,6 +112,7 @@ def mp_solve(A, b):
         return np.array([float(v) for v in x])
 
 
+@pytest.mark.slow  # runs the example's study: CI's slow step
 def test_gmres_ir_claims():
     n = 40
     out = load("gmres_ir").main(n=n, kappas=(1e7,), modes=(2, 3), verbose=False)
@@ -139,6 +140,7 @@ def test_gmres_ir_claims():
 # ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # runs the example's study: CI's slow step
 def test_gmres_ir_study_small(tmp_path):
     study = load("gmres_ir_study")
     n = 16
@@ -188,6 +190,7 @@ def test_dask_out_of_core_small():
 # ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # trains a network: CI's slow step
 def test_train_digits_smoke(tmp_path):
     """Two epochs, one seed: every configuration runs and is recorded, and the float32 baseline
     learns (test accuracy well above the 1/10 of guessing)."""
@@ -203,6 +206,7 @@ def test_train_digits_smoke(tmp_path):
     assert stored == {f"{label}|{rounding}": h for (label, rounding), h in results.items()}
 
 
+@pytest.mark.slow  # trains a network: CI's slow step
 def test_train_digits_hardware_smoke(tmp_path):
     """One epoch, one seed: the three configurations run and are recorded, and each learns (test
     accuracy well above the 1/10 of guessing)."""

@@ -64,6 +64,7 @@ def test_every_figure_in_the_docs_has_its_script_and_committed_png():
         assert json.loads((FIGURES / f"{name}.json").read_text())["figure"] == name
 
 
+@pytest.mark.slow  # runs every figure script (matplotlib, the studies behind the figures): CI's slow step
 def test_figure_scripts_run(tmp_path):
     pytest.importorskip("matplotlib")
     code = ("import sys; sys.path.insert(0, sys.argv[1]); import make_all; "
@@ -79,6 +80,7 @@ def test_figure_scripts_run(tmp_path):
         assert json.loads((tmp_path / name).with_suffix(".json").read_text())["data"], name
 
 
+@pytest.mark.slow  # reruns each figure's study: CI's slow step
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_committed_figure_shows_what_its_script_computes(name):
     """A stale figure fails here: its script's data now differ from the JSON committed with the PNG

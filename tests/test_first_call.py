@@ -72,7 +72,9 @@ print(json.dumps(out))
 
 
 @needs_numba
-@pytest.mark.parametrize("how", ["environment", "cpu_engine"])
+# Each case is a new process that loads the compiled kernels: the default profile runs one way of
+# asking and one call, the others run in the slow profile.
+@pytest.mark.parametrize("how", [pytest.param("environment", marks=pytest.mark.slow), "cpu_engine"])
 def test_an_explicit_request_loads_the_compiled_engine_at_once(how):
     call = "chop(x, {'format': 'h'})"
     code = (f"with compiled.cpu_engine('numba'):\n    {call}\n" if how == "cpu_engine" else call + "\n") + """
@@ -107,8 +109,9 @@ print(json.dumps({'small': small, 'large': found, 'before': before, 'loaded': co
 
 
 @needs_numba
-@pytest.mark.parametrize("call", ["chop(x, {'format': 'h'})", "cpfloat(x, {'format': 'h'})",
-                                  "chop(list(x), {'format': 'bfloat16'})"])
+@pytest.mark.parametrize("call", ["chop(x, {'format': 'h'})",
+                                  pytest.param("cpfloat(x, {'format': 'h'})", marks=pytest.mark.slow),
+                                  pytest.param("chop(list(x), {'format': 'bfloat16'})", marks=pytest.mark.slow)])
 def test_small_calls_load_the_compiled_engine_once_they_have_taken_as_long(call):
     """Planned small calls (NumPy arrays below the parallel size) and the general path (a list) both count."""
     code = f"""

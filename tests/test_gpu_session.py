@@ -25,6 +25,7 @@ def _gpu_session():
     return module
 
 
+@pytest.mark.slow  # runs the whole GPU session script in new processes: CI's slow step
 @pytest.mark.skipif(_GPU, reason="a GPU is present: the script would run the whole session")
 def test_without_a_gpu_the_script_says_so_and_writes_the_versions(tmp_path):
     # The versions stage imports torch, JAX, Numba, ...: 20 s is its budget on a quiet GPU machine,

@@ -34,8 +34,16 @@ def _input(dtype, fmt="h", seed=1):
     return make_input(lookup_format(fmt), dtype, seed)
 
 
-@pytest.mark.parametrize("dtype", ["float64", "float32"])
-@pytest.mark.parametrize("options", OPTIONS, ids=lambda o: "-".join(f"{k}{v}" for k, v in o.items()))
+def _jit_points():
+    """(options, dtype): each option set is three XLA compilations, so the default profile runs each
+    in one dtype (alternating), the other dtype under -m slow."""
+    for k, options in enumerate(OPTIONS):
+        for d, dtype in enumerate(["float64", "float32"]):
+            yield pytest.param(options, dtype, marks=[] if d == k % 2 else [pytest.mark.slow],
+                               id="-".join(f"{key}{value}" for key, value in options.items()) + f"-{dtype}")
+
+
+@pytest.mark.parametrize("options, dtype", list(_jit_points()))
 def test_jit_and_vmap_equal_numpy(options, dtype):
     x = _input(dtype, options["format"])
     expected = chop(x.copy(), options)

@@ -106,6 +106,7 @@ def wheel(tmp_path_factory) -> Path:
     return found
 
 
+@pytest.mark.slow  # builds a wheel and runs validate from it in a new venv (a packaging check): CI's slow step
 def test_wheel_ships_the_corpus_and_validate_runs_from_it(wheel, tmp_path):
     """Unpack the wheel, run validate from an unrelated folder."""
     names = set(zipfile.ZipFile(wheel).namelist())
@@ -177,6 +178,7 @@ def _source_modules() -> list[str]:
     return names
 
 
+@pytest.mark.slow  # builds a wheel (a packaging check): CI's slow step
 def test_wheel_holds_every_module_and_data_file_and_imports_without_the_checkout(wheel, tmp_path):
     """The package list in pyproject.toml is explicit: a subpackage left out of it would be missing
     from the wheel while the editable install (and so every other test) still finds it."""

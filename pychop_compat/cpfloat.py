@@ -28,6 +28,7 @@ import numpy as np
 from .engines import dispatch
 from .libraries import array_library, unsupported_type_error
 from .formats import Format, catalogue_format
+from .matlab.history import as_date
 from .matlab.options import atomic_values, isempty, items_snapshot
 from .random.sources import MATLAB_STREAM
 from .spec import RoundingSpec
@@ -168,19 +169,6 @@ class CpfloatRules:
 _TODAY = CpfloatRules(None, "", catalogue=True)
 
 
-def _day(value: Union[str, datetime.date]) -> datetime.date:
-    if isinstance(value, datetime.datetime):
-        return value.date()
-    if isinstance(value, datetime.date):
-        return value
-    if isinstance(value, str):
-        try:
-            return datetime.date.fromisoformat(value)
-        except ValueError:
-            raise ValueError(f"date must be an ISO date 'YYYY-MM-DD', got {value!r}") from None
-    raise TypeError(f"date must be an ISO date string or a datetime.date, got {type(value).__name__}")
-
-
 def cpfloat_rules_at(date: Union[str, datetime.date]) -> CpfloatRules:
     """The rules of CPFloat's MEX interface at the end of ``date`` (ISO ``'YYYY-MM-DD'`` or a date).
 
@@ -190,17 +178,17 @@ def cpfloat_rules_at(date: Union[str, datetime.date]) -> CpfloatRules:
         For a malformed date, one before CPFloat's first release (2021-01-27), or a day whose
         last commit does not compile.
     """
-    day = _day(date)
+    day = as_date(date)
     if day < CPFLOAT_FIRST_RELEASE:
         raise ValueError(f"CPFloat was first released (v0.1.0) on {CPFLOAT_FIRST_RELEASE.isoformat()}; "
                          f"cpfloat_at has no rules for {day}.")
     if day.isoformat() in _UNBUILT:
         raise ValueError(f"CPFloat's MEX interface did not compile at the end of {day} (commit "
                          f"{_UNBUILT[day.isoformat()]}); take the day before or after.")
-    commit = [c for d, c, _ in CPFLOAT_HISTORY if datetime.date.fromisoformat(d) <= day][-1]
+    commit = [c for d, c, _ in CPFLOAT_HISTORY if as_date(d) <= day][-1]
 
     def since(text: str) -> bool:
-        return day >= datetime.date.fromisoformat(text)
+        return day >= as_date(text)
 
     return CpfloatRules(
         date=day,

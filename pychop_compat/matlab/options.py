@@ -25,7 +25,7 @@ from ..formats import CHOP_FORMAT_NAMES, CUSTOM_NAMES, Format, custom_format, lo
 from ..random.matlab_stream import default_randfunc
 from ..spec import RoundingSpec
 
-__all__ = ["Options", "ChopSpec", "resolve", "OPTION_NAMES", "CHOP_M_OPTION_NAMES", "CHOP_RULES",
+__all__ = ["Options", "ChopSpec", "resolve", "remembered", "OPTION_NAMES", "CHOP_M_OPTION_NAMES", "CHOP_RULES",
            "default_rules", "options_are_empty", "round_mode", "probability",
            "given_fields", "params_pair", "as_switch", "isempty", "precision_limit", "DEFAULT_SPEC",
            "items_snapshot", "atomic_values"]
@@ -321,8 +321,8 @@ def _custom_params(params, mode: int, x_class: str) -> Format:
 
 
 #: Resolved dict options (MATLAB ports pass the same struct on every call), under two kinds of
-#: key that cannot collide: ``(items_snapshot(options), x_class)``, a pair taken cheaply on every
-#: call and stored only for :func:`atomic_values`, and :func:`_memo_key`'s 4-tuple for the rest.
+#: key that cannot collide: :func:`remembered`'s triple, taken cheaply on every call and stored
+#: only for :func:`atomic_values`, and :func:`_memo_key`'s 4-tuple for the rest.
 _RESOLVED: dict = {}
 _RESOLVED_MAX = 256
 
@@ -331,6 +331,40 @@ def _remember(key, spec: ChopSpec) -> None:
     if len(_RESOLVED) >= _RESOLVED_MAX:
         _RESOLVED.clear()
     _RESOLVED[key] = spec
+
+
+def remembered(options: dict, x_class: str, scope: Any, compute: Callable[..., ChopSpec], *args: Any) -> ChopSpec:
+    """``compute(*args)``, the settings of ``options``, found once per content of ``options``.
+
+    Parameters
+    ----------
+    options : dict
+        A caller's options, read as they are now (a dict changed in place is looked up afresh).
+    x_class : {'double', 'single'}
+        MATLAB class of the array being chopped.
+    scope : hashable
+        What else the settings depend on (``None`` for :func:`resolve`; a date for ``chop_at``).
+    compute : callable
+        Resolves the options; called on a miss.
+    *args
+        Its arguments.
+
+    Returns
+    -------
+    ChopSpec
+        What ``compute`` returned for this content before, if it was remembered: only for
+        :func:`atomic_values` that do not name a custom format (which may take the stored params).
+    """
+    try:
+        key = (items_snapshot(options), x_class, scope)
+        found = _RESOLVED.get(key)
+    except TypeError:  # an unhashable value (a list of params)
+        return compute(*args)
+    if found is None:
+        found = compute(*args)
+        if atomic_values(options) and not _inherits_params(options):
+            _remember(key, found)
+    return found
 
 
 def _typed(value):
@@ -348,8 +382,7 @@ def _memo_key(options: dict, stored: Optional[ChopSpec], x_class: str):
     same types and values were validated before: the memo skips work, never a check.
     """
     items = tuple((k, _typed(v)) for k, v in options.items())
-    name = options.get("format")
-    inherits_params = isinstance(name, str) and name in CUSTOM_NAMES and isempty(options.get("params"))
+    inherits_params = _inherits_params(options) and isempty(options.get("params"))
     inherited = (stored.spec.fmt.t, stored.spec.fmt.emax) if inherits_params and stored is not None else None
     key = (items, x_class, inherits_params, inherited)
     try:
@@ -390,27 +423,21 @@ def resolve(options: Any, stored: Optional[ChopSpec], x_class: str = "double") -
         custom format without params and nothing stored, or a custom precision
         over the limit for ``x_class``.  Nothing is stored when this is raised.
     """
-    content = None
     if type(options) is dict:  # the usual case, first: chop is called in loops with one dict
-        try:
-            content = (items_snapshot(options), x_class)
-            found = _RESOLVED.get(content)
-        except TypeError:  # an unhashable value (a list of params): the memo below
-            content = found = None
-        if found is not None:
-            return found
-    elif options_are_empty(options):
+        return remembered(options, x_class, None, _memoized, options, stored, x_class)
+    if options_are_empty(options):
         return DEFAULT_SPEC if stored is None else stored
-    key = _memo_key(options, stored, x_class) if type(options) is dict and options else None
+    return _resolve(options, stored, x_class)
+
+
+def _memoized(options: dict, stored: Optional[ChopSpec], x_class: str) -> ChopSpec:
+    """:func:`_resolve`, memoized by the values and types of all it reads (lists of params too)."""
+    key = _memo_key(options, stored, x_class) if options else None
     spec = _RESOLVED.get(key) if key is not None else None
     if spec is None:
         spec = _resolve(options, stored, x_class)
         if key is not None:
             _remember(key, spec)
-    # The snapshot is taken on every call, so a dict changed in place is looked up afresh; only
-    # dicts of atomic values whose settings do not depend on the stored ones enter under it.
-    if content is not None and atomic_values(options) and not _inherits_params(options):
-        _remember(content, spec)
     return spec
 
 

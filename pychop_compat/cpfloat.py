@@ -219,6 +219,11 @@ class _State:
     drcheck: Any = 1
     catalogue: Optional[Format] = None  # the catalogue's format, for names beyond the MEX's
     rules: CpfloatRules = _TODAY
+    # Found once for the calls of a loop: the state after a dict of options, by the dict's
+    # content (items_snapshot), and the RoundingSpec of each input class (one object, which the
+    # router's and the kernels' caches then find by identity).
+    after: dict = field(default_factory=dict, compare=False, repr=False)
+    specs: dict = field(default_factory=dict, compare=False, repr=False)
 
 
 _state: Optional[_State] = None
@@ -362,21 +367,18 @@ def _update(state: _State, given: dict) -> _State:
 
 
 def _updated(state: _State, fpopts: Any) -> _State:
-    """``state`` after a call with ``fpopts``: :func:`_update`'s result, found once for a dict of
-    options repeated with the same content (the usual call in a loop).
-
-    A result equal to ``state`` is ``state`` itself, so that the next call with the same dict
-    finds it (the cache is keyed by the state's identity and the dict's content, taken afresh
-    on every call: a dict changed in place is looked up anew)."""
+    """``state`` after a call with ``fpopts``: :func:`_update`'s result, or ``state`` itself when
+    equal; for a dict, found once per content (taken afresh on every call: a dict changed in place
+    is looked up anew)."""
     content = None
     if type(fpopts) is dict:
         try:
-            content = (id(state), items_snapshot(fpopts))
-            found = _UPDATES.get(content)
+            content = items_snapshot(fpopts)
+            found = state.after.get(content)
         except TypeError:  # an unhashable value (a list of params)
             content = found = None
-        if found is not None and found[0] is state:
-            return found[1]
+        if found is not None:
+            return found
     given = _given(fpopts)
     if given is None:
         return state
@@ -386,31 +388,17 @@ def _updated(state: _State, fpopts: Any) -> _State:
         new = state
     # ("params" warns on every call with a named format: such calls are not cached.)
     if content is not None and "params" not in given and atomic_values(fpopts):
-        if len(_UPDATES) >= _CACHE_MAX:
-            _UPDATES.clear()
-        _UPDATES[content] = (state, new)
+        if len(state.after) >= 64:
+            state.after.clear()
+        state.after[content] = new
     return new
 
 
-#: (id(state), items_snapshot(fpopts)) -> (state, the state after the call); the entry holds the
-#: state, so its id is not reused while the entry lives.
-_UPDATES: dict = {}
-#: (id(state), x_class) -> (state, its RoundingSpec for an input of that class).
-_SPECS: dict = {}
-_CACHE_MAX = 64
-
-
 def _spec_for(state: _State, x_class: str) -> RoundingSpec:
-    """:func:`_checked_spec`, found once per state and class: one spec object for the calls of
-    a loop, which the router's and the kernels' caches then find by identity."""
-    key = (id(state), x_class)
-    found = _SPECS.get(key)
-    if found is not None and found[0] is state:
-        return found[1]
-    spec = _checked_spec(state, x_class)
-    if len(_SPECS) >= _CACHE_MAX:
-        _SPECS.clear()
-    _SPECS[key] = (state, spec)
+    """:func:`_checked_spec`, found once per state and class."""
+    spec = state.specs.get(x_class)
+    if spec is None:
+        spec = state.specs[x_class] = _checked_spec(state, x_class)
     return spec
 
 
@@ -470,25 +458,12 @@ def _checked_spec(state: _State, x_class: str) -> RoundingSpec:
 
 
 def _round(x, spec: RoundingSpec):
-    if type(x) is np.ndarray and (x.dtype is _FLOAT64 or x.dtype is _FLOAT32) and x.size:
-        return dispatch.round_array(x, spec, MATLAB_STREAM)  # (what the general path below does)
-    library = "numpy" if type(x) is np.ndarray else array_library(x)
-    if library in ("torch", "cupy", "jax", "dask"):
-        return dispatch.round_array(x, spec, MATLAB_STREAM)
-    if library != "numpy":
-        raise unsupported_type_error(x)
-
-    scalar = isinstance(x, numbers.Real) and not isinstance(x, np.generic)
-    arr = np.asarray(x, dtype=np.float64) if scalar or not isinstance(x, (np.ndarray, np.generic)) else np.asarray(x)
-    if arr.dtype == np.float16:
-        out = dispatch.round_array(arr.astype(np.float32), spec, MATLAB_STREAM).astype(np.float16)
-    else:
-        out = dispatch.round_array(arr, spec, MATLAB_STREAM) if arr.size else arr.copy()
-    if scalar:
-        return float(out)
-    if isinstance(x, np.generic):
-        return out[()]
-    return out
+    if type(x) is not np.ndarray:
+        if array_library(x) not in ("numpy", "torch", "cupy", "jax", "dask"):
+            raise unsupported_type_error(x)
+        if isinstance(x, np.ndarray):  # a subclass (np.matrix, a masked array): the MEX returns a plain array
+            x = np.asarray(x)
+    return dispatch.round_array(x, spec, MATLAB_STREAM)
 
 
 def cpfloat(x: Any = None, fpopts: Any = None) -> Any:

@@ -273,18 +273,6 @@ def _named(name: str, rules: CpfloatRules) -> Optional[tuple[int, int, int]]:
     return (params[0], params[1], params[2])
 
 
-def _custom_params(values: np.ndarray, layout: str) -> list:
-    """``[t, emin, emax]`` from ``params`` as the interface of the date lists them."""
-    numbers_given = [_number(v, "params") for v in values]
-    if layout == "t,emax":
-        t, emax = numbers_given
-        return [t, 1 - emax, emax]  # the C library's emin before 2024
-    if layout == "t,emax,emin":
-        t, emax, emin = numbers_given
-        return [t, emin, emax]
-    return numbers_given
-
-
 def _update(state: _State, given: dict) -> _State:
     """The MEX's rules for a non-empty ``fpopts`` (see the module notes), as of ``state.rules``."""
     rules = state.rules
@@ -316,7 +304,9 @@ def _update(state: _State, given: dict) -> _State:
         values = None if params is None else np.asarray(params, dtype=object).ravel()
         if values is None or values.size != len(rules.params_layout.split(",")):
             raise CpfloatError("cpfloat:invalidparams", "Invalid floating-point parameters specified.")
-        o.params = _custom_params(values, rules.params_layout)
+        # [t, emin, emax] from params as the interface of the date lists them (emin: 1 - emax before 2024)
+        listed = dict(zip(rules.params_layout.split(","), [_number(v, "params") for v in values]))
+        o.params = [listed["t"], listed.get("emin", 1 - listed["emax"]), listed["emax"]]
         if rules.emin != "format":
             o.params[1] = state.options.params[1]
         catalogue = None
@@ -568,9 +558,8 @@ class CpfloatAt:
     def options(self) -> CpfloatOptions:
         """The persistent options (a copy), ``params`` listed as the interface of the date lists them."""
         o = self._state.options
-        t, emin, emax = o.params
-        params = {"t,emax": [t, emax], "t,emax,emin": [t, emax, emin]}.get(self.rules.params_layout, [t, emin, emax])
-        return replace(o, params=params)
+        listed = dict(zip(("t", "emin", "emax"), o.params))
+        return replace(o, params=[listed[name] for name in self.rules.params_layout.split(",")])
 
     def clear(self) -> None:
         """``clear cpfloat``: forget the persistent options."""

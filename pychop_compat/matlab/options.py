@@ -17,11 +17,11 @@ import math
 import numbers
 import types
 from dataclasses import dataclass, fields
-from typing import Any, Callable, Collection, Iterable, Optional, Sequence
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 import numpy as np
 
-from ..formats import CHOP_FORMAT_NAMES, CUSTOM_NAMES, Format, custom_format, lookup_format
+from ..formats import CHOP_FORMAT_NAMES, CUSTOM_NAMES, custom_format, lookup_format
 from ..random.matlab_stream import default_randfunc
 from ..spec import RoundingSpec
 
@@ -197,30 +197,25 @@ def given_fields(options: Any) -> Optional[dict]:
     if options_are_empty(options):
         return None
     items: Iterable[tuple[Any, Any]]
-    unknown: Collection[Any]
+    names: Iterable[Any]
     if isinstance(options, collections.abc.Mapping):
-        unknown = [k for k in options if k not in OPTION_NAMES or not isinstance(k, str)]
-        if unknown:
-            raise _unknown_fields_error(unknown)
-        items = options.items()
+        names, items = options, options.items()
     elif isinstance(options, tuple) and hasattr(options, "_fields"):  # a namedtuple
-        items = zip(options._fields, options)
-        unknown = set(options._fields) - set(OPTION_NAMES)
-        if unknown:
-            raise _unknown_fields_error(unknown)
+        names, items = options._fields, zip(options._fields, options)
     elif isinstance(options, _NOT_OPTIONS) or callable(options):
         if isinstance(options, str):  # off the dict path, which every chop call in a loop takes
             return {"format": options}
         raise TypeError(_container_message(options))
     else:
-        unknown = _attribute_fields(options) - set(OPTION_NAMES)
+        names = _attribute_fields(options)
         struct_like = isinstance(options, (types.SimpleNamespace, Options)) or dataclasses.is_dataclass(options)
         if not struct_like and not any(hasattr(options, name) for name in OPTION_NAMES):
             # An object of some other kind (a Chop, a DataFrame) is not an empty struct.
             raise TypeError(_container_message(options) + " It has none of the option fields.")
-        if unknown:
-            raise _unknown_fields_error(unknown)
         items = ((name, getattr(options, name, None)) for name in OPTION_NAMES)
+    unknown = [name for name in names if not isinstance(name, str) or name not in OPTION_NAMES]
+    if unknown:
+        raise _unknown_fields_error(unknown)
     return {name: value for name, value in items if not isempty(value)}
 
 
@@ -240,13 +235,6 @@ def _as_int(value, name: str) -> int:
     raise ValueError(f"options.{name} must be an integer, got {value!r}.")
 
 
-def _as_real(value, name: str) -> float:
-    """A finite or infinite real number, not a bool, string or complex number."""
-    if _is_real(value):
-        return float(value)
-    raise ValueError(f"options.{name} must be a real number, got {value!r}.")
-
-
 _FLIP_HINT = (" (Bit flips of any bit of the encoding, and other error models, are in the "
               "CPFloat-style facade pychop_compat.cpfloat.)")
 
@@ -263,7 +251,9 @@ def as_switch(value: Any, name: str) -> int:
 
 def probability(value: Any) -> float:
     """``options.p`` checked: a real number in [0, 1] (NaN is not)."""
-    p = _as_real(value, "p")
+    if not _is_real(value):
+        raise ValueError(f"options.p must be a real number, got {value!r}.")
+    p = float(value)
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"options.p must be a real number in [0, 1], got {value!r}.")
     return p
@@ -308,16 +298,6 @@ def params_pair(params: Any) -> tuple[int, int]:
     if values is None or len(values) != 2:
         raise ValueError(f"options.params must be [t, emax], got {params!r}.")
     return _as_int(values[0], "params"), _as_int(values[1], "params")
-
-
-def _custom_params(params, mode: int, x_class: str) -> Format:
-    t, emax = params_pair(params)
-    if t < 1 or emax < 1:
-        raise ValueError(f"options.params = [t, emax] needs t >= 1 and emax >= 1, got [{t}, {emax}].")
-    limit = precision_limit(mode, x_class)
-    if t > limit:
-        raise ValueError(f"Precision of the custom format must be at most {limit} if working in {x_class}.")
-    return custom_format(t, emax)
 
 
 #: Resolved dict options (MATLAB ports pass the same struct on every call), under two kinds of
@@ -510,7 +490,13 @@ def _resolve(options, stored: Optional[ChopSpec], x_class: str) -> ChopSpec:
     mode = round_mode(given.get("round", 1))
     if name in CUSTOM_NAMES:
         if "params" in given:
-            fmt = _custom_params(given["params"], mode, x_class)
+            t, emax = params_pair(given["params"])
+            if t < 1 or emax < 1:
+                raise ValueError(f"options.params = [t, emax] needs t >= 1 and emax >= 1, got [{t}, {emax}].")
+            limit = precision_limit(mode, x_class)
+            if t > limit:
+                raise ValueError(f"Precision of the custom format must be at most {limit} if working in {x_class}.")
+            fmt = custom_format(t, emax)
         elif stored is not None:
             fmt = custom_format(stored.spec.fmt.t, stored.spec.fmt.emax)
         else:

@@ -430,12 +430,9 @@ class ChopAt:
     def __call__(self, x=None, options=None):
         """``chop(x, options)`` with the rules of :attr:`rules`; ``x=None`` only sets the options."""
         kind = type(x)
-        if kind is float or x is None:  # (the hot paths first: chop_at is called in loops)
-            x_class = "double"
-        elif kind is np.ndarray and x.dtype is _FLOAT64:
-            x_class = "double"
-        else:
-            x_class = _x_class(x)
+        # (the hot paths first: chop_at is called in loops)
+        double = kind is float or x is None or (kind is np.ndarray and x.dtype is _FLOAT64)
+        x_class = "double" if double else _x_class(x)
         with self._lock:
             settings = self._settings(options, x_class)
             found = self._routes.get(id(settings))

@@ -302,7 +302,7 @@ def params_pair(params: Any) -> tuple[int, int]:
 
 #: Resolved dict options (MATLAB ports pass the same struct on every call), under two kinds of
 #: key that cannot collide: :func:`remembered`'s triple, taken cheaply on every call and stored
-#: only for :func:`atomic_values`, and :func:`_memo_key`'s 4-tuple for the rest.
+#: only for :func:`atomic_values`, and :func:`_memoized`'s 4-tuple for the rest.
 _RESOLVED: dict = {}
 _RESOLVED_MAX = 256
 
@@ -355,23 +355,6 @@ def _typed(value):
     return type(value), value
 
 
-def _memo_key(options: dict, stored: Optional[ChopSpec], x_class: str):
-    """A hashable key for everything ``resolve`` reads, or None when a value is unhashable.
-
-    Values enter with their types, so a memo hit means that options of the
-    same types and values were validated before: the memo skips work, never a check.
-    """
-    items = tuple((k, _typed(v)) for k, v in options.items())
-    inherits_params = _inherits_params(options) and isempty(options.get("params"))
-    inherited = (stored.spec.fmt.t, stored.spec.fmt.emax) if inherits_params and stored is not None else None
-    key = (items, x_class, inherits_params, inherited)
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key
-
-
 def resolve(options: Any, stored: Optional[ChopSpec], x_class: str = "double") -> ChopSpec:
     """The settings chop.m would use for ``chop(x, options)``.
 
@@ -411,13 +394,18 @@ def resolve(options: Any, stored: Optional[ChopSpec], x_class: str = "double") -
 
 
 def _memoized(options: dict, stored: Optional[ChopSpec], x_class: str) -> ChopSpec:
-    """:func:`_resolve`, memoized by the values and types of all it reads (lists of params too)."""
-    key = _memo_key(options, stored, x_class) if options else None
-    spec = _RESOLVED.get(key) if key is not None else None
+    """:func:`_resolve`, memoized by everything it reads (lists of params too), values with their
+    types: a hit means that options of the same types and values were validated before."""
+    inherits_params = _inherits_params(options) and isempty(options.get("params"))
+    inherited = (stored.spec.fmt.t, stored.spec.fmt.emax) if inherits_params and stored is not None else None
+    key = (tuple((k, _typed(v)) for k, v in options.items()), x_class, inherits_params, inherited)
+    try:
+        spec = _RESOLVED.get(key)
+    except TypeError:  # an unhashable value
+        return _resolve(options, stored, x_class)
     if spec is None:
         spec = _resolve(options, stored, x_class)
-        if key is not None:
-            _remember(key, spec)
+        _remember(key, spec)
     return spec
 
 

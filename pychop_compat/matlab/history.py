@@ -423,8 +423,9 @@ class ChopAt:
         self.rules = rules_at(date)
         self._lock = threading.Lock()
         self._stored: Optional[ChopSpec] = None
-        # Small calls in loops: the route of a resolved call found once (held with it, so its id
-        # stays its own).
+        # Small calls in loops: id(settings) -> (settings, route_at's route, the compiled loops'
+        # constants with the old tiny-number rule by dtype character (filled on first use), and
+        # spec.min_rep), found once (held with the settings, so their id stays their own).
         self._routes: dict = {}
 
     def __call__(self, x=None, options=None):
@@ -437,7 +438,10 @@ class ChopAt:
             settings = self._settings(options, x_class)
             found = self._routes.get(id(settings))
             if found is None or found[0] is not settings:
-                found = self._route(settings)
+                if len(self._routes) >= 64:
+                    self._routes.clear()
+                spec = settings.spec
+                found = self._routes[id(settings)] = (settings, route_at(self.rules, spec), {}, spec.min_rep)
             if kind is float and found[1] != "step by step" and settings.scalar_path:
                 # the scalar kernel of today's chop (no random numbers, no flips)
                 out = 0.0 if found[1] == "flush tiny" and abs(x) < found[3] else numpy_fast.chop_scalar(
@@ -461,17 +465,6 @@ class ChopAt:
             return remembered(options, x_class, self.rules.date, _resolve_at, options, self._stored, x_class,
                               self.rules)
         return _resolve_at(options, self._stored, x_class, self.rules)
-
-    def _route(self, settings: ChopSpec) -> tuple:
-        """``(settings, route, fused, min_rep)``, remembered by the identity of ``settings``:
-        :func:`route_at`'s route, the compiled loops' constants with the old tiny-number rule
-        by dtype character (filled on first use), and ``spec.min_rep``."""
-        if len(self._routes) >= 64:
-            self._routes.clear()
-        spec = settings.spec
-        found: tuple = (settings, route_at(self.rules, spec), {}, spec.min_rep)
-        self._routes[id(settings)] = found
-        return found
 
     def _chop(self, x, settings: ChopSpec, route: str, fused: dict):
         spec = settings.spec

@@ -212,7 +212,8 @@ def chop(x: Any = None, options: Any = None) -> Any:
     if scalar and settings.scalar_path:
         # No random numbers, nothing to check, straight to the router's first kernel ('scalar').
         result = numpy_fast.chop_scalar(x, settings.spec, MATLAB_STREAM)
-    elif x is None or (isinstance(x, (list, tuple)) and len(x) == 0):  # chop([], options): set options
+    elif type(x) is not np.ndarray and (x is None or (isinstance(x, (list, tuple)) and len(x) == 0)):
+        # MATLAB's chop([], options): only set the options
         result = None if x is None else np.zeros(0)
     else:
         spec = settings.spec

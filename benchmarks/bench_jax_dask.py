@@ -60,7 +60,7 @@ def main(argv=None) -> int:
     import jax
 
     jax.config.update("jax_enable_x64", True)
-    from pychop_compat.engines.jax_engine import chop_jax
+    from pychop_compat import chop_jax
 
     counter = hasattr(randomness, "counter_sources")
     sizes = [10**5] if args.quick else [10**6, 10**7]

@@ -6,10 +6,6 @@
 """
 
 from ._version import __version__
-from . import _moved
-
-_moved.install()  # old module paths (before 0.2.0) keep working, with a warning
-
 from .matlab.api import Chop, chop, chop_jax, chop_options, clear_chop, explain, roundit
 from .formats import Format, float_params
 from .random.matlab_stream import ForkedStreamError, RngSettings, rand, randi, rng

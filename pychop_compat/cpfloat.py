@@ -28,6 +28,7 @@ import numpy as np
 from .engines import dispatch
 from .libraries import array_library, unsupported_type_error
 from .formats import Format, catalogue_format
+from .matlab.history import as_date
 from .matlab.options import atomic_values, isempty, items_snapshot
 from .random.sources import MATLAB_STREAM
 from .spec import RoundingSpec
@@ -168,19 +169,6 @@ class CpfloatRules:
 _TODAY = CpfloatRules(None, "", catalogue=True)
 
 
-def _day(value: Union[str, datetime.date]) -> datetime.date:
-    if isinstance(value, datetime.datetime):
-        return value.date()
-    if isinstance(value, datetime.date):
-        return value
-    if isinstance(value, str):
-        try:
-            return datetime.date.fromisoformat(value)
-        except ValueError:
-            raise ValueError(f"date must be an ISO date 'YYYY-MM-DD', got {value!r}") from None
-    raise TypeError(f"date must be an ISO date string or a datetime.date, got {type(value).__name__}")
-
-
 def cpfloat_rules_at(date: Union[str, datetime.date]) -> CpfloatRules:
     """The rules of CPFloat's MEX interface at the end of ``date`` (ISO ``'YYYY-MM-DD'`` or a date).
 
@@ -190,17 +178,17 @@ def cpfloat_rules_at(date: Union[str, datetime.date]) -> CpfloatRules:
         For a malformed date, one before CPFloat's first release (2021-01-27), or a day whose
         last commit does not compile.
     """
-    day = _day(date)
+    day = as_date(date)
     if day < CPFLOAT_FIRST_RELEASE:
         raise ValueError(f"CPFloat was first released (v0.1.0) on {CPFLOAT_FIRST_RELEASE.isoformat()}; "
                          f"cpfloat_at has no rules for {day}.")
     if day.isoformat() in _UNBUILT:
         raise ValueError(f"CPFloat's MEX interface did not compile at the end of {day} (commit "
                          f"{_UNBUILT[day.isoformat()]}); take the day before or after.")
-    commit = [c for d, c, _ in CPFLOAT_HISTORY if datetime.date.fromisoformat(d) <= day][-1]
+    commit = [c for d, c, _ in CPFLOAT_HISTORY if as_date(d) <= day][-1]
 
     def since(text: str) -> bool:
-        return day >= datetime.date.fromisoformat(text)
+        return day >= as_date(text)
 
     return CpfloatRules(
         date=day,
@@ -231,6 +219,11 @@ class _State:
     drcheck: Any = 1
     catalogue: Optional[Format] = None  # the catalogue's format, for names beyond the MEX's
     rules: CpfloatRules = _TODAY
+    # Found once for the calls of a loop: the state after a dict of options, by the dict's
+    # content (items_snapshot), and the RoundingSpec of each input class (one object, which the
+    # router's and the kernels' caches then find by identity).
+    after: dict = field(default_factory=dict, compare=False, repr=False)
+    specs: dict = field(default_factory=dict, compare=False, repr=False)
 
 
 _state: Optional[_State] = None
@@ -280,18 +273,6 @@ def _named(name: str, rules: CpfloatRules) -> Optional[tuple[int, int, int]]:
     return (params[0], params[1], params[2])
 
 
-def _custom_params(values: np.ndarray, layout: str) -> list:
-    """``[t, emin, emax]`` from ``params`` as the interface of the date lists them."""
-    numbers_given = [_number(v, "params") for v in values]
-    if layout == "t,emax":
-        t, emax = numbers_given
-        return [t, 1 - emax, emax]  # the C library's emin before 2024
-    if layout == "t,emax,emin":
-        t, emax, emin = numbers_given
-        return [t, emin, emax]
-    return numbers_given
-
-
 def _update(state: _State, given: dict) -> _State:
     """The MEX's rules for a non-empty ``fpopts`` (see the module notes), as of ``state.rules``."""
     rules = state.rules
@@ -323,7 +304,9 @@ def _update(state: _State, given: dict) -> _State:
         values = None if params is None else np.asarray(params, dtype=object).ravel()
         if values is None or values.size != len(rules.params_layout.split(",")):
             raise CpfloatError("cpfloat:invalidparams", "Invalid floating-point parameters specified.")
-        o.params = _custom_params(values, rules.params_layout)
+        # [t, emin, emax] from params as the interface of the date lists them (emin: 1 - emax before 2024)
+        listed = dict(zip(rules.params_layout.split(","), [_number(v, "params") for v in values]))
+        o.params = [listed["t"], listed.get("emin", 1 - listed["emax"]), listed["emax"]]
         if rules.emin != "format":
             o.params[1] = state.options.params[1]
         catalogue = None
@@ -374,21 +357,18 @@ def _update(state: _State, given: dict) -> _State:
 
 
 def _updated(state: _State, fpopts: Any) -> _State:
-    """``state`` after a call with ``fpopts``: :func:`_update`'s result, found once for a dict of
-    options repeated with the same content (the usual call in a loop).
-
-    A result equal to ``state`` is ``state`` itself, so that the next call with the same dict
-    finds it (the cache is keyed by the state's identity and the dict's content, taken afresh
-    on every call: a dict changed in place is looked up anew)."""
+    """``state`` after a call with ``fpopts``: :func:`_update`'s result, or ``state`` itself when
+    equal; for a dict, found once per content (taken afresh on every call: a dict changed in place
+    is looked up anew)."""
     content = None
     if type(fpopts) is dict:
         try:
-            content = (id(state), items_snapshot(fpopts))
-            found = _UPDATES.get(content)
+            content = items_snapshot(fpopts)
+            found = state.after.get(content)
         except TypeError:  # an unhashable value (a list of params)
             content = found = None
-        if found is not None and found[0] is state:
-            return found[1]
+        if found is not None:
+            return found
     given = _given(fpopts)
     if given is None:
         return state
@@ -398,31 +378,17 @@ def _updated(state: _State, fpopts: Any) -> _State:
         new = state
     # ("params" warns on every call with a named format: such calls are not cached.)
     if content is not None and "params" not in given and atomic_values(fpopts):
-        if len(_UPDATES) >= _CACHE_MAX:
-            _UPDATES.clear()
-        _UPDATES[content] = (state, new)
+        if len(state.after) >= 64:
+            state.after.clear()
+        state.after[content] = new
     return new
 
 
-#: (id(state), items_snapshot(fpopts)) -> (state, the state after the call); the entry holds the
-#: state, so its id is not reused while the entry lives.
-_UPDATES: dict = {}
-#: (id(state), x_class) -> (state, its RoundingSpec for an input of that class).
-_SPECS: dict = {}
-_CACHE_MAX = 64
-
-
 def _spec_for(state: _State, x_class: str) -> RoundingSpec:
-    """:func:`_checked_spec`, found once per state and class: one spec object for the calls of
-    a loop, which the router's and the kernels' caches then find by identity."""
-    key = (id(state), x_class)
-    found = _SPECS.get(key)
-    if found is not None and found[0] is state:
-        return found[1]
-    spec = _checked_spec(state, x_class)
-    if len(_SPECS) >= _CACHE_MAX:
-        _SPECS.clear()
-    _SPECS[key] = (state, spec)
+    """:func:`_checked_spec`, found once per state and class."""
+    spec = state.specs.get(x_class)
+    if spec is None:
+        spec = state.specs[x_class] = _checked_spec(state, x_class)
     return spec
 
 
@@ -482,25 +448,12 @@ def _checked_spec(state: _State, x_class: str) -> RoundingSpec:
 
 
 def _round(x, spec: RoundingSpec):
-    if type(x) is np.ndarray and (x.dtype is _FLOAT64 or x.dtype is _FLOAT32) and x.size:
-        return dispatch.round_array(x, spec, MATLAB_STREAM)  # (what the general path below does)
-    library = "numpy" if type(x) is np.ndarray else array_library(x)
-    if library in ("torch", "cupy", "jax", "dask"):
-        return dispatch.round_array(x, spec, MATLAB_STREAM)
-    if library != "numpy":
-        raise unsupported_type_error(x)
-
-    scalar = isinstance(x, numbers.Real) and not isinstance(x, np.generic)
-    arr = np.asarray(x, dtype=np.float64) if scalar or not isinstance(x, (np.ndarray, np.generic)) else np.asarray(x)
-    if arr.dtype == np.float16:
-        out = dispatch.round_array(arr.astype(np.float32), spec, MATLAB_STREAM).astype(np.float16)
-    else:
-        out = dispatch.round_array(arr, spec, MATLAB_STREAM) if arr.size else arr.copy()
-    if scalar:
-        return float(out)
-    if isinstance(x, np.generic):
-        return out[()]
-    return out
+    if type(x) is not np.ndarray:
+        if array_library(x) not in ("numpy", "torch", "cupy", "jax", "dask"):
+            raise unsupported_type_error(x)
+        if isinstance(x, np.ndarray):  # a subclass (np.matrix, a masked array): the MEX returns a plain array
+            x = np.asarray(x)
+    return dispatch.round_array(x, spec, MATLAB_STREAM)
 
 
 def cpfloat(x: Any = None, fpopts: Any = None) -> Any:
@@ -605,9 +558,8 @@ class CpfloatAt:
     def options(self) -> CpfloatOptions:
         """The persistent options (a copy), ``params`` listed as the interface of the date lists them."""
         o = self._state.options
-        t, emin, emax = o.params
-        params = {"t,emax": [t, emax], "t,emax,emin": [t, emax, emin]}.get(self.rules.params_layout, [t, emin, emax])
-        return replace(o, params=params)
+        listed = dict(zip(("t", "emin", "emax"), o.params))
+        return replace(o, params=[listed[name] for name in self.rules.params_layout.split(",")])
 
     def clear(self) -> None:
         """``clear cpfloat``: forget the persistent options."""

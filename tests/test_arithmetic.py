@@ -537,16 +537,6 @@ def test_chopped_numpy_use_imports_no_optional_library():
     assert result.stdout.strip() == "[]"
 
 
-def test_old_scalar_module_path_still_imports_with_a_warning():
-    import importlib
-    import sys
-
-    sys.modules.pop("pychop_compat.arithmetic.scalar", None)
-    with pytest.warns(DeprecationWarning, match="pychop_compat.arithmetic.array"):
-        old = importlib.import_module("pychop_compat.arithmetic.scalar")
-    assert old.ChoppedScalar is ChoppedScalar
-
-
 def test_stream_uniform_one_is_the_next_number_of_the_stream():
     from pychop_compat.random.matlab_stream import stream_uniform, stream_uniform_one
 

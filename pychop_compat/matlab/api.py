@@ -58,16 +58,9 @@ class PersistentOptions:
         self._main: Optional[ChopSpec] = None
         self._local = threading.local()
 
-    def owned(self) -> bool:
-        """Whether this thread has its own stored options (the main thread always has)."""
-        return self.state()[1]
-
-    def read(self) -> Optional[ChopSpec]:
-        """The stored options this thread sees (``None``: nothing stored)."""
-        return self.state()[0]
-
     def state(self) -> tuple:
-        """``(read(), owned())`` with one look at the calling thread (chop's hot path)."""
+        """``(stored, owned)``: the stored options this thread sees (``None``: nothing stored), and
+        whether this thread has its own (the main thread always has)."""
         if threading.get_ident() == _main_thread_ident:
             return self._main, True
         if getattr(self._local, "owned", False):
@@ -154,11 +147,6 @@ def _chop_checked(x, spec: RoundingSpec, sources: RandomSources):
             raise
 
 
-def _is_placeholder(x) -> bool:
-    """MATLAB's ``chop([], options)``: only set the options."""
-    return x is None or (isinstance(x, (list, tuple)) and len(x) == 0)
-
-
 def chop(x: Any = None, options: Any = None) -> Any:
     """Round the elements of ``x`` to a lower-precision format (MATLAB ``chop``).
 
@@ -224,7 +212,8 @@ def chop(x: Any = None, options: Any = None) -> Any:
     if scalar and settings.scalar_path:
         # No random numbers, nothing to check, straight to the router's first kernel ('scalar').
         result = numpy_fast.chop_scalar(x, settings.spec, MATLAB_STREAM)
-    elif type(x) is not np.ndarray and _is_placeholder(x):
+    elif type(x) is not np.ndarray and (x is None or (isinstance(x, (list, tuple)) and len(x) == 0)):
+        # MATLAB's chop([], options): only set the options
         result = None if x is None else np.zeros(0)
     else:
         spec = settings.spec
@@ -253,10 +242,10 @@ def chop_options() -> Options:
     >>> o.format, o.subnormal, o.round, o.params
     ('h', 1, 1, [11, 15])
     """
-    stored = _persistent.read()
+    stored, owned = _persistent.state()
     if stored is None:
         stored = resolve(None, None)
-        if _persistent.owned():
+        if owned:
             _persistent.write(stored)
     return stored.to_options()
 
@@ -376,15 +365,9 @@ class Chop:
         if self._fork_generation is not None:  # a copy made here owns its generator here
             self._fork_generation = fork_generation()
 
-    def _settings(self, x_class: str) -> ChopSpec:
-        settings = self._specs.get(x_class)
-        if settings is None:
-            settings = self._specs[x_class] = resolve(self._given, None, x_class)
-        return settings
-
     def _call_for(self, x_class: str) -> tuple:
         """``(settings, sources)`` of a call on an input of class ``x_class`` (found once)."""
-        settings = self._settings(x_class)
+        settings = self._specs.get(x_class) or self._specs.setdefault(x_class, resolve(self._given, None, x_class))
         found = self._calls[x_class] = (settings, sources_for(settings.randfunc, self._flips))
         return found
 
@@ -464,7 +447,7 @@ def explain(x: Any, options: Any = None, *, rng: Any = None) -> "dispatch.Explan
     """
     x_class = _checked_class(x)
     if rng is None:  # chop(x, options): the stored options when none are given
-        settings = resolve(options, _persistent.read(), x_class)
+        settings = resolve(options, _persistent.state()[0], x_class)
     else:  # Chop(options, rng=rng)(x)
         settings = resolve(dict(given_fields(options) or {}), None, x_class)
     return dispatch.explain(x, settings.spec, sources_for(settings.randfunc, _flip_sources(rng)))

@@ -10,6 +10,7 @@ changed is a small named function (the rounding itself is
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as _dt
 import functools
@@ -24,12 +25,12 @@ from ..engines import dispatch
 from ..formats import CHOP_FORMAT_NAMES, CUSTOM_NAMES, custom_format, lookup_format
 from ..kernels import compiled, numpy_fast
 from ..random import matlab_stream
-from .options import DEFAULT_SPEC, OPTION_NAMES, ChopSpec, Options, atomic_values, items_snapshot, resolve
+from .options import DEFAULT_SPEC, OPTION_NAMES, ChopSpec, Options, precision_limit, remembered, resolve
 from ..spec import RoundingSpec
 from ..random.sources import MATLAB_STREAM, sources_for
 from ..rules.chop import apply_range_limits, roundit_vector
 
-__all__ = ["chop_at", "ChopAt", "HISTORY", "rules_at", "Rules", "FIRST_RELEASE", "ROUTES", "route_at"]
+__all__ = ["chop_at", "ChopAt", "HISTORY", "rules_at", "Rules", "FIRST_RELEASE", "ROUTES", "route_at", "as_date"]
 
 #: chop.m's first public release; earlier dates are refused by :func:`chop_at`.
 FIRST_RELEASE = _dt.date(2019, 3, 7)
@@ -64,8 +65,35 @@ HISTORY = (
 )
 
 
-def _day(text: str) -> _dt.date:
-    return _dt.date.fromisoformat(text)
+def as_date(value: Union[str, _dt.date]) -> _dt.date:
+    """The day ``value`` names.
+
+    Parameters
+    ----------
+    value : str or datetime.date
+        An ISO date ``'YYYY-MM-DD'``, a date, or a datetime (its day).
+
+    Returns
+    -------
+    datetime.date
+
+    Raises
+    ------
+    ValueError
+        For text that is not an ISO date.
+    TypeError
+        For a value of another type.
+    """
+    if isinstance(value, _dt.datetime):
+        return value.date()
+    if isinstance(value, _dt.date):
+        return value
+    if isinstance(value, str):
+        try:
+            return _dt.date.fromisoformat(value)
+        except ValueError:
+            raise ValueError(f"date must be an ISO date 'YYYY-MM-DD', got {value!r}") from None
+    raise TypeError(f"date must be an ISO date string or a datetime.date, got {type(value).__name__}")
 
 
 @dataclass(frozen=True)
@@ -95,23 +123,13 @@ def rules_at(date: Union[str, _dt.date]) -> Rules:
     ValueError
         For a malformed date or one before chop's first release, 2019-03-07.
     """
-    if isinstance(date, _dt.datetime):
-        day = date.date()
-    elif isinstance(date, _dt.date):
-        day = date
-    elif isinstance(date, str):
-        try:
-            day = _dt.date.fromisoformat(date)
-        except ValueError:
-            raise ValueError(f"date must be an ISO date 'YYYY-MM-DD', got {date!r}") from None
-    else:
-        raise TypeError(f"date must be an ISO date string or a datetime.date, got {type(date).__name__}")
+    day = as_date(date)
     if day < FIRST_RELEASE:
         raise ValueError(f"chop was first released on {FIRST_RELEASE.isoformat()}; no chop existed on {day}.")
-    commit = [c for d, c, _ in HISTORY if _day(d) <= day][-1]
+    commit = [c for d, c, _ in HISTORY if as_date(d) <= day][-1]
 
     def since(text: str) -> bool:
-        return day >= _day(text)
+        return day >= as_date(text)
 
     return Rules(
         date=day,
@@ -217,14 +235,6 @@ def _fields(options) -> Optional[dict]:
     return {k: v for k, v in items.items() if v is not None and not (isinstance(v, str) and v == "")}
 
 
-def _precision_limit(rules: Rules, mode: int, x_class: str) -> Optional[int]:
-    if rules.precision_limit == "none":
-        return None
-    if rules.precision_limit == "all modes" or mode == 1:
-        return 11 if x_class == "single" else 25
-    return 23 if x_class == "single" else 52
-
-
 def _resolve_at(options, stored: Optional[ChopSpec], x_class: str, rules: Rules) -> ChopSpec:
     given = _fields(options)
     if given is None:
@@ -261,8 +271,9 @@ def _resolve_at(options, stored: Optional[ChopSpec], x_class: str, rules: Rules)
         if values.size != 2 or not all(float(v).is_integer() and v >= 1 for v in values):
             raise ValueError(f"options.params must be [t, emax] with integers t, emax >= 1, got {given['params']!r}.")
         t, emax = int(values[0]), int(values[1])
-        limit = _precision_limit(rules, spec.spec.round, x_class)
-        if limit is not None and t > limit:
+        # (limited from 2019-03-14: in every mode, then from 2020-10-03 as today)
+        limit = precision_limit(1 if rules.precision_limit == "all modes" else spec.spec.round, x_class)
+        if rules.precision_limit != "none" and t > limit:
             raise ValueError(
                 f"Precision of the custom format must be at most {limit} if working in {x_class} "
                 f"(chop on {rules.date.isoformat()})."
@@ -312,16 +323,11 @@ def _roundit(y: np.ndarray, spec: RoundingSpec, rules: Rules, sources) -> np.nda
     if spec.flips and rules.flips_broken:
         raise ValueError("Bit flips fail in chop.m from 2019-07-11 to 2020-05-30 "
                          "(roundit reads options.t, which chop no longer sets).")
-    if spec.round == 4:
+    mode = spec.round
+    if mode == 4:
         # truncate as at the time, then let the reference apply the flips (mode 1 on integers is exact)
-        y = _truncate(y, rules)
-        return roundit_vector(y, 1, sources, spec.flips, spec.p, spec.fmt.t)
-    return roundit_vector(y, spec.round, sources, spec.flips, spec.p, spec.fmt.t)
-
-
-def _overflow_to_infinity(c: np.ndarray, x: np.ndarray, xboundary: np.float64) -> None:
-    c[x >= xboundary] = np.inf
-    c[x <= -xboundary] = -np.inf
+        y, mode = _truncate(y, rules), 1
+    return roundit_vector(y, mode, sources, spec.flips, spec.p, spec.fmt.t)
 
 
 def chop_vector_at(x: np.ndarray, spec: RoundingSpec, rules: Rules, sources,
@@ -332,47 +338,44 @@ def chop_vector_at(x: np.ndarray, spec: RoundingSpec, rules: Rules, sources,
     the first ``n_first`` elements are rounded (``max(size(x))``).
     """
     with np.errstate(all="ignore"):
-        return _chop_vector_at(x, spec, rules, sources, n_first)
+        fmt = spec.fmt
+        t, emin, emins = fmt.t, fmt.emin, fmt.emins
+        limits = spec.limits_exponent if rules.explim_option else True
+        e = _exponent(x, rules)
+        c = x.copy()
+        if limits:
+            in_sub = (e < emin) & (e >= emins)
+            normal = np.flatnonzero(~in_sub)
+            sub = np.flatnonzero(in_sub)
+        else:
+            count = x.size if n_first is None or not rules.explim0_first_elements_only else min(n_first, x.size)
+            normal = np.arange(count)
+            sub = np.zeros(0, dtype=np.intp)
 
+        def round_block(index, precision):
+            scaled = _pow2(x[index], precision - 1 - e[index])
+            return _pow2(_roundit(scaled, spec, rules, sources), e[index] - (precision - 1))
 
-def _chop_vector_at(x, spec, rules, sources, n_first):
-    fmt = spec.fmt
-    t, emin, emins = fmt.t, fmt.emin, fmt.emins
-    limits = spec.limits_exponent if rules.explim_option else True
-    e = _exponent(x, rules)
-    c = x.copy()
-    if limits:
-        in_sub = (e < emin) & (e >= emins)
-        normal = np.flatnonzero(~in_sub)
-        sub = np.flatnonzero(in_sub)
-    else:
-        count = x.size if n_first is None or not rules.explim0_first_elements_only else min(n_first, x.size)
-        normal = np.arange(count)
-        sub = np.zeros(0, dtype=np.intp)
-
-    def round_block(index, precision):
-        scaled = _pow2(x[index], precision - 1 - e[index])
-        return _pow2(_roundit(scaled, spec, rules, sources), e[index] - (precision - 1))
-
-    c[normal] = round_block(normal, t)
-    if sub.size:
-        c[sub] = round_block(sub, t - np.maximum(emin - e[sub], 0))
-    if not limits:
+        c[normal] = round_block(normal, t)
+        if sub.size:
+            c[sub] = round_block(sub, t - np.maximum(emin - e[sub], 0))
+        if not limits:
+            return c
+        xmax, xboundary = np.float64(fmt.xmax), np.float64(fmt.xboundary)
+        if rules.tiny == "by mode":  # today's rules (overflow by mode as well)
+            min_rep = np.float64(spec.min_rep)
+            apply_range_limits(c, x, spec.round, xmax, xboundary, min_rep, spec.keeps_subnormals)
+            return c
+        if not spec.keeps_subnormals:
+            c[sub] = 0  # flush the whole subnormal range
+        if rules.overflow == "by mode":
+            # today's overflow rule; the underflow rule below is the old one
+            apply_range_limits(c, x, spec.round, xmax, xboundary, np.float64(0), True)
+        else:
+            c[x >= xboundary] = np.inf
+            c[x <= -xboundary] = -np.inf
+        c[np.abs(x) < np.float64(fmt.xmins)] = 0
         return c
-    xmax, xboundary = np.float64(fmt.xmax), np.float64(fmt.xboundary)
-    if rules.tiny == "by mode":  # today's rules (overflow by mode as well)
-        min_rep = np.float64(spec.min_rep)
-        apply_range_limits(c, x, spec.round, xmax, xboundary, min_rep, spec.keeps_subnormals)
-        return c
-    if not spec.keeps_subnormals:
-        c[sub] = 0  # flush the whole subnormal range
-    if rules.overflow == "by mode":
-        # today's overflow rule; the underflow rule below is the old one
-        apply_range_limits(c, x, spec.round, xmax, xboundary, np.float64(0), True)
-    else:
-        _overflow_to_infinity(c, x, xboundary)
-    c[np.abs(x) < np.float64(fmt.xmins)] = 0
-    return c
 
 
 # --- The facade ---
@@ -380,18 +383,6 @@ def _chop_vector_at(x, spec, rules, sources, n_first):
 
 #: NumPy's own descriptors of native float64 and float32 (what ``np.empty`` and ufuncs give).
 _FLOAT64, _FLOAT32 = np.dtype(np.float64), np.dtype(np.float32)
-
-
-def _on_engines(work: np.ndarray, settings: ChopSpec) -> np.ndarray:
-    """Today's chop of a float32 or float64 array on today's engines (a new array)."""
-    spec = settings.spec
-    if not spec.draws:
-        return np.asarray(dispatch.round_array(work, spec, MATLAB_STREAM))
-    sources = sources_for(settings.randfunc)
-    if not sources.uses_matlab_stream:
-        return np.asarray(dispatch.round_array(work, spec, sources))
-    with matlab_stream.exclusive_stream():  # the call's numbers are a contiguous run of the stream
-        return np.asarray(dispatch.round_array(work, spec, sources))
 
 
 def _on_engines_at(work: np.ndarray, settings: ChopSpec, route: str, fused: dict) -> np.ndarray:
@@ -409,7 +400,10 @@ def _on_engines_at(work: np.ndarray, settings: ChopSpec, route: str, fused: dict
         if not spec.extended:  # the NumPy engine, every small element among its special ones
             return numpy_fast.chop_array(work, spec, MATLAB_STREAM, finish_special=functools.partial(
                 flush_tiny, min_rep=spec.min_rep), small_special=True)
-    out = _on_engines(work, settings)
+    sources = sources_for(settings.randfunc) if spec.draws else MATLAB_STREAM
+    drawing = spec.draws and sources.uses_matlab_stream  # the call's numbers: a contiguous run of the stream
+    with matlab_stream.exclusive_stream() if drawing else contextlib.nullcontext():
+        out = np.asarray(dispatch.round_array(work, spec, sources))
     if route == "flush tiny":
         flush_tiny(out, work, spec.min_rep)
     return out
@@ -429,25 +423,25 @@ class ChopAt:
         self.rules = rules_at(date)
         self._lock = threading.Lock()
         self._stored: Optional[ChopSpec] = None
-        # Small calls in loops: dict options resolved once per content and class of x (as chop
-        # does), and the route of a resolved call found once (held with it, so its id stays its own).
-        self._by_content: dict = {}
+        # Small calls in loops: id(settings) -> (settings, route_at's route, the compiled loops'
+        # constants with the old tiny-number rule by dtype character (filled on first use), and
+        # spec.min_rep), found once (held with the settings, so their id stays their own).
         self._routes: dict = {}
 
     def __call__(self, x=None, options=None):
         """``chop(x, options)`` with the rules of :attr:`rules`; ``x=None`` only sets the options."""
         kind = type(x)
-        if kind is float or x is None:  # (the hot paths first: chop_at is called in loops)
-            x_class = "double"
-        elif kind is np.ndarray and x.dtype is _FLOAT64:
-            x_class = "double"
-        else:
-            x_class = _x_class(x)
+        # (the hot paths first: chop_at is called in loops)
+        double = kind is float or x is None or (kind is np.ndarray and x.dtype is _FLOAT64)
+        x_class = "double" if double else _x_class(x)
         with self._lock:
             settings = self._settings(options, x_class)
             found = self._routes.get(id(settings))
             if found is None or found[0] is not settings:
-                found = self._route(settings)
+                if len(self._routes) >= 64:
+                    self._routes.clear()
+                spec = settings.spec
+                found = self._routes[id(settings)] = (settings, route_at(self.rules, spec), {}, spec.min_rep)
             if kind is float and found[1] != "step by step" and settings.scalar_path:
                 # the scalar kernel of today's chop (no random numbers, no flips)
                 out = 0.0 if found[1] == "flush tiny" and abs(x) < found[3] else numpy_fast.chop_scalar(
@@ -464,36 +458,13 @@ class ChopAt:
             return out
 
     def _settings(self, options, x_class: str) -> ChopSpec:
-        """``_resolve_at``, remembered for dicts whose settings depend on their content alone
-        (atomic values, not a custom format, which may take the stored ``params``)."""
+        """``_resolve_at``; for a dict, remembered by its content and the rules' date, as chop does."""
         if options is None:  # MATLAB's []: the stored settings
             return DEFAULT_SPEC if self._stored is None else self._stored
-        content = None
         if type(options) is dict:
-            try:
-                content = (items_snapshot(options), x_class)
-                found = self._by_content.get(content)
-            except TypeError:  # an unhashable value (a list of params)
-                content, found = None, None
-            if found is not None:
-                return found
-        settings = _resolve_at(options, self._stored, x_class, self.rules)
-        if content is not None and atomic_values(options) and options.get("format") not in CUSTOM_NAMES:
-            if len(self._by_content) >= 64:
-                self._by_content.clear()
-            self._by_content[content] = settings
-        return settings
-
-    def _route(self, settings: ChopSpec) -> tuple:
-        """``(settings, route, fused, min_rep)``, remembered by the identity of ``settings``:
-        :func:`route_at`'s route, the compiled loops' constants with the old tiny-number rule
-        by dtype character (filled on first use), and ``spec.min_rep``."""
-        if len(self._routes) >= 64:
-            self._routes.clear()
-        spec = settings.spec
-        found: tuple = (settings, route_at(self.rules, spec), {}, spec.min_rep)
-        self._routes[id(settings)] = found
-        return found
+            return remembered(options, x_class, self.rules.date, _resolve_at, options, self._stored, x_class,
+                              self.rules)
+        return _resolve_at(options, self._stored, x_class, self.rules)
 
     def _chop(self, x, settings: ChopSpec, route: str, fused: dict):
         spec = settings.spec

@@ -130,9 +130,7 @@ def _major_version(path: Path) -> int:
     return int(major)
 
 
-# ---------------------------------------------------------------------------
-# Versions 4 to 7, through scipy
-# ---------------------------------------------------------------------------
+# --- Versions 4 to 7, through scipy ---
 
 
 def _read_with_scipy(path: Path, wanted: Optional[list[str]]) -> dict[str, Any]:
@@ -172,7 +170,10 @@ def _from_scipy(typed: Any, stored: Any) -> Any:
         cells = np.empty(typed.shape, dtype=object)
         for index in np.ndindex(typed.shape):
             cells[index] = _from_scipy(typed[index], stored[index])
-        if cells.size == 1 and isinstance(cells.flat[0], dict) and _is_struct(typed):
+        # scipy gives a struct, of any size, as an object array of mat_struct; a cell holding one
+        # struct is an object array of a (1, 1) object array
+        one_struct = cells.size == 1 and isinstance(cells.flat[0], dict)
+        if one_struct and all(isinstance(v, mat_struct) for v in typed.ravel()):
             return cells.flat[0]
         return cells
     if np.iscomplexobj(stored):
@@ -180,17 +181,7 @@ def _from_scipy(typed: Any, stored: Any) -> Any:
     return typed
 
 
-def _is_struct(values: np.ndarray) -> bool:
-    """scipy gives a struct, of any size, as an object array of ``mat_struct``; a cell holding one
-    struct is an object array of a (1, 1) object array."""
-    from scipy.io.matlab import mat_struct
-
-    return all(isinstance(v, mat_struct) for v in values.ravel())
-
-
-# ---------------------------------------------------------------------------
-# Version 7.3, through h5py
-# ---------------------------------------------------------------------------
+# --- Version 7.3, through h5py ---
 
 
 def _read_hdf5(path: Path, wanted: Optional[list[str]]) -> dict[str, Any]:
@@ -303,9 +294,7 @@ def _sparse_from_hdf5(group: Any, matlab_class: str) -> Any:
     return sparse.csc_array((values, indices, starts), shape=(rows, starts.size - 1))
 
 
-# ---------------------------------------------------------------------------
-# SuiteSparse's Problem struct
-# ---------------------------------------------------------------------------
+# --- SuiteSparse's Problem struct ---
 
 
 @dataclass(frozen=True, eq=False)

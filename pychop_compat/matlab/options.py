@@ -17,15 +17,15 @@ import math
 import numbers
 import types
 from dataclasses import dataclass, fields
-from typing import Any, Callable, Collection, Iterable, Optional, Sequence
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 import numpy as np
 
-from ..formats import CHOP_FORMAT_NAMES, CUSTOM_NAMES, Format, custom_format, lookup_format
+from ..formats import CHOP_FORMAT_NAMES, CUSTOM_NAMES, custom_format, lookup_format
 from ..random.matlab_stream import default_randfunc
 from ..spec import RoundingSpec
 
-__all__ = ["Options", "ChopSpec", "resolve", "OPTION_NAMES", "CHOP_M_OPTION_NAMES", "CHOP_RULES",
+__all__ = ["Options", "ChopSpec", "resolve", "remembered", "OPTION_NAMES", "CHOP_M_OPTION_NAMES", "CHOP_RULES",
            "default_rules", "options_are_empty", "round_mode", "probability",
            "given_fields", "params_pair", "as_switch", "isempty", "precision_limit", "DEFAULT_SPEC",
            "items_snapshot", "atomic_values"]
@@ -197,30 +197,25 @@ def given_fields(options: Any) -> Optional[dict]:
     if options_are_empty(options):
         return None
     items: Iterable[tuple[Any, Any]]
-    unknown: Collection[Any]
+    names: Iterable[Any]
     if isinstance(options, collections.abc.Mapping):
-        unknown = [k for k in options if k not in OPTION_NAMES or not isinstance(k, str)]
-        if unknown:
-            raise _unknown_fields_error(unknown)
-        items = options.items()
+        names, items = options, options.items()
     elif isinstance(options, tuple) and hasattr(options, "_fields"):  # a namedtuple
-        items = zip(options._fields, options)
-        unknown = set(options._fields) - set(OPTION_NAMES)
-        if unknown:
-            raise _unknown_fields_error(unknown)
+        names, items = options._fields, zip(options._fields, options)
     elif isinstance(options, _NOT_OPTIONS) or callable(options):
         if isinstance(options, str):  # off the dict path, which every chop call in a loop takes
             return {"format": options}
         raise TypeError(_container_message(options))
     else:
-        unknown = _attribute_fields(options) - set(OPTION_NAMES)
+        names = _attribute_fields(options)
         struct_like = isinstance(options, (types.SimpleNamespace, Options)) or dataclasses.is_dataclass(options)
         if not struct_like and not any(hasattr(options, name) for name in OPTION_NAMES):
             # An object of some other kind (a Chop, a DataFrame) is not an empty struct.
             raise TypeError(_container_message(options) + " It has none of the option fields.")
-        if unknown:
-            raise _unknown_fields_error(unknown)
         items = ((name, getattr(options, name, None)) for name in OPTION_NAMES)
+    unknown = [name for name in names if not isinstance(name, str) or name not in OPTION_NAMES]
+    if unknown:
+        raise _unknown_fields_error(unknown)
     return {name: value for name, value in items if not isempty(value)}
 
 
@@ -240,13 +235,6 @@ def _as_int(value, name: str) -> int:
     raise ValueError(f"options.{name} must be an integer, got {value!r}.")
 
 
-def _as_real(value, name: str) -> float:
-    """A finite or infinite real number, not a bool, string or complex number."""
-    if _is_real(value):
-        return float(value)
-    raise ValueError(f"options.{name} must be a real number, got {value!r}.")
-
-
 _FLIP_HINT = (" (Bit flips of any bit of the encoding, and other error models, are in the "
               "CPFloat-style facade pychop_compat.cpfloat.)")
 
@@ -263,7 +251,9 @@ def as_switch(value: Any, name: str) -> int:
 
 def probability(value: Any) -> float:
     """``options.p`` checked: a real number in [0, 1] (NaN is not)."""
-    p = _as_real(value, "p")
+    if not _is_real(value):
+        raise ValueError(f"options.p must be a real number, got {value!r}.")
+    p = float(value)
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"options.p must be a real number in [0, 1], got {value!r}.")
     return p
@@ -310,19 +300,9 @@ def params_pair(params: Any) -> tuple[int, int]:
     return _as_int(values[0], "params"), _as_int(values[1], "params")
 
 
-def _custom_params(params, mode: int, x_class: str) -> Format:
-    t, emax = params_pair(params)
-    if t < 1 or emax < 1:
-        raise ValueError(f"options.params = [t, emax] needs t >= 1 and emax >= 1, got [{t}, {emax}].")
-    limit = precision_limit(mode, x_class)
-    if t > limit:
-        raise ValueError(f"Precision of the custom format must be at most {limit} if working in {x_class}.")
-    return custom_format(t, emax)
-
-
 #: Resolved dict options (MATLAB ports pass the same struct on every call), under two kinds of
-#: key that cannot collide: ``(items_snapshot(options), x_class)``, a pair taken cheaply on every
-#: call and stored only for :func:`atomic_values`, and :func:`_memo_key`'s 4-tuple for the rest.
+#: key that cannot collide: :func:`remembered`'s triple, taken cheaply on every call and stored
+#: only for :func:`atomic_values`, and :func:`_memoized`'s 4-tuple for the rest.
 _RESOLVED: dict = {}
 _RESOLVED_MAX = 256
 
@@ -333,30 +313,46 @@ def _remember(key, spec: ChopSpec) -> None:
     _RESOLVED[key] = spec
 
 
+def remembered(options: dict, x_class: str, scope: Any, compute: Callable[..., ChopSpec], *args: Any) -> ChopSpec:
+    """``compute(*args)``, the settings of ``options``, found once per content of ``options``.
+
+    Parameters
+    ----------
+    options : dict
+        A caller's options, read as they are now (a dict changed in place is looked up afresh).
+    x_class : {'double', 'single'}
+        MATLAB class of the array being chopped.
+    scope : hashable
+        What else the settings depend on (``None`` for :func:`resolve`; a date for ``chop_at``).
+    compute : callable
+        Resolves the options; called on a miss.
+    *args
+        Its arguments.
+
+    Returns
+    -------
+    ChopSpec
+        What ``compute`` returned for this content before, if it was remembered: only for
+        :func:`atomic_values` that do not name a custom format (which may take the stored params).
+    """
+    try:
+        key = (items_snapshot(options), x_class, scope)
+        found = _RESOLVED.get(key)
+    except TypeError:  # an unhashable value (a list of params)
+        return compute(*args)
+    if found is None:
+        found = compute(*args)
+        if atomic_values(options) and not _inherits_params(options):
+            _remember(key, found)
+    return found
+
+
 def _typed(value):
     """``value`` with its type (and its elements' types): ``1``, ``True``, ``1.0`` and ``1+0j``
     are equal and hash alike, but are not the same option value."""
     if isinstance(value, (list, tuple)):
         return type(value), tuple(_typed(v) for v in value)
     return type(value), value
-
-
-def _memo_key(options: dict, stored: Optional[ChopSpec], x_class: str):
-    """A hashable key for everything ``resolve`` reads, or None when a value is unhashable.
-
-    Values enter with their types, so a memo hit means that options of the
-    same types and values were validated before: the memo skips work, never a check.
-    """
-    items = tuple((k, _typed(v)) for k, v in options.items())
-    name = options.get("format")
-    inherits_params = isinstance(name, str) and name in CUSTOM_NAMES and isempty(options.get("params"))
-    inherited = (stored.spec.fmt.t, stored.spec.fmt.emax) if inherits_params and stored is not None else None
-    key = (items, x_class, inherits_params, inherited)
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key
 
 
 def resolve(options: Any, stored: Optional[ChopSpec], x_class: str = "double") -> ChopSpec:
@@ -390,27 +386,26 @@ def resolve(options: Any, stored: Optional[ChopSpec], x_class: str = "double") -
         custom format without params and nothing stored, or a custom precision
         over the limit for ``x_class``.  Nothing is stored when this is raised.
     """
-    content = None
     if type(options) is dict:  # the usual case, first: chop is called in loops with one dict
-        try:
-            content = (items_snapshot(options), x_class)
-            found = _RESOLVED.get(content)
-        except TypeError:  # an unhashable value (a list of params): the memo below
-            content = found = None
-        if found is not None:
-            return found
-    elif options_are_empty(options):
+        return remembered(options, x_class, None, _memoized, options, stored, x_class)
+    if options_are_empty(options):
         return DEFAULT_SPEC if stored is None else stored
-    key = _memo_key(options, stored, x_class) if type(options) is dict and options else None
-    spec = _RESOLVED.get(key) if key is not None else None
+    return _resolve(options, stored, x_class)
+
+
+def _memoized(options: dict, stored: Optional[ChopSpec], x_class: str) -> ChopSpec:
+    """:func:`_resolve`, memoized by everything it reads (lists of params too), values with their
+    types: a hit means that options of the same types and values were validated before."""
+    inherits_params = _inherits_params(options) and isempty(options.get("params"))
+    inherited = (stored.spec.fmt.t, stored.spec.fmt.emax) if inherits_params and stored is not None else None
+    key = (tuple((k, _typed(v)) for k, v in options.items()), x_class, inherits_params, inherited)
+    try:
+        spec = _RESOLVED.get(key)
+    except TypeError:  # an unhashable value
+        return _resolve(options, stored, x_class)
     if spec is None:
         spec = _resolve(options, stored, x_class)
-        if key is not None:
-            _remember(key, spec)
-    # The snapshot is taken on every call, so a dict changed in place is looked up afresh; only
-    # dicts of atomic values whose settings do not depend on the stored ones enter under it.
-    if content is not None and atomic_values(options) and not _inherits_params(options):
-        _remember(content, spec)
+        _remember(key, spec)
     return spec
 
 
@@ -483,7 +478,13 @@ def _resolve(options, stored: Optional[ChopSpec], x_class: str) -> ChopSpec:
     mode = round_mode(given.get("round", 1))
     if name in CUSTOM_NAMES:
         if "params" in given:
-            fmt = _custom_params(given["params"], mode, x_class)
+            t, emax = params_pair(given["params"])
+            if t < 1 or emax < 1:
+                raise ValueError(f"options.params = [t, emax] needs t >= 1 and emax >= 1, got [{t}, {emax}].")
+            limit = precision_limit(mode, x_class)
+            if t > limit:
+                raise ValueError(f"Precision of the custom format must be at most {limit} if working in {x_class}.")
+            fmt = custom_format(t, emax)
         elif stored is not None:
             fmt = custom_format(stored.spec.fmt.t, stored.spec.fmt.emax)
         else:

@@ -133,13 +133,11 @@ def float_params(prec: str = "d") -> tuple[float, float, float, float, int, int,
     >>> float_params('float8_e4m3fn')[3]
     448.0
     """
-    if isinstance(prec, str) and prec in AMBIGUOUS_NAMES:
-        raise ValueError(AMBIGUOUS_NAMES[prec])
     try:
-        f = _BY_NAME[prec]
-    except (KeyError, TypeError):
-        raise ValueError(
-            f"Unrecognized precision {prec!r}. Allowed: {', '.join(map(repr, known_names()))}."
-        ) from None
+        f = catalogue_format(prec)
+    except ValueError:
+        if isinstance(prec, str) and prec in AMBIGUOUS_NAMES:
+            raise
+        raise ValueError(f"Unrecognized precision {prec!r}. Allowed: {', '.join(map(repr, known_names()))}.") from None
     emins = f.emins if f.subnormals else f.emin
     return f.unit_roundoff, f.xmins, f.xmin, f.xmax, f.t, emins, f.emin, f.emax

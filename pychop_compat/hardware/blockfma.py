@@ -167,12 +167,8 @@ def _block(ns: Namespace, a: Any, b: Any, c: Any, spec: BlockFMA, informat: Form
 def _inner_products(ns: Namespace, a: Any, b: Any, c: Any, spec: BlockFMA) -> Any:
     """``sum(a * b, axis=-1) + c`` through the model, block after block: ``a``, ``b`` float64
     (..., K), broadcastable (one row of A against every column of B, or pairs), ``c`` float64 of
-    the broadcast shape without K.
-
-    An inner product with a NaN, or with infinite products or addend of both signs, is NaN;
-    otherwise one with an infinite one is that infinity (over the whole inner product, as the
-    anchor checks it first); the blocks see non-finite inputs as zeros (their results are
-    replaced)."""
+    the broadcast shape without K.  Non-finite terms give the module's special results; the
+    blocks see them as zeros (their results are replaced)."""
     xp = ns.xp
     has_nan, plus, minus = _non_finite(xp, c[..., None])
     state = (has_nan, plus, minus, xp.where(xp.isfinite(c), c, 0.0))
@@ -183,16 +179,25 @@ def _inner_products(ns: Namespace, a: Any, b: Any, c: Any, spec: BlockFMA) -> An
     return _special_or(xp, *state)
 
 
+def _padding(inner: int, fma_size: int) -> int:
+    """Zeros that make every block full: ``inner`` up to a multiple of ``fma_size``, one block at least."""
+    return max(-(-inner // fma_size), 1) * fma_size - inner
+
+
 def _padded(ns: Namespace, x: Any, fma_size: int) -> Any:
-    """``x`` with zeros appended to its last axis up to a multiple of ``fma_size`` (one block
-    of zero products at least): every block of the same shape."""
+    """``x`` with :func:`_padding` zeros appended to its last axis."""
     import array_api_compat
 
-    padding = max(-(-x.shape[-1] // fma_size), 1) * fma_size - x.shape[-1]
+    padding = _padding(x.shape[-1], fma_size)
     if padding == 0:
         return x
     zeros = ns.xp.zeros(tuple(x.shape[:-1]) + (padding,), dtype=ns.xp.float64, device=array_api_compat.device(x))
     return ns.xp.concat([x, zeros], axis=-1)
+
+
+def _formats(spec: BlockFMA) -> Tuple[Format, Format]:
+    """The catalogue formats of ``spec``'s inputs and output."""
+    return catalogue_format(INPUT_FORMATS[spec.input_format]), catalogue_format(OUTPUT_FORMATS[spec.output_format])
 
 
 def _block_step(ns: Namespace, spec: BlockFMA, a: Any, b: Any, has_nan: Any, plus: Any, minus: Any,
@@ -205,8 +210,7 @@ def _block_step(ns: Namespace, spec: BlockFMA, a: Any, b: Any, has_nan: Any, plu
     block_nan, block_plus, block_minus = _non_finite(xp, products)
     overflowed = xp.isinf(accumulator)
     result = _block(ns, xp.where(xp.isfinite(a), a, 0.0), xp.where(xp.isfinite(b), b, 0.0),
-                    xp.where(overflowed, 0.0, accumulator), spec, catalogue_format(INPUT_FORMATS[spec.input_format]),
-                    catalogue_format(OUTPUT_FORMATS[spec.output_format]))
+                    xp.where(overflowed, 0.0, accumulator), spec, *_formats(spec))
     return (has_nan | block_nan, plus | block_plus, minus | block_minus,
             xp.where(overflowed, accumulator, result))
 
@@ -245,7 +249,7 @@ def _kernels() -> Any:
     return numba_blockfma
 
 
-def _kernel_parameters(spec: BlockFMA, informat: Format, outformat: Format) -> np.ndarray:
+def _kernel_parameters(spec: BlockFMA, outformat: Format) -> np.ndarray:
     """``spec`` as the compiled kernels' integer parameters."""
     result_fraction = min(outformat.t - 1, spec.accumulator_fraction_bits + spec.extra_alignment_bits)
     return np.array([spec.fma_size, spec.accumulator_fraction_bits, spec.extra_alignment_bits,
@@ -272,10 +276,8 @@ def _compiled_matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, spec: BlockFMA
     """:func:`matmul`'s inner products on rounded ``A``, ``B`` and ``C`` (M, N), by the compiled
     kernel: the same bits, no (M, N, K) array."""
     kernels = _kernels()
-    informat = catalogue_format(INPUT_FORMATS[spec.input_format])
-    outformat = catalogue_format(OUTPUT_FORMATS[spec.output_format])
-    inner = A.shape[1]
-    padding = max(-(-inner // spec.fma_size), 1) * spec.fma_size - inner
+    informat, outformat = _formats(spec)
+    padding = _padding(A.shape[1], spec.fma_size)
     # Every product is finite where the largest of its row and column multiply to a finite
     # number (true of any two finite values of an input format: at most 2**128 each); elsewhere
     # special_values says which inner products are NaN or infinite.
@@ -285,7 +287,7 @@ def _compiled_matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, spec: BlockFMA
     QA, EA = _truncated(np.pad(np.where(np.isfinite(A), A, 0.0), [(0, 0), (0, padding)]), spec, informat)
     QB, EB = _truncated(np.pad(np.where(np.isfinite(B), B, 0.0), [(0, padding), (0, 0)]), spec, informat)
     D = np.where(np.isfinite(C), C, 0.0).astype(np.float64)
-    kernels.block_matmul(QA, EA, QB, EB, D, _kernel_parameters(spec, informat, outformat))
+    kernels.block_matmul(QA, EA, QB, EB, D, _kernel_parameters(spec, outformat))
     if suspect.any():
         rows, columns = np.nonzero(suspect)
         special = kernels.special_values(*(np.ascontiguousarray(x, dtype=np.float64) for x in (A, B, C)),
@@ -296,10 +298,8 @@ def _compiled_matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, spec: BlockFMA
 
 def _compiled_block_dot(a: np.ndarray, b: np.ndarray, c: np.ndarray, spec: BlockFMA) -> np.ndarray:
     """:func:`block_dot` on broadcast float64 ``a``, ``b`` and ``c`` by the compiled kernel."""
-    informat = catalogue_format(INPUT_FORMATS[spec.input_format])
-    outformat = catalogue_format(OUTPUT_FORMATS[spec.output_format])
-    inner = a.shape[-1]
-    padding = [(0, 0)] * (a.ndim - 1) + [(0, max(-(-inner // spec.fma_size), 1) * spec.fma_size - inner)]
+    informat, outformat = _formats(spec)
+    padding = [(0, 0)] * (a.ndim - 1) + [(0, _padding(a.shape[-1], spec.fma_size))]
     a, b = np.pad(a, padding), np.pad(b, padding)
     accumulator = c.copy()
     with np.errstate(invalid="ignore", over="ignore"):
@@ -313,7 +313,7 @@ def _compiled_block_dot(a: np.ndarray, b: np.ndarray, c: np.ndarray, spec: Block
     QA, EA = _truncated(a.reshape(-1, a.shape[-1]), spec, informat)
     QB, EB = _truncated(b.reshape(-1, b.shape[-1]).T, spec, informat)
     flat = accumulator.reshape(-1).copy()
-    kernels.block_rows(QA, EA, QB, EB, flat, _kernel_parameters(spec, informat, outformat))
+    kernels.block_rows(QA, EA, QB, EB, flat, _kernel_parameters(spec, outformat))
     return np.where(finite, flat.reshape(accumulator.shape), special)
 
 
@@ -517,8 +517,7 @@ def matmul(A: Any, B: Any, C: Any = None, alpha: float = 1.0, beta: float = 0.0,
     B_in = round_to_format(B, informat, input_rounding)
     shape = (A.shape[0], B.shape[1])
     if C is None:
-        C_out = xp.zeros(shape, dtype=xp.float64) if ns.name == "numpy" else \
-            xp.zeros(shape, dtype=xp.float64, device=device)
+        C_out = xp.zeros(shape, dtype=xp.float64, device=device)
     else:
         output_rounding = _CPFLOAT_NEAREST if spec.output_format == "fp16" else _CPFLOAT_TOWARD_ZERO
         C_out = round_to_format(xp.asarray(xp.broadcast_to(beta * _real_operand(ns, device, "C", C), shape),

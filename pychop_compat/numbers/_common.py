@@ -11,8 +11,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from ..libraries import array_library
-from ..random.matlab_stream import default_randfunc
-from ..random.sources import RandomSources, generator_sources, sources_for
+from ..random.sources import MATLAB_STREAM, RandomSources, generator_sources, sources_for
 from ..rules.chop import roundit_vector
 
 #: Rounding modes of the number formats: chop's 1 (nearest, ties to even), 2 (up), 3 (down),
@@ -51,11 +50,9 @@ def check_mode(mode: Any) -> int:
 
 def random_sources(rng: Any, randfunc: Optional[Callable]) -> RandomSources:
     """chop's draws: MATLAB's stream (``rng=None``), ``randfunc(n)``, or a NumPy Generator."""
-    if rng is None:
-        return sources_for(default_randfunc if randfunc is None else randfunc)
-    if not isinstance(rng, np.random.Generator):
+    if rng is not None and not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng must be None (MATLAB's stream) or a numpy.random.Generator, got {type(rng).__name__}.")
-    return sources_for(default_randfunc if randfunc is None else randfunc, generator_sources(rng))
+    return sources_for(randfunc, MATLAB_STREAM if rng is None else generator_sources(rng))
 
 
 class HostArray:
@@ -109,8 +106,7 @@ class HostArray:
                 from ..rounding import round_to_format
 
                 values = round_to_format(values, "half" if self.dtype == torch.float16 else "bfloat16")
-            tensor = torch.from_numpy(values.copy(order="C"))
-            return tensor.to(device=self.device, dtype=self.dtype or torch.float64)
+            return self._in_library(values, self.dtype or torch.float64)
         return self._in_library(values.astype(self.dtype))
 
     def give_back_codes(self, codes: np.ndarray) -> Any:
@@ -124,12 +120,13 @@ class HostArray:
         values = np.asarray(values, dtype=np.float64)
         return values if self.library == "numpy" else self._in_library(values)
 
-    def _in_library(self, values: np.ndarray) -> Any:
-        """A NumPy array in the input's library and device (NumPy: as it is; a scalar for scalar input)."""
+    def _in_library(self, values: np.ndarray, torch_dtype: Any = None) -> Any:
+        """A NumPy array in the input's library and device (NumPy: as it is; a scalar for scalar input;
+        torch: a copy, converted to ``torch_dtype`` if given)."""
         if self.library == "torch":
             import torch
 
-            return torch.from_numpy(np.array(values, order="C")).to(self.device)
+            return torch.from_numpy(np.array(values, order="C")).to(device=self.device, dtype=torch_dtype)
         if self.library == "cupy":
             import sys
 

@@ -158,8 +158,10 @@ def take(device: str, n: int) -> CounterStream:
 
 # --- Chop(..., rng=<int seed>): one counter per object ------------------------------------------
 
+@dataclass
 class CounterRng:
-    """The numbers of ``Chop(..., rng=seed)``: a seed and a call counter (plain data; picklable).
+    """The numbers of ``Chop(..., rng=seed)``: a seed and a call counter (plain data; picklable;
+    equal when seed and counter are).
 
     Element ``i`` of a call (row-major) gets ``u_s(offset + i)``, ``offset`` this
     object's counter, which every call that draws advances (under a lock:
@@ -169,12 +171,16 @@ class CounterRng:
     ----------
     seed : int
         Any integer (taken modulo 2**64).
+    offset : int
+        The counter of the next call's first element (default 0).
     """
 
-    def __init__(self, seed: int):
-        self.seed = int(seed) & _MASK
+    seed: int
+    offset: int = 0
+
+    def __post_init__(self) -> None:
+        self.seed = int(self.seed) & _MASK
         self.keys = stream_keys(self.seed)
-        self.offset = 0
         self._lock = threading.Lock()
 
     def take(self, n: int) -> CounterStream:
@@ -208,13 +214,4 @@ class CounterRng:
         return {"seed": self.seed, "offset": self.offset}
 
     def __setstate__(self, state: dict) -> None:
-        CounterRng.__init__(self, state["seed"])
-        self.offset = int(state["offset"])
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, CounterRng) and (self.seed, self.offset) == (other.seed, other.offset)
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"CounterRng(seed={self.seed}, offset={self.offset})"
+        CounterRng.__init__(self, state["seed"], int(state["offset"]))

@@ -45,14 +45,10 @@ _generation = 0
 _seeded_generation = 0
 
 
-def _started_by_multiprocessing() -> bool:
-    """Whether this process is a child started by multiprocessing (spawn, forkserver, fork)."""
-    mp = sys.modules.get("multiprocessing")  # imported by a child's bootstrap before any user code
-    return mp is not None and mp.parent_process() is not None
-
-
-if _started_by_multiprocessing():
-    # A spawned child starts at rng('default'), like all its siblings: not seeded for this process.
+# A child started by multiprocessing (whose bootstrap imports it before any user code) starts at
+# rng('default'), like all its siblings: not seeded for this process.
+_multiprocessing = sys.modules.get("multiprocessing")
+if _multiprocessing is not None and _multiprocessing.parent_process() is not None:
     _seeded_generation = -1
 
 
@@ -73,22 +69,14 @@ def fork_generation() -> int:
     return _generation
 
 
-def _before_fork() -> None:
-    _lock.acquire()  # no draw is half done in the child's copy of the stream
-
-
-def _after_fork_in_parent() -> None:
-    _lock.release()
-
-
 def _after_fork_in_child() -> None:
     global _lock, _generation
     _lock = threading.RLock()  # the parent's lock belongs to the parent's threads
     _generation += 1
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+if hasattr(os, "register_at_fork"):  # the lock is held across fork: no draw is half done in the child's copy
+    os.register_at_fork(before=lambda: _lock.acquire(), after_in_parent=lambda: _lock.release(),
                         after_in_child=_after_fork_in_child)
 
 
@@ -198,38 +186,34 @@ def rng(*args: Any) -> RngSettings:
     >>> round(float(rand()), 15)
     0.417022004702574
     """
-    with _lock:
-        return _rng(args)
-
-
-def _rng(args) -> RngSettings:
     global _seed, _seeded_generation
-    previous = _settings()
-    if not args:
-        return previous
-    if len(args) > 2:
-        raise ValueError("rng takes at most two arguments: rng(seed, 'twister').")
-    if len(args) == 2 and args[1] != "twister":
-        raise ValueError(f"Only the 'twister' generator is supported, got {args[1]!r}.")
-    arg = args[0]
-    if isinstance(arg, RngSettings):
-        restore_stream(arg)
+    with _lock:
+        previous = _settings()
+        if not args:
+            return previous
+        if len(args) > 2:
+            raise ValueError("rng takes at most two arguments: rng(seed, 'twister').")
+        if len(args) == 2 and args[1] != "twister":
+            raise ValueError(f"Only the 'twister' generator is supported, got {args[1]!r}.")
+        arg = args[0]
+        if isinstance(arg, RngSettings):
+            restore_stream(arg)
+            _seeded_generation = _generation
+            return previous
+        if isinstance(arg, str):
+            if arg == "default":
+                arg = 0
+            elif arg == "shuffle":
+                arg = int(time.time_ns() % 2**32)
+            else:
+                raise ValueError(f"Unknown rng option {arg!r}; use a seed, 'default', 'shuffle' or settings.")
+        word = _whole_number(arg)
+        if word is None or not 0 <= word < 2**32:
+            raise ValueError(f"The seed must be a nonnegative integer less than 2^32, got {arg!r}.")
+        _stream.seed(word if word != 0 else _DEFAULT_SEED_WORD)
+        _seed = word
         _seeded_generation = _generation
         return previous
-    if isinstance(arg, str):
-        if arg == "default":
-            arg = 0
-        elif arg == "shuffle":
-            arg = int(time.time_ns() % 2**32)
-        else:
-            raise ValueError(f"Unknown rng option {arg!r}; use a seed, 'default', 'shuffle' or settings.")
-    word = _whole_number(arg)
-    if word is None or not 0 <= word < 2**32:
-        raise ValueError(f"The seed must be a nonnegative integer less than 2^32, got {arg!r}.")
-    _stream.seed(word if word != 0 else _DEFAULT_SEED_WORD)
-    _seed = word
-    _seeded_generation = _generation
-    return previous
 
 
 def stream_uniform(n: int) -> np.ndarray:
@@ -246,13 +230,8 @@ def stream_uniform(n: int) -> np.ndarray:
 
 
 def stream_uniform_one() -> float:
-    """The next double of the stream as a Python float (``float(stream_uniform(1)[0])``, faster).
-
-    Raises
-    ------
-    ForkedStreamError
-        In a forked child that has not called :func:`rng`.
-    """
+    """The next double of the stream as a Python float: ``float(stream_uniform(1)[0])``, faster
+    (raising as :func:`stream_uniform` does)."""
     _lock.acquire()  # (measured faster than ``with``; this runs once per scalar operation)
     try:
         _check_seeded()

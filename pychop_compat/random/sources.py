@@ -88,9 +88,11 @@ class CheckedRandfunc:
         return check_randfunc_output(self.randfunc(n), n)
 
 
-def sources_for(randfunc: Callable[[int], Any], flips: RandomSources = MATLAB_STREAM) -> RandomSources:
-    """Sources as chop.m uses them: ``randfunc`` for stochastic rounding, ``flips`` for bit flips."""
-    if randfunc is default_randfunc:
+def sources_for(randfunc: Optional[Callable[[int], Any]] = None, flips: RandomSources = MATLAB_STREAM
+                ) -> RandomSources:
+    """Sources as chop.m uses them: ``randfunc`` (None: chop's default) for stochastic rounding,
+    ``flips`` for bit flips."""
+    if randfunc is None or randfunc is default_randfunc:
         return flips  # its own uniform draws serve stochastic rounding too
     return RandomSources(CheckedRandfunc(randfunc), flips.flip_uniform, flips.flip_randi)
 
@@ -108,6 +110,7 @@ class GeneratorIntegers:
 def generator_sources(generator: np.random.Generator) -> RandomSources:
     """All draws from a NumPy :class:`~numpy.random.Generator` (pickled with its state)."""
     return RandomSources(generator.random, generator.random, GeneratorIntegers(generator))
+
 
 def counter_sources(seed: int) -> RandomSources:
     """The sources of ``Chop(..., rng=seed)``: the counter-based generator with that seed.

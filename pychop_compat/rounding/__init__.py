@@ -10,7 +10,6 @@ from typing import Any, Callable, Optional, Union
 import numpy as np
 
 from ..formats import Format, catalogue_format
-from ..random.matlab_stream import default_randfunc
 from ..spec import RoundingSpec
 from ..random.sources import sources_for
 
@@ -84,7 +83,7 @@ def round_to_format(x: Any, fmt: Union[Format, str, RoundingSpec], round: int = 
     [0.5, 0.5]
     """
     spec = fmt if isinstance(fmt, RoundingSpec) else make_spec(fmt, round, **kwargs)
-    sources = sources_for(default_randfunc if randfunc is None else randfunc)
+    sources = sources_for(randfunc)
     from ..engines import dispatch
     from ..libraries import array_library, unsupported_type_error
 

@@ -112,34 +112,30 @@ def chop_vector(x: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> np
     """chop.m's rounding of the vector ``x`` (float32 or float64) under ``spec``."""
     # Overflow to inf and inf - inf = NaN are part of the semantics, not accidents.
     with np.errstate(over="ignore", invalid="ignore"):
-        return _chop_vector(x, spec, sources)
+        fmt = spec.fmt
+        t, emin, emins = fmt.t, fmt.emin, fmt.emins
+        _, e = np.frexp(np.abs(x))
+        e = e - 1  # x = 2^e * 1.f
 
+        if spec.limits_exponent:
+            in_subnormal_range = (e < emin) & (e >= emins)
+        else:
+            in_subnormal_range = np.zeros(x.shape, dtype=bool)
 
-def _chop_vector(x: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> np.ndarray:
-    fmt = spec.fmt
-    t, emin, emins = fmt.t, fmt.emin, fmt.emins
-    _, e = np.frexp(np.abs(x))
-    e = e - 1  # x = 2^e * 1.f
+        def round_block(index: np.ndarray, precision) -> np.ndarray:
+            scaled = np.ldexp(x[index], precision - 1 - e[index])
+            rounded = roundit_vector(scaled, spec.round, sources, spec.flips, spec.p, t)
+            return np.ldexp(rounded, e[index] - (precision - 1))
 
-    if spec.limits_exponent:
-        in_subnormal_range = (e < emin) & (e >= emins)
-    else:
-        in_subnormal_range = np.zeros(x.shape, dtype=bool)
+        c = x.copy()
+        normal = np.flatnonzero(~in_subnormal_range)
+        c[normal] = round_block(normal, t)
+        subnormal = np.flatnonzero(in_subnormal_range)
+        if subnormal.size:
+            # Fewer significant bits the further below emin.
+            c[subnormal] = round_block(subnormal, t - np.maximum(emin - e[subnormal], 0))
 
-    def round_block(index: np.ndarray, precision) -> np.ndarray:
-        scaled = np.ldexp(x[index], precision - 1 - e[index])
-        rounded = roundit_vector(scaled, spec.round, sources, spec.flips, spec.p, t)
-        return np.ldexp(rounded, e[index] - (precision - 1))
-
-    c = x.copy()
-    normal = np.flatnonzero(~in_subnormal_range)
-    c[normal] = round_block(normal, t)
-    subnormal = np.flatnonzero(in_subnormal_range)
-    if subnormal.size:
-        # Fewer significant bits the further below emin.
-        c[subnormal] = round_block(subnormal, t - np.maximum(emin - e[subnormal], 0))
-
-    if spec.limits_exponent:
-        apply_range_limits(c, x, spec.round, np.float64(fmt.xmax), np.float64(fmt.xboundary),
-                           np.float64(spec.min_rep), spec.keeps_subnormals)
-    return c
+        if spec.limits_exponent:
+            apply_range_limits(c, x, spec.round, np.float64(fmt.xmax), np.float64(fmt.xboundary),
+                               np.float64(spec.min_rep), spec.keeps_subnormals)
+        return c

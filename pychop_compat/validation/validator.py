@@ -11,6 +11,7 @@ reruns CPFloat's outputs through :func:`pychop_compat.cpfloat` (bit patterns);
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -26,6 +27,7 @@ from ..random import matlab_stream
 from .corpora import Corpus, CorpusCase, corpus_path, load_corpus
 from ..engines import available_engines, from_numpy, to_numpy
 from ..formats import float_params
+from ..kernels.compiled import cpu_engine
 
 __all__ = ["GroupResult", "find_corpus", "validate", "matlab_equal", "environment", "format_table", "write_json",
            "ENGINES", "not_run"]
@@ -280,14 +282,11 @@ def _groups(corpus: Corpus, engines: Iterable[str], with_oracle: bool = True):
 
 
 def _why_unavailable(engine: str) -> str:
-    if engine == "numba":
-        return "Numba is not installed (pip install numba)"
-    if engine in ("torch", "jax"):
-        return f"{engine} is not installed"
-    if engine == "torch-cuda":
-        return ("torch is not installed" if importlib.util.find_spec("torch") is None
-                else "torch sees no CUDA GPU")
-    return "CuPy is not installed or sees no CUDA GPU"
+    if engine == "torch-cuda" and importlib.util.find_spec("torch") is not None:
+        return "torch sees no CUDA GPU"
+    return {"numba": "Numba is not installed (pip install numba)", "torch": "torch is not installed",
+            "jax": "jax is not installed", "torch-cuda": "torch is not installed"}.get(
+        engine, "CuPy is not installed or sees no CUDA GPU")
 
 
 def not_run(engines: Iterable[str], with_oracle: bool = True, requested: bool = False) -> list[str]:
@@ -374,7 +373,8 @@ def validate(corpus: Union[str, os.PathLike, Corpus, None] = None, engines: Opti
             for case_id, check in cases:
                 row.cases += 1
                 try:
-                    with _cpu_engine_for(engine):
+                    # the NumPy rows run on their own CPU engine (NumPy or compiled), the others as they are
+                    with cpu_engine(engine) if engine in ("numpy", "numba") else contextlib.nullcontext():
                         agrees = check()
                 except Exception as exc:  # a crash is a disagreement, reported by id
                     agrees = False
@@ -393,15 +393,6 @@ def validate(corpus: Union[str, os.PathLike, Corpus, None] = None, engines: Opti
         clear_cpfloat()
         matlab_stream.rng(saved_state)
     return results
-
-
-def _cpu_engine_for(engine: str):
-    """The NumPy rows run on their own CPU engine (NumPy or compiled); the others as they are."""
-    import contextlib
-
-    from ..kernels.compiled import cpu_engine
-
-    return cpu_engine(engine) if engine in ("numpy", "numba") else contextlib.nullcontext()
 
 
 def format_table(results: list[GroupResult]) -> str:

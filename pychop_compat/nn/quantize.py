@@ -21,9 +21,8 @@ from ..random.counter import CounterRng, uniform
 from ..random.sources import RandomSources, counter_sources, given_sources
 from ..spec import ROUND_NAMES, round_mode
 
-__all__ = ["Rounder", "quantize", "rounder_for", "ROUND_NAMES"]
+__all__ = ["Rounder", "quantize", "rounder_for", "as_rounder", "ROUND_NAMES"]
 
-_CHOP_RANDOM = "chop"
 _TORCH = library_namespace("torch")
 _MASK64 = (1 << 64) - 1
 
@@ -119,7 +118,7 @@ class Rounder:
         self._given = given
         self.rng = rng
         chop_seed = isinstance(rng, (int, np.integer, np.random.Generator)) and not isinstance(rng, bool)
-        self._host_random = chop_seed or (isinstance(rng, str) and rng == _CHOP_RANDOM)
+        self._host_random = chop_seed or (isinstance(rng, str) and rng == "chop")
         # An int seed: Chop(given, rng=seed)'s counter-based numbers.  The counter is a 0-d
         # int64 tensor (compiled code reads and advances it without recompiling); eager calls
         # hand it to chop's engines through these sources.

@@ -197,12 +197,8 @@ def lower(model: nn.Module, weight: Any = None, activation: Any = None, gradient
                          f"not {', '.join(c.__name__ for c in unsupported)}.")
     if not inplace:
         model = copy.deepcopy(model)
-    targets = tuple(layers)
-    if type(model) in targets:
+    if type(model) in tuple(layers):
         return _QUANTIZED[type(model)].from_module(model, weight, activation, gradient)
-    for name, child in list(model.named_children()):
-        if type(child) in targets:
-            setattr(model, name, _QUANTIZED[type(child)].from_module(child, weight, activation, gradient))
-        else:
-            lower(child, weight, activation, gradient, layers=layers, inplace=True)
+    for name, child in list(model.named_children()):  # a child is lowered in place, or replaced by its layer
+        setattr(model, name, lower(child, weight, activation, gradient, layers=layers, inplace=True))
     return model

@@ -410,7 +410,7 @@ def chop_rule_round(values: Any, t: int, emax: int, subnormal: int = 1, mode: in
     xb = double_bound(spec.xboundary_mpf, "ceil")      # x >= xboundary  <=>  x >= xb
     xm = double_bound(spec.xmax_mpf, "floor")          # x > xmax        <=>  x > xm
     xmax = spec.xmax
-    # infinite inputs keep their value (c holds them already); mode 1 and towards the sign: inf
+    # beyond: +-inf to nearest and towards that side, else +-xmax; an infinite x keeps its value (c holds it)
     for sign, to_inf in ((1.0, mode in (1, 2)), (-1.0, mode in (1, 3))):
         beyond = (sign * x >= xb) if mode == 1 else (sign * x > xm) & ev.finite
         c[beyond] = sign * (np.inf if to_inf else xmax)

@@ -131,9 +131,7 @@ class OptimLP(torch.optim.Optimizer):
         params = [p for p, _ in with_grad]
         finite = True
         for p, grad in with_grad:
-            g = grad
-            if self.grad_rounder is not None:
-                g = self.grad_rounder(g)
+            g = grad if self.grad_rounder is None else self.grad_rounder(grad)
             if self.loss_scale != 1.0:
                 g = g / self.loss_scale
             grad.copy_(g)

@@ -23,8 +23,10 @@ __all__ = ["quantize", "Rounder", "GradientRule", "apply_quantizer", "ROUND_NAME
 
 
 def __getattr__(name: str) -> object:
-    if name == "ROUNDING_NAMES":  # the old name, one release (it warns)
-        import importlib
+    if name == "ROUNDING_NAMES":  # the old name, one release
+        import warnings
 
-        return getattr(importlib.import_module(".quantize", __name__), name)
+        warnings.warn("pychop_compat.nn.ROUNDING_NAMES is deprecated: use ROUND_NAMES "
+                      "(pychop_compat.spec.ROUND_NAMES).", DeprecationWarning, stacklevel=2)
+        return ROUND_NAMES
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .quantize import GradientRule, Rounder, apply_quantizer, renamed_keyword, rounder_for, torch_rng
+from .quantize import GradientRule, Rounder, apply_quantizer, as_rounder, renamed_keyword, rounder_for
 
 __all__ = ["Quantizer", "QuantizedLinear", "QuantizedConv1d", "QuantizedConv2d", "QuantizedConv3d",
            "QuantizedLayerNorm", "lower"]
@@ -44,7 +44,6 @@ class Quantizer(nn.Module):
         super().__init__()
         forward_round = renamed_keyword(forward_round, forward_rounding, "forward_round", "forward_rounding")
         backward_round = renamed_keyword(backward_round, backward_rounding, "backward_round", "backward_rounding")
-        forward_rng, backward_rng = torch_rng(forward_rng, "forward_rng"), torch_rng(backward_rng, "backward_rng")
         self.forward_rounder: Optional[Rounder] = (
             None if forward is None else rounder_for(forward, forward_round, None, forward_rng))
         backward_rounder = None if backward is None else rounder_for(backward, backward_round, None, backward_rng)
@@ -67,29 +66,26 @@ class Quantizer(nn.Module):
         return f"forward={forward}, backward={backward}, clip={self.rule.clip_limit is not None}"
 
 
-def _split(spec: Any):
-    """(format or Rounder, rounding) from None, a format, a Rounder or a (format, rounding) pair."""
-    if isinstance(spec, tuple):
-        if len(spec) != 2:
-            raise ValueError(f"A (format, rounding) pair was expected, got {spec!r}.")
-        return spec
-    return spec, None
-
-
 class _QuantizedLayer:
     """Quantizers around a layer: input and output rounded to the activation format, weight and
     bias to the weight format; the gradients of all four to the gradient format."""
 
-    def _init_quantizers(self, weight: Any = None, activation: Any = None, gradient: Any = None) -> None:
-        w, a, g = _split(weight), _split(activation), _split(gradient)
-        self.weight_quantizer = Quantizer(w[0], g[0], w[1], g[1])
-        self.input_quantizer = Quantizer(a[0], g[0], a[1], g[1])
-        self.output_quantizer = Quantizer(a[0], g[0], a[1], g[1])
+    # The torch layer each subclass extends: its parameters, and its operation (the subclass's _layer).
+    weight: Any
+    bias: Any
+    _layer: Callable[..., torch.Tensor]
 
-    def _quantized_parameters(self):
+    def _init_quantizers(self, weight: Any = None, activation: Any = None, gradient: Any = None) -> None:
+        activation, gradient = as_rounder(activation, "activation"), as_rounder(gradient, "gradient")
+        self.weight_quantizer = Quantizer(as_rounder(weight, "weight"), gradient)
+        self.input_quantizer = Quantizer(activation, gradient)
+        self.output_quantizer = Quantizer(activation, gradient)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The layer on quantized input and parameters, its output quantized."""
         weight = None if self.weight is None else self.weight_quantizer(self.weight)
         bias = None if self.bias is None else self.weight_quantizer(self.bias)
-        return weight, bias
+        return self.output_quantizer(self._layer(self.input_quantizer(x), weight, bias))
 
     @classmethod
     def from_module(cls, module: nn.Module, weight: Any = None, activation: Any = None, gradient: Any = None):
@@ -120,10 +116,8 @@ class QuantizedLinear(_QuantizedLayer, nn.Linear):
         super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
         self._init_quantizers(weight, activation, gradient)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """The layer on quantized input and parameters, its output quantized."""
-        weight, bias = self._quantized_parameters()
-        return self.output_quantizer(F.linear(self.input_quantizer(x), weight, bias))
+    def _layer(self, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:
+        return F.linear(x, weight, bias)
 
 
 class _QuantizedConv(_QuantizedLayer):
@@ -134,10 +128,8 @@ class _QuantizedConv(_QuantizedLayer):
         super().__init__(*args, **kwargs)
         self._init_quantizers(weight, activation, gradient)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """The layer on quantized input and parameters, its output quantized."""
-        weight, bias = self._quantized_parameters()
-        return self.output_quantizer(self._conv_forward(self.input_quantizer(x), weight, bias))
+    def _layer(self, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:
+        return self._conv_forward(x, weight, bias)
 
 
 class QuantizedConv1d(_QuantizedConv, nn.Conv1d):
@@ -161,10 +153,8 @@ class QuantizedLayerNorm(_QuantizedLayer, nn.LayerNorm):
                          device=device, dtype=dtype)
         self._init_quantizers(weight, activation, gradient)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """The layer on quantized input and parameters, its output quantized."""
-        weight, bias = self._quantized_parameters()
-        return self.output_quantizer(F.layer_norm(self.input_quantizer(x), self.normalized_shape, weight, bias, self.eps))
+    def _layer(self, x: torch.Tensor, weight: Optional[torch.Tensor], bias: Optional[torch.Tensor]) -> torch.Tensor:
+        return F.layer_norm(x, self.normalized_shape, weight, bias, self.eps)
 
 
 _QUANTIZED: dict[type[nn.Module], type[_QuantizedLayer]] = {
@@ -207,12 +197,8 @@ def lower(model: nn.Module, weight: Any = None, activation: Any = None, gradient
                          f"not {', '.join(c.__name__ for c in unsupported)}.")
     if not inplace:
         model = copy.deepcopy(model)
-    targets = tuple(layers)
-    if type(model) in targets:
+    if type(model) in tuple(layers):
         return _QUANTIZED[type(model)].from_module(model, weight, activation, gradient)
-    for name, child in list(model.named_children()):
-        if type(child) in targets:
-            setattr(model, name, _QUANTIZED[type(child)].from_module(child, weight, activation, gradient))
-        else:
-            lower(child, weight, activation, gradient, layers=layers, inplace=True)
+    for name, child in list(model.named_children()):  # a child is lowered in place, or replaced by its layer
+        setattr(model, name, lower(child, weight, activation, gradient, layers=layers, inplace=True))
     return model

@@ -8,7 +8,7 @@ from typing import Any, Callable, Dict, Iterable, Optional, TypeVar, Union, over
 
 import torch
 
-from .quantize import Rounder, rounder_for
+from .quantize import Rounder, as_rounder
 
 __all__ = ["OptimLP"]
 
@@ -19,17 +19,6 @@ def _shared(name: str) -> Any:
     """A property that reads and writes the wrapped optimizer's attribute ``name``."""
     return property(lambda self: getattr(self.optimizer, name),
                     lambda self, value: setattr(self.optimizer, name, value))
-
-
-def _as_rounder(spec: Any, what: str) -> Optional[Rounder]:
-    """A Rounder from a format, a Rounder, or a (format, rounding) pair; None stays None."""
-    if spec is None or isinstance(spec, Rounder):
-        return spec
-    if isinstance(spec, tuple):
-        if len(spec) != 2:
-            raise ValueError(f"{what} as a tuple must be (format, rounding), got {spec!r}.")
-        return rounder_for(spec[0], spec[1])
-    return rounder_for(spec)
 
 
 class OptimLP(torch.optim.Optimizer):
@@ -73,14 +62,14 @@ class OptimLP(torch.optim.Optimizer):
         if not (isinstance(loss_scale, (int, float)) and math.isfinite(loss_scale) and loss_scale > 0):
             raise ValueError(f"loss_scale must be a finite positive number, got {loss_scale!r}.")
         self.optimizer = optimizer
-        self.weight_rounder = _as_rounder(weight, "weight")
-        self.grad_rounder = _as_rounder(grad, "grad")
-        self.accumulator_rounder = _as_rounder(accumulator, "accumulator")
+        self.weight_rounder = as_rounder(weight, "weight")
+        self.grad_rounder = as_rounder(grad, "grad")
+        self.accumulator_rounder = as_rounder(accumulator, "accumulator")
         if isinstance(state, dict):
             self.state_rounders: Union[Rounder, Dict[str, Optional[Rounder]], None] = {
-                key: _as_rounder(value, f"state[{key!r}]") for key, value in state.items()}
+                key: as_rounder(value, f"state[{key!r}]") for key, value in state.items()}
         else:
-            self.state_rounders = _as_rounder(state, "state")
+            self.state_rounders = as_rounder(state, "state")
         self.loss_scale = float(loss_scale)
         self.dynamic_loss_scale = bool(dynamic_loss_scale)
         self.growth_interval = int(growth_interval)
@@ -142,9 +131,7 @@ class OptimLP(torch.optim.Optimizer):
         params = [p for p, _ in with_grad]
         finite = True
         for p, grad in with_grad:
-            g = grad
-            if self.grad_rounder is not None:
-                g = self.grad_rounder(g)
+            g = grad if self.grad_rounder is None else self.grad_rounder(grad)
             if self.loss_scale != 1.0:
                 g = g / self.loss_scale
             grad.copy_(g)

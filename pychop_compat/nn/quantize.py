@@ -12,29 +12,19 @@ import torch
 
 from ..matlab.api import Chop
 from ..matlab.options import OPTION_NAMES, resolve
-from ..random.sources import counter_sources
 from ..engines.dispatch import round_array
 from ..kernels.device_plan import at_most, elementwise_covers
 from ..kernels.elementwise import ElementDraws, chop_elementwise, plan_for
 from ..kernels.elementwise_cpfloat import constants_for, round_cpfloat_elementwise
 from ..kernels.xp import library_namespace
 from ..random.counter import CounterRng, uniform
-from ..random.sources import RandomSources, given_sources
+from ..random.sources import RandomSources, counter_sources, given_sources
 from ..spec import ROUND_NAMES, round_mode
 
-__all__ = ["Rounder", "quantize", "rounder_for", "ROUND_NAMES"]
+__all__ = ["Rounder", "quantize", "rounder_for", "as_rounder", "ROUND_NAMES"]
 
-_CHOP_RANDOM = "chop"
 _TORCH = library_namespace("torch")
 _MASK64 = (1 << 64) - 1
-
-
-def __getattr__(name: str) -> Any:
-    if name == "ROUNDING_NAMES":  # the old name, one release
-        warnings.warn("pychop_compat.nn.ROUNDING_NAMES is deprecated: use ROUND_NAMES "
-                      "(pychop_compat.spec.ROUND_NAMES).", DeprecationWarning, stacklevel=2)
-        return ROUND_NAMES
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def renamed_keyword(new: Any, old: Any, new_name: str, old_name: str) -> Any:
@@ -54,7 +44,7 @@ def renamed_keyword(new: Any, old: Any, new_name: str, old_name: str) -> Any:
     return old
 
 
-def torch_rng(rng: Any, name: str = "rng") -> Any:
+def torch_rng(rng: Any) -> Any:
     """``rng``, with ``None`` read as ``'chop'``: chop's sources, as ``rng=None`` means in ``Chop``
     (since 0.4; in 0.3 it was a deprecated spelling of ``'torch'``, announced with a FutureWarning)."""
     return "chop" if rng is None else rng
@@ -128,7 +118,7 @@ class Rounder:
         self._given = given
         self.rng = rng
         chop_seed = isinstance(rng, (int, np.integer, np.random.Generator)) and not isinstance(rng, bool)
-        self._host_random = chop_seed or (isinstance(rng, str) and rng == _CHOP_RANDOM)
+        self._host_random = chop_seed or (isinstance(rng, str) and rng == "chop")
         # An int seed: Chop(given, rng=seed)'s counter-based numbers.  The counter is a 0-d
         # int64 tensor (compiled code reads and advances it without recompiling); eager calls
         # hand it to chop's engines through these sources.
@@ -374,10 +364,6 @@ def _named_rounder_attribute(format: str, round: Union[str, int, None], subnorma
     return attribute
 
 
-def _cached_rounder(format: str, round: Union[str, int, None], subnormal: Optional[bool]) -> Rounder:
-    return getattr(_NAMED_ROUNDERS, _named_rounder_attribute(format, round, subnormal))
-
-
 def rounder_for(format: Any, round: Union[str, int, None] = None, subnormal: Optional[bool] = None,
                 rng: Any = "torch") -> Rounder:
     """A :class:`Rounder` for ``format`` (a Rounder itself, with its own ``rng``, when nothing
@@ -390,8 +376,21 @@ def rounder_for(format: Any, round: Union[str, int, None] = None, subnormal: Opt
     if isinstance(format, Rounder):
         format = format.options
     if isinstance(format, str) and default_rng:
-        return _cached_rounder(format, round, subnormal)
+        return getattr(_NAMED_ROUNDERS, _named_rounder_attribute(format, round, subnormal))
     return Rounder(format, round, subnormal=subnormal, rng=rng)
+
+
+def as_rounder(spec: Any, what: str) -> Optional[Rounder]:
+    """A :class:`Rounder` (with torch's generator) for a format, a Rounder or a ``(format, round)``
+    pair, as layers and :class:`~pychop_compat.nn.OptimLP` take them; None stays None.  ``what``
+    names the argument in the error for a tuple that is not a pair (a ValueError)."""
+    if spec is None or isinstance(spec, Rounder):
+        return spec
+    if isinstance(spec, tuple):
+        if len(spec) != 2:
+            raise ValueError(f"{what} as a tuple must be (format, rounding), got {spec!r}.")
+        return rounder_for(spec[0], spec[1])
+    return rounder_for(spec)
 
 
 def quantize(x: torch.Tensor, format: Any = "h", round: Union[str, int, None] = None, *,
@@ -449,8 +448,8 @@ def quantize(x: torch.Tensor, format: Any = "h", round: Union[str, int, None] = 
     """
     round = renamed_keyword(round, rounding, "round", "rounding")
     grad_round = renamed_keyword(grad_round, grad_rounding, "grad_round", "grad_rounding")
-    rounder = rounder_for(format, round, subnormal, torch_rng(rng))
-    grad_rng = torch_rng(grad_rng, "grad_rng")
+    rounder = rounder_for(format, round, subnormal, rng)
+    grad_rng = torch_rng(grad_rng)
     grad_rounder = None
     if grad_format is not None:
         grad_rounder = rounder_for(grad_format, grad_round, None, grad_rng)

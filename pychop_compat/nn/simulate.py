@@ -40,10 +40,6 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, *, product: Product) -> torch.Tens
     return out
 
 
-def _rmatmul(b: torch.Tensor, a: torch.Tensor, *, product: Product) -> torch.Tensor:
-    return _matmul(a, b, product=product)
-
-
 def _addmm(input: torch.Tensor, mat1: torch.Tensor, mat2: torch.Tensor, *, beta: float = 1, alpha: float = 1,
            product: Product) -> torch.Tensor:
     """``beta * input + alpha * mat1 @ mat2``: ``input`` is the addend of the first block (GEMM's C)."""
@@ -127,7 +123,7 @@ def _conv1d(input: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tens
 #: The functions the context simulates, and how each becomes 2-D products.
 _SIMULATED: dict = {
     torch.matmul: _matmul, torch.Tensor.matmul: _matmul, torch.Tensor.__matmul__: _matmul,
-    torch.Tensor.__rmatmul__: _rmatmul,
+    torch.Tensor.__rmatmul__: lambda b, a, *, product: _matmul(a, b, product=product),
     torch.mm: _matmul, torch.Tensor.mm: _matmul, torch.bmm: _matmul, torch.Tensor.bmm: _matmul,
     torch.mv: _matmul, torch.Tensor.mv: _matmul, torch.dot: _matmul, torch.Tensor.dot: _matmul,
     torch.addmm: _addmm, torch.Tensor.addmm: _addmm, torch.baddbmm: _baddbmm, torch.Tensor.baddbmm: _baddbmm,

@@ -64,12 +64,8 @@ def classify_junit(xml_text: str, engines: Sequence[str]) -> dict:
         name = case.get("name", "")
         engine = _engine_of(name)
         targets = [reports[engine]] if engine in reports else ([] if engine else list(reports.values()))
-        outcome = "passed"
-        for child in case:
-            if child.tag in ("failure", "error"):
-                outcome = "failed"
-            elif child.tag == "skipped" and outcome == "passed":
-                outcome = "skipped"
+        tags = {child.tag for child in case}
+        outcome = "failed" if tags & {"failure", "error"} else "skipped" if "skipped" in tags else "passed"
         for report in targets:
             setattr(report, outcome, getattr(report, outcome) + 1)
             if outcome == "failed":

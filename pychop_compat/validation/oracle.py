@@ -341,10 +341,8 @@ def ieee_round(values: Any, t: int, emax: int, subnormal: int = 1, mode: int = 1
     if overflow:
         xmax = spec.xmax
         over = ev.finite & (np.abs(c) > xmax)
-        pos = over & ~ev.neg
-        negv = over & ev.neg
-        c[pos] = np.inf if mode in (1, 2) else xmax  # towards +inf: nearest and up
-        c[negv] = -np.inf if mode in (1, 3) else -xmax  # towards -inf: nearest and down
+        c[over & ~ev.neg] = np.inf if mode in (1, 2) else xmax  # towards +inf: nearest and up
+        c[over & ev.neg] = -np.inf if mode in (1, 3) else -xmax  # towards -inf: nearest and down
     return _finish(ev, c, dtype)
 
 
@@ -412,30 +410,20 @@ def chop_rule_round(values: Any, t: int, emax: int, subnormal: int = 1, mode: in
     xb = double_bound(spec.xboundary_mpf, "ceil")      # x >= xboundary  <=>  x >= xb
     xm = double_bound(spec.xmax_mpf, "floor")          # x > xmax        <=>  x > xm
     xmax = spec.xmax
-    finite = ev.finite
-    if mode == 1:
-        c[x >= xb] = np.inf
-        c[x <= -xb] = -np.inf
-    elif mode == 2:
-        c[x > xm] = np.inf
-        c[(x < -xm) & finite] = -xmax
-    elif mode == 3:
-        c[(x > xm) & finite] = xmax
-        c[x < -xm] = -np.inf
-    elif mode == 4:
-        c[(x > xm) & finite] = xmax
-        c[(x < -xm) & finite] = -xmax
+    # beyond: +-inf to nearest and towards that side, else +-xmax; an infinite x keeps its value (c holds it)
+    for sign, to_inf in ((1.0, mode in (1, 2)), (-1.0, mode in (1, 3))):
+        beyond = (sign * x >= xb) if mode == 1 else (sign * x > xm) & ev.finite
+        c[beyond] = sign * (np.inf if to_inf else xmax)
     # 3. underflow of the rounded value
     min_rep_mpf = spec.xmins_mpf if subnormal else spec.xmin_mpf
     min_rep = double_bound(min_rep_mpf, "nearest")
     half_mpf = libmp.mpf_shift(min_rep_mpf, -1)
     ac = np.abs(c)
     small = ac < min_rep
-    if mode == 1:
-        if subnormal:
-            to_min = small & (ac > double_bound(half_mpf, "floor"))
-        else:
-            to_min = small & (ac >= double_bound(half_mpf, "ceil"))
+    if mode == 1 and subnormal:
+        to_min = small & (ac > double_bound(half_mpf, "floor"))
+    elif mode == 1:
+        to_min = small & (ac >= double_bound(half_mpf, "ceil"))
     elif mode == 2:
         to_min = small & (c > 0)
     elif mode == 3:

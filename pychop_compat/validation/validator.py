@@ -11,11 +11,17 @@ reruns CPFloat's outputs through :func:`pychop_compat.cpfloat` (bit patterns);
 
 from __future__ import annotations
 
+import contextlib
+import datetime
+import gzip
+import hashlib
 import importlib.util
 import json
 import os
+import platform
 import sys
 from dataclasses import asdict, dataclass, field
+from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable, Optional, Union
 
@@ -25,7 +31,10 @@ from ..matlab import api
 from ..random import matlab_stream
 from .corpora import Corpus, CorpusCase, corpus_path, load_corpus
 from ..engines import available_engines, from_numpy, to_numpy
-from ..formats import float_params
+from ..cpfloat import CpfloatError, clear_cpfloat, cpfloat
+from ..formats import catalogue_format, float_params
+from ..kernels.compiled import cpu_engine
+from ..rounding import round_to_format
 
 __all__ = ["GroupResult", "find_corpus", "validate", "matlab_equal", "environment", "format_table", "write_json",
            "ENGINES", "not_run"]
@@ -185,10 +194,6 @@ def _cpfloat_cases(folder: Path, engine: str):
     """CPFloat's outputs (``cpfloat_reference``, untagged cases): the cpfloat facade reproduces
     them bit for bit, and raises the MEX's error where the MEX raises (its values are then
     checked with ``drcheck = 0`` when the error is the double-rounding check)."""
-    import gzip
-
-    from ..cpfloat import CpfloatError, clear_cpfloat, cpfloat  # (the package's `cpfloat` is the function)
-
     manifest = json.loads(gzip.open(folder / "manifest.json.gz").read())
     arrays = np.load(folder / "cases.npz")
 
@@ -231,9 +236,6 @@ def _ocp_checks(engine: str):
     beside them, both signs, overflow; rounding by the format's defaults, through
     ``round_to_format`` (CPFloat's rules) and ``chop`` (correct rounding for these names)."""
     import ml_dtypes
-
-    from ..formats import catalogue_format
-    from ..rounding import round_to_format
 
     def check(name):
         kind = getattr(ml_dtypes, name)
@@ -280,14 +282,11 @@ def _groups(corpus: Corpus, engines: Iterable[str], with_oracle: bool = True):
 
 
 def _why_unavailable(engine: str) -> str:
-    if engine == "numba":
-        return "Numba is not installed (pip install numba)"
-    if engine in ("torch", "jax"):
-        return f"{engine} is not installed"
-    if engine == "torch-cuda":
-        return ("torch is not installed" if importlib.util.find_spec("torch") is None
-                else "torch sees no CUDA GPU")
-    return "CuPy is not installed or sees no CUDA GPU"
+    if engine == "torch-cuda" and importlib.util.find_spec("torch") is not None:
+        return "torch sees no CUDA GPU"
+    return {"numba": "Numba is not installed (pip install numba)", "torch": "torch is not installed",
+            "jax": "jax is not installed", "torch-cuda": "torch is not installed"}.get(
+        engine, "CuPy is not installed or sees no CUDA GPU")
 
 
 def not_run(engines: Iterable[str], with_oracle: bool = True, requested: bool = False) -> list[str]:
@@ -374,7 +373,8 @@ def validate(corpus: Union[str, os.PathLike, Corpus, None] = None, engines: Opti
             for case_id, check in cases:
                 row.cases += 1
                 try:
-                    with _cpu_engine_for(engine):
+                    # the NumPy rows run on their own CPU engine (NumPy or compiled), the others as they are
+                    with cpu_engine(engine) if engine in ("numpy", "numba") else contextlib.nullcontext():
                         agrees = check()
                 except Exception as exc:  # a crash is a disagreement, reported by id
                     agrees = False
@@ -388,20 +388,9 @@ def validate(corpus: Union[str, os.PathLike, Corpus, None] = None, engines: Opti
     finally:
         bar.close()
         api.clear_chop()
-        from ..cpfloat import clear_cpfloat
-
         clear_cpfloat()
         matlab_stream.rng(saved_state)
     return results
-
-
-def _cpu_engine_for(engine: str):
-    """The NumPy rows run on their own CPU engine (NumPy or compiled); the others as they are."""
-    import contextlib
-
-    from ..kernels.compiled import cpu_engine
-
-    return cpu_engine(engine) if engine in ("numpy", "numba") else contextlib.nullcontext()
 
 
 def format_table(results: list[GroupResult]) -> str:
@@ -421,21 +410,13 @@ def environment(engines: Iterable[str] = (), corpus: Optional[Corpus] = None) ->
     corpus : Corpus, optional
         The corpus that was read (its name, folder and the SHA-256 of its files).
     """
-    import datetime
-    import hashlib
-    import platform
-
-    from importlib import metadata
-
     from .. import __version__
 
-    libraries = {"numpy": np.__version__}
-    for name in ("scipy", "mpmath"):  # dependencies: always installed
-        libraries[name] = metadata.version(name)
-    for name in ("torch", "cupy", "jax"):  # optional engines: recorded when imported in this run
-        module = sys.modules.get(name)
-        if module is not None:
-            libraries[name] = getattr(module, "__version__", "unknown")
+    # scipy and mpmath are dependencies (always installed); the optional engines' libraries are
+    # recorded when this run imported them
+    libraries = {"numpy": np.__version__, "scipy": metadata.version("scipy"), "mpmath": metadata.version("mpmath")}
+    libraries.update({name: getattr(sys.modules[name], "__version__", "unknown") for name in ("torch", "cupy", "jax")
+                      if name in sys.modules})
     devices = {}
     for engine in engines:
         if engine == "torch-cuda":

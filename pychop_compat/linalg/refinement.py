@@ -982,15 +982,9 @@ def ls_ir(
         d = ru(d * s)
         return np.concatenate([d[:m], ru(ru(np.array(1.0 / F.alpha)) * d[m:])]), its
 
-    factors: list = []
-
-    def factor(_: Any) -> _QRFactors:
-        factors.append(_qr_factors(a, uf, theta))
-        return factors[0]
-
     out = _refine(HOST, augmented, np.concatenate([rhs, np.zeros(n)]), uf, u, ur, correction, None, max_iter,
-                  tol, stop, factor, initial)
-    F = factors[0]
+                  tol, stop, lambda _: _qr_factors(a, uf, theta), initial)
+    F: Any = out.factors
     fields = {f.name: getattr(out, f.name) for f in dataclasses.fields(IRResult)}
     fields.update(x=out.x[m:], factors=None)
     return LSIRResult(**fields, r=out.x[:m], Q=F.Q, R=F.R, alpha=F.alpha)

@@ -118,7 +118,7 @@ def _errors(arrays: Arrays, Au: Any, bu: Any, x: Any, normA: float, normb: float
     cden = absA @ xp.abs(x) + xp.abs(bu)
     ar = xp.abs(r)
     ratio = xp.where(ar == 0, xp.zeros_like(ar), ar / cden)  # equal shapes: IEEE division
-    return nbe, arrays.scalar(xp.max(ratio))
+    return nbe, float(xp.max(ratio))
 
 
 def extended_solution(A: np.ndarray, b: np.ndarray, steps: int = 8) -> np.ndarray:
@@ -495,7 +495,7 @@ def _gmres(arrays: Arrays, r: Any, u: OptionsLike, tol: float, maxit: Optional[i
 
     z = precondition(r)
     beta_array = nrm2(z)
-    beta = arrays.scalar(beta_array)
+    beta = float(beta_array)
     if beta == 0 or not math.isfinite(beta):
         return arrays.zeros(r.shape, r.dtype), 0
     V = arrays.zeros((n, maxit + 1), r.dtype)
@@ -509,10 +509,10 @@ def _gmres(arrays: Arrays, r: Any, u: OptionsLike, tol: float, maxit: Optional[i
         w = apply(V[:, j])
         for i in range(j + 1):
             h = matmul_on(arrays, w, V[:, i], u)
-            H[i, j] = arrays.scalar(h)
+            H[i, j] = float(h)
             w = ru(w - ru(h * V[:, i]))
         h = nrm2(w)
-        H[j + 1, j] = arrays.scalar(h)
+        H[j + 1, j] = float(h)
         if H[j + 1, j] != 0:
             V = arrays.put(V, (slice(None), j + 1), ru(arrays.divide(w, h)))
         hj1 = _givens_column(H, cs, sn, g, j, ru_host)
@@ -682,7 +682,7 @@ def _pcg(arrays: Arrays, rhs: Any, u: OptionsLike, tol: float, maxit: Optional[i
 
     d = arrays.zeros(rhs.shape, rhs.dtype)
     denom = nrm2(rhs)
-    if arrays.scalar(denom) == 0 or not math.isfinite(arrays.scalar(denom)):
+    if float(denom) == 0 or not math.isfinite(float(denom)):
         return d, 0
     r = rhs
     z = precondition(r)
@@ -694,7 +694,7 @@ def _pcg(arrays: Arrays, rhs: Any, u: OptionsLike, tol: float, maxit: Optional[i
         alpha = ru(arrays.divide(numer, dot(p, Ap)))
         d = ru(d + ru(alpha * p))
         r = ru(r - ru(alpha * Ap))
-        if arrays.scalar(ru(arrays.divide(nrm2(r), denom))) < tol:
+        if float(ru(arrays.divide(nrm2(r), denom))) < tol:
             break
         z = precondition(r)
         p = ru(z + ru(ru(arrays.divide(dot(r, z), numer)) * p))
@@ -975,11 +975,11 @@ def ls_ir(
             return np.concatenate([bw, np.zeros(n)])
         return np.concatenate([r0, x0])
 
+    unit_correction = _unit_residual_correction(HOST, u, lambda F, Ku, v: _gmres(
+        HOST, v, u, gmres_tol, gmres_maxit, _augmented_preconditioner(Au, F, u, upp)))
+
     def correction(F: _QRFactors, Ku: np.ndarray, res: np.ndarray) -> tuple:
-        scaled = np.concatenate([ru(F.alpha * res[:m]), res[m:]])
-        s = _residual_scale(HOST, scaled, power_of_two=False)
-        d, its = _gmres(HOST, ru(scaled / s), u, gmres_tol, gmres_maxit, _augmented_preconditioner(Au, F, u, upp))
-        d = ru(d * s)
+        d, its = unit_correction(F, Ku, np.concatenate([ru(F.alpha * res[:m]), res[m:]]))
         return np.concatenate([d[:m], ru(ru(np.array(1.0 / F.alpha)) * d[m:])]), its
 
     out = _refine(HOST, augmented, np.concatenate([rhs, np.zeros(n)]), uf, u, ur, correction, None, max_iter,

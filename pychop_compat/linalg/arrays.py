@@ -5,8 +5,8 @@ Every algorithm of :mod:`pychop_compat.linalg` is written once against an :class
 library's namespace from :mod:`pychop_compat.kernels.xp` plus the device of the call's arrays,
 which :func:`arrays_for` picks from the arguments (torch, CuPy and JAX arrays on their device,
 anything else with NumPy, :data:`HOST`).  The shim adds moving data, writes that also work on
-immutable JAX arrays, one number read back to steer a loop, IEEE division on JAX, the rows of a
-triangular loop (:class:`Window`) and the host route (:func:`on_host`).
+immutable JAX arrays, IEEE division on JAX, the rows of a triangular loop (:class:`Window`) and
+the host route (:func:`on_host`).
 """
 
 from __future__ import annotations
@@ -111,14 +111,6 @@ class Arrays:
 
         return np.asarray(to_numpy(x))
 
-    def scalar(self, x: Any) -> float:
-        """The value of a one-element array as a Python float (one number read back)."""
-        return float(x)
-
-    def index(self, x: Any) -> int:
-        """The value of a one-element integer array as a Python int."""
-        return int(x)
-
     # -- creation ----------------------------------------------------------------------------
     def zeros(self, shape: tuple, dtype: Any) -> Any:
         """Zeros of ``shape`` and ``dtype`` on the device."""
@@ -161,7 +153,7 @@ class Arrays:
         """``max |x|`` as a float (0 for an empty array; NaN if an entry is NaN)."""
         if any(d == 0 for d in x.shape):
             return 0.0
-        return self.scalar(self.xp.max(self.xp.abs(x)))
+        return float(self.xp.max(self.xp.abs(x)))
 
     def all_finite(self, x: Any) -> bool:
         """Whether every entry of ``x`` is finite."""
@@ -211,8 +203,8 @@ class Window:
         gave it; a NaN counts as largest, as :func:`numpy.argmax` finds it first)."""
         xp = self.arrays.xp
         if self.whole:
-            return self.arrays.index(xp.argmax(xp.where(self.rows >= k, column, -1.0)))
-        return k + self.arrays.index(xp.argmax(column))
+            return int(xp.argmax(xp.where(self.rows >= k, column, -1.0)))
+        return k + int(xp.argmax(column))
 
     def set_tail(self, x: Any, k: int, value: Any, ops: Any = None) -> Any:
         """``x[k:] = value`` (``value`` computed on :meth:`tail`'s rows)."""

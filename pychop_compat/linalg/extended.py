@@ -45,8 +45,6 @@ class DoubleDouble:
     """Double-double vectors ``(hi, lo)`` of one array library (default NumPy): about 106 bits
     (Dekker; Hida, Li & Bailey's QD)."""
 
-    unit_roundoff = 2.0**-104  # a bound for the operations below (QD's accurate add)
-
     def __init__(self, arrays: Arrays = HOST) -> None:
         self.arrays = arrays
 
@@ -132,7 +130,6 @@ class Binary128:
     """IEEE binary128 vectors (NumPy object arrays of mpmath numbers, on the host), each operation
     rounded exactly to nearest-even binary128 (113 bits, exponent range and subnormals); slow."""
 
-    unit_roundoff = 2.0**-113
     arrays = HOST
 
     def from_double(self, x: Any) -> Any:

@@ -14,6 +14,7 @@ from typing import Any, Optional, Tuple
 import numpy as np
 from numpy.typing import ArrayLike
 
+from ..matlab.options import resolve
 from .arrays import HOST, Arrays, Window, arrays_for, host_computed, ieee, on_host
 from .common import DOUBLE_NAMES, OptionsLike, Rounder, chop_object, float_operands
 from .errors import SingularMatrixWarning
@@ -90,19 +91,8 @@ def _scaling_for(a: np.ndarray, options: OptionsLike, scaling: Optional[str],
     else:
         sc = Scaling(np.ones(n), np.ones(n))
     if theta is not None:
-        sc = squeeze(a, _format_xmax(options), theta, sc)
+        sc = squeeze(a, resolve(chop_object(options).options, None, "double").spec.fmt.xmax, theta, sc)
     return sc
-
-
-def _format_xmax(options: OptionsLike) -> float:
-    from ..formats import custom_format, lookup_format
-
-    o = chop_object(options).options
-    t, emax = o.params or (0, 0)  # resolved options always have params
-    try:
-        return lookup_format(str(o.format)).xmax
-    except ValueError:
-        return custom_format(t, emax).xmax
 
 
 def warn_if_singular(F: LUResult, what: str) -> None:
@@ -308,7 +298,7 @@ def _eliminate(arrays: Arrays, a: Any, r: Rounder) -> LUResult:
             a = arrays.swap_rows(a, k, piv)
             perm = arrays.swap_rows(perm, k, piv)
         pivot = a[k, k]
-        if arrays.scalar(pivot) == 0:
+        if float(pivot) == 0:
             info = info or k + 1
             continue
         if k == n - 1:

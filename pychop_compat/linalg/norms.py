@@ -53,10 +53,8 @@ def _exact_norm(a: np.ndarray, p) -> float:
         return 0.0
     if not np.all(np.isfinite(a)):
         return float(np.nan) if np.any(np.isnan(a)) else float(np.inf)
-    if p == 1:
-        return float(max(sum((abs(Fraction(v)) for v in col), Fraction(0)) for col in a.T))
-    if p == np.inf:
-        return float(max(sum((abs(Fraction(v)) for v in row), Fraction(0)) for row in a))
+    if p in (1, np.inf):  # the largest column (1) or row (inf) sum
+        return float(max(sum((abs(Fraction(v)) for v in line), Fraction(0)) for line in (a.T if p == 1 else a)))
     import mpmath
 
     with mpmath.workprec(_EXACT_PREC):
@@ -71,10 +69,9 @@ def _chopped_norm(a: np.ndarray, p, options: OptionsLike) -> float:
     stored = r(a)
     if stored.size == 0:
         return 0.0
-    if p == 1:
-        return float(np.max(matvec(np.abs(stored).T, np.ones(stored.shape[0], stored.dtype), options)))
-    if p == np.inf:
-        return float(np.max(matvec(np.abs(stored), np.ones(stored.shape[1], stored.dtype), options)))
+    if p in (1, np.inf):  # the largest column (1) or row (inf) sum
+        lines = np.abs(stored).T if p == 1 else np.abs(stored)
+        return float(np.max(matvec(lines, np.ones(lines.shape[1], stored.dtype), options)))
     if p == "fro":
         v = stored.ravel(order="F")
         return float(r(np.sqrt(np.asarray(dot(v, v, options)))))

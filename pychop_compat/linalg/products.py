@@ -108,20 +108,28 @@ _SUMMERS = {"recursive": _sum_recursive, "fma": _sum_recursive, "pairwise": _sum
             "blocked": _sum_blocked}
 
 
+def _kernel_specs(rprod: Rounding, rsum: Rounder, dtype_name: str) -> Optional[tuple]:
+    """``(product_spec, sum_spec)`` of a compiled product (``product_spec`` None for unrounded
+    products), or None where a rounding has no compiled form (:meth:`Rounder.kernel_spec`)."""
+    sum_spec = rsum.kernel_spec(dtype_name)
+    product_spec = rprod.kernel_spec(dtype_name) if rprod is not None else None
+    if sum_spec is None or (rprod is not None and product_spec is None):
+        return None
+    return product_spec, sum_spec
+
+
 def _compiled_product(method: str, A: np.ndarray, B: np.ndarray, rprod: Rounding, rsum: Rounder,
                       block_size: int) -> Optional[np.ndarray]:
     """The product by the Numba kernels (NumPy double data, Numba in use, deterministic
     rounding of chop.m's formats), or None where they do not apply."""
     from ..kernels import compiled
 
-    if A.dtype != np.float64 or not compiled.wanted():
-        return None
-    sum_spec = rsum.kernel_spec("float64")
-    product_spec = rprod.kernel_spec("float64") if rprod is not None else None
-    if sum_spec is None or (rprod is not None and product_spec is None):
+    specs = _kernel_specs(rprod, rsum, "float64") if A.dtype == np.float64 and compiled.wanted() else None
+    if specs is None:
         return None
     from ..kernels import numba_linalg
 
+    product_spec, sum_spec = specs
     sums = compiled.rounding_constants(sum_spec, np.float64)
     products = compiled.rounding_constants(product_spec or sum_spec, np.float64)
     A, B = np.ascontiguousarray(A), np.ascontiguousarray(B)
@@ -141,14 +149,10 @@ def _fused_product(arrays: Arrays, method: str, A: Any, B: Any, rprod: Rounding,
     does not apply."""
     from ..kernels import triton_matmul
 
-    if not triton_matmul.wanted(A, B):
+    specs = _kernel_specs(rprod, rsum, str(A.dtype).rpartition(".")[2]) if triton_matmul.wanted(A, B) else None
+    if specs is None:
         return None
-    dtype_name = str(A.dtype).rpartition(".")[2]
-    sum_spec = rsum.kernel_spec(dtype_name)
-    product_spec = rprod.kernel_spec(dtype_name) if rprod is not None else None
-    if sum_spec is None or (rprod is not None and product_spec is None):
-        return None
-    C, tiles = triton_matmul.fused_matmul(A, B, product_spec, sum_spec)
+    C, tiles = triton_matmul.fused_matmul(A, B, *specs)
     for rows, cols in tiles:
         C[rows, cols] = _sum_recursive(arrays, A[rows], B[:, cols], rprod, rsum, block_size)
     return C
@@ -246,31 +250,16 @@ def matmul_on(arrays: Arrays, A: Any, B: Any, options: OptionsLike = None, *, me
     rin = Rounder(options, arrays)
     if hardware is not None:
         C = _unit_product(arrays, A2, B2, _unit_model(hardware, rin))
-    else:
-        C = _chopped_product(arrays, A2, B2, rin, method, accumulate, block_size)
+    else:  # the operands rounded by rin, then every operation chopped
+        rsum = rin if accumulate is None else Rounder(accumulate, arrays)
+        rprod = None if method == "fma" or accumulate is not None else rin
+        A2, B2 = rin(A2), rin(B2)
+        (m, n), p = A2.shape, B2.shape[1]
+        C = arrays.zeros((m, p), A2.dtype) if n == 0 else _product(arrays, method, A2, B2, rprod, rsum, block_size)
     if a_vec:
         C = C[0]
     if b_vec:
         C = C[..., 0]
-    return C
-
-
-def _chopped_product(arrays: Arrays, A2: Any, B2: Any, rin: Rounder, method: str, accumulate: OptionsLike,
-                     block_size: int) -> Any:
-    """``A2 @ B2`` (2-D) with the operands rounded by ``rin`` and every operation chopped."""
-    if accumulate is None:
-        rsum = rin
-        rprod = None if method == "fma" else rin
-    else:
-        rsum = Rounder(accumulate, arrays)
-        rprod = None
-    A2 = rin(A2)
-    B2 = rin(B2)
-    (m, n), p = A2.shape, B2.shape[1]
-    if n == 0:
-        C = arrays.zeros((m, p), A2.dtype)
-    else:
-        C = _product(arrays, method, A2, B2, rprod, rsum, block_size)
     return C
 
 

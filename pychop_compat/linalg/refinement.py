@@ -118,7 +118,7 @@ def _errors(arrays: Arrays, Au: Any, bu: Any, x: Any, normA: float, normb: float
     cden = absA @ xp.abs(x) + xp.abs(bu)
     ar = xp.abs(r)
     ratio = xp.where(ar == 0, xp.zeros_like(ar), ar / cden)  # equal shapes: IEEE division
-    return nbe, arrays.scalar(xp.max(ratio))
+    return nbe, float(xp.max(ratio))
 
 
 def extended_solution(A: np.ndarray, b: np.ndarray, steps: int = 8) -> np.ndarray:
@@ -396,30 +396,86 @@ def _givens_column(H: np.ndarray, cs: np.ndarray, sn: np.ndarray, g: np.ndarray,
     return hj1
 
 
+class _ChoppedOps:
+    """The operations of a preconditioner in a chop format ``up``: every result rounded to ``up``."""
+
+    def __init__(self, up: OptionsLike, arrays: Arrays) -> None:
+        self.up, self.arrays, self.round = up, arrays, Rounder(up, arrays)
+
+    def lift(self, v: Any) -> Any:
+        return v
+
+    lower = lift
+
+    def matvec(self, M: Any, v: Any) -> Any:
+        return matmul_on(self.arrays, M, v, self.up)
+
+    product = matvec
+
+    def constant(self, c: float) -> float:
+        return float(self.round(np.array([c]))[0])
+
+    def add(self, a: Any, b: Any) -> Any:
+        return self.round(a + b)
+
+    def sub(self, a: Any, b: Any) -> Any:
+        return self.round(a - b)
+
+    def scale(self, v: Any, c: float) -> Any:
+        return self.round(c * v)
+
+    def divide(self, v: Any, c: float) -> Any:
+        return self.round(v / c)
+
+    def solve(self, F: LUResult, c: Any) -> Any:
+        return solve_on(self.arrays, F, c, self.up)
+
+    def take(self, v: Any, index: Any) -> Any:
+        return v[index]
+
+
+class _ExtendedOps:
+    """The same operations in an extended arithmetic (double-double or binary128), nothing rounded:
+    :meth:`lift` a double vector, :meth:`lower` the result back to double."""
+
+    def __init__(self, kind: str, arrays: Arrays) -> None:
+        self.arith = arith = arithmetic(kind, arrays)
+        self.lift, self.lower, self.add, self.sub = arith.from_double, arith.to_double, arith.add, arith.sub
+        self.scale, self.divide, self.take = arith.mul_double, arith.div_double, arith.take
+
+    def matvec(self, M: Any, v: Any) -> Any:
+        """``M v`` for a double vector ``v``."""
+        return ext_matvec(self.arith, M, v)
+
+    def product(self, M: np.ndarray, v: Any) -> Any:
+        """``M v`` for an extended vector ``v``: the columns of ``M`` times the entries of ``v``,
+        added in order ``k = 0, 1, ...``."""
+        arith, rows = self.arith, M.shape[0]
+        s = arith.from_double(np.zeros(rows))
+        for k in range(M.shape[1]):
+            s = arith.add(s, arith.mul_double(arith.take(v, np.full(rows, k)), M[:, k]))
+        return s
+
+    def constant(self, c: float) -> float:
+        return c
+
+    def solve(self, F: LUResult, c: Any) -> Any:
+        return ext_lu_solve(self.arith, F, c)
+
+
+def _operations(up: OptionsLike, arrays: Arrays) -> Any:
+    """The operations in precision ``up``: a chop format, or an extended arithmetic."""
+    kind = extended_kind(up)
+    return _ChoppedOps(up, arrays) if kind is None else _ExtendedOps(kind, arrays)
+
+
 def _factor_preconditioner(arrays: Arrays, A: Any, F: LUResult, u: OptionsLike, up: OptionsLike) -> tuple:
     """GMRES's operator for the factors ``F`` (``M = P^T L U``, scaled or not): ``(apply,
     precondition)``, ``apply(v) = M^{-1} A v`` and ``precondition(r) = M^{-1} r`` in precision
-    ``up`` (a chop format, or an extended arithmetic), rounded to ``u``."""
-    ru = Rounder(u, arrays)
-    kind = extended_kind(up)
-    if kind is not None:
-        arith = arithmetic(kind, arrays)
-
-        def apply(v: Any) -> Any:  # M^{-1} A v in extended precision, rounded to u
-            return ru(arith.to_double(ext_lu_solve(arith, F, ext_matvec(arith, A, v))))
-
-        def precondition(r: Any) -> Any:
-            return ru(arith.to_double(ext_lu_solve(arith, F, arith.from_double(r))))
-
-        return apply, precondition
-
-    def apply_up(v: Any) -> Any:  # M^{-1} A v in precision up
-        return ru(solve_on(arrays, F, matmul_on(arrays, A, v, up), up))
-
-    def precondition_up(r: Any) -> Any:
-        return ru(solve_on(arrays, F, r, up))
-
-    return apply_up, precondition_up
+    ``up``, rounded to ``u``."""
+    ru, ops = Rounder(u, arrays), _operations(up, arrays)
+    return (lambda v: ru(ops.lower(ops.solve(F, ops.matvec(A, v)))),
+            lambda r: ru(ops.lower(ops.solve(F, ops.lift(r)))))
 
 
 def _gmres(arrays: Arrays, r: Any, u: OptionsLike, tol: float, maxit: Optional[int],
@@ -439,7 +495,7 @@ def _gmres(arrays: Arrays, r: Any, u: OptionsLike, tol: float, maxit: Optional[i
 
     z = precondition(r)
     beta_array = nrm2(z)
-    beta = arrays.scalar(beta_array)
+    beta = float(beta_array)
     if beta == 0 or not math.isfinite(beta):
         return arrays.zeros(r.shape, r.dtype), 0
     V = arrays.zeros((n, maxit + 1), r.dtype)
@@ -453,10 +509,10 @@ def _gmres(arrays: Arrays, r: Any, u: OptionsLike, tol: float, maxit: Optional[i
         w = apply(V[:, j])
         for i in range(j + 1):
             h = matmul_on(arrays, w, V[:, i], u)
-            H[i, j] = arrays.scalar(h)
+            H[i, j] = float(h)
             w = ru(w - ru(h * V[:, i]))
         h = nrm2(w)
-        H[j + 1, j] = arrays.scalar(h)
+        H[j + 1, j] = float(h)
         if H[j + 1, j] != 0:
             V = arrays.put(V, (slice(None), j + 1), ru(arrays.divide(w, h)))
         hj1 = _givens_column(H, cs, sn, g, j, ru_host)
@@ -606,16 +662,6 @@ def _cholesky_factors(A: np.ndarray, uf: OptionsLike, scaling: Optional[str], th
     return LUResult(R.T / pivots[None, :], pivots[:, None] * R, np.arange(n), int(flag), scale)
 
 
-def _multiply(arrays: Arrays, A: Any, u: OptionsLike, up: OptionsLike) -> Callable:
-    """``v -> A v`` in precision ``up`` (a chop format or an extended arithmetic), rounded to ``u``."""
-    ru = Rounder(u, arrays)
-    kind = extended_kind(up)
-    if kind is not None:
-        arith = arithmetic(kind, arrays)
-        return lambda v: ru(arith.to_double(ext_matvec(arith, A, v)))
-    return lambda v: ru(matmul_on(arrays, A, v, up))
-
-
 def _pcg(arrays: Arrays, rhs: Any, u: OptionsLike, tol: float, maxit: Optional[int], multiply: Callable,
          precondition: Callable) -> tuple:
     """Preconditioned conjugate gradients for ``A d = rhs`` from ``d = 0``: ``(d, iterations)``.
@@ -636,7 +682,7 @@ def _pcg(arrays: Arrays, rhs: Any, u: OptionsLike, tol: float, maxit: Optional[i
 
     d = arrays.zeros(rhs.shape, rhs.dtype)
     denom = nrm2(rhs)
-    if arrays.scalar(denom) == 0 or not math.isfinite(arrays.scalar(denom)):
+    if float(denom) == 0 or not math.isfinite(float(denom)):
         return d, 0
     r = rhs
     z = precondition(r)
@@ -648,7 +694,7 @@ def _pcg(arrays: Arrays, rhs: Any, u: OptionsLike, tol: float, maxit: Optional[i
         alpha = ru(arrays.divide(numer, dot(p, Ap)))
         d = ru(d + ru(alpha * p))
         r = ru(r - ru(alpha * Ap))
-        if arrays.scalar(ru(arrays.divide(nrm2(r), denom))) < tol:
+        if float(ru(arrays.divide(nrm2(r), denom))) < tol:
             break
         z = precondition(r)
         p = ru(z + ru(ru(arrays.divide(dot(r, z), numer)) * p))
@@ -734,9 +780,13 @@ def cg_ir(
         return on_host(cg_ir, arrays, A, b, uf, u, ur, up=up, x_true=x_true, max_iter=max_iter, tol=tol,
                        cg_tol=cg_tol, cg_maxit=cg_maxit, stop=stop, scaling=scaling, theta=theta,
                        perturbation=perturbation)
-    correction = _unit_residual_correction(arrays, u, lambda F, Au, v: _pcg(
-        arrays, v, u, cg_tol, cg_maxit, _multiply(arrays, Au, u, upp), _factor_preconditioner(arrays, Au, F, u, upp)[1]))
-    out = _refine(arrays, A, b, uf, u, ur, correction, x_true, max_iter, tol, stop,
+
+    def inner(F: LUResult, Au: Any, v: Any) -> tuple:
+        ru, ops = Rounder(u, HOST), _operations(upp, HOST)
+        return _pcg(HOST, v, u, cg_tol, cg_maxit, lambda p: ru(ops.lower(ops.matvec(Au, p))),
+                    _factor_preconditioner(HOST, Au, F, u, upp)[1])
+
+    out = _refine(HOST, A, b, uf, u, ur, _unit_residual_correction(HOST, u, inner), x_true, max_iter, tol, stop,
                   lambda a: _cholesky_factors(a, uf, scaling, theta, perturbation))
     out.inner_solver = "CG"
     return out
@@ -775,94 +825,41 @@ def _qr_factors(A: np.ndarray, uf: OptionsLike, theta: float) -> _QRFactors:
     return _QRFactors(Q, R, 2.0**-0.5 * float(np.min(np.linalg.svd(R, compute_uv=False))))
 
 
-def _ext_product(arith: Any, M: np.ndarray, v: Any) -> Any:
-    """``M v`` in the extended arithmetic for an extended vector ``v``: the columns of ``M`` times
-    the entries of ``v``, added in order ``k = 0, 1, ...``."""
-    rows = M.shape[0]
-    s = arith.from_double(np.zeros(rows))
-    for k in range(M.shape[1]):
-        s = arith.add(s, arith.mul_double(arith.take(v, np.full(rows, k)), M[:, k]))
-    return s
-
-
 def _augmented_preconditioner(A: np.ndarray, F: _QRFactors, u: OptionsLike, up: OptionsLike) -> tuple:
     """``(apply, precondition)`` of the scaled augmented system ``K = [alpha I, A; A^T, 0]`` with
     ``M = [alpha I, Q R; R^T Q^T, 0]``: ``MA_dq`` and ``Mb_dq`` of ``GMRES/lsqgmres_dq.m``
     (``ptype = 1``), every operation in ``up`` (a chop format, or an extended arithmetic), the
     results rounded to ``u``."""
-    ru = Rounder(u, HOST)
+    ru, ops = Rounder(u, HOST), _operations(up, HOST)
     Q, R = F.Q, F.R
     m, n = Q.shape
     eye, order = np.eye(n), np.arange(n)
     reverse = order[::-1]
-    kind = extended_kind(up)
-    if kind is not None:
-        arith = arithmetic(kind)
-        upper, lower_reversed = LUResult(eye, R, order), LUResult(eye, R.T[::-1, ::-1].copy(), order)
-        alpha_m, alpha_n = np.full(m, F.alpha), np.full(n, F.alpha)
+    upper, lower_reversed = LUResult(eye, R, order), LUResult(eye, R.T[::-1, ::-1].copy(), order)
+    a = ops.constant(F.alpha)
 
-        def solve_r_ext(c: Any) -> Any:  # R \ c
-            return ext_lu_solve(arith, upper, c)
+    def solve_rt(c: Any) -> Any:  # R' \ c: J R' J is upper triangular
+        return ops.take(ops.solve(lower_reversed, ops.take(c, reverse)), reverse)
 
-        def solve_rt_ext(c: Any) -> Any:  # R' \ c: J R' J is upper triangular
-            return arith.take(ext_lu_solve(arith, lower_reversed, arith.take(c, reverse)), reverse)
-
-        def project_ext(v: Any) -> Any:  # v - Q (Q' v)
-            return arith.sub(v, _ext_product(arith, Q, _ext_product(arith, Q.T, v)))
-
-        def apply_ext(v: Any) -> Any:
-            r, s = v[:m], v[m:]
-            tv1, tv2 = ext_matvec(arith, A, s), ext_matvec(arith, A.T, r)
-            qr = ext_matvec(arith, Q.T, r)
-            t1 = arith.add(arith.sub(arith.from_double(r), _ext_product(arith, Q, qr)),
-                           _ext_product(arith, Q, solve_rt_ext(tv2)))
-            t2 = arith.div_double(project_ext(tv1), alpha_m)
-            t3 = arith.mul_double(arith.sub(solve_r_ext(qr), solve_r_ext(solve_rt_ext(tv2))), alpha_n)
-            t4 = solve_r_ext(_ext_product(arith, Q.T, tv1))
-            return ru(np.concatenate([arith.to_double(arith.add(t1, t2)), arith.to_double(arith.add(t3, t4))]))
-
-        def precondition_ext(v: Any) -> Any:
-            r, s = v[:m], v[m:]
-            qr = ext_matvec(arith, Q.T, r)
-            rts = solve_rt_ext(arith.from_double(s))
-            t1 = arith.div_double(arith.sub(arith.from_double(r), _ext_product(arith, Q, qr)), alpha_m)
-            t4 = arith.mul_double(solve_r_ext(rts), -alpha_n)
-            return ru(np.concatenate([arith.to_double(arith.add(t1, _ext_product(arith, Q, rts))),
-                                      arith.to_double(arith.add(solve_r_ext(qr), t4))]))
-
-        return apply_ext, precondition_ext
-
-    rp = Rounder(up, HOST)
-    a = float(rp(np.array([F.alpha]))[0])
-
-    def mul(M: Any, v: Any) -> Any:
-        return matmul_on(HOST, M, v, up)
-
-    def solve_r(v: Any) -> Any:  # R \ v
-        return solve_on(HOST, (eye, R, order), v, up)
-
-    def solve_rt(v: Any) -> Any:  # R' \ v
-        return solve_on(HOST, (eye, R.T[::-1, ::-1], order), v[::-1], up)[::-1]
-
-    def project(v: Any) -> Any:  # v - Q (Q' v)
-        return rp(v - mul(Q, mul(Q.T, v)))
+    def project(v: Any, qtv: Any) -> Any:  # v - Q (Q' v), given Q' v
+        return ops.sub(v, ops.product(Q, qtv))
 
     def apply(v: Any) -> Any:
         r, s = v[:m], v[m:]
-        tv1, tv2 = mul(A, s), mul(A.T, r)
-        t1 = rp(project(r) + mul(Q, solve_rt(tv2)))
-        t2 = rp(project(tv1) / a)
-        t3 = rp(a * rp(solve_r(mul(Q.T, r)) - solve_r(solve_rt(tv2))))
-        t4 = solve_r(mul(Q.T, tv1))
-        return ru(np.concatenate([rp(t1 + t2), rp(t3 + t4)]))
+        tv1, tv2 = ops.matvec(A, s), ops.matvec(A.T, r)
+        t1 = ops.add(project(ops.lift(r), ops.matvec(Q.T, r)), ops.product(Q, solve_rt(tv2)))
+        t2 = ops.divide(project(tv1, ops.product(Q.T, tv1)), a)
+        t3 = ops.scale(ops.sub(ops.solve(upper, ops.matvec(Q.T, r)), ops.solve(upper, solve_rt(tv2))), a)
+        t4 = ops.solve(upper, ops.product(Q.T, tv1))
+        return ru(np.concatenate([ops.lower(ops.add(t1, t2)), ops.lower(ops.add(t3, t4))]))
 
     def precondition(v: Any) -> Any:
         r, s = v[:m], v[m:]
-        t1 = rp(project(r) / a)
-        t2 = mul(Q, solve_rt(s))
-        t3 = solve_r(mul(Q.T, r))
-        t4 = rp(-a * solve_r(solve_rt(s)))
-        return ru(np.concatenate([rp(t1 + t2), rp(t3 + t4)]))
+        t1 = ops.divide(project(ops.lift(r), ops.matvec(Q.T, r)), a)
+        t2 = ops.product(Q, solve_rt(ops.lift(s)))
+        t3 = ops.solve(upper, ops.matvec(Q.T, r))
+        t4 = ops.scale(ops.solve(upper, solve_rt(ops.lift(s))), -a)
+        return ru(np.concatenate([ops.lower(ops.add(t1, t2)), ops.lower(ops.add(t3, t4))]))
 
     return apply, precondition
 
@@ -978,22 +975,16 @@ def ls_ir(
             return np.concatenate([bw, np.zeros(n)])
         return np.concatenate([r0, x0])
 
+    unit_correction = _unit_residual_correction(HOST, u, lambda F, Ku, v: _gmres(
+        HOST, v, u, gmres_tol, gmres_maxit, _augmented_preconditioner(Au, F, u, upp)))
+
     def correction(F: _QRFactors, Ku: np.ndarray, res: np.ndarray) -> tuple:
-        scaled = np.concatenate([ru(F.alpha * res[:m]), res[m:]])
-        s = _residual_scale(HOST, scaled, power_of_two=False)
-        d, its = _gmres(HOST, ru(scaled / s), u, gmres_tol, gmres_maxit, _augmented_preconditioner(Au, F, u, upp))
-        d = ru(d * s)
+        d, its = unit_correction(F, Ku, np.concatenate([ru(F.alpha * res[:m]), res[m:]]))
         return np.concatenate([d[:m], ru(ru(np.array(1.0 / F.alpha)) * d[m:])]), its
 
-    factors: list = []
-
-    def factor(_: Any) -> _QRFactors:
-        factors.append(_qr_factors(a, uf, theta))
-        return factors[0]
-
     out = _refine(HOST, augmented, np.concatenate([rhs, np.zeros(n)]), uf, u, ur, correction, None, max_iter,
-                  tol, stop, factor, initial)
-    F = factors[0]
+                  tol, stop, lambda _: _qr_factors(a, uf, theta), initial)
+    F: Any = out.factors
     fields = {f.name: getattr(out, f.name) for f in dataclasses.fields(IRResult)}
     fields.update(x=out.x[m:], factors=None)
     return LSIRResult(**fields, r=out.x[:m], Q=F.Q, R=F.R, alpha=F.alpha)

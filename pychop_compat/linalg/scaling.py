@@ -73,19 +73,7 @@ def ruiz_equilibrate(A: ArrayLike, tol: float = 1e-4, max_iter: int = 100) -> Sc
     Scaling
         ``row``, ``col`` with ``R A S`` equilibrated, and ``mu = 1``.
     """
-    a = _finite_square(A)
-    n = a.shape[0]
-    row, col = np.ones(n), np.ones(n)
-    with np.errstate(all="ignore"):
-        for _ in range(max_iter):
-            rn = np.max(np.abs(a), axis=1) if n else np.zeros(0)
-            cn = np.max(np.abs(a), axis=0) if n else np.zeros(0)
-            if np.all(np.abs(1 - rn[rn > 0]) <= tol) and np.all(np.abs(1 - cn[cn > 0]) <= tol):
-                break
-            r, s = _safe_inv_sqrt(rn), _safe_inv_sqrt(cn)
-            a = (r[:, None] * a) * s[None, :]
-            row, col = row * r, col * s
-    return Scaling(row, col)
+    return _ruiz(A, tol, max_iter, symmetric=False)
 
 
 def ruiz_equilibrate_symmetric(A: ArrayLike, tol: float = 1e-4, max_iter: int = 100) -> Scaling:
@@ -112,18 +100,24 @@ def ruiz_equilibrate_symmetric(A: ArrayLike, tol: float = 1e-4, max_iter: int = 
     Scaling
         ``row = col = D`` and ``mu = 1``.
     """
+    return _ruiz(A, tol, max_iter, symmetric=True)
+
+
+def _ruiz(A: ArrayLike, tol: float, max_iter: int, symmetric: bool) -> Scaling:
+    """Ruiz's iteration; ``symmetric``: the column norms scale the rows too (``D A D``)."""
     a = _finite_square(A)
     n = a.shape[0]
-    d = np.ones(n)
+    row, col = np.ones(n), np.ones(n)
     with np.errstate(all="ignore"):
         for _ in range(max_iter):
             cn = np.max(np.abs(a), axis=0) if n else np.zeros(0)
-            if np.all(np.abs(1 - cn[cn > 0]) <= tol):
+            rn = cn if symmetric else (np.max(np.abs(a), axis=1) if n else np.zeros(0))
+            if np.all(np.abs(1 - rn[rn > 0]) <= tol) and np.all(np.abs(1 - cn[cn > 0]) <= tol):
                 break
-            s = _safe_inv_sqrt(cn)
-            a = (s[:, None] * a) * s[None, :]
-            d = d * s
-    return Scaling(d, d.copy())
+            r, s = _safe_inv_sqrt(rn), _safe_inv_sqrt(cn)
+            a = (r[:, None] * a) * s[None, :]
+            row, col = row * r, col * s
+    return Scaling(row, col)
 
 
 def _max_abs_ignoring_nan(a: np.ndarray, axis: int) -> np.ndarray:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -165,11 +166,25 @@ def test_ls_ir_preconditioner_precisions():
 def test_ls_ir_outcomes_and_errors():
     A, b = ls_problem()
     A[:, 2] = 0.0
-    assert linalg.ls_ir(A, b).status == "singular"
+    with pytest.warns(linalg.SingularMatrixWarning, match="rank deficient"):
+        assert linalg.ls_ir(A, b).status == "singular"
     with pytest.raises(ValueError, match="m >= n"):
         linalg.ls_ir(A.T, b[:5])
     with pytest.raises(ValueError, match="fp16, single or double"):
         linalg.ls_ir(*ls_problem(), "b")
+
+
+def test_ls_ir_says_when_the_minimiser_is_not_unique():
+    """A repeated column: rank n - 1, so x + t (e_1 - e_2) minimises ||b - A x|| for every t; the
+    backward-error status alone would not tell (the research code does not check the rank)."""
+    A, b = ls_problem()
+    A[:, 1] = A[:, 0]
+    assert np.linalg.matrix_rank(A) == A.shape[1] - 1
+    with pytest.warns(linalg.SingularMatrixWarning, match="not unique"):
+        linalg.ls_ir(A, b)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", linalg.SingularMatrixWarning)
+        assert linalg.ls_ir(*ls_problem()).converged  # full rank: no warning
 
 
 def test_example_claims():

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
@@ -21,6 +22,7 @@ from numpy.typing import ArrayLike
 
 from .arrays import HOST, Arrays, arrays_for, ieee, on_host
 from .cholesky import chol_lp
+from .errors import SingularMatrixWarning
 from .common import OptionsLike, Rounder, chop_object, extended_kind, float_operands, unit_roundoff
 from .extended import arithmetic, ext_lu_solve, ext_matvec, quick_two_sum, residual_dd, two_sum
 from .lu import LUResult, factorize, needs_host, solve_on
@@ -940,6 +942,13 @@ def ls_ir(
     LSIRResult
         ``x``, ``r``, the statuses of :class:`IRResult` and the factors.
 
+    Warns
+    -----
+    SingularMatrixWarning
+        When ``A`` is rank deficient to double precision (``sigma_min <= m eps sigma_max``): the
+        minimiser is not unique, and a ``'converged'`` status then says only that the backward
+        error of ``[r; x]`` met the rule (the research code does not check the rank).
+
     Notes
     -----
     As gmreslsir3 (``ptype = 1``): ``x_0 = R^{-1} (Q^T b)`` and ``r_0 = b - A x_0`` in ``u``
@@ -963,6 +972,13 @@ def ls_ir(
         raise ValueError("need an m x n matrix A with m >= n >= 1 and a vector b of m entries")
     upp = ur if up is None else up
     m, n = a.shape
+    singular_values = np.linalg.svd(a, compute_uv=False) if np.all(np.isfinite(a)) else None
+    if singular_values is not None and singular_values[-1] <= m * np.finfo(np.float64).eps * singular_values[0]:
+        # gmreslsir3 assumes full rank and does not check; a converged status here speaks of the
+        # backward error only, and x is one minimiser among many: say so rather than stay silent.
+        warnings.warn(f"ls_ir: A is rank deficient to double precision (sigma_min / sigma_max = "
+                      f"{singular_values[-1] / singular_values[0]:.1e}): the least-squares minimiser "
+                      "is not unique; x is one of them.", SingularMatrixWarning, stacklevel=2)
     ru = Rounder(u, HOST)
     Au = ru(a)
     augmented = np.block([[np.eye(m), a], [a.T, np.zeros((n, n))]])

@@ -18,7 +18,7 @@ import functools
 import math
 import numbers
 import operator
-from typing import Any, Callable, List, Literal, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, List, Optional, Tuple, Union
 
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
@@ -30,10 +30,6 @@ from .libraries import device_namespace, from_host, is_device_array, to_host
 from .reductions import Axis
 
 __all__ = ["ChoppedArray", "ChoppedScalar", "NotChoppedError"]
-
-#: The order of elements in memory, as NumPy spells it.
-_Order = Literal["C", "F", "A", "K"]
-
 
 def wrap(data: np.ndarray, arith: Arithmetic) -> "ChoppedArray":
     """A chopped array holding ``data`` as it is: values already in ``arith``'s format, not rounded again.
@@ -158,9 +154,10 @@ OPERATORS: dict[Any, Callable[[Any, Any], Any]] = {
 _IEEE_IN_PYTHON = (np.add, np.subtract, np.multiply, np.true_divide)
 
 
-def _scalar_operators(ufunc: np.ufunc) -> Tuple[Callable[[Any, Any], Any], Callable[[Any, Any], Any]]:
-    """The :class:`ChoppedScalar` operators of ``ufunc``: as written and reflected."""
-    return _scalar_operator(ufunc, False), _scalar_operator(ufunc, True)
+def _as_written_and_reflected(make: Callable[[np.ufunc, bool], Callable[[Any, Any], Any]], ufunc: np.ufunc
+                              ) -> Tuple[Callable[[Any, Any], Any], Callable[[Any, Any], Any]]:
+    """The operators ``make`` builds for ``ufunc``: as written and reflected (``__add__``, ``__radd__``)."""
+    return make(ufunc, False), make(ufunc, True)
 
 
 def _scalar_operator(ufunc: np.ufunc, reflected: bool) -> Callable[[Any, Any], Any]:
@@ -284,13 +281,13 @@ class ChoppedScalar:
             return _apply_ufunc(ufunc, "__call__", inputs, {})
         return NotImplemented
 
-    __add__, __radd__ = _scalar_operators(np.add)
-    __sub__, __rsub__ = _scalar_operators(np.subtract)
-    __mul__, __rmul__ = _scalar_operators(np.multiply)
-    __truediv__, __rtruediv__ = _scalar_operators(np.true_divide)
-    __pow__, __rpow__ = _scalar_operators(np.power)
-    __floordiv__, __rfloordiv__ = _scalar_operators(np.floor_divide)
-    __mod__, __rmod__ = _scalar_operators(np.remainder)
+    __add__, __radd__ = _as_written_and_reflected(_scalar_operator, np.add)
+    __sub__, __rsub__ = _as_written_and_reflected(_scalar_operator, np.subtract)
+    __mul__, __rmul__ = _as_written_and_reflected(_scalar_operator, np.multiply)
+    __truediv__, __rtruediv__ = _as_written_and_reflected(_scalar_operator, np.true_divide)
+    __pow__, __rpow__ = _as_written_and_reflected(_scalar_operator, np.power)
+    __floordiv__, __rfloordiv__ = _as_written_and_reflected(_scalar_operator, np.floor_divide)
+    __mod__, __rmod__ = _as_written_and_reflected(_scalar_operator, np.remainder)
 
     def __neg__(self):
         return ChoppedScalar._make(-self._v, self._arith)
@@ -323,354 +320,6 @@ class ChoppedScalar:
 
     def __array_function__(self, func, types, args, kwargs):
         return wrap(np.array(self._v), self._arith).__array_function__(func, types, args, kwargs)
-
-
-# -- arrays -----------------------------------------------------------------------------------
-
-
-def _operators(ufunc: np.ufunc) -> Tuple[Callable[[Any, Any], Any], Callable[[Any, Any], Any]]:
-    """The operators of ``ufunc`` of :class:`ChoppedOperators`: as written and reflected."""
-    return _operator(ufunc, False), _operator(ufunc, True)
-
-
-def _operator(ufunc: np.ufunc, reflected: bool) -> Callable[[Any, Any], Any]:
-    """An arithmetic operator of :class:`ChoppedOperators`: ``self._binary(ufunc, other, reflected)``."""
-    def binary_operator(self: "ChoppedOperators", other: Any) -> Any:
-        return self._binary(ufunc, other, reflected)
-
-    return binary_operator
-
-
-def _inplace_operator(ufunc: np.ufunc) -> Callable[[Any, Any], Any]:
-    """An in-place operator of :class:`ChoppedArray`: the operation, its values written into ``self``."""
-    def inplace_operator(self: "ChoppedArray", other: Any) -> Any:
-        return self._inplace(self._binary(ufunc, other))
-
-    return inplace_operator
-
-
-def _comparison(ufunc: np.ufunc) -> Callable[[Any, Any], Any]:
-    """A comparison of :class:`ChoppedOperators`: ``self._compare(ufunc, other)``, plain booleans."""
-    def comparison(self: "ChoppedOperators", other: Any) -> Any:
-        return self._compare(ufunc, other)
-
-    return comparison
-
-
-class ChoppedOperators:
-    """The operators of the chopped array types (:class:`ChoppedArray`, :class:`~.jax_array.ChoppedJax`).
-
-    Each arithmetic operator is one call of the type's ``_binary`` (the
-    operation in the type's library, rounded), each comparison one call of its
-    ``_compare`` (plain booleans), with NumPy's ufunc naming the operation.
-    """
-
-    __slots__ = ()
-    _arith: Arithmetic  # (a slot of each type)
-
-    def _binary(self, ufunc: np.ufunc, other: Any, reflected: bool = False) -> Any:
-        raise NotImplementedError
-
-    def _compare(self, ufunc: np.ufunc, other: Any) -> Any:
-        raise NotImplementedError
-
-    __add__, __radd__ = _operators(np.add)
-    __sub__, __rsub__ = _operators(np.subtract)
-    __mul__, __rmul__ = _operators(np.multiply)
-    __truediv__, __rtruediv__ = _operators(np.true_divide)
-    __pow__, __rpow__ = _operators(np.power)
-    __floordiv__, __rfloordiv__ = _operators(np.floor_divide)
-    __mod__, __rmod__ = _operators(np.remainder)
-    __lt__ = _comparison(np.less)
-    __le__ = _comparison(np.less_equal)
-    __gt__ = _comparison(np.greater)
-    __ge__ = _comparison(np.greater_equal)
-
-
-class ChoppedArray(ChoppedOperators):
-    """An array whose every arithmetic operation is rounded to a format.
-
-    Create with :func:`chopped`.  Elementwise operations (``+ - * / **``,
-    unary minus, ``abs``, every float ufunc) compute in double (single for
-    float32 data) and round the result once with chop's semantics;
-    reductions and products round after every addition and multiplication
-    (see :doc:`/arithmetic`).  Comparisons and integer or boolean results are
-    plain NumPy arrays.  ``np.asarray(c)`` and :attr:`values` give the plain
-    values.
-
-    Attributes
-    ----------
-    arithmetic : Arithmetic
-        The format, rounding and operand rules.
-    """
-
-    __slots__ = ("_data", "_arith")
-    _data: Any  # a NumPy array, or a device array of another library (see .libraries)
-    _arith: Arithmetic
-    __array_priority__ = 100
-
-    # -- basics -------------------------------------------------------------------------
-
-    @property
-    def arithmetic(self) -> Arithmetic:
-        """The simulated machine: format, rounding, operand rules, reduction order."""
-        return self._arith
-
-    @property
-    def values(self) -> np.ndarray:
-        """A plain copy of the values (leaves the simulation; a CuPy array on its device for CuPy data)."""
-        return self._data.copy()
-
-    def to_numpy(self) -> np.ndarray:
-        """A plain NumPy copy of the values (on the host)."""
-        if is_device_array(self._data):
-            return to_host(self._data)
-        return self._data.copy()
-
-    def __array__(self, dtype=None, copy=None):
-        if is_device_array(self._data):
-            raise TypeError("a chopped CuPy array is not converted to NumPy implicitly; use .to_numpy() "
-                            "(or .values for the CuPy array).")
-        if copy is False:
-            raise ValueError("a chopped array cannot be viewed as a plain ndarray without a copy")
-        return self._data.astype(dtype) if dtype is not None else self._data.copy()
-
-    shape = property(lambda self: self._data.shape, doc="The shape.")
-    ndim = property(lambda self: self._data.ndim, doc="Number of dimensions.")
-    size = property(lambda self: self._data.size, doc="Number of elements.")
-    dtype = property(lambda self: self._data.dtype, doc="dtype of the stored values (float64 or float32).")
-    T = property(lambda self: wrap(self._data.T, self._arith), doc="The transpose.")
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def __iter__(self):
-        for i in range(len(self._data)):
-            yield self[i]
-
-    def __repr__(self) -> str:
-        if is_device_array(self._data):
-            return f"chopped({self._data!r}, {self._arith.describe()})"
-        body = np.array2string(self._data, separator=", ", prefix="chopped(")
-        return f"chopped({body}, {self._arith.describe()})"
-
-    def __bool__(self) -> bool:
-        return bool(self._data)
-
-    def __float__(self) -> float:
-        return float(self._data)
-
-    def __int__(self) -> int:
-        return int(self._data)
-
-    def __index__(self) -> int:
-        raise TypeError("a chopped array cannot be used as an index")
-
-    def item(self, *args: Union[int, Tuple[int, ...]]) -> float:
-        """One element as a plain Python float."""
-        return self._data.item(*args)
-
-    def tolist(self) -> Union[float, List[Any]]:
-        """The values as (nested) lists of plain Python floats."""
-        return self._data.tolist()
-
-    def using(self, **settings: Any) -> "ChoppedArray":
-        """The same values with other ``strict``, ``mismatch``, ``method`` or ``block_size``.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> x = chopped(np.ones(4096), 'h')
-        >>> float(x.sum()), float(x.using(method='pairwise').sum())
-        (2048.0, 4096.0)
-        """
-        return wrap(self._data, self._arith.with_settings(**settings))
-
-    def astype(self, dtype: DTypeLike, copy: bool = True) -> Union["ChoppedArray", np.ndarray]:
-        """float32/float64: a chopped array stored in that dtype; other dtypes: a plain array."""
-        dtype = np.dtype(dtype)
-        if dtype == np.float64 or dtype == np.float32:
-            return wrap(self._arith.store(self._data.astype(dtype)), self._arith)
-        return self._data.astype(dtype)
-
-    def copy(self) -> "ChoppedArray":
-        return wrap(self._data.copy(), self._arith)
-
-    # -- indexing ---------------------------------------------------------------------------
-
-    def __getitem__(self, key):
-        value = self._data[plain_values(key)]
-        if _is_array(value):
-            return wrap(value, self._arith)
-        if type(value) is np.float64:
-            return ChoppedScalar._make(float(value), self._arith)
-        return wrap(np.asarray(value), self._arith)
-
-    def __setitem__(self, key, value) -> None:
-        if isinstance(value, (ChoppedArray, ChoppedScalar)):
-            self._arith.combine(value._arith)
-        self._data[plain_values(key)] = stored_values(value, self._arith)
-
-    # -- operators (the arithmetic ones from ChoppedOperators) --------------------------------
-
-    def _binary(self, ufunc, other, reflected: bool = False):
-        arith = self._arith
-        kind = type(other)
-        if kind is ChoppedArray or kind is ChoppedScalar:
-            if other._arith is not arith:
-                arith = arith.combine(other._arith) if not reflected else other._arith.combine(arith)
-            o = other._data if kind is ChoppedArray else other._v
-        elif isinstance(other, (np.ndarray, numbers.Number, list, tuple)) or is_device_array(other):
-            o = _operand(other, arith)
-        else:
-            return NotImplemented
-        data = ufunc(o, self._data) if reflected else ufunc(self._data, o)
-        return wrap(arith.round(data), arith)
-
-    def __neg__(self):
-        return wrap(-self._data, self._arith)
-
-    def __pos__(self):
-        return wrap(self._data.copy(), self._arith)
-
-    def __abs__(self):
-        return wrap(np.abs(self._data), self._arith)
-
-    def __matmul__(self, o):
-        return np.matmul(self, o)
-
-    def __rmatmul__(self, o):
-        return np.matmul(o, self)
-
-    def _inplace(self, result):
-        if result is NotImplemented:
-            return result
-        self._data[...] = result._data
-        return self
-
-    __iadd__ = _inplace_operator(np.add)
-    __isub__ = _inplace_operator(np.subtract)
-    __imul__ = _inplace_operator(np.multiply)
-    __itruediv__ = _inplace_operator(np.true_divide)
-    __ipow__ = _inplace_operator(np.power)
-
-    def __imatmul__(self, o):
-        return self._inplace(np.matmul(self, o))
-
-    def _compare(self, ufunc, other):
-        return ufunc(self._data, plain_values(other))
-
-    __eq__ = _comparison(np.equal)
-    __ne__ = _comparison(np.not_equal)
-
-    __hash__ = None  # type: ignore[assignment]  # (mutable, like ndarray: unhashable)
-
-    # -- methods that NumPy code calls on arrays ----------------------------------------------
-
-    def sum(self, axis: Axis = None, dtype: None = None, out: Optional["ChoppedArray"] = None,
-            keepdims: bool = False, **kwargs: Any) -> Union["ChoppedArray", ChoppedScalar]:
-        return _sum(self, axis, dtype, out, keepdims, **kwargs)
-
-    def prod(self, axis: Axis = None, dtype: None = None, out: Optional["ChoppedArray"] = None,
-             keepdims: bool = False, **kwargs: Any) -> Union["ChoppedArray", ChoppedScalar]:
-        return _prod(self, axis, dtype, out, keepdims, **kwargs)
-
-    def cumsum(self, axis: Optional[int] = None, dtype: None = None,
-               out: Optional["ChoppedArray"] = None) -> "ChoppedArray":
-        return _cumsum(self, axis, dtype, out)
-
-    def cumprod(self, axis: Optional[int] = None, dtype: None = None,
-                out: Optional["ChoppedArray"] = None) -> "ChoppedArray":
-        return _cumprod(self, axis, dtype, out)
-
-    def mean(self, axis: Axis = None, dtype: None = None, out: Optional["ChoppedArray"] = None,
-             keepdims: bool = False, **kwargs: Any) -> Union["ChoppedArray", ChoppedScalar]:
-        return _mean(self, axis, dtype, out, keepdims, **kwargs)
-
-    def var(self, axis: Axis = None, dtype: None = None, out: Optional["ChoppedArray"] = None,
-            ddof: float = 0, keepdims: bool = False, **kwargs: Any) -> Union["ChoppedArray", ChoppedScalar]:
-        return _var(self, axis, dtype, out, ddof, keepdims, **kwargs)
-
-    def std(self, axis: Axis = None, dtype: None = None, out: Optional["ChoppedArray"] = None,
-            ddof: float = 0, keepdims: bool = False, **kwargs: Any) -> Union["ChoppedArray", ChoppedScalar]:
-        return _std(self, axis, dtype, out, ddof, keepdims, **kwargs)
-
-    def dot(self, b: "ChoppedOperand") -> Union["ChoppedArray", ChoppedScalar]:
-        return _dot(self, b)
-
-    def max(self, *args: Any, **kwargs: Any) -> Union["ChoppedArray", ChoppedScalar]:
-        return np.max(self, *args, **kwargs)
-
-    def min(self, *args: Any, **kwargs: Any) -> Union["ChoppedArray", ChoppedScalar]:
-        return np.min(self, *args, **kwargs)
-
-    def argmax(self, *args: Any, **kwargs: Any) -> Union[np.intp, np.ndarray]:
-        return self._data.argmax(*args, **kwargs)
-
-    def argmin(self, *args: Any, **kwargs: Any) -> Union[np.intp, np.ndarray]:
-        return self._data.argmin(*args, **kwargs)
-
-    def any(self, *args: Any, **kwargs: Any) -> Union[np.bool_, np.ndarray]:
-        return self._data.any(*args, **kwargs)
-
-    def all(self, *args: Any, **kwargs: Any) -> Union[np.bool_, np.ndarray]:
-        return self._data.all(*args, **kwargs)
-
-    def reshape(self, *shape: Union[int, Sequence[int]], **kwargs: Any) -> "ChoppedArray":
-        return wrap(self._data.reshape(*shape, **kwargs), self._arith)
-
-    def transpose(self, *axes: Union[None, int, Sequence[int]]) -> "ChoppedArray":
-        return wrap(self._data.transpose(*axes), self._arith)
-
-    def ravel(self, order: _Order = "C") -> "ChoppedArray":
-        return wrap(self._data.ravel(order), self._arith)
-
-    def flatten(self, order: _Order = "C") -> "ChoppedArray":
-        return wrap(self._data.flatten(order), self._arith)
-
-    def squeeze(self, axis: Union[None, int, Tuple[int, ...]] = None) -> "ChoppedArray":
-        return wrap(self._data.squeeze(axis), self._arith)
-
-    def fill(self, value: "ChoppedOperand") -> None:
-        self[...] = value
-
-    # -- NumPy protocols --------------------------------------------------------------------------
-
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        return _apply_ufunc(ufunc, method, inputs, kwargs)
-
-    def __array_function__(self, func, types, args, kwargs):
-        namespace = device_namespace(self._data)
-        if namespace is not None and func not in _ON_DEVICE:
-            raise NotChoppedError(f"{func.__module__}.{func.__name__} is not implemented for chopped "
-                                  f"{namespace.name} arrays (elementwise operations, sums, products, dot "
-                                  "and 2-D matmul are).")
-        handler = _FUNCTIONS.get(func)
-        if handler is not None:
-            return handler(*args, **kwargs)
-        if func in _MOVES:
-            arith = arithmetic_of(_flatten_args(args, kwargs))
-            return _rewrap(func(*plain_values(args), **plain_values(kwargs)), arith)
-        if func in _PLAIN:
-            return func(*plain_values(args), **plain_values(kwargs))
-        name = f"{func.__module__}.{func.__name__}"
-        raise NotChoppedError(
-            f"{name} is not implemented for chopped arrays with per-operation rounding; it "
-            "would compute in double.  Use np.asarray(x) to leave the simulation explicitly "
-            "(and chopped(result, ...) to round the result once), or see "
-            "pychop_compat.linalg for chopped linear algebra.")
-
-
-#: An operand of chopped arithmetic: a chopped array or scalar, or plain values.
-ChoppedOperand = Union[ChoppedArray, ChoppedScalar, ArrayLike]
-
-
-def _flatten_args(args, kwargs):
-    for v in list(args) + list(kwargs.values()):
-        if isinstance(v, (list, tuple)):
-            yield from _flatten_args(v, {})
-        else:
-            yield v
 
 
 # -- ufuncs ---------------------------------------------------------------------------------
@@ -777,22 +426,26 @@ def _accumulate(x: "ChoppedArray", op: str, axis):
     return wrap(reductions.accumulate(x._data, a.round, op, axis, scalar_rnd=a.round_scalar), a)
 
 
-def _sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+def _sum(a: ChoppedOperand, axis: Axis = None, dtype: None = None, out: Optional[ChoppedArray] = None,
+         keepdims: bool = False, initial: None = None, where: None = None) -> Union[ChoppedArray, ChoppedScalar]:
     _refuse("sum", dtype=dtype, initial=initial, where=where)
     return _write_out(_reduce(_chopped_input(a, "sum"), "add", axis, keepdims), out)
 
 
-def _prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+def _prod(a: ChoppedOperand, axis: Axis = None, dtype: None = None, out: Optional[ChoppedArray] = None,
+          keepdims: bool = False, initial: None = None, where: None = None) -> Union[ChoppedArray, ChoppedScalar]:
     _refuse("prod", dtype=dtype, initial=initial, where=where)
     return _write_out(_reduce(_chopped_input(a, "prod"), "multiply", axis, keepdims), out)
 
 
-def _cumsum(a, axis=None, dtype=None, out=None):
+def _cumsum(a: ChoppedOperand, axis: Optional[int] = None, dtype: None = None,
+            out: Optional[ChoppedArray] = None) -> ChoppedArray:
     _refuse("cumsum", dtype=dtype)
     return _write_out(_accumulate(_chopped_input(a, "cumsum"), "add", axis), out)
 
 
-def _cumprod(a, axis=None, dtype=None, out=None):
+def _cumprod(a: ChoppedOperand, axis: Optional[int] = None, dtype: None = None,
+             out: Optional[ChoppedArray] = None) -> ChoppedArray:
     _refuse("cumprod", dtype=dtype)
     return _write_out(_accumulate(_chopped_input(a, "cumprod"), "multiply", axis), out)
 
@@ -804,7 +457,8 @@ def _count(x: "ChoppedArray", axis) -> int:
     return int(np.prod([x.shape[i] for i in axes]))
 
 
-def _mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
+def _mean(a: ChoppedOperand, axis: Axis = None, dtype: None = None, out: Optional[ChoppedArray] = None,
+          keepdims: bool = False, where: None = None) -> Union[ChoppedArray, ChoppedScalar]:
     """``fl(sum / n)``: the sum in the arithmetic's order, then one rounded division."""
     _refuse("mean", dtype=dtype, where=where)
     x = _chopped_input(a, "mean")
@@ -812,8 +466,9 @@ def _mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
     return _write_out(total / _count(x, axis), out)
 
 
-def _var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, mean=None,
-         correction=None):
+def _var(a: ChoppedOperand, axis: Axis = None, dtype: None = None, out: Optional[ChoppedArray] = None,
+         ddof: float = 0, keepdims: bool = False, where: None = None, mean: None = None,
+         correction: None = None) -> Union[ChoppedArray, ChoppedScalar]:
     """``m = mean(x)``; ``d = fl(x - m)``; ``fl(sum(fl(d * d)) / (n - ddof))``."""
     _refuse("var", dtype=dtype, where=where, mean=mean, correction=correction)
     x = _chopped_input(a, "var")
@@ -823,8 +478,9 @@ def _var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None,
     return _write_out(total / (_count(x, axis) - ddof), out)
 
 
-def _std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, mean=None,
-         correction=None):
+def _std(a: ChoppedOperand, axis: Axis = None, dtype: None = None, out: Optional[ChoppedArray] = None,
+         ddof: float = 0, keepdims: bool = False, where: None = None, mean: None = None,
+         correction: None = None) -> Union[ChoppedArray, ChoppedScalar]:
     """``fl(sqrt(var))``."""
     _refuse("std", mean=mean, correction=correction)
     return _write_out(np.sqrt(_var(a, axis, dtype, None, ddof, keepdims, where)), out)
@@ -883,7 +539,8 @@ def _matmul(a, b, out=None):
     return _write_out(chopped_result(C, arith, C.ndim == 0), out)
 
 
-def _dot(a, b, out=None):
+def _dot(a: ChoppedOperand, b: ChoppedOperand,
+         out: Optional[ChoppedArray] = None) -> Union[ChoppedArray, ChoppedScalar]:
     A, B, arith = _product_operands(a, b, "dot")
     if A.ndim == 0 or B.ndim == 0:
         return _write_out(np.multiply(a, b), out)
@@ -1132,3 +789,320 @@ _PLAIN = {
     np.any, np.all, np.iscomplexobj, np.isrealobj, np.result_type, np.argwhere, np.nanargmax,
     np.nanargmin,
 }
+
+
+# -- arrays -----------------------------------------------------------------------------------
+
+
+def _operator(ufunc: np.ufunc, reflected: bool) -> Callable[[Any, Any], Any]:
+    """An arithmetic operator of :class:`ChoppedOperators`: ``self._binary(ufunc, other, reflected)``."""
+    def binary_operator(self: "ChoppedOperators", other: Any) -> Any:
+        return self._binary(ufunc, other, reflected)
+
+    return binary_operator
+
+
+def _inplace_operator(ufunc: np.ufunc) -> Callable[[Any, Any], Any]:
+    """An in-place operator of :class:`ChoppedArray`: the operation, its values written into ``self``."""
+    def inplace_operator(self: "ChoppedArray", other: Any) -> Any:
+        return self._inplace(self._binary(ufunc, other))
+
+    return inplace_operator
+
+
+def _comparison(ufunc: np.ufunc) -> Callable[[Any, Any], Any]:
+    """A comparison of :class:`ChoppedOperators`: ``self._compare(ufunc, other)``, plain booleans."""
+    def comparison(self: "ChoppedOperators", other: Any) -> Any:
+        return self._compare(ufunc, other)
+
+    return comparison
+
+
+def _stored_array_method(name: str, values: bool) -> Callable[..., Any]:
+    """A :class:`ChoppedArray` method calling the stored array's method ``name``: a chopped array of
+    its result when that holds the values (``values``: ``reshape``, ...), else its plain result
+    (indices, booleans)."""
+    def method(self: "ChoppedArray", *args: Any, **kwargs: Any) -> Any:
+        result = getattr(self._data, name)(*args, **kwargs)
+        return wrap(result, self._arith) if values else result
+
+    method.__name__ = method.__qualname__ = name
+    return method
+
+
+class ChoppedOperators:
+    """The operators of the chopped array types (:class:`ChoppedArray`, :class:`~.jax_array.ChoppedJax`).
+
+    Each arithmetic operator is one call of the type's ``_binary`` (the
+    operation in the type's library, rounded), each comparison one call of its
+    ``_compare`` (plain booleans), with NumPy's ufunc naming the operation.
+    """
+
+    __slots__ = ()
+    _arith: Arithmetic  # (a slot of each type)
+
+    def _binary(self, ufunc: np.ufunc, other: Any, reflected: bool = False) -> Any:
+        raise NotImplementedError
+
+    def _compare(self, ufunc: np.ufunc, other: Any) -> Any:
+        raise NotImplementedError
+
+    __add__, __radd__ = _as_written_and_reflected(_operator, np.add)
+    __sub__, __rsub__ = _as_written_and_reflected(_operator, np.subtract)
+    __mul__, __rmul__ = _as_written_and_reflected(_operator, np.multiply)
+    __truediv__, __rtruediv__ = _as_written_and_reflected(_operator, np.true_divide)
+    __pow__, __rpow__ = _as_written_and_reflected(_operator, np.power)
+    __floordiv__, __rfloordiv__ = _as_written_and_reflected(_operator, np.floor_divide)
+    __mod__, __rmod__ = _as_written_and_reflected(_operator, np.remainder)
+    __lt__ = _comparison(np.less)
+    __le__ = _comparison(np.less_equal)
+    __gt__ = _comparison(np.greater)
+    __ge__ = _comparison(np.greater_equal)
+
+
+class ChoppedArray(ChoppedOperators):
+    """An array whose every arithmetic operation is rounded to a format.
+
+    Create with :func:`chopped`.  Elementwise operations (``+ - * / **``,
+    unary minus, ``abs``, every float ufunc) compute in double (single for
+    float32 data) and round the result once with chop's semantics;
+    reductions and products round after every addition and multiplication
+    (see :doc:`/arithmetic`).  Comparisons and integer or boolean results are
+    plain NumPy arrays.  ``np.asarray(c)`` and :attr:`values` give the plain
+    values.
+
+    Attributes
+    ----------
+    arithmetic : Arithmetic
+        The format, rounding and operand rules.
+    """
+
+    __slots__ = ("_data", "_arith")
+    _data: Any  # a NumPy array, or a device array of another library (see .libraries)
+    _arith: Arithmetic
+    __array_priority__ = 100
+
+    # -- basics -------------------------------------------------------------------------
+
+    @property
+    def arithmetic(self) -> Arithmetic:
+        """The simulated machine: format, rounding, operand rules, reduction order."""
+        return self._arith
+
+    @property
+    def values(self) -> np.ndarray:
+        """A plain copy of the values (leaves the simulation; a CuPy array on its device for CuPy data)."""
+        return self._data.copy()
+
+    def to_numpy(self) -> np.ndarray:
+        """A plain NumPy copy of the values (on the host)."""
+        if is_device_array(self._data):
+            return to_host(self._data)
+        return self._data.copy()
+
+    def __array__(self, dtype=None, copy=None):
+        if is_device_array(self._data):
+            raise TypeError("a chopped CuPy array is not converted to NumPy implicitly; use .to_numpy() "
+                            "(or .values for the CuPy array).")
+        if copy is False:
+            raise ValueError("a chopped array cannot be viewed as a plain ndarray without a copy")
+        return self._data.astype(dtype) if dtype is not None else self._data.copy()
+
+    shape = property(lambda self: self._data.shape, doc="The shape.")
+    ndim = property(lambda self: self._data.ndim, doc="Number of dimensions.")
+    size = property(lambda self: self._data.size, doc="Number of elements.")
+    dtype = property(lambda self: self._data.dtype, doc="dtype of the stored values (float64 or float32).")
+    T = property(lambda self: wrap(self._data.T, self._arith), doc="The transpose.")
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __iter__(self):
+        for i in range(len(self._data)):
+            yield self[i]
+
+    def __repr__(self) -> str:
+        if is_device_array(self._data):
+            return f"chopped({self._data!r}, {self._arith.describe()})"
+        body = np.array2string(self._data, separator=", ", prefix="chopped(")
+        return f"chopped({body}, {self._arith.describe()})"
+
+    def __bool__(self) -> bool:
+        return bool(self._data)
+
+    def __float__(self) -> float:
+        return float(self._data)
+
+    def __int__(self) -> int:
+        return int(self._data)
+
+    def __index__(self) -> int:
+        raise TypeError("a chopped array cannot be used as an index")
+
+    def item(self, *args: Union[int, Tuple[int, ...]]) -> float:
+        """One element as a plain Python float."""
+        return self._data.item(*args)
+
+    def tolist(self) -> Union[float, List[Any]]:
+        """The values as (nested) lists of plain Python floats."""
+        return self._data.tolist()
+
+    def using(self, **settings: Any) -> "ChoppedArray":
+        """The same values with other ``strict``, ``mismatch``, ``method`` or ``block_size``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> x = chopped(np.ones(4096), 'h')
+        >>> float(x.sum()), float(x.using(method='pairwise').sum())
+        (2048.0, 4096.0)
+        """
+        return wrap(self._data, self._arith.with_settings(**settings))
+
+    def astype(self, dtype: DTypeLike, copy: bool = True) -> Union["ChoppedArray", np.ndarray]:
+        """float32/float64: a chopped array stored in that dtype; other dtypes: a plain array."""
+        dtype = np.dtype(dtype)
+        if dtype == np.float64 or dtype == np.float32:
+            return wrap(self._arith.store(self._data.astype(dtype)), self._arith)
+        return self._data.astype(dtype)
+
+    def copy(self) -> "ChoppedArray":
+        return wrap(self._data.copy(), self._arith)
+
+    # -- indexing ---------------------------------------------------------------------------
+
+    def __getitem__(self, key):
+        value = self._data[plain_values(key)]
+        if _is_array(value):
+            return wrap(value, self._arith)
+        if type(value) is np.float64:
+            return ChoppedScalar._make(float(value), self._arith)
+        return wrap(np.asarray(value), self._arith)
+
+    def __setitem__(self, key, value) -> None:
+        if isinstance(value, (ChoppedArray, ChoppedScalar)):
+            self._arith.combine(value._arith)
+        self._data[plain_values(key)] = stored_values(value, self._arith)
+
+    # -- operators (the arithmetic ones from ChoppedOperators) --------------------------------
+
+    def _binary(self, ufunc, other, reflected: bool = False):
+        arith = self._arith
+        kind = type(other)
+        if kind is ChoppedArray or kind is ChoppedScalar:
+            if other._arith is not arith:
+                arith = arith.combine(other._arith) if not reflected else other._arith.combine(arith)
+            o = other._data if kind is ChoppedArray else other._v
+        elif isinstance(other, (np.ndarray, numbers.Number, list, tuple)) or is_device_array(other):
+            o = _operand(other, arith)
+        else:
+            return NotImplemented
+        data = ufunc(o, self._data) if reflected else ufunc(self._data, o)
+        return wrap(arith.round(data), arith)
+
+    def __neg__(self):
+        return wrap(-self._data, self._arith)
+
+    def __pos__(self):
+        return wrap(self._data.copy(), self._arith)
+
+    def __abs__(self):
+        return wrap(np.abs(self._data), self._arith)
+
+    def __matmul__(self, o):
+        return np.matmul(self, o)
+
+    def __rmatmul__(self, o):
+        return np.matmul(o, self)
+
+    def _inplace(self, result):
+        if result is NotImplemented:
+            return result
+        self._data[...] = result._data
+        return self
+
+    __iadd__ = _inplace_operator(np.add)
+    __isub__ = _inplace_operator(np.subtract)
+    __imul__ = _inplace_operator(np.multiply)
+    __itruediv__ = _inplace_operator(np.true_divide)
+    __ipow__ = _inplace_operator(np.power)
+
+    def __imatmul__(self, o):
+        return self._inplace(np.matmul(self, o))
+
+    def _compare(self, ufunc, other):
+        return ufunc(self._data, plain_values(other))
+
+    __eq__ = _comparison(np.equal)
+    __ne__ = _comparison(np.not_equal)
+
+    __hash__ = None  # type: ignore[assignment]  # (mutable, like ndarray: unhashable)
+
+    # -- methods that NumPy code calls on arrays ----------------------------------------------
+
+    # (the functions np.sum, ... call: the chopped array is their first argument)
+    sum = _sum
+    prod = _prod
+    cumsum = _cumsum
+    cumprod = _cumprod
+    mean = _mean
+    var = _var
+    std = _std
+    dot = _dot
+
+    def max(self, *args: Any, **kwargs: Any) -> Union["ChoppedArray", ChoppedScalar]:
+        return np.max(self, *args, **kwargs)
+
+    def min(self, *args: Any, **kwargs: Any) -> Union["ChoppedArray", ChoppedScalar]:
+        return np.min(self, *args, **kwargs)
+
+    argmax = _stored_array_method("argmax", values=False)
+    argmin = _stored_array_method("argmin", values=False)
+    any = _stored_array_method("any", values=False)
+    all = _stored_array_method("all", values=False)
+    reshape = _stored_array_method("reshape", values=True)
+    transpose = _stored_array_method("transpose", values=True)
+    ravel = _stored_array_method("ravel", values=True)
+    flatten = _stored_array_method("flatten", values=True)
+    squeeze = _stored_array_method("squeeze", values=True)
+
+    def fill(self, value: "ChoppedOperand") -> None:
+        self[...] = value
+
+    # -- NumPy protocols --------------------------------------------------------------------------
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        return _apply_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        namespace = device_namespace(self._data)
+        if namespace is not None and func not in _ON_DEVICE:
+            raise NotChoppedError(f"{func.__module__}.{func.__name__} is not implemented for chopped "
+                                  f"{namespace.name} arrays (elementwise operations, sums, products, dot "
+                                  "and 2-D matmul are).")
+        handler = _FUNCTIONS.get(func)
+        if handler is not None:
+            return handler(*args, **kwargs)
+        if func in _MOVES:
+            arith = arithmetic_of(_flatten_args(args, kwargs))
+            return _rewrap(func(*plain_values(args), **plain_values(kwargs)), arith)
+        if func in _PLAIN:
+            return func(*plain_values(args), **plain_values(kwargs))
+        name = f"{func.__module__}.{func.__name__}"
+        raise NotChoppedError(
+            f"{name} is not implemented for chopped arrays with per-operation rounding; it "
+            "would compute in double.  Use np.asarray(x) to leave the simulation explicitly "
+            "(and chopped(result, ...) to round the result once), or see "
+            "pychop_compat.linalg for chopped linear algebra.")
+
+
+#: An operand of chopped arithmetic: a chopped array or scalar, or plain values.
+ChoppedOperand = Union[ChoppedArray, ChoppedScalar, ArrayLike]
+
+
+def _flatten_args(args, kwargs):
+    for v in list(args) + list(kwargs.values()):
+        if isinstance(v, (list, tuple)):
+            yield from _flatten_args(v, {})
+        else:
+            yield v

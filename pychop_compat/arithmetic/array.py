@@ -831,15 +831,43 @@ def _stored_array_method(name: str, values: bool) -> Callable[..., Any]:
 
 
 class ChoppedOperators:
-    """The operators of the chopped array types (:class:`ChoppedArray`, :class:`~.jax_array.ChoppedJax`).
+    """What the chopped array types share (:class:`ChoppedArray`, :class:`~.jax_array.ChoppedJax`).
 
     Each arithmetic operator is one call of the type's ``_binary`` (the
     operation in the type's library, rounded), each comparison one call of its
-    ``_compare`` (plain booleans), with NumPy's ufunc naming the operation.
+    ``_compare`` (plain booleans), with NumPy's ufunc naming the operation;
+    the values that move unchanged come back through the type's ``_holding``.
     """
 
     __slots__ = ()
-    _arith: Arithmetic  # (a slot of each type)
+    _data: Any  # (slots of each type)
+    _arith: Arithmetic
+
+    @property
+    def arithmetic(self) -> Arithmetic:
+        """The simulated machine: format, rounding, operand rules, reduction order."""
+        return self._arith
+
+    shape = property(lambda self: self._data.shape, doc="The shape.")
+    ndim = property(lambda self: self._data.ndim, doc="Number of dimensions.")
+    dtype = property(lambda self: self._data.dtype, doc="dtype of the stored values (float64 or float32).")
+    T = property(lambda self: self._holding(self._data.T), doc="The transpose.")
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __repr__(self) -> str:
+        return f"chopped({self._data!r}, {self._arith.describe()})"
+
+    def __neg__(self) -> Any:
+        return self._holding(-self._data)
+
+    def __abs__(self) -> Any:
+        return self._holding(abs(self._data))
+
+    def _holding(self, data: Any) -> Any:
+        """A chopped array of this type and arithmetic holding ``data`` as it is (not rounded again)."""
+        raise NotImplementedError
 
     def _binary(self, ufunc: np.ufunc, other: Any, reflected: bool = False) -> Any:
         raise NotImplementedError
@@ -879,15 +907,12 @@ class ChoppedArray(ChoppedOperators):
 
     __slots__ = ("_data", "_arith")
     _data: Any  # a NumPy array, or a device array of another library (see .libraries)
-    _arith: Arithmetic
     __array_priority__ = 100
 
     # -- basics -------------------------------------------------------------------------
 
-    @property
-    def arithmetic(self) -> Arithmetic:
-        """The simulated machine: format, rounding, operand rules, reduction order."""
-        return self._arith
+    def _holding(self, data: Any) -> "ChoppedArray":
+        return wrap(data, self._arith)
 
     @property
     def values(self) -> np.ndarray:
@@ -908,14 +933,7 @@ class ChoppedArray(ChoppedOperators):
             raise ValueError("a chopped array cannot be viewed as a plain ndarray without a copy")
         return self._data.astype(dtype) if dtype is not None else self._data.copy()
 
-    shape = property(lambda self: self._data.shape, doc="The shape.")
-    ndim = property(lambda self: self._data.ndim, doc="Number of dimensions.")
     size = property(lambda self: self._data.size, doc="Number of elements.")
-    dtype = property(lambda self: self._data.dtype, doc="dtype of the stored values (float64 or float32).")
-    T = property(lambda self: wrap(self._data.T, self._arith), doc="The transpose.")
-
-    def __len__(self) -> int:
-        return len(self._data)
 
     def __iter__(self):
         for i in range(len(self._data)):
@@ -923,7 +941,7 @@ class ChoppedArray(ChoppedOperators):
 
     def __repr__(self) -> str:
         if is_device_array(self._data):
-            return f"chopped({self._data!r}, {self._arith.describe()})"
+            return super().__repr__()
         body = np.array2string(self._data, separator=", ", prefix="chopped(")
         return f"chopped({body}, {self._arith.describe()})"
 
@@ -1000,14 +1018,11 @@ class ChoppedArray(ChoppedOperators):
         data = ufunc(o, self._data) if reflected else ufunc(self._data, o)
         return wrap(arith.round(data), arith)
 
-    def __neg__(self):
-        return wrap(-self._data, self._arith)
-
     def __pos__(self):
         return wrap(self._data.copy(), self._arith)
 
     def __abs__(self):
-        return wrap(np.abs(self._data), self._arith)
+        return wrap(np.abs(self._data), self._arith)  # (a held device array answers NumPy's ufuncs only)
 
     def __matmul__(self, o):
         return np.matmul(self, o)

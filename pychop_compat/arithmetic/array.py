@@ -512,6 +512,14 @@ def _kernel(A: np.ndarray, B: np.ndarray, arith: Arithmetic) -> np.ndarray:
     return linalg.matmul(A, B, arith.given, **arith.product_settings)
 
 
+def _products(A: np.ndarray, B: np.ndarray, arith: Arithmetic) -> np.ndarray:
+    """The matrix products ``A[i] @ B[i]`` of two stacks of matrices, one by one in order."""
+    C = np.empty(A.shape[:2] + B.shape[2:], dtype=np.result_type(A, B))
+    for i in range(A.shape[0]):
+        C[i] = _kernel(A[i], B[i], arith)
+    return C
+
+
 def _matmul(a, b, out=None):
     """``a @ b`` by :func:`pychop_compat.linalg.matmul`; stacks of matrices one by one in C order."""
     A, B, arith = _product_operands(a, b, "matmul")
@@ -526,11 +534,10 @@ def _matmul(a, b, out=None):
         A2 = A if A.ndim > 1 else A[None, :]
         B2 = B if B.ndim > 1 else B[:, None]
         batch = np.broadcast_shapes(A2.shape[:-2], B2.shape[:-2])
-        A2 = np.broadcast_to(A2, batch + A2.shape[-2:])
-        B2 = np.broadcast_to(B2, batch + B2.shape[-2:])
-        C = np.empty(batch + (A2.shape[-2], B2.shape[-1]), dtype=np.result_type(A2, B2))
-        for index in np.ndindex(*batch):
-            C[index] = _kernel(A2[index], B2[index], arith)
+        n = math.prod(batch)
+        C = _products(np.broadcast_to(A2, batch + A2.shape[-2:]).reshape((n,) + A2.shape[-2:]),
+                      np.broadcast_to(B2, batch + B2.shape[-2:]).reshape((n,) + B2.shape[-2:]), arith)
+        C = C.reshape(batch + C.shape[1:])
         if A.ndim == 1:
             C = C[..., 0, :]
         if B.ndim == 1:
@@ -616,8 +623,7 @@ def _einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
         raise NotChoppedError("einsum needs a chopped operand")
     datas = []
     for term, op in zip(terms, operands):
-        data = stored_values(op, arith) if not isinstance(op, ChoppedArray) else op._data
-        data = np.asarray(data)
+        data = np.asarray(stored_values(op, arith))
         if len(term) != data.ndim:
             raise ValueError(f"einsum: operand {term!r} has {data.ndim} dimensions")
         unique = "".join(dict.fromkeys(term))
@@ -655,15 +661,10 @@ def _einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
         size[c] = B.shape[tb.index(c)]
     At = np.transpose(A, [ta.index(c) for c in batch + free_a + summed])
     Bt = np.transpose(B, [tb.index(c) for c in batch + summed + free_b])
-    nb = int(np.prod([size[c] for c in batch], dtype=np.int64))
-    ma = int(np.prod([size[c] for c in free_a], dtype=np.int64))
-    mb = int(np.prod([size[c] for c in free_b], dtype=np.int64))
-    k = int(np.prod([size[c] for c in summed], dtype=np.int64))
+    nb, ma, mb, k = (math.prod(size[c] for c in letters) for letters in (batch, free_a, free_b, summed))
     A3 = At.reshape(nb, ma, k)
     B3 = Bt.reshape(nb, k, mb)
-    C = np.empty((nb, ma, mb), dtype=np.result_type(A3, B3))
-    for i in range(nb):
-        C[i] = _kernel(A3[i], B3[i], arith) if k else 0.0
+    C = _products(A3, B3, arith) if k else np.zeros((nb, ma, mb), dtype=np.result_type(A3, B3))
     letters = batch + free_a + free_b
     C = C.reshape(tuple(size[c] for c in letters))
     result = np.asarray(np.einsum(f"{''.join(letters)}->{output}", C) if letters else C.reshape(()))

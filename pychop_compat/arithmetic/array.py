@@ -342,15 +342,10 @@ def _apply_ufunc(ufunc, method, inputs, kwargs):
             raise NotChoppedError(f"np.{ufunc.__name__}: unsupported arguments {sorted(kwargs)}.")
         exact = ufunc in _EXACT and all(isinstance(v, (ChoppedArray, ChoppedScalar)) for v in inputs)
         args = [_operand(v, arith) for v in inputs]
-        raw = getattr(ufunc, method)(*args) if method == "outer" else ufunc(*args)
+        raw = getattr(ufunc, method)(*args)
         outputs = raw if ufunc.nout > 1 else (raw,)
-        results = []
-        for value in outputs:  # (several outputs: rounded in order)
-            if _is_float(value):
-                data = _data(value) if exact else arith.round(_data(value))
-                results.append(chopped_result(data, arith, scalars))
-            else:
-                results.append(value)
+        results = [chopped_result(_data(value) if exact else arith.round(_data(value)), arith, scalars)
+                   if _is_float(value) else value for value in outputs]  # (several outputs: rounded in order)
         result = tuple(results) if ufunc.nout > 1 else results[0]
     elif method in ("reduce", "accumulate"):
         result = _ufunc_reduction(ufunc, method, inputs[0], arith, **kwargs)

@@ -630,9 +630,7 @@ def _einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
         summed = tuple(i for i, c in enumerate(term) if c not in output)
         kept = "".join(c for c in term if c in output)
         if summed:
-            data = reductions.reduce(data, arith.round, "add", summed, method=arith.method,
-                                     block_size=arith.block_size, scalar_rnd=arith.round_scalar,
-                                     draws=arith.draws)
+            data = np.asarray(plain_values(_reduce(wrap(data, arith), "add", summed)))
         result = np.asarray(np.einsum(f"{kept}->{output}", data) if kept else data)
         return _write_out(chopped_result(result, arith, result.ndim == 0), out)
     if len(datas) != 2:

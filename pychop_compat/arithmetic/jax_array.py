@@ -293,9 +293,6 @@ class ChoppedJax(ChoppedOperators):
     def _compare(self, ufunc: np.ufunc, other: Any) -> Any:
         return OPERATORS[ufunc](self._data, getattr(other, "_data", other))
 
-    def __matmul__(self, o):
-        return _product("matmul", self, o)
-
     def __rmatmul__(self, o):
         return _product("matmul", o, self)
 
@@ -322,6 +319,8 @@ class ChoppedJax(ChoppedOperators):
     def matmul(self, other: Union["ChoppedJax", ArrayLike]) -> "ChoppedJax":
         """``self @ other`` (see the module notes)."""
         return _product("matmul", self, other)
+
+    __matmul__ = matmul
 
     def dot(self, other: Union["ChoppedJax", ArrayLike]) -> "ChoppedJax":
         """:func:`numpy.dot` of chopped arrays: linalg's kernels (see the module notes)."""

@@ -154,10 +154,15 @@ OPERATORS: dict[Any, Callable[[Any, Any], Any]] = {
 _IEEE_IN_PYTHON = (np.add, np.subtract, np.multiply, np.true_divide)
 
 
-def _as_written_and_reflected(make: Callable[[np.ufunc, bool], Callable[[Any, Any], Any]], ufunc: np.ufunc
-                              ) -> Tuple[Callable[[Any, Any], Any], Callable[[Any, Any], Any]]:
-    """The operators ``make`` builds for ``ufunc``: as written and reflected (``__add__``, ``__radd__``)."""
-    return make(ufunc, False), make(ufunc, True)
+#: The ufuncs of the arithmetic operators ``+ - * / ** // %``, in that order.
+_ARITHMETIC_UFUNCS = (np.add, np.subtract, np.multiply, np.true_divide, np.power, np.floor_divide, np.remainder)
+
+
+def _arithmetic_operators(make: Callable[[np.ufunc, bool], Callable[[Any, Any], Any]]
+                          ) -> Tuple[Callable[[Any, Any], Any], ...]:
+    """The operators ``make(ufunc, reflected)`` builds for :data:`_ARITHMETIC_UFUNCS`, each as written and
+    reflected: ``__add__, __radd__, __sub__, __rsub__, ..., __mod__, __rmod__``."""
+    return tuple(make(ufunc, reflected) for ufunc in _ARITHMETIC_UFUNCS for reflected in (False, True))
 
 
 def _scalar_operator(ufunc: np.ufunc, reflected: bool) -> Callable[[Any, Any], Any]:
@@ -281,13 +286,8 @@ class ChoppedScalar:
             return _apply_ufunc(ufunc, "__call__", inputs, {})
         return NotImplemented
 
-    __add__, __radd__ = _as_written_and_reflected(_scalar_operator, np.add)
-    __sub__, __rsub__ = _as_written_and_reflected(_scalar_operator, np.subtract)
-    __mul__, __rmul__ = _as_written_and_reflected(_scalar_operator, np.multiply)
-    __truediv__, __rtruediv__ = _as_written_and_reflected(_scalar_operator, np.true_divide)
-    __pow__, __rpow__ = _as_written_and_reflected(_scalar_operator, np.power)
-    __floordiv__, __rfloordiv__ = _as_written_and_reflected(_scalar_operator, np.floor_divide)
-    __mod__, __rmod__ = _as_written_and_reflected(_scalar_operator, np.remainder)
+    (__add__, __radd__, __sub__, __rsub__, __mul__, __rmul__, __truediv__, __rtruediv__, __pow__, __rpow__,
+     __floordiv__, __rfloordiv__, __mod__, __rmod__) = _arithmetic_operators(_scalar_operator)
 
     def __neg__(self):
         return ChoppedScalar._make(-self._v, self._arith)
@@ -869,13 +869,8 @@ class ChoppedOperators:
     def _compare(self, ufunc: np.ufunc, other: Any) -> Any:
         raise NotImplementedError
 
-    __add__, __radd__ = _as_written_and_reflected(_operator, np.add)
-    __sub__, __rsub__ = _as_written_and_reflected(_operator, np.subtract)
-    __mul__, __rmul__ = _as_written_and_reflected(_operator, np.multiply)
-    __truediv__, __rtruediv__ = _as_written_and_reflected(_operator, np.true_divide)
-    __pow__, __rpow__ = _as_written_and_reflected(_operator, np.power)
-    __floordiv__, __rfloordiv__ = _as_written_and_reflected(_operator, np.floor_divide)
-    __mod__, __rmod__ = _as_written_and_reflected(_operator, np.remainder)
+    (__add__, __radd__, __sub__, __rsub__, __mul__, __rmul__, __truediv__, __rtruediv__, __pow__, __rpow__,
+     __floordiv__, __rfloordiv__, __mod__, __rmod__) = _arithmetic_operators(_operator)
     __lt__ = _comparison(np.less)
     __le__ = _comparison(np.less_equal)
     __gt__ = _comparison(np.greater)

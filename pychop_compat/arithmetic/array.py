@@ -830,22 +830,12 @@ class ChoppedOperators:
     Each arithmetic operator is one call of the type's ``_binary`` (the
     operation in the type's library, rounded), each comparison one call of its
     ``_compare`` (plain booleans), with NumPy's ufunc naming the operation;
-    the values that move unchanged come back through the type's ``_holding``.
+    negation and ``abs`` come back through the type's ``_holding``.
     """
 
     __slots__ = ()
     _data: Any  # (slots of each type)
     _arith: Arithmetic
-
-    @property
-    def arithmetic(self) -> Arithmetic:
-        """The simulated machine: format, rounding, operand rules, reduction order."""
-        return self._arith
-
-    shape = property(lambda self: self._data.shape, doc="The shape.")
-    ndim = property(lambda self: self._data.ndim, doc="Number of dimensions.")
-    dtype = property(lambda self: self._data.dtype, doc="dtype of the stored values (float64 or float32).")
-    T = property(lambda self: self._holding(self._data.T), doc="The transpose.")
 
     def __len__(self) -> int:
         return len(self._data)
@@ -904,6 +894,11 @@ class ChoppedArray(ChoppedOperators):
         return wrap(data, self._arith)
 
     @property
+    def arithmetic(self) -> Arithmetic:
+        """The simulated machine: format, rounding, operand rules, reduction order."""
+        return self._arith
+
+    @property
     def values(self) -> np.ndarray:
         """A plain copy of the values (leaves the simulation; a CuPy array on its device for CuPy data)."""
         return self._data.copy()
@@ -922,7 +917,11 @@ class ChoppedArray(ChoppedOperators):
             raise ValueError("a chopped array cannot be viewed as a plain ndarray without a copy")
         return self._data.astype(dtype) if dtype is not None else self._data.copy()
 
+    shape = property(lambda self: self._data.shape, doc="The shape.")
+    ndim = property(lambda self: self._data.ndim, doc="Number of dimensions.")
     size = property(lambda self: self._data.size, doc="Number of elements.")
+    dtype = property(lambda self: self._data.dtype, doc="dtype of the stored values (float64 or float32).")
+    T = property(lambda self: wrap(self._data.T, self._arith), doc="The transpose.")
 
     def __iter__(self):
         for i in range(len(self._data)):

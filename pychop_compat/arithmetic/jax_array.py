@@ -273,6 +273,16 @@ class ChoppedJax(ChoppedOperators):
         """The plain JAX array (leaves the simulation)."""
         return self._data
 
+    @property
+    def arithmetic(self) -> Arithmetic:
+        """The simulated machine: format, rounding, operand rules, reduction order."""
+        return self._arith
+
+    shape = property(lambda self: self._data.shape)
+    dtype = property(lambda self: self._data.dtype)
+    ndim = property(lambda self: self._data.ndim)
+    T = property(lambda self: ChoppedJax(self._data.T, self._arith))
+
     def _holding(self, data: jax.Array) -> "ChoppedJax":
         return ChoppedJax(data, self._arith)
 

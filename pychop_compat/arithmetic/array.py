@@ -18,7 +18,7 @@ import functools
 import math
 import numbers
 import operator
-from typing import Any, Callable, List, Literal, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, List, Optional, Tuple, Union
 
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
@@ -30,10 +30,6 @@ from .libraries import device_namespace, from_host, is_device_array, to_host
 from .reductions import Axis
 
 __all__ = ["ChoppedArray", "ChoppedScalar", "NotChoppedError"]
-
-#: The order of elements in memory, as NumPy spells it.
-_Order = Literal["C", "F", "A", "K"]
-
 
 def wrap(data: np.ndarray, arith: Arithmetic) -> "ChoppedArray":
     """A chopped array holding ``data`` as it is: values already in ``arith``'s format, not rounded again.
@@ -158,9 +154,15 @@ OPERATORS: dict[Any, Callable[[Any, Any], Any]] = {
 _IEEE_IN_PYTHON = (np.add, np.subtract, np.multiply, np.true_divide)
 
 
-def _scalar_operators(ufunc: np.ufunc) -> Tuple[Callable[[Any, Any], Any], Callable[[Any, Any], Any]]:
-    """The :class:`ChoppedScalar` operators of ``ufunc``: as written and reflected."""
-    return _scalar_operator(ufunc, False), _scalar_operator(ufunc, True)
+#: The ufuncs of the arithmetic operators ``+ - * / ** // %``, in that order.
+_ARITHMETIC_UFUNCS = (np.add, np.subtract, np.multiply, np.true_divide, np.power, np.floor_divide, np.remainder)
+
+
+def _arithmetic_operators(make: Callable[[np.ufunc, bool], Callable[[Any, Any], Any]]
+                          ) -> Tuple[Callable[[Any, Any], Any], ...]:
+    """The operators ``make(ufunc, reflected)`` builds for :data:`_ARITHMETIC_UFUNCS`, each as written and
+    reflected: ``__add__, __radd__, __sub__, __rsub__, ..., __mod__, __rmod__``."""
+    return tuple(make(ufunc, reflected) for ufunc in _ARITHMETIC_UFUNCS for reflected in (False, True))
 
 
 def _scalar_operator(ufunc: np.ufunc, reflected: bool) -> Callable[[Any, Any], Any]:
@@ -284,13 +286,8 @@ class ChoppedScalar:
             return _apply_ufunc(ufunc, "__call__", inputs, {})
         return NotImplemented
 
-    __add__, __radd__ = _scalar_operators(np.add)
-    __sub__, __rsub__ = _scalar_operators(np.subtract)
-    __mul__, __rmul__ = _scalar_operators(np.multiply)
-    __truediv__, __rtruediv__ = _scalar_operators(np.true_divide)
-    __pow__, __rpow__ = _scalar_operators(np.power)
-    __floordiv__, __rfloordiv__ = _scalar_operators(np.floor_divide)
-    __mod__, __rmod__ = _scalar_operators(np.remainder)
+    (__add__, __radd__, __sub__, __rsub__, __mul__, __rmul__, __truediv__, __rtruediv__, __pow__, __rpow__,
+     __floordiv__, __rfloordiv__, __mod__, __rmod__) = _arithmetic_operators(_scalar_operator)
 
     def __neg__(self):
         return ChoppedScalar._make(-self._v, self._arith)
@@ -325,354 +322,6 @@ class ChoppedScalar:
         return wrap(np.array(self._v), self._arith).__array_function__(func, types, args, kwargs)
 
 
-# -- arrays -----------------------------------------------------------------------------------
-
-
-def _operators(ufunc: np.ufunc) -> Tuple[Callable[[Any, Any], Any], Callable[[Any, Any], Any]]:
-    """The operators of ``ufunc`` of :class:`ChoppedOperators`: as written and reflected."""
-    return _operator(ufunc, False), _operator(ufunc, True)
-
-
-def _operator(ufunc: np.ufunc, reflected: bool) -> Callable[[Any, Any], Any]:
-    """An arithmetic operator of :class:`ChoppedOperators`: ``self._binary(ufunc, other, reflected)``."""
-    def binary_operator(self: "ChoppedOperators", other: Any) -> Any:
-        return self._binary(ufunc, other, reflected)
-
-    return binary_operator
-
-
-def _inplace_operator(ufunc: np.ufunc) -> Callable[[Any, Any], Any]:
-    """An in-place operator of :class:`ChoppedArray`: the operation, its values written into ``self``."""
-    def inplace_operator(self: "ChoppedArray", other: Any) -> Any:
-        return self._inplace(self._binary(ufunc, other))
-
-    return inplace_operator
-
-
-def _comparison(ufunc: np.ufunc) -> Callable[[Any, Any], Any]:
-    """A comparison of :class:`ChoppedOperators`: ``self._compare(ufunc, other)``, plain booleans."""
-    def comparison(self: "ChoppedOperators", other: Any) -> Any:
-        return self._compare(ufunc, other)
-
-    return comparison
-
-
-class ChoppedOperators:
-    """The operators of the chopped array types (:class:`ChoppedArray`, :class:`~.jax_array.ChoppedJax`).
-
-    Each arithmetic operator is one call of the type's ``_binary`` (the
-    operation in the type's library, rounded), each comparison one call of its
-    ``_compare`` (plain booleans), with NumPy's ufunc naming the operation.
-    """
-
-    __slots__ = ()
-    _arith: Arithmetic  # (a slot of each type)
-
-    def _binary(self, ufunc: np.ufunc, other: Any, reflected: bool = False) -> Any:
-        raise NotImplementedError
-
-    def _compare(self, ufunc: np.ufunc, other: Any) -> Any:
-        raise NotImplementedError
-
-    __add__, __radd__ = _operators(np.add)
-    __sub__, __rsub__ = _operators(np.subtract)
-    __mul__, __rmul__ = _operators(np.multiply)
-    __truediv__, __rtruediv__ = _operators(np.true_divide)
-    __pow__, __rpow__ = _operators(np.power)
-    __floordiv__, __rfloordiv__ = _operators(np.floor_divide)
-    __mod__, __rmod__ = _operators(np.remainder)
-    __lt__ = _comparison(np.less)
-    __le__ = _comparison(np.less_equal)
-    __gt__ = _comparison(np.greater)
-    __ge__ = _comparison(np.greater_equal)
-
-
-class ChoppedArray(ChoppedOperators):
-    """An array whose every arithmetic operation is rounded to a format.
-
-    Create with :func:`chopped`.  Elementwise operations (``+ - * / **``,
-    unary minus, ``abs``, every float ufunc) compute in double (single for
-    float32 data) and round the result once with chop's semantics;
-    reductions and products round after every addition and multiplication
-    (see :doc:`/arithmetic`).  Comparisons and integer or boolean results are
-    plain NumPy arrays.  ``np.asarray(c)`` and :attr:`values` give the plain
-    values.
-
-    Attributes
-    ----------
-    arithmetic : Arithmetic
-        The format, rounding and operand rules.
-    """
-
-    __slots__ = ("_data", "_arith")
-    _data: Any  # a NumPy array, or a device array of another library (see .libraries)
-    _arith: Arithmetic
-    __array_priority__ = 100
-
-    # -- basics -------------------------------------------------------------------------
-
-    @property
-    def arithmetic(self) -> Arithmetic:
-        """The simulated machine: format, rounding, operand rules, reduction order."""
-        return self._arith
-
-    @property
-    def values(self) -> np.ndarray:
-        """A plain copy of the values (leaves the simulation; a CuPy array on its device for CuPy data)."""
-        return self._data.copy()
-
-    def to_numpy(self) -> np.ndarray:
-        """A plain NumPy copy of the values (on the host)."""
-        if is_device_array(self._data):
-            return to_host(self._data)
-        return self._data.copy()
-
-    def __array__(self, dtype=None, copy=None):
-        if is_device_array(self._data):
-            raise TypeError("a chopped CuPy array is not converted to NumPy implicitly; use .to_numpy() "
-                            "(or .values for the CuPy array).")
-        if copy is False:
-            raise ValueError("a chopped array cannot be viewed as a plain ndarray without a copy")
-        return self._data.astype(dtype) if dtype is not None else self._data.copy()
-
-    shape = property(lambda self: self._data.shape, doc="The shape.")
-    ndim = property(lambda self: self._data.ndim, doc="Number of dimensions.")
-    size = property(lambda self: self._data.size, doc="Number of elements.")
-    dtype = property(lambda self: self._data.dtype, doc="dtype of the stored values (float64 or float32).")
-    T = property(lambda self: wrap(self._data.T, self._arith), doc="The transpose.")
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def __iter__(self):
-        for i in range(len(self._data)):
-            yield self[i]
-
-    def __repr__(self) -> str:
-        if is_device_array(self._data):
-            return f"chopped({self._data!r}, {self._arith.describe()})"
-        body = np.array2string(self._data, separator=", ", prefix="chopped(")
-        return f"chopped({body}, {self._arith.describe()})"
-
-    def __bool__(self) -> bool:
-        return bool(self._data)
-
-    def __float__(self) -> float:
-        return float(self._data)
-
-    def __int__(self) -> int:
-        return int(self._data)
-
-    def __index__(self) -> int:
-        raise TypeError("a chopped array cannot be used as an index")
-
-    def item(self, *args: Union[int, Tuple[int, ...]]) -> float:
-        """One element as a plain Python float."""
-        return self._data.item(*args)
-
-    def tolist(self) -> Union[float, List[Any]]:
-        """The values as (nested) lists of plain Python floats."""
-        return self._data.tolist()
-
-    def using(self, **settings: Any) -> "ChoppedArray":
-        """The same values with other ``strict``, ``mismatch``, ``method`` or ``block_size``.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> x = chopped(np.ones(4096), 'h')
-        >>> float(x.sum()), float(x.using(method='pairwise').sum())
-        (2048.0, 4096.0)
-        """
-        return wrap(self._data, self._arith.with_settings(**settings))
-
-    def astype(self, dtype: DTypeLike, copy: bool = True) -> Union["ChoppedArray", np.ndarray]:
-        """float32/float64: a chopped array stored in that dtype; other dtypes: a plain array."""
-        dtype = np.dtype(dtype)
-        if dtype == np.float64 or dtype == np.float32:
-            return wrap(self._arith.store(self._data.astype(dtype)), self._arith)
-        return self._data.astype(dtype)
-
-    def copy(self) -> "ChoppedArray":
-        return wrap(self._data.copy(), self._arith)
-
-    # -- indexing ---------------------------------------------------------------------------
-
-    def __getitem__(self, key):
-        value = self._data[plain_values(key)]
-        if _is_array(value):
-            return wrap(value, self._arith)
-        if type(value) is np.float64:
-            return ChoppedScalar._make(float(value), self._arith)
-        return wrap(np.asarray(value), self._arith)
-
-    def __setitem__(self, key, value) -> None:
-        if isinstance(value, (ChoppedArray, ChoppedScalar)):
-            self._arith.combine(value._arith)
-        self._data[plain_values(key)] = stored_values(value, self._arith)
-
-    # -- operators (the arithmetic ones from ChoppedOperators) --------------------------------
-
-    def _binary(self, ufunc, other, reflected: bool = False):
-        arith = self._arith
-        kind = type(other)
-        if kind is ChoppedArray or kind is ChoppedScalar:
-            if other._arith is not arith:
-                arith = arith.combine(other._arith) if not reflected else other._arith.combine(arith)
-            o = other._data if kind is ChoppedArray else other._v
-        elif isinstance(other, (np.ndarray, numbers.Number, list, tuple)) or is_device_array(other):
-            o = _operand(other, arith)
-        else:
-            return NotImplemented
-        data = ufunc(o, self._data) if reflected else ufunc(self._data, o)
-        return wrap(arith.round(data), arith)
-
-    def __neg__(self):
-        return wrap(-self._data, self._arith)
-
-    def __pos__(self):
-        return wrap(self._data.copy(), self._arith)
-
-    def __abs__(self):
-        return wrap(np.abs(self._data), self._arith)
-
-    def __matmul__(self, o):
-        return np.matmul(self, o)
-
-    def __rmatmul__(self, o):
-        return np.matmul(o, self)
-
-    def _inplace(self, result):
-        if result is NotImplemented:
-            return result
-        self._data[...] = result._data
-        return self
-
-    __iadd__ = _inplace_operator(np.add)
-    __isub__ = _inplace_operator(np.subtract)
-    __imul__ = _inplace_operator(np.multiply)
-    __itruediv__ = _inplace_operator(np.true_divide)
-    __ipow__ = _inplace_operator(np.power)
-
-    def __imatmul__(self, o):
-        return self._inplace(np.matmul(self, o))
-
-    def _compare(self, ufunc, other):
-        return ufunc(self._data, plain_values(other))
-
-    __eq__ = _comparison(np.equal)
-    __ne__ = _comparison(np.not_equal)
-
-    __hash__ = None  # type: ignore[assignment]  # (mutable, like ndarray: unhashable)
-
-    # -- methods that NumPy code calls on arrays ----------------------------------------------
-
-    def sum(self, axis: Axis = None, dtype: None = None, out: Optional["ChoppedArray"] = None,
-            keepdims: bool = False, **kwargs: Any) -> Union["ChoppedArray", ChoppedScalar]:
-        return _sum(self, axis, dtype, out, keepdims, **kwargs)
-
-    def prod(self, axis: Axis = None, dtype: None = None, out: Optional["ChoppedArray"] = None,
-             keepdims: bool = False, **kwargs: Any) -> Union["ChoppedArray", ChoppedScalar]:
-        return _prod(self, axis, dtype, out, keepdims, **kwargs)
-
-    def cumsum(self, axis: Optional[int] = None, dtype: None = None,
-               out: Optional["ChoppedArray"] = None) -> "ChoppedArray":
-        return _cumsum(self, axis, dtype, out)
-
-    def cumprod(self, axis: Optional[int] = None, dtype: None = None,
-                out: Optional["ChoppedArray"] = None) -> "ChoppedArray":
-        return _cumprod(self, axis, dtype, out)
-
-    def mean(self, axis: Axis = None, dtype: None = None, out: Optional["ChoppedArray"] = None,
-             keepdims: bool = False, **kwargs: Any) -> Union["ChoppedArray", ChoppedScalar]:
-        return _mean(self, axis, dtype, out, keepdims, **kwargs)
-
-    def var(self, axis: Axis = None, dtype: None = None, out: Optional["ChoppedArray"] = None,
-            ddof: float = 0, keepdims: bool = False, **kwargs: Any) -> Union["ChoppedArray", ChoppedScalar]:
-        return _var(self, axis, dtype, out, ddof, keepdims, **kwargs)
-
-    def std(self, axis: Axis = None, dtype: None = None, out: Optional["ChoppedArray"] = None,
-            ddof: float = 0, keepdims: bool = False, **kwargs: Any) -> Union["ChoppedArray", ChoppedScalar]:
-        return _std(self, axis, dtype, out, ddof, keepdims, **kwargs)
-
-    def dot(self, b: "ChoppedOperand") -> Union["ChoppedArray", ChoppedScalar]:
-        return _dot(self, b)
-
-    def max(self, *args: Any, **kwargs: Any) -> Union["ChoppedArray", ChoppedScalar]:
-        return np.max(self, *args, **kwargs)
-
-    def min(self, *args: Any, **kwargs: Any) -> Union["ChoppedArray", ChoppedScalar]:
-        return np.min(self, *args, **kwargs)
-
-    def argmax(self, *args: Any, **kwargs: Any) -> Union[np.intp, np.ndarray]:
-        return self._data.argmax(*args, **kwargs)
-
-    def argmin(self, *args: Any, **kwargs: Any) -> Union[np.intp, np.ndarray]:
-        return self._data.argmin(*args, **kwargs)
-
-    def any(self, *args: Any, **kwargs: Any) -> Union[np.bool_, np.ndarray]:
-        return self._data.any(*args, **kwargs)
-
-    def all(self, *args: Any, **kwargs: Any) -> Union[np.bool_, np.ndarray]:
-        return self._data.all(*args, **kwargs)
-
-    def reshape(self, *shape: Union[int, Sequence[int]], **kwargs: Any) -> "ChoppedArray":
-        return wrap(self._data.reshape(*shape, **kwargs), self._arith)
-
-    def transpose(self, *axes: Union[None, int, Sequence[int]]) -> "ChoppedArray":
-        return wrap(self._data.transpose(*axes), self._arith)
-
-    def ravel(self, order: _Order = "C") -> "ChoppedArray":
-        return wrap(self._data.ravel(order), self._arith)
-
-    def flatten(self, order: _Order = "C") -> "ChoppedArray":
-        return wrap(self._data.flatten(order), self._arith)
-
-    def squeeze(self, axis: Union[None, int, Tuple[int, ...]] = None) -> "ChoppedArray":
-        return wrap(self._data.squeeze(axis), self._arith)
-
-    def fill(self, value: "ChoppedOperand") -> None:
-        self[...] = value
-
-    # -- NumPy protocols --------------------------------------------------------------------------
-
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        return _apply_ufunc(ufunc, method, inputs, kwargs)
-
-    def __array_function__(self, func, types, args, kwargs):
-        namespace = device_namespace(self._data)
-        if namespace is not None and func not in _ON_DEVICE:
-            raise NotChoppedError(f"{func.__module__}.{func.__name__} is not implemented for chopped "
-                                  f"{namespace.name} arrays (elementwise operations, sums, products, dot "
-                                  "and 2-D matmul are).")
-        handler = _FUNCTIONS.get(func)
-        if handler is not None:
-            return handler(*args, **kwargs)
-        if func in _MOVES:
-            arith = arithmetic_of(_flatten_args(args, kwargs))
-            return _rewrap(func(*plain_values(args), **plain_values(kwargs)), arith)
-        if func in _PLAIN:
-            return func(*plain_values(args), **plain_values(kwargs))
-        name = f"{func.__module__}.{func.__name__}"
-        raise NotChoppedError(
-            f"{name} is not implemented for chopped arrays with per-operation rounding; it "
-            "would compute in double.  Use np.asarray(x) to leave the simulation explicitly "
-            "(and chopped(result, ...) to round the result once), or see "
-            "pychop_compat.linalg for chopped linear algebra.")
-
-
-#: An operand of chopped arithmetic: a chopped array or scalar, or plain values.
-ChoppedOperand = Union[ChoppedArray, ChoppedScalar, ArrayLike]
-
-
-def _flatten_args(args, kwargs):
-    for v in list(args) + list(kwargs.values()):
-        if isinstance(v, (list, tuple)):
-            yield from _flatten_args(v, {})
-        else:
-            yield v
-
-
 # -- ufuncs ---------------------------------------------------------------------------------
 
 
@@ -693,15 +342,10 @@ def _apply_ufunc(ufunc, method, inputs, kwargs):
             raise NotChoppedError(f"np.{ufunc.__name__}: unsupported arguments {sorted(kwargs)}.")
         exact = ufunc in _EXACT and all(isinstance(v, (ChoppedArray, ChoppedScalar)) for v in inputs)
         args = [_operand(v, arith) for v in inputs]
-        raw = getattr(ufunc, method)(*args) if method == "outer" else ufunc(*args)
+        raw = getattr(ufunc, method)(*args)
         outputs = raw if ufunc.nout > 1 else (raw,)
-        results = []
-        for value in outputs:  # (several outputs: rounded in order)
-            if _is_float(value):
-                data = _data(value) if exact else arith.round(_data(value))
-                results.append(chopped_result(data, arith, scalars))
-            else:
-                results.append(value)
+        results = [chopped_result(_data(value) if exact else arith.round(_data(value)), arith, scalars)
+                   if _is_float(value) else value for value in outputs]  # (several outputs: rounded in order)
         result = tuple(results) if ufunc.nout > 1 else results[0]
     elif method in ("reduce", "accumulate"):
         result = _ufunc_reduction(ufunc, method, inputs[0], arith, **kwargs)
@@ -777,22 +421,26 @@ def _accumulate(x: "ChoppedArray", op: str, axis):
     return wrap(reductions.accumulate(x._data, a.round, op, axis, scalar_rnd=a.round_scalar), a)
 
 
-def _sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+def _sum(a: ChoppedOperand, axis: Axis = None, dtype: None = None, out: Optional[ChoppedArray] = None,
+         keepdims: bool = False, initial: None = None, where: None = None) -> Union[ChoppedArray, ChoppedScalar]:
     _refuse("sum", dtype=dtype, initial=initial, where=where)
     return _write_out(_reduce(_chopped_input(a, "sum"), "add", axis, keepdims), out)
 
 
-def _prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+def _prod(a: ChoppedOperand, axis: Axis = None, dtype: None = None, out: Optional[ChoppedArray] = None,
+          keepdims: bool = False, initial: None = None, where: None = None) -> Union[ChoppedArray, ChoppedScalar]:
     _refuse("prod", dtype=dtype, initial=initial, where=where)
     return _write_out(_reduce(_chopped_input(a, "prod"), "multiply", axis, keepdims), out)
 
 
-def _cumsum(a, axis=None, dtype=None, out=None):
+def _cumsum(a: ChoppedOperand, axis: Optional[int] = None, dtype: None = None,
+            out: Optional[ChoppedArray] = None) -> ChoppedArray:
     _refuse("cumsum", dtype=dtype)
     return _write_out(_accumulate(_chopped_input(a, "cumsum"), "add", axis), out)
 
 
-def _cumprod(a, axis=None, dtype=None, out=None):
+def _cumprod(a: ChoppedOperand, axis: Optional[int] = None, dtype: None = None,
+             out: Optional[ChoppedArray] = None) -> ChoppedArray:
     _refuse("cumprod", dtype=dtype)
     return _write_out(_accumulate(_chopped_input(a, "cumprod"), "multiply", axis), out)
 
@@ -804,7 +452,8 @@ def _count(x: "ChoppedArray", axis) -> int:
     return int(np.prod([x.shape[i] for i in axes]))
 
 
-def _mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
+def _mean(a: ChoppedOperand, axis: Axis = None, dtype: None = None, out: Optional[ChoppedArray] = None,
+          keepdims: bool = False, where: None = None) -> Union[ChoppedArray, ChoppedScalar]:
     """``fl(sum / n)``: the sum in the arithmetic's order, then one rounded division."""
     _refuse("mean", dtype=dtype, where=where)
     x = _chopped_input(a, "mean")
@@ -812,8 +461,9 @@ def _mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
     return _write_out(total / _count(x, axis), out)
 
 
-def _var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, mean=None,
-         correction=None):
+def _var(a: ChoppedOperand, axis: Axis = None, dtype: None = None, out: Optional[ChoppedArray] = None,
+         ddof: float = 0, keepdims: bool = False, where: None = None, mean: None = None,
+         correction: None = None) -> Union[ChoppedArray, ChoppedScalar]:
     """``m = mean(x)``; ``d = fl(x - m)``; ``fl(sum(fl(d * d)) / (n - ddof))``."""
     _refuse("var", dtype=dtype, where=where, mean=mean, correction=correction)
     x = _chopped_input(a, "var")
@@ -823,8 +473,9 @@ def _var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None,
     return _write_out(total / (_count(x, axis) - ddof), out)
 
 
-def _std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, mean=None,
-         correction=None):
+def _std(a: ChoppedOperand, axis: Axis = None, dtype: None = None, out: Optional[ChoppedArray] = None,
+         ddof: float = 0, keepdims: bool = False, where: None = None, mean: None = None,
+         correction: None = None) -> Union[ChoppedArray, ChoppedScalar]:
     """``fl(sqrt(var))``."""
     _refuse("std", mean=mean, correction=correction)
     return _write_out(np.sqrt(_var(a, axis, dtype, None, ddof, keepdims, where)), out)
@@ -856,6 +507,14 @@ def _kernel(A: np.ndarray, B: np.ndarray, arith: Arithmetic) -> np.ndarray:
     return linalg.matmul(A, B, arith.given, **arith.product_settings)
 
 
+def _products(A: np.ndarray, B: np.ndarray, arith: Arithmetic) -> np.ndarray:
+    """The matrix products ``A[i] @ B[i]`` of two stacks of matrices, one by one in order."""
+    C = np.empty(A.shape[:2] + B.shape[2:], dtype=np.result_type(A, B))
+    for i in range(A.shape[0]):
+        C[i] = _kernel(A[i], B[i], arith)
+    return C
+
+
 def _matmul(a, b, out=None):
     """``a @ b`` by :func:`pychop_compat.linalg.matmul`; stacks of matrices one by one in C order."""
     A, B, arith = _product_operands(a, b, "matmul")
@@ -870,11 +529,10 @@ def _matmul(a, b, out=None):
         A2 = A if A.ndim > 1 else A[None, :]
         B2 = B if B.ndim > 1 else B[:, None]
         batch = np.broadcast_shapes(A2.shape[:-2], B2.shape[:-2])
-        A2 = np.broadcast_to(A2, batch + A2.shape[-2:])
-        B2 = np.broadcast_to(B2, batch + B2.shape[-2:])
-        C = np.empty(batch + (A2.shape[-2], B2.shape[-1]), dtype=np.result_type(A2, B2))
-        for index in np.ndindex(*batch):
-            C[index] = _kernel(A2[index], B2[index], arith)
+        n = math.prod(batch)
+        C = _products(np.broadcast_to(A2, batch + A2.shape[-2:]).reshape((n,) + A2.shape[-2:]),
+                      np.broadcast_to(B2, batch + B2.shape[-2:]).reshape((n,) + B2.shape[-2:]), arith)
+        C = C.reshape(batch + C.shape[1:])
         if A.ndim == 1:
             C = C[..., 0, :]
         if B.ndim == 1:
@@ -883,7 +541,8 @@ def _matmul(a, b, out=None):
     return _write_out(chopped_result(C, arith, C.ndim == 0), out)
 
 
-def _dot(a, b, out=None):
+def _dot(a: ChoppedOperand, b: ChoppedOperand,
+         out: Optional[ChoppedArray] = None) -> Union[ChoppedArray, ChoppedScalar]:
     A, B, arith = _product_operands(a, b, "dot")
     if A.ndim == 0 or B.ndim == 0:
         return _write_out(np.multiply(a, b), out)
@@ -959,8 +618,7 @@ def _einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
         raise NotChoppedError("einsum needs a chopped operand")
     datas = []
     for term, op in zip(terms, operands):
-        data = stored_values(op, arith) if not isinstance(op, ChoppedArray) else op._data
-        data = np.asarray(data)
+        data = np.asarray(stored_values(op, arith))
         if len(term) != data.ndim:
             raise ValueError(f"einsum: operand {term!r} has {data.ndim} dimensions")
         unique = "".join(dict.fromkeys(term))
@@ -972,9 +630,7 @@ def _einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
         summed = tuple(i for i, c in enumerate(term) if c not in output)
         kept = "".join(c for c in term if c in output)
         if summed:
-            data = reductions.reduce(data, arith.round, "add", summed, method=arith.method,
-                                     block_size=arith.block_size, scalar_rnd=arith.round_scalar,
-                                     draws=arith.draws)
+            data = np.asarray(plain_values(_reduce(wrap(data, arith), "add", summed)))
         result = np.asarray(np.einsum(f"{kept}->{output}", data) if kept else data)
         return _write_out(chopped_result(result, arith, result.ndim == 0), out)
     if len(datas) != 2:
@@ -998,15 +654,10 @@ def _einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
         size[c] = B.shape[tb.index(c)]
     At = np.transpose(A, [ta.index(c) for c in batch + free_a + summed])
     Bt = np.transpose(B, [tb.index(c) for c in batch + summed + free_b])
-    nb = int(np.prod([size[c] for c in batch], dtype=np.int64))
-    ma = int(np.prod([size[c] for c in free_a], dtype=np.int64))
-    mb = int(np.prod([size[c] for c in free_b], dtype=np.int64))
-    k = int(np.prod([size[c] for c in summed], dtype=np.int64))
+    nb, ma, mb, k = (math.prod(size[c] for c in letters) for letters in (batch, free_a, free_b, summed))
     A3 = At.reshape(nb, ma, k)
     B3 = Bt.reshape(nb, k, mb)
-    C = np.empty((nb, ma, mb), dtype=np.result_type(A3, B3))
-    for i in range(nb):
-        C[i] = _kernel(A3[i], B3[i], arith) if k else 0.0
+    C = _products(A3, B3, arith) if k else np.zeros((nb, ma, mb), dtype=np.result_type(A3, B3))
     letters = batch + free_a + free_b
     C = C.reshape(tuple(size[c] for c in letters))
     result = np.asarray(np.einsum(f"{''.join(letters)}->{output}", C) if letters else C.reshape(()))
@@ -1132,3 +783,329 @@ _PLAIN = {
     np.any, np.all, np.iscomplexobj, np.isrealobj, np.result_type, np.argwhere, np.nanargmax,
     np.nanargmin,
 }
+
+
+# -- arrays -----------------------------------------------------------------------------------
+
+
+def _operator(ufunc: np.ufunc, reflected: bool) -> Callable[[Any, Any], Any]:
+    """An arithmetic operator of :class:`ChoppedOperators`: ``self._binary(ufunc, other, reflected)``."""
+    def binary_operator(self: "ChoppedOperators", other: Any) -> Any:
+        return self._binary(ufunc, other, reflected)
+
+    return binary_operator
+
+
+def _inplace_operator(ufunc: np.ufunc) -> Callable[[Any, Any], Any]:
+    """An in-place operator of :class:`ChoppedArray`: the operation, its values written into ``self``."""
+    def inplace_operator(self: "ChoppedArray", other: Any) -> Any:
+        return self._inplace(self._binary(ufunc, other))
+
+    return inplace_operator
+
+
+def _comparison(ufunc: np.ufunc) -> Callable[[Any, Any], Any]:
+    """A comparison of :class:`ChoppedOperators`: ``self._compare(ufunc, other)``, plain booleans."""
+    def comparison(self: "ChoppedOperators", other: Any) -> Any:
+        return self._compare(ufunc, other)
+
+    return comparison
+
+
+def _stored_array_method(name: str, values: bool) -> Callable[..., Any]:
+    """A :class:`ChoppedArray` method calling the stored array's method ``name``: a chopped array of
+    its result when that holds the values (``values``: ``reshape``, ...), else its plain result
+    (indices, booleans)."""
+    def method(self: "ChoppedArray", *args: Any, **kwargs: Any) -> Any:
+        result = getattr(self._data, name)(*args, **kwargs)
+        return wrap(result, self._arith) if values else result
+
+    method.__name__ = method.__qualname__ = name
+    return method
+
+
+class ChoppedOperators:
+    """What the chopped array types share (:class:`ChoppedArray`, :class:`~.jax_array.ChoppedJax`).
+
+    Each arithmetic operator is one call of the type's ``_binary`` (the
+    operation in the type's library, rounded), each comparison one call of its
+    ``_compare`` (plain booleans), with NumPy's ufunc naming the operation;
+    negation and ``abs`` come back through the type's ``_holding``.
+    """
+
+    __slots__ = ()
+    _data: Any  # (slots of each type)
+    _arith: Arithmetic
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __repr__(self) -> str:
+        return f"chopped({self._data!r}, {self._arith.describe()})"
+
+    def __neg__(self) -> Any:
+        return self._holding(-self._data)
+
+    def __abs__(self) -> Any:
+        return self._holding(abs(self._data))
+
+    def _holding(self, data: Any) -> Any:
+        """A chopped array of this type and arithmetic holding ``data`` as it is (not rounded again)."""
+        raise NotImplementedError
+
+    def _binary(self, ufunc: np.ufunc, other: Any, reflected: bool = False) -> Any:
+        raise NotImplementedError
+
+    def _compare(self, ufunc: np.ufunc, other: Any) -> Any:
+        raise NotImplementedError
+
+    (__add__, __radd__, __sub__, __rsub__, __mul__, __rmul__, __truediv__, __rtruediv__, __pow__, __rpow__,
+     __floordiv__, __rfloordiv__, __mod__, __rmod__) = _arithmetic_operators(_operator)
+    __lt__ = _comparison(np.less)
+    __le__ = _comparison(np.less_equal)
+    __gt__ = _comparison(np.greater)
+    __ge__ = _comparison(np.greater_equal)
+
+
+class ChoppedArray(ChoppedOperators):
+    """An array whose every arithmetic operation is rounded to a format.
+
+    Create with :func:`chopped`.  Elementwise operations (``+ - * / **``,
+    unary minus, ``abs``, every float ufunc) compute in double (single for
+    float32 data) and round the result once with chop's semantics;
+    reductions and products round after every addition and multiplication
+    (see :doc:`/arithmetic`).  Comparisons and integer or boolean results are
+    plain NumPy arrays.  ``np.asarray(c)`` and :attr:`values` give the plain
+    values.
+
+    Attributes
+    ----------
+    arithmetic : Arithmetic
+        The format, rounding and operand rules.
+    """
+
+    __slots__ = ("_data", "_arith")
+    _data: Any  # a NumPy array, or a device array of another library (see .libraries)
+    __array_priority__ = 100
+
+    # -- basics -------------------------------------------------------------------------
+
+    def _holding(self, data: Any) -> "ChoppedArray":
+        return wrap(data, self._arith)
+
+    @property
+    def arithmetic(self) -> Arithmetic:
+        """The simulated machine: format, rounding, operand rules, reduction order."""
+        return self._arith
+
+    @property
+    def values(self) -> np.ndarray:
+        """A plain copy of the values (leaves the simulation; a CuPy array on its device for CuPy data)."""
+        return self._data.copy()
+
+    def to_numpy(self) -> np.ndarray:
+        """A plain NumPy copy of the values (on the host)."""
+        if is_device_array(self._data):
+            return to_host(self._data)
+        return self._data.copy()
+
+    def __array__(self, dtype=None, copy=None):
+        if is_device_array(self._data):
+            raise TypeError("a chopped CuPy array is not converted to NumPy implicitly; use .to_numpy() "
+                            "(or .values for the CuPy array).")
+        if copy is False:
+            raise ValueError("a chopped array cannot be viewed as a plain ndarray without a copy")
+        return self._data.astype(dtype) if dtype is not None else self._data.copy()
+
+    shape = property(lambda self: self._data.shape, doc="The shape.")
+    ndim = property(lambda self: self._data.ndim, doc="Number of dimensions.")
+    size = property(lambda self: self._data.size, doc="Number of elements.")
+    dtype = property(lambda self: self._data.dtype, doc="dtype of the stored values (float64 or float32).")
+    T = property(lambda self: wrap(self._data.T, self._arith), doc="The transpose.")
+
+    def __iter__(self):
+        for i in range(len(self._data)):
+            yield self[i]
+
+    def __repr__(self) -> str:
+        if is_device_array(self._data):
+            return super().__repr__()
+        body = np.array2string(self._data, separator=", ", prefix="chopped(")
+        return f"chopped({body}, {self._arith.describe()})"
+
+    def __bool__(self) -> bool:
+        return bool(self._data)
+
+    def __float__(self) -> float:
+        return float(self._data)
+
+    def __int__(self) -> int:
+        return int(self._data)
+
+    def __index__(self) -> int:
+        raise TypeError("a chopped array cannot be used as an index")
+
+    def item(self, *args: Union[int, Tuple[int, ...]]) -> float:
+        """One element as a plain Python float."""
+        return self._data.item(*args)
+
+    def tolist(self) -> Union[float, List[Any]]:
+        """The values as (nested) lists of plain Python floats."""
+        return self._data.tolist()
+
+    def using(self, **settings: Any) -> "ChoppedArray":
+        """The same values with other ``strict``, ``mismatch``, ``method`` or ``block_size``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> x = chopped(np.ones(4096), 'h')
+        >>> float(x.sum()), float(x.using(method='pairwise').sum())
+        (2048.0, 4096.0)
+        """
+        return wrap(self._data, self._arith.with_settings(**settings))
+
+    def astype(self, dtype: DTypeLike, copy: bool = True) -> Union["ChoppedArray", np.ndarray]:
+        """float32/float64: a chopped array stored in that dtype; other dtypes: a plain array."""
+        dtype = np.dtype(dtype)
+        if dtype == np.float64 or dtype == np.float32:
+            return wrap(self._arith.store(self._data.astype(dtype)), self._arith)
+        return self._data.astype(dtype)
+
+    def copy(self) -> "ChoppedArray":
+        return wrap(self._data.copy(), self._arith)
+
+    # -- indexing ---------------------------------------------------------------------------
+
+    def __getitem__(self, key):
+        value = self._data[plain_values(key)]
+        if _is_array(value):
+            return wrap(value, self._arith)
+        if type(value) is np.float64:
+            return ChoppedScalar._make(float(value), self._arith)
+        return wrap(np.asarray(value), self._arith)
+
+    def __setitem__(self, key, value) -> None:
+        if isinstance(value, (ChoppedArray, ChoppedScalar)):
+            self._arith.combine(value._arith)
+        self._data[plain_values(key)] = stored_values(value, self._arith)
+
+    # -- operators (the arithmetic ones from ChoppedOperators) --------------------------------
+
+    def _binary(self, ufunc, other, reflected: bool = False):
+        arith = self._arith
+        kind = type(other)
+        if kind is ChoppedArray or kind is ChoppedScalar:
+            if other._arith is not arith:
+                arith = arith.combine(other._arith) if not reflected else other._arith.combine(arith)
+            o = other._data if kind is ChoppedArray else other._v
+        elif isinstance(other, (np.ndarray, numbers.Number, list, tuple)) or is_device_array(other):
+            o = _operand(other, arith)
+        else:
+            return NotImplemented
+        data = ufunc(o, self._data) if reflected else ufunc(self._data, o)
+        return wrap(arith.round(data), arith)
+
+    def __pos__(self):
+        return wrap(self._data.copy(), self._arith)
+
+    def __abs__(self):
+        return wrap(np.abs(self._data), self._arith)  # (a held device array answers NumPy's ufuncs only)
+
+    def __matmul__(self, o):
+        return np.matmul(self, o)
+
+    def __rmatmul__(self, o):
+        return np.matmul(o, self)
+
+    def _inplace(self, result):
+        if result is NotImplemented:
+            return result
+        self._data[...] = result._data
+        return self
+
+    __iadd__ = _inplace_operator(np.add)
+    __isub__ = _inplace_operator(np.subtract)
+    __imul__ = _inplace_operator(np.multiply)
+    __itruediv__ = _inplace_operator(np.true_divide)
+    __ipow__ = _inplace_operator(np.power)
+
+    def __imatmul__(self, o):
+        return self._inplace(np.matmul(self, o))
+
+    def _compare(self, ufunc, other):
+        return ufunc(self._data, plain_values(other))
+
+    __eq__ = _comparison(np.equal)
+    __ne__ = _comparison(np.not_equal)
+
+    __hash__ = None  # type: ignore[assignment]  # (mutable, like ndarray: unhashable)
+
+    # -- methods that NumPy code calls on arrays ----------------------------------------------
+
+    # (the functions np.sum, ... call: the chopped array is their first argument)
+    sum = _sum
+    prod = _prod
+    cumsum = _cumsum
+    cumprod = _cumprod
+    mean = _mean
+    var = _var
+    std = _std
+    dot = _dot
+
+    def max(self, *args: Any, **kwargs: Any) -> Union["ChoppedArray", ChoppedScalar]:
+        return np.max(self, *args, **kwargs)
+
+    def min(self, *args: Any, **kwargs: Any) -> Union["ChoppedArray", ChoppedScalar]:
+        return np.min(self, *args, **kwargs)
+
+    argmax = _stored_array_method("argmax", values=False)
+    argmin = _stored_array_method("argmin", values=False)
+    any = _stored_array_method("any", values=False)
+    all = _stored_array_method("all", values=False)
+    reshape = _stored_array_method("reshape", values=True)
+    transpose = _stored_array_method("transpose", values=True)
+    ravel = _stored_array_method("ravel", values=True)
+    flatten = _stored_array_method("flatten", values=True)
+    squeeze = _stored_array_method("squeeze", values=True)
+
+    def fill(self, value: "ChoppedOperand") -> None:
+        self[...] = value
+
+    # -- NumPy protocols --------------------------------------------------------------------------
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        return _apply_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        namespace = device_namespace(self._data)
+        if namespace is not None and func not in _ON_DEVICE:
+            raise NotChoppedError(f"{func.__module__}.{func.__name__} is not implemented for chopped "
+                                  f"{namespace.name} arrays (elementwise operations, sums, products, dot "
+                                  "and 2-D matmul are).")
+        handler = _FUNCTIONS.get(func)
+        if handler is not None:
+            return handler(*args, **kwargs)
+        if func in _MOVES:
+            arith = arithmetic_of(_flatten_args(args, kwargs))
+            return _rewrap(func(*plain_values(args), **plain_values(kwargs)), arith)
+        if func in _PLAIN:
+            return func(*plain_values(args), **plain_values(kwargs))
+        name = f"{func.__module__}.{func.__name__}"
+        raise NotChoppedError(
+            f"{name} is not implemented for chopped arrays with per-operation rounding; it "
+            "would compute in double.  Use np.asarray(x) to leave the simulation explicitly "
+            "(and chopped(result, ...) to round the result once), or see "
+            "pychop_compat.linalg for chopped linear algebra.")
+
+
+#: An operand of chopped arithmetic: a chopped array or scalar, or plain values.
+ChoppedOperand = Union[ChoppedArray, ChoppedScalar, ArrayLike]
+
+
+def _flatten_args(args, kwargs):
+    for v in list(args) + list(kwargs.values()):
+        if isinstance(v, (list, tuple)):
+            yield from _flatten_args(v, {})
+        else:
+            yield v

@@ -19,7 +19,7 @@ from typing import Tuple, Union
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .array import ChoppedArray, ChoppedScalar
+from .array import ChoppedArray, ChoppedScalar, plain_values
 from .context import Arithmetic, OptionsLike
 
 __all__ = ["encode", "decode", "bit_layout"]
@@ -98,8 +98,7 @@ def encode(x: Union[ArrayLike, ChoppedArray, ChoppedScalar],
     t, emax = f + 1, arith.emax
     emin = 1 - emax
     dtype = _code_dtype(1 + w + f)
-    v = np.asarray(x.values if isinstance(x, ChoppedArray) else
-                   (x.value if isinstance(x, ChoppedScalar) else x), dtype=np.float64)
+    v = np.asarray(plain_values(x), dtype=np.float64)
     sign = np.signbit(v).astype(np.uint64)
     a = np.abs(v)
     mant, e = np.frexp(a)  # a = mant * 2^e, 0.5 <= mant < 1

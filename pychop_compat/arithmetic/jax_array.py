@@ -283,14 +283,8 @@ class ChoppedJax(ChoppedOperators):
     ndim = property(lambda self: self._data.ndim)
     T = property(lambda self: ChoppedJax(self._data.T, self._arith))
 
-    def __repr__(self) -> str:
-        return f"chopped({self._data!r}, {self._arith.describe()})"
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def _round(self, data, arith: Arithmetic) -> "ChoppedJax":
-        return ChoppedJax(_round_jax(data, arith), arith)
+    def _holding(self, data: jax.Array) -> "ChoppedJax":
+        return ChoppedJax(data, self._arith)
 
     def _binary(self, ufunc: np.ufunc, other: Any, reflected: bool = False) -> "ChoppedJax":
         op = OPERATORS[ufunc]  # (JAX's operators: the jax.numpy functions of these ufuncs)
@@ -304,34 +298,25 @@ class ChoppedJax(ChoppedOperators):
                 import jax.numpy as jnp
 
                 o = _round_jax(jnp.asarray(o, dtype=self._data.dtype), arith)
-        return self._round(op(o, self._data) if reflected else op(self._data, o), arith)
+        return ChoppedJax(_round_jax(op(o, self._data) if reflected else op(self._data, o), arith), arith)
 
     def _compare(self, ufunc: np.ufunc, other: Any) -> Any:
         return OPERATORS[ufunc](self._data, getattr(other, "_data", other))
-
-    def __neg__(self):
-        return ChoppedJax(-self._data, self._arith)
-
-    def __abs__(self):
-        return ChoppedJax(abs(self._data), self._arith)
-
-    def __matmul__(self, o):
-        return _product("matmul", self, o)
 
     def __rmatmul__(self, o):
         return _product("matmul", o, self)
 
     def __getitem__(self, key):
-        return ChoppedJax(self._data[key], self._arith)
+        return self._holding(self._data[key])
 
     def reshape(self, *shape: Any) -> "ChoppedJax":
         """The same values in another shape."""
-        return ChoppedJax(self._data.reshape(*shape), self._arith)
+        return self._holding(self._data.reshape(*shape))
 
     def apply(self, func: Callable[..., jax.Array], *args: Any, **kwargs: Any) -> "ChoppedJax":
         """``fl(func(x, *args))`` for an elementwise ``func`` (e.g. ``jnp.exp``), rounded once."""
         plain = tuple(getattr(a, "_data", a) for a in args)
-        return self._round(func(self._data, *plain, **kwargs), self._arith)
+        return ChoppedJax(_round_jax(func(self._data, *plain, **kwargs), self._arith), self._arith)
 
     def sqrt(self) -> "ChoppedJax":
         """``fl(sqrt(x))``."""
@@ -344,6 +329,8 @@ class ChoppedJax(ChoppedOperators):
     def matmul(self, other: Union["ChoppedJax", ArrayLike]) -> "ChoppedJax":
         """``self @ other`` (see the module notes)."""
         return _product("matmul", self, other)
+
+    __matmul__ = matmul
 
     def dot(self, other: Union["ChoppedJax", ArrayLike]) -> "ChoppedJax":
         """:func:`numpy.dot` of chopped arrays: linalg's kernels (see the module notes)."""

@@ -187,6 +187,18 @@ def _cholesky_panel(a, k0, k1, ip, up, fp, rp):
     return True
 
 
+@numba.njit(**JIT_OPTIONS)
+def _cholesky_serial(a, ip, up, fp, rp):
+    """:func:`cholesky` of a small matrix in one call on one thread."""
+    no_skips = np.zeros(a.shape[0], np.bool_)
+    for k0 in range(0, a.shape[0], PANEL):
+        k1 = min(a.shape[0], k0 + PANEL)
+        if not _cholesky_panel(a, k0, k1, ip, up, fp, rp):
+            return 1
+        _trailing_serial(a, k0, k1, no_skips, ip, up, fp, rp, True)
+    return 0
+
+
 def cholesky(a: np.ndarray, rounding: tuple) -> int:
     """The steps of :func:`pychop_compat.linalg.chol_lp` on ``a`` in place, by panels of ``PANEL``
     rows, each element's operations in the order of the unblocked algorithm.
@@ -209,6 +221,8 @@ def cholesky(a: np.ndarray, rounding: tuple) -> int:
         0, or 1 when a pivot ``a_kk <= 0`` appeared.
     """
     n = a.shape[0]
+    if n * n < PARALLEL_BELOW:
+        return int(_cholesky_serial(a, *rounding))
     no_skips = np.zeros(n, np.bool_)
     with tasks_one_at_a_time():
         for k0 in range(0, n, PANEL):

@@ -15,7 +15,7 @@ import math
 import os
 from functools import lru_cache
 from types import ModuleType
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Literal, Optional
 
 import numpy as np
 
@@ -303,7 +303,7 @@ def chop_array(x: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> np.
     if _e8m0_rules_apply(spec):
         # E8M0 has no sign and no zero: every element's result depends on its input's sign (a
         # pass over all of them, in the result's memory order).
-        order = "C" if out.flags.c_contiguous else "F"
+        order: Literal["C", "F"] = "C" if out.flags.c_contiguous else "F"
         k.e8m0_rules(x.ravel(order=order), out.reshape(-1, order=order), spec.fmt.xmin)
     return out
 

@@ -507,33 +507,50 @@ def _classify(b, v, k):
 
 
 @numba.njit(**JIT_OPTIONS)
-def _count_general(xf, xu, first, last, k):
+def _count_general(xf, xu, first, last, k, stochastic):
     k_normal = 0
     k_sub = 0
     n_sub = 0
     for i in range(np.uint64(first), np.uint64(last)):
         sub, need = _classify(np.uint64(xu[i]), np.float64(xf[i]), k)
-        n_sub += sub
-        k_sub += sub and need
-        k_normal += need and not sub
+        if sub:
+            n_sub += 1
+            if need and stochastic:
+                k_sub += 1
+        elif need and stochastic:
+            k_normal += 1
     return k_normal, k_sub, n_sub
 
 
 @numba.njit(**JIT_OPTIONS)
 def count_draws(xf, xu, ip, up, fp, chunk, stochastic):
-    """Per chunk of ``chunk`` elements (a multiple of SUB_BLOCK): draws of the normal block, of the
-    subnormal block (none unless ``stochastic``), elements of the subnormal block; the sums of
-    :func:`_stream_plan`'s counts.  One thread: cheaper than a parallel launch on a busy machine."""
-    n_blocks = (xf.size + SUB_BLOCK - 1) // SUB_BLOCK
-    counts = np.empty((n_blocks, 3), np.int64)
-    _stream_plan(xf, xu, constants(ip, up, fp), np.empty(n_blocks, np.int8), counts, np.empty(xf.size, np.uint8))
-    per_chunk = chunk // SUB_BLOCK
-    totals = np.zeros(((n_blocks + per_chunk - 1) // per_chunk, 3), np.int64)
-    for block in range(n_blocks):
-        totals[block // per_chunk] += counts[block]
-    if not stochastic:
-        totals[:, :2] = 0
-    return totals
+    """Per chunk: draws of the normal block, of the subnormal block, elements of the subnormal
+    block.  One thread: cheaper than a parallel launch on a busy machine (measured)."""
+    k = constants(ip, up, fp)
+    n = xf.size
+    n_chunks = (n + chunk - 1) // chunk
+    counts = np.zeros((n_chunks, 3), np.int64)
+    low0 = k[LOW0]
+    for c in range(n_chunks):
+        start = c * chunk
+        stop = min(n, start + chunk)
+        k_normal = 0
+        k_sub = 0
+        n_sub = 0
+        for begin in range(start, stop, SUB_BLOCK):
+            first, last = np.uint64(begin), np.uint64(min(stop, begin + SUB_BLOCK))
+            if _count_specials(xu, first, last, k):
+                a, b, d = _count_general(xf, xu, first, last, k, stochastic)
+                k_normal += a
+                k_sub += b
+                n_sub += d
+            elif stochastic:
+                for i in range(first, last):
+                    k_normal += (np.uint64(xu[i]) & low0) != _U0
+        counts[c, 0] = k_normal
+        counts[c, 1] = k_sub
+        counts[c, 2] = n_sub
+    return counts
 
 
 @numba.njit(**JIT_OPTIONS)
@@ -816,7 +833,7 @@ def _stream_plan(xf, xu, k, plans, counts, flags):
                 flags[i] = np.uint8(draws | (np.int64(sub) << 1))
         else:
             plans[block] = _PLAN_GENERAL
-            a, s, m = _count_general(xf, xu, first, last, k)
+            a, s, m = _count_general(xf, xu, first, last, k, True)
         counts[block, 0] = a
         counts[block, 1] = s
         counts[block, 2] = m

@@ -15,7 +15,7 @@ import math
 import os
 from functools import lru_cache
 from types import ModuleType
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Literal, Optional
 
 import numpy as np
 
@@ -234,13 +234,7 @@ def round_deterministic(x: np.ndarray, constants: tuple) -> np.ndarray:
     :func:`rounding_constants` or :func:`flush_tiny_constants` for its dtype; a new array."""
     ip, up, fp, rp = constants
     char = x.dtype.char
-    if x.flags.c_contiguous and x.size < SERIAL_BELOW:  # (the small calls' path, as dispatch plans it)
-        unsigned, single = _UINT[char], char == "f"
-        out = np.empty(x.shape, x.dtype)
-        flat, out_flat = (x, out) if x.ndim == 1 else (x.reshape(-1), out.reshape(-1))
-        kernels().det_serial(flat, flat.view(unsigned), out_flat, out_flat.view(unsigned), ip, up, fp, rp, single)
-        return out
-    return _deterministic(kernels(), x, ip, up, fp, rp, char == "f", _UINT[char])
+    return _deterministic(kernels(), ip, up, fp, rp, char == "f", _UINT[char], x)
 
 
 def _spec_constants(spec: RoundingSpec, char: str):
@@ -296,7 +290,7 @@ def chop_array(x: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> np.
     counter = getattr(sources, "counter", None)
     given = getattr(sources, "given", None)
     if not stochastic and not spec.flips:
-        out = _deterministic(k, x, ip, up, fp, rp, single, utype)
+        out = _deterministic(k, ip, up, fp, rp, single, utype, x)
     elif given is not None and not spec.flips:  # numbers given per element, in row-major order
         numbers = np.ascontiguousarray(np.broadcast_to(np.asarray(given, np.float64), x.shape)).reshape(-1)
         out = _per_element(k, x, ip, up, fp, single, utype, _NO_KEYS, np.uint64(0), numbers)
@@ -309,10 +303,8 @@ def chop_array(x: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> np.
     if _e8m0_rules_apply(spec):
         # E8M0 has no sign and no zero: every element's result depends on its input's sign (a
         # pass over all of them, in the result's memory order).
-        if out.flags.c_contiguous:
-            k.e8m0_rules(x.ravel(order="C"), out.reshape(-1, order="C"), spec.fmt.xmin)
-        else:
-            k.e8m0_rules(x.ravel(order="F"), out.reshape(-1, order="F"), spec.fmt.xmin)
+        order: Literal["C", "F"] = "C" if out.flags.c_contiguous else "F"
+        k.e8m0_rules(x.ravel(order=order), out.reshape(-1, order=order), spec.fmt.xmin)
     return out
 
 
@@ -339,14 +331,6 @@ def small_call(spec: RoundingSpec, sources: RandomSources, dtype: Any) -> Callab
     def by_chop_array(x: np.ndarray) -> np.ndarray:
         return chop_array(x, spec, sources)
 
-    def deterministic(x: np.ndarray) -> np.ndarray:
-        if not x.flags.c_contiguous:
-            return chop_array(x, spec, sources)
-        out = np.empty(x.shape, dtype)
-        flat, out_flat = (x, out) if x.ndim == 1 else (x.reshape(-1), out.reshape(-1))
-        k.det_serial(flat, flat.view(unsigned), out_flat, out_flat.view(unsigned), ip, up, fp, rp, single)
-        return out
-
     def per_element(counter: Any) -> Callable[[np.ndarray], np.ndarray]:
         counter_keys = counter.keys
         keys = np.array(counter_keys, np.uint64)
@@ -362,25 +346,23 @@ def small_call(spec: RoundingSpec, sources: RandomSources, dtype: Any) -> Callab
 
         return call
 
-    def streamed(x: np.ndarray) -> np.ndarray:
-        flat = x.ravel(order="F")  # MATLAB's element order
-        out = np.empty(flat.shape, dtype)
-        with stream_state() as (key, position):
-            k.round_stream(flat, flat.view(unsigned), out, out.view(unsigned), ip, up, fp, single, key, position)
-        return out.reshape(x.shape, order="F")
-
     if _e8m0_rules_apply(spec) or spec.random_bits:
         return by_chop_array  # (the encoding's pass, the limited bits' sources: chop_array's)
     if not spec.draws:
-        return deterministic
+        return functools.partial(_deterministic, k, ip, up, fp, rp, single, unsigned)
     if sources.given is None and sources.counter is not None:
         return per_element(sources.counter)
     if sources.given is None and sources.stochastic is stream_uniform and spec.stochastic and not spec.flips:
-        return streamed
+        return functools.partial(_streamed, k, ip, up, fp, single, unsigned)
     return by_chop_array
 
 
-def _deterministic(k, x, ip, up, fp, rp, single, utype):
+def _deterministic(k, ip, up, fp, rp, single, utype, x):
+    if x.flags.c_contiguous and x.size < SERIAL_BELOW:  # (the small calls' path: no copy)
+        out = np.empty(x.shape, x.dtype)
+        flat, out_flat = (x, out) if x.ndim == 1 else (x.reshape(-1), out.reshape(-1))
+        k.det_serial(flat, flat.view(utype), out_flat, out_flat.view(utype), ip, up, fp, rp, single)
+        return out
     # The element order is free: keep the caller's memory order.
     out, xf, of = in_memory_order(x)
     if xf.size < SERIAL_BELOW:
@@ -407,16 +389,23 @@ _NO_INTS = np.zeros(1, np.int64)
 _NO_KEYS = np.zeros(3, np.uint64)
 
 
+def _streamed(k, ip, up, fp, single, utype, x):
+    """Stochastic rounding with MATLAB's stream, drawn inside the loop (in MATLAB's element order)."""
+    xf = x.ravel(order="F")
+    of = np.empty_like(xf)
+    with stream_state() as (key, position):
+        k.round_stream(xf, xf.view(utype), of, of.view(utype), ip, up, fp, single, key, position)
+    return of.reshape(x.shape, order="F")
+
+
 def _in_chop_order(k, x, spec, sources, ip, up, fp, single, utype):
     """Stochastic modes and bit flips with chop.m's calls: count, draw in bulk, round."""
+    if sources.stochastic is stream_uniform and not spec.flips:  # the kernel draws as it goes
+        return _streamed(k, ip, up, fp, single, utype, x)
     xf = x.ravel(order="F")  # MATLAB's element order
     n = xf.size
     xu = xf.view(utype)
     of = np.empty_like(xf)
-    if sources.stochastic is stream_uniform and not spec.flips:  # the kernel draws as it goes
-        with stream_state() as (key, pos):
-            k.round_stream(xf, xu, of, of.view(utype), ip, up, fp, single, key, pos)
-        return of.reshape(x.shape, order="F")
     stochastic = spec.round >= 5
     chunk = CHUNK
     counts = k.count_draws(xf, xu, ip, up, fp, chunk, stochastic)

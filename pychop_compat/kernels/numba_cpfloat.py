@@ -21,18 +21,12 @@ from numba import prange
 from ..random.sources import RandomSources
 from ..spec import RoundingSpec
 from ..rules.cpfloat import ROUND_MODES, effective_format, flip_bits, limited_bit_sources
+from .compiled import CHUNK, SERIAL_BELOW
 from .elementwise_cpfloat import constants_for, cpfloat_constants
-from .numba_kernels import INLINE_OPTIONS, JIT_OPTIONS, counter_uniform
+from .numba_kernels import INLINE_OPTIONS, JIT_OPTIONS, SUB_BLOCK, counter_uniform
 from .numpy_fast import in_memory_order
 
 __all__ = ["round_array", "round_stochastic", "round_drawn", "handles", "SERIAL_BELOW", "CHUNK", "SUB_BLOCK"]
-
-#: Below this many elements one thread does everything (a parallel launch costs more).
-SERIAL_BELOW = 1 << 20
-#: Elements per chunk of the parallel loop (one thread writes a whole chunk).
-CHUNK = 1 << 14
-#: Elements per sub-block: a sub-block holding a special element is gone over again from L1.
-SUB_BLOCK = 256
 
 
 _U0 = np.uint64(0)
@@ -58,6 +52,11 @@ def _constants(fmt, mode: int, subnormal: bool, explim: bool, saturation: bool, 
                   int(c.saturation), int(c.infinity), int(c.zero_plus), int(c.e8m0), c.xmin], np.uint64)
     k.setflags(write=False)
     return k
+
+
+def _spec_constants(spec: RoundingSpec, char: str) -> np.ndarray:
+    return _constants(spec.fmt, int(spec.round), bool(spec.keeps_subnormals), bool(spec.limits_exponent),
+                      bool(spec.saturation), bool(spec.infinity), char)
 
 
 # --- one element ------------------------------------------------------------------------------------
@@ -256,15 +255,18 @@ def _round_stochastic(b, a, u, k, mode, scale_1, scale_2):
 
 
 @numba.njit(**JIT_OPTIONS)
-def _stochastic_range(xf, xu, ou, u, start, stop, k, mode, scale_1, scale_2):
-    for i in range(start, stop):
-        ou[i] = _round_stochastic(np.uint64(xu[i]), abs(np.float64(xf[i])), u[i], k, mode, scale_1, scale_2)
+def _round_laid_out(xf, xu, ou, first, last, k, mode, scale_1, scale_2, numbers):
+    """Round ``first:last``, element ``first + j`` with ``numbers[j]``."""
+    start = np.uint64(first)  # (unsigned indices: no checks for negative ones)
+    for j in range(np.uint64(0), np.uint64(last - first)):
+        ou[start + j] = _round_stochastic(np.uint64(xu[start + j]), abs(np.float64(xf[start + j])), numbers[j], k,
+                                          mode, scale_1, scale_2)
 
 
 @numba.njit(**JIT_OPTIONS)
 def stochastic_serial(xf, xu, ou, u, karray, mode, scale_1, scale_2):
     """Round ``xf`` (bit patterns ``xu``) into ``ou`` with the numbers ``u``, by one thread."""
-    _stochastic_range(xf, xu, ou, u, 0, xu.size, _tuple(karray), mode, scale_1, scale_2)
+    _round_laid_out(xf, xu, ou, 0, xu.size, _tuple(karray), mode, scale_1, scale_2, u)
 
 
 @numba.njit(parallel=True, **JIT_OPTIONS)
@@ -273,7 +275,8 @@ def stochastic_parallel(xf, xu, ou, u, karray, mode, scale_1, scale_2, chunk):
     k = _tuple(karray)
     n = xu.size
     for c in prange((n + chunk - 1) // chunk):
-        _stochastic_range(xf, xu, ou, u, c * chunk, min(n, (c + 1) * chunk), k, mode, scale_1, scale_2)
+        first = c * chunk
+        _round_laid_out(xf, xu, ou, first, min(n, first + chunk), k, mode, scale_1, scale_2, u[first:])
 
 
 # --- stochastic rounding with the numbers drawn as CPFloat's rules draw them --------------------------
@@ -330,14 +333,6 @@ def _lay_out_numbers(xu, first, last, k, u, counter_key, first_counter, limit, p
 
 
 @numba.njit(**JIT_OPTIONS)
-def _round_laid_out(xf, xu, ou, first, last, k, mode, scale_1, scale_2, numbers):
-    start = np.uint64(first)  # (unsigned indices: no checks for negative ones)
-    for j in range(np.uint64(0), np.uint64(last - first)):
-        ou[start + j] = _round_stochastic(np.uint64(xu[start + j]), abs(np.float64(xf[start + j])), numbers[j], k,
-                                          mode, scale_1, scale_2)
-
-
-@numba.njit(**JIT_OPTIONS)
 def _drawn_range(xf, xu, ou, start, stop, k, mode, scale_1, scale_2, u, counter_key, first_counter, limit,
                  position):
     """Round ``start:stop`` with the numbers of :func:`_lay_out_numbers` (from ``position``), laid
@@ -386,8 +381,7 @@ def round_array(x: np.ndarray, spec: RoundingSpec) -> np.ndarray:
     if mode not in ROUND_MODES:
         return x.copy()  # CPFloat's "no rounding": the input bit for bit, whatever the switches
     char = x.dtype.char
-    k = _constants(spec.fmt, mode, bool(spec.keeps_subnormals), bool(spec.limits_exponent),
-                   bool(spec.saturation), bool(spec.infinity), char)
+    k = _spec_constants(spec, char)
     out, x_flat, out_flat = in_memory_order(x)
     utype = _UNSIGNED[char]
     xu, ou = x_flat.view(utype), out_flat.view(utype)
@@ -406,8 +400,7 @@ def round_stochastic(x: np.ndarray, spec: RoundingSpec, u: np.ndarray) -> np.nda
     if mode not in (5, 6) or x.ndim != 1 or u.shape != x.shape:
         raise ValueError("round_stochastic: modes 5 and 6, a 1-D array and one number per element.")
     char = x.dtype.char
-    k = _constants(spec.fmt, mode, bool(spec.keeps_subnormals), bool(spec.limits_exponent),
-                   bool(spec.saturation), bool(spec.infinity), char)
+    k = _spec_constants(spec, char)
     scale_1, scale_2 = _tiny_scales(spec, x.dtype)
     xc = np.ascontiguousarray(x)
     out = np.empty_like(xc)
@@ -454,8 +447,7 @@ def _round_drawn(xf: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> 
     """Stochastic rounding of the column-major ``xf`` for :func:`round_drawn`."""
     mode = int(spec.round)
     char = xf.dtype.char
-    k = _constants(spec.fmt, mode, bool(spec.keeps_subnormals), bool(spec.limits_exponent),
-                   bool(spec.saturation), bool(spec.infinity), char)
+    k = _spec_constants(spec, char)
     scale_1, scale_2 = _tiny_scales(spec, xf.dtype)
     utype = _UNSIGNED[char]
     xu = xf.view(utype)

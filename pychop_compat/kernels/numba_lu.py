@@ -53,14 +53,8 @@ def _pivot_and_swap(a, perm, k):
         perm[k], perm[piv] = perm[piv], perm[k]
 
 
-@numba.njit(**JIT_OPTIONS)
-def _row_update(a, i, k, first, last, scratch, kc, fc):
-    """``a_ij = fl(a_ij - fl(a_ik a_kj))`` for ``j`` in ``first:last``, through ``scratch``."""
-    _row_update_by(a, i, a[i, k], k, first, last, scratch, kc, fc)
-
-
 @numba.njit(**INLINE_OPTIONS)  # inlined: a call per row cost LU 10-20% at n = 300
-def _row_update_by(a, i, l, k, first, last, scratch, kc, fc):
+def _row_update(a, i, l, k, first, last, scratch, kc, fc):
     """``a_ij = fl(a_ij - fl(l a_kj))`` for ``j`` in ``first:last``, through ``scratch``."""
     start = np.uint64(first)
     stop = np.uint64(last)
@@ -98,38 +92,47 @@ def _panel(a, perm, k0, k1, skipped, info, ip, up, fp, rp):
             continue
         for i in range(k + 1, n):
             a[i, k] = chop_double(a[i, k] / pivot, kc)
-            _row_update(a, i, k, k + 1, k1, scratch, kc, fc)
+            _row_update(a, i, a[i, k], k, k + 1, k1, scratch, kc, fc)
     for k in range(k0, k1):  # the panel's rows right of the panel: U's block row, step by step
         if not skipped[k]:
             for i in range(k + 1, k1):
-                _row_update(a, i, k, k1, n, scratch, kc, fc)
+                _row_update(a, i, a[i, k], k, k1, n, scratch, kc, fc)
     return info
 
 
 @numba.njit(**JIT_OPTIONS)
-def _trailing_rows(a, k0, k1, first, last, skipped, scratch, kc, fc):
-    """Rows ``first:last`` below the panel, right of it: the panel's steps in order."""
+def _trailing_rows(a, k0, k1, first, last, skipped, scratch, kc, fc, cholesky):
+    """Rows ``first:last`` below the panel: the panel's steps in order, right of the panel (LU)
+    or on and right of the diagonal (Cholesky, whose multipliers are in the panel's rows)."""
     n = a.shape[0]
     for i in range(first, last):
         for k in range(k0, k1):
-            if not skipped[k]:
-                _row_update(a, i, k, k1, n, scratch, kc, fc)
+            if cholesky or not skipped[k]:
+                multiplier, start = (a[k, i], i) if cholesky else (a[i, k], k1)
+                _row_update(a, i, multiplier, k, start, n, scratch, kc, fc)
 
 
 @numba.njit(**JIT_OPTIONS)
-def _trailing_serial(a, k0, k1, skipped, ip, up, fp, rp):
+def _trailing_serial(a, k0, k1, skipped, ip, up, fp, rp, cholesky):
     kc, fc = constants(ip, up, fp), fast_constants(ip, up, rp)
     n = a.shape[0]
-    _trailing_rows(a, k0, k1, k1, n, skipped, np.empty(n), kc, fc)
+    _trailing_rows(a, k0, k1, k1, n, skipped, np.empty(n), kc, fc, cholesky)
 
 
 @numba.njit(parallel=True, **JIT_OPTIONS)
-def _trailing_parallel(a, k0, k1, skipped, ip, up, fp, rp):
+def _trailing_parallel(a, k0, k1, skipped, ip, up, fp, rp, cholesky):
     kc, fc = constants(ip, up, fp), fast_constants(ip, up, rp)
     n = a.shape[0]
     for task in prange((n - k1 + ROWS - 1) // ROWS):
         first = k1 + task * ROWS
-        _trailing_rows(a, k0, k1, first, min(n, first + ROWS), skipped, np.empty(n), kc, fc)
+        _trailing_rows(a, k0, k1, first, min(n, first + ROWS), skipped, np.empty(n), kc, fc, cholesky)
+
+
+def _update_trailing(a: np.ndarray, k0: int, k1: int, skipped: np.ndarray, rounding: tuple, cholesky: bool) -> None:
+    """The rows below the panel ``k0:k1``, on Numba's threads unless the trailing matrix is small."""
+    n = a.shape[0]
+    update = _trailing_parallel if (n - k1) ** 2 >= PARALLEL_BELOW else _trailing_serial
+    update(a, k0, k1, skipped, *rounding, cholesky)
 
 
 def factor(a: np.ndarray, rounding: tuple) -> tuple:
@@ -151,7 +154,6 @@ def factor(a: np.ndarray, rounding: tuple) -> tuple:
     info : int
         0, or ``k`` for the first zero pivot ``U[k-1, k-1]``.
     """
-    ip, up, fp, rp = rounding
     n = a.shape[0]
     perm = np.arange(n)
     skipped = np.zeros(n, np.bool_)
@@ -159,19 +161,19 @@ def factor(a: np.ndarray, rounding: tuple) -> tuple:
     with tasks_one_at_a_time():
         for k0 in range(0, n, PANEL):
             k1 = min(n, k0 + PANEL)
-            info = int(_panel(a, perm, k0, k1, skipped, info, ip, up, fp, rp))
+            info = int(_panel(a, perm, k0, k1, skipped, info, *rounding))
             if k1 == n:
                 break
-            update = _trailing_parallel if (n - k1) ** 2 >= PARALLEL_BELOW else _trailing_serial
-            update(a, k0, k1, skipped, ip, up, fp, rp)
+            _update_trailing(a, k0, k1, skipped, rounding, False)
     return perm, info
 
 
 @numba.njit(**JIT_OPTIONS)
-def _cholesky_panel(a, k0, k1, kc, fc):
+def _cholesky_panel(a, k0, k1, ip, up, fp, rp):
     """Steps ``k0:k1`` on the panel's rows (``a_kk = fl(sqrt(a_kk))``, ``a_kj = fl(a_kj / a_kk)``,
     then ``a_ij = fl(a_ij - fl(a_ki a_kj))`` on the rows below ``k`` in the panel); False at a
     pivot ``a_kk <= 0``."""
+    kc, fc = constants(ip, up, fp), fast_constants(ip, up, rp)
     n = a.shape[0]
     scratch = np.empty(n)
     for k in range(k0, k1):
@@ -181,50 +183,20 @@ def _cholesky_panel(a, k0, k1, kc, fc):
         for j in range(k + 1, n):
             a[k, j] = chop_double(a[k, j] / a[k, k], kc)
         for i in range(k + 1, k1):
-            _row_update_by(a, i, a[k, i], k, i, n, scratch, kc, fc)
+            _row_update(a, i, a[k, i], k, i, n, scratch, kc, fc)
     return True
 
 
 @numba.njit(**JIT_OPTIONS)
-def _cholesky_rows(a, k0, k1, first, last, scratch, kc, fc):
-    """Rows ``first:last`` below the panel: the panel's steps in order, on and right of the diagonal."""
-    n = a.shape[0]
-    for i in range(first, last):
-        for k in range(k0, k1):
-            _row_update_by(a, i, a[k, i], k, i, n, scratch, kc, fc)
-
-
-@numba.njit(**JIT_OPTIONS)
 def _cholesky_serial(a, ip, up, fp, rp):
-    kc, fc = constants(ip, up, fp), fast_constants(ip, up, rp)
-    n = a.shape[0]
-    scratch = np.empty(n)
-    for k0 in range(0, n, PANEL):
-        k1 = min(n, k0 + PANEL)
-        if not _cholesky_panel(a, k0, k1, kc, fc):
+    """:func:`cholesky` of a small matrix in one call on one thread."""
+    no_skips = np.zeros(a.shape[0], np.bool_)
+    for k0 in range(0, a.shape[0], PANEL):
+        k1 = min(a.shape[0], k0 + PANEL)
+        if not _cholesky_panel(a, k0, k1, ip, up, fp, rp):
             return 1
-        _cholesky_rows(a, k0, k1, k1, n, scratch, kc, fc)
+        _trailing_serial(a, k0, k1, no_skips, ip, up, fp, rp, True)
     return 0
-
-
-@numba.njit(parallel=True, **JIT_OPTIONS)
-def _cholesky_trailing_parallel(a, k0, k1, ip, up, fp, rp):
-    kc, fc = constants(ip, up, fp), fast_constants(ip, up, rp)
-    n = a.shape[0]
-    for task in prange((n - k1 + ROWS - 1) // ROWS):
-        first = k1 + task * ROWS
-        _cholesky_rows(a, k0, k1, first, min(n, first + ROWS), np.empty(n), kc, fc)
-
-
-@numba.njit(**JIT_OPTIONS)
-def _cholesky_trailing_serial(a, k0, k1, ip, up, fp, rp):
-    kc, fc = constants(ip, up, fp), fast_constants(ip, up, rp)
-    _cholesky_rows(a, k0, k1, k1, a.shape[0], np.empty(a.shape[0]), kc, fc)
-
-
-@numba.njit(**JIT_OPTIONS)
-def _cholesky_panel_alone(a, k0, k1, ip, up, fp, rp):
-    return _cholesky_panel(a, k0, k1, constants(ip, up, fp), fast_constants(ip, up, rp))
 
 
 def cholesky(a: np.ndarray, rounding: tuple) -> int:
@@ -248,19 +220,16 @@ def cholesky(a: np.ndarray, rounding: tuple) -> int:
     int
         0, or 1 when a pivot ``a_kk <= 0`` appeared.
     """
-    ip, up, fp, rp = rounding
     n = a.shape[0]
     if n * n < PARALLEL_BELOW:
-        return int(_cholesky_serial(a, ip, up, fp, rp))
+        return int(_cholesky_serial(a, *rounding))
+    no_skips = np.zeros(n, np.bool_)
     with tasks_one_at_a_time():
         for k0 in range(0, n, PANEL):
             k1 = min(n, k0 + PANEL)
-            if not _cholesky_panel_alone(a, k0, k1, ip, up, fp, rp):
+            if not _cholesky_panel(a, k0, k1, *rounding):
                 return 1
-            if (n - k1) ** 2 >= PARALLEL_BELOW:
-                _cholesky_trailing_parallel(a, k0, k1, ip, up, fp, rp)
-            else:  # the small end on one thread
-                _cholesky_trailing_serial(a, k0, k1, ip, up, fp, rp)
+            _update_trailing(a, k0, k1, no_skips, rounding, True)
     return 0
 
 

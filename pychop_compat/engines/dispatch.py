@@ -523,13 +523,12 @@ def _run_numpy(x: np.ndarray, call: Call, spec: RoundingSpec, sources: RandomSou
         return numpy_fast.chop_array(x, spec, sources)
     encode = _chop_rules_checked(spec)
     sources = limited_bit_sources(sources, spec.random_bits) if spec.random_bits else sources
-    if encode is not None and spec.fmt.encoding != "e8m0":
+    if encode is None or spec.fmt.encoding != "e8m0":
         # The encoding changes only Inf, -0 and (with flips) results beyond xmax, which the
         # fast engine's regular elements never give: it is applied to its special elements.
         return numpy_fast.chop_array(x, spec, sources, finish_special=encode)
     out = numpy_fast.chop_array(x, spec, sources)
-    if encode is not None:
-        encode(out, x)
+    encode(out, x)
     return out
 
 
@@ -988,7 +987,7 @@ def _round_dask(x: Any, spec: RoundingSpec, sources: RandomSources) -> Any:
     choice = get_cpu_engine()  # the setting in force now serves every block, on any worker
     if not spec.draws:
         func = functools.partial(_round_dask_block, spec=spec, sources=sources, work=work, give_back=give_back,
-                       choice=choice)
+                                 choice=choice)
         return dask_engine.map_blocks(x, func, give_back, (repr(spec),))
     if sources.counter is None:
         raise ValueError(

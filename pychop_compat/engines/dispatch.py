@@ -18,8 +18,6 @@ import importlib.util
 import os
 import sys
 import time
-from dataclasses import dataclass
-from functools import partial
 from typing import Any, Callable, Iterator, NamedTuple, Optional, cast
 
 import numpy as np
@@ -177,7 +175,7 @@ class Call(NamedTuple):
     block: bool = False
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Kernel:
     """An entry of the registry: ``takes(call, spec, sources, x)`` is None when the kernel
     rounds the call, else why it passes; ``run(x, call, spec, sources, stream)`` rounds."""
@@ -188,7 +186,7 @@ class Kernel:
     run: Callable[..., Any]
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Route:
     """A kernel for a call, and why each kernel before it passed (``(name, reason)`` pairs)."""
 
@@ -328,15 +326,6 @@ def _takes_scalar(call: Call, spec: RoundingSpec, sources: RandomSources, x: Any
     return None
 
 
-def _streamed_is_faster(spec: RoundingSpec, sources: RandomSources) -> bool:
-    """Under ``'auto'``: stochastic rounding from a NumPy Generator without flips stays on the
-    NumPy engine, which draws block by block while it rounds; the compiled engine would draw
-    every number first, which measured slower (docs/performance.rst).  Same bits either way."""
-    return (get_cpu_engine() == "auto" and spec.stochastic and not spec.flips
-            and sources.counter is None and sources.stochastic is not stream_uniform
-            and numpy_fast.is_sequential_stream(sources.stochastic))
-
-
 def _no_numba() -> str:
     return "cpu_engine('numpy') is in force" if get_cpu_engine() == "numpy" else "Numba is not installed"
 
@@ -366,17 +355,13 @@ _LOADING_LATER = ("the compiled kernels are not loaded yet: under 'auto' calls r
                   "bits) until they have taken about as long as loading Numba")
 
 
-def _compiled_loaded() -> bool:
-    return compiled.loaded() or _numba_cpfloat.cache_info().currsize > 0
-
-
 def _compiled_ready(size: int, gain_per_element: float) -> bool:
     """Whether a call that a compiled kernel takes runs there now (loading it if need be): under
     ``'numba'``, once loaded, or when the time so far and this call's gain pay for the load."""
     global _load_due
     if _load_due:
         return True
-    if _compiled_loaded():
+    if compiled.loaded() or _numba_cpfloat.cache_info().currsize > 0:
         _load_due = True  # (loaded by an explicit request, warm_up() or the other kernel module)
         return True
     return get_cpu_engine() == "numba" or _spent_waiting + size * gain_per_element >= _LOAD_SECONDS
@@ -405,7 +390,7 @@ def _timed_while_waiting(run: Callable[[np.ndarray], Any], call: Call, spec: Rou
     the call over only to load later."""
     if not _load_due and (_takes_numba(call, spec, sources, x) is _LOADING_LATER
                           or _takes_numba_cpfloat(call, spec, sources, x) is _LOADING_LATER):
-        return partial(_while_loading, run)
+        return functools.partial(_while_loading, run)
     return run
 
 
@@ -421,7 +406,10 @@ def _takes_numba(call: Call, spec: RoundingSpec, sources: RandomSources, x: Any)
         return ("one element (the scalar path is faster)" if call.size <= 1
                 else "a spec it does not cover (modes outside 1..6, flips of any bit, a format wider than "
                      "the carrier) or bit flips with t < 2")
-    if _streamed_is_faster(spec, sources):
+    # Under 'auto' the NumPy engine draws a Generator's numbers block by block while it rounds; the
+    # compiled engine would draw every number first, which measured slower (docs/performance.rst).
+    if (get_cpu_engine() == "auto" and spec.stochastic and not spec.flips and sources.counter is None
+            and sources.stochastic is not stream_uniform and numpy_fast.is_sequential_stream(sources.stochastic)):
         return "stochastic rounding from a NumPy Generator streams faster through the NumPy engine"
     gain = _GAIN_PER_DRAWN_ELEMENT if spec.draws else _GAIN_PER_ELEMENT
     return None if _compiled_ready(call.size, gain) else _LOADING_LATER
@@ -461,14 +449,6 @@ def _takes_numba_cpfloat(call: Call, spec: RoundingSpec, sources: RandomSources,
     if not _numba_cpfloat().handles(x, spec):
         return "a call it does not cover (one element, a non-native dtype)"
     return None
-
-
-def _takes_numpy_cpfloat(call: Call, spec: RoundingSpec, sources: RandomSources, x: Any) -> Optional[str]:
-    return _not_host(call) or _deterministic_cpfloat(spec)
-
-
-def _takes_reference(call: Call, spec: RoundingSpec, sources: RandomSources, x: Any) -> Optional[str]:
-    return _not_host(call)
 
 
 def _takes_cuda(call: Call, spec: RoundingSpec, sources: RandomSources, x: Any) -> Optional[str]:
@@ -536,32 +516,19 @@ def _takes_namespace(call: Call, spec: RoundingSpec, sources: RandomSources, x: 
     return reason
 
 
-def _takes_host(call: Call, spec: RoundingSpec, sources: RandomSources, x: Any) -> Optional[str]:
-    return "already in host memory" if call.host else None
-
-
 # --- the registry: how each kernel runs ---------------------------------------------------------
-
-def _run_scalar(x: Any, call: Call, spec: RoundingSpec, sources: RandomSources, stream: Any) -> Any:
-    return numpy_fast.chop_scalar(x, spec, sources)
-
-
-def _run_numba(x: np.ndarray, call: Call, spec: RoundingSpec, sources: RandomSources, stream: Any) -> Any:
-    return compiled.chop_array(x, spec, sources)
-
 
 def _run_numpy(x: np.ndarray, call: Call, spec: RoundingSpec, sources: RandomSources, stream: Any) -> Any:
     if not spec.extended:
         return numpy_fast.chop_array(x, spec, sources)
     encode = _chop_rules_checked(spec)
     sources = limited_bit_sources(sources, spec.random_bits) if spec.random_bits else sources
-    if encode is not None and spec.fmt.encoding != "e8m0":
+    if encode is None or spec.fmt.encoding != "e8m0":
         # The encoding changes only Inf, -0 and (with flips) results beyond xmax, which the
         # fast engine's regular elements never give: it is applied to its special elements.
         return numpy_fast.chop_array(x, spec, sources, finish_special=encode)
     out = numpy_fast.chop_array(x, spec, sources)
-    if encode is not None:
-        encode(out, x)
+    encode(out, x)
     return out
 
 
@@ -610,10 +577,6 @@ def _numba_cpfloat() -> Any:
     from ..kernels import numba_cpfloat
 
     return numba_cpfloat
-
-
-def _run_numpy_cpfloat(x: np.ndarray, call: Call, spec: RoundingSpec, sources: RandomSources, stream: Any) -> Any:
-    return numpy_cpfloat.round_array(x, spec)
 
 
 def _run_reference(x: np.ndarray, call: Call, spec: RoundingSpec, sources: RandomSources, stream: Any) -> Any:
@@ -729,76 +692,57 @@ def _run_triton(x: Any, call: Call, spec: RoundingSpec, sources: RandomSources, 
 
 def _column_major(xp: Any, x: Any) -> Any:
     """The elements of ``x`` in MATLAB's order, as a vector."""
-    if x.ndim < 2:
-        return xp.reshape(x, (-1,))
     return xp.reshape(xp.permute_dims(x, tuple(reversed(range(x.ndim)))), (-1,))
 
 
 def _from_column_major(xp: Any, v: Any, shape: tuple) -> Any:
-    if len(shape) < 2:
-        return xp.reshape(v, shape)
     return xp.permute_dims(xp.reshape(v, tuple(reversed(shape))), tuple(reversed(range(len(shape)))))
 
 
 def _run_namespace(x: Any, call: Call, spec: RoundingSpec, sources: Optional[RandomSources], stream: Any,
                    index: Any = None) -> Any:
-    """The namespace kernels: CPFloat's rules (numbers drawn by the host for the inexact
-    elements, in column-major order), or chop's, with each element's numbers from its source.
+    """The namespace kernels, with the numbers drawn by the host in column-major order (CPFloat's
+    for the inexact elements, or chop.m's), or else each element's own (:func:`_element_kernel`).
     ``sources`` may be None where the numbers are ``stream``'s (a Dask block's)."""
-    ns = namespace_of(x)
-    xp = ns.xp
     if call.library == "jax":
         return _run_jax(x, call, spec, stream)
-    if index is None and stream is not None:  # each element's counter: its row-major index
-        index = xp.reshape(xp.arange(call.size, dtype=xp.int64, device=_device(x)), tuple(x.shape))
-    if cpfloat_covers(spec):
-        out = round_cpfloat_elementwise(ns, x, spec)
-    elif spec.range_rules == "correct":  # stochastic, numbers per element (see _takes_namespace)
-        if call.numbers == "given":
-            u = cast(RandomSources, sources).given
-        else:
-            u = _counter_numbers(xp, spec, stream, index)[0]
-        out = round_cpfloat_elementwise(ns, x, spec, u)
-    elif cpfloat_covers(spec, stochastic=True):
-        import array_api_compat
+    import array_api_compat
 
-        device = array_api_compat.device(x)
+    ns = namespace_of(x)
+    xp = ns.xp
+    device = array_api_compat.device(x)
+    if spec.range_rules != "correct" and cpfloat_covers(spec, stochastic=True):
         inexact = _column_major(xp, cpfloat_inexact(ns, x, spec))
         u = xp.full((call.size,), 2.0, dtype=xp.float64, device=device)
         count = int(xp.sum(xp.astype(inexact, xp.int64)))
         if count:
             u[inexact] = xp.asarray(host_numbers(cast(RandomSources, sources), spec, count), device=device)
         out = round_cpfloat_elementwise(ns, x, spec, _from_column_major(xp, u, tuple(x.shape)))
-    else:
+    elif call.numbers == "host" and spec.range_rules != "correct" and not cpfloat_covers(spec):
         plan = plan_for(spec, call.dtype)
-        if call.numbers == "host":
-            v = _column_major(xp, x)
-            draws = host_draws(ns, v, plan, spec, cast(RandomSources, sources))
-            out = _from_column_major(xp, chop_elementwise(ns, v, plan, draws), tuple(x.shape))
-        else:
-            draws = None
-            if call.numbers in ("counter", "device"):
-                draws = counter_draws(ns, plan, stream, index)
-            elif call.numbers == "given":
-                draws = ElementDraws(cast(RandomSources, sources).given)
-            out = chop_elementwise(ns, x, plan, draws)
+        v = _column_major(xp, x)
+        draws = host_draws(ns, v, plan, spec, cast(RandomSources, sources))
+        out = _from_column_major(xp, chop_elementwise(ns, v, plan, draws), tuple(x.shape))
+    else:
+        numbers: tuple = (None, None, None)
+        if call.numbers == "given":
+            numbers = (cast(RandomSources, sources).given, None, None)
+        elif stream is not None:  # each element's counter: its row-major index
+            if index is None:
+                index = xp.reshape(xp.arange(call.size, dtype=xp.int64, device=device), tuple(x.shape))
+            numbers = _counter_numbers(xp, spec, stream, index)
+        out = _element_kernel(ns, spec, x, *numbers)
     return _adapter(call).contiguous(out) if call.library in ("torch", "cupy") else out
-
-
-def _device(x: Any) -> Any:
-    import array_api_compat
-
-    return array_api_compat.device(x)
 
 
 def _run_jax(x: Any, call: Call, spec: RoundingSpec, stream: Any, numbers: tuple = (None, None, None)) -> Any:
     """The namespace kernels on a JAX array, run by the adapter (traced, eager or jitted)."""
-    wide = jax_engine.x64_enabled()
     if stream is not None:
         jnp = sys.modules["jax"].numpy
         index = jnp.arange(call.size, dtype=jnp.int64).reshape(x.shape)
         numbers = _counter_numbers(jnp, spec, stream, index)
-    return jax_engine.run(partial(_jax_kernel, spec, wide), (spec, wide), x, *numbers)
+    ns = library_namespace("jax")
+    return jax_engine.run(functools.partial(_element_kernel, ns, spec), (spec, ns.wide), x, *numbers)
 
 
 def _counter_numbers(xp: Any, spec: RoundingSpec, stream: Any, index: Any) -> tuple:
@@ -808,19 +752,17 @@ def _counter_numbers(xp: Any, spec: RoundingSpec, stream: Any, index: Any) -> tu
             device_counter.uniform(xp, keys[2], offset, index) if spec.flips else None)
 
 
-def _jax_kernel(spec: RoundingSpec, wide: bool, work: Any, u_round: Any, u_choice: Any, u_bit: Any) -> Any:
-    """The namespace kernel on a JAX array, with each element's numbers (a pure function)."""
-    import jax
-
-    ns = Namespace("jax", jax.numpy, jax.lax.bitcast_convert_type, wide)
+def _element_kernel(ns: Namespace, spec: RoundingSpec, x: Any, u_round: Any, u_choice: Any, u_bit: Any) -> Any:
+    """The namespace kernel with each element's numbers (a pure function of arrays: JAX traces it)."""
     if cpfloat_covers(spec):
-        return round_cpfloat_elementwise(ns, work, spec)
+        return round_cpfloat_elementwise(ns, x, spec)
     if spec.range_rules == "correct":
-        return round_cpfloat_elementwise(ns, work, spec, u_round)
+        return round_cpfloat_elementwise(ns, x, spec, u_round)
     flip = None
-    if spec.flips:
-        flip = flip_mask(ns.xp, u_choice, u_bit, spec.p, spec.fmt.t, ns.xp.int64 if wide else ns.xp.int32)
-    return chop_elementwise(ns, work, plan_for(spec, str(work.dtype)), ElementDraws(u_round, flip))
+    if spec.flips and u_choice is not None:
+        flip = flip_mask(ns.xp, u_choice, u_bit, float(spec.p), int(spec.fmt.t),
+                         ns.xp.int64 if ns.wide else ns.xp.int32)
+    return chop_elementwise(ns, x, spec, ElementDraws(u_round, flip))
 
 
 def _run_host(x: Any, call: Call, spec: RoundingSpec, sources: RandomSources, stream: Any) -> Any:
@@ -835,16 +777,21 @@ def _run_host(x: Any, call: Call, spec: RoundingSpec, sources: RandomSources, st
 
 
 REGISTRY = (
-    Kernel("scalar", "pychop_compat.kernels.numpy_fast.chop_scalar", _takes_scalar, _run_scalar),
-    Kernel("numba", "pychop_compat.kernels.compiled", _takes_numba, _run_numba),
+    Kernel("scalar", "pychop_compat.kernels.numpy_fast.chop_scalar", _takes_scalar,
+           lambda x, call, spec, sources, stream: numpy_fast.chop_scalar(x, spec, sources)),
+    Kernel("numba", "pychop_compat.kernels.compiled", _takes_numba,
+           lambda x, call, spec, sources, stream: compiled.chop_array(x, spec, sources)),
     Kernel("numpy", "pychop_compat.kernels.numpy_fast", _takes_numpy, _run_numpy),
     Kernel("numba-cpfloat", "pychop_compat.kernels.numba_cpfloat", _takes_numba_cpfloat, _run_numba_cpfloat),
-    Kernel("numpy-cpfloat", "pychop_compat.kernels.numpy_cpfloat", _takes_numpy_cpfloat, _run_numpy_cpfloat),
-    Kernel("reference", "pychop_compat.rules", _takes_reference, _run_reference),
+    Kernel("numpy-cpfloat", "pychop_compat.kernels.numpy_cpfloat",
+           lambda call, spec, sources, x: _not_host(call) or _deterministic_cpfloat(spec),
+           lambda x, call, spec, sources, stream: numpy_cpfloat.round_array(x, spec)),
+    Kernel("reference", "pychop_compat.rules", lambda call, spec, sources, x: _not_host(call), _run_reference),
     Kernel("cuda", "pychop_compat.kernels.cuda", _takes_cuda, _run_cuda),
     Kernel("triton", "pychop_compat.kernels.triton_kernel", _takes_triton, _run_triton),
     Kernel("namespace", "pychop_compat.kernels.elementwise", _takes_namespace, _run_namespace),
-    Kernel("host", "a copy to the host and back", _takes_host, _run_host),
+    Kernel("host", "a copy to the host and back",
+           lambda call, spec, sources, x: "already in host memory" if call.host else None, _run_host),
 )
 
 _BY_NAME = {kernel.name: kernel for kernel in REGISTRY}
@@ -855,17 +802,6 @@ def _adapter(call: Call) -> Any:
 
 
 # --- running a route ---------------------------------------------------------------------------
-
-def _stream(call: Call, x: Any, spec: RoundingSpec, sources: RandomSources) -> Any:
-    """The counter numbers of a call off the host (this takes them: the counter advances)."""
-    if call.numbers == "counter":
-        if spec.flips and spec.fmt.t < 2:
-            raise ValueError(FLIP_PRECISION_ERROR)
-        return cast(CounterRng, sources.counter).take(call.size)  # set: _numbers chose 'counter'
-    if call.numbers == "device":
-        return device_counter.take(_adapter(call).device_key(x), call.size)
-    return None
-
 
 def _run(x: Any, call: Call, spec: RoundingSpec, sources: RandomSources, kernel: Optional[str] = None) -> Any:
     waiting = False  # a compiled kernel passed the call over to load later
@@ -882,9 +818,13 @@ def _run(x: Any, call: Call, spec: RoundingSpec, sources: RandomSources, kernel:
     if call.traced and call.numbers == "counter":
         raise TypeError("Chop(rng=<int>) counts its calls in Python, which jax.jit would freeze; "
                         "inside jit use chop_jax(x, options, seed=seed, offset=offset) or key=.")
-    stream = None
-    if chosen.name in ("cuda", "triton", "namespace"):
-        stream = _stream(call, x, spec, sources)
+    stream = None  # the counter numbers of a call off the host (taken here: the counter advances)
+    if chosen.name in ("cuda", "triton", "namespace") and call.numbers == "counter":
+        if spec.flips and spec.fmt.t < 2:
+            raise ValueError(FLIP_PRECISION_ERROR)
+        stream = cast(CounterRng, sources.counter).take(call.size)  # set: _numbers chose 'counter'
+    elif chosen.name in ("cuda", "triton", "namespace") and call.numbers == "device":
+        stream = device_counter.take(_adapter(call).device_key(x), call.size)
     if waiting:
         return _while_loading(chosen.run, x, call, spec, sources, stream)
     return chosen.run(x, call, spec, sources, stream)
@@ -1029,8 +969,8 @@ def _round_tensor(t: Any, spec: RoundingSpec, sources: RandomSources) -> Any:
         # A CPU tensor's memory, read in place by the host kernels (the common case, first)
         out = torch_engine.from_host(_round_host(torch_engine.host_view(work), spec, sources), work)
     else:
-        if sources.given is not None and hasattr(sources.given, "detach"):
-            sources = _given_for(work, sources)
+        if sources.given is not None and hasattr(sources.given, "detach"):  # on the values' device
+            sources = given_sources(sources.given.to(work.device))
         call = _tensor_call(work, spec, sources)
         if call.host:
             host_sources = given_sources(torch_engine.from_numbers(sources.given, work)) \
@@ -1041,21 +981,13 @@ def _round_tensor(t: Any, spec: RoundingSpec, sources: RandomSources) -> Any:
     return out.to(give_back) if give_back is not None else out
 
 
-def _given_for(work: Any, sources: RandomSources) -> RandomSources:
-    """Numbers given per element, on the values' device and broadcast to their shape."""
-    given = sources.given
-    if given.device != work.device:
-        given = given.to(work.device)
-    return given_sources(given)
-
-
 def _round_dask(x: Any, spec: RoundingSpec, sources: RandomSources) -> Any:
     """A lazy Dask array; each block routed when it is computed (see :mod:`.dask_engine`)."""
     work, give_back = dask_engine.working_dtypes(x.dtype)
     choice = get_cpu_engine()  # the setting in force now serves every block, on any worker
     if not spec.draws:
-        func = partial(_round_dask_block, spec=spec, sources=sources, work=work, give_back=give_back,
-                       choice=choice)
+        func = functools.partial(_round_dask_block, spec=spec, sources=sources, work=work, give_back=give_back,
+                                 choice=choice)
         return dask_engine.map_blocks(x, func, give_back, (repr(spec),))
     if sources.counter is None:
         raise ValueError(
@@ -1069,7 +1001,7 @@ def _round_dask(x: Any, spec: RoundingSpec, sources: RandomSources) -> Any:
         raise ValueError(FLIP_PRECISION_ERROR)
     dask_engine.check_chunks(x)
     stream = sources.counter.take(int(np.prod(x.shape, dtype=np.int64)))
-    func = partial(_round_dask_block_counter, spec=spec, stream=stream, work=work, give_back=give_back)
+    func = functools.partial(_round_dask_block_counter, spec=spec, stream=stream, work=work, give_back=give_back)
     return dask_engine.map_blocks(x, func, give_back, (repr(spec), stream.keys, stream.offset))
 
 
@@ -1159,7 +1091,7 @@ def round_jax(x: Any, spec: RoundingSpec, *, key: Any = None, seed: Optional[int
 
 # --- explain ------------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Explanation:
     """Which engine, kernel and random source a call uses, and why the kernels before it passed.
 
@@ -1202,15 +1134,15 @@ class Explanation:
         return "\n".join(lines)
 
 
+#: The sources of the numbers made per element, by :attr:`Call.numbers`.
+_PER_ELEMENT = {"given": Source.GIVEN, "counter": Source.SEEDED_COUNTER, "device": Source.DEVICE_COUNTER}
+
+
 def _source(call: Call, sources: RandomSources) -> tuple:
     if call.numbers == "none":
         return None, None
-    if call.numbers == "given":
-        return Source.GIVEN, "row-major index"
-    if call.numbers == "counter":
-        return Source.SEEDED_COUNTER, "row-major index"
-    if call.numbers == "device":
-        return Source.DEVICE_COUNTER, "row-major index"
+    if call.numbers in _PER_ELEMENT:
+        return _PER_ELEMENT[call.numbers], "row-major index"
     if isinstance(sources.stochastic, CheckedRandfunc):
         return Source.RANDFUNC, "column-major"
     if sources.stochastic is stream_uniform or sources.flip_uniform is stream_uniform:

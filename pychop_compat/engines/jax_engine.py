@@ -87,6 +87,7 @@ def narrow_to_float32(w: Any) -> Any:
 #: Eager calls with a key seen this many times (or on large arrays) use a compiled function.
 _COMPILE_AFTER, _COMPILE_SIZE = 2, 1 << 16
 _uses: dict = {}
+_jitted: dict = {}
 
 
 def run(function: Callable[..., Any], key: Any, work: Any, *arrays: Any) -> Any:
@@ -102,19 +103,12 @@ def run(function: Callable[..., Any], key: Any, work: Any, *arrays: Any) -> Any:
             _uses.clear()
         _uses[key] = uses + 1
         return function(work, *arrays)
-    return _compiled(key, function)(work, *arrays)
-
-
-_jitted: dict = {}
-
-
-def _compiled(key: Any, function: Callable[..., Any]) -> Callable[..., Any]:
     compiled = _jitted.get(key)
     if compiled is None:
         if len(_jitted) > 256:
             _jitted.clear()
         compiled = _jitted[key] = _jax().jit(function)
-    return compiled
+    return compiled(work, *arrays)
 
 
 def key_numbers(key: Any, shape: tuple, stochastic: bool, flips: bool) -> tuple:

@@ -10,6 +10,7 @@ other rules use :func:`pychop_compat.nn.quantize`).  :func:`seed_device` and
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -51,28 +52,23 @@ def with_autograd(x: Any, compute: Callable[[Any], Any]) -> Any:
         return compute(x.detach())
 
 
-_STRAIGHT_THROUGH = None
-
-
+@functools.lru_cache(maxsize=1)
 def _straight_through() -> Any:
     """The autograd rule of chop (built on first use: torch is imported lazily)."""
-    global _STRAIGHT_THROUGH
-    if _STRAIGHT_THROUGH is None:
-        import torch
+    import torch
 
-        class ChopStraightThrough(torch.autograd.Function):
-            """chop's values forward; the gradient passes through unchanged backward."""
+    class ChopStraightThrough(torch.autograd.Function):
+        """chop's values forward; the gradient passes through unchanged backward."""
 
-            @staticmethod
-            def forward(ctx, x, compute):
-                return compute(x.detach())
+        @staticmethod
+        def forward(ctx, x, compute):
+            return compute(x.detach())
 
-            @staticmethod
-            def backward(ctx, grad):
-                return grad, None
+        @staticmethod
+        def backward(ctx, grad):
+            return grad, None
 
-        _STRAIGHT_THROUGH = ChopStraightThrough
-    return _STRAIGHT_THROUGH
+    return ChopStraightThrough
 
 
 def host_view(t: Any) -> np.ndarray:

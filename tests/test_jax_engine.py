@@ -216,3 +216,21 @@ def test_the_old_spelling_of_chop_jax_warns_and_works():
     assert_bits_equal(np.asarray(old(x, {"format": "h"})), np.asarray(chop_jax(x, {"format": "h"})), "old spelling")
     with pytest.raises(AttributeError):
         jax_engine.no_such_name
+
+
+def test_numbers_given_per_element_reach_the_jax_kernel():
+    """Stochastic rounding with the numbers given per element (what ``nn`` passes for torch) uses
+    them on a JAX array as on NumPy's: the same bits, and other numbers give other bits (it raised
+    "need the elements' numbers" before)."""
+    from pychop_compat.engines.dispatch import round_array
+    from pychop_compat.matlab.options import resolve
+    from pychop_compat.random.sources import given_sources
+
+    spec = resolve({"format": "h", "round": 5}, None).spec
+    rng = np.random.default_rng(7)
+    x, u = rng.standard_normal(64), rng.random(64)
+    want = round_array(x, spec, given_sources(u))
+    got = round_array(jnp.asarray(x), spec, given_sources(jnp.asarray(u)))
+    assert isinstance(got, jax.Array)
+    assert_bits_equal(np.asarray(got), want, "given numbers on JAX")
+    assert (want != round_array(x, spec, given_sources(1 - u))).any()

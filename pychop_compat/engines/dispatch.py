@@ -705,7 +705,8 @@ def _run_namespace(x: Any, call: Call, spec: RoundingSpec, sources: Optional[Ran
     for the inexact elements, or chop.m's), or else each element's own (:func:`_element_kernel`).
     ``sources`` may be None where the numbers are ``stream``'s (a Dask block's)."""
     if call.library == "jax":
-        return _run_jax(x, call, spec, stream)
+        given = call.numbers == "given" and sources is not None
+        return _run_jax(x, call, spec, stream, (sources.given, None, None) if given else (None, None, None))
     import array_api_compat
 
     ns = namespace_of(x)

@@ -170,18 +170,19 @@ def lu(A: ArrayLike, options: OptionsLike = None, *, scaling: Optional[str] = No
         The chopped elimination (default) or, for format ``'s'`` or ``'d'``
         only, LAPACK's ``sgetrf``/``dgetrf`` (MATLAB's ``lu(single(A))``).
     hardware : str or hardware.BlockFMA, optional
-        A GPU name (``'H100'``) or a block-FMA model, as :func:`matmul` takes
-        it (the same checks: ``options`` round to nearest without bit flips, in
-        an input format of the model): the blocked factorization of the Notes,
-        the trailing updates computed by :func:`pychop_compat.hardware.matmul`.
-        Not with ``method='lapack'``.  Computed on the host (torch, CuPy and JAX
-        arrays through a copy).
+        A GPU name (``'H100'``) or a block-FMA model, as
+        :func:`~pychop_compat.linalg.matmul` takes it (the same checks:
+        ``options`` round to nearest without bit flips, in an input format of
+        the model): the blocked factorization of the Notes, the trailing
+        updates computed by :func:`pychop_compat.hardware.matmul`.  Not with
+        ``method='lapack'``.  Computed on the host (torch, CuPy and JAX arrays
+        through a copy).
     block_size : int, optional
         Panel width of the blocked factorization (``hardware=`` only; default
-        32, the ``block_size`` default of :func:`matmul`: a multiple of every
-        preset's FMA size, so each update's inner products fill whole block
-        FMAs).  A matrix of order ``n <= block_size`` is one panel: the
-        factors are those without ``hardware=``.
+        32, the ``block_size`` default of :func:`~pychop_compat.linalg.matmul`:
+        a multiple of every preset's FMA size, so each update's inner products
+        fill whole block FMAs).  A matrix of order ``n <= block_size`` is one
+        panel: the factors are those without ``hardware=``.
 
     Returns
     -------

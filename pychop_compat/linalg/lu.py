@@ -14,10 +14,12 @@ from typing import Any, Optional, Tuple
 import numpy as np
 from numpy.typing import ArrayLike
 
+from .. import hardware as matrix_units
 from ..matlab.options import resolve
 from .arrays import HOST, Arrays, Window, arrays_for, host_computed, ieee, on_host
 from .common import DOUBLE_NAMES, OptionsLike, Rounder, chop_object, float_operands
 from .errors import SingularMatrixWarning
+from .products import HardwareLike, unit_model
 from .scaling import Scaling, ruiz_equilibrate, ruiz_equilibrate_symmetric, squeeze
 
 __all__ = ["LUResult", "lu", "lutx_chop", "solve", "factorize", "solve_on", "warn_if_singular", "needs_host"]
@@ -25,6 +27,8 @@ __all__ = ["LUResult", "lu", "lutx_chop", "solve", "factorize", "solve_on", "war
 _SCALINGS = {None: None, "none": None, "general": "general", "g": "general",
              "symmetric": "symmetric", "s": "symmetric"}
 _LU_METHODS = ("chopped", "lapack")
+#: The blocked LU's default panel width: matmul's block_size, a multiple of every preset's FMA size.
+_DEFAULT_PANEL = 32
 
 
 @dataclass(frozen=True, eq=False)
@@ -130,21 +134,24 @@ def _lapack_lu(a: np.ndarray, options: OptionsLike) -> tuple[np.ndarray, np.ndar
     return L, U, perm, int(zero[0]) + 1 if zero.size else 0
 
 
-def needs_host(scaling: Optional[str], theta: Optional[float], method: str) -> bool:
+def needs_host(scaling: Optional[str], theta: Optional[float], method: str, hardware: HardwareLike = None) -> bool:
     """Whether a factorization with these arguments of :func:`~pychop_compat.linalg.lu` needs the
-    host (LAPACK, or scaling factors): torch, CuPy and JAX arrays then take the host route."""
-    return method != "chopped" or scaling not in (None, "none") or theta is not None
+    host (LAPACK, scaling factors, or the blocked factorization of ``hardware=``): torch, CuPy and
+    JAX arrays then take the host route."""
+    return method != "chopped" or scaling not in (None, "none") or theta is not None or hardware is not None
 
 
 @ieee
 def lu(A: ArrayLike, options: OptionsLike = None, *, scaling: Optional[str] = None,
-       theta: Optional[float] = None, method: str = "chopped") -> LUResult:
+       theta: Optional[float] = None, method: str = "chopped", hardware: HardwareLike = None,
+       block_size: Optional[int] = None) -> LUResult:
     """LU factorization with partial pivoting in simulated precision.
 
     Right-looking Gaussian elimination: at step ``k`` the row with the first
     largest ``|a_ik|``, ``i >= k``, is swapped into row ``k``, then the multipliers
     ``l_ik = fl(a_ik / a_kk)`` and the Schur complement ``a_ij = fl(a_ij - fl(l_ik * a_kj))``
-    are formed for the whole trailing submatrix at once.
+    are formed for the whole trailing submatrix at once.  With ``hardware=``, the blocked
+    form GPU libraries run, its trailing updates computed by a GPU's matrix units (Notes).
 
     Parameters
     ----------
@@ -162,11 +169,31 @@ def lu(A: ArrayLike, options: OptionsLike = None, *, scaling: Optional[str] = No
     method : {'chopped', 'lapack'}, optional
         The chopped elimination (default) or, for format ``'s'`` or ``'d'``
         only, LAPACK's ``sgetrf``/``dgetrf`` (MATLAB's ``lu(single(A))``).
+    hardware : str or hardware.BlockFMA, optional
+        A GPU name (``'H100'``) or a block-FMA model, as
+        :func:`~pychop_compat.linalg.matmul` takes it (the same checks:
+        ``options`` round to nearest without bit flips, in an input format of
+        the model): the blocked factorization of the Notes, the trailing
+        updates computed by :func:`pychop_compat.hardware.matmul`.  Not with
+        ``method='lapack'``.  Computed on the host (torch, CuPy and JAX arrays
+        through a copy).
+    block_size : int, optional
+        Panel width of the blocked factorization (``hardware=`` only; default
+        32, the ``block_size`` default of :func:`~pychop_compat.linalg.matmul`:
+        a multiple of every preset's FMA size, so each update's inner products
+        fill whole block FMAs).  A matrix of order ``n <= block_size`` is one
+        panel: the factors are those without ``hardware=``.
 
     Returns
     -------
     LUResult
         ``L``, ``U``, ``perm`` (``A[perm] = L @ U``), ``P``, ``info`` and ``scaling``.
+
+    Raises
+    ------
+    ValueError
+        ``hardware=`` with ``method='lapack'`` or with options the model cannot
+        take, ``block_size`` not a positive integer or given without ``hardware=``.
 
     Warns
     -----
@@ -180,6 +207,30 @@ def lu(A: ArrayLike, options: OptionsLike = None, *, scaling: Optional[str] = No
     A zero pivot column is skipped, as in LAPACK.  Backward error (Higham, Thm.
     9.3, round to nearest): ``P A + dA = L U`` with ``|dA| <= gamma_n |L||U|``.
 
+    With ``hardware=``: right-looking blocked LU as GPU libraries run it (MAGMA,
+    cuSOLVER; Haidar et al., SC18).  ``A`` is rounded to ``options``; then for
+    each panel of columns ``J = k .. k+b-1`` (``b = block_size``, the last one
+    narrower) and rows ``k .. n-1``:
+
+    1. the panel is factorized by the chopped elimination above restricted to
+       its columns (same pivot rule, same roundings: multipliers
+       ``fl(a_ij / a_jj)``, updates ``fl(a_il - fl(l_ij a_jl))`` for ``l`` in ``J``);
+    2. its row interchanges are applied to the whole rows (``L`` already formed
+       and the columns right of the panel);
+    3. ``U12 = L11^{-1} A12`` by the chopped forward substitution of
+       :func:`solve` (``c_i = fl(c_i - fl(l_ij c_j))``), which are the roundings
+       the unblocked elimination makes on those rows;
+    4. ``A22 = fl(D)``, ``D = hardware.matmul(L21, U12, A22, alpha=-1, beta=1)``:
+       ``-L21`` and ``U12`` read in the model's input format (exact: they are
+       values of ``options``' format), ``A22`` read in its output format (fp32
+       toward zero: exact for values of an input format), each inner product
+       block-FMA by block-FMA with the model's alignment, truncation and one
+       rounding per block, then ``D`` rounded to ``options`` (one chop call).
+
+    Without step 4 on matrix units (rank-one chopped updates instead) this is
+    the unblocked elimination, bit for bit; only the trailing updates change.
+    ``info`` is that of the first zero pivot, as without ``hardware=``.
+
     Examples
     --------
     >>> import numpy as np
@@ -189,9 +240,11 @@ def lu(A: ArrayLike, options: OptionsLike = None, *, scaling: Optional[str] = No
     ([1, 0], 0.333251953125, 0.6669921875)
     """
     arrays = arrays_for(A)
-    if arrays is not HOST and needs_host(scaling, theta, method):
-        return on_host(lu, arrays, A, options, scaling=scaling, theta=theta, method=method)
-    return factorize(arrays, A, options, scaling=scaling, theta=theta, method=method)
+    if arrays is not HOST and needs_host(scaling, theta, method, hardware):
+        return on_host(lu, arrays, A, options, scaling=scaling, theta=theta, method=method, hardware=hardware,
+                       block_size=block_size)
+    return factorize(arrays, A, options, scaling=scaling, theta=theta, method=method, hardware=hardware,
+                     block_size=block_size)
 
 
 @host_computed
@@ -256,28 +309,72 @@ def lutx_chop(A: ArrayLike, format: str = "h") -> Tuple[np.ndarray, np.ndarray, 
 
 
 def factorize(arrays: Arrays, A: Any, options: OptionsLike = None, *, scaling: Optional[str] = None,
-              theta: Optional[float] = None, method: str = "chopped") -> LUResult:
-    """:func:`~pychop_compat.linalg.lu` computed by ``arrays``'s library (scaling and LAPACK: NumPy only)."""
+              theta: Optional[float] = None, method: str = "chopped", hardware: HardwareLike = None,
+              block_size: Optional[int] = None) -> LUResult:
+    """:func:`~pychop_compat.linalg.lu` computed by ``arrays``'s library (scaling, LAPACK and
+    ``hardware=``: NumPy only)."""
     (a,) = float_operands(arrays, A)
     if a.ndim != 2 or a.shape[0] != a.shape[1]:
         raise ValueError("lu needs a square matrix")
     if method not in _LU_METHODS:
         raise ValueError(f"method must be one of {_LU_METHODS}, got {method!r}")
+    panel = _panel_width(hardware, block_size, method)
     sc = _scaling_for(a, options, scaling, theta)
     if sc is not None:
         a = sc.apply(a.astype(np.float64)).astype(a.dtype)
     if method == "lapack":
         L, U, perm, info = _lapack_lu(a, options)
         F = LUResult(L, U, perm, info, sc)
+    elif hardware is not None:
+        r = Rounder(options, arrays)
+        F = dataclasses.replace(_blocked_eliminate(a, r, unit_model(hardware, r), panel), scaling=sc)
     else:
         F = dataclasses.replace(_eliminate(arrays, a, Rounder(options, arrays)), scaling=sc)
     warn_if_singular(F, "lu")
     return F
 
 
+def _panel_width(hardware: HardwareLike, block_size: Optional[int], method: str) -> int:
+    """The panel width of :func:`lu`'s blocked factorization; refuses what ``hardware=`` cannot go with."""
+    if hardware is None:
+        if block_size is not None:
+            raise ValueError("block_size= is the panel width of the blocked LU of hardware=: give hardware= too.")
+        return 0
+    if method != "chopped":
+        raise ValueError(f"hardware= computes the trailing updates of the chopped blocked LU: not with "
+                         f"method={method!r}.")
+    width = _DEFAULT_PANEL if block_size is None else block_size
+    if isinstance(width, bool) or not isinstance(width, (int, np.integer)) or width < 1:
+        raise ValueError(f"block_size must be a positive integer, got {block_size!r}.")
+    return int(width)
+
+
+def _blocked_eliminate(a: np.ndarray, r: Rounder, model: matrix_units.BlockFMA, width: int) -> LUResult:
+    """The blocked elimination of :func:`lu` with ``hardware=`` on the host (``a``: a private copy,
+    not yet rounded; ``width``: the panel width)."""
+    a = r(a)
+    n = a.shape[0]
+    perm = np.arange(n)
+    info = 0
+    for first in range(0, n, width):
+        last = min(first + width, n)
+        panel, order, panel_info = _panel_elimination(HOST, a[first:, first:last], r)
+        info = info or (panel_info and first + panel_info)
+        a[first:, first:last] = panel
+        for outside in (slice(0, first), slice(last, n)):  # the panel's interchanges, on the whole rows
+            a[first:, outside] = a[first:, outside][order]
+        perm[first:] = perm[first:][order]
+        if last < n:
+            a[first:last, last:] = _forward_substitution(HOST, Window(HOST, last - first, False), r,
+                                                         a[first:last, first:last], a[first:last, last:])
+            update = matrix_units.matmul(a[last:, first:last], a[first:last, last:], a[last:, last:], -1.0, 1.0,
+                                         model=model)
+            a[last:, last:] = r(update.astype(a.dtype))
+    return _factors_of(HOST, a, perm, info)
+
+
 def _eliminate(arrays: Arrays, a: Any, r: Rounder) -> LUResult:
     """The chopped elimination of :func:`lu` on ``a`` (a private copy, not yet rounded)."""
-    xp = arrays.xp
     a = r(a)
     n = a.shape[0]
     spec = r.kernel_spec("float64") if arrays is HOST and a.dtype == np.float64 and n else None
@@ -289,10 +386,19 @@ def _eliminate(arrays: Arrays, a: Any, r: Rounder) -> LUResult:
         a = np.ascontiguousarray(a)
         perm, info = factor(a, compiled.rounding_constants(spec, np.float64))
         return _factors_of(arrays, a, perm, info)
+    return _factors_of(arrays, *_panel_elimination(arrays, a, r))
+
+
+def _panel_elimination(arrays: Arrays, a: Any, r: Rounder) -> Tuple[Any, Any, int]:
+    """The chopped elimination of :func:`lu` on the columns of ``a`` (rounded; ``m x w``,
+    ``m >= w``: a square matrix, or a panel of the blocked form): the factors in ``a``,
+    the row permutation (of ``a``'s rows) and ``info``."""
+    xp = arrays.xp
+    n = a.shape[0]
     rows = Window(arrays, n, arrays.fixed_shapes and r.deterministic)
     perm = arrays.arange(n)
     info = 0
-    for k in range(n):
+    for k in range(a.shape[1]):
         piv = rows.first_max(xp.abs(a[rows.tail(k), k]), k)
         if piv != k:
             a = arrays.swap_rows(a, k, piv)
@@ -307,7 +413,7 @@ def _eliminate(arrays: Arrays, a: Any, r: Rounder) -> LUResult:
         l = r(arrays.divide(a[below, k], pivot))
         a = rows.set_column_tail(a, k + 1, k, l)
         a = rows.set_block_tail(a, k + 1, r(a[below, below] - r(l[:, None] * a[k, below][None, :])))
-    return _factors_of(arrays, a, perm, info)
+    return a, perm, info
 
 
 def _factors_of(arrays: Arrays, a: Any, perm: Any, info: int) -> LUResult:
@@ -331,6 +437,16 @@ def _as_factors(arrays: Arrays, F: Any) -> LUResult:
     if arrays is HOST:
         p = p.astype(int)
     return LUResult(arrays.asarray(L), arrays.asarray(U), p)
+
+
+def _forward_substitution(arrays: Arrays, rows: Window, r: Rounder, L: Any, c: Any) -> Any:
+    """``L^{-1} c`` for ``L`` unit lower triangular (its entries below the diagonal read, and
+    ``c`` rounded), column by column: ``c_i = fl(c_i - fl(l_ij c_j))``, ``i > j``, products then
+    differences per ``j`` (``c`` a new array or written in place: :meth:`Window.set_tail`)."""
+    for j in range(L.shape[0] - 1):
+        below = rows.tail(j + 1)
+        c = rows.set_tail(c, j + 1, r(c[below] - r(L[below, j:j + 1] * c[j:j + 1])))
+    return c
 
 
 @ieee
@@ -402,9 +518,7 @@ def solve_on(arrays: Arrays, A: Any, b: Any, options: OptionsLike = None) -> Any
         c = r(r(arrays.float_copy(sc.row, single)[:, None] * c) * arrays.float_copy(np.asarray(sc.mu), single))
     c = r(c[F.perm])  # a new array: indexing with an array copies
     rows = Window(arrays, n, arrays.fixed_shapes and r.deterministic)
-    for j in range(n - 1):
-        below = rows.tail(j + 1)
-        c = rows.set_tail(c, j + 1, r(c[below] - r(L[below, j:j + 1] * c[j:j + 1])))
+    c = _forward_substitution(arrays, rows, r, L, c)
     for j in range(n - 1, -1, -1):
         c = rows.set_row(c, j, r(arrays.divide(c[j:j + 1], U[j:j + 1, j:j + 1])))
         if j:

@@ -19,7 +19,8 @@ from ..matlab.options import resolve
 from .arrays import Arrays, arrays_for, ieee
 from .common import METHODS, OptionsLike, Rounder, float_operands
 
-__all__ = ["matmul", "matvec", "dot", "matmul_on", "TERM_BUDGET", "DEVICE_TERM_BUDGET", "JAX_JIT_STEPS"]
+__all__ = ["matmul", "matvec", "dot", "matmul_on", "unit_model", "TERM_BUDGET", "DEVICE_TERM_BUDGET",
+           "JAX_JIT_STEPS"]
 
 #: Products the pairwise and blocked paths hold at once on the host (columns of ``C`` in
 #: groups, 8 MiB of doubles) with deterministic rounding.  Any grouping gives the same bits.
@@ -187,9 +188,11 @@ def _product(arrays: Arrays, method: str, A: Any, B: Any, rprod: Rounding, rsum:
     return C
 
 
-def _unit_model(hardware: Union[str, matrix_units.BlockFMA], rin: Rounder) -> matrix_units.BlockFMA:
-    """The block-FMA model ``hardware=`` names, its input format that of ``options`` (the
-    output fp32 for a GPU name); refuses options the model cannot honour."""
+def unit_model(hardware: Union[str, matrix_units.BlockFMA], rin: Rounder) -> matrix_units.BlockFMA:
+    """The block-FMA model ``hardware=`` names, its input format that of ``rin``'s options (the
+    output fp32 for a GPU name); refuses options the model cannot honour (``ValueError``) and
+    other values of ``hardware`` (``TypeError``).  Shared by :func:`~pychop_compat.linalg.matmul` and
+    :func:`~pychop_compat.linalg.lu`."""
     o = rin.options
     if not rin.deterministic or int(o.round or 1) != 1:
         raise ValueError("hardware= rounds the inputs as the matrix units read them (to nearest; tf32 "
@@ -249,7 +252,7 @@ def matmul_on(arrays: Arrays, A: Any, B: Any, options: OptionsLike = None, *, me
         raise ValueError(f"inner dimensions differ: {tuple(A2.shape)} @ {tuple(B2.shape)}")
     rin = Rounder(options, arrays)
     if hardware is not None:
-        C = _unit_product(arrays, A2, B2, _unit_model(hardware, rin))
+        C = _unit_product(arrays, A2, B2, unit_model(hardware, rin))
     else:  # the operands rounded by rin, then every operation chopped
         rsum = rin if accumulate is None else Rounder(accumulate, arrays)
         rprod = None if method == "fma" or accumulate is not None else rin

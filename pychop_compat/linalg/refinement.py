@@ -26,7 +26,7 @@ from .errors import SingularMatrixWarning
 from .common import OptionsLike, Rounder, chop_object, extended_kind, float_operands, unit_roundoff
 from .extended import arithmetic, ext_lu_solve, ext_matvec, quick_two_sum, residual_dd, two_sum
 from .lu import LUResult, factorize, needs_host, solve_on
-from .products import matmul_on
+from .products import HardwareLike, matmul_on
 from .qr import house_qr_lp
 from .scaling import Scaling, spd_diag_scale
 
@@ -194,10 +194,10 @@ def _solve_precision(F: LUResult, uf: OptionsLike, u: OptionsLike) -> OptionsLik
 
 
 def _host_only(up: OptionsLike, ur: OptionsLike, x_true: Any, scaling: Any, theta: Any, lu_method: str,
-               stop: str) -> bool:
-    """Whether a refinement needs the host: LAPACK or scaled factors, binary128 arithmetic, or
-    ``stop='all'`` without ``x_true`` (a LAPACK reference solution)."""
-    return (needs_host(scaling, theta, lu_method) or "binary128" in (extended_kind(ur), extended_kind(up))
+               stop: str, hardware: HardwareLike = None) -> bool:
+    """Whether a refinement needs the host: LAPACK, scaled or ``hardware=`` factors, binary128
+    arithmetic, or ``stop='all'`` without ``x_true`` (a LAPACK reference solution)."""
+    return (needs_host(scaling, theta, lu_method, hardware) or "binary128" in (extended_kind(ur), extended_kind(up))
             or (stop == "all" and x_true is None))
 
 
@@ -290,6 +290,8 @@ def lu_ir(
     scaling: Optional[str] = None,
     theta: Optional[float] = None,
     lu_method: str = "chopped",
+    hardware: HardwareLike = None,
+    block_size: Optional[int] = None,
 ) -> IRResult:
     """LU-based iterative refinement in three precisions (Carson & Higham, 2018).
 
@@ -323,6 +325,10 @@ def lu_ir(
         :func:`lu`); the factors of ``mu R A S`` serve as factors of ``A``.
     lu_method : {'chopped', 'lapack'}, optional
         How the ``uf`` factors are computed (see :func:`lu`).
+    hardware, block_size : optional
+        The ``uf`` factors by the blocked LU whose trailing updates a GPU's
+        matrix units compute (``hardware='H100'``; see :func:`lu`); the
+        residuals, solves and corrections keep their precisions.
 
     Returns
     -------
@@ -345,16 +351,17 @@ def lu_ir(
     """
 
     arrays = arrays_for(A, b, x_true)
-    if arrays is not HOST and _host_only(None, ur, x_true, scaling, theta, lu_method, stop):
+    if arrays is not HOST and _host_only(None, ur, x_true, scaling, theta, lu_method, stop, hardware):
         return on_host(lu_ir, arrays, A, b, uf, u, ur, x_true=x_true, max_iter=max_iter, tol=tol, stop=stop,
-                       scaling=scaling, theta=theta, lu_method=lu_method)
+                       scaling=scaling, theta=theta, lu_method=lu_method, hardware=hardware, block_size=block_size)
 
     def correction(F: LUResult, Au: Any, r: Any) -> tuple:
         s = _residual_scale(arrays, r, power_of_two=True)
         return Rounder(u, arrays)(solve_on(arrays, F, arrays.divide(r, s), _solve_precision(F, uf, u)) * s), None
 
     return _refine(arrays, A, b, uf, u, ur, correction, x_true, max_iter, tol, stop,
-                   lambda a: factorize(arrays, a, uf, scaling=scaling, theta=theta, method=lu_method))
+                   lambda a: factorize(arrays, a, uf, scaling=scaling, theta=theta, method=lu_method,
+                                       hardware=hardware, block_size=block_size))
 
 
 def _unit_residual_correction(arrays: Arrays, u: OptionsLike, inner: Callable) -> Callable:
@@ -551,6 +558,8 @@ def gmres_ir(
     lu_method: str = "chopped",
     factorization: str = "lu",
     perturbation: float = 0.0,
+    hardware: HardwareLike = None,
+    block_size: Optional[int] = None,
 ) -> IRResult:
     """GMRES-based iterative refinement in three precisions (Carson & Higham 2018).
 
@@ -564,8 +573,8 @@ def gmres_ir(
 
     Parameters
     ----------
-    A, b, uf, u, ur, x_true, max_iter, tol, stop, scaling, theta, lu_method
-        As for :func:`lu_ir`.
+    A, b, uf, u, ur, x_true, max_iter, tol, stop, scaling, theta, lu_method, hardware, block_size
+        As for :func:`lu_ir` (``hardware=``: the LU preconditioner only; GMRES keeps ``u`` and ``up``).
     up : chop options or str, optional
         Precision in which GMRES applies ``U^{-1} L^{-1} P A`` and
         ``U^{-1} L^{-1} P`` (default: ``ur``, as gmresir3): a chop format
@@ -609,19 +618,24 @@ def gmres_ir(
     if factorization not in ("lu", "cholesky"):
         raise ValueError(f"factorization must be 'lu' or 'cholesky', got {factorization!r}")
     cholesky = factorization == "cholesky"
-    if arrays is not HOST and (cholesky or _host_only(upp, ur, x_true, scaling, theta, lu_method, stop)):
+    if arrays is not HOST and (cholesky or _host_only(upp, ur, x_true, scaling, theta, lu_method, stop, hardware)):
         return on_host(gmres_ir, arrays, A, b, uf, u, ur, up=up, x_true=x_true, max_iter=max_iter, tol=tol,
                        gmres_tol=gmres_tol, gmres_maxit=gmres_maxit, stop=stop, scaling=scaling, theta=theta,
-                       lu_method=lu_method, factorization=factorization, perturbation=perturbation)
+                       lu_method=lu_method, factorization=factorization, perturbation=perturbation,
+                       hardware=hardware, block_size=block_size)
     if cholesky and lu_method != "chopped":
         raise ValueError("factorization='cholesky' computes its factor with chol_lp (lu_method='chopped')")
+    if cholesky and (hardware is not None or block_size is not None):
+        raise ValueError("hardware= and block_size= choose how the LU factors are computed: not with "
+                         "factorization='cholesky'")
     correction = _unit_residual_correction(arrays, u, lambda F, Au, v: _gmres(
         arrays, v, u, gmres_tol, gmres_maxit, _factor_preconditioner(arrays, Au, F, u, upp)))
     if cholesky:
         return _refine(arrays, A, b, uf, u, ur, correction, x_true, max_iter, tol, stop,
                        lambda a: _cholesky_factors(a, uf, scaling, theta, perturbation))
     return _refine(arrays, A, b, uf, u, ur, correction, x_true, max_iter, tol, stop,
-                   lambda a: factorize(arrays, a, uf, scaling=scaling, theta=theta, method=lu_method))
+                   lambda a: factorize(arrays, a, uf, scaling=scaling, theta=theta, method=lu_method,
+                                       hardware=hardware, block_size=block_size))
 
 
 _CHOLESKY_SCALINGS = {None: None, "none": None, "positive": "positive", "p": "positive"}

@@ -116,6 +116,20 @@ def test_every_mode_equals_the_numpy_engine(name, dtype, mode, subnormal):
         assert ok[positions].all() and ok.all(), list(zip(x[~ok][:5], got.numpy()[~ok][:5], want[~ok][:5]))
 
 
+@pytest.mark.parametrize("subnormal", [False, True])
+@pytest.mark.parametrize("mode", [5, 6])
+def test_stochastic_rounding_of_float32_subnormals_below_a_coarser_grid(mode, subnormal):
+    """Float32 subnormals far below xmins (t = 11, emax = 100) round up on the bit pattern to
+    nothing beyond the subnormals: 0, as chop.m (a carry once made them 2^-63)."""
+    from pychop_compat.formats import Format
+    from pychop_compat.rounding import make_spec
+
+    x = np.array([-1.0395608e-38, 1.0387377e-38, 4.602425e-41, 1.624803e-39], np.float32)
+    spec = make_spec(Format(11, 100), mode, subnormal=subnormal, rules="chop")
+    got = chop_elementwise(library_namespace("numpy"), x, spec, ElementDraws(np.zeros(x.size)))  # all round up
+    assert same_bits(got, np.zeros(x.size, np.float32)).all()
+
+
 @pytest.mark.parametrize("name, saturation, infinity", [
     ("float8_e5m2", True, True), ("float8_e5m2", False, False),
     ("float4_e2m1fn", False, False), ("float8_e4m3fn", True, False)])

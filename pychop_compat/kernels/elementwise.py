@@ -464,8 +464,10 @@ def _stochastic_on_bits(ns: Namespace, v: Any, plan: ElementwisePlan, carrier: C
     magnitude = bits & carrier.abs_mask
     field = magnitude >> mant
     s_sub = (s_norm + plan.emin + bias) - xp.where(field < 1, 1, field)  # the subnormal block: xmins's grid
-    # e = emins - 1: the value's own t-bit grid, fewer pattern bits for a carrier subnormal.
-    s_low = xp.where(field == 0, xp.full_like(field, s_norm + plan.emins + bias - 2), s_norm)
+    # e = emins - 1: the value's own t-bit grid, fewer pattern bits for a carrier subnormal, at
+    # most mant of them (past that a carry would leave the subnormals: every such result is 0).
+    s_carrier_sub = min(max(s_norm + plan.emins + bias - 2, 0), mant)
+    s_low = xp.where(field == 0, xp.full_like(field, s_carrier_sub), s_norm)
     s = xp.where(magnitude >= sub_top, s_norm, xp.where(magnitude >= sub_low, s_sub, s_low))
     unit = xp.ones_like(s) << s
     dropped = magnitude & (unit - 1)

@@ -705,8 +705,8 @@ def _run_namespace(x: Any, call: Call, spec: RoundingSpec, sources: Optional[Ran
     for the inexact elements, or chop.m's), or else each element's own (:func:`_element_kernel`).
     ``sources`` may be None where the numbers are ``stream``'s (a Dask block's)."""
     if call.library == "jax":
-        given = call.numbers == "given" and sources is not None
-        return _run_jax(x, call, spec, stream, (sources.given, None, None) if given else (None, None, None))
+        given = sources.given if call.numbers == "given" and sources is not None else None
+        return _run_jax(x, call, spec, stream, (given, None, None))
     import array_api_compat
 
     ns = namespace_of(x)

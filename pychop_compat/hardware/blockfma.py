@@ -150,18 +150,51 @@ def _block(ns: Namespace, a: Any, b: Any, c: Any, spec: BlockFMA, informat: Form
     addend = _significands(ns, magnitude_c, exp_c, acc_fraction)
     lowest = -(1 << 31)  # below every exponent: the largest of no terms
     largest = xp.max(xp.where(nonzero, product_exp, lowest), axis=-1)
-    largest = xp.maximum(largest, xp.where(c != 0, exp_c, lowest))
+    if spec.late_addend_bits is None:
+        largest = xp.maximum(largest, xp.where(c != 0, exp_c, lowest))
     largest = xp.clip(largest, min=spec.min_alignment_exponent)
     scale = largest - acc_fraction - spec.extra_alignment_bits
     aligned = _shift(ns, products, product_scale - scale[..., None])
     aligned = xp.where(xp.signbit(a) != xp.signbit(b), -aligned, aligned)
     total = xp.sum(xp.where(nonzero, aligned, 0), axis=-1)
-    aligned_c = _shift(ns, addend, exp_c - acc_fraction - scale)
-    total = total + xp.where(xp.signbit(c), -aligned_c, aligned_c)
+    signed_addend = xp.where(xp.signbit(c), -addend, addend)
+    if spec.late_addend_bits is None:
+        aligned_c = _shift(ns, addend, exp_c - acc_fraction - scale)
+        total = total + xp.where(xp.signbit(c), -aligned_c, aligned_c)
+    else:
+        total, scale = _late_addend(ns, total, largest, signed_addend, exp_c, spec)
     # The result keeps no more fraction bits than the aligned terms had (fewer than fp32's
     # with negative extra bits: fp8 on Ada and Hopper).
     result_fraction = min(outformat.t - 1, acc_fraction + spec.extra_alignment_bits)
     return _round_scaled(ns, total, scale, result_fraction, outformat, spec.rounding, spec.output_subnormals)
+
+
+def _floor_shift(ns: Namespace, values: Any, left: Any) -> Any:
+    """``floor(values * 2**left)`` for signed int64 ``values``: rounded toward minus infinity, as
+    an arithmetic right shift does (shifts past 63 give 0 or -1; left shifts stay below 2**62
+    where :func:`_late_addend` makes them)."""
+    xp = ns.xp
+    return xp.where(left >= 0, values << xp.clip(left, min=0, max=62), values >> xp.clip(-left, min=0, max=63))
+
+
+def _late_addend(ns: Namespace, products: Any, largest: Any, addend: Any, exp_c: Any,
+                 spec: BlockFMA) -> Tuple[Any, Any]:
+    """The sum of a block's aligned ``products`` (an integer times ``2**(largest - f - x)``) and the
+    signed ``addend`` significand (times ``2**(exp_c - f)``) as the late addition of
+    ``spec.late_addend_bits`` makes it: the operand of the smaller exponent rounded toward minus
+    infinity to the other's last bit, ``late_addend_bits`` more when the products are that one.
+    Returns the integer sum and its scale (f: ``accumulator_fraction_bits``, x:
+    ``extra_alignment_bits``)."""
+    xp = ns.xp
+    assert spec.late_addend_bits is not None
+    extra = spec.extra_alignment_bits
+    products_smaller = largest < exp_c
+    scale = xp.where(products_smaller, exp_c - spec.late_addend_bits, largest) - spec.accumulator_fraction_bits - extra
+    # the products' sum has fewer than 2**(f + x + 2 + log2(fma_size)) units, the addend fewer
+    # than 2**(f + x + 1): the left shifts (at most late_addend_bits) stay far below 2**62
+    products = _floor_shift(ns, products, largest - spec.accumulator_fraction_bits - extra - scale)
+    addend = _floor_shift(ns, addend << extra, exp_c - spec.accumulator_fraction_bits - extra - scale)
+    return products + addend, scale
 
 
 def _inner_products(ns: Namespace, a: Any, b: Any, c: Any, spec: BlockFMA) -> Any:
@@ -236,9 +269,10 @@ def _special_or(xp: Any, has_nan: Any, plus: Any, minus: Any, values: Any) -> An
 
 
 def _compiled(spec: BlockFMA) -> bool:
-    """Whether the compiled kernel computes ``spec``'s blocks here: Numba wanted, and every
+    """Whether the compiled kernel computes ``spec``'s blocks here: Numba wanted, the addend
+    aligned with the products (a late addend, AMD's, runs the namespace implementation) and every
     block sum exact in float64 (``numba_blockfma.exact_sums``; true of every preset)."""
-    return compiled.wanted() and _kernels().exact_sums(spec.accumulator_fraction_bits,
+    return compiled.wanted() and spec.late_addend_bits is None and _kernels().exact_sums(spec.accumulator_fraction_bits,
                                                        spec.extra_alignment_bits, spec.fma_size)
 
 

@@ -136,7 +136,8 @@ def test_a_model_object_and_its_formats():
 @pytest.mark.parametrize("changes, message", [
     ({"input_format": "fp64"}, "input_format"), ({"output_format": "bf16"}, "output_format"),
     ({"rounding": "rn"}, "rounding"), ({"fma_size": 0}, "fma_size"),
-    ({"late_addend_bits": -1}, "late_addend_bits"), ({"late_addend_bits": 7, "extra_alignment_bits": -10}, "nonnegative")])
+    ({"late_addend_bits": -1}, "late_addend_bits"), ({"late_addend_bits": 7, "extra_alignment_bits": -10}, "nonnegative"),
+    ({"late_addend_bits": 40}, "overflow int64")])
 def test_block_fma_checks_its_parameters(changes, message):
     with pytest.raises(ValueError, match=message):
         hardware.BlockFMA(**changes)

@@ -190,8 +190,9 @@ def _late_addend(ns: Namespace, products: Any, largest: Any, addend: Any, exp_c:
     extra = spec.extra_alignment_bits
     products_smaller = largest < exp_c
     scale = xp.where(products_smaller, exp_c - spec.late_addend_bits, largest) - spec.accumulator_fraction_bits - extra
-    # the products' sum has fewer than 2**(f + x + 2 + log2(fma_size)) units, the addend fewer
-    # than 2**(f + x + 1): the left shifts (at most late_addend_bits) stay far below 2**62
+    # the products' sum has fewer than fma_size * 2**(f + x + 2) units, the addend fewer than
+    # 2**(f + x + 1): shifted left by at most late_addend_bits they stay below 2**62 (BlockFMA
+    # refuses larger late_addend_bits)
     products = _floor_shift(ns, products, largest - spec.accumulator_fraction_bits - extra - scale)
     addend = _floor_shift(ns, addend << extra, exp_c - spec.accumulator_fraction_bits - extra - scale)
     return products + addend, scale
@@ -269,11 +270,10 @@ def _special_or(xp: Any, has_nan: Any, plus: Any, minus: Any, values: Any) -> An
 
 
 def _compiled(spec: BlockFMA) -> bool:
-    """Whether the compiled kernel computes ``spec``'s blocks here: Numba wanted, the addend
-    aligned with the products (a late addend, AMD's, runs the namespace implementation) and every
+    """Whether the compiled kernel computes ``spec``'s blocks here: Numba wanted, and every
     block sum exact in float64 (``numba_blockfma.exact_sums``; true of every preset)."""
-    return compiled.wanted() and spec.late_addend_bits is None and _kernels().exact_sums(spec.accumulator_fraction_bits,
-                                                       spec.extra_alignment_bits, spec.fma_size)
+    return compiled.wanted() and _kernels().exact_sums(spec.accumulator_fraction_bits, spec.extra_alignment_bits,
+                                                       spec.fma_size, spec.late_addend_bits or 0)
 
 
 def _kernels() -> Any:
@@ -289,7 +289,8 @@ def _kernel_parameters(spec: BlockFMA, outformat: Format) -> np.ndarray:
     return np.array([spec.fma_size, spec.accumulator_fraction_bits, spec.extra_alignment_bits,
                      spec.min_alignment_exponent, spec.accumulator_emin, result_fraction, outformat.emin,
                      outformat.emax, _kernels().ROUNDING_CODES[spec.rounding], spec.output_subnormals,
-                     spec.normalised_products], dtype=np.int64)
+                     spec.normalised_products, -1 if spec.late_addend_bits is None else spec.late_addend_bits],
+                    dtype=np.int64)
 
 
 def _truncated(values: np.ndarray, spec: BlockFMA, informat: Format) -> Tuple[np.ndarray, np.ndarray]:

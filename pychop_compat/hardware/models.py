@@ -106,6 +106,9 @@ class BlockFMA:
         if self.late_addend_bits is not None and (self.late_addend_bits < 0 or self.extra_alignment_bits < 0):
             raise ValueError("late_addend_bits and extra_alignment_bits must be nonnegative with a late addend, "
                              f"got {self.late_addend_bits} and {self.extra_alignment_bits}.")
+        if self.late_addend_bits is not None and (self.fma_size + 1) * 2.0 ** (
+                self.accumulator_fraction_bits + self.extra_alignment_bits + 2 + self.late_addend_bits) > 2.0 ** 62:
+            raise ValueError(f"late_addend_bits = {self.late_addend_bits} makes the block sums overflow int64.")
 
     def replace(self, **changes: object) -> "BlockFMA":
         """A copy with the given fields changed (``dataclasses.replace``)."""

@@ -69,6 +69,8 @@ class BlockFMA:
         Fraction bits of the aligned terms before the extra bits (fp32's 23).
     accumulator_emin : int
         Smallest exponent of the addend when it is aligned (fp32's -126).
+    name : str
+        A label, such as ``'H100'``.
     late_addend_bits : int or None
         None: the addend is aligned with the products (every preset but AMD's).  An
         integer: the products alone are aligned and added first (to their largest
@@ -76,8 +78,6 @@ class BlockFMA:
         the addend joins in a two-operand alignment where the operand of the smaller
         exponent is rounded toward minus infinity to the larger one's last bit, with
         this many more bits when the products' sum is that operand (AMD CDNA3: 7).
-    name : str
-        A label, such as ``'H100'``.
     """
 
     input_format: str = "fp16"
@@ -91,8 +91,8 @@ class BlockFMA:
     output_subnormals: bool = True
     accumulator_fraction_bits: int = 23
     accumulator_emin: int = -126
-    late_addend_bits: Optional[int] = None
     name: str = "custom"
+    late_addend_bits: Optional[int] = None
 
     def __post_init__(self) -> None:
         if self.input_format not in INPUT_FORMATS:

@@ -135,7 +135,9 @@ def test_a_model_object_and_its_formats():
 
 @pytest.mark.parametrize("changes, message", [
     ({"input_format": "fp64"}, "input_format"), ({"output_format": "bf16"}, "output_format"),
-    ({"rounding": "rn"}, "rounding"), ({"fma_size": 0}, "fma_size")])
+    ({"rounding": "rn"}, "rounding"), ({"fma_size": 0}, "fma_size"),
+    ({"late_addend_bits": -1}, "late_addend_bits"), ({"late_addend_bits": 7, "extra_alignment_bits": -10}, "nonnegative"),
+    ({"late_addend_bits": 40}, "overflow int64")])
 def test_block_fma_checks_its_parameters(changes, message):
     with pytest.raises(ValueError, match=message):
         hardware.BlockFMA(**changes)
@@ -148,8 +150,30 @@ def test_model_names_and_errors():
         hardware.model("V100", "bf16")
     with pytest.raises(ValueError, match="No model"):
         hardware.model("H100", "e4m3", "fp16")
+    with pytest.raises(ValueError, match="No model"):
+        hardware.model("MI300X", "fp16", "fp16")
+    assert hardware.model("mi300x", "tf32").fma_size == 4
     with pytest.raises(ValueError, match="A.shape"):
         hardware.matmul(np.ones((2, 3)), np.ones((2, 3)))
+
+
+MI300X = hardware.model("MI300X", "fp16", "fp32")
+
+
+def test_mi300x_adds_the_addend_after_the_products_rounding_the_smaller_down():
+    # Values that the anchor's CDNA3 model (MI300MC.m under Octave) returns for the same inputs.
+    assert (MI300X.fma_size, MI300X.extra_alignment_bits, MI300X.rounding, MI300X.late_addend_bits) == (8, 1, "rne", 7)
+    # c smaller: -2**-30 rounded down to the products' last bit (2**-24): 1 - 2**-24, not RNE(1 - 2**-30) = 1
+    assert dot([1.0], [1.0], -(2.0**-30), MI300X) == 1 - 2.0**-24
+    assert dot([1.0], [1.0], 2.0**-30, MI300X) == 1.0
+    # products smaller: -2**-24 + 2**-40 rounded down to 2**-31 (7 more bits than c's): -2**-24; the
+    # sum 1 + 2**-24 is then a tie, to even 1 (the exact 1 + 2**-24 + 2**-40 rounds up to 1 + 2**-23)
+    assert dot([-(2.0**-12), 2.0**-20], [2.0**-12, 2.0**-20], 1 + 2.0**-23, MI300X) == 1.0
+    assert dot([-(2.0**-12), 2.0**-20], [2.0**-12, 2.0**-20], 1 + 2.0**-23, MI300X.replace(late_addend_bits=20)) \
+        == 1 + 2.0**-23
+    # the addend alone passes unchanged; with the addend aligned with the products (NVIDIA) it differs
+    assert dot([0.0], [0.0], 2.0**-140, MI300X) == 2.0**-140
+    assert dot([1.0], [1.0], -(2.0**-30), MI300X.replace(late_addend_bits=None)) == 1.0
 
 
 def test_fp8_on_hopper_keeps_thirteen_fraction_bits():

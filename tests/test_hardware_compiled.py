@@ -98,6 +98,10 @@ def test_sums_beyond_53_bits_go_to_numpy():
     assert not numba_blockfma.exact_sums(23, 30, 16)
     A, B, C = _adversarial(5)
     _same(wide, A, B, C, beta=1.0)
+    assert numba_blockfma.exact_sums(23, 1, 8, 7)  # the MI300X's late addend: 9 * 2**33
+    late = hardware.model("MI300X").replace(late_addend_bits=30)
+    assert not numba_blockfma.exact_sums(23, 1, 8, 30)
+    _same(late, A, B, C, beta=1.0)
 
 
 def test_compiled_matmul_makes_no_m_n_k_array():

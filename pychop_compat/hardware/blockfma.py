@@ -150,18 +150,52 @@ def _block(ns: Namespace, a: Any, b: Any, c: Any, spec: BlockFMA, informat: Form
     addend = _significands(ns, magnitude_c, exp_c, acc_fraction)
     lowest = -(1 << 31)  # below every exponent: the largest of no terms
     largest = xp.max(xp.where(nonzero, product_exp, lowest), axis=-1)
-    largest = xp.maximum(largest, xp.where(c != 0, exp_c, lowest))
+    if spec.late_addend_bits is None:
+        largest = xp.maximum(largest, xp.where(c != 0, exp_c, lowest))
     largest = xp.clip(largest, min=spec.min_alignment_exponent)
     scale = largest - acc_fraction - spec.extra_alignment_bits
     aligned = _shift(ns, products, product_scale - scale[..., None])
     aligned = xp.where(xp.signbit(a) != xp.signbit(b), -aligned, aligned)
     total = xp.sum(xp.where(nonzero, aligned, 0), axis=-1)
-    aligned_c = _shift(ns, addend, exp_c - acc_fraction - scale)
-    total = total + xp.where(xp.signbit(c), -aligned_c, aligned_c)
+    signed_addend = xp.where(xp.signbit(c), -addend, addend)
+    if spec.late_addend_bits is None:
+        aligned_c = _shift(ns, addend, exp_c - acc_fraction - scale)
+        total = total + xp.where(xp.signbit(c), -aligned_c, aligned_c)
+    else:
+        total, scale = _late_addend(ns, total, largest, signed_addend, exp_c, spec)
     # The result keeps no more fraction bits than the aligned terms had (fewer than fp32's
     # with negative extra bits: fp8 on Ada and Hopper).
     result_fraction = min(outformat.t - 1, acc_fraction + spec.extra_alignment_bits)
     return _round_scaled(ns, total, scale, result_fraction, outformat, spec.rounding, spec.output_subnormals)
+
+
+def _floor_shift(ns: Namespace, values: Any, left: Any) -> Any:
+    """``floor(values * 2**left)`` for signed int64 ``values``: rounded toward minus infinity, as
+    an arithmetic right shift does (shifts past 63 give 0 or -1; left shifts stay below 2**62
+    where :func:`_late_addend` makes them)."""
+    xp = ns.xp
+    return xp.where(left >= 0, values << xp.clip(left, min=0, max=62), values >> xp.clip(-left, min=0, max=63))
+
+
+def _late_addend(ns: Namespace, products: Any, largest: Any, addend: Any, exp_c: Any,
+                 spec: BlockFMA) -> Tuple[Any, Any]:
+    """The sum of a block's aligned ``products`` (an integer times ``2**(largest - f - x)``) and the
+    signed ``addend`` significand (times ``2**(exp_c - f)``) as the late addition of
+    ``spec.late_addend_bits`` makes it: the operand of the smaller exponent rounded toward minus
+    infinity to the other's last bit, ``late_addend_bits`` more when the products are that one.
+    Returns the integer sum and its scale (f: ``accumulator_fraction_bits``, x:
+    ``extra_alignment_bits``)."""
+    xp = ns.xp
+    assert spec.late_addend_bits is not None
+    extra = spec.extra_alignment_bits
+    products_smaller = largest < exp_c
+    scale = xp.where(products_smaller, exp_c - spec.late_addend_bits, largest) - spec.accumulator_fraction_bits - extra
+    # the products' sum has fewer than fma_size * 2**(f + x + 2) units, the addend fewer than
+    # 2**(f + x + 1): shifted left by at most late_addend_bits they stay below 2**62 (BlockFMA
+    # refuses larger late_addend_bits)
+    products = _floor_shift(ns, products, largest - spec.accumulator_fraction_bits - extra - scale)
+    addend = _floor_shift(ns, addend << extra, exp_c - spec.accumulator_fraction_bits - extra - scale)
+    return products + addend, scale
 
 
 def _inner_products(ns: Namespace, a: Any, b: Any, c: Any, spec: BlockFMA) -> Any:
@@ -238,8 +272,8 @@ def _special_or(xp: Any, has_nan: Any, plus: Any, minus: Any, values: Any) -> An
 def _compiled(spec: BlockFMA) -> bool:
     """Whether the compiled kernel computes ``spec``'s blocks here: Numba wanted, and every
     block sum exact in float64 (``numba_blockfma.exact_sums``; true of every preset)."""
-    return compiled.wanted() and _kernels().exact_sums(spec.accumulator_fraction_bits,
-                                                       spec.extra_alignment_bits, spec.fma_size)
+    return compiled.wanted() and _kernels().exact_sums(spec.accumulator_fraction_bits, spec.extra_alignment_bits,
+                                                       spec.fma_size, spec.late_addend_bits or 0)
 
 
 def _kernels() -> Any:
@@ -255,7 +289,8 @@ def _kernel_parameters(spec: BlockFMA, outformat: Format) -> np.ndarray:
     return np.array([spec.fma_size, spec.accumulator_fraction_bits, spec.extra_alignment_bits,
                      spec.min_alignment_exponent, spec.accumulator_emin, result_fraction, outformat.emin,
                      outformat.emax, _kernels().ROUNDING_CODES[spec.rounding], spec.output_subnormals,
-                     spec.normalised_products], dtype=np.int64)
+                     spec.normalised_products, -1 if spec.late_addend_bits is None else spec.late_addend_bits],
+                    dtype=np.int64)
 
 
 def _truncated(values: np.ndarray, spec: BlockFMA, informat: Format) -> Tuple[np.ndarray, np.ndarray]:

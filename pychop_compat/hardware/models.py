@@ -9,7 +9,12 @@ normalisation in between, and the sum is rounded once to the output format.
 
 The presets are the parameters their MATLAB models use per GPU and format pair
 (github north-numerical-computing/MATLAB-tensor-core, ``models/*.m`` at commit
-b12b5a700957655375a1b0c1d0c26e76065da015), written out here as data.
+b12b5a700957655375a1b0c1d0c26e76065da015), written out here as data.  AMD's MI300X
+is the anchor's CDNA3 model, ``models/MI300MC.m`` as of commit
+edb6822258ed53fe8caa7095f3dae0b9e4e8279f: at b12b5a7 ``MI300XMC.m`` still calls it,
+but the file was deleted (d12a5b3).  fp8 inputs on the MI300X (FNUZ formats, odd/even
+grouped sums) and the MI100 and MI250 models (exact and pairwise fp32 sums) are not
+here.
 """
 
 from __future__ import annotations
@@ -66,6 +71,13 @@ class BlockFMA:
         Smallest exponent of the addend when it is aligned (fp32's -126).
     name : str
         A label, such as ``'H100'``.
+    late_addend_bits : int or None
+        None: the addend is aligned with the products (every preset but AMD's).  An
+        integer: the products alone are aligned and added first (to their largest
+        exponent; the addend's exponent is ``accumulator_emin`` when it is 0), then
+        the addend joins in a two-operand alignment where the operand of the smaller
+        exponent is rounded toward minus infinity to the larger one's last bit, with
+        this many more bits when the products' sum is that operand (AMD CDNA3: 7).
     """
 
     input_format: str = "fp16"
@@ -80,6 +92,7 @@ class BlockFMA:
     accumulator_fraction_bits: int = 23
     accumulator_emin: int = -126
     name: str = "custom"
+    late_addend_bits: Optional[int] = None
 
     def __post_init__(self) -> None:
         if self.input_format not in INPUT_FORMATS:
@@ -90,6 +103,12 @@ class BlockFMA:
             raise ValueError(f"rounding must be one of {ROUNDING_MODES}, got {self.rounding!r}.")
         if self.fma_size < 1:
             raise ValueError(f"fma_size must be a positive integer, got {self.fma_size}.")
+        if self.late_addend_bits is not None and (self.late_addend_bits < 0 or self.extra_alignment_bits < 0):
+            raise ValueError("late_addend_bits and extra_alignment_bits must be nonnegative with a late addend, "
+                             f"got {self.late_addend_bits} and {self.extra_alignment_bits}.")
+        if self.late_addend_bits is not None and (self.fma_size + 1) * 2.0 ** (
+                self.accumulator_fraction_bits + self.extra_alignment_bits + 2 + self.late_addend_bits) > 2.0 ** 62:
+            raise ValueError(f"late_addend_bits = {self.late_addend_bits} makes the block sums overflow int64.")
 
     def replace(self, **changes: object) -> "BlockFMA":
         """A copy with the given fields changed (``dataclasses.replace``)."""
@@ -139,6 +158,12 @@ for _gpu in ("Ada", "L40S"):
 for _gpu in ("H100", "H200"):
     PRESETS.update(_generation(_gpu, 16, 2, -133, -21, 8, (32, -10, "rz"), _ALL))
 PRESETS.update(_generation("B200", 16, 2, -133, -21, 8, (32, 2, "rz"), _ALL))
+# AMD CDNA3 (MI300X; the anchor's MI300MC.m, see the module's description): blocks of 8 (tf32:
+# 4) products with one extra bit, no alignment floor, the addend added after the products (7
+# more bits when they are the smaller), the block rounded to nearest; fp32 output only.
+for _inputs, _fma_size in (("fp16", 8), ("bf16", 8), ("tf32", 4)):
+    PRESETS["MI300X", _inputs, "fp32"] = BlockFMA(_inputs, "fp32", _fma_size, 1, "rne", late_addend_bits=7,
+                                                  name="MI300X")
 
 
 def model(gpu: str, inputs: str = "fp16", output: str = "fp32") -> BlockFMA:
@@ -148,7 +173,8 @@ def model(gpu: str, inputs: str = "fp16", output: str = "fp32") -> BlockFMA:
     ----------
     gpu : str
         ``'V100'``, ``'A100'``, ``'A2'``, ``'A30'``, ``'Ada'``, ``'L40S'``, ``'H100'``,
-        ``'H200'`` or ``'B200'`` (case-insensitive).
+        ``'H200'``, ``'B200'`` or ``'MI300X'`` (case-insensitive; the MI300X with
+        fp16, bf16 or tf32 inputs and fp32 output).
     inputs : str
         Format of A and B: ``'fp16'``, ``'bf16'``, ``'tf32'``, ``'e4m3'`` or ``'e5m2'``.
     output : str

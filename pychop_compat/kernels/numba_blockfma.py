@@ -56,9 +56,12 @@ ROWS = 8
 _LOWEST = -(1 << 31)  # NumPy's int32 floor of the alignment exponent
 
 
-def exact_sums(accumulator_fraction_bits: int, extra_alignment_bits: int, fma_size: int) -> bool:
-    """Whether every block sum of such a model is below ``2**53`` (see the module's description)."""
-    return (fma_size + 1) * 2.0 ** (accumulator_fraction_bits + extra_alignment_bits + 2) <= 2.0 ** 53
+def exact_sums(accumulator_fraction_bits: int, extra_alignment_bits: int, fma_size: int,
+               late_addend_bits: int = 0) -> bool:
+    """Whether every block sum of such a model is below ``2**53`` (see the module's description;
+    a late addend's shift of the products, ``late_addend_bits``, included)."""
+    return (fma_size + 1) * 2.0 ** (accumulator_fraction_bits + extra_alignment_bits + 2 + late_addend_bits) \
+        <= 2.0 ** 53
 
 
 @numba.njit(**INLINE_OPTIONS)
@@ -71,6 +74,30 @@ def _power_of_two(exponent):
 def _exponent_of(magnitude):
     """``floor(log2(magnitude))`` of a positive normal float64 (-1023 for 0)."""
     return np.int64(bits_of_double(magnitude) >> np.uint64(52)) - 1023
+
+
+@numba.njit(**INLINE_OPTIONS)
+def _add_late(total, scales, addends, j, fraction, extra, accumulator_emin, late_bits):
+    """NumPy's ``_late_addend`` on column ``j``: ``total[j]``, the products' integer sum at
+    ``2**scales[j]``, becomes their sum with ``addends[j]``, the operand of the smaller exponent
+    floored (toward minus infinity) to the other's last bit, ``late_bits`` further for the
+    products; ``scales[j]`` the scale of the result.  Every step is exact: the integers stay below
+    ``2**53`` (:func:`exact_sums`), the scalings by powers of two are far from float64's limits."""
+    c = addends[j]
+    exponent_c = max(_exponent_of(abs(c)), accumulator_emin)
+    addend = np.trunc(abs(c) * _power_of_two(fraction - exponent_c)) * _power_of_two(extra)
+    addend = -addend if c < 0 else addend
+    largest = scales[j] + fraction + extra
+    if largest < exponent_c:
+        scale = exponent_c - late_bits - fraction - extra
+        products = np.floor(total[j] * _power_of_two(scales[j] - scale))
+        addend = addend * _power_of_two(late_bits)
+    else:
+        scale = scales[j]
+        products = total[j]
+        addend = np.floor(addend * _power_of_two(exponent_c - largest))
+    total[j] = products + addend
+    scales[j] = scale
 
 
 @numba.njit(**JIT_OPTIONS)
@@ -88,6 +115,7 @@ def _tile(QA, EA, first_row, QB, EB, first, width, out, params):
     fma_size, fraction, extra, min_alignment = params[0], params[1], params[2], params[3]
     accumulator_emin, result_fraction, out_emin, out_emax = params[4], params[5], params[6], params[7]
     rounding, output_subnormals, normalised = params[8], params[9] != 0, params[10] != 0
+    late, late_bits = params[11] >= 0, params[11]  # the addend added after the products (-1: with them)
     inner = QA.shape[1]
     largest = np.empty(width, np.int64)
     total = np.empty(width, np.float64)
@@ -104,7 +132,7 @@ def _tile(QA, EA, first_row, QB, EB, first, width, out, params):
                 c = result[j]
                 c = 0.0 if math.isinf(c) or abs(c) < flush_output else c
                 addends[j] = c
-                largest[j] = max(_exponent_of(abs(c)), accumulator_emin) if c != 0 else _LOWEST
+                largest[j] = max(_exponent_of(abs(c)), accumulator_emin) if c != 0 and not late else _LOWEST
             for k in range(start, stop):
                 exponent_a = EA[row, k]
                 exponents_b = EB[k, first:first + width]
@@ -129,12 +157,15 @@ def _tile(QA, EA, first_row, QB, EB, first, width, out, params):
                 exponent_c = max(_exponent_of(abs(c)), accumulator_emin)
                 addend = np.trunc(abs(c) * _power_of_two(fraction - exponent_c))
                 aligned = np.trunc(addend * _power_of_two(exponent_c - fraction - scale))
-                total[j] = -aligned if c < 0 else aligned
+                total[j] = 0.0 if late else (-aligned if c < 0 else aligned)
             for k in range(start, stop):
                 value_a = QA[row, k]
                 values_b = QB[k, first:first + width]
                 for j in range(width):
                     total[j] += np.trunc(value_a * values_b[j] * factor[j])
+            if late:
+                for j in range(width):
+                    _add_late(total, largest, addends, j, fraction, extra, accumulator_emin, late_bits)
             for j in range(width):
                 scale = largest[j]
                 magnitude = abs(total[j])
@@ -159,7 +190,8 @@ def block_matmul(QA, EA, QB, EB, C, params):
     """The inner products of the rows of ``QA`` (M, K) with the columns of ``QB`` (K, N), added
     to ``C`` (M, N, float64, overwritten with the results); ``K`` a multiple of the block size.
     ``params``: int64 fma_size, F, x, min_alignment_exponent, accumulator_emin, result fraction
-    bits, output emin, emax, rounding code, output subnormals, normalised products."""
+    bits, output emin, emax, rounding code, output subnormals, normalised products, late addend
+    bits (-1: the addend aligned with the products)."""
     rows, columns = C.shape
     tiles, groups = -(-columns // TILE), -(-rows // ROWS)
     for task in prange(tiles * groups):

@@ -5,7 +5,8 @@ function driver(directory)
 %   driver(DIR) reads DIR/calls.txt, one product per line:
 %       <model function> <input format> <output format> M K N
 %   and DIR/inputs.bin, for each line A (M x K), B (K x N), C (M x N) as column-major doubles;
-%   it calls  D = <model>(1, A, B, 1, C, informat, outformat)  (V100TC takes no input format)
+%   it calls  D = <model>(1, A, B, 1, C, informat, outformat)  (V100TC takes no input format,
+%   AMD's MI*MC no output format)
 %   and appends D (M x N, column-major doubles) to DIR/outputs.bin.  A call that fails writes
 %   NaN with the payload bits 0x7ff8dead00000000 instead and logs the error in DIR/errors.txt.
 %
@@ -25,6 +26,8 @@ for call = 1:numel(calls{1})
   try
     if strcmp(name, 'V100TC')
       D = V100TC(1, A, B, 1, C, outformat);
+    elseif strncmp(name, 'MI', 2)  % AMD's models: fp32 output, no output format argument
+      D = feval(name, 1, A, B, 1, C, informat);
     else
       D = feval(name, 1, A, B, 1, C, informat, outformat);
     end

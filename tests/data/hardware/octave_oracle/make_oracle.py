@@ -4,6 +4,9 @@
                                          and DIR/cases.npz (the same inputs, as the oracle stores them)
     python make_oracle.py collect DIR    reads DIR/outputs.bin (driver.m's output) and writes
                                          ../octave_oracle.npz
+    python make_oracle.py calls DIR GPU...    the same for these GPUs only (their format pairs);
+    python make_oracle.py collect DIR GPU...  adds their outputs to ../octave_oracle.npz (whose
+                                         stored inputs must be the generator's)
 
 The inputs, for every format pair of ``pychop_compat.hardware.PRESETS`` (one seeded generator per
 pair, so the file is reproducible): random 3 x K x 3 products (K from 4 to 130, several blocks of
@@ -28,7 +31,8 @@ ORACLE = HERE.parent / "octave_oracle.npz"
 
 #: The anchor's model function of each GPU (models/*.m).
 MODEL_FUNCTIONS = {"V100": "V100TC", "A100": "A100TC", "A2": "A2TC", "A30": "A30TC", "Ada": "AdaTC",
-                   "L40S": "L40STC", "H100": "H100TC", "H200": "H200TC", "B200": "B200TC"}
+                   "L40S": "L40STC", "H100": "H100TC", "H200": "H200TC", "B200": "B200TC",
+                   "MI300X": "MI300XMC"}
 #: Input formats: precision (with the implicit bit), smallest and largest normal exponent.
 FORMATS = {"fp16": (11, -14, 15), "bf16": (8, -126, 127), "tf32": (11, -126, 127),
            "e4m3": (4, -6, 8), "e5m2": (3, -14, 15)}
@@ -208,19 +212,27 @@ def split(case: dict) -> list:
     return products
 
 
-def write_calls(directory: Path) -> None:
+def selected_pairs(gpus: list) -> dict:
+    """:func:`format_pairs` with only ``gpus`` (all when empty), pairs without one left out."""
+    pairs = {pair: [gpu for gpu in names if not gpus or gpu in gpus] for pair, names in format_pairs().items()}
+    return {pair: names for pair, names in pairs.items() if names}
+
+
+def write_calls(directory: Path, gpus: list) -> None:
     directory.mkdir(parents=True, exist_ok=True)
-    cases, pairs = build_cases(), format_pairs()
+    cases, pairs = build_cases(), selected_pairs(gpus)
     with open(directory / "calls.txt", "w") as calls, open(directory / "inputs.bin", "wb") as data:
         for (inputs, output), case in cases.items():
-            for gpu in pairs[inputs, output]:
+            for gpu in pairs.get((inputs, output), []):
                 for (a, b, c), (m, k, n) in zip(split(case), case["shapes"]):
                     calls.write(f"{MODEL_FUNCTIONS[gpu]} {inputs} {output} {m} {k} {n}\n")
                     for matrix in (a, b, c):
                         data.write(matrix.ravel(order="F").astype("<f8").tobytes())
 
 
-def collect(directory: Path) -> None:
+def collect(directory: Path, gpus: list) -> None:
+    if gpus:
+        return add_gpus(directory, gpus)
     cases, pairs = build_cases(), format_pairs()
     outputs = np.fromfile(directory / "outputs.bin", dtype="<f8")
     stored, manifest, at = {}, [], 0
@@ -244,5 +256,31 @@ def collect(directory: Path) -> None:
     np.savez_compressed(ORACLE, **stored)
 
 
+def add_gpus(directory: Path, gpus: list) -> None:
+    """Add the outputs of ``gpus`` (driver.m's run of ``calls DIR GPU...``) to the stored oracle."""
+    cases, pairs = build_cases(), selected_pairs(gpus)
+    outputs = np.fromfile(directory / "outputs.bin", dtype="<f8")
+    with np.load(ORACLE) as old:
+        stored = {key: old[key] for key in old.files}
+    manifest, at = json.loads(str(stored.pop("manifest"))), 0
+    for entry in manifest:
+        key = f"{entry['inputs']}_{entry['output']}"
+        case = cases[entry["inputs"], entry["output"]]
+        for part in ("shapes", "a", "b", "c"):  # the same inputs as the stored ones, bit for bit
+            assert stored[f"{key}_{part}"].tobytes() == case[part].tobytes(), (key, part)
+        size = int((case["shapes"][:, 0] * case["shapes"][:, 2]).sum())
+        for gpu in pairs.get((entry["inputs"], entry["output"]), []):
+            d = outputs[at:at + size]
+            at += size
+            failed = d.view(np.uint64) == np.uint64(FAILED)
+            if failed.any():
+                entry["failed"][gpu] = np.flatnonzero(failed).tolist()
+            stored[f"{key}_{gpu}"] = d
+            entry["gpus"] = [name for name in entry["gpus"] if name != gpu] + [gpu]
+    assert at == len(outputs), (at, len(outputs))
+    stored["manifest"] = np.array(json.dumps(manifest))
+    np.savez_compressed(ORACLE, **stored)
+
+
 if __name__ == "__main__":
-    {"calls": write_calls, "collect": collect}[sys.argv[1]](Path(sys.argv[2]))
+    {"calls": write_calls, "collect": collect}[sys.argv[1]](Path(sys.argv[2]), sys.argv[3:])

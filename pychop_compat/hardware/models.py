@@ -21,9 +21,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
-__all__ = ["BlockFMA", "PRESETS", "model", "INPUT_FORMATS", "OUTPUT_FORMATS", "ROUNDING_MODES"]
+from ..formats import catalogue_format
+
+__all__ = ["BlockFMA", "PRESETS", "model", "model_for_format", "INPUT_FORMATS", "OUTPUT_FORMATS",
+           "ROUNDING_MODES"]
 
 #: Input format names a model accepts, and the catalogue format each means
 #: (NVIDIA's E4M3 is the OCP format without infinities, largest finite 448).
@@ -198,3 +201,44 @@ def model(gpu: str, inputs: str = "fp16", output: str = "fp32") -> BlockFMA:
         raise ValueError(f"No model for GPU {gpu!r} with {inputs!r} inputs and {output!r} output "
                          f"(GPUs: {known}; see hardware.PRESETS for the format pairs).")
     return PRESETS[key]
+
+
+def model_for_format(hardware: Any, t: int, emax: int, described: str) -> BlockFMA:
+    """The model a ``hardware=`` argument names for inputs of the format ``[t, emax]``.
+
+    Parameters
+    ----------
+    hardware : str or BlockFMA
+        A GPU name of :data:`PRESETS` (its model for that input format, with fp32 output) or a
+        model, whose input format must be that format.
+    t, emax : int
+        Significand bits (with the implicit one) and largest exponent of the inputs' format.
+    described : str
+        How the messages name that format (for example ``"options' format 'h'"``).
+
+    Returns
+    -------
+    BlockFMA
+
+    Raises
+    ------
+    TypeError
+        For a ``hardware`` that is neither a string nor a :class:`BlockFMA`.
+    ValueError
+        For a format that is no input format of matrix units, or not the given model's, and for
+        an unknown GPU name (:func:`model`).
+    """
+    if not isinstance(hardware, (str, BlockFMA)):
+        raise TypeError(f"hardware must be a GPU name such as 'H100' or a hardware.BlockFMA, "
+                        f"not {type(hardware).__name__}.")
+    inputs = next((name for name, catalogued in INPUT_FORMATS.items()
+                   if (catalogue_format(catalogued).t, catalogue_format(catalogued).emax) == (t, emax)), None)
+    if isinstance(hardware, BlockFMA):
+        if inputs != hardware.input_format:
+            raise ValueError(f"{described} [t={t}, emax={emax}] is not the input format "
+                             f"{hardware.input_format!r} of that model ({hardware.name!r}).")
+        return hardware
+    if inputs is None:
+        raise ValueError(f"{described} [t={t}, emax={emax}] is not an input format of matrix units "
+                         f"(hardware.INPUT_FORMATS: {sorted(INPUT_FORMATS)}).")
+    return model(hardware, inputs, "fp32")

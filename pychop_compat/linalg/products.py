@@ -14,7 +14,6 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .. import hardware as matrix_units
-from ..formats import catalogue_format
 from ..matlab.options import resolve
 from .arrays import Arrays, arrays_for, ieee
 from .common import METHODS, OptionsLike, Rounder, float_operands
@@ -199,21 +198,7 @@ def unit_model(hardware: Union[str, matrix_units.BlockFMA], rin: Rounder) -> mat
                          f"toward zero): options must round to nearest without bit flips, got round={o.round}"
                          f"{', flip=1' if o.flip else ''}.")
     fmt = resolve(o, None, "double").spec.fmt
-    t, emax = fmt.t, fmt.emax
-    unit_formats = {name: catalogue_format(catalogued) for name, catalogued in matrix_units.INPUT_FORMATS.items()}
-    inputs = next((name for name, unit in unit_formats.items() if (unit.t, unit.emax) == (t, emax)), None)
-    if isinstance(hardware, matrix_units.BlockFMA):
-        if inputs != hardware.input_format:
-            raise ValueError(f"options' format {o.format!r} [t={t}, emax={emax}] is not the input format "
-                             f"{hardware.input_format!r} of the hardware model {hardware.name!r}.")
-        return hardware
-    if not isinstance(hardware, str):
-        raise TypeError(f"hardware must be a GPU name such as 'H100' or a hardware.BlockFMA, "
-                        f"not {type(hardware).__name__}.")
-    if inputs is None:
-        raise ValueError(f"options' format {o.format!r} [t={t}, emax={emax}] is not an input format of "
-                         f"matrix units (hardware.INPUT_FORMATS: {sorted(matrix_units.INPUT_FORMATS)}).")
-    return matrix_units.model(hardware, inputs, "fp32")
+    return matrix_units.model_for_format(hardware, fmt.t, fmt.emax, f"options' format {o.format!r}")
 
 
 def _unit_product(arrays: Arrays, A: Any, B: Any, spec: matrix_units.BlockFMA) -> Any:

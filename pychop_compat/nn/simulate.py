@@ -12,7 +12,6 @@ from torch.nn import functional as F
 from torch.overrides import TorchFunctionMode
 
 from .. import hardware as matrix_units
-from ..formats import catalogue_format
 from .quantize import GradientRule, Rounder, apply_quantizer, rounder_for
 
 __all__ = ["simulate", "Simulation"]
@@ -148,24 +147,6 @@ class _SimulatedValues(torch.autograd.Function):
         return grad, None
 
 
-def _unit_model(hardware: Union[str, matrix_units.BlockFMA], rounder: Rounder) -> matrix_units.BlockFMA:
-    """The block-FMA model ``hardware=`` names, for inputs in ``rounder``'s format (fp32 output for a
-    GPU name); a model given must have that input format."""
-    if not isinstance(hardware, (str, matrix_units.BlockFMA)):
-        raise TypeError(f"hardware must be a GPU name such as 'H100' or a hardware.BlockFMA, "
-                        f"not {type(hardware).__name__}.")
-    fmt = rounder.spec.fmt
-    unit_names = {(unit.t, unit.emax): name for name, unit in
-                  ((name, catalogue_format(catalogued)) for name, catalogued in matrix_units.INPUT_FORMATS.items())}
-    inputs = unit_names.get((fmt.t, fmt.emax))
-    wanted = hardware.input_format if isinstance(hardware, matrix_units.BlockFMA) else None
-    if inputs is None or wanted not in (None, inputs):
-        what = f"the input format {wanted!r} of that model" if wanted else \
-            f"an input format of matrix units (hardware.INPUT_FORMATS: {sorted(matrix_units.INPUT_FORMATS)})"
-        raise ValueError(f"format {rounder.options} [t={fmt.t}, emax={fmt.emax}] is not {what}.")
-    return hardware if isinstance(hardware, matrix_units.BlockFMA) else matrix_units.model(hardware, inputs, "fp32")
-
-
 class Simulation(TorchFunctionMode):
     """The mode :func:`simulate` returns (see there); use it as a context manager."""
 
@@ -177,7 +158,9 @@ class Simulation(TorchFunctionMode):
             raise ValueError("give hardware= (the products of a GPU's matrix units) or accumulate= (float64 "
                              "accumulation, one rounding to a format), not both.")
         self.rounder = rounder_for(format, round)
-        self.model = None if hardware is None else _unit_model(hardware, self.rounder)
+        fmt = self.rounder.spec.fmt
+        self.model = None if hardware is None else \
+            matrix_units.model_for_format(hardware, fmt.t, fmt.emax, f"format {self.rounder.options}")
         self.accumulator = None if accumulate is None else rounder_for(accumulate)
         self.round_outputs = bool(round_outputs)
 

@@ -173,15 +173,19 @@ def torch_device_path(monkeypatch, device_paths_on_cpu):
     return torch
 
 
-def test_cpfloat_corpus_on_the_torch_device_path(torch_device_path):
+@pytest.mark.parametrize("part", ["sample", pytest.param("rest", marks=pytest.mark.slow)])
+def test_cpfloat_corpus_on_the_torch_device_path(torch_device_path, part):
     """Every untagged case of the CPFloat corpus that the MEX accepts, bit for bit, on tensors
-    (float64 and float32 storage), with no host round trip."""
+    (float64 and float32 storage), with no host round trip: every 8th case in the default profile
+    (a wrapper row: the kernel runs the whole corpus on NumPy), the others under -m slow."""
     import test_cpfloat_corpus as corpus
 
     torch = torch_device_path
+    accepted = [case for case in corpus.UNTAGGED if case["mex_error"] is None and case["round"] not in (5, 6)]
+    assert len(accepted) == 1884  # the untagged cases that the MEX accepts (the others raise)
     checked, failures = 0, []
-    for case in corpus.UNTAGGED:
-        if case["mex_error"] is not None or case["round"] in (5, 6):
+    for k, case in enumerate(accepted):
+        if (k % 8 == 0) != (part == "sample"):
             continue
         clear_cpfloat()
         x, want = corpus.ARRAYS[case["input"]], corpus.ARRAYS[case["output"]]
@@ -192,7 +196,7 @@ def test_cpfloat_corpus_on_the_torch_device_path(torch_device_path):
             failures.append(case["id"])
     clear_cpfloat()
     assert not failures, f"{len(failures)} cases differ: {failures[:10]}"
-    assert checked == 1884  # the untagged cases that the MEX accepts (the others raise)
+    assert checked == (236 if part == "sample" else 1884 - 236)
 
 
 @pytest.mark.parametrize("random_bits", [0, 3])

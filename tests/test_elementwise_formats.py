@@ -159,7 +159,9 @@ def test_what_stays_with_chop():
         ElementwisePlan.from_spec(resolve({"rules": "chop", "format": "float8_e8m0fnu"}, None, "double").spec, "float64")
 
 
-@pytest.mark.parametrize("name", ["float8_e4m3fn", "float4_e2m1fn", "float8_e5m2fnuz"])
+# Each name is a torch.compile (seconds): the default profile compiles one, the others under -m slow.
+@pytest.mark.parametrize("name", ["float8_e4m3fn", pytest.param("float4_e2m1fn", marks=pytest.mark.slow),
+                                  pytest.param("float8_e5m2fnuz", marks=pytest.mark.slow)])
 def test_quantize_compiles_without_graph_breaks(name):
     """``nn.quantize`` on an OCP format (with a prebuilt Rounder, as its docstring asks under
     torch.compile) traces into one graph (fullgraph=True raises on a break) and Inductor's code

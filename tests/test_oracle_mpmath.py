@@ -174,10 +174,24 @@ def test_dataset_size_and_coverage(case, dtype_name):
 
 # ----------------------------------------------------------------------------- chop vs the oracles
 
-@pytest.mark.parametrize("mode", [1, 2, 3, 4], ids=lambda m: f"round{m}")
-@pytest.mark.parametrize("explim,subnormal", [(1, 1), (1, 0), (0, 1), (0, 0)],
-                         ids=["explim1-sub1", "explim1-sub0", "explim0-sub1", "explim0-sub0"])
-@pytest.mark.parametrize("case,dtype_name", DATASETS, ids=DATASET_IDS)
+def _sampled(switches: list, names: list) -> list:
+    """(case, dtype_name, *switch, mode) for every dataset, switch setting and mode; each is a
+    pass over 10^5 values, so the default profile runs every mode of one switch setting per
+    dataset (the setting rotates across the datasets, so each one meets every mode), the other
+    settings under -m slow."""
+    params = []
+    for k, ((case, dtype_name), dataset_id) in enumerate(zip(DATASETS, DATASET_IDS)):
+        for j, (switch, name) in enumerate(zip(switches, names)):
+            for mode in (1, 2, 3, 4):
+                marks = [] if j == k % len(switches) else [pytest.mark.slow]
+                params.append(pytest.param(case, dtype_name, *switch, mode, marks=marks,
+                                           id=f"{dataset_id}-{name}-round{mode}"))
+    return params
+
+
+@pytest.mark.parametrize("case, dtype_name, explim, subnormal, mode",
+                         _sampled([(1, 1), (1, 0), (0, 1), (0, 0)],
+                                  ["explim1-sub1", "explim1-sub0", "explim0-sub1", "explim0-sub0"]))
 def test_chop_equals_chop_rule_oracle(case, dtype_name, explim, subnormal, mode):
     spec = case_spec(case)
     x, ev = _dataset(case, dtype_name)
@@ -186,9 +200,7 @@ def test_chop_equals_chop_rule_oracle(case, dtype_name, explim, subnormal, mode)
     assert_same(got, want, x, f"{case} {dtype_name} explim={explim} subnormal={subnormal} round={mode}")
 
 
-@pytest.mark.parametrize("mode", [1, 2, 3, 4], ids=lambda m: f"round{m}")
-@pytest.mark.parametrize("subnormal", [1, 0], ids=["sub1", "sub0"])
-@pytest.mark.parametrize("case,dtype_name", DATASETS, ids=DATASET_IDS)
+@pytest.mark.parametrize("case, dtype_name, subnormal, mode", _sampled([(1,), (0,)], ["sub1", "sub0"]))
 def test_chop_equals_ieee_outside_double_rounding_band(case, dtype_name, subnormal, mode):
     """explim = 1: chop is IEEE rounding (with IEEE overflow) except in the band of
     :func:`_double_rounding_band` for mode 1, where it must differ for every input."""

@@ -18,9 +18,10 @@ from pychop_compat.validation.oracle import FORMATS, FormatSpec, is_representabl
 # Derandomized, no example database, no deadline: the same examples on every run.
 # The autouse fixture of conftest.py only clears chop's persistent options (every
 # call here passes complete options), so sharing it across examples is harmless.
-PROPS = settings(derandomize=True, database=None, deadline=None, max_examples=300,
+# 150 examples a property in the default profile; tests/test_fuzz.py's long profile takes thousands.
+PROPS = settings(derandomize=True, database=None, deadline=None, max_examples=150,
                  suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-FEW = settings(PROPS, max_examples=60)
+FEW = settings(PROPS, max_examples=40)
 
 # (format, params): every built-in format and custom ones; float32 inputs only for
 # formats that single precision holds (chop.m allows custom t <= 11 with single inputs).

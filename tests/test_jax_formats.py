@@ -101,9 +101,17 @@ def test_deterministic_modes_stay_on_the_device(monkeypatch, name, dtype, mode, 
     assert_bits_equal(jitted, want, "jitted")
 
 
-@pytest.mark.parametrize("mode", [5, 6])
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("name", ["float8_e4m3fn", "float4_e2m1fn", "float8_e5m2fnuz", "float6_e2m3fn"])
+def _stochastic_points():
+    """(name, dtype, mode): each an XLA compilation, so the default profile runs one dtype per name
+    and mode (alternating: every name meets both dtypes and both modes), the other under -m slow."""
+    for k, name in enumerate(["float8_e4m3fn", "float4_e2m1fn", "float8_e5m2fnuz", "float6_e2m3fn"]):
+        for d, dtype in enumerate([np.float32, np.float64]):
+            for mode in (5, 6):
+                yield pytest.param(name, dtype, mode, marks=[] if d == (k + mode) % 2 else [pytest.mark.slow],
+                                   id=f"{name}-{np.dtype(dtype).name}-{mode}")
+
+
+@pytest.mark.parametrize("name, dtype, mode", list(_stochastic_points()))
 def test_stochastic_modes_with_counter_numbers_equal_the_numpy_engine(name, dtype, mode):
     """``Chop(options, rng=seed)`` gives every element the same counter number on both
     engines: the same bits (on the device for JAX)."""

@@ -115,6 +115,19 @@ def test_linalg_refuses_other_hardware_values():
         linalg.matmul(A, B, "h", hardware=16)
 
 
+def test_model_for_format_names_the_model_of_a_format_or_refuses():
+    """fp16 is [t=11, emax=15]: H100's fp16 model; a model of other inputs, another format or text
+    for a number get clear errors."""
+    assert hardware.model_for_format("H100", 11, 15, "format 'h'") == hardware.model("H100", "fp16", "fp32")
+    assert hardware.model_for_format("h100", np.int64(8), 127, "bf16") == hardware.model("H100", "bf16", "fp32")
+    with pytest.raises(ValueError, match="not the input format 'fp16' of that model"):
+        hardware.model_for_format(hardware.model("H100", "fp16", "fp32"), 8, 127, "bf16")
+    with pytest.raises(ValueError, match="not an input format of matrix units"):
+        hardware.model_for_format("H100", 24, 127, "single")
+    with pytest.raises(TypeError, match="t and emax must be integers"):
+        hardware.model_for_format("H100", "11", 15, "fp16")
+
+
 def test_chopped_refuses_what_the_model_cannot_do():
     with pytest.raises(ValueError, match="a GPU of hardware.PRESETS"):
         chopped(A, "h", hardware="H1000")

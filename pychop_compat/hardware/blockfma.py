@@ -157,12 +157,11 @@ def _block(ns: Namespace, a: Any, b: Any, c: Any, spec: BlockFMA, informat: Form
     aligned = _shift(ns, products, product_scale - scale[..., None])
     aligned = xp.where(xp.signbit(a) != xp.signbit(b), -aligned, aligned)
     total = xp.sum(xp.where(nonzero, aligned, 0), axis=-1)
-    signed_addend = xp.where(xp.signbit(c), -addend, addend)
     if spec.late_addend_bits is None:
         aligned_c = _shift(ns, addend, exp_c - acc_fraction - scale)
         total = total + xp.where(xp.signbit(c), -aligned_c, aligned_c)
     else:
-        total, scale = _late_addend(ns, total, largest, signed_addend, exp_c, spec)
+        total, scale = _late_addend(ns, total, largest, xp.where(xp.signbit(c), -addend, addend), exp_c, spec)
     # The result keeps no more fraction bits than the aligned terms had (fewer than fp32's
     # with negative extra bits: fp8 on Ada and Hopper).
     result_fraction = min(outformat.t - 1, acc_fraction + spec.extra_alignment_bits)

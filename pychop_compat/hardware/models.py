@@ -20,6 +20,7 @@ here.
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
@@ -223,7 +224,8 @@ def model_for_format(hardware: Any, t: int, emax: int, described: str) -> BlockF
     Raises
     ------
     TypeError
-        For a ``hardware`` that is neither a string nor a :class:`BlockFMA`.
+        For a ``hardware`` that is neither a string nor a :class:`BlockFMA`, and for ``t`` or
+        ``emax`` not an integer.
     ValueError
         For a format that is no input format of matrix units, or not the given model's, and for
         an unknown GPU name (:func:`model`).
@@ -231,6 +233,8 @@ def model_for_format(hardware: Any, t: int, emax: int, described: str) -> BlockF
     if not isinstance(hardware, (str, BlockFMA)):
         raise TypeError(f"hardware must be a GPU name such as 'H100' or a hardware.BlockFMA, "
                         f"not {type(hardware).__name__}.")
+    if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in (t, emax)):
+        raise TypeError(f"t and emax must be integers, got t={t!r}, emax={emax!r}.")
     inputs = next((name for name, catalogued in INPUT_FORMATS.items()
                    if (catalogue_format(catalogued).t, catalogue_format(catalogued).emax) == (t, emax)), None)
     if isinstance(hardware, BlockFMA):

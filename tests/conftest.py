@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
+
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if _WORKER and "NUMBA_CACHE_DIR" not in os.environ:
+    # Numba's on-disk cache is not safe for two processes that compile the same function at
+    # once: each numbers its new cache files from the index it read, so two workers can write
+    # different signatures under one file name and a later load unboxes the wrong one ("can't
+    # unbox array from PyObject", seen once in CI on a fresh clone).  Each worker gets a cache of
+    # its own, kept between runs; set before anything imports Numba, which reads it at import.
+    os.environ["NUMBA_CACHE_DIR"] = str(Path(__file__).resolve().parent.parent / ".numba_cache" / _WORKER)
 
 import numpy as np
 import pytest
 
-if os.environ.get("PYTEST_XDIST_WORKER"):
+if _WORKER:
     # Under `pytest -n N` on N cores every worker would start torch's own pool of N OpenMP
     # threads, which spin while they wait: two workers on two cores ran the torch-heavy files
     # 1.4 times slower.  One intra-op thread per worker (results do not depend on it: torch's

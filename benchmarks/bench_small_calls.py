@@ -25,9 +25,15 @@ shared machine).  The inputs are standard normal float64 vectors of n elements
   its deterministic row (``chop stored``, ``Chop object``);
 * floors: an empty Python function call, ``np.positive(x)`` (a trivial ufunc with a
   result array), which bound what any call can cost; and the parts of a call that live below
-  the facades and the router: the compiled loop called through Numba's dispatcher on arrays
-  made beforehand (``compiled loop``), the scalar kernel ``numpy_fast.chop_scalar``, MATLAB's
-  stream lent to a kernel (``with stream_state()``) and the counter's ``take``.
+  the facades and the router: the compiled loops of small calls called through Numba's
+  dispatcher on arrays made beforehand (``compiled loop``: round to nearest; ``compiled loop
+  round 5 stream``: stochastic rounding drawing from a copy of MATLAB's stream state;
+  ``compiled loop round 5 counter``: with the counter's numbers), MATLAB's stream's numbers
+  alone (``stream draws``: ``rand(n, 1)`` through NumPy's MT19937), the scalar kernel
+  ``numpy_fast.chop_scalar``, MATLAB's stream lent to a kernel (``with stream_state()``) and
+  the counter's ``take``.  A stochastic row's floor in the second table is its reference row
+  with the deterministic loop swapped for the stochastic one: what the call would cost if
+  everything above the loops were free of the draws.
 
 The first table gives us per call (compared by ``compare_trees.py``), the ratio to
 the row's reference and the number of function calls per call counted by cProfile
@@ -55,7 +61,7 @@ import pychop_compat  # noqa: E402
 from pychop_compat import Chop, chop, cpfloat  # noqa: E402
 from pychop_compat.kernels import compiled, numpy_fast  # noqa: E402
 from pychop_compat.matlab.options import resolve  # noqa: E402
-from pychop_compat.random.matlab_stream import stream_state  # noqa: E402
+from pychop_compat.random.matlab_stream import stream_state, stream_uniform  # noqa: E402
 from pychop_compat.random.sources import MATLAB_STREAM, counter_sources  # noqa: E402
 
 if compiled.available():  # the steady state: a process that has loaded the compiled engine
@@ -89,8 +95,12 @@ def _cases(sizes: list) -> list:
             ("floor: np.positive", n, f"np.positive({x})", "pass", None, None),
             ("floor: counter take", n, f"counter.take({n})", "pass", None, None),
             ("astype fp16", n, f"{x}.astype(np.float16).astype(np.float64)", "pass", None, None),
-            ("floor: compiled loop", n, f"loop({x}, {x}u, {x}o, {x}ou, *CONSTANTS, False)", "pass",
-             "astype fp16", None),
+            ("floor: compiled loop", n, f"loop({x}, {x}o, PACKED)", "pass", "astype fp16", None),
+            ("floor: compiled loop round 5 stream", n, f"stream_loop({x}, {x}o, PACKED_ROUND5, KEY, POS)", "pass",
+             "floor: compiled loop", None),
+            ("floor: compiled loop round 5 counter", n, f"counter_loop({x}, {x}o, PACKED_ROUND5, KEYS, 0)", "pass",
+             "floor: compiled loop", None),
+            ("floor: stream draws", n, f"stream_uniform({n})", "pass", None, None),
             ("chop stored", n, f"chop({x})", "chop(None, H)", "astype fp16", 3.0),
             ("chop dict", n, f"chop({x}, H)", "pass", "astype fp16", 5.0),
             ("Chop object", n, f"half({x})", "pass", "astype fp16", 3.0),
@@ -105,17 +115,29 @@ def _cases(sizes: list) -> list:
     return cases
 
 
+#: The stochastic rows and the loop each runs (for their floors).
+_STOCHASTIC_LOOPS = {"chop stored round 5": "floor: compiled loop round 5 stream",
+                     "Chop round 5 rng": "floor: compiled loop round 5 counter"}
+
+
 def _namespace(sizes: list) -> dict:
     rng = np.random.default_rng(2026)
     namespace = {"np": np, "chop": chop, "cpfloat": cpfloat, "H": H, "H_ROUND5": H_ROUND5, "BINARY16": BINARY16,
                  "v": 1 / 3, "a": rng.standard_normal((10, 10)), "empty": _empty,
                  "half": Chop(format="h"), "half_sr": Chop(format="h", round=5, rng=1)}
     spec = resolve(H, None).spec
+    counter = counter_sources(1).counter
     namespace.update(SPEC=spec, MATLAB_STREAM=MATLAB_STREAM, chop_scalar=numpy_fast.chop_scalar,
-                     lend_stream=_lend_stream, counter=counter_sources(1).counter,
-                     CONSTANTS=compiled.rounding_constants(spec, np.float64))
-    if compiled.available():  # (without Numba the compiled loop's rows are left out)
-        namespace["loop"] = compiled.kernels().det_serial
+                     lend_stream=_lend_stream, counter=counter, stream_uniform=stream_uniform,
+                     PACKED=compiled.packed_constants(compiled.rounding_constants(spec, np.float64)),
+                     PACKED_ROUND5=compiled.packed_constants(
+                         compiled.rounding_constants(resolve(H_ROUND5, None).spec, np.float64)),
+                     KEY=np.array(rng.integers(0, 2**32, 624), np.uint32), POS=np.array([624], np.intc),
+                     KEYS=np.array(counter.keys, np.uint64))
+    if compiled.available():  # (without Numba the compiled loops' rows are left out)
+        kernels = compiled.kernels()
+        namespace.update(loop=kernels.det_small_double, stream_loop=kernels.stream_small_double,
+                         counter_loop=kernels.counter_small_double)
     for n in sizes:
         x = namespace[f"x{n}"] = rng.standard_normal(n)
         out = np.empty_like(x)
@@ -149,7 +171,7 @@ def main(argv: list | None = None) -> int:
     options = parser.parse_args(argv)
     rounds = 1 if options.smoke else options.rounds or (12 if options.quick else 40)
     namespace = _namespace(options.sizes)
-    cases = [case for case in _cases(options.sizes) if "loop" in namespace or not case[2].startswith("loop(")]
+    cases = [case for case in _cases(options.sizes) if "loop" in namespace or "loop(" not in case[2]]
 
     timers = []
     for name, n, statement, setup, _, _ in cases:
@@ -184,11 +206,17 @@ def main(argv: list | None = None) -> int:
     print()
     print("Targets (ratio to the reference row, same run)")
     print()
-    print("| case | n | ratio | target | met |")
-    print("|---|---|---:|---:|---|")
+    print("| case | n | ratio | target | met | floor |")
+    print("|---|---|---:|---:|---|---:|")
     for name, n, ratio, reference, target in verdicts:
         met = "-" if options.smoke else "yes" if ratio <= target else "no"  # (a smoke run measures nothing)
-        print(f"| {name} | n={n} | {ratio:.2f} | {target:g}x {reference} | {met} |")
+        loop = _STOCHASTIC_LOOPS.get(name)
+        floor = ""
+        if loop and ("floor: compiled loop", n) in figures:
+            # the reference call with its deterministic loop swapped for the stochastic one
+            deterministic = figures[(reference, n)]
+            floor = (f"{(deterministic - figures[('floor: compiled loop', n)] + figures[(loop, n)]) / deterministic:.2f}")
+        print(f"| {name} | n={n} | {ratio:.2f} | {target:g}x {reference} | {met} | {floor} |")
     return 0
 
 

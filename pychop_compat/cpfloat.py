@@ -220,10 +220,10 @@ class _State:
     catalogue: Optional[Format] = None  # the catalogue's format, for names beyond the MEX's
     rules: CpfloatRules = _TODAY
     # Found once for the calls of a loop: the state after a dict of options, by the dict's
-    # content (items_snapshot), and the RoundingSpec of each input class (one object, which the
-    # router's and the kernels' caches then find by identity).
+    # content (items_snapshot), and the rounding of each input class (the router bound to its
+    # RoundingSpec: one object, which the kernels' caches then find by identity).
     after: dict = field(default_factory=dict, compare=False, repr=False)
-    specs: dict = field(default_factory=dict, compare=False, repr=False)
+    roundings: dict = field(default_factory=dict, compare=False, repr=False)
 
 
 _state: Optional[_State] = None
@@ -384,12 +384,12 @@ def _updated(state: _State, fpopts: Any) -> _State:
     return new
 
 
-def _spec_for(state: _State, x_class: str) -> RoundingSpec:
-    """:func:`_checked_spec`, found once per state and class."""
-    spec = state.specs.get(x_class)
-    if spec is None:
-        spec = state.specs[x_class] = _checked_spec(state, x_class)
-    return spec
+def _rounding_for(state: _State, x_class: str) -> dispatch.PreparedRounding:
+    """The router bound to :func:`_checked_spec`, found once per state and class."""
+    rounding = state.roundings.get(x_class)
+    if rounding is None:
+        rounding = state.roundings[x_class] = dispatch.PreparedRounding(_checked_spec(state, x_class), MATLAB_STREAM)
+    return rounding
 
 
 _FLOAT64, _FLOAT32 = np.dtype(np.float64), np.dtype(np.float32)
@@ -447,13 +447,13 @@ def _checked_spec(state: _State, x_class: str) -> RoundingSpec:
     )
 
 
-def _round(x, spec: RoundingSpec):
+def _round(x, rounding: dispatch.PreparedRounding):
     if type(x) is not np.ndarray:
         if array_library(x) not in ("numpy", "torch", "cupy", "jax", "dask"):
             raise unsupported_type_error(x)
         if isinstance(x, np.ndarray):  # a subclass (np.matrix, a masked array): the MEX returns a plain array
             x = np.asarray(x)
-    return dispatch.round_array(x, spec, MATLAB_STREAM)
+    return rounding(x)
 
 
 def cpfloat(x: Any = None, fpopts: Any = None) -> Any:
@@ -509,8 +509,7 @@ def cpfloat(x: Any = None, fpopts: Any = None) -> Any:
         return cpfloat_options()
     x_class = _storage_class(x)
     _state = state  # the MEX stores the options before it checks them against x
-    spec = _spec_for(state, x_class)
-    return _round(x, spec)
+    return _round(x, _rounding_for(state, x_class))
 
 
 def cpfloat_options() -> CpfloatOptions:
@@ -551,9 +550,8 @@ class CpfloatAt:
                 return self.options()
             x_class = _storage_class(x)
             self._state = state  # the MEX stores the options before it checks them against x
-            spec = _spec_for(state, x_class)
-        out = _round(x, spec)
-        return _dated_details(x, out, spec, self.rules)
+            rounding = _rounding_for(state, x_class)
+        return _dated_details(x, _round(x, rounding), rounding.spec, self.rules)
 
     def options(self) -> CpfloatOptions:
         """The persistent options (a copy), ``params`` listed as the interface of the date lists them."""

@@ -126,7 +126,7 @@ class RoundingSpec:
         """Whether the format's exponent range applies (``explim = 1``)."""
         return bool(self.explim)
 
-    @property
+    @functools.cached_property  # asked on every call that draws
     def flips(self) -> bool:
         """Whether bits are flipped (``flip != 0``)."""
         return bool(self.flip)

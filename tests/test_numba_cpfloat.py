@@ -137,17 +137,18 @@ def test_dispatch_follows_the_cpu_engine_setting(monkeypatch):
     cpu_engine('numpy') to the NumPy bit-pattern engine; both give the reference's bits."""
     calls = []
 
-    def spy(module):
-        original = module.round_array
+    def spy(module, name):
+        original = getattr(module, name)
 
-        def wrapped(x, spec):
+        def wrapped(*args):
             calls.append(module.__name__.rsplit(".", 1)[-1])
-            return original(x, spec)
+            return original(*args)
 
-        monkeypatch.setattr(module, "round_array", wrapped)
+        monkeypatch.setattr(module, name, wrapped)
 
-    spy(numba_cpfloat)
-    spy(numpy_cpfloat)
+    spy(numba_cpfloat, "round_array")
+    spy(numba_cpfloat, "round_small_double")  # (the compiled loop of arrays below SERIAL_BELOW)
+    spy(numpy_cpfloat, "round_array")
     x = np.linspace(-500, 500, 1001)
     want = round_cpfloat(x, lookup_format("float8_e4m3fn"), 0, True, True, False, False, MATLAB_STREAM)
     results = {}

@@ -317,13 +317,13 @@ def test_cpfloat_warns_about_ignored_params_on_every_call():
 
 def test_cpfloat_one_spec_object_for_repeated_options(monkeypatch):
     seen = []
-    original = dispatch.round_array
+    original = dispatch.PreparedRounding.__call__  # (cpfloat's route to round_array)
 
-    def spy(x, spec, sources, **kwargs):
-        seen.append(spec)
-        return original(x, spec, sources, **kwargs)
+    def spy(self, x):
+        seen.append(self.spec)
+        return original(self, x)
 
-    monkeypatch.setattr(dispatch, "round_array", spy)
+    monkeypatch.setattr(dispatch.PreparedRounding, "__call__", spy)
     for _ in range(3):
         cpfloat(THIRD, {"format": "binary16"})
     cpfloat(THIRD, {"format": "binary16", "round": 4})

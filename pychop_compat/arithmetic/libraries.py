@@ -13,7 +13,6 @@ arrays; :mod:`.jax_array` also calls ``round_jax``).  A test's stand-in device l
 from __future__ import annotations
 
 import contextlib
-from functools import partial
 from typing import Any, Callable, Iterator, List, Optional, Tuple
 
 import array_api_compat
@@ -101,9 +100,9 @@ def from_host(host: np.ndarray, like: Any) -> Any:
 
 def host_rounder(spec: RoundingSpec, sources: RandomSources) -> Callable[[np.ndarray], np.ndarray]:
     """chop's rule by ``spec`` on non-empty float32/float64 NumPy arrays in native byte order:
-    :func:`~pychop_compat.engines.dispatch.round_array`, whose plans for small arrays find the
-    router's kernel once per spec, sources, dtype and CPU-engine setting (one cache, the router's)."""
-    return partial(dispatch.round_array, spec=spec, sources=sources)
+    :class:`~pychop_compat.engines.dispatch.PreparedRounding`, which finds the router's kernel
+    for small arrays once per dtype and CPU-engine setting."""
+    return dispatch.PreparedRounding(spec, sources)
 
 
 def round_array(x: Any, spec: RoundingSpec, sources: RandomSources) -> Any:

@@ -41,7 +41,7 @@ from ..rules.cpfloat import (ROUND_MODES, apply_encoding, block_numbers, chop_bl
 from ..spec import FLIP_PRECISION_ERROR, RoundingSpec
 from . import cupy_engine, dask_engine, jax_engine, labelled, numpy_engine, torch_engine
 
-__all__ = ["round_array", "round_jax", "route", "route_call", "explain", "Call", "Kernel", "Route", "Explanation",
+__all__ = ["round_array", "PreparedRounding", "round_jax", "route", "route_call", "explain", "Call", "Kernel", "Route", "Explanation",
            "REGISTRY", "cpu_engine", "set_cpu_engine", "get_cpu_engine", "cuda_route", "get_cuda_route", "device_paths_on_cpu",
            "cupy_for", "triton_for", "CUDA_ROUTES"]
 
@@ -373,14 +373,14 @@ def _while_loading(run: Callable[..., Any], *args: Any) -> Any:
     request, is seen when a plan is made: until then these calls count on)."""
     global _spent_waiting, _load_due
     if _load_due:
-        _PLANS.clear()
+        _forget_plans()
         return run(*args)
     start = time.perf_counter()
     out = run(*args)
     _spent_waiting += time.perf_counter() - start
     if _spent_waiting >= _LOAD_SECONDS:
         _load_due = True
-        _PLANS.clear()
+        _forget_plans()
     return out
 
 
@@ -917,6 +917,62 @@ _FLOAT64, _FLOAT32 = np.dtype(np.float64), np.dtype(np.float32)
 #: or None).  The entry holds the spec and the sources, so their ids are not reused while it lives.
 _PLANS: dict = {}
 _PLANS_MAX = 256
+#: The sizes that small calls' plans take (:func:`_planned`).
+_SMALL_BELOW = compiled.SERIAL_BELOW
+#: Counts the times every plan was forgotten (the compiled kernels loaded): a PreparedRounding
+#: made its plans under the count it holds.
+_plans_forgotten = 0
+
+
+def _forget_plans() -> None:
+    global _plans_forgotten
+    _PLANS.clear()
+    _plans_forgotten += 1
+
+
+class PreparedRounding:
+    """:func:`round_array` for one spec and source of numbers, ``prepared(x)``: the kernel call of
+    small NumPy arrays found once per dtype and CPU engine setting (and kept until the compiled
+    kernels load under ``'auto'``).  The facades keep one per resolved options: a call on a
+    small array then costs a dict lookup above its kernel.
+
+    Parameters
+    ----------
+    spec : RoundingSpec
+    sources : RandomSources
+        Where the random numbers come from (a call that draws from MATLAB's stream is made
+        holding the stream, as for :func:`round_array`).
+    """
+
+    __slots__ = ("spec", "sources", "_doubles", "_singles", "_made_at")
+
+    def __init__(self, spec: RoundingSpec, sources: RandomSources) -> None:
+        self.spec = spec
+        self.sources = sources
+        self._doubles: dict = {}  # engine setting -> plan (None: round_array's general path)
+        self._singles: dict = {}
+        self._made_at = _plans_forgotten
+
+    def __reduce__(self) -> tuple:  # (the plans hold compiled kernels: made again after unpickling)
+        return PreparedRounding, (self.spec, self.sources)
+
+    def __call__(self, x: Any) -> Any:
+        """``round_array(x, spec, sources)``."""
+        if type(x) is np.ndarray and 1 < x.size < _SMALL_BELOW:
+            dtype = x.dtype
+            plans = self._doubles if dtype is _FLOAT64 else self._singles if dtype is _FLOAT32 else None
+            if plans is not None:
+                if self._made_at != _plans_forgotten:
+                    self._doubles.clear()
+                    self._singles.clear()
+                    self._made_at = _plans_forgotten
+                engine = get_cpu_engine()
+                plan = plans.get(engine, False)
+                if plan is False:
+                    plan = plans[engine] = _plan(x, self.spec, self.sources)
+                if plan is not None:
+                    return plan(x)
+        return round_array(x, self.spec, self.sources)
 
 
 def _planned(x: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> Optional[Callable[[np.ndarray], Any]]:
@@ -928,7 +984,7 @@ def _planned(x: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> Optio
     The sources enter only where the spec draws: a deterministic route does not depend on them.
     """
     dtype = x.dtype
-    if not ((dtype is _FLOAT64 or dtype is _FLOAT32) and 1 < x.size < compiled.SERIAL_BELOW):
+    if not ((dtype is _FLOAT64 or dtype is _FLOAT32) and 1 < x.size < _SMALL_BELOW):
         return None
     draws = spec.draws
     engine = get_cpu_engine()
@@ -954,7 +1010,7 @@ def _plan(x: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> Optional
     if chosen.name == "numpy":
         return _timed_while_waiting(lambda a: _run_numpy(a, call, spec, sources, None), call, spec, sources, x)
     if chosen.name == "numba-cpfloat" and not spec.draws:
-        return lambda a: _numba_cpfloat().round_array(a, spec)
+        return _numba_cpfloat().small_call(spec, x.dtype)
     if chosen.name == "numba-cpfloat" and spec.range_rules == "cpfloat":
         return lambda a: _numba_cpfloat().round_drawn(a, spec, sources)
     if chosen.name == "numpy-cpfloat":

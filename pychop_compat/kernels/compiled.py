@@ -19,14 +19,14 @@ from typing import Any, Callable, Iterator, Literal, Optional
 
 import numpy as np
 
-from ..random.matlab_stream import stream_state, stream_uniform
+from ..random.matlab_stream import on_stream_state, stream_uniform
 from ..spec import RoundingSpec
 from ..random.sources import RandomSources
 from ..rules.cpfloat import limited_bit_sources
 from .numpy_fast import LAYOUTS, in_memory_order
 
 __all__ = ["available", "set_cpu_engine", "cpu_engine", "get_cpu_engine", "chop_array", "warm_up",
-           "wanted", "handles", "rounding_constants", "kernels", "loaded", "small_call", "SERIAL_BELOW", "CHUNK",
+           "wanted", "handles", "rounding_constants", "packed_constants", "kernels", "loaded", "small_call", "SERIAL_BELOW", "CHUNK",
            "flush_tiny_constants", "round_deterministic"]
 
 #: Below this many elements one thread does everything (a parallel launch costs up to a time slice).
@@ -209,6 +209,14 @@ def rounding_constants(spec: RoundingSpec, dtype: Any) -> tuple:
     return _spec_constants(spec, np.dtype(dtype).char)
 
 
+def packed_constants(constants: tuple) -> np.ndarray:
+    """The four arrays of :func:`rounding_constants` as one array of 48 words, the small loops'
+    constants (``numba_kernels.det_small_double`` and its siblings): a call through Numba's
+    dispatcher costs about 70 ns per argument, as much as rounding ten elements."""
+    ip, up, fp, rp = constants
+    return np.concatenate((ip.astype(np.int64).view(np.uint64), up, fp.view(np.uint64), rp))
+
+
 def flush_tiny_constants(spec: RoundingSpec, dtype: Any) -> Optional[tuple]:
     """:func:`rounding_constants` for the deterministic loops with chop.m's tiny-number rule of
     before 2020-06-16 (``chop_at``): every ``|x|`` below ``min_rep`` becomes +0, whatever the mode.
@@ -327,38 +335,56 @@ def small_call(spec: RoundingSpec, sources: RandomSources, dtype: Any) -> Callab
     ip, up, fp, rp = _spec_constants(spec, dtype.char)
     unsigned = _UINT[dtype.char]
     single = dtype.char == "f"
+    packed = packed_constants((ip, up, fp, rp))
 
     def by_chop_array(x: np.ndarray) -> np.ndarray:
         return chop_array(x, spec, sources)
 
     def per_element(counter: Any) -> Callable[[np.ndarray], np.ndarray]:
-        counter_keys = counter.keys
-        keys = np.array(counter_keys, np.uint64)
+        keys = np.array(counter.keys, np.uint64)
 
         def call(x: np.ndarray) -> np.ndarray:
-            stream = counter.take(x.size)
-            flat = np.ascontiguousarray(x).reshape(-1)  # row-major: the counters follow C order
-            out = np.empty(flat.shape, dtype)
-            k.counter_serial(flat, flat.view(unsigned), out, out.view(unsigned), ip, up, fp, single,
-                             keys if stream.keys is counter_keys else np.array(stream.keys, np.uint64),
-                             np.uint64(stream.offset), None)
-            return out.reshape(x.shape)
+            offset = counter.advance(x.size)
+            out = np.empty(x.shape, dtype)
+            # row-major: the counters follow C order
+            flat = x if x.ndim == 1 and x.flags.c_contiguous else np.ascontiguousarray(x).reshape(-1)
+            loop = k.counter_small_single if single else k.counter_small_double  # (looked up here: tests spy)
+            loop(flat, out if out.ndim == 1 else out.reshape(-1), packed, keys, offset)
+            return out
 
         return call
 
     if _e8m0_rules_apply(spec) or spec.random_bits:
         return by_chop_array  # (the encoding's pass, the limited bits' sources: chop_array's)
     if not spec.draws:
-        return functools.partial(_deterministic, k, ip, up, fp, rp, single, unsigned)
+        other = functools.partial(_deterministic, k, ip, up, fp, rp, single, unsigned)
+
+        def deterministic(x: np.ndarray) -> np.ndarray:
+            if x.ndim == 1 and x.flags.c_contiguous:  # (the usual small call: no copy, no reshape)
+                out = np.empty(x.shape, dtype)
+                (k.det_small_single if single else k.det_small_double)(x, out, packed)  # (looked up here: tests spy)
+                return out
+            return other(x)
+
+        return deterministic
     if sources.given is None and sources.counter is not None:
         return per_element(sources.counter)
     if sources.given is None and sources.stochastic is stream_uniform and spec.stochastic and not spec.flips:
-        return functools.partial(_streamed, k, ip, up, fp, single, unsigned)
+
+        def streamed(x: np.ndarray) -> np.ndarray:
+            # MATLAB's element order: column-major (a vector's is its own)
+            flat = x if x.ndim == 1 and x.flags.c_contiguous else x.ravel(order="F")
+            out = np.empty(flat.shape, dtype)
+            stream_loop = k.stream_small_single if single else k.stream_small_double  # (looked up here: tests spy)
+            on_stream_state(stream_loop, flat, out, packed)
+            return out if x.ndim == 1 else out.reshape(x.shape, order="F")
+
+        return streamed
     return by_chop_array
 
 
 def _deterministic(k, ip, up, fp, rp, single, utype, x):
-    if x.flags.c_contiguous and x.size < SERIAL_BELOW:  # (the small calls' path: no copy)
+    if x.flags.c_contiguous and x.size < SERIAL_BELOW:  # (no copy)
         out = np.empty(x.shape, x.dtype)
         flat, out_flat = (x, out) if x.ndim == 1 else (x.reshape(-1), out.reshape(-1))
         k.det_serial(flat, flat.view(utype), out_flat, out_flat.view(utype), ip, up, fp, rp, single)
@@ -393,8 +419,7 @@ def _streamed(k, ip, up, fp, single, utype, x):
     """Stochastic rounding with MATLAB's stream, drawn inside the loop (in MATLAB's element order)."""
     xf = x.ravel(order="F")
     of = np.empty_like(xf)
-    with stream_state() as (key, position):
-        k.round_stream(xf, xf.view(utype), of, of.view(utype), ip, up, fp, single, key, position)
+    on_stream_state(k.round_stream, xf, xf.view(utype), of, of.view(utype), ip, up, fp, single)
     return of.reshape(x.shape, order="F")
 
 
@@ -471,4 +496,10 @@ def warm_up() -> float:
                     out, utype = np.empty_like(x), _UINT[x.dtype.char]
                     kernels().round_stream(x, x.view(utype), out, out.view(utype), ip, up, fp, dtype is np.float32,
                                          np.arange(624, dtype=np.uint32), np.array([624], np.intc))
+                    if size < SERIAL_BELOW:  # the small calls' loop
+                        small = kernels().stream_small_single if dtype is np.float32 else kernels().stream_small_double
+                        small(x, out, packed_constants(_spec_constants(spec, x.dtype.char)),
+                              np.arange(624, dtype=np.uint32), np.array([624], np.intc))
+                if size < SERIAL_BELOW and not spec.flips:  # the small calls' loops (deterministic, counter)
+                    small_call(spec, counter_sources(0), x.dtype)(x)
     return time.perf_counter() - start

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
+from typing import Callable
 
 import numba
 import numpy as np
@@ -213,6 +214,18 @@ def round_serial(xu, ou, karray, mode):
     _range(xu, ou, 0, xu.size, _tuple(karray), mode)
 
 
+@numba.njit(**JIT_OPTIONS)
+def round_small_double(x, out, karray, mode):
+    """:func:`round_serial` on float64 values, the bit views made here (small calls)."""
+    _range(x.view(np.uint64), out.view(np.uint64), 0, x.size, _tuple(karray), mode)
+
+
+@numba.njit(**JIT_OPTIONS)
+def round_small_single(x, out, karray, mode):
+    """:func:`round_serial` on float32 values, the bit views made here (small calls)."""
+    _range(x.view(np.uint32), out.view(np.uint32), 0, x.size, _tuple(karray), mode)
+
+
 @numba.njit(parallel=True, **JIT_OPTIONS)
 def round_parallel(xu, ou, karray, mode, chunk):
     """As :func:`round_serial`, chunks of ``chunk`` elements shared out over Numba's threads."""
@@ -390,6 +403,29 @@ def round_array(x: np.ndarray, spec: RoundingSpec) -> np.ndarray:
     else:
         round_parallel(xu, ou, k, mode, CHUNK)
     return out
+
+
+def small_call(spec: RoundingSpec, dtype: np.dtype) -> Callable[[np.ndarray], np.ndarray]:
+    """:func:`round_array` for ``spec`` on arrays of ``dtype`` below :data:`SERIAL_BELOW`
+    elements, with the constants found once (the router keeps it per spec and dtype)."""
+    mode = int(spec.round)
+    if mode not in ROUND_MODES or mode in (5, 6):
+        return lambda x: round_array(x, spec)
+    k = _spec_constants(spec, dtype.char)
+    single = dtype.char == "f"
+
+    def call(x: np.ndarray) -> np.ndarray:
+        if not x.flags.c_contiguous:
+            return round_array(x, spec)
+        out = np.empty(x.shape, dtype)
+        loop = round_small_single if single else round_small_double  # (looked up here: tests spy)
+        if x.ndim == 1:
+            loop(x, out, k, mode)
+        else:
+            loop(x.reshape(-1), out.reshape(-1), k, mode)
+        return out
+
+    return call
 
 
 def round_stochastic(x: np.ndarray, spec: RoundingSpec, u: np.ndarray) -> np.ndarray:

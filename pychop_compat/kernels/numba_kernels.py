@@ -417,6 +417,33 @@ def det_parallel(xf, xu, of, ou, ip, up, fp, rp, single, chunk):
         _det_range(xf, xu, of, ou, chunk_index * chunk, min(n, (chunk_index + 1) * chunk), k, c, single)
 
 
+# --- small calls: the serial loops with their constants packed in one array ------------------------
+# Numba's dispatcher costs about 70 ns per argument, as much as rounding 10 elements: a small call
+# passes the values, the result and one array of constants (ip, up, fp and rp as words, in that
+# order: compiled.packed_constants), and the bit views are made here.  One kernel per input class
+# (a view's dtype is fixed when Numba compiles).
+
+
+@numba.njit(**INLINE_OPTIONS)
+def _unpacked(packed):
+    """``(constants(ip, up, fp), rp)`` of a packed array of 48 words."""
+    return constants(packed[:15].view(np.int64), packed[15:24], packed[24:30].view(np.float64)), packed[30:48]
+
+
+@numba.njit(**JIT_OPTIONS)
+def det_small_double(xf, of, packed):
+    """:func:`det_serial` on float64, constants packed."""
+    k, rp = _unpacked(packed)
+    _det_range(xf, xf.view(np.uint64), of, of.view(np.uint64), 0, xf.size, k, _det_constants(rp), False)
+
+
+@numba.njit(**JIT_OPTIONS)
+def det_small_single(xf, of, packed):
+    """:func:`det_serial` on float32, constants packed."""
+    k, rp = _unpacked(packed)
+    _det_range(xf, xf.view(np.uint32), of, of.view(np.uint32), 0, xf.size, k, _det_constants(rp), True)
+
+
 # --- the counter-based generator: each element its own numbers ------------------------------------
 # A branch-free loop per sub-block, a plain call for one holding other elements.  ``given``: the
 # numbers given per element, or None for the counter's (a specialisation of its own).
@@ -491,6 +518,24 @@ def counter_parallel(xf, xu, of, ou, ip, up, fp, single, keys, offset, chunk, gi
     for c in prange((n + chunk - 1) // chunk):
         _counter_range(xf, xu, of, ou, c * chunk, min(n, (c + 1) * chunk), k, single,
                        keys[0], keys[1], keys[2], offset, given)
+
+
+@numba.njit(**JIT_OPTIONS)
+def counter_small_double(xf, of, packed, keys, offset):
+    """:func:`counter_serial` on float64 with the counter's numbers, constants packed
+    (``offset``: a Python int, typed int64 below 2**63 and uint64 above)."""
+    k, _ = _unpacked(packed)
+    _counter_range(xf, xf.view(np.uint64), of, of.view(np.uint64), 0, xf.size, k, False, keys[0], keys[1], keys[2],
+                   np.uint64(offset), None)
+
+
+@numba.njit(**JIT_OPTIONS)
+def counter_small_single(xf, of, packed, keys, offset):
+    """:func:`counter_serial` on float32 with the counter's numbers, constants packed
+    (``offset``: a Python int, typed int64 below 2**63 and uint64 above)."""
+    k, _ = _unpacked(packed)
+    _counter_range(xf, xf.view(np.uint32), of, of.view(np.uint32), 0, xf.size, k, True, keys[0], keys[1], keys[2],
+                   np.uint64(offset), None)
 
 
 # --- chop.m's draw order: count, draw in bulk (by the caller), round ---------------------------------
@@ -707,13 +752,44 @@ def _mt_mix(upper_word, lower_word, far):
 
 @numba.njit(**JIT_OPTIONS)
 def _mt_temper(key, tempered):
-    for i in range(_MT_N):
-        y = np.uint64(key[i])
-        y ^= y >> _S11
-        y ^= (y << _S7) & _MT_B
-        y ^= (y << _S15) & _MT_C
-        y ^= y >> _S18
-        tempered[i] = y
+    _mt_temper_words(key, tempered, 0, _MT_N)
+
+
+@numba.njit(**JIT_OPTIONS)
+def _mt_temper_words(key, tempered, first, last):
+    """The outputs of words ``first:last`` of ``key`` (a small call tempers the words it reads)."""
+    for i in range(first, last):
+        tempered[i] = _mt_tempered(key[i])
+
+
+@numba.njit(**INLINE_OPTIONS)
+def _mt_tempered(word):
+    """mt19937ar's output of one state word."""
+    y = np.uint64(word)
+    y ^= y >> _S11
+    y ^= (y << _S7) & _MT_B
+    y ^= (y << _S15) & _MT_C
+    return y ^ (y >> _S18)
+
+
+@numba.njit(**INLINE_OPTIONS)
+def _mt_next_word(key, pos):
+    """The next 32-bit output, tempered as it is read (no table of outputs: a call that draws a
+    few numbers)."""
+    p = pos[0]
+    if p >= _MT_N:
+        _mt_generate(key)
+        p = 0
+    pos[0] = p + 1
+    return _mt_tempered(key[p])
+
+
+@numba.njit(**INLINE_OPTIONS)
+def _mt_next_double(key, pos):
+    """The next double of the stream, by :func:`_mt_next_word`."""
+    a = _mt_next_word(key, pos) >> _S5
+    b = _mt_next_word(key, pos) >> _S6
+    return (np.float64(a) * 67108864.0 + np.float64(b)) * 2.0**-53
 
 
 @numba.njit(**JIT_OPTIONS)
@@ -850,7 +926,72 @@ def round_stream(xf, xu, of, ou, ip, up, fp, single, key, pos):
     cursor is set the normal block's count ahead (:func:`_mt_skip`), and one pass takes each
     element's number from its block's cursor (a tiny subnormal block: rounded last, from the one
     cursor).  Leaves ``key, pos`` after the last number; returns the two counts."""
-    k = constants(ip, up, fp)
+    return _round_stream(xf, xu, of, ou, constants(ip, up, fp), single, key, pos)
+
+
+#: stream_small_* rounds up to this many elements by :func:`_round_stream_few`.
+STREAM_FEW = SUB_BLOCK
+
+
+@numba.njit(**JIT_OPTIONS)
+def stream_small_double(xf, of, packed, key, pos):
+    """:func:`round_stream` on float64, constants packed (see :func:`det_small_double`)."""
+    k, _ = _unpacked(packed)
+    if xf.size <= STREAM_FEW:
+        return _round_stream_few(xf, xf.view(np.uint64), of, of.view(np.uint64), k, False, key, pos)
+    return _round_stream(xf, xf.view(np.uint64), of, of.view(np.uint64), k, False, key, pos)
+
+
+@numba.njit(**JIT_OPTIONS)
+def stream_small_single(xf, of, packed, key, pos):
+    """:func:`round_stream` on float32, constants packed."""
+    k, _ = _unpacked(packed)
+    if xf.size <= STREAM_FEW:
+        return _round_stream_few(xf, xf.view(np.uint32), of, of.view(np.uint32), k, True, key, pos)
+    return _round_stream(xf, xf.view(np.uint32), of, of.view(np.uint32), k, True, key, pos)
+
+
+@numba.njit(**INLINE_OPTIONS)
+def _round_stream_few(xf, xu, of, ou, k, single, key, pos):
+    """:func:`round_stream` for a few elements, with nothing allocated: a counting pass, then the
+    normal block's elements in order with the numbers drawn as they come, then the subnormal
+    block's (chop.m draws the subnormal block's numbers after all of the normal block's).  Each
+    element by the rule of round_stream's sub-blocks (regular ones, or the general rule)."""
+    n = xf.size
+    k_normal = 0
+    k_sub = 0
+    for i in range(n):
+        sub, need = _classify(np.uint64(xu[i]), np.float64(xf[i]), k)
+        if need:
+            if sub:
+                k_sub += 1
+            else:
+                k_normal += 1
+    for block in range(2):  # 0: the normal block, 1: the subnormal block
+        in_sub = block == 1
+        plus_zero = (k_sub if in_sub else k_normal) > 0  # chop.m's stochastic branch gives +0 when its block drew
+        for i in range(n):
+            b = np.uint64(xu[i])
+            if _is_regular(b, k):  # (the usual element: in the normal block)
+                if not in_sub:
+                    draws = (b & k[LOW0]) != _U0
+                    ou[i] = _regular_stochastic(b, k, _to_class(_mt_next_double(key, pos), single) if draws else 2.0)
+                continue
+            v = np.float64(xf[i])
+            sub, need = _classify(b, v, k)
+            if sub != in_sub:
+                continue
+            rnd = _to_class(_mt_next_double(key, pos), single) if need else 2.0
+            by_bits, bits = _bit_rule_stochastic(b, k, rnd)
+            if by_bits:
+                ou[i] = bits
+            else:
+                of[i] = _general(v, k, single, rnd, plus_zero, -1)
+    return k_normal, k_sub
+
+
+@numba.njit(**INLINE_OPTIONS)
+def _round_stream(xf, xu, of, ou, k, single, key, pos):
     n = xf.size
     n_blocks = (n + SUB_BLOCK - 1) // SUB_BLOCK
     plans = np.empty(n_blocks, np.int8)
@@ -859,26 +1000,28 @@ def round_stream(xf, xu, of, ou, ip, up, fp, single, key, pos):
     k_normal, k_sub, n_sub = _stream_plan(xf, xu, k, plans, counts, flags)
     plus_normal = k_normal > 0  # chop.m's stochastic branch gives +0 when its block drew
     plus_sub = k_sub > 0
-    # The normal block's cursor and the subnormal block's, k_normal numbers (two words each) ahead.
-    tempered = np.empty(_MT_N, np.uint64)
-    _mt_temper(key, tempered)
-    key_sub = key.copy()
-    pos_sub = pos.copy()
-    tempered_sub = np.empty(_MT_N, np.uint64)
     # Few elements in the subnormal block: rounded last, from the one cursor (a second cursor
     # costs two words' generation per number skipped).
     defer = k_sub > 0 and n_sub * DEFER_BELOW < k_normal
+    # The normal block's cursor and the subnormal block's, k_normal numbers (two words each) ahead.
+    # Only the words read before a twist are tempered here (a twist tempers all: _mt_word).
+    tempered = np.empty(_MT_N, np.uint64)
+    _mt_temper_words(key, tempered, pos[0], min(_MT_N, pos[0] + 2 * (k_normal + (k_sub if defer else 0))))
+    two_cursors = k_sub > 0 and not defer
+    key_sub = key.copy() if two_cursors else key
+    pos_sub = pos.copy()
+    tempered_sub = np.empty(_MT_N if two_cursors else 0, np.uint64)
     # (their indices, values and bits, kept while in the cache)
     deferred = np.empty(n_sub if defer else 0, np.int64)
     deferred_values = np.empty(n_sub if defer else 0, np.float64)
     deferred_bits = np.empty(n_sub if defer else 0, np.uint64)
     n_deferred = 0
-    if k_sub and not defer:
+    if two_cursors:
         _mt_skip(key_sub, pos_sub, 2 * k_normal)
-        _mt_temper(key_sub, tempered_sub)
+        _mt_temper_words(key_sub, tempered_sub, pos_sub[0], min(_MT_N, pos_sub[0] + 2 * k_sub))
     # A group's numbers, drawn together: the normal block's, then the subnormal block's (each + 1:
     # read, unused, after the last element).
-    group = STREAM_GROUP * SUB_BLOCK
+    group = min(STREAM_GROUP * SUB_BLOCK, n)
     pool = np.zeros(2 * group + 2, np.float64)
     numbers = pool[:group + 1]
     numbers_sub = pool[group + 1:]
@@ -971,7 +1114,7 @@ def round_stream(xf, xu, of, ou, ip, up, fp, single, key, pos):
             ou[i] = _small_stochastic(b, k, d, rnd)
         else:
             of[i] = _general(v, k, single, rnd, plus_sub, -1)
-    if k_sub and not defer:  # the stream's state: after the subnormal block's last number
+    if two_cursors:  # the stream's state: after the subnormal block's last number
         key[:] = key_sub
         pos[0] = pos_sub[0]
     return k_normal, k_sub

@@ -55,22 +55,22 @@ class PersistentOptions:
     """
 
     def __init__(self) -> None:
-        self._main: Optional[ChopSpec] = None
+        self.main: Optional[ChopSpec] = None  # the main thread's (read by chop directly)
         self._local = threading.local()
 
     def state(self) -> tuple:
         """``(stored, owned)``: the stored options this thread sees (``None``: nothing stored), and
         whether this thread has its own (the main thread always has)."""
         if threading.get_ident() == _main_thread_ident:
-            return self._main, True
+            return self.main, True
         if getattr(self._local, "owned", False):
             return self._local.spec, True
-        return self._main, False
+        return self.main, False
 
     def write(self, spec: Optional[ChopSpec]) -> None:
         """Store ``spec`` (``None`` clears) for this thread."""
         if threading.get_ident() == _main_thread_ident:
-            self._main = spec
+            self.main = spec
         else:
             self._local.owned = True
             self._local.spec = spec
@@ -125,23 +125,24 @@ def _checked_class(x) -> str:
     return "single" if getattr(x, "dtype", None) in (np.float32, np.float16) else "double"
 
 
-def _chop_checked(x, spec: RoundingSpec, sources: RandomSources):
+def _chop_checked(x, prepared: dispatch.PreparedRounding):
     """Round ``x`` by a spec that draws; on failure nothing has been drawn from MATLAB's stream.
 
     A call that may draw from the stream holds it (its numbers are a contiguous
     run), and puts it back when a user's ``randfunc`` fails after the flips drew.
-    (A spec without random numbers goes to ``dispatch.round_array`` directly.)
+    (A spec without random numbers is rounded by ``prepared`` directly.)
     """
+    spec, sources = prepared.spec, prepared.sources
     if spec.flips and spec.fmt.t < 2:
         raise ValueError(FLIP_PRECISION_ERROR)
     if not sources.uses_matlab_stream:
-        return dispatch.round_array(x, spec, sources)
+        return prepared(x)
     with matlab_stream.exclusive_stream():
         if not (spec.flips and spec.stochastic and sources.stochastic is not MATLAB_STREAM.stochastic):
-            return dispatch.round_array(x, spec, sources)
+            return prepared(x)
         saved = matlab_stream.rng()
         try:
-            return dispatch.round_array(x, spec, sources)
+            return prepared(x)
         except BaseException:
             matlab_stream.restore_stream(saved)
             raise
@@ -198,8 +199,11 @@ def chop(x: Any = None, options: Any = None) -> Any:
     0.333984375
     """
     scalar = type(x) is float  # (the hot paths first: MATLAB code chops scalars in loops)
-    x_class = "double" if scalar else _checked_class(x)
-    stored, owned = _persistent.state()
+    x_class = "double" if scalar or (type(x) is np.ndarray and x.dtype is _FLOAT64) else _checked_class(x)
+    if threading.get_ident() == _main_thread_ident:  # (PersistentOptions.state, inlined: the usual call)
+        stored, owned = _persistent.main, True
+    else:
+        stored, owned = _persistent.state()
     # chop.m stores on every call.  Without options that re-stores what is stored (or the
     # defaults, when nothing is): a thread reading the main thread's options keeps reading them.
     if options is None:  # MATLAB's []: the stored settings (the usual call in a loop)
@@ -215,12 +219,10 @@ def chop(x: Any = None, options: Any = None) -> Any:
     elif type(x) is not np.ndarray and (x is None or (isinstance(x, (list, tuple)) and len(x) == 0)):
         # MATLAB's chop([], options): only set the options
         result = None if x is None else np.zeros(0)
-    else:
-        spec = settings.spec
-        if spec.draws:
-            result = _chop_checked(x, spec, sources_for(settings.randfunc))
-        else:  # no random numbers: nothing to check or hold
-            result = dispatch.round_array(x, spec, MATLAB_STREAM)
+    elif settings.spec.draws:
+        result = _chop_checked(x, settings.prepared)
+    else:  # no random numbers: nothing to check or hold
+        result = settings.prepared(x)
     if store:
         _persistent.write(settings)
     return result
@@ -351,7 +353,7 @@ class Chop:
         # An own generator inherited by fork would repeat its numbers in every child (see __call__).
         self._fork_generation = None if rng is None else fork_generation()
         self._draw_lock = threading.RLock()  # one call's draws from the generator are contiguous
-        self._calls: dict = {}  # x_class -> (settings, sources), made on first use
+        self._calls: dict = {}  # x_class -> (settings, PreparedRounding), made on first use
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
@@ -366,9 +368,10 @@ class Chop:
             self._fork_generation = fork_generation()
 
     def _call_for(self, x_class: str) -> tuple:
-        """``(settings, sources)`` of a call on an input of class ``x_class`` (found once)."""
+        """``(settings, prepared rounding)`` of a call on an input of class ``x_class`` (found once)."""
         settings = self._specs.get(x_class) or self._specs.setdefault(x_class, resolve(self._given, None, x_class))
-        found = self._calls[x_class] = (settings, sources_for(settings.randfunc, self._flips))
+        found = self._calls[x_class] = (settings, dispatch.PreparedRounding(settings.spec,
+                                                                           sources_for(settings.randfunc, self._flips)))
         return found
 
     @property
@@ -377,13 +380,13 @@ class Chop:
         return self._specs["double"].to_options()
 
     def __call__(self, x):
-        x_class = _checked_class(x)
-        settings, sources = self._calls.get(x_class) or self._call_for(x_class)
+        x_class = "double" if type(x) is np.ndarray and x.dtype is _FLOAT64 else _checked_class(x)
+        settings, prepared = self._calls.get(x_class) or self._call_for(x_class)
         spec = settings.spec
         if not spec.draws:  # no random numbers: nothing to check or hold
-            return dispatch.round_array(x, spec, sources)
+            return prepared(x)
         if self._fork_generation is None:
-            return _chop_checked(x, spec, sources)
+            return _chop_checked(x, prepared)
         if (self._fork_generation != fork_generation()
                 and (spec.flips or (spec.stochastic and settings.randfunc is default_randfunc))):
             raise ForkedStreamError(
@@ -391,8 +394,10 @@ class Chop:
                 "would repeat the parent's (and every other child's). Create the Chop in this process "
                 "(e.g. with a seed from numpy.random.SeedSequence(seed).spawn) or send it here pickled."
             )
+        if prepared.sources is self._flips and self._flips.counter is not None and not spec.flips:
+            return prepared(x)  # numbers per element, from one advance of the counter: nothing to hold
         with self._draw_lock:
-            return _chop_checked(x, spec, sources)
+            return _chop_checked(x, prepared)
 
     def __repr__(self) -> str:
         o = self.options

@@ -22,7 +22,9 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 import numpy as np
 
 from ..formats import CHOP_FORMAT_NAMES, CUSTOM_NAMES, custom_format, lookup_format
+from ..engines.dispatch import PreparedRounding
 from ..random.matlab_stream import default_randfunc
+from ..random.sources import sources_for
 from ..spec import RoundingSpec
 
 __all__ = ["Options", "ChopSpec", "resolve", "remembered", "OPTION_NAMES", "CHOP_M_OPTION_NAMES", "CHOP_RULES",
@@ -97,6 +99,12 @@ class ChopSpec:
     format: str
     spec: RoundingSpec
     randfunc: Callable[[int], Any]
+
+    @functools.cached_property
+    def prepared(self) -> PreparedRounding:
+        """The router bound to these options and their source of numbers (``randfunc``, else
+        MATLAB's stream): chop's calls on small arrays find their kernel there once."""
+        return PreparedRounding(self.spec, sources_for(self.randfunc))
 
     @functools.cached_property
     def scalar_path(self) -> bool:

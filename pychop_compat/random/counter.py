@@ -185,10 +185,15 @@ class CounterRng:
 
     def take(self, n: int) -> CounterStream:
         """The stream of a call on ``n`` elements: its keys and first counter; advances the counter."""
+        return CounterStream(self.keys, self.advance(int(n)))
+
+    def advance(self, n: int) -> int:
+        """The first counter of a call on ``n`` elements (a Python int; the keys are :attr:`keys`);
+        advances the counter (:meth:`take` without the stream object: what a small call needs)."""
         with self._lock:
             offset = self.offset
-            self.offset = (offset + int(n)) & _MASK
-        return CounterStream(self.keys, offset)
+            self.offset = (offset + n) & _MASK
+        return offset
 
     # Sequential draws: the flips of a call whose randfunc supplies the stochastic numbers.
 

@@ -24,17 +24,19 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional, Tuple, Union
+from typing import Any, Callable, Iterator, Optional, Tuple, TypeVar, Union
 
 import numpy as np
 
 __all__ = ["rng", "rand", "randi", "RngSettings", "stream_uniform", "stream_uniform_one", "stream_randi",
-           "ForkedStreamError", "exclusive_stream", "fork_generation", "restore_stream", "stream_state"]
+           "ForkedStreamError", "exclusive_stream", "fork_generation", "restore_stream", "stream_state",
+           "on_stream_state"]
 
 _DEFAULT_SEED_WORD = 5489  # mt19937ar's reference seed, used by MATLAB for rng(0)
 _bit_generator = np.random.MT19937()
 _stream = np.random.RandomState(_bit_generator)
 _stream.seed(_DEFAULT_SEED_WORD)
+T = TypeVar("T")
 _state_view: Any = None  # (key, pos) sharing memory with _bit_generator's state, or False
 _seed: int = 0
 _lock = threading.RLock()
@@ -285,6 +287,20 @@ def stream_state() -> Iterator[Tuple[np.ndarray, np.ndarray]]:
         yield key, pos
         state["state"] = {"key": key, "pos": int(pos[0])}
         _bit_generator.state = state
+
+
+def on_stream_state(draw: Callable[..., T], *args: Any) -> T:
+    """``draw(*args, key, pos)`` on the stream's state, as in ``with stream_state() as (key,
+    pos)``, and its result: the same loan as a call (a ``with`` block on a generator costs a
+    microsecond, as much as a small call's rounding)."""
+    with _lock:
+        if _seeded_generation != _generation:
+            _check_seeded()
+        shared = _state_view or _shared_state()
+        if shared:
+            return draw(*args, *shared)
+    with stream_state() as (key, pos):
+        return draw(*args, key, pos)
 
 
 def stream_randi(imax: int, n: int) -> np.ndarray:

@@ -11,6 +11,7 @@ defined in :mod:`pychop_compat.random.counter` only.
 from __future__ import annotations
 
 import contextlib
+import functools
 import contextvars
 import enum
 from dataclasses import dataclass, field
@@ -46,7 +47,7 @@ class RandomSources:
     counter: Optional[CounterRng] = None
     given: Any = field(default=None, compare=False)
 
-    @property
+    @functools.cached_property  # asked on every call that draws
     def uses_matlab_stream(self) -> bool:
         """Whether any of the three draws comes from MATLAB's stream."""
         return self.stochastic is stream_uniform or self.flip_uniform is stream_uniform

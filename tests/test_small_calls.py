@@ -331,6 +331,49 @@ def test_cpfloat_one_spec_object_for_repeated_options(monkeypatch):
     assert seen[3].round == 4 and seen[0].round == 1
 
 
+def _values_near_every_rule(fmt, n, seed):
+    """n values of fmt's scale with zeros, infinities, NaN, values above xmax and a third on
+    chop's subnormal block (which draws after the normal block)."""
+    generator = np.random.default_rng(seed)
+    x = generator.standard_normal(n) * np.exp2(generator.integers(-8, 8, n))
+    pick = generator.random(n)
+    x[pick < 0.35] = fmt.xmins * generator.uniform(-60, 60, int((pick < 0.35).sum()))  # (between grid points)
+    x[(pick > 0.35) & (pick < 0.4)] = np.inf
+    x[(pick > 0.4) & (pick < 0.42)] = np.nan
+    x[(pick > 0.42) & (pick < 0.47)] = fmt.xmax * 1.01
+    return x
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("name", ["h", "fp8-e5m2"])
+def test_the_few_element_stream_loop_draws_as_the_numpy_engine(name, dtype):
+    """The compiled loop of small calls with MATLAB's stream (few elements: counted, then the
+    normal block, then the subnormal block, each number drawn as it comes) on both sides of its
+    size limit, from positions of the stream's state next to a twist (an odd one: a double
+    across it): the NumPy engine's bits, and the stream left where the NumPy engine leaves it."""
+    from pychop_compat.random.matlab_stream import RngSettings, stream_uniform
+
+    x_class = "single" if dtype is np.float32 else "double"
+    rng(3)
+    stream_uniform(200)  # (any draws: a state to copy)
+    base = rng().State.copy()
+    for mode in (5, 6):
+        spec = resolve({"format": name, "round": mode}, None, x_class).spec
+        for n in (2, 10, 255, 256, 257, 700):
+            x = _values_near_every_rule(spec.fmt, n, n).astype(dtype)
+            for position in (0, 1, 400, 622, 623, 624):
+                state = base.copy()
+                state[624] = position
+                results, after = [], []
+                for kernel in (None, "numpy"):
+                    rng(RngSettings("twister", 0, state.copy()))
+                    results.append(dispatch.round_array(x, spec, MATLAB_STREAM, kernel=kernel))
+                    after.append(rng().State.tolist())
+                where = f"{name} round {mode}, n = {n}, position {position}"
+                assert_bits_equal(results[0], results[1], where)
+                assert after[0] == after[1], where
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("mode", [5, 6])
 def test_stochastic_plans_without_flips_draw_as_the_general_path(mode, dtype):

@@ -255,6 +255,8 @@ class _Plan:
         # Range limits: float64 thresholds, as the reference compares them.
         self.xmax, self.xboundary = np.float64(fmt.xmax), np.float64(xboundary)
         self.min_rep = np.float64(fmt.xmins if keep_subnormals else fmt.xmin)
+        # (the same as Python floats, for the scalar path)
+        self.limits = (float(self.xmax), float(self.xboundary), float(self.min_rep))
 
 
 @lru_cache(maxsize=64)
@@ -905,8 +907,9 @@ def _chop_scalar(plan: _Plan, v: float, sources: RandomSources) -> float:
     except OverflowError:
         c = math.copysign(math.inf, r)
     if plan.explim:
-        c = limit_value(c, v, plan.mode, float(plan.xmax), float(plan.xboundary), float(plan.min_rep),
-                        plan.keep_subnormals)
+        xmax, xboundary, min_rep = plan.limits
+        if not (abs(v) <= xmax and abs(c) >= min_rep):  # (else limit_value returns c: xboundary > xmax)
+            c = limit_value(c, v, plan.mode, xmax, xboundary, min_rep, plan.keep_subnormals)
     return c
 
 

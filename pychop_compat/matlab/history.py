@@ -21,7 +21,6 @@ from typing import Literal, Optional, Union
 
 import numpy as np
 
-from ..engines import dispatch
 from ..formats import CHOP_FORMAT_NAMES, CUSTOM_NAMES, custom_format, lookup_format
 from ..kernels import compiled, numpy_fast
 from ..random import matlab_stream
@@ -400,10 +399,10 @@ def _on_engines_at(work: np.ndarray, settings: ChopSpec, route: str, fused: dict
         if not spec.extended:  # the NumPy engine, every small element among its special ones
             return numpy_fast.chop_array(work, spec, MATLAB_STREAM, finish_special=functools.partial(
                 flush_tiny, min_rep=spec.min_rep), small_special=True)
-    sources = sources_for(settings.randfunc) if spec.draws else MATLAB_STREAM
-    drawing = spec.draws and sources.uses_matlab_stream  # the call's numbers: a contiguous run of the stream
+    prepared = settings.prepared  # (its sources: sources_for(settings.randfunc))
+    drawing = spec.draws and prepared.sources.uses_matlab_stream  # the call's numbers: a contiguous run
     with matlab_stream.exclusive_stream() if drawing else contextlib.nullcontext():
-        out = np.asarray(dispatch.round_array(work, spec, sources))
+        out = np.asarray(prepared(work))
     if route == "flush tiny":
         flush_tiny(out, work, spec.min_rep)
     return out
@@ -448,7 +447,7 @@ class ChopAt:
                     x, settings.spec, MATLAB_STREAM)
             elif (kind is np.ndarray and found[1] == "today" and not settings.spec.draws
                   and (x.dtype is _FLOAT64 or x.dtype is _FLOAT32)):
-                out = dispatch.round_array(x, settings.spec, MATLAB_STREAM)  # as chop does
+                out = settings.prepared(x)  # as chop does
             elif x is None or (isinstance(x, (list, tuple)) and len(x) == 0):
                 self._stored = settings
                 return None if x is None else np.zeros(0)

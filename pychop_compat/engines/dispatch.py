@@ -41,9 +41,9 @@ from ..rules.cpfloat import (ROUND_MODES, apply_encoding, block_numbers, chop_bl
 from ..spec import FLIP_PRECISION_ERROR, RoundingSpec
 from . import cupy_engine, dask_engine, jax_engine, labelled, numpy_engine, torch_engine
 
-__all__ = ["round_array", "PreparedRounding", "round_jax", "route", "route_call", "explain", "Call", "Kernel", "Route", "Explanation",
-           "REGISTRY", "cpu_engine", "set_cpu_engine", "get_cpu_engine", "cuda_route", "get_cuda_route", "device_paths_on_cpu",
-           "cupy_for", "triton_for", "CUDA_ROUTES"]
+__all__ = ["round_array", "PreparedRounding", "round_jax", "route", "route_call", "explain", "Call", "Kernel", "Route",
+           "Explanation", "REGISTRY", "cpu_engine", "set_cpu_engine", "get_cpu_engine", "cuda_route", "get_cuda_route",
+           "device_paths_on_cpu", "cupy_for", "triton_for", "CUDA_ROUTES"]
 
 
 # --- the settings -----------------------------------------------------------------------------

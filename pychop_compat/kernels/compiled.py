@@ -26,8 +26,8 @@ from ..rules.cpfloat import limited_bit_sources
 from .numpy_fast import LAYOUTS, in_memory_order
 
 __all__ = ["available", "set_cpu_engine", "cpu_engine", "get_cpu_engine", "chop_array", "warm_up",
-           "wanted", "handles", "rounding_constants", "packed_constants", "kernels", "loaded", "small_call", "SERIAL_BELOW", "CHUNK",
-           "flush_tiny_constants", "round_deterministic"]
+           "wanted", "handles", "rounding_constants", "packed_constants", "kernels", "loaded", "small_call",
+           "SERIAL_BELOW", "CHUNK", "flush_tiny_constants", "round_deterministic"]
 
 #: Below this many elements one thread does everything (a parallel launch costs up to a time slice).
 SERIAL_BELOW = 1 << 20

@@ -188,7 +188,7 @@ class CounterRng:
         return CounterStream(self.keys, self.advance(int(n)))
 
     def advance(self, n: int) -> int:
-        """The first counter of a call on ``n`` elements (a Python int; the keys are :attr:`keys`);
+        """The first counter of a call on ``n`` elements (a Python int; the keys are ``keys``);
         advances the counter (:meth:`take` without the stream object: what a small call needs)."""
         with self._lock:
             offset = self.offset

@@ -237,12 +237,26 @@ def flush_tiny_constants(spec: RoundingSpec, dtype: Any) -> Optional[tuple]:
     return ip, up, fp, rp
 
 
-def round_deterministic(x: np.ndarray, constants: tuple) -> np.ndarray:
-    """The deterministic loops on ``x`` (what :func:`handles` takes) with ``constants`` from
-    :func:`rounding_constants` or :func:`flush_tiny_constants` for its dtype; a new array."""
+def round_deterministic(constants: tuple, dtype: Any) -> Callable[[np.ndarray], np.ndarray]:
+    """The deterministic loops as a function of ``x`` (arrays of ``dtype`` that :func:`handles`
+    takes; a new array), with ``constants`` from :func:`rounding_constants` or
+    :func:`flush_tiny_constants` for ``dtype``: what :func:`small_call` gives for a
+    deterministic spec (the loop of small calls on a C-contiguous vector)."""
+    k = kernels()
     ip, up, fp, rp = constants
-    char = x.dtype.char
-    return _deterministic(kernels(), ip, up, fp, rp, char == "f", _UINT[char], x)
+    char = np.dtype(dtype).char
+    single = char == "f"
+    packed = packed_constants(constants)
+    other = functools.partial(_deterministic, k, ip, up, fp, rp, single, _UINT[char])
+
+    def deterministic(x: np.ndarray) -> np.ndarray:
+        if x.ndim == 1 and x.flags.c_contiguous:  # (the usual small call: no copy, no reshape)
+            out = np.empty(x.shape, x.dtype)
+            (k.det_small_single if single else k.det_small_double)(x, out, packed)  # (looked up here: tests spy)
+            return out
+        return other(x)
+
+    return deterministic
 
 
 def _spec_constants(spec: RoundingSpec, char: str):
@@ -357,16 +371,7 @@ def small_call(spec: RoundingSpec, sources: RandomSources, dtype: Any) -> Callab
     if _e8m0_rules_apply(spec) or spec.random_bits:
         return by_chop_array  # (the encoding's pass, the limited bits' sources: chop_array's)
     if not spec.draws:
-        other = functools.partial(_deterministic, k, ip, up, fp, rp, single, unsigned)
-
-        def deterministic(x: np.ndarray) -> np.ndarray:
-            if x.ndim == 1 and x.flags.c_contiguous:  # (the usual small call: no copy, no reshape)
-                out = np.empty(x.shape, dtype)
-                (k.det_small_single if single else k.det_small_double)(x, out, packed)  # (looked up here: tests spy)
-                return out
-            return other(x)
-
-        return deterministic
+        return round_deterministic((ip, up, fp, rp), dtype)
     if sources.given is None and sources.counter is not None:
         return per_element(sources.counter)
     if sources.given is None and sources.stochastic is stream_uniform and spec.stochastic and not spec.flips:

@@ -386,16 +386,17 @@ _FLOAT64, _FLOAT32 = np.dtype(np.float64), np.dtype(np.float32)
 
 def _on_engines_at(work: np.ndarray, settings: ChopSpec, route: str, fused: dict) -> np.ndarray:
     """chop.m on ``route`` ``'today'`` or ``'flush tiny'`` (:func:`route_at`) on today's engines;
-    ``fused``: the compiled loops' constants with the old tiny-number rule, by dtype character."""
+    ``fused``: the compiled loops with the old tiny-number rule, by dtype character."""
     spec = settings.spec
     if route == "flush tiny" and not spec.draws:
         if work.size > 1 and compiled.wanted():
-            constants = fused.get(work.dtype.char, False)
-            if constants is False:  # (what compiled.handles refuses for a spec and a native dtype: None)
-                constants = fused[work.dtype.char] = (compiled.flush_tiny_constants(spec, work.dtype)
-                                                      if compiled.handles(work, spec) else None)
-            if constants is not None:  # the rule inside the compiled loops: no second pass
-                return compiled.round_deterministic(work, constants)
+            loops = fused.get(work.dtype.char, False)
+            if loops is False:  # (what compiled.handles refuses for a spec and a native dtype: None)
+                constants = compiled.flush_tiny_constants(spec, work.dtype) if compiled.handles(work, spec) else None
+                loops = fused[work.dtype.char] = (None if constants is None
+                                                  else compiled.round_deterministic(constants, work.dtype))
+            if loops is not None:  # the rule inside the compiled loops: no second pass
+                return loops(work)
         if not spec.extended:  # the NumPy engine, every small element among its special ones
             return numpy_fast.chop_array(work, spec, MATLAB_STREAM, finish_special=functools.partial(
                 flush_tiny, min_rep=spec.min_rep), small_special=True)
@@ -422,8 +423,8 @@ class ChopAt:
         self.rules = rules_at(date)
         self._lock = threading.Lock()
         self._stored: Optional[ChopSpec] = None
-        # Small calls in loops: id(settings) -> (settings, route_at's route, the compiled loops'
-        # constants with the old tiny-number rule by dtype character (filled on first use), and
+        # Small calls in loops: id(settings) -> (settings, route_at's route, the compiled loops
+        # with the old tiny-number rule by dtype character (filled on first use), and
         # spec.min_rep), found once (held with the settings, so their id stays their own).
         self._routes: dict = {}
 

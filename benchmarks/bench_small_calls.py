@@ -136,8 +136,7 @@ def _namespace(sizes: list) -> dict:
                      KEYS=np.array(counter.keys, np.uint64))
     if compiled.available():  # (without Numba the compiled loops' rows are left out)
         kernels = compiled.kernels()
-        namespace.update(loop=kernels.det_small_double, stream_loop=kernels.stream_small_double,
-                         counter_loop=kernels.counter_small_double)
+        namespace.update(loop=kernels.det_small, stream_loop=kernels.stream_small, counter_loop=kernels.counter_small)
     for n in sizes:
         x = namespace[f"x{n}"] = rng.standard_normal(n)
         out = np.empty_like(x)

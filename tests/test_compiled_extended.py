@@ -275,13 +275,13 @@ def test_chop_runs_float8_on_the_compiled_engine(monkeypatch):
     """chop(x, {'format': 'float8_e4m3fn', 'rules': 'chop'}) calls the compiled engine under 'auto' and 'numba'."""
     calls = []
     kernels = compiled.kernels()
-    original = kernels.det_small_double  # the compiled loop of small calls (reached without chop_array)
+    original = kernels.det_small  # the compiled loop of small calls (reached without chop_array)
 
     def spy(*args):
         calls.append(args[0].size)
         return original(*args)
 
-    monkeypatch.setattr(kernels, "det_small_double", spy)
+    monkeypatch.setattr(kernels, "det_small", spy)
     x = np.linspace(-500, 500, 64)
     for engine in ("auto", "numba"):
         with compiled.cpu_engine(engine):

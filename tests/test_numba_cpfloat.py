@@ -147,7 +147,7 @@ def test_dispatch_follows_the_cpu_engine_setting(monkeypatch):
         monkeypatch.setattr(module, name, wrapped)
 
     spy(numba_cpfloat, "round_array")
-    spy(numba_cpfloat, "round_small_double")  # (the compiled loop of arrays below SERIAL_BELOW)
+    spy(numba_cpfloat, "round_small")  # (the compiled loop of arrays below SERIAL_BELOW)
     spy(numpy_cpfloat, "round_array")
     x = np.linspace(-500, 500, 1001)
     want = round_cpfloat(x, lookup_format("float8_e4m3fn"), 0, True, True, False, False, MATLAB_STREAM)

@@ -211,7 +211,7 @@ def rounding_constants(spec: RoundingSpec, dtype: Any) -> tuple:
 
 def packed_constants(constants: tuple) -> np.ndarray:
     """The four arrays of :func:`rounding_constants` as one array of 48 words, the small loops'
-    constants (``numba_kernels.det_small_double`` and its siblings): a call through Numba's
+    constants (``numba_kernels.det_small`` and its siblings): a call through Numba's
     dispatcher costs about 70 ns per argument, as much as rounding ten elements."""
     ip, up, fp, rp = constants
     return np.concatenate((ip.astype(np.int64).view(np.uint64), up, fp.view(np.uint64), rp))
@@ -252,7 +252,7 @@ def round_deterministic(constants: tuple, dtype: Any) -> Callable[[np.ndarray], 
     def deterministic(x: np.ndarray) -> np.ndarray:
         if x.ndim == 1 and x.flags.c_contiguous:  # (the usual small call: no copy, no reshape)
             out = np.empty(x.shape, x.dtype)
-            (k.det_small_single if single else k.det_small_double)(x, out, packed)  # (looked up here: tests spy)
+            k.det_small(x, out, packed)  # (looked up here: tests spy)
             return out
         return other(x)
 
@@ -362,8 +362,7 @@ def small_call(spec: RoundingSpec, sources: RandomSources, dtype: Any) -> Callab
             out = np.empty(x.shape, dtype)
             # row-major: the counters follow C order
             flat = x if x.ndim == 1 and x.flags.c_contiguous else np.ascontiguousarray(x).reshape(-1)
-            loop = k.counter_small_single if single else k.counter_small_double  # (looked up here: tests spy)
-            loop(flat, out if out.ndim == 1 else out.reshape(-1), packed, keys, offset)
+            k.counter_small(flat, out if out.ndim == 1 else out.reshape(-1), packed, keys, offset)  # (tests spy on k)
             return out
 
         return call
@@ -380,8 +379,7 @@ def small_call(spec: RoundingSpec, sources: RandomSources, dtype: Any) -> Callab
             # MATLAB's element order: column-major (a vector's is its own)
             flat = x if x.ndim == 1 and x.flags.c_contiguous else x.ravel(order="F")
             out = np.empty(flat.shape, dtype)
-            stream_loop = k.stream_small_single if single else k.stream_small_double  # (looked up here: tests spy)
-            on_stream_state(stream_loop, flat, out, packed)
+            on_stream_state(k.stream_small, flat, out, packed)  # (looked up here: tests spy)
             return out if x.ndim == 1 else out.reshape(x.shape, order="F")
 
         return streamed
@@ -502,9 +500,8 @@ def warm_up() -> float:
                     kernels().round_stream(x, x.view(utype), out, out.view(utype), ip, up, fp, dtype is np.float32,
                                          np.arange(624, dtype=np.uint32), np.array([624], np.intc))
                     if size < SERIAL_BELOW:  # the small calls' loop
-                        small = kernels().stream_small_single if dtype is np.float32 else kernels().stream_small_double
-                        small(x, out, packed_constants(_spec_constants(spec, x.dtype.char)),
-                              np.arange(624, dtype=np.uint32), np.array([624], np.intc))
+                        kernels().stream_small(x, out, packed_constants(_spec_constants(spec, x.dtype.char)),
+                                               np.arange(624, dtype=np.uint32), np.array([624], np.intc))
                 if size < SERIAL_BELOW and not spec.flips:  # the small calls' loops (deterministic, counter)
                     small_call(spec, counter_sources(0), x.dtype)(x)
     return time.perf_counter() - start

@@ -24,7 +24,7 @@ from ..spec import RoundingSpec
 from ..rules.cpfloat import ROUND_MODES, effective_format, flip_bits, limited_bit_sources
 from .compiled import CHUNK, SERIAL_BELOW
 from .elementwise_cpfloat import constants_for, cpfloat_constants
-from .numba_kernels import INLINE_OPTIONS, JIT_OPTIONS, SUB_BLOCK, counter_uniform
+from .numba_kernels import INLINE_OPTIONS, JIT_OPTIONS, SUB_BLOCK, bit_view, counter_uniform
 from .numpy_fast import in_memory_order
 
 __all__ = ["round_array", "round_stochastic", "round_drawn", "handles", "SERIAL_BELOW", "CHUNK", "SUB_BLOCK"]
@@ -215,15 +215,9 @@ def round_serial(xu, ou, karray, mode):
 
 
 @numba.njit(**JIT_OPTIONS)
-def round_small_double(x, out, karray, mode):
-    """:func:`round_serial` on float64 values, the bit views made here (small calls)."""
-    _range(x.view(np.uint64), out.view(np.uint64), 0, x.size, _tuple(karray), mode)
-
-
-@numba.njit(**JIT_OPTIONS)
-def round_small_single(x, out, karray, mode):
-    """:func:`round_serial` on float32 values, the bit views made here (small calls)."""
-    _range(x.view(np.uint32), out.view(np.uint32), 0, x.size, _tuple(karray), mode)
+def round_small(x, out, karray, mode):
+    """:func:`round_serial` on a float64 or float32 vector, the bit views made here (small calls)."""
+    _range(bit_view(x), bit_view(out), 0, x.size, _tuple(karray), mode)
 
 
 @numba.njit(parallel=True, **JIT_OPTIONS)
@@ -412,17 +406,15 @@ def small_call(spec: RoundingSpec, dtype: np.dtype) -> Callable[[np.ndarray], np
     if mode not in ROUND_MODES or mode in (5, 6):
         return lambda x: round_array(x, spec)
     k = _spec_constants(spec, dtype.char)
-    single = dtype.char == "f"
 
     def call(x: np.ndarray) -> np.ndarray:
         if not x.flags.c_contiguous:
             return round_array(x, spec)
         out = np.empty(x.shape, dtype)
-        loop = round_small_single if single else round_small_double  # (looked up here: tests spy)
-        if x.ndim == 1:
-            loop(x, out, k, mode)
+        if x.ndim == 1:  # (round_small looked up here: tests spy)
+            round_small(x, out, k, mode)
         else:
-            loop(x.reshape(-1), out.reshape(-1), k, mode)
+            round_small(x.reshape(-1), out.reshape(-1), k, mode)
         return out
 
     return call

@@ -17,7 +17,7 @@ from typing import Any
 import numba
 import numpy as np
 from numba import prange, types
-from numba.extending import intrinsic
+from numba.extending import intrinsic, overload
 
 from . import numpy_fast
 from ..random.counter import GOLDEN, MIX1, MIX2
@@ -420,8 +420,30 @@ def det_parallel(xf, xu, of, ou, ip, up, fp, rp, single, chunk):
 # --- small calls: the serial loops with their constants packed in one array ------------------------
 # Numba's dispatcher costs about 70 ns per argument, as much as rounding 10 elements: a small call
 # passes the values, the result and one array of constants (ip, up, fp and rp as words, in that
-# order: compiled.packed_constants), and the bit views are made here.  One kernel per input class
-# (a view's dtype is fixed when Numba compiles).
+# order: compiled.packed_constants), and the bit views are made here (Numba compiles one version
+# per input class: a view's dtype is fixed when it compiles).
+
+
+def bit_view(x):
+    """``x``'s bit patterns: a uint32 view of float32 values, a uint64 view of float64 ones."""
+    return x.view(np.uint32 if x.dtype == np.float32 else np.uint64)
+
+
+@overload(bit_view, inline="always")
+def _bit_view_compiled(x):
+    unsigned = np.uint32 if x.dtype == types.float32 else np.uint64
+    return lambda x: x.view(unsigned)
+
+
+def is_single(x):
+    """Whether ``x`` holds float32 values (a constant where Numba compiles)."""
+    return x.dtype == np.float32
+
+
+@overload(is_single, inline="always")
+def _is_single_compiled(x):
+    single = x.dtype == types.float32
+    return lambda x: single
 
 
 @numba.njit(**INLINE_OPTIONS)
@@ -431,17 +453,10 @@ def _unpacked(packed):
 
 
 @numba.njit(**JIT_OPTIONS)
-def det_small_double(xf, of, packed):
-    """:func:`det_serial` on float64, constants packed."""
+def det_small(xf, of, packed):
+    """:func:`det_serial` on a float64 or float32 vector, constants packed."""
     k, rp = _unpacked(packed)
-    _det_range(xf, xf.view(np.uint64), of, of.view(np.uint64), 0, xf.size, k, _det_constants(rp), False)
-
-
-@numba.njit(**JIT_OPTIONS)
-def det_small_single(xf, of, packed):
-    """:func:`det_serial` on float32, constants packed."""
-    k, rp = _unpacked(packed)
-    _det_range(xf, xf.view(np.uint32), of, of.view(np.uint32), 0, xf.size, k, _det_constants(rp), True)
+    _det_range(xf, bit_view(xf), of, bit_view(of), 0, xf.size, k, _det_constants(rp), is_single(xf))
 
 
 # --- the counter-based generator: each element its own numbers ------------------------------------
@@ -521,20 +536,11 @@ def counter_parallel(xf, xu, of, ou, ip, up, fp, single, keys, offset, chunk, gi
 
 
 @numba.njit(**JIT_OPTIONS)
-def counter_small_double(xf, of, packed, keys, offset):
-    """:func:`counter_serial` on float64 with the counter's numbers, constants packed
-    (``offset``: a Python int, typed int64 below 2**63 and uint64 above)."""
+def counter_small(xf, of, packed, keys, offset):
+    """:func:`counter_serial` on a float64 or float32 vector with the counter's numbers, constants
+    packed (``offset``: a Python int, typed int64 below 2**63 and uint64 above)."""
     k, _ = _unpacked(packed)
-    _counter_range(xf, xf.view(np.uint64), of, of.view(np.uint64), 0, xf.size, k, False, keys[0], keys[1], keys[2],
-                   np.uint64(offset), None)
-
-
-@numba.njit(**JIT_OPTIONS)
-def counter_small_single(xf, of, packed, keys, offset):
-    """:func:`counter_serial` on float32 with the counter's numbers, constants packed
-    (``offset``: a Python int, typed int64 below 2**63 and uint64 above)."""
-    k, _ = _unpacked(packed)
-    _counter_range(xf, xf.view(np.uint32), of, of.view(np.uint32), 0, xf.size, k, True, keys[0], keys[1], keys[2],
+    _counter_range(xf, bit_view(xf), of, bit_view(of), 0, xf.size, k, is_single(xf), keys[0], keys[1], keys[2],
                    np.uint64(offset), None)
 
 
@@ -934,21 +940,12 @@ STREAM_FEW = SUB_BLOCK
 
 
 @numba.njit(**JIT_OPTIONS)
-def stream_small_double(xf, of, packed, key, pos):
-    """:func:`round_stream` on float64, constants packed (see :func:`det_small_double`)."""
+def stream_small(xf, of, packed, key, pos):
+    """:func:`round_stream` on a float64 or float32 vector, constants packed (see :func:`det_small`)."""
     k, _ = _unpacked(packed)
     if xf.size <= STREAM_FEW:
-        return _round_stream_few(xf, xf.view(np.uint64), of, of.view(np.uint64), k, False, key, pos)
-    return _round_stream(xf, xf.view(np.uint64), of, of.view(np.uint64), k, False, key, pos)
-
-
-@numba.njit(**JIT_OPTIONS)
-def stream_small_single(xf, of, packed, key, pos):
-    """:func:`round_stream` on float32, constants packed."""
-    k, _ = _unpacked(packed)
-    if xf.size <= STREAM_FEW:
-        return _round_stream_few(xf, xf.view(np.uint32), of, of.view(np.uint32), k, True, key, pos)
-    return _round_stream(xf, xf.view(np.uint32), of, of.view(np.uint32), k, True, key, pos)
+        return _round_stream_few(xf, bit_view(xf), of, bit_view(of), k, is_single(xf), key, pos)
+    return _round_stream(xf, bit_view(xf), of, bit_view(of), k, is_single(xf), key, pos)
 
 
 @numba.njit(**INLINE_OPTIONS)

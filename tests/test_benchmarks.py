@@ -155,9 +155,14 @@ def test_small_calls_benchmark_smoke_run():
     rows = [row for row in out.stdout.splitlines() if row.startswith("| ")]
     for case in ("chop stored", "chop dict", "Chop object", "chop stored round 5", "Chop round 5 rng"):
         assert sum(row.startswith(f"| {case} | n=10 |") for row in rows) == 2, out.stdout  # time, verdict
-    assert any(row.startswith("| cpfloat dict 10x10 | n=100 |") and row.endswith("| - |")
-               for row in rows), out.stdout
+    cells = [[cell.strip() for cell in row.strip("|").split("|")] for row in rows]
+    # a verdict row: case, n, ratio, target, met ("-": a smoke run measures nothing), floor
+    assert any(row[:2] == ["cpfloat dict 10x10", "n=100"] and len(row) == 6 and row[4] == "-"
+               for row in cells), out.stdout
+    for case in ("chop stored round 5", "Chop round 5 rng"):  # their floors: the stochastic loops swapped in
+        assert all(row[5] for row in cells if row[:1] == [case] and len(row) == 6), out.stdout
     assert any(row.startswith("| floor: empty function | n=1 |") for row in rows), out.stdout
+    assert any(row.startswith("| floor: compiled loop round 5 stream | n=10 |") for row in rows), out.stdout
 
 
 @pytest.mark.slow  # a run of the benchmark script: CI's slow step

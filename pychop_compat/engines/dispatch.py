@@ -917,8 +917,6 @@ _FLOAT64, _FLOAT32 = np.dtype(np.float64), np.dtype(np.float32)
 #: or None).  The entry holds the spec and the sources, so their ids are not reused while it lives.
 _PLANS: dict = {}
 _PLANS_MAX = 256
-#: The sizes that small calls' plans take (:func:`_planned`).
-_SMALL_BELOW = compiled.SERIAL_BELOW
 #: Counts the times every plan was forgotten (the compiled kernels loaded): a PreparedRounding
 #: made its plans under the count it holds.
 _plans_forgotten = 0
@@ -958,7 +956,7 @@ class PreparedRounding:
 
     def __call__(self, x: Any) -> Any:
         """``round_array(x, spec, sources)``."""
-        if type(x) is np.ndarray and 1 < x.size < _SMALL_BELOW:
+        if type(x) is np.ndarray and 1 < x.size < compiled.SERIAL_BELOW:  # (read here: tests lower it)
             dtype = x.dtype
             plans = self._doubles if dtype is _FLOAT64 else self._singles if dtype is _FLOAT32 else None
             if plans is not None:
@@ -984,7 +982,7 @@ def _planned(x: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> Optio
     The sources enter only where the spec draws: a deterministic route does not depend on them.
     """
     dtype = x.dtype
-    if not ((dtype is _FLOAT64 or dtype is _FLOAT32) and 1 < x.size < _SMALL_BELOW):
+    if not ((dtype is _FLOAT64 or dtype is _FLOAT32) and 1 < x.size < compiled.SERIAL_BELOW):
         return None
     draws = spec.draws
     engine = get_cpu_engine()

@@ -250,7 +250,7 @@ def round_deterministic(constants: tuple, dtype: Any) -> Callable[[np.ndarray], 
     other = functools.partial(_deterministic, k, ip, up, fp, rp, single, _UINT[char])
 
     def deterministic(x: np.ndarray) -> np.ndarray:
-        if x.ndim == 1 and x.flags.c_contiguous:  # (the usual small call: no copy, no reshape)
+        if x.ndim == 1 and x.flags.c_contiguous and x.size < SERIAL_BELOW:  # (a small call: no copy, no reshape)
             out = np.empty(x.shape, x.dtype)
             k.det_small(x, out, packed)  # (looked up here: tests spy)
             return out

@@ -92,6 +92,26 @@ def test_float_ufuncs_round_once(ufunc):
         same(got.values, ch(ufunc(a)))
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("shape", [(), (1,), (7,), (3, 4)])
+def test_one_operand_ufuncs_on_every_shape_round_once_or_give_plain_results(dtype, shape):
+    ch = Chop(format="h")
+    a = ch(np.asarray(np.abs(np.random.default_rng(12).standard_normal(shape)) + 0.1, dtype))
+    c = chopped(a, "h")
+    assert isinstance(c, ChoppedArray) and c.shape == shape  # (a 0-d array too)
+    with np.errstate(all="ignore"):
+        for ufunc in (np.sqrt, np.exp, np.floor, np.reciprocal):
+            got = ufunc(c)
+            assert isinstance(got, ChoppedArray) and got.dtype == dtype and got.shape == shape
+            assert type(got.values) is np.ndarray
+            same(got.values, ch(ufunc(a)))
+    for ufunc in (np.isnan, np.signbit, np.isfinite):  # not float: plain arrays, as NumPy gives them
+        got = ufunc(c)
+        assert not isinstance(got, ChoppedArray)
+        np.testing.assert_array_equal(got, ufunc(a))
+    same(np.negative(c).values, -a)  # exact: not rounded again
+
+
 def test_two_argument_ufuncs_and_outputs():
     ch = Chop(format="h")
     a, b = ch(data(6)), ch(data(7))

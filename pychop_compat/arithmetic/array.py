@@ -1004,7 +1004,10 @@ class ChoppedArray(ChoppedOperators):
         else:
             return NotImplemented
         data = ufunc(o, self._data) if reflected else ufunc(self._data, o)
-        return wrap(arith.round(data), arith)
+        result = _new(ChoppedArray)  # (wrap, inlined: a small array's operator is a loop's body)
+        result._data = arith.round(data)
+        result._arith = arith
+        return result
 
     def __pos__(self):
         return wrap(self._data.copy(), self._arith)
@@ -1075,6 +1078,17 @@ class ChoppedArray(ChoppedOperators):
     # -- NumPy protocols --------------------------------------------------------------------------
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if (not kwargs and method == "__call__" and len(inputs) == 1 and ufunc.nout == 1
+                and ufunc not in _EXACT and type(self._data) is np.ndarray and self._data.ndim):
+            # np.sqrt(c), np.exp(c), ...: the general path's steps for one chopped operand (not 0-d:
+            # a ufunc gives a NumPy scalar there), in a row
+            data = ufunc(self._data)
+            if data.dtype.kind == "f":
+                result = _new(ChoppedArray)
+                result._data = self._arith.round(data)
+                result._arith = self._arith
+                return result
+            return data
         return _apply_ufunc(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):

@@ -137,7 +137,9 @@ def test_a_model_object_and_its_formats():
     ({"input_format": "fp64"}, "input_format"), ({"output_format": "bf16"}, "output_format"),
     ({"rounding": "rn"}, "rounding"), ({"fma_size": 0}, "fma_size"),
     ({"late_addend_bits": -1}, "late_addend_bits"), ({"late_addend_bits": 7, "extra_alignment_bits": -10}, "nonnegative"),
-    ({"late_addend_bits": 40}, "overflow int64")])
+    ({"late_addend_bits": 40}, "overflow int64"), ({"block_sum": "kulisch"}, "block_sum"),
+    ({"block_sum": "exact", "late_addend_bits": 7}, "needs block_sum='aligned'"),
+    ({"block_sum": "pairwise", "fma_size": 6}, "power of two")])
 def test_block_fma_checks_its_parameters(changes, message):
     with pytest.raises(ValueError, match=message):
         hardware.BlockFMA(**changes)
@@ -199,3 +201,58 @@ def test_fp8_with_fp16_output_on_ada_aligns_to_thirteen_bits_and_rounds_to_fp16(
 def test_matmul_refuses_what_a_tensor_core_cannot_take(operands, message):
     with pytest.raises(TypeError, match=message):
         hardware.matmul(*operands)
+
+
+MI100 = hardware.model("MI100", "fp16", "fp32")
+MI250 = hardware.model("MI250", "fp16", "fp32")
+
+
+def test_mi100_adds_a_block_exactly_and_rounds_once():
+    # Values that the anchor's CDNA1 model (MI100MC.m under Octave) returns for the same inputs.
+    assert (MI100.fma_size, MI100.rounding, MI100.block_sum) == (4, "rne", "exact")
+    assert hardware.model("MI100", "bf16").fma_size == 2
+    # 1 + 3 * 2**-24: a tie, to even 1 + 2**-22 (the H100 truncates to 1 + 2**-23)
+    assert dot([1.0, 2.0**-12, 2.0**-12, 2.0**-12], [1.0, 2.0**-12, 2.0**-12, 2.0**-12], 0.0, MI100) == 1 + 2.0**-22
+    # 1 + 2**-24 + 2**-48: no tie, up (alignment would drop 2**-48 and tie to 1)
+    assert dot([1.0, 2.0**-12, 2.0**-24, 0.0], [1.0, 2.0**-12, 2.0**-24, 0.0], 0.0, MI100) == 1 + 2.0**-23
+    assert dot([1.0, 2.0**-12, 2.0**-24, 0.0], [1.0, 2.0**-12, 2.0**-24, 0.0], 0.0, H100) == 1.0
+    # cancellation of 2**30 leaves the smallest fp16 product exactly; an addend far above absorbs
+    assert dot([2.0**15, -(2.0**15), 2.0**-24, 0.0], [2.0**15, 2.0**15, 2.0**-24, 0.0], 0.0, MI100) == 2.0**-48
+    assert dot([1.0, -1.0, 2.0**-12, 0.0], [1.0, 1.0, 2.0**-12, 0.0], 2.0**100, MI100) == 2.0**100
+    assert dot([1.0, 2.0**-12, 2.0**-12, 2.0**-12], [1.0, -(2.0**-12), -(2.0**-12), -(2.0**-12)], 0.0, MI100) \
+        == 1 - 3 * 2.0**-24
+    # bf16: fp32 subnormal results, and the addend in the exact sum
+    bf16 = hardware.model("MI100", "bf16")
+    assert dot([2.0**-60, 2.0**-70], [2.0**-70, 2.0**-70], 0.0, bf16) == 2.0**-130 + 2.0**-140
+    assert dot([1.0, 2.0**-12], [1.0, 2.0**-12], -1.0, bf16) == 2.0**-24
+
+
+def test_mi100_exact_sums_in_every_rounding_mode():
+    # 1 + 2**-24 + 2**-48: just above a tie; 2**-48 decides in every mode
+    a, b = [1.0, 2.0**-12, 2.0**-24, 0.0], [1.0, 2.0**-12, 2.0**-24, 0.0]
+    expected = {"rne": 1 + 2.0**-23, "ru": 1 + 2.0**-23, "rz": 1.0, "rd": 1.0}
+    for rounding, value in expected.items():
+        assert dot(a, b, 0.0, MI100.replace(rounding=rounding)) == value
+        assert dot([-x for x in a], b, 0.0, MI100.replace(rounding=rounding)) == \
+            -expected[{"ru": "rd", "rd": "ru"}.get(rounding, rounding)]
+
+
+def test_mi250_rounds_every_product_and_every_sum_of_a_pairwise_tree():
+    # Values that the anchor's CDNA2 model (MI250MC.m, MI210MC.m, under Octave with matlab_compat/fma.cc).
+    assert (MI250.fma_size, MI250.rounding, MI250.block_sum) == (4, "rne", "pairwise")
+    assert hardware.model("MI210", "bf16") == hardware.model("MI250", "bf16").replace(name="MI210")
+    # ((1 + 2**-24) + (2**-24 + 0)): two ties to even, 1; the other order keeps 2**-23
+    assert dot([1.0, 2.0**-12, 2.0**-12, 0.0], [1.0, 2.0**-12, 2.0**-12, 0.0], 0.0, MI250) == 1.0
+    assert dot([1.0, 0.0, 2.0**-12, 2.0**-12], [1.0, 0.0, 2.0**-12, 2.0**-12], 0.0, MI250) == 1 + 2.0**-23
+    # the addend last: 1 + (2**-24 + 2**-24)
+    assert dot([2.0**-12, 2.0**-12, 0.0, 0.0], [2.0**-12, 2.0**-12, 0.0, 0.0], 1.0, MI250) == 1 + 2.0**-23
+    # bf16: a product below 2**-126 is flushed to +0, a subnormal sum to a zero of its sign
+    bf16 = hardware.model("MI250", "bf16")
+    assert dot([2.0**-65, 1.0, 0.0, 0.0], [2.0**-65, 2.0**-126, 0.0, 0.0], 0.0, bf16) == 2.0**-126
+    assert dot([2.0**-63, 1.0, 0.0, 0.0], [2.0**-63, -(2.0**-126), 0.0, 0.0], 0.0, bf16) == 0.0
+    flushed = dot([2.0**-126, 0.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0], -3 * 2.0**-127, bf16)
+    assert flushed == 0.0 and np.signbit(flushed)
+    # a product beyond binary32 is an infinity of its sign (the anchor's prd_limit: +Inf whatever
+    # its sign), and the next block adds to it as IEEE arithmetic does
+    assert dot([2.0**127, 0.0, 0.0, 0.0], [-4.0, 0.0, 0.0, 0.0], 0.0, bf16) == -np.inf
+    assert np.isnan(dot([2.0**127, 0.0, 0.0, 0.0, 2.0**127], [-4.0, 0.0, 0.0, 0.0, 4.0], 0.0, bf16))

@@ -256,3 +256,81 @@ def test_mi250_rounds_every_product_and_every_sum_of_a_pairwise_tree():
     # its sign), and the next block adds to it as IEEE arithmetic does
     assert dot([2.0**127, 0.0, 0.0, 0.0], [-4.0, 0.0, 0.0, 0.0], 0.0, bf16) == -np.inf
     assert np.isnan(dot([2.0**127, 0.0, 0.0, 0.0, 2.0**127], [-4.0, 0.0, 0.0, 0.0, 4.0], 0.0, bf16))
+
+
+def _fp32_rounded(exact, rounding):
+    """An exact rational rounded to binary32 with subnormals (``rounding``: the BlockFMA modes);
+    2**128 or more in magnitude is an infinity in every mode (as the models)."""
+    from fractions import Fraction
+
+    if exact == 0:
+        return 0.0
+    magnitude = abs(exact)
+    exponent = magnitude.numerator.bit_length() - magnitude.denominator.bit_length()
+    exponent -= magnitude < Fraction(2) ** exponent  # floor(log2(magnitude))
+    quantum = Fraction(2) ** (max(exponent, -126) - 23)
+    units = magnitude / quantum
+    kept, rest = units.numerator // units.denominator, units - units.numerator // units.denominator
+    up = {"rz": False, "rne": rest > Fraction(1, 2) or (rest == Fraction(1, 2) and kept % 2 == 1),
+          "ru": rest > 0 and exact > 0, "rd": rest > 0 and exact < 0}[rounding]
+    value = (kept + up) * quantum
+    result = float("inf") if value >= 2**128 else float(value)
+    return -result if exact < 0 else result
+
+
+def _format_values(rng, size, inputs):
+    """Random values of an input format over its whole range (subnormals included), some exact
+    negatives of others for cancellation."""
+    from pychop_compat.rounding import round_to_format
+
+    low, high = (-26, 16) if inputs == "fp16" else (-135, 128)
+    values = rng.standard_normal(size) * 2.0 ** rng.integers(low, high, size)
+    values = round_to_format(values, hardware.INPUT_FORMATS[inputs])
+    values[~np.isfinite(values)] = 0.0  # beyond the format's range
+    values[..., 1] = np.where(rng.random(size[0]) < 0.3, -values[..., 0], values[..., 1])
+    return values
+
+
+@pytest.mark.parametrize("inputs", ["fp16", "bf16"])
+@pytest.mark.parametrize("rounding", hardware.ROUNDING_MODES)
+def test_exact_block_sums_are_the_exact_sum_rounded_once(inputs, rounding):
+    # Against rational arithmetic: 400 blocks over the formats' whole ranges, with cancellation,
+    # fp32 addends large, tiny, subnormal or cancelling the products.
+    from fractions import Fraction
+
+    rng = np.random.default_rng([5, len(inputs), len(rounding)])
+    spec = hardware.model("MI100", inputs).replace(rounding=rounding)
+    a, b = _format_values(rng, (400, spec.fma_size), inputs), _format_values(rng, (400, spec.fma_size), inputs)
+    c = (rng.standard_normal(400) * 2.0 ** rng.integers(-150, 100, 400)).astype(np.float32).astype(np.float64)
+    with np.errstate(over="ignore"):
+        cancelling = -np.sum(a * b, axis=1).astype(np.float32)
+    c = np.where(rng.random(400) < 0.2, cancelling, c).astype(np.float64)
+    finite = np.isfinite(c)
+    got = hardware.block_dot(a, b, np.where(finite, c, 0.0), spec)
+    for i in range(400):
+        exact = sum(Fraction(x) * Fraction(y) for x, y in zip(a[i], b[i])) + Fraction(c[i] if finite[i] else 0.0)
+        assert np.float64(got[i]).tobytes() == np.float64(_fp32_rounded(exact, rounding)).tobytes(), i
+
+
+@pytest.mark.parametrize("inputs", ["fp16", "bf16"])
+def test_pairwise_block_sums_are_binary32_arithmetic(inputs):
+    # Against NumPy's float32 arithmetic: products rounded to float32, ((p1 + p2) + (p3 + p4)) and
+    # the addend last, each a float32 addition, subnormal inputs, products and sums flushed.
+    rng = np.random.default_rng([6, len(inputs)])
+    spec = hardware.model("MI250", inputs)
+    a, b = _format_values(rng, (2000, 4), inputs), _format_values(rng, (2000, 4), inputs)
+    c = (rng.standard_normal(2000) * 2.0 ** rng.integers(-130, 100, 2000)).astype(np.float32)
+    got = hardware.block_dot(a, b, c.astype(np.float64), spec)
+    tiny = 2.0**-126
+    emin = -14 if inputs == "fp16" else -126
+    with np.errstate(over="ignore", invalid="ignore"):
+        products = np.where((np.abs(a) < 2.0**emin) | (np.abs(b) < 2.0**emin), 0.0, a * b).astype(np.float32)
+        products = np.where(np.abs(products) < tiny, np.float32(0.0), products)
+
+        def flushed(x):
+            return np.where(np.abs(x) < tiny, x * np.float32(0.0), x)
+        left = flushed(products[:, 0] + products[:, 1])
+        right = flushed(products[:, 2] + products[:, 3])
+        expected = flushed(np.where(np.abs(c) < tiny, np.float32(0.0), c) + flushed(left + right))
+    same = (got.astype(np.float32).view(np.uint32) == expected.view(np.uint32)) | (np.isnan(got) & np.isnan(expected))
+    assert same.all(), (np.flatnonzero(~same)[:5], got[~same][:5], expected[~same][:5])

@@ -185,8 +185,8 @@ def _rounded_from_float64(ns: Namespace, value: Any, residual: Any, outformat: F
     """``value + r`` rounded to ``outformat`` (23 fraction bits at most), where ``value`` is a
     finite float64 and ``r`` an exact remainder known only by its sign ``residual`` (-1, 0, +1),
     smaller than the distance from ``value`` to its float64 neighbour on that side.  ``value``
-    is first rounded to odd on its own last bit (an even last bit moves one unit toward ``r``),
-    which keeps every bit the final rounding needs (53 bits are 2 more than twice 24)."""
+    is first rounded to odd on its own last bit (an even last bit moves one unit toward ``r``):
+    with at least 2 bits more than the output's 24 that keeps what every rounding mode needs."""
     xp = ns.xp
     magnitude = xp.abs(value)
     exponent = _binary_exponents(ns, magnitude)
@@ -229,9 +229,8 @@ def _pairwise_block(ns: Namespace, a: Any, b: Any, c: Any, spec: BlockFMA, infor
     """``block_sum='pairwise'`` (AMD CDNA2): every product rounded to the output format, added in
     a pairwise tree, then to the addend ``c``, every sum rounded to the output format; without
     output subnormals a rounded product or addend below the smallest normal number is +0, a sum
-    a zero of its sign.  ``c`` may be infinite or NaN (a previous block's result).  The sum of
-    two values of the output format is computed in float64 and rounded again: correct for
-    binary32, as 53 >= 2 * 24 + 2 (Figueroa), and exact where it lands in the subnormal range."""
+    a zero of its sign.  ``c`` may be infinite or NaN (a previous block's result).  Each sum is
+    exact as TwoSum's float64 sum and error, rounded through :func:`_rounded_from_float64`."""
     xp = ns.xp
     smallest_normal = 2.0 ** outformat.emin
     zero = xp.zeros_like(c)
@@ -369,8 +368,8 @@ def _compiled(spec: BlockFMA) -> bool:
     """Whether the compiled kernel computes ``spec``'s blocks here: Numba wanted, blocks aligned
     (``block_sum='aligned'``: the AMD MI100's exact and the MI210's and MI250's pairwise sums run
     on the namespace path), and every block sum exact in float64 (``numba_blockfma.exact_sums``)."""
-    return compiled.wanted() and spec.block_sum == "aligned" and _kernels().exact_sums(spec.accumulator_fraction_bits, spec.extra_alignment_bits,
-                                                       spec.fma_size, spec.late_addend_bits or 0)
+    return compiled.wanted() and spec.block_sum == "aligned" and _kernels().exact_sums(
+        spec.accumulator_fraction_bits, spec.extra_alignment_bits, spec.fma_size, spec.late_addend_bits or 0)
 
 
 def _kernels() -> Any:

@@ -291,12 +291,18 @@ def _format_values(rng, size, inputs):
     return values
 
 
+ENGINES = ["numpy", "auto"]  # the NumPy implementation, and the compiled kernel where Numba is installed
+
+
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("inputs", ["fp16", "bf16"])
 @pytest.mark.parametrize("rounding", hardware.ROUNDING_MODES)
-def test_exact_block_sums_are_the_exact_sum_rounded_once(inputs, rounding):
+def test_exact_block_sums_are_the_exact_sum_rounded_once(inputs, rounding, engine):
     # Against rational arithmetic: 400 blocks over the formats' whole ranges, with cancellation,
     # fp32 addends large, tiny, subnormal or cancelling the products.
     from fractions import Fraction
+
+    from pychop_compat.kernels.compiled import cpu_engine
 
     rng = np.random.default_rng([5, len(inputs), len(rounding)])
     spec = hardware.model("MI100", inputs).replace(rounding=rounding)
@@ -306,21 +312,26 @@ def test_exact_block_sums_are_the_exact_sum_rounded_once(inputs, rounding):
         cancelling = -np.sum(a * b, axis=1).astype(np.float32)
     c = np.where(rng.random(400) < 0.2, cancelling, c).astype(np.float64)
     finite = np.isfinite(c)
-    got = hardware.block_dot(a, b, np.where(finite, c, 0.0), spec)
+    with cpu_engine(engine):
+        got = hardware.block_dot(a, b, np.where(finite, c, 0.0), spec)
     for i in range(400):
         exact = sum(Fraction(x) * Fraction(y) for x, y in zip(a[i], b[i])) + Fraction(c[i] if finite[i] else 0.0)
         assert np.float64(got[i]).tobytes() == np.float64(_fp32_rounded(exact, rounding)).tobytes(), i
 
 
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("inputs", ["fp16", "bf16"])
-def test_pairwise_block_sums_are_binary32_arithmetic(inputs):
+def test_pairwise_block_sums_are_binary32_arithmetic(inputs, engine):
     # Against NumPy's float32 arithmetic: products rounded to float32, ((p1 + p2) + (p3 + p4)) and
     # the addend last, each a float32 addition, subnormal inputs, products and sums flushed.
+    from pychop_compat.kernels.compiled import cpu_engine
+
     rng = np.random.default_rng([6, len(inputs)])
     spec = hardware.model("MI250", inputs)
     a, b = _format_values(rng, (2000, 4), inputs), _format_values(rng, (2000, 4), inputs)
     c = (rng.standard_normal(2000) * 2.0 ** rng.integers(-130, 100, 2000)).astype(np.float32)
-    got = hardware.block_dot(a, b, c.astype(np.float64), spec)
+    with cpu_engine(engine):
+        got = hardware.block_dot(a, b, c.astype(np.float64), spec)
     tiny = 2.0**-126
     emin = -14 if inputs == "fp16" else -126
     with np.errstate(over="ignore", invalid="ignore"):

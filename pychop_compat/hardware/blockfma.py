@@ -365,11 +365,13 @@ def _special_or(xp: Any, has_nan: Any, plus: Any, minus: Any, values: Any) -> An
 
 
 def _compiled(spec: BlockFMA) -> bool:
-    """Whether the compiled kernel computes ``spec``'s blocks here: Numba wanted, blocks aligned
-    (``block_sum='aligned'``: the AMD MI100's exact and the MI210's and MI250's pairwise sums run
-    on the namespace path), and every block sum exact in float64 (``numba_blockfma.exact_sums``)."""
-    return compiled.wanted() and spec.block_sum == "aligned" and _kernels().exact_sums(
-        spec.accumulator_fraction_bits, spec.extra_alignment_bits, spec.fma_size, spec.late_addend_bits or 0)
+    """Whether the compiled kernels compute ``spec``'s blocks here: Numba wanted, and aligned
+    blocks whose every sum is exact in float64 (``numba_blockfma.exact_sums``; true of every
+    preset), or AMD's unaligned ones rounded to nearest binary32 (the MI100's, MI210's, MI250's)."""
+    if spec.block_sum != "aligned":
+        return compiled.wanted() and spec.rounding == "rne" and spec.output_format == "fp32"
+    return compiled.wanted() and _kernels().exact_sums(spec.accumulator_fraction_bits, spec.extra_alignment_bits,
+                                                       spec.fma_size, spec.late_addend_bits or 0)
 
 
 def _kernels() -> Any:
@@ -403,6 +405,12 @@ def _truncated(values: np.ndarray, spec: BlockFMA, informat: Format) -> Tuple[np
     return np.ascontiguousarray(truncated), np.ascontiguousarray(exponent)  # one compiled layout
 
 
+def _unaligned_parameters(spec: BlockFMA) -> np.ndarray:
+    """``spec`` as the unaligned kernels' integer parameters (``numba_blockfma._unaligned_inner``)."""
+    return np.array([spec.fma_size, spec.block_sum == "pairwise", spec.input_subnormals, spec.output_subnormals],
+                    dtype=np.int64)
+
+
 def _compiled_matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, spec: BlockFMA) -> np.ndarray:
     """:func:`matmul`'s inner products on rounded ``A``, ``B`` and ``C`` (M, N), by the compiled
     kernel: the same bits, no (M, N, K) array."""
@@ -418,7 +426,10 @@ def _compiled_matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, spec: BlockFMA
     QA, EA = _truncated(np.pad(np.where(np.isfinite(A), A, 0.0), [(0, 0), (0, padding)]), spec, informat)
     QB, EB = _truncated(np.pad(np.where(np.isfinite(B), B, 0.0), [(0, padding), (0, 0)]), spec, informat)
     D = np.where(np.isfinite(C), C, 0.0).astype(np.float64)
-    kernels.block_matmul(QA, EA, QB, EB, D, _kernel_parameters(spec, outformat))
+    if spec.block_sum == "aligned":
+        kernels.block_matmul(QA, EA, QB, EB, D, _kernel_parameters(spec, outformat))
+    else:
+        kernels.unaligned_matmul(QA, np.ascontiguousarray(QB.T), D, _unaligned_parameters(spec))
     if suspect.any():
         rows, columns = np.nonzero(suspect)
         special = kernels.special_values(*(np.ascontiguousarray(x, dtype=np.float64) for x in (A, B, C)),
@@ -442,8 +453,12 @@ def _compiled_block_dot(a: np.ndarray, b: np.ndarray, c: np.ndarray, spec: Block
     accumulator = np.where(finite, accumulator, 0.0)
     kernels = _kernels()
     QA, EA = _truncated(a.reshape(-1, a.shape[-1]), spec, informat)
-    QB, EB = _truncated(b.reshape(-1, b.shape[-1]).T, spec, informat)
     flat = accumulator.reshape(-1).copy()
+    if spec.block_sum != "aligned":
+        QB, _ = _truncated(b.reshape(-1, b.shape[-1]), spec, informat)
+        kernels.unaligned_rows(QA, QB, flat, _unaligned_parameters(spec))
+        return np.where(finite, flat.reshape(accumulator.shape), special)
+    QB, EB = _truncated(b.reshape(-1, b.shape[-1]).T, spec, informat)
     kernels.block_rows(QA, EA, QB, EB, flat, _kernel_parameters(spec, outformat))
     return np.where(finite, flat.reshape(accumulator.shape), special)
 

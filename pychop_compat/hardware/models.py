@@ -82,7 +82,7 @@ class BlockFMA:
     name : str
         A label, such as ``'H100'``.
     late_addend_bits : int or None
-        None: the addend is aligned with the products (every preset but AMD's).  An
+        None: the addend is aligned with the products (every preset but the MI300X's).  An
         integer: the products alone are aligned and added first (to their largest
         exponent; the addend's exponent is ``accumulator_emin`` when it is 0), then
         the addend joins in a two-operand alignment where the operand of the smaller
@@ -90,7 +90,7 @@ class BlockFMA:
         this many more bits when the products' sum is that operand (AMD CDNA3: 7).
     block_sum : str
         How a block adds its products and addend, one of :data:`BLOCK_SUMS`.
-        ``'aligned'`` (every preset but the MI100's and the MI250's): as described
+        ``'aligned'`` (every preset but the MI100's, MI210's and MI250's): as described
         above.  ``'exact'`` (AMD CDNA1, MI100): the products and the addend are added
         exactly and the sum is rounded once (``rounding``, ``output_subnormals``).
         ``'pairwise'`` (AMD CDNA2, MI210 and MI250; ``fma_size`` a power of two): every

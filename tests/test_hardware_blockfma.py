@@ -137,7 +137,9 @@ def test_a_model_object_and_its_formats():
     ({"input_format": "fp64"}, "input_format"), ({"output_format": "bf16"}, "output_format"),
     ({"rounding": "rn"}, "rounding"), ({"fma_size": 0}, "fma_size"),
     ({"late_addend_bits": -1}, "late_addend_bits"), ({"late_addend_bits": 7, "extra_alignment_bits": -10}, "nonnegative"),
-    ({"late_addend_bits": 40}, "overflow int64")])
+    ({"late_addend_bits": 40}, "overflow int64"), ({"block_sum": "kulisch"}, "block_sum"),
+    ({"block_sum": "exact", "late_addend_bits": 7}, "needs block_sum='aligned'"),
+    ({"block_sum": "pairwise", "fma_size": 6}, "power of two")])
 def test_block_fma_checks_its_parameters(changes, message):
     with pytest.raises(ValueError, match=message):
         hardware.BlockFMA(**changes)
@@ -199,3 +201,147 @@ def test_fp8_with_fp16_output_on_ada_aligns_to_thirteen_bits_and_rounds_to_fp16(
 def test_matmul_refuses_what_a_tensor_core_cannot_take(operands, message):
     with pytest.raises(TypeError, match=message):
         hardware.matmul(*operands)
+
+
+MI100 = hardware.model("MI100", "fp16", "fp32")
+MI250 = hardware.model("MI250", "fp16", "fp32")
+
+
+def test_mi100_adds_a_block_exactly_and_rounds_once():
+    # Values that the anchor's CDNA1 model (MI100MC.m under Octave) returns for the same inputs.
+    assert (MI100.fma_size, MI100.rounding, MI100.block_sum) == (4, "rne", "exact")
+    assert hardware.model("MI100", "bf16").fma_size == 2
+    # 1 + 3 * 2**-24: a tie, to even 1 + 2**-22 (the H100 truncates to 1 + 2**-23)
+    assert dot([1.0, 2.0**-12, 2.0**-12, 2.0**-12], [1.0, 2.0**-12, 2.0**-12, 2.0**-12], 0.0, MI100) == 1 + 2.0**-22
+    # 1 + 2**-24 + 2**-48: no tie, up (alignment would drop 2**-48 and tie to 1)
+    assert dot([1.0, 2.0**-12, 2.0**-24, 0.0], [1.0, 2.0**-12, 2.0**-24, 0.0], 0.0, MI100) == 1 + 2.0**-23
+    assert dot([1.0, 2.0**-12, 2.0**-24, 0.0], [1.0, 2.0**-12, 2.0**-24, 0.0], 0.0, H100) == 1.0
+    # cancellation of 2**30 leaves the smallest fp16 product exactly; an addend far above absorbs
+    assert dot([2.0**15, -(2.0**15), 2.0**-24, 0.0], [2.0**15, 2.0**15, 2.0**-24, 0.0], 0.0, MI100) == 2.0**-48
+    assert dot([1.0, -1.0, 2.0**-12, 0.0], [1.0, 1.0, 2.0**-12, 0.0], 2.0**100, MI100) == 2.0**100
+    assert dot([1.0, 2.0**-12, 2.0**-12, 2.0**-12], [1.0, -(2.0**-12), -(2.0**-12), -(2.0**-12)], 0.0, MI100) \
+        == 1 - 3 * 2.0**-24
+    # bf16: fp32 subnormal results, and the addend in the exact sum
+    bf16 = hardware.model("MI100", "bf16")
+    assert dot([2.0**-60, 2.0**-70], [2.0**-70, 2.0**-70], 0.0, bf16) == 2.0**-130 + 2.0**-140
+    assert dot([1.0, 2.0**-12], [1.0, 2.0**-12], -1.0, bf16) == 2.0**-24
+
+
+def test_mi100_exact_sums_in_every_rounding_mode():
+    # 1 + 2**-24 + 2**-48: just above a tie; 2**-48 decides in every mode
+    a, b = [1.0, 2.0**-12, 2.0**-24, 0.0], [1.0, 2.0**-12, 2.0**-24, 0.0]
+    expected = {"rne": 1 + 2.0**-23, "ru": 1 + 2.0**-23, "rz": 1.0, "rd": 1.0}
+    for rounding, value in expected.items():
+        assert dot(a, b, 0.0, MI100.replace(rounding=rounding)) == value
+        assert dot([-x for x in a], b, 0.0, MI100.replace(rounding=rounding)) == \
+            -expected[{"ru": "rd", "rd": "ru"}.get(rounding, rounding)]
+
+
+def test_mi250_rounds_every_product_and_every_sum_of_a_pairwise_tree():
+    # Values that the anchor's CDNA2 model (MI250MC.m, MI210MC.m, under Octave with matlab_compat/fma.cc).
+    assert (MI250.fma_size, MI250.rounding, MI250.block_sum) == (4, "rne", "pairwise")
+    assert hardware.model("MI210", "bf16") == hardware.model("MI250", "bf16").replace(name="MI210")
+    # ((1 + 2**-24) + (2**-24 + 0)): two ties to even, 1; the other order keeps 2**-23
+    assert dot([1.0, 2.0**-12, 2.0**-12, 0.0], [1.0, 2.0**-12, 2.0**-12, 0.0], 0.0, MI250) == 1.0
+    assert dot([1.0, 0.0, 2.0**-12, 2.0**-12], [1.0, 0.0, 2.0**-12, 2.0**-12], 0.0, MI250) == 1 + 2.0**-23
+    # the addend last: 1 + (2**-24 + 2**-24)
+    assert dot([2.0**-12, 2.0**-12, 0.0, 0.0], [2.0**-12, 2.0**-12, 0.0, 0.0], 1.0, MI250) == 1 + 2.0**-23
+    # bf16: a product below 2**-126 is flushed to +0, a subnormal sum to a zero of its sign
+    bf16 = hardware.model("MI250", "bf16")
+    assert dot([2.0**-65, 1.0, 0.0, 0.0], [2.0**-65, 2.0**-126, 0.0, 0.0], 0.0, bf16) == 2.0**-126
+    assert dot([2.0**-63, 1.0, 0.0, 0.0], [2.0**-63, -(2.0**-126), 0.0, 0.0], 0.0, bf16) == 0.0
+    flushed = dot([2.0**-126, 0.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0], -3 * 2.0**-127, bf16)
+    assert flushed == 0.0 and np.signbit(flushed)
+    # a product beyond binary32 is an infinity of its sign (the anchor's prd_limit: +Inf whatever
+    # its sign), and the next block adds to it as IEEE arithmetic does
+    assert dot([2.0**127, 0.0, 0.0, 0.0], [-4.0, 0.0, 0.0, 0.0], 0.0, bf16) == -np.inf
+    assert np.isnan(dot([2.0**127, 0.0, 0.0, 0.0, 2.0**127], [-4.0, 0.0, 0.0, 0.0, 4.0], 0.0, bf16))
+
+
+def _fp32_rounded(exact, rounding):
+    """An exact rational rounded to binary32 with subnormals (``rounding``: the BlockFMA modes);
+    2**128 or more in magnitude is an infinity in every mode (as the models)."""
+    from fractions import Fraction
+
+    if exact == 0:
+        return 0.0
+    magnitude = abs(exact)
+    exponent = magnitude.numerator.bit_length() - magnitude.denominator.bit_length()
+    exponent -= magnitude < Fraction(2) ** exponent  # floor(log2(magnitude))
+    quantum = Fraction(2) ** (max(exponent, -126) - 23)
+    units = magnitude / quantum
+    kept, rest = units.numerator // units.denominator, units - units.numerator // units.denominator
+    up = {"rz": False, "rne": rest > Fraction(1, 2) or (rest == Fraction(1, 2) and kept % 2 == 1),
+          "ru": rest > 0 and exact > 0, "rd": rest > 0 and exact < 0}[rounding]
+    value = (kept + up) * quantum
+    result = float("inf") if value >= 2**128 else float(value)
+    return -result if exact < 0 else result
+
+
+def _format_values(rng, size, inputs):
+    """Random values of an input format over its whole range (subnormals included), some exact
+    negatives of others for cancellation."""
+    from pychop_compat.rounding import round_to_format
+
+    low, high = (-26, 16) if inputs == "fp16" else (-135, 128)
+    values = rng.standard_normal(size) * 2.0 ** rng.integers(low, high, size)
+    values = round_to_format(values, hardware.INPUT_FORMATS[inputs])
+    values[~np.isfinite(values)] = 0.0  # beyond the format's range
+    values[..., 1] = np.where(rng.random(size[0]) < 0.3, -values[..., 0], values[..., 1])
+    return values
+
+
+ENGINES = ["numpy", "auto"]  # the NumPy implementation, and the compiled kernel where Numba is installed
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("inputs", ["fp16", "bf16"])
+@pytest.mark.parametrize("rounding", hardware.ROUNDING_MODES)
+def test_exact_block_sums_are_the_exact_sum_rounded_once(inputs, rounding, engine):
+    # Against rational arithmetic: 400 blocks over the formats' whole ranges, with cancellation,
+    # fp32 addends large, tiny, subnormal or cancelling the products.
+    from fractions import Fraction
+
+    from pychop_compat.kernels.compiled import cpu_engine
+
+    rng = np.random.default_rng([5, len(inputs), len(rounding)])
+    spec = hardware.model("MI100", inputs).replace(rounding=rounding)
+    a, b = _format_values(rng, (400, spec.fma_size), inputs), _format_values(rng, (400, spec.fma_size), inputs)
+    c = (rng.standard_normal(400) * 2.0 ** rng.integers(-150, 100, 400)).astype(np.float32).astype(np.float64)
+    with np.errstate(over="ignore"):
+        cancelling = -np.sum(a * b, axis=1).astype(np.float32)
+    c = np.where(rng.random(400) < 0.2, cancelling, c).astype(np.float64)
+    finite = np.isfinite(c)
+    with cpu_engine(engine):
+        got = hardware.block_dot(a, b, np.where(finite, c, 0.0), spec)
+    for i in range(400):
+        exact = sum(Fraction(x) * Fraction(y) for x, y in zip(a[i], b[i])) + Fraction(c[i] if finite[i] else 0.0)
+        assert np.float64(got[i]).tobytes() == np.float64(_fp32_rounded(exact, rounding)).tobytes(), i
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("inputs", ["fp16", "bf16"])
+def test_pairwise_block_sums_are_binary32_arithmetic(inputs, engine):
+    # Against NumPy's float32 arithmetic: products rounded to float32, ((p1 + p2) + (p3 + p4)) and
+    # the addend last, each a float32 addition, subnormal inputs, products and sums flushed.
+    from pychop_compat.kernels.compiled import cpu_engine
+
+    rng = np.random.default_rng([6, len(inputs)])
+    spec = hardware.model("MI250", inputs)
+    a, b = _format_values(rng, (2000, 4), inputs), _format_values(rng, (2000, 4), inputs)
+    c = (rng.standard_normal(2000) * 2.0 ** rng.integers(-130, 100, 2000)).astype(np.float32)
+    with cpu_engine(engine):
+        got = hardware.block_dot(a, b, c.astype(np.float64), spec)
+    tiny = 2.0**-126
+    emin = -14 if inputs == "fp16" else -126
+    with np.errstate(over="ignore", invalid="ignore"):
+        products = np.where((np.abs(a) < 2.0**emin) | (np.abs(b) < 2.0**emin), 0.0, a * b).astype(np.float32)
+        products = np.where(np.abs(products) < tiny, np.float32(0.0), products)
+
+        def flushed(x):
+            return np.where(np.abs(x) < tiny, x * np.float32(0.0), x)
+        left = flushed(products[:, 0] + products[:, 1])
+        right = flushed(products[:, 2] + products[:, 3])
+        expected = flushed(np.where(np.abs(c) < tiny, np.float32(0.0), c) + flushed(left + right))
+    same = (got.astype(np.float32).view(np.uint32) == expected.view(np.uint32)) | (np.isnan(got) & np.isnan(expected))
+    assert same.all(), (np.flatnonzero(~same)[:5], got[~same][:5], expected[~same][:5])

@@ -92,6 +92,29 @@ def test_compiled_block_dot_and_overflowing_blocks():
     np.testing.assert_array_equal(compiled.view(np.uint64), oracle.view(np.uint64))
 
 
+@pytest.mark.parametrize("changes", [{}, dict(input_subnormals=False, output_subnormals=False),
+                                     dict(input_subnormals=True, output_subnormals=True)])
+@pytest.mark.parametrize("gpu, inputs, fma_size", [("MI100", "fp16", 3), ("MI100", "bf16", 2), ("MI250", "fp16", 8),
+                                                   ("MI250", "bf16", 4)])
+def test_compiled_unaligned_block_sums(gpu, inputs, fma_size, changes):
+    # AMD's exact and pairwise sums: matmul and block_dot over the formats' whole ranges (overflow
+    # and subnormals included), the presets' switches and other block sizes.
+    spec = hardware.model(gpu, inputs).replace(fma_size=fma_size, **changes)
+    A, B, C = _adversarial(9, (14, 29), (29, 17))
+    _same(spec, A, B, C, beta=1.0)
+    rng = np.random.default_rng(10)
+    high = 16 if inputs == "fp16" else 128
+    a, b = (round_to_format(rng.standard_normal((500, 21)) * 2.0 ** rng.integers(-high - 10, high, (500, 21)),
+                            hardware.INPUT_FORMATS[inputs]) for _ in range(2))
+    c = round_to_format(rng.standard_normal(500) * 2.0 ** rng.integers(-140, 120, 500), "fp32")
+    with np.errstate(all="ignore"):
+        compiled = hardware.block_dot(a, b, c, spec)
+        with cpu_engine("numpy"):
+            oracle = hardware.block_dot(a, b, c, spec)
+    assert np.isinf(oracle).any()
+    np.testing.assert_array_equal(compiled.view(np.uint64), oracle.view(np.uint64))
+
+
 def test_sums_beyond_53_bits_go_to_numpy():
     assert numba_blockfma.exact_sums(23, 2, 16)  # every preset's: 17 * 2**27
     wide = hardware.model("H100").replace(extra_alignment_bits=30)

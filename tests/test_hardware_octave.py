@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 
 from pychop_compat import hardware
+from pychop_compat.rounding import round_to_format
 
 DATA = Path(__file__).resolve().parent / "data" / "hardware"
 
@@ -148,6 +149,43 @@ def _infinite_addend_read_as_128_by_cdna3(case, index, row, column, ours, theirs
     return case["gpu"] == "MI300X" and _infinite_block_result_read_as_finite(case, index, row, column, ours, theirs)
 
 
+def _infinite_addend_read_as_2_127_by_cdna1(case, index, row, column, ours, theirs):
+    # The CDNA1 model (MI100MC.m, correct_rounding: Kulisch_Accumulation) takes a block's addend c
+    # as the term c / 2^(e - 1) times 2^(e - 1), e from log2(|c|): for an infinite block result
+    # log2 gives e = 0 and the term Inf, whose binary32 encoding AlignSignificandBits reads as
+    # 2^128, so the addend is 2^127 (of c's sign); the anchor's result is then finite (2^127
+    # itself when the other blocks add nothing) or of either sign.  The model keeps the infinity.
+    return case["gpu"] == "MI100" and _infinite_block_result_read_as_finite(case, index, row, column, ours, theirs)
+
+
+def _overflowing_product_made_positive_by_cdna2(case, index, row, column, ours, theirs):
+    # The CDNA2 model (MI210MC.m, prd_limit) returns +Inf for a block with a product of 2^128 or
+    # more in magnitude, whatever the product's sign and whatever the block's addend (a NaN or
+    # -Inf from the blocks before included; NaN when such products have both signs); the model
+    # rounds such a product to binary32, -Inf for a negative one, and adds it to the addend.
+    # Replaying that rule block by block, the model computing every other block, gives the
+    # anchor's result.
+    if case["gpu"] not in ("MI210", "MI250"):
+        return False
+    a, b, c = _inner_product(case, index, row, column)
+    informat = hardware.INPUT_FORMATS[case["inputs"]]
+    products = round_to_format(a[0], informat) * round_to_format(b[:, 0], informat)  # exact
+    if not (np.abs(products) >= 2.0**128).any():
+        return False
+    block = hardware.model(case["gpu"], case["inputs"]).fma_size
+    accumulator = c
+    for start in range(0, a.shape[1], block):
+        overflowing = products[start:start + block][np.abs(products[start:start + block]) >= 2.0**128]
+        if overflowing.size:
+            accumulator = np.array([[np.nan if overflowing.min() < 0 < overflowing.max() else np.inf]])
+        else:
+            with np.errstate(invalid="ignore"):
+                accumulator = hardware.matmul(a[:, start:start + block], b[start:start + block], accumulator,
+                                              beta=1.0, model=case["gpu"], inputs=case["inputs"]).astype(np.float64)
+    return accumulator[0, 0].tobytes() == np.float64(theirs).tobytes() or (np.isnan(accumulator[0, 0])
+                                                                          and np.isnan(theirs))
+
+
 def _bf16_subnormal_inputs_flushed(case, index, row, column, ours, theirs):
     # CPFloat's bfloat16 has no subnormals unless asked (``subnormal`` defaults to 0 for 'bf16'), and
     # GEMM.m does not ask: the anchor rounds bf16 inputs below 2^-126 to 0 or +-2^-126, the nearer,
@@ -184,6 +222,8 @@ FP8_TO_FP16 = "anchor: fp8 -> fp16 keeps no fraction bits"
 E4M3_480 = "CPFloat: E4M3 with 480 and infinities"
 INFINITE_BLOCK = "anchor: an infinite block result read as 2^128"
 INFINITE_ADDEND_CDNA3 = "anchor (CDNA3): an infinite block result read as 128"
+INFINITE_ADDEND_CDNA1 = "anchor (CDNA1): an infinite block result read as 2^127"
+OVERFLOW_POSITIVE_CDNA2 = "anchor (CDNA2): a block with a product of 2^128 or more is +Inf"
 PAST_ALL_ONES = "anchor: overflow past the all-ones exponent is finite"
 BF16_FLUSHED = "CPFloat: bf16 subnormal inputs flushed"
 
@@ -191,6 +231,8 @@ EXPLANATIONS = {  # the first that holds is counted: an infinite block result be
     FP8_TO_FP16: _fp8_to_fp16_literal,
     E4M3_480: _cpfloat_e4m3_has_480_and_infinities,
     INFINITE_ADDEND_CDNA3: _infinite_addend_read_as_128_by_cdna3,
+    INFINITE_ADDEND_CDNA1: _infinite_addend_read_as_2_127_by_cdna1,
+    OVERFLOW_POSITIVE_CDNA2: _overflowing_product_made_positive_by_cdna2,
     INFINITE_BLOCK: _infinite_block_result_read_as_finite,
     PAST_ALL_ONES: _overflow_past_all_ones_exponent,
     BF16_FLUSHED: _bf16_subnormal_inputs_flushed,
@@ -219,6 +261,8 @@ DIFFERING = {
     **_for(HOPPER_BLACKWELL, "tf32-fp32", {INFINITE_BLOCK: 16}),
     **_for(("MI300X",), "bf16-fp32", {BF16_FLUSHED: 36, INFINITE_ADDEND_CDNA3: 25}),
     **_for(("MI300X",), "tf32-fp32", {INFINITE_ADDEND_CDNA3: 21}),
+    **_for(("MI100",), "bf16-fp32", {BF16_FLUSHED: 36, INFINITE_ADDEND_CDNA1: 31}),
+    **_for(("MI210", "MI250"), "bf16-fp32", {BF16_FLUSHED: 15, OVERFLOW_POSITIVE_CDNA2: 16}),
 }
 
 
@@ -251,10 +295,12 @@ def test_the_stored_inputs_are_what_the_generator_makes():
 
 def _one_per_pair():
     """The cases, all but one per format pair (the H100's, or the Ada's where the H100 has no preset)
-    and the MI300X's fp16 -> fp32 (the AMD model) marked slow: a pair takes 0.2 to 1 s."""
+    and the AMD models' (the MI300X's fp16 -> fp32, the MI100's and the MI250's fp16 and bf16 ->
+    fp32) marked slow: a pair takes 0.2 to 1 s."""
     default = {(case["inputs"], case["output"]): case["gpu"] for case in CASES if case["gpu"] == "Ada"}
     default.update({(case["inputs"], case["output"]): case["gpu"] for case in CASES if case["gpu"] == "H100"})
     fast = {(gpu, inputs, output) for (inputs, output), gpu in default.items()} | {("MI300X", "fp16", "fp32")}
+    fast |= {(gpu, inputs, "fp32") for gpu in ("MI100", "MI250") for inputs in ("fp16", "bf16")}
     return [pytest.param(case, id=_ids(case),
                          marks=[] if (case["gpu"], case["inputs"], case["output"]) in fast else [pytest.mark.slow])
             for case in CASES]

@@ -11,8 +11,9 @@ units" of the documentation (``docs/hardware.rst``) tells how each preset was ch
 against the outputs of the GPU it names.
 """
 
-from .models import BlockFMA, INPUT_FORMATS, OUTPUT_FORMATS, PRESETS, ROUNDING_MODES, model, model_for_format
+from .models import (BLOCK_SUMS, BlockFMA, INPUT_FORMATS, OUTPUT_FORMATS, PRESETS, ROUNDING_MODES, model,
+                     model_for_format)
 from .blockfma import block_dot, matmul
 
 __all__ = ["BlockFMA", "model", "model_for_format", "PRESETS", "matmul", "block_dot", "INPUT_FORMATS",
-           "OUTPUT_FORMATS", "ROUNDING_MODES"]
+           "OUTPUT_FORMATS", "ROUNDING_MODES", "BLOCK_SUMS"]

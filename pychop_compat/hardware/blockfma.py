@@ -128,11 +128,15 @@ def _round_scaled(ns: Namespace, total: Any, scale: Any, fraction_bits: int, out
 def _block(ns: Namespace, a: Any, b: Any, c: Any, spec: BlockFMA, informat: Format, outformat: Format) -> Any:
     """One block: finite ``a``, ``b`` (..., fma_size; broadcastable) and addend ``c`` (...), as float64."""
     xp = ns.xp
+    if spec.block_sum == "pairwise":
+        return _pairwise_block(ns, a, b, c, spec, informat, outformat)
     if not spec.input_subnormals:
         a = xp.where(xp.abs(a) < 2.0 ** informat.emin, 0.0, a)
         b = xp.where(xp.abs(b) < 2.0 ** informat.emin, 0.0, b)
     if not spec.output_subnormals:
         c = xp.where(xp.abs(c) < 2.0 ** outformat.emin, 0.0, c)
+    if spec.block_sum == "exact":
+        return _exact_block(ns, a * b, c, spec, outformat)
     input_fraction = informat.t - 1
     magnitude_a, magnitude_b = xp.abs(a), xp.abs(b)
     exp_a, exp_b = _exponents(ns, magnitude_a, informat.emin), _exponents(ns, magnitude_b, informat.emin)
@@ -166,6 +170,94 @@ def _block(ns: Namespace, a: Any, b: Any, c: Any, spec: BlockFMA, informat: Form
     # with negative extra bits: fp8 on Ada and Hopper).
     result_fraction = min(outformat.t - 1, acc_fraction + spec.extra_alignment_bits)
     return _round_scaled(ns, total, scale, result_fraction, outformat, spec.rounding, spec.output_subnormals)
+
+
+def _two_sum(a: Any, b: Any) -> Tuple[Any, Any]:
+    """``(s, e)`` with ``s = fl(a + b)`` and ``a + b = s + e`` exactly (Knuth's TwoSum: any order
+    of magnitudes; exact for finite float64 that do not overflow)."""
+    total = a + b
+    b_part = total - a
+    return total, (a - (total - b_part)) + (b - b_part)
+
+
+def _rounded_from_float64(ns: Namespace, value: Any, residual: Any, outformat: Format, rounding: str,
+                          subnormals: bool) -> Any:
+    """``value + r`` rounded to ``outformat`` (23 fraction bits at most), where ``value`` is a
+    finite float64 and ``r`` an exact remainder known only by its sign ``residual`` (-1, 0, +1),
+    smaller than the distance from ``value`` to its float64 neighbour on that side.  ``value``
+    is first rounded to odd on its own last bit (an even last bit moves one unit toward ``r``):
+    with at least 2 bits more than the output's 24 that keeps what every rounding mode needs."""
+    xp = ns.xp
+    magnitude = xp.abs(value)
+    exponent = _binary_exponents(ns, magnitude)
+    significand = _significands(ns, magnitude, exponent, 52)
+    sign = xp.where(value < 0, -1, 1)
+    total = sign * significand + xp.where((significand & 1) == 0, xp.astype(residual, xp.int64), 0)
+    # exponent is far below any real one for value 0 (its residual is 0 then: total is 0)
+    result_fraction = min(outformat.t - 1, 23)
+    return _round_scaled(ns, total, exponent - 52, result_fraction, outformat, rounding, subnormals)
+
+
+def _exact_block(ns: Namespace, products: Any, c: Any, spec: BlockFMA, outformat: Format) -> Any:
+    """``block_sum='exact'``: the exact sum of the exact float64 ``products`` (..., fma_size) and
+    ``c`` (...), rounded once.  The terms are distilled into a nonoverlapping expansion
+    (Shewchuk's Grow-Expansion: exact TwoSums), then added from the top until a step is inexact:
+    that step's sum is within one unit of its last place of the exact sum, and its error gives
+    the sign of the rest (every lower component is smaller than the error's last bit)."""
+    xp = ns.xp
+    terms = [c] + [products[..., index] for index in range(products.shape[-1])]
+    expansion: list = []
+    for term in terms:
+        grown = []
+        for component in expansion:
+            term, error = _two_sum(term, component)
+            grown.append(error)
+        expansion = grown + [term]
+    value = expansion[-1]
+    residual = xp.zeros_like(value)
+    inexact = xp.zeros(value.shape, dtype=xp.bool)
+    for component in reversed(expansion[:-1]):
+        total, error = _two_sum(value, component)
+        value = xp.where(inexact, value, total)
+        residual = xp.where(inexact, residual, xp.sign(error))
+        inexact = inexact | (error != 0)
+    return _rounded_from_float64(ns, value, residual, outformat, spec.rounding, spec.output_subnormals)
+
+
+def _pairwise_block(ns: Namespace, a: Any, b: Any, c: Any, spec: BlockFMA, informat: Format,
+                    outformat: Format) -> Any:
+    """``block_sum='pairwise'`` (AMD CDNA2): every product rounded to the output format, added in
+    a pairwise tree, then to the addend ``c``, every sum rounded to the output format; without
+    output subnormals a rounded product or addend below the smallest normal number is +0, a sum
+    a zero of its sign.  ``c`` may be infinite or NaN (a previous block's result).  Each sum is
+    exact as TwoSum's float64 sum and error, rounded through :func:`_rounded_from_float64`."""
+    xp = ns.xp
+    smallest_normal = 2.0 ** outformat.emin
+    zero = xp.zeros_like(c)
+
+    def rounded(value: Any, error: Any, subnormals: bool) -> Any:
+        # value + error exactly (error: TwoSum's, below value's last bit)
+        finite = xp.isfinite(value)
+        result = _rounded_from_float64(ns, xp.where(finite, value, 0.0), xp.where(finite, xp.sign(error), 0.0),
+                                       outformat, spec.rounding, subnormals)
+        # a zero sum keeps its IEEE sign (-0 + -0 is -0); infinities and NaN pass
+        return xp.where(finite & (value != 0), result, value)
+
+    def added(x: Any, y: Any) -> Any:
+        with np.errstate(invalid="ignore"):  # Inf - Inf in TwoSum's error, masked
+            return rounded(*_two_sum(x, y), spec.output_subnormals)
+
+    products = a * b  # exact
+    if not spec.input_subnormals:
+        tiny = 2.0 ** informat.emin
+        products = xp.where((xp.abs(a) < tiny) | (xp.abs(b) < tiny), 0.0, products)
+    terms = [rounded(products[..., index], zero, True) for index in range(products.shape[-1])]
+    if not spec.output_subnormals:
+        terms = [xp.where(xp.abs(term) < smallest_normal, 0.0, term) for term in terms]
+        c = xp.where(xp.abs(c) < smallest_normal, 0.0, c)
+    while len(terms) > 1:
+        terms = [added(terms[index], terms[index + 1]) for index in range(0, len(terms), 2)]
+    return added(c, terms[0])
 
 
 def _floor_shift(ns: Namespace, values: Any, left: Any) -> Any:
@@ -241,6 +333,10 @@ def _block_step(ns: Namespace, spec: BlockFMA, a: Any, b: Any, has_nan: Any, plu
     with np.errstate(invalid="ignore", over="ignore"):
         products = a * b
     block_nan, block_plus, block_minus = _non_finite(xp, products)
+    if spec.block_sum == "pairwise":  # IEEE arithmetic: an infinite or NaN result is the next addend
+        result = _block(ns, xp.where(xp.isfinite(a), a, 0.0), xp.where(xp.isfinite(b), b, 0.0), accumulator,
+                        spec, *_formats(spec))
+        return has_nan | block_nan, plus | block_plus, minus | block_minus, result
     overflowed = xp.isinf(accumulator)
     result = _block(ns, xp.where(xp.isfinite(a), a, 0.0), xp.where(xp.isfinite(b), b, 0.0),
                     xp.where(overflowed, 0.0, accumulator), spec, *_formats(spec))
@@ -269,8 +365,11 @@ def _special_or(xp: Any, has_nan: Any, plus: Any, minus: Any, values: Any) -> An
 
 
 def _compiled(spec: BlockFMA) -> bool:
-    """Whether the compiled kernel computes ``spec``'s blocks here: Numba wanted, and every
-    block sum exact in float64 (``numba_blockfma.exact_sums``; true of every preset)."""
+    """Whether the compiled kernels compute ``spec``'s blocks here: Numba wanted, and aligned
+    blocks whose every sum is exact in float64 (``numba_blockfma.exact_sums``; true of every
+    preset), or AMD's unaligned ones rounded to nearest binary32 (the MI100's, MI210's, MI250's)."""
+    if spec.block_sum != "aligned":
+        return compiled.wanted() and spec.rounding == "rne" and spec.output_format == "fp32"
     return compiled.wanted() and _kernels().exact_sums(spec.accumulator_fraction_bits, spec.extra_alignment_bits,
                                                        spec.fma_size, spec.late_addend_bits or 0)
 
@@ -306,6 +405,12 @@ def _truncated(values: np.ndarray, spec: BlockFMA, informat: Format) -> Tuple[np
     return np.ascontiguousarray(truncated), np.ascontiguousarray(exponent)  # one compiled layout
 
 
+def _unaligned_parameters(spec: BlockFMA) -> np.ndarray:
+    """``spec`` as the unaligned kernels' integer parameters (``numba_blockfma._unaligned_inner``)."""
+    return np.array([spec.fma_size, spec.block_sum == "pairwise", spec.input_subnormals, spec.output_subnormals],
+                    dtype=np.int64)
+
+
 def _compiled_matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, spec: BlockFMA) -> np.ndarray:
     """:func:`matmul`'s inner products on rounded ``A``, ``B`` and ``C`` (M, N), by the compiled
     kernel: the same bits, no (M, N, K) array."""
@@ -321,7 +426,10 @@ def _compiled_matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, spec: BlockFMA
     QA, EA = _truncated(np.pad(np.where(np.isfinite(A), A, 0.0), [(0, 0), (0, padding)]), spec, informat)
     QB, EB = _truncated(np.pad(np.where(np.isfinite(B), B, 0.0), [(0, padding), (0, 0)]), spec, informat)
     D = np.where(np.isfinite(C), C, 0.0).astype(np.float64)
-    kernels.block_matmul(QA, EA, QB, EB, D, _kernel_parameters(spec, outformat))
+    if spec.block_sum == "aligned":
+        kernels.block_matmul(QA, EA, QB, EB, D, _kernel_parameters(spec, outformat))
+    else:
+        kernels.unaligned_matmul(QA, np.ascontiguousarray(QB.T), D, _unaligned_parameters(spec))
     if suspect.any():
         rows, columns = np.nonzero(suspect)
         special = kernels.special_values(*(np.ascontiguousarray(x, dtype=np.float64) for x in (A, B, C)),
@@ -345,8 +453,12 @@ def _compiled_block_dot(a: np.ndarray, b: np.ndarray, c: np.ndarray, spec: Block
     accumulator = np.where(finite, accumulator, 0.0)
     kernels = _kernels()
     QA, EA = _truncated(a.reshape(-1, a.shape[-1]), spec, informat)
-    QB, EB = _truncated(b.reshape(-1, b.shape[-1]).T, spec, informat)
     flat = accumulator.reshape(-1).copy()
+    if spec.block_sum != "aligned":
+        QB, _ = _truncated(b.reshape(-1, b.shape[-1]), spec, informat)
+        kernels.unaligned_rows(QA, QB, flat, _unaligned_parameters(spec))
+        return np.where(finite, flat.reshape(accumulator.shape), special)
+    QB, EB = _truncated(b.reshape(-1, b.shape[-1]).T, spec, informat)
     kernels.block_rows(QA, EA, QB, EB, flat, _kernel_parameters(spec, outformat))
     return np.where(finite, flat.reshape(accumulator.shape), special)
 

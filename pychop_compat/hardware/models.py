@@ -12,9 +12,11 @@ The presets are the parameters their MATLAB models use per GPU and format pair
 b12b5a700957655375a1b0c1d0c26e76065da015), written out here as data.  AMD's MI300X
 is the anchor's CDNA3 model, ``models/MI300MC.m`` as of commit
 edb6822258ed53fe8caa7095f3dae0b9e4e8279f: at b12b5a7 ``MI300XMC.m`` still calls it,
-but the file was deleted (d12a5b3).  fp8 inputs on the MI300X (FNUZ formats, odd/even
-grouped sums) and the MI100 and MI250 models (exact and pairwise fp32 sums) are not
-here.
+but the file was deleted (d12a5b3).  AMD's MI100 (CDNA1, ``models/MI100MC.m``) adds a
+block exactly and rounds once (``block_sum='exact'``); the MI210 and MI250 (CDNA2,
+``models/MI210MC.m``, which ``MI250MC.m`` calls) round every product and every sum of a
+pairwise tree to fp32 (``block_sum='pairwise'``).  fp8 inputs on the MI300X (FNUZ formats,
+odd/even grouped sums) are not here.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Any, Dict, Optional, Tuple
 from ..formats import catalogue_format
 
 __all__ = ["BlockFMA", "PRESETS", "model", "model_for_format", "INPUT_FORMATS", "OUTPUT_FORMATS",
-           "ROUNDING_MODES"]
+           "ROUNDING_MODES", "BLOCK_SUMS"]
 
 #: Input format names a model accepts, and the catalogue format each means
 #: (NVIDIA's E4M3 is the OCP format without infinities, largest finite 448).
@@ -39,6 +41,10 @@ INPUT_FORMATS: Dict[str, str] = {
 OUTPUT_FORMATS: Dict[str, str] = {"fp16": "fp16", "fp32": "fp32"}
 #: Rounding modes of the block result: toward zero, to nearest (ties to even), up, down.
 ROUNDING_MODES = ("rz", "rne", "ru", "rd")
+#: How a block adds its products and addend: aligned to the largest exponent and truncated
+#: (every NVIDIA GPU, the MI300X), exactly (the MI100), or in a pairwise tree of rounded sums
+#: (the MI210 and MI250); see :class:`BlockFMA`.
+BLOCK_SUMS = ("aligned", "exact", "pairwise")
 
 
 @dataclass(frozen=True)
@@ -76,12 +82,26 @@ class BlockFMA:
     name : str
         A label, such as ``'H100'``.
     late_addend_bits : int or None
-        None: the addend is aligned with the products (every preset but AMD's).  An
+        None: the addend is aligned with the products (every preset but the MI300X's).  An
         integer: the products alone are aligned and added first (to their largest
         exponent; the addend's exponent is ``accumulator_emin`` when it is 0), then
         the addend joins in a two-operand alignment where the operand of the smaller
         exponent is rounded toward minus infinity to the larger one's last bit, with
         this many more bits when the products' sum is that operand (AMD CDNA3: 7).
+    block_sum : str
+        How a block adds its products and addend, one of :data:`BLOCK_SUMS`.
+        ``'aligned'`` (every preset but the MI100's, MI210's and MI250's): as described
+        above.  ``'exact'`` (AMD CDNA1, MI100): the products and the addend are added
+        exactly and the sum is rounded once (``rounding``, ``output_subnormals``).
+        ``'pairwise'`` (AMD CDNA2, MI210 and MI250; ``fma_size`` a power of two): every
+        product is rounded to the output format, then the products are added in a
+        pairwise tree (halves first, ``((p1 + p2) + (p3 + p4))`` for four) and the
+        addend last, each sum rounded to the output format; without
+        ``output_subnormals`` every rounded product and sum below the smallest normal
+        number is flushed to zero.  With ``'exact'`` and ``'pairwise'`` the alignment
+        fields (``extra_alignment_bits``, ``min_alignment_exponent``,
+        ``normalised_products``, ``accumulator_fraction_bits``, ``accumulator_emin``)
+        play no part.
     """
 
     input_format: str = "fp16"
@@ -97,6 +117,7 @@ class BlockFMA:
     accumulator_emin: int = -126
     name: str = "custom"
     late_addend_bits: Optional[int] = None
+    block_sum: str = "aligned"
 
     def __post_init__(self) -> None:
         if self.input_format not in INPUT_FORMATS:
@@ -107,6 +128,12 @@ class BlockFMA:
             raise ValueError(f"rounding must be one of {ROUNDING_MODES}, got {self.rounding!r}.")
         if self.fma_size < 1:
             raise ValueError(f"fma_size must be a positive integer, got {self.fma_size}.")
+        if self.block_sum not in BLOCK_SUMS:
+            raise ValueError(f"block_sum must be one of {BLOCK_SUMS}, got {self.block_sum!r}.")
+        if self.block_sum != "aligned" and self.late_addend_bits is not None:
+            raise ValueError(f"late_addend_bits needs block_sum='aligned', got block_sum={self.block_sum!r}.")
+        if self.block_sum == "pairwise" and self.fma_size & (self.fma_size - 1):
+            raise ValueError(f"block_sum='pairwise' needs an fma_size that is a power of two, got {self.fma_size}.")
         if self.late_addend_bits is not None and (self.late_addend_bits < 0 or self.extra_alignment_bits < 0):
             raise ValueError("late_addend_bits and extra_alignment_bits must be nonnegative with a late addend, "
                              f"got {self.late_addend_bits} and {self.extra_alignment_bits}.")
@@ -168,6 +195,18 @@ PRESETS.update(_generation("B200", 16, 2, -133, -21, 8, (32, 2, "rz"), _ALL))
 for _inputs, _fma_size in (("fp16", 8), ("bf16", 8), ("tf32", 4)):
     PRESETS["MI300X", _inputs, "fp32"] = BlockFMA(_inputs, "fp32", _fma_size, 1, "rne", late_addend_bits=7,
                                                   name="MI300X")
+# AMD CDNA1 (MI100; the anchor's MI100MC.m): blocks of 4 fp16 or 2 bf16 products added to the
+# addend exactly and rounded once to nearest, with subnormals.
+for _inputs, _fma_size in (("fp16", 4), ("bf16", 2)):
+    PRESETS["MI100", _inputs, "fp32"] = BlockFMA(_inputs, "fp32", _fma_size, rounding="rne", block_sum="exact",
+                                                 name="MI100")
+# AMD CDNA2 (MI210 and MI250; the anchor's MI210MC.m): blocks of 4 products (bf16 too), each
+# product and each sum of the pairwise tree rounded to nearest fp32, the addend added last;
+# subnormal inputs, products and sums flushed to zero.
+for _gpu in ("MI210", "MI250"):
+    for _inputs in ("fp16", "bf16"):
+        PRESETS[_gpu, _inputs, "fp32"] = BlockFMA(_inputs, "fp32", 4, rounding="rne", input_subnormals=False,
+                                                  output_subnormals=False, block_sum="pairwise", name=_gpu)
 
 
 def model(gpu: str, inputs: str = "fp16", output: str = "fp32") -> BlockFMA:
@@ -177,8 +216,9 @@ def model(gpu: str, inputs: str = "fp16", output: str = "fp32") -> BlockFMA:
     ----------
     gpu : str
         ``'V100'``, ``'A100'``, ``'A2'``, ``'A30'``, ``'Ada'``, ``'L40S'``, ``'H100'``,
-        ``'H200'``, ``'B200'`` or ``'MI300X'`` (case-insensitive; the MI300X with
-        fp16, bf16 or tf32 inputs and fp32 output).
+        ``'H200'``, ``'B200'``, ``'MI100'``, ``'MI210'``, ``'MI250'`` or ``'MI300X'``
+        (case-insensitive; AMD's with fp32 output only: the MI300X with fp16, bf16 or
+        tf32 inputs, the others with fp16 or bf16).
     inputs : str
         Format of A and B: ``'fp16'``, ``'bf16'``, ``'tf32'``, ``'e4m3'`` or ``'e5m2'``.
     output : str

@@ -29,6 +29,14 @@ The rounding of a block's sum is NumPy's ``_round_scaled`` in float64 operations
 (see :func:`_tile`).  The loops over the columns of a tile are branch-free, so
 LLVM vectorises them.  NaN and infinity are the caller's (:func:`special_values`
 computes them where it asks).
+
+AMD's unaligned block sums (``block_sum`` ``'exact'``, the MI100, and ``'pairwise'``, the
+MI210 and MI250; rounding to nearest binary32) have their own kernels,
+:func:`unaligned_matmul` and :func:`unaligned_rows`, an inner product at a time: the
+exact sum as NumPy's ``_exact_block`` distils it (TwoSums into a nonoverlapping expansion,
+then the top of it rounded to odd), converted to binary32 once; the pairwise sums in
+binary32 arithmetic itself (each product converted from its exact float64 value, each sum
+a binary32 addition, rounded to nearest as IEEE 754 says).
 """
 
 from __future__ import annotations
@@ -42,7 +50,7 @@ from numba import prange
 from .numba_kernels import INLINE_OPTIONS, JIT_OPTIONS, bits_of_double, double_of_bits
 
 __all__ = ["ZERO_EXPONENT", "ROUNDING_CODES", "TILE", "ROWS", "exact_sums", "block_matmul", "block_rows",
-           "special_values"]
+           "special_values", "unaligned_matmul", "unaligned_rows"]
 
 #: The exponent handed over for a zero input: two of them sum below any real
 #: product exponent (which is at least -600) and the int32 floor NumPy starts from.
@@ -235,3 +243,106 @@ def special_values(A, B, C, rows, columns):
         elif minus:
             result[n] = -np.inf
     return result
+
+
+@numba.njit(**INLINE_OPTIONS)
+def _two_sum(a, b):
+    """``(s, e)``: ``s = fl(a + b)`` and ``a + b = s + e`` exactly (TwoSum)."""
+    total = a + b
+    b_part = total - a
+    return total, (a - (total - b_part)) + (b - b_part)
+
+
+@numba.njit(**INLINE_OPTIONS)
+def _exact_block(a, b, start, stop, c, expansion, output_subnormals):
+    """NumPy's ``_exact_block`` for one block of one inner product (``a[start:stop]``,
+    ``b[start:stop]``, addend ``c``), rounded to nearest binary32; ``expansion`` a work array of
+    ``stop - start + 1`` elements."""
+    smallest_normal = _power_of_two(-126)
+    if not output_subnormals and abs(c) < smallest_normal:
+        c = 0.0
+    expansion[0] = c
+    count = 1
+    for k in range(start, stop):
+        term = a[k] * b[k]  # exact
+        for m in range(count):
+            term, expansion[m] = _two_sum(term, expansion[m])
+        expansion[count] = term
+        count += 1
+    value, residual = expansion[count - 1], 0.0
+    for m in range(count - 2, -1, -1):
+        value, error = _two_sum(value, expansion[m])
+        if error != 0:
+            residual = error
+            break
+    if value == 0:
+        return 0.0  # an exact zero is +0
+    if residual != 0 and bits_of_double(value) & np.uint64(1) == 0:
+        # to odd: one unit toward the rest (the exact sum lies between value and that neighbour)
+        toward_zero = (residual > 0) != (value > 0)
+        bits = bits_of_double(value)
+        value = double_of_bits(bits - np.uint64(1) if toward_zero else bits + np.uint64(1))
+    result = np.float64(np.float32(value))  # to nearest, ties to even, with subnormals
+    if not output_subnormals and abs(result) < smallest_normal:
+        result = -0.0 if value < 0 else 0.0
+    return result
+
+
+@numba.njit(**INLINE_OPTIONS)
+def _pairwise_block(a, b, start, stop, c, sums, input_subnormals, output_subnormals):
+    """NumPy's ``_pairwise_block`` for one block of one inner product, to nearest binary32;
+    ``sums`` a float32 work array of ``stop - start`` (a power of two) elements."""
+    flush = np.float32(0.0) if output_subnormals else np.float32(_power_of_two(-126))
+    for k in range(start, stop):
+        product = a[k] * b[k]  # exact
+        if product == 0 and not input_subnormals:
+            product = 0.0  # +0, as a flushed input gives
+        rounded = np.float32(product)
+        sums[k - start] = np.float32(0.0) if abs(rounded) < flush else rounded
+    count = stop - start
+    while count > 1:
+        for k in range(count // 2):
+            total = sums[2 * k] + sums[2 * k + 1]
+            sums[k] = total * np.float32(0.0) if abs(total) < flush else total  # a zero of its sign
+        count //= 2
+    addend = np.float32(c)
+    total = (np.float32(0.0) if abs(addend) < flush else addend) + sums[0]
+    return np.float64(total * np.float32(0.0) if abs(total) < flush else total)
+
+
+@numba.njit(**INLINE_OPTIONS)
+def _unaligned_inner(a, b, c, params, expansion, sums):
+    """One inner product of ``a`` and ``b`` plus ``c`` through the unaligned model of ``params``
+    (int64 fma_size, pairwise, input subnormals, output subnormals), block after block: an
+    infinite result of the exact sum is kept (NumPy's ``_block_step``), the pairwise sums pass
+    it on as binary32 arithmetic does."""
+    fma_size, pairwise = params[0], params[1] != 0
+    input_subnormals, output_subnormals = params[2] != 0, params[3] != 0
+    accumulator = c
+    for start in range(0, a.shape[0], fma_size):
+        if pairwise:
+            accumulator = _pairwise_block(a, b, start, start + fma_size, accumulator, sums, input_subnormals,
+                                          output_subnormals)
+        elif not math.isinf(accumulator):
+            accumulator = _exact_block(a, b, start, start + fma_size, accumulator, expansion, output_subnormals)
+    return accumulator
+
+
+@numba.njit(parallel=True, **JIT_OPTIONS)
+def unaligned_matmul(QA, QBT, C, params):
+    """The inner products of the rows of ``QA`` (M, K) with the rows of ``QBT`` (N, K: B
+    transposed), added to ``C`` (M, N, overwritten with the results) through AMD's unaligned
+    block sums; ``K`` a multiple of the block size; ``params`` as :func:`_unaligned_inner`'s."""
+    for i in prange(C.shape[0]):
+        expansion, sums = np.empty(params[0] + 1), np.empty(params[0], np.float32)
+        for j in range(C.shape[1]):
+            C[i, j] = _unaligned_inner(QA[i], QBT[j], C[i, j], params, expansion, sums)
+
+
+@numba.njit(parallel=True, **JIT_OPTIONS)
+def unaligned_rows(QA, QB, c, params):
+    """The inner product of row ``r`` of ``QA`` with row ``r`` of ``QB`` plus ``c[r]`` (overwritten
+    with the results), as :func:`unaligned_matmul`."""
+    for row in prange(c.shape[0]):
+        expansion, sums = np.empty(params[0] + 1), np.empty(params[0], np.float32)
+        c[row] = _unaligned_inner(QA[row], QB[row], c[row], params, expansion, sums)

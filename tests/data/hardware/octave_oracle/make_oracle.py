@@ -32,7 +32,7 @@ ORACLE = HERE.parent / "octave_oracle.npz"
 #: The anchor's model function of each GPU (models/*.m).
 MODEL_FUNCTIONS = {"V100": "V100TC", "A100": "A100TC", "A2": "A2TC", "A30": "A30TC", "Ada": "AdaTC",
                    "L40S": "L40STC", "H100": "H100TC", "H200": "H200TC", "B200": "B200TC",
-                   "MI300X": "MI300XMC"}
+                   "MI100": "MI100MC", "MI210": "MI210MC", "MI250": "MI250MC", "MI300X": "MI300XMC"}
 #: Input formats: precision (with the implicit bit), smallest and largest normal exponent.
 FORMATS = {"fp16": (11, -14, 15), "bf16": (8, -126, 127), "tf32": (11, -126, 127),
            "e4m3": (4, -6, 8), "e5m2": (3, -14, 15)}

@@ -17,7 +17,7 @@ import functools
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal, Optional, Union
+from typing import Callable, Literal, Optional, Union
 
 import numpy as np
 
@@ -149,8 +149,9 @@ def rules_at(date: Union[str, _dt.date]) -> Rules:
 
 
 #: How :func:`chop_at` computes a call (:func:`route_at`): on today's engines, on today's engines
-#: followed by the tiny-number rule of before 2020-06-16, or step by step (``chop_vector_at``).
-ROUTES = ("today", "flush tiny", "step by step")
+#: followed by the tiny-number rule of before 2020-06-16, on compiled loops of the rules before
+#: 2020-05-14, or step by step (``chop_vector_at``).
+ROUTES = ("today", "flush tiny", "old rules", "step by step")
 
 
 def route_at(rules: Rules, spec: RoundingSpec) -> str:
@@ -162,9 +163,12 @@ def route_at(rules: Rules, spec: RoundingSpec) -> str:
     only rule of the call that differs from today's is the tiny-number rule (every ``|x|``
     below xmins, or xmin with ``subnormal = 0``, became +0, whatever the mode), which the
     compiled loops and the NumPy engine's special elements take as a parameter (stochastic
-    rounding: applied after the engine).  ``'step by step'``: the older rules (exponent ``floor(log2(|x|))``,
-    overflow to Inf, truncation of a whole block, flips on the dates they were broken, flips
-    with the old tiny-number rule, where a flipped subnormal kept its sign at zero).
+    rounding: applied after the engine).  ``'old rules'``: before 2020-05-14 (exponent
+    ``floor(log2(|x|))``, overflow to Inf, truncation of a whole block), modes 1-4 without
+    flips: the compiled engine's loops of those rules
+    (:func:`~pychop_compat.kernels.compiled.round_old_rules`), else step by step.  ``'step by
+    step'``: the older rules with stochastic rounding, flips on the dates they were broken, flips
+    with the old tiny-number rule (where a flipped subnormal kept its sign at zero).
 
     Parameters
     ----------
@@ -178,6 +182,8 @@ def route_at(rules: Rules, spec: RoundingSpec) -> str:
     str
         One of :data:`ROUTES`.
     """
+    if rules.exponent != "frexp" and not spec.draws:  # (the other old rules came before it)
+        return "old rules"
     if (rules.exponent != "frexp" or rules.overflow != "by mode" or rules.truncation != "elementwise"
             or (spec.flips and (rules.flips_broken or rules.tiny != "by mode"))):
         return "step by step"
@@ -449,6 +455,9 @@ class ChopAt:
             elif (kind is np.ndarray and found[1] == "today" and not settings.spec.draws
                   and (x.dtype is _FLOAT64 or x.dtype is _FLOAT32)):
                 out = settings.prepared(x)  # as chop does
+            elif (kind is np.ndarray and found[1] == "old rules" and (x.dtype is _FLOAT64 or x.dtype is _FLOAT32)
+                  and (loops := self._old_rules_loops(x, settings.spec, found[2])) is not None):
+                out = loops(x)
             elif x is None or (isinstance(x, (list, tuple)) and len(x) == 0):
                 self._stored = settings
                 return None if x is None else np.zeros(0)
@@ -466,9 +475,25 @@ class ChopAt:
                               self.rules)
         return _resolve_at(options, self._stored, x_class, self.rules)
 
+    def _old_rules_loops(self, work: np.ndarray, spec: RoundingSpec, fused: dict) -> Optional[Callable]:
+        """The compiled loops of the rules before 2020-05-14 for ``work`` (route ``'old rules'``),
+        by dtype character in ``fused``; None for the step-by-step rules (the NumPy engine, or
+        the explim = 0 bug of 2019-07-11 .. 2020-04-30 on a matrix: elements in column-major order)."""
+        if not compiled.wanted() or not work.dtype.isnative:
+            return None
+        limits = spec.limits_exponent if self.rules.explim_option else True
+        if (not limits and self.rules.explim0_first_elements_only and work.ndim > 1
+                and max(work.shape) < work.size):
+            return None
+        loops = fused.get(work.dtype.char, False)
+        if loops is False:  # (found once per settings and dtype; None: the loops do not apply)
+            loops = fused[work.dtype.char] = compiled.round_old_rules(
+                spec, work.dtype, limits, self.rules.truncation == "block", self.rules.overflow == "by mode")
+        return loops
+
     def _chop(self, x, settings: ChopSpec, route: str, fused: dict):
         spec = settings.spec
-        if type(x) is np.ndarray and (x.dtype is _FLOAT64 or x.dtype is _FLOAT32) and route != "step by step":
+        if type(x) is np.ndarray and (x.dtype is _FLOAT64 or x.dtype is _FLOAT32) and route in ("today", "flush tiny"):
             return _on_engines_at(x, settings, route, fused)
         if not isinstance(x, (np.ndarray, np.generic, int, float, list, tuple)) or isinstance(x, bool):
             raise TypeError(
@@ -485,7 +510,10 @@ class ChopAt:
             work = arr.astype(np.float64)
         else:
             raise TypeError(f"chop supports float64, float32 and float16 arrays (and integers), not {arr.dtype}.")
-        if route == "step by step":
+        loops = self._old_rules_loops(work, spec, fused) if route == "old rules" else None
+        if loops is not None:
+            out = loops(work)
+        elif route in ("step by step", "old rules"):
             flat = np.ravel(work, order="F").copy()
             n_first = max(work.shape) if work.ndim else 1
             out = chop_vector_at(flat, spec, self.rules, sources_for(settings.randfunc), n_first)

@@ -341,11 +341,27 @@ def log2_thresholds(char: str) -> Optional[np.ndarray]:
 def _old_rules_parameters(fmt, mode: int, keep_subnormals: bool, limits: bool, block: bool,
                           overflow_by_mode: bool, char: str) -> tuple:
     lowest = int(np.finfo(np.dtype(char)).minexp) - np.finfo(np.dtype(char)).nmant
-    ip = np.array([fmt.t, fmt.emin, fmt.emins, mode, int(limits), int(keep_subnormals), int(block),
-                   int(overflow_by_mode), lowest], np.int64)
+    # The fast loops' range (numba_history._fast_block): float64 exponents k with t bits in chop's
+    # normal block and both scalings 2^(t-1-k), 2^(k-t+1) normal; significands below the lowest
+    # threshold of log2_thresholds; magnitudes below the overflow rule's.
+    t = fmt.t
+    low_k = max(fmt.emin if limits else -1022, t - 1023)
+    high_k = min(1023, t + 1021)
+    thresholds = log2_thresholds(char)
+    covered = np.ones(0) if thresholds is None else thresholds[max(low_k - lowest, 0):max(high_k - lowest + 1, 0)]
+    rounding_up = covered[np.isfinite(covered)]
+    fraction_band = int((rounding_up.view(np.uint64) & ((1 << 52) - 1)).min()) if rounding_up.size else 1 << 52
+    if not limits:
+        over = np.inf
+    elif overflow_by_mode and mode != 1:
+        over = float(np.nextafter(fmt.xmax, np.inf))
+    else:
+        over = fmt.xboundary
+    ip = np.array([t, fmt.emin, fmt.emins, mode, int(limits), int(keep_subnormals), int(block),
+                   int(overflow_by_mode), lowest, low_k + 1023, max(high_k - low_k + 1, 0), fraction_band], np.int64)
     with np.errstate(invalid="ignore"):
         default_nan = float(np.zeros(1, char)[0] * np.array(np.inf, char))  # (the NaN that 0 * Inf gives)
-    fp = np.array([fmt.xmax, fmt.xboundary, fmt.xmins, default_nan], np.float64)
+    fp = np.array([fmt.xmax, fmt.xboundary, fmt.xmins, default_nan, over], np.float64)
     for a in (ip, fp):
         a.setflags(write=False)
     return ip, fp

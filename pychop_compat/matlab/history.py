@@ -448,7 +448,7 @@ class ChopAt:
                     self._routes.clear()
                 spec = settings.spec
                 found = self._routes[id(settings)] = (settings, route_at(self.rules, spec), {}, spec.min_rep)
-            if kind is float and found[1] != "step by step" and settings.scalar_path:
+            if kind is float and (found[1] == "today" or found[1] == "flush tiny") and settings.scalar_path:
                 # the scalar kernel of today's chop (no random numbers, no flips)
                 out = 0.0 if found[1] == "flush tiny" and abs(x) < found[3] else numpy_fast.chop_scalar(
                     x, settings.spec, MATLAB_STREAM)

@@ -368,10 +368,11 @@ def _old_rules_parameters(fmt, mode: int, keep_subnormals: bool, limits: bool, b
 
 
 def round_old_rules(spec: RoundingSpec, dtype: Any, limits: bool, block: bool,
-                    overflow_by_mode: bool) -> Optional[Callable[[np.ndarray], np.ndarray]]:
+                    overflow_by_mode: bool) -> Optional[Callable[[Any], Any]]:
     """chop.m's deterministic rounding (modes 1-4, no flips) with its rules before 2020-05-14
-    as a function of ``x`` (float32 or float64 arrays of ``dtype``, native; a new array of
-    ``x``'s shape): ``history.chop_vector_at``'s results (its ``limits``, mode 4 ``block``
+    as a function of ``x`` (float32 or float64 arrays of ``dtype``, native: a new array of
+    ``x``'s shape; for float64, also a Python float: a float): ``history.chop_vector_at``'s
+    results (its ``limits``, mode 4 ``block``
     truncation, overflow by mode of 2020-05-13 or else to Inf) on :mod:`.numba_history`'s loops.
     None where those loops do not apply (a spec beyond chop.m's, a random or flipping one, or
     :func:`log2_thresholds` None).
@@ -387,7 +388,11 @@ def round_old_rules(spec: RoundingSpec, dtype: Any, limits: bool, block: bool,
     ip, fp = _old_rules_parameters(spec.fmt, spec.round, spec.keeps_subnormals, limits, block, overflow_by_mode,
                                    char)
 
-    def old_rules(x: np.ndarray) -> np.ndarray:
+    packed = np.concatenate((ip.astype(np.float64), fp, thresholds))  # (integers below 2^53: exact)
+
+    def old_rules(x: Any) -> Any:
+        if type(x) is float:
+            return k.old_scalar(x, packed)
         if x.ndim == 1 and x.flags.c_contiguous and x.size < SERIAL_BELOW:  # (a small call: no copy)
             out = np.empty(x.shape, x.dtype)
             k.old_serial(x, out, ip, fp, thresholds)

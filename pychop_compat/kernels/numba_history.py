@@ -255,3 +255,14 @@ def old_parallel(xf, of, ip, fp, thresholds, chunk):
         floor_normal, floor_sub = counts[:, 0].sum() == 0, counts[:, 1].sum() == 0
     for j in prange(chunks):
         _old_range(xf, of, j * chunk, min(n, (j + 1) * chunk), c, thresholds, floor_normal, floor_sub)
+
+
+@numba.njit(**JIT_OPTIONS)
+def old_scalar(v, packed):
+    """chop.m's old rules on one float64 ``v`` (a block of its own for mode 4's truncation);
+    ``packed``: the integer parameters, the float ones and the thresholds in one float64 array
+    (Numba's dispatcher costs about 70 ns per argument)."""
+    positive = 0.0 < v < math.inf
+    count = FRACTION_BAND + 1
+    ip = packed[:count].astype(np.int64)
+    return _general(v, _constants(ip, packed[count:OVER + 1]), packed[OVER + 1:], positive, positive)

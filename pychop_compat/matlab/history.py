@@ -455,9 +455,11 @@ class ChopAt:
             elif (kind is np.ndarray and found[1] == "today" and not settings.spec.draws
                   and (x.dtype is _FLOAT64 or x.dtype is _FLOAT32)):
                 out = settings.prepared(x)  # as chop does
-            elif (kind is np.ndarray and found[1] == "old rules" and (x.dtype is _FLOAT64 or x.dtype is _FLOAT32)
-                  and (loops := self._old_rules_loops(x, settings.spec, found[2])) is not None):
-                out = loops(x)
+            elif (found[1] == "old rules" and (double if kind is float else kind is np.ndarray and (
+                    x.dtype is _FLOAT64 or x.dtype is _FLOAT32))
+                  and (loops := self._old_rules_loops(_FLOAT64 if kind is float else x.dtype, x, settings.spec,
+                                                      found[2])) is not None):
+                out = loops(x)  # (a Python float: a float)
             elif x is None or (isinstance(x, (list, tuple)) and len(x) == 0):
                 self._stored = settings
                 return None if x is None else np.zeros(0)
@@ -475,20 +477,21 @@ class ChopAt:
                               self.rules)
         return _resolve_at(options, self._stored, x_class, self.rules)
 
-    def _old_rules_loops(self, work: np.ndarray, spec: RoundingSpec, fused: dict) -> Optional[Callable]:
-        """The compiled loops of the rules before 2020-05-14 for ``work`` (route ``'old rules'``),
-        by dtype character in ``fused``; None for the step-by-step rules (the NumPy engine, or
-        the explim = 0 bug of 2019-07-11 .. 2020-04-30 on a matrix: elements in column-major order)."""
-        if not compiled.wanted() or not work.dtype.isnative:
+    def _old_rules_loops(self, dtype: np.dtype, work, spec: RoundingSpec, fused: dict) -> Optional[Callable]:
+        """The compiled loops of the rules before 2020-05-14 for ``work`` (an array of ``dtype`` or
+        a float; route ``'old rules'``), by dtype character in ``fused``; None for the step-by-step
+        rules (the NumPy engine, or the explim = 0 bug of 2019-07-11 .. 2020-04-30 on a matrix:
+        elements in column-major order)."""
+        if not compiled.wanted() or not dtype.isnative:
             return None
         limits = spec.limits_exponent if self.rules.explim_option else True
-        if (not limits and self.rules.explim0_first_elements_only and work.ndim > 1
+        if (not limits and self.rules.explim0_first_elements_only and np.ndim(work) > 1
                 and max(work.shape) < work.size):
             return None
-        loops = fused.get(work.dtype.char, False)
+        loops = fused.get(dtype.char, False)
         if loops is False:  # (found once per settings and dtype; None: the loops do not apply)
-            loops = fused[work.dtype.char] = compiled.round_old_rules(
-                spec, work.dtype, limits, self.rules.truncation == "block", self.rules.overflow == "by mode")
+            loops = fused[dtype.char] = compiled.round_old_rules(
+                spec, dtype, limits, self.rules.truncation == "block", self.rules.overflow == "by mode")
         return loops
 
     def _chop(self, x, settings: ChopSpec, route: str, fused: dict):
@@ -510,7 +513,7 @@ class ChopAt:
             work = arr.astype(np.float64)
         else:
             raise TypeError(f"chop supports float64, float32 and float16 arrays (and integers), not {arr.dtype}.")
-        loops = self._old_rules_loops(work, spec, fused) if route == "old rules" else None
+        loops = self._old_rules_loops(work.dtype, work, spec, fused) if route == "old rules" else None
         if loops is not None:
             out = loops(work)
         elif route in ("step by step", "old rules"):

@@ -143,6 +143,11 @@ def test_old_rules_parallel_loops(date, monkeypatch):
     positive = np.abs(x) + 1.0  # mode 4 by blocks: every element > 0, the parallel sign pass
     options = {"format": "h", "round": 4}
     assert _same_bits(fast(positive, options), _step_by_step(date, positive, options, monkeypatch))
+    single = np.asfortranarray(x[: 1024 * 1024].astype(np.float32).reshape(1024, 1024))
+    for options in ({"format": "h", "subnormal": 0}, {"format": "b", "round": 3}):
+        assert _same_bits(fast(single, options), _step_by_step(date, single, options, monkeypatch)), options
+        with compiled.cpu_engine("numpy"):  # (its memory order, and NumPy's multiplications for ldexp)
+            assert _same_bits(fast(single, options), _step_by_step(date, single, options, monkeypatch)), options
 
 
 def _numpy_floor_log2(values: np.ndarray) -> np.ndarray:
@@ -210,3 +215,19 @@ def test_old_rules_python_numbers_lists_and_other_dtypes(date, monkeypatch):
         for x in numbers + others:
             a, b = fast(x, options), _step_by_step(date, x, options, monkeypatch)
             assert type(a) is type(b) and _same_bits(a, b), (date, options, x, a, b)
+
+
+@pytest.mark.parametrize("date", ["2019-03-07", "2019-07-11", "2020-05-01", "2020-05-13"])
+def test_old_rules_on_the_numpy_engine_in_memory_order(date, monkeypatch):
+    # the NumPy engine computes route 'old rules' step by step in the input's memory order
+    fast = chop_at(date)
+    with compiled.cpu_engine("numpy"):
+        for base in ({"format": "h"}, {"format": "b"}, {"format": "c", "params": [5, 7]}):
+            fmt = custom_format(*base["params"]) if "params" in base else lookup_format(base["format"])
+            for dtype in (np.float64, np.float32):
+                for x in _inputs(fmt, dtype):
+                    for mode, subnormal, explim in ((1, 1, 1), (2, 0, 1), (3, 1, 0), (4, 0, 1), (4, 1, 0)):
+                        options = dict(base, round=mode, subnormal=subnormal, explim=explim)
+                        a, b = fast(x, options), _step_by_step(date, x, options, monkeypatch)
+                        assert _same_bits(a, b), (date, options, x.dtype, x.shape)
+    assert all(found[2] == {} for found in fast._routes.values())  # (no compiled loops)

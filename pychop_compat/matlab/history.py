@@ -474,11 +474,11 @@ class ChopAt:
             elif (kind is np.ndarray and found[1] == "today" and not settings.spec.draws
                   and (x.dtype is _FLOAT64 or x.dtype is _FLOAT32)):
                 out = settings.prepared(x)  # as chop does
-            elif (found[1] == "old rules" and (double if kind is float else kind is np.ndarray and (
-                    x.dtype is _FLOAT64 or x.dtype is _FLOAT32))
-                  and (loops := self._old_rules_loops(_FLOAT64 if kind is float else x.dtype, x, settings.spec,
-                                                      found[2])) is not None):
-                out = loops(x)  # (a Python float: a float)
+            elif kind is float and found[1] == "old rules" and (loops := found[2].get("d")) and compiled.wanted():
+                out = loops(x)  # the compiled old rules' scalar loop (found by the first call's _chop)
+            elif (kind is np.ndarray and found[1] == "old rules" and (x.dtype is _FLOAT64 or x.dtype is _FLOAT32)
+                  and (loops := self._old_rules_loops(x.dtype, x, settings.spec, found[2])) is not None):
+                out = loops(x)
             elif x is None or (isinstance(x, (list, tuple)) and len(x) == 0):
                 self._stored = settings
                 return None if x is None else np.zeros(0)

@@ -156,9 +156,8 @@ def _numpy_floor_log2(values: np.ndarray) -> np.ndarray:
 
 
 def _loops_exponents(values: np.ndarray) -> np.ndarray:
-    """The loops' exponent of every finite non-zero value (chop.m's ``floor(log2(|x|))``, read
-    back from chop's scaling: mode 1 with t = 53/24 and no range keeps x, so use the kernel's
-    exponent function through a small compiled loop)."""
+    """The loops' exponent (chop.m's ``floor(log2(|x|))``) of every finite non-zero value, from
+    their exponent function in a small compiled loop."""
     import numba
 
     exponent_at = compiled.history_kernels().exponent_at

@@ -74,19 +74,22 @@ def _rounded(v, e, c, floor_normal, floor_sub):
     sub = _in_subnormal_block(e, c)
     precision = c[T] - (c[EMIN] - e) if sub else c[T]
     y = _times_power_of_two(v, precision - 1 - e)
-    mode = c[MODE]
-    # (NumPy's functions, which return floats: math.ceil's integer would lose ceil(-0.5) = -0)
-    if mode == 1:
-        r = np.rint(y)
-    elif mode == 2:
-        r = np.ceil(y)
-    elif mode == 3:
-        r = np.floor(y)
-    elif c[BLOCK] != 0:  # a whole block: floor when every element of it is > 0, else ceil
-        r = np.floor(y) if (floor_sub if sub else floor_normal) else np.ceil(y)
-    else:  # (the mask rule equals trunc on the finite values it meets here)
-        r = np.trunc(y)
-    return _times_power_of_two(r, e - (precision - 1)), sub
+    rounding = c[MODE]
+    if rounding == 4 and c[BLOCK] != 0:  # a whole block: floor when every element of it is > 0, else ceil
+        rounding = 3 if (floor_sub if sub else floor_normal) else 2
+    # (the mask rule of 2020-05-01 equals trunc on the finite values it meets here)
+    return _times_power_of_two(to_integer(y, rounding), e - (precision - 1)), sub
+
+
+@numba.njit(**INLINE_OPTIONS)
+def to_integer(y, rounding):
+    """roundit's deterministic modes: 1 to nearest (ties to even), 2 up, 3 down, 4 towards zero
+    (NumPy's functions, which return floats: math.ceil's integer would lose ceil(-0.5) = -0)."""
+    if rounding == 1:
+        return np.rint(y)
+    if rounding == 2:
+        return np.ceil(y)
+    return np.floor(y) if rounding == 3 else np.trunc(y)
 
 
 @numba.njit(**INLINE_OPTIONS)
@@ -171,7 +174,6 @@ def _general(v, c, thresholds, floor_normal, floor_sub):
     return special_element(v, c)
 
 
-_FIELD_MASK = np.uint64(0x7FF)
 _FRACTION_MASK = np.uint64((1 << 52) - 1)
 _BIAS = np.uint64(1023)
 
@@ -180,7 +182,7 @@ _BIAS = np.uint64(1023)
 def _outside(b, a, c):
     """Whether the element of float64 bit pattern ``b`` and magnitude ``a`` is outside the fast
     loop's range (the general path rounds it)."""
-    field = (b >> _SHIFT) & _FIELD_MASK
+    field = (b >> _SHIFT) & _EXPONENT_MASK
     return ((field - c[LO_FIELD]) >= c[SPAN]) | ((b & _FRACTION_MASK) >= c[FRACTION_BAND]) | (a >= c[OVER])
 
 
@@ -194,19 +196,10 @@ def _fast_block(xf, of, first, last, c, rounding):
     for i in range(first, last):
         v = np.float64(xf[i])
         b = bits_of_double(v)
-        field = (b >> _SHIFT) & _FIELD_MASK
+        field = (b >> _SHIFT) & _EXPONENT_MASK
         up = double_of_bits((_BIAS + _BIAS + t1 - field) << _SHIFT)  # 2^(t - 1 - k), k = field - 1023
         down = double_of_bits((field - t1) << _SHIFT)  # 2^(k - (t - 1))
-        y = v * up
-        if rounding == 1:
-            r = np.rint(y)
-        elif rounding == 2:
-            r = np.ceil(y)
-        elif rounding == 3:
-            r = np.floor(y)
-        else:
-            r = np.trunc(y)
-        of[i] = r * down
+        of[i] = to_integer(v * up, rounding) * down
         outside += _outside(b, abs(v), c)
     return outside
 

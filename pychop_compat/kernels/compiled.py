@@ -354,7 +354,8 @@ def _old_rules_parameters(fmt, mode: int, keep_subnormals: bool, limits: bool, b
     if not limits:
         over = np.inf
     elif overflow_by_mode and mode != 1:
-        over = float(np.nextafter(fmt.xmax, np.inf))
+        with np.errstate(over="ignore"):  # (Inf above the largest double)
+            over = float(np.nextafter(fmt.xmax, np.inf))
     else:
         over = fmt.xboundary
     ip = np.array([t, fmt.emin, fmt.emins, mode, int(limits), int(keep_subnormals), int(block),

@@ -55,7 +55,8 @@ def _inputs(fmt, dtype) -> list:
     r = np.random.default_rng(29)
     info = np.finfo(dtype)
     with np.errstate(over="ignore", under="ignore"):
-        wide = (r.standard_normal(300) * 2.0 ** r.integers(info.minexp - info.nmant - 2, info.maxexp + 1, 300)).astype(dtype)
+        exponents = r.integers(info.minexp - info.nmant - 2, info.maxexp + 1, 300)
+        wide = (r.standard_normal(300) * 2.0 ** exponents).astype(dtype)
         special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, info.tiny, -info.tiny, info.smallest_subnormal,
                             info.max, -info.max, 1.0, -1.0, 0.5, 3.0], dtype)
     subnormals = (r.integers(1, 1 << 12, 40) * info.smallest_subnormal).astype(dtype)

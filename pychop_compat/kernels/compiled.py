@@ -260,7 +260,6 @@ def round_deterministic(constants: tuple, dtype: Any) -> Callable[[np.ndarray], 
     return deterministic
 
 
-
 # --- chop.m's rules before 2020-05-14 (chop_at): numba_history's loops ----------------------------
 
 @functools.cache
@@ -373,9 +372,9 @@ def round_old_rules(spec: RoundingSpec, dtype: Any, limits: bool, block: bool,
     """chop.m's deterministic rounding (modes 1-4, no flips) with its rules before 2020-05-14
     as a function of ``x`` (float32 or float64 arrays of ``dtype``, native: a new array of
     ``x``'s shape; for float64, also a Python float: a float): ``history.chop_vector_at``'s
-    results (its ``limits``, mode 4 ``block``
-    truncation, overflow by mode of 2020-05-13 or else to Inf) on :mod:`.numba_history`'s loops.
-    None where those loops do not apply (a spec beyond chop.m's, a random or flipping one, or
+    results (with its ``limits``, mode 4's truncation by ``block``, overflow by mode of
+    2020-05-13 or else to Inf) on the loops of ``kernels/numba_history.py``.  None where those
+    loops do not apply (a spec beyond chop.m's, a random or flipping one, or
     :func:`log2_thresholds` None).
     """
     char = np.dtype(dtype).char
@@ -388,7 +387,6 @@ def round_old_rules(spec: RoundingSpec, dtype: Any, limits: bool, block: bool,
     k = history_kernels()
     ip, fp = _old_rules_parameters(spec.fmt, spec.round, spec.keeps_subnormals, limits, block, overflow_by_mode,
                                    char)
-
     packed = np.concatenate((ip.astype(np.float64), fp, thresholds))  # (integers below 2^53: exact)
 
     def old_rules(x: Any) -> Any:

@@ -1,13 +1,16 @@
 """Numba loops of chop.m's rules before 2020-05-14 (``chop_at``; imported only by :mod:`.compiled`).
 
-One element at a time, as :func:`pychop_compat.matlab.history.chop_vector_at` computes a
-deterministic mode without bit flips: the exponent ``floor(log2(|x|))`` (frexp's, one larger
-where NumPy's log2 rounds up to the next power of two: a table per exponent, see
+What :func:`pychop_compat.matlab.history.chop_vector_at` computes for a deterministic mode
+without bit flips: the exponent ``floor(log2(|x|))`` (frexp's, one larger where NumPy's log2
+rounds up to the next power of two: a threshold per exponent,
 :func:`pychop_compat.kernels.compiled.log2_thresholds`), chop.m's subnormal block, the scaling
-and rounding to integers, then the range rules of the date.  A module of its own so that the
-cache of :mod:`.numba_kernels` stays valid.  The arithmetic is float64's: every step is exact
-there for float32 inputs too (scaling by powers of two, rounding to integers), and the one
-inexact step, the final scaling, rounds once into the input's class, as NumPy's ldexp does.
+and rounding to integers, then the range rules of the date.  A branch-free loop rounds each
+block of elements as if every one were regular (frexp's exponent, t bits, no range rule); a
+block holding others is looked at again and those are rounded one by one (:func:`_general`).
+A module of its own so that the cache of :mod:`.numba_kernels` stays valid.  The arithmetic
+is float64's: every step is exact there for float32 inputs too (scaling by powers of two,
+rounding to integers), and the one inexact step, the final scaling, rounds once into the
+input's class, as NumPy's ldexp does.
 """
 
 from __future__ import annotations

@@ -243,9 +243,9 @@ ENGINES = ["numpy"] + (["numba"] if numba_available() else [])
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-@pytest.mark.parametrize("version", [v for v in VERSIONS if v["date"] >= "2020-05-14"], ids=lambda v: v["date"])
+@pytest.mark.parametrize("version", VERSIONS, ids=lambda v: v["date"])
 def test_corpus_on_each_engine(engine, version):
-    # every date whose calls run on today's engines (the older ones are computed step by step)
+    # every date on each engine (before 2020-05-14: the compiled loops of the old rules, or step by step)
     with cpu_engine(engine):
         check_date(version["date"], version)
 
@@ -256,13 +256,17 @@ def test_routes_by_date():
     assert history.route_at(rules_at("2020-06-16"), spec) == "today"
     assert history.route_at(rules_at("2020-06-15"), spec) == "flush tiny"
     assert history.route_at(rules_at("2020-05-14"), spec) == "flush tiny"
-    assert history.route_at(rules_at("2020-05-13"), spec) == "step by step"
+    assert history.route_at(rules_at("2020-05-13"), spec) == "old rules"
+    assert history.route_at(rules_at("2019-03-07"), spec) == "old rules"
+    stochastic = history.resolve(dict(h, round=5), None).spec
+    assert history.route_at(rules_at("2020-05-13"), stochastic) == "step by step"
+    assert history.route_at(rules_at("2019-03-07"), history.resolve(dict(h, flip=1), None).spec) == "step by step"
     no_range = history.resolve(dict(h, explim=0), None).spec
     assert history.route_at(rules_at("2020-06-01"), no_range) == "today"
     flips = history.resolve(dict(h, flip=1), None).spec
     assert history.route_at(rules_at("2020-06-01"), flips) == "step by step"
     assert history.route_at(rules_at("2020-06-16"), flips) == "today"
-    assert set(history.ROUTES) == {"today", "flush tiny", "step by step"}
+    assert set(history.ROUTES) == {"today", "flush tiny", "old rules", "step by step"}
 
 
 def _inputs():

@@ -27,7 +27,8 @@ from .numpy_fast import LAYOUTS, in_memory_order
 
 __all__ = ["available", "set_cpu_engine", "cpu_engine", "get_cpu_engine", "chop_array", "warm_up",
            "wanted", "handles", "rounding_constants", "packed_constants", "kernels", "loaded", "small_call",
-           "SERIAL_BELOW", "CHUNK", "flush_tiny_constants", "round_deterministic"]
+           "SERIAL_BELOW", "CHUNK", "flush_tiny_constants", "round_deterministic", "history_kernels",
+           "log2_thresholds", "round_old_rules"]
 
 #: Below this many elements one thread does everything (a parallel launch costs up to a time slice).
 SERIAL_BELOW = 1 << 20
@@ -257,6 +258,152 @@ def round_deterministic(constants: tuple, dtype: Any) -> Callable[[np.ndarray], 
         return other(x)
 
     return deterministic
+
+
+# --- chop.m's rules before 2020-05-14 (chop_at): numba_history's loops ----------------------------
+
+@functools.cache
+def history_kernels() -> ModuleType:
+    """The module of Numba loops of chop.m's old rules (a module of its own: its changes leave
+    :func:`kernels`'s cache valid)."""
+    from . import numba_history
+
+    return numba_history
+
+
+#: Bit patterns searched below each power of two for NumPy's log2 rounding up to it (relative
+#: distance 2^-8 in float32, 2^-33 in float64; why that suffices: :func:`log2_thresholds`).
+_LOG2_BAND = {"f": 1 << 16, "d": 1 << 20}
+#: Patterns checked one by one around each threshold and above each power of two.
+_LOG2_CHECKED = {"f": 1 << 10, "d": 1 << 6}
+
+
+@functools.cache
+def log2_thresholds(char: str) -> Optional[np.ndarray]:
+    """Per exponent ``k`` of the class ``char`` (``'f'``, ``'d'``; from its smallest subnormal's
+    up), the smallest ``a`` in ``[2^k, 2^(k+1))`` with ``np.floor(np.log2(a)) == k + 1`` (as
+    float64; Inf for none): chop.m's exponent before 2020-05-14 is ``k`` below it, ``k + 1``
+    from it.  None when NumPy's log2 does not fit that picture on this machine (then the
+    step-by-step rules compute those dates).
+
+    Why a band below ``2^(k+1)`` suffices: for ``a = 2^(k+1) (1 - d)``, ``log2(a) = k + 1 +
+    log2(1 - d) <= k + 1 - d / ln 2``.  The searched band reaches ``d = 2^-8`` (float32: 2^16
+    patterns of a 24-bit significand) or ``2^-33`` (float64: 2^20 of 53 bits); beyond it
+    ``log2(a)`` lies more than ``2^-8 / ln 2`` (``2^-33 / ln 2``) below ``k + 1``, which is
+    more than 360 units in the last place of any float32 exponent up to 150 (2^-16 each), or
+    more than 700 of any float64 exponent up to 1075 (2^-42), far beyond the few units
+    NumPy's log2 may err by (its SIMD loops as libm's), so ``floor`` gives ``k``.  Above
+    ``2^k`` the same argument holds with ``log2(a) >= k``; only the log2 of exact powers of two
+    and their next neighbours up, which are exact or a few units above ``k``, are checked here.
+    Inside the band the threshold is found by bisection (log2 is monotonic there) and the
+    patterns around it are checked one by one.  tests/test_history_compiled.py compares every
+    float32 within 2^12 patterns below each power of two with NumPy's log2.
+    """
+    dtype = np.dtype(char)
+    unsigned = _UINT[char]
+    info = np.finfo(dtype)
+    p = info.nmant + 1
+    lowest = int(info.minexp) - p + 1  # the smallest subnormal's exponent
+    highest = int(info.maxexp) - 1
+    k = np.arange(lowest, highest + 1)
+    with np.errstate(over="ignore"):
+        bottom = np.ldexp(np.ones(k.size, dtype), k).view(unsigned).astype(np.int64)
+        top = np.ldexp(np.ones(k.size, dtype), k + 1).view(unsigned).astype(np.int64)  # Inf's pattern for the last
+
+    def floors(patterns: np.ndarray) -> np.ndarray:
+        return np.floor(np.log2(patterns.astype(unsigned).view(dtype))).astype(np.float64)
+
+    band = low = np.maximum(bottom, top - _LOG2_BAND[char])
+    high = top  # the threshold's pattern lies in [low, high]; high = top: none
+    for _ in range(int(_LOG2_BAND[char]).bit_length() + 1):
+        middle = low + (high - low) // 2  # (low + high overflows int64)
+        up = floors(np.minimum(middle, top - 1)) >= k + 1
+        searching = low < high
+        high = np.where(searching & up, middle, high)
+        low = np.where(searching & ~up, middle + 1, low)
+    threshold = high
+    offsets = np.arange(-_LOG2_CHECKED[char], _LOG2_CHECKED[char])
+    near = np.clip(threshold[:, None] + offsets, band[:, None], (top - 1)[:, None])
+    above_power = np.minimum(bottom[:, None] + np.arange(_LOG2_CHECKED[char]), (top - 1)[:, None])
+    for patterns in (near, above_power):
+        if not np.array_equal(floors(patterns), k[:, None] + (patterns >= threshold[:, None])):
+            return None
+    if np.any((threshold == band) & (band > bottom)):  # (rounding up already below the band)
+        return None
+    values = np.where(threshold < top, np.minimum(threshold, top - 1), 0).astype(unsigned).view(dtype)
+    out = np.where(threshold < top, values.astype(np.float64), np.inf)
+    out.setflags(write=False)
+    return out
+
+
+@lru_cache(maxsize=64)
+def _old_rules_parameters(fmt, mode: int, keep_subnormals: bool, limits: bool, block: bool,
+                          overflow_by_mode: bool, char: str) -> tuple:
+    lowest = int(np.finfo(np.dtype(char)).minexp) - np.finfo(np.dtype(char)).nmant
+    # The fast loops' range (numba_history._fast_block): float64 exponents k with t bits in chop's
+    # normal block and both scalings 2^(t-1-k), 2^(k-t+1) normal; significands below the lowest
+    # threshold of log2_thresholds; magnitudes below the overflow rule's.
+    t = fmt.t
+    low_k = max(fmt.emin if limits else -1022, t - 1023)
+    high_k = min(1023, t + 1021)
+    thresholds = log2_thresholds(char)
+    covered = np.ones(0) if thresholds is None else thresholds[max(low_k - lowest, 0):max(high_k - lowest + 1, 0)]
+    rounding_up = covered[np.isfinite(covered)]
+    fraction_band = int((rounding_up.view(np.uint64) & ((1 << 52) - 1)).min()) if rounding_up.size else 1 << 52
+    if not limits:
+        over = np.inf
+    elif overflow_by_mode and mode != 1:
+        with np.errstate(over="ignore"):  # (Inf above the largest double)
+            over = float(np.nextafter(fmt.xmax, np.inf))
+    else:
+        over = fmt.xboundary
+    ip = np.array([t, fmt.emin, fmt.emins, mode, int(limits), int(keep_subnormals), int(block),
+                   int(overflow_by_mode), lowest, low_k + 1023, max(high_k - low_k + 1, 0), fraction_band], np.int64)
+    with np.errstate(invalid="ignore"):
+        default_nan = float(np.zeros(1, char)[0] * np.array(np.inf, char))  # (the NaN that 0 * Inf gives)
+    fp = np.array([fmt.xmax, fmt.xboundary, fmt.xmins, default_nan, over], np.float64)
+    for a in (ip, fp):
+        a.setflags(write=False)
+    return ip, fp
+
+
+def round_old_rules(spec: RoundingSpec, dtype: Any, limits: bool, block: bool,
+                    overflow_by_mode: bool) -> Optional[Callable[[Any], Any]]:
+    """chop.m's deterministic rounding (modes 1-4, no flips) with its rules before 2020-05-14
+    as a function of ``x`` (float32 or float64 arrays of ``dtype``, native: a new array of
+    ``x``'s shape; for float64, also a Python float: a float): ``history.chop_vector_at``'s
+    results (with its ``limits``, mode 4's truncation by ``block``, overflow by mode of
+    2020-05-13 or else to Inf) on the loops of ``kernels/numba_history.py``.  None where those
+    loops do not apply (a spec beyond chop.m's, a random or flipping one, or
+    :func:`log2_thresholds` None).
+    """
+    char = np.dtype(dtype).char
+    if (char not in _UINT or spec.draws or spec.flips or spec.round not in (1, 2, 3, 4)
+            or getattr(spec, "extended", False)):
+        return None
+    thresholds = log2_thresholds(char)
+    if thresholds is None:
+        return None
+    k = history_kernels()
+    ip, fp = _old_rules_parameters(spec.fmt, spec.round, spec.keeps_subnormals, limits, block, overflow_by_mode,
+                                   char)
+    packed = np.concatenate((ip.astype(np.float64), fp, thresholds))  # (integers below 2^53: exact)
+
+    def old_rules(x: Any) -> Any:
+        if type(x) is float:
+            return k.old_scalar(x, packed)
+        if x.ndim == 1 and x.flags.c_contiguous and x.size < SERIAL_BELOW:  # (a small call: no copy)
+            out = np.empty(x.shape, x.dtype)
+            k.old_serial(x, out, ip, fp, thresholds)
+            return out
+        out, xf, of = in_memory_order(x)
+        if xf.size < SERIAL_BELOW:
+            k.old_serial(xf, of, ip, fp, thresholds)
+        else:
+            k.old_parallel(xf, of, ip, fp, thresholds, CHUNK)
+        return out
+
+    return old_rules
 
 
 def _spec_constants(spec: RoundingSpec, char: str):

@@ -17,7 +17,7 @@ import functools
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal, Optional, Union
+from typing import Callable, Literal, Optional, Union
 
 import numpy as np
 
@@ -149,8 +149,9 @@ def rules_at(date: Union[str, _dt.date]) -> Rules:
 
 
 #: How :func:`chop_at` computes a call (:func:`route_at`): on today's engines, on today's engines
-#: followed by the tiny-number rule of before 2020-06-16, or step by step (``chop_vector_at``).
-ROUTES = ("today", "flush tiny", "step by step")
+#: followed by the tiny-number rule of before 2020-06-16, on compiled loops of the rules before
+#: 2020-05-14, or step by step (``chop_vector_at``).
+ROUTES = ("today", "flush tiny", "old rules", "step by step")
 
 
 def route_at(rules: Rules, spec: RoundingSpec) -> str:
@@ -162,9 +163,12 @@ def route_at(rules: Rules, spec: RoundingSpec) -> str:
     only rule of the call that differs from today's is the tiny-number rule (every ``|x|``
     below xmins, or xmin with ``subnormal = 0``, became +0, whatever the mode), which the
     compiled loops and the NumPy engine's special elements take as a parameter (stochastic
-    rounding: applied after the engine).  ``'step by step'``: the older rules (exponent ``floor(log2(|x|))``,
-    overflow to Inf, truncation of a whole block, flips on the dates they were broken, flips
-    with the old tiny-number rule, where a flipped subnormal kept its sign at zero).
+    rounding: applied after the engine).  ``'old rules'``: before 2020-05-14 (exponent
+    ``floor(log2(|x|))``, overflow to Inf, truncation of a whole block), modes 1-4 without
+    flips: the compiled engine's loops of those rules
+    (:func:`~pychop_compat.kernels.compiled.round_old_rules`), else step by step.  ``'step by
+    step'``: the older rules with stochastic rounding, flips on the dates they were broken, flips
+    with the old tiny-number rule (where a flipped subnormal kept its sign at zero).
 
     Parameters
     ----------
@@ -178,6 +182,8 @@ def route_at(rules: Rules, spec: RoundingSpec) -> str:
     str
         One of :data:`ROUTES`.
     """
+    if rules.exponent != "frexp" and not spec.draws:  # (the other old rules came before it)
+        return "old rules"
     if (rules.exponent != "frexp" or rules.overflow != "by mode" or rules.truncation != "elementwise"
             or (spec.flips and (rules.flips_broken or rules.tiny != "by mode"))):
         return "step by step"
@@ -291,9 +297,19 @@ def _resolve_at(options, stored: Optional[ChopSpec], x_class: str, rules: Rules)
 def _pow2(x: np.ndarray, e: np.ndarray) -> np.ndarray:
     """MATLAB's exact ``pow2(x, e) = x * 2^e``; a non-finite ``e`` gives ``x * 2^e`` in IEEE
     arithmetic (``0 * 2^Inf`` and ``Inf * 2^-Inf`` are NaN)."""
-    out = np.empty_like(x)
     finite = np.isfinite(e)
-    out[finite] = np.ldexp(x[finite], e[finite].astype(np.int64))
+    everywhere = finite.all()  # (no 0, Inf or NaN among the inputs: no masks, no gathered copies)
+    n = e.astype(np.int64) if everywhere else np.where(finite, e, 0).astype(np.int64)
+    # x * 2^n with 2^n a normal number of x's class is ldexp's correctly rounded result, and
+    # NumPy's multiplication runs in SIMD, its ldexp one element at a time (faster from a few
+    # thousand elements on).
+    bits, bias, signed = (52, 1023, np.int64) if x.dtype == np.float64 else (23, 127, np.int32)
+    if x.size >= 4096 and np.all((n >= 1 - bias) & (n <= bias)):
+        out = x * ((n + bias) << bits).astype(signed, copy=False).view(x.dtype)
+    else:
+        out = np.ldexp(x, n)
+    if everywhere:
+        return out
     bad = ~finite
     out[bad] = x[bad] * np.power(x.dtype.type(2), e[bad].astype(x.dtype))
     return out
@@ -304,7 +320,7 @@ def _exponent(x: np.ndarray, rules: Rules) -> np.ndarray:
     if rules.exponent == "frexp":
         return (np.frexp(np.abs(x))[1] - 1).astype(np.float64)
     # floor(log2(abs(x))), evaluated in the class of x, as MATLAB does
-    return np.floor(np.log2(np.abs(x))).astype(np.float64)
+    return np.floor(np.log2(np.abs(x))).astype(np.float64, copy=False)
 
 
 def _truncate(y: np.ndarray, rules: Rules) -> np.ndarray:
@@ -341,21 +357,30 @@ def chop_vector_at(x: np.ndarray, spec: RoundingSpec, rules: Rules, sources,
         t, emin, emins = fmt.t, fmt.emin, fmt.emins
         limits = spec.limits_exponent if rules.explim_option else True
         e = _exponent(x, rules)
-        c = x.copy()
+        normal: Union[slice, np.ndarray]  # (a slice where it can: views, not gathered copies)
+        sub = np.zeros(0, dtype=np.intp)
         if limits:
             in_sub = (e < emin) & (e >= emins)
-            normal = np.flatnonzero(~in_sub)
-            sub = np.flatnonzero(in_sub)
+            normal = slice(None)
+            if in_sub.any():
+                sub = np.flatnonzero(in_sub)
+                # Elementwise rules (no draws, no truncation by blocks): every element rounded as a
+                # normal one first, the subnormal block's again below; else the blocks apart.
+                if spec.draws or (spec.round == 4 and rules.truncation == "block"):
+                    normal = np.flatnonzero(~in_sub)
         else:
             count = x.size if n_first is None or not rules.explim0_first_elements_only else min(n_first, x.size)
-            normal = np.arange(count)
-            sub = np.zeros(0, dtype=np.intp)
+            normal = slice(0, count)
 
         def round_block(index, precision):
             scaled = _pow2(x[index], precision - 1 - e[index])
             return _pow2(_roundit(scaled, spec, rules, sources), e[index] - (precision - 1))
 
-        c[normal] = round_block(normal, t)
+        if isinstance(normal, slice) and normal == slice(None):
+            c = round_block(normal, t)  # (a new array)
+        else:
+            c = x.copy()
+            c[normal] = round_block(normal, t)
         if sub.size:
             c[sub] = round_block(sub, t - np.maximum(emin - e[sub], 0))
         if not limits:
@@ -442,13 +467,18 @@ class ChopAt:
                     self._routes.clear()
                 spec = settings.spec
                 found = self._routes[id(settings)] = (settings, route_at(self.rules, spec), {}, spec.min_rep)
-            if kind is float and found[1] != "step by step" and settings.scalar_path:
+            if kind is float and (found[1] == "today" or found[1] == "flush tiny") and settings.scalar_path:
                 # the scalar kernel of today's chop (no random numbers, no flips)
                 out = 0.0 if found[1] == "flush tiny" and abs(x) < found[3] else numpy_fast.chop_scalar(
                     x, settings.spec, MATLAB_STREAM)
             elif (kind is np.ndarray and found[1] == "today" and not settings.spec.draws
                   and (x.dtype is _FLOAT64 or x.dtype is _FLOAT32)):
                 out = settings.prepared(x)  # as chop does
+            elif kind is float and found[1] == "old rules" and (loops := found[2].get("d")) and compiled.wanted():
+                out = loops(x)  # the compiled old rules' scalar loop (found by the first call's _chop)
+            elif (kind is np.ndarray and found[1] == "old rules" and (x.dtype is _FLOAT64 or x.dtype is _FLOAT32)
+                  and (loops := self._old_rules_loops(x.dtype, x, settings.spec, found[2])) is not None):
+                out = loops(x)
             elif x is None or (isinstance(x, (list, tuple)) and len(x) == 0):
                 self._stored = settings
                 return None if x is None else np.zeros(0)
@@ -466,9 +496,29 @@ class ChopAt:
                               self.rules)
         return _resolve_at(options, self._stored, x_class, self.rules)
 
+    def _first_elements_only(self, work, spec: RoundingSpec) -> bool:
+        """Whether the explim = 0 bug of 2019-07-11 .. 2020-04-30 leaves elements of the matrix
+        ``work`` unrounded (chop.m rounded its first ``max(size(x))``, in column-major order)."""
+        return (self.rules.explim0_first_elements_only and self.rules.explim_option and not spec.limits_exponent
+                and np.ndim(work) > 1 and max(work.shape) < work.size)
+
+    def _old_rules_loops(self, dtype: np.dtype, work, spec: RoundingSpec, fused: dict) -> Optional[Callable]:
+        """The compiled loops of the rules before 2020-05-14 for ``work`` (an array of ``dtype`` or
+        a float; route ``'old rules'``), by dtype character in ``fused``; None for the step-by-step
+        rules (the NumPy engine, or the explim = 0 bug of 2019-07-11 .. 2020-04-30 on a matrix:
+        elements in column-major order)."""
+        if not compiled.wanted() or not dtype.isnative or self._first_elements_only(work, spec):
+            return None
+        loops = fused.get(dtype.char, False)
+        if loops is False:  # (found once per settings and dtype; None: the loops do not apply)
+            limits = spec.limits_exponent if self.rules.explim_option else True
+            loops = fused[dtype.char] = compiled.round_old_rules(
+                spec, dtype, limits, self.rules.truncation == "block", self.rules.overflow == "by mode")
+        return loops
+
     def _chop(self, x, settings: ChopSpec, route: str, fused: dict):
         spec = settings.spec
-        if type(x) is np.ndarray and (x.dtype is _FLOAT64 or x.dtype is _FLOAT32) and route != "step by step":
+        if type(x) is np.ndarray and (x.dtype is _FLOAT64 or x.dtype is _FLOAT32) and route in ("today", "flush tiny"):
             return _on_engines_at(x, settings, route, fused)
         if not isinstance(x, (np.ndarray, np.generic, int, float, list, tuple)) or isinstance(x, bool):
             raise TypeError(
@@ -485,11 +535,19 @@ class ChopAt:
             work = arr.astype(np.float64)
         else:
             raise TypeError(f"chop supports float64, float32 and float16 arrays (and integers), not {arr.dtype}.")
-        if route == "step by step":
-            flat = np.ravel(work, order="F").copy()
+        loops = self._old_rules_loops(work.dtype, work, spec, fused) if route == "old rules" else None
+        if loops is not None:
+            out = loops(work)
+        elif route in ("step by step", "old rules"):
+            # MATLAB's column-major order where it matters (random numbers, the first elements of
+            # the explim = 0 bug); else the memory order of work (a view: no copy)
+            order: Literal["C", "F"] = "F"
+            if route == "old rules" and not self._first_elements_only(work, spec) and not work.flags.f_contiguous:
+                order = "C"
+            flat = np.ravel(work, order=order)  # (read only by chop_vector_at)
             n_first = max(work.shape) if work.ndim else 1
             out = chop_vector_at(flat, spec, self.rules, sources_for(settings.randfunc), n_first)
-            out = out.reshape(work.shape, order="F")
+            out = out.reshape(work.shape, order=order)
         else:
             out = _on_engines_at(work, settings, route, fused)
         out = out.astype(arr.dtype if arr.dtype == np.float16 else work.dtype, copy=False)

@@ -35,7 +35,9 @@ MODEL_FUNCTIONS = {"V100": "V100TC", "A100": "A100TC", "A2": "A2TC", "A30": "A30
                    "MI100": "MI100MC", "MI210": "MI210MC", "MI250": "MI250MC", "MI300X": "MI300XMC"}
 #: Input formats: precision (with the implicit bit), smallest and largest normal exponent.
 FORMATS = {"fp16": (11, -14, 15), "bf16": (8, -126, 127), "tf32": (11, -126, 127),
-           "e4m3": (4, -6, 8), "e5m2": (3, -14, 15)}
+           "e4m3": (4, -6, 8), "e5m2": (3, -14, 15), "e4m3fnuz": (4, -7, 7), "e5m2fnuz": (3, -15, 15)}
+#: The anchor's names of input formats whose names differ (MI300MC.m's FNUZ formats).
+ANCHOR_FORMATS = {"e4m3fnuz": "fp8-e4m3", "e5m2fnuz": "fp8-e5m2"}
 OUTPUT_FRACTION_BITS = {"fp16": 10, "fp32": 23}
 RANDOM_K = (4, 7, 8, 12, 16, 24, 32, 33, 48, 64, 96, 130)
 SCATTERED_K = 40
@@ -178,7 +180,36 @@ def adversarial_products(rng: np.random.Generator, inputs: str, output: str) -> 
     # Inf * 0: NaN whatever else the product holds.
     products.append(("inf * 0", np.array([[np.inf, 1.0]]), np.array([[0.0], [1.0]]), np.array([[0.0]])))
     products.append(("inf * 0 with c inf", np.array([[0.0, 1.0]]), np.array([[np.inf], [1.0]]), np.array([[np.inf]])))
+    if inputs in ANCHOR_FORMATS:  # the MI300X's fp8 blocks (after the others: their inputs stay as they were)
+        for name, terms, c in odd_even_terms():
+            pairs = [factors(term, emin) for term in terms]
+            a, b = np.array([[x for x, _ in pairs]]), np.array([[y] for _, y in pairs])
+            products.append((name, a, b, np.array([[c]])))
+            where = np.sort(rng.choice(SCATTERED_K, len(terms), replace=False))
+            a_scattered, b_scattered = np.zeros((1, SCATTERED_K)), np.zeros((SCATTERED_K, 1))
+            a_scattered[0, where], b_scattered[where, 0] = a[0], b[:, 0]
+            products.append((name + ", scattered", a_scattered, b_scattered, np.array([[c]])))
     return products
+
+
+def odd_even_terms() -> list:
+    """(name, products, c) for blocks of 16 whose products at even and odd positions are added
+    apart (the MI300X's fp8): small products in one group (each below the other group's last
+    bit, their sum not), of both signs, a group that cancels, an addend far below the products."""
+    small = 3 * 2.0**-17  # 3/8 of the last bit of 2^10 (24 bits after the leading one)
+    gaps = [0.0] * 7
+    return [
+        ("small products, even group", [v for pair in zip([small] * 8, [1024.0] + gaps) for v in pair], 0.0),
+        ("small products, odd group", [v for pair in zip([1024.0] + gaps, [small] * 8) for v in pair], 0.0),
+        ("small negative products, even group",
+         [v for pair in zip([-small] * 7 + [0.0], [1024.0] + gaps) for v in pair], 0.0),
+        ("a group that cancels", [1024.0, small, -1024.0] + [small, 0.0] * 6 + [0.0], 0.0),
+        ("addend 25 binades below", [1024.0], -(2.0**-15)),
+        ("addend 26 binades below", [1024.0], -(2.0**-16) * 1.5),
+        ("addend 30 binades below", [1024.0], -(2.0**-20)),
+        ("addend 30 binades below, positive", [1024.0], 2.0**-20),
+        ("addend far below a cancelled block", [64.0, -64.0], -(2.0**-40)),
+    ]
 
 
 #: The seed numbers of the first format pairs: their positions in the sorted list of pairs when
@@ -239,7 +270,7 @@ def write_calls(directory: Path, gpus: list) -> None:
         for (inputs, output), case in cases.items():
             for gpu in pairs.get((inputs, output), []):
                 for (a, b, c), (m, k, n) in zip(split(case), case["shapes"]):
-                    calls.write(f"{MODEL_FUNCTIONS[gpu]} {inputs} {output} {m} {k} {n}\n")
+                    calls.write(f"{MODEL_FUNCTIONS[gpu]} {ANCHOR_FORMATS.get(inputs, inputs)} {output} {m} {k} {n}\n")
                     for matrix in (a, b, c):
                         data.write(matrix.ravel(order="F").astype("<f8").tobytes())
 

@@ -390,10 +390,7 @@ def _special_or(xp: Any, has_nan: Any, plus: Any, minus: Any, values: Any) -> An
 def _compiled(spec: BlockFMA) -> bool:
     """Whether the compiled kernels compute ``spec``'s blocks here: Numba wanted, and aligned
     blocks whose every sum is exact in float64 (``numba_blockfma.exact_sums``; true of every
-    preset) without odd/even groups (the MI300X's fp8 presets: the namespace implementation computes
-    them), or AMD's unaligned ones rounded to nearest binary32 (the MI100's, MI210's, MI250's)."""
-    if spec.odd_even_groups:
-        return False
+    preset), or AMD's unaligned ones rounded to nearest binary32 (the MI100's, MI210's, MI250's)."""
     if spec.block_sum != "aligned":
         return compiled.wanted() and spec.rounding == "rne" and spec.output_format == "fp32"
     return compiled.wanted() and _kernels().exact_sums(spec.accumulator_fraction_bits, spec.extra_alignment_bits,
@@ -413,7 +410,8 @@ def _kernel_parameters(spec: BlockFMA, outformat: Format) -> np.ndarray:
     return np.array([spec.fma_size, spec.accumulator_fraction_bits, spec.extra_alignment_bits,
                      spec.min_alignment_exponent, spec.accumulator_emin, result_fraction, outformat.emin,
                      outformat.emax, _kernels().ROUNDING_CODES[spec.rounding], spec.output_subnormals,
-                     spec.normalised_products, -1 if spec.late_addend_bits is None else spec.late_addend_bits],
+                     spec.normalised_products, -1 if spec.late_addend_bits is None else spec.late_addend_bits,
+                     spec.odd_even_groups],
                     dtype=np.int64)
 
 

@@ -14,7 +14,8 @@ from pychop_compat.kernels.compiled import cpu_engine
 
 PRESETS = [("H100", "fp16", "fp32"), ("H100", "fp16", "fp16"), ("H100", "bf16", "fp32"), ("A100", "tf32", "fp32"),
            ("H100", "e4m3", "fp32"), ("B200", "e5m2", "fp32"), ("Ada", "e4m3", "fp16"), ("V100", "fp16", "fp32"),
-           ("MI100", "fp16", "fp32"), ("MI250", "bf16", "fp32")]  # AMD's exact and pairwise block sums
+           ("MI100", "fp16", "fp32"), ("MI250", "bf16", "fp32"),  # AMD's exact and pairwise block sums
+           ("MI300X", "e4m3fnuz", "fp32")]  # and odd/even groups
 MODELS = [pytest.param(hardware.model(*key), id="-".join(key)) for key in PRESETS]
 # The other rounding modes of the block result and the switches no preset uses.
 CUSTOM = [pytest.param(hardware.model("H100").replace(rounding=mode), id=mode) for mode in ("rne", "ru", "rd")] + [

@@ -139,7 +139,9 @@ def test_a_model_object_and_its_formats():
     ({"late_addend_bits": -1}, "late_addend_bits"), ({"late_addend_bits": 7, "extra_alignment_bits": -10}, "nonnegative"),
     ({"late_addend_bits": 40}, "overflow int64"), ({"block_sum": "kulisch"}, "block_sum"),
     ({"block_sum": "exact", "late_addend_bits": 7}, "needs block_sum='aligned'"),
-    ({"block_sum": "pairwise", "fma_size": 6}, "power of two")])
+    ({"block_sum": "pairwise", "fma_size": 6}, "power of two"),
+    ({"odd_even_groups": True}, "odd_even_groups needs"),
+    ({"odd_even_groups": True, "late_addend_bits": 7, "fma_size": 1}, "odd_even_groups needs")])
 def test_block_fma_checks_its_parameters(changes, message):
     with pytest.raises(ValueError, match=message):
         hardware.BlockFMA(**changes)
@@ -176,6 +178,42 @@ def test_mi300x_adds_the_addend_after_the_products_rounding_the_smaller_down():
     # the addend alone passes unchanged; with the addend aligned with the products (NVIDIA) it differs
     assert dot([0.0], [0.0], 2.0**-140, MI300X) == 2.0**-140
     assert dot([1.0], [1.0], -(2.0**-30), MI300X.replace(late_addend_bits=None)) == 1.0
+
+
+MI300X_E4M3 = hardware.model("MI300X", "e4m3fnuz", "fp32")
+
+
+def test_mi300x_fp8_adds_odd_and_even_products_apart():
+    # Values that the anchor's CDNA3 model (MI300MC.m under Octave) returns for the same inputs
+    # (the oracle's "small products" and "addend ... binades below" cases).
+    assert (MI300X_E4M3.fma_size, MI300X_E4M3.extra_alignment_bits, MI300X_E4M3.rounding,
+            MI300X_E4M3.late_addend_bits, MI300X_E4M3.odd_even_groups) == (16, 1, "rne", 7, True)
+    assert hardware.model("mi300x", "e5m2fnuz").input_format == "e5m2fnuz"
+    small = 3 * 2.0**-17  # 3/8 of the last bit (2**-14) of 2**10 with 24 bits after the leading one
+    a, b = [small / 2.0**-7] * 8, [2.0**-7] * 8  # eight such products at even positions, 2**10 at an odd one
+    a = [x for pair in zip(a, [32.0] + [0.0] * 7) for x in pair]
+    b = [x for pair in zip(b, [32.0] + [0.0] * 7) for x in pair]
+    # the even group keeps them (its own largest exponent): 3 units, then 1024 + 3 * 2**-14 rounds
+    # to nearest even 1024 + 2**-12; aligned with 2**10 each would be truncated to 0
+    assert dot(a, b, 0.0, MI300X_E4M3) == 1024 + 2.0**-12
+    assert dot(a, b, 0.0, MI300X_E4M3.replace(odd_even_groups=False)) == 1024.0
+    # a negative group sum below the other's last bit (seven: -2.625 units) is rounded toward minus infinity
+    negative = [-x if index % 2 == 0 else x for index, x in enumerate(a[:14])]
+    assert dot(negative, b[:14], 0.0, MI300X_E4M3) == 1024 - 3 * 2.0**-14
+    # an addend 25 binades below the products is rounded down to minus one unit, 26 or more: dropped
+    assert dot([32.0], [32.0], -(2.0**-15), MI300X_E4M3) == 1024 - 2.0**-14
+    assert dot([32.0], [32.0], -1.5 * 2.0**-16, MI300X_E4M3) == 1024.0
+    assert dot([8.0, -8.0], [8.0, 8.0], -(2.0**-40), MI300X_E4M3) == 0.0
+
+
+def test_mi300x_fp8_inputs_are_fnuz_and_saturate():
+    # GEMM.m rounds to the FNUZ formats (largest 240 and 57344) with saturation: Inf and 300 are 240
+    d = hardware.matmul([[np.inf, 300.0, 1.0]], [[1.0], [1.0], [2.0**-10]], model="MI300X", inputs="e4m3fnuz")
+    assert d.dtype == np.float32 and d[0, 0] == 480 + 2.0**-10
+    assert hardware.matmul([[1e9]], [[-1.0]], model="MI300X", inputs="e5m2fnuz")[0, 0] == -57344.0
+    # t and emax alone name no FNUZ format: chop's 'q43' (t=4, emax=7) is not e4m3fnuz
+    with pytest.raises(ValueError, match="not an input format of matrix units"):
+        hardware.model_for_format("MI300X", 4, 7, "format 'q43'")
 
 
 def test_fp8_on_hopper_keeps_thirteen_fraction_bits():

@@ -16,6 +16,10 @@ Each block of ``fma_size`` products of one inner product is computed so:
    ``2**(emax + 1)`` or more in magnitude is an infinity (in every rounding mode,
    as the anchor's model does).
 
+(AMD's variants: the addend added after the products, ``late_addend_bits``; the products in two
+interleaved groups, ``odd_even_groups``; exact and pairwise sums, ``block_sum``: see
+:class:`~pychop_compat.hardware.BlockFMA`.)
+
 An inner product with a NaN, or with infinite products or addend of both signs,
 is NaN; otherwise one with an infinite one is that infinity (checked over the whole
 inner product first, as the anchor does).  An exact zero sum is +0.
@@ -148,19 +152,35 @@ def _block(ns: Namespace, a: Any, b: Any, c: Any, spec: BlockFMA, informat: Form
     if spec.normalised_products:
         product_exp = product_exp + xp.astype(products >= (1 << (2 * input_fraction + 1)), xp.int64)
     nonzero = products != 0
+    negative = xp.signbit(a) != xp.signbit(b)
     acc_fraction = spec.accumulator_fraction_bits
     magnitude_c = xp.abs(c)
     exp_c = _exponents(ns, magnitude_c, spec.accumulator_emin)
     addend = _significands(ns, magnitude_c, exp_c, acc_fraction)
     lowest = -(1 << 31)  # below every exponent: the largest of no terms
-    largest = xp.max(xp.where(nonzero, product_exp, lowest), axis=-1)
-    if spec.late_addend_bits is None:
-        largest = xp.maximum(largest, xp.where(c != 0, exp_c, lowest))
-    largest = xp.clip(largest, min=spec.min_alignment_exponent)
+
+    def largest_of(group: slice) -> Any:
+        return xp.max(xp.where(nonzero[..., group], product_exp[..., group], lowest), axis=-1)
+
+    def aligned_sum(group: slice, largest: Any) -> Any:
+        # the group's products truncated to multiples of 2**scale and added exactly
+        scale = largest - acc_fraction - spec.extra_alignment_bits
+        aligned = _shift(ns, products[..., group], product_scale[..., group] - scale[..., None])
+        return xp.sum(xp.where(nonzero[..., group], xp.where(negative[..., group], -aligned, aligned), 0), axis=-1)
+
+    if spec.odd_even_groups:
+        # two groups aligned apart; the one of the smaller exponent rounded toward minus infinity
+        groups = [(group, xp.clip(largest_of(group), min=spec.min_alignment_exponent))
+                  for group in (slice(0, None, 2), slice(1, None, 2))]
+        largest = xp.maximum(groups[0][1], groups[1][1])
+        total = sum(_floor_shift(ns, aligned_sum(group, exponent), exponent - largest) for group, exponent in groups)
+    else:
+        largest = largest_of(slice(None))
+        if spec.late_addend_bits is None:
+            largest = xp.maximum(largest, xp.where(c != 0, exp_c, lowest))
+        largest = xp.clip(largest, min=spec.min_alignment_exponent)
+        total = aligned_sum(slice(None), largest)
     scale = largest - acc_fraction - spec.extra_alignment_bits
-    aligned = _shift(ns, products, product_scale - scale[..., None])
-    aligned = xp.where(xp.signbit(a) != xp.signbit(b), -aligned, aligned)
-    total = xp.sum(xp.where(nonzero, aligned, 0), axis=-1)
     if spec.late_addend_bits is None:
         aligned_c = _shift(ns, addend, exp_c - acc_fraction - scale)
         total = total + xp.where(xp.signbit(c), -aligned_c, aligned_c)
@@ -273,13 +293,16 @@ def _late_addend(ns: Namespace, products: Any, largest: Any, addend: Any, exp_c:
     """The sum of a block's aligned ``products`` (an integer times ``2**(largest - f - x)``) and the
     signed ``addend`` significand (times ``2**(exp_c - f)``) as the late addition of
     ``spec.late_addend_bits`` makes it: the operand of the smaller exponent rounded toward minus
-    infinity to the other's last bit, ``late_addend_bits`` more when the products are that one.
+    infinity to the other's last bit, ``late_addend_bits`` more when the products are that one
+    (with ``odd_even_groups`` an addend more than ``f + x + 1`` binades below adds nothing).
     Returns the integer sum and its scale (f: ``accumulator_fraction_bits``, x:
     ``extra_alignment_bits``)."""
     xp = ns.xp
     assert spec.late_addend_bits is not None
     extra = spec.extra_alignment_bits
     products_smaller = largest < exp_c
+    if spec.odd_even_groups:  # every bit of the addend below the products' last: dropped, not floored
+        addend = xp.where(exp_c < largest - (spec.accumulator_fraction_bits + extra + 1), 0, addend)
     scale = xp.where(products_smaller, exp_c - spec.late_addend_bits, largest) - spec.accumulator_fraction_bits - extra
     # the products' sum has fewer than fma_size * 2**(f + x + 2) units, the addend fewer than
     # 2**(f + x + 1): shifted left by at most late_addend_bits they stay below 2**62 (BlockFMA
@@ -387,7 +410,8 @@ def _kernel_parameters(spec: BlockFMA, outformat: Format) -> np.ndarray:
     return np.array([spec.fma_size, spec.accumulator_fraction_bits, spec.extra_alignment_bits,
                      spec.min_alignment_exponent, spec.accumulator_emin, result_fraction, outformat.emin,
                      outformat.emax, _kernels().ROUNDING_CODES[spec.rounding], spec.output_subnormals,
-                     spec.normalised_products, -1 if spec.late_addend_bits is None else spec.late_addend_bits],
+                     spec.normalised_products, -1 if spec.late_addend_bits is None else spec.late_addend_bits,
+                     spec.odd_even_groups],
                     dtype=np.int64)
 
 
@@ -659,8 +683,10 @@ def matmul(A: Any, B: Any, C: Any = None, alpha: float = 1.0, beta: float = 0.0,
                          f"and {tuple(B.shape)}.")
     input_rounding = _CPFLOAT_TOWARD_ZERO if spec.input_format == "tf32" else _CPFLOAT_NEAREST
     informat = INPUT_FORMATS[spec.input_format]
-    A_in = round_to_format(alpha * A, informat, input_rounding)
-    B_in = round_to_format(B, informat, input_rounding)
+    # GEMM.m rounds to the FNUZ formats (the MI300X's fp8) with CPFloat's saturation
+    saturation = True if catalogue_format(informat).encoding == "fnuz" else None
+    A_in = round_to_format(alpha * A, informat, input_rounding, saturation=saturation)
+    B_in = round_to_format(B, informat, input_rounding, saturation=saturation)
     shape = (A.shape[0], B.shape[1])
     if C is None:
         C_out = xp.zeros(shape, dtype=xp.float64, device=device)

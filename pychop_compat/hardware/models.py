@@ -15,8 +15,9 @@ edb6822258ed53fe8caa7095f3dae0b9e4e8279f: at b12b5a7 ``MI300XMC.m`` still calls 
 but the file was deleted (d12a5b3).  AMD's MI100 (CDNA1, ``models/MI100MC.m``) adds a
 block exactly and rounds once (``block_sum='exact'``); the MI210 and MI250 (CDNA2,
 ``models/MI210MC.m``, which ``MI250MC.m`` calls) round every product and every sum of a
-pairwise tree to fp32 (``block_sum='pairwise'``).  fp8 inputs on the MI300X (FNUZ formats,
-odd/even grouped sums) are not here.
+pairwise tree to fp32 (``block_sum='pairwise'``).  fp8 inputs on the MI300X are AMD's FNUZ
+formats (``'e4m3fnuz'``, ``'e5m2fnuz'``), added in blocks of 16 in two interleaved groups
+(``odd_even_groups``).
 """
 
 from __future__ import annotations
@@ -32,10 +33,12 @@ __all__ = ["BlockFMA", "PRESETS", "model", "model_for_format", "INPUT_FORMATS", 
            "ROUNDING_MODES", "BLOCK_SUMS"]
 
 #: Input format names a model accepts, and the catalogue format each means
-#: (NVIDIA's E4M3 is the OCP format without infinities, largest finite 448).
+#: (NVIDIA's E4M3 is the OCP format without infinities, largest finite 448; the MI300X's fp8
+#: formats are the FNUZ ones, largest finite 240 and 57344, which the inputs saturate to).
 INPUT_FORMATS: Dict[str, str] = {
     "fp16": "fp16", "bf16": "bf16", "tf32": "tf32",
     "e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2",
+    "e4m3fnuz": "float8_e4m3fnuz", "e5m2fnuz": "float8_e5m2fnuz",
 }
 #: Output (accumulator) format names, and the catalogue format each means.
 OUTPUT_FORMATS: Dict[str, str] = {"fp16": "fp16", "fp32": "fp32"}
@@ -102,6 +105,14 @@ class BlockFMA:
         fields (``extra_alignment_bits``, ``min_alignment_exponent``,
         ``normalised_products``, ``accumulator_fraction_bits``, ``accumulator_emin``)
         play no part.
+    odd_even_groups : bool
+        True (AMD CDNA3 with fp8 inputs; needs ``late_addend_bits`` and an ``fma_size`` of 2
+        or more): a block's products at even and at odd positions are two groups, each
+        aligned to its own largest exponent and added as above; the group sum of the smaller
+        exponent is rounded toward minus infinity to the other's last bit, the two are added,
+        and the addend joins late (``late_addend_bits``), except that an addend whose
+        exponent lies more than ``accumulator_fraction_bits + extra_alignment_bits + 1``
+        below the products' adds nothing (it is not rounded down to minus one unit).
     """
 
     input_format: str = "fp16"
@@ -118,6 +129,7 @@ class BlockFMA:
     name: str = "custom"
     late_addend_bits: Optional[int] = None
     block_sum: str = "aligned"
+    odd_even_groups: bool = False
 
     def __post_init__(self) -> None:
         if self.input_format not in INPUT_FORMATS:
@@ -137,6 +149,9 @@ class BlockFMA:
         if self.late_addend_bits is not None and (self.late_addend_bits < 0 or self.extra_alignment_bits < 0):
             raise ValueError("late_addend_bits and extra_alignment_bits must be nonnegative with a late addend, "
                              f"got {self.late_addend_bits} and {self.extra_alignment_bits}.")
+        if self.odd_even_groups and (self.late_addend_bits is None or self.fma_size < 2):
+            raise ValueError("odd_even_groups needs late_addend_bits and an fma_size of 2 or more, got "
+                             f"{self.late_addend_bits} and {self.fma_size}.")
         if self.late_addend_bits is not None and (self.fma_size + 1) * 2.0 ** (
                 self.accumulator_fraction_bits + self.extra_alignment_bits + 2 + self.late_addend_bits) > 2.0 ** 62:
             raise ValueError(f"late_addend_bits = {self.late_addend_bits} makes the block sums overflow int64.")
@@ -195,6 +210,11 @@ PRESETS.update(_generation("B200", 16, 2, -133, -21, 8, (32, 2, "rz"), _ALL))
 for _inputs, _fma_size in (("fp16", 8), ("bf16", 8), ("tf32", 4)):
     PRESETS["MI300X", _inputs, "fp32"] = BlockFMA(_inputs, "fp32", _fma_size, 1, "rne", late_addend_bits=7,
                                                   name="MI300X")
+# Its fp8 inputs (FNUZ, as MI300MC.m has them): blocks of 16, the products at odd and at even
+# positions aligned and added apart, the addend joining late as above.
+for _inputs in ("e4m3fnuz", "e5m2fnuz"):
+    PRESETS["MI300X", _inputs, "fp32"] = BlockFMA(_inputs, "fp32", 16, 1, "rne", late_addend_bits=7,
+                                                  odd_even_groups=True, name="MI300X")
 # AMD CDNA1 (MI100; the anchor's MI100MC.m): blocks of 4 fp16 or 2 bf16 products added to the
 # addend exactly and rounded once to nearest, with subnormals.
 for _inputs, _fma_size in (("fp16", 4), ("bf16", 2)):
@@ -217,10 +237,11 @@ def model(gpu: str, inputs: str = "fp16", output: str = "fp32") -> BlockFMA:
     gpu : str
         ``'V100'``, ``'A100'``, ``'A2'``, ``'A30'``, ``'Ada'``, ``'L40S'``, ``'H100'``,
         ``'H200'``, ``'B200'``, ``'MI100'``, ``'MI210'``, ``'MI250'`` or ``'MI300X'``
-        (case-insensitive; AMD's with fp32 output only: the MI300X with fp16, bf16 or
-        tf32 inputs, the others with fp16 or bf16).
+        (case-insensitive; AMD's with fp32 output only: the MI300X with fp16, bf16,
+        tf32, e4m3fnuz or e5m2fnuz inputs, the others with fp16 or bf16).
     inputs : str
-        Format of A and B: ``'fp16'``, ``'bf16'``, ``'tf32'``, ``'e4m3'`` or ``'e5m2'``.
+        Format of A and B: ``'fp16'``, ``'bf16'``, ``'tf32'``, ``'e4m3'``, ``'e5m2'``,
+        ``'e4m3fnuz'`` or ``'e5m2fnuz'`` (one of :data:`INPUT_FORMATS`).
     output : str
         Format of C and D: ``'fp32'`` or ``'fp16'``.
 
@@ -275,8 +296,11 @@ def model_for_format(hardware: Any, t: int, emax: int, described: str) -> BlockF
                         f"not {type(hardware).__name__}.")
     if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in (t, emax)):
         raise TypeError(f"t and emax must be integers, got t={t!r}, emax={emax!r}.")
+    # The FNUZ formats are left out: t and emax do not tell them from others (chop's 'q43' has
+    # e4m3fnuz's and a larger emin; e5m2fnuz has e5m2's); hardware.matmul takes them by name.
     inputs = next((name for name, catalogued in INPUT_FORMATS.items()
-                   if (catalogue_format(catalogued).t, catalogue_format(catalogued).emax) == (t, emax)), None)
+                   if catalogue_format(catalogued).encoding != "fnuz"
+                   and (catalogue_format(catalogued).t, catalogue_format(catalogued).emax) == (t, emax)), None)
     if isinstance(hardware, BlockFMA):
         if inputs != hardware.input_format:
             raise ValueError(f"{described} [t={t}, emax={emax}] is not the input format "

@@ -28,7 +28,9 @@ far below any real one, ``ZERO_EXPONENT``, for a zero), so that
 The rounding of a block's sum is NumPy's ``_round_scaled`` in float64 operations
 (see :func:`_tile`).  The loops over the columns of a tile are branch-free, so
 LLVM vectorises them.  NaN and infinity are the caller's (:func:`special_values`
-computes them where it asks).
+computes them where it asks).  With odd/even groups (the MI300X's fp8) the products at even
+and at odd positions of a block are aligned and summed apart, each to its own scale, and the
+two integer sums floored to the larger scale before they are added, as NumPy's ``_block`` does.
 
 AMD's unaligned block sums (``block_sum`` ``'exact'``, the MI100, and ``'pairwise'``, the
 MI210 and MI250; rounding to nearest binary32) have their own kernels,
@@ -85,17 +87,20 @@ def _exponent_of(magnitude):
 
 
 @numba.njit(**INLINE_OPTIONS)
-def _add_late(total, scales, addends, j, fraction, extra, accumulator_emin, late_bits):
+def _add_late(total, scales, addends, j, fraction, extra, accumulator_emin, late_bits, grouped):
     """NumPy's ``_late_addend`` on column ``j``: ``total[j]``, the products' integer sum at
     ``2**scales[j]``, becomes their sum with ``addends[j]``, the operand of the smaller exponent
     floored (toward minus infinity) to the other's last bit, ``late_bits`` further for the
-    products; ``scales[j]`` the scale of the result.  Every step is exact: the integers stay below
+    products (``grouped``: an addend more than ``fraction + extra + 1`` binades below them adds
+    nothing); ``scales[j]`` the scale of the result.  Every step is exact: the integers stay below
     ``2**53`` (:func:`exact_sums`), the scalings by powers of two are far from float64's limits."""
     c = addends[j]
     exponent_c = max(_exponent_of(abs(c)), accumulator_emin)
     addend = np.trunc(abs(c) * _power_of_two(fraction - exponent_c)) * _power_of_two(extra)
     addend = -addend if c < 0 else addend
     largest = scales[j] + fraction + extra
+    if grouped and exponent_c < largest - (fraction + extra + 1):
+        addend = 0.0
     if largest < exponent_c:
         scale = exponent_c - late_bits - fraction - extra
         products = np.floor(total[j] * _power_of_two(scales[j] - scale))
@@ -124,10 +129,14 @@ def _tile(QA, EA, first_row, QB, EB, first, width, out, params):
     accumulator_emin, result_fraction, out_emin, out_emax = params[4], params[5], params[6], params[7]
     rounding, output_subnormals, normalised = params[8], params[9] != 0, params[10] != 0
     late, late_bits = params[11] >= 0, params[11]  # the addend added after the products (-1: with them)
+    grouped = params[12] != 0  # the products at odd positions of a block in a group of their own
     inner = QA.shape[1]
     largest = np.empty(width, np.int64)
     total = np.empty(width, np.float64)
     factor = np.empty(width, np.float64)
+    largest_odd = np.full(width, _LOWEST, np.int64)  # the odd group's (untouched without groups)
+    total_odd = np.zeros(width, np.float64)
+    factor_odd = np.ones(width, np.float64)
     addends = np.empty(width, np.float64)
     smallest_output = _power_of_two(out_emin)
     infinite_from = _power_of_two(out_emax + 1)
@@ -141,19 +150,21 @@ def _tile(QA, EA, first_row, QB, EB, first, width, out, params):
                 c = 0.0 if math.isinf(c) or abs(c) < flush_output else c
                 addends[j] = c
                 largest[j] = max(_exponent_of(abs(c)), accumulator_emin) if c != 0 and not late else _LOWEST
+                largest_odd[j] = _LOWEST
             for k in range(start, stop):
                 exponent_a = EA[row, k]
                 exponents_b = EB[k, first:first + width]
+                exponents = largest_odd if grouped and (k - start) % 2 == 1 else largest
                 if normalised:  # the exponent of a product of significands 2 or more is one larger
                     value_a = QA[row, k]
                     values_b = QB[k, first:first + width]
                     for j in range(width):
                         exponent = exponent_a + exponents_b[j]
                         exponent += abs(value_a * values_b[j]) >= _power_of_two(exponent + 1)
-                        largest[j] = max(largest[j], exponent)
+                        exponents[j] = max(exponents[j], exponent)
                 else:
                     for j in range(width):
-                        largest[j] = max(largest[j], exponent_a + exponents_b[j])
+                        exponents[j] = max(exponents[j], exponent_a + exponents_b[j])
             for j in range(width):
                 # 2**-scale clipped to float64's normal range: a larger one only meets zero products
                 # (a nonzero one is at least 2**-600, so its exponent bounds the alignment exponent
@@ -166,14 +177,26 @@ def _tile(QA, EA, first_row, QB, EB, first, width, out, params):
                 addend = np.trunc(abs(c) * _power_of_two(fraction - exponent_c))
                 aligned = np.trunc(addend * _power_of_two(exponent_c - fraction - scale))
                 total[j] = 0.0 if late else (-aligned if c < 0 else aligned)
+            if grouped:
+                for j in range(width):
+                    largest_odd[j] = max(largest_odd[j], min_alignment) - fraction - extra
+                    factor_odd[j] = _power_of_two(-largest_odd[j])
+                    total_odd[j] = 0.0
             for k in range(start, stop):
                 value_a = QA[row, k]
                 values_b = QB[k, first:first + width]
+                sums, factors = (total_odd, factor_odd) if grouped and (k - start) % 2 == 1 else (total, factor)
                 for j in range(width):
-                    total[j] += np.trunc(value_a * values_b[j] * factor[j])
+                    sums[j] += np.trunc(value_a * values_b[j] * factors[j])
+            if grouped:  # the group sum of the smaller scale floored to the larger one
+                for j in range(width):
+                    top = max(largest[j], largest_odd[j])
+                    total[j] = np.floor(total[j] * _power_of_two(largest[j] - top)) + \
+                        np.floor(total_odd[j] * _power_of_two(largest_odd[j] - top))
+                    largest[j] = top
             if late:
                 for j in range(width):
-                    _add_late(total, largest, addends, j, fraction, extra, accumulator_emin, late_bits)
+                    _add_late(total, largest, addends, j, fraction, extra, accumulator_emin, late_bits, grouped)
             for j in range(width):
                 scale = largest[j]
                 magnitude = abs(total[j])
@@ -199,7 +222,7 @@ def block_matmul(QA, EA, QB, EB, C, params):
     to ``C`` (M, N, float64, overwritten with the results); ``K`` a multiple of the block size.
     ``params``: int64 fma_size, F, x, min_alignment_exponent, accumulator_emin, result fraction
     bits, output emin, emax, rounding code, output subnormals, normalised products, late addend
-    bits (-1: the addend aligned with the products)."""
+    bits (-1: the addend aligned with the products), odd/even groups."""
     rows, columns = C.shape
     tiles, groups = -(-columns // TILE), -(-rows // ROWS)
     for task in prange(tiles * groups):

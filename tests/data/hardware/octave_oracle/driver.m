@@ -23,6 +23,9 @@ for call = 1:numel(calls{1})
   B = reshape(fread(inputs, K * N, 'double'), K, N);
   C = reshape(fread(inputs, M * N, 'double'), M, N);
   name = calls{1}{call}; informat = calls{2}{call}; outformat = calls{3}{call};
+  % CPFloat's MEX keeps the options of its last call, saturation included, which GEMM.m sets for
+  % the MI300X's FNUZ formats only: unloading it makes every call start from its defaults.
+  clear cpfloat
   try
     if strcmp(name, 'V100TC')
       D = V100TC(1, A, B, 1, C, outformat);

@@ -35,7 +35,9 @@ MODEL_FUNCTIONS = {"V100": "V100TC", "A100": "A100TC", "A2": "A2TC", "A30": "A30
                    "MI100": "MI100MC", "MI210": "MI210MC", "MI250": "MI250MC", "MI300X": "MI300XMC"}
 #: Input formats: precision (with the implicit bit), smallest and largest normal exponent.
 FORMATS = {"fp16": (11, -14, 15), "bf16": (8, -126, 127), "tf32": (11, -126, 127),
-           "e4m3": (4, -6, 8), "e5m2": (3, -14, 15)}
+           "e4m3": (4, -6, 8), "e5m2": (3, -14, 15), "e4m3fnuz": (4, -7, 7), "e5m2fnuz": (3, -15, 15)}
+#: The anchor's names of input formats whose names differ (MI300MC.m's FNUZ formats).
+ANCHOR_FORMATS = {"e4m3fnuz": "fp8-e4m3", "e5m2fnuz": "fp8-e5m2"}
 OUTPUT_FRACTION_BITS = {"fp16": 10, "fp32": 23}
 RANDOM_K = (4, 7, 8, 12, 16, 24, 32, 33, 48, 64, 96, 130)
 SCATTERED_K = 40
@@ -178,15 +180,58 @@ def adversarial_products(rng: np.random.Generator, inputs: str, output: str) -> 
     # Inf * 0: NaN whatever else the product holds.
     products.append(("inf * 0", np.array([[np.inf, 1.0]]), np.array([[0.0], [1.0]]), np.array([[0.0]])))
     products.append(("inf * 0 with c inf", np.array([[0.0, 1.0]]), np.array([[np.inf], [1.0]]), np.array([[np.inf]])))
+    if inputs in ANCHOR_FORMATS:  # the MI300X's fp8 blocks (after the others: their inputs stay as they were)
+        for name, terms, c in odd_even_terms():
+            pairs = [factors(term, emin) for term in terms]
+            a, b = np.array([[x for x, _ in pairs]]), np.array([[y] for _, y in pairs])
+            products.append((name, a, b, np.array([[c]])))
+            where = np.sort(rng.choice(SCATTERED_K, len(terms), replace=False))
+            a_scattered, b_scattered = np.zeros((1, SCATTERED_K)), np.zeros((SCATTERED_K, 1))
+            a_scattered[0, where], b_scattered[where, 0] = a[0], b[:, 0]
+            products.append((name + ", scattered", a_scattered, b_scattered, np.array([[c]])))
     return products
+
+
+def odd_even_terms() -> list:
+    """(name, products, c) for blocks of 16 whose products at even and odd positions are added
+    apart (the MI300X's fp8): small products in one group (each below the other group's last
+    bit, their sum not), of both signs, a group that cancels, an addend far below the products."""
+    small = 3 * 2.0**-17  # 3/8 of the last bit of 2^10 (24 bits after the leading one)
+    gaps = [0.0] * 7
+    return [
+        ("small products, even group", [v for pair in zip([small] * 8, [1024.0] + gaps) for v in pair], 0.0),
+        ("small products, odd group", [v for pair in zip([1024.0] + gaps, [small] * 8) for v in pair], 0.0),
+        ("small negative products, even group",
+         [v for pair in zip([-small] * 7 + [0.0], [1024.0] + gaps) for v in pair], 0.0),
+        ("a group that cancels", [1024.0, small, -1024.0] + [small, 0.0] * 6 + [0.0], 0.0),
+        ("addend 25 binades below", [1024.0], -(2.0**-15)),
+        ("addend 26 binades below", [1024.0], -(2.0**-16) * 1.5),
+        ("addend 30 binades below", [1024.0], -(2.0**-20)),
+        ("addend 30 binades below, positive", [1024.0], 2.0**-20),
+        ("addend far below a cancelled block", [64.0, -64.0], -(2.0**-40)),
+    ]
+
+
+#: The seed numbers of the first format pairs: their positions in the sorted list of pairs when
+#: the file was first made.  They are kept so that adding pairs leaves their inputs as stored.
+FIRST_PAIRS = [("bf16", "fp32"), ("e4m3", "fp16"), ("e4m3", "fp32"), ("e5m2", "fp16"), ("e5m2", "fp32"),
+               ("fp16", "fp16"), ("fp16", "fp32"), ("tf32", "fp32")]
+
+
+def seed(inputs: str, output: str) -> list:
+    """The generator's seed of a format pair: a first pair's number, else one made from its names
+    (so a new pair changes no other pair's inputs)."""
+    if (inputs, output) in FIRST_PAIRS:
+        return [20261127, FIRST_PAIRS.index((inputs, output))]
+    return [20261127, *f"{inputs}_{output}".encode()]
 
 
 def build_cases() -> dict:
     """{(inputs, output): {'names', 'shapes', 'a', 'b', 'c'}}, the inputs of every format pair,
     as float32 (every value is one: the generators round to float32)."""
     cases = {}
-    for number, (inputs, output) in enumerate(sorted(format_pairs())):
-        rng = np.random.default_rng([20261127, number])
+    for inputs, output in sorted(format_pairs()):
+        rng = np.random.default_rng(seed(inputs, output))
         named = [("random", a, b, c) for a, b, c in random_products(rng, inputs)]
         named += adversarial_products(rng, inputs, output)
         with np.errstate(over="ignore"):
@@ -225,7 +270,7 @@ def write_calls(directory: Path, gpus: list) -> None:
         for (inputs, output), case in cases.items():
             for gpu in pairs.get((inputs, output), []):
                 for (a, b, c), (m, k, n) in zip(split(case), case["shapes"]):
-                    calls.write(f"{MODEL_FUNCTIONS[gpu]} {inputs} {output} {m} {k} {n}\n")
+                    calls.write(f"{MODEL_FUNCTIONS[gpu]} {ANCHOR_FORMATS.get(inputs, inputs)} {output} {m} {k} {n}\n")
                     for matrix in (a, b, c):
                         data.write(matrix.ravel(order="F").astype("<f8").tobytes())
 
@@ -257,26 +302,35 @@ def collect(directory: Path, gpus: list) -> None:
 
 
 def add_gpus(directory: Path, gpus: list) -> None:
-    """Add the outputs of ``gpus`` (driver.m's run of ``calls DIR GPU...``) to the stored oracle."""
+    """Add the outputs of ``gpus`` (driver.m's run of ``calls DIR GPU...``) to the stored oracle; a
+    format pair that it does not hold yet is added with its inputs."""
     cases, pairs = build_cases(), selected_pairs(gpus)
     outputs = np.fromfile(directory / "outputs.bin", dtype="<f8")
     with np.load(ORACLE) as old:
         stored = {key: old[key] for key in old.files}
     manifest, at = json.loads(str(stored.pop("manifest"))), 0
-    for entry in manifest:
-        key = f"{entry['inputs']}_{entry['output']}"
-        case = cases[entry["inputs"], entry["output"]]
+    entries = {(entry["inputs"], entry["output"]): entry for entry in manifest}
+    for (inputs, output), case in cases.items():  # the order of write_calls
+        key = f"{inputs}_{output}"
+        if (inputs, output) not in entries:
+            if (inputs, output) not in pairs:
+                continue
+            entries[inputs, output] = dict(inputs=inputs, output=output, gpus=[], names=case["names"], failed={})
+            manifest.append(entries[inputs, output])
+            stored.update({f"{key}_{part}": case[part] for part in ("shapes", "a", "b", "c")})
+        entry = entries[inputs, output]
         for part in ("shapes", "a", "b", "c"):  # the same inputs as the stored ones, bit for bit
             assert stored[f"{key}_{part}"].tobytes() == case[part].tobytes(), (key, part)
         size = int((case["shapes"][:, 0] * case["shapes"][:, 2]).sum())
-        for gpu in pairs.get((entry["inputs"], entry["output"]), []):
+        for gpu in pairs.get((inputs, output), []):
             d = outputs[at:at + size]
             at += size
             failed = d.view(np.uint64) == np.uint64(FAILED)
             if failed.any():
                 entry["failed"][gpu] = np.flatnonzero(failed).tolist()
             stored[f"{key}_{gpu}"] = d
-            entry["gpus"] = [name for name in entry["gpus"] if name != gpu] + [gpu]
+            if gpu not in entry["gpus"]:  # a GPU run again keeps its place
+                entry["gpus"].append(gpu)
     assert at == len(outputs), (at, len(outputs))
     stored["manifest"] = np.array(json.dumps(manifest))
     np.savez_compressed(ORACLE, **stored)

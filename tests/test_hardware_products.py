@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from pychop_compat import chopped, hardware, linalg
+from pychop_compat.formats import lookup_format
 from pychop_compat.arithmetic import Arithmetic
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -113,6 +114,44 @@ def test_linalg_refuses_what_the_model_cannot_do(kwargs, message):
 def test_linalg_refuses_other_hardware_values():
     with pytest.raises(TypeError, match="GPU name such as 'H100' or a hardware.BlockFMA"):
         linalg.matmul(A, B, "h", hardware=16)
+
+
+def test_fnuz_formats_reach_the_mi300x_models_through_linalg_and_chopped_arrays():
+    """A FNUZ format is named by its emin and encoding beside t and emax: linalg.matmul and chopped
+    arrays with hardware='MI300X' compute hardware.matmul's products of that
+    format (inputs in range: the options' rounding and the model's saturating one agree)."""
+    rng = np.random.default_rng(5)
+    A, B = rng.standard_normal((3, 40)), rng.standard_normal((40, 2))
+    for name, inputs in (("float8_e4m3fnuz", "e4m3fnuz"), ("float8_e5m2fnuz", "e5m2fnuz")):
+        expected = np.asarray(hardware.matmul(A, B, model="MI300X", inputs=inputs), np.float64)
+        got = linalg.matmul(A, B, {"format": name}, hardware="MI300X")
+        assert np.array_equal(np.asarray(got, np.float64), expected)
+        product = chopped(A, {"format": name}, hardware="MI300X") @ chopped(B, {"format": name}, hardware="MI300X")
+        assert np.array_equal(product.values, expected)
+        fmt = lookup_format(name)
+        assert hardware.model_for_format("MI300X", fmt.t, fmt.emax, name, emin=fmt.emin, encoding=fmt.encoding) \
+            == hardware.model("MI300X", inputs, "fp32")
+    # chop's 'q43' has e4m3fnuz's t and emax but emin -6 and IEEE encoding: no matrix unit's format
+    q43 = lookup_format("q43")
+    with pytest.raises(ValueError, match="not an input format of matrix units"):
+        hardware.model_for_format("MI300X", q43.t, q43.emax, "q43", emin=q43.emin, encoding=q43.encoding)
+    with pytest.raises(ValueError, match="not an input format of matrix units"):
+        linalg.matmul(A, B, {"format": "q43"}, hardware="MI300X")
+    with pytest.raises(TypeError, match="both emin and encoding"):
+        hardware.model_for_format("MI300X", 4, 7, "e4m3fnuz", emin=-7)
+
+
+@pytest.mark.parametrize("name, inputs", [("float8_e4m3fnuz", "e4m3fnuz"), ("float8_e5m2fnuz", "e5m2fnuz")])
+def test_fnuz_formats_reach_the_mi300x_models_in_nn_simulate(name, inputs):
+    torch = pytest.importorskip("torch")
+    from pychop_compat import nn
+
+    rng = np.random.default_rng(6)
+    A, B = rng.standard_normal((3, 40)), rng.standard_normal((40, 2))
+    with nn.simulate(name, hardware="MI300X"):
+        simulated = torch.tensor(A) @ torch.tensor(B)
+    expected = np.asarray(hardware.matmul(A, B, model="MI300X", inputs=inputs), np.float64)
+    assert np.array_equal(simulated.numpy().astype(np.float64), expected)
 
 
 def test_model_for_format_names_the_model_of_a_format_or_refuses():

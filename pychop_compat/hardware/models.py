@@ -265,7 +265,8 @@ def model(gpu: str, inputs: str = "fp16", output: str = "fp32") -> BlockFMA:
     return PRESETS[key]
 
 
-def model_for_format(hardware: Any, t: int, emax: int, described: str) -> BlockFMA:
+def model_for_format(hardware: Any, t: int, emax: int, described: str, *, emin: Optional[int] = None,
+                     encoding: Optional[str] = None) -> BlockFMA:
     """The model a ``hardware=`` argument names for inputs of the format ``[t, emax]``.
 
     Parameters
@@ -277,6 +278,11 @@ def model_for_format(hardware: Any, t: int, emax: int, described: str) -> BlockF
         Significand bits (with the implicit one) and largest exponent of the inputs' format.
     described : str
         How the messages name that format (for example ``"options' format 'h'"``).
+    emin, encoding : int and str, optional
+        The format's smallest normal exponent and its encoding (``Format.encoding``), both
+        given to name the FNUZ formats (``'e4m3fnuz'``, ``'e5m2fnuz'``), which ``t`` and
+        ``emax`` alone do not tell from others: chop's ``'q43'`` has e4m3fnuz's ``t`` and
+        ``emax``, e5m2fnuz has e5m2's.  Without them no FNUZ format is named.
 
     Returns
     -------
@@ -296,11 +302,21 @@ def model_for_format(hardware: Any, t: int, emax: int, described: str) -> BlockF
                         f"not {type(hardware).__name__}.")
     if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in (t, emax)):
         raise TypeError(f"t and emax must be integers, got t={t!r}, emax={emax!r}.")
-    # The FNUZ formats are left out: t and emax do not tell them from others (chop's 'q43' has
-    # e4m3fnuz's and a larger emin; e5m2fnuz has e5m2's); hardware.matmul takes them by name.
-    inputs = next((name for name, catalogued in INPUT_FORMATS.items()
-                   if catalogue_format(catalogued).encoding != "fnuz"
-                   and (catalogue_format(catalogued).t, catalogue_format(catalogued).emax) == (t, emax)), None)
+    if (emin is None) != (encoding is None):
+        raise TypeError("give both emin and encoding (to name a FNUZ format), or neither.")
+    exact = emin is not None
+
+    def names(catalogued: Any) -> bool:
+        # Without emin and encoding the FNUZ formats are left out: t and emax do not tell them
+        # from others (chop's 'q43' has e4m3fnuz's, with a larger emin; e5m2fnuz has e5m2's).
+        fmt = catalogue_format(catalogued)
+        if (fmt.t, fmt.emax) != (t, emax):
+            return False
+        if not exact:
+            return fmt.encoding != "fnuz"
+        return fmt.emin == emin and (fmt.encoding == "fnuz") == (encoding == "fnuz")
+
+    inputs = next((name for name, catalogued in INPUT_FORMATS.items() if names(catalogued)), None)
     if isinstance(hardware, BlockFMA):
         if inputs != hardware.input_format:
             raise ValueError(f"{described} [t={t}, emax={emax}] is not the input format "

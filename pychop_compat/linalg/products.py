@@ -198,7 +198,8 @@ def unit_model(hardware: Union[str, matrix_units.BlockFMA], rin: Rounder) -> mat
                          f"toward zero): options must round to nearest without bit flips, got round={o.round}"
                          f"{', flip=1' if o.flip else ''}.")
     fmt = resolve(o, None, "double").spec.fmt
-    return matrix_units.model_for_format(hardware, fmt.t, fmt.emax, f"options' format {o.format!r}")
+    return matrix_units.model_for_format(hardware, fmt.t, fmt.emax, f"options' format {o.format!r}",
+                                         emin=fmt.emin, encoding=fmt.encoding)
 
 
 def _unit_product(arrays: Arrays, A: Any, B: Any, spec: matrix_units.BlockFMA) -> Any:

@@ -160,7 +160,8 @@ class Simulation(TorchFunctionMode):
         self.rounder = rounder_for(format, round)
         fmt = self.rounder.spec.fmt
         self.model = None if hardware is None else \
-            matrix_units.model_for_format(hardware, fmt.t, fmt.emax, f"format {self.rounder.options}")
+            matrix_units.model_for_format(hardware, fmt.t, fmt.emax, f"format {self.rounder.options}",
+                                          emin=fmt.emin, encoding=fmt.encoding)
         self.accumulator = None if accumulate is None else rounder_for(accumulate)
         self.round_outputs = bool(round_outputs)
 

@@ -8,10 +8,12 @@ tests/test_history.py.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
-from pychop_compat import chop_at
+from pychop_compat import chop_at, rng
 from pychop_compat.formats import custom_format, lookup_format
 from pychop_compat.kernels import compiled
 from pychop_compat.matlab import history
@@ -127,8 +129,10 @@ def test_old_rules_route_and_what_stays_step_by_step(monkeypatch):
     m = np.full((3, 2), 1 / 3)
     out = h(m, {"format": "h", "explim": 0})
     assert np.array_equal(out[:, 1], [1 / 3] * 3) and np.all(out[:, 0] != 1 / 3)
-    # stochastic rounding and flips on old dates: step by step
-    assert history.route_at(f.rules, history.resolve({"format": "h", "round": 6}, None).spec) == "step by step"
+    # stochastic rounding on old dates: the compiled loops too; flips: step by step
+    assert history.route_at(f.rules, history.resolve({"format": "h", "round": 6}, None).spec) == "old rules"
+    flipping = history.resolve({"format": "h", "round": 5, "flip": 1}, None).spec
+    assert history.route_at(f.rules, flipping) == "step by step"
 
 
 @pytest.mark.parametrize("date", ["2019-03-07", "2020-05-01", "2020-05-13"])
@@ -231,3 +235,118 @@ def test_old_rules_on_the_numpy_engine_in_memory_order(date, monkeypatch):
                         a, b = fast(x, options), _step_by_step(date, x, options, monkeypatch)
                         assert _same_bits(a, b), (date, options, x.dtype, x.shape)
     assert all(found[2] == {} for found in fast._routes.values())  # (no compiled loops)
+
+
+# --- Stochastic rounding (modes 5, 6) on the old dates: bits and MATLAB's stream state ---
+
+
+def _stream_state() -> np.ndarray:
+    return np.asarray(rng().State, np.uint32).copy()
+
+
+def _at_position(position: int) -> None:
+    """MATLAB's stream seeded with 29, then moved to word ``position`` of its key (624: the next
+    draw twists first; 623: the next double takes its two words across a twist)."""
+    rng(29)
+    settings = rng()
+    state = np.asarray(settings.State, np.uint32).copy()
+    state[624] = position
+    rng(dataclasses.replace(settings, State=state))
+
+
+def _same_but_nan_signs(a, b) -> bool:
+    """The same bits, but NaN for NaN whatever the sign and payload: in modes 5 and 6 the NaN of
+    0, +-Inf or a NaN passes through roundit's ``mysign(y) .* abs(y)``, where NumPy's
+    multiplication of two NaNs keeps the first one's (chop.m's order; the compiled loop's) in
+    its scalar loop but may keep the second one's in its SIMD loops, by position in the array."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.dtype != b.dtype or a.shape != b.shape or not np.array_equal(np.isnan(a), np.isnan(b)):
+        return False
+    numbers = ~np.isnan(a)
+    return a[numbers].tobytes() == b[numbers].tobytes()
+
+
+def _same_draws(date, x, options, monkeypatch, position: int = 5) -> None:
+    """chop_at's compiled stochastic rounding against the step-by-step rules: the same bits and
+    the same stream state afterwards (both from the same state)."""
+    _at_position(position)
+    fast = chop_at(date)
+    try:
+        a = fast(x, options)
+    except ValueError:  # (a custom precision beyond the date's limit)
+        _at_position(position)
+        with pytest.raises(ValueError):
+            _step_by_step(date, x, options, monkeypatch)
+        return
+    after_fast = _stream_state()
+    _at_position(position)
+    b = _step_by_step(date, x, options, monkeypatch)
+    same = _same_bits if np.size(x) <= 8 else _same_but_nan_signs  # (a few elements: NumPy's scalar loop)
+    assert type(a) is type(b) and same(a, b), (date, options, getattr(x, "dtype", type(x)), np.shape(x))
+    assert np.array_equal(after_fast, _stream_state()), (date, options, np.shape(x))
+
+
+def _signalling_nans(dtype) -> np.ndarray:
+    patterns = np.array([0x7FF4000000000001, 0xFFF0000000000123, 0x7FF8000000000456], np.uint64)
+    with np.errstate(invalid="ignore"):
+        return patterns.view(np.float64).astype(dtype)
+
+
+@pytest.mark.parametrize("date", ["2019-03-07", "2019-07-11", "2020-05-01", "2020-05-13"])
+def test_old_stochastic_loop_equals_step_by_step(date, monkeypatch):
+    used = []
+    loops = compiled.history_kernels()
+    real = loops.old_stochastic
+    monkeypatch.setattr(loops, "old_stochastic", lambda *args: used.append(1) or real(*args))
+    for base in FORMATS[::2] + FORMATS[-3:]:
+        custom = base["format"] == "c"
+        fmt = custom_format(*base["params"]) if custom else lookup_format(base["format"])
+        for dtype in (np.float64, np.float32):
+            if custom and fmt.t > 11 and dtype == np.float32:
+                continue
+            inputs = _inputs(fmt, dtype) + [np.concatenate([_signalling_nans(dtype), _inputs(fmt, dtype)[0][:40]])]
+            for mode in (5, 6):
+                for subnormal, explim in ((0, 1), (1, 1), (1, 0)):
+                    options = dict(base, round=mode, subnormal=subnormal, explim=explim)
+                    for x in inputs:
+                        _same_draws(date, x, options, monkeypatch)
+    assert used  # the compiled loop ran
+
+
+@pytest.mark.parametrize("position", [0, 2, 3, 620, 621, 622, 623, 624])
+def test_old_stochastic_across_the_twist(position, monkeypatch):
+    # the stream's 624-word boundary inside a call, both blocks drawing (the subnormal block's
+    # numbers after every one of the normal block's), both classes, 2-D in both orders
+    r = np.random.default_rng(position)
+    x = r.standard_normal(700) * 2.0 ** r.integers(-26, 3, 700)  # bfloat16's and fp16's subnormal range too
+    x[::97] = 0.0
+    x[3::101] = np.nan
+    for options in ({"format": "h", "round": 5}, {"format": "h", "round": 6, "subnormal": 0},
+                    {"format": "c", "params": [5, 7], "round": 5}, {"format": "h", "round": 5, "explim": 0}):
+        for date in ("2019-03-07", "2020-05-13"):
+            for values in (x, x.astype(np.float32), x[:600].reshape(20, 30), np.asfortranarray(x[:600].reshape(20, 30)),
+                           x[:9], x[2:3]):
+                _same_draws(date, values, options, monkeypatch, position)
+
+
+@pytest.mark.parametrize("date", ["2019-03-14", "2020-05-01"])
+def test_old_stochastic_numbers_lists_sizes_and_the_numpy_engine(date, monkeypatch):
+    numbers = [1 / 3, -2.5, 3e-8, -3e-8, 0.0, -0.0, np.inf, -np.inf, np.nan, 65519.99, 65520.0, 7e4, 1e-5]
+    r = np.random.default_rng(56)
+    others = [np.float16(r.standard_normal(50)), np.arange(-70000, 70000, 997), [0.1, -2e-8, 7e4], np.float64(1 / 3),
+              np.float32(-2.0**-25), np.asfortranarray(r.standard_normal((4, 5))), np.zeros(0),
+              _signalling_nans(np.float64), np.array([-np.nan, 0.0, np.inf, -0.0, 1 / 3]),
+              r.standard_normal(3 * compiled.SERIAL_BELOW // 2)[::3] * 2.0**-14]  # (a strided view)
+    for options in ({"format": "h", "round": 5}, {"format": "b", "round": 6, "subnormal": 1},
+                    {"format": "h", "round": 5, "subnormal": 0}):
+        for x in numbers + others:
+            _same_draws(date, x, options, monkeypatch)
+            _at_position(5)
+            fast = chop_at(date)
+            a = fast(x, options)
+            after = _stream_state()
+            _at_position(5)
+            with compiled.cpu_engine("numpy"):  # (step by step in MATLAB's order: the same draws)
+                b = chop_at(date)(x, options)
+            assert type(a) is type(b) and _same_but_nan_signs(a, b), (options, x)
+            assert np.array_equal(after, _stream_state()), (options, x)

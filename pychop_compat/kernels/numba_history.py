@@ -7,7 +7,9 @@ rounds up to the next power of two: a threshold per exponent,
 and rounding to integers, then the range rules of the date.  A branch-free loop rounds each
 block of elements as if every one were regular (frexp's exponent, t bits, no range rule); a
 block holding others is looked at again and those are rounded one by one (:func:`_general`).
-A module of its own so that the cache of :mod:`.numba_kernels` stays valid.  The arithmetic
+Stochastic rounding (modes 5 and 6, no flips): :func:`old_stochastic`, one element at a time,
+with MATLAB's stream drawn in chop.m's order.  A module of its own so that the cache of
+:mod:`.numba_kernels` stays valid.  The arithmetic
 is float64's: every step is exact there for float32 inputs too (scaling by powers of two,
 rounding to integers), and the one inexact step, the final scaling, rounds once into the
 input's class, as NumPy's ldexp does.
@@ -21,7 +23,7 @@ import numba
 import numpy as np
 from numba import prange
 
-from .numba_kernels import JIT_OPTIONS, INLINE_OPTIONS, bits_of_double, double_of_bits
+from .numba_kernels import JIT_OPTIONS, INLINE_OPTIONS, bits_of_double, double_of_bits, is_single, mt_uniform
 
 # The constants of a call, one tuple of scalars (helpers never take arrays: an array argument
 # costs reference counting on every call): compiled.round_old_rules's integer parameters, then
@@ -71,12 +73,19 @@ def _in_subnormal_block(e, c):
 
 
 @numba.njit(**INLINE_OPTIONS)
+def _scaled(v, e, c):
+    """chop.m's scaled value ``pow2(v, precision - 1 - e)`` of the finite ``v != 0`` with
+    exponent ``e``, the precision of its block and whether that is the subnormal block."""
+    sub = _in_subnormal_block(e, c)
+    precision = c[T] - (c[EMIN] - e) if sub else c[T]
+    return _times_power_of_two(v, precision - 1 - e), precision, sub
+
+
+@numba.njit(**INLINE_OPTIONS)
 def _rounded(v, e, c, floor_normal, floor_sub):
     """chop.m's rounding of the finite ``v != 0`` with exponent ``e``; whether it lay in the
     subnormal block (chop.m's ``pow2(roundit(pow2(x, t - 1 - e)), e - (t - 1))``)."""
-    sub = _in_subnormal_block(e, c)
-    precision = c[T] - (c[EMIN] - e) if sub else c[T]
-    y = _times_power_of_two(v, precision - 1 - e)
+    y, precision, sub = _scaled(v, e, c)
     rounding = c[MODE]
     if rounding == 4 and c[BLOCK] != 0:  # a whole block: floor when every element of it is > 0, else ceil
         rounding = 3 if (floor_sub if sub else floor_normal) else 2
@@ -262,3 +271,64 @@ def old_scalar(v, packed):
     count = FRACTION_BAND + 1
     ip = packed[:count].astype(np.int64)
     return _general(v, _constants(ip, packed[count:OVER + 1]), packed[OVER + 1:], positive, positive)
+
+
+# --- Stochastic rounding (modes 5 and 6, no flips), drawing MATLAB's stream ---------------------
+
+
+@numba.njit(**INLINE_OPTIONS)
+def _scaled_at(v, a, c, thresholds):
+    """:func:`_scaled` of the finite ``v != 0`` (``a = |v|``) with chop.m's exponent; the exponent."""
+    e = exponent_at(a, thresholds, c[K_LOWEST])
+    y, precision, sub = _scaled(v, e, c)
+    return y, e, precision, sub
+
+
+@numba.njit(**JIT_OPTIONS)
+def old_stochastic(xf, of, ip, fp, thresholds, key, pos):
+    """chop.m's stochastic rounding (modes 5 and 6, no flips) with its rules before 2020-05-14 on
+    ``xf`` (1-D, float32 or float64, MATLAB's element order) into ``of``, drawing MATLAB's
+    stream (state ``key, pos``, advanced in place) as chop.m did: one ``rand`` call for the
+    elements of the normal block whose scaled value is not an integer (0, +-Inf and NaN scale
+    to NaN, which draws), in order, then one for the subnormal block's (none for a block that
+    draws nothing).  A counting pass, the numbers of both calls drawn at once (the stream is
+    one sequence), then one pass with a cursor per block.  Returns the two counts."""
+    c = _constants(ip, fp)
+    n = xf.size
+    k_normal = k_sub = 0
+    for i in range(n):
+        v = np.float64(xf[i])
+        a = abs(v)
+        if 0.0 < a < math.inf:
+            y, _, _, sub = _scaled_at(v, a, c, thresholds)
+            draws = y != np.floor(y)
+            k_sub += np.int64(draws and sub)
+            k_normal += np.int64(draws and not sub)
+        else:
+            k_normal += 1  # (in the normal block: their exponents are outside the subnormal block's)
+    numbers = mt_uniform(key, pos, k_normal + k_sub)
+    if is_single(xf):  # (MATLAB compares single input's draws in single)
+        for j in range(numbers.size):
+            numbers[j] = np.float64(np.float32(numbers[j]))
+    cursors = np.array([0, k_normal])  # the next number of the normal block, of the subnormal block
+    half = c[MODE] == 6
+    for i in range(n):
+        v = np.float64(xf[i])
+        a = abs(v)
+        if not 0.0 < a < math.inf:
+            cursors[0] += 1
+            of[i] = special_element(v + 0.0, c)  # (+ 0.0: a signalling NaN quiets, as in chop.m's arithmetic)
+            continue
+        y, e, precision, sub = _scaled_at(v, a, c, thresholds)
+        magnitude = abs(y)
+        low = np.floor(magnitude)
+        if magnitude != low:
+            block = np.int64(sub)
+            rnd = numbers[cursors[block]]
+            cursors[block] += 1
+            # roundit: up (low + 1, the ceiling) when the number is <= the fraction (mode 5) or
+            # 1/2 (mode 6); branch-free, as the comparison goes either way at random
+            magnitude = low + np.float64(rnd <= (0.5 if half else magnitude - low))
+        r = _times_power_of_two(math.copysign(magnitude, y), e - (precision - 1))
+        of[i] = _limited(v, a, r, sub, c)
+    return k_normal, k_sub

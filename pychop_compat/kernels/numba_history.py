@@ -284,6 +284,14 @@ def _scaled_at(v, a, c, thresholds):
     return y, e, precision, sub
 
 
+@numba.njit(**INLINE_OPTIONS)
+def _up_or_down(magnitude, low, rnd, half):
+    """roundit's stochastic rounding of the non-integer ``magnitude`` (``low`` its floor) with
+    the number ``rnd``: up (``low + 1``, the ceiling) when ``rnd`` is at most the fraction (mode
+    5) or 1/2 (mode 6 ``half``).  Branch-free: the comparison goes either way at random."""
+    return low + np.float64(rnd <= (0.5 if half else magnitude - low))
+
+
 @numba.njit(**JIT_OPTIONS)
 def old_stochastic(xf, of, ip, fp, thresholds, key, pos):
     """chop.m's stochastic rounding (modes 5 and 6, no flips) with its rules before 2020-05-14 on
@@ -296,39 +304,65 @@ def old_stochastic(xf, of, ip, fp, thresholds, key, pos):
     c = _constants(ip, fp)
     n = xf.size
     k_normal = k_sub = 0
-    for i in range(n):
-        v = np.float64(xf[i])
-        a = abs(v)
-        if 0.0 < a < math.inf:
-            y, _, _, sub = _scaled_at(v, a, c, thresholds)
-            draws = y != np.floor(y)
-            k_sub += np.int64(draws and sub)
-            k_normal += np.int64(draws and not sub)
-        else:
-            k_normal += 1  # (in the normal block: their exponents are outside the subnormal block's)
+    # In the fast loops' range (_outside) an element is in the normal block with frexp's
+    # exponent, and draws when a fraction bit below its t - 1 leading ones is set: counted
+    # branch-free, a block holding others looked at again.
+    below_t = (_U1 << np.uint64(53 - c[T])) - _U1
+    for begin in range(0, n, SUB_BLOCK):
+        low, high = np.uint64(begin), np.uint64(min(n, begin + SUB_BLOCK))
+        outside = drawing = _U0
+        for i in range(low, high):
+            v = np.float64(xf[i])
+            b = bits_of_double(v)
+            other = np.uint64(_outside(b, abs(v), c))
+            outside += other
+            drawing += np.uint64((b & below_t) != _U0) & (other ^ _U1)
+        k_normal += np.int64(drawing)
+        if outside:
+            for i in range(low, high):
+                v = np.float64(xf[i])
+                a = abs(v)
+                if not _outside(bits_of_double(v), a, c):
+                    continue
+                if 0.0 < a < math.inf:
+                    y, _, _, sub = _scaled_at(v, a, c, thresholds)
+                    draws = y != np.floor(y)
+                    k_sub += np.int64(draws and sub)
+                    k_normal += np.int64(draws and not sub)
+                else:
+                    k_normal += 1  # (in the normal block: their exponents are outside the subnormal block's)
     numbers = mt_uniform(key, pos, k_normal + k_sub)
     if is_single(xf):  # (MATLAB compares single input's draws in single)
         for j in range(numbers.size):
             numbers[j] = np.float64(np.float32(numbers[j]))
-    cursors = np.array([0, k_normal])  # the next number of the normal block, of the subnormal block
+    at_normal, at_sub = 0, k_normal  # the next number of the normal block, of the subnormal block
     half = c[MODE] == 6
+    t1 = np.uint64(c[T] - 1)
     for i in range(n):
         v = np.float64(xf[i])
+        b = bits_of_double(v)
         a = abs(v)
+        if not _outside(b, a, c):  # (the usual element: frexp's exponent, no range rule; see _fast_block)
+            field = (b >> _SHIFT) & _EXPONENT_MASK
+            y = v * double_of_bits((_BIAS + _BIAS + t1 - field) << _SHIFT)
+            magnitude = abs(y)
+            low = np.floor(magnitude)
+            if magnitude != low:
+                magnitude = _up_or_down(magnitude, low, numbers[at_normal], half)
+                at_normal += 1
+            of[i] = math.copysign(magnitude, y) * double_of_bits((field - t1) << _SHIFT)
+            continue
         if not 0.0 < a < math.inf:
-            cursors[0] += 1
+            at_normal += 1
             of[i] = special_element(v + 0.0, c)  # (+ 0.0: a signalling NaN quiets, as in chop.m's arithmetic)
             continue
         y, e, precision, sub = _scaled_at(v, a, c, thresholds)
         magnitude = abs(y)
         low = np.floor(magnitude)
         if magnitude != low:
-            block = np.int64(sub)
-            rnd = numbers[cursors[block]]
-            cursors[block] += 1
-            # roundit: up (low + 1, the ceiling) when the number is <= the fraction (mode 5) or
-            # 1/2 (mode 6); branch-free, as the comparison goes either way at random
-            magnitude = low + np.float64(rnd <= (0.5 if half else magnitude - low))
+            magnitude = _up_or_down(magnitude, low, numbers[at_sub if sub else at_normal], half)
+            at_sub += np.int64(sub)
+            at_normal += np.int64(not sub)
         r = _times_power_of_two(math.copysign(magnitude, y), e - (precision - 1))
         of[i] = _limited(v, a, r, sub, c)
     return k_normal, k_sub

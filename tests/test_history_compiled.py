@@ -254,18 +254,6 @@ def _at_position(position: int) -> None:
     rng(dataclasses.replace(settings, State=state))
 
 
-def _same_but_nan_signs(a, b) -> bool:
-    """The same bits, but NaN for NaN whatever the sign and payload: in modes 5 and 6 the NaN of
-    0, +-Inf or a NaN passes through roundit's ``mysign(y) .* abs(y)``, where NumPy's
-    multiplication of two NaNs keeps the first one's (chop.m's order; the compiled loop's) in
-    its scalar loop but may keep the second one's in its SIMD loops, by position in the array."""
-    a, b = np.asarray(a), np.asarray(b)
-    if a.dtype != b.dtype or a.shape != b.shape or not np.array_equal(np.isnan(a), np.isnan(b)):
-        return False
-    numbers = ~np.isnan(a)
-    return a[numbers].tobytes() == b[numbers].tobytes()
-
-
 def _same_draws(date, x, options, monkeypatch, position: int = 5) -> None:
     """chop_at's compiled stochastic rounding against the step-by-step rules: the same bits and
     the same stream state afterwards (both from the same state)."""
@@ -281,8 +269,7 @@ def _same_draws(date, x, options, monkeypatch, position: int = 5) -> None:
     after_fast = _stream_state()
     _at_position(position)
     b = _step_by_step(date, x, options, monkeypatch)
-    same = _same_bits if np.size(x) <= 8 else _same_but_nan_signs  # (a few elements: NumPy's scalar loop)
-    assert type(a) is type(b) and same(a, b), (date, options, getattr(x, "dtype", type(x)), np.shape(x))
+    assert type(a) is type(b) and _same_bits(a, b), (date, options, getattr(x, "dtype", type(x)), np.shape(x))
     assert np.array_equal(after_fast, _stream_state()), (date, options, np.shape(x))
 
 
@@ -348,5 +335,35 @@ def test_old_stochastic_numbers_lists_sizes_and_the_numpy_engine(date, monkeypat
             _at_position(5)
             with compiled.cpu_engine("numpy"):  # (step by step in MATLAB's order: the same draws)
                 b = chop_at(date)(x, options)
-            assert type(a) is type(b) and _same_but_nan_signs(a, b), (options, x)
+            assert type(a) is type(b) and _same_bits(a, b), (options, x)
             assert np.array_equal(after, _stream_state()), (options, x)
+
+
+def test_old_stochastic_declines_calls_with_nan_results(monkeypatch):
+    # chop.m's mysign(y) .* y makes a NaN of 0, +-Inf (which scale to NaN) or a NaN; its sign in
+    # NumPy is that of either operand, by the element's position in NumPy's SIMD loops: such
+    # calls run step by step, the loop declining them before it draws
+    returned = []
+    loops = compiled.history_kernels()
+    real = loops.old_stochastic
+    x = np.linspace(-3, 3, 40)
+    with pytest.MonkeyPatch.context() as spy:
+        spy.setattr(loops, "old_stochastic", lambda *args: returned.append(real(*args)) or returned[-1])
+        f = chop_at("2020-05-13")
+        f(x, {"format": "h", "round": 5})
+        assert returned[-1][0] > 0
+        for y, options in ((np.append(x, np.nan), {"format": "h", "round": 5}),
+                           (np.append(x, -np.nan), {"format": "h", "round": 6}),
+                           (np.append(x, 0.0), {"format": "h", "round": 6, "explim": 0}),
+                           (np.append(x, np.inf), {"format": "h", "round": 5}),  # (by mode on 2020-05-13: NaN)
+                           (np.nan, {"format": "h", "round": 5})):
+            _at_position(7)
+            a = f(y, options)
+            after = _stream_state()
+            assert returned[-1] == (-1, -1)
+            _at_position(7)
+            b = _step_by_step("2020-05-13", y, options, monkeypatch)
+            assert type(a) is type(b) and _same_bits(a, b) and np.array_equal(after, _stream_state()), options
+        returned.clear()
+        f(np.append(x, [0.0, np.inf, -np.inf]), {"format": "h", "round": 6})  # (0, +-Inf: 0, +-Inf)
+        assert returned[-1][0] > 0

@@ -411,9 +411,10 @@ def round_old_rules_stochastic(spec: RoundingSpec, dtype: Any, limits: bool,
     """chop.m's stochastic rounding (modes 5 and 6, no flips) with its rules before 2020-05-14,
     drawing MATLAB's stream (``rand``, the only source of those dates), as a function of ``x``
     (as for :func:`round_old_rules`): ``history.chop_vector_at``'s results and stream state
-    afterwards, on :func:`numba_history.old_stochastic` (MATLAB's column-major element order).
-    None where that loop does not apply (a spec beyond chop.m's, a deterministic or flipping
-    one, or :func:`log2_thresholds` None).
+    afterwards, on :func:`numba_history.old_stochastic` (MATLAB's column-major element order);
+    the function returns None, with the stream untouched, for an ``x`` of which a result would
+    be NaN (the step-by-step rules set its sign).  None where that loop does not apply (a spec
+    beyond chop.m's, a deterministic or flipping one, or :func:`log2_thresholds` None).
     """
     char = np.dtype(dtype).char
     if char not in _UINT or not spec.stochastic or spec.flips or getattr(spec, "extended", False):
@@ -429,11 +430,12 @@ def round_old_rules_stochastic(spec: RoundingSpec, dtype: Any, limits: bool,
     def old_stochastic(x: Any) -> Any:
         if type(x) is float:
             out = np.empty(1)
-            on_stream_state(k.old_stochastic, np.array([x]), out, ip, fp, thresholds)
-            return float(out[0])
+            declined = on_stream_state(k.old_stochastic, np.array([x]), out, ip, fp, thresholds)[0] < 0
+            return None if declined else float(out[0])
         flat = x if x.ndim == 1 and x.flags.c_contiguous else x.ravel(order="F")  # MATLAB's element order
         out = np.empty(flat.shape, x.dtype)
-        on_stream_state(k.old_stochastic, flat, out, ip, fp, thresholds)
+        if on_stream_state(k.old_stochastic, flat, out, ip, fp, thresholds)[0] < 0:
+            return None
         return out if x.ndim == 1 else out.reshape(x.shape, order="F")
 
     return old_stochastic

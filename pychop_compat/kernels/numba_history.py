@@ -300,7 +300,10 @@ def old_stochastic(xf, of, ip, fp, thresholds, key, pos):
     elements of the normal block whose scaled value is not an integer (0, +-Inf and NaN scale
     to NaN, which draws), in order, then one for the subnormal block's (none for a block that
     draws nothing).  A counting pass, the numbers of both calls drawn at once (the stream is
-    one sequence), then one pass with a cursor per block.  Returns the two counts."""
+    one sequence), then one pass with a cursor per block.  Returns the two counts, or ``(-1,
+    -1)`` with nothing drawn or written where a result would be NaN (from 0, +-Inf or a NaN:
+    the sign chop.m's ``mysign(y) .* y`` gives it in NumPy depends on NumPy's loops, so the
+    caller rounds those calls step by step)."""
     c = _constants(ip, fp)
     n = xf.size
     k_normal = k_sub = 0
@@ -330,6 +333,9 @@ def old_stochastic(xf, of, ip, fp, thresholds, key, pos):
                     k_sub += np.int64(draws and sub)
                     k_normal += np.int64(draws and not sub)
                 else:
+                    r = special_element(v, c)
+                    if r != r:
+                        return -1, -1  # (a NaN result: declined before drawing)
                     k_normal += 1  # (in the normal block: their exponents are outside the subnormal block's)
     numbers = mt_uniform(key, pos, k_normal + k_sub)
     if is_single(xf):  # (MATLAB compares single input's draws in single)
@@ -354,7 +360,7 @@ def old_stochastic(xf, of, ip, fp, thresholds, key, pos):
             continue
         if not 0.0 < a < math.inf:
             at_normal += 1
-            of[i] = special_element(v + 0.0, c)  # (+ 0.0: a signalling NaN quiets, as in chop.m's arithmetic)
+            of[i] = special_element(v, c)  # (+-0 or +-Inf: no NaN comes here)
             continue
         y, e, precision, sub = _scaled_at(v, a, c, thresholds)
         magnitude = abs(y)

@@ -168,7 +168,8 @@ def route_at(rules: Rules, spec: RoundingSpec) -> str:
     flips: the compiled engine's loops of those rules
     (:func:`~pychop_compat.kernels.compiled.round_old_rules`; for modes 5 and 6, drawing MATLAB's
     stream in chop.m's order,
-    :func:`~pychop_compat.kernels.compiled.round_old_rules_stochastic`), else step by step.
+    :func:`~pychop_compat.kernels.compiled.round_old_rules_stochastic`, which declines a call with
+    a NaN result), else step by step.
     ``'step by step'``: flips before 2020-05-14, on the dates they were broken and with the old
     tiny-number rule (where a flipped subnormal kept its sign at zero).
 
@@ -486,6 +487,8 @@ class ChopAt:
                 return None if x is None else np.zeros(0)
             else:
                 out = self._chop(x, settings, found[1], found[2])
+            if out is None:  # (the compiled loops declined the call: round_old_rules_stochastic)
+                out = self._chop(x, settings, "step by step", found[2])
             self._stored = settings  # stored only when the call succeeded
             return out
 
@@ -541,9 +544,8 @@ class ChopAt:
         else:
             raise TypeError(f"chop supports float64, float32 and float16 arrays (and integers), not {arr.dtype}.")
         loops = self._old_rules_loops(work.dtype, work, spec, fused) if route == "old rules" else None
-        if loops is not None:
-            out = loops(work)
-        elif route in ("step by step", "old rules"):
+        out = None if loops is None else loops(work)  # (None also where the loops decline a call)
+        if out is None and route in ("step by step", "old rules"):
             # MATLAB's column-major order where it matters (random numbers, the first elements of
             # the explim = 0 bug); else the memory order of work (a view: no copy)
             order: Literal["C", "F"] = "F"
@@ -554,7 +556,7 @@ class ChopAt:
             n_first = max(work.shape) if work.ndim else 1
             out = chop_vector_at(flat, spec, self.rules, sources_for(settings.randfunc), n_first)
             out = out.reshape(work.shape, order=order)
-        else:
+        elif out is None:
             out = _on_engines_at(work, settings, route, fused)
         out = out.astype(arr.dtype if arr.dtype == np.float16 else work.dtype, copy=False)
         if scalar:

@@ -209,10 +209,11 @@ def test_log2_thresholds_exist_where_log2_rounds_up():
 def test_old_rules_python_numbers_lists_and_other_dtypes(date, monkeypatch):
     # the scalar path, lists, integers and float16 take the same rules as the arrays
     numbers = [1 / 3, -2.5, 3e-8, -3e-8, 0.0, -0.0, np.inf, -np.inf, np.nan, 127.99999999999999, -0.9999999999999999,
-               65519.99, 65520.0, 1e-5, 2.0**-14 * 0.9999999999999999]
+               65519.99, 65520.0, 1e-5, 2.0**-14 * 0.9999999999999999, float(_signalling_nans(np.float64)[1])]
     r = np.random.default_rng(16)
     others = [np.float16(r.standard_normal(50)), np.arange(-70000, 70000, 997), [0.1, -2e-8, 7e4], np.float64(1 / 3),
-              np.float32(-2.0**-25), np.asfortranarray(r.standard_normal((4, 5)))]
+              np.float32(-2.0**-25), np.asfortranarray(r.standard_normal((4, 5))),
+              np.concatenate([_signalling_nans(np.float64), r.standard_normal(600)])]  # (NaN quiets)
     for options in ({"format": "h"}, {"format": "b", "round": 2, "subnormal": 1}, {"format": "h", "round": 4},
                     {"format": "h", "round": 3, "explim": 0}, {"format": "c", "params": [3, 5], "round": 4}):
         fast = chop_at(date)

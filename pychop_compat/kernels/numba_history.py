@@ -35,6 +35,7 @@ XMAX, XBOUNDARY, XMINS, NAN, OVER = range(12, 17)
 _EXPONENT_MASK = np.uint64(0x7FF)
 _SHIFT = np.uint64(52)
 _U0, _U1, _SIGN = np.uint64(0), np.uint64(1), np.uint64(1 << 63)
+_QUIET = np.uint64(1 << 51)  # (a NaN's quiet bit)
 
 
 @numba.njit(**INLINE_OPTIONS)
@@ -146,8 +147,8 @@ def finite_element(v, e, c, floor_normal, floor_sub):
 def special_element(v, c):
     """chop.m's result for ``v`` = +-0, +-Inf or NaN under the old rules: NaN from the scaling
     (``pow2(0, Inf)``, ``pow2(Inf, -Inf)``: NumPy's own NaN of 0 * Inf), then the range rules."""
-    if v != v:
-        return v  # (NaN stays NaN, its payload kept)
+    if v != v:  # NaN stays NaN, its payload kept; a signalling one quiets, as in chop.m's arithmetic
+        return double_of_bits(bits_of_double(v) | _QUIET)  # (LLVM may fold v + 0.0 to v)
     return _limited(v, abs(v), c[NAN], False, c)
 
 

@@ -6,12 +6,13 @@ Run from the repository root::
     python benchmarks/bench_chop_at.py --quick    # fewer rounds
     python benchmarks/bench_chop_at.py --old      # also 2020-05-01 (the rules before 2020-05-14)
     python benchmarks/bench_chop_at.py --cpu-time # CPU time, for a machine shared with other work
+    python benchmarks/bench_chop_at.py --old --round 5   # stochastic rounding (MATLAB's stream)
 
 Everything is timed in one process, interleaved: each round times every case once
 (``timeit`` with enough calls for about 10 ms per sample), and a case's figure is its
 fastest round.  The inputs: the scalar 1/3 (a Python float), standard normal float64
 vectors of 10, 1000 and 10^6 elements and a 400 x 400 matrix; the options
-``{'format': 'h'}`` on every call.  Dates: a recent one (2024-01-01: today's rules),
+``{'format': 'h'}`` on every call (``--round N``: ``{'format': 'h', 'round': N}``).  Dates: a recent one (2024-01-01: today's rules),
 2020-05-20 (the tiny-number rule of before 2020-06-16; exponents, overflow and
 truncation as today) and, with ``--old``, 2020-05-01 (older rules: the compiled engine's
 loops of route 'old rules', step by step on the NumPy engine).  Each engine setting (``auto``: Numba when installed; ``numpy``) gets its own
@@ -45,9 +46,9 @@ def _inputs() -> list:
             ("400 x 400", r.standard_normal((400, 400))), ("10^6", r.standard_normal(10**6))]
 
 
-def _time(func, x, budget: float, clock) -> float:
-    """Seconds per call of ``func(x, H)`` in one sample of about ``budget`` seconds of ``clock``."""
-    timer = timeit.Timer(lambda: func(x, H), timer=clock)
+def _time(func, x, options: dict, budget: float, clock) -> float:
+    """Seconds per call of ``func(x, options)`` in one sample of about ``budget`` seconds of ``clock``."""
+    timer = timeit.Timer(lambda: func(x, options), timer=clock)
     number = 1
     while True:
         elapsed = timer.timeit(number)
@@ -62,7 +63,9 @@ def main(argv=None) -> None:
     parser.add_argument("--old", action="store_true", help="also 2020-05-01 (the rules before 2020-05-14)")
     parser.add_argument("--cpu-time", action="store_true",
                         help="time by the process's CPU time (less disturbed by other processes on a loaded machine)")
+    parser.add_argument("--round", type=int, default=1, help="the rounding mode of every call (default 1)")
     args = parser.parse_args(argv)
+    options = H if args.round == 1 else dict(H, round=args.round)
     clock = time.process_time if args.cpu_time else time.perf_counter
     rounds = 5 if args.quick else 15
     dates = ["2024-01-01", "2020-05-20"] + (["2020-05-01"] if args.old else [])
@@ -77,11 +80,11 @@ def main(argv=None) -> None:
                         if (name == "2020-05-01" and engine == "numpy" and size in ("400 x 400", "10^6")
                                 and _ > 0):
                             continue  # step by step: one round is enough to see the ratio
-                        func(x, H)  # (the first call of a case resolves and plans)
-                        seconds = _time(func, x, 0.01, clock)
+                        func(x, options)  # (the first call of a case resolves and plans)
+                        seconds = _time(func, x, options, 0.01, clock)
                         key = (engine, size, name)
                         best[key] = min(best.get(key, np.inf), seconds)
-    print(f"chop_at(date)(x, {H}) / chop(x, {H}): fastest of {rounds} interleaved rounds "
+    print(f"chop_at(date)(x, {options}) / chop(x, {options}): fastest of {rounds} interleaved rounds "
           f"({'CPU' if args.cpu_time else 'wall-clock'} time)\n")
     header = f"{'engine':<7} {'size':<10} {'chop':>10}" + "".join(f" {d:>22}" for d in dates)
     print(header)

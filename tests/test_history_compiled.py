@@ -8,10 +8,12 @@ tests/test_history.py.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
-from pychop_compat import chop_at
+from pychop_compat import chop_at, rng
 from pychop_compat.formats import custom_format, lookup_format
 from pychop_compat.kernels import compiled
 from pychop_compat.matlab import history
@@ -127,8 +129,10 @@ def test_old_rules_route_and_what_stays_step_by_step(monkeypatch):
     m = np.full((3, 2), 1 / 3)
     out = h(m, {"format": "h", "explim": 0})
     assert np.array_equal(out[:, 1], [1 / 3] * 3) and np.all(out[:, 0] != 1 / 3)
-    # stochastic rounding and flips on old dates: step by step
-    assert history.route_at(f.rules, history.resolve({"format": "h", "round": 6}, None).spec) == "step by step"
+    # stochastic rounding on old dates: the compiled loops too; flips: step by step
+    assert history.route_at(f.rules, history.resolve({"format": "h", "round": 6}, None).spec) == "old rules"
+    flipping = history.resolve({"format": "h", "round": 5, "flip": 1}, None).spec
+    assert history.route_at(f.rules, flipping) == "step by step"
 
 
 @pytest.mark.parametrize("date", ["2019-03-07", "2020-05-01", "2020-05-13"])
@@ -205,10 +209,11 @@ def test_log2_thresholds_exist_where_log2_rounds_up():
 def test_old_rules_python_numbers_lists_and_other_dtypes(date, monkeypatch):
     # the scalar path, lists, integers and float16 take the same rules as the arrays
     numbers = [1 / 3, -2.5, 3e-8, -3e-8, 0.0, -0.0, np.inf, -np.inf, np.nan, 127.99999999999999, -0.9999999999999999,
-               65519.99, 65520.0, 1e-5, 2.0**-14 * 0.9999999999999999]
+               65519.99, 65520.0, 1e-5, 2.0**-14 * 0.9999999999999999, float(_signalling_nans(np.float64)[1])]
     r = np.random.default_rng(16)
     others = [np.float16(r.standard_normal(50)), np.arange(-70000, 70000, 997), [0.1, -2e-8, 7e4], np.float64(1 / 3),
-              np.float32(-2.0**-25), np.asfortranarray(r.standard_normal((4, 5)))]
+              np.float32(-2.0**-25), np.asfortranarray(r.standard_normal((4, 5))),
+              np.concatenate([_signalling_nans(np.float64), r.standard_normal(600)])]  # (NaN quiets)
     for options in ({"format": "h"}, {"format": "b", "round": 2, "subnormal": 1}, {"format": "h", "round": 4},
                     {"format": "h", "round": 3, "explim": 0}, {"format": "c", "params": [3, 5], "round": 4}):
         fast = chop_at(date)
@@ -231,3 +236,135 @@ def test_old_rules_on_the_numpy_engine_in_memory_order(date, monkeypatch):
                         a, b = fast(x, options), _step_by_step(date, x, options, monkeypatch)
                         assert _same_bits(a, b), (date, options, x.dtype, x.shape)
     assert all(found[2] == {} for found in fast._routes.values())  # (no compiled loops)
+
+
+# --- Stochastic rounding (modes 5, 6) on the old dates: bits and MATLAB's stream state ---
+
+
+def _stream_state() -> np.ndarray:
+    return np.asarray(rng().State, np.uint32).copy()
+
+
+def _at_position(position: int) -> None:
+    """MATLAB's stream seeded with 29, then moved to word ``position`` of its key (624: the next
+    draw twists first; 623: the next double takes its two words across a twist)."""
+    rng(29)
+    settings = rng()
+    state = np.asarray(settings.State, np.uint32).copy()
+    state[624] = position
+    rng(dataclasses.replace(settings, State=state))
+
+
+def _same_draws(date, x, options, monkeypatch, position: int = 5) -> None:
+    """chop_at's compiled stochastic rounding against the step-by-step rules: the same bits and
+    the same stream state afterwards (both from the same state)."""
+    _at_position(position)
+    fast = chop_at(date)
+    try:
+        a = fast(x, options)
+    except ValueError:  # (a custom precision beyond the date's limit)
+        _at_position(position)
+        with pytest.raises(ValueError):
+            _step_by_step(date, x, options, monkeypatch)
+        return
+    after_fast = _stream_state()
+    _at_position(position)
+    b = _step_by_step(date, x, options, monkeypatch)
+    assert type(a) is type(b) and _same_bits(a, b), (date, options, getattr(x, "dtype", type(x)), np.shape(x))
+    assert np.array_equal(after_fast, _stream_state()), (date, options, np.shape(x))
+
+
+def _signalling_nans(dtype) -> np.ndarray:
+    patterns = np.array([0x7FF4000000000001, 0xFFF0000000000123, 0x7FF8000000000456], np.uint64)
+    with np.errstate(invalid="ignore"):
+        return patterns.view(np.float64).astype(dtype)
+
+
+@pytest.mark.parametrize("date", ["2019-03-07", "2019-07-11", "2020-05-01", "2020-05-13"])
+def test_old_stochastic_loop_equals_step_by_step(date, monkeypatch):
+    used = []
+    loops = compiled.history_kernels()
+    real = loops.old_stochastic
+    monkeypatch.setattr(loops, "old_stochastic", lambda *args: used.append(1) or real(*args))
+    for base in FORMATS[::2] + FORMATS[-3:]:
+        custom = base["format"] == "c"
+        fmt = custom_format(*base["params"]) if custom else lookup_format(base["format"])
+        for dtype in (np.float64, np.float32):
+            if custom and fmt.t > 11 and dtype == np.float32:
+                continue
+            inputs = _inputs(fmt, dtype) + [np.concatenate([_signalling_nans(dtype), _inputs(fmt, dtype)[0][:40]])]
+            for mode in (5, 6):
+                for subnormal, explim in ((0, 1), (1, 1), (1, 0)):
+                    options = dict(base, round=mode, subnormal=subnormal, explim=explim)
+                    for x in inputs:
+                        _same_draws(date, x, options, monkeypatch)
+    assert used  # the compiled loop ran
+
+
+@pytest.mark.parametrize("position", [0, 2, 3, 620, 621, 622, 623, 624])
+def test_old_stochastic_across_the_twist(position, monkeypatch):
+    # the stream's 624-word boundary inside a call, both blocks drawing (the subnormal block's
+    # numbers after every one of the normal block's), both classes, 2-D in both orders
+    r = np.random.default_rng(position)
+    x = r.standard_normal(700) * 2.0 ** r.integers(-26, 3, 700)  # bfloat16's and fp16's subnormal range too
+    x[::97] = 0.0
+    x[3::101] = np.nan
+    for options in ({"format": "h", "round": 5}, {"format": "h", "round": 6, "subnormal": 0},
+                    {"format": "c", "params": [5, 7], "round": 5}, {"format": "h", "round": 5, "explim": 0}):
+        for date in ("2019-03-07", "2020-05-13"):
+            for values in (x, x.astype(np.float32), x[:600].reshape(20, 30), np.asfortranarray(x[:600].reshape(20, 30)),
+                           x[:9], x[2:3]):
+                _same_draws(date, values, options, monkeypatch, position)
+
+
+@pytest.mark.parametrize("date", ["2019-03-14", "2020-05-01"])
+def test_old_stochastic_numbers_lists_sizes_and_the_numpy_engine(date, monkeypatch):
+    numbers = [1 / 3, -2.5, 3e-8, -3e-8, 0.0, -0.0, np.inf, -np.inf, np.nan, 65519.99, 65520.0, 7e4, 1e-5]
+    r = np.random.default_rng(56)
+    others = [np.float16(r.standard_normal(50)), np.arange(-70000, 70000, 997), [0.1, -2e-8, 7e4], np.float64(1 / 3),
+              np.float32(-2.0**-25), np.asfortranarray(r.standard_normal((4, 5))), np.zeros(0),
+              _signalling_nans(np.float64), np.array([-np.nan, 0.0, np.inf, -0.0, 1 / 3]),
+              r.standard_normal(3 * compiled.SERIAL_BELOW // 2)[::3] * 2.0**-14]  # (a strided view)
+    for options in ({"format": "h", "round": 5}, {"format": "b", "round": 6, "subnormal": 1},
+                    {"format": "h", "round": 5, "subnormal": 0}):
+        for x in numbers + others:
+            _same_draws(date, x, options, monkeypatch)
+            _at_position(5)
+            fast = chop_at(date)
+            a = fast(x, options)
+            after = _stream_state()
+            _at_position(5)
+            with compiled.cpu_engine("numpy"):  # (step by step in MATLAB's order: the same draws)
+                b = chop_at(date)(x, options)
+            assert type(a) is type(b) and _same_bits(a, b), (options, x)
+            assert np.array_equal(after, _stream_state()), (options, x)
+
+
+def test_old_stochastic_declines_calls_with_nan_results(monkeypatch):
+    # chop.m's mysign(y) .* y makes a NaN of 0, +-Inf (which scale to NaN) or a NaN; its sign in
+    # NumPy is that of either operand, by the element's position in NumPy's SIMD loops: such
+    # calls run step by step, the loop declining them before it draws
+    returned = []
+    loops = compiled.history_kernels()
+    real = loops.old_stochastic
+    x = np.linspace(-3, 3, 40)
+    with pytest.MonkeyPatch.context() as spy:
+        spy.setattr(loops, "old_stochastic", lambda *args: returned.append(real(*args)) or returned[-1])
+        f = chop_at("2020-05-13")
+        f(x, {"format": "h", "round": 5})
+        assert returned[-1][0] > 0
+        for y, options in ((np.append(x, np.nan), {"format": "h", "round": 5}),
+                           (np.append(x, -np.nan), {"format": "h", "round": 6}),
+                           (np.append(x, 0.0), {"format": "h", "round": 6, "explim": 0}),
+                           (np.append(x, np.inf), {"format": "h", "round": 5}),  # (by mode on 2020-05-13: NaN)
+                           (np.nan, {"format": "h", "round": 5})):
+            _at_position(7)
+            a = f(y, options)
+            after = _stream_state()
+            assert returned[-1] == (-1, -1)
+            _at_position(7)
+            b = _step_by_step("2020-05-13", y, options, monkeypatch)
+            assert type(a) is type(b) and _same_bits(a, b) and np.array_equal(after, _stream_state()), options
+        returned.clear()
+        f(np.append(x, [0.0, np.inf, -np.inf]), {"format": "h", "round": 6})  # (0, +-Inf: 0, +-Inf)
+        assert returned[-1][0] > 0

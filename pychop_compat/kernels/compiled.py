@@ -28,7 +28,7 @@ from .numpy_fast import LAYOUTS, in_memory_order
 __all__ = ["available", "set_cpu_engine", "cpu_engine", "get_cpu_engine", "chop_array", "warm_up",
            "wanted", "handles", "rounding_constants", "packed_constants", "kernels", "loaded", "small_call",
            "SERIAL_BELOW", "CHUNK", "flush_tiny_constants", "round_deterministic", "history_kernels",
-           "log2_thresholds", "round_old_rules"]
+           "log2_thresholds", "round_old_rules", "round_old_rules_stochastic"]
 
 #: Below this many elements one thread does everything (a parallel launch costs up to a time slice).
 SERIAL_BELOW = 1 << 20
@@ -404,6 +404,41 @@ def round_old_rules(spec: RoundingSpec, dtype: Any, limits: bool, block: bool,
         return out
 
     return old_rules
+
+
+def round_old_rules_stochastic(spec: RoundingSpec, dtype: Any, limits: bool,
+                               overflow_by_mode: bool) -> Optional[Callable[[Any], Any]]:
+    """chop.m's stochastic rounding (modes 5 and 6, no flips) with its rules before 2020-05-14,
+    drawing MATLAB's stream (``rand``, the only source of those dates), as a function of ``x``
+    (as for :func:`round_old_rules`): ``history.chop_vector_at``'s results and stream state
+    afterwards, on :func:`numba_history.old_stochastic` (MATLAB's column-major element order);
+    the function returns None, with the stream untouched, for an ``x`` of which a result would
+    be NaN (the step-by-step rules set its sign).  None where that loop does not apply (a spec
+    beyond chop.m's, a deterministic or flipping one, or :func:`log2_thresholds` None).
+    """
+    char = np.dtype(dtype).char
+    if char not in _UINT or not spec.stochastic or spec.flips or getattr(spec, "extended", False):
+        return None
+    thresholds = log2_thresholds(char)
+    if thresholds is None:
+        return None
+    k = history_kernels()
+    # (mode 6 overflowed as round to nearest on 2020-05-13, as today: at the rounding boundary)
+    ip, fp = _old_rules_parameters(spec.fmt, spec.round, spec.keeps_subnormals, limits, False,
+                                   overflow_by_mode and spec.round != 6, char)
+
+    def old_stochastic(x: Any) -> Any:
+        if type(x) is float:
+            out = np.empty(1)
+            declined = on_stream_state(k.old_stochastic, np.array([x]), out, ip, fp, thresholds)[0] < 0
+            return None if declined else float(out[0])
+        flat = x if x.ndim == 1 and x.flags.c_contiguous else x.ravel(order="F")  # MATLAB's element order
+        out = np.empty(flat.shape, x.dtype)
+        if on_stream_state(k.old_stochastic, flat, out, ip, fp, thresholds)[0] < 0:
+            return None
+        return out if x.ndim == 1 else out.reshape(x.shape, order="F")
+
+    return old_stochastic
 
 
 def _spec_constants(spec: RoundingSpec, char: str):

@@ -7,7 +7,9 @@ rounds up to the next power of two: a threshold per exponent,
 and rounding to integers, then the range rules of the date.  A branch-free loop rounds each
 block of elements as if every one were regular (frexp's exponent, t bits, no range rule); a
 block holding others is looked at again and those are rounded one by one (:func:`_general`).
-A module of its own so that the cache of :mod:`.numba_kernels` stays valid.  The arithmetic
+Stochastic rounding (modes 5 and 6, no flips): :func:`old_stochastic`, one element at a time,
+with MATLAB's stream drawn in chop.m's order.  A module of its own so that the cache of
+:mod:`.numba_kernels` stays valid.  The arithmetic
 is float64's: every step is exact there for float32 inputs too (scaling by powers of two,
 rounding to integers), and the one inexact step, the final scaling, rounds once into the
 input's class, as NumPy's ldexp does.
@@ -21,7 +23,7 @@ import numba
 import numpy as np
 from numba import prange
 
-from .numba_kernels import JIT_OPTIONS, INLINE_OPTIONS, bits_of_double, double_of_bits
+from .numba_kernels import JIT_OPTIONS, INLINE_OPTIONS, bits_of_double, double_of_bits, is_single, mt_uniform
 
 # The constants of a call, one tuple of scalars (helpers never take arrays: an array argument
 # costs reference counting on every call): compiled.round_old_rules's integer parameters, then
@@ -33,6 +35,7 @@ XMAX, XBOUNDARY, XMINS, NAN, OVER = range(12, 17)
 _EXPONENT_MASK = np.uint64(0x7FF)
 _SHIFT = np.uint64(52)
 _U0, _U1, _SIGN = np.uint64(0), np.uint64(1), np.uint64(1 << 63)
+_QUIET = np.uint64(1 << 51)  # (a NaN's quiet bit)
 
 
 @numba.njit(**INLINE_OPTIONS)
@@ -71,12 +74,19 @@ def _in_subnormal_block(e, c):
 
 
 @numba.njit(**INLINE_OPTIONS)
+def _scaled(v, e, c):
+    """chop.m's scaled value ``pow2(v, precision - 1 - e)`` of the finite ``v != 0`` with
+    exponent ``e``, the precision of its block and whether that is the subnormal block."""
+    sub = _in_subnormal_block(e, c)
+    precision = c[T] - (c[EMIN] - e) if sub else c[T]
+    return _times_power_of_two(v, precision - 1 - e), precision, sub
+
+
+@numba.njit(**INLINE_OPTIONS)
 def _rounded(v, e, c, floor_normal, floor_sub):
     """chop.m's rounding of the finite ``v != 0`` with exponent ``e``; whether it lay in the
     subnormal block (chop.m's ``pow2(roundit(pow2(x, t - 1 - e)), e - (t - 1))``)."""
-    sub = _in_subnormal_block(e, c)
-    precision = c[T] - (c[EMIN] - e) if sub else c[T]
-    y = _times_power_of_two(v, precision - 1 - e)
+    y, precision, sub = _scaled(v, e, c)
     rounding = c[MODE]
     if rounding == 4 and c[BLOCK] != 0:  # a whole block: floor when every element of it is > 0, else ceil
         rounding = 3 if (floor_sub if sub else floor_normal) else 2
@@ -137,8 +147,8 @@ def finite_element(v, e, c, floor_normal, floor_sub):
 def special_element(v, c):
     """chop.m's result for ``v`` = +-0, +-Inf or NaN under the old rules: NaN from the scaling
     (``pow2(0, Inf)``, ``pow2(Inf, -Inf)``: NumPy's own NaN of 0 * Inf), then the range rules."""
-    if v != v:
-        return v  # (NaN stays NaN, its payload kept)
+    if v != v:  # NaN stays NaN, its payload kept; a signalling one quiets, as in chop.m's arithmetic
+        return double_of_bits(bits_of_double(v) | _QUIET)  # (LLVM may fold v + 0.0 to v)
     return _limited(v, abs(v), c[NAN], False, c)
 
 
@@ -262,3 +272,104 @@ def old_scalar(v, packed):
     count = FRACTION_BAND + 1
     ip = packed[:count].astype(np.int64)
     return _general(v, _constants(ip, packed[count:OVER + 1]), packed[OVER + 1:], positive, positive)
+
+
+# --- Stochastic rounding (modes 5 and 6, no flips), drawing MATLAB's stream ---------------------
+
+
+@numba.njit(**INLINE_OPTIONS)
+def _scaled_at(v, a, c, thresholds):
+    """:func:`_scaled` of the finite ``v != 0`` (``a = |v|``) with chop.m's exponent; the exponent."""
+    e = exponent_at(a, thresholds, c[K_LOWEST])
+    y, precision, sub = _scaled(v, e, c)
+    return y, e, precision, sub
+
+
+@numba.njit(**INLINE_OPTIONS)
+def _up_or_down(magnitude, low, rnd, half):
+    """roundit's stochastic rounding of the non-integer ``magnitude`` (``low`` its floor) with
+    the number ``rnd``: up (``low + 1``, the ceiling) when ``rnd`` is at most the fraction (mode
+    5) or 1/2 (mode 6 ``half``).  Branch-free: the comparison goes either way at random."""
+    return low + np.float64(rnd <= (0.5 if half else magnitude - low))
+
+
+@numba.njit(**JIT_OPTIONS)
+def old_stochastic(xf, of, ip, fp, thresholds, key, pos):
+    """chop.m's stochastic rounding (modes 5 and 6, no flips) with its rules before 2020-05-14 on
+    ``xf`` (1-D, float32 or float64, MATLAB's element order) into ``of``, drawing MATLAB's
+    stream (state ``key, pos``, advanced in place) as chop.m did: one ``rand`` call for the
+    elements of the normal block whose scaled value is not an integer (0, +-Inf and NaN scale
+    to NaN, which draws), in order, then one for the subnormal block's (none for a block that
+    draws nothing).  A counting pass, the numbers of both calls drawn at once (the stream is
+    one sequence), then one pass with a cursor per block.  Returns the two counts, or ``(-1,
+    -1)`` with nothing drawn or written where a result would be NaN (from 0, +-Inf or a NaN:
+    the sign chop.m's ``mysign(y) .* y`` gives it in NumPy depends on NumPy's loops, so the
+    caller rounds those calls step by step)."""
+    c = _constants(ip, fp)
+    n = xf.size
+    k_normal = k_sub = 0
+    # In the fast loops' range (_outside) an element is in the normal block with frexp's
+    # exponent, and draws when a fraction bit below its t - 1 leading ones is set: counted
+    # branch-free, a block holding others looked at again.
+    below_t = (_U1 << np.uint64(53 - c[T])) - _U1
+    for begin in range(0, n, SUB_BLOCK):
+        low, high = np.uint64(begin), np.uint64(min(n, begin + SUB_BLOCK))
+        outside = drawing = _U0
+        for i in range(low, high):
+            v = np.float64(xf[i])
+            b = bits_of_double(v)
+            other = np.uint64(_outside(b, abs(v), c))
+            outside += other
+            drawing += np.uint64((b & below_t) != _U0) & (other ^ _U1)
+        k_normal += np.int64(drawing)
+        if outside:
+            for i in range(low, high):
+                v = np.float64(xf[i])
+                a = abs(v)
+                if not _outside(bits_of_double(v), a, c):
+                    continue
+                if 0.0 < a < math.inf:
+                    y, _, _, sub = _scaled_at(v, a, c, thresholds)
+                    draws = y != np.floor(y)
+                    k_sub += np.int64(draws and sub)
+                    k_normal += np.int64(draws and not sub)
+                else:
+                    r = special_element(v, c)
+                    if r != r:
+                        return -1, -1  # (a NaN result: declined before drawing)
+                    k_normal += 1  # (in the normal block: their exponents are outside the subnormal block's)
+    numbers = mt_uniform(key, pos, k_normal + k_sub)
+    if is_single(xf):  # (MATLAB compares single input's draws in single)
+        for j in range(numbers.size):
+            numbers[j] = np.float64(np.float32(numbers[j]))
+    at_normal, at_sub = 0, k_normal  # the next number of the normal block, of the subnormal block
+    half = c[MODE] == 6
+    t1 = np.uint64(c[T] - 1)
+    for i in range(n):
+        v = np.float64(xf[i])
+        b = bits_of_double(v)
+        a = abs(v)
+        if not _outside(b, a, c):  # (the usual element: frexp's exponent, no range rule; see _fast_block)
+            field = (b >> _SHIFT) & _EXPONENT_MASK
+            y = v * double_of_bits((_BIAS + _BIAS + t1 - field) << _SHIFT)
+            magnitude = abs(y)
+            low = np.floor(magnitude)
+            if magnitude != low:
+                magnitude = _up_or_down(magnitude, low, numbers[at_normal], half)
+                at_normal += 1
+            of[i] = math.copysign(magnitude, y) * double_of_bits((field - t1) << _SHIFT)
+            continue
+        if not 0.0 < a < math.inf:
+            at_normal += 1
+            of[i] = special_element(v, c)  # (+-0 or +-Inf: no NaN comes here)
+            continue
+        y, e, precision, sub = _scaled_at(v, a, c, thresholds)
+        magnitude = abs(y)
+        low = np.floor(magnitude)
+        if magnitude != low:
+            magnitude = _up_or_down(magnitude, low, numbers[at_sub if sub else at_normal], half)
+            at_sub += np.int64(sub)
+            at_normal += np.int64(not sub)
+        r = _times_power_of_two(math.copysign(magnitude, y), e - (precision - 1))
+        of[i] = _limited(v, a, r, sub, c)
+    return k_normal, k_sub

@@ -150,7 +150,7 @@ def rules_at(date: Union[str, _dt.date]) -> Rules:
 
 #: How :func:`chop_at` computes a call (:func:`route_at`): on today's engines, on today's engines
 #: followed by the tiny-number rule of before 2020-06-16, on compiled loops of the rules before
-#: 2020-05-14, or step by step (``chop_vector_at``).
+#: 2020-05-14 (stochastic rounding included), or step by step (``chop_vector_at``).
 ROUTES = ("today", "flush tiny", "old rules", "step by step")
 
 
@@ -164,11 +164,14 @@ def route_at(rules: Rules, spec: RoundingSpec) -> str:
     below xmins, or xmin with ``subnormal = 0``, became +0, whatever the mode), which the
     compiled loops and the NumPy engine's special elements take as a parameter (stochastic
     rounding: applied after the engine).  ``'old rules'``: before 2020-05-14 (exponent
-    ``floor(log2(|x|))``, overflow to Inf, truncation of a whole block), modes 1-4 without
+    ``floor(log2(|x|))``, overflow to Inf, truncation of a whole block), modes 1-6 without
     flips: the compiled engine's loops of those rules
-    (:func:`~pychop_compat.kernels.compiled.round_old_rules`), else step by step.  ``'step by
-    step'``: the older rules with stochastic rounding, flips on the dates they were broken, flips
-    with the old tiny-number rule (where a flipped subnormal kept its sign at zero).
+    (:func:`~pychop_compat.kernels.compiled.round_old_rules`; for modes 5 and 6, drawing MATLAB's
+    stream in chop.m's order,
+    :func:`~pychop_compat.kernels.compiled.round_old_rules_stochastic`, which declines a call with
+    a NaN result), else step by step.
+    ``'step by step'``: flips before 2020-05-14, on the dates they were broken and with the old
+    tiny-number rule (where a flipped subnormal kept its sign at zero).
 
     Parameters
     ----------
@@ -182,7 +185,7 @@ def route_at(rules: Rules, spec: RoundingSpec) -> str:
     str
         One of :data:`ROUTES`.
     """
-    if rules.exponent != "frexp" and not spec.draws:  # (the other old rules came before it)
+    if rules.exponent != "frexp" and not spec.flips:  # (the other old rules came before it)
         return "old rules"
     if (rules.exponent != "frexp" or rules.overflow != "by mode" or rules.truncation != "elementwise"
             or (spec.flips and (rules.flips_broken or rules.tiny != "by mode"))):
@@ -484,6 +487,8 @@ class ChopAt:
                 return None if x is None else np.zeros(0)
             else:
                 out = self._chop(x, settings, found[1], found[2])
+            if out is None:  # (the compiled loops declined the call: round_old_rules_stochastic)
+                out = self._chop(x, settings, "step by step", found[2])
             self._stored = settings  # stored only when the call succeeded
             return out
 
@@ -512,8 +517,11 @@ class ChopAt:
         loops = fused.get(dtype.char, False)
         if loops is False:  # (found once per settings and dtype; None: the loops do not apply)
             limits = spec.limits_exponent if self.rules.explim_option else True
-            loops = fused[dtype.char] = compiled.round_old_rules(
-                spec, dtype, limits, self.rules.truncation == "block", self.rules.overflow == "by mode")
+            by_mode = self.rules.overflow == "by mode"
+            # (the draws: MATLAB's stream, as randfunc is not read before 2022-06-14)
+            loops = fused[dtype.char] = (
+                compiled.round_old_rules_stochastic(spec, dtype, limits, by_mode) if spec.stochastic
+                else compiled.round_old_rules(spec, dtype, limits, self.rules.truncation == "block", by_mode))
         return loops
 
     def _chop(self, x, settings: ChopSpec, route: str, fused: dict):
@@ -536,19 +544,19 @@ class ChopAt:
         else:
             raise TypeError(f"chop supports float64, float32 and float16 arrays (and integers), not {arr.dtype}.")
         loops = self._old_rules_loops(work.dtype, work, spec, fused) if route == "old rules" else None
-        if loops is not None:
-            out = loops(work)
-        elif route in ("step by step", "old rules"):
+        out = None if loops is None else loops(work)  # (None also where the loops decline a call)
+        if out is None and route in ("step by step", "old rules"):
             # MATLAB's column-major order where it matters (random numbers, the first elements of
             # the explim = 0 bug); else the memory order of work (a view: no copy)
             order: Literal["C", "F"] = "F"
-            if route == "old rules" and not self._first_elements_only(work, spec) and not work.flags.f_contiguous:
+            if (route == "old rules" and not spec.draws and not self._first_elements_only(work, spec)
+                    and not work.flags.f_contiguous):
                 order = "C"
             flat = np.ravel(work, order=order)  # (read only by chop_vector_at)
             n_first = max(work.shape) if work.ndim else 1
             out = chop_vector_at(flat, spec, self.rules, sources_for(settings.randfunc), n_first)
             out = out.reshape(work.shape, order=order)
-        else:
+        elif out is None:
             out = _on_engines_at(work, settings, route, fused)
         out = out.astype(arr.dtype if arr.dtype == np.float16 else work.dtype, copy=False)
         if scalar:

@@ -411,7 +411,7 @@ def round_old_rules_stochastic(spec: RoundingSpec, dtype: Any, limits: bool,
     """chop.m's stochastic rounding (modes 5 and 6, no flips) with its rules before 2020-05-14,
     drawing MATLAB's stream (``rand``, the only source of those dates), as a function of ``x``
     (as for :func:`round_old_rules`): ``history.chop_vector_at``'s results and stream state
-    afterwards, on :func:`numba_history.old_stochastic` (MATLAB's column-major element order);
+    afterwards, on ``numba_history.old_stochastic`` (MATLAB's column-major element order);
     the function returns None, with the stream untouched, for an ``x`` of which a result would
     be NaN (the step-by-step rules set its sign).  None where that loop does not apply (a spec
     beyond chop.m's, a deterministic or flipping one, or :func:`log2_thresholds` None).

@@ -477,6 +477,14 @@ class ChopAt:
             elif (kind is np.ndarray and found[1] == "today" and not settings.spec.draws
                   and (x.dtype is _FLOAT64 or x.dtype is _FLOAT32)):
                 out = settings.prepared(x)  # as chop does
+            elif kind is float and (found[1] == "today" or found[1] == "flush tiny") and not settings.spec.flips:
+                # stochastic rounding of a Python float, as chop does (the stream held for the call);
+                # the old tiny-number rule after the draw, as _on_engines_at applies it
+                with (matlab_stream.exclusive_stream() if settings.prepared.sources.uses_matlab_stream
+                      else contextlib.nullcontext()):
+                    out = settings.prepared(x)
+                if found[1] == "flush tiny" and abs(x) < found[3]:
+                    out = 0.0
             elif kind is float and found[1] == "old rules" and (loops := found[2].get("d")) and compiled.wanted():
                 out = loops(x)  # the compiled old rules' scalar loop (found by the first call's _chop)
             elif (kind is np.ndarray and found[1] == "old rules" and (x.dtype is _FLOAT64 or x.dtype is _FLOAT32)

@@ -470,21 +470,19 @@ class ChopAt:
                     self._routes.clear()
                 spec = settings.spec
                 found = self._routes[id(settings)] = (settings, route_at(self.rules, spec), {}, spec.min_rep)
-            if kind is float and (found[1] == "today" or found[1] == "flush tiny") and settings.scalar_path:
-                # the scalar kernel of today's chop (no random numbers, no flips)
-                out = 0.0 if found[1] == "flush tiny" and abs(x) < found[3] else numpy_fast.chop_scalar(
-                    x, settings.spec, MATLAB_STREAM)
+            if (kind is float and (found[1] == "today" or found[1] == "flush tiny")
+                    and (settings.scalar_path or not settings.spec.flips)):  # (scalar_path: no flips either)
+                if settings.scalar_path:  # the scalar kernel of today's chop (no random numbers)
+                    out = numpy_fast.chop_scalar(x, settings.spec, MATLAB_STREAM)
+                else:  # stochastic rounding, as chop does (the stream held for the call)
+                    with (matlab_stream.exclusive_stream() if settings.prepared.sources.uses_matlab_stream
+                          else contextlib.nullcontext()):
+                        out = settings.prepared(x)
+                if found[1] == "flush tiny" and abs(x) < found[3]:
+                    out = 0.0  # the old tiny-number rule (after the draw: the stream moves as chop.m's)
             elif (kind is np.ndarray and found[1] == "today" and not settings.spec.draws
                   and (x.dtype is _FLOAT64 or x.dtype is _FLOAT32)):
                 out = settings.prepared(x)  # as chop does
-            elif kind is float and (found[1] == "today" or found[1] == "flush tiny") and not settings.spec.flips:
-                # stochastic rounding of a Python float, as chop does (the stream held for the call);
-                # the old tiny-number rule after the draw, as _on_engines_at applies it
-                with (matlab_stream.exclusive_stream() if settings.prepared.sources.uses_matlab_stream
-                      else contextlib.nullcontext()):
-                    out = settings.prepared(x)
-                if found[1] == "flush tiny" and abs(x) < found[3]:
-                    out = 0.0
             elif kind is float and found[1] == "old rules" and (loops := found[2].get("d")) and compiled.wanted():
                 out = loops(x)  # the compiled old rules' scalar loop (found by the first call's _chop)
             elif (kind is np.ndarray and found[1] == "old rules" and (x.dtype is _FLOAT64 or x.dtype is _FLOAT32)

@@ -88,7 +88,10 @@ def test_the_models_trailing_updates_change_the_factors():
     blocked = linalg.lu(A, "h", hardware="H100", block_size=16)
     chopped_steps = linalg.lu(A, "h")  # every product and difference rounded to fp16
     assert not _same_factors(blocked, chopped_steps)
-    assert np.array_equal(blocked.L[:, :16], chopped_steps.L[:, :16])  # the first panel is the same
+    # The first panel is the same: its pivots, and each original row's multipliers (later pivots,
+    # which differ with the trailing updates, reorder the rows of L, not their values).
+    assert np.array_equal(blocked.perm[:16], chopped_steps.perm[:16])
+    assert np.array_equal(blocked.L[np.argsort(blocked.perm), :16], chopped_steps.L[np.argsort(chopped_steps.perm), :16])
 
 
 def test_the_models_extra_alignment_bits_are_observable():

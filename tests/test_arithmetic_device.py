@@ -1,5 +1,5 @@
 """Chopped arrays holding device arrays: the generic code with a stand-in library on the CPU,
-and CuPy itself where a CUDA device exists (skipped otherwise).
+and CuPy itself where a CUDA device exists (marked gpu: deselected otherwise).
 
 The stand-in (``FakeDeviceArray``) behaves as CuPy does where it matters: NumPy's ufuncs and
 functions reach it through ``__array_ufunc__``/``__array_function__`` and give back its own
@@ -188,7 +188,7 @@ def test_generic_code_refuses_what_it_would_compute_on_the_host(fake_device):
         S @ S
 
 
-# --- CuPy on a CUDA device (skipped without one) ------------------------------------------------
+# --- CuPy on a CUDA device (marked gpu: deselected without one) ------------------------------------------------
 
 
 def _cupy_with_device():
@@ -201,6 +201,7 @@ def _cupy_with_device():
     return cupy
 
 
+@pytest.mark.gpu
 def test_chopped_cupy_arrays_keep_the_device_and_round_as_chop():
     cupy = _cupy_with_device()
     o = {"format": "h", "round": 1}
@@ -216,6 +217,7 @@ def test_chopped_cupy_arrays_keep_the_device_and_round_as_chop():
         np.testing.assert_array_equal(got.to_numpy(), want)
 
 
+@pytest.mark.gpu
 def test_chopped_cupy_counter_rounding_equals_chop_with_seed():
     cupy = _cupy_with_device()
     from pychop_compat.arithmetic import Arithmetic
@@ -228,6 +230,7 @@ def test_chopped_cupy_counter_rounding_equals_chop_with_seed():
     np.testing.assert_array_equal((X * 3).to_numpy(), want)
 
 
+@pytest.mark.gpu
 def test_chopped_cupy_stochastic_rounding_draws_from_the_device_counter_as_chop():
     """No rng: GPU arrays draw from the device's counter (seed_device), as chop on CuPy arrays."""
     cupy = _cupy_with_device()

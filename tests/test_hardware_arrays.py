@@ -234,17 +234,112 @@ def test_rows_are_computed_a_few_at_a_time(monkeypatch):
     assert peak < 24 * 24 * 2048 * 8 / 4, peak
 
 
-@pytest.mark.parametrize("model", [MODELS[0], MODELS[4]])
-def test_cupy_arrays_on_their_gpu(model):
-    cupy = pytest.importorskip("cupy")
+# -- On a GPU (tests marked gpu: deselected where torch and CuPy see no CUDA device) ----------------
+
+
+def _on_gpu(library):
+    """``(to_device, to_host)`` for ``library`` on its first CUDA device; skips where it has none."""
+    if library == "torch-cuda":
+        torch = pytest.importorskip("torch")
+        if not torch.cuda.is_available():
+            pytest.skip("torch sees no CUDA device")
+
+        def torch_host(v):
+            assert isinstance(v, torch.Tensor) and v.is_cuda
+            return v.cpu().numpy()
+
+        return (lambda x: torch.from_numpy(np.asarray(x)).cuda()), torch_host
+    if library == "cupy":
+        cupy = pytest.importorskip("cupy")
+        try:
+            if cupy.cuda.runtime.getDeviceCount() < 1:
+                pytest.skip("CuPy sees no CUDA device")
+        except Exception as exc:  # CuPy without a driver
+            pytest.skip(f"CuPy sees no CUDA device ({exc})")
+
+        def cupy_host(v):
+            assert isinstance(v, cupy.ndarray)
+            return cupy.asnumpy(v)
+
+        return cupy.asarray, cupy_host
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
     try:
-        cupy.cuda.runtime.getDeviceCount()
-    except Exception:  # CuPy without a GPU
-        pytest.skip("no GPU")
+        device = jax.devices("gpu")[0]
+    except RuntimeError:
+        pytest.skip("JAX has no GPU backend")
+
+    def jax_host(v):
+        assert v.devices() == {device}
+        return np.asarray(v)
+
+    return (lambda x: jax.device_put(np.asarray(x), device)), jax_host
+
+
+# JAX compiles each model and shape (seconds each): two models on the GPU.
+GPU_ROWS = ([pytest.param(library, *m.values, id=f"{library}-{m.id}") for library in ("torch-cuda", "cupy")
+             for m in MODELS + CUSTOM]
+            + [pytest.param("jax-gpu", *m.values, id=f"jax-gpu-{m.id}") for m in (MODELS[0], MODELS[4])])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("library, model", GPU_ROWS)
+def test_gpu_arrays_give_the_numpy_bits(library, model):
+    """Computed on the device (adversarial inputs: subnormal, huge, Inf and NaN), the host's bits."""
+    to_device, to_host = _on_gpu(library)
     for args, kwargs in _cases():
-        got = hardware.matmul(*(cupy.asarray(x) for x in args), model=model, **kwargs)
-        assert isinstance(got, cupy.ndarray)
-        assert np.array_equal(_bits(cupy.asnumpy(got)), _bits(_numpy(*args, model=model, **kwargs)))
+        if library == "jax-gpu" and len(args) == 3:
+            args = (*args[:2], args[2].astype(np.float32))  # (XLA's float64 -> float32 conversion flushes)
+        got = to_host(hardware.matmul(*(to_device(x) for x in args), model=model, **kwargs))
+        expected = _numpy(*args, model=model, **kwargs)
+        assert got.dtype == expected.dtype
+        assert np.array_equal(_bits(got), _bits(expected)), (library, model, kwargs)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("library", ["torch-cuda", "cupy"])
+def test_block_dot_and_linalg_matmul_on_the_gpu(library):
+    from pychop_compat import linalg
+
+    to_device, to_host = _on_gpu(library)
+    model = hardware.model("H100", "fp16", "fp32")
+    rng = np.random.default_rng(5)
+    a = np.float16(rng.standard_normal((4, 3, 40))).astype(np.float64)
+    b = np.float16(rng.standard_normal((3, 40))).astype(np.float64)
+    c = np.float32(rng.standard_normal((4, 3))).astype(np.float64)
+    a[0, 0, 3], c[1, 1] = np.inf, np.nan
+    with np.errstate(all="ignore"), cpu_engine("numpy"):
+        expected = _bits(hardware.block_dot(a, b, c, model))
+    assert np.array_equal(_bits(to_host(hardware.block_dot(to_device(a), to_device(b), to_device(c), model))),
+                          expected)
+    A, B = rng.standard_normal((9, 37)), rng.standard_normal((37, 7))
+    A[0] *= 2.0**-120  # products below float32's normal range
+    expected = _numpy(A, B, model="H100")
+    for dtype in (np.float64, np.float32):
+        got = to_host(linalg.matmul(to_device(A.astype(dtype)), to_device(B.astype(dtype)), "h", hardware="H100"))
+        assert got.dtype == dtype and np.array_equal(got, expected.astype(dtype)), dtype
+
+
+@pytest.mark.gpu
+def test_nn_simulate_on_cuda_tensors_gives_the_host_bits():
+    """A small CNN (convolutions, ReLU, a linear layer) under ``nn.simulate`` on a CUDA device: the
+    bits of the same run on the CPU (tests/test_nn_simulate.py checks that one by hand)."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no CUDA device")
+    from torch import nn as tnn
+
+    from pychop_compat.nn import simulate
+
+    torch.manual_seed(0)
+    net = tnn.Sequential(tnn.Conv2d(2, 4, 3, padding=1), tnn.ReLU(), tnn.Conv2d(4, 4, 3, stride=2, groups=2),
+                         tnn.ReLU(), tnn.Flatten(), tnn.Linear(4 * 3 * 3, 5))
+    x = torch.randn(2, 2, 7, 7)
+    with simulate("h", hardware="H100"):
+        want = net(x)
+        got = net.cuda()(x.cuda())
+    assert got.is_cuda and got.dtype == want.dtype
+    assert np.array_equal(_bits(got.detach().cpu().numpy()), _bits(want.detach().numpy()))
 
 
 def test_linalg_and_nn_keep_device_tensors_where_they_are(jnp, monkeypatch):

@@ -285,7 +285,7 @@ def test_jax_division_by_a_scalar_is_ieee():
         np.testing.assert_array_equal(got, a / c)  # NumPy's division is IEEE division
 
 
-# -- GPUs: run only where a CUDA device is visible (not in CI, not on the development machine) --------
+# -- GPUs: marked gpu (deselected where torch and CuPy see no CUDA device; run by pytest -m gpu) -------
 
 def _cuda_libraries():
     out = []
@@ -301,6 +301,7 @@ def _cuda_libraries():
     return out
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("library", ["torch-cuda", "cupy"])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_gpu_arrays_stay_on_the_gpu_and_match_numpy(library, dtype):

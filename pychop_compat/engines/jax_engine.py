@@ -18,6 +18,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .. import _moved
+from ..kernels.xp import exact_float32, library_namespace
 
 __all__ = ["working_array", "x64_enabled", "is_traced", "run", "key_numbers", "to_host", "from_host",
            "widen_float32", "narrow_to_float32"]
@@ -75,13 +76,7 @@ def widen_float32(x: Any) -> Any:
 def narrow_to_float32(w: Any) -> Any:
     """``w`` (float64 holding float32 numbers) as float32, exactly: numbers below float32's normal
     range are written as subnormal bit patterns (XLA's conversion would flush them to zero)."""
-    jax = _jax()
-    jnp = jax.numpy
-    magnitude = jnp.abs(w)
-    significand = jnp.where(magnitude < 2.0 ** -126, magnitude * 2.0 ** 149, 0.0).astype(jnp.uint32)
-    sign = jnp.signbit(w).astype(jnp.uint32) << 31
-    subnormal = jax.lax.bitcast_convert_type(sign | significand, jnp.float32)
-    return jnp.where(magnitude < 2.0 ** -126, subnormal, w.astype(jnp.float32))
+    return exact_float32(library_namespace("jax"), w)
 
 
 #: Eager calls with a key seen this many times (or on large arrays) use a compiled function.

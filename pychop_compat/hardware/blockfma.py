@@ -42,7 +42,7 @@ import numpy as np
 
 from ..formats import Format, catalogue_format
 from ..kernels import compiled
-from ..kernels.xp import Namespace, library_namespace
+from ..kernels.xp import Namespace, exact_float32, library_namespace
 from ..libraries import array_library
 from ..rounding import round_to_format
 from .models import INPUT_FORMATS, OUTPUT_FORMATS, BlockFMA, model as preset_model
@@ -235,7 +235,7 @@ def _exact_block(ns: Namespace, products: Any, c: Any, spec: BlockFMA, outformat
         expansion = grown + [term]
     value = expansion[-1]
     residual = xp.zeros_like(value)
-    inexact = xp.zeros(value.shape, dtype=xp.bool)
+    inexact = xp.zeros_like(value, dtype=xp.bool)  # (on value's device)
     for component in reversed(expansion[:-1]):
         total, error = _two_sum(value, component)
         value = xp.where(inexact, value, total)
@@ -557,12 +557,10 @@ def _jax_float64(value: Any) -> Any:
 
 
 def _output(ns: Namespace, D: Any, spec: BlockFMA) -> Any:
-    """The float64 results ``D`` (values of the output format) in its dtype, exactly (JAX: XLA's
-    conversion to float32 flushes subnormals)."""
-    if spec.output_format == "fp32" and ns.name == "jax":
-        from ..engines import jax_engine
-
-        return jax_engine.narrow_to_float32(D)
+    """The float64 results ``D`` (values of the output format) in its dtype, exactly (the
+    conversions of XLA and CuPy to float32 flush subnormals: measured on an H200, 2026-11-27)."""
+    if spec.output_format == "fp32" and ns.name in ("jax", "cupy"):
+        return exact_float32(ns, D)
     return ns.xp.astype(D, ns.xp.float16 if spec.output_format == "fp16" else ns.xp.float32)
 
 

@@ -9,7 +9,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
-__all__ = ["Namespace", "namespace_of", "library_namespace", "LIBRARIES"]
+__all__ = ["Namespace", "namespace_of", "library_namespace", "exact_float32", "LIBRARIES"]
 
 #: The array libraries a :class:`Namespace` exists for.
 LIBRARIES = ("numpy", "torch", "cupy", "jax", "dask")
@@ -80,3 +80,15 @@ def namespace_of(x: Any) -> Namespace:
         if test(x):
             return library_namespace(name)
     raise TypeError(f"No array namespace for {type(x).__module__}.{type(x).__qualname__}.")
+
+
+def exact_float32(ns: Namespace, w: Any) -> Any:
+    """``w`` (float64 holding float32 numbers) as float32, exactly, on any library: numbers below
+    float32's normal range are written as subnormal bit patterns, since the conversions of XLA and
+    of CuPy (whose kernels are compiled with flush-to-zero) turn them into zeros."""
+    xp = ns.xp
+    magnitude = xp.abs(w)
+    tiny = magnitude < 2.0**-126
+    significand = xp.astype(xp.where(tiny, magnitude * 2.0**149, 0.0), xp.int32)  # exact: below 2**23
+    subnormal = ns.bitcast(xp.where(xp.signbit(w), significand | -(2**31), significand), xp.float32)
+    return xp.where(tiny, subnormal, xp.astype(w, xp.float32))

@@ -299,29 +299,62 @@ def test_gpu_arrays_give_the_numpy_bits(library, model):
         assert np.array_equal(_bits(got)[~nan], _bits(expected)[~nan]), (library, model, kwargs)
 
 
-@pytest.mark.parametrize("library", ["numpy", "torch", "jax"])
-def test_exact_float32_writes_subnormals_from_their_bits(library):
-    """float64 values of float32 (subnormals, extremes, zeros of both signs, Inf, NaN) narrowed
-    exactly: the bits of NumPy's conversion, which does not flush (XLA's and CuPy's do)."""
-    from pychop_compat.kernels.xp import exact_float32, library_namespace
+def _namespace_arrays(library):
+    """``(namespace, to_library, to_numpy)`` of ``library`` on the CPU."""
+    from pychop_compat.kernels.xp import library_namespace
 
-    finfo = np.finfo(np.float32)
-    values = np.array([2.0**-149, -2.0**-149, 3 * 2.0**-140, -(2.0**-126 - 2.0**-149), 2.0**-126, -2.0**-126,
-                       float(finfo.max), -float(finfo.max), 0.0, -0.0, np.inf, -np.inf, 1.0, -1.5, 2.0**-127],
-                      dtype=np.float64)
-    expected = values.astype(np.float32)
     if library == "torch":
         torch = pytest.importorskip("torch")
-        got = exact_float32(library_namespace("torch"), torch.from_numpy(values)).numpy()
-    elif library == "jax":
+        return library_namespace("torch"), torch.from_numpy, lambda v: v.numpy()
+    if library == "jax":
         jax = pytest.importorskip("jax")
         jax.config.update("jax_enable_x64", True)
-        got = np.asarray(exact_float32(library_namespace("jax"), jax.numpy.asarray(values)))
-    else:
-        got = exact_float32(library_namespace("numpy"), values)
+        return library_namespace("jax"), jax.numpy.asarray, np.asarray
+    return library_namespace("numpy"), np.asarray, np.asarray
+
+
+@pytest.mark.parametrize("library", ["numpy", "torch", "jax"])
+def test_exact_conversions_between_float32_and_float64(library):
+    """float64 -> float32 rounded as IEEE conversion rounds (NumPy's, which does not flush; XLA's
+    and CuPy's do), subnormal results, ties to even, extremes, zeros of both signs, Inf and NaN
+    included; and float32 -> float64 exactly, subnormals included."""
+    from pychop_compat.kernels.xp import exact_float32, exact_float64
+
+    ns, to, back = _namespace_arrays(library)
+    finfo = np.finfo(np.float32)
+    rng = np.random.default_rng(8)
+    special = [2.0**-149, -2.0**-149, 3 * 2.0**-140, -(2.0**-126 - 2.0**-149), 2.0**-126, -2.0**-126, 2.0**-150,
+               -2.0**-150, 3 * 2.0**-151, 5 * 2.0**-151, 2.0**-126 - 2.0**-150, 2.0**-127 + 2.0**-151, 2.0**-160,
+               float(finfo.max), -float(finfo.max), 0.0, -0.0, np.inf, -np.inf, 1.0, -1.5, 1 / 3, 1e39, -1e39]
+    values = np.concatenate([special, rng.standard_normal(200) * 2.0 ** rng.integers(-160, -120, 200),
+                             rng.standard_normal(50)])
+    with np.errstate(over="ignore"):
+        expected = values.astype(np.float32)
+    got = back(exact_float32(ns, to(values)))
     assert got.dtype == np.float32 and np.array_equal(_bits(got), _bits(expected))
-    nan = exact_float32(library_namespace("numpy"), np.array([np.nan]))
-    assert np.isnan(nan).all()
+    assert np.isnan(back(exact_float32(ns, to(np.array([np.nan]))))).all()
+    widened = back(exact_float64(ns, to(expected)))
+    assert widened.dtype == np.float64 and np.array_equal(_bits(widened), _bits(expected.astype(np.float64)))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("library", ["torch-cuda", "cupy"])
+def test_float32_subnormal_operands_on_the_gpu(library):
+    """float32 operands below float32's normal range (which CuPy's conversions flush) are read
+    exactly: the host's bits; and float32 data rounded to E8M0, whose smallest value 2**-127 is
+    a float32 subnormal, as on the host."""
+    from pychop_compat import chop
+
+    to_device, to_host = _on_gpu(library)
+    A, B, C = _narrow_inputs()
+    expected = _numpy(A, B, C, beta=1.0, model="H100", inputs="bf16")
+    got = to_host(hardware.matmul(to_device(A), to_device(B), to_device(C), beta=1.0, model="H100", inputs="bf16"))
+    assert np.array_equal(_bits(got), _bits(expected))
+    x = np.array([2.0**-127 * 1.2, -(2.0**-127), 2.0**-140, 2.0**-126, 3.0, -0.75], dtype=np.float32)
+    options = {"format": "float8_e8m0fnu"}
+    want = chop(x, options)
+    assert want[0] == 2.0**-127  # (the case itself: a float32 subnormal result)
+    assert np.array_equal(_bits(to_host(chop(to_device(x), options))), _bits(want))
 
 
 @pytest.mark.gpu

@@ -29,7 +29,7 @@ from ..kernels.elementwise import (ElementDraws, carrier_name, chop_elementwise,
                                    flip_mask, plan_for)
 from ..kernels.elementwise_cpfloat import (cpfloat_covers, cpfloat_inexact, host_numbers,
                                            round_cpfloat_elementwise)
-from ..kernels.xp import Namespace, library_namespace, namespace_of
+from ..kernels.xp import Namespace, exact_float32, exact_float64, library_namespace, namespace_of
 from ..libraries import array_library, unsupported_type_error
 from ..random import counter as device_counter
 from ..random.counter import CounterRng
@@ -626,8 +626,10 @@ def _e8m0_in_float64(x: Any, spec: RoundingSpec, sources: RandomSources, kernel:
 
         return round_array(x.to(torch.float64), spec, sources).to(torch.float32)
     if library in ("numpy", "cupy") and getattr(x, "dtype", None) == np.float32:
-        wide = round_array(x.astype(np.float64), spec, sources, kernel=kernel, library=library)
-        return wide.astype(np.float32)
+        ns = namespace_of(x)
+        if ns.name == "cupy":  # (CuPy's conversions flush float32 subnormals, E8M0's 2**-127 among them)
+            return exact_float32(ns, round_array(exact_float64(ns, x), spec, sources, kernel=kernel, library=library))
+        return round_array(x.astype(np.float64), spec, sources, kernel=kernel, library=library).astype(np.float32)
     if library == "jax" and str(x.dtype) == "float32":
         if jax_engine.x64_enabled():
             return jax_engine.narrow_to_float32(round_array(jax_engine.widen_float32(x), spec, sources))

@@ -18,7 +18,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .. import _moved
-from ..kernels.xp import exact_float32, library_namespace
+from ..kernels.xp import exact_float32, exact_float64, library_namespace
 
 __all__ = ["working_array", "x64_enabled", "is_traced", "run", "key_numbers", "to_host", "from_host",
            "widen_float32", "narrow_to_float32"]
@@ -64,18 +64,14 @@ def working_array(x: Any) -> tuple:
 
 def widen_float32(x: Any) -> Any:
     """``x`` (float32) as float64, exactly: XLA's conversion flushes float32 subnormals to zero,
-    so they are rebuilt from their bits (significand times 2^-149, normal in float64)."""
-    jax = _jax()
-    jnp = jax.numpy
-    bits = jax.lax.bitcast_convert_type(x, jnp.uint32)
-    magnitude = (bits & 0x7FFFFF).astype(jnp.float64) * 2.0 ** -149
-    subnormal = jnp.where((bits >> 31) == 1, -magnitude, magnitude)
-    return jnp.where((bits >> 23) & 0xFF == 0, subnormal, x.astype(jnp.float64))
+    so they are rebuilt from their bits (:func:`~pychop_compat.kernels.xp.exact_float64`)."""
+    return exact_float64(library_namespace("jax"), x)
 
 
 def narrow_to_float32(w: Any) -> Any:
     """``w`` (float64 holding float32 numbers) as float32, exactly: numbers below float32's normal
-    range are written as subnormal bit patterns (XLA's conversion would flush them to zero)."""
+    range are written as subnormal bit patterns (XLA's conversion would flush them to zero; see
+    :func:`~pychop_compat.kernels.xp.exact_float32`)."""
     return exact_float32(library_namespace("jax"), w)
 
 

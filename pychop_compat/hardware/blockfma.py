@@ -42,7 +42,7 @@ import numpy as np
 
 from ..formats import Format, catalogue_format
 from ..kernels import compiled
-from ..kernels.xp import Namespace, exact_float32, library_namespace
+from ..kernels.xp import Namespace, exact_float32, exact_float64, library_namespace
 from ..libraries import array_library
 from ..rounding import round_to_format
 from .models import INPUT_FORMATS, OUTPUT_FORMATS, BlockFMA, model as preset_model
@@ -533,6 +533,8 @@ def _real_operand(ns: Namespace, device: Any, name: str, value: Any) -> Any:
             value = value.detach()  # the model's result has no gradient
         if ns.name == "jax":
             return _jax_float64(value)
+        if ns.name == "cupy" and value.dtype == xp.float32:
+            return exact_float64(ns, value)  # (CuPy's conversion flushes float32 subnormals)
         return xp.astype(value, xp.float64)
     array = np.asarray(value)
     if array.dtype.kind not in "biuf":

@@ -9,7 +9,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
-__all__ = ["Namespace", "namespace_of", "library_namespace", "exact_float32", "LIBRARIES"]
+__all__ = ["Namespace", "namespace_of", "library_namespace", "exact_float32", "exact_float64", "LIBRARIES"]
 
 #: The array libraries a :class:`Namespace` exists for.
 LIBRARIES = ("numpy", "torch", "cupy", "jax", "dask")
@@ -83,12 +83,25 @@ def namespace_of(x: Any) -> Namespace:
 
 
 def exact_float32(ns: Namespace, w: Any) -> Any:
-    """``w`` (float64 holding float32 numbers) as float32, exactly, on any library: numbers below
-    float32's normal range are written as subnormal bit patterns, since the conversions of XLA and
-    of CuPy (whose kernels are compiled with flush-to-zero) turn them into zeros."""
+    """float64 ``w`` rounded to float32 as IEEE conversion rounds (to nearest, ties to even), on
+    any library: results below float32's normal range are written as subnormal bit patterns,
+    since the conversions of XLA and of CuPy (whose kernels are compiled with flush-to-zero)
+    turn them into zeros (CuPy's, measured on an H200)."""
     xp = ns.xp
     magnitude = xp.abs(w)
     tiny = magnitude < 2.0**-126
-    significand = xp.astype(xp.where(tiny, magnitude * 2.0**149, 0.0), xp.int32)  # exact: below 2**23
+    # units of 2**-149, rounded once (exact scaling; 2**23 units is the smallest normal's pattern)
+    significand = xp.astype(xp.round(xp.where(tiny, magnitude * 2.0**149, 0.0)), xp.int32)
     subnormal = ns.bitcast(xp.where(xp.signbit(w), significand | -(2**31), significand), xp.float32)
     return xp.where(tiny, subnormal, xp.astype(w, xp.float32))
+
+
+def exact_float64(ns: Namespace, x: Any) -> Any:
+    """float32 ``x`` as float64, exactly, on any library: float32 subnormals are rebuilt from their
+    bits (significand times 2**-149, normal in float64), since the conversions of XLA and of
+    CuPy (compiled with flush-to-zero) read them as zeros."""
+    xp = ns.xp
+    bits = ns.bitcast(x, xp.int32)
+    magnitude = xp.astype(bits & 0x7FFFFF, xp.float64) * 2.0**-149
+    subnormal = xp.where(bits < 0, -magnitude, magnitude)
+    return xp.where((bits & 0x7F800000) == 0, subnormal, xp.astype(x, xp.float64))

@@ -17,7 +17,7 @@ from typing import Any, Callable, TypeVar, cast
 
 import numpy as np
 
-from ..kernels.xp import Namespace, library_namespace
+from ..kernels.xp import Namespace, exact_float32, exact_float64, library_namespace
 
 __all__ = ["Arrays", "HOST", "DEVICE_LIBRARIES", "arrays_for", "on_host", "host_computed", "ieee", "Window"]
 
@@ -103,6 +103,10 @@ class Arrays:
             self._needs_wide()
         if self.name == "numpy":
             return x.astype(np.float32 if single else np.float64, copy=True)
+        if self.name in ("cupy", "jax") and str(x.dtype) in ("float32", "float64") and \
+                (str(x.dtype) == "float64") == single:
+            # (their conversions between float32 and float64 flush float32 subnormals)
+            return (exact_float32 if single else exact_float64)(self.namespace, x)
         return self.xp.astype(x, self.xp.float32 if single else self.xp.float64, copy=True)
 
     def to_host(self, x: Any) -> np.ndarray:

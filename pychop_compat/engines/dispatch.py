@@ -33,7 +33,7 @@ from ..kernels.xp import Namespace, exact_float32, exact_float64, library_namesp
 from ..libraries import array_library, unsupported_type_error
 from ..random import counter as device_counter
 from ..random.counter import CounterRng
-from ..random.matlab_stream import stream_uniform
+from ..random.matlab_stream import exclusive_stream, stream_uniform
 from ..random.sources import (CheckedRandfunc, RandomSources, Source, draws_on_device, given_sources)
 from ..rules.chop import chop_vector
 from ..rules.cpfloat import (ROUND_MODES, apply_encoding, block_numbers, chop_blocks, effective_format, flip_bits,
@@ -973,6 +973,19 @@ class PreparedRounding:
                 if plan is not None:
                     return plan(x)
         return round_array(x, self.spec, self.sources)
+
+    def holding_stream(self, x: Any) -> Any:
+        """``self(x)`` with MATLAB's stream held for the whole call, so that its numbers are one
+        contiguous run; a small array whose kernel takes all its numbers in one loan of the
+        stream's state (the compiled loops: ``draws_at_once``) holds it there only."""
+        if type(x) is np.ndarray and 1 < x.size < compiled.SERIAL_BELOW and self._made_at == _plans_forgotten:
+            dtype = x.dtype
+            plans = self._doubles if dtype is _FLOAT64 else self._singles if dtype is _FLOAT32 else None
+            plan = None if plans is None else plans.get(get_cpu_engine())
+            if plan is not None and getattr(plan, "draws_at_once", False):
+                return plan(x)
+        with exclusive_stream():
+            return self(x)
 
 
 def _planned(x: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> Optional[Callable[[np.ndarray], Any]]:

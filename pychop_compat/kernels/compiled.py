@@ -564,6 +564,8 @@ def small_call(spec: RoundingSpec, sources: RandomSources, dtype: Any) -> Callab
             on_stream_state(k.stream_small, flat, out, packed)  # (looked up here: tests spy)
             return out if x.ndim == 1 else out.reshape(x.shape, order="F")
 
+        # every number in one loan of the stream (the caller need not hold it around the call)
+        streamed.draws_at_once = True  # type: ignore[attr-defined]
         return streamed
     return by_chop_array
 

@@ -137,9 +137,9 @@ def _chop_checked(x, prepared: dispatch.PreparedRounding):
         raise ValueError(FLIP_PRECISION_ERROR)
     if not sources.uses_matlab_stream:
         return prepared(x)
+    if not (spec.flips and spec.stochastic and sources.stochastic is not MATLAB_STREAM.stochastic):
+        return prepared.holding_stream(x)
     with matlab_stream.exclusive_stream():
-        if not (spec.flips and spec.stochastic and sources.stochastic is not MATLAB_STREAM.stochastic):
-            return prepared(x)
         saved = matlab_stream.rng()
         try:
             return prepared(x)

@@ -103,10 +103,11 @@ class Arrays:
             self._needs_wide()
         if self.name == "numpy":
             return x.astype(np.float32 if single else np.float64, copy=True)
-        if self.name in ("cupy", "jax") and str(x.dtype) in ("float32", "float64") and \
-                (str(x.dtype) == "float64") == single:
-            # (their conversions between float32 and float64 flush float32 subnormals)
-            return (exact_float32 if single else exact_float64)(self.namespace, x)
+        if self.name in ("cupy", "jax"):  # (their conversions flush float32 subnormals)
+            if single and str(x.dtype) == "float64":
+                return exact_float32(self.namespace, x)
+            if not single and str(x.dtype) == "float32":
+                return exact_float64(self.namespace, x)
         return self.xp.astype(x, self.xp.float32 if single else self.xp.float64, copy=True)
 
     def to_host(self, x: Any) -> np.ndarray:

@@ -295,9 +295,12 @@ def lu_ir(
 ) -> IRResult:
     """LU-based iterative refinement in three precisions (Carson & Higham, 2018).
 
-    Source: the paper (SIAM J. Sci. Comput. 40(2), 2018); not checked against a run of the
-    research code ``sir3.m`` (github.com/SrikaraPranesh/Multi_precision_NLA_kernels, commit
-    fb3a2d7).  Audit: :doc:`/linalg`, "Research codes by name".
+    Source: the paper (SIAM J. Sci. Comput. 40(2), 2018); checked against GNU Octave runs of
+    the research code ``sir3.m`` (github.com/SrikaraPranesh/Multi_precision_NLA_kernels, commit
+    fb3a2d7; ``tests/data/research_ir``), which departs from the paper where :doc:`/linalg` says
+    (it refines ``chop(A)`` for fp16 factors, stops at ``n eps = n 2^-52``, solves corrections with
+    fp16 factors in double and scales residuals by ``||r||_inf``).  Audit: :doc:`/linalg`,
+    "Research codes by name".
 
     Parameters
     ----------
@@ -565,8 +568,10 @@ def gmres_ir(
 
     Source: ``gmresir3.m`` of github.com/SrikaraPranesh/Multi_precision_NLA_kernels (commit
     fb3a2d7) as described in the papers; checked against an independent implementation of that
-    description (``tests/test_gmresir3.py``), not against a run of the code.  Audit:
-    :doc:`/linalg`, "Research codes by name".
+    description (``tests/test_gmresir3.py``) and against GNU Octave runs of the code
+    (``tests/data/research_ir``: the same steps and, from the code's iterates, the same GMRES
+    iterations; gmresir3 solves for ``x_0`` with fp16 factors in double, this function in ``uf``).
+    Audit: :doc:`/linalg`, "Research codes by name".
 
     As :func:`lu_ir`, but each correction solves ``U^{-1} L^{-1} P A d_i = U^{-1} L^{-1} P r_i``
     by GMRES in the working precision ``u``, preconditioned by the ``uf`` factors.

@@ -143,16 +143,21 @@ def test_narrow_jax_dtypes_are_read_exactly(jnp):
         assert np.array_equal(_bits(got), expected)
 
 
-def test_block_dot_on_torch_and_jax(jnp):
-    torch = pytest.importorskip("torch")
-    rng = np.random.default_rng(5)
+def _block_dot_case(rng):
+    """``(a, b, c, model, expected bits)``: pairs of fp16 vectors drawn from ``rng`` with an Inf and
+    a NaN, the H100's fp16 model, and NumPy's block_dot."""
     model = hardware.model("H100", "fp16", "fp32")
     a = np.float16(rng.standard_normal((4, 3, 40))).astype(np.float64)
     b = np.float16(rng.standard_normal((3, 40))).astype(np.float64)
     c = np.float32(rng.standard_normal((4, 3))).astype(np.float64)
     a[0, 0, 3], c[1, 1] = np.inf, np.nan
     with np.errstate(all="ignore"), cpu_engine("numpy"):
-        expected = _bits(hardware.block_dot(a, b, c, model))
+        return a, b, c, model, _bits(hardware.block_dot(a, b, c, model))
+
+
+def test_block_dot_on_torch_and_jax(jnp):
+    torch = pytest.importorskip("torch")
+    a, b, c, model, expected = _block_dot_case(np.random.default_rng(5))
     with np.errstate(all="ignore"):
         assert np.array_equal(_bits(hardware.block_dot(a, b, c, model)), expected)  # compiled, if Numba is there
     got = hardware.block_dot(torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(c), model)
@@ -363,14 +368,8 @@ def test_block_dot_and_linalg_matmul_on_the_gpu(library):
     from pychop_compat import linalg
 
     to_device, to_host = _on_gpu(library)
-    model = hardware.model("H100", "fp16", "fp32")
     rng = np.random.default_rng(5)
-    a = np.float16(rng.standard_normal((4, 3, 40))).astype(np.float64)
-    b = np.float16(rng.standard_normal((3, 40))).astype(np.float64)
-    c = np.float32(rng.standard_normal((4, 3))).astype(np.float64)
-    a[0, 0, 3], c[1, 1] = np.inf, np.nan
-    with np.errstate(all="ignore"), cpu_engine("numpy"):
-        expected = _bits(hardware.block_dot(a, b, c, model))
+    a, b, c, model, expected = _block_dot_case(rng)
     assert np.array_equal(_bits(to_host(hardware.block_dot(to_device(a), to_device(b), to_device(c), model))),
                           expected)
     A, B = rng.standard_normal((9, 37)), rng.standard_normal((37, 7))

@@ -22,7 +22,7 @@ from typing import Callable, Literal, Optional, Union
 import numpy as np
 
 from ..formats import CHOP_FORMAT_NAMES, CUSTOM_NAMES, custom_format, lookup_format
-from ..kernels import compiled, numpy_fast
+from ..kernels import compiled, numpy_fast, numpy_history
 from ..random import matlab_stream
 from .options import DEFAULT_SPEC, OPTION_NAMES, ChopSpec, Options, precision_limit, remembered, resolve
 from ..spec import RoundingSpec
@@ -437,6 +437,12 @@ def _on_engines_at(work: np.ndarray, settings: ChopSpec, route: str, fused: dict
     return out
 
 
+def _loops_key(char: str) -> str:
+    """The key of route ``'old rules'``'s loops for the dtype character ``char`` in ``ChopAt``'s
+    ``fused``: the character for the compiled engine's, ``'numpy ' + char`` for the NumPy engine's."""
+    return char if compiled.wanted() else "numpy " + char
+
+
 def _x_class(x) -> str:
     if np.iscomplexobj(x):
         raise ValueError("Chop requires a real input array.")
@@ -451,9 +457,11 @@ class ChopAt:
         self.rules = rules_at(date)
         self._lock = threading.Lock()
         self._stored: Optional[ChopSpec] = None
-        # Small calls in loops: id(settings) -> (settings, route_at's route, the compiled loops
-        # with the old tiny-number rule by dtype character (filled on first use), and
-        # spec.min_rep), found once (held with the settings, so their id stays their own).
+        # Small calls in loops: id(settings) -> (settings, route_at's route, the loops of the
+        # route by dtype character (the compiled loops with the old tiny-number rule, or of the
+        # old rules; the NumPy engine's old rules by 'numpy ' + character, filled on first use;
+        # 'float': Python floats where the old rules are today's), and spec.min_rep), found once
+        # (held with the settings, so their id stays their own).
         self._routes: dict = {}
 
     def __call__(self, x=None, options=None):
@@ -470,6 +478,8 @@ class ChopAt:
                     self._routes.clear()
                 spec = settings.spec
                 found = self._routes[id(settings)] = (settings, route_at(self.rules, spec), {}, spec.min_rep)
+                if found[1] == "old rules":  # (Python floats where the old rules are today's: today's kernel)
+                    found[2]["float"] = numpy_history.regular_float(spec, self._limits(spec), MATLAB_STREAM)
             if (kind is float and (found[1] == "today" or found[1] == "flush tiny")
                     and (settings.scalar_path or not settings.spec.flips)):  # (scalar_path: no flips either)
                 if settings.scalar_path:  # the scalar kernel of today's chop (no random numbers)
@@ -483,8 +493,12 @@ class ChopAt:
             elif (kind is np.ndarray and found[1] == "today" and not settings.spec.draws
                   and (x.dtype is _FLOAT64 or x.dtype is _FLOAT32)):
                 out = settings.prepared(x)  # as chop does
-            elif kind is float and found[1] == "old rules" and (loops := found[2].get("d")) and compiled.wanted():
-                out = loops(x)  # the compiled old rules' scalar loop (found by the first call's _chop)
+            elif kind is float and found[1] == "old rules":
+                regular = found[2]["float"]  # today's scalar kernel where the old rules are today's
+                out = None if regular is None else regular(x)
+                if out is None:  # the compiled old rules' scalar loop (found by the first call's _chop)
+                    loops = found[2].get("d")
+                    out = loops(x) if loops and compiled.wanted() else self._chop(x, settings, found[1], found[2])
             elif (kind is np.ndarray and found[1] == "old rules" and (x.dtype is _FLOAT64 or x.dtype is _FLOAT32)
                   and (loops := self._old_rules_loops(x.dtype, x, settings.spec, found[2])) is not None):
                 out = loops(x)
@@ -513,21 +527,35 @@ class ChopAt:
         return (self.rules.explim0_first_elements_only and self.rules.explim_option and not spec.limits_exponent
                 and np.ndim(work) > 1 and max(work.shape) < work.size)
 
+    def _limits(self, spec: RoundingSpec) -> bool:
+        """Whether the exponent range applies (``explim``, read from 2019-07-11)."""
+        return spec.limits_exponent if self.rules.explim_option else True
+
     def _old_rules_loops(self, dtype: np.dtype, work, spec: RoundingSpec, fused: dict) -> Optional[Callable]:
-        """The compiled loops of the rules before 2020-05-14 for ``work`` (an array of ``dtype`` or
-        a float; route ``'old rules'``), by dtype character in ``fused``; None for the step-by-step
-        rules (the NumPy engine, or the explim = 0 bug of 2019-07-11 .. 2020-04-30 on a matrix:
-        elements in column-major order)."""
-        if not compiled.wanted() or not dtype.isnative or self._first_elements_only(work, spec):
+        """The loops of the rules before 2020-05-14 for ``work`` (an array of ``dtype`` or a float;
+        route ``'old rules'``), by engine and dtype character in ``fused`` (:func:`_loops_key`):
+        the compiled engine's, or the NumPy engine's (modes 1-4 without mode 4's truncation by
+        blocks: :func:`~pychop_compat.kernels.numpy_history.round_old_rules`); None for the
+        step-by-step rules (the NumPy engine's other calls, and the explim = 0 bug of
+        2019-07-11 .. 2020-04-30 on a matrix: elements in column-major order)."""
+        if not dtype.isnative or self._first_elements_only(work, spec):
             return None
-        loops = fused.get(dtype.char, False)
-        if loops is False:  # (found once per settings and dtype; None: the loops do not apply)
-            limits = spec.limits_exponent if self.rules.explim_option else True
+        key = _loops_key(dtype.char)
+        loops = fused.get(key, False)
+        if loops is False:  # (found once per settings, engine and dtype; None: the loops do not apply)
+            limits = self._limits(spec)
             by_mode = self.rules.overflow == "by mode"
+            block = self.rules.truncation == "block"
+            if key != dtype.char:  # the NumPy engine: the step-by-step rules on its special elements
+                loops = None if block and spec.round == 4 else numpy_history.round_old_rules(
+                    spec, dtype, limits, MATLAB_STREAM, functools.partial(
+                        chop_vector_at, spec=spec, rules=self.rules, sources=MATLAB_STREAM))
             # (the draws: MATLAB's stream, as randfunc is not read before 2022-06-14)
-            loops = fused[dtype.char] = (
-                compiled.round_old_rules_stochastic(spec, dtype, limits, by_mode) if spec.stochastic
-                else compiled.round_old_rules(spec, dtype, limits, self.rules.truncation == "block", by_mode))
+            elif spec.stochastic:
+                loops = compiled.round_old_rules_stochastic(spec, dtype, limits, by_mode)
+            else:
+                loops = compiled.round_old_rules(spec, dtype, limits, block, by_mode)
+            fused[key] = loops
         return loops
 
     def _chop(self, x, settings: ChopSpec, route: str, fused: dict):

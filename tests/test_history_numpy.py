@@ -241,16 +241,43 @@ def test_large_arrays_on_threads(date, numpy_route, monkeypatch):
     assert len(numpy_route) >= 3
 
 
-def test_what_stays_step_by_step(numpy_route, monkeypatch):
-    # mode 4's truncation of a whole block (before 2020-05-01), stochastic rounding and the
-    # explim = 0 bug on matrices: step by step on the NumPy engine
+def test_what_stays_step_by_step(numpy_route):
+    # stochastic rounding and the explim = 0 bug on matrices: step by step on the NumPy engine
     x = np.array([[1 / 3, -2.5], [3e-8, 7.0], [-1.0, 2.0]])
-    for date, options in (("2019-03-07", {"format": "h", "round": 4}), ("2020-05-01", {"format": "h", "round": 5}),
-                          ("2019-08-01", {"format": "h", "explim": 0})):
+    for date, options in (("2020-05-01", {"format": "h", "round": 5}), ("2019-08-01", {"format": "h", "explim": 0})):
         f = chop_at(date)
         f(x, options)
         assert numpy_route == []
         assert all(v is None for k, v in next(iter(f._routes.values()))[2].items() if k != "float")
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_mode_4_by_blocks(dtype, numpy_route, monkeypatch):
+    # before 2020-05-01 mode 4 floors a block whose elements are all > 0, else takes the ceiling;
+    # chop's subnormal block apart from the normal one
+    r = np.random.default_rng(12)
+    normal = r.standard_normal(3000).astype(dtype)
+    tiny = r.uniform(2.0**-24, 2.0**-14, 10).astype(dtype)  # ('h': chop's subnormal block)
+    cases = {  # name: input, whether the NumPy route rounds it (else: step by step)
+        "mixed": (normal, True), "positive": (np.abs(normal) + dtype(1e-3), True), "negative": (-np.abs(normal), True),
+        "mixed, mixed subnormal block": (np.concatenate([normal, tiny, -tiny]), True),  # (both: ceil)
+        "mixed, positive subnormal block": (np.concatenate([normal, tiny]), False),  # (ceil, floor)
+        "positive, negative subnormal block": (np.concatenate([np.abs(normal), -tiny]), False),  # (floor, ceil)
+        "positive with 0": (np.concatenate([np.abs(normal), [0]]).astype(dtype), True),
+        "positive with Inf": (np.concatenate([np.abs(normal), [np.inf]]).astype(dtype), True),
+        "positive with NaN": (np.concatenate([np.abs(normal), [np.nan]]).astype(dtype), True),
+        "matrix": (np.asfortranarray(np.concatenate([normal, -tiny]).reshape(10, -1)), True),
+    }
+    for date in ("2019-03-07", "2019-07-11"):
+        for name, (x, fast) in cases.items():
+            for options in ({"format": "h", "round": 4}, {"format": "h", "round": 4, "subnormal": 0},
+                            {"format": "b", "round": 4, "explim": 0}):
+                numpy_route.clear()
+                got = chop_at(date)(x, options)
+                assert _same_bits(got, _step_by_step(date, x, options, monkeypatch), x), (date, name, options)
+                one_block = options.get("explim") == 0
+                first_elements = one_block and date == "2019-07-11" and x.ndim > 1  # (the explim = 0 bug)
+                assert bool(numpy_route) == ((fast or one_block) and not first_elements), (date, name, options)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])

@@ -13,9 +13,10 @@ test on the fraction field, in its block loop), and those few are rounded again 
 step-by-step rules the caller gives (``chop_vector_at``; they are elementwise in these modes).
 In round to nearest the band is left out where both exponents round it alike (to the next power
 of two: every threshold less than half a unit of ``t`` bits below its power of two).
-Not here: stochastic rounding (modes 5, 6), bit flips, mode 4's truncation of a whole block
-(before 2020-05-01) and the ``explim = 0`` bug on matrices (2019-07-11 to 2020-04-30): the
-caller computes those step by step.
+Not here: stochastic rounding (modes 5, 6), bit flips and the ``explim = 0`` bug on matrices
+(2019-07-11 to 2020-04-30), which the caller computes step by step, and mode 4's truncation of
+a whole block (before 2020-05-01), which the caller computes as mode 2 or 3 by the signs of the
+blocks (``history.ChopAt``).
 """
 
 from __future__ import annotations

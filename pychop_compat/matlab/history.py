@@ -547,9 +547,8 @@ class ChopAt:
             by_mode = self.rules.overflow == "by mode"
             block = self.rules.truncation == "block"
             if key != dtype.char:  # the NumPy engine: the step-by-step rules on its special elements
-                loops = None if block and spec.round == 4 else numpy_history.round_old_rules(
-                    spec, dtype, limits, MATLAB_STREAM, functools.partial(
-                        chop_vector_at, spec=spec, rules=self.rules, sources=MATLAB_STREAM))
+                loops = (self._numpy_old_rules(spec, dtype, limits) if not (block and spec.round == 4)
+                         else self._numpy_block_truncation(spec, dtype, limits))
             # (the draws: MATLAB's stream, as randfunc is not read before 2022-06-14)
             elif spec.stochastic:
                 loops = compiled.round_old_rules_stochastic(spec, dtype, limits, by_mode)
@@ -557,6 +556,43 @@ class ChopAt:
                 loops = compiled.round_old_rules(spec, dtype, limits, block, by_mode)
             fused[key] = loops
         return loops
+
+    def _numpy_old_rules(self, spec: RoundingSpec, dtype: np.dtype, limits: bool) -> Optional[Callable]:
+        """The NumPy engine's route 'old rules' for ``spec`` (elementwise: no truncation by blocks)."""
+        step_by_step = functools.partial(chop_vector_at, spec=spec, rules=self.rules, sources=MATLAB_STREAM)
+        return numpy_history.round_old_rules(spec, dtype, limits, MATLAB_STREAM, step_by_step)
+
+    def _numpy_block_truncation(self, spec: RoundingSpec, dtype: np.dtype, limits: bool) -> Optional[Callable]:
+        """Mode 4 by blocks (before 2020-05-01) on the NumPy engine: a block whose elements are all
+        > 0 floors (mode 3), another one takes the ceiling (mode 2), and in these rules those modes
+        differ from it only there (the range rules of those dates do not depend on the mode).
+        The function returns None (the caller then rounds step by step) where chop's normal and
+        subnormal blocks both hold elements and one floors, the other not."""
+        floor, ceil = (self._numpy_old_rules(dataclasses.replace(spec, round=m), dtype, limits) for m in (3, 2))
+        if floor is None or ceil is None:
+            return None
+        emin, emins = spec.fmt.emin, spec.fmt.emins
+        rules = self.rules
+
+        def block_truncation(x: np.ndarray) -> Optional[np.ndarray]:
+            flat = np.ravel(x, order="K")  # (the blocks' signs do not depend on the order)
+            positive = (flat > 0) & (flat < np.inf)  # (y >= 0 for every element: 0, Inf, NaN scale to NaN)
+            if positive.all():
+                return floor(x)
+            if not limits:  # one block
+                return ceil(x)
+            # chop's subnormal block: exponents in [emins, emin), all below 2^emin (log2 never rounds down)
+            small = np.flatnonzero(np.abs(flat) < np.float64(2.0 ** emin))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                e = _exponent(flat[small], rules)
+            in_sub = np.zeros(flat.size, bool)
+            in_sub[small[(e >= emins) & (e < emin)]] = True
+            floors_normal = not np.any(~positive & ~in_sub)
+            if not in_sub.any() or floors_normal == bool(np.all(positive[in_sub])):
+                return floor(x) if floors_normal else ceil(x)
+            return None  # (the blocks differ: step by step)
+
+        return block_truncation
 
     def _chop(self, x, settings: ChopSpec, route: str, fused: dict):
         spec = settings.spec

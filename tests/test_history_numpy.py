@@ -296,3 +296,28 @@ def test_nans_are_kept(dtype, numpy_route):
         nan = np.isnan(x)
         assert np.array_equal(out[nan].view(unsigned), x[nan].view(unsigned) | quiet_bit)
     assert numpy_route
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_chop_array_special_fraction(dtype):
+    # numpy_fast.chop_array(special_fraction=f): finish_special sees the elements whose fraction
+    # field is at least f as well as those outside the regular range, and only those
+    unsigned = np.uint32 if dtype == np.float32 else np.uint64
+    r = np.random.default_rng(3)
+    x = (r.standard_normal(50000) * 4).astype(dtype)
+    x[::7] = np.nextafter(np.ldexp(dtype(1), r.integers(-10, 10, x[::7].size)).astype(dtype), dtype(0))
+    x[::1013] = 0.0
+    band = numpy_history.old_exponent_band(np.dtype(dtype).char, 11, 2)
+    spec = history.resolve({"format": "h", "round": 2}, None).spec
+    seen = []
+    out = numpy_fast.chop_array(x, spec, MATLAB_STREAM, finish_special=lambda c, xs: seen.append(xs.copy()),
+                                small_special=True, special_fraction=band)
+    fraction = x.view(unsigned) & unsigned((1 << np.finfo(dtype).nmant) - 1)
+    outside = ~((np.abs(x) >= 2.0**-14) & (np.abs(x) < 2.0**15))
+    want = np.sort(x[(fraction >= band) | outside].view(unsigned))
+    assert np.array_equal(np.sort(np.concatenate(seen).view(unsigned)), want)
+    assert 0 < want.size < x.size // 5
+    assert np.array_equal(out, numpy_fast.chop_array(x, spec, MATLAB_STREAM))  # (finish_special changed nothing)
+    with pytest.raises(ValueError, match="special_fraction"):
+        numpy_fast.chop_array(x, history.resolve({"format": "h", "round": 5}, None).spec, MATLAB_STREAM,
+                              special_fraction=band)

@@ -9,6 +9,7 @@ chop.m draws them.  See docs/engines.rst, "The NumPy engine".
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import threading
@@ -25,7 +26,7 @@ from ..random.sources import RandomSources
 from ..rules.chop import apply_range_limits
 from ..spec import FLIP_PRECISION_ERROR, RoundingSpec
 
-__all__ = ["chop_array", "chop_scalar", "chop_counter", "map_blocks", "in_memory_order", "BLOCK", "PARALLEL_BLOCK",
+__all__ = ["chop_array", "chop_scalar", "scalar_kernel", "chop_counter", "map_blocks", "in_memory_order", "BLOCK", "PARALLEL_BLOCK",
            "THREADS", "set_threads"]
 
 #: Elements per block: a few arrays of this many 8-byte words fit in a core's L2 cache.
@@ -992,6 +993,15 @@ def chop_scalar(value: float, spec: RoundingSpec, sources: RandomSources, single
     if spec.round >= 5 and getattr(sources, "counter", None) is not None:
         return float(chop_array(np.array(value, np.float32 if single else np.float64), spec, sources))
     return _chop_scalar(_plan_for(spec, _SINGLE if single else _DOUBLE), value, sources)
+
+
+def scalar_kernel(spec: RoundingSpec, sources: RandomSources) -> Callable[[float], float]:
+    """:func:`chop_scalar` of a Python float (double) by ``spec``, as a function of the value with
+    its plan found once (for a caller that rounds many floats with one spec: no lookup per call).
+    Deterministic modes (1-4) without flips only."""
+    if spec.flips or spec.round >= 5:
+        raise ValueError("scalar_kernel serves the deterministic modes 1-4 without flips; use chop_scalar")
+    return functools.partial(_chop_scalar, _plan_for(spec, _DOUBLE), sources=sources)
 
 
 _SINGLE, _DOUBLE = np.dtype(np.float32), np.dtype(np.float64)

@@ -122,12 +122,12 @@ def regular_float(spec: RoundingSpec, limits: bool, sources: RandomSources) -> O
     low, high = (max(spec.fmt.emin, -1022), spec.fmt.emax) if limits else (-1022, 1024)
     e = np.arange(-1075, 1024)  # (frexp's exponents of 0, Inf and NaN: 0, e = -1)
     table = tuple(np.where((e >= low) & (e < high), thresholds[np.clip(e + 1074, 0, None)], 0.0).tolist())
-    chop_scalar, frexp = numpy_fast.chop_scalar, math.frexp
+    today, frexp = numpy_fast.scalar_kernel(spec, sources), math.frexp
 
     def regular(x: float) -> Optional[float]:
         magnitude = abs(x)
         if 0.0 < magnitude < table[frexp(magnitude)[1] + 1074]:
-            return chop_scalar(x, spec, sources)
+            return today(x)
         return None
 
     return regular

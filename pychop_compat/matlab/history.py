@@ -149,8 +149,9 @@ def rules_at(date: Union[str, _dt.date]) -> Rules:
 
 
 #: How :func:`chop_at` computes a call (:func:`route_at`): on today's engines, on today's engines
-#: followed by the tiny-number rule of before 2020-06-16, on compiled loops of the rules before
-#: 2020-05-14 (stochastic rounding included), or step by step (``chop_vector_at``).
+#: followed by the tiny-number rule of before 2020-06-16, on loops of the rules before 2020-05-14
+#: (compiled, stochastic rounding included; or the NumPy engine's, modes 1-4), or step by step
+#: (``chop_vector_at``).
 ROUTES = ("today", "flush tiny", "old rules", "step by step")
 
 
@@ -169,7 +170,9 @@ def route_at(rules: Rules, spec: RoundingSpec) -> str:
     (:func:`~pychop_compat.kernels.compiled.round_old_rules`; for modes 5 and 6, drawing MATLAB's
     stream in chop.m's order,
     :func:`~pychop_compat.kernels.compiled.round_old_rules_stochastic`, which declines a call with
-    a NaN result), else step by step.
+    a NaN result), or on the NumPy engine, modes 1-4, today's NumPy engine with those rules on its
+    special elements (:func:`~pychop_compat.kernels.numpy_history.round_old_rules`), else step by
+    step.
     ``'step by step'``: flips before 2020-05-14, on the dates they were broken and with the old
     tiny-number rule (where a flipped subnormal kept its sign at zero).
 
@@ -534,10 +537,11 @@ class ChopAt:
     def _old_rules_loops(self, dtype: np.dtype, work, spec: RoundingSpec, fused: dict) -> Optional[Callable]:
         """The loops of the rules before 2020-05-14 for ``work`` (an array of ``dtype`` or a float;
         route ``'old rules'``), by engine and dtype character in ``fused`` (:func:`_loops_key`):
-        the compiled engine's, or the NumPy engine's (modes 1-4 without mode 4's truncation by
-        blocks: :func:`~pychop_compat.kernels.numpy_history.round_old_rules`); None for the
-        step-by-step rules (the NumPy engine's other calls, and the explim = 0 bug of
-        2019-07-11 .. 2020-04-30 on a matrix: elements in column-major order)."""
+        the compiled engine's, or the NumPy engine's (modes 1-4:
+        :func:`~pychop_compat.kernels.numpy_history.round_old_rules`, mode 4 by blocks through
+        :meth:`_numpy_block_truncation`); None for the step-by-step rules (the NumPy engine's
+        stochastic rounding, and the explim = 0 bug of 2019-07-11 .. 2020-04-30 on a matrix:
+        elements in column-major order)."""
         if not dtype.isnative or self._first_elements_only(work, spec):
             return None
         key = _loops_key(dtype.char)
@@ -549,8 +553,7 @@ class ChopAt:
             if key != dtype.char:  # the NumPy engine: the step-by-step rules on its special elements
                 loops = (self._numpy_old_rules(spec, dtype, limits) if not (block and spec.round == 4)
                          else self._numpy_block_truncation(spec, dtype, limits))
-            # (the draws: MATLAB's stream, as randfunc is not read before 2022-06-14)
-            elif spec.stochastic:
+            elif spec.stochastic:  # (the draws: MATLAB's stream, as randfunc is not read before 2022-06-14)
                 loops = compiled.round_old_rules_stochastic(spec, dtype, limits, by_mode)
             else:
                 loops = compiled.round_old_rules(spec, dtype, limits, block, by_mode)

@@ -1,7 +1,7 @@
 """chop.m's rules before 2020-05-14 (``chop_at``, route ``'old rules'``) on the NumPy engine.
 
-What :func:`pychop_compat.matlab.history.chop_vector_at` computes for a deterministic mode
-(1-4) without bit flips, at the speed of today's NumPy engine.  The old rules differ from
+What ``chop_vector_at`` (:mod:`pychop_compat.matlab.history`) computes for a deterministic
+mode (1-4) without bit flips, at the speed of today's NumPy engine.  The old rules differ from
 today's chop only (a) in the exponent, ``floor(log2(|x|))`` in the class of ``x``, which is
 frexp's plus one for significands just below a power of two (where NumPy's ``log2`` rounds
 up: :func:`~pychop_compat.kernels.compiled.log2_thresholds`), and (b) on elements outside the

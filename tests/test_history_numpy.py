@@ -321,3 +321,24 @@ def test_chop_array_special_fraction(dtype):
     with pytest.raises(ValueError, match="special_fraction"):
         numpy_fast.chop_array(x, history.resolve({"format": "h", "round": 5}, None).spec, MATLAB_STREAM,
                               special_fraction=band)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_single_elements(dtype, numpy_route, monkeypatch):
+    # NumPy scalars, 0-d and one-element arrays: today's rounding where the rules agree (no
+    # finish_special), the old rules on the others
+    x = _inputs(lookup_format("h"), dtype)
+    values = np.concatenate([x[:: max(1, x.size // 40)], x[-20:]])
+    for date in ("2019-03-07", "2020-05-01"):
+        for options in ({"format": "h"}, {"format": "h", "round": 3, "subnormal": 0}, {"format": "b", "round": 4}):
+            fast = chop_at(date)
+            for v in values:
+                for a in (v, np.array(v), np.array([v]), np.array([[v]])):
+                    got, want = fast(a, options), _step_by_step(date, a, options, monkeypatch)
+                    assert type(got) is type(want) and _same_bits(got, want, a), (date, options, a)
+    regular = [band for band in numpy_route]
+    numpy_route.clear()
+    chop_at("2020-05-01")(np.array([dtype(1 / 3)]), {"format": "h", "round": 2})
+    assert numpy_route == []  # (regular: today's rounding, no special elements)
+    chop_at("2020-05-01")(np.array([dtype(0)]), {"format": "h", "round": 2})
+    assert len(numpy_route) == 1 and regular

@@ -86,9 +86,12 @@ def round_old_rules(spec: RoundingSpec, dtype: Any, limits: bool, sources: Rando
     if char not in _UINT or not _deterministic(spec, limits):
         return None
     band = old_exponent_band(char, spec.fmt.t, spec.round)
-    if band is None:
+    table = _regular_table(char, spec.fmt.emin, spec.fmt.emax, limits)
+    if band is None or table is None:
         return None
-    special_fraction = band if band < 1 << (np.finfo(np.dtype(char)).nmant) else None
+    info = np.finfo(np.dtype(char))
+    special_fraction = band if band < 1 << int(info.nmant) else None
+    offset, frexp = int(info.nmant) - int(info.minexp), math.frexp  # (table's index: frexp's exponent + offset)
 
     def finish(c: np.ndarray, xs: np.ndarray) -> None:
         if xs.size:
@@ -98,6 +101,10 @@ def round_old_rules(spec: RoundingSpec, dtype: Any, limits: bool, sources: Rando
                 c[nan] = keep_nans(xs[nan])
 
     def old_rules(x: np.ndarray) -> np.ndarray:
+        if x.size == 1:  # (chop_array's finish_special would see it whatever it is)
+            magnitude = abs(x.item())
+            if 0.0 < magnitude < table[frexp(magnitude)[1] + offset]:
+                return numpy_fast.chop_array(x, spec, sources)  # regular: today's rules are the old ones
         return numpy_fast.chop_array(x, spec, sources, finish_special=finish, small_special=True,
                                      special_fraction=special_fraction)
 
@@ -114,14 +121,9 @@ def regular_float(spec: RoundingSpec, limits: bool, sources: RandomSources) -> O
     block of its own, so mode 4's truncation by blocks is truncation there).  None where this
     does not apply (as :func:`round_old_rules`).
     """
-    thresholds = log2_thresholds("d")
-    if not _deterministic(spec, limits) or thresholds is None:
+    table = _regular_table("d", spec.fmt.emin, spec.fmt.emax, limits) if _deterministic(spec, limits) else None
+    if table is None:
         return None
-    # By frexp's exponent e + 1 (offset by 1075, from double's smallest subnormal's): the
-    # threshold inside the regular range, 0 outside it (no magnitude is below 0).
-    low, high = (max(spec.fmt.emin, -1022), spec.fmt.emax) if limits else (-1022, 1024)
-    e = np.arange(-1075, 1024)  # (frexp's exponents of 0, Inf and NaN: 0, e = -1)
-    table = tuple(np.where((e >= low) & (e < high), thresholds[np.clip(e + 1074, 0, None)], 0.0).tolist())
     today, frexp = numpy_fast.scalar_kernel(spec, sources), math.frexp
 
     def regular(x: float) -> Optional[float]:
@@ -131,6 +133,24 @@ def regular_float(spec: RoundingSpec, limits: bool, sources: RandomSources) -> O
         return None
 
     return regular
+
+
+@lru_cache(maxsize=64)
+def _regular_table(char: str, emin: int, emax: int, limits: bool) -> Optional[tuple]:
+    """By frexp's exponent ``e + 1`` of a number of the class ``char`` plus ``p - 1 - minexp`` (the
+    smallest subnormal's exponent, negated): the threshold of :func:`log2_thresholds` for the
+    exponents ``e`` of normal numbers in the regular range (``emin <= e < emax`` with
+    ``limits``), 0 outside it (no magnitude is below 0); a number ``0 < |x| <`` its entry is
+    rounded alike by the old rules and today's.  None with :func:`log2_thresholds` None."""
+    thresholds = log2_thresholds(char)
+    if thresholds is None:
+        return None
+    info = np.finfo(np.dtype(char))
+    lowest, normal, top = int(info.minexp) - int(info.nmant), int(info.minexp), int(info.maxexp)
+    low, high = (max(emin, normal), emax) if limits else (normal, top)
+    e = np.arange(lowest - 1, top)  # (frexp's exponents of 0, Inf and NaN: 0, e = -1)
+    inside = (e >= low) & (e < high)
+    return tuple(np.where(inside, thresholds[np.clip(e - lowest, 0, None)], 0.0).tolist())
 
 
 def keep_nans(xs: np.ndarray) -> np.ndarray:

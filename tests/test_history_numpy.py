@@ -11,6 +11,7 @@ the corpus, tests/test_history.py), bit for bit.  Runs with or without Numba.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 import pytest
@@ -185,9 +186,17 @@ def test_regular_float_is_todays_kernel_only_where_the_rules_agree():
     spec = history.resolve({"format": "h", "round": 2}, None).spec
     regular = numpy_history.regular_float(spec, True, MATLAB_STREAM)
     assert regular(1 / 3) == numpy_fast.chop_scalar(1 / 3, spec, MATLAB_STREAM)
-    # below and above the regular range, zeros, infinities, NaN and the log2 band: not here
-    for v in (2.0**-15, 65504.0 * 2, 0.0, -0.0, np.inf, np.nan, 2.0**-1074):
+    # above the regular range, infinities, NaN and the log2 band: not here; chop's subnormal
+    # block: today's kernel with subnormals kept, else +0; +0 below xmins (zeros included)
+    for v in (65504.0 * 2, np.inf, -np.inf, np.nan):
         assert regular(v) is None, v
+    assert regular(2.0**-15 * 1.3) == numpy_fast.chop_scalar(2.0**-15 * 1.3, spec, MATLAB_STREAM) != 0
+    for v in (2.0**-25, -2.0**-25, 0.0, -0.0, 2.0**-1074):
+        assert math.copysign(1, regular(v)) == 1 and regular(v) == 0.0, v
+    flushing = history.resolve({"format": "h", "round": 2, "subnormal": 0}, None).spec
+    assert numpy_history.regular_float(flushing, True, MATLAB_STREAM)(-2.0**-15 * 1.3) == 0.0
+    no_range = history.resolve({"format": "h", "round": 2, "explim": 0}, None).spec
+    assert numpy_history.regular_float(no_range, False, MATLAB_STREAM)(0.0) is None  # (without explim: NaN)
     thresholds = compiled.log2_thresholds("d")  # (numbers from which NumPy's log2 rounds up)
     up = float(thresholds[-14 + 1074])  # (exponent -14: fp16's regular range)
     assert np.floor(np.log2(up)) == -13.0 and regular(up) is None and regular(-up) is None

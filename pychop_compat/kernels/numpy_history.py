@@ -115,21 +115,34 @@ def regular_float(spec: RoundingSpec, limits: bool, sources: RandomSources) -> O
     """chop.m's deterministic rounding (modes 1-4, no flips) with its rules before 2020-05-14 on
     a Python float where they are today's chop's, as a function of the float: today's scalar
     kernel (:func:`~pychop_compat.kernels.numpy_fast.chop_scalar`, as ``chop``'s) for a normal
-    number whose frexp exponent lies in the regular range (``emin <= e < emax`` with ``limits``)
-    and that lies below its exponent's threshold of :func:`log2_thresholds` (``log2`` does not
-    round it up); None for the others (the caller applies the old rules; a single element is a
-    block of its own, so mode 4's truncation by blocks is truncation there).  None where this
-    does not apply (as :func:`round_old_rules`).
+    number whose frexp exponent lies in the regular range (``emin <= e < emax`` with ``limits``;
+    with subnormals kept, chop's subnormal block ``emins <= e < emin`` too) and that lies below
+    its exponent's threshold of :func:`log2_thresholds` (``log2`` does not round it up); with
+    ``limits``, +0 below ``xmins`` (the old tiny-number rule, zeros included) and, without
+    subnormals, in chop's subnormal block (flushed whole); None for the others (the caller
+    applies the old rules; a single element is a block of its own, so mode 4's truncation by
+    blocks is truncation there).  None where this does not apply (as :func:`round_old_rules`).
     """
-    table = _regular_table("d", spec.fmt.emin, spec.fmt.emax, limits) if _deterministic(spec, limits) else None
+    fmt = spec.fmt
+    table = _regular_table("d", fmt.emin, fmt.emax, limits) if _deterministic(spec, limits) else None
     if table is None:
         return None
+    block = _regular_table("d", fmt.emins, fmt.emin, True) if limits else None  # chop's subnormal block
+    if block is not None and spec.keeps_subnormals:  # rounded as today's chop rounds it
+        table = tuple(max(a, b) for a, b in zip(table, block))
+    # +0 below xmins (chop.m's old tiny-number rule, 0 included) and, without subnormals, for
+    # chop's subnormal block (below its thresholds: log2 does not lift them to emin)
+    tiny = fmt.xmins if limits else 0.0
+    flushed = None if spec.keeps_subnormals else block
     today, frexp = numpy_fast.scalar_kernel(spec, sources), math.frexp
 
     def regular(x: float) -> Optional[float]:
         magnitude = abs(x)
-        if 0.0 < magnitude < table[frexp(magnitude)[1] + 1074]:
+        index = frexp(magnitude)[1] + 1074
+        if 0.0 < magnitude < table[index]:
             return today(x)
+        if magnitude < tiny or (flushed is not None and magnitude < flushed[index]):
+            return 0.0
         return None
 
     return regular

@@ -426,24 +426,26 @@ class _scratch:
 
 def _find_special(plan: _Plan, ub: np.ndarray, ebits: np.ndarray, tmp: np.ndarray, flags: np.ndarray,
                   more: Optional[np.ndarray] = None):
-    """Local indices of the special elements of a block, or None; leaves the exponent fields in
-    ``ebits`` (``tmp``, ``flags``, ``more``: scratch; ``more`` for plans with FRACTION)."""
+    """Local indices of the special elements of a block, or None, and the smallest exponent
+    field; leaves the exponent fields in ``ebits`` (``tmp``, ``flags``, ``more``: scratch;
+    ``more`` for plans with FRACTION)."""
     np.bitwise_and(ub, plan.EXP, out=ebits)
     # Two reductions (reads only) settle the common case of a block without special elements.
-    regular = np.minimum.reduce(ebits) >= plan.LO and np.maximum.reduce(ebits) < plan.HI
+    lowest = np.minimum.reduce(ebits)
+    regular = lowest >= plan.LO and np.maximum.reduce(ebits) < plan.HI
     fractions = None
     if plan.FRACTION is not None:
         np.bitwise_and(ub, plan.FRAC, out=tmp)
         if np.maximum.reduce(tmp) >= plan.FRACTION:
             fractions = np.greater_equal(tmp, plan.FRACTION, out=more)
     if regular:
-        return None if fractions is None else np.flatnonzero(fractions)
+        return None if fractions is None else np.flatnonzero(fractions), lowest
     # One unsigned comparison tests LO <= field < HI: below LO the subtraction wraps around.
     np.subtract(ebits, plan.LO, out=tmp)
     np.greater_equal(tmp, plan.SPAN, out=flags)
     if fractions is not None:
         flags |= fractions
-    return np.flatnonzero(flags)
+    return np.flatnonzero(flags), lowest
 
 
 def _round_regular_bits(plan: _Plan, ub: np.ndarray, ob: np.ndarray, tmp: np.ndarray) -> None:
@@ -572,11 +574,11 @@ def _round_block(plan: _Plan, ub: np.ndarray, ob: np.ndarray, s: _Scratch):
     if plan.small_directed:
         return _round_block_small_directed(plan, ub, ob, s)
     m = ub.size
-    special = _find_special(plan, ub, s.a[:m], s.b[:m], s.flags[:m], s.up[:m])
+    special, lowest = _find_special(plan, ub, s.a[:m], s.b[:m], s.flags[:m], s.up[:m])
     if plan.float_rn:
         ftype = plan.layout.ftype
         big = s.a[:m]
-        if plan.raise_exponent:
+        if plan.raise_exponent and lowest < plan.E_FLOOR:
             np.maximum(big, plan.E_FLOOR, out=big)  # chop's subnormal block: e = emin
         np.add(big, plan.S_OFF, out=big)  # S = 1.5 * 2^(e + d0), from x's exponent field
         _add_sub(ub.view(ftype), big.view(ftype), ob.view(ftype), special is not None)
@@ -718,7 +720,7 @@ def _chop_stochastic_streamed(plan: _Plan, xf: np.ndarray, draw) -> np.ndarray:
             j = min(i + block, n)
             ub, ob, m = xu[i:j], ou[i:j], j - i
             low = s.b[:m]
-            special = _find_special(plan, ub, s.a[:m], low, s.flags[:m])
+            special, _ = _find_special(plan, ub, s.a[:m], low, s.flags[:m])
             np.bitwise_and(ub, plan.LOW0, out=low)
             k = np.count_nonzero(low)
             need_special = None
@@ -757,7 +759,7 @@ def _chop_stochastic(plan: _Plan, xf: np.ndarray, draw) -> np.ndarray:
                 i = b * block
                 j = min(i + block, n)
                 ub, m = xu[i:j], j - i
-                special = _find_special(plan, ub, s.a[:m], s.b[:m], s.flags[:m])
+                special, _ = _find_special(plan, ub, s.a[:m], s.b[:m], s.flags[:m])
                 np.bitwise_and(ub, plan.LOW0, out=s.a[:m])
                 regular_counts[b] = np.count_nonzero(s.a[:m])
                 if special is not None:

@@ -9,6 +9,7 @@ chop.m draws them.  See docs/engines.rst, "The NumPy engine".
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import threading
@@ -25,7 +26,7 @@ from ..random.sources import RandomSources
 from ..rules.chop import apply_range_limits
 from ..spec import FLIP_PRECISION_ERROR, RoundingSpec
 
-__all__ = ["chop_array", "chop_scalar", "chop_counter", "map_blocks", "in_memory_order", "BLOCK", "PARALLEL_BLOCK",
+__all__ = ["chop_array", "chop_scalar", "scalar_kernel", "chop_counter", "map_blocks", "in_memory_order", "BLOCK", "PARALLEL_BLOCK",
            "THREADS", "set_threads"]
 
 #: Elements per block: a few arrays of this many 8-byte words fit in a core's L2 cache.
@@ -156,10 +157,11 @@ LAYOUTS = {
 
 class _Plan:
     """Constants and lookup tables for one (format, mode, subnormal, explim, input class);
-    ``small_special``: every element below the regular range is special (see :func:`chop_array`)."""
+    ``small_special``: every element below the regular range is special; ``special_fraction``:
+    so is every element whose fraction field is at least that (see :func:`chop_array`)."""
 
     def __init__(self, fmt: Any, mode: int, keep_subnormals: bool, explim: bool, layout: _Layout,
-                 small_special: bool = False):
+                 small_special: bool = False, special_fraction: Optional[int] = None):
         L = self.layout = layout
         t, emax, xboundary = fmt.t, fmt.emax, fmt.xboundary
         self.t, self.mode, self.explim, self.keep_subnormals = t, mode, explim, keep_subnormals
@@ -236,8 +238,12 @@ class _Plan:
                     self.Q_SHIFT = u((t - 1) << (L.p - 1))  # 2^e -> 2^(e - t + 1)
                     self.INV_BITS = u(2 * L.pow2_bits(0))  # 2^k -> 2^-k: subtract k's bits
 
-        if small_special:  # (the two ways of rounding small elements in bulk, off)
+        if small_special or special_fraction is not None:  # (the two ways of rounding small elements in bulk, off)
             self.bulk_small = self.small_directed = False
+        # Elements whose fraction field (the stored significand bits) is at least FRACTION are
+        # special too (None: none); FRAC masks the field.
+        self.FRAC = u((1 << (L.p - 1)) - 1)
+        self.FRACTION = None if special_fraction is None else u(special_fraction)
 
         # Per-exponent tables, indexed by frexp's exponent + off (frexp gives e + 1; 0 for zero,
         # Inf and NaN, i.e. e = -1).
@@ -260,20 +266,23 @@ class _Plan:
 
 
 @lru_cache(maxsize=64)
-def _plan(fmt, mode: int, keep_subnormals: bool, explim: bool, dtype_char: str, small_special: bool = False) -> _Plan:
-    return _Plan(fmt, mode, keep_subnormals, explim, LAYOUTS[np.dtype(dtype_char)], small_special)
+def _plan(fmt, mode: int, keep_subnormals: bool, explim: bool, dtype_char: str, small_special: bool = False,
+          special_fraction: Optional[int] = None) -> _Plan:
+    return _Plan(fmt, mode, keep_subnormals, explim, LAYOUTS[np.dtype(dtype_char)], small_special, special_fraction)
 
 
 _recent_plans: dict = {}
 
 
-def _plan_for(spec: RoundingSpec, dtype: np.dtype, small_special: bool = False) -> _Plan:
+def _plan_for(spec: RoundingSpec, dtype: np.dtype, small_special: bool = False,
+              special_fraction: Optional[int] = None) -> _Plan:
     """The plan for ``spec`` and ``dtype``; a repeated spec object is found by identity (fast)."""
-    key = (id(spec), dtype.char, small_special)
+    key = (id(spec), dtype.char, small_special, special_fraction)
     hit = _recent_plans.get(key)
     if hit is not None and hit[0] is spec:  # the stored spec keeps its id from being reused
         return hit[1]
-    plan = _plan(spec.fmt, spec.round, spec.keeps_subnormals, spec.limits_exponent, dtype.char, small_special)
+    plan = _plan(spec.fmt, spec.round, spec.keeps_subnormals, spec.limits_exponent, dtype.char, small_special,
+                 special_fraction)
     if len(_recent_plans) >= 32:
         _recent_plans.clear()
     _recent_plans[key] = (spec, plan)
@@ -415,16 +424,28 @@ class _scratch:
         self.s.busy = False
 
 
-def _find_special(plan: _Plan, ub: np.ndarray, ebits: np.ndarray, tmp: np.ndarray, flags: np.ndarray):
-    """Local indices of the special elements of a block, or None; leaves the exponent fields in ``ebits``."""
+def _find_special(plan: _Plan, ub: np.ndarray, ebits: np.ndarray, tmp: np.ndarray, flags: np.ndarray,
+                  more: Optional[np.ndarray] = None):
+    """Local indices of the special elements of a block, or None, and the smallest exponent
+    field; leaves the exponent fields in ``ebits`` (``tmp``, ``flags``, ``more``: scratch;
+    ``more`` for plans with FRACTION)."""
     np.bitwise_and(ub, plan.EXP, out=ebits)
     # Two reductions (reads only) settle the common case of a block without special elements.
-    if np.minimum.reduce(ebits) >= plan.LO and np.maximum.reduce(ebits) < plan.HI:
-        return None
+    lowest = np.minimum.reduce(ebits)
+    regular = lowest >= plan.LO and np.maximum.reduce(ebits) < plan.HI
+    fractions = None
+    if plan.FRACTION is not None:
+        np.bitwise_and(ub, plan.FRAC, out=tmp)
+        if np.maximum.reduce(tmp) >= plan.FRACTION:
+            fractions = np.greater_equal(tmp, plan.FRACTION, out=more)
+    if regular:
+        return None if fractions is None else np.flatnonzero(fractions), lowest
     # One unsigned comparison tests LO <= field < HI: below LO the subtraction wraps around.
     np.subtract(ebits, plan.LO, out=tmp)
     np.greater_equal(tmp, plan.SPAN, out=flags)
-    return np.flatnonzero(flags)
+    if fractions is not None:
+        flags |= fractions
+    return np.flatnonzero(flags), lowest
 
 
 def _round_regular_bits(plan: _Plan, ub: np.ndarray, ob: np.ndarray, tmp: np.ndarray) -> None:
@@ -553,11 +574,11 @@ def _round_block(plan: _Plan, ub: np.ndarray, ob: np.ndarray, s: _Scratch):
     if plan.small_directed:
         return _round_block_small_directed(plan, ub, ob, s)
     m = ub.size
-    special = _find_special(plan, ub, s.a[:m], s.b[:m], s.flags[:m])
+    special, lowest = _find_special(plan, ub, s.a[:m], s.b[:m], s.flags[:m], s.up[:m])
     if plan.float_rn:
         ftype = plan.layout.ftype
         big = s.a[:m]
-        if plan.raise_exponent:
+        if plan.raise_exponent and lowest < plan.E_FLOOR:
             np.maximum(big, plan.E_FLOOR, out=big)  # chop's subnormal block: e = emin
         np.add(big, plan.S_OFF, out=big)  # S = 1.5 * 2^(e + d0), from x's exponent field
         _add_sub(ub.view(ftype), big.view(ftype), ob.view(ftype), special is not None)
@@ -699,7 +720,7 @@ def _chop_stochastic_streamed(plan: _Plan, xf: np.ndarray, draw) -> np.ndarray:
             j = min(i + block, n)
             ub, ob, m = xu[i:j], ou[i:j], j - i
             low = s.b[:m]
-            special = _find_special(plan, ub, s.a[:m], low, s.flags[:m])
+            special, _ = _find_special(plan, ub, s.a[:m], low, s.flags[:m])
             np.bitwise_and(ub, plan.LOW0, out=low)
             k = np.count_nonzero(low)
             need_special = None
@@ -738,7 +759,7 @@ def _chop_stochastic(plan: _Plan, xf: np.ndarray, draw) -> np.ndarray:
                 i = b * block
                 j = min(i + block, n)
                 ub, m = xu[i:j], j - i
-                special = _find_special(plan, ub, s.a[:m], s.b[:m], s.flags[:m])
+                special, _ = _find_special(plan, ub, s.a[:m], s.b[:m], s.flags[:m])
                 np.bitwise_and(ub, plan.LOW0, out=s.a[:m])
                 regular_counts[b] = np.count_nonzero(s.a[:m])
                 if special is not None:
@@ -976,12 +997,21 @@ def chop_scalar(value: float, spec: RoundingSpec, sources: RandomSources, single
     return _chop_scalar(_plan_for(spec, _SINGLE if single else _DOUBLE), value, sources)
 
 
+def scalar_kernel(spec: RoundingSpec, sources: RandomSources) -> Callable[[float], float]:
+    """:func:`chop_scalar` of a Python float (double) by ``spec``, as a function of the value with
+    its plan found once (for a caller that rounds many floats with one spec: no lookup per call).
+    Deterministic modes (1-4) without flips only."""
+    if spec.flips or spec.round >= 5:
+        raise ValueError("scalar_kernel serves the deterministic modes 1-4 without flips; use chop_scalar")
+    return functools.partial(_chop_scalar, _plan_for(spec, _DOUBLE), sources=sources)
+
+
 _SINGLE, _DOUBLE = np.dtype(np.float32), np.dtype(np.float64)
 
 
 def chop_array(x: np.ndarray, spec: RoundingSpec, sources: RandomSources,
                finish_special: Optional[Callable[[np.ndarray, np.ndarray], None]] = None,
-               small_special: bool = False) -> np.ndarray:
+               small_special: bool = False, special_fraction: Optional[int] = None) -> np.ndarray:
     """Round ``x`` (float32 or float64 ndarray, any shape and layout) by ``spec``.
 
     Returns a new array of ``x``'s shape and dtype, bit for bit
@@ -991,8 +1021,15 @@ def chop_array(x: np.ndarray, spec: RoundingSpec, sources: RandomSources,
     in modes 1-4 without flips it sees the special elements only.  With ``small_special``
     every element below the regular range is special, down to the smallest (a rule on small
     elements, ``chop_at``'s old tiny-number rule, may then change their results too).
+    ``special_fraction`` (modes 1-4 without flips only; implies ``small_special``'s plans):
+    every element whose fraction field (the stored significand bits of ``x``'s class, as an
+    unsigned integer) is at least ``special_fraction`` is special too, whatever its exponent
+    (``chop_at``'s old exponent ``floor(log2(|x|))`` differs from frexp's just below powers of
+    two: ``finish_special`` rounds those again).
     """
-    out = _chop_array(x, spec, sources, finish_special, small_special)
+    if special_fraction is not None and (spec.flips or spec.round >= 5):
+        raise ValueError("special_fraction serves the deterministic modes 1-4 without flips only")
+    out = _chop_array(x, spec, sources, finish_special, small_special, special_fraction)
     if finish_special is not None and (spec.flips or spec.round >= 5 or x.size <= 1):
         with np.errstate(over="ignore", invalid="ignore"):
             finish_special(out, x)
@@ -1000,7 +1037,7 @@ def chop_array(x: np.ndarray, spec: RoundingSpec, sources: RandomSources,
 
 
 def _chop_array(x: np.ndarray, spec: RoundingSpec, sources: RandomSources, finish_special,
-                small_special: bool = False) -> np.ndarray:
+                small_special: bool = False, special_fraction: Optional[int] = None) -> np.ndarray:
     dtype = x.dtype
     if dtype not in LAYOUTS:
         if dtype.kind == "f" and not dtype.isnative and dtype.newbyteorder("=") in LAYOUTS:
@@ -1008,7 +1045,7 @@ def _chop_array(x: np.ndarray, spec: RoundingSpec, sources: RandomSources, finis
             dtype = x.dtype
         else:
             raise TypeError(f"chop_array needs float32 or float64, not {dtype}")
-    plan = _plan_for(spec, dtype, small_special)
+    plan = _plan_for(spec, dtype, small_special, special_fraction)
     given = getattr(sources, "given", None)
     if given is not None and plan.mode >= 5 and not spec.flips:
         # Numbers given per element (row-major), as the counter's: nn's uniforms.

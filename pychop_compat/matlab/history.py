@@ -22,7 +22,7 @@ from typing import Callable, Literal, Optional, Union
 import numpy as np
 
 from ..formats import CHOP_FORMAT_NAMES, CUSTOM_NAMES, custom_format, lookup_format
-from ..kernels import compiled, numpy_fast
+from ..kernels import compiled, numpy_fast, numpy_history
 from ..random import matlab_stream
 from .options import DEFAULT_SPEC, OPTION_NAMES, ChopSpec, Options, precision_limit, remembered, resolve
 from ..spec import RoundingSpec
@@ -149,8 +149,9 @@ def rules_at(date: Union[str, _dt.date]) -> Rules:
 
 
 #: How :func:`chop_at` computes a call (:func:`route_at`): on today's engines, on today's engines
-#: followed by the tiny-number rule of before 2020-06-16, on compiled loops of the rules before
-#: 2020-05-14 (stochastic rounding included), or step by step (``chop_vector_at``).
+#: followed by the tiny-number rule of before 2020-06-16, on loops of the rules before 2020-05-14
+#: (compiled, stochastic rounding included; or the NumPy engine's, modes 1-4), or step by step
+#: (``chop_vector_at``).
 ROUTES = ("today", "flush tiny", "old rules", "step by step")
 
 
@@ -169,7 +170,9 @@ def route_at(rules: Rules, spec: RoundingSpec) -> str:
     (:func:`~pychop_compat.kernels.compiled.round_old_rules`; for modes 5 and 6, drawing MATLAB's
     stream in chop.m's order,
     :func:`~pychop_compat.kernels.compiled.round_old_rules_stochastic`, which declines a call with
-    a NaN result), else step by step.
+    a NaN result), or on the NumPy engine, modes 1-4, today's NumPy engine with those rules on its
+    special elements (:func:`~pychop_compat.kernels.numpy_history.round_old_rules`), else step by
+    step.
     ``'step by step'``: flips before 2020-05-14, on the dates they were broken and with the old
     tiny-number rule (where a flipped subnormal kept its sign at zero).
 
@@ -437,6 +440,12 @@ def _on_engines_at(work: np.ndarray, settings: ChopSpec, route: str, fused: dict
     return out
 
 
+def _loops_key(char: str) -> str:
+    """The key of route ``'old rules'``'s loops for the dtype character ``char`` in ``ChopAt``'s
+    ``fused``: the character for the compiled engine's, ``'numpy ' + char`` for the NumPy engine's."""
+    return char if compiled.wanted() else "numpy " + char
+
+
 def _x_class(x) -> str:
     if np.iscomplexobj(x):
         raise ValueError("Chop requires a real input array.")
@@ -451,9 +460,11 @@ class ChopAt:
         self.rules = rules_at(date)
         self._lock = threading.Lock()
         self._stored: Optional[ChopSpec] = None
-        # Small calls in loops: id(settings) -> (settings, route_at's route, the compiled loops
-        # with the old tiny-number rule by dtype character (filled on first use), and
-        # spec.min_rep), found once (held with the settings, so their id stays their own).
+        # Small calls in loops: id(settings) -> (settings, route_at's route, the loops of the
+        # route by dtype character (the compiled loops with the old tiny-number rule, or of the
+        # old rules; the NumPy engine's old rules by 'numpy ' + character, filled on first use;
+        # 'float': Python floats where the old rules are today's), and spec.min_rep), found once
+        # (held with the settings, so their id stays their own).
         self._routes: dict = {}
 
     def __call__(self, x=None, options=None):
@@ -470,6 +481,8 @@ class ChopAt:
                     self._routes.clear()
                 spec = settings.spec
                 found = self._routes[id(settings)] = (settings, route_at(self.rules, spec), {}, spec.min_rep)
+                if found[1] == "old rules":  # (Python floats where the old rules are today's: today's kernel)
+                    found[2]["float"] = numpy_history.regular_float(spec, self._limits(spec), MATLAB_STREAM)
             if (kind is float and (found[1] == "today" or found[1] == "flush tiny")
                     and (settings.scalar_path or not settings.spec.flips)):  # (scalar_path: no flips either)
                 if settings.scalar_path:  # the scalar kernel of today's chop (no random numbers)
@@ -483,8 +496,12 @@ class ChopAt:
             elif (kind is np.ndarray and found[1] == "today" and not settings.spec.draws
                   and (x.dtype is _FLOAT64 or x.dtype is _FLOAT32)):
                 out = settings.prepared(x)  # as chop does
-            elif kind is float and found[1] == "old rules" and (loops := found[2].get("d")) and compiled.wanted():
-                out = loops(x)  # the compiled old rules' scalar loop (found by the first call's _chop)
+            elif kind is float and found[1] == "old rules":
+                regular = found[2]["float"]  # today's scalar kernel where the old rules are today's
+                out = None if regular is None else regular(x)
+                if out is None:  # the compiled old rules' scalar loop (found by the first call's _chop)
+                    loops = found[2].get("d")
+                    out = loops(x) if loops and compiled.wanted() else self._chop(x, settings, found[1], found[2])
             elif (kind is np.ndarray and found[1] == "old rules" and (x.dtype is _FLOAT64 or x.dtype is _FLOAT32)
                   and (loops := self._old_rules_loops(x.dtype, x, settings.spec, found[2])) is not None):
                 out = loops(x)
@@ -513,22 +530,72 @@ class ChopAt:
         return (self.rules.explim0_first_elements_only and self.rules.explim_option and not spec.limits_exponent
                 and np.ndim(work) > 1 and max(work.shape) < work.size)
 
+    def _limits(self, spec: RoundingSpec) -> bool:
+        """Whether the exponent range applies (``explim``, read from 2019-07-11)."""
+        return spec.limits_exponent if self.rules.explim_option else True
+
     def _old_rules_loops(self, dtype: np.dtype, work, spec: RoundingSpec, fused: dict) -> Optional[Callable]:
-        """The compiled loops of the rules before 2020-05-14 for ``work`` (an array of ``dtype`` or
-        a float; route ``'old rules'``), by dtype character in ``fused``; None for the step-by-step
-        rules (the NumPy engine, or the explim = 0 bug of 2019-07-11 .. 2020-04-30 on a matrix:
+        """The loops of the rules before 2020-05-14 for ``work`` (an array of ``dtype`` or a float;
+        route ``'old rules'``), by engine and dtype character in ``fused`` (:func:`_loops_key`):
+        the compiled engine's, or the NumPy engine's (modes 1-4:
+        :func:`~pychop_compat.kernels.numpy_history.round_old_rules`, mode 4 by blocks through
+        :meth:`_numpy_block_truncation`); None for the step-by-step rules (the NumPy engine's
+        stochastic rounding, and the explim = 0 bug of 2019-07-11 .. 2020-04-30 on a matrix:
         elements in column-major order)."""
-        if not compiled.wanted() or not dtype.isnative or self._first_elements_only(work, spec):
+        if not dtype.isnative or self._first_elements_only(work, spec):
             return None
-        loops = fused.get(dtype.char, False)
-        if loops is False:  # (found once per settings and dtype; None: the loops do not apply)
-            limits = spec.limits_exponent if self.rules.explim_option else True
+        key = _loops_key(dtype.char)
+        loops = fused.get(key, False)
+        if loops is False:  # (found once per settings, engine and dtype; None: the loops do not apply)
+            limits = self._limits(spec)
             by_mode = self.rules.overflow == "by mode"
-            # (the draws: MATLAB's stream, as randfunc is not read before 2022-06-14)
-            loops = fused[dtype.char] = (
-                compiled.round_old_rules_stochastic(spec, dtype, limits, by_mode) if spec.stochastic
-                else compiled.round_old_rules(spec, dtype, limits, self.rules.truncation == "block", by_mode))
+            block = self.rules.truncation == "block"
+            if key != dtype.char:  # the NumPy engine: the step-by-step rules on its special elements
+                loops = (self._numpy_old_rules(spec, dtype, limits) if not (block and spec.round == 4)
+                         else self._numpy_block_truncation(spec, dtype, limits))
+            elif spec.stochastic:  # (the draws: MATLAB's stream, as randfunc is not read before 2022-06-14)
+                loops = compiled.round_old_rules_stochastic(spec, dtype, limits, by_mode)
+            else:
+                loops = compiled.round_old_rules(spec, dtype, limits, block, by_mode)
+            fused[key] = loops
         return loops
+
+    def _numpy_old_rules(self, spec: RoundingSpec, dtype: np.dtype, limits: bool) -> Optional[Callable]:
+        """The NumPy engine's route 'old rules' for ``spec`` (elementwise: no truncation by blocks)."""
+        step_by_step = functools.partial(chop_vector_at, spec=spec, rules=self.rules, sources=MATLAB_STREAM)
+        return numpy_history.round_old_rules(spec, dtype, limits, MATLAB_STREAM, step_by_step)
+
+    def _numpy_block_truncation(self, spec: RoundingSpec, dtype: np.dtype, limits: bool) -> Optional[Callable]:
+        """Mode 4 by blocks (before 2020-05-01) on the NumPy engine: a block whose elements are all
+        > 0 floors (mode 3), another one takes the ceiling (mode 2), and in these rules those modes
+        differ from it only there (the range rules of those dates do not depend on the mode).
+        The function returns None (the caller then rounds step by step) where chop's normal and
+        subnormal blocks both hold elements and one floors, the other not."""
+        floor, ceil = (self._numpy_old_rules(dataclasses.replace(spec, round=m), dtype, limits) for m in (3, 2))
+        if floor is None or ceil is None:
+            return None
+        emin, emins = spec.fmt.emin, spec.fmt.emins
+        rules = self.rules
+
+        def block_truncation(x: np.ndarray) -> Optional[np.ndarray]:
+            flat = np.ravel(x, order="K")  # (the blocks' signs do not depend on the order)
+            positive = (flat > 0) & (flat < np.inf)  # (y >= 0 for every element: 0, Inf, NaN scale to NaN)
+            if positive.all():
+                return floor(x)
+            if not limits:  # one block
+                return ceil(x)
+            # chop's subnormal block: exponents in [emins, emin), all below 2^emin (log2 never rounds down)
+            small = np.flatnonzero(np.abs(flat) < np.float64(2.0 ** emin))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                e = _exponent(flat[small], rules)
+            in_sub = np.zeros(flat.size, bool)
+            in_sub[small[(e >= emins) & (e < emin)]] = True
+            floors_normal = not np.any(~positive & ~in_sub)
+            if not in_sub.any() or floors_normal == bool(np.all(positive[in_sub])):
+                return floor(x) if floors_normal else ceil(x)
+            return None  # (the blocks differ: step by step)
+
+        return block_truncation
 
     def _chop(self, x, settings: ChopSpec, route: str, fused: dict):
         spec = settings.spec

@@ -26,8 +26,8 @@ from ..random.sources import RandomSources
 from ..rules.chop import apply_range_limits
 from ..spec import FLIP_PRECISION_ERROR, RoundingSpec
 
-__all__ = ["chop_array", "chop_scalar", "scalar_kernel", "chop_counter", "map_blocks", "in_memory_order", "BLOCK", "PARALLEL_BLOCK",
-           "THREADS", "set_threads"]
+__all__ = ["chop_array", "chop_scalar", "scalar_kernel", "chop_counter", "map_blocks", "in_memory_order", "BLOCK",
+           "PARALLEL_BLOCK", "THREADS", "set_threads"]
 
 #: Elements per block: a few arrays of this many 8-byte words fit in a core's L2 cache.
 BLOCK = 16384

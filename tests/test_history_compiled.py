@@ -12,6 +12,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from history_cases import step_by_step
 
 from pychop_compat import chop_at, rng
 from pychop_compat.formats import custom_format, lookup_format
@@ -70,15 +71,6 @@ def _inputs(fmt, dtype) -> list:
             mixed[:1], np.asfortranarray(np.abs(rows))]
 
 
-def _step_by_step(date, x, options, monkeypatch):
-    slow = chop_at(date)
-    monkeypatch.setattr(history, "route_at", lambda rules, spec: "step by step")
-    try:
-        return slow(x, options)
-    finally:
-        monkeypatch.undo()
-
-
 def _same_bits(a, b) -> bool:
     a, b = np.asarray(a), np.asarray(b)
     return a.dtype == b.dtype and a.shape == b.shape and a.tobytes(order="F") == b.tobytes(order="F")
@@ -107,9 +99,9 @@ def test_old_rules_loops_equal_step_by_step(date, monkeypatch):
                                 a = fast(x, options)
                             except ValueError:  # (a custom precision beyond the date's limit)
                                 with pytest.raises(ValueError):
-                                    _step_by_step(date, x, options, monkeypatch)
+                                    step_by_step(date, x, options, monkeypatch)
                                 continue
-                            b = _step_by_step(date, x, options, monkeypatch)
+                            b = step_by_step(date, x, options, monkeypatch)
                             assert _same_bits(a, b), (date, options, x.dtype, x.shape)
     assert used  # the compiled loops ran
 
@@ -145,15 +137,15 @@ def test_old_rules_parallel_loops(date, monkeypatch):
     x[5::7919] = np.inf
     fast = chop_at(date)
     for options in ({"format": "h"}, {"format": "h", "round": 4, "subnormal": 0}, {"format": "b", "round": 2}):
-        assert _same_bits(fast(x, options), _step_by_step(date, x, options, monkeypatch)), options
+        assert _same_bits(fast(x, options), step_by_step(date, x, options, monkeypatch)), options
     positive = np.abs(x) + 1.0  # mode 4 by blocks: every element > 0, the parallel sign pass
     options = {"format": "h", "round": 4}
-    assert _same_bits(fast(positive, options), _step_by_step(date, positive, options, monkeypatch))
+    assert _same_bits(fast(positive, options), step_by_step(date, positive, options, monkeypatch))
     single = np.asfortranarray(x[: 1024 * 1024].astype(np.float32).reshape(1024, 1024))
     for options in ({"format": "h", "subnormal": 0}, {"format": "b", "round": 3}):
-        assert _same_bits(fast(single, options), _step_by_step(date, single, options, monkeypatch)), options
+        assert _same_bits(fast(single, options), step_by_step(date, single, options, monkeypatch)), options
         with compiled.cpu_engine("numpy"):  # (its memory order, and NumPy's multiplications for ldexp)
-            assert _same_bits(fast(single, options), _step_by_step(date, single, options, monkeypatch)), options
+            assert _same_bits(fast(single, options), step_by_step(date, single, options, monkeypatch)), options
 
 
 def _numpy_floor_log2(values: np.ndarray) -> np.ndarray:
@@ -219,7 +211,7 @@ def test_old_rules_python_numbers_lists_and_other_dtypes(date, monkeypatch):
                     {"format": "h", "round": 3, "explim": 0}, {"format": "c", "params": [3, 5], "round": 4}):
         fast = chop_at(date)
         for x in numbers + others:
-            a, b = fast(x, options), _step_by_step(date, x, options, monkeypatch)
+            a, b = fast(x, options), step_by_step(date, x, options, monkeypatch)
             assert type(a) is type(b) and _same_bits(a, b), (date, options, x, a, b)
 
 
@@ -235,7 +227,7 @@ def test_old_rules_on_the_numpy_engine_in_memory_order(date, monkeypatch):
                 for x in _inputs(fmt, dtype):
                     for mode, subnormal, explim in ((1, 1, 1), (2, 0, 1), (3, 1, 0), (4, 0, 1), (4, 1, 0)):
                         options = dict(base, round=mode, subnormal=subnormal, explim=explim)
-                        a, b = fast(x, options), _step_by_step(date, x, options, monkeypatch)
+                        a, b = fast(x, options), step_by_step(date, x, options, monkeypatch)
                         assert _same_bits(a, b), (date, options, x.dtype, x.shape)
     assert not any(char in found[2] for found in fast._routes.values() for char in "fd")  # (no compiled loops)
 
@@ -267,11 +259,11 @@ def _same_draws(date, x, options, monkeypatch, position: int = 5) -> None:
     except ValueError:  # (a custom precision beyond the date's limit)
         _at_position(position)
         with pytest.raises(ValueError):
-            _step_by_step(date, x, options, monkeypatch)
+            step_by_step(date, x, options, monkeypatch)
         return
     after_fast = _stream_state()
     _at_position(position)
-    b = _step_by_step(date, x, options, monkeypatch)
+    b = step_by_step(date, x, options, monkeypatch)
     assert type(a) is type(b) and _same_bits(a, b), (date, options, getattr(x, "dtype", type(x)), np.shape(x))
     assert np.array_equal(after_fast, _stream_state()), (date, options, np.shape(x))
 
@@ -365,7 +357,7 @@ def test_old_stochastic_declines_calls_with_nan_results(monkeypatch):
             after = _stream_state()
             assert returned[-1] == (-1, -1)
             _at_position(7)
-            b = _step_by_step("2020-05-13", y, options, monkeypatch)
+            b = step_by_step("2020-05-13", y, options, monkeypatch)
             assert type(a) is type(b) and _same_bits(a, b) and np.array_equal(after, _stream_state()), options
         returned.clear()
         f(np.append(x, [0.0, np.inf, -np.inf]), {"format": "h", "round": 6})  # (0, +-Inf: 0, +-Inf)

@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 import pytest
+from history_cases import step_by_step
 
 from pychop_compat import chop_at
 from pychop_compat.formats import custom_format, lookup_format
@@ -100,15 +101,6 @@ def _inputs(fmt, dtype) -> np.ndarray:
     return x[: 40 * (x.size // 40)]  # (a multiple of 40 elements: matrices below)
 
 
-def _step_by_step(date, x, options, monkeypatch):
-    slow = chop_at(date)
-    monkeypatch.setattr(history, "route_at", lambda rules, spec: "step by step")
-    try:
-        return slow(x, options)
-    finally:
-        monkeypatch.undo()
-
-
 def _same_bits(a, b, x=None) -> bool:
     """Equal bits; with the inputs ``x``, NaN for NaN whatever its sign and payload (the sign the
     step-by-step rules give a negative NaN depends on NumPy's loops, by the element's position:
@@ -124,7 +116,7 @@ def _same_bits(a, b, x=None) -> bool:
 @pytest.fixture
 def numpy_route():
     """The NumPy engine; the special_fraction of each call of its route 'old rules' (a patch of
-    its own: _step_by_step undoes the test's)."""
+    its own: step_by_step undoes the test's)."""
     calls = []
     real = numpy_fast.chop_array
 
@@ -156,7 +148,7 @@ def test_numpy_route_equals_step_by_step(date, numpy_route, monkeypatch):
                         options = dict(base, round=mode, subnormal=subnormal, explim=explim)
                         fast = chop_at(date)
                         for a in arrays:
-                            got, want = fast(a, options), _step_by_step(date, a, options, monkeypatch)
+                            got, want = fast(a, options), step_by_step(date, a, options, monkeypatch)
                             assert _same_bits(got, want, a), (date, options, a.dtype, a.shape)
     # the band was looked at in the directed modes (on round to nearest to 'h' it is not needed)
     assert any(band is not None for band in numpy_route) and None in numpy_route, numpy_route
@@ -178,7 +170,7 @@ def test_python_floats_equal_step_by_step(date, monkeypatch):
                         fast = chop_at(date)
                         fast(None, options)
                         for v in numbers:
-                            got, want = fast(v), _step_by_step(date, v, options, monkeypatch)
+                            got, want = fast(v), step_by_step(date, v, options, monkeypatch)
                             assert type(got) is float and _same_bits(got, want, v), (date, options, v, got, want)
 
 
@@ -230,7 +222,7 @@ def test_the_band_matters_in_the_directed_modes(date, numpy_route, monkeypatch):
     # exponent, which the old rules do not (so the comparisons above can fail)
     x = _band_neighbours(np.float64, range(-14, 16))
     options = {"format": "h", "round": 3}
-    want = _step_by_step(date, x, options, monkeypatch)
+    want = step_by_step(date, x, options, monkeypatch)
     assert _same_bits(chop_at(date)(x, options), want)
     monkeypatch.setattr(numpy_history, "old_exponent_band", lambda char, t, mode: 1 << 52)
     assert not _same_bits(chop_at(date)(x, options), want)
@@ -246,7 +238,7 @@ def test_large_arrays_on_threads(date, numpy_route, monkeypatch):
     x[r.choice(n, band.size, replace=False)] = band
     x[::1001] = 0.0
     for options in ({"format": "h"}, {"format": "h", "round": 2, "subnormal": 0}, {"format": "b", "round": 3}):
-        assert _same_bits(chop_at(date)(x, options), _step_by_step(date, x, options, monkeypatch), x), options
+        assert _same_bits(chop_at(date)(x, options), step_by_step(date, x, options, monkeypatch), x), options
     assert len(numpy_route) >= 3
 
 
@@ -283,7 +275,7 @@ def test_mode_4_by_blocks(dtype, numpy_route, monkeypatch):
                             {"format": "b", "round": 4, "explim": 0}):
                 numpy_route.clear()
                 got = chop_at(date)(x, options)
-                assert _same_bits(got, _step_by_step(date, x, options, monkeypatch), x), (date, name, options)
+                assert _same_bits(got, step_by_step(date, x, options, monkeypatch), x), (date, name, options)
                 one_block = options.get("explim") == 0
                 first_elements = one_block and date == "2019-07-11" and x.ndim > 1  # (the explim = 0 bug)
                 assert bool(numpy_route) == ((fast or one_block) and not first_elements), (date, name, options)
@@ -343,7 +335,7 @@ def test_single_elements(dtype, numpy_route, monkeypatch):
             fast = chop_at(date)
             for v in values:
                 for a in (v, np.array(v), np.array([v]), np.array([[v]])):
-                    got, want = fast(a, options), _step_by_step(date, a, options, monkeypatch)
+                    got, want = fast(a, options), step_by_step(date, a, options, monkeypatch)
                     assert type(got) is type(want) and _same_bits(got, want, a), (date, options, a)
     regular = [band for band in numpy_route]
     numpy_route.clear()

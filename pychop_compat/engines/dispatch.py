@@ -626,8 +626,8 @@ def _e8m0_in_float64(x: Any, spec: RoundingSpec, sources: RandomSources, kernel:
 
         return round_array(x.to(torch.float64), spec, sources).to(torch.float32)
     if library in ("numpy", "cupy") and getattr(x, "dtype", None) == np.float32:
-        ns = namespace_of(x)
-        if ns.name == "cupy":  # (CuPy's conversions flush float32 subnormals, E8M0's 2**-127 among them)
+        ns = namespace_of(x) if library == "cupy" else None  # (NumPy arrays: no lookup)
+        if ns is not None and ns.name == "cupy":  # (CuPy's conversions flush float32 subnormals, 2**-127 too)
             return exact_float32(ns, round_array(exact_float64(ns, x), spec, sources, kernel=kernel, library=library))
         return round_array(x.astype(np.float64), spec, sources, kernel=kernel, library=library).astype(np.float32)
     if library == "jax" and str(x.dtype) == "float32":

@@ -91,7 +91,7 @@ def round_old_rules(spec: RoundingSpec, dtype: Any, limits: bool, sources: Rando
         return None
     info = np.finfo(np.dtype(char))
     special_fraction = band if band < 1 << int(info.nmant) else None
-    offset, frexp = int(info.nmant) - int(info.minexp), math.frexp  # (table's index: frexp's exponent + offset)
+    offset, frexp = _table_offset(char), math.frexp
 
     def finish(c: np.ndarray, xs: np.ndarray) -> None:
         if xs.size:
@@ -135,10 +135,11 @@ def regular_float(spec: RoundingSpec, limits: bool, sources: RandomSources) -> O
     tiny = fmt.xmins if limits else 0.0
     flushed = None if spec.keeps_subnormals else block
     today, frexp = numpy_fast.scalar_kernel(spec, sources), math.frexp
+    offset = _table_offset("d")
 
     def regular(x: float) -> Optional[float]:
         magnitude = abs(x)
-        index = frexp(magnitude)[1] + 1074
+        index = frexp(magnitude)[1] + offset
         if 0.0 < magnitude < table[index]:
             return today(x)
         if magnitude < tiny or (flushed is not None and magnitude < flushed[index]):
@@ -146,6 +147,12 @@ def regular_float(spec: RoundingSpec, limits: bool, sources: RandomSources) -> O
         return None
 
     return regular
+
+
+def _table_offset(char: str) -> int:
+    """What :func:`_regular_table`'s index adds to frexp's exponent: ``p - 1 - minexp``."""
+    info = np.finfo(np.dtype(char))
+    return int(info.nmant) - int(info.minexp)
 
 
 @lru_cache(maxsize=64)

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import sys
 
-import numpy as np
+from figure_common import every_run, iterations_legend, refinement_panels, save  # first: it pins OpenBLAS's kernels
 
-from figure_common import every_run, iterations_legend, refinement_panels, save
+import numpy as np
 
 from pychop_compat import linalg  # noqa: E402
 from pychop_compat.linalg.refinement import extended_solution  # noqa: E402

@@ -13,8 +13,17 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 from pathlib import Path
+
+# OpenBLAS chooses its kernels by CPU (Haswell's on AVX2 machines, SkylakeX's on AVX-512 ones), and
+# they add a product's terms in different orders: the refinement figures' errors near the rounding
+# floor (randsvd's QR, SciPy's reference LU) moved in the last digits between two CI machines.  One
+# kernel set and one thread for every figure, set before NumPy loads OpenBLAS (each script imports
+# this module first; tests/test_figures.py runs the check in a fresh process for the same reason).
+os.environ.setdefault("OPENBLAS_CORETYPE", "Haswell")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import sys
 
-import numpy as np
+from figure_common import plt, save  # first: it pins OpenBLAS's kernels
 
-from figure_common import plt, save
+import numpy as np
 
 from pychop_compat import hardware  # noqa: E402
 from pychop_compat.rounding import round_to_format  # noqa: E402

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import sys
 
-import numpy as np
+from figure_common import plt, save  # first: it pins OpenBLAS's kernels
 
-from figure_common import plt, save
+import numpy as np
 
 from pychop_compat import Chop, rng  # noqa: E402
 

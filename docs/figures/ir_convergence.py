@@ -21,9 +21,9 @@ from __future__ import annotations
 import importlib.util
 import sys
 
-import numpy as np
+from figure_common import ROOT, refinement_panels, save  # first: it pins OpenBLAS's kernels
 
-from figure_common import ROOT, refinement_panels, save
+import numpy as np
 
 from pychop_compat import linalg  # noqa: E402
 

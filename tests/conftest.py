@@ -6,13 +6,13 @@ import os
 from pathlib import Path
 
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER")
-if _WORKER and "NUMBA_CACHE_DIR" not in os.environ:
-    # Numba's on-disk cache is not safe for two processes that compile the same function at
-    # once: each numbers its new cache files from the index it read, so two workers can write
-    # different signatures under one file name and a later load unboxes the wrong one ("can't
-    # unbox array from PyObject", seen once in CI on a fresh clone).  Each worker gets a cache of
-    # its own, kept between runs; set before anything imports Numba, which reads it at import.
-    os.environ["NUMBA_CACHE_DIR"] = str(Path(__file__).resolve().parent.parent / ".numba_cache" / _WORKER)
+if "NUMBA_CACHE_DIR" not in os.environ:
+    # One Numba cache for every xdist worker, kept between runs (and out of the source tree): a
+    # kernel one worker compiled, the other loads.  Sharing is safe because the package saves its
+    # kernels under a lock (kernels.numba_kernels.lock_kernel_caches; without it two workers once
+    # wrote two signatures under one file name in CI, "can't unbox array from PyObject").  Set
+    # before anything imports Numba, which reads it at import; subprocesses inherit it.
+    os.environ["NUMBA_CACHE_DIR"] = str(Path(__file__).resolve().parent.parent / ".numba_cache" / "shared")
 _JAX_CACHES = Path(__file__).resolve().parent.parent / ".jax_cache"
 if os.environ.get("JAX_COMPILATION_CACHE_DIR", str(_JAX_CACHES)).startswith(str(_JAX_CACHES)):  # (not the caller's own)
     # XLA's compilations are most of the JAX rows' time (the JAX tests ran in 77 s with a cold

@@ -345,3 +345,49 @@ def test_counter_numbers_on_torch_device_paths(options):
     with device_paths_on_cpu():
         actual = Chop(options, rng=31)(torch.from_numpy(x.copy())).numpy()
     assert_bits_equal(actual, expected, str(options))
+
+
+
+@needs_numba
+@pytest.mark.skipif(sys.platform == "win32", reason="the lock is POSIX flock; elsewhere Numba's own cache")
+def test_a_kernel_cache_saves_only_under_the_directory_lock(tmp_path, monkeypatch):
+    """Numba numbers a new cache file from the index it read, so two processes compiling one kernel
+    at once could write two signatures under one name (a later load then unboxes the wrong code).
+    The package's kernels save under a lock of the cache directory: while someone else holds it, a
+    compilation finishes but its save waits, and the index appears only once the lock is free."""
+    import fcntl
+    import importlib.util
+    import threading
+    from pathlib import Path
+
+    import numba
+
+    from pychop_compat.kernels import numba_kernels
+
+    monkeypatch.setattr(numba.config, "CACHE_DIR", str(tmp_path / "cache"))
+    source = tmp_path / "locked_cache_probe.py"
+    source.write_text("import numba\n\n@numba.njit(cache=True)\ndef twice(x):\n    return 2.0 * x\n")
+    spec = importlib.util.spec_from_file_location("locked_cache_probe", source)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    numba_kernels.lock_kernel_caches(vars(module))
+    directory = Path(module.twice._cache.cache_path)  # (Numba's cache object of the dispatcher)
+    assert directory.is_relative_to(tmp_path)
+    directory.mkdir(parents=True, exist_ok=True)
+    results = []
+    with open(directory / "pychop_compat.lock", "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        worker = threading.Thread(target=lambda: results.append(module.twice(1.5)))
+        worker.start()
+        for _ in range(600):  # the compilation itself takes no lock: it finishes
+            if module.twice.overloads:
+                break
+            worker.join(0.1)
+        assert module.twice.overloads, "the compilation did not finish in 60 s"
+        worker.join(0.5)
+        assert worker.is_alive(), "the save went ahead while another holder had the lock"
+        assert not list(directory.glob("*.nbi")), "an index was written under someone else's lock"
+        fcntl.flock(held, fcntl.LOCK_UN)
+    worker.join(60)
+    assert results == [3.0]
+    assert len(list(directory.glob("locked_cache_probe.twice-*.nbi"))) == 1

@@ -49,7 +49,7 @@ import numba
 import numpy as np
 from numba import prange
 
-from .numba_kernels import INLINE_OPTIONS, JIT_OPTIONS, bits_of_double, double_of_bits
+from .numba_kernels import INLINE_OPTIONS, JIT_OPTIONS, bits_of_double, double_of_bits, lock_kernel_caches
 
 __all__ = ["ZERO_EXPONENT", "ROUNDING_CODES", "TILE", "ROWS", "exact_sums", "block_matmul", "block_rows",
            "special_values", "unaligned_matmul", "unaligned_rows"]
@@ -369,3 +369,6 @@ def unaligned_rows(QA, QB, c, params):
     for row in prange(c.shape[0]):
         expansion, sums = np.empty(params[0] + 1), np.empty(params[0], np.float32)
         c[row] = _unaligned_inner(QA[row], QB[row], c[row], params, expansion, sums)
+
+
+lock_kernel_caches(globals())

@@ -24,7 +24,7 @@ from ..spec import RoundingSpec
 from ..rules.cpfloat import ROUND_MODES, effective_format, flip_bits, limited_bit_sources
 from .compiled import CHUNK, SERIAL_BELOW
 from .elementwise_cpfloat import constants_for, cpfloat_constants
-from .numba_kernels import INLINE_OPTIONS, JIT_OPTIONS, SUB_BLOCK, bit_view, counter_uniform
+from .numba_kernels import INLINE_OPTIONS, JIT_OPTIONS, SUB_BLOCK, bit_view, counter_uniform, lock_kernel_caches
 from .numpy_fast import in_memory_order
 
 __all__ = ["round_array", "round_stochastic", "round_drawn", "handles", "SERIAL_BELOW", "CHUNK", "SUB_BLOCK"]
@@ -504,3 +504,6 @@ def _round_drawn(xf: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> 
 
 #: ``u`` of :func:`drawn_serial` for the counter's numbers.
 _FROM_COUNTER = np.zeros(0, np.float64)
+
+
+lock_kernel_caches(globals())

@@ -23,7 +23,8 @@ import numba
 import numpy as np
 from numba import prange
 
-from .numba_kernels import JIT_OPTIONS, INLINE_OPTIONS, bits_of_double, double_of_bits, is_single, mt_uniform
+from .numba_kernels import (INLINE_OPTIONS, JIT_OPTIONS, bits_of_double, double_of_bits, is_single,
+                            lock_kernel_caches, mt_uniform)
 
 # The constants of a call, one tuple of scalars (helpers never take arrays: an array argument
 # costs reference counting on every call): compiled.round_old_rules's integer parameters, then
@@ -373,3 +374,6 @@ def old_stochastic(xf, of, ip, fp, thresholds, key, pos):
         r = _times_power_of_two(math.copysign(magnitude, y), e - (precision - 1))
         of[i] = _limited(v, a, r, sub, c)
     return k_normal, k_sub
+
+
+lock_kernel_caches(globals())

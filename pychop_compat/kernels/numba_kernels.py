@@ -11,12 +11,17 @@ widened to uint64.  No fastmath (it would break exact rounding).
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
+from collections.abc import Iterator
 from typing import Any
 
 import numba
 import numpy as np
 from numba import prange, types
+from numba.core.caching import FunctionCache
+from numba.core.dispatcher import Dispatcher
 from numba.extending import intrinsic, overload
 
 from . import numpy_fast
@@ -39,6 +44,58 @@ _S30, _S27, _S31, _S12 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(
 JIT_OPTIONS: dict[str, Any] = dict(cache=True, nogil=True, error_model="numpy")
 #: The same, inlined (small helpers on the hot path; the rare general path stays a plain call).
 INLINE_OPTIONS: dict[str, Any] = dict(JIT_OPTIONS, inline="always")
+
+
+@contextlib.contextmanager
+def _cache_directory_locked(directory: str) -> Iterator[None]:
+    """An exclusive lock on ``directory`` shared by every process (POSIX ``flock``; where there is
+    none, or the lock file cannot be made, no lock: Numba's own behaviour)."""
+    try:
+        import fcntl
+
+        os.makedirs(directory, exist_ok=True)
+        handle = open(os.path.join(directory, "pychop_compat.lock"), "a")
+    except (ImportError, OSError):
+        yield
+        return
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+class _LockedFunctionCache(FunctionCache):
+    """Numba's on-disk cache of one kernel, each save made under a lock of the cache directory."""
+
+    def save_overload(self, sig: Any, data: Any) -> None:
+        with _cache_directory_locked(self.cache_path):
+            super().save_overload(sig, data)
+
+
+def lock_kernel_caches(namespace: dict[str, Any]) -> None:
+    """Make the on-disk cache of every kernel in ``namespace`` safe for processes compiling at once.
+
+    Numba saves a new compilation by reading the function's index, numbering a file one past the
+    numbers it read, and writing the index back: two processes that compile the same kernel for
+    different signatures at once (a process pool on a fresh install, pytest-xdist's workers) can
+    write both under one number, and a later load unboxes the wrong code ("can't unbox array from
+    PyObject", seen in this package's CI; numba/numba#10128 reports the same race and proposes a
+    file lock).  Each save here holds a lock of the cache directory, so the read, the numbering and
+    the writes are one step; loads need none (Numba replaces files atomically, and an index entry
+    whose file is not written yet reads as a miss).  Each module of kernels calls this on its
+    globals once, after defining them and before anything compiles.
+
+    Parameters
+    ----------
+    namespace : dict
+        A module's globals; its Numba dispatchers with Numba's plain function cache get the locked one.
+    """
+    for value in namespace.values():
+        # (Numba keeps a dispatcher's cache in its attribute ``_cache``, set by ``enable_caching``.)
+        if isinstance(value, Dispatcher) and type(getattr(value, "_cache", None)) is FunctionCache:
+            setattr(value, "_cache", _LockedFunctionCache(value.py_func))
 
 
 @numba.njit(**INLINE_OPTIONS)
@@ -1129,3 +1186,6 @@ def nearest_bits(b, f):
     """:func:`fast_bits` for plain round to nearest (:func:`nearest_only`), in fewer operations (a
     loop that tests :func:`nearest_only` outside is split by LLVM into one loop per case)."""
     return (b + (((b >> f[5]) & _U1) + f[2])) & f[7]
+
+
+lock_kernel_caches(globals())

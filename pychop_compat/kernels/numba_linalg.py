@@ -17,7 +17,7 @@ import numpy as np
 from numba import prange
 
 from .numba_kernels import (INLINE_OPTIONS, JIT_OPTIONS, bits_of_double, chop_double, constants, double_of_bits,
-                            fast_bits, fast_constants, irregular, nearest_bits, nearest_only)
+                            fast_bits, fast_constants, irregular, lock_kernel_caches, nearest_bits, nearest_only)
 
 __all__ = ["matmul_recursive", "matmul_pairwise", "matmul_blocked", "tasks_one_at_a_time", "ROWS", "TILE"]
 
@@ -230,3 +230,6 @@ def matmul_pairwise(A, B, ipp, upp, fpp, rpp, round_products, ips, ups, fps, rps
                         _add_rows(stack[level], row, scratch[0], ks, fs, width)
                         row[:] = scratch[0, :width]
     return C
+
+
+lock_kernel_caches(globals())

@@ -19,7 +19,7 @@ import numpy as np
 from numba import prange
 
 from .numba_kernels import (INLINE_OPTIONS, JIT_OPTIONS, bits_of_double, chop_double, constants, double_of_bits,
-                            fast_bits, fast_constants, irregular, nearest_only)
+                            fast_bits, fast_constants, irregular, lock_kernel_caches, nearest_only)
 from .numba_linalg import regular_bits, tasks_one_at_a_time
 
 __all__ = ["factor", "cholesky", "house_qr", "PANEL", "PARALLEL_BELOW", "ROWS"]
@@ -303,3 +303,6 @@ def house_qr(a: np.ndarray, Q: np.ndarray, rounding: tuple) -> None:
     """
     ip, up, fp, _ = rounding
     _house_qr(a, Q, np.zeros(a.shape), ip, up, fp)
+
+
+lock_kernel_caches(globals())

@@ -178,7 +178,12 @@ _GPU_DESELECTED = "pychop_compat_gpu_deselected"
 @pytest.hookimpl(trylast=True)  # after -m's own selection: count the gpu tests that would have run
 def pytest_collection_modifyitems(config, items):
     """Without a CUDA GPU (for torch or CuPy) the tests marked ``gpu`` are deselected: they
-    could only be skipped (``pytest -m gpu`` on a GPU machine runs them all)."""
+    could only be skipped (``pytest -m gpu`` on a GPU machine runs them all).
+
+    The tests marked ``heavy`` go first (a stable sort: every worker of ``pytest -n`` collects
+    the same order): pytest-xdist hands tests out in collection order, and a test of a minute
+    handed out last kept one worker busy while the other had finished."""
+    items.sort(key=lambda item: item.get_closest_marker("heavy") is None)
     if GPU_VISIBLE:
         return
     gpu = [item for item in items if item.get_closest_marker("gpu") is not None]

@@ -32,7 +32,7 @@ CHECKS = [("engine", "test_chopped_jax_arrays_under_jit_equal_hand_chopped",
     pytest.param(CHECKS[0], (), id="engine-jit-sum-refusals"),
     # (chopped JAX products and stochastic rounding: about 27 s of one worker, in the slow profile;
     # the JAX engine's own products and draws run by default in test_jax_engine and test_linalg_device)
-    pytest.param(CHECKS[1], (), id="products-random", marks=pytest.mark.slow),
+    pytest.param(CHECKS[1], (), id="products-random", marks=[pytest.mark.slow, pytest.mark.heavy]),
     pytest.param(CHECKS[1][:1], ("--all-under-jit",), id="products-all-under-jit", marks=pytest.mark.slow),
 ])
 def test_jax_checks(checks, flags):

@@ -115,6 +115,7 @@ def test_validate_missing_corpus(tmp_path):
     assert out.returncode == 2 and "corpus not found" in out.stderr
 
 
+@pytest.mark.heavy
 @pytest.mark.slow  # validate() with every group on NumPy, ~20 s (the mpmath oracle itself: test_oracle_mpmath.py)
 def test_validate_oracle_group():
     from pychop_compat import validation

@@ -101,7 +101,7 @@ def test_untagged_cases_bit_for_bit(engine):
     assert raised >= 3 and checked > 1900
 
 
-@pytest.mark.parametrize("part", ["sample", pytest.param("rest", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("part", ["sample", pytest.param("rest", marks=[pytest.mark.slow, pytest.mark.heavy])])
 @pytest.mark.parametrize("engine", WRAPPER_ROWS, indirect=True)
 def test_untagged_cases_on_wrapper_rows(engine, part):
     """Every 8th untagged case on torch, every 256th on JAX (each option set a compilation by

@@ -31,7 +31,7 @@ def _needs_sphinx():
 # The tests of this module share one HTML build (a module fixture): one xdist worker runs them all.
 # The build and the doctests take a worker for about a minute: they run in the slow profile, which
 # CI runs after the default one (run them alone with ``pytest -m slow tests/test_docs.py``).
-pytestmark = [pytest.mark.xdist_group("docs"), pytest.mark.slow]
+pytestmark = [pytest.mark.xdist_group("docs"), pytest.mark.slow, pytest.mark.heavy]
 
 
 def _sphinx(builder, out, doctrees, *flags):

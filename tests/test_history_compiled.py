@@ -128,6 +128,7 @@ def test_old_rules_route_and_what_stays_step_by_step(monkeypatch):
     assert history.route_at(f.rules, flipping) == "step by step"
 
 
+@pytest.mark.heavy  # (compiling the parallel loops of the old rules: 40 s on a fresh clone)
 @pytest.mark.parametrize("date", ["2019-03-07", "2020-05-01", "2020-05-13"])
 def test_old_rules_parallel_loops(date, monkeypatch):
     r = np.random.default_rng(5)

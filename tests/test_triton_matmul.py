@@ -57,6 +57,7 @@ def test_matmul_ptx_has_no_ftz_fma_or_calls(wide, mode, round_products):
     assert not re.search(r"^\s*call", ptx, re.M), "no library calls (libdevice)"
 
 
+@pytest.mark.heavy
 @pytest.mark.slow  # Triton's interpreter: minutes of CPU (CI's slow step; on a GPU, pytest -m gpu runs the kernel)
 def test_triton_matmul_in_the_interpreter():
     """Runs ``triton_matmul_interpreted_cases.py`` with ``TRITON_INTERPRET=1`` in a fresh process."""

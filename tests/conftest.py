@@ -18,18 +18,13 @@ if os.environ.get("JAX_COMPILATION_CACHE_DIR", str(_JAX_CACHES)).startswith(str(
     # XLA's compilations are most of the JAX rows' time (the JAX tests ran in 77 s with a cold
     # cache, 22 s with a warm one): JAX's persistent compilation cache keeps every executable
     # between runs, keyed by the program, the versions and the backend, so a warm run executes
-    # the same programs without compiling them again.  One directory for every xdist worker: once
-    # the cache has a size limit, JAX reads and writes each entry under a file lock (the `filelock`
-    # package, which torch requires); without it JAX writes unlocked, and a second process could
-    # read an entry half written, so then a directory per worker.  Read by JAX at import.  (A
-    # worker inherits the controller's setting: replaced here.)
-    try:
-        import filelock  # noqa: F401
-    except ImportError:
-        os.environ["JAX_COMPILATION_CACHE_DIR"] = str(_JAX_CACHES / (_WORKER or "main"))
-    else:
-        os.environ["JAX_COMPILATION_CACHE_DIR"] = str(_JAX_CACHES / "shared")
-        os.environ["JAX_COMPILATION_CACHE_MAX_SIZE"] = str(2**30)
+    # the same programs without compiling them again.  A directory per xdist worker: JAX writes an
+    # entry without a lock, so a second process could read it half written.  (JAX takes a file
+    # lock once the cache has a size limit, but then every write lists and reads the whole
+    # directory to evict: tried on a fresh clone, three JAX linalg tests took about 40 s each
+    # against about 10 s with a directory per worker.)
+    # Read by JAX at import.  (A worker inherits the controller's setting: replaced here.)
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = str(_JAX_CACHES / (_WORKER or "main"))
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 # On a GPU JAX would take 75% of its memory in each process (pytest -n 8 beside torch and CuPy): on demand.

@@ -8,6 +8,8 @@ import ast
 import csv
 import importlib
 import importlib.util
+import json
+import os
 import pkgutil
 import re
 import subprocess
@@ -16,6 +18,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 import pychop_compat
 
@@ -28,10 +31,9 @@ def _needs_sphinx():
         pytest.importorskip(name)
 
 
-# The tests of this module share one HTML build (a module fixture): one xdist worker runs them all.
 # The build and the doctests take a worker for about a minute: they run in the slow profile, which
 # CI runs after the default one (run them alone with ``pytest -m slow tests/test_docs.py``).
-pytestmark = [pytest.mark.xdist_group("docs"), pytest.mark.slow, pytest.mark.heavy]
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 
 
 def _sphinx(builder, out, doctrees, *flags):
@@ -43,12 +45,25 @@ def _sphinx(builder, out, doctrees, *flags):
     )
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def html_build(tmp_path_factory):
-    """The HTML build, and the folder of its parsed documents (the doctest build reuses them)."""
-    out = tmp_path_factory.mktemp("html")
-    doctrees = tmp_path_factory.mktemp("doctrees")
-    return out, _sphinx("html", out, doctrees, "-n"), doctrees
+    """The HTML build, its result, and the folder of its parsed documents (the doctest build
+    reuses them).
+
+    One build per run: under ``pytest -n`` the tests that use it may land on different workers
+    (``--dist load``), so the first builds in the folder the run's workers share (the parent of
+    each one's temporary folder) under a file lock, and the others read its record.
+    """
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # (each worker's folder is popen-gw<N> in the run's own)
+    out, doctrees, record = shared / "docs_html", shared / "docs_doctrees", shared / "docs_html.json"
+    with FileLock(str(shared / "docs_html.lock")):
+        if not record.exists():
+            result = _sphinx("html", out, doctrees, "-n")
+            record.write_text(json.dumps([result.returncode, result.stdout, result.stderr]))
+        returncode, stdout, stderr = json.loads(record.read_text())
+    return out, subprocess.CompletedProcess([], returncode, stdout, stderr), doctrees
 
 
 def test_html_builds_without_warnings_and_every_reference_resolves(html_build):

@@ -179,15 +179,35 @@ GPU_VISIBLE = bool({"torch-cuda", "cupy"} & set(_AVAILABLE))
 _GPU_DESELECTED = "pychop_compat_gpu_deselected"
 
 
+def _heavy_first(items: list, workers: int) -> None:
+    """Reorder ``items`` so that the tests marked ``heavy`` start first, shared among the workers.
+
+    pytest-xdist hands tests out in collection order, and a test of a minute handed out last
+    kept one worker busy while the other had finished.  Under ``--dist load`` its first hand-out
+    gives each worker a run of consecutive tests (a quarter of its share), so all the heavy tests
+    at the front would go to the first worker, one after another: each worker's run starts with
+    its own share of them instead.  Every worker computes the same order (it must: pytest-xdist
+    checks that the workers' collections are equal), and the order changes no result.
+    """
+    heavy = [item for item in items if item.get_closest_marker("heavy") is not None]
+    light = [item for item in items if item.get_closest_marker("heavy") is None]
+    run = max(2, len(items) // max(workers, 1) // 4)  # (pytest-xdist's LoadScheduling.schedule)
+    order: list = []
+    for worker in range(max(workers, 1)):
+        share = heavy[worker::max(workers, 1)]
+        fill = max(run - len(share), 0)
+        order += share + light[:fill]
+        light = light[fill:]
+    items[:] = order + light
+
+
 @pytest.hookimpl(trylast=True)  # after -m's own selection: count the gpu tests that would have run
 def pytest_collection_modifyitems(config, items):
     """Without a CUDA GPU (for torch or CuPy) the tests marked ``gpu`` are deselected: they
     could only be skipped (``pytest -m gpu`` on a GPU machine runs them all).
 
-    The tests marked ``heavy`` go first (a stable sort: every worker of ``pytest -n`` collects
-    the same order): pytest-xdist hands tests out in collection order, and a test of a minute
-    handed out last kept one worker busy while the other had finished."""
-    items.sort(key=lambda item: item.get_closest_marker("heavy") is None)
+    The tests marked ``heavy`` go first (:func:`_heavy_first`)."""
+    _heavy_first(items, getattr(config, "workerinput", {}).get("workercount", 1))
     if GPU_VISIBLE:
         return
     gpu = [item for item in items if item.get_closest_marker("gpu") is not None]

@@ -32,8 +32,10 @@ def _needs_sphinx():
 
 
 # The build and the doctests take a worker for about a minute: they run in the slow profile, which
-# CI runs after the default one (run them alone with ``pytest -m slow tests/test_docs.py``).
-pytestmark = [pytest.mark.slow, pytest.mark.heavy]
+# CI runs after the default one (run them alone with ``pytest -m slow tests/test_docs.py``).  Only
+# the build's own test is marked heavy (scheduled first): the others, run in collection order,
+# find the build made instead of waiting for it on the other worker.
+pytestmark = pytest.mark.slow
 
 
 def _sphinx(builder, out, doctrees, *flags):
@@ -66,6 +68,7 @@ def html_build(tmp_path_factory):
     return out, subprocess.CompletedProcess([], returncode, stdout, stderr), doctrees
 
 
+@pytest.mark.heavy
 def test_html_builds_without_warnings_and_every_reference_resolves(html_build):
     out, result, _ = html_build
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]

@@ -206,15 +206,14 @@ def pytest_collection_modifyitems(config, items):
     """Without a CUDA GPU (for torch or CuPy) the tests marked ``gpu`` are deselected: they
     could only be skipped (``pytest -m gpu`` on a GPU machine runs them all).
 
-    The tests marked ``heavy`` go first (:func:`_heavy_first`)."""
+    The tests marked ``heavy`` go first (:func:`_heavy_first`, on the tests that remain)."""
+    gpu = [] if GPU_VISIBLE else [item for item in items if item.get_closest_marker("gpu") is not None]
+    if gpu:
+        config.hook.pytest_deselected(items=gpu)
+        items[:] = [item for item in items if item.get_closest_marker("gpu") is None]
     _heavy_first(items, getattr(config, "workerinput", {}).get("workercount", 1))
-    if GPU_VISIBLE:
-        return
-    gpu = [item for item in items if item.get_closest_marker("gpu") is not None]
     if not gpu:
         return
-    config.hook.pytest_deselected(items=gpu)
-    items[:] = [item for item in items if item.get_closest_marker("gpu") is None]
     setattr(config, _GPU_DESELECTED, len(gpu))
     if hasattr(config, "workeroutput"):  # a pytest-xdist worker: tell the controller
         config.workeroutput[_GPU_DESELECTED] = len(gpu)

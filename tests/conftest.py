@@ -189,12 +189,14 @@ def _heavy_first(items: list, workers: int) -> None:
     its own share of them instead.  Every worker computes the same order (it must: pytest-xdist
     checks that the workers' collections are equal), and the order changes no result.
     """
-    heavy = [item for item in items if item.get_closest_marker("heavy") is not None]
-    light = [item for item in items if item.get_closest_marker("heavy") is None]
-    run = max(2, len(items) // max(workers, 1) // 4)  # (pytest-xdist's LoadScheduling.schedule)
+    heavy, light = [], []
+    for item in items:
+        (light if item.get_closest_marker("heavy") is None else heavy).append(item)
+    workers = max(workers, 1)
+    run = max(2, len(items) // workers // 4)  # (pytest-xdist's LoadScheduling.schedule)
     order: list = []
-    for worker in range(max(workers, 1)):
-        share = heavy[worker::max(workers, 1)]
+    for worker in range(workers):
+        share = heavy[worker::workers]
         fill = max(run - len(share), 0)
         order += share + light[:fill]
         light = light[fill:]

@@ -309,16 +309,16 @@ def on_host(func: Callable, arrays: Arrays, *args: Any, **kwargs: Any) -> Any:
 
 
 def host_computed(func: _Function) -> _Function:
-    """Let ``func`` (a NumPy-only public linalg function of a matrix ``A`` first) take torch,
-    CuPy and JAX arrays too: they are computed by NumPy on host copies (:func:`on_host`) and the
-    outputs given back on the input's library, bit for bit the NumPy results."""
+    """Let ``func`` (a NumPy-only public linalg function) take torch, CuPy and JAX arrays too: a
+    call whose arguments hold them (:func:`arrays_for`) is computed by NumPy on host copies
+    (:func:`on_host`) and the outputs given back on their library, bit for bit the NumPy results."""
 
     @functools.wraps(func)
-    def wrapper(A: Any, *args: Any, **kwargs: Any) -> Any:
-        arrays = arrays_for(A)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        arrays = arrays_for(*args, *kwargs.values())
         if arrays is not HOST:
-            return on_host(func, arrays, A, *args, **kwargs)
-        return func(A, *args, **kwargs)
+            return on_host(func, arrays, *args, **kwargs)
+        return func(*args, **kwargs)
 
     return cast(_Function, wrapper)
 

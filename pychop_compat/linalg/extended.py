@@ -5,6 +5,7 @@ is the Dot2 residual of the backward errors."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Union
 
 import numpy as np
@@ -152,11 +153,8 @@ class Binary128:
         func = getattr(mpmath, name)
         return np.frompyfunc(lambda p, q: binary128_op(func, p, q), 2, 1)(a, b)
 
-    def add(self, a: Any, b: Any) -> Any:
-        return self._binary("fadd", a, b)
-
-    def sub(self, a: Any, b: Any) -> Any:
-        return self._binary("fsub", a, b)
+    add = functools.partialmethod(_binary, "fadd")
+    sub = functools.partialmethod(_binary, "fsub")
 
     def mul_double(self, a: Any, c: Any) -> Any:
         return self._binary("fmul", a, self.from_double(c))

@@ -36,17 +36,14 @@ def randsvd(
     k = float(kappa)
     if n == 1:
         sigma = np.ones(1)
-    elif mode == 1:
-        sigma = np.r_[1.0, np.full(n - 1, 1 / k)]
-    elif mode == 2:
-        sigma = np.r_[np.ones(n - 1), 1 / k]
     elif mode == 3:
         sigma = k ** (-np.arange(n) / (n - 1))
     elif mode == 4:
         sigma = 1 - (1 - 1 / k) * np.arange(n) / (n - 1)
-    elif mode == 5:
-        sigma = np.exp(-rng.random(n) * math.log(k))
-        sigma[np.argmax(sigma)], sigma[np.argmin(sigma)] = 1.0, 1 / k
+    elif mode in (1, 2, 5):  # as gallery_randsvd's, mode 5 stretched to cond(A) = kappa
+        sigma = _singular_values(n, k, mode, rng)
+        if mode == 5:
+            sigma[np.argmax(sigma)], sigma[np.argmin(sigma)] = 1.0, 1 / k
     else:
         raise ValueError("mode must be 1, 2, 3, 4 or 5")
     return (_haar(n, rng) * sigma) @ _haar(n, rng).T

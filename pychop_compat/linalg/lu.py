@@ -24,8 +24,9 @@ from .scaling import Scaling, ruiz_equilibrate, ruiz_equilibrate_symmetric, sque
 
 __all__ = ["LUResult", "lu", "lutx_chop", "solve", "factorize", "solve_on", "warn_if_singular", "needs_host"]
 
-_SCALINGS = {None: None, "none": None, "general": "general", "g": "general",
-             "symmetric": "symmetric", "s": "symmetric"}
+#: The equilibration of each ``scaling=`` name.
+_SCALINGS = {None: None, "none": None, "general": ruiz_equilibrate, "g": ruiz_equilibrate,
+             "symmetric": ruiz_equilibrate_symmetric, "s": ruiz_equilibrate_symmetric}
 _LU_METHODS = ("chopped", "lapack")
 #: The blocked LU's default panel width: matmul's block_size, a multiple of every preset's FMA size.
 _DEFAULT_PANEL = 32
@@ -80,21 +81,11 @@ class LUResult:
 def _scaling_for(a: np.ndarray, options: OptionsLike, scaling: Optional[str],
                  theta: Optional[float]) -> Optional[Scaling]:
     try:
-        kind = _SCALINGS[scaling]
+        equilibrate = _SCALINGS[scaling]
     except (KeyError, TypeError):
-        raise ValueError(
-            f"scaling must be None, 'general' ('g') or 'symmetric' ('s'), got {scaling!r}"
-        ) from None
-    if kind is None and theta is None:
-        return None
-    n = a.shape[0]
-    if kind == "general":
-        sc = ruiz_equilibrate(a)
-    elif kind == "symmetric":
-        sc = ruiz_equilibrate_symmetric(a)
-    else:
-        sc = Scaling(np.ones(n), np.ones(n))
-    if theta is not None:
+        raise ValueError(f"scaling must be None, 'general' ('g') or 'symmetric' ('s'), got {scaling!r}") from None
+    sc = None if equilibrate is None else equilibrate(a)
+    if theta is not None:  # squeeze(scaling=None): the identity scaling, then mu
         sc = squeeze(a, resolve(chop_object(options).options, None, "double").spec.fmt.xmax, theta, sc)
     return sc
 
@@ -115,14 +106,9 @@ def _lapack_lu(a: np.ndarray, options: OptionsLike) -> tuple[np.ndarray, np.ndar
     import scipy.linalg
 
     fmt = chop_object(options).options.format
-    dtype: Any
-    if fmt in ("s", "single", "fp32"):
-        dtype = np.float32
-    elif fmt in DOUBLE_NAMES:
-        dtype = np.float64
-    else:
+    if fmt not in ("s", "single", "fp32") + DOUBLE_NAMES:
         raise ValueError(f"method='lapack' needs format 's' or 'd' (LAPACK's sgetrf/dgetrf), got {fmt!r}")
-    lu_, piv = scipy.linalg.lu_factor(a.astype(dtype), check_finite=False)
+    lu_, piv = scipy.linalg.lu_factor(a.astype(np.float64 if fmt in DOUBLE_NAMES else np.float32), check_finite=False)
     n = a.shape[0]
     perm = np.arange(n)
     for k, p in enumerate(piv):  # LAPACK's row interchanges, applied in order

@@ -13,6 +13,7 @@ double, rounded; ``cond`` inverts with chopped LU.
 from __future__ import annotations
 
 import math
+import warnings
 from fractions import Fraction
 from typing import Union
 
@@ -21,6 +22,7 @@ from numpy.typing import ArrayLike
 
 from .arrays import HOST, ieee
 from .common import DOUBLE_NAMES, OptionsLike, Rounder, float_operands
+from .errors import SingularMatrixWarning
 from .lu import solve
 from .products import dot, matvec
 
@@ -37,15 +39,6 @@ def _order(p: NormOrder):
     elif p in (1, 2) or p == np.inf:
         return np.inf if p == np.inf else int(p)
     raise ValueError(f"p must be 1, 2, inf or 'fro', got {p!r}")
-
-
-def _matrix(A: ArrayLike) -> np.ndarray:
-    (a,) = float_operands(HOST, A)
-    if a.ndim == 1:
-        a = a[:, None]  # a vector: MATLAB's vector norms agree with these on a column
-    if a.ndim != 2:
-        raise ValueError("norm needs a vector or a matrix")
-    return a
 
 
 def _exact_norm(a: np.ndarray, p) -> float:
@@ -107,7 +100,11 @@ def norm(A: ArrayLike, p: NormOrder = 2, precision: OptionsLike = None) -> float
     (6.0, 7.0, 5.477225575051661)
     """
     order = _order(p)
-    a = _matrix(A)
+    (a,) = float_operands(HOST, A)
+    if a.ndim == 1:
+        a = a[:, None]  # a vector: MATLAB's vector norms agree with these on a column
+    if a.ndim != 2:
+        raise ValueError("norm needs a vector or a matrix")
     if precision is None or precision in DOUBLE_NAMES:
         if a.size == 0:
             return 0.0
@@ -115,14 +112,6 @@ def norm(A: ArrayLike, p: NormOrder = 2, precision: OptionsLike = None) -> float
     if isinstance(precision, str) and precision == "exact":
         return _exact_norm(a.astype(np.float64), order)
     return _chopped_norm(a, order, precision)
-
-
-def _exact_inverse(a: np.ndarray) -> np.ndarray:
-    import mpmath
-
-    with mpmath.workprec(_EXACT_PREC):
-        inv = mpmath.inverse(mpmath.matrix(a.tolist()))
-        return np.array([[float(inv[i, j]) for j in range(inv.cols)] for i in range(inv.rows)])
 
 
 @ieee
@@ -163,28 +152,23 @@ def cond(A: ArrayLike, p: NormOrder = 2, precision: OptionsLike = None) -> float
     if precision is None or precision in DOUBLE_NAMES:
         return float(np.linalg.cond(a.astype(np.float64), order))
     if isinstance(precision, str) and precision == "exact":
-        a64 = a.astype(np.float64)
-        if order == 2:
-            import mpmath
+        import mpmath
 
-            with mpmath.workprec(_EXACT_PREC):
+        a64 = a.astype(np.float64)
+        with mpmath.workprec(_EXACT_PREC):
+            if order == 2:
                 s = mpmath.svd_r(mpmath.matrix(a64.tolist()), compute_uv=False)
-                smin = min(s)
-                return float(max(s) / smin) if smin != 0 else math.inf
-        try:
-            inv = _exact_inverse(a64)
-        except ZeroDivisionError:
-            return math.inf
+                return float(max(s) / min(s)) if min(s) != 0 else math.inf
+            try:
+                inv = np.array(mpmath.inverse(mpmath.matrix(a64.tolist())).tolist(), dtype=np.float64)
+            except ZeroDivisionError:
+                return math.inf
         return _exact_norm(a64, order) * _exact_norm(inv, order)
     r = Rounder(precision, HOST)
     stored = r(a)
     if order == 2:
         s = np.linalg.svd(stored.astype(np.float64), compute_uv=False)
         return float(r(np.asarray(s[0] / s[-1]))) if s[-1] else math.inf
-    import warnings
-
-    from .errors import SingularMatrixWarning
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SingularMatrixWarning)
         inv = solve(stored, np.eye(a.shape[0], dtype=stored.dtype), precision)

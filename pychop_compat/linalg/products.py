@@ -141,8 +141,7 @@ def _compiled_product(method: str, A: np.ndarray, B: np.ndarray, rprod: Rounding
         return numba_linalg.matmul_recursive(A, B, *products, rprod is not None, *sums)
 
 
-def _fused_product(arrays: Arrays, method: str, A: Any, B: Any, rprod: Rounding, rsum: Rounder,
-                   block_size: int) -> Any:
+def _fused_product(arrays: Arrays, A: Any, B: Any, rprod: Rounding, rsum: Rounder, block_size: int) -> Any:
     """The recursive/fma sequence by the fused Triton kernel (CUDA torch tensors, Triton
     installed, deterministic chop.m rounding); tiles that met values the kernel leaves (near
     overflow, Inf, NaN; below xmin with subnormals flushed) are recomputed here.  None where it
@@ -165,7 +164,7 @@ def _product(arrays: Arrays, method: str, A: Any, B: Any, rprod: Rounding, rsum:
     if arrays.name == "numpy":
         fast = _compiled_product(method, A, B, rprod, rsum, block_size)
     elif arrays.name == "torch" and method in ("recursive", "fma"):
-        fast = _fused_product(arrays, method, A, B, rprod, rsum, block_size)
+        fast = _fused_product(arrays, A, B, rprod, rsum, block_size)
     if fast is not None:
         return fast
     summer = _SUMMERS[method]

@@ -90,35 +90,33 @@ def house_qr_lp(A: ArrayLike, flag: int = 1, format: str = "h") -> Tuple[np.ndar
     >>> R.tolist()
     [[-4.9921875, -2.19921875], [0.0, -2.041015625]]
     """
-    a = np.array(A, dtype=np.float64)
-    if a.ndim != 2:
+    R = np.array(A, dtype=np.float64, order="C")  # a copy, R in the end (C order: the compiled kernel's)
+    if R.ndim != 2:
         raise ValueError("house_qr_lp needs a matrix")
     if format != "h":
         raise ValueError("house_qr_lp runs in fp16 only ('h'), as the code's helpers do")
     if flag not in (0, 1):
         raise ValueError(f"flag must be 0 or 1, got {flag!r}")
-    m, n = a.shape
+    m, n = R.shape
     if m < n:
         raise ValueError("Matrix must have more rows than columns")
     rounded = Rounder({"format": "h"}, HOST)
     from ..kernels import compiled
 
     spec = rounded.kernel_spec("float64")
+    Q = np.eye(m) if flag == 1 else np.eye(m, n)
     if spec is not None and compiled.wanted() and n:  # the same roundings, compiled
         from ..kernels.numba_lu import house_qr
 
-        R, Q = np.ascontiguousarray(a), np.eye(m) if flag == 1 else np.eye(m, n)
         house_qr(R, Q, compiled.rounding_constants(spec, np.float64))
         return Q, (R if flag == 1 else R[:n, :n])
     reflectors = np.zeros((m, n))
-    R = a
     with np.errstate(all="ignore"):  # Inf and NaN propagate, as in the code
         for j in range(n):
             u = _house_gen(R[j:, j], rounded)
             reflectors[j:, j] = u
             R[j:, j:] = _reflect(u, R[j:, j:], rounded)
             R[j + 1:, j] = 0.0
-        Q = np.eye(m) if flag == 1 else np.eye(m, n)
         for j in range(n - 1, -1, -1):
             Q = _reflect(reflectors[:, j], Q, rounded)
     return Q, (R if flag == 1 else R[:n, :n])

@@ -12,6 +12,7 @@ copy (:func:`~pychop_compat.linalg.arrays.on_host`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import warnings
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .arrays import HOST, Arrays, arrays_for, ieee, on_host
+from .arrays import HOST, Arrays, arrays_for, host_computed, ieee, on_host
 from .cholesky import chol_lp
 from .errors import SingularMatrixWarning
 from .common import OptionsLike, Rounder, chop_object, extended_kind, float_operands, unit_roundoff
@@ -126,8 +127,6 @@ def _errors(arrays: Arrays, Au: Any, bu: Any, x: Any, normA: float, normb: float
 def extended_solution(A: np.ndarray, b: np.ndarray, steps: int = 8) -> np.ndarray:
     """``A^{-1} b`` to about twice double's precision, rounded to double: double LU (LAPACK) and
     refinement of a double-double iterate with double-double residuals (``kappa(A) u`` below 1)."""
-    import warnings
-
     import scipy.linalg
 
     with warnings.catch_warnings():
@@ -152,20 +151,16 @@ def _verdict(it: int, nbe: float, cbe: float, fe: float, stop: str, tol: float, 
     """The stopping rule after the errors of iterate ``it`` are known: the final status
     (``'converged'``, ``'diverged'``, ``'stagnated'``) or None to go on; appends this iterate's
     convergence measure to ``measures``."""
-    changes, backward_errors = out.changes, out.backward_error
-    m: Optional[float]
-    if stop == "change":
-        m = changes[-1] if it else None
-    else:
-        m = max(nbe, cbe, fe) if stop == "all" else nbe
     if not math.isfinite(nbe):
         return "diverged"
+    m: Optional[float] = max(nbe, cbe, fe) if stop == "all" else nbe
     if stop == "change":
-        if it and changes[-1] <= tol:
+        m = out.changes[-1] if it else None
+        if m is not None and m <= tol:
             return "converged" if nbe <= max(n, 1) * uw else "stagnated"
     elif m is not None and m <= tol:
         return "converged"
-    if it and nbe > max(10 * min(backward_errors[:-1]), max(n, 1) * uw):
+    if it and nbe > max(10 * min(out.backward_error[:-1]), max(n, 1) * uw):
         return "diverged"
     if m is not None:
         measures.append(m)
@@ -412,17 +407,14 @@ class _ChoppedOps:
     """The operations of a preconditioner in a chop format ``up``: every result rounded to ``up``."""
 
     def __init__(self, up: OptionsLike, arrays: Arrays) -> None:
-        self.up, self.arrays, self.round = up, arrays, Rounder(up, arrays)
+        self.round = Rounder(up, arrays)
+        self.matvec = self.product = functools.partial(matmul_on, arrays, options=up)
+        self.solve = functools.partial(solve_on, arrays, options=up)
 
     def lift(self, v: Any) -> Any:
         return v
 
     lower = lift
-
-    def matvec(self, M: Any, v: Any) -> Any:
-        return matmul_on(self.arrays, M, v, self.up)
-
-    product = matvec
 
     def constant(self, c: float) -> float:
         return float(self.round(np.array([c]))[0])
@@ -439,9 +431,6 @@ class _ChoppedOps:
     def divide(self, v: Any, c: float) -> Any:
         return self.round(v / c)
 
-    def solve(self, F: LUResult, c: Any) -> Any:
-        return solve_on(self.arrays, F, c, self.up)
-
     def take(self, v: Any, index: Any) -> Any:
         return v[index]
 
@@ -454,10 +443,8 @@ class _ExtendedOps:
         self.arith = arith = arithmetic(kind, arrays)
         self.lift, self.lower, self.add, self.sub = arith.from_double, arith.to_double, arith.add, arith.sub
         self.scale, self.divide, self.take = arith.mul_double, arith.div_double, arith.take
-
-    def matvec(self, M: Any, v: Any) -> Any:
-        """``M v`` for a double vector ``v``."""
-        return ext_matvec(self.arith, M, v)
+        self.matvec = functools.partial(ext_matvec, arith)  # M v for a double vector v
+        self.solve = functools.partial(ext_lu_solve, arith)
 
     def product(self, M: np.ndarray, v: Any) -> Any:
         """``M v`` for an extended vector ``v``: the columns of ``M`` times the entries of ``v``,
@@ -470,9 +457,6 @@ class _ExtendedOps:
 
     def constant(self, c: float) -> float:
         return c
-
-    def solve(self, F: LUResult, c: Any) -> Any:
-        return ext_lu_solve(self.arith, F, c)
 
 
 def _operations(up: OptionsLike, arrays: Arrays) -> Any:
@@ -635,15 +619,10 @@ def gmres_ir(
                          "factorization='cholesky'")
     correction = _unit_residual_correction(arrays, u, lambda F, Au, v: _gmres(
         arrays, v, u, gmres_tol, gmres_maxit, _factor_preconditioner(arrays, Au, F, u, upp)))
-    if cholesky:
-        return _refine(arrays, A, b, uf, u, ur, correction, x_true, max_iter, tol, stop,
-                       lambda a: _cholesky_factors(a, uf, scaling, theta, perturbation))
-    return _refine(arrays, A, b, uf, u, ur, correction, x_true, max_iter, tol, stop,
-                   lambda a: factorize(arrays, a, uf, scaling=scaling, theta=theta, method=lu_method,
-                                       hardware=hardware, block_size=block_size))
-
-
-_CHOLESKY_SCALINGS = {None: None, "none": None, "positive": "positive", "p": "positive"}
+    factor = ((lambda a: _cholesky_factors(a, uf, scaling, theta, perturbation)) if cholesky else
+              (lambda a: factorize(arrays, a, uf, scaling=scaling, theta=theta, method=lu_method,
+                                   hardware=hardware, block_size=block_size)))
+    return _refine(arrays, A, b, uf, u, ur, correction, x_true, max_iter, tol, stop, factor)
 
 
 def _cholesky_factors(A: np.ndarray, uf: OptionsLike, scaling: Optional[str], theta: Optional[float],
@@ -655,21 +634,18 @@ def _cholesky_factors(A: np.ndarray, uf: OptionsLike, scaling: Optional[str], th
     as ``L = R^T diag(R)^{-1}`` (unit lower, one double rounding per entry) and ``U = diag(R) R``
     (exact), with the scaling ``(d, d, mu)`` undone by the solves; ``info = 1`` when ``chol_lp``
     met a pivot ``<= 0``."""
-    try:
-        kind = _CHOLESKY_SCALINGS[scaling]
-    except (KeyError, TypeError):
+    if scaling not in (None, "none", "positive", "p"):
         raise ValueError(f"the Cholesky factorization's scaling must be None or 'positive' ('p'), "
-                         f"got {scaling!r}") from None
+                         f"got {scaling!r}")
     params = tuple(chop_object(uf).options.params or ())
-    formats: dict = {(11, 15): "h", (8, 127): "b"}
-    fmt = formats.get(params)
+    fmt = "h" if params == (11, 15) else "b" if params == (8, 127) else None
     if fmt is None:
         raise ValueError(f"the Cholesky factorization runs in fp16 or bfloat16 (chol_lp), got uf={uf!r}")
     a = np.array(A, dtype=np.float64)
     n = a.shape[0]
     shift = float(perturbation) * unit_roundoff(fmt)
     scale = None
-    if kind == "positive":
+    if scaling in ("positive", "p"):
         from ..formats import lookup_format
 
         a, d, _ = spd_diag_scale(a)
@@ -723,6 +699,7 @@ def _pcg(arrays: Arrays, rhs: Any, u: OptionsLike, tol: float, maxit: Optional[i
 
 
 @ieee
+@host_computed
 def cg_ir(
     A: ArrayLike,
     b: ArrayLike,
@@ -795,12 +772,7 @@ def cg_ir(
     positive definite linear systems and least squares problems, SIAM J. Sci. Comput. 43(1),
     A258-A277, 2021.
     """
-    arrays = arrays_for(A, b, x_true)
     upp = ur if up is None else up
-    if arrays is not HOST:
-        return on_host(cg_ir, arrays, A, b, uf, u, ur, up=up, x_true=x_true, max_iter=max_iter, tol=tol,
-                       cg_tol=cg_tol, cg_maxit=cg_maxit, stop=stop, scaling=scaling, theta=theta,
-                       perturbation=perturbation)
 
     def inner(F: LUResult, Au: Any, v: Any) -> tuple:
         ru, ops = Rounder(u, HOST), _operations(upp, HOST)
@@ -908,6 +880,7 @@ class LSIRResult(IRResult):
 
 
 @ieee
+@host_computed
 def ls_ir(
     A: ArrayLike,
     b: ArrayLike,
@@ -982,10 +955,6 @@ def ls_ir(
     E. Carson, N. J. Higham and S. Pranesh, Three-precision GMRES-based iterative refinement
     for least squares problems, SIAM J. Sci. Comput. 42(6), A4063-A4083, 2020.
     """
-    arrays = arrays_for(A, b)
-    if arrays is not HOST:
-        return on_host(ls_ir, arrays, A, b, uf, u, ur, up=up, max_iter=max_iter, tol=tol, gmres_tol=gmres_tol,
-                       gmres_maxit=gmres_maxit, stop=stop, theta=theta)
     a, rhs = (np.array(v, dtype=np.float64) for v in float_operands(HOST, A, b))
     if a.ndim != 2 or a.shape[0] < a.shape[1] or a.shape[1] == 0 or rhs.shape != (a.shape[0],):
         raise ValueError("need an m x n matrix A with m >= n >= 1 and a vector b of m entries")

@@ -207,10 +207,8 @@ def scale_diag_2side_symm(A: ArrayLike, tol: float = 1e-4) -> Tuple[np.ndarray, 
     a = _finite_square(A)
     n = a.shape[0]
     d1, d2 = np.ones(n), np.ones(n)
-    its = 0
     with np.errstate(all="ignore"):
-        while its < 10:
-            its += 1
+        for its in range(1, 11):
             row_max, col_max = _max_abs_ignoring_nan(a, 1), _max_abs_ignoring_nan(a, 0)
             row_root, col_root = np.sqrt(row_max), np.sqrt(col_max)
             a = ((1.0 / row_root)[:, None] * a) * (1.0 / col_root)[None, :]

@@ -108,13 +108,13 @@ def plain_values(v: Any) -> Any:
     return v
 
 
-def _is_float(a) -> bool:
-    return (isinstance(a, (np.ndarray, np.floating)) or is_device_array(a)) and a.dtype.kind == "f"
-
-
 def _is_array(v) -> bool:
     """A NumPy array or a device (CuPy) array."""
     return isinstance(v, np.ndarray) or is_device_array(v)
+
+
+def _is_float(a) -> bool:
+    return (isinstance(a, np.floating) or _is_array(a)) and a.dtype.kind == "f"
 
 
 def _data(value):
@@ -306,12 +306,8 @@ class ChoppedScalar:
 
     # -- comparisons: plain booleans -------------------------------------------------------------
 
-    __lt__ = _scalar_comparison(operator.lt)
-    __le__ = _scalar_comparison(operator.le)
-    __gt__ = _scalar_comparison(operator.gt)
-    __ge__ = _scalar_comparison(operator.ge)
-    __eq__ = _scalar_comparison(operator.eq)
-    __ne__ = _scalar_comparison(operator.ne)
+    __lt__, __le__, __gt__, __ge__, __eq__, __ne__ = (
+        _scalar_comparison(op) for op in (operator.lt, operator.le, operator.gt, operator.ge, operator.eq, operator.ne))
 
     # -- NumPy protocols ---------------------------------------------------------------------------
 
@@ -379,10 +375,9 @@ def _ufunc_reduction(ufunc, method, x, arith, axis=0, keepdims=False):
     if not isinstance(x, ChoppedArray):
         raise NotChoppedError(f"np.{ufunc.__name__}.{method} needs a chopped array.")
     if ufunc in (np.add, np.multiply):
-        op = ufunc.__name__
         if method == "reduce":
-            return _reduce(x, op, axis, keepdims)
-        return _accumulate(x, op, axis)
+            return _reduce(x, ufunc.__name__, axis, keepdims)
+        return _accumulate(x, ufunc.__name__, axis)
     if ufunc in (np.maximum, np.minimum, np.fmax, np.fmin):  # exact: one of the values
         kwargs = {"keepdims": keepdims} if method == "reduce" else {}
         return _rewrap(getattr(ufunc, method)(x._data, axis=axis, **kwargs), arith)
@@ -501,10 +496,9 @@ def _kernel(A: np.ndarray, B: np.ndarray, arith: Arithmetic) -> np.ndarray:
             raise NotChoppedError("matrix products of chopped CuPy arrays with stochastic rounding or bit "
                                   "flips are not implemented (linalg draws on the host, CuPy arrays from "
                                   "the device's counter).")
-        host = [to_host(v) if is_device_array(v) else v for v in (A, B)]
-        C = linalg.matmul(host[0], host[1], arith.given, **arith.product_settings)
-        return from_host(np.asarray(C), device)
-    return linalg.matmul(A, B, arith.given, **arith.product_settings)
+        A, B = (to_host(v) if is_device_array(v) else v for v in (A, B))
+    C = linalg.matmul(A, B, arith.given, **arith.product_settings)
+    return C if device is None else from_host(np.asarray(C), device)
 
 
 def _products(A: np.ndarray, B: np.ndarray, arith: Arithmetic) -> np.ndarray:
@@ -647,11 +641,10 @@ def _einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
     summed = [c for c in ta if c in tb and c not in output]
     free_a = [c for c in ta if c not in tb]
     free_b = [c for c in tb if c not in ta]
-    size = {c: A.shape[ta.index(c)] for c in ta}
-    for c in tb:
-        if c in size and size[c] != B.shape[tb.index(c)]:
-            raise ValueError(f"einsum: index {c!r} has sizes {size[c]} and {B.shape[tb.index(c)]}")
-        size[c] = B.shape[tb.index(c)]
+    size = dict(zip(ta, A.shape))
+    for c, n in zip(tb, B.shape):
+        if size.setdefault(c, n) != n:
+            raise ValueError(f"einsum: index {c!r} has sizes {size[c]} and {n}")
     At = np.transpose(A, [ta.index(c) for c in batch + free_a + summed])
     Bt = np.transpose(B, [tb.index(c) for c in batch + summed + free_b])
     nb, ma, mb, k = (math.prod(size[c] for c in letters) for letters in (batch, free_a, free_b, summed))
@@ -671,9 +664,7 @@ def _solve(a, b):
     """``np.linalg.solve``: :func:`pychop_compat.linalg.solve` (chopped LU, substitutions)."""
     arith = arithmetic_of((a, b))
     refuse_counter_in_linalg(arith, "np.linalg.solve")
-    A = plain_values(a)
-    B = plain_values(b)
-    return wrap(linalg.solve(np.asarray(A), np.asarray(B), arith.given), arith)
+    return wrap(linalg.solve(np.asarray(plain_values(a)), np.asarray(plain_values(b)), arith.given), arith)
 
 
 def _norm(x, ord=None, axis=None, keepdims=False):
@@ -861,10 +852,7 @@ class ChoppedOperators:
 
     (__add__, __radd__, __sub__, __rsub__, __mul__, __rmul__, __truediv__, __rtruediv__, __pow__, __rpow__,
      __floordiv__, __rfloordiv__, __mod__, __rmod__) = _arithmetic_operators(_operator)
-    __lt__ = _comparison(np.less)
-    __le__ = _comparison(np.less_equal)
-    __gt__ = _comparison(np.greater)
-    __ge__ = _comparison(np.greater_equal)
+    __lt__, __le__, __gt__, __ge__ = (_comparison(u) for u in (np.less, np.less_equal, np.greater, np.greater_equal))
 
 
 class ChoppedArray(ChoppedOperators):
@@ -1027,11 +1015,8 @@ class ChoppedArray(ChoppedOperators):
         self._data[...] = result._data
         return self
 
-    __iadd__ = _inplace_operator(np.add)
-    __isub__ = _inplace_operator(np.subtract)
-    __imul__ = _inplace_operator(np.multiply)
-    __itruediv__ = _inplace_operator(np.true_divide)
-    __ipow__ = _inplace_operator(np.power)
+    # (+= -= *= /= **=)
+    __iadd__, __isub__, __imul__, __itruediv__, __ipow__ = (_inplace_operator(u) for u in _ARITHMETIC_UFUNCS[:5])
 
     def __imatmul__(self, o):
         return self._inplace(np.matmul(self, o))

@@ -54,13 +54,6 @@ def bit_layout(options: Union[OptionsLike, Arithmetic]) -> Tuple[int, int, int]:
     return 1, w, t - 1
 
 
-def _code_dtype(bits: int):
-    for dtype in (np.uint8, np.uint16, np.uint32, np.uint64):
-        if bits <= np.dtype(dtype).itemsize * 8:
-            return dtype
-    raise ValueError(f"formats of more than 64 bits are not supported ({bits} bits)")
-
-
 def encode(x: Union[ArrayLike, ChoppedArray, ChoppedScalar],
            options: Union[OptionsLike, Arithmetic] = None) -> np.ndarray:
     """The bit patterns of values of a format.
@@ -97,7 +90,6 @@ def encode(x: Union[ArrayLike, ChoppedArray, ChoppedScalar],
     _, w, f = bit_layout(arith)
     t, emax = f + 1, arith.emax
     emin = 1 - emax
-    dtype = _code_dtype(1 + w + f)
     v = np.asarray(plain_values(x), dtype=np.float64)
     sign = np.signbit(v).astype(np.uint64)
     a = np.abs(v)
@@ -117,13 +109,11 @@ def encode(x: Union[ArrayLike, ChoppedArray, ChoppedScalar],
                          "(e.g. chopped(x, options)).")
     top = (1 << w) - 1
     exp_field = np.where(np.isfinite(a), exp_field, top).astype(np.uint64)
+    # (a 0-bit fraction has no NaN apart from Inf)
     frac_bits = np.where(np.isnan(a), 1 << (f - 1) if f else 0, np.where(np.isfinite(a), frac, 0))
-    if f == 0:
-        frac_bits = np.where(np.isnan(a), 0, frac_bits)  # no NaN apart from Inf in a 0-bit fraction
     code = (sign << np.uint64(w + f)) | (exp_field << np.uint64(f)) | frac_bits.astype(np.uint64)
-    nan_sign = np.isnan(a)
-    code = np.where(nan_sign, code & ~(np.uint64(1) << np.uint64(w + f)), code)
-    return code.astype(dtype)
+    code = np.where(np.isnan(a), code & ~(np.uint64(1) << np.uint64(w + f)), code)
+    return code.astype(np.min_scalar_type((1 << (1 + w + f)) - 1))  # uint8, uint16, uint32 or uint64
 
 
 def decode(codes: ArrayLike, options: Union[OptionsLike, Arithmetic]) -> np.ndarray:

@@ -248,9 +248,7 @@ class Arithmetic:
 
     def combine(self, other: "Arithmetic") -> "Arithmetic":
         """The arithmetic of an operation between operands of ``self`` and ``other``."""
-        if self.same_rounding(other):
-            return self
-        if self.mismatch == "left":
+        if self.same_rounding(other) or self.mismatch == "left":
             return self
         if self.mismatch == "wider":
             if self.t >= other.t and self.emax >= other.emax:
@@ -301,12 +299,9 @@ class Arithmetic:
     def enter(self, x: ArrayLike) -> np.ndarray:
         """A plain operand as it enters an operation: exactly, or rounded when ``strict``."""
         arr: Any = x if is_device_array(x) else np.asarray(x)  # a NumPy or a device array
-        if arr.dtype.kind not in "f":
-            if arr.dtype.kind in "biu":
-                arr = arr.astype(np.float64)
-            else:
-                raise TypeError(f"chopped arithmetic takes real numbers, not {arr.dtype}.")
-        elif arr.dtype != np.float64 and arr.dtype != np.float32:
+        if arr.dtype.kind not in "fbiu":
+            raise TypeError(f"chopped arithmetic takes real numbers, not {arr.dtype}.")
+        if arr.dtype != np.float64 and arr.dtype != np.float32:  # float16 to float32, the rest float64
             arr = arr.astype(np.float32 if arr.dtype == np.float16 else np.float64)
         return self.round(arr) if self.strict else arr
 

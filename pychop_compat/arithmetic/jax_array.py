@@ -79,10 +79,7 @@ class RandomDraws:
         self.calls = 0
 
     def __enter__(self) -> "RandomDraws":
-        stack = getattr(_blocks, "stack", None)
-        if stack is None:
-            stack = _blocks.stack = []
-        stack.append(self)
+        vars(_blocks).setdefault("stack", []).append(self)
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -160,39 +157,39 @@ def _plain(value):
     return value._data if isinstance(value, ChoppedJax) else value
 
 
-def _on_host(name: str, numpy_func: Callable, like: Callable, operands: Tuple, arith: Arithmetic,
-             **kwargs: Any) -> "ChoppedJax":
-    """``numpy_func`` (a NumPy function that chopped NumPy arrays implement) on host copies of the
-    operands (chopped ones as chopped NumPy arrays of ``arith``), back on the device.
-
-    ``like``: the ``jax.numpy`` function of the same shape rule (only its result's shape and
-    dtype are used, by ``jax.eval_shape``, inside ``jit``).
+def _on_host(name: str, operands: Tuple, arith: Arithmetic, *args: Any, **kwargs: Any) -> "ChoppedJax":
+    """``np.<name>(*args, *operands, **kwargs)`` (a NumPy function that chopped NumPy arrays implement)
+    on host copies of the operands (chopped ones as chopped NumPy arrays of ``arith``), back on the
+    device; inside ``jit`` only the shape and dtype of ``jnp.<name>``'s result are used (``jax.eval_shape``).
     """
     import jax
+    import jax.numpy as jnp
 
     chopped_at = [isinstance(o, ChoppedJax) for o in operands]
     datas = [_plain(o) for o in operands]
 
     def host_with(arithmetic: Arithmetic, *arrays):
-        args = [wrap(np.array(a), arithmetic) if c else np.asarray(a) for a, c in zip(arrays, chopped_at)]
-        return np.asarray(numpy_func(*args, **kwargs))
+        chopped = [wrap(np.array(a), arithmetic) if c else np.asarray(a) for a, c in zip(arrays, chopped_at)]
+        return np.asarray(getattr(np, name)(*args, *chopped, **kwargs))
+
+    def like(*arrays):
+        return getattr(jnp, name)(*args, *arrays, **kwargs)
 
     block = _active()
     if arith.draws and block is not None:
-        return _on_host_counted(name, host_with, like, operands, datas, chopped_at, arith, block, kwargs)
+        return _on_host_counted(name, host_with, like, datas, arith, block)
     if any(_is_traced(d) for d in datas if d is not None):
         if arith.draws:
             raise TypeError(f"{name} of chopped JAX arrays with random rounding inside jax.jit needs "
                             "`with random_draws(offset=...)` (an arithmetic made with rng=<seed>).")
-        result = jax.eval_shape(lambda *a: like(*a, **kwargs), *datas)
+        result = jax.eval_shape(like, *datas)
         out = jax.pure_callback(lambda *a: host_with(arith, *a).astype(result.dtype), result, *datas)
         return ChoppedJax(out, arith)
     device = next(d for d in datas if isinstance(d, jax.Array))
     return ChoppedJax(jax.device_put(host_with(arith, *datas), next(iter(device.devices()))), arith)
 
 
-def _on_host_counted(name, host_with, like, operands, datas, chopped_at, arith: Arithmetic,
-                     block: RandomDraws, kwargs) -> "ChoppedJax":
+def _on_host_counted(name, host_with, like, datas, arith: Arithmetic, block: RandomDraws) -> "ChoppedJax":
     """The host code with the counter of a ``random_draws(offset=...)`` block: a pure function of
     the operands and the offset (a counter of the arithmetic's seed starting there), so it can be a
     ``jax.pure_callback``; the block's offset moves on by the counters the host code took."""
@@ -213,7 +210,7 @@ def _on_host_counted(name, host_with, like, operands, datas, chopped_at, arith: 
 
     offset = block.offset
     if any(_is_traced(d) for d in (offset, *datas) if d is not None):
-        result = jax.eval_shape(lambda *a: like(*a, **kwargs), *datas)
+        result = jax.eval_shape(like, *datas)
         shapes = (result, jax.ShapeDtypeStruct((), jnp.uint64))
         out, after = jax.pure_callback(
             lambda off, *a: (lambda r: (r[0].astype(result.dtype), r[1]))(host_counted(off, *a)),
@@ -235,28 +232,26 @@ def _product(name: str, a, b) -> "ChoppedJax":
     arith = cast(Arithmetic, arithmetic_of((a, b)))  # not None: ChoppedJax's methods pass themselves
     refuse_counter_in_linalg(arith, "a matrix product")
     A, B = _plain(a), _plain(b)
-    if name == "matmul" and (jnp.ndim(A) == 0 or jnp.ndim(B) == 0):
+    dims = (jnp.ndim(A), jnp.ndim(B))
+    if name == "matmul" and 0 in dims:
         raise ValueError("matmul: input operand does not have enough dimensions")
-    if jnp.ndim(A) <= 2 and jnp.ndim(B) <= 2 and not (_is_traced(A) or _is_traced(B)):
+    traced = _is_traced(A) or _is_traced(B)
+    if max(dims) <= 2 and not traced:
         if arith.draws and _active() is not None:
             raise NotImplementedError(f"{name} of chopped JAX arrays with random rounding draws as chop "
                                       "does, not from a random_draws block; call it outside the block.")
-        if jnp.ndim(A) == 0 or jnp.ndim(B) == 0:  # np.dot with a scalar: elementwise
+        if 0 in dims:  # np.dot with a scalar: elementwise
             return ChoppedJax(_round_jax(A * B, arith), arith)
-        C = linalg.matmul(A, B, arith.given, **arith.product_settings)
-        return ChoppedJax(jnp.asarray(C), arith)
-    if jnp.ndim(A) <= 2 and jnp.ndim(B) <= 2 and 0 < jnp.ndim(A) and 0 < jnp.ndim(B) and not arith.draws:
+    if max(dims) <= 2 and 0 not in dims and not (traced and arith.draws):
         import jax
 
         # Traced: linalg.matmul itself when it runs on traced JAX arrays (the device linalg of
         # issue 16); today it reads them on the host and refuses tracers, so the host callback.
         try:
-            C = linalg.matmul(A, B, arith.given, **arith.product_settings)
-            return ChoppedJax(jnp.asarray(C), arith)
+            return ChoppedJax(jnp.asarray(linalg.matmul(A, B, arith.given, **arith.product_settings)), arith)
         except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
             pass
-    like = jnp.matmul if name == "matmul" else jnp.dot
-    return _on_host(name, np.matmul if name == "matmul" else np.dot, like, (a, b), arith)
+    return _on_host(name, (a, b), arith)
 
 
 class ChoppedJax(ChoppedOperators):
@@ -336,52 +331,44 @@ class ChoppedJax(ChoppedOperators):
         """:func:`numpy.dot` of chopped arrays: linalg's kernels (see the module notes)."""
         return _product("dot", self, other)
 
-    def _reduction(self, name: str, **kwargs: Any) -> "ChoppedJax":
-        import jax.numpy as jnp
-
-        return _on_host(name, getattr(np, name), getattr(jnp, name), (self,), self._arith, **kwargs)
-
     def sum(self, axis: Any = None, keepdims: bool = False) -> "ChoppedJax":
         """Sum with every addition rounded, in the arithmetic's order (:mod:`.reductions`)."""
-        return self._reduction("sum", axis=axis, keepdims=keepdims)
+        return _on_host("sum", (self,), self._arith, axis=axis, keepdims=keepdims)
 
     def prod(self, axis: Any = None, keepdims: bool = False) -> "ChoppedJax":
         """Product with every multiplication rounded, in the arithmetic's order."""
-        return self._reduction("prod", axis=axis, keepdims=keepdims)
+        return _on_host("prod", (self,), self._arith, axis=axis, keepdims=keepdims)
 
     def cumsum(self, axis: Optional[int] = None) -> "ChoppedJax":
         """Cumulative sum, recursive, every addition rounded."""
-        return self._reduction("cumsum", axis=axis)
+        return _on_host("cumsum", (self,), self._arith, axis=axis)
 
     def cumprod(self, axis: Optional[int] = None) -> "ChoppedJax":
         """Cumulative product, recursive, every multiplication rounded."""
-        return self._reduction("cumprod", axis=axis)
+        return _on_host("cumprod", (self,), self._arith, axis=axis)
 
     def mean(self, axis: Any = None, keepdims: bool = False) -> "ChoppedJax":
         """``fl(sum / n)`` (as chopped NumPy arrays)."""
-        return self._reduction("mean", axis=axis, keepdims=keepdims)
+        return _on_host("mean", (self,), self._arith, axis=axis, keepdims=keepdims)
 
     def var(self, axis: Any = None, ddof: int = 0, keepdims: bool = False) -> "ChoppedJax":
         """Variance in the order of chopped NumPy arrays."""
-        return self._reduction("var", axis=axis, ddof=ddof, keepdims=keepdims)
+        return _on_host("var", (self,), self._arith, axis=axis, ddof=ddof, keepdims=keepdims)
 
     def std(self, axis: Any = None, ddof: int = 0, keepdims: bool = False) -> "ChoppedJax":
         """``fl(sqrt(var))``."""
-        return self._reduction("std", axis=axis, ddof=ddof, keepdims=keepdims)
+        return _on_host("std", (self,), self._arith, axis=axis, ddof=ddof, keepdims=keepdims)
 
 
 def einsum(subscripts: str, *operands: Union[ChoppedJax, ArrayLike]) -> ChoppedJax:
     """:func:`numpy.einsum` on chopped JAX arrays, by the chopped NumPy array's code (linalg's
     kernels for each contraction; on the host, see the module notes)."""
-    import jax.numpy as jnp
-
     arith = arithmetic_of(operands)
     if arith is None:
         raise TypeError("einsum needs a chopped JAX array")
     if len(operands) == 2:
         refuse_counter_in_linalg(arith, "einsum")
-    return _on_host("einsum", functools.partial(np.einsum, subscripts), functools.partial(jnp.einsum, subscripts),
-                    operands, arith)
+    return _on_host("einsum", operands, arith, subscripts)
 
 
 def chopped_jax(x: Union[jax.Array, ArrayLike], arith: Arithmetic) -> ChoppedJax:

@@ -61,8 +61,7 @@ def _to_front(x: np.ndarray, axis: Axis, xp=np):
         axes = (int(axis),)
     for a in axes:
         if not -x.ndim <= a < max(x.ndim, 1):
-            raise np.exceptions.AxisError(a, x.ndim) if hasattr(np, "exceptions") else ValueError(
-                f"axis {a} is out of bounds for an array of dimension {x.ndim}")
+            raise getattr(np, "exceptions", np).AxisError(a, x.ndim)  # (np.AxisError before NumPy 1.25)
     axes = tuple(a % max(x.ndim, 1) for a in axes)
     if len(set(axes)) != len(axes):
         raise ValueError("repeated axis")

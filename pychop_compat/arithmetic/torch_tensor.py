@@ -129,7 +129,7 @@ def _class_for(arith: Arithmetic) -> type:
     return cls
 
 
-def _arith_of(types, args, kwargs) -> Optional[Arithmetic]:
+def _arith_of(types) -> Optional[Arithmetic]:
     """The arithmetic of the chopped tensor types, combined; None when none is chopped."""
     base: type[_ChoppedBase] = _tensor_base()
     arith: Optional[Arithmetic] = None
@@ -142,8 +142,7 @@ def _arith_of(types, args, kwargs) -> Optional[Arithmetic]:
 def _plain(value):
     import torch
 
-    base = _tensor_base()
-    if isinstance(value, base):
+    if isinstance(value, _tensor_base()):
         with torch._C.DisableTorchFunctionSubclass():
             return torch.Tensor.as_subclass(value, torch.Tensor)
     if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
@@ -184,35 +183,27 @@ def _dispatch(cls, func, types, args, kwargs):
     import torch
 
     name = getattr(func, "__name__", "")
-    arith = _arith_of(types, args, kwargs)
-    if arith is None:  # only the base class involved
-        with torch._C.DisableTorchFunctionSubclass():
-            return func(*args, **kwargs)
-    out_cls = _class_for(arith)
-    if name in INPLACE:
+    arith = _arith_of(types)
+    if arith is not None and name in INPLACE:
         # In-place arithmetic: compute out of place, round, copy the values back.
         result = _dispatch(cls, getattr(torch, INPLACE[name]), types, args, kwargs)
-        target = args[0]
         with torch.no_grad(), torch._C.DisableTorchFunctionSubclass():
-            torch.Tensor.copy_(target, _plain(result))
-        return target
-    if name in ROUNDED:
-        if arith.strict:
-            args = tuple(_strict_operand(a, arith) for a in args)
-        with torch._C.DisableTorchFunctionSubclass():
-            result = func(*args, **kwargs)
-        return _as_chopped_tensor(result, out_cls, True)
-    if name in REDUCTIONS:
-        return _reduction(name, out_cls, args, kwargs)
-    if name in EXACT or name in MOVES:
-        with torch._C.DisableTorchFunctionSubclass():
-            result = func(*args, **kwargs)
-        plain_floats = any(isinstance(a, torch.Tensor) and not isinstance(a, _tensor_base())
-                           and a.is_floating_point() for a in args) or \
-            any(isinstance(a, float) for a in args[1:] if name in EXACT)
-        return _as_chopped_tensor(result, out_cls, name in EXACT and plain_floats)
+            torch.Tensor.copy_(args[0], _plain(result))
+        return args[0]
+    if arith is not None and name in REDUCTIONS:
+        return _reduction(name, _class_for(arith), args, kwargs)
+    if arith is not None and arith.strict and name in ROUNDED:
+        args = tuple(_strict_operand(a, arith) for a in args)
     with torch._C.DisableTorchFunctionSubclass():
         result = func(*args, **kwargs)
+    if arith is None:  # only the base class involved
+        return result
+    if name in EXACT:  # rounded when a plain float operand may have brought new values
+        rounded = any(isinstance(a, torch.Tensor) and not isinstance(a, _tensor_base())
+                      and a.is_floating_point() for a in args) or any(isinstance(a, float) for a in args[1:])
+        return _as_chopped_tensor(result, _class_for(arith), rounded)
+    if name in ROUNDED or name in MOVES:
+        return _as_chopped_tensor(result, _class_for(arith), name in ROUNDED)
     if _has_float_tensor(result):
         raise NotChoppedError(
             f"torch function {name!r} is not implemented for chopped tensors with per-operation "
@@ -254,25 +245,21 @@ def _reduction(name: str, cls, args, kwargs):
     import torch
 
     arith = cls.arithmetic
-    if name in ("__rmatmul__",):
+    if name == "__rmatmul__":
         args = (args[1], args[0])
-        name = "matmul"
     tensors = [a for a in args if isinstance(a, torch.Tensor)]
     options = {k: v for k, v in kwargs.items() if v is not None}
+    numpy_kwargs: Dict[str, Any] = {}
+    exact: Callable[..., Any]
     if name in ("sum", "mean", "prod", "cumsum", "cumprod"):
         dim = args[1] if len(args) > 1 else options.pop("dim", options.pop("axis", None))
         keepdim = args[2] if len(args) > 2 else options.pop("keepdim", False)
         if options:
             raise _not_chopped(f"torch.{name} with {sorted(options)}")
-        axis = tuple(dim) if isinstance(dim, (list, tuple)) else dim
-        numpy_reduction = getattr(np, name)
         cumulative = name in ("cumsum", "cumprod")
-        keep = {} if cumulative else {"keepdims": bool(keepdim)}
-        numpy_func: Callable[..., Any]  # (one or two operands)
-        exact: Callable[..., Any]
-
-        def numpy_func(a):
-            return np.asarray(numpy_reduction(wrap(a, arith), axis=axis, **keep))
+        numpy_kwargs["axis"] = tuple(dim) if isinstance(dim, (list, tuple)) else dim
+        if not cumulative:
+            numpy_kwargs["keepdims"] = bool(keepdim)
 
         def exact(t):
             if cumulative:
@@ -282,11 +269,12 @@ def _reduction(name: str, cls, args, kwargs):
     else:
         if options or len(tensors) != 2:
             raise _not_chopped(f"torch.{name} with these arguments")
-
-        def numpy_func(a, b):
-            return np.asarray(np.matmul(wrap(a, arith), wrap(b, arith)))
-
         exact = torch.matmul
+        name = "matmul"  # (what NumPy computes for each of REDUCTIONS' products)
+
+    def numpy_func(*arrays):
+        return np.asarray(getattr(np, name)(*(wrap(a, arith) for a in arrays), **numpy_kwargs))
+
     plain = [_plain(t) for t in tensors]
     with torch._C.DisableTorchFunctionSubclass():
         out = _via_numpy().apply(numpy_func, exact, *plain)
@@ -318,7 +306,4 @@ def chopped_tensor(x: torch.Tensor, arith: Arithmetic) -> torch.Tensor:
         raise ValueError("Chop requires a real input array.")
     if not x.is_floating_point():
         x = x.to(torch.float64)
-    cls = _class_for(arith)
-    with torch._C.DisableTorchFunctionSubclass():
-        plain = torch.Tensor.as_subclass(x, torch.Tensor) if isinstance(x, _tensor_base()) else x
-        return torch.Tensor.as_subclass(_ste().apply(plain, arith), cls)
+    return _as_chopped_tensor(x, _class_for(arith), True)

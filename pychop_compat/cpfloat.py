@@ -28,7 +28,7 @@ import numpy as np
 from .engines import dispatch
 from .libraries import array_library, unsupported_type_error
 from .formats import Format, catalogue_format
-from .matlab.history import as_date
+from .matlab.history import as_date, rules_in_force
 from .matlab.options import atomic_values, isempty, items_snapshot
 from .random.sources import MATLAB_STREAM
 from .spec import RoundingSpec
@@ -186,31 +186,25 @@ def cpfloat_rules_at(date: Union[str, datetime.date]) -> CpfloatRules:
         raise ValueError(f"CPFloat's MEX interface did not compile at the end of {day} (commit "
                          f"{_UNBUILT[day.isoformat()]}); take the day before or after.")
     commit = [c for d, c, _ in CPFLOAT_HISTORY if as_date(d) <= day][-1]
+    return CpfloatRules(date=day, commit=commit, **rules_in_force(_CHANGES, day))
 
-    def since(text: str) -> bool:
-        return day >= as_date(text)
 
-    return CpfloatRules(
-        date=day,
-        commit=commit,
-        params_layout=("t,emin,emax" if since("2024-05-28") else "t,emax,emin" if since("2024-05-08")
-                       else "t,emax"),
-        subnormal_left_out="default" if since("2022-02-05") else "kept",
-        saturation_left_out=("kept" if since("2024-06-01") else "reset" if since("2024-05-30")
-                             else "not an option"),
-        infinity_left_out=("default" if since("2026-02-28") else "kept" if since("2024-06-01")
-                           else "not an option"),
-        empty_options_error=not since("2022-06-28"),
-        half_xmin_to_zero=since("2022-02-17"),
-        fp8=since("2022-06-29"),
-        e4m3_emax=8 if since("2024-04-29") else 7,
-        emin=("format" if since("2024-05-08") or not since("2024-04-29") else
-              "kept, 0 = 1 - emax" if since("2024-04-30") else "kept, 0 used"),
-        long_names=since("2022-08-11"),
-        explim0_emin="format" if since("2024-04-29") and not since("2024-05-20") else "storage",
-        drcheck=since("2026-06-23"),
-        encoding_flips=since("2022-02-28"),
-    )
+#: When each rule of :class:`CpfloatRules` changed: (its value at the first release, (date, new value), ...).
+_CHANGES: dict[str, tuple] = {
+    "params_layout": ("t,emax", ("2024-05-08", "t,emax,emin"), ("2024-05-28", "t,emin,emax")),
+    "subnormal_left_out": ("kept", ("2022-02-05", "default")),
+    "saturation_left_out": ("not an option", ("2024-05-30", "reset"), ("2024-06-01", "kept")),
+    "infinity_left_out": ("not an option", ("2024-06-01", "kept"), ("2026-02-28", "default")),
+    "empty_options_error": (True, ("2022-06-28", False)),
+    "half_xmin_to_zero": (False, ("2022-02-17", True)),
+    "fp8": (False, ("2022-06-29", True)),
+    "e4m3_emax": (7, ("2024-04-29", 8)),
+    "emin": ("format", ("2024-04-29", "kept, 0 used"), ("2024-04-30", "kept, 0 = 1 - emax"), ("2024-05-08", "format")),
+    "long_names": (False, ("2022-08-11", True)),
+    "explim0_emin": ("storage", ("2024-04-29", "format"), ("2024-05-20", "storage")),
+    "drcheck": (False, ("2026-06-23", True)),
+    "encoding_flips": (False, ("2022-02-28", True)),
+}
 
 
 @dataclass(frozen=True)
@@ -263,14 +257,12 @@ def _number(value, name: str, integer: bool = True):
     return as_float
 
 
-def _named(name: str, rules: CpfloatRules) -> Optional[tuple[int, int, int]]:
+def _named(name: str, rules: CpfloatRules) -> Optional[list[int]]:
     """``[t, emin, emax]`` of one of the MEX's format names on the date of ``rules`` (None: unknown)."""
     params = CPFLOAT_FORMATS.get(name)
     if params is None or (not rules.fp8 and params[0] in (3, 4)):
         return None
-    if params[0] == 4:  # E4M3: emax 7 (IEEE-like) before it followed OCP
-        return (4, -6, rules.e4m3_emax)
-    return (params[0], params[1], params[2])
+    return [4, -6, rules.e4m3_emax] if params[0] == 4 else list(params)  # E4M3: emax 7 before OCP's
 
 
 def _update(state: _State, given: dict) -> _State:
@@ -280,32 +272,29 @@ def _update(state: _State, given: dict) -> _State:
     catalogue = state.catalogue
     if "format" in given:
         value = given["format"]
-        if isempty(value):
-            o.format = "h"
-        elif isinstance(value, str):
-            o.format = value
-        else:
+        if not (isempty(value) or isinstance(value, str)):
             raise ValueError(f"fpopts.format must be a string, got {value!r}.")
+        o.format = "h" if isempty(value) else value
     if not rules.long_names and len(o.format) >= 10:
         raise ValueError(f"Before 2022-08-11 the format name {o.format!r} overflows the MEX's 10-character "
                          "buffer (its result is undefined).")
-    params = given.get("params")
     if "params" in given and o.format not in _CUSTOM:
         warnings.warn("cpfloat:ignoredparams: Floating-point parameters ignored.", stacklevel=3)
     defaults: dict = {}
     named = _named(o.format, rules)
     if named is not None:
-        o.params = list(named)
+        o.params = named
         if rules.emin != "format" and named[0] != 4:
             o.params[1] = state.options.params[1]  # left as it was (0 at first): only E4M3 set emin
         defaults = _DEFAULTS[o.format]
         catalogue = None
     elif o.format in _CUSTOM:
-        values = None if params is None else np.asarray(params, dtype=object).ravel()
-        if values is None or values.size != len(rules.params_layout.split(",")):
-            raise CpfloatError("cpfloat:invalidparams", "Invalid floating-point parameters specified.")
         # [t, emin, emax] from params as the interface of the date lists them (emin: 1 - emax before 2024)
-        listed = dict(zip(rules.params_layout.split(","), [_number(v, "params") for v in values]))
+        layout = rules.params_layout.split(",")
+        values = np.asarray(given.get("params", ()), dtype=object).ravel()  # (None: one value)
+        if values.size != len(layout):
+            raise CpfloatError("cpfloat:invalidparams", "Invalid floating-point parameters specified.")
+        listed = dict(zip(layout, [_number(v, "params") for v in values]))
         o.params = [listed["t"], listed.get("emin", 1 - listed["emax"]), listed["emax"]]
         if rules.emin != "format":
             o.params[1] = state.options.params[1]
@@ -325,26 +314,18 @@ def _update(state: _State, given: dict) -> _State:
     # (on older dates, subnormal, saturation and infinity had other rules: CPFLOAT_HISTORY).
     if rules.subnormal_left_out == "default" or "subnormal" in defaults:
         o.subnormal = defaults.get("subnormal", 1)
-    if rules.infinity_left_out == "default":
-        o.infinity = defaults.get("infinity", 1)
-    elif rules.infinity_left_out == "kept":
-        if "infinity" in defaults:
-            o.infinity = defaults["infinity"]
-    else:
-        o.infinity = 1
-    if rules.saturation_left_out != "kept":
-        o.saturation = 0
-    if "saturation" in defaults:
-        o.saturation = defaults["saturation"]
-    empty_defaults = {"subnormal": 1, "explim": 1, "infinity": 1, "round": 1, "saturation": 0,
-                      "flip": 0, "p": 0.5}
     if rules.infinity_left_out == "not an option":
-        del empty_defaults["infinity"]
-    if rules.saturation_left_out == "not an option":
-        del empty_defaults["saturation"]
-    for name, empty in empty_defaults.items():
-        if name in given:
+        o.infinity = 1
+    elif rules.infinity_left_out == "default" or "infinity" in defaults:
+        o.infinity = defaults.get("infinity", 1)
+    if rules.saturation_left_out != "kept" or "saturation" in defaults:
+        o.saturation = defaults.get("saturation", 0)
+    # Given: the value, or empty the default (infinity and saturation unread before they were options).
+    unread = {"infinity": rules.infinity_left_out, "saturation": rules.saturation_left_out}
+    for name in ("subnormal", "explim", "infinity", "round", "saturation", "flip", "p"):
+        if name in given and unread.get(name) != "not an option":
             value = given[name]
+            empty = getattr(CpfloatOptions, name)
             setattr(o, name, empty if isempty(value) else _number(value, name, integer=name != "p"))
     drcheck = state.drcheck
     if "drcheck" in given and rules.drcheck:
@@ -424,10 +405,9 @@ def _checked_spec(state: _State, x_class: str) -> RoundingSpec:
     minexp, maxexp = (-126, 127) if x_class == "single" else (-1022, 1023)
     t, emin, emax = o.params
     rules = state.rules
-    if o.format in _CUSTOM and not rules.drcheck:  # before 2026-06-23: one error (emin checked from 2024-05-08)
-        if t > maxfbits or emax > maxexp or (rules.params_layout != "t,emax" and emin < minexp):
+    if o.format in _CUSTOM:  # (before 2026-06-23: one error, 'invalidparams'; emin checked from 2024-05-08)
+        if not rules.drcheck and (t > maxfbits or emax > maxexp or (rules.params_layout != "t,emax" and emin < minexp)):
             raise CpfloatError("cpfloat:invalidparams", "Invalid floating-point parameters selected.")
-    if o.format in _CUSTOM:
         if emin < minexp or emax > maxexp:
             raise CpfloatError("cpfloat:invalidexponent", "Invalid exponent range selected.")
         if state.drcheck and t > maxfbits:

@@ -345,8 +345,7 @@ class Chop:
     """
 
     def __init__(self, options: Any = None, /, *, rng: Any = None, **kwargs: Any) -> None:
-        given = dict(given_fields(options) or {})
-        given.update(kwargs)
+        given = {**(given_fields(options) or {}), **kwargs}
         self._specs = {"double": resolve(given, None, "double")}
         self._given = given
         self._flips = _flip_sources(rng, "Chop's ")

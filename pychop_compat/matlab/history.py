@@ -21,15 +21,17 @@ from typing import Callable, Literal, Optional, Union
 
 import numpy as np
 
-from ..formats import CHOP_FORMAT_NAMES, CUSTOM_NAMES, custom_format, lookup_format
+from ..formats import CHOP_FORMAT_NAMES, CUSTOM_NAMES, lookup_format
 from ..kernels import compiled, numpy_fast, numpy_history
 from ..random import matlab_stream
-from .options import DEFAULT_SPEC, OPTION_NAMES, ChopSpec, Options, precision_limit, remembered, resolve
+from .options import (DEFAULT_SPEC, OPTION_NAMES, ChopSpec, Options, custom_params_format, precision_limit, remembered,
+                      resolve)
 from ..spec import RoundingSpec
 from ..random.sources import MATLAB_STREAM, sources_for
 from ..rules.chop import apply_range_limits, roundit_vector
 
-__all__ = ["chop_at", "ChopAt", "HISTORY", "rules_at", "Rules", "FIRST_RELEASE", "ROUTES", "route_at", "as_date"]
+__all__ = ["chop_at", "ChopAt", "HISTORY", "rules_at", "Rules", "FIRST_RELEASE", "ROUTES", "route_at", "as_date",
+           "rules_in_force"]
 
 #: chop.m's first public release; earlier dates are refused by :func:`chop_at`.
 FIRST_RELEASE = _dt.date(2019, 3, 7)
@@ -126,26 +128,35 @@ def rules_at(date: Union[str, _dt.date]) -> Rules:
     if day < FIRST_RELEASE:
         raise ValueError(f"chop was first released on {FIRST_RELEASE.isoformat()}; no chop existed on {day}.")
     commit = [c for d, c, _ in HISTORY if as_date(d) <= day][-1]
+    return Rules(date=day, commit=commit, **rules_in_force(_CHANGES, day))
 
-    def since(text: str) -> bool:
-        return day >= as_date(text)
 
-    return Rules(
-        date=day,
-        commit=commit,
-        requires_format=not since("2019-03-14"),
-        precision_limit=("round to nearest" if since("2020-10-03")
-                         else "all modes" if since("2019-03-14") else "none"),
-        explim_option=since("2019-07-11"),
-        flips_broken=since("2019-07-11") and not since("2020-05-31"),
-        explim0_first_elements_only=since("2019-07-11") and not since("2020-05-01"),
-        truncation=("elementwise" if since("2020-05-13") else "mask" if since("2020-05-01") else "block"),
-        overflow="by mode" if since("2020-05-13") else "infinity",
-        exponent="frexp" if since("2020-05-14") else "floor log2",
-        tiny="by mode" if since("2020-06-16") else "flush",
-        fp8=since("2022-04-15"),
-        randfunc_option=since("2022-06-14"),
-    )
+#: When each rule of :class:`Rules` changed: (its value at the first release, (date, new value), ...).
+_CHANGES: dict[str, tuple] = {
+    "requires_format": (True, ("2019-03-14", False)),
+    "precision_limit": ("none", ("2019-03-14", "all modes"), ("2020-10-03", "round to nearest")),
+    "explim_option": (False, ("2019-07-11", True)),
+    "flips_broken": (False, ("2019-07-11", True), ("2020-05-31", False)),
+    "explim0_first_elements_only": (False, ("2019-07-11", True), ("2020-05-01", False)),
+    "truncation": ("block", ("2020-05-01", "mask"), ("2020-05-13", "elementwise")),
+    "overflow": ("infinity", ("2020-05-13", "by mode")),
+    "exponent": ("floor log2", ("2020-05-14", "frexp")),
+    "tiny": ("flush", ("2020-06-16", "by mode")),
+    "fp8": (False, ("2022-04-15", True)),
+    "randfunc_option": (False, ("2022-06-14", True)),
+}
+
+
+def rules_in_force(changes: Mapping[str, tuple], day: _dt.date) -> dict:
+    """The value of each rule of ``changes`` at the end of ``day``; ``changes`` maps a rule to
+    ``(its first value, (date it changed, new value), ...)``, the dates in order."""
+    found = {}
+    for name, (value, *steps) in changes.items():
+        found[name] = value
+        for since, new in steps:
+            if day >= as_date(since):
+                found[name] = new
+    return found
 
 
 #: How :func:`chop_at` computes a call (:func:`route_at`): on today's engines, on today's engines
@@ -255,7 +266,7 @@ def _resolve_at(options, stored: Optional[ChopSpec], x_class: str, rules: Rules)
     if rules.requires_format and "format" not in given:
         raise ValueError("Before 2019-03-14 chop needs options.format (Reference to non-existent field 'format').")
     if not rules.explim_option:
-        given.pop("explim", None)  # not read: the exponent range always applied
+        given.pop("explim", None)  # not read: the range always applied (ChopAt needs no other check)
     if not rules.randfunc_option:
         given.pop("randfunc", None)  # not read: stochastic rounding drew from rand
     name = given.get("format", "h")
@@ -273,27 +284,14 @@ def _resolve_at(options, stored: Optional[ChopSpec], x_class: str, rules: Rules)
                          "under chop (see docs/formats.rst).")
     if name not in CUSTOM_NAMES:
         return resolve(dict(given, format=name), stored, x_class)
-    # Custom formats: validate the other fields with today's rules, then the params of the time.
+    # Custom formats: validate the other fields with today's rules, then the params of the time
+    # (precision limited from 2019-03-14: in every mode as round to nearest, from 2020-10-03 as today).
     standin = dict(given, format="h")
     standin.pop("params", None)
     spec = resolve(standin, None, x_class)
-    if "params" in given:
-        values = np.asarray(given["params"]).ravel()
-        if values.size != 2 or not all(float(v).is_integer() and v >= 1 for v in values):
-            raise ValueError(f"options.params must be [t, emax] with integers t, emax >= 1, got {given['params']!r}.")
-        t, emax = int(values[0]), int(values[1])
-        # (limited from 2019-03-14: in every mode, then from 2020-10-03 as today)
-        limit = precision_limit(1 if rules.precision_limit == "all modes" else spec.spec.round, x_class)
-        if rules.precision_limit != "none" and t > limit:
-            raise ValueError(
-                f"Precision of the custom format must be at most {limit} if working in {x_class} "
-                f"(chop on {rules.date.isoformat()})."
-            )
-        fmt = custom_format(t, emax)
-    elif stored is not None:
-        fmt = custom_format(stored.spec.fmt.t, stored.spec.fmt.emax)
-    else:
-        raise ValueError("Must specify options.params with options.format = 'c'.")
+    limit = precision_limit(1 if rules.precision_limit == "all modes" else spec.spec.round, x_class)
+    fmt = custom_params_format(given, stored, None if rules.precision_limit == "none" else limit, x_class,
+                               f" (chop on {rules.date.isoformat()})")
     return ChopSpec(name, dataclasses.replace(spec.spec, fmt=fmt), spec.randfunc)
 
 
@@ -361,7 +359,7 @@ def chop_vector_at(x: np.ndarray, spec: RoundingSpec, rules: Rules, sources,
     with np.errstate(all="ignore"):
         fmt = spec.fmt
         t, emin, emins = fmt.t, fmt.emin, fmt.emins
-        limits = spec.limits_exponent if rules.explim_option else True
+        limits = spec.limits_exponent or not rules.explim_option  # (explim read from 2019-07-11)
         e = _exponent(x, rules)
         normal: Union[slice, np.ndarray]  # (a slice where it can: views, not gathered copies)
         sub = np.zeros(0, dtype=np.intp)
@@ -440,12 +438,6 @@ def _on_engines_at(work: np.ndarray, settings: ChopSpec, route: str, fused: dict
     return out
 
 
-def _loops_key(char: str) -> str:
-    """The key of route ``'old rules'``'s loops for the dtype character ``char`` in ``ChopAt``'s
-    ``fused``: the character for the compiled engine's, ``'numpy ' + char`` for the NumPy engine's."""
-    return char if compiled.wanted() else "numpy " + char
-
-
 def _x_class(x) -> str:
     if np.iscomplexobj(x):
         raise ValueError("Chop requires a real input array.")
@@ -482,7 +474,7 @@ class ChopAt:
                 spec = settings.spec
                 found = self._routes[id(settings)] = (settings, route_at(self.rules, spec), {}, spec.min_rep)
                 if found[1] == "old rules":  # (Python floats where the old rules are today's: today's kernel)
-                    found[2]["float"] = numpy_history.regular_float(spec, self._limits(spec), MATLAB_STREAM)
+                    found[2]["float"] = numpy_history.regular_float(spec, spec.limits_exponent, MATLAB_STREAM)
             if (kind is float and (found[1] == "today" or found[1] == "flush tiny")
                     and (settings.scalar_path or not settings.spec.flips)):  # (scalar_path: no flips either)
                 if settings.scalar_path:  # the scalar kernel of today's chop (no random numbers)
@@ -527,27 +519,23 @@ class ChopAt:
     def _first_elements_only(self, work, spec: RoundingSpec) -> bool:
         """Whether the explim = 0 bug of 2019-07-11 .. 2020-04-30 leaves elements of the matrix
         ``work`` unrounded (chop.m rounded its first ``max(size(x))``, in column-major order)."""
-        return (self.rules.explim0_first_elements_only and self.rules.explim_option and not spec.limits_exponent
+        return (self.rules.explim0_first_elements_only and not spec.limits_exponent
                 and np.ndim(work) > 1 and max(work.shape) < work.size)
-
-    def _limits(self, spec: RoundingSpec) -> bool:
-        """Whether the exponent range applies (``explim``, read from 2019-07-11)."""
-        return spec.limits_exponent if self.rules.explim_option else True
 
     def _old_rules_loops(self, dtype: np.dtype, work, spec: RoundingSpec, fused: dict) -> Optional[Callable]:
         """The loops of the rules before 2020-05-14 for ``work`` (an array of ``dtype`` or a float;
-        route ``'old rules'``), by engine and dtype character in ``fused`` (:func:`_loops_key`):
-        the compiled engine's, or the NumPy engine's (modes 1-4:
+        route ``'old rules'``), in ``fused`` by dtype character (the compiled engine's) or by
+        ``'numpy '`` + character (the NumPy engine's, modes 1-4:
         :func:`~pychop_compat.kernels.numpy_history.round_old_rules`, mode 4 by blocks through
         :meth:`_numpy_block_truncation`); None for the step-by-step rules (the NumPy engine's
         stochastic rounding, and the explim = 0 bug of 2019-07-11 .. 2020-04-30 on a matrix:
         elements in column-major order)."""
         if not dtype.isnative or self._first_elements_only(work, spec):
             return None
-        key = _loops_key(dtype.char)
+        key = dtype.char if compiled.wanted() else "numpy " + dtype.char
         loops = fused.get(key, False)
         if loops is False:  # (found once per settings, engine and dtype; None: the loops do not apply)
-            limits = self._limits(spec)
+            limits = spec.limits_exponent
             by_mode = self.rules.overflow == "by mode"
             block = self.rules.truncation == "block"
             if key != dtype.char:  # the NumPy engine: the step-by-step rules on its special elements

@@ -392,12 +392,9 @@ def _find_matrix(name: PathName, folder: Optional[PathName]) -> Path:
         return path
     root = Path(folder).expanduser()
     relative = Path(name)
-    stem = relative.name[:-4] if relative.name.endswith(".mat") else relative.name
+    stem = relative.name.removesuffix(".mat")
     tried = [root / relative.parent / f"{stem}.mat", root / f"{stem}.mat"]
-    for path in tried:
-        if path.is_file():
-            return path
-    found = sorted(root.glob(f"*/{stem}.mat"))
+    found = [path for path in tried if path.is_file()] or sorted(root.glob(f"*/{stem}.mat"))
     if found:
         return found[0]
     raise FileNotFoundError(f"no SuiteSparse matrix {str(name)!r} in {root} (tried "

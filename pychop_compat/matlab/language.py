@@ -97,7 +97,8 @@ def int_divide(a: ArrayLike, b: ArrayLike) -> np.ndarray:
     a_arr, b_arr = np.asarray(a), np.asarray(b)
     kinds = [arr.dtype for arr in (a_arr, b_arr) if np.issubdtype(arr.dtype, np.integer)]
     if not kinds:
-        raise TypeError(f"int_divide needs integer arrays (MATLAB integer classes); got {a_arr.dtype} and {b_arr.dtype}")
+        raise TypeError(f"int_divide needs integer arrays (MATLAB integer classes); got {a_arr.dtype} and "
+                        f"{b_arr.dtype}")
     dtype = kinds[0]
     for arr in (a_arr, b_arr):
         if np.issubdtype(arr.dtype, np.integer) and arr.dtype != dtype and arr.ndim > 0:
@@ -191,11 +192,11 @@ def _flatten(args) -> list:
 
 def _format_one(spec: re.Match, value: Any) -> str:
     flags, width, precision, conversion = spec["flags"], spec["width"] or "", spec["precision"], spec["conversion"]
-    head = f"%{flags}{width}"
+    head, dot = f"%{flags}{width}", "" if precision is None else f".{precision}"
     if conversion == "s":
         if not isinstance(value, str):  # MATLAB prints a number given to %s in shortest form
             value = _shortest(value)
-        return (head + (f".{precision}" if precision else "") + "s") % value
+        return (head + dot + "s") % value
     if conversion == "c":
         return (head + "s") % (value if isinstance(value, str) else chr(int(value)))
     if isinstance(value, str):  # text given to a numeric conversion: MATLAB prints the text
@@ -208,10 +209,10 @@ def _format_one(spec: re.Match, value: Any) -> str:
         return ("%" + flags.replace("0", "").replace("+", "") + width + "s") % text
     if conversion in "diouxX":
         if number != int(number):  # not an integer: MATLAB switches to %e
-            return (head + (f".{precision}" if precision else "") + "e") % number
+            return (head + dot + "e") % number
         conversion = "d" if conversion in "iu" else conversion
         return (head + conversion) % int(number)
-    return (head + (f".{precision}" if precision is not None else "") + conversion) % number
+    return (head + dot + conversion) % number
 
 
 def _shortest(value) -> str:

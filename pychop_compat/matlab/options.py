@@ -21,16 +21,16 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 
 import numpy as np
 
-from ..formats import CHOP_FORMAT_NAMES, CUSTOM_NAMES, custom_format, lookup_format
+from ..formats import CHOP_FORMAT_NAMES, CUSTOM_NAMES, Format, custom_format, lookup_format
 from ..engines.dispatch import PreparedRounding
 from ..random.matlab_stream import default_randfunc
 from ..random.sources import sources_for
 from ..spec import RoundingSpec
 
 __all__ = ["Options", "ChopSpec", "resolve", "remembered", "OPTION_NAMES", "CHOP_M_OPTION_NAMES", "CHOP_RULES",
-           "default_rules", "options_are_empty", "round_mode", "probability",
-           "given_fields", "params_pair", "as_switch", "isempty", "precision_limit", "DEFAULT_SPEC",
-           "items_snapshot", "atomic_values"]
+           "default_rules", "options_are_empty", "round_mode", "probability", "given_fields", "params_pair",
+           "custom_params_format", "as_switch", "isempty", "precision_limit", "DEFAULT_SPEC", "items_snapshot",
+           "atomic_values"]
 
 
 @dataclass
@@ -140,13 +140,9 @@ def options_are_empty(options: Any) -> bool:
 
     An empty mapping is MATLAB's ``struct()``, not ``[]``: every field at its default.
     """
-    if options is None:
-        return True
     if type(options) is dict:  # the usual case, first: chop is called in loops
         return False
-    if isinstance(options, (str, list, tuple)) and not hasattr(options, "_fields"):
-        return len(options) == 0
-    return isinstance(options, np.ndarray) and options.size == 0
+    return isempty(options) and not isinstance(options, dict) and not hasattr(options, "_fields")
 
 
 #: Misspellings and older names of options, and the option meant.
@@ -160,12 +156,11 @@ _NOT_OPTIONS = (str, bytes, bytearray, numbers.Number, np.generic, np.ndarray,
 
 def _unknown_fields_error(unknown) -> ValueError:
     names = sorted(str(name) for name in unknown)
-    hints = []
+    hint = ""
     for name in names:
         meant = _SUGGESTIONS.get(name.lower()) or next(iter(difflib.get_close_matches(name, OPTION_NAMES, 1)), None)
         if meant:
-            hints.append(f"{name!r}: did you mean {meant!r}?")
-    hint = (" " + " ".join(hints)) if hints else ""
+            hint += f" {name!r}: did you mean {meant!r}?"
     return ValueError(f"Unknown chop option(s) {names}; allowed: {', '.join(OPTION_NAMES)}.{hint}")
 
 
@@ -179,9 +174,7 @@ def _attribute_fields(options) -> set[str]:
         names.update(k for k in instance_dict if isinstance(k, str) and not k.startswith("_"))
     for klass in type(options).__mro__:
         slots = klass.__dict__.get("__slots__", ())
-        if isinstance(slots, str):
-            slots = (slots,)
-        for slot in slots:
+        for slot in (slots,) if isinstance(slots, str) else slots:
             if slot not in ("__dict__", "__weakref__"):
                 found = True
                 if not slot.startswith("_") and hasattr(options, slot):
@@ -292,6 +285,23 @@ def precision_limit(mode: int, x_class: str) -> int:
     if mode == 1:
         return 11 if x_class == "single" else 25
     return 23 if x_class == "single" else 52
+
+
+def custom_params_format(given: dict, stored: Optional[ChopSpec], limit: Optional[int], x_class: str,
+                         when: str = "") -> Format:
+    """The custom format (``format = 'c'``) of the fields ``given``: ``params`` checked (precision at
+    most ``limit`` for ``x_class``, None: no limit; ``when`` ends that error's message), else the
+    ``[t, emax]`` of the ``stored`` settings; ValueError otherwise."""
+    if "params" in given:
+        t, emax = params_pair(given["params"])
+        if t < 1 or emax < 1:
+            raise ValueError(f"options.params = [t, emax] needs t >= 1 and emax >= 1, got [{t}, {emax}].")
+        if limit is not None and t > limit:
+            raise ValueError(f"Precision of the custom format must be at most {limit} if working in {x_class}{when}.")
+        return custom_format(t, emax)
+    if stored is not None:
+        return custom_format(stored.spec.fmt.t, stored.spec.fmt.emax)
+    raise ValueError("Must specify options.params with options.format = 'c'.")
 
 
 def params_pair(params: Any) -> tuple[int, int]:
@@ -485,18 +495,7 @@ def _resolve(options, stored: Optional[ChopSpec], x_class: str) -> ChopSpec:
                          f"got {name!r}.")
     mode = round_mode(given.get("round", 1))
     if name in CUSTOM_NAMES:
-        if "params" in given:
-            t, emax = params_pair(given["params"])
-            if t < 1 or emax < 1:
-                raise ValueError(f"options.params = [t, emax] needs t >= 1 and emax >= 1, got [{t}, {emax}].")
-            limit = precision_limit(mode, x_class)
-            if t > limit:
-                raise ValueError(f"Precision of the custom format must be at most {limit} if working in {x_class}.")
-            fmt = custom_format(t, emax)
-        elif stored is not None:
-            fmt = custom_format(stored.spec.fmt.t, stored.spec.fmt.emax)
-        else:
-            raise ValueError("Must specify options.params with options.format = 'c'.")
+        fmt = custom_params_format(given, stored, precision_limit(mode, x_class), x_class)
     else:
         fmt = lookup_format(name)
         if "params" in given:

@@ -89,11 +89,12 @@ def _significands(ns: Namespace, magnitude: Any, exponent: Any, fraction_bits: i
     return ns.xp.astype(_ldexp(ns, magnitude, fraction_bits - exponent), ns.xp.int64)
 
 
-def _shift(ns: Namespace, values: Any, left: Any) -> Any:
-    """``floor(values * 2**left)`` for nonnegative int64 ``values`` (right shifts past 62 give 0;
-    no left shift of a nonzero term reaches 62, see :func:`_block`)."""
+def _floor_shift(ns: Namespace, values: Any, left: Any) -> Any:
+    """``floor(values * 2**left)`` for int64 ``values``: rounded toward minus infinity, as an
+    arithmetic right shift does (shifts past 63 give 0 or -1; no left shift of a nonzero term
+    reaches 62: see :func:`_block` and :func:`_late_addend`)."""
     xp = ns.xp
-    return xp.where(left >= 0, values << xp.clip(left, min=0, max=62), values >> xp.clip(-left, min=0, max=62))
+    return xp.where(left >= 0, values << xp.clip(left, min=0, max=62), values >> xp.clip(-left, min=0, max=63))
 
 
 def _round_scaled(ns: Namespace, total: Any, scale: Any, fraction_bits: int, out: Format,
@@ -165,7 +166,7 @@ def _block(ns: Namespace, a: Any, b: Any, c: Any, spec: BlockFMA, informat: Form
     def aligned_sum(group: slice, largest: Any) -> Any:
         # the group's products truncated to multiples of 2**scale and added exactly
         scale = largest - acc_fraction - spec.extra_alignment_bits
-        aligned = _shift(ns, products[..., group], product_scale[..., group] - scale[..., None])
+        aligned = _floor_shift(ns, products[..., group], product_scale[..., group] - scale[..., None])
         return xp.sum(xp.where(nonzero[..., group], xp.where(negative[..., group], -aligned, aligned), 0), axis=-1)
 
     if spec.odd_even_groups:
@@ -182,7 +183,7 @@ def _block(ns: Namespace, a: Any, b: Any, c: Any, spec: BlockFMA, informat: Form
         total = aligned_sum(slice(None), largest)
     scale = largest - acc_fraction - spec.extra_alignment_bits
     if spec.late_addend_bits is None:
-        aligned_c = _shift(ns, addend, exp_c - acc_fraction - scale)
+        aligned_c = _floor_shift(ns, addend, exp_c - acc_fraction - scale)
         total = total + xp.where(xp.signbit(c), -aligned_c, aligned_c)
     else:
         total, scale = _late_addend(ns, total, largest, xp.where(xp.signbit(c), -addend, addend), exp_c, spec)
@@ -280,14 +281,6 @@ def _pairwise_block(ns: Namespace, a: Any, b: Any, c: Any, spec: BlockFMA, infor
     return added(c, terms[0])
 
 
-def _floor_shift(ns: Namespace, values: Any, left: Any) -> Any:
-    """``floor(values * 2**left)`` for signed int64 ``values``: rounded toward minus infinity, as
-    an arithmetic right shift does (shifts past 63 give 0 or -1; left shifts stay below 2**62
-    where :func:`_late_addend` makes them)."""
-    xp = ns.xp
-    return xp.where(left >= 0, values << xp.clip(left, min=0, max=62), values >> xp.clip(-left, min=0, max=63))
-
-
 def _late_addend(ns: Namespace, products: Any, largest: Any, addend: Any, exp_c: Any,
                  spec: BlockFMA) -> Tuple[Any, Any]:
     """The sum of a block's aligned ``products`` (an integer times ``2**(largest - f - x)``) and the
@@ -356,11 +349,8 @@ def _block_step(ns: Namespace, spec: BlockFMA, a: Any, b: Any, has_nan: Any, plu
     with np.errstate(invalid="ignore", over="ignore"):
         products = a * b
     block_nan, block_plus, block_minus = _non_finite(xp, products)
-    if spec.block_sum == "pairwise":  # IEEE arithmetic: an infinite or NaN result is the next addend
-        result = _block(ns, xp.where(xp.isfinite(a), a, 0.0), xp.where(xp.isfinite(b), b, 0.0), accumulator,
-                        spec, *_formats(spec))
-        return has_nan | block_nan, plus | block_plus, minus | block_minus, result
-    overflowed = xp.isinf(accumulator)
+    # pairwise: IEEE arithmetic, an infinite or NaN result is the next addend
+    overflowed = xp.isinf(accumulator) & (spec.block_sum != "pairwise")
     result = _block(ns, xp.where(xp.isfinite(a), a, 0.0), xp.where(xp.isfinite(b), b, 0.0),
                     xp.where(overflowed, 0.0, accumulator), spec, *_formats(spec))
     return (has_nan | block_nan, plus | block_plus, minus | block_minus,
@@ -481,41 +471,32 @@ def _compiled_block_dot(a: np.ndarray, b: np.ndarray, c: np.ndarray, spec: Block
     if spec.block_sum != "aligned":
         QB, _ = _truncated(b.reshape(-1, b.shape[-1]), spec, informat)
         kernels.unaligned_rows(QA, QB, flat, _unaligned_parameters(spec))
-        return np.where(finite, flat.reshape(accumulator.shape), special)
-    QB, EB = _truncated(b.reshape(-1, b.shape[-1]).T, spec, informat)
-    kernels.block_rows(QA, EA, QB, EB, flat, _kernel_parameters(spec, outformat))
+    else:
+        QB, EB = _truncated(b.reshape(-1, b.shape[-1]).T, spec, informat)
+        kernels.block_rows(QA, EA, QB, EB, flat, _kernel_parameters(spec, outformat))
     return np.where(finite, flat.reshape(accumulator.shape), special)
 
 
-def _computing_namespace(*values: Any, narrow_jax: bool = False) -> Namespace:
+def _computing_namespace(*values: Any, narrow_jax: bool = False) -> Tuple[Namespace, Any]:
     """The namespace that computes a call with these arguments: that of the torch, CuPy or JAX
     arrays among them, else NumPy's (for NumPy data and everything NumPy converts); JAX's
-    without 64-bit types only if ``narrow_jax`` (the caller computes on host copies then)."""
+    without 64-bit types only if ``narrow_jax`` (the caller computes on host copies then).  And
+    the device of the first of them in its library (None for NumPy, and for a JAX array being traced)."""
     libraries = sorted({array_library(v) for v in values} & set(_DEVICE_LIBRARIES))
     if len(libraries) > 1:
         raise TypeError(f"hardware: arguments mix {' and '.join(libraries)} arrays; convert them to one library.")
     ns = library_namespace(libraries[0] if libraries else "numpy")
-    if not ns.wide and not (narrow_jax and not _traced(values)):
-        raise ValueError("hardware on JAX arrays needs 64-bit integers and floats (on traced arrays, or for "
-                         "block_dot): enable jax.config.update('jax_enable_x64', True) first.")
-    return ns
+    if not ns.wide:
+        from ..engines import jax_engine
 
-
-def _traced(values: Tuple[Any, ...]) -> bool:
-    """Whether one of ``values`` is a JAX array being traced."""
-    from ..engines import jax_engine
-
-    return any(array_library(v) == "jax" and jax_engine.is_traced(v) for v in values)
-
-
-def _device_of(ns: Namespace, *values: Any) -> Any:
-    """The device of the first of ``values`` that is an array of ``ns``'s library (None for NumPy,
-    and for a JAX array being traced)."""
+        if not narrow_jax or any(array_library(v) == "jax" and jax_engine.is_traced(v) for v in values):
+            raise ValueError("hardware on JAX arrays needs 64-bit integers and floats (on traced arrays, or for "
+                             "block_dot): enable jax.config.update('jax_enable_x64', True) first.")
     if ns.name == "numpy":
-        return None
+        return ns, None
     import array_api_compat
 
-    return array_api_compat.device(next(v for v in values if array_library(v) == ns.name))
+    return ns, array_api_compat.device(next(v for v in values if array_library(v) == ns.name))
 
 
 def _real_operand(ns: Namespace, device: Any, name: str, value: Any) -> Any:
@@ -587,8 +568,7 @@ def block_dot(a: Any, b: Any, c: Any, spec: BlockFMA) -> Any:
         float64 array of shape ``a.shape[:-1]`` holding values of the output format: a
         NumPy array, or one of the inputs' library on their device.
     """
-    ns = _computing_namespace(a, b, c)
-    device = _device_of(ns, a, b, c)
+    ns, device = _computing_namespace(a, b, c)
     xp = ns.xp
     a, b = xp.broadcast_arrays(_real_operand(ns, device, "a", a), _real_operand(ns, device, "b", b))
     c = xp.broadcast_to(_real_operand(ns, device, "c", c), a.shape[:-1])
@@ -666,11 +646,9 @@ def matmul(A: Any, B: Any, C: Any = None, alpha: float = 1.0, beta: float = 0.0,
         spec = preset_model(model, inputs or "fp16", output or "fp32")
     else:
         spec = model
-        if (inputs, output) != (None, None) and (inputs or spec.input_format, output or spec.output_format) \
-                != (spec.input_format, spec.output_format):
+        if (inputs or spec.input_format, output or spec.output_format) != (spec.input_format, spec.output_format):
             raise ValueError("inputs and output must be the model's formats when a BlockFMA is given.")
-    ns = _computing_namespace(A, B, C, narrow_jax=True)
-    device = _device_of(ns, A, B, C)
+    ns, device = _computing_namespace(A, B, C, narrow_jax=True)
     if not ns.wide:  # JAX without int64 and float64: NumPy computes on host copies (exact)
         import jax
 

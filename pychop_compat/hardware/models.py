@@ -132,16 +132,12 @@ class BlockFMA:
     odd_even_groups: bool = False
 
     def __post_init__(self) -> None:
-        if self.input_format not in INPUT_FORMATS:
-            raise ValueError(f"input_format must be one of {sorted(INPUT_FORMATS)}, got {self.input_format!r}.")
-        if self.output_format not in OUTPUT_FORMATS:
-            raise ValueError(f"output_format must be one of {sorted(OUTPUT_FORMATS)}, got {self.output_format!r}.")
-        if self.rounding not in ROUNDING_MODES:
-            raise ValueError(f"rounding must be one of {ROUNDING_MODES}, got {self.rounding!r}.")
+        for name, allowed in (("input_format", sorted(INPUT_FORMATS)), ("output_format", sorted(OUTPUT_FORMATS)),
+                              ("rounding", ROUNDING_MODES), ("block_sum", BLOCK_SUMS)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}.")
         if self.fma_size < 1:
             raise ValueError(f"fma_size must be a positive integer, got {self.fma_size}.")
-        if self.block_sum not in BLOCK_SUMS:
-            raise ValueError(f"block_sum must be one of {BLOCK_SUMS}, got {self.block_sum!r}.")
         if self.block_sum != "aligned" and self.late_addend_bits is not None:
             raise ValueError(f"late_addend_bits needs block_sum='aligned', got block_sum={self.block_sum!r}.")
         if self.block_sum == "pairwise" and self.fma_size & (self.fma_size - 1):

@@ -88,13 +88,12 @@ def _conv2d(input: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tens
     the addend of the first block."""
     batched = input.dim() == 4
     x = input if batched else input[None]
-    kernel, dilation = tuple(weight.shape[-2:]), _axes(dilation, 2)
+    kernel, dilation, stride = tuple(weight.shape[-2:]), _axes(dilation, 2), _axes(stride, 2)
     (top, bottom), (left, right) = _paddings(padding, kernel, dilation)
     x = F.pad(x, (left, right, top, bottom))
-    columns = F.unfold(x, kernel, dilation=dilation, stride=_axes(stride, 2))
-    images, height, width = x.shape[0], x.shape[2], x.shape[3]
-    rows = (height - dilation[0] * (kernel[0] - 1) - 1) // _axes(stride, 2)[0] + 1
-    cols = (width - dilation[1] * (kernel[1] - 1) - 1) // _axes(stride, 2)[1] + 1
+    columns = F.unfold(x, kernel, dilation=dilation, stride=stride)
+    images = x.shape[0]
+    rows, cols = ((size - d * (k - 1) - 1) // s + 1 for size, k, d, s in zip(x.shape[2:], kernel, dilation, stride))
     positions = columns.shape[-1]
     inner = weight[0].numel()
     columns = columns.reshape(images, groups, inner, positions)

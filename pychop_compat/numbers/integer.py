@@ -10,6 +10,7 @@ from typing import Any, Callable, Optional, Union
 import numpy as np
 
 from ._common import HostArray, check_int, check_mode, random_sources, round_integers, shift
+from .fixed import fixed_point_range
 
 __all__ = ["int_quantize", "int_range"]
 
@@ -23,19 +24,18 @@ def int_range(bits: int, signed: bool = True) -> tuple[int, int]:
     >>> int_range(4), int_range(4, signed=False)
     ((-8, 7), (0, 15))
     """
-    bits = check_int(bits, "bits", 2, 16)
-    return (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+    return fixed_point_range(check_int(bits, "bits", 2, 16), signed)
 
 
 def _reduce(values: np.ndarray, axis: Optional[Union[int, tuple]], function) -> np.ndarray:
     """``function`` (max or min) over every axis but the channel axes, keeping dims (per tensor:
     all axes), with 0 as the initial value (empty input; callers include 0 in the range anyway)."""
-    if axis is None:
-        return function(values, axis=None, keepdims=True, initial=0.0)
-    channels = (axis,) if isinstance(axis, int) else tuple(axis)
-    ndim = values.ndim
-    kept = {check_int(a, "axis", -ndim, ndim - 1) % ndim for a in channels}  # 0-d: no axis, [0, -1] is empty
-    over = tuple(a for a in range(ndim) if a not in kept)
+    over: Optional[tuple] = None
+    if axis is not None:
+        ndim = values.ndim
+        kept = {check_int(a, "axis", -ndim, ndim - 1) % ndim  # 0-d: no axis, [0, -1] is empty
+                for a in ((axis,) if isinstance(axis, int) else axis)}
+        over = tuple(a for a in range(ndim) if a not in kept)
     return function(values, axis=over, keepdims=True, initial=0.0)
 
 
@@ -43,8 +43,7 @@ def _exact_side(x: np.ndarray, m: np.ndarray, s_hi: np.ndarray, s_lo: np.ndarray
     """The sign of ``x - m * s``, exactly, for ``s = s_hi + s_lo`` in [1, 2) split into 26-bit
     halves and ``|m| < 2^20`` with at most 21 significant bits: ``m * s_hi``, ``m * s_lo`` and
     (Sterbenz, where it matters) ``x - m * s_hi`` are exact."""
-    d = x - m * s_hi
-    return np.sign(d - m * s_lo)
+    return np.sign((x - m * s_hi) - m * s_lo)
 
 
 def exact_quotient(x: np.ndarray, scale: np.ndarray, low: Union[float, np.ndarray],

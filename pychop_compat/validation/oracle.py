@@ -258,17 +258,13 @@ def grid_neighbours(ev: ExactValues, q: np.ndarray) -> GridNeighbours:
 
 def _select(ev: ExactValues, nb: GridNeighbours, mode: int) -> np.ndarray:
     """Signed result of rounding mode 1-4 from the neighbours (float64)."""
-    inexact = nb.cls != EXACT
-    if mode == 1:      # nearest, ties to even A
-        go_up = (nb.cls == ABOVE) | ((nb.cls == TIE) & (nb.A % 2 == 1))
-    elif mode == 2:    # towards +inf: magnitude up for positive values
-        go_up = inexact & ~ev.neg
-    elif mode == 3:    # towards -inf: magnitude up for negative values
-        go_up = inexact & ev.neg
-    elif mode == 4:    # towards zero
-        go_up = np.zeros_like(inexact)
-    else:
+    if mode not in (1, 2, 3, 4):
         raise ValueError(f"deterministic mode 1-4 expected, got {mode}")
+    inexact = nb.cls != EXACT
+    go_up = {1: (nb.cls == ABOVE) | ((nb.cls == TIE) & (nb.A % 2 == 1)),  # nearest, ties to even A
+             2: inexact & ~ev.neg,  # towards +inf: magnitude up for positive values
+             3: inexact & ev.neg,  # towards -inf: magnitude up for negative values
+             4: np.zeros_like(inexact)}[mode]  # towards zero
     mag = np.where(go_up, nb.up, nb.down)
     out = np.where(ev.neg, -mag, mag)
     return np.where(ev.nonzero, out, ev.x)           # 0, +-inf, NaN pass through
@@ -420,16 +416,8 @@ def chop_rule_round(values: Any, t: int, emax: int, subnormal: int = 1, mode: in
     half_mpf = libmp.mpf_shift(min_rep_mpf, -1)
     ac = np.abs(c)
     small = ac < min_rep
-    if mode == 1 and subnormal:
-        to_min = small & (ac > double_bound(half_mpf, "floor"))
-    elif mode == 1:
-        to_min = small & (ac >= double_bound(half_mpf, "ceil"))
-    elif mode == 2:
-        to_min = small & (c > 0)
-    elif mode == 3:
-        to_min = small & (c < 0)
-    else:
-        to_min = np.zeros_like(small)
+    nearest = (ac > double_bound(half_mpf, "floor")) if subnormal else (ac >= double_bound(half_mpf, "ceil"))
+    to_min = small & {1: nearest, 2: c > 0, 3: c < 0, 4: np.zeros_like(small)}[mode]
     c[to_min] = np.copysign(min_rep, c[to_min])      # sign(c) * min_rep
     c[small & ~to_min] = 0.0
     return _finish(ev, c, dtype)
@@ -490,17 +478,9 @@ def scalar_grid_round(x: float, q: int, mode: int) -> float:
     if ey >= 0:
         r = libmp.normalize(sign, man, exp, bc, ey + 1, rnd)   # keep integer bits only
     else:                                           # |v| < 1: result 0 or +-1
-        half = libmp.from_man_exp(1, -1)
-        av = libmp.mpf_abs(v)
-        if mode == 1:
-            up = libmp.mpf_cmp(av, half) > 0        # a tie (|v| = 1/2) goes to the even 0
-        elif mode == 2:
-            up = not sign
-        elif mode == 3:
-            up = bool(sign)
-        else:
-            up = False
-        r = libmp.from_man_exp((-1 if sign else 1) * int(up), 0)
+        # mode 1: a tie (|v| = 1/2) goes to the even 0
+        up = {1: libmp.mpf_cmp(libmp.mpf_abs(v), libmp.from_man_exp(1, -1)) > 0, 2: not sign, 3: bool(sign)}
+        r = libmp.from_man_exp((-1 if sign else 1) * int(up.get(mode, False)), 0)
     return libmp.to_float(libmp.mpf_shift(r, q), strict=True)
 
 

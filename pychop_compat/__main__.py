@@ -64,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("demo", help="print a table of chop results by format and rounding mode (the default)")
     sub.add_parser("info", help="print the package, Python, library and engine versions and the machine, as JSON")
     v = sub.add_parser("validate", help="rerun the MATLAB corpus and the mpmath oracle on every available engine")
-    v.add_argument("--corpus", help="corpus folder in pychop_compat.validation.corpora's layout (default: the copy installed with the package)")
+    v.add_argument("--corpus", help="corpus folder in pychop_compat.validation.corpora's layout "
+                   "(default: the copy installed with the package)")
     v.add_argument("--engines", help="comma-separated engines (default: all available)")
     v.add_argument("--json", metavar="FILE", help="also write the results as JSON, with the versions "
                    "of the package, Python, NumPy and the engines, the machine and the corpus's checksums")
@@ -90,17 +91,16 @@ def main(argv: list[str] | None = None) -> int:
     from .engines import available_engines
     from .validation import environment, find_corpus, format_table, not_run, validate, write_json
 
+    known = available_engines()
     if args.command == "info":
         import json
 
-        print(json.dumps(environment(available_engines()), indent=2))
+        print(json.dumps(environment(known), indent=2))
         return 0
     engines = args.engines.split(",") if args.engines else None
-    if engines is not None:
-        known = available_engines()
-        unknown = [e for e in engines if e not in known]
-        if unknown:
-            parser.error(f"--engines: {', '.join(unknown)} not available here; available: {', '.join(known)}")
+    unknown = [e for e in engines or () if e not in known]
+    if unknown:
+        parser.error(f"--engines: {', '.join(unknown)} not available here; available: {', '.join(known)}")
     try:
         corpus = find_corpus(args.corpus)
     except FileNotFoundError as exc:
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     results = validate(corpus, engines, progress=not args.no_progress, oracle=not args.no_oracle)
     print(format_table(results))
-    ran = engines or available_engines()
+    ran = engines or known
     left_out = not_run(ran, with_oracle=not args.no_oracle, requested=engines is not None)
     for line in left_out:
         print(f"not run: {line}")

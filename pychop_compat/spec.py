@@ -17,9 +17,7 @@ __all__ = ["RoundingSpec", "RANGE_RULES", "FLIP_SCOPES", "FLIP_PRECISION_ERROR",
 
 #: Names of chop's rounding modes (``options.round``), accepted wherever a mode is a keyword
 #: argument ``round=`` outside chop.m's own options.
-ROUND_NAMES = {
-    "nearest": 1, "up": 2, "down": 3, "zero": 4, "stochastic": 5, "stochastic_equal": 6,
-}
+ROUND_NAMES = {"nearest": 1, "up": 2, "down": 3, "zero": 4, "stochastic": 5, "stochastic_equal": 6}
 
 
 def round_mode(value: object) -> int:

@@ -4,8 +4,5 @@ from .catalogue import (AMBIGUOUS_NAMES, CATALOGUE, CHOP_FORMAT_NAMES, CUSTOM_NA
                         custom_format, float_params, known_names, lookup_format)
 from .model import ENCODINGS, OVERFLOWS, Format
 
-__all__ = [
-    "Format", "ENCODINGS", "OVERFLOWS", "CATALOGUE", "CHOP_FORMAT_NAMES", "CUSTOM_NAMES",
-    "AMBIGUOUS_NAMES", "lookup_format", "catalogue_format", "custom_format", "float_params",
-    "known_names",
-]
+__all__ = ["Format", "ENCODINGS", "OVERFLOWS", "CATALOGUE", "CHOP_FORMAT_NAMES", "CUSTOM_NAMES", "AMBIGUOUS_NAMES",
+           "lookup_format", "catalogue_format", "custom_format", "float_params", "known_names"]

@@ -11,28 +11,26 @@ from typing import Optional
 
 from .model import Format
 
-__all__ = [
-    "CATALOGUE", "CHOP_FORMAT_NAMES", "CUSTOM_NAMES", "AMBIGUOUS_NAMES",
-    "lookup_format", "catalogue_format", "custom_format", "float_params", "known_names",
-]
+__all__ = ["CATALOGUE", "CHOP_FORMAT_NAMES", "CUSTOM_NAMES", "AMBIGUOUS_NAMES", "lookup_format", "catalogue_format",
+           "custom_format", "float_params", "known_names"]
 
 
 def _f(t: int, emax: int, *names: str, **kw) -> Format:
     return Format(t, emax, names, **kw)
 
 
-# chop.m's formats with its spellings first; further spellings after them.
-_Q43 = _f(4, 7, "q43", "fp8-e4m3", "float8_e4m3")
-_Q52 = _f(3, 15, "q52", "fp8-e5m2", "float8_e5m2", "E5M2")
-_BF16 = _f(8, 127, "b", "bfloat16", "bf16")
-_HALF = _f(11, 15, "h", "half", "fp16", "binary16", "float16")
-_SINGLE = _f(24, 127, "s", "single", "fp32", "binary32", "float32")
-_DOUBLE = _f(53, 1023, "d", "double", "fp64", "binary64", "float64")
-_TF32 = _f(11, 127, "t", "tf32", "TensorFloat-32")
-_QUAD = _f(113, 16383, "q", "quadruple", "fp128", "binary128")
-
-# OCP 8-bit (OFP8), the fnuz variants, OCP MX element types and the MX scale type.
-_OCP = (
+#: Every named format, in the order of the docs' table.
+CATALOGUE: tuple[Format, ...] = (
+    # chop.m's formats with its spellings first; further spellings after them.
+    _f(4, 7, "q43", "fp8-e4m3", "float8_e4m3"),
+    _f(3, 15, "q52", "fp8-e5m2", "float8_e5m2", "E5M2"),
+    _f(8, 127, "b", "bfloat16", "bf16"),
+    _f(11, 15, "h", "half", "fp16", "binary16", "float16"),
+    _f(11, 127, "t", "tf32", "TensorFloat-32"),
+    _f(24, 127, "s", "single", "fp32", "binary32", "float32"),
+    _f(53, 1023, "d", "double", "fp64", "binary64", "float64"),
+    _f(113, 16383, "q", "quadruple", "fp128", "binary128"),
+    # OCP 8-bit (OFP8), the fnuz variants, OCP MX element types and the MX scale type.
     _f(4, 8, "float8_e4m3fn", emin=-6, encoding="fn"),
     _f(4, 7, "float8_e4m3fnuz", emin=-7, encoding="fnuz"),
     _f(3, 15, "float8_e5m2fnuz", emin=-15, encoding="fnuz"),
@@ -42,9 +40,6 @@ _OCP = (
     _f(2, 2, "float4_e2m1fn", emin=0, encoding="finite"),
     _f(1, 127, "float8_e8m0fnu", emin=-127, subnormals=False, encoding="e8m0"),
 )
-
-#: Every named format, in the order of the docs' table.
-CATALOGUE: tuple[Format, ...] = (_Q43, _Q52, _BF16, _HALF, _TF32, _SINGLE, _DOUBLE, _QUAD) + _OCP
 
 # chop.m's own names (options.format of chop.m, in its order).
 _CHOP_NAMES = ("q43", "fp8-e4m3", "q52", "fp8-e5m2", "b", "bfloat16", "h", "half", "fp16",

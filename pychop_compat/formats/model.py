@@ -159,9 +159,7 @@ class Format:
     def xboundary(self) -> float:
         """Round-to-nearest overflow threshold: ``xmax`` plus half a unit in its last place
         (``2^emax * (2 - 2^-t)`` for IEEE, IEEE 754-2019, 7.4)."""
-        if self.emax > 1023:
-            return math.inf
-        return (2 * self.top_significand + 1) * _pow2(self.emax - self.t)
+        return (2 * self.top_significand + 1) * _pow2(self.emax - self.t) if self.emax <= 1023 else math.inf
 
     @property
     def unit_roundoff(self) -> float:
@@ -179,5 +177,4 @@ class Format:
         levels = self.emax - self.emin + 2  # normal binades, plus the subnormal/zero field
         if self.encoding == "ieee":
             levels += 1  # the all-ones field of Inf and NaN
-        exponent_bits = max((levels - 1).bit_length(), 0)
-        return int(self.is_signed) + exponent_bits + self.t - 1
+        return int(self.is_signed) + (levels - 1).bit_length() + self.t - 1

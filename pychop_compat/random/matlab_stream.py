@@ -100,15 +100,13 @@ def restore_stream(settings: RngSettings) -> None:
 
 def _check_seeded() -> None:
     """Refuse a draw in a child process that has not seeded the stream (see the module notes)."""
-    if _seeded_generation == _generation:
-        return
-    raise ForkedStreamError(
-        "MATLAB's random stream was not seeded in this child process: it would repeat the numbers "
-        "of the parent or of the other children (fork copies the parent's stream; spawn and "
-        "forkserver start every child at rng('default')). Seed it in this process first, e.g. "
-        "pychop_compat.rng(seed_of_this_task), or use a Chop(..., rng=...) made for each task "
-        "(see the randomness contract in the docs)."
-    )
+    if _seeded_generation != _generation:
+        raise ForkedStreamError(
+            "MATLAB's random stream was not seeded in this child process: it would repeat the numbers "
+            "of the parent or of the other children (fork copies the parent's stream; spawn and "
+            "forkserver start every child at rng('default')). Seed it in this process first, e.g. "
+            "pychop_compat.rng(seed_of_this_task), or use a Chop(..., rng=...) made for each task "
+            "(see the randomness contract in the docs).")
 
 
 @dataclass(frozen=True)
@@ -138,17 +136,8 @@ class RngSettings:
 
     # State compared by value.  (hash() raises: the frozen dataclass's __hash__ meets the array.)
     def __eq__(self, other):
-        return (
-            isinstance(other, RngSettings)
-            and (self.Type, self.Seed) == (other.Type, other.Seed)
-            and np.array_equal(self.State, other.State)
-        )
-
-
-def _settings() -> RngSettings:
-    _, key, pos, _, _ = _stream.get_state(legacy=True)
-    state = np.append(np.asarray(key, dtype=np.uint32), np.uint32(pos))
-    return RngSettings("twister", _seed, state)
+        return (isinstance(other, RngSettings) and (self.Type, self.Seed) == (other.Type, other.Seed)
+                and np.array_equal(self.State, other.State))
 
 
 def _whole_number(value: Any) -> Optional[int]:
@@ -190,7 +179,8 @@ def rng(*args: Any) -> RngSettings:
     """
     global _seed, _seeded_generation
     with _lock:
-        previous = _settings()
+        _, key, pos, _, _ = _stream.get_state(legacy=True)
+        previous = RngSettings("twister", _seed, np.append(np.asarray(key, dtype=np.uint32), np.uint32(pos)))
         if not args:
             return previous
         if len(args) > 2:
@@ -212,7 +202,7 @@ def rng(*args: Any) -> RngSettings:
         word = _whole_number(arg)
         if word is None or not 0 <= word < 2**32:
             raise ValueError(f"The seed must be a nonnegative integer less than 2^32, got {arg!r}.")
-        _stream.seed(word if word != 0 else _DEFAULT_SEED_WORD)
+        _stream.seed(word or _DEFAULT_SEED_WORD)
         _seed = word
         _seeded_generation = _generation
         return previous
@@ -248,15 +238,13 @@ def _shared_state() -> Optional[Tuple[np.ndarray, np.ndarray]]:
     global _state_view
     if _state_view is None:
         _state_view = False
-        try:
+        with contextlib.suppress(Exception):  # another NumPy's layout: copy the state instead
             words = (ctypes.c_uint32 * 625).from_address(_bit_generator.ctypes.state_address)
             raw = np.ctypeslib.as_array(words)
             key, pos = raw[:624], raw[624:].view(np.intc)
             state = _bit_generator.state["state"]
             if np.array_equal(key, state["key"]) and int(pos[0]) == int(state["pos"]):
                 _state_view = (key, pos)
-        except Exception:  # pragma: no cover - another NumPy's layout: copy the state instead
-            _state_view = False
     return _state_view or None
 
 
@@ -315,14 +303,10 @@ def _shape_and_class(args, name):
         cls = args.pop()
         if cls not in ("double", "single"):
             raise ValueError(f"{name}: the class must be 'double' or 'single', got {cls!r}.")
-    if not args:
-        shape = (1, 1)
-    elif len(args) == 1 and np.ndim(args[0]) == 1:
-        shape = tuple(args[0])
-    elif len(args) == 1:
-        shape = (args[0], args[0])
+    if len(args) == 1:
+        shape = tuple(args[0]) if np.ndim(args[0]) == 1 else (args[0], args[0])
     else:
-        shape = tuple(args)
+        shape = tuple(args) or (1, 1)
     dims = [_whole_number(d) for d in shape]
     if None in dims:
         raise ValueError(f"{name}: size arguments must be integers, got {shape[dims.index(None)]!r}.")
@@ -330,12 +314,8 @@ def _shape_and_class(args, name):
 
 
 def _fill(values: np.ndarray, shape, cls):
-    out = values.reshape(shape, order="F")
-    if cls == "single":
-        out = out.astype(np.float32)
-    if out.shape == (1, 1):
-        return out[0, 0]
-    return out
+    out = values.reshape(shape, order="F").astype(np.float32 if cls == "single" else np.float64, copy=False)
+    return out[0, 0] if out.shape == (1, 1) else out
 
 
 def rand(*args: Any) -> Union[float, np.ndarray]:
@@ -384,12 +364,9 @@ def randi(imax: Any, *args: Any) -> Union[float, np.ndarray]:
     [3, 4, -4, 5, 1, -4, -2, 1, 5, 5]
     """
     bounds = np.atleast_1d(np.asarray(imax))
-    if bounds.size == 1:
-        lo, hi = 1, bounds[0]
-    elif bounds.size == 2:
-        lo, hi = bounds
-    else:
+    if bounds.size not in (1, 2):
         raise ValueError("randi: the first argument must be imax or [imin, imax].")
+    lo, hi = (1, bounds[0]) if bounds.size == 1 else bounds
     if lo != np.floor(lo) or hi != np.floor(hi) or hi < lo:
         raise ValueError(f"randi: need integers imin <= imax, got [{lo}, {hi}].")
     shape, cls = _shape_and_class(args, "randi")

@@ -139,8 +139,7 @@ def given_sources(numbers: Any) -> RandomSources:
 
 # --- GPU arrays: numbers made on the device, unless asked for MATLAB's stream ------------------
 
-_MATLAB_STREAM_ON_DEVICE: contextvars.ContextVar = contextvars.ContextVar("matlab_stream_on_device",
-                                                                          default=False)
+_MATLAB_STREAM_ON_DEVICE: contextvars.ContextVar = contextvars.ContextVar("matlab_stream_on_device", default=False)
 
 
 @contextlib.contextmanager
@@ -199,9 +198,7 @@ def host_draw_plan(spec: RoundingSpec, sources: RandomSources, block_sizes: Sequ
         if block == 1 and size == 0:
             plan.append((None, None))
             continue
-        draws = None
-        if spec.stochastic and count:
-            draws = np.asarray(sources.stochastic(count), dtype=np.float64).ravel()
+        draws = np.asarray(sources.stochastic(count), dtype=np.float64).ravel() if spec.stochastic and count else None
         flip_bits = None
         if spec.flips:
             if spec.fmt.t < 2:

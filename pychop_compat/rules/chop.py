@@ -20,15 +20,13 @@ def _mysign(y: np.ndarray) -> np.ndarray:
     return np.sign(y) + (y == 0)
 
 
+# roundit.m's deterministic modes; np.rint ties to even, as its round(y - (rem(y,2) == 0.5)).
+_DETERMINISTIC = {1: np.rint, 2: np.ceil, 3: np.floor, 4: np.trunc}
+
+
 def _round_integers(y: np.ndarray, mode: int, stochastic) -> np.ndarray:
-    if mode == 1:
-        return np.rint(y)  # ties to even, as roundit.m's round(y - (rem(y,2) == 0.5))
-    if mode == 2:
-        return np.ceil(y)
-    if mode == 3:
-        return np.floor(y)
-    if mode == 4:
-        return np.trunc(y)
+    if mode in _DETERMINISTIC:
+        return _DETERMINISTIC[mode](y)
     magnitude = np.abs(y)
     frac = magnitude - np.floor(magnitude)
     k = np.flatnonzero(frac != 0)  # NaN != 0, so +-Inf and NaN draw a number too

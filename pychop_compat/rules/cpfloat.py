@@ -16,10 +16,8 @@ import numpy as np
 from ..formats import Format
 from ..random.sources import RandomSources
 
-__all__ = [
-    "ROUND_MODES", "NO_ROUNDING", "limited_bit_sources", "apply_encoding", "round_cpfloat", "round_correct",
-    "chop_blocks", "block_numbers", "effective_format", "flip_bits",
-]
+__all__ = ["ROUND_MODES", "NO_ROUNDING", "limited_bit_sources", "apply_encoding", "round_cpfloat", "round_correct",
+           "chop_blocks", "block_numbers", "effective_format", "flip_bits"]
 
 #: Rounding modes, CPFloat's codes (1..6 are chop's): -1 nearest ties away, 0 nearest ties
 #: to zero, 1 nearest ties to even, 2 up, 3 down, 4 toward zero, 5 stochastic (probability
@@ -140,10 +138,9 @@ def round_cpfloat(x: np.ndarray, fmt: Format, mode: int, subnormal: bool, explim
     """
     if mode not in ROUND_MODES:
         return x.copy()  # "no rounding": the input bit for bit, whatever the switches
-    storage_p, _, storage_emax = _STORAGE[x.dtype]
+    storage_emax = _STORAGE[x.dtype][2]
     eff = effective_format(fmt, x.dtype, explim)
-    t, emin = eff.t, eff.emin
-    xmax = eff.xmax
+    t, emin, xmax = eff.t, eff.emin, eff.xmax
 
     with np.errstate(over="ignore", invalid="ignore"):
         v = x.astype(np.float64)  # exact; every step below is exact in double
@@ -263,8 +260,7 @@ def flip_bits(c: np.ndarray, fmt: Format, scope: str, p: float, sources: RandomS
             np.ldexp((fraction + (1 << (t - 1))).astype(np.float64), field + fmt.emin - 1 - t + 1),
         )
     if fmt.encoding == "ieee":
-        special = field == top_field
-        magnitude = np.where(special, np.where(fraction == 0, np.inf, np.nan), magnitude)
+        magnitude = np.where(field == top_field, np.where(fraction == 0, np.inf, np.nan), magnitude)
     elif fmt.encoding == "fn":
         magnitude = np.where((field == top_field) & (fraction == (1 << (t - 1)) - 1), np.nan, magnitude)
     out[idx] = np.where(sign == 1, -magnitude, magnitude)

@@ -78,6 +78,10 @@ def test_chopped_jax_refuses_what_it_cannot_round():
     x = chopped(jnp.ones(3), "h")
     with pytest.raises(TypeError):
         jnp.sum(x)  # no __jax_array__: no silent computation in full precision
+    with pytest.raises(TypeError, match="values"):
+        np.inner(x, x)  # nor through NumPy (0.6.0 iterated a chopped JAX array without end here)
+    rows = list(chopped(jnp.arange(6.0).reshape(3, 2), "h"))  # iteration ends after the first axis
+    assert [np.asarray(r.values).tolist() for r in rows] == [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]]
     sr = {"format": "h", "round": 5}
     with pytest.raises(TypeError, match="random_draws"):
         jax.jit(lambda c: c * 3)(chopped(jnp.ones(3), sr))  # no hidden host stream under jit

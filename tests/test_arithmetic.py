@@ -236,6 +236,18 @@ def test_different_formats_raise_naming_both_unless_a_rule_is_chosen():
         chopped(1.0, "h") + chopped(1.0, "b")
 
 
+def test_chopped_without_options_follows_the_persistent_options():
+    # chopped(x) with no options rounds to chop's stored options at the time of the call; 0.6.0
+    # kept serving the arithmetic of the first call after chop's options changed.
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    x = np.array([1 / 3, 2 / 3, 1e-3])
+    assert np.array_equal(chopped(x).values, x.astype(np.float16).astype(np.float64))
+    pychop_compat.chop(x, {"format": "b"})
+    assert np.array_equal(chopped(x).values, x.astype(ml_dtypes.bfloat16).astype(np.float64))
+    pychop_compat.chop(x, {"format": "h"})
+    assert np.array_equal(chopped(x).values, x.astype(np.float16).astype(np.float64))
+
+
 def test_bad_arguments():
     with pytest.raises(ValueError, match="method"):
         chopped(1.0, "h", method="kahan")

@@ -101,6 +101,20 @@ def test_sums_and_products_equal_numpy_chopped_arrays():
     same(chopped(torch.ones(4096), "h").sum(), torch.tensor(2048.0))  # fp16 recursive summation stagnates
 
 
+def test_inner_contracts_the_last_axes_of_both_operands():
+    # torch.inner(a, b)[i, j] = sum_k a[i, k] b[j, k] (a @ b.T); integers below 2^11 are exact in
+    # fp16, so the chopped result equals the exact one.  (0.6.0 computed a @ b here.)
+    a = torch.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=torch.float64)
+    b = torch.tensor([[1.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
+    same(torch.inner(chopped(a, "h"), chopped(b, "h")), torch.tensor([[1.0, 3.0], [3.0, 7.0]], dtype=torch.float64))
+    ch = Chop(format="h")
+    x, y = ch(torch.randn(4, 7, dtype=torch.float64)), ch(torch.randn(3, 7, dtype=torch.float64))
+    same(torch.inner(chopped(x, "h"), chopped(y, "h")),
+         torch.from_numpy(np.inner(chopped(x.numpy(), "h"), chopped(y.numpy(), "h")).values))
+    same(torch.inner(chopped(x[0], "h"), chopped(y[0], "h")),
+         torch.tensor(np.inner(chopped(x[0].numpy(), "h"), chopped(y[0].numpy(), "h")).value, dtype=torch.float64))
+
+
 def test_product_gradients_straight_through():
     ch = Chop(format="h")
     a, b = ch(torch.randn(3, 5, dtype=torch.float64)), ch(torch.randn(5, 2, dtype=torch.float64))

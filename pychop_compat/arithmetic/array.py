@@ -18,7 +18,7 @@ import functools
 import math
 import numbers
 import operator
-from typing import Any, Callable, List, Optional, Tuple, Union
+from typing import Any, Callable, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
@@ -831,6 +831,12 @@ class ChoppedOperators:
     def __len__(self) -> int:
         return len(self._data)
 
+    def __iter__(self) -> Iterator[Any]:
+        # (Python's fallback iteration indexes until IndexError, which a JAX array never raises:
+        # its indexing clamps out-of-bounds indices, so iterating a chopped JAX array never ended.)
+        for i in range(len(self._data)):
+            yield self[i]
+
     def __repr__(self) -> str:
         return f"chopped({self._data!r}, {self._arith.describe()})"
 
@@ -910,10 +916,6 @@ class ChoppedArray(ChoppedOperators):
     size = property(lambda self: self._data.size, doc="Number of elements.")
     dtype = property(lambda self: self._data.dtype, doc="dtype of the stored values (float64 or float32).")
     T = property(lambda self: wrap(self._data.T, self._arith), doc="The transpose.")
-
-    def __iter__(self):
-        for i in range(len(self._data)):
-            yield self[i]
 
     def __repr__(self) -> str:
         if is_device_array(self._data):

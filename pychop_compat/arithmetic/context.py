@@ -374,7 +374,7 @@ def _request_key(options, settings):
     def items(d: Mapping[str, Any]) -> tuple:
         return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in d.items()))
 
-    if (options is None and not settings) or settings.get("rng") is not None:
+    if options is None or settings.get("rng") is not None:  # (None: the persistent options, which change)
         return None
     if not (isinstance(options, (dict, str)) or options is None):
         return None

@@ -301,6 +301,10 @@ class ChoppedJax(ChoppedOperators):
     def __rmatmul__(self, o):
         return _product("matmul", o, self)
 
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        raise TypeError("a chopped JAX array does not convert to a NumPy array (NumPy's functions would compute "
+                        "without its rounding); use its methods, or .values to leave the simulation.")
+
     def __getitem__(self, key):
         return self._holding(self._data[key])
 

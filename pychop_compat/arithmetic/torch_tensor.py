@@ -269,8 +269,10 @@ def _reduction(name: str, cls, args, kwargs):
     else:
         if options or len(tensors) != 2:
             raise _not_chopped(f"torch.{name} with these arguments")
-        exact = torch.matmul
-        name = "matmul"  # (what NumPy computes for each of REDUCTIONS' products)
+        # torch.inner contracts the last axes of both operands (np.inner); mm, mv, dot and the
+        # matmul operators are what np.matmul computes on their operands.
+        exact = torch.inner if name == "inner" else torch.matmul
+        name = "inner" if name == "inner" else "matmul"
 
     def numpy_func(*arrays):
         return np.asarray(getattr(np, name)(*(wrap(a, arith) for a in arrays), **numpy_kwargs))

@@ -194,3 +194,10 @@ def test_wrapper_errors_and_scheduler():
     opt.step()
     scheduler.step()
     assert opt.optimizer.param_groups[0]["lr"] == 0.05
+
+
+def test_optimizers_that_call_the_closure_again_within_a_step_are_refused():
+    # LBFGS re-evaluates the closure inside its step, where OptimLP cannot round the gradients.
+    model = torch.nn.Linear(4, 1)
+    with pytest.raises(TypeError, match="closure"):
+        OptimLP(torch.optim.LBFGS(model.parameters()), weight="b")

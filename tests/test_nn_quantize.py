@@ -483,3 +483,15 @@ def test_rng_torch_is_the_default_and_none_is_chops_sources():
             assert np.array_equal(rng().State, state)  # the stream moved as chop moves it
         quantize(x, "h", grad_format="h", grad_rng=None)
     assert repr(Rounder("h", rng=None)) == "Rounder({'format': 'h'}, rng='chop')"
+
+
+def test_torch_generator_numbers_follow_the_index_not_the_memory_order():
+    # rng='torch' draws torch.rand(shape) from the global generator, as a Generator given
+    # explicitly draws it: the same numbers at the same indices for a transposed view.
+    x = torch.randn(6, 4, dtype=torch.float64).t()
+    torch.manual_seed(0)
+    from_global = quantize(x, "b", "stochastic")
+    explicit = quantize(x, "b", "stochastic", rng=torch.Generator().manual_seed(0))
+    torch.manual_seed(0)
+    contiguous = quantize(x.contiguous(), "b", "stochastic")
+    assert torch.equal(from_global, explicit) and torch.equal(from_global, contiguous)

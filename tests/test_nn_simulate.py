@@ -269,3 +269,11 @@ def test_round_outputs_rounds_in_place_operations_in_place_and_leaves_operands_a
         scaled = x.clone().mul_(1 / 7)
     assert same_tensor is x and torch.equal(x, torch.tensor([1 / 3, 2 / 3])) and view._base is x
     assert same(copy, q(q(x, "b") + 1 / 7, "b")) and same(scaled, q(q(x, "b") * (1 / 7), "b"))
+
+
+def test_empty_batches_give_torchs_shapes():
+    a, b = torch.randn(0, 2, 3), torch.randn(0, 3, 4)
+    with simulate("h", hardware="H100"):
+        got = [torch.bmm(a, b), torch.randn(2, 0, 3) @ torch.randn(3, 4),
+               torch.baddbmm(torch.zeros(0, 2, 4), a, b)]
+    assert [tuple(t.shape) for t in got] == [(0, 2, 4), (2, 0, 4), (0, 2, 4)]

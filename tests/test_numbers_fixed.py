@@ -137,3 +137,19 @@ def test_bad_arguments(kwargs, error):
         fixed_point([1.0], **kwargs)
     with pytest.raises(TypeError, match="Complex"):
         fixed_point(np.array([1j]), 4, 1)
+
+
+@pytest.mark.parametrize("signed", [True, False])
+@pytest.mark.parametrize("wl", [1, 8, 16, 53])
+def test_wrap_of_values_far_beyond_the_word_is_their_residue(wl, signed):
+    # Two's complement wrap is the integer's residue mod 2^wl, exactly (Python integers), also
+    # where the spacing of the doubles exceeds the word (0.6.0 computed k - low in double there)
+    # and where x * 2^fl is beyond the doubles (a multiple of 2^wl: code 0).
+    rng = np.random.default_rng(wl)
+    x = np.concatenate([rng.integers(-2**62, 2**62, 300).astype(np.float64),
+                        np.ldexp(rng.random(300) * 2 - 1, rng.integers(0, 1020, 300)), [2.0**60, -2.0**60]])
+    low = -(1 << (wl - 1)) if signed else 0
+    codes = fixed_point(x, wl, 0, signed=signed, overflow="wrap", return_codes=True)
+    assert [int(c) for c in codes] == [(round(Fraction(v)) - low) % (1 << wl) + low for v in x]
+    beyond = fixed_point(np.array([1.0, -3.0, 0.75]), wl, 1100, signed=signed, overflow="wrap", return_codes=True)
+    assert beyond.tolist() == [0, 0, 0]

@@ -136,3 +136,15 @@ def test_range_and_bad_arguments():
         int_quantize([1.0], 8, scale=1.0, zero_point=200)
     with pytest.raises(ValueError, match="round"):
         int_quantize([1.0], 8, round=0)
+
+
+def test_affine_scale_of_a_range_beyond_the_doubles():
+    # hi - lo overflows a double here, the scale (hi - lo) / 255 does not.  Scaling the input by 4
+    # scales every step of the documented formulas exactly, so the results must scale with it.
+    for values in ([1e308, -1e308], [1.7e308, -3e307, 5e307], [1.79e308, -1.79e308, 0.0, 1e300]):
+        x = np.array(values)
+        codes, scale, zero = int_quantize(x, 8, symmetric=False, return_codes=True)
+        small_codes, small_scale, small_zero = int_quantize(x / 4, 8, symmetric=False, return_codes=True)
+        assert np.isfinite(scale).all() and np.array_equal(scale, small_scale * 4)
+        assert np.array_equal(codes, small_codes) and np.array_equal(zero, small_zero)
+        assert np.array_equal(int_quantize(x, 8, symmetric=False), int_quantize(x / 4, 8, symmetric=False) * 4)

@@ -34,7 +34,7 @@ class Quantizer(nn.Module):
         Zero the gradient where ``|x|`` exceeds the forward format's xmax.
     forward_rng, backward_rng : default 'torch'
         Random sources for stochastic rounding (see :class:`~pychop_compat.nn.Rounder`;
-        ``None`` is a deprecated spelling of ``'torch'``).
+        ``None`` means ``'chop'``, as in ``Chop``).
     """
 
     def __init__(self, forward: Any = "h", backward: Any = None,

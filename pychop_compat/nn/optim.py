@@ -1,7 +1,8 @@
-"""OptimLP: any torch.optim optimizer with its numbers kept in low precision."""
+"""OptimLP: a torch.optim optimizer with its numbers kept in low precision."""
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections import OrderedDict
 from typing import Any, Callable, Dict, Iterable, Optional, TypeVar, Union, overload
@@ -34,7 +35,9 @@ class OptimLP(torch.optim.Optimizer):
     ----------
     optimizer : torch.optim.Optimizer
         The optimizer to wrap (its parameters, groups and hyperparameters are used
-        as they are; learning-rate schedulers may be attached to the wrapper).
+        as they are; learning-rate schedulers may be attached to the wrapper).  Not
+        one whose step needs a closure that it calls several times (``LBFGS``): the
+        gradients are rounded once per step, after one call of the closure.
     weight, grad, accumulator : format, Rounder or (format, rounding), optional
         How to round weights, gradients and the accumulator, a master copy of the
         weights (None: not rounded; no accumulator: the optimizer updates the
@@ -59,6 +62,11 @@ class OptimLP(torch.optim.Optimizer):
         # properties below) instead of calling Optimizer.__init__, which would copy them.
         if not isinstance(optimizer, torch.optim.Optimizer):
             raise TypeError(f"OptimLP wraps a torch.optim.Optimizer, not {type(optimizer).__name__}.")
+        closure = inspect.signature(optimizer.step).parameters.get("closure")
+        if closure is not None and closure.default is inspect.Parameter.empty:
+            raise TypeError(f"OptimLP rounds the gradients once per step, after one call of the closure; "
+                            f"{type(optimizer).__name__}.step needs a closure that it calls again within the step "
+                            "(as torch.optim.LBFGS does), whose gradients it could not round.")
         if not (isinstance(loss_scale, (int, float)) and math.isfinite(loss_scale) and loss_scale > 0):
             raise ValueError(f"loss_scale must be a finite positive number, got {loss_scale!r}.")
         self.optimizer = optimizer

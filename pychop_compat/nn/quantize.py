@@ -264,8 +264,9 @@ class Rounder:
             return uniforms
         if isinstance(self.rng, torch.Generator):
             return torch.rand(work.shape, dtype=work.dtype, device=work.device, generator=self.rng)
-        # rand_like: the same numbers as torch.rand(shape), and it traces with dynamic shapes.
-        return torch.rand_like(work)
+        # rand_like in contiguous format: the same numbers as torch.rand(shape) at the same indices
+        # whatever the strides of work (rand_like keeps them), and it traces with dynamic shapes.
+        return torch.rand_like(work, memory_format=torch.contiguous_format)
 
     def __repr__(self) -> str:
         return f"Rounder({self._given!r}, rng={self.rng!r})"
@@ -413,7 +414,7 @@ def quantize(x: torch.Tensor, format: Any = "h", round: Union[str, int, None] = 
         The forward format (see :class:`Rounder`).
     round, subnormal, rng
         The forward rounding mode, subnormal switch and random source (see
-        :class:`Rounder`; ``rng='torch'`` by default, ``None`` deprecated).
+        :class:`Rounder`; ``rng='torch'`` by default; ``None`` means ``'chop'``, as in ``Chop``).
     uniforms : torch.Tensor, optional
         The forward pass's numbers for stochastic rounding, one per element.
     clip : bool

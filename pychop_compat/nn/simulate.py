@@ -5,6 +5,7 @@ rounding, or as torch computes them."""
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Optional, Sequence, Tuple, Union
 
 import torch
@@ -28,9 +29,13 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, *, product: Product) -> torch.Tens
     a2 = a[None, :] if a.dim() == 1 else a
     b2 = b[:, None] if b.dim() == 1 else b
     batch = torch.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
-    left = a2.expand(*batch, *a2.shape[-2:]).reshape(-1, *a2.shape[-2:])
-    right = b2.expand(*batch, *b2.shape[-2:]).reshape(-1, *b2.shape[-2:])
-    out = torch.stack([product(left[i], right[i]) for i in range(left.shape[0])])
+    count = math.prod(batch)
+    left = a2.expand(*batch, *a2.shape[-2:]).reshape(count, *a2.shape[-2:])
+    right = b2.expand(*batch, *b2.shape[-2:]).reshape(count, *b2.shape[-2:])
+    if count:
+        out = torch.stack([product(left[i], right[i]) for i in range(count)])
+    else:  # an empty batch: no product to compute (torch.stack refuses an empty list)
+        out = torch.matmul(left, right)
     out = out.reshape(*batch, a2.shape[-2], b2.shape[-1])
     if a.dim() == 1:
         out = out.squeeze(-2)
@@ -51,6 +56,8 @@ def _baddbmm(input: torch.Tensor, batch1: torch.Tensor, batch2: torch.Tensor, *,
              product: Product) -> torch.Tensor:
     """:func:`_addmm` per matrix of the batch (``input`` broadcast to the result's shape)."""
     addends = input.expand(batch1.shape[0], batch1.shape[1], batch2.shape[2])
+    if batch1.shape[0] == 0:  # (torch.stack refuses an empty list)
+        return torch.baddbmm(input, batch1, batch2, beta=beta, alpha=alpha)
     return torch.stack([_addmm(addends[i], batch1[i], batch2[i], beta=beta, alpha=alpha, product=product)
                         for i in range(batch1.shape[0])])
 

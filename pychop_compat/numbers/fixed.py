@@ -89,5 +89,8 @@ def fixed_point_codes(values: np.ndarray, wl: int, fl: int, signed: bool, overfl
     if overflow == "saturate":
         return np.clip(k, low, high)  # NaN stays NaN; +-Inf go to the ends
     with np.errstate(invalid="ignore"):
-        # fmod is exact, and so is adding 2^wl to a negative remainder: two's complement wrap.
-        return np.mod(k - low, float(1 << wl)) + low
+        # A finite value scaled beyond the doubles is a multiple of 2^971, so of 2^wl: code 0.  fmod
+        # is exact, and so is moving a remainder above the top code down by 2^wl (two's complement);
+        # (k - low) would round where the spacing of the doubles near k exceeds |low|.
+        r = np.mod(np.where(np.isinf(k) & np.isfinite(values), 0.0, k), float(1 << wl))
+        return np.where(r > high, r - float(1 << wl), r)

@@ -142,7 +142,10 @@ def int_quantize(x: Any, bits: int, *, signed: bool = True, symmetric: bool = Tr
         else:
             lo = np.minimum(_reduce(finite, axis, np.min), 0.0)
             hi = np.maximum(_reduce(finite, axis, np.max), 0.0)
-            s = (hi - lo) / float(qmax - qmin)
+            with np.errstate(over="ignore"):
+                s = (hi - lo) / float(qmax - qmin)
+            # hi - lo beyond the doubles: the same rounded quotient from the halves (exact scalings).
+            s = np.where(np.isinf(s), 2.0 * ((hi / 2 - lo / 2) / float(qmax - qmin)), s)
         s = np.where(s > 0, s, 1.0)
     else:
         s = np.asarray(scale, dtype=np.float64)

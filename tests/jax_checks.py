@@ -81,6 +81,12 @@ def test_chopped_jax_refuses_what_it_cannot_round():
     with pytest.raises(TypeError, match="values"):
         np.inner(x, x)  # nor through NumPy (0.6.0 iterated a chopped JAX array without end here)
     rows = list(chopped(jnp.arange(6.0).reshape(3, 2), "h"))  # iteration ends after the first axis
+    a, b = chopped(jnp.asarray([1.0, 2.0]), "h"), chopped(jnp.asarray([1.0, 5.0]), "h")
+    assert np.asarray(a == b).tolist() == [True, False] and np.asarray(a != 1.0).tolist() == [False, True]
+    assert not bool(chopped(jnp.asarray([0.0]), "h"))
+    # a NumPy operand on the left gives way to the chopped array's reflected operator (rounded)
+    assert np.asarray((np.full(2, 0.1) + a).values).tolist() == np.float16(np.array([1.1, 2.1])).astype(
+        np.float32).tolist()
     assert [np.asarray(r.values).tolist() for r in rows] == [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]]
     sr = {"format": "h", "round": 5}
     with pytest.raises(TypeError, match="random_draws"):

@@ -248,6 +248,51 @@ def test_chopped_without_options_follows_the_persistent_options():
     assert np.array_equal(chopped(x).values, x.astype(np.float16).astype(np.float64))
 
 
+def test_zero_dimensional_results_stay_arrays():
+    # A ufunc of 0-d arrays returns a NumPy scalar; the chopped result must still hold a 0-d array
+    # (0.6.0 stored the scalar: np.asarray, in-place operators and float32 means failed).
+    one = chopped(np.array(1.5), "h") + 1
+    assert type(one.values) is np.ndarray and one.values.shape == () and float(one.values) == 2.5
+    assert np.asarray(one).shape == ()
+    c = chopped(np.array([1.0, 2.0, 4.0], np.float32), "h")
+    mean = np.asarray(c.mean())  # the float32 sum 7 (exact), divided in single, rounded to fp16
+    assert mean.dtype == np.float32 and mean == np.float16(np.float32(7) / np.float32(3))
+    v = chopped(np.array([0.1, 0.2], np.float32), "h")
+    s = v[0] * 1
+    s += v[1]
+    assert float(s.values) == float(np.float16(np.float32(v.values[0]) + np.float32(v.values[1])))
+    torch = pytest.importorskip("torch")
+    mean_t = chopped(torch.tensor([1.0, 2.0, 4.0]), "h").mean()
+    assert float(mean_t) == float(np.float16(np.float32(7) / np.float32(3)))
+
+
+def test_floor_division_and_remainder_are_in_place():
+    a = chopped(np.array([5.0, 7.0]), "h")
+    view, alias = a[:1], a
+    a //= 2
+    assert a is alias and a.values.tolist() == [2.0, 3.0] and view.values.tolist() == [2.0]
+    a %= 2
+    assert a is alias and a.values.tolist() == [0.0, 1.0]
+
+
+def test_comparisons_are_elementwise_and_where_clip_take_plain_branches():
+    c = chopped(np.array([0.0, 1.0]), "h")
+    assert (c == chopped(np.array([0.0, 2.0]), "h")).tolist() == [True, False] and (c != 1.0).tolist() == [True, False]
+    with pytest.raises(TypeError):
+        hash(c)
+    assert not bool(chopped(np.array([0.0]), "h"))
+    # a chopped condition between plain values: NumPy's plain result (0.6.0: AttributeError)
+    assert np.where(c, 1.0, 2.0).tolist() == [2.0, 1.0]
+    out = chopped(np.zeros(3), "h")
+    np.clip(np.array([0.1, 2.0, -1.0]), 0, 1, out=out)  # a plain input clipped into a chopped out=
+    assert out.values.tolist() == [float(np.float16(0.1)), 1.0, 0.0]
+    x = chopped(np.array([0.2, 0.7]), "h")
+    assert np.clip(x, None, 0.5).values.tolist() == [float(np.float16(0.2)), 0.5]
+    if np.lib.NumpyVersion(np.__version__) >= "2.1.0":  # the keywords min= and max=
+        assert np.clip(x, max=0.5).values.tolist() == [float(np.float16(0.2)), 0.5]
+        assert np.clip(x, min=0.3, max=0.5).values.tolist() == [float(np.float16(0.3)), 0.5]
+
+
 def test_bad_arguments():
     with pytest.raises(ValueError, match="method"):
         chopped(1.0, "h", method="kahan")
@@ -343,6 +388,10 @@ def test_sum_prod_cumsum_along_axes_equal_hand_loops():
     C = chopped(X, "h")
     same(C.sum(axis=1).values, hand_sum(np.moveaxis(X, 1, 0), ch))
     same(np.sum(C, axis=(0, 2)).values, hand_sum(np.transpose(X, (0, 2, 1)).reshape(12, 6), ch))
+    # a tuple of axes is a set (NumPy's reading): the same row-major order whatever its order
+    # (0.6.0 summed axis=(2, 0) in the transposed order)
+    same(np.sum(C, axis=(2, 0)).values, hand_sum(np.transpose(X, (0, 2, 1)).reshape(12, 6), ch))
+    same(C.mean(axis=(-1, 0)).values, ch(hand_sum(np.transpose(X, (0, 2, 1)).reshape(12, 6), ch) / 12))
     assert C.sum().value == float(hand_sum(X.ravel(), ch))
     same(np.sum(C, axis=-1, keepdims=True).values, hand_sum(np.moveaxis(X, -1, 0), ch)[..., None])
     # product
@@ -358,6 +407,10 @@ def test_sum_prod_cumsum_along_axes_equal_hand_loops():
         want.append(s)
     same(np.cumsum(C).values, np.array(want))
     same(np.add.accumulate(C, axis=1).values[:, -1], C.sum(axis=1).values)
+    for axis in (3, -4):  # out of range, as NumPy says (0.6.0 wrapped it round)
+        with pytest.raises(np.exceptions.AxisError if hasattr(np, "exceptions") else np.AxisError):
+            np.cumsum(C, axis=axis)
+    same(np.cumsum(chopped(np.array(2.5), "h"), axis=0).values, np.array([2.5]))  # 0-d: one element
     same(np.add.reduce(C, axis=0).values, hand_sum(X, ch))
 
 

@@ -149,7 +149,8 @@ def _ieee(op, a: float, b: float) -> float:
 OPERATORS: dict[Any, Callable[[Any, Any], Any]] = {
     np.add: operator.add, np.subtract: operator.sub, np.multiply: operator.mul, np.true_divide: operator.truediv,
     np.power: operator.pow, np.floor_divide: operator.floordiv, np.remainder: operator.mod,
-    np.less: operator.lt, np.less_equal: operator.le, np.greater: operator.gt, np.greater_equal: operator.ge}
+    np.less: operator.lt, np.less_equal: operator.le, np.greater: operator.gt, np.greater_equal: operator.ge,
+    np.equal: operator.eq, np.not_equal: operator.ne}
 #: Those that are IEEE double's operations on Python floats (x / 0 aside).
 _IEEE_IN_PYTHON = (np.add, np.subtract, np.multiply, np.true_divide)
 
@@ -702,12 +703,16 @@ def _where(condition, *xy):
     if not xy:
         return np.where(plain_values(condition))
     arith = arithmetic_of(xy)
+    if arith is None:  # a chopped condition between plain values: a plain result
+        return np.where(plain_values(condition), *xy)
     x, y = (stored_values(v, arith) for v in xy)
     return wrap(np.where(plain_values(condition), x, y), arith)
 
 
 def _clip(a, a_min=None, a_max=None, out=None, **kwargs):
-    arith = arithmetic_of((a, a_min, a_max))
+    a_min = kwargs.pop("min", None) if a_min is None else a_min  # (NumPy 2.1's spellings min=, max=)
+    a_max = kwargs.pop("max", None) if a_max is None else a_max
+    arith = arithmetic_of((a, a_min, a_max, out))
     bounds = [None if v is None else stored_values(v, arith) for v in (a_min, a_max)]
     return _write_out(wrap(np.clip(stored_values(a, arith), *bounds, **kwargs), arith), out)
 
@@ -858,7 +863,12 @@ class ChoppedOperators:
 
     (__add__, __radd__, __sub__, __rsub__, __mul__, __rmul__, __truediv__, __rtruediv__, __pow__, __rpow__,
      __floordiv__, __rfloordiv__, __mod__, __rmod__) = _arithmetic_operators(_operator)
-    __lt__, __le__, __gt__, __ge__ = (_comparison(u) for u in (np.less, np.less_equal, np.greater, np.greater_equal))
+    __lt__, __le__, __gt__, __ge__, __eq__, __ne__ = (
+        _comparison(u) for u in (np.less, np.less_equal, np.greater, np.greater_equal, np.equal, np.not_equal))
+    __hash__ = None  # type: ignore[assignment]  # (elementwise ==, like ndarray: unhashable)
+
+    def __bool__(self) -> bool:
+        return bool(self._data)
 
 
 class ChoppedArray(ChoppedOperators):
@@ -922,9 +932,6 @@ class ChoppedArray(ChoppedOperators):
             return super().__repr__()
         body = np.array2string(self._data, separator=", ", prefix="chopped(")
         return f"chopped({body}, {self._arith.describe()})"
-
-    def __bool__(self) -> bool:
-        return bool(self._data)
 
     def __float__(self) -> float:
         return float(self._data)
@@ -1018,18 +1025,14 @@ class ChoppedArray(ChoppedOperators):
         return self
 
     # (+= -= *= /= **=)
-    __iadd__, __isub__, __imul__, __itruediv__, __ipow__ = (_inplace_operator(u) for u in _ARITHMETIC_UFUNCS[:5])
+    __iadd__, __isub__, __imul__, __itruediv__, __ipow__, __ifloordiv__, __imod__ = (
+        _inplace_operator(u) for u in _ARITHMETIC_UFUNCS)
 
     def __imatmul__(self, o):
         return self._inplace(np.matmul(self, o))
 
     def _compare(self, ufunc, other):
         return ufunc(self._data, plain_values(other))
-
-    __eq__ = _comparison(np.equal)
-    __ne__ = _comparison(np.not_equal)
-
-    __hash__ = None  # type: ignore[assignment]  # (mutable, like ndarray: unhashable)
 
     # -- methods that NumPy code calls on arrays ----------------------------------------------
 

@@ -284,6 +284,8 @@ class Arithmetic:
             rounder = self._host_rounders.get(x.dtype)  # (float64 and float32 in native order only)
             if rounder is not None:
                 return rounder(x)
+        if isinstance(x, np.generic):  # (a ufunc of 0-d arrays gives a NumPy scalar: a 0-d array stays one)
+            return self.round(np.asarray(x))
         dtype = x.dtype
         if type(x) is not np.ndarray and is_device_array(x):
             return round_array(x, self.spec_for(dtype), self._sources)

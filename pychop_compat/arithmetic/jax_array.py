@@ -258,6 +258,9 @@ class ChoppedJax(ChoppedOperators):
     """A JAX array in a format; every operation rounds (create with :func:`~pychop_compat.arithmetic.chopped`)."""
 
     __slots__ = ("_data", "_arith")
+    # NumPy's operators and ufuncs leave a chopped JAX array to its own reflected operators (which
+    # round) instead of converting it (np.ones(2) + c is c.__radd__).
+    __array_ufunc__ = None
 
     def __init__(self, data: jax.Array, arith: Arithmetic) -> None:
         self._data = data

@@ -62,7 +62,8 @@ def _to_front(x: np.ndarray, axis: Axis, xp=np):
     for a in axes:
         if not -x.ndim <= a < max(x.ndim, 1):
             raise getattr(np, "exceptions", np).AxisError(a, x.ndim)  # (np.AxisError before NumPy 1.25)
-    axes = tuple(a % max(x.ndim, 1) for a in axes)
+    # (a set of axes, as NumPy reads it: the terms in row-major order whatever the order given)
+    axes = tuple(sorted(a % max(x.ndim, 1) for a in axes))
     if len(set(axes)) != len(axes):
         raise ValueError("repeated axis")
     rest = tuple(a for a in range(x.ndim) if a not in axes)
@@ -192,7 +193,11 @@ def accumulate(x: np.ndarray, rnd: Rounder, op: str = "add", axis: Optional[int]
         scalar_rnd = None
     if axis is None:
         x, axis = x.ravel(), 0
-    axis = int(axis) % max(x.ndim, 1)
+    elif x.ndim == 0:  # (as NumPy: a 0-d array accumulates as one element)
+        x = x.reshape(1)
+    if not -x.ndim <= int(axis) < x.ndim:
+        raise getattr(np, "exceptions", np).AxisError(int(axis), x.ndim)
+    axis = int(axis) % x.ndim
     terms = xp.moveaxis(x, axis, 0)
     out = xp.empty(terms.shape, dtype=terms.dtype)
     n = terms.shape[0]

@@ -293,6 +293,23 @@ def test_comparisons_are_elementwise_and_where_clip_take_plain_branches():
         assert np.clip(x, min=0.3, max=0.5).values.tolist() == [float(np.float16(0.3)), 0.5]
 
 
+def test_values_of_another_format_are_rounded_where_they_are_stored():
+    # Under a mismatch rule, values of another format stored into a chopped array are rounded to
+    # its format, as plain values are (0.6.0 stored fp32's 0.1 unrounded in an fp16 array).
+    tenth, h_tenth = chopped(np.array([0.1]), "s"), float(np.float16(0.1))
+    a = chopped(np.zeros(1), "h", mismatch="wider")
+    a[:] = tenth
+    assert a.values.tolist() == [h_tenth]
+    a = chopped(np.zeros(1), "h", mismatch="wider")
+    a += tenth  # computed in fp32 (the wider), stored in fp16
+    assert a.values.tolist() == [float(np.float16(np.float32(0.1)))]
+    a = chopped(np.zeros(1), "h", mismatch="wider")
+    np.add(a, tenth, out=a)
+    assert a.values.tolist() == [float(np.float16(np.float32(0.1)))]
+    joined = np.concatenate([chopped(np.zeros(1), "h", mismatch="left"), chopped(np.array([1e10]), "s")])
+    assert joined.values.tolist() == [0.0, np.inf]  # 1e10 overflows fp16
+
+
 def test_bad_arguments():
     with pytest.raises(ValueError, match="method"):
         chopped(1.0, "h", method="kahan")

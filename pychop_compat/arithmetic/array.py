@@ -88,12 +88,12 @@ def _operand(v, arith: Arithmetic):
 
 
 def stored_values(v: Any, arith: Arithmetic) -> Any:
-    """The values ``v`` as a chopped array of ``arith`` stores them: chopped ones as they are,
-    plain ones rounded (:meth:`Arithmetic.store`)."""
-    if isinstance(v, ChoppedArray):
-        return v._data
-    if isinstance(v, ChoppedScalar):
-        return np.float64(v._v)
+    """The values ``v`` as a chopped array of ``arith`` stores them: chopped ones of the same
+    rounding as they are, plain ones and those of another format (met under a ``mismatch`` rule)
+    rounded (:meth:`Arithmetic.store`)."""
+    if isinstance(v, (ChoppedArray, ChoppedScalar)):
+        data = v._data if isinstance(v, ChoppedArray) else np.float64(v._v)
+        return data if v._arith.same_rounding(arith) else arith.store(data)
     return arith.store(v)
 
 
@@ -362,6 +362,7 @@ def _write_out(result, out):
         if isinstance(target, ChoppedArray):
             if isinstance(value, (ChoppedArray, ChoppedScalar)):
                 target._arith.combine(value._arith)
+                value = stored_values(value, target._arith)
             target._data[...] = plain_values(value)
         elif isinstance(value, (ChoppedArray, ChoppedScalar)):
             raise NotChoppedError("out= must be a chopped array for a chopped result "
@@ -1021,7 +1022,7 @@ class ChoppedArray(ChoppedOperators):
     def _inplace(self, result):
         if result is NotImplemented:
             return result
-        self._data[...] = result._data
+        self._data[...] = stored_values(result, self._arith)  # (a wider result: rounded to this format)
         return self
 
     # (+= -= *= /= **=)

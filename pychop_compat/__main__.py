@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 
 from . import __version__
@@ -101,6 +102,10 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [e for e in engines or () if e not in known]
     if unknown:
         parser.error(f"--engines: {', '.join(unknown)} not available here; available: {', '.join(known)}")
+    if args.json:  # (checked before the run, which takes minutes, not after it)
+        folder = os.path.dirname(os.path.abspath(args.json))
+        if not (os.path.isdir(folder) and os.access(folder, os.W_OK)) or os.path.isdir(args.json):
+            parser.error(f"--json: cannot write {args.json} (its folder does not exist or is not writable)")
     try:
         corpus = find_corpus(args.corpus)
     except FileNotFoundError as exc:

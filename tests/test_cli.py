@@ -97,6 +97,9 @@ def test_cli_errors_name_the_option_and_the_allowed_values():
     assert "--engines" in out.stderr and "gpu9" in out.stderr and "available: numpy" in out.stderr
     out = _run("no-such-command")
     assert out.returncode == 2 and "demo" in out.stderr and "validate" in out.stderr
+    # an unwritable --json is refused before the run (0.6.0: a traceback after it)
+    out = _run("validate", "--engines", "numpy", "--json", "/nonexistent-folder/x.json")
+    assert out.returncode == 2 and "--json" in out.stderr and "Traceback" not in out.stderr
 
 
 def test_validate_reports_disagreement(tmp_path, monkeypatch):

@@ -213,6 +213,16 @@ def test_explain_a_numpy_call():
     assert explain(1 / 3, {"format": "h"}).kernel == "scalar"
 
 
+def test_explain_a_dask_call_refuses_what_chop_refuses_and_speaks_of_a_block():
+    da = pytest.importorskip("dask.array")
+    x = da.ones(10, chunks=5)
+    with pytest.raises(ValueError, match="rng=<int seed>"):  # as chop(x, ...) (0.6.0: "no kernel rounds")
+        explain(x, {"format": "h", "round": 5})
+    with pytest.raises(ValueError, match="rng=<int seed>"):
+        pychop_compat.chop(x, {"format": "h", "round": 5})
+    assert "5 element(s) in a block" in str(explain(x, {"format": "h"}))
+
+
 def test_explain_names_the_random_source_of_chop_and_chop_objects():
     x = np.ones(10)
     options = {"format": "b", "round": 5}

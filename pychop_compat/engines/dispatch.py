@@ -241,6 +241,9 @@ def route(x: Any, spec: RoundingSpec, sources: RandomSources, *, library: Option
     ------
     TypeError
         For unsupported input.
+    ValueError
+        For a call that :func:`round_array` refuses before routing it (a Dask array's
+        stochastic rounding without ``Chop(rng=<int>)``).
     RuntimeError
         When :func:`cuda_route` asks for a kernel that cannot run here.
     """
@@ -267,6 +270,7 @@ def _prepared(x: Any, spec: RoundingSpec, sources: RandomSources, library: Optio
         work, _ = jax_engine.working_array(x)
         return work, _jax_call(work, spec, sources)
     if library == "dask":
+        _check_dask_numbers(spec, sources)
         dtype, _ = dask_engine.working_dtypes(x.dtype)
         block = np.empty(tuple(c[0] if c else 0 for c in x.chunks), dtype)
         call = _host_call(block, spec, sources, "dask")._replace(block=spec.draws)
@@ -1059,20 +1063,25 @@ def _round_dask(x: Any, spec: RoundingSpec, sources: RandomSources) -> Any:
         func = functools.partial(_round_dask_block, spec=spec, sources=sources, work=work, give_back=give_back,
                                  choice=choice)
         return dask_engine.map_blocks(x, func, give_back, (repr(spec),))
-    if sources.counter is None:
+    _check_dask_numbers(spec, sources)
+    dask_engine.check_chunks(x)
+    stream = cast(CounterRng, sources.counter).take(int(np.prod(x.shape, dtype=np.int64)))
+    func = functools.partial(_round_dask_block_counter, spec=spec, stream=stream, work=work, give_back=give_back)
+    return dask_engine.map_blocks(x, func, give_back, (repr(spec), stream.keys, stream.offset))
+
+
+def _check_dask_numbers(spec: RoundingSpec, sources: RandomSources) -> None:
+    """The errors of a Dask array's call that draws: its numbers may depend only on positions."""
+    if spec.draws and sources.counter is None:
         raise ValueError(
             "Stochastic rounding and bit flips on a Dask array need numbers that depend only on each "
             "element's position: use Chop(options, rng=<int seed>) (the counter-based generator). "
             "MATLAB's stream, NumPy Generators and options.randfunc draw in chop.m's sequential order.")
-    if spec.extended:
+    if spec.draws and spec.extended:
         raise ValueError("Stochastic rounding and flips with this format's extended options are not "
                          "supported on Dask arrays; compute the array and use the NumPy engine.")
     if spec.flips and spec.fmt.t < 2:
         raise ValueError(FLIP_PRECISION_ERROR)
-    dask_engine.check_chunks(x)
-    stream = sources.counter.take(int(np.prod(x.shape, dtype=np.int64)))
-    func = functools.partial(_round_dask_block_counter, spec=spec, stream=stream, work=work, give_back=give_back)
-    return dask_engine.map_blocks(x, func, give_back, (repr(spec), stream.keys, stream.offset))
 
 
 def _round_dask_block(block: np.ndarray, spec: RoundingSpec, sources: RandomSources, work: Any, give_back: Any,
@@ -1194,7 +1203,9 @@ class Explanation:
     call: Call
 
     def __str__(self) -> str:
-        lines = [f"engine: {self.engine} ({self.call.dtype}, {self.call.size} element(s) on {self.call.device})",
+        where = " in a block" if self.call.library == "dask" else ""  # (each block is routed)
+        lines = [f"engine: {self.engine} ({self.call.dtype}, {self.call.size} element(s){where} on "
+                 f"{self.call.device})",
                  f"kernel: {self.kernel} ({self.where})",
                  "random numbers: " + ("none (deterministic rounding)" if self.source is None
                                        else f"{self.source.value}, {self.order} order")]

@@ -132,3 +132,58 @@ def test_unimplemented_and_mismatch_raise():
             func()
     with pytest.raises(FormatMismatchError, match=r"'h'.*'b'"):
         A + chopped(torch.randn(3, 3), "b")
+
+
+def test_in_place_arithmetic_keeps_the_autograd_graph():
+    # Straight-through, as out of place: d/dx (3x) = 3 and d/dx (x + 3x) = 4.  (In-place operations
+    # used to copy their values back under no_grad, leaving the graph of the old values: grad 1.)
+    x = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
+    y = chopped(x * 1, "h")
+    y.mul_(3)
+    y.sum().backward()
+    assert torch.equal(x.grad, torch.full((2,), 3.0, dtype=torch.float64))
+    x.grad = None
+    y = chopped(x * 1, "h")
+    y += 3 * y
+    y.sum().backward()
+    assert torch.equal(x.grad, torch.full((2,), 4.0, dtype=torch.float64))
+    x.grad = None
+    y = chopped(x * 1, "h")
+    y.log_()  # d/dx log x = 1/x: backward reads x, not the overwritten tensor
+    y.sum().backward()
+    assert torch.equal(x.grad, torch.tensor([1.0, 0.5], dtype=torch.float64))
+    ch = Chop(format="h")
+    same(y, ch(torch.log(torch.tensor([1.0, 2.0], dtype=torch.float64))))
+
+
+def test_plain_values_entering_a_chopped_tensor_are_rounded():
+    # As the chopped NumPy array stores plain values (c[i] = v, np.clip, np.concatenate) and rounds
+    # np.round's result: fp16(0.1) = 0.0999755859375 and fp16(2.7) = 2.69921875 (NumPy's float64 ->
+    # float16 cast is one correct rounding).
+    h = float(np.float16(0.1))
+    ct = chopped(torch.tensor([0.0, 2.7], dtype=torch.float64), "h")
+    same(torch.clamp(ct, min=0.1), torch.tensor([h, float(np.float16(2.7))], dtype=torch.float64))
+    d = ct.clone()
+    d[0] = 0.1
+    assert d.tolist() == [h, float(np.float16(2.7))]
+    d[1] = torch.tensor(2049)  # integers too: 2049 is a tie between fp16's 2048 and 2050, to even
+    assert d.tolist() == [h, 2048.0]
+    same(torch.cat([ct, torch.tensor([0.1], dtype=torch.float64)]),
+         torch.tensor([0.0, float(np.float16(2.7)), h], dtype=torch.float64))
+    same(torch.round(ct, decimals=1), torch.tensor([0.0, float(np.float16(2.7))], dtype=torch.float64))
+
+
+def test_strict_rounds_python_ints_and_keyword_operands():
+    # strict: chop(1 + chop(2049)) = chop(1 + 2048) = 2048 (fp16 has 11 significand bits), as NumPy's
+    s = chopped(torch.tensor([1.0], dtype=torch.float64), "h", strict=True)
+    assert (s + 2049).tolist() == [2048.0]
+    assert torch.add(s, other=torch.tensor([2049.0], dtype=torch.float64)).tolist() == [2048.0]
+    assert (chopped(np.array([1.0]), "h", strict=True) + 2049).tolist() == [2048.0]
+
+
+def test_functions_returning_named_tuples_keep_the_names():
+    ct = chopped(torch.tensor([[3.0, 1.0], [2.0, 5.0]], dtype=torch.float64), "h")
+    assert torch.sort(ct).indices.tolist() == [[1, 0], [0, 1]]
+    assert torch.max(ct, dim=1).values.tolist() == [3.0, 5.0]
+    top = torch.topk(ct, 1)
+    assert top.indices.tolist() == [[0], [1]] and isinstance(top.values, type(ct))

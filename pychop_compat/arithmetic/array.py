@@ -18,7 +18,7 @@ import functools
 import math
 import numbers
 import operator
-from typing import Any, Callable, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Iterator, List, Optional, Tuple, Union, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
@@ -841,7 +841,7 @@ class ChoppedOperators:
         # (Python's fallback iteration indexes until IndexError, which a JAX array never raises:
         # its indexing clamps out-of-bounds indices, so iterating a chopped JAX array never ended.)
         for i in range(len(self._data)):
-            yield self[i]
+            yield cast(Any, self)[i]  # (each type's __getitem__)
 
     def __repr__(self) -> str:
         return f"chopped({self._data!r}, {self._arith.describe()})"

@@ -41,7 +41,8 @@ __add__ __radd__ __iadd__ __sub__ __rsub__ __isub__ __mul__ __rmul__ __imul__ __
 __rtruediv__ __itruediv__ __pow__ __rpow__ __ipow__ __floordiv__ __rfloordiv__ __mod__ __rmod__
 add_ sub_ mul_ div_ pow_ sqrt_ exp_ log_ tanh_ sigmoid_
 """.split())
-#: In-place arithmetic: computed out of place by the function named, rounded, copied back.
+#: In-place arithmetic: computed out of place by the function named, rounded, copied back (recording
+#: the autograd graph as torch's own in-place operations do).
 INPLACE = {"add_": "add", "sub_": "sub", "mul_": "mul", "div_": "div", "pow_": "pow",
            "sqrt_": "sqrt", "exp_": "exp", "log_": "log", "tanh_": "tanh", "sigmoid_": "sigmoid",
            "__iadd__": "add", "__isub__": "sub", "__imul__": "mul", "__itruediv__": "div",
@@ -63,6 +64,9 @@ __set__ __setitem__ __deepcopy__ __reduce_ex__ numpy tolist item diag diagonal t
 real data new_zeros new_ones new_empty __format__ __len__ __iter__ __bool__ __float__ __int__
 __index__ register_hook share_memory_ pin_memory storage untyped_storage data_ptr dim size numel
 """.split())
+
+#: Functions of :data:`MOVES` that join tensors: plain operands are rounded first (as ``np.concatenate``).
+CONCATENATIONS = frozenset("cat concat concatenate stack hstack vstack".split())
 
 #: Sums and products, computed by the NumPy chopped-array code (see the module notes).
 REDUCTIONS = frozenset("""
@@ -157,7 +161,36 @@ def _strict_operand(value, arith: Arithmetic):
         return arith.chop(value)
     if isinstance(value, float):
         return float(arith.chop(value))
+    if isinstance(value, int) and not isinstance(value, bool):
+        rounded = float(arith.chop(float(value)))
+        return value if rounded == value else rounded  # (an int torch takes as one where it is in the format)
     return value
+
+
+def _stored_value(value, arith: Arithmetic):
+    """A plain value assigned into a chopped tensor, rounded as the chopped array's ``c[i] = v`` stores it."""
+    import numbers
+
+    import torch
+
+    if isinstance(value, _tensor_base()):
+        return value
+    if isinstance(value, torch.Tensor):
+        return _ste().apply(value if value.is_floating_point() else value.to(torch.float64), arith)
+    if isinstance(value, numbers.Real):
+        return float(arith.chop(float(value)))
+    return value
+
+
+def _stored_operands(tensors, arith: Arithmetic):
+    """Tensors to join with the plain ones rounded (in the float dtype torch joins them in), as
+    ``np.concatenate`` stores plain values; chopped ones as they are (nothing drawn for them)."""
+    import torch
+
+    floats = [t.dtype for t in tensors if t.is_floating_point()]
+    dtype = functools.reduce(torch.promote_types, floats) if floats else torch.float64
+    return type(tensors)(t if isinstance(t, _tensor_base()) else _ste().apply(
+        t if t.is_floating_point() else t.to(torch.float64), arith).to(dtype) for t in tensors)
 
 
 def _as_chopped_tensor(value, cls, rounded: bool):
@@ -173,7 +206,9 @@ def _as_chopped_tensor(value, cls, rounded: bool):
             return torch.Tensor.as_subclass(plain, cls)
     if isinstance(value, tuple):
         items = [_as_chopped_tensor(v, cls, rounded) for v in value]
-        return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
+        if hasattr(value, "_fields"):  # a namedtuple
+            return type(value)(*items)
+        return tuple(items) if type(value) is tuple else type(value)(items)  # (torch.return_types: a structseq)
     if isinstance(value, list):
         return [_as_chopped_tensor(v, cls, rounded) for v in value]
     return value
@@ -185,22 +220,41 @@ def _dispatch(cls, func, types, args, kwargs):
     name = getattr(func, "__name__", "")
     arith = _arith_of(types)
     if arith is not None and name in INPLACE:
-        # In-place arithmetic: compute out of place, round, copy the values back.
-        result = _dispatch(cls, getattr(torch, INPLACE[name]), types, args, kwargs)
-        with torch.no_grad(), torch._C.DisableTorchFunctionSubclass():
-            torch.Tensor.copy_(args[0], _plain(result))
-        return args[0]
+        # In-place arithmetic: compute out of place, round, copy the values back.  copy_ with autograd on
+        # records the graph as torch's own in-place operations do (the rounding's straight-through function
+        # is in the result); the operation reads a copy of the target, so what its backward saves is not
+        # the tensor copy_ overwrites.
+        target, operands = args[0], args
+        if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+            with torch._C.DisableTorchFunctionSubclass():
+                kind = type(target) if isinstance(target, _tensor_base()) else torch.Tensor
+                operands = (torch.Tensor.as_subclass(_plain(target).clone(), kind),) + tuple(args[1:])
+        result = _dispatch(cls, getattr(torch, INPLACE[name]), types, operands, kwargs)
+        with torch._C.DisableTorchFunctionSubclass():
+            torch.Tensor.copy_(target, _plain(result))
+        return target
     if arith is not None and name in REDUCTIONS:
         return _reduction(name, _class_for(arith), args, kwargs)
     if arith is not None and arith.strict and name in ROUNDED:
         args = tuple(_strict_operand(a, arith) for a in args)
+        kwargs = {k: v if k == "out" else _strict_operand(v, arith) for k, v in kwargs.items()}
+    if arith is not None and name == "__setitem__" and len(args) == 3:
+        args = (args[0], args[1], _stored_value(args[2], arith))
+    if arith is not None and name in CONCATENATIONS:
+        if args and isinstance(args[0], (list, tuple)):
+            args = (_stored_operands(args[0], arith),) + tuple(args[1:])
+        elif isinstance(kwargs.get("tensors"), (list, tuple)):
+            kwargs = {**kwargs, "tensors": _stored_operands(kwargs["tensors"], arith)}
     with torch._C.DisableTorchFunctionSubclass():
         result = func(*args, **kwargs)
     if arith is None:  # only the base class involved
         return result
-    if name in EXACT:  # rounded when a plain float operand may have brought new values
+    if name in EXACT:  # rounded when a plain float operand (also by keyword) may have brought new values
+        operands = list(args) + [v for k, v in kwargs.items() if k != "out"]
         rounded = any(isinstance(a, torch.Tensor) and not isinstance(a, _tensor_base())
-                      and a.is_floating_point() for a in args) or any(isinstance(a, float) for a in args[1:])
+                      and a.is_floating_point() for a in operands) or any(isinstance(a, float) for a in operands[1:])
+        # round(decimals=d) is not exact: the chopped array's np.round rounds its result to the format
+        rounded = rounded or (name == "round" and kwargs.get("decimals", 0) != 0)
         return _as_chopped_tensor(result, _class_for(arith), rounded)
     if name in ROUNDED or name in MOVES:
         return _as_chopped_tensor(result, _class_for(arith), name in ROUNDED)

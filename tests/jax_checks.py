@@ -84,6 +84,9 @@ def test_chopped_jax_refuses_what_it_cannot_round():
     a, b = chopped(jnp.asarray([1.0, 2.0]), "h"), chopped(jnp.asarray([1.0, 5.0]), "h")
     assert np.asarray(a == b).tolist() == [True, False] and np.asarray(a != 1.0).tolist() == [False, True]
     assert not bool(chopped(jnp.asarray([0.0]), "h"))
+    # strict rounds a Python number from its double value (0.6.0 cast it to float32 first: 1.0)
+    strict = chopped(jnp.asarray([1.0]), "h", strict=True) * (1 + 2**-11 + 2**-30)
+    assert np.asarray(strict.values).tolist() == [1 + 2**-10]
     # a NumPy operand on the left gives way to the chopped array's reflected operator (rounded)
     assert np.asarray((np.full(2, 0.1) + a).values).tolist() == np.float16(np.array([1.1, 2.1])).astype(
         np.float32).tolist()

@@ -310,6 +310,29 @@ def test_values_of_another_format_are_rounded_where_they_are_stored():
     assert joined.values.tolist() == [0.0, np.inf]  # 1e10 overflows fp16
 
 
+def test_strict_python_numbers_stay_weak_and_outer_rounds_them():
+    # strict rounds a plain operand as it enters; a Python number stays NumPy's "weak" scalar, so
+    # float32 data stays float32 (0.6.0 made it float64); np.outer rounds it as c * v does.
+    c32 = chopped(np.ones(2, np.float32), "h", strict=True)
+    assert (c32 + 0.5).dtype == np.float32
+    x = 1 + 2**-11 + 2**-30  # fp16(x) = 1 + 2^-10 (above the tie)
+    assert (c32 * x).values.tolist() == [1 + 2**-10] * 2
+    three = chopped(np.array([3.0]), "h", strict=True)
+    want = float(np.float16(3 * 2048.0))  # chop(3 * chop(2049)): 2049 is a tie, even 2048
+    assert (three * 2049.0).values.tolist() == [want] and np.outer(three, [2049.0]).values.tolist() == [[want]]
+
+
+def test_chopped_arrays_pickle_with_their_arithmetic():
+    import pickle
+
+    arith = Arithmetic({"format": "b", "round": 5}, rng=7, strict=True, mismatch="wider")
+    x = chopped(np.array([0.1, 0.3]), arith)
+    y = pickle.loads(pickle.dumps(x))
+    assert y.arithmetic.same_rounding(arith) and (y.arithmetic.strict, y.arithmetic.mismatch) == (True, "wider")
+    same((y * 3).values, (x * 3).values)  # the counter goes on from the same position in both
+    same(pickle.loads(pickle.dumps(chopped(np.array([0.1]), "h"))).values, np.float16([0.1]).astype(np.float64))
+
+
 def test_bad_arguments():
     with pytest.raises(ValueError, match="method"):
         chopped(1.0, "h", method="kahan")

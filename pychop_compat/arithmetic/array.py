@@ -82,8 +82,9 @@ def _operand(v, arith: Arithmetic):
         return v._data
     if type(v) is ChoppedScalar:
         return v._v
-    if isinstance(v, (float, int)) and not isinstance(v, bool) and not arith.strict:
-        return v  # a Python number stays "weak": float32 data stays float32, as in chop(a + 0.5)
+    if isinstance(v, (float, int)) and not isinstance(v, bool):
+        # A Python number stays "weak": float32 data stays float32, as in chop(a + 0.5) (strict: rounded first).
+        return float(arith.enter(v)) if arith.strict else v
     return arith.enter(v)
 
 
@@ -572,6 +573,8 @@ def _inner(a, b):
 def _outer(a, b, out=None):
     """Each product rounded once (a matrix product with one term)."""
     A, B, arith = _product_operands(a, b, "outer")
+    if arith.strict:  # plain operands rounded as they enter, as in the elementwise operations
+        A, B = (X if isinstance(v, (ChoppedArray, ChoppedScalar)) else arith.enter(X) for v, X in ((a, A), (b, B)))
     return _write_out(wrap(arith.round(np.multiply.outer(A.ravel(), B.ravel())), arith), out)
 
 

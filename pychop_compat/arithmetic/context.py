@@ -151,6 +151,10 @@ class Arithmetic:
         self._key = (spec, settings.randfunc, rng.seed if isinstance(rng, CounterRng) else rng)
         self.round_scalar = _scalar_rounder(spec, self._sources)
 
+    def __reduce__(self) -> tuple:  # (the cached rounders are closures: made again after unpickling)
+        return _arithmetic, (self.given, self.strict, self.mismatch, self.method, self.block_size, self._rng,
+                             self.hardware)
+
     @classmethod
     def of(cls, options: OptionsLike = None, **settings: Any) -> "Arithmetic":
         """``Arithmetic(options, **settings)``, the same object for the same hashable request.
@@ -369,6 +373,13 @@ def _hardware_of(hardware: Any, not_nearest: bool) -> Union[None, str, BlockFMA]
         raise ValueError("hardware= computes matrix products as the matrix units do (inputs rounded to "
                          "nearest): it needs round to nearest without bit flips.")
     return hardware
+
+
+def _arithmetic(given: dict, strict: bool, mismatch: str, method: str, block_size: int, rng: Any,
+                hardware: Any) -> Arithmetic:
+    """An unpickled :class:`Arithmetic`."""
+    return Arithmetic(given, strict=strict, mismatch=mismatch, method=method, block_size=block_size, rng=rng,
+                      hardware=hardware)
 
 
 def _request_key(options, settings):

@@ -292,7 +292,9 @@ class ChoppedJax(ChoppedOperators):
             o = other._data
         else:
             o = other
-            if arith.strict:
+            if arith.strict and isinstance(o, (float, int)) and not isinstance(o, bool) and not arith.spec.draws:
+                o = float(arith.chop(float(o)))  # (rounded from its double value, as NumPy's strict does)
+            elif arith.strict:
                 import jax.numpy as jnp
 
                 o = _round_jax(jnp.asarray(o, dtype=self._data.dtype), arith)

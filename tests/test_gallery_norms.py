@@ -67,6 +67,60 @@ def test_randsvd_shapes_classes_and_positive_definite():
         linalg.gallery_randsvd(6, 10.0, 3, 1, 1)
 
 
+@pytest.mark.parametrize("kappa", [-100.0, math.nan, 0.5, 0.0])
+def test_randsvd_refuses_kappa_below_one(kappa):
+    """A condition number is at least 1: randsvd gave NaN matrices (kappa < 0, NaN) or cond 2 for
+    kappa = 0.5 where gallery_randsvd refuses |kappa| < 1 and NaN."""
+    with pytest.raises(ValueError, match="kappa"):
+        linalg.randsvd(4, kappa, rng=0)
+    if not kappa < 0:  # gallery_randsvd reads kappa < 0 as positive definite with cond -kappa
+        with pytest.raises(ValueError, match="kappa"):
+            linalg.gallery_randsvd(4, kappa, rng=0)
+    assert abs(np.linalg.cond(linalg.randsvd(4, 1.0, rng=0)) - 1) < 1e-12  # kappa = 1: orthogonal
+
+
+def _exact_det(A):
+    """Determinant by Gaussian elimination in rationals (Fraction)."""
+    M = [[Fraction(v) for v in row] for row in A.tolist()]
+    n, det = len(M), Fraction(1)
+    for k in range(n):
+        p = next((i for i in range(k, n) if M[i][k]), None)
+        if p is None:
+            return Fraction(0)
+        if p != k:
+            M[k], M[p], det = M[p], M[k], -det
+        det *= M[k][k]
+        for i in range(k + 1, n):
+            f = M[i][k] / M[k][k]
+            M[i] = [a - f * c for a, c in zip(M[i], M[k])]
+    return det
+
+
+E25 = 2.0**-25
+SINGULAR = [
+    np.array([[1.0, 2.0], [2.0, 4.0]]),
+    np.array([[1.0, 1 + E25], [1 + E25, 1 + 2 * E25 + E25 * E25]]),  # (1 + e)^2 exact in double
+    np.array([[0.1, 0.75, 3.0], [2.0**-30, 2.5, 0.125], [0.1 + 2.0**-30, 0.75 + 2.5, 3.0 + 0.125]]),  # rows 1 + 2
+]
+
+
+@pytest.mark.parametrize("p", [1, 2, np.inf, "fro"])
+@pytest.mark.parametrize("A", SINGULAR, ids=["rank1", "square", "sum"])
+def test_exact_cond_of_a_singular_matrix_is_inf(A, p):
+    """cond(A, p, 'exact') is inf for a singular matrix: the 200-bit SVD left sigma_min ~ 1e-60."""
+    assert _exact_det(A) == 0
+    assert linalg.cond(A, p, "exact") == math.inf
+
+
+def test_exact_cond_of_nearly_singular_matrices_is_finite():
+    """Regular matrices stay regular: det(diag(2^31 - 1, 1)) is 0 modulo 2^31 - 1 but not 0."""
+    D = np.diag([2.0**31 - 1, 1.0])
+    assert linalg.cond(D, 2, "exact") == linalg.cond(D, 1, "exact") == 2.0**31 - 1
+    N = np.array([[1.0, 1.0], [1.0, 1.0 + 2.0**-52]])
+    assert _exact_det(N) == Fraction(1, 2**52)
+    assert math.isfinite(linalg.cond(N, 2, "exact")) and linalg.cond(N, 1, "exact") > 1e16
+
+
 A2 = np.array([[1.0, 2.0], [3.0, 4.0]])
 
 

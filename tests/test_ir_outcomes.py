@@ -167,6 +167,61 @@ def _mp_solve(A, b):
         return mpmath.lu_solve(mpmath.matrix(A.tolist()), mpmath.matrix(b.tolist()))
 
 
+# A NaN error must not pass stop='all' (Python's max dropped a NaN that was not its first argument).
+E25 = 2.0**-25
+#: Exactly singular in double (det = (1 + 2e + e^2) - (1 + e)^2 = 0, checked below), yet its fp32
+#: factors are not: no reference solution exists, so the forward errors are NaN.
+SINGULAR_IN_DOUBLE = np.array([[1.0, 1 + E25], [1 + E25, 1 + 2 * E25 + E25 * E25]])
+
+
+def _exact_det2(A):
+    return Fraction(A[0, 0]) * Fraction(A[1, 1]) - Fraction(A[0, 1]) * Fraction(A[1, 0])
+
+
+@pytest.mark.parametrize("solver", SOLVERS + [linalg.cg_ir])
+def test_stop_all_nan_forward_error_is_not_converged(solver):
+    """x_true with a NaN: the forward error is NaN, so 'all three errors <= u' cannot hold."""
+    A = np.array([[2.0, 1.0], [1.0, 3.0]])
+    res = solver(A, A @ np.ones(2), stop="all", x_true=np.array([np.nan, 1.0]))
+    assert all(math.isnan(e) for e in res.forward_error)
+    assert not res.converged and res.status in ("stagnated", "maxiter")
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_stop_all_without_reference_solution_is_not_converged(solver):
+    A = SINGULAR_IN_DOUBLE
+    assert _exact_det2(A) == 0
+    res = quiet(solver, A, A @ np.ones(2), uf="s", stop="all")
+    assert res.status != "singular" and all(math.isnan(e) for e in res.forward_error)
+    assert not res.converged and res.status in ("stagnated", "maxiter")
+
+
+def test_ls_ir_stop_all_without_reference_solution_is_not_converged():
+    """Rank-deficient A (its 2 x 2 block singular in double, third row a copy of the first) and b not
+    in its range: the augmented system has no unique solution, so no forward error can be measured."""
+    A = np.vstack([SINGULAR_IN_DOUBLE, SINGULAR_IN_DOUBLE[:1]])
+    assert _exact_det2(A[:2]) == 0
+    res = quiet(linalg.ls_ir, A, np.array([1.0, 2.0, 3.0]), uf="s", stop="all")
+    assert all(math.isnan(e) for e in res.forward_error)
+    assert not res.converged and res.status in ("stagnated", "maxiter")
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_stop_all_empty_system_still_converges(solver):
+    """An empty x has no forward error (it reads NaN); its zero backward errors decide."""
+    res = solver(np.zeros((0, 0)), np.zeros(0), stop="all")
+    assert res.converged and res.x.shape == (0,)
+
+
+@pytest.mark.parametrize("solver", SOLVERS + [linalg.cg_ir])
+@pytest.mark.parametrize("x_true", [np.ones((2, 1)), np.ones(1), np.ones(3)], ids=["column", "short", "long"])
+def test_x_true_shape_is_checked(solver, x_true):
+    """A column x_true broadcast against x to 2 x 2 and gave a wrong forward error; a short one too."""
+    A = np.array([[2.0, 1.0], [1.0, 3.0]])
+    with pytest.raises(ValueError, match="x_true"):
+        solver(A, A @ np.ones(2), x_true=x_true)
+
+
 def test_stop_option_is_checked():
     with pytest.raises(ValueError, match="stop"):
         linalg.lu_ir(np.eye(2), np.ones(2), stop="forward")

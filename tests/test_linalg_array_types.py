@@ -68,3 +68,26 @@ def test_jax_arrays_come_back_as_jax():
     np.testing.assert_array_equal(np.asarray(got), linalg.matvec(A, b, "h"))
     with pytest.raises(TypeError, match="mix"):
         linalg.matvec(jax.numpy.asarray(A), torch.from_numpy(b), "h")
+
+
+@pytest.mark.parametrize("library", ["torch", "jax"])
+def test_lu_permutation_matrix_keeps_the_library(library):
+    """LUResult.P used NumPy's ``perm.size`` (a method on torch tensors) and gave NumPy for JAX; the
+    oracle is the definition: P has a 1 at (i, perm[i]), so P @ A is A[perm]."""
+    A = np.array([[1.0, 2.0, 0.0], [3.0, 4.0, 1.0], [0.0, 5.0, 6.0]])
+    if library == "torch":
+        arr, kind = torch.from_numpy(A.copy()), torch.Tensor
+    else:
+        jax = pytest.importorskip("jax")
+        jax.config.update("jax_enable_x64", True)
+        arr, kind = jax.numpy.asarray(A), jax.Array
+    F = linalg.lu(arr, "h")
+    P = F.P
+    assert isinstance(P, kind) and str(P.dtype).endswith("float64")  # as NumPy input gives
+    perm = np.asarray(F.perm)
+    want = np.zeros((3, 3))
+    for i, j in enumerate(perm):
+        want[i, j] = 1.0
+    np.testing.assert_array_equal(np.asarray(P), want)
+    np.testing.assert_array_equal(np.asarray(P) @ A, A[perm])
+    assert sorted(perm.tolist()) == [0, 1, 2] and perm.tolist() != [0, 1, 2]  # a real row exchange

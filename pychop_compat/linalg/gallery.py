@@ -13,6 +13,12 @@ def _haar(n: int, rng: np.random.Generator) -> np.ndarray:
     return Q * np.where(np.diag(R) < 0, -1.0, 1.0)
 
 
+def _check_kappa(kappa: float, name: str) -> None:
+    """Refuse a condition number ``kappa`` (the value ``name`` says) below 1 or NaN."""
+    if not kappa >= 1:
+        raise ValueError(f"kappa must satisfy {name} >= 1, got {kappa!r}")
+
+
 def randsvd(
     n: int, kappa: float, mode: int = 3, rng: Union[None, int, np.random.Generator] = None
 ) -> np.ndarray:
@@ -22,6 +28,7 @@ def randsvd(
 
     ``A = Q1 diag(sigma) Q2^T`` with Haar-distributed orthogonal ``Q1, Q2`` and ``max sigma = 1``;
     ``mode`` as :func:`gallery_randsvd`'s 1 to 5 (default 3), mode 5 with ``cond(A) = kappa``.
+    ``kappa`` must be at least 1 (a ``ValueError`` otherwise, NaN included).
 
     Examples
     --------
@@ -34,6 +41,7 @@ def randsvd(
     rng = np.random.default_rng(rng)
     n = int(n)
     k = float(kappa)
+    _check_kappa(k, "kappa")  # as gallery_randsvd's |kappa| (a negative kappa has no meaning here)
     if n == 1:
         sigma = np.ones(1)
     elif mode == 3:
@@ -126,8 +134,7 @@ def gallery_randsvd(
     kappa = math.sqrt(1 / np.finfo(float).eps) if kappa is None else float(kappa)
     posdef = kappa < 0
     kappa = abs(kappa)
-    if not kappa >= 1:
-        raise ValueError(f"kappa must satisfy |kappa| >= 1, got {kappa!r}")
+    _check_kappa(kappa, "|kappa|")
     if int(mode) != mode or not 1 <= abs(int(mode)) <= 5:
         raise ValueError(f"mode must be one of +-1, +-2, +-3, +-4, +-5, got {mode!r}")
     mode = int(mode)

@@ -67,12 +67,14 @@ class LUResult:
         return bool(self.info) or not (np.all(np.isfinite(to_numpy(self.L))) and np.all(np.isfinite(to_numpy(self.U))))
 
     @property
-    def P(self) -> np.ndarray:
-        """Permutation matrix with ``P @ A = L @ U``."""
-        n = self.perm.size
+    def P(self) -> Any:
+        """Permutation matrix with ``P @ A = L @ U`` (float64; on the factors' library and device)."""
+        arrays = arrays_for(self.perm)  # built on the host: torch and JAX lack NumPy's .size and in-place writes
+        perm = arrays.to_host(self.perm)
+        n = perm.size
         P = np.zeros((n, n))
-        P[np.arange(n), self.perm] = 1.0
-        return P
+        P[np.arange(n), perm] = 1.0
+        return arrays.from_host(P)
 
     def __iter__(self):
         return iter((self.L, self.U, self.perm))

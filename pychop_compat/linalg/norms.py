@@ -114,6 +114,37 @@ def norm(A: ArrayLike, p: NormOrder = 2, precision: OptionsLike = None) -> float
     return _chopped_norm(a, order, precision)
 
 
+def _exactly_singular(a: np.ndarray) -> bool:
+    """Whether the square matrix ``a`` of finite doubles is singular, decided exactly on the integer
+    matrix ``2^k a``: nonsingular if it is modulo the prime ``2^31 - 1`` (NumPy, fast), else by
+    fraction-free (Bareiss) elimination with row exchanges."""
+    entries = [[Fraction(v) for v in row] for row in a.tolist()]
+    scale = max(v.denominator for row in entries for v in row)  # powers of two: the largest is their lcm
+    m = [[int(v * scale) for v in row] for row in entries]
+    n, prime = len(m), 2**31 - 1
+    r = np.array([[v % prime for v in row] for row in m], dtype=np.int64)
+    for k in range(n):  # products of residues < 2^31 fit in int64
+        rows = np.flatnonzero(r[k:, k])
+        if rows.size == 0:
+            break
+        r[[k, k + rows[0]]] = r[[k + rows[0], k]]
+        r[k] = r[k] * pow(int(r[k, k]), -1, prime) % prime
+        r[k + 1:] = (r[k + 1:] - np.outer(r[k + 1:, k], r[k]) % prime) % prime
+    else:
+        return False  # det(2^k a) is nonzero modulo the prime, hence nonzero
+    previous = 1
+    for k in range(n):
+        pivot = next((i for i in range(k, n) if m[i][k]), None)
+        if pivot is None:
+            return True
+        m[k], m[pivot] = m[pivot], m[k]
+        for i in range(k + 1, n):
+            for j in range(k + 1, n):  # exact: Bareiss's division leaves no remainder
+                m[i][j] = (m[i][j] * m[k][k] - m[i][k] * m[k][j]) // previous
+        previous = m[k][k]
+    return False
+
+
 @ieee
 def cond(A: ArrayLike, p: NormOrder = 2, precision: OptionsLike = None) -> float:
     """MATLAB's ``cond(A, p)``: ``norm(A, p) * norm(inv(A), p)``; for ``p = 2`` the ratio
@@ -155,6 +186,8 @@ def cond(A: ArrayLike, p: NormOrder = 2, precision: OptionsLike = None) -> float
         import mpmath
 
         a64 = a.astype(np.float64)
+        if np.all(np.isfinite(a64)) and _exactly_singular(a64):
+            return math.inf  # 200 bits may leave a rounding-sized sigma_min or pivot where the exact one is 0
         with mpmath.workprec(_EXACT_PREC):
             if order == 2:
                 s = mpmath.svd_r(mpmath.matrix(a64.tolist()), compute_uv=False)

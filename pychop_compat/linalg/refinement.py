@@ -153,7 +153,13 @@ def _verdict(it: int, nbe: float, cbe: float, fe: float, stop: str, tol: float, 
     convergence measure to ``measures``."""
     if not math.isfinite(nbe):
         return "diverged"
-    m: Optional[float] = max(nbe, cbe, fe) if stop == "all" else nbe
+    m: Optional[float] = nbe
+    if stop == "all":
+        # All three errors <= tol: a NaN error (x_true or the reference solution not finite) fails the
+        # rule; Python's max would drop a NaN that is not its first argument.  An empty x has no forward
+        # error (fe is NaN then): its backward errors decide.
+        errors = (nbe, cbe, fe) if n else (nbe, cbe)
+        m = math.nan if any(math.isnan(e) for e in errors) else max(errors)
     if stop == "change":
         m = out.changes[-1] if it else None
         if m is not None and m <= tol:
@@ -220,6 +226,8 @@ def _refine(arrays: Arrays, A: Any, b: Any, uf: OptionsLike, u: OptionsLike, ur:
     normA = float(np.max(np.sum(np.abs(arrays.to_host(Au)), axis=1))) if n else 0.0
     normb = arrays.max_abs(bu)
     xt = None if x_true is None else arrays.float_copy(x_true, False)
+    if xt is not None and tuple(xt.shape) != (n,):  # it would broadcast against x, or not compare at all
+        raise ValueError(f"x_true must be a vector of {n} entries (as b), got shape {tuple(xt.shape)}")
     F = factor(A)
     if xt is None and stop == "all" and not F.singular:
         if n and arrays.all_finite(Au) and arrays.all_finite(bu):

@@ -333,6 +333,15 @@ def test_chopped_arrays_pickle_with_their_arithmetic():
     same(pickle.loads(pickle.dumps(chopped(np.array([0.1]), "h"))).values, np.float16([0.1]).astype(np.float64))
 
 
+def test_plain_values_spread_by_data_movement_functions_are_rounded():
+    # broadcast_arrays and meshgrid give back every argument, np.max may give back initial=:
+    # plain float values come back chopped, so they are rounded as they enter (0.6.0: 0.1 stayed)
+    c, tenth = chopped(np.array([1.0]), "h"), float(np.float16(0.1))
+    assert np.broadcast_arrays(c, np.array([0.1]))[1].values.tolist() == [tenth]
+    assert np.meshgrid(c, np.array([0.1]))[1].values.tolist() == [[tenth]]
+    assert np.max(c - 2, initial=0.1).value == tenth and np.max(c, initial=0.1).value == 1.0
+
+
 def test_bad_arguments():
     with pytest.raises(ValueError, match="method"):
         chopped(1.0, "h", method="kahan")

@@ -766,6 +766,17 @@ _ON_DEVICE = {np.sum, np.prod, np.cumsum, np.cumprod, np.mean, np.var, np.std, n
               np.amin, np.argmax, np.argmin, np.any, np.all}
 
 # Values move, nothing is computed: the result holds values of the operands.
+#: Functions of :data:`_MOVES` that give back every argument's values (rounded as they enter).
+_SPREADS = {np.broadcast_arrays, np.meshgrid}
+
+
+def _entered(value: Any, arith: Arithmetic) -> Any:
+    """Plain float values rounded as a chopped array stores them; other values as they are."""
+    if isinstance(value, (ChoppedArray, ChoppedScalar)) or np.asarray(value).dtype.kind != "f":
+        return value
+    return stored_values(value, arith)
+
+
 _MOVES = {
     np.reshape, np.transpose, np.ravel, np.squeeze, np.expand_dims, np.flip, np.fliplr,
     np.flipud, np.roll, np.rot90, np.diag, np.diagonal, np.tril, np.triu, np.atleast_1d,
@@ -1095,7 +1106,11 @@ class ChoppedArray(ChoppedOperators):
         if handler is not None:
             return handler(*args, **kwargs)
         if func in _MOVES:
-            arith = arithmetic_of(_flatten_args(args, kwargs))
+            arith = cast(Arithmetic, arithmetic_of(_flatten_args(args, kwargs)))
+            if func in _SPREADS:  # plain float data among the arguments come back chopped: round them
+                args = tuple(_entered(a, arith) for a in args)
+            if kwargs.get("initial") is not None:  # (np.max's initial= can be the result)
+                kwargs = dict(kwargs, initial=_entered(kwargs["initial"], arith))
             return _rewrap(func(*plain_values(args), **plain_values(kwargs)), arith)
         if func in _PLAIN:
             return func(*plain_values(args), **plain_values(kwargs))

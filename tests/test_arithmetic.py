@@ -333,6 +333,13 @@ def test_chopped_arrays_pickle_with_their_arithmetic():
     same(pickle.loads(pickle.dumps(chopped(np.array([0.1]), "h"))).values, np.float16([0.1]).astype(np.float64))
 
 
+def test_byte_swapped_float32_data_stays_single():
+    x = np.array([0.1, 2.5], dtype=">f4")
+    c = chopped(x, "h")
+    assert c.dtype == np.float32 and c.values.tolist() == np.float16(x.astype(np.float32)).astype(np.float32).tolist()
+    assert x.dtype == np.dtype(">f4")  # the caller's array as it was
+
+
 def test_plain_values_spread_by_data_movement_functions_are_rounded():
     # broadcast_arrays and meshgrid give back every argument, np.max may give back initial=:
     # plain float values come back chopped, so they are rounded as they enter (0.6.0: 0.1 stayed)

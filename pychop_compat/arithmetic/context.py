@@ -319,7 +319,8 @@ class Arithmetic:
         if arr.dtype != np.float32:
             if arr.dtype.kind not in "fbiu":
                 raise TypeError(f"chopped arrays hold real numbers, not {arr.dtype}.")
-            arr = arr.astype(np.float64)
+            single = arr.dtype.kind == "f" and arr.dtype.itemsize == 4  # (a byte-swapped float32)
+            arr = arr.astype(np.float32 if single else np.float64)
         return self.round(arr)
 
 

@@ -164,3 +164,17 @@ def test_cpfloat_deterministic_codes_are_not_stochastic(mode):
     got = round_to_format(dask.array.from_array(x, chunks=(7, 5)), spec).compute()
     assert_bits_equal(got, round_to_format(x, spec), f"mode {mode}")
     assert make_spec("float8_e4m3fn", 5).stochastic and make_spec("float8_e4m3fn", 1, flip=1).draws
+
+
+def test_masked_dask_arrays_keep_their_mask():
+    # As NumPy's masked arrays: masked elements keep their values and mask (0.6.0 rounded them and
+    # dropped the mask).  fp16 of 1/3 is NumPy's float16 cast.
+    x = np.array([1 / 3, 2 / 3, 0.1, 5.0])
+    mask = [False, True, False, True]
+    d = da.ma.masked_array(da.from_array(x, chunks=2), mask=mask)
+    for rounder in (lambda v: chop(v, "h"), Chop({"format": "h", "round": 5}, rng=3)):
+        out = rounder(d).compute()
+        assert isinstance(out, np.ma.MaskedArray) and np.ma.getmaskarray(out).tolist() == mask
+        assert np.ma.getdata(out)[[1, 3]].tolist() == [2 / 3, 5.0]
+    out = chop(d, "h").compute()
+    assert np.ma.getdata(out)[[0, 2]].tolist() == np.float16(x[[0, 2]]).astype(np.float64).tolist()

@@ -1086,6 +1086,9 @@ def _check_dask_numbers(spec: RoundingSpec, sources: RandomSources) -> None:
 
 def _round_dask_block(block: np.ndarray, spec: RoundingSpec, sources: RandomSources, work: Any, give_back: Any,
                       choice: str) -> np.ndarray:
+    if isinstance(block, np.ma.MaskedArray):  # (a block of a masked Dask array: its mask kept, as NumPy's)
+        return numpy_engine.on_array_kind(block, functools.partial(
+            _round_dask_block, spec=spec, sources=sources, work=work, give_back=give_back, choice=choice))
     values = np.asarray(block, dtype=work)
     with cpu_engine(choice), np.errstate(over="ignore", invalid="ignore"):
         out = _round_host(values, spec, sources) if values.size else values.copy()
@@ -1099,6 +1102,11 @@ _SLICE = 1 << 16
 
 def _round_dask_block_counter(block: np.ndarray, spec: RoundingSpec, stream: Any, work: Any, give_back: Any,
                               block_info: Any = None) -> np.ndarray:
+    if isinstance(block, np.ma.MaskedArray):  # each element's numbers by its position; masked ones kept
+        out = _round_dask_block_counter(np.ma.getdata(block), spec, stream, work, give_back, block_info)
+        result = block.astype(out.dtype)  # a copy with the block's mask and fill value
+        np.ma.getdata(result)[...] = np.where(np.ma.getmaskarray(block), np.ma.getdata(block), out)
+        return result
     values = np.ascontiguousarray(block, dtype=work).reshape(-1)
     index = dask_engine.global_indices(block_info, block.shape).reshape(-1)
     out = np.empty(values.shape, dtype=give_back)

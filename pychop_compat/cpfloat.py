@@ -16,6 +16,7 @@ changed (:data:`CPFLOAT_HISTORY`) are parameters of the same option resolution.
 
 from __future__ import annotations
 
+import collections.abc
 import datetime
 import numbers
 import threading
@@ -25,8 +26,8 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from .engines import dispatch
-from .libraries import array_library, unsupported_type_error
+from .engines import dispatch, numpy_engine
+from .libraries import array_library
 from .formats import Format, catalogue_format
 from .matlab.history import as_date, rules_in_force
 from .matlab.options import atomic_values, isempty, items_snapshot
@@ -229,6 +230,8 @@ def _default_state() -> _State:
 
 def _given(fpopts) -> Optional[dict]:
     """The fields of ``fpopts`` that are present (None for an empty struct)."""
+    if isinstance(fpopts, collections.abc.Mapping) and not isinstance(fpopts, dict):
+        fpopts = dict(fpopts)  # any Mapping is read as a dict (a MappingProxyType, ...)
     if isempty(fpopts):
         return None
     if isinstance(fpopts, dict):
@@ -240,7 +243,18 @@ def _given(fpopts) -> Optional[dict]:
         return {"format": fpopts}
     if isinstance(fpopts, (bytes, numbers.Number, list, tuple, np.ndarray)):
         raise CpfloatError("cpfloat:invalidstruct", "Second argument must be a struct.")
-    return {name: getattr(fpopts, name) for name in _FIELDS if hasattr(fpopts, name)}
+    # An object with attributes: a public attribute that is no field raises (a misspelling is not
+    # skipped silently) unless it is None (chop's Options: randfunc, rules); params None is not
+    # given (an Options' unset params: no cpfloat:ignoredparams warning).
+    names = {name for name in vars(fpopts) if isinstance(name, str) and not name.startswith("_")} \
+        if hasattr(fpopts, "__dict__") else set()
+    unknown = {name for name in names if getattr(fpopts, name) is not None} - set(_FIELDS)
+    if unknown:
+        raise ValueError(f"Unknown cpfloat field(s) {sorted(unknown)}; allowed: {', '.join(_FIELDS)}.")
+    given = {name: getattr(fpopts, name) for name in _FIELDS if hasattr(fpopts, name)}
+    if given.get("params", ()) is None:
+        del given["params"]
+    return given
 
 
 def _number(value, name: str, integer: bool = True):
@@ -388,7 +402,8 @@ def _storage_class(x) -> str:
         if isinstance(x, complex) or (isinstance(x, (list, tuple)) and np.iscomplexobj(np.asarray(x))):
             raise CpfloatError("cpfloat:invalidmatrix", "First argument must be a 2D real numeric array.")
         return "double"  # Python numbers and lists: MATLAB doubles
-    name = str(dtype).rpartition(".")[2]
+    # (a NumPy dtype by its name: byte-swapped float arrays are accepted, as chop accepts them)
+    name = dtype.name if isinstance(dtype, np.dtype) else str(dtype).rpartition(".")[2]
     if name in ("float32", "float16", "bfloat16"):
         return "single"
     if name == "float64":
@@ -427,13 +442,17 @@ def _checked_spec(state: _State, x_class: str) -> RoundingSpec:
     )
 
 
-def _round(x, rounding: dispatch.PreparedRounding):
+def _round(x, rounding: dispatch.PreparedRounding, rules: Optional[CpfloatRules] = None):
+    """``x`` rounded, given back as chop gives it back (``rules``: those of a date, else today's)."""
     if type(x) is not np.ndarray:
         if array_library(x) not in ("numpy", "torch", "cupy", "jax", "dask"):
-            raise unsupported_type_error(x)
-        if isinstance(x, np.ndarray):  # a subclass (np.matrix, a masked array): the MEX returns a plain array
-            x = np.asarray(x)
-    return rounding(x)
+            raise TypeError(f"cpfloat does not support {type(x).__module__}.{type(x).__qualname__} input: it "
+                            "takes NumPy arrays, NumPy scalars, Python real numbers, lists and tuples, torch "
+                            "tensors, CuPy, JAX and Dask arrays. Pass numpy.asarray(x) to round a NumPy copy.")
+        if isinstance(x, np.ndarray):  # masked arrays (only unmasked elements rounded), np.matrix: as chop
+            return numpy_engine.on_array_kind(x, lambda plain: _round(plain, rounding, rules))
+    out = rounding(x)
+    return out if rules is None else _dated_details(x, out, rounding.spec, rules)
 
 
 def cpfloat(x: Any = None, fpopts: Any = None) -> Any:
@@ -443,15 +462,19 @@ def cpfloat(x: Any = None, fpopts: Any = None) -> Any:
     ----------
     x : array_like, torch.Tensor, cupy.ndarray or None
         Real float64 or float32 values (Python numbers and lists are float64);
-        float16/bfloat16 tensors are computed in float32.  ``None``: only set
-        (and return) the options, like MATLAB's ``[~, options] = cpfloat([], fpopts)``.
-    fpopts : dict, CpfloatOptions, object with attributes, or None
+        float16/bfloat16 tensors are computed in float32.  As for chop, a
+        masked array comes back masked (only its unmasked elements rounded),
+        an ``np.matrix`` as a matrix, and a byte-swapped array gives a native
+        result.  ``None``: only set (and return) the options, like MATLAB's
+        ``[~, options] = cpfloat([], fpopts)``.
+    fpopts : dict (or any Mapping), CpfloatOptions, object with attributes, or None
         CPFloat's fields ``format``, ``params`` (``[t, emin, emax]``),
         ``explim``, ``infinity``, ``round``, ``saturation``, ``subnormal``,
         ``flip``, ``p`` and ``drcheck`` (0 turns off the double-rounding check).
         Fields left out keep their previous values (``subnormal`` and
         ``infinity`` return to the format's defaults); empty fields take the
-        defaults.
+        defaults.  An object's attributes set to None other than these fields
+        are ignored, and ``params = None`` is left out (chop's ``Options``).
 
     Returns
     -------
@@ -467,7 +490,11 @@ def cpfloat(x: Any = None, fpopts: Any = None) -> Any:
         beyond the storage format's, a custom precision that may round twice
         (unless ``drcheck = 0``), ``'d'`` with float32 input, complex input.
     ValueError
-        For values the MEX silently misreads (see ``docs/differences.rst``).
+        For values the MEX silently misreads (see ``docs/differences.rst``),
+        unknown field names among them.
+    TypeError
+        For input of other types (pandas and xarray objects, ndarray
+        subclasses other than masked arrays, ``np.matrix`` and ``np.memmap``).
 
     Examples
     --------
@@ -531,7 +558,7 @@ class CpfloatAt:
             x_class = _storage_class(x)
             self._state = state  # the MEX stores the options before it checks them against x
             rounding = _rounding_for(state, x_class)
-        return _dated_details(x, _round(x, rounding), rounding.spec, self.rules)
+        return _round(x, rounding, self.rules)
 
     def options(self) -> CpfloatOptions:
         """The persistent options (a copy), ``params`` listed as the interface of the date lists them."""

@@ -133,3 +133,82 @@ def test_a_format_name_is_shorthand_for_a_struct(name):
     interface wants a struct)."""
     x = np.linspace(-3, 3, 41) / 7
     assert np.array_equal(cpfloat(x.copy(), name), cpfloat(x.copy(), {"format": name}), equal_nan=True)
+
+
+# --- input kinds and option containers as chop takes them ---
+
+THIRD_H = float(np.float16(1 / 3))  # 1/3 to nearest fp16 (NumPy's cast): 0.333251953125
+
+
+@pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")
+def test_masked_arrays_and_matrices_come_back_as_chop_gives_them():
+    """A masked array comes back masked, only its unmasked elements rounded; np.matrix as a matrix;
+    an unknown ndarray subclass is refused (the MEX's plain array would drop the mask silently)."""
+    from pychop_compat import cpfloat_at, rand, rng
+
+    x = np.ma.masked_array([1 / 3, 2 / 3], mask=[0, 1])
+    for f in (cpfloat, cpfloat_at("2025-01-01")):
+        y = f(x, {"format": "h"})
+        assert type(y) is np.ma.MaskedArray and list(y.mask) == [False, True]
+        assert y.data[0] == THIRD_H and y.data[1] == 2 / 3  # masked: untouched
+    # before 2022-02-17 (subnormal 0, ties to even) +-xmin/2 went to +-xmin: also on a masked array
+    y = cpfloat_at("2021-06-01")(np.ma.masked_array([2.0**-15, 1 / 3], mask=[0, 1]), {"format": "h", "subnormal": 0})
+    assert type(y) is np.ma.MaskedArray and y.data[0] == 2.0**-14 and y.data[1] == 1 / 3
+    m = cpfloat(np.matrix([[1 / 3, 2 / 3]]), "h")
+    assert type(m) is np.matrix and np.array_equal(m, [[THIRD_H, float(np.float16(2 / 3))]])
+
+    class Tagged(np.ndarray):
+        pass
+
+    with pytest.raises(TypeError, match="ndarray subclass"):
+        cpfloat(np.array([1 / 3]).view(Tagged), "h")
+    # stochastic rounding: MATLAB's c(~m) = cpfloat(x(~m)), one draw per unmasked element
+    x = np.ma.masked_array(np.arange(1, 13).reshape(3, 4) / 7.0, mask=np.eye(3, 4, dtype=bool))
+    keep = ~x.mask.ravel(order="F")
+    rng(5)
+    y = cpfloat(x, {"format": "h", "round": 5})
+    after = rand()
+    rng(5)
+    vector = cpfloat(x.data.ravel(order="F")[keep], {"format": "h", "round": 5})
+    assert after == rand() and np.array_equal(y.data.ravel(order="F")[keep], vector)
+    assert np.array_equal(y.data[x.mask], x.data[x.mask])
+
+
+def test_options_from_any_mapping_and_attribute_objects_are_checked():
+    """A non-dict Mapping is read like a dict (it was ignored); an attribute object's unknown field
+    raises as the dict's does; chop's Options with params unset gives no ignoredparams warning."""
+    import math
+    import types
+    import warnings
+    from fractions import Fraction
+
+    from pychop_compat import Options
+
+    # round 2 (up) to bfloat16: -1/3 on the grid of spacing 2**-9 in [1/4, 1/2)
+    up = float(Fraction(math.ceil(Fraction(-1, 3) * 2**9), 2**9))
+    assert cpfloat(np.array([-1 / 3]), types.MappingProxyType({"format": "b", "round": 2}))[0] == up == -0.33203125
+    with pytest.raises(ValueError, match="Unknown cpfloat field"):
+        cpfloat(np.array([1 / 3]), types.SimpleNamespace(format="h", rouond=2))
+    assert cpfloat(np.array([-1 / 3]), types.SimpleNamespace(format="b", round=2))[0] == up
+    clear_cpfloat()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert cpfloat(np.array([1 / 3]), Options(format="h"))[0] == THIRD_H
+
+
+def test_pandas_input_gets_a_cpfloat_error():
+    pd = pytest.importorskip("pandas")
+    with pytest.raises(TypeError, match=r"^cpfloat does not support pandas\.") as caught:
+        cpfloat(pd.Series([1 / 3]), "h")
+    assert "pandas" not in str(caught.value).partition("input")[2]  # not listed among what it takes
+
+
+@pytest.mark.parametrize("dtype", [">f8", ">f4"])
+def test_byte_swapped_arrays_are_accepted_with_a_native_result(dtype):
+    x = np.array([1 / 3, -2 / 3, 1e-6], dtype=dtype)
+    before = x.copy()
+    y = cpfloat(x, "h")
+    native = np.dtype(dtype).newbyteorder("=")
+    assert y.dtype == native and y.dtype.isnative
+    assert np.array_equal(y, x.astype(np.float16).astype(native))  # NumPy's cast to fp16, round to nearest
+    assert np.array_equal(x, before) and x.dtype == np.dtype(dtype)

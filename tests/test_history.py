@@ -387,3 +387,44 @@ def test_engines_equal_step_by_step_on_large_arrays(engine, monkeypatch):
             b = slow(x, o)
             monkeypatch.undo()
             assert a.tobytes() == b.tobytes(), o
+
+
+@pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")
+def test_masked_arrays_and_matrices_come_back_as_chop_gives_them():
+    """chop's input kinds: a masked array comes back masked (only unmasked elements rounded, the
+    old rules of the date on them), np.matrix as a matrix, an unknown subclass is refused."""
+    half = float(np.float16(1 / 3))  # NumPy's cast: 1/3 to nearest fp16
+    x = np.ma.masked_array([1 / 3, 3e-8, 2 / 3], mask=[0, 0, 1])
+    y = chop_at("2020-06-01")(x, {"format": "h"})  # 3e-8 < xmins = 2**-24: 0 before 2020-06-16
+    assert type(y) is np.ma.MaskedArray and list(y.mask) == [False, False, True]
+    assert list(y.data) == [half, 0.0, 2 / 3]  # masked: untouched
+    m = chop_at("2020-06-01")(np.matrix([[1 / 3]]), {"format": "h"})
+    assert type(m) is np.matrix and m[0, 0] == half
+
+    class Tagged(np.ndarray):
+        pass
+
+    with pytest.raises(TypeError, match="ndarray subclass"):
+        chop_at("2020-06-01")(np.array([1 / 3]).view(Tagged), {"format": "h"})
+    # stochastic rounding: the draws of chop, one per unmasked element (column-major order)
+    x = np.ma.masked_array(np.arange(1, 13).reshape(3, 4) / 7.0, mask=np.eye(3, 4, dtype=bool))
+    for date in ("2020-01-01", "2021-01-01"):
+        rng(7)
+        a = chop_at(date)(x, {"format": "b", "round": 5})
+        state = rng().State.copy()
+        rng(7)
+        b = chop(x, {"format": "b", "round": 5})
+        assert type(a) is np.ma.MaskedArray and np.array_equal(a.mask, x.mask)
+        assert np.array_equal(a.data, b.data) and np.array_equal(rng().State, state)
+
+
+@pytest.mark.parametrize("dtype", [">f8", ">f4"])
+def test_byte_swapped_arrays_are_accepted_with_a_native_result(dtype):
+    x = np.array([1 / 3, -2 / 3], dtype=dtype)
+    native = np.dtype(dtype).newbyteorder("=")
+    for date in ("2019-06-01", "2020-06-01", "2024-01-01"):
+        y = chop_at(date)(x, {"format": "h"})
+        assert y.dtype == native and np.array_equal(y, x.astype(np.float16).astype(native))  # NumPy's cast
+    if dtype == ">f4":  # single's custom precision limit (11 bits), as for a native float32 array
+        with pytest.raises(ValueError, match="at most 11"):
+            chop_at("2020-01-01")(x, {"format": "c", "params": [20, 10]})

@@ -21,6 +21,7 @@ from typing import Callable, Literal, Optional, Union
 
 import numpy as np
 
+from ..engines import numpy_engine
 from ..formats import CHOP_FORMAT_NAMES, CUSTOM_NAMES, lookup_format
 from ..kernels import compiled, numpy_fast, numpy_history
 from ..random import matlab_stream
@@ -442,6 +443,8 @@ def _x_class(x) -> str:
     if np.iscomplexobj(x):
         raise ValueError("Chop requires a real input array.")
     dtype = getattr(x, "dtype", None)
+    if isinstance(dtype, np.dtype) and not dtype.isnative:  # byte-swapped: the class of its values
+        dtype = dtype.newbyteorder("=")
     return "single" if dtype in (np.float32, np.float16) else "double"
 
 
@@ -594,8 +597,12 @@ class ChopAt:
                 f"chop_at rounds NumPy arrays, NumPy scalars, Python numbers and lists, not {type(x).__name__} "
                 "(historical chop.m had no GPU or torch path)."
             )
+        if isinstance(x, np.ndarray) and type(x) is not np.ndarray:  # masked arrays, np.matrix: as chop
+            return numpy_engine.on_array_kind(x, lambda plain: self._chop(plain, settings, route, fused))
         scalar = np.ndim(x) == 0 and not isinstance(x, np.ndarray)
         arr = np.asarray(x)
+        if arr.dtype.kind == "f" and not arr.dtype.isnative:  # byte-swapped: a native result, as chop gives
+            arr = arr.astype(arr.dtype.newbyteorder("="))
         if arr.dtype == np.float16:
             work = arr.astype(np.float32)
         elif arr.dtype in (np.float32, np.float64):

@@ -274,6 +274,15 @@ def test_other_array_types_refused_not_converted():
     assert isinstance(f(0.1, {"format": "h"}), float)
     out = f(np.float32(0.1))
     assert isinstance(out, np.float32) and out == np.float32(chop(np.float32(0.1), {"format": "h"}))
+    # as chop: a tensor that requires grad gets chop_at's TypeError (0.6.0: torch's own error), a
+    # NumPy double stays one (0.6.0: a float), bools and Fractions are real numbers
+    with pytest.raises(TypeError, match="chop_at"):
+        f(torch.ones(2, requires_grad=True), {"format": "h"})
+    out = f(np.float64(1 / 3))
+    assert type(out) is np.float64 and out == np.float16(1 / 3)
+    from fractions import Fraction
+
+    assert f(True) == 1.0 and f(Fraction(1, 3)) == float(np.float16(1 / 3))
 
 
 # --- chop_at on today's engines (issue 29 item 2) ---

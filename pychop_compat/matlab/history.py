@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import datetime as _dt
 import functools
+import numbers
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -439,7 +440,14 @@ def _on_engines_at(work: np.ndarray, settings: ChopSpec, route: str, fused: dict
     return out
 
 
+def _check_type(x) -> None:
+    if not isinstance(x, (np.ndarray, np.generic, numbers.Real, list, tuple)):
+        raise TypeError(f"chop_at rounds NumPy arrays, NumPy scalars, Python real numbers and lists, not "
+                        f"{type(x).__name__} (historical chop.m had no GPU or torch path).")
+
+
 def _x_class(x) -> str:
+    _check_type(x)  # (first: NumPy would read a torch tensor that requires grad with an error of its own)
     if np.iscomplexobj(x):
         raise ValueError("Chop requires a real input array.")
     dtype = getattr(x, "dtype", None)
@@ -592,11 +600,9 @@ class ChopAt:
         spec = settings.spec
         if type(x) is np.ndarray and (x.dtype is _FLOAT64 or x.dtype is _FLOAT32) and route in ("today", "flush tiny"):
             return _on_engines_at(x, settings, route, fused)
-        if not isinstance(x, (np.ndarray, np.generic, int, float, list, tuple)) or isinstance(x, bool):
-            raise TypeError(
-                f"chop_at rounds NumPy arrays, NumPy scalars, Python numbers and lists, not {type(x).__name__} "
-                "(historical chop.m had no GPU or torch path)."
-            )
+        if isinstance(x, numbers.Real) and not isinstance(x, (np.generic, int, float)):
+            x = float(x)  # a Fraction, a Decimal: its double, as chop takes it
+        _check_type(x)
         if isinstance(x, np.ndarray) and type(x) is not np.ndarray:  # masked arrays, np.matrix: as chop
             return numpy_engine.on_array_kind(x, lambda plain: self._chop(plain, settings, route, fused))
         scalar = np.ndim(x) == 0 and not isinstance(x, np.ndarray)
@@ -627,8 +633,8 @@ class ChopAt:
         elif out is None:
             out = _on_engines_at(work, settings, route, fused)
         out = out.astype(arr.dtype if arr.dtype == np.float16 else work.dtype, copy=False)
-        if scalar:
-            return float(out) if isinstance(x, (int, float)) else out[()]
+        if scalar:  # (a Python number gives a float, a NumPy scalar one of its type, as chop)
+            return float(out) if isinstance(x, (int, float)) and not isinstance(x, np.generic) else out[()]
         return out
 
     def options(self) -> Options:

@@ -179,6 +179,21 @@ def test_chopped_norms_match_scalar_loops(fmt):
     assert linalg.cond(np.diag([2.0, 0.5]), 1, fmt) == 4.0
 
 
+@pytest.mark.parametrize("precision", [None, "d", "h", "exact"])
+def test_norms_of_matrices_with_nan_or_inf(precision):
+    """MATLAB's norm: NaN when an entry is NaN, else Inf when one is Inf, for every p; the 2-norm
+    raised LAPACK's "SVD did not converge" on NaN and gave NaN on Inf."""
+    for p in (1, 2, np.inf, "fro"):
+        assert math.isnan(linalg.norm(np.array([[np.nan, 1.0], [1.0, 1.0]]), p, precision))
+        assert math.isnan(linalg.norm(np.array([[np.inf, 1.0], [np.nan, 1.0]]), p, precision))
+        assert linalg.norm(np.array([[np.inf, 1.0]]), p, precision) == math.inf
+        assert linalg.norm(np.array([[1.0, -np.inf], [2.0, 3.0]]), p, precision) == math.inf
+    if precision == "h":  # chopped: the norm of the stored A, whose 1e6 is Inf in fp16 (NumPy's cast)
+        with np.errstate(over="ignore"):
+            assert np.float16(1e6) == math.inf
+        assert linalg.norm(np.array([[1e6, 1.0], [1.0, 1.0]]), 2, "h") == math.inf
+
+
 def test_matlab_inputs_through_a_mat_file(tmp_path):
     # MATLAB: A = gallery('randsvd', n, kappa, mode); b = randn(n, 1); save('in.mat', 'A', 'b', '-v7')
     # Python: scipy.io.loadmat reads the same doubles.  Here scipy writes the v7

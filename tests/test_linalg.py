@@ -9,6 +9,7 @@ scalar loops written out below, which call chop on one number at a time.
 from __future__ import annotations
 
 import math
+import re
 from fractions import Fraction
 from types import SimpleNamespace
 
@@ -19,6 +20,7 @@ import scipy.linalg
 
 import pychop_compat.linalg as linalg
 from pychop_compat import Chop, Options, chop, chop_options, clear_chop
+from pychop_compat.kernels.compiled import cpu_engine
 
 # formats exercised by the bit-for-bit tests: fp16, bfloat16, fp8-e4m3, custom
 FORMATS = [
@@ -464,6 +466,32 @@ def test_lu_zero_pivot_info():
         F = linalg.lu(A, "h")
     assert F.info == 1
     assert np.all(F.L[1:, 0] == 0)
+
+
+def test_solve_refuses_b_that_is_not_a_vector_or_matrix():
+    """A 0-d b failed with an IndexError inside, a 3-D b with a broadcasting error."""
+    A = np.array([[2.0, 1.0], [1.0, 3.0]])
+    for b in (np.array(1.0), np.ones((2, 1, 1))):
+        message = rf"b must have shape \(n,\) or \(n, k\), got shape {re.escape(str(b.shape))}"
+        with pytest.raises(ValueError, match=message):
+            linalg.solve(A, b, "h")
+
+
+def test_lu_and_lutx_chop_nan_pivot_rules():
+    """As documented: lu takes the first NaN of a pivot column as pivot (numpy.argmax's rule, the
+    ``i?amax`` rule Demmel et al. propose), lutx_chop skips NaN as MATLAB's ``max`` does; so on
+    these fp16 matrices their row orders differ, while without NaN they agree."""
+    for A, lu_perm, lutx_perm in [(np.array([[1.0, 2.0], [np.nan, 3.0]]), [1, 0], [0, 1]),
+                                  (np.array([[np.nan, 2.0], [1.0, 3.0]]), [0, 1], [1, 0]),
+                                  (np.array([[1.0, 2.0, 0.0], [np.nan, 3.0, 1.0], [5.0, 1.0, 1.0]]),
+                                   [1, 0, 2], [2, 0, 1])]:
+        for engine in ("numpy", "auto"):  # the NumPy steps and, where Numba is, the compiled kernel
+            with cpu_engine(engine), pytest.warns(linalg.SingularMatrixWarning):
+                F = linalg.lu(A, "h")
+            assert F.perm.tolist() == lu_perm
+        assert linalg.lutx_chop(A, "h")[2].tolist() == lutx_perm
+    B = np.array([[1.0, 2.0, 0.0], [0.5, 3.0, 1.0], [5.0, 1.0, 1.0]])
+    assert linalg.lu(B, "h").perm.tolist() == linalg.lutx_chop(B, "h")[2].tolist() == [2, 1, 0]
 
 
 def exact_abs_matmul(X, Y):

@@ -135,6 +135,15 @@ def test_cholesky_outcomes_and_errors():
         linalg.gmres_ir(A, b, factorization="qr")
     with pytest.raises(ValueError, match="lu_method"):
         linalg.gmres_ir(A, b, factorization="cholesky", lu_method="lapack")
+    # perturbation belongs to the Cholesky factorization: refused, not ignored, with the LU one
+    with pytest.raises(ValueError, match="perturbation is for factorization='cholesky'"):
+        linalg.gmres_ir(A, b, perturbation=1e6)
+    # theta is checked as lu checks it, (0, 1]
+    for theta in (5.0, 0.0, -0.1):
+        with pytest.raises(ValueError, match=r"theta must be in \(0, 1\]"):
+            linalg.cg_ir(A, b, scaling="p", theta=theta)
+        with pytest.raises(ValueError, match=r"theta must be in \(0, 1\]"):
+            linalg.gmres_ir(A, b, factorization="cholesky", scaling="p", theta=theta)
 
 
 def test_ls_ir_solves_least_squares():

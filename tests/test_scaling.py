@@ -113,3 +113,14 @@ def test_scaling_options_are_checked():
     # no scaling requested: no Scaling attached, the factors are today's
     F = linalg.lu(np.array([[2.0, 1.0], [1.0, 3.0]]), "h")
     assert F.scaling is None
+
+
+def test_spd_diag_scale_refuses_undocumented_flags():
+    """spd_diag_scale.m squeezes for flag == 1 only; another flag was taken silently as 0."""
+    S = np.array([[4.0, 1.0], [1.0, 9.0]])
+    for flag in (2, -1, 0.5):
+        with pytest.raises(ValueError, match="flag must be 0 or 1"):
+            linalg.spd_diag_scale(S, flag, 0.1)
+    # D = diag(1/2, 1/3) (exact square roots): D S D = [[1, 1/6], [1/6, 1]], mu = 0.1 * xmax / 1
+    B, d, mu = linalg.spd_diag_scale(S, 1, 0.1)
+    assert d.tolist() == [0.5, 1.0 / 3.0] and mu == 0.1 * XMAX_H

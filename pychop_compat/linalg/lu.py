@@ -136,7 +136,8 @@ def lu(A: ArrayLike, options: OptionsLike = None, *, scaling: Optional[str] = No
     """LU factorization with partial pivoting in simulated precision.
 
     Right-looking Gaussian elimination: at step ``k`` the row with the first
-    largest ``|a_ik|``, ``i >= k``, is swapped into row ``k``, then the multipliers
+    largest ``|a_ik|``, ``i >= k`` (a NaN counts as largest: the first NaN, as
+    :func:`numpy.argmax` finds it; Notes), is swapped into row ``k``, then the multipliers
     ``l_ik = fl(a_ik / a_kk)`` and the Schur complement ``a_ij = fl(a_ij - fl(l_ik * a_kj))``
     are formed for the whole trailing submatrix at once.  With ``hardware=``, the blocked
     form GPU libraries run, its trailing updates computed by a GPU's matrix units (Notes).
@@ -194,6 +195,12 @@ def lu(A: ArrayLike, options: OptionsLike = None, *, scaling: Optional[str] = No
     column), the products ``l_ik a_kj``, the differences (the trailing block).
     A zero pivot column is skipped, as in LAPACK.  Backward error (Higham, Thm.
     9.3, round to nearest): ``P A + dA = L U`` with ``|dA| <= gamma_n |L||U|``.
+    A NaN in the pivot column is taken as pivot (the first one), the rule Demmel et
+    al. propose for the BLAS's ``i?amax``.  LAPACK's ``getrf`` does what its BLAS's
+    ``idamax`` does, which differs between builds (the reference ``idamax`` skips a
+    NaN unless it is the first entry; OpenBLAS's takes or skips it depending on the
+    vector), and :func:`lutx_chop` skips it as MATLAB's ``max`` does: with a NaN met
+    in the pivot search the factors can differ from both.
 
     With ``hardware=``: right-looking blocked LU as GPU libraries run it (MAGMA,
     cuSOLVER; Haidar et al., SC18).  ``A`` is rounded to ``options``; then for
@@ -248,7 +255,8 @@ def lutx_chop(A: ArrayLike, format: str = "h") -> Tuple[np.ndarray, np.ndarray, 
     GNU Octave runs it with ``chop.m`` of github.com/higham/chop (commit 906c31e)
     (``tests/data/research_linalg``).  :func:`lu` rounds ``A`` first, reports zero pivots and
     runs on every array type; on a matrix already in the format, and with the same options,
-    its factors are these.
+    its factors are these, unless the pivot search meets a NaN with another entry to choose
+    (:func:`lu` takes the first NaN as pivot).
 
     Parameters
     ----------
@@ -491,6 +499,8 @@ def solve_on(arrays: Arrays, A: Any, b: Any, options: OptionsLike = None) -> Any
     else:
         F = factorize(arrays, A, options)  # warns if singular
     (bb,) = float_operands(arrays, b)
+    if bb.ndim not in (1, 2):
+        raise ValueError(f"b must have shape (n,) or (n, k), got shape {tuple(bb.shape)}")
     single = all(M.dtype == arrays.xp.float32 for M in (F.L, F.U, bb))
     if not single and bb.dtype != arrays.xp.float64:
         bb = arrays.float_copy(bb, False)

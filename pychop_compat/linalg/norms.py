@@ -41,11 +41,17 @@ def _order(p: NormOrder):
     raise ValueError(f"p must be 1, 2, inf or 'fro', got {p!r}")
 
 
+def _nonfinite_norm(a: np.ndarray) -> float:
+    """The norm of a matrix with an Inf or NaN entry: NaN if one is NaN, else Inf (MATLAB's ``norm``;
+    LAPACK's SVD fails on NaN and gives NaN for Inf, so the 2-norm cannot be left to it)."""
+    return float(np.nan) if np.any(np.isnan(a)) else float(np.inf)
+
+
 def _exact_norm(a: np.ndarray, p) -> float:
     if a.size == 0:
         return 0.0
     if not np.all(np.isfinite(a)):
-        return float(np.nan) if np.any(np.isnan(a)) else float(np.inf)
+        return _nonfinite_norm(a)
     if p in (1, np.inf):  # the largest column (1) or row (inf) sum
         return float(max(sum((abs(Fraction(v)) for v in line), Fraction(0)) for line in (a.T if p == 1 else a)))
     import mpmath
@@ -68,6 +74,8 @@ def _chopped_norm(a: np.ndarray, p, options: OptionsLike) -> float:
     if p == "fro":
         v = stored.ravel(order="F")
         return float(r(np.sqrt(np.asarray(dot(v, v, options)))))
+    if not np.all(np.isfinite(stored)):
+        return _nonfinite_norm(stored)
     return float(r(np.asarray(np.linalg.norm(stored.astype(np.float64), 2))))
 
 
@@ -90,6 +98,8 @@ def norm(A: ArrayLike, p: NormOrder = 2, precision: OptionsLike = None) -> float
     Returns
     -------
     float
+        NaN when ``A`` (chopped: the stored ``A``) has a NaN entry, else Inf when it has an
+        Inf entry, for every ``p``, as MATLAB's ``norm``.
 
     Examples
     --------
@@ -108,6 +118,8 @@ def norm(A: ArrayLike, p: NormOrder = 2, precision: OptionsLike = None) -> float
     if precision is None or precision in DOUBLE_NAMES:
         if a.size == 0:
             return 0.0
+        if order == 2 and not np.all(np.isfinite(a)):
+            return _nonfinite_norm(a)
         return float(np.linalg.norm(a.astype(np.float64), order))
     if isinstance(precision, str) and precision == "exact":
         return _exact_norm(a.astype(np.float64), order)

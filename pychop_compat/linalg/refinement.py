@@ -29,7 +29,7 @@ from .extended import arithmetic, ext_lu_solve, ext_matvec, quick_two_sum, resid
 from .lu import LUResult, factorize, needs_host, solve_on
 from .products import HardwareLike, matmul_on
 from .qr import house_qr_lp
-from .scaling import Scaling, spd_diag_scale
+from .scaling import Scaling, checked_theta, spd_diag_scale
 
 __all__ = ["IRResult", "LSIRResult", "lu_ir", "gmres_ir", "cg_ir", "ls_ir", "extended_solution", "STATUSES",
            "STOPS"]
@@ -586,7 +586,7 @@ def gmres_ir(
         & Pranesh 2021); ``scaling`` is then None or ``'positive'`` (``'p'``), and ``theta`` and
         ``perturbation`` are those of :func:`cg_ir`.
     perturbation : float, optional
-        That of :func:`cg_ir` (``factorization='cholesky'`` only; default 0).
+        That of :func:`cg_ir` (``factorization='cholesky'`` only, else refused if not 0; default 0).
 
     Returns
     -------
@@ -615,6 +615,9 @@ def gmres_ir(
     if factorization not in ("lu", "cholesky"):
         raise ValueError(f"factorization must be 'lu' or 'cholesky', got {factorization!r}")
     cholesky = factorization == "cholesky"
+    if perturbation != 0 and not cholesky:  # the LU factorization has no perturbation: refuse, not ignore
+        raise ValueError(f"perturbation is for factorization='cholesky' only, got perturbation={perturbation!r} "
+                         f"with factorization={factorization!r}")
     if arrays is not HOST and (cholesky or _host_only(upp, ur, x_true, scaling, theta, lu_method, stop, hardware)):
         return on_host(gmres_ir, arrays, A, b, uf, u, ur, up=up, x_true=x_true, max_iter=max_iter, tol=tol,
                        gmres_tol=gmres_tol, gmres_maxit=gmres_maxit, stop=stop, scaling=scaling, theta=theta,
@@ -649,6 +652,8 @@ def _cholesky_factors(A: np.ndarray, uf: OptionsLike, scaling: Optional[str], th
     fmt = "h" if params == (11, 15) else "b" if params == (8, 127) else None
     if fmt is None:
         raise ValueError(f"the Cholesky factorization runs in fp16 or bfloat16 (chol_lp), got uf={uf!r}")
+    if theta is not None:
+        theta = checked_theta(theta)  # as lu's squeeze checks it
     a = np.array(A, dtype=np.float64)
     n = a.shape[0]
     shift = float(perturbation) * unit_roundoff(fmt)
@@ -752,7 +757,7 @@ def cg_ir(
         (:func:`spd_diag_scale`), ``mu = theta xmax`` (the codes' ``scale.flag = 1``); default:
         ``A + c u_f diag(A)``, unscaled.
     theta : float, optional
-        The squeeze's fraction of ``uf``'s largest number (default 0.1; with scaling only).
+        The squeeze's fraction of ``uf``'s largest number, in (0, 1] (default 0.1; with scaling only).
     perturbation : float, optional
         The codes' ``scale.pert``, ``c`` above (default 0).
 

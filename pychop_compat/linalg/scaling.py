@@ -254,8 +254,11 @@ def spd_diag_scale(A: ArrayLike, flag: int = 0, theta: Optional[float] = None
     ------
     ValueError
         The code's errors: ``'Input matrix is not symmetric'``, ``'matrix might not be positive
-        definite'`` (a diagonal entry ``<= 0``); ``theta`` missing with ``flag = 1``.
+        definite'`` (a diagonal entry ``<= 0``); ``theta`` missing with ``flag = 1``; ``flag``
+        not 0 or 1.
     """
+    if flag not in (0, 1):  # the code's other flags do not exist: refuse rather than not squeeze
+        raise ValueError(f"flag must be 0 or 1, got {flag!r}")
     a = _finite_square(A)
     with np.errstate(invalid="ignore"):
         if np.any(a - a.T != 0):
@@ -274,6 +277,15 @@ def spd_diag_scale(A: ArrayLike, flag: int = 0, theta: Optional[float] = None
             mu = float(theta) * 65504.0 / float(np.max(np.abs(B)))
             B = mu * B
     return B, d, mu
+
+
+def checked_theta(theta: float) -> float:
+    """``theta`` as a float, refused unless in (0, 1] (the squeeze's fraction of ``xmax``, for
+    :func:`squeeze` and the Cholesky factorization of the refinements)."""
+    theta = float(theta)
+    if not 0 < theta <= 1:
+        raise ValueError(f"theta must be in (0, 1], got {theta!r}")
+    return theta
 
 
 def squeeze(A: ArrayLike, xmax: float, theta: float = 0.1,
@@ -300,9 +312,7 @@ def squeeze(A: ArrayLike, xmax: float, theta: float = 0.1,
     Scaling
         ``row``, ``col`` of ``scaling`` and ``mu`` (1 for a zero or non-finite matrix).
     """
-    theta = float(theta)
-    if not 0 < theta <= 1:
-        raise ValueError(f"theta must be in (0, 1], got {theta!r}")
+    theta = checked_theta(theta)
     a = _finite_square(A)
     n = a.shape[0]
     base = scaling if scaling is not None else Scaling(np.ones(n), np.ones(n))

@@ -91,3 +91,10 @@ def test_lu_permutation_matrix_keeps_the_library(library):
     np.testing.assert_array_equal(np.asarray(P), want)
     np.testing.assert_array_equal(np.asarray(P) @ A, A[perm])
     assert sorted(perm.tolist()) == [0, 1, 2] and perm.tolist() != [0, 1, 2]  # a real row exchange
+
+
+def test_norm_and_cond_read_tensors_that_require_grad():
+    # ||A||_1 = 4 and inv(A) = [[0.6, -0.2], [-0.2, 0.4]], ||inv(A)||_1 = 0.8 (0.6.0: torch's error)
+    torch = pytest.importorskip("torch")
+    A = torch.tensor([[2.0, 1.0], [1.0, 3.0]], dtype=torch.float64, requires_grad=True)
+    assert linalg.norm(A, 1) == 4.0 and linalg.cond(A, 1, "exact") == 4.0 * 0.8

@@ -20,7 +20,7 @@ from typing import Union
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .arrays import HOST, ieee
+from .arrays import HOST, arrays_for, ieee
 from .common import DOUBLE_NAMES, OptionsLike, Rounder, float_operands
 from .errors import SingularMatrixWarning
 from .lu import solve
@@ -79,6 +79,13 @@ def _chopped_norm(a: np.ndarray, p, options: OptionsLike) -> float:
     return float(r(np.asarray(np.linalg.norm(stored.astype(np.float64), 2))))
 
 
+def _on_host(A: ArrayLike) -> ArrayLike:
+    """A torch, CuPy or JAX array's values on the host (a tensor that requires grad detached: the
+    result is a float, outside any autograd graph, as the other linalg results); others as they are."""
+    arrays = arrays_for(A)
+    return A if arrays is HOST else arrays.to_host(A)
+
+
 @ieee
 def norm(A: ArrayLike, p: NormOrder = 2, precision: OptionsLike = None) -> float:
     """MATLAB's ``norm(A, p)`` for ``p = 1, 2, inf, 'fro'``.
@@ -110,7 +117,7 @@ def norm(A: ArrayLike, p: NormOrder = 2, precision: OptionsLike = None) -> float
     (6.0, 7.0, 5.477225575051661)
     """
     order = _order(p)
-    (a,) = float_operands(HOST, A)
+    (a,) = float_operands(HOST, _on_host(A))
     if a.ndim == 1:
         a = a[:, None]  # a vector: MATLAB's vector norms agree with these on a column
     if a.ndim != 2:
@@ -187,7 +194,7 @@ def cond(A: ArrayLike, p: NormOrder = 2, precision: OptionsLike = None) -> float
     4.0
     """
     order = _order(p)
-    (a,) = float_operands(HOST, A)
+    (a,) = float_operands(HOST, _on_host(A))
     if a.ndim != 2 or a.shape[0] != a.shape[1]:
         raise ValueError("cond needs a square matrix")
     if a.size == 0:

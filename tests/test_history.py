@@ -437,3 +437,19 @@ def test_byte_swapped_arrays_are_accepted_with_a_native_result(dtype):
     if dtype == ">f4":  # single's custom precision limit (11 bits), as for a native float32 array
         with pytest.raises(ValueError, match="at most 11"):
             chop_at("2020-01-01")(x, {"format": "c", "params": [20, 10]})
+
+
+def test_stored_options_and_empty_values_as_chop_m_reads_them():
+    # [~, o] = chop; chop(x, o) works with chop_at's own options and chop_options() (their rules is
+    # chop.m's own); [] reuses the stored options and an empty field takes the stored value or the
+    # default, as chop.m's isempty tests do (0.6.0 refused all three).
+    f = chop_at("2021-01-01")
+    f(None, {"format": "b"})
+    bf16 = float(chop(1 / 3, {"format": "b"}))
+    assert f(1 / 3, f.options()) == bf16
+    for empty in ([], (), np.array([])):
+        assert f(1 / 3, empty) == bf16
+    f(None, {"format": "c", "params": [5, 7]})
+    assert f(1 / 3, {"format": "c", "params": []}) == float(chop(1 / 3, {"format": "c", "params": [5, 7]}))
+    with pytest.raises(ValueError, match="rules"):
+        f(1 / 3, {"format": "h", "rules": "correct"})

@@ -26,8 +26,8 @@ from ..engines import numpy_engine
 from ..formats import CHOP_FORMAT_NAMES, CUSTOM_NAMES, lookup_format
 from ..kernels import compiled, numpy_fast, numpy_history
 from ..random import matlab_stream
-from .options import (DEFAULT_SPEC, OPTION_NAMES, ChopSpec, Options, custom_params_format, precision_limit, remembered,
-                      resolve)
+from .options import (DEFAULT_SPEC, OPTION_NAMES, ChopSpec, Options, custom_params_format, isempty, options_are_empty,
+                      precision_limit, remembered, resolve)
 from ..spec import RoundingSpec
 from ..random.sources import MATLAB_STREAM, sources_for
 from ..rules.chop import apply_range_limits, roundit_vector
@@ -245,7 +245,7 @@ _FP8_NAMES = ("q43", "fp8-e4m3", "q52", "fp8-e5m2")
 
 def _fields(options) -> Optional[dict]:
     """The non-empty fields given, or None for MATLAB's ``[]`` (reuse the stored options)."""
-    if options is None:
+    if options_are_empty(options):  # None, [], (), '', an empty array
         return None
     if isinstance(options, Mapping):
         items = dict(options)
@@ -256,7 +256,7 @@ def _fields(options) -> Optional[dict]:
     unknown = set(items) - set(OPTION_NAMES)
     if unknown:
         raise ValueError(f"Unknown chop option(s) {sorted(unknown)}; allowed: {', '.join(OPTION_NAMES)}.")
-    return {k: v for k, v in items.items() if v is not None and not (isinstance(v, str) and v == "")}
+    return {k: v for k, v in items.items() if not isempty(v)}  # (chop.m: isempty(options.field), the default)
 
 
 def _resolve_at(options, stored: Optional[ChopSpec], x_class: str, rules: Rules) -> ChopSpec:
@@ -276,7 +276,7 @@ def _resolve_at(options, stored: Optional[ChopSpec], x_class: str, rules: Rules)
         raise ValueError(f"options.format must be a string, got {name!r}.")
     if name in _FP8_NAMES and not rules.fp8:
         raise ValueError(f"Unrecognized format {name!r}: 8-bit formats were added to chop on 2022-04-15.")
-    if "rules" in given:
+    if given.pop("rules", "chop") != "chop":  # (chop.m's rules: what [~, options] = chop gives back)
         raise ValueError("chop_at follows chop.m's rules of its date; options.rules is not one of chop.m's "
                          "options (use chop for options.rules).")
     if name not in CHOP_FORMAT_NAMES:

@@ -141,3 +141,12 @@ def test_settings_print_in_one_line():
     shown = repr(set_rng(42))
     assert "\n" not in shown and len(shown) < 100, shown
     assert shown.startswith("RngSettings(Type='twister', Seed=") and "625 uint32 words" in shown
+
+
+def test_size_arguments_as_matlab_reads_them():
+    # MATLAB: rand([2]) is rand(2), 2-by-2 ([2] is the scalar 2); trailing singleton dimensions
+    # beyond the second are dropped (size(rand(2,3,1)) is [2 3], rand(1,1,1) a scalar).
+    rng("default")
+    assert rand([2]).shape == (2, 2) and randi(10, [2]).shape == (2, 2)
+    assert rand(2, 3, 1).shape == (2, 3) and rand(2, 1, 3).shape == (2, 1, 3)
+    assert np.ndim(rand(1, 1, 1)) == 0

@@ -303,13 +303,16 @@ def _shape_and_class(args, name):
         cls = args.pop()
         if cls not in ("double", "single"):
             raise ValueError(f"{name}: the class must be 'double' or 'single', got {cls!r}.")
-    if len(args) == 1:
-        shape = tuple(args[0]) if np.ndim(args[0]) == 1 else (args[0], args[0])
+    if len(args) == 1:  # rand(n) is n-by-n, and so is rand([n]): MATLAB's [n] is the scalar n
+        size = list(np.ravel(args[0])) if np.ndim(args[0]) else [args[0]]
+        shape = tuple(size) if len(size) != 1 else (size[0], size[0])
     else:
         shape = tuple(args) or (1, 1)
     dims = [_whole_number(d) for d in shape]
     if None in dims:
         raise ValueError(f"{name}: size arguments must be integers, got {shape[dims.index(None)]!r}.")
+    while len(dims) > 2 and dims[-1] == 1:  # MATLAB drops trailing singleton dimensions beyond the second
+        dims.pop()
     return tuple(max(d, 0) for d in dims), cls
 
 

@@ -3,6 +3,7 @@ and MathWorks' documented outputs."""
 
 from __future__ import annotations
 
+import struct
 import warnings
 from fractions import Fraction
 
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 from pychop_compat import chop
-from pychop_compat.matlab import chop_struct, int_divide, round_half_away, sprintf
+from pychop_compat.matlab import chop_struct, int_divide, round_half_away, sequential_sum, sprintf
 
 
 def _round_half_away_exact(x: float) -> float:
@@ -113,3 +114,88 @@ def test_chop_struct_ignores_unknown_fields_like_chop_m():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert vars(chop_struct({"format": "b", "round": 2}, warn=True)) == {"format": "b", "round": 2}
+
+
+def test_sprintf_integers_print_their_own_digits():
+    # an integer's digits, not those of the nearest double (2^53 + 1 and 2^64 - 1 are no doubles)
+    for value in (2**53 + 1, 2**60 + 1, 1 - 2**63, 2**64 - 1):
+        assert float(value) != value
+    assert sprintf("%d", np.int64(9007199254740993)) == str(2**53 + 1)
+    assert sprintf("%d", np.uint64(2**64 - 1)) == "18446744073709551615"
+    assert sprintf("%d", 2**60 + 1) == "1152921504606846977"
+    assert sprintf("%i|%u|%x", np.int64([1 - 2**63, 2**62 + 1, 2**62 + 1])) == (
+        f"{1 - 2**63}|{2**62 + 1}|{2**62 + 1:x}")
+
+
+def test_sprintf_char_data_and_numbers_with_s_and_c():
+    # MathWorks Answers 1808680: text given to a numeric conversion prints its character codes
+    assert sprintf("%d", "abc") == "".join(str(ord(c)) for c in "abc") == "979899"
+    assert sprintf("%d %f", "10") == f"{ord('1')} {ord('0')}.000000"
+    # MATLAB's sprintf doc: %c is a single character, so a char array is consumed one character at a time
+    assert sprintf("%c-", "abc") == "a-b-c-"
+    assert sprintf("A is %c", "ZH") == "A is ZA is H"
+    assert sprintf("%s\n", "abc") == "abc\n"  # %s takes the whole char array
+    # MATLAB's sprintf doc: %s and %c convert integers that are valid character codes to characters
+    assert sprintf("%s", 65) == chr(65) == "A"
+    assert sprintf("%s", [72, 105]) == "Hi"
+    assert sprintf("%c", np.array([72.0, 105.0])) == "Hi"
+    # MATLAB's fprintf doc: "a string conversion for a numeric value ... MATLAB overrides the specified
+    # conversion, and uses %e"
+    assert sprintf("%s", 1.5) == "%e" % 1.5 == "1.500000e+00"
+    assert sprintf("%c", -1234.5) == "%e" % -1234.5
+    assert sprintf("%c|%s", np.nan, np.inf) == "NaN|Inf"
+    assert sprintf("%d %s|", "ab", [72, 1.5]) == "97 b|72 1.500000e+00|"  # codes, then the rest, then %e
+    assert sprintf("%s|", "", "x") == "x|"  # an empty char array has no elements
+
+
+def test_sprintf_numeric_escapes_and_bit_subtypes():
+    # MATLAB's sprintf doc, formatSpec special characters: sprintf('\x5A') and sprintf('\132') return 'Z'
+    assert sprintf("\\x5A|\\132") == "Z|Z"
+    assert sprintf("hello\\x41\\101") == "hello" + chr(0x41) + chr(0o101) == "helloAA"
+    assert sprintf("\\\\101") == "\\101"  # an escaped backslash, then text
+    # MATLAB's sprintf doc, subtypes: %bx the double's bits in hex, %tx the single's
+    assert sprintf("%bx", 1.0) == struct.pack(">d", 1.0).hex() == "3ff0000000000000"
+    assert sprintf("%tx", 1.0) == struct.pack(">f", 1.0).hex() == "3f800000"
+    assert sprintf("%bX %bu %to", -0.1, 2.0, 0.5) == (
+        f"{struct.unpack('>Q', struct.pack('>d', -0.1))[0]:X} {struct.unpack('>Q', struct.pack('>d', 2.0))[0]} "
+        f"{struct.unpack('>I', struct.pack('>f', 0.5))[0]:o}")
+
+
+def test_int_divide_with_doubles_keeps_the_integer_class():
+    # MATLAB's "Integers" doc: an integer class combined with a double gives the integer class; the double is
+    # used as it is and the result rounded half away from zero and saturated
+    got = int_divide(300, np.int8(2))
+    assert got.dtype == np.int8 and got == 127  # 300/2 = 150 saturates (not int8(300)/2 = 64)
+    got = int_divide(np.int32(7), 2.5)
+    assert got.dtype == np.int32 and got == 3  # 7/2.5 = 2.8 (not 7/2 = 3.5 -> 4)
+    np.testing.assert_array_equal(int_divide(np.int32([-7, 7]), [2.0, -2.0]), [-4, -4])
+    big = 2**62 + 1  # exact quotient 2^61 + 1/2 rounds to 2^61 + 1; in doubles it would be 2^61
+    assert int_divide(np.int64(big), 2.0) == 2**61 + 1
+    rng = np.random.default_rng(7)
+    a = rng.integers(-(2**31), 2**31, 300, dtype=np.int32)
+    b = rng.standard_normal(300) * 10.0 ** rng.integers(-3, 4, 300)
+    got = int_divide(a, b)
+    assert got.dtype == np.int32
+    for p, q, r in zip(a.tolist(), b.tolist(), got.tolist()):
+        exact = Fraction(p) / Fraction(q)
+        want = int(np.sign(exact)) * int(abs(exact) + Fraction(1, 2))
+        assert r == min(max(want, -(2**31)), 2**31 - 1), (p, q, r)
+    with pytest.raises(TypeError, match="same integer class"):
+        int_divide(np.int32(7), np.int16(2))  # 0-d operands too
+
+
+def test_sequential_sum_of_a_1d_array_is_the_row_it_stands_for():
+    # MATLAB's sum doc: sum(A, 1) sums each column; [1 2] has two columns of one element: sum([1 2], 1) = [1 2]
+    got = sequential_sum(np.array([1.0, 2.0]), 1)
+    np.testing.assert_array_equal(got, [1.0, 2.0])
+    assert sequential_sum(np.array([1.0, 2.0]), 2) == 3.0
+    np.testing.assert_array_equal(sequential_sum(np.array([[1.0, 2.0]]), 1), [1.0, 2.0])  # the same as 1 x 2
+
+
+def test_chop_struct_drops_rules_which_chop_m_does_not_read():
+    # chop.m reads format, subnormal, round, flip, p, explim, randfunc, params; 'rules' is this package's
+    with pytest.warns(UserWarning, match="'rules'"):
+        opts = chop_struct({"format": "fp8-e4m3", "rules": "correct"})
+    assert vars(opts) == {"format": "fp8-e4m3"}
+    x = np.linspace(-3, 3, 101)
+    np.testing.assert_array_equal(chop(x, opts), chop(x, {"format": "fp8-e4m3"}))

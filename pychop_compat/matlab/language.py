@@ -12,13 +12,14 @@ import math
 import re
 import warnings
 from collections.abc import Mapping
+from fractions import Fraction
 from types import SimpleNamespace
 from typing import Any, Union
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .options import CHOP_M_OPTION_NAMES, OPTION_NAMES
+from .options import CHOP_M_OPTION_NAMES
 
 __all__ = ["round_half_away", "int_divide", "sequential_sum", "sprintf", "chop_struct"]
 
@@ -68,13 +69,16 @@ def int_divide(a: ArrayLike, b: ArrayLike) -> np.ndarray:
     The exact quotient rounded to nearest, halves away from zero
     (``int32(-7) / int32(2)`` is -4, where Python's ``//`` floors); results
     outside the class saturate; division by zero gives ``intmax``, ``intmin``
-    or 0 by the dividend's sign.
+    or 0 by the dividend's sign.  An integer class combined with a double
+    gives the integer class, the double used as it is: ``int32(7) / 2.5`` is
+    ``round(2.8) = 3`` and ``300 / int8(2)`` is ``int8(127)``; NaN gives 0.
 
     Parameters
     ----------
     a, b : array_like
-        Integer arrays or scalars of one NumPy integer dtype (or one of them a
-        Python int), broadcastable against each other.
+        Broadcastable arrays or scalars: NumPy integer arrays or scalars of one
+        dtype, or one of them a double (MATLAB's class of literals): a Python
+        int or float, a list of them, or a float or bool array.
 
     Returns
     -------
@@ -93,37 +97,60 @@ def int_divide(a: ArrayLike, b: ArrayLike) -> np.ndarray:
     >>> from pychop_compat.matlab import int_divide
     >>> int_divide(np.int32([7, -7, 5, 0]), np.int32([2, 2, 0, 0]))
     array([         4,         -4, 2147483647,          0], dtype=int32)
+    >>> int_divide(np.int32(7), 2.5), int_divide(300, np.int8(2))
+    (array(3, dtype=int32), array(127, dtype=int8))
     """
     a_arr, b_arr = np.asarray(a), np.asarray(b)
-    kinds = [arr.dtype for arr in (a_arr, b_arr) if np.issubdtype(arr.dtype, np.integer)]
-    if not kinds:
+    # A NumPy integer array or scalar has an integer class; Python numbers and lists are MATLAB doubles.
+    classes = [arr.dtype for x, arr in ((a, a_arr), (b, b_arr))
+               if isinstance(x, (np.ndarray, np.generic)) and np.issubdtype(arr.dtype, np.integer)]
+    if not classes and all(np.issubdtype(arr.dtype, np.integer) for arr in (a_arr, b_arr)):
+        classes = [a_arr.dtype]  # Python ints on both sides: the first one's NumPy dtype, as before
+    if not classes:
         raise TypeError(f"int_divide needs integer arrays (MATLAB integer classes); got {a_arr.dtype} and "
                         f"{b_arr.dtype}")
-    dtype = kinds[0]
+    if len(set(classes)) > 1:
+        raise TypeError(f"int_divide: integer dtypes differ ({a_arr.dtype} and {b_arr.dtype}); "
+                        "MATLAB requires both operands of the same integer class")
     for arr in (a_arr, b_arr):
-        if np.issubdtype(arr.dtype, np.integer) and arr.dtype != dtype and arr.ndim > 0:
-            raise TypeError(f"int_divide: integer dtypes differ ({a_arr.dtype} and {b_arr.dtype}); "
-                            "MATLAB requires both operands of the same integer class")
+        if arr.dtype.kind not in "biuf":
+            raise TypeError(f"int_divide takes real numbers; got {arr.dtype}")
+    dtype = classes[0]
     info = np.iinfo(dtype)
-    # Python integers: exact for every width, int64 and uint64 included.
+    # Python ints and floats: exact for every width, int64 and uint64 included.
     num, den = np.broadcast_arrays(a_arr.astype(object), b_arr.astype(object))
     out = np.empty(num.shape, dtype=dtype)
     flat_out = out.reshape(-1)
     for i, (p, q) in enumerate(zip(num.reshape(-1), den.reshape(-1))):
-        p, q = int(p), int(q)
-        if q == 0:
-            value = info.max if p > 0 else (info.min if p < 0 else 0)
-        else:
-            quotient, remainder = divmod(abs(p), abs(q))
-            if 2 * remainder >= abs(q):
-                quotient += 1
-            value = quotient if (p >= 0) == (q > 0) else -quotient
-        flat_out[i] = min(max(value, info.min), info.max)
+        flat_out[i] = min(max(_rounded_quotient(p, q, info), info.min), info.max)
     return out
 
 
+def _rounded_quotient(p: Union[int, float], q: Union[int, float], info: np.iinfo) -> int:
+    """p / q rounded half away from zero, in exact arithmetic; the IEEE result's sign where it is infinite."""
+    if math.isnan(p) or math.isnan(q) or (math.isinf(p) and math.isinf(q)):
+        return 0  # NaN converts to 0 in an integer class
+    if q == 0 or math.isinf(p):
+        if p == 0:
+            return 0
+        positive = (p > 0) == (math.copysign(1.0, q) > 0)  # 5 / -0.0 is -Inf
+        return info.max if positive else info.min
+    if math.isinf(q):
+        return 0
+    if isinstance(p, float) or isinstance(q, float):
+        exact = Fraction(p) / Fraction(q)  # a double's exact value: no rounding before the final one
+        p, q = exact.numerator, exact.denominator
+    p, q = int(p), int(q)
+    quotient, remainder = divmod(abs(p), abs(q))
+    if 2 * remainder >= abs(q):
+        quotient += 1
+    return quotient if (p >= 0) == (q > 0) else -quotient
+
+
 _CONVERSION = re.compile(r"%(?P<flags>[-+ 0#]*)(?P<width>\d+|\*)?(?:\.(?P<precision>\d+|\*))?"
-                         r"(?P<conversion>[diouxXfFeEgGcs%])")
+                         r"(?:(?P<subtype>[bt])(?=[ouxX]))?(?P<conversion>[diouxXfFeEgGcs%])")
+# \xN (hex, every digit that follows) and \N (octal, 1 to 3 digits), as MATLAB's formatSpec documents
+_ESCAPE = re.compile(r"\\(x[0-9a-fA-F]+|[0-7]{1,3}|.)")
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "a": "\a", "b": "\b", "f": "\f", "v": "\v"}
 
 
@@ -144,11 +171,12 @@ def sequential_sum(x: ArrayLike, dim: Union[int, None] = None) -> Union[np.ndarr
     dim : {None, 1, 2}, optional
         MATLAB's dimension: 1 sums each column, 2 each row; None (default) sums a 1-D array
         or a ``1 x n`` row, else the columns, as MATLAB's first non-singleton dimension.
+        A 1-D array is the ``1 x n`` row it stands for: ``dim=1`` returns its terms.
 
     Returns
     -------
     numpy.ndarray or float
-        A Python float for a vector; for a matrix the sums as a 1-D array.
+        A Python float where the sum is one number; else the sums as a 1-D array.
 
     Examples
     --------
@@ -176,31 +204,84 @@ def sequential_sum(x: ArrayLike, dim: Union[int, None] = None) -> Union[np.ndarr
     total = np.zeros(terms.shape[1], dtype=a.dtype)
     for row in terms:
         total = total + row
-    return float(total[0]) if np.asarray(x).ndim < 2 or total.size == 1 else total
+    return float(total[0]) if total.size == 1 else total
 
 
-def _flatten(args) -> list:
-    """The values of ``args`` in MATLAB's order: each argument column by column, strings whole."""
-    values: list = []
-    for arg in args:
-        if isinstance(arg, str):
-            values.append(arg)
-        else:
-            values.extend(np.asarray(arg).ravel(order="F").tolist())
-    return values
+class _Values:
+    """sprintf's values in MATLAB's order: each argument column by column, a char array as its characters."""
+
+    def __init__(self, args: tuple) -> None:
+        self.args: list[tuple[bool, list]] = []
+        for arg in args:
+            if isinstance(arg, str):
+                self._add(True, list(arg))
+                continue
+            numbers: list = []
+            for element in np.asarray(arg).ravel(order="F").tolist():
+                if isinstance(element, str):  # an array of strings: each one a char array
+                    self._add(False, numbers)
+                    self._add(True, list(element))
+                    numbers = []
+                else:
+                    numbers.append(element)
+            self._add(False, numbers)
+        self.arg, self.element = 0, 0
+
+    def _add(self, is_text: bool, elements: list) -> None:
+        if elements:  # an empty argument gives no value
+            self.args.append((is_text, elements))
+
+    def exhausted(self) -> bool:
+        return self.arg >= len(self.args)
+
+    def next(self, conversion: str) -> Any:
+        """The value for ``conversion``: %s takes the rest of a char array, or a run of character codes."""
+        is_text, elements = self.args[self.arg]
+        start, end = self.element, self.element + 1
+        value: Any = elements[start]
+        if is_text and conversion == "s":
+            end = len(elements)
+            value = "".join(elements[start:])
+        elif is_text and conversion != "c":  # text given to a numeric conversion: its character codes
+            value = ord(value)
+        elif not is_text and conversion == "s":
+            while end < len(elements) and _is_char_code(elements[end]):
+                end += 1
+            if _is_char_code(value):
+                value = "".join(chr(int(code)) for code in elements[start:end])
+            else:
+                end = start + 1
+        self.element = end
+        if end >= len(elements):
+            self.arg, self.element = self.arg + 1, 0
+        return value
+
+
+def _is_char_code(value: Any) -> bool:
+    """Whether MATLAB's %c and %s print ``value`` as a character: an integer code of its char, 0 to 65535."""
+    try:
+        return float(value).is_integer() and 0 <= value <= 65535
+    except (TypeError, OverflowError):
+        return False
 
 
 def _format_one(spec: re.Match, value: Any) -> str:
     flags, width, precision, conversion = spec["flags"], spec["width"] or "", spec["precision"], spec["conversion"]
     head, dot = f"%{flags}{width}", "" if precision is None else f".{precision}"
-    if conversion == "s":
-        if not isinstance(value, str):  # MATLAB prints a number given to %s in shortest form
-            value = _shortest(value)
-        return (head + dot + "s") % value
-    if conversion == "c":
-        return (head + "s") % (value if isinstance(value, str) else chr(int(value)))
-    if isinstance(value, str):  # text given to a numeric conversion: MATLAB prints the text
-        return (head + "s") % value
+    if conversion in "sc":
+        if isinstance(value, str):
+            return (head + (dot if conversion == "s" else "") + "s") % value
+        if _is_char_code(value):
+            return (head + "s") % chr(int(value))
+        # MATLAB's fprintf: a conversion that does not fit the data, such as text for a number, becomes %e
+        conversion = "e"
+    if spec["subtype"]:  # %bx, %tx, ...: the bits of the double (b) or single (t) value, as an integer
+        with np.errstate(over="ignore"):  # single(1e300) is Inf, as in MATLAB
+            bits = np.float64(value).view(np.uint64) if spec["subtype"] == "b" else np.float32(value).view(np.uint32)
+        return (head + dot + ("d" if conversion == "u" else conversion)) % int(bits)
+    if isinstance(value, (int, np.integer)) and conversion in "diouxX":
+        # an integer prints its own digits: a double has only 53 bits of int64's and uint64's
+        return (head + ("d" if conversion in "iu" else conversion)) % int(value)
     number = float(value)
     if math.isinf(number) or math.isnan(number):
         text = _shortest(number)
@@ -213,6 +294,16 @@ def _format_one(spec: re.Match, value: Any) -> str:
         conversion = "d" if conversion in "iu" else conversion
         return (head + conversion) % int(number)
     return (head + dot + conversion) % number
+
+
+def _escape(match: re.Match) -> str:
+    code = match.group(1)
+    if code[0] in "01234567" or (code[0] == "x" and len(code) > 1):  # a bare \x stays as it is
+        value = int(code[1:], 16) if code[0] == "x" else int(code, 8)
+        if value > 0x10FFFF:
+            raise ValueError(f"sprintf: the escape \\{code} in the format is not a character code")
+        return chr(value)
+    return _ESCAPES.get(code, "\\" + code)
 
 
 def _shortest(value) -> str:
@@ -228,19 +319,29 @@ def sprintf(fmt: str, *args: Any) -> str:
     """MATLAB's ``sprintf(fmt, A, ...)``: the format applied to every value, recycled, column-major.
 
     The common conversions (``%d %i %u %o %x %X %f %e %g %E %G %c %s %%``
-    with flags, width and precision) behave as in MATLAB where Python's ``%``
-    differs: the format is recycled over the values (arrays column-major) and
-    stops before the first conversion without a value; Inf and NaN print as
-    ``Inf``, ``-Inf``, ``NaN``; an integer conversion of a non-integer prints
-    with ``%e``; backslash escapes in the format are interpreted.  MATLAB's
+    with flags, width and precision, and the subtypes ``%bx %bo %bu`` and
+    ``%tx %to %tu``, the bits of the value as a double or a single) behave as
+    in MATLAB where Python's ``%`` differs: the format is recycled over the
+    values (arrays column-major) and stops before the first conversion
+    without a value; integers print all their digits; Inf and NaN print as
+    ``Inf``, ``-Inf``, ``NaN``; a conversion that does not fit the value (an
+    integer conversion of a non-integer, ``%s`` or ``%c`` of a number that is
+    no character code) prints with ``%e``; backslash escapes in the format
+    (``\\n``, ``\\xN`` hex, ``\\N`` octal, ...) are interpreted.  MATLAB's
     ``fprintf(fmt, ...)`` is ``print(sprintf(fmt, ...), end='')``.
+
+    A str is a MATLAB char array: ``%s`` prints the rest of it, ``%c`` one
+    character, a numeric conversion one character's code (``sprintf('%d',
+    'ab')`` is ``'9798'``).  A number given to ``%c``, or a run of them given
+    to ``%s``, that are character codes (integers 0 to 65535) print as those
+    characters (``sprintf('%s', [72, 105])`` is ``'Hi'``).
 
     Parameters
     ----------
     fmt : str
         The format.
     *args : scalars, arrays or str
-        The values.
+        The values; an empty argument gives none.
 
     Returns
     -------
@@ -257,14 +358,13 @@ def sprintf(fmt: str, *args: Any) -> str:
     >>> '%g' % np.inf
     'inf'
     """
-    fmt = re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), "\\" + m.group(1)), fmt)
-    values = _flatten(args)
+    fmt = _ESCAPE.sub(_escape, fmt)
+    values = _Values(args)
     matches = list(_CONVERSION.finditer(fmt))
     if any(m["width"] == "*" or m["precision"] == "*" for m in matches):
         raise ValueError("sprintf: '*' widths are not supported; write the width into the format")
     takes_values = any(m["conversion"] != "%" for m in matches)
     out: list[str] = []
-    position = 0
     while True:
         last = 0
         for match in matches:
@@ -272,13 +372,12 @@ def sprintf(fmt: str, *args: Any) -> str:
             last = match.end()
             if match["conversion"] == "%":
                 out.append("%")
-            elif position < len(values):
-                out.append(_format_one(match, values[position]))
-                position += 1
+            elif not values.exhausted():
+                out.append(_format_one(match, values.next(match["conversion"])))
             else:  # no value left: stop before this conversion
                 return "".join(out)
         out.append(fmt[last:])
-        if not takes_values or position >= len(values):
+        if not takes_values or values.exhausted():
             return "".join(out)
 
 
@@ -294,7 +393,8 @@ def chop_struct(fields: Mapping[str, Any], *, warn: bool = True) -> SimpleNamesp
     fields : mapping
         The struct's fields.
     warn : bool
-        Warn (:class:`UserWarning`) naming every ignored field.
+        Warn (:class:`UserWarning`) naming every ignored field (``rules``,
+        which only :func:`pychop_compat.chop` reads, included).
 
     Returns
     -------
@@ -315,8 +415,8 @@ def chop_struct(fields: Mapping[str, Any], *, warn: bool = True) -> SimpleNamesp
     >>> chop(1/3, {'format': 'b', 'round': 1})    # what the author meant
     0.333984375
     """
-    known = {k: v for k, v in fields.items() if k in OPTION_NAMES}
-    ignored = [k for k in fields if k not in OPTION_NAMES]
+    known = {k: v for k, v in fields.items() if k in CHOP_M_OPTION_NAMES}
+    ignored = [k for k in fields if k not in CHOP_M_OPTION_NAMES]
     if ignored and warn:
         missing = [name for name in CHOP_M_OPTION_NAMES if name not in known]
         warnings.warn(f"chop.m ignores the field(s) {', '.join(map(repr, ignored))} (it reads only "

@@ -372,3 +372,11 @@ def test_scalar_fast_path_matches_array_path():
     x = np.random.default_rng(5).standard_normal(200) * 10.0 ** np.random.default_rng(6).integers(-9, 9, 200)
     for options in ({"format": "h"}, {"format": "q43", "round": 2}, {"format": "b", "round": 4, "subnormal": 1}):
         assert [chop(float(v), options) for v in x] == chop(x, options).tolist()
+
+
+def test_chop_repr_names_what_changes_the_bits_and_options_compare_arrays():
+    assert "rules='correct'" in repr(Chop(format="h", rules="correct")) and "rules" not in repr(Chop(format="h"))
+    assert repr(Chop("h", rng=5)).endswith("rng=5)")
+    # params may be an array (docs/options.rst): == compares values (0.6.0 raised)
+    assert Options(format="c", params=np.array([5, 5])) == Options(format="c", params=np.array([5, 5]))
+    assert Options(format="c", params=[5, 5]) != Options(format="c", params=np.array([5, 6]))

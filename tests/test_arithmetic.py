@@ -7,6 +7,7 @@ kernels, and exact rational arithmetic (mpmath, fractions) for the fma.
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import mpmath
@@ -800,3 +801,27 @@ def test_stochastic_scalar_in_a_forked_child_refuses_the_parents_stream():
     pychop_compat.rng(2)
     with multiprocessing.get_context("fork").Pool(1) as pool:
         assert pool.map(_child_stochastic_scalar_op, [0]) == [("refused", None)]
+
+
+def test_numpy_scalars_with_a_chopped_scalar_compute_in_double_in_either_order():
+    # 1 + (2^-11 + 2^-34) is just above an fp16 tie (rounds up); float32 would round it onto the
+    # tie first (0.6.0 did so when the float32 scalar came first, and gave a 0-d float32 array)
+    c, x = chopped(1.0, "h"), np.float32(2.0**-11 + 2.0**-34)
+    for result in (c + x, x + c, np.add(c, x)):
+        assert isinstance(result, ChoppedScalar) and float(result) == 1 + 2**-10
+
+
+def test_chopped_scalars_take_pythons_number_protocols():
+    c = chopped(7.5, "h")
+    q, r = divmod(c, 2)
+    assert (float(q), float(r)) == (3.0, 1.5) and [float(v) for v in divmod(16, c)] == [2.0, 1.0]
+    assert round(c) == 8 and round(c, 0) == 8.0 and math.trunc(c) == 7 and f"{c:.3f}" == "7.500"
+    assert float(c + True) == 8.5  # a bool is the number 1, as in chopped arrays
+
+
+def test_fma_refuses_formats_whose_products_leave_double():
+    from pychop_compat.arithmetic import fma
+
+    wide = {"format": "c", "params": [11, 1023], "round": 4}  # (2^600)^2 overflows double
+    with pytest.raises(ValueError, match="emax"):
+        fma(chopped(2.0**600, wide), chopped(2.0**600, wide), chopped(-1.0, wide))

@@ -187,3 +187,11 @@ def test_functions_returning_named_tuples_keep_the_names():
     assert torch.max(ct, dim=1).values.tolist() == [3.0, 5.0]
     top = torch.topk(ct, 1)
     assert top.indices.tolist() == [[0], [1]] and isinstance(top.values, type(ct))
+
+
+def test_fma_says_that_it_does_not_take_chopped_tensors():
+    from pychop_compat.arithmetic import fma
+
+    t = chopped(torch.tensor([1.5], dtype=torch.float64), "h")
+    with pytest.raises(TypeError, match="torch"):
+        fma(t, t, t)

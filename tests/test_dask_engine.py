@@ -178,3 +178,16 @@ def test_masked_dask_arrays_keep_their_mask():
         assert np.ma.getdata(out)[[1, 3]].tolist() == [2 / 3, 5.0]
     out = chop(d, "h").compute()
     assert np.ma.getdata(out)[[0, 2]].tolist() == np.float16(x[[0, 2]]).astype(np.float64).tolist()
+
+
+def test_cpu_engine_in_force_is_part_of_the_graph():
+    # The engine setting in force at chop's call serves its blocks: two settings, two graphs
+    # (0.6.0 named both the same, so a merged graph ran one engine for both).
+    from pychop_compat.kernels.compiled import cpu_engine
+
+    d = da.ones(4, chunks=2) / 3
+    with cpu_engine("numpy"):
+        y1 = chop(d, {"format": "h"})
+    with cpu_engine("auto"):
+        y2 = chop(d, {"format": "h"})
+    assert y1.name != y2.name

@@ -213,6 +213,17 @@ def test_explain_a_numpy_call():
     assert explain(1 / 3, {"format": "h"}).kernel == "scalar"
 
 
+def test_explain_a_python_float_beyond_chop_m_under_the_compiled_engine():
+    # 0.6.0: AttributeError (the CPFloat kernel's test read x.dtype of a float)
+    from pychop_compat.kernels.compiled import available, cpu_engine
+
+    if not available():
+        pytest.skip("Numba is not installed")
+    with cpu_engine("numba"):
+        for options in ({"format": "float8_e4m3fn"}, "bf16", {"format": "h", "rules": "correct"}):
+            assert explain(1 / 3, options).kernel in ("numba-cpfloat", "numpy-cpfloat", "reference")
+
+
 def test_explain_a_dask_call_refuses_what_chop_refuses_and_speaks_of_a_block():
     da = pytest.importorskip("dask.array")
     x = da.ones(10, chunks=5)

@@ -160,3 +160,14 @@ def test_torch_float8_casts(name):
     got = round_to_format(xt, fmt, saturation=saturate or None).numpy().astype(np.float64)
     ok = same(got, want)
     assert ok.all(), list(zip(x[~ok][:5], got[~ok][:5], want[~ok][:5]))
+
+
+def test_round_to_format_takes_mode_names_refuses_other_modes_and_keeps_the_type():
+    # 'up' is CPFloat's code 2; 0.3 lies between e4m3fn's 0.28125 and 0.3125
+    assert round_to_format([0.3], "float8_e4m3fn", "up").tolist() == [0.3125]
+    assert round_to_format([0.3], "float8_e4m3fn", "nearest").tolist() == [0.3125]
+    for bad in (1.9, True, "sideways"):
+        with pytest.raises(ValueError):
+            round_to_format([0.3], "float8_e4m3fn", bad)
+    assert type(round_to_format(0.3, "float8_e4m3fn")) is float  # as chop: a float gives a float
+    assert round_to_format(np.float16([0.3]), "float8_e4m3fn").dtype == np.float16

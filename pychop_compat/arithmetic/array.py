@@ -275,7 +275,7 @@ class ChoppedScalar:
             b = other._arith
             return (a if b is a else a.combine(b)), other._v
         if kind is float or kind is int or isinstance(other, (numbers.Real, np.floating, np.integer)) \
-                and not isinstance(other, (bool, np.bool_, np.ndarray)):
+                and not isinstance(other, (np.bool_, np.ndarray)):  # (a bool is the number 0 or 1, as in arrays)
             value = float(other)
             return a, (a.round_scalar(value) if a.strict else value)
         return None, None
@@ -290,6 +290,22 @@ class ChoppedScalar:
 
     (__add__, __radd__, __sub__, __rsub__, __mul__, __rmul__, __truediv__, __rtruediv__, __pow__, __rpow__,
      __floordiv__, __rfloordiv__, __mod__, __rmod__) = _arithmetic_operators(_scalar_operator)
+
+    def __divmod__(self, other):
+        return np.divmod(self, other)  # (floor quotient and remainder, each rounded)
+
+    def __rdivmod__(self, other):
+        return np.divmod(other, self)
+
+    # Python's number protocols that give plain values (they leave the simulation, as float() does)
+    def __round__(self, ndigits: Optional[int] = None) -> Union[int, float]:
+        return round(self._v, ndigits)
+
+    def __trunc__(self) -> int:
+        return math.trunc(self._v)
+
+    def __format__(self, spec: str) -> str:
+        return format(self._v, spec)
 
     def __neg__(self):
         return ChoppedScalar._make(-self._v, self._arith)
@@ -339,6 +355,8 @@ def _apply_ufunc(ufunc, method, inputs, kwargs):
         if kwargs:
             raise NotChoppedError(f"np.{ufunc.__name__}: unsupported arguments {sorted(kwargs)}.")
         exact = ufunc in _EXACT and all(isinstance(v, (ChoppedArray, ChoppedScalar)) for v in inputs)
+        if scalars:  # NumPy scalars with a chopped scalar: in double, as its operators compute
+            inputs = tuple(float(v) if isinstance(v, (np.floating, np.integer)) else v for v in inputs)
         args = [_operand(v, arith) for v in inputs]
         raw = getattr(ufunc, method)(*args)
         outputs = raw if ufunc.nout > 1 else (raw,)

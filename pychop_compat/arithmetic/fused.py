@@ -55,7 +55,8 @@ def fma(a: ChoppedOperand, b: ChoppedOperand, c: ChoppedOperand) -> Union[Choppe
     Raises
     ------
     ValueError
-        For a format of more than 26 bits, whose products are not exact in double.
+        For a format of more than 26 bits, or of an exponent range beyond ``emax = 511`` or
+        ``emin - t + 1 = -537``: its products are not exact in double.
 
     Examples
     --------
@@ -70,10 +71,15 @@ def fma(a: ChoppedOperand, b: ChoppedOperand, c: ChoppedOperand) -> Union[Choppe
     operands = (a, b, c)
     arith = arithmetic_of(operands)
     if arith is None:
-        raise TypeError("fma needs at least one chopped operand")
+        raise TypeError("fma needs at least one chopped NumPy array or chopped scalar (chopped torch tensors, "
+                        "JAX and CuPy arrays are not supported)")
+    fmt = arith.spec.fmt
     if arith.t > 26:
         raise ValueError(f"fma needs a format of at most 26 bits (products exact in double); "
                          f"{arith.describe()} has {arith.t}.")
+    if 2 * fmt.emax + 2 > 1024 or 2 * (fmt.emin - fmt.t + 1) < -1074:
+        raise ValueError(f"fma needs a format whose products neither overflow nor underflow double "
+                         f"(emax <= 511, emin - t + 1 >= -537); {arith.describe()} has emin {fmt.emin}.")
     values = [np.asarray(stored_values(v, arith), dtype=np.float64) for v in operands]
     x, y, z = np.broadcast_arrays(*values)
     with np.errstate(all="ignore"):

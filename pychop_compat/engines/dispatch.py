@@ -450,7 +450,7 @@ def _takes_numba_cpfloat(call: Call, spec: RoundingSpec, sources: RandomSources,
         return _no_numba()
     if not _compiled_ready(call.size, _GAIN_PER_SPECIFIED_ELEMENT if spec.stochastic else _GAIN_PER_ELEMENT):
         return _LOADING_LATER  # (asked first: importing the kernels' module imports Numba)
-    if not _numba_cpfloat().handles(x, spec):
+    if not _numba_cpfloat().handles(np.asarray(x) if type(x) is float else x, spec):  # (a float: a 0-d array)
         return "a call it does not cover (one element, a non-native dtype)"
     return None
 
@@ -1062,7 +1062,7 @@ def _round_dask(x: Any, spec: RoundingSpec, sources: RandomSources) -> Any:
     if not spec.draws:
         func = functools.partial(_round_dask_block, spec=spec, sources=sources, work=work, give_back=give_back,
                                  choice=choice)
-        return dask_engine.map_blocks(x, func, give_back, (repr(spec),))
+        return dask_engine.map_blocks(x, func, give_back, (repr(spec), choice))  # (the engine named: graphs merge)
     _check_dask_numbers(spec, sources)
     dask_engine.check_chunks(x)
     stream = cast(CounterRng, sources.counter).take(int(np.prod(x.shape, dtype=np.int64)))

@@ -21,8 +21,8 @@ from ..engines import dispatch
 from ..engines.numpy_engine import as_float_array, on_array_kind
 from ..kernels import numpy_fast
 from ..libraries import array_library, unsupported_type_error
-from .options import (DEFAULT_SPEC, ChopSpec, Options, given_fields, params_pair, as_switch, options_are_empty,
-                      probability, resolve, round_mode)
+from .options import (DEFAULT_SPEC, ChopSpec, Options, default_rules, given_fields, params_pair, as_switch,
+                      options_are_empty, probability, resolve, round_mode)
 from ..random.matlab_stream import default_randfunc
 from ..rules.chop import roundit_vector
 from ..spec import FLIP_PRECISION_ERROR, RoundingSpec
@@ -400,8 +400,18 @@ class Chop:
 
     def __repr__(self) -> str:
         o = self.options
-        return (f"Chop(format={o.format!r}, subnormal={o.subnormal}, round={o.round}, "
-                f"flip={o.flip}, p={o.p}, explim={o.explim}, params={o.params})")
+        text = (f"Chop(format={o.format!r}, subnormal={o.subnormal}, round={o.round}, "
+                f"flip={o.flip}, p={o.p}, explim={o.explim}, params={o.params}")
+        if o.rules is not None and o.rules != default_rules(o.format):  # (what else changes the bits)
+            text += f", rules={o.rules!r}"
+        if o.randfunc is not None and o.randfunc is not default_randfunc:
+            text += f", randfunc={o.randfunc!r}"
+        counter = self._flips.counter
+        if counter is not None:
+            text += f", rng={counter.seed}"
+        elif self._fork_generation is not None:
+            text += ", rng=<a numpy.random.Generator>"
+        return text + ")"
 
 
 def _flip_sources(rng: Any, owner: str = "") -> RandomSources:

@@ -79,6 +79,16 @@ class Options:
     params: Optional[Sequence[int]] = None
     rules: Optional[str] = None
 
+    def __eq__(self, other: object) -> bool:
+        # (params may be an array: compared by value, as a list is; the dataclass's == raised)
+        if type(other) is not type(self):
+            return NotImplemented
+        pairs = ((getattr(self, f.name), getattr(other, f.name)) for f in fields(self))
+        return all(np.array_equal(a, b) if isinstance(a, np.ndarray) or isinstance(b, np.ndarray) else a == b
+                   for a, b in pairs)
+
+    __hash__ = None  # type: ignore[assignment]  # (mutable: unhashable, as the dataclass made it)
+
 
 OPTION_NAMES = tuple(f.name for f in fields(Options))
 #: The fields chop.m itself reads (``rules`` is this package's).

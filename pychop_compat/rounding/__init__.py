@@ -5,12 +5,11 @@ algorithms are in :mod:`pychop_compat.rules.cpfloat`).
 
 from __future__ import annotations
 
+import numbers
 from typing import Any, Callable, Optional, Union
 
-import numpy as np
-
 from ..formats import Format, catalogue_format
-from ..spec import RoundingSpec
+from ..spec import ROUND_NAMES, RoundingSpec, round_mode
 from ..random.sources import sources_for
 
 __all__ = ["make_spec", "round_to_format"]
@@ -25,8 +24,9 @@ def make_spec(fmt: Union[Format, str], round: int = 1, *, subnormal: Optional[bo
     ----------
     fmt : Format or str
         The target format.
-    round : int
-        CPFloat's codes: -1 nearest ties away, 0 nearest ties to zero, 1 nearest
+    round : int or str
+        A name of :data:`~pychop_compat.spec.ROUND_NAMES` (``'nearest'``, ``'up'``, ...: codes 1 to 6)
+        or CPFloat's codes: -1 nearest ties away, 0 nearest ties to zero, 1 nearest
         ties to even, 2 up, 3 down, 4 toward zero, 5/6 stochastic, 7 to odd;
         8 (and, with CPFloat's rules, any other code): no rounding.
     subnormal, saturation, infinity : bool, optional
@@ -46,6 +46,10 @@ def make_spec(fmt: Union[Format, str], round: int = 1, *, subnormal: Optional[bo
     """
     if isinstance(fmt, str):
         fmt = catalogue_format(fmt)
+    if isinstance(round, str):
+        round = round_mode(round)  # 'nearest', 'up', ...: the same codes 1-6 in CPFloat and chop
+    elif isinstance(round, bool) or not (isinstance(round, numbers.Real) and float(round).is_integer()):
+        raise ValueError(f"round must be an integer code or one of {', '.join(ROUND_NAMES)}, got {round!r}.")
     if rules not in ("cpfloat", "chop"):
         raise ValueError(f"rules must be 'cpfloat' or 'chop', got {rules!r}.")
     if rules == "chop" and not 1 <= round <= 6:
@@ -70,8 +74,9 @@ def round_to_format(x: Any, fmt: Union[Format, str, RoundingSpec], round: int = 
                     randfunc: Optional[Callable[[int], Any]] = None, **kwargs: Any) -> Any:
     """Round ``x`` to ``fmt`` (see :func:`make_spec` for the keywords), keeping its type.
 
-    ``x``: a float32/float64 NumPy array (or anything NumPy converts to float64),
-    a torch tensor, a CuPy, JAX or Dask array; a new object is returned.
+    ``x``: what :func:`~pychop_compat.chop` takes (a Python number, a NumPy array or
+    scalar, anything NumPy converts, a torch tensor, a CuPy, JAX or Dask array); a new
+    object of its type, dtype and device is returned, as from ``chop``.
     ``randfunc(n)``: n uniforms in [0, 1) (default MATLAB's stream).
 
     Examples
@@ -87,12 +92,6 @@ def round_to_format(x: Any, fmt: Union[Format, str, RoundingSpec], round: int = 
     from ..engines import dispatch
     from ..libraries import array_library, unsupported_type_error
 
-    library = array_library(x)
-    if library in ("torch", "cupy", "jax", "dask"):
-        return dispatch.round_array(x, spec, sources)
-    if library != "numpy":
+    if array_library(x) not in ("numpy", "torch", "cupy", "jax", "dask"):
         raise unsupported_type_error(x)
-    arr = np.asarray(x)
-    if arr.dtype not in (np.float32, np.float64):
-        arr = arr.astype(np.float64)
-    return dispatch.round_array(arr, spec, sources)
+    return dispatch.round_array(x, spec, sources)  # (x's type kept, as chop keeps it)

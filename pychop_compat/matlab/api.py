@@ -402,7 +402,7 @@ class Chop:
         o = self.options
         text = (f"Chop(format={o.format!r}, subnormal={o.subnormal}, round={o.round}, "
                 f"flip={o.flip}, p={o.p}, explim={o.explim}, params={o.params}")
-        if o.rules is not None and o.rules != default_rules(o.format):  # (what else changes the bits)
+        if o.rules is not None and o.rules != default_rules(o.format or "h"):  # (what else changes the bits)
             text += f", rules={o.rules!r}"
         if o.randfunc is not None and o.randfunc is not default_randfunc:
             text += f", randfunc={o.randfunc!r}"

@@ -213,6 +213,23 @@ def test_explain_a_numpy_call():
     assert explain(1 / 3, {"format": "h"}).kernel == "scalar"
 
 
+def test_explain_of_a_device_tensor_rounded_on_the_host_names_the_hosts_numbers():
+    # chop's rules on an OCP format with flips: the host kernel (a copy), drawing MATLAB's stream in
+    # chop.m's order (docs/randomness.rst); 0.6.0's explain said the device counter
+    torch = pytest.importorskip("torch")
+    from pychop_compat.engines.dispatch import device_paths_on_cpu
+
+    t = torch.linspace(0.1, 3, 8, dtype=torch.float64)
+    with device_paths_on_cpu():
+        found = explain(t, {"format": "float8_e4m3fn", "rules": "chop", "flip": 1})
+        pychop_compat.rng(1)
+        first = chop(t, {"format": "float8_e4m3fn", "rules": "chop", "flip": 1})
+        pychop_compat.rng(1)
+        again = chop(t, {"format": "float8_e4m3fn", "rules": "chop", "flip": 1})
+    assert found.kernel == "host" and found.source.name == "MATLAB_STREAM" and found.order == "column-major"
+    assert torch.equal(first, again)  # the numbers follow rng(), as the explanation says
+
+
 def test_explain_a_python_float_beyond_chop_m_under_the_compiled_engine():
     # 0.6.0: AttributeError (the CPFloat kernel's test read x.dtype of a float)
     from pychop_compat.kernels.compiled import available, cpu_engine

@@ -171,3 +171,12 @@ def test_round_to_format_takes_mode_names_refuses_other_modes_and_keeps_the_type
             round_to_format([0.3], "float8_e4m3fn", bad)
     assert type(round_to_format(0.3, "float8_e4m3fn")) is float  # as chop: a float gives a float
     assert round_to_format(np.float16([0.3]), "float8_e4m3fn").dtype == np.float16
+
+
+def test_e8m0_of_bfloat16_reaches_its_smallest_number():
+    # 2^-127 (E8M0's smallest) is exact in bfloat16 and E8M0 (ml_dtypes' cast agrees); bfloat16 is
+    # computed as float32, which is widened to double for E8M0 (0.6.0 clamped bfloat16 to 2^-126)
+    torch = pytest.importorskip("torch")
+    x = torch.tensor([2.0**-127, 2.0**-130, 3.0], dtype=torch.bfloat16)
+    got = chop(x, {"format": "float8_e8m0fnu"})
+    assert got.dtype == torch.bfloat16 and got.double().tolist() == [2.0**-127, 2.0**-127, 4.0]

@@ -625,10 +625,13 @@ def _e8m0_in_float64(x: Any, spec: RoundingSpec, sources: RandomSources, kernel:
     """``x`` of float32 rounded to E8M0 in float64 (see :func:`_e8m0_widens`), on its own device;
     a concrete JAX array without 64-bit types through the host.  None for other inputs."""
     library = library or array_library(x)
-    if library == "torch" and str(x.dtype) == "torch.float32":
+    if library == "torch" and str(x.dtype) in ("torch.float32", "torch.bfloat16"):  # (bfloat16: computed as float32)
         import torch
 
-        return round_array(x.to(torch.float64), spec, sources).to(torch.float32)
+        return round_array(x.to(torch.float64), spec, sources).to(x.dtype)
+    if library == "jax" and str(x.dtype) == "bfloat16":  # (computed as float32, so widened as float32 is)
+        wide = _e8m0_in_float64(x.astype("float32"), spec, sources, kernel, library)
+        return None if wide is None else wide.astype(x.dtype)
     if library in ("numpy", "cupy") and getattr(x, "dtype", None) == np.float32:
         ns = namespace_of(x) if library == "cupy" else None  # (NumPy arrays: no lookup)
         if ns is not None and ns.name == "cupy":  # (CuPy's conversions flush float32 subnormals, 2**-127 too)
@@ -1243,7 +1246,10 @@ def explain(x: Any, spec: RoundingSpec, sources: RandomSources) -> Explanation:
     """How :func:`round_array` would round ``x`` (see :class:`Explanation`); nothing is drawn."""
     library = array_library(x)
     found = route(x, spec, sources)
-    source, order = _source(found.call, sources)
+    call = found.call
+    if found.kernel.name == "host":  # (a copy rounded on the host draws as the host does)
+        call = call._replace(numbers=_numbers(spec, sources, True, "numpy"))
+    source, order = _source(call, sources)
     if found.call.numbers == "host" and sources.stochastic is not stream_uniform and spec.flips \
             and not spec.stochastic:
         source = Source.GENERATOR if sources.flip_uniform is not stream_uniform else Source.MATLAB_STREAM

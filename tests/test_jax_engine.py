@@ -173,6 +173,12 @@ def test_float32_without_x64():
             assert 'jax_enable_x64' in str(e)
         else:
             raise AssertionError('integers accepted without x64')
+        try:  # t > 24 under jit: the x64 reason, not the host stream's (0.6.0 spoke of key=)
+            jax.jit(lambda a: chop(a, {'format': 'd'}))(jnp.asarray(x))
+        except TypeError as e:
+            assert 'jax_enable_x64' in str(e) and 'key=' not in str(e), str(e)
+        else:
+            raise AssertionError('t > 24 accepted under jit without x64')
         print('ok')
     """)
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -234,3 +240,12 @@ def test_numbers_given_per_element_reach_the_jax_kernel():
     assert isinstance(got, jax.Array)
     assert_bits_equal(np.asarray(got), want, "given numbers on JAX")
     assert (want != round_array(x, spec, given_sources(1 - u))).any()
+
+
+def test_chop_jax_checks_seed_and_offset():
+    x, options = jnp.array([0.1, 0.7]), {"format": "h", "round": 5}
+    for bad in ({"seed": 3.0}, {"seed": True}, {"seed": jnp.int32(3)}, {"seed": 1, "offset": 1.5}):
+        with pytest.raises(TypeError):
+            chop_jax(x, options, **bad)
+    assert_bits_equal(np.asarray(chop_jax(x, options, seed=np.int64(1), offset=np.int64(0))),
+                      np.asarray(Chop(options, rng=1)(np.asarray(x))), "NumPy integers as seed and offset")

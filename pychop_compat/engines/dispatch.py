@@ -825,6 +825,10 @@ def _run(x: Any, call: Call, spec: RoundingSpec, sources: RandomSources, kernel:
             if reason is None:
                 break
             waiting = waiting or reason is _LOADING_LATER
+    if call.traced and chosen.name == "host":  # (traced values have no host copy: say why the device passed)
+        reason = _takes_namespace(call, spec, sources, x)
+        if reason is not None and "jax_enable_x64" in reason:
+            raise TypeError(f"chop inside jax.jit/vmap: {reason}: jax.config.update('jax_enable_x64', True).")
     if call.traced and call.numbers == "counter":
         raise TypeError("Chop(rng=<int>) counts its calls in Python, which jax.jit would freeze; "
                         "inside jit use chop_jax(x, options, seed=seed, offset=offset) or key=.")
@@ -1146,6 +1150,11 @@ def round_jax(x: Any, spec: RoundingSpec, *, key: Any = None, seed: Optional[int
         raise TypeError(f"chop_jax needs a jax.Array, not {type(x).__name__}; use pychop_compat.chop for others.")
     if key is not None and seed is not None:
         raise ValueError("chop_jax: give key or seed, not both.")
+    if seed is not None and (isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer))):
+        raise TypeError(f"chop_jax: seed must be an integer, as Chop(rng=<int>)'s, got {seed!r}.")
+    if isinstance(offset, (bool, np.bool_)) or not (isinstance(offset, (int, np.integer)) or (
+            isinstance(offset, jax.Array) and jax.numpy.issubdtype(offset.dtype, jax.numpy.integer))):
+        raise TypeError(f"chop_jax: offset must be an integer (a JAX integer array under jit), got {offset!r}.")
     work, give_back = jax_engine.working_array(x)
     widened = _e8m0_widens(spec) and str(work.dtype) == "float32"
     if widened:

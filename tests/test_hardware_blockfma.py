@@ -383,3 +383,15 @@ def test_pairwise_block_sums_are_binary32_arithmetic(inputs, engine):
         expected = flushed(np.where(np.abs(c) < tiny, np.float32(0.0), c) + flushed(left + right))
     same = (got.astype(np.float32).view(np.uint32) == expected.view(np.uint32)) | (np.isnan(got) & np.isnan(expected))
     assert same.all(), (np.flatnonzero(~same)[:5], got[~same][:5], expected[~same][:5])
+
+
+def test_models_whose_block_sums_would_overflow_int64_are_refused():
+    # 0.6.0 wrapped the int64 sums round: 1 + 1 + 3 * 0.5 gave -0.5 with 39 extra bits
+    from pychop_compat import hardware as hw
+
+    A, B = np.array([[1.0, 1.0, 3.0]]), np.array([[1.0], [1.0], [0.5]])
+    assert hw.matmul(A, B, model=hw.BlockFMA(extra_alignment_bits=30)).item() == 3.5  # exact
+    for bad in ({"extra_alignment_bits": 39}, {"fma_size": 4.0}, {"late_addend_bits": 2.5},
+                {"input_subnormals": "no"}):
+        with pytest.raises(ValueError):
+            hw.BlockFMA(**bad)

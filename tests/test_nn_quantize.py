@@ -495,3 +495,11 @@ def test_torch_generator_numbers_follow_the_index_not_the_memory_order():
     torch.manual_seed(0)
     contiguous = quantize(x.contiguous(), "b", "stochastic")
     assert torch.equal(from_global, explicit) and torch.equal(from_global, contiguous)
+
+
+def test_a_seeded_rounder_keeps_its_seed_when_a_mode_is_given_with_it():
+    from pychop_compat.nn import QuantizedLinear
+
+    seeded = Rounder("h", rng=5)
+    assert Quantizer(seeded, forward_round="stochastic").forward_rounder.rng == 5  # 0.6.0: 'torch'
+    assert QuantizedLinear(3, 2, weight=(seeded, "stochastic")).weight_quantizer.forward_rounder.rng == 5

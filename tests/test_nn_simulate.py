@@ -277,3 +277,19 @@ def test_empty_batches_give_torchs_shapes():
         got = [torch.bmm(a, b), torch.randn(2, 0, 3) @ torch.randn(3, 4),
                torch.baddbmm(torch.zeros(0, 2, 4), a, b)]
     assert [tuple(t.shape) for t in got] == [(0, 2, 4), (2, 0, 4), (0, 2, 4)]
+
+
+def test_out_integers_and_the_linalg_alias_as_torch():
+    # out= is filled and returned (0.6.0: left as it was, or a TypeError); integer products are exact
+    # in every mode (3001^2 = 9006001; the hardware path rounded the integers to fp16); the alias
+    # torch.linalg.matmul is simulated as torch.matmul is
+    a, b = torch.randn(3, 4), torch.randn(4, 2)
+    ints = torch.tensor([[3001]])
+    for settings in ({}, {"accumulate": "single"}, {"hardware": "H100"}):
+        out = torch.zeros(3, 2)
+        with simulate("h", **settings):
+            returned = torch.matmul(a, b, out=out)
+            reference = torch.matmul(a, b)
+            assert (ints @ ints).item() == 9006001
+            assert torch.equal(torch.linalg.matmul(a, b), reference)
+        assert returned is out and torch.equal(out, reference)

@@ -27,6 +27,8 @@ import numbers
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
+import numpy as np
+
 from ..formats import catalogue_format
 
 __all__ = ["BlockFMA", "PRESETS", "model", "model_for_format", "INPUT_FORMATS", "OUTPUT_FORMATS",
@@ -136,6 +138,15 @@ class BlockFMA:
                               ("rounding", ROUNDING_MODES), ("block_sum", BLOCK_SUMS)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}.")
+        for name in ("fma_size", "extra_alignment_bits", "min_alignment_exponent", "accumulator_fraction_bits",
+                     "accumulator_emin", "late_addend_bits"):
+            value = getattr(self, name)
+            if not (isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+                    or (value is None and name == "late_addend_bits")):
+                raise ValueError(f"{name} must be an integer, got {value!r}.")
+        for name in ("normalised_products", "input_subnormals", "output_subnormals", "odd_even_groups"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}.")
         if self.fma_size < 1:
             raise ValueError(f"fma_size must be a positive integer, got {self.fma_size}.")
         if self.block_sum != "aligned" and self.late_addend_bits is not None:
@@ -148,9 +159,12 @@ class BlockFMA:
         if self.odd_even_groups and (self.late_addend_bits is None or self.fma_size < 2):
             raise ValueError("odd_even_groups needs late_addend_bits and an fma_size of 2 or more, got "
                              f"{self.late_addend_bits} and {self.fma_size}.")
-        if self.late_addend_bits is not None and (self.fma_size + 1) * 2.0 ** (
-                self.accumulator_fraction_bits + self.extra_alignment_bits + 2 + self.late_addend_bits) > 2.0 ** 62:
-            raise ValueError(f"late_addend_bits = {self.late_addend_bits} makes the block sums overflow int64.")
+        # The aligned block sums are int64: fma_size + 1 terms below 2^(f + x + 2) (shifted left by the late
+        # addend's bits) must stay below 2^62, or the sums wrap round silently.
+        kept = self.accumulator_fraction_bits + self.extra_alignment_bits + (self.late_addend_bits or 0)
+        if self.block_sum == "aligned" and (self.fma_size + 1) * 2.0 ** (kept + 2) > 2.0 ** 62:
+            raise ValueError(f"accumulator_fraction_bits + extra_alignment_bits (+ late_addend_bits) = {kept} "
+                             f"with fma_size {self.fma_size} makes the block sums overflow int64.")
 
     def replace(self, **changes: object) -> "BlockFMA":
         """A copy with the given fields changed (``dataclasses.replace``)."""

@@ -375,6 +375,8 @@ def rounder_for(format: Any, round: Union[str, int, None] = None, subnormal: Opt
     if isinstance(format, Rounder) and round is None and subnormal is None and default_rng:
         return format
     if isinstance(format, Rounder):
+        if default_rng:  # a mode given with a Rounder keeps its own generator or seed
+            rng, default_rng = format.rng, isinstance(format.rng, str) and format.rng == "torch"
         format = format.options
     if isinstance(format, str) and default_rng:
         return getattr(_NAMED_ROUNDERS, _named_rounder_attribute(format, round, subnormal))

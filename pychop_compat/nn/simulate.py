@@ -132,7 +132,7 @@ _SIMULATED: dict = {
     torch.mm: _matmul, torch.Tensor.mm: _matmul, torch.bmm: _matmul, torch.Tensor.bmm: _matmul,
     torch.mv: _matmul, torch.Tensor.mv: _matmul, torch.dot: _matmul, torch.Tensor.dot: _matmul,
     torch.addmm: _addmm, torch.Tensor.addmm: _addmm, torch.baddbmm: _baddbmm, torch.Tensor.baddbmm: _baddbmm,
-    F.linear: _linear, torch.conv1d: _conv1d, torch.conv2d: _conv2d,
+    F.linear: _linear, torch.conv1d: _conv1d, torch.conv2d: _conv2d, torch.linalg.matmul: _matmul,
 }
 
 
@@ -187,6 +187,17 @@ class Simulation(TorchFunctionMode):
         return value
 
     def _simulated(self, func: Any, simulated: Callable, args: Sequence, kwargs: dict) -> Any:
+        if not any(isinstance(a, torch.Tensor) and a.is_floating_point() for a in [*args, *kwargs.values()]):
+            return func(*args, **kwargs)  # integer products: exact, as torch computes them
+        kwargs = dict(kwargs)
+        out = kwargs.pop("out", None)
+        result = self._simulated_values(func, simulated, args, kwargs)
+        if out is None:
+            return result
+        out.copy_(result)  # (torch's out=: the result written into out, which is returned)
+        return out
+
+    def _simulated_values(self, func: Any, simulated: Callable, args: Sequence, kwargs: dict) -> Any:
         args = [self._round(a) for a in args]
         kwargs = {name: self._round(value) for name, value in kwargs.items()}
         if self.accumulator is not None:

@@ -87,3 +87,10 @@ def test_lowered_model_trains_and_compiles_without_graph_breaks():
     assert losses[-1] < 0.2 * losses[0]
     compiled = torch.compile(model, fullgraph=True, backend="aot_eager")
     compiled(x).sum().backward()  # fullgraph=True raises on any graph break
+
+
+def test_lowering_keeps_the_training_mode():
+    # a model lowered in eval() mode has every new submodule in eval mode (0.6.0: the quantizers trained)
+    lowered = lower(torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.ReLU()).eval(), weight="h")
+    assert not any(module.training for module in lowered.modules())
+    assert all(module.training for module in lower(torch.nn.Linear(3, 3), weight="h").modules())

@@ -189,7 +189,9 @@ def lower(model: nn.Module, weight: Any = None, activation: Any = None, gradient
     Returns
     -------
     torch.nn.Module
-        The lowered model (``model`` itself when ``inplace``).
+        The lowered model (``model`` itself when ``inplace``, unless ``model`` is itself one of
+        ``layers``: then its quantized replacement, which shares its parameters), in ``model``'s
+        training mode.
     """
     unsupported = [cls for cls in layers if cls not in _QUANTIZED]
     if unsupported:
@@ -197,8 +199,8 @@ def lower(model: nn.Module, weight: Any = None, activation: Any = None, gradient
                          f"not {', '.join(c.__name__ for c in unsupported)}.")
     if not inplace:
         model = copy.deepcopy(model)
-    if type(model) in tuple(layers):
-        return _QUANTIZED[type(model)].from_module(model, weight, activation, gradient)
+    if type(model) in tuple(layers):  # (the replacement, its quantizers included, in the layer's mode)
+        return _QUANTIZED[type(model)].from_module(model, weight, activation, gradient).train(model.training)
     for name, child in list(model.named_children()):  # a child is lowered in place, or replaced by its layer
         setattr(model, name, lower(child, weight, activation, gradient, layers=layers, inplace=True))
     return model

@@ -228,16 +228,20 @@ def _default_state() -> _State:
     return _State(CpfloatOptions())
 
 
+def _refuse_unknown(names: set) -> None:
+    unknown = names - set(_FIELDS)
+    if unknown:
+        raise ValueError(f"Unknown cpfloat field(s) {sorted(unknown)}; allowed: {', '.join(_FIELDS)}.")
+
+
 def _given(fpopts) -> Optional[dict]:
     """The fields of ``fpopts`` that are present (None for an empty struct)."""
-    if isinstance(fpopts, collections.abc.Mapping) and not isinstance(fpopts, dict):
+    if type(fpopts) is not dict and isinstance(fpopts, collections.abc.Mapping):  # (the usual dict first)
         fpopts = dict(fpopts)  # any Mapping is read as a dict (a MappingProxyType, ...)
     if isempty(fpopts):
         return None
     if isinstance(fpopts, dict):
-        unknown = set(fpopts) - set(_FIELDS)
-        if unknown:
-            raise ValueError(f"Unknown cpfloat field(s) {sorted(unknown)}; allowed: {', '.join(_FIELDS)}.")
+        _refuse_unknown(set(fpopts))
         return dict(fpopts)
     if isinstance(fpopts, str):  # a format name: shorthand for struct('format', name)
         return {"format": fpopts}
@@ -248,9 +252,7 @@ def _given(fpopts) -> Optional[dict]:
     # given (an Options' unset params: no cpfloat:ignoredparams warning).
     names = {name for name in vars(fpopts) if isinstance(name, str) and not name.startswith("_")} \
         if hasattr(fpopts, "__dict__") else set()
-    unknown = {name for name in names if getattr(fpopts, name) is not None} - set(_FIELDS)
-    if unknown:
-        raise ValueError(f"Unknown cpfloat field(s) {sorted(unknown)}; allowed: {', '.join(_FIELDS)}.")
+    _refuse_unknown({name for name in names if getattr(fpopts, name) is not None})
     given = {name: getattr(fpopts, name) for name in _FIELDS if hasattr(fpopts, name)}
     if given.get("params", ()) is None:
         del given["params"]

@@ -1057,7 +1057,7 @@ class ChoppedArray(ChoppedOperators):
         self._data[...] = stored_values(result, self._arith)  # (a wider result: rounded to this format)
         return self
 
-    # (+= -= *= /= **=)
+    # (+= -= *= /= **= //= %=)
     __iadd__, __isub__, __imul__, __itruediv__, __ipow__, __ifloordiv__, __imod__ = (
         _inplace_operator(u) for u in _ARITHMETIC_UFUNCS)
 

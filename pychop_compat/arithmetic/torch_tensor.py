@@ -189,8 +189,7 @@ def _stored_operands(tensors, arith: Arithmetic):
 
     floats = [t.dtype for t in tensors if t.is_floating_point()]
     dtype = functools.reduce(torch.promote_types, floats) if floats else torch.float64
-    return type(tensors)(t if isinstance(t, _tensor_base()) else _ste().apply(
-        t if t.is_floating_point() else t.to(torch.float64), arith).to(dtype) for t in tensors)
+    return type(tensors)(t if isinstance(t, _tensor_base()) else _stored_value(t, arith).to(dtype) for t in tensors)
 
 
 def _as_chopped_tensor(value, cls, rounded: bool):

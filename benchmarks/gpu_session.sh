@@ -9,7 +9,8 @@
 # summary.md and the next stage runs):
 #   a. versions   nvidia-smi, Python and the libraries (name: version | name: missing), the commit
 #   b.            no CUDA GPU visible to torch or CuPy: print "no GPU: ...", write it to summary.md, exit 0
-#   c. gpu-check  python -m pychop_compat gpu-check --skip-bench   (pytest -m gpu, validate per GPU engine/route)
+#   c. gpu-check  python -m pychop_compat gpu-check --skip-bench   (pytest -m gpu, validate per GPU engine/route,
+#                 tensor-core tiles against the hardware preset)
 #   d. bench      python benchmarks/bench_gpu.py --sizes 1e6 1e8 1e9 --dtypes float32 float64 --repeats 3
 #   e. matmul     python benchmarks/gpu_session.py matmul   (fp16 chopped matmul, n = 4096, vs host rows)
 #   f. rng        python benchmarks/gpu_session.py rng      (Chop(rng=seed) bits on every array kind)

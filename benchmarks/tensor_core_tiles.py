@@ -9,10 +9,11 @@ Run from the repository root on a machine with a CUDA GPU::
 
 A small Triton kernel computes ``D = A @ B + C`` for one tile per program with
 ``tl.dot(a, b, acc=c, out_dtype=...)``: fp16, bf16, tf32 (float32 data,
-``input_precision='tf32'``) and fp8 e4m3/e5m2 inputs (``max_num_imprecise_acc=K``:
-the products of the whole tile accumulate in the tensor core; the PTX for sm_90
-shows that Triton then adds C in fp32, apart from the MMA, which Triton's default
-does not: see ``--fp8-diagnostic``) where the device's capability has them, fp32 output
+``input_precision='tf32'``) and fp8 e4m3/e5m2 inputs (Triton's default
+``max_num_imprecise_acc``, which keeps C in the MMA's accumulator, as the model's
+``D = A B + C`` does; with ``max_num_imprecise_acc=K`` Triton 3.x on sm_90 sums the
+products apart from C and adds C in fp32 afterwards: see ``--fp8-diagnostic``)
+where the device's capability has them, fp32 output
 and fp16 output (``out_dtype=tl.float16``, an fp16 accumulator).  Two tile shapes:
 16 x 16 x 64 with one warp (``mma.sync``) and 64 x 64 x 64 with four warps
 (``wgmma`` on sm_90); the instruction the PTX holds is reported.  On sm_90
@@ -38,8 +39,10 @@ short still leaves one) gives per format pair and tile shape: the tiles and
 outputs compared, how many equal the model, how many of torch's equal the model,
 and the first disagreement of the kernel with the model.  Every step runs in
 ``try``/``except`` (its error goes into the table) and ``--seconds`` is checked
-between steps.  Without CUDA the script prints "no GPU" and exits with status 0;
-``--rehearse`` runs the same code on the CPU (Triton's interpreter, torch on CPU)
+between steps.  The last line printed counts the kernel's outputs equal to the
+model over every row that has a model; with ``--strict`` the exit status is 1
+when one differs or a row failed (``python -m pychop_compat gpu-check`` runs it so).  Without
+CUDA the script prints "no GPU" and exits with status 0; ``--rehearse`` runs the same code on the CPU (Triton's interpreter, torch on CPU)
 at the smallest size: its numbers say nothing about hardware.  ``--ptx 90``
 compiles the kernels for a capability without running them (no GPU needed).
 
@@ -166,8 +169,10 @@ def build_kernel(triton, tl):
         # max_num_imprecise_acc only for fp8 (other inputs may refuse it): IMPRECISE -2 means K, -1 Triton's
         # default (None), else the number itself (the --fp8-diagnostic mode varies it)
         if OUT_FP16:
-            if FP8:
+            if FP8 and IMPRECISE == -2:
                 d = tl.dot(a, b, acc=c, max_num_imprecise_acc=K, out_dtype=tl.float16)
+            elif FP8 and IMPRECISE >= 0:
+                d = tl.dot(a, b, acc=c, max_num_imprecise_acc=IMPRECISE, out_dtype=tl.float16)
             else:
                 d = tl.dot(a, b, acc=c, out_dtype=tl.float16)
         elif TF32:
@@ -208,8 +213,10 @@ def mma_count(ptx: str) -> str:
     return (f"wgmma x{wgmma}" if wgmma else f"mma.sync x{mma_sync}") + f", add.f32 x{adds}"
 
 
-def run_kernel(kernel, torch, a, b, c, fmt: str, output: str, warps: int, imprecise: int = -2) -> tuple:
-    """D from the Triton kernel and the MMA instruction its PTX holds (imprecise: as IMPRECISE in the kernel)."""
+def run_kernel(kernel, torch, a, b, c, fmt: str, output: str, warps: int, imprecise: int = -1,
+               counts: bool = False) -> tuple:
+    """D from the Triton kernel and the MMA instruction its PTX holds (imprecise: as IMPRECISE in the kernel;
+    counts: also how many MMA instructions and fp32 adds the PTX holds)."""
     count, m, k = a.shape
     n = b.shape[2]
     d = torch.empty((count, m, n), dtype=c.dtype, device=c.device)
@@ -220,7 +227,7 @@ def run_kernel(kernel, torch, a, b, c, fmt: str, output: str, warps: int, imprec
     instruction = "?"
     try:
         ptx = compiled.asm["ptx"]
-        instruction = mma_instruction(ptx) + (f" ({mma_count(ptx)})" if imprecise != -2 else "")
+        instruction = mma_instruction(ptx) + (f" ({mma_count(ptx)})" if counts else "")
     except Exception:  # the interpreter returns no compiled kernel
         instruction = "interpreter" if os.environ.get("TRITON_INTERPRET") == "1" else "?"
     if c.device.type == "cuda":
@@ -298,7 +305,7 @@ def compile_only(capability: int, path, diagnostic: bool = False) -> int:
         kernels = [(fmt, "fp32", 64, 64, k, 4, imprecise) for fmt in ("e4m3", "e5m2") for k in DIAGNOSTIC_K
                    for imprecise in DIAGNOSTIC_IMPRECISE]
     else:
-        kernels = [(fmt, output, m, n, k, warps, -2) for m, n, k, warps in ((16, 16, 64, 1), (64, 64, 64, 4))
+        kernels = [(fmt, output, m, n, k, warps, -1) for m, n, k, warps in ((16, 16, 64, 1), (64, 64, 64, 4))
                    for fmt, output in PAIRS]
     setting_column = " max_num_imprecise_acc |" if diagnostic else ""
     lines = [f"# Tile kernels compiled for sm_{capability} (Triton {triton.__version__}; not run)", "",
@@ -372,7 +379,7 @@ def run_fp8_diagnostic(torch, hardware, kernel, gpu, per_kind, seed, device, ove
                         report.add(*cells, "", "", "", "", "", "skipped: time budget spent")
                         continue
                     try:
-                        d, instruction = run_kernel(kernel, torch, a, b, c, fmt, "fp32", warps, imprecise)
+                        d, instruction = run_kernel(kernel, torch, a, b, c, fmt, "fp32", warps, imprecise, counts=True)
                         got = d.cpu().numpy()
                     except Exception as error:
                         traceback.print_exc()
@@ -405,6 +412,8 @@ def main(argv=None) -> int:
     parser.add_argument("--gpu", help="preset to compare with (default: from the device's name)")
     parser.add_argument("--tiles", type=int, default=None, help="tiles per kind of input (default 40, or 1)")
     parser.add_argument("--seed", type=int, default=2021)
+    parser.add_argument("--strict", action="store_true",
+                        help="exit 1 when an output of the kernel differs from the model or a row failed")
     args = parser.parse_args(argv)
     start = time.perf_counter()
 
@@ -447,8 +456,7 @@ def main(argv=None) -> int:
         f"- D = A @ B + C per tile; {per_kind} tiles per kind of input ({', '.join(KINDS)}; a quarter "
         f"as many for tiles over 16 x 16), seed {args.seed}",
         "- Triton: tl.dot(a, b, acc=c, out_dtype=fp32 or fp16); tf32: input_precision='tf32'; "
-        "fp8: max_num_imprecise_acc=K (the products accumulate in the tensor core; on sm_90 Triton adds C "
-        "afterwards in fp32)",
+        "fp8: Triton's default max_num_imprecise_acc (C is the MMA's accumulator)",
         "- torch: baddbmm (fp16/bf16 -> fp32 with out_dtype=float32; tf32 with allow_tf32=True; "
         "allow_fp16_reduced_precision_reduction="
         f"{torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction}); fp8: torch._scaled_mm with "
@@ -481,7 +489,7 @@ def main(argv=None) -> int:
         print(f"{elapsed:.1f} s in all.", flush=True)
         return 0
     report = Report(args.report, preamble)
-
+    agreeing = checked = failed_rows = 0
     for shape_index, (m, n, k, warps) in enumerate(shapes):  # every pair at the small tile first
         for pair_index, (fmt, output) in enumerate(PAIRS):
             cells = [fmt, output, f"{m}x{n}x{k} ({warps})"]
@@ -493,17 +501,22 @@ def main(argv=None) -> int:
                 continue
             tiles = per_kind if m * n <= 256 else max(1, per_kind // 4)  # the model's time grows with m * n
             try:
-                row = run_pair(torch, hardware, kernel, gpu, fmt, output, (m, n, k, warps), tiles,
-                               np.random.default_rng([args.seed, pair_index, shape_index]), device, over_budget)
+                equal, outputs, row = run_pair(torch, hardware, kernel, gpu, fmt, output, (m, n, k, warps), tiles,
+                                               np.random.default_rng([args.seed, pair_index, shape_index]),
+                                               device, over_budget)
+                agreeing, checked = agreeing + equal, checked + outputs
+                failed_rows += "kernel failed:" in row[-1]  # (torch may refuse a pair: reported, not a failure)
             except Exception as error:
                 traceback.print_exc()
                 row = ["", "", "", "", "", "", f"failed: {type(error).__name__}: {error}"[:300]]
+                failed_rows += 1
             report.add(*cells, *row)
     elapsed = time.perf_counter() - start
-    footer = (f"{elapsed:.1f} s in all.",)
+    verdict = f"tiles: kernel = model on {agreeing} of {checked} outputs; {failed_rows} rows with a failure"
+    footer = (f"{elapsed:.1f} s in all.", verdict)
     report.write(footer)
-    print(footer[0], flush=True)
-    return 0
+    print("\n".join(footer), flush=True)
+    return 1 if args.strict and (agreeing != checked or failed_rows or not checked) else 0
 
 
 def run_pair(torch, hardware, kernel, gpu, fmt, output, shape, per_kind, rng, device, over_budget) -> list:
@@ -579,7 +592,8 @@ def run_pair(torch, hardware, kernel, gpu, fmt, output, shape, per_kind, rng, de
     elif first:
         notes.insert(0, "differing by kind: " + ", ".join(f"{kind} {count}" for kind, count in differing.items()))
     first = "; ".join([part for part in [first] + notes if part])
-    return [instruction, compared, outputs,
+    checked = outputs if kernel_d is not None and kernel_spec is not None else 0
+    return kernel_equal, checked, [instruction, compared, outputs,
             f"{kernel_equal} / {outputs}" if kernel_d is not None and kernel_spec is not None else "--",
             f"{torch_equal} / {outputs}" + ("" if torch_has_c else " (C = 0)") if torch_d is not None
             and spec is not None else "--",

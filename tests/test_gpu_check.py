@@ -47,7 +47,7 @@ def test_without_a_gpu_it_says_so_and_exits_3():
     assert "no CUDA GPU" in done.stdout and "nothing was checked" in done.stdout
 
 
-def _stand_ins(monkeypatch, *, test_failures=0, disagree=False, bench_ok=True):
+def _stand_ins(monkeypatch, *, test_failures=0, disagree=False, bench_ok=True, tiles_ok=True):
     def run_tests(engines, extra):
         reports = {name: gpu_check.EngineReport(name, passed=10) for name in engines}
         reports["cupy"].failed = test_failures
@@ -66,6 +66,9 @@ def _stand_ins(monkeypatch, *, test_failures=0, disagree=False, bench_ok=True):
     monkeypatch.setattr(gpu_check, "_validate", validate)
     monkeypatch.setattr(gpu_check, "_benchmark", lambda extra: (bench_ok, ["| cupy | float32 | 1e+06 | fp16 RN |"]))
     monkeypatch.setattr(gpu_check, "_device_line", lambda engines: "Fake GPU")
+    tiles = ["| fp16 | fp32 | 16x16x64 (1) | mma.sync | 160 | 40960 | 40960 / 40960 |",
+             f"tiles: kernel = model on {40960 if tiles_ok else 40959} of 40960 outputs; 0 rows with a failure"]
+    monkeypatch.setattr(gpu_check, "_tensor_core_tiles", lambda engines: (tiles_ok, tiles))
 
 
 def test_summary_passes_when_everything_passes(monkeypatch, capsys):
@@ -74,19 +77,26 @@ def test_summary_passes_when_everything_passes(monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "| cupy | 10 passed, 0 failed, 0 skipped | 100/100 agree | PASS |" in out
     assert "| torch-cuda (pure torch) |" in out and "| fp16 RN |" in out
+    assert "tiles: kernel = model on 40960 of 40960 outputs" in out
     assert ("| torch-cuda (triton) |" in out) == (importlib.util.find_spec("triton") is not None)
     assert out.rstrip().endswith("GPU check: PASS")
 
 
-@pytest.mark.parametrize("failure", ["tests", "validate", "bench"])
+@pytest.mark.parametrize("failure", ["tests", "validate", "bench", "tiles"])
 def test_any_failure_fails_the_check(monkeypatch, capsys, failure):
     _stand_ins(monkeypatch, test_failures=int(failure == "tests"), disagree=failure == "validate",
-               bench_ok=failure != "bench")
+               bench_ok=failure != "bench", tiles_ok=failure != "tiles")
     assert gpu_check.main([]) == 1
     out = capsys.readouterr().out
     assert out.rstrip().endswith("GPU check: FAIL")
     if failure == "validate":
         assert "| torch-cuda | 10 passed, 0 failed, 0 skipped | 99/100 agree (disagree: chop 99/100) | FAIL |" in out
+
+
+def test_tiles_need_cuda_tensors_and_say_so():
+    """Without torch on CUDA the tiles cannot run: the check says it skipped them and does not fail on it."""
+    ok, lines = gpu_check._tensor_core_tiles(["cupy"])
+    assert ok is None and lines == ["tensor-core tiles: skipped (they need torch with CUDA and Triton)"]
 
 
 def test_validate_runs_every_route_of_cuda_tensors():

@@ -5,6 +5,7 @@ rehearsal checks the plumbing only."""
 from __future__ import annotations
 
 import importlib.util
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -35,8 +36,12 @@ def test_without_a_gpu_the_script_says_so(tmp_path):
 @pytest.mark.slow  # Triton's interpreter and torch: about 5 s on a quiet machine
 @pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton not installed")
 def test_the_rehearsal_writes_the_table(tmp_path):
-    done = _run("--report", str(tmp_path / "tiles.md"), "--rehearse", "--seconds", "120")
-    assert done.returncode == 0, done.stderr
+    done = _run("--report", str(tmp_path / "tiles.md"), "--rehearse", "--seconds", "120", "--strict")
+    # The interpreter's tl.dot is NumPy's float32 matmul, not a tensor core: with --strict the outputs unlike
+    # the model's fail the run (what gpu-check relies on), and the last line counts them.
+    assert done.returncode == 1, done.stderr
+    verdict = re.search(r"tiles: kernel = model on (\d+) of (\d+) outputs; 0 rows with a failure", done.stdout)
+    assert verdict and int(verdict.group(1)) < int(verdict.group(2)) == 6 * 1024, done.stdout
     report = (tmp_path / "tiles.md").read_text()
     assert "say nothing about hardware" in report
     rows = [line for line in report.splitlines() if line.startswith("| ") and not line.startswith("| inputs")]

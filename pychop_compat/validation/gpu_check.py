@@ -2,7 +2,9 @@
 
 It runs the GPU test matrix (``pytest -m gpu``, each test counted for the engine
 its id names), :func:`pychop_compat.validation.validate` on every GPU engine and
-CUDA route, and the quick GPU benchmark, then prints one summary
+CUDA route, single MMA tiles on the GPU's tensor cores against the GPU's
+:mod:`pychop_compat.hardware` preset (``benchmarks/tensor_core_tiles.py --strict``:
+every output bit for bit) and the quick GPU benchmark, then prints one summary
 (``docs/validation.rst``, "The GPU check").  Exit status: 0 when everything
 passed, 1 when something failed, :data:`NO_GPU` (3) when no CUDA GPU is visible.
 """
@@ -125,6 +127,24 @@ def validation_routes(engines: Sequence[str], has_triton: bool) -> list[tuple[st
     return routes
 
 
+def _tensor_core_tiles(engines: Sequence[str]) -> tuple[Optional[bool], list]:
+    """benchmarks/tensor_core_tiles.py --strict: (None, why) where it cannot run, else (passed, its table)."""
+    script = _ROOT / "benchmarks" / "tensor_core_tiles.py"
+    if "torch-cuda" not in engines or importlib.util.find_spec("triton") is None:
+        return None, ["tensor-core tiles: skipped (they need torch with CUDA and Triton)"]
+    if not script.exists():
+        return False, [f"no benchmarks/tensor_core_tiles.py next to the package ({script}): run from a source "
+                       "checkout, or pass --skip-tiles"]
+    command = [sys.executable, str(script), "--strict", "--seconds", "90"]
+    print("$", " ".join(command), flush=True)
+    done = subprocess.run(command, cwd=_ROOT, capture_output=True, text=True)
+    print(done.stdout, end="", flush=True)
+    table = [line for line in done.stdout.splitlines() if line.startswith(("| ", "|---", "tiles:"))]
+    if done.returncode != 0:
+        return False, table + [f"tensor-core tiles failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}"]
+    return True, table
+
+
 def _benchmark(extra_args) -> tuple[bool, list]:
     script = _ROOT / "benchmarks" / "bench_gpu.py"
     if not script.exists():
@@ -139,8 +159,9 @@ def _benchmark(extra_args) -> tuple[bool, list]:
 
 
 def format_summary(device: str, reports: dict, test_note: str, bench_ok: Optional[bool],
-                   bench_lines: Sequence[str]) -> str:
-    """The closing summary: one row per engine, then the bandwidth table."""
+                   bench_lines: Sequence[str], tiles_ok: Optional[bool] = None,
+                   tiles_lines: Sequence[str] = ()) -> str:
+    """The closing summary: one row per engine, the tensor-core tiles, then the bandwidth table."""
     lines = [f"pychop_compat GPU check: {device}", "",
              "| engine | pytest -m gpu | validate (corpus + oracle) | verdict |", "|---|---|---|---|"]
     for report in reports.values():
@@ -157,10 +178,13 @@ def format_summary(device: str, reports: dict, test_note: str, bench_ok: Optiona
     for report in reports.values():
         for failure in report.failures[:10]:
             lines.append(f"FAILED ({report.name}) {failure}")
+    if tiles_lines:
+        lines += ["", "Tensor-core tiles against the hardware model (kernel = model must hold on every output; "
+                  "torch = model is reported, not expected):"] + list(tiles_lines)
     if bench_ok is not None:
         lines += ["", "Quick benchmark (GB/s = bytes read + written per second; 'of copy' = share of a "
                   "device-to-device copy in the same run):"] + list(bench_lines)
-    verdict = all(r.ok for r in reports.values()) and bool(reports) and bench_ok is not False
+    verdict = all(r.ok for r in reports.values()) and bool(reports) and bench_ok is not False and tiles_ok is not False
     lines += ["", f"GPU check: {'PASS' if verdict else 'FAIL'}"]
     return "\n".join(lines)
 
@@ -185,6 +209,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                      description="Run the GPU tests, validate and the quick GPU benchmark.")
     parser.add_argument("--skip-tests", action="store_true", help="do not run pytest -m gpu")
     parser.add_argument("--skip-validate", action="store_true", help="do not run validate")
+    parser.add_argument("--skip-tiles", action="store_true",
+                        help="do not compare the tensor cores' tiles with the hardware model")
     parser.add_argument("--skip-bench", action="store_true", help="do not run the quick benchmark")
     parser.add_argument("--pytest-args", default="", help="extra arguments for pytest (one string)")
     args = parser.parse_args(argv)
@@ -208,9 +234,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             report.validate_requested = False
     else:
         _validate(reports, validation_routes(engines, importlib.util.find_spec("triton") is not None))
+    tiles_ok, tiles_lines = (None, []) if args.skip_tiles else _tensor_core_tiles(engines)
     bench_ok, bench_lines = (None, []) if args.skip_bench else _benchmark([])
-    summary = format_summary(_device_line(engines), reports, note, bench_ok, bench_lines)
+    summary = format_summary(_device_line(engines), reports, note, bench_ok, bench_lines, tiles_ok, tiles_lines)
     print()
     print(summary)
-    failed = not all(r.ok for r in reports.values()) or bench_ok is False
+    failed = not all(r.ok for r in reports.values()) or bench_ok is False or tiles_ok is False
     return 1 if failed else 0

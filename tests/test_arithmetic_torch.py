@@ -173,6 +173,27 @@ def test_plain_values_entering_a_chopped_tensor_are_rounded():
     same(torch.round(ct, decimals=1), torch.tensor([0.0, float(np.float16(2.7))], dtype=torch.float64))
 
 
+def test_int_bounds_entering_a_chopped_tensor_are_rounded_as_float_bounds():
+    # A Python int or an int tensor as clamp's bound (keyword or positional), where's value or
+    # maximum's operand enters the result rounded, as the float 2049.0 does (and as np.clip of a
+    # chopped array): fp16(2049) = 2048 and fp16(4097) = 4096 (ties to even; NumPy's cast).
+    lo, hi = float(np.float16(2049)), float(np.float16(4097))
+    assert (lo, hi) == (2048.0, 4096.0)
+    ct = chopped(torch.tensor([0.0, 5000.0], dtype=torch.float64), "h")
+    want = torch.tensor([lo, hi], dtype=torch.float64)
+    for bound_lo, bound_hi in ((2049, 4097), (torch.tensor(2049), torch.tensor(4097)), (2049.0, 4097.0)):
+        same(torch.clamp(ct, min=bound_lo, max=bound_hi), want)
+        same(torch.clamp(ct, bound_lo, bound_hi), want)
+        same(torch.clip(ct, bound_lo, bound_hi), want)
+        same(ct.clamp_min(bound_lo).clamp_max(bound_hi), want)
+        d = ct.clone()
+        assert d.clamp_(bound_lo, bound_hi) is d  # in place: the target itself holds the rounded bounds
+        same(d, want)
+    same(torch.where(ct > 1, ct, 2049), torch.tensor([lo, 5000.0], dtype=torch.float64))
+    same(torch.maximum(ct, torch.tensor([2049, 0])), torch.tensor([lo, 5000.0], dtype=torch.float64))
+    same(ct, torch.tensor([0.0, 5000.0], dtype=torch.float64))  # the operand is not modified
+
+
 def test_strict_rounds_python_ints_and_keyword_operands():
     # strict: chop(1 + chop(2049)) = chop(1 + 2048) = 2048 (fp16 has 11 significand bits), as NumPy's
     s = chopped(torch.tensor([1.0], dtype=torch.float64), "h", strict=True)

@@ -11,7 +11,7 @@ from torch.nn import functional as F  # noqa: E402
 
 from pychop_compat import chop  # noqa: E402
 from pychop_compat.nn import (OptimLP, QuantizedConv2d, QuantizedLayerNorm, QuantizedLinear,  # noqa: E402
-                              lower)
+                              Quantizer, lower)
 
 
 def fl(t, fmt, mode=1):
@@ -94,3 +94,22 @@ def test_lowering_keeps_the_training_mode():
     lowered = lower(torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.ReLU()).eval(), weight="h")
     assert not any(module.training for module in lowered.modules())
     assert all(module.training for module in lower(torch.nn.Linear(3, 3), weight="h").modules())
+
+
+def test_quantizer_refuses_rounding_options_of_a_pass_without_format():
+    # forward=None / backward=None pass values unchanged: a mode or random source given there would
+    # be silently ignored (0.7.0 accepted them), so it is refused, naming the argument
+    for kwargs, name in (({"forward": None, "forward_round": "stochastic"}, "forward_round"),
+                         ({"forward": None, "forward_rng": 3}, "forward_rng"),
+                         ({"forward": None, "forward_rng": None}, "forward_rng"),  # None: chop's sources
+                         ({"backward_round": "down"}, "backward_round"),
+                         ({"backward_rng": torch.Generator()}, "backward_rng")):
+        with pytest.raises(ValueError, match=name):
+            Quantizer(**kwargs)
+    # with the format given, the same options are taken: a forward pass leaves x = 1/3 unchanged, and
+    # the backward one rounds the gradient 1/3 down to fp16 (chop), as documented
+    x = torch.tensor([1 / 3], dtype=torch.float64, requires_grad=True)
+    y = Quantizer(None, "h", backward_round="down")(x)
+    assert torch.equal(y.detach(), x.detach())
+    y.backward(torch.tensor([1 / 3], dtype=torch.float64))
+    assert torch.equal(x.grad, fl(torch.tensor([1 / 3], dtype=torch.float64), "h", 3))

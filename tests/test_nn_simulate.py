@@ -293,3 +293,19 @@ def test_out_integers_and_the_linalg_alias_as_torch():
             assert (ints @ ints).item() == 9006001
             assert torch.equal(torch.linalg.matmul(a, b), reference)
         assert returned is out and torch.equal(out, reference)
+
+
+def test_hardware_path_refuses_the_shapes_and_dtypes_torch_refuses():
+    # torch.mm takes 2-D operands, bmm 3-D, mv a matrix and a vector, dot vectors of one dtype; the hardware
+    # path computed a product for these anyway (torch.mm of 3-D tensors: a batch of products). Oracle:
+    # plain torch raises, and so must the context, with the same exception type.
+    a, b, m, v = torch.randn(2, 3, 4), torch.randn(2, 4, 5), torch.randn(3, 4), torch.randn(4)
+    calls = [lambda: torch.mm(a, b), lambda: a.mm(b), lambda: torch.bmm(m, m.T), lambda: torch.mv(m, m.T),
+             lambda: torch.dot(m, m), lambda: torch.dot(v, v.double()), lambda: torch.addmm(m, a, b)]
+    for call in calls:
+        with pytest.raises(Exception) as plain:
+            call()
+        for grad in (False, True):
+            with torch.set_grad_enabled(grad), simulate("h", hardware="H100"):
+                with pytest.raises(plain.type):
+                    call()

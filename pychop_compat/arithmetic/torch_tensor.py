@@ -46,7 +46,7 @@ add_ sub_ mul_ div_ pow_ sqrt_ exp_ log_ tanh_ sigmoid_
 INPLACE = {"add_": "add", "sub_": "sub", "mul_": "mul", "div_": "div", "pow_": "pow",
            "sqrt_": "sqrt", "exp_": "exp", "log_": "log", "tanh_": "tanh", "sigmoid_": "sigmoid",
            "__iadd__": "add", "__isub__": "sub", "__imul__": "mul", "__itruediv__": "div",
-           "__ipow__": "pow"}
+           "__ipow__": "pow", "clamp_": "clamp"}
 #: Elementwise functions whose result is one of the operands (or its negation): nothing to round.
 EXACT = frozenset("""
 neg negative abs absolute relu maximum minimum fmax fmin clamp clip clamp_min clamp_max copysign
@@ -64,6 +64,10 @@ __set__ __setitem__ __deepcopy__ __reduce_ex__ numpy tolist item diag diagonal t
 real data new_zeros new_ones new_empty __format__ __len__ __iter__ __bool__ __float__ __int__
 __index__ register_hook share_memory_ pin_memory storage untyped_storage data_ptr dim size numel
 """.split())
+
+#: Functions of :data:`EXACT` whose operands after the first are all values (no dimension, no count):
+#: a Python int among them brings a value as a float does.
+VALUE_OPERANDS = frozenset("clamp clip clamp_min clamp_max where".split())
 
 #: Functions of :data:`MOVES` that join tensors: plain operands are rounded first (as ``np.concatenate``).
 CONCATENATIONS = frozenset("cat concat concatenate stack hstack vstack".split())
@@ -248,10 +252,14 @@ def _dispatch(cls, func, types, args, kwargs):
         result = func(*args, **kwargs)
     if arith is None:  # only the base class involved
         return result
-    if name in EXACT:  # rounded when a plain float operand (also by keyword) may have brought new values
+    if name in EXACT:  # rounded when a plain operand (also by keyword) may have brought new values
         operands = list(args) + [v for k, v in kwargs.items() if k != "out"]
-        rounded = any(isinstance(a, torch.Tensor) and not isinstance(a, _tensor_base())
-                      and a.is_floating_point() for a in operands) or any(isinstance(a, float) for a in operands[1:])
+        # a plain tensor of numbers (an int one too: torch.clamp(t, min=torch.tensor(2049))), a float, or an
+        # int where every later operand is a value (clamp's bounds, where's; elsewhere ints are dimensions)
+        scalars = (int, float) if name in VALUE_OPERANDS else (float,)
+        rounded = (any(isinstance(a, torch.Tensor) and not isinstance(a, _tensor_base()) and a.dtype != torch.bool
+                       for a in operands)
+                   or any(isinstance(a, scalars) and not isinstance(a, bool) for a in operands[1:]))
         # round(decimals=d) is not exact: the chopped array's np.round rounds its result to the format
         rounded = rounded or (name == "round" and kwargs.get("decimals", 0) != 0)
         return _as_chopped_tensor(result, _class_for(arith), rounded)

@@ -35,6 +35,12 @@ class Quantizer(nn.Module):
     forward_rng, backward_rng : default 'torch'
         Random sources for stochastic rounding (see :class:`~pychop_compat.nn.Rounder`;
         ``None`` means ``'chop'``, as in ``Chop``).
+
+    Raises
+    ------
+    ValueError
+        For a rounding mode or random source of a pass whose format is None
+        (nothing there is rounded), or ``clip=True`` without a forward format.
     """
 
     def __init__(self, forward: Any = "h", backward: Any = None,
@@ -44,6 +50,13 @@ class Quantizer(nn.Module):
         super().__init__()
         forward_round = renamed_keyword(forward_round, forward_rounding, "forward_round", "forward_rounding")
         backward_round = renamed_keyword(backward_round, backward_rounding, "backward_round", "backward_rounding")
+        for side, fmt, mode, rng in (("forward", forward, forward_round, forward_rng),
+                                     ("backward", backward, backward_round, backward_rng)):
+            # a pass (format None) rounds nothing: a mode or random source for it would be silently ignored
+            if fmt is None and mode is not None:
+                raise ValueError(f"{side}_round needs a {side} format ({side}=None passes values unchanged).")
+            if fmt is None and not (isinstance(rng, str) and rng == "torch"):
+                raise ValueError(f"{side}_rng needs a {side} format ({side}=None passes values unchanged).")
         self.forward_rounder: Optional[Rounder] = (
             None if forward is None else rounder_for(forward, forward_round, None, forward_rng))
         backward_rounder = None if backward is None else rounder_for(backward, backward_round, None, backward_rng)

@@ -136,6 +136,11 @@ _SIMULATED: dict = {
 }
 
 
+def _meta(value: Any) -> Any:
+    """A tensor's shape and dtype on the meta device (other values as they are)."""
+    return torch.empty(value.shape, dtype=value.dtype, device="meta") if isinstance(value, torch.Tensor) else value
+
+
 class _SimulatedValues(torch.autograd.Function):
     """Forward: the simulated values; backward: the gradient goes to ``reference`` (the operation as
     torch computes it on the same rounded operands), as the straight-through estimator of a rounding."""
@@ -208,6 +213,9 @@ class Simulation(TorchFunctionMode):
             return apply_quantizer(out, self.accumulator, _STRAIGHT_THROUGH).to(dtype)
         if self.model is None:
             return func(*args, **kwargs)
+        # torch's own checks first, on meta tensors (no data, no computation): the products below would
+        # also compute what torch refuses (torch.mm of 3-D tensors, operands of different dtypes ...)
+        func(*[_meta(a) for a in args], **{name: _meta(value) for name, value in kwargs.items()})
         values = simulated(*[a.detach() if isinstance(a, torch.Tensor) else a for a in args],
                            **{name: value.detach() if isinstance(value, torch.Tensor) else value
                               for name, value in kwargs.items()}, product=self._product)

@@ -9,6 +9,7 @@ options, under another engine setting, on every layout.
 from __future__ import annotations
 
 import multiprocessing
+import operator
 import pickle
 import threading
 import warnings
@@ -16,7 +17,7 @@ import warnings
 import numpy as np
 import pytest
 
-from pychop_compat import Chop, Options, chop, chop_options, clear_chop, clear_cpfloat, cpfloat, rng
+from pychop_compat import Chop, Options, chop, chop_options, clear_chop, clear_cpfloat, cpfloat, explain, rng
 from pychop_compat.engines import dispatch
 from pychop_compat.kernels import compiled, numpy_fast
 from pychop_compat.matlab.options import atomic_values, items_snapshot, resolve
@@ -394,3 +395,87 @@ def test_stochastic_plans_without_flips_draw_as_the_general_path(mode, dtype):
             assert_bits_equal(dispatch.round_array(x, spec, sources),
                               dispatch.round_array(x, spec, again, kernel="numpy"), f"counter, {name}")
         assert sources.counter.offset == again.counter.offset == 2 * x.size
+
+
+# --- a chopped-array operation on a small array: the operation and its rounding in one call ---------
+
+#: The operators X op Y and the NumPy operations x op y they are documented as (then rounded).
+COMBINED_OPS = [(operator.add, np.add), (operator.sub, np.subtract), (operator.mul, np.multiply),
+                (operator.truediv, np.true_divide)]
+
+
+def _spied_combined(monkeypatch):
+    """The calls of the compiled combined loop (an empty list where Numba is not installed)."""
+    calls: list = []
+    if compiled.available():
+        k = compiled.kernels()
+        original = k.det_combined
+        monkeypatch.setattr(k, "det_combined", lambda *a: calls.append(a[0]) or original(*a))
+    return calls
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("options", SPECS + [{"format": "h", "round": 4}, {"format": "b", "round": 3}], ids=repr)
+def test_a_chopped_operation_is_chop_of_the_numpy_operation(options, dtype, monkeypatch):
+    """X op Y of chopped arrays is documented as chop(x op y) with X's options: bit for bit on
+    vectors and matrices, values across the format's range (subnormals, overflow past the
+    format's largest number), the compiled combined loop taking the calls it can."""
+    from pychop_compat import chopped
+
+    calls = _spied_combined(monkeypatch)
+    generator = np.random.default_rng(31)
+    for shape in [(2,), (10,), (7, 9)]:
+        x = (generator.standard_normal(shape) * 2.0 ** generator.integers(-30, 20, shape)).astype(dtype)
+        y = (generator.standard_normal(shape) * 2.0 ** generator.integers(-30, 20, shape)).astype(dtype)
+        X, Y = chopped(x, options), chopped(y, options)
+        xs, ys = np.asarray(X), np.asarray(Y)
+        for op, ufunc in COMBINED_OPS:
+            for _ in range(2):  # the first call finds the loop, the second uses it
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)  # (an overflow of float32 data)
+                    expected = chop(ufunc(xs, ys), options)
+                    got = np.asarray(op(X, Y))
+                assert got.dtype == expected.dtype == dtype
+                assert_bits_equal(got, expected, f"{ufunc.__name__} {shape}")
+    routed = str(explain(np.ones(10, dtype), options)).splitlines()[1].startswith("kernel: numba (")
+    # every operation went through the combined loop where chop takes the compiled loops (the
+    # format names beyond chop.m's take CPFloat's rules: the two calls there)
+    assert sorted(set(calls)) == ([0, 1, 2, 3] if routed else [])
+
+
+def test_an_inf_or_nan_result_is_left_to_numpy_with_its_warning(monkeypatch):
+    """A division by zero, an overflow and Inf - Inf warn in NumPy: they still do, with chop's bits."""
+    from pychop_compat import chopped
+
+    calls = _spied_combined(monkeypatch)
+    x = np.array([1.0, -2.0, 0.0, 3.0])
+    X = chopped(x, "h")
+    for op, other, message in [(operator.truediv, np.array([0.0, 0.0, 0.0, 1.0]), "divide by zero"),
+                               (operator.mul, np.array([4e4, 4e4, 1.0, 1.0]), None),  # (Inf in fp16 only)
+                               (operator.sub, np.array([np.inf, 1.0, 1.0, 1.0]), None)]:
+        Y = chopped(other, "h")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = np.asarray(op(X, Y))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            assert_bits_equal(got, chop(op(np.asarray(X), np.asarray(Y)), "h"), op.__name__)
+        if message:
+            assert any(message in str(w.message) for w in caught), (op.__name__, caught)
+    if compiled.available():
+        assert calls  # the loop was asked, and gave the work back
+
+
+def test_the_combined_loop_follows_the_engine_setting(monkeypatch):
+    from pychop_compat import chopped
+
+    calls = _spied_combined(monkeypatch)
+    X, Y = chopped(np.linspace(1, 2, 10), "h"), chopped(np.linspace(2, 3, 10), "h")
+    expected = chop(np.asarray(X) * np.asarray(Y), "h")
+    with compiled.cpu_engine("numpy"):
+        assert_bits_equal(np.asarray(X * Y), expected, "numpy engine")
+        assert_bits_equal(np.asarray(X * Y), expected, "numpy engine, again")
+    assert calls == []
+    assert_bits_equal(np.asarray(X * Y), expected, "auto")
+    assert_bits_equal(np.asarray(X * Y), expected, "auto, again")
+    assert calls == ([2, 2] if compiled.available() else [])  # (the loop found when X was made)

@@ -1033,9 +1033,11 @@ class ChoppedArray(ChoppedOperators):
             o = _operand(other, arith)
         else:
             return NotImplemented
-        data = ufunc(o, self._data) if reflected else ufunc(self._data, o)
+        a, b = (o, self._data) if reflected else (self._data, o)
+        # one compiled call for a small + - * / (None where that does not apply)
+        rounded = arith.round_combined(ufunc, a, b) if type(o) is np.ndarray else None
         result = _new(ChoppedArray)  # (wrap, inlined: a small array's operator is a loop's body)
-        result._data = arith.round(data)
+        result._data = arith.round(ufunc(a, b)) if rounded is None else rounded
         result._arith = arith
         return result
 

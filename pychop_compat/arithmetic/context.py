@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
-from typing import Any, Callable, Mapping, Union
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Union
 
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
@@ -27,6 +27,9 @@ from ..random.matlab_stream import stream_uniform, stream_uniform_one
 from ..random.sources import MATLAB_STREAM, RandomSources, generator_sources, sources_for
 from ..spec import RoundingSpec
 from .libraries import host_rounder, is_device_array, round_array
+
+if TYPE_CHECKING:
+    from ..engines.dispatch import PreparedRounding
 
 __all__ = ["Arithmetic", "FormatMismatchError", "NotChoppedError", "METHODS", "MISMATCH_RULES"]
 
@@ -138,7 +141,7 @@ class Arithmetic:
         spec = settings.spec
         self.hardware = _hardware_of(hardware, spec.draws or int(self.given["round"]) != 1)
         self._specs: dict[np.dtype, RoundingSpec] = {np.dtype(np.float64): spec}
-        self._host_rounders: dict[np.dtype, Callable[[np.ndarray], np.ndarray]] = {}
+        self._host_rounders: dict[np.dtype, PreparedRounding] = {}
         self._rng = rng
         if isinstance(rng, CounterRng):
             flips = RandomSources(rng.stochastic, rng.flip_uniform, rng.flip_randi, rng)
@@ -301,6 +304,14 @@ class Arithmetic:
             return round_array(x, self.spec_for(dtype), self._sources)
         rounder = self._host_rounders[dtype] = host_rounder(self.spec_for(dtype), self._sources)
         return rounder(x)
+
+    def round_combined(self, ufunc: np.ufunc, a: np.ndarray, b: np.ndarray) -> Optional[np.ndarray]:
+        """``self.round(ufunc(a, b))`` in one compiled call for ``+ - * /`` of two small NumPy
+        arrays of one float dtype and shape, once :meth:`round` has found the compiled loop for
+        that dtype (``PreparedRounding.combined``); None where that does not apply: the caller
+        then computes ``ufunc(a, b)`` and calls :meth:`round`."""
+        rounder = self._host_rounders.get(a.dtype)
+        return None if rounder is None else rounder.combined(ufunc, a, b)
 
     def enter(self, x: ArrayLike) -> np.ndarray:
         """A plain operand as it enters an operation: exactly, or rounded when ``strict``."""

@@ -98,7 +98,7 @@ def from_host(host: np.ndarray, like: Any) -> Any:
     return namespace.xp.asarray(host, device=array_api_compat.device(like))
 
 
-def host_rounder(spec: RoundingSpec, sources: RandomSources) -> Callable[[np.ndarray], np.ndarray]:
+def host_rounder(spec: RoundingSpec, sources: RandomSources) -> dispatch.PreparedRounding:
     """chop's rule by ``spec`` on non-empty float32/float64 NumPy arrays in native byte order:
     :class:`~pychop_compat.engines.dispatch.PreparedRounding`, which finds the router's kernel
     for small arrays once per dtype and CPU-engine setting."""

@@ -955,13 +955,14 @@ class PreparedRounding:
         holding the stream, as for :func:`round_array`).
     """
 
-    __slots__ = ("spec", "sources", "_doubles", "_singles", "_made_at")
+    __slots__ = ("spec", "sources", "_doubles", "_singles", "_combined", "_made_at")
 
     def __init__(self, spec: RoundingSpec, sources: RandomSources) -> None:
         self.spec = spec
         self.sources = sources
         self._doubles: dict = {}  # engine setting -> plan (None: round_array's general path)
         self._singles: dict = {}
+        self._combined: dict = {}  # (dtype, engine setting) -> compiled.combined_call's function or None
         self._made_at = _plans_forgotten
 
     def __reduce__(self) -> tuple:  # (the plans hold compiled kernels: made again after unpickling)
@@ -976,6 +977,7 @@ class PreparedRounding:
                 if self._made_at != _plans_forgotten:
                     self._doubles.clear()
                     self._singles.clear()
+                    self._combined.clear()
                     self._made_at = _plans_forgotten
                 engine = get_cpu_engine()
                 plan = plans.get(engine, False)
@@ -984,6 +986,24 @@ class PreparedRounding:
                 if plan is not None:
                     return plan(x)
         return round_array(x, self.spec, self.sources)
+
+    def combined(self, ufunc: Any, a: Any, b: Any) -> Optional[np.ndarray]:
+        """``self(ufunc(a, b))`` for ``np.add``, ``np.subtract``, ``np.multiply`` and
+        ``np.true_divide`` of two NumPy arrays of one float dtype and shape, in one
+        compiled loop, where ``self`` rounds such arrays with the compiled deterministic loop
+        (a chopped-array operation, whose two calls cost more than the arithmetic on a small
+        array); None otherwise, and where a result is Inf or NaN: the caller then computes
+        ``ufunc(a, b)`` and calls ``self``."""
+        code = _COMBINED_CODES.get(ufunc)
+        if code is None or type(a) is not np.ndarray or type(b) is not np.ndarray or self._made_at != _plans_forgotten:
+            return None
+        dtype = a.dtype
+        if b.dtype is not dtype or a.shape != b.shape or not 1 < a.size < compiled.SERIAL_BELOW:
+            return None
+        loop = self._combined.get((dtype, get_cpu_engine()), False)
+        if loop is False:
+            loop = self._combined[dtype, get_cpu_engine()] = _combined_plan(a, self.spec, self.sources)
+        return None if loop is None else loop(code, a, b)
 
     def holding_stream(self, x: Any) -> Any:
         """``self(x)`` with MATLAB's stream held for the whole call, so that its numbers are one
@@ -997,6 +1017,20 @@ class PreparedRounding:
                 return plan(x)
         with exclusive_stream():
             return self(x)
+
+
+#: The operations :meth:`PreparedRounding.combined` computes, by their code in the compiled loop.
+_COMBINED_CODES = {np.add: 0, np.subtract: 1, np.multiply: 2, np.true_divide: 3}
+
+
+def _combined_plan(x: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> Optional[Callable[..., Any]]:
+    """:func:`compiled.combined_call` for ``spec`` and ``x``'s dtype where the router rounds
+    ``x`` with the compiled loops (see :func:`_plan`), else None."""
+    if spec.fmt.encoding == "e8m0" or spec.draws:
+        return None
+    call = _host_call(x, spec, sources)
+    chosen = next(kernel for kernel in REGISTRY if kernel.takes(call, spec, sources, x) is None)
+    return compiled.combined_call(spec, x.dtype) if chosen.name == "numba" else None
 
 
 def _planned(x: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> Optional[Callable[[np.ndarray], Any]]:

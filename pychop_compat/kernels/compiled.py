@@ -25,7 +25,7 @@ from ..random.sources import RandomSources
 from ..rules.cpfloat import limited_bit_sources
 from .numpy_fast import LAYOUTS, in_memory_order
 
-__all__ = ["available", "set_cpu_engine", "cpu_engine", "get_cpu_engine", "chop_array", "warm_up",
+__all__ = ["available", "combined_call", "set_cpu_engine", "cpu_engine", "get_cpu_engine", "chop_array", "warm_up",
            "wanted", "handles", "rounding_constants", "packed_constants", "kernels", "loaded", "small_call",
            "SERIAL_BELOW", "CHUNK", "flush_tiny_constants", "round_deterministic", "history_kernels",
            "log2_thresholds", "round_old_rules", "round_old_rules_stochastic"]
@@ -258,6 +258,32 @@ def round_deterministic(constants: tuple, dtype: Any) -> Callable[[np.ndarray], 
         return other(x)
 
     return deterministic
+
+
+def combined_call(spec: RoundingSpec, dtype: Any) -> Optional[Callable[[int, np.ndarray, np.ndarray],
+                                                                        Optional[np.ndarray]]]:
+    """``combined(code, a, b)``: :func:`small_call`'s deterministic loop applied to ``a + b``,
+    ``a - b``, ``a * b`` or ``a / b`` (``code`` 0 to 3) in one compiled call
+    (``numba_kernels.det_combined``), for two arrays of ``dtype`` and one shape below
+    :data:`SERIAL_BELOW` elements (vectors, or C-contiguous arrays); it returns None, having rounded nothing, where a result is Inf
+    or NaN (NumPy's ufunc then computes the operation, with its warnings).  None where
+    :func:`small_call` would not take the deterministic loop for ``spec``."""
+    if spec.draws or spec.random_bits or _e8m0_rules_apply(spec):
+        return None
+    k = kernels()
+    packed = packed_constants(_spec_constants(spec, np.dtype(dtype).char))
+
+    def combined(code: int, a: np.ndarray, b: np.ndarray) -> Optional[np.ndarray]:
+        out = np.empty(a.shape, a.dtype)
+        if a.ndim == 1:  # (any strides: the loop indexes)
+            done = k.det_combined(code, a, b, out, packed)
+        elif a.flags.c_contiguous and b.flags.c_contiguous:
+            done = k.det_combined(code, a.ravel(), b.ravel(), out.ravel(), packed)  # (views)
+        else:
+            return None
+        return out if done else None
+
+    return combined
 
 
 # --- chop.m's rules before 2020-05-14 (chop_at): numba_history's loops ----------------------------
@@ -688,4 +714,7 @@ def warm_up() -> float:
                                                np.arange(624, dtype=np.uint32), np.array([624], np.intc))
                 if size < SERIAL_BELOW and not spec.flips:  # the small calls' loops (deterministic, counter)
                     small_call(spec, counter_sources(0), x.dtype)(x)
+                    combined = combined_call(spec, x.dtype)  # (chopped arrays' + - * /)
+                    if combined is not None:
+                        combined(0, x, x)
     return time.perf_counter() - start

@@ -519,6 +519,32 @@ def det_small(xf, of, packed):
     _det_range(xf, bit_view(xf), of, bit_view(of), 0, xf.size, k, _det_constants(rp), is_single(xf))
 
 
+@numba.njit(**JIT_OPTIONS)
+def det_combined(code, a, b, of, packed):
+    """:func:`det_small` of ``a + b``, ``a - b``, ``a * b`` or ``a / b`` (``code`` 0 to 3, each
+    computed in the vectors' class as NumPy's ufunc computes it): a chopped-array operation on a
+    small array in one call instead of two.  Returns False, ``of`` unfinished, as soon as one
+    result is Inf or NaN: NumPy warns of those (overflow, division by zero, invalid), so the
+    caller computes that operation with NumPy's ufunc."""
+    computed = np.empty_like(a)
+    for i in range(a.size):
+        if code == 0:
+            r = a[i] + b[i]
+        elif code == 1:
+            r = a[i] - b[i]
+        elif code == 2:
+            r = a[i] * b[i]
+        else:
+            r = a[i] / b[i]
+        if not math.isfinite(r):
+            return False
+        computed[i] = r
+    k, rp = _unpacked(packed)
+    _det_range(computed, bit_view(computed), of, bit_view(of), 0, computed.size, k, _det_constants(rp),
+               is_single(computed))
+    return True
+
+
 # --- the counter-based generator: each element its own numbers ------------------------------------
 # A branch-free loop per sub-block, a plain call for one holding other elements.  ``given``: the
 # numbers given per element, or None for the counter's (a specialisation of its own).

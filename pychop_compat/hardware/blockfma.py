@@ -29,14 +29,16 @@ and torch, CuPy and JAX arrays on their own device, run the same operations (exa
 integer significands, shifts and int64 sums, read and made from float64 bits), a few
 rows of the result at a time (no (M, N, K) array).  For NumPy with Numba installed (and
 the CPU engine not set to ``'numpy'``, see ``pychop_compat.kernels.compiled.cpu_engine``)
-the blocks run compiled (``kernels.numba_blockfma``, the same bits); the namespace
-implementation is the fallback and the oracle the tests compare it with.
+the blocks run compiled (``kernels.numba_blockfma``, the same bits), and so do aligned blocks
+on CUDA torch tensors and CuPy arrays with Triton and torch installed
+(``kernels.triton_blockfma``, the same bits); the namespace implementation is the fallback
+and the oracle the tests compare them with.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 import numpy as np
 
@@ -394,29 +396,41 @@ def _kernels() -> Any:
     return numba_blockfma
 
 
-def _kernel_parameters(spec: BlockFMA, outformat: Format) -> np.ndarray:
-    """``spec`` as the compiled kernels' integer parameters."""
+def _kernel_parameters(spec: BlockFMA, outformat: Format, rounding_codes: Optional[Dict[str, int]] = None
+                       ) -> np.ndarray:
+    """``spec`` as the compiled kernels' integer parameters (``rounding_codes``: Numba's by default;
+    the Triton kernel's are the same)."""
     result_fraction = min(outformat.t - 1, spec.accumulator_fraction_bits + spec.extra_alignment_bits)
+    codes = _kernels().ROUNDING_CODES if rounding_codes is None else rounding_codes
     return np.array([spec.fma_size, spec.accumulator_fraction_bits, spec.extra_alignment_bits,
                      spec.min_alignment_exponent, spec.accumulator_emin, result_fraction, outformat.emin,
-                     outformat.emax, _kernels().ROUNDING_CODES[spec.rounding], spec.output_subnormals,
+                     outformat.emax, codes[spec.rounding], spec.output_subnormals,
                      spec.normalised_products, -1 if spec.late_addend_bits is None else spec.late_addend_bits,
                      spec.odd_even_groups],
                     dtype=np.int64)
 
 
-def _truncated(values: np.ndarray, spec: BlockFMA, informat: Format) -> Tuple[np.ndarray, np.ndarray]:
-    """Finite inputs as the compiled kernels take them (``numba_blockfma``): ``sign * I *
-    2**(e - f)`` with ``I``, ``e`` as :func:`_block` computes them (inputs below the format's
-    emin flushed without input subnormals), and ``e``, or ``ZERO_EXPONENT`` where ``I`` is 0."""
-    magnitude = np.abs(values)
+def _truncated(values: Any, spec: BlockFMA, informat: Format, ns: Namespace = _NUMPY,
+               zero_exponent: Optional[int] = None) -> Tuple[Any, Any]:
+    """Finite inputs as the compiled kernels take them (``numba_blockfma``, and
+    ``triton_blockfma`` on torch tensors, ``ns``): ``sign * I * 2**(e - f)`` with ``I``, ``e``
+    as :func:`_block` computes them (inputs below the format's emin flushed without input
+    subnormals), and ``e``, or ``zero_exponent`` (Numba's ``ZERO_EXPONENT`` by default) where
+    ``I`` is 0; both contiguous (one compiled layout)."""
+    xp = ns.xp
+    magnitude = xp.abs(values)
     if not spec.input_subnormals:
-        magnitude = np.where(magnitude < 2.0 ** informat.emin, 0.0, magnitude)
-    exponent = _exponents(_NUMPY, magnitude, informat.emin)
-    significand = _significands(_NUMPY, magnitude, exponent, informat.t - 1)
-    truncated = np.copysign(np.ldexp(significand.astype(np.float64), exponent - (informat.t - 1)), values)
-    exponent = np.where(significand != 0, exponent, _kernels().ZERO_EXPONENT)
-    return np.ascontiguousarray(truncated), np.ascontiguousarray(exponent)  # one compiled layout
+        magnitude = xp.where(magnitude < 2.0 ** informat.emin, 0.0, magnitude)
+    exponent = _exponents(ns, magnitude, informat.emin)
+    significand = _significands(ns, magnitude, exponent, informat.t - 1)
+    # _ldexp is NumPy's ldexp here: the values and the halfway factors are normal float64
+    truncated = _ldexp(ns, xp.astype(significand, xp.float64), exponent - (informat.t - 1))
+    truncated = xp.where(xp.signbit(values), -truncated, truncated)
+    zero_exponent = _kernels().ZERO_EXPONENT if zero_exponent is None else zero_exponent
+    exponent = xp.where(significand != 0, exponent, zero_exponent)
+    if ns.name == "numpy":
+        return np.ascontiguousarray(truncated), np.ascontiguousarray(exponent)
+    return truncated.contiguous(), exponent.contiguous()  # torch's
 
 
 def _unaligned_parameters(spec: BlockFMA) -> np.ndarray:
@@ -425,18 +439,25 @@ def _unaligned_parameters(spec: BlockFMA) -> np.ndarray:
                     dtype=np.int64)
 
 
+def _suspect(ns: Namespace, A: Any, B: Any, C: Any) -> Any:
+    """Where an inner product of rounded ``A`` (M, K) and ``B`` (K, N) plus ``C`` may be NaN or
+    infinite: every product is finite where the largest of its row and column multiply to a
+    finite number (true of any two finite values of an input format: at most 2**128 each)."""
+    xp = ns.xp
+    if A.shape[1] == 0:
+        return ~xp.isfinite(C)
+    with np.errstate(invalid="ignore", over="ignore"):
+        largest = xp.max(xp.abs(A), axis=1)[:, None] * xp.max(xp.abs(B), axis=0)[None, :]
+    return ~xp.isfinite(largest) | ~xp.isfinite(C)
+
+
 def _compiled_matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, spec: BlockFMA) -> np.ndarray:
     """:func:`matmul`'s inner products on rounded ``A``, ``B`` and ``C`` (M, N), by the compiled
     kernel: the same bits, no (M, N, K) array."""
     kernels = _kernels()
     informat, outformat = _formats(spec)
     padding = _padding(A.shape[1], spec.fma_size)
-    # Every product is finite where the largest of its row and column multiply to a finite
-    # number (true of any two finite values of an input format: at most 2**128 each); elsewhere
-    # special_values says which inner products are NaN or infinite.
-    with np.errstate(invalid="ignore", over="ignore"):
-        suspect = ~np.isfinite(np.abs(A).max(axis=1, initial=0.0)[:, None] * np.abs(B).max(axis=0, initial=0.0)
-                               ) | ~np.isfinite(C)
+    suspect = _suspect(_NUMPY, A, B, C)  # special_values says which of these are NaN or infinite
     QA, EA = _truncated(np.pad(np.where(np.isfinite(A), A, 0.0), [(0, 0), (0, padding)]), spec, informat)
     QB, EB = _truncated(np.pad(np.where(np.isfinite(B), B, 0.0), [(0, padding), (0, 0)]), spec, informat)
     D = np.where(np.isfinite(C), C, 0.0).astype(np.float64)
@@ -450,6 +471,47 @@ def _compiled_matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, spec: BlockFMA
                                          rows, columns)
         D[rows, columns] = np.where(special != 0, special, D[rows, columns])
     return D
+
+
+def _triton_wanted(ns: Namespace, A: Any, B: Any, spec: BlockFMA) -> bool:
+    """Whether :func:`matmul` on ``A`` and ``B`` (of ``ns``'s library) takes the Triton kernel:
+    torch tensors on CUDA or CuPy arrays, with Triton and torch installed, aligned blocks (exact
+    int64 sums for every such model: ``triton_blockfma``), a result not empty."""
+    if ns.name not in ("torch", "cupy") or spec.block_sum != "aligned" or 0 in (A.shape[0], B.shape[1]):
+        return False
+    from ..kernels import triton_blockfma
+
+    return triton_blockfma.wanted(ns.name, A)
+
+
+def _triton_matmul(ns: Namespace, A: Any, B: Any, C: Any, spec: BlockFMA) -> Any:
+    """:func:`_compiled_matmul` on the device: rounded ``A``, ``B`` and ``C`` (M, N), torch
+    tensors or CuPy arrays (seen as torch tensors through DLPack, no copy), prepared by
+    :func:`_truncated` with torch and computed by ``triton_blockfma``; NaN and infinite inner
+    products by the namespace's rule (:func:`_non_finite`, :func:`_special_or`) on the few
+    inner products that may have them.  Returns float64 of ``ns``'s library."""
+    import torch
+
+    from ..kernels import triton_blockfma
+
+    if ns.name == "cupy":
+        A, B, C = (torch.from_dlpack(x) for x in (A, B, C))
+    torch_ns = library_namespace("torch")
+    informat, outformat = _formats(spec)
+    A_padded = _padded(torch_ns, torch.where(torch.isfinite(A), A, 0.0), spec.fma_size)
+    B_padded = _padded(torch_ns, torch.where(torch.isfinite(B), B, 0.0).T, spec.fma_size).T
+    QA, EA = _truncated(A_padded, spec, informat, torch_ns, triton_blockfma.ZERO_EXPONENT)
+    QB, EB = _truncated(B_padded, spec, informat, torch_ns, triton_blockfma.ZERO_EXPONENT)
+    D = torch.where(torch.isfinite(C), C, 0.0).contiguous()
+    parameters = _kernel_parameters(spec, outformat, triton_blockfma.ROUNDING_CODES)
+    triton_blockfma.block_matmul(QA, EA, QB, EB, D, parameters)
+    rows, columns = torch.nonzero(_suspect(torch_ns, A, B, C), as_tuple=True)
+    step = max(1, _CHUNK_ELEMENTS // (A.shape[1] + 1))
+    for first in range(0, rows.shape[0], step):  # about _CHUNK_ELEMENTS terms at a time
+        r, c = rows[first:first + step], columns[first:first + step]
+        terms = torch.cat([A[r] * B[:, c].T, C[r, c][:, None]], dim=1)
+        D[r, c] = _special_or(torch_ns.xp, *_non_finite(torch_ns.xp, terms), D[r, c])
+    return ns.xp.from_dlpack(D) if ns.name == "cupy" else D
 
 
 def _compiled_block_dot(a: np.ndarray, b: np.ndarray, c: np.ndarray, spec: BlockFMA) -> np.ndarray:
@@ -675,6 +737,8 @@ def matmul(A: Any, B: Any, C: Any = None, alpha: float = 1.0, beta: float = 0.0,
                                 OUTPUT_FORMATS[spec.output_format], output_rounding)
     if ns.name == "numpy" and _compiled(spec):
         D = _compiled_matmul(A_in, B_in, C_out, spec)
+    elif _triton_wanted(ns, A_in, B_in, spec):
+        D = _triton_matmul(ns, A_in, B_in, C_out, spec)
     else:
         D = _outer_products(ns, A_in, B_in, C_out, spec)
     return _output(ns, D, spec)

@@ -226,7 +226,10 @@ def build_kernel() -> Any:
             value = tl.where(value >= power_of_two(zero + out_emax + 1), infinity, value)
             if not OUTPUT_SUBNORMALS:
                 value = tl.where(value < smallest_output, 0.0, value)
-            value = tl.where(negative, -value, value)
+            # the sign bit set, not -value: Triton compiles a float negation as 0 - value, which gives +0 for
+            # a zero (so did an H200, 2026-11-28), where NumPy's rounding keeps -0
+            value = tl.where(negative, (value.to(tl.int64, bitcast=True) | (-9223372036854775807 - 1)).to(
+                tl.float64, bitcast=True), value)
             result = tl.where(overflowed, result, value)
         tl.store(d_ptr + rows[:, None] * N + cols[None, :], result, mask=inside)
 

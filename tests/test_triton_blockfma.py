@@ -138,18 +138,29 @@ def test_blockfma_ptx_has_no_ftz_fma_or_calls(late, grouped, normalised, roundin
     assert not re.search(r"\bsub\.[\w.]*f64\b", ptx), re.search(r"\bsub\.[\w.]*f64\b", ptx)
 
 
-@pytest.mark.heavy
-def test_triton_blockfma_in_the_interpreter():
-    """Runs ``triton_blockfma_interpreted_cases.py`` with ``TRITON_INTERPRET=1`` in a fresh process
-    (8 x 8 results, one program each: about 20 s)."""
+def _interpreted(models: str) -> None:
     here = Path(__file__).parent
-    env = dict(os.environ, TRITON_INTERPRET="1")
+    env = dict(os.environ, TRITON_INTERPRET="1", BLOCKFMA_MODELS=models)
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
                            str(here / "triton_blockfma_interpreted_cases.py")], cwd=here.parent, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
     last = done.stdout.strip().splitlines()[-1]
     assert " passed" in last and "skipped" not in last, done.stdout[-2000:]
+
+
+@pytest.mark.heavy
+def test_triton_blockfma_in_the_interpreter():
+    """Runs ``triton_blockfma_interpreted_cases.py`` with ``TRITON_INTERPRET=1`` in a fresh process
+    (8 x 8 results, one program each) on one model of each combination of features (rounding,
+    output format, addend, groups, normalisation, subnormal outputs): about 12 s."""
+    _interpreted("quick")
+
+
+@pytest.mark.slow
+def test_triton_blockfma_in_the_interpreter_every_preset():
+    """The same on every aligned preset and custom model (about 30 s)."""
+    _interpreted("all")
 
 
 def test_cpu_tensors_take_the_namespace_path():

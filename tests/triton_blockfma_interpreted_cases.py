@@ -44,6 +44,12 @@ CUSTOM = {
 MODELS = {"-".join(keys[0]) + (f"+{len(keys) - 1}" if len(keys) > 1 else ""): spec
           for spec, keys in DISTINCT.items()}
 MODELS.update(CUSTOM)
+if os.environ.get("BLOCKFMA_MODELS") == "quick":  # the default test run's share: each feature once
+    features = {}
+    for name, spec in MODELS.items():
+        features.setdefault((spec.rounding, spec.output_format, spec.late_addend_bits is None, spec.odd_even_groups,
+                             spec.normalised_products, spec.output_subnormals), name)
+    MODELS = {name: MODELS[name] for name in features.values()}
 
 
 @pytest.fixture

@@ -107,3 +107,18 @@ def test_validate_runs_every_route_of_cuda_tensors():
                                              ("torch-cuda (pure torch)", "torch-cuda", "torch")]
     assert [label for label, _, _ in routes(["torch-cuda", "cupy"], True)] == [
         "torch-cuda", "cupy", "torch-cuda (triton)", "torch-cuda (pure torch)"]
+
+
+def test_each_validate_route_is_reported_as_it_finishes(monkeypatch, capsys):
+    """A GPU session's time limit can cut the check short: each route's count is printed when it is known."""
+    from types import SimpleNamespace
+
+    from pychop_compat.validation import validator
+
+    results = [SimpleNamespace(group="chop", cases=7, agreeing=7, ok=True),
+               SimpleNamespace(group="cpfloat", cases=3, agreeing=2, ok=False)]
+    monkeypatch.setattr(validator, "validate", lambda corpus, engines, progress: results)
+    reports: dict = {}
+    gpu_check._validate(reports, [("torch-cuda", "torch-cuda", None)])
+    assert "validate torch-cuda: 9/10 agree" in capsys.readouterr().out
+    assert reports["torch-cuda"].validate_groups_failed == ["cpfloat 2/3"]

@@ -113,6 +113,8 @@ def _validate(reports: dict, routes) -> None:
             report.validate_agreeing += result.agreeing
             if not result.ok:
                 report.validate_groups_failed.append(f"{result.group} {result.agreeing}/{result.cases}")
+        # as each route finishes: a run cut short by a time limit still says what it checked
+        print(f"validate {label}: {report.validate_agreeing}/{report.validate_cases} agree", flush=True)
 
 
 def validation_routes(engines: Sequence[str], has_triton: bool) -> list[tuple[str, str, Optional[str]]]:

@@ -13,11 +13,7 @@
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -30,7 +26,7 @@ from pychop_compat.hardware import INPUT_FORMATS, OUTPUT_FORMATS, PRESETS, Block
 triton = pytest.importorskip("triton")
 torch = pytest.importorskip("torch")
 
-_FLOAT_FMA = re.compile(r"\b(fma|mad)\.[\w.]*f(16|32|64)\b")
+from triton_checks import assert_imports_no_triton, assert_plain_ptx, run_interpreted, sm90_ptx  # noqa: E402
 
 
 def operands(spec: BlockFMA, m: int, k: int, n: int, seed: int, adversarial: bool) -> tuple:
@@ -106,9 +102,7 @@ def test_kernel_constants_are_numbas():
                           (True, False, True, 2, False), (False, False, False, 3, True)],
                          ids=["nvidia-rz", "mi300x-fp8", "late-normalised-ru-flush", "rd"])
 def test_blockfma_ptx_has_no_ftz_fma_or_calls(late, grouped, normalised, rounding, output_subnormals):
-    from triton.backends.compiler import GPUTarget
-
-    from pychop_compat.kernels import triton_blockfma, triton_kernel
+    from pychop_compat.kernels import triton_blockfma
 
     signature = {"qa_ptr": "*fp64", "ea_ptr": "*i64", "qb_ptr": "*fp64", "eb_ptr": "*i64", "d_ptr": "*fp64"}
     signature.update({name: "i32" for name in ("M", "N", "K", "fraction", "extra", "min_alignment",
@@ -117,36 +111,13 @@ def test_blockfma_ptx_has_no_ftz_fma_or_calls(late, grouped, normalised, roundin
     constexprs = {"FMA": 16, "ROUNDING": rounding, "OUTPUT_SUBNORMALS": int(output_subnormals),
                   "NORMALISED": int(normalised), "LATE": int(late), "GROUPED": int(grouped),
                   "BLOCK_M": triton_blockfma.BLOCK_M, "BLOCK_N": triton_blockfma.BLOCK_N}
-    signature.update({name: "constexpr" for name in constexprs})
-    source = triton.compiler.ASTSource(fn=triton_blockfma.build_kernel(), signature=signature,
-                                       constexprs=constexprs)
-    try:
-        compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32), options=dict(triton_kernel.LAUNCH_OPTIONS))
-    except triton.compiler.errors.CompilationError:  # the kernel's own source: a failure, not a skip
-        raise
-    except Exception as exc:  # a Triton without its CUDA backend tools
-        pytest.skip(f"Triton cannot compile for sm_90 here: {exc}")
-    ptx = compiled.asm["ptx"]
-    assert "st.global" in ptx
+    ptx = sm90_ptx(triton_blockfma.build_kernel(), signature, constexprs)
+    assert_plain_ptx(ptx)
     assert re.search(r"\bmul\.[\w.]*f64\b", ptx), "the products are formed"
-    assert ".ftz" not in ptx
-    assert not _FLOAT_FMA.search(ptx), _FLOAT_FMA.search(ptx)
-    assert not re.search(r"^\s*call", ptx, re.M), "no library calls (libdevice)"
     # Triton 3.6 compiled a float negation as 0 - x, which turns -0 into +0 (the H200 run of 2026-11-28,
     # where the interpreter kept -0; Triton 3.9 emits neg.f64, which keeps it): the kernel sets sign bits
     # instead, and no float subtraction may come back
     assert not re.search(r"\bsub\.[\w.]*f64\b", ptx), re.search(r"\bsub\.[\w.]*f64\b", ptx)
-
-
-def _interpreted(models: str) -> None:
-    here = Path(__file__).parent
-    env = dict(os.environ, TRITON_INTERPRET="1", BLOCKFMA_MODELS=models)
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
-                           str(here / "triton_blockfma_interpreted_cases.py")], cwd=here.parent, env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
-    last = done.stdout.strip().splitlines()[-1]
-    assert " passed" in last and "skipped" not in last, done.stdout[-2000:]
 
 
 @pytest.mark.heavy
@@ -154,13 +125,13 @@ def test_triton_blockfma_in_the_interpreter():
     """Runs ``triton_blockfma_interpreted_cases.py`` with ``TRITON_INTERPRET=1`` in a fresh process
     (8 x 8 results, one program each) on one model of each combination of features (rounding,
     output format, addend, groups, normalisation, subnormal outputs): about 12 s."""
-    _interpreted("quick")
+    run_interpreted("triton_blockfma_interpreted_cases.py", BLOCKFMA_MODELS="quick")
 
 
 @pytest.mark.slow
 def test_triton_blockfma_in_the_interpreter_every_preset():
     """The same on every aligned preset and custom model (about 30 s)."""
-    _interpreted("all")
+    run_interpreted("triton_blockfma_interpreted_cases.py", BLOCKFMA_MODELS="all")
 
 
 def test_cpu_tensors_take_the_namespace_path():
@@ -170,10 +141,7 @@ def test_cpu_tensors_take_the_namespace_path():
             "A = torch.linspace(-3, 3, 12, dtype=torch.float64).reshape(3, 4)\n"
             "hardware.matmul(A, A.T, model='H100')\n"
             "print('triton' in sys.modules)\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                          cwd=Path(__file__).parent.parent)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "False"
+    assert_imports_no_triton(code)
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ import itertools
 import math
 
 import numpy as np
+import pytest
 
 import bits
 
@@ -24,6 +25,15 @@ FORMATS["[3, -4, 5]"] = Format(3, 5, ("c",), emin=-4)
 FORMATS["[1, -3, 4]"] = Format(1, 4, ("c",), emin=-3)  # t = 1: the kept significand is the hidden bit
 FORMATS["[24, -130, 130]"] = Format(24, 130, ("c",), emin=-130)  # beyond float32's range and precision
 UINT = {np.dtype(np.float32): np.uint32, np.dtype(np.float64): np.uint64}
+#: The formats whose float32 carrier the default test run checks: the narrow ones whose numbers
+#: float32 holds with room to spare, one custom format, and the one beyond float32's range.
+SINGLE_CARRIER_SAMPLE = ("float8_e4m3fn", "bf16", "[3, -4, 5]", "[24, -130, 130]")
+#: ``(name, dtype)`` for every format of :data:`FORMATS` on both carriers: float64 for every format
+#: in the default test run, float32 for :data:`SINGLE_CARRIER_SAMPLE` (the rest under ``slow``).
+FORMATS_AND_CARRIERS = [
+    pytest.param(name, dtype, id=f"{name}-{np.dtype(dtype).name}",
+                 marks=() if dtype is np.float64 or name in SINGLE_CARRIER_SAMPLE else pytest.mark.slow)
+    for name in FORMATS for dtype in (np.float32, np.float64)]
 
 
 def same_bits(got: np.ndarray, want: np.ndarray) -> np.ndarray:

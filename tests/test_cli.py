@@ -16,6 +16,19 @@ def _run(*args):
     return subprocess.run([sys.executable, "-m", "pychop_compat", *args], capture_output=True, text=True)
 
 
+def _in_process(capsys, *args):
+    """The command line's ``main`` in this process (what ``python -m pychop_compat`` runs, without a
+    new interpreter's start): ``(exit status, stdout, stderr)``."""
+    from pychop_compat.__main__ import main
+
+    try:
+        status = main(list(args))
+    except SystemExit as exit_:  # argparse's errors
+        status = exit_.code
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
 def test_version():
     out = _run("--version")
     assert out.returncode == 0 and out.stdout.strip() == f"pychop_compat {pychop_compat.__version__}"
@@ -91,15 +104,15 @@ def test_help_lists_every_command():
     assert info.returncode == 0 and json.loads(info.stdout)["package"]["version"] == pychop_compat.__version__
 
 
-def test_cli_errors_name_the_option_and_the_allowed_values():
-    out = _run("validate", "--engines", "numpy,gpu9")
-    assert out.returncode == 2
-    assert "--engines" in out.stderr and "gpu9" in out.stderr and "available: numpy" in out.stderr
-    out = _run("no-such-command")
-    assert out.returncode == 2 and "demo" in out.stderr and "validate" in out.stderr
+def test_cli_errors_name_the_option_and_the_allowed_values(capsys):
+    status, _, err = _in_process(capsys, "validate", "--engines", "numpy,gpu9")
+    assert status == 2
+    assert "--engines" in err and "gpu9" in err and "available: numpy" in err
+    status, _, err = _in_process(capsys, "no-such-command")
+    assert status == 2 and "demo" in err and "validate" in err
     # an unwritable --json is refused before the run (0.6.0: a traceback after it)
-    out = _run("validate", "--engines", "numpy", "--json", "/nonexistent-folder/x.json")
-    assert out.returncode == 2 and "--json" in out.stderr and "Traceback" not in out.stderr
+    status, _, err = _in_process(capsys, "validate", "--engines", "numpy", "--json", "/nonexistent-folder/x.json")
+    assert status == 2 and "--json" in err and "Traceback" not in err
 
 
 def test_validate_reports_disagreement(tmp_path, monkeypatch):
@@ -113,9 +126,9 @@ def test_validate_reports_disagreement(tmp_path, monkeypatch):
     assert not chop_row.ok and chop_row.agreeing < chop_row.cases
 
 
-def test_validate_missing_corpus(tmp_path):
-    out = _run("validate", "--corpus", str(tmp_path))
-    assert out.returncode == 2 and "corpus not found" in out.stderr
+def test_validate_missing_corpus(tmp_path, capsys):
+    status, _, err = _in_process(capsys, "validate", "--corpus", str(tmp_path))
+    assert status == 2 and "corpus not found" in err
 
 
 @pytest.mark.heavy

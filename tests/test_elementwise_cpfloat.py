@@ -24,11 +24,10 @@ from pychop_compat.random.sources import MATLAB_STREAM, RandomSources
 from pychop_compat.rounding import make_spec
 from pychop_compat.rules.cpfloat import round_cpfloat
 
-from cpfloat_cases import FORMATS, SWITCHES, differences_from_reference, edge_values, same_bits, spec_of
+from cpfloat_cases import FORMATS, FORMATS_AND_CARRIERS, SWITCHES, differences_from_reference, edge_values, same_bits, spec_of
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
-@pytest.mark.parametrize("name", list(FORMATS))
+@pytest.mark.parametrize("name, dtype", FORMATS_AND_CARRIERS)
 def test_numpy_namespace_is_the_reference_bit_for_bit(name, dtype):
     """Every deterministic mode and "no rounding", every switch, on edge values and sweeps."""
     fmt = FORMATS[name]

@@ -334,7 +334,8 @@ def _inputs():
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-@pytest.mark.parametrize("date", ["2020-05-14", "2020-06-01", "2020-06-15", "2020-06-16", "2022-06-14"])
+@pytest.mark.parametrize("date", ["2020-05-14", pytest.param("2020-06-01", marks=pytest.mark.slow), "2020-06-15",
+                                  pytest.param("2020-06-16", marks=pytest.mark.slow), "2022-06-14"])
 def test_engines_equal_step_by_step(engine, date, monkeypatch):
     # bit for bit (signs of zeros and dtypes included) against the step-by-step rules of the date
     options = [{"format": f, "round": m, "subnormal": s, "explim": e}

@@ -76,7 +76,12 @@ def _same_bits(a, b) -> bool:
     return a.dtype == b.dtype and a.shape == b.shape and a.tobytes(order="F") == b.tobytes(order="F")
 
 
-@pytest.mark.parametrize("date", DATES)
+#: Every second date in the default test run (the history corpus checks every period there on the
+#: default engine), the others under ``slow``.
+SAMPLED_DATES = [date if i % 2 == 0 else pytest.param(date, marks=pytest.mark.slow) for i, date in enumerate(DATES)]
+
+
+@pytest.mark.parametrize("date", SAMPLED_DATES)
 def test_old_rules_loops_equal_step_by_step(date, monkeypatch):
     used = []
     loops = compiled.history_kernels()

@@ -756,7 +756,9 @@ def test_torch_through_kernel_matches_pure_torch_on_host(host_kernel, device_pat
 
 
 def random_modes():
-    for param in matrix():
+    """The points of the matrix that draw numbers, sampled as ``matrix(sample=True)`` samples (the
+    rest under ``slow``; on a GPU, ``test_torch_cuda_route_matches_numpy`` takes every point)."""
+    for param in matrix(sample=True):
         if param.values[3] >= 5 or param.values[6]:
             yield param
 
@@ -785,12 +787,13 @@ def test_device_numbers_give_the_same_bits_on_both_routes(host_kernel, device_pa
 
 
 @pytest.mark.skipif("torch" not in _AVAILABLE, reason="torch not installed")
-@pytest.mark.parametrize("name, params, dtype, mode, sub, explim, flip", list(matrix()))
+@pytest.mark.parametrize("name, params, dtype, mode, sub, explim, flip", list(matrix(sample=True)))
 def test_torch_device_paths_on_cpu(device_paths_on_cpu, name, params, dtype, mode, sub, explim, flip):
     """CPU tensors take the host kernels; the route a CUDA tensor takes without CuPy (the
     namespace kernel, numbers drawn by the host in chop.m's order and scattered to the
     elements) is run here on CPU tensors, against NumPy, bit for bit, with flips from MATLAB's
-    stream as the GPU engines are tested."""
+    stream as the GPU engines are tested.  The default profile takes the matrix's sample (every
+    format, dtype and mode), ``-m slow`` the rest; on a GPU the CUDA routes take every point."""
     from conftest import Engine
     from pychop_compat.random.sources import matlab_stream_on_device
 

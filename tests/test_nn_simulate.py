@@ -309,3 +309,22 @@ def test_hardware_path_refuses_the_shapes_and_dtypes_torch_refuses():
             with torch.set_grad_enabled(grad), simulate("h", hardware="H100"):
                 with pytest.raises(plain.type):
                     call()
+
+
+@pytest.mark.parametrize("context", [dict(hardware="H100"), dict(accumulate="h")], ids=["hardware", "accumulate"])
+def test_products_refuse_operands_of_two_dtypes_as_torch_does(context):
+    # torch's products refuse floating operands of two dtypes ("expected m1 and m2 to have the same dtype"),
+    # and their meta kernels do not check it: the hardware and accumulate paths took them (found by review).
+    # Oracle: plain torch raises RuntimeError for each call, and so must the context.
+    a64, b32 = torch.randn(4, 6, dtype=torch.float64), torch.randn(6, 3)
+    x64, w32 = torch.randn(1, 1, 5, 5, dtype=torch.float64), torch.randn(1, 1, 2, 2)
+    calls = [lambda: torch.mm(a64, b32), lambda: torch.matmul(b32.T, a64.T), lambda: torch.mv(a64, b32[:, 0]),
+             lambda: torch.addmm(torch.zeros(4, 3), a64, a64.T[:, :3]), lambda: F.linear(a64, b32.T),
+             lambda: torch.conv2d(x64, w32)]
+    for call in calls:
+        with pytest.raises(RuntimeError):
+            call()
+        with simulate("h", **context), pytest.raises(RuntimeError, match="dtype"):
+            call()
+    with simulate("h", **context):  # one dtype: computed
+        assert torch.mm(a64, a64.T).shape == (4, 4)

@@ -479,3 +479,32 @@ def test_the_combined_loop_follows_the_engine_setting(monkeypatch):
     assert_bits_equal(np.asarray(X * Y), expected, "auto")
     assert_bits_equal(np.asarray(X * Y), expected, "auto, again")
     assert calls == ([2, 2] if compiled.available() else [])  # (the loop found when X was made)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_an_underflowing_product_keeps_numpys_floating_point_errors(dtype, monkeypatch):
+    """np.errstate(under=...) sees a product or quotient of nonzero operands that is inexact below the
+    smallest normal number in NumPy's ufunc; the combined loop gives such operations back (found by
+    review).  Oracle: the same operation on the stored values with NumPy under the same errstate."""
+    from pychop_compat import chopped
+
+    options = {"format": "s" if dtype is np.float32 else "d"}  # (the carrier's own format: no rounding)
+    calls = _spied_combined(monkeypatch)
+    root = np.sqrt(np.finfo(dtype).tiny)  # a power of two
+    x = np.full(4, 0.3 * root / 64, dtype)  # x * x and x / (64 / root) fall below the smallest normal, inexactly
+    X, Z = chopped(x, options), chopped(np.full(4, 64 / root, dtype), options)
+    xs, zs = np.asarray(X), np.asarray(Z)
+    for op, ufunc, other, others in [(operator.mul, np.multiply, X, xs), (operator.truediv, np.true_divide, Z, zs)]:
+        with np.errstate(under="raise"):
+            with pytest.raises(FloatingPointError, match="underflow"):
+                ufunc(xs, others)
+            with pytest.raises(FloatingPointError, match="underflow"):
+                op(X, other)
+        with np.errstate(under="ignore"):
+            assert_bits_equal(np.asarray(op(X, other)), chop(ufunc(xs, others), options), ufunc.__name__)
+    with np.errstate(under="raise"):  # a difference below the smallest normal is exact: no flag, in NumPy or here
+        tiny = np.finfo(dtype).tiny
+        assert np.all(np.asarray(chopped(np.full(4, 3 * tiny, dtype), options)
+                                 - chopped(np.full(4, 2.5 * tiny, dtype), options)) > 0)
+    if compiled.available():
+        assert 1 in calls  # the difference took the combined loop

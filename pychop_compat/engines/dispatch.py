@@ -992,7 +992,8 @@ class PreparedRounding:
         ``np.true_divide`` of two NumPy arrays of one float dtype and shape, in one
         compiled loop, where ``self`` rounds such arrays with the compiled deterministic loop
         (a chopped-array operation, whose two calls cost more than the arithmetic on a small
-        array); None otherwise, and where a result is Inf or NaN: the caller then computes
+        array); None otherwise, and where a result may raise a floating-point flag that NumPy
+        reports (Inf, NaN, an underflowing product or quotient): the caller then computes
         ``ufunc(a, b)`` and calls ``self``."""
         code = _COMBINED_CODES.get(ufunc)
         if code is None or type(a) is not np.ndarray or type(b) is not np.ndarray or self._made_at != _plans_forgotten:

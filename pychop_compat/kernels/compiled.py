@@ -265,9 +265,10 @@ def combined_call(spec: RoundingSpec, dtype: Any) -> Optional[Callable[[int, np.
     """``combined(code, a, b)``: :func:`small_call`'s deterministic loop applied to ``a + b``,
     ``a - b``, ``a * b`` or ``a / b`` (``code`` 0 to 3) in one compiled call
     (``numba_kernels.det_combined``), for two arrays of ``dtype`` and one shape below
-    :data:`SERIAL_BELOW` elements (vectors, or C-contiguous arrays); it returns None, having rounded nothing, where a result is Inf
-    or NaN (NumPy's ufunc then computes the operation, with its warnings).  None where
-    :func:`small_call` would not take the deterministic loop for ``spec``."""
+    :data:`SERIAL_BELOW` elements (vectors, or C-contiguous arrays); it returns None, having
+    rounded nothing, where a result may raise a floating-point flag (NumPy's ufunc then computes
+    the operation, with its warnings).  None where :func:`small_call` would not take the
+    deterministic loop for ``spec``."""
     if spec.draws or spec.random_bits or _e8m0_rules_apply(spec):
         return None
     k = kernels()

@@ -524,9 +524,12 @@ def det_combined(code, a, b, of, packed):
     """:func:`det_small` of ``a + b``, ``a - b``, ``a * b`` or ``a / b`` (``code`` 0 to 3, each
     computed in the vectors' class as NumPy's ufunc computes it): a chopped-array operation on a
     small array in one call instead of two.  Returns False, ``of`` unfinished, as soon as one
-    result is Inf or NaN: NumPy warns of those (overflow, division by zero, invalid), so the
-    caller computes that operation with NumPy's ufunc."""
+    result may raise a floating-point flag that NumPy reports (``np.errstate``): Inf or NaN
+    (overflow, division by zero, invalid), or a product or quotient of nonzero operands below the
+    smallest normal number (underflow; a sum or difference below it is exact); the caller then
+    computes that operation with NumPy's ufunc."""
     computed = np.empty_like(a)
+    tiny = 1.1754943508222875e-38 if is_single(a) else 2.2250738585072014e-308  # the smallest normal
     for i in range(a.size):
         if code == 0:
             r = a[i] + b[i]
@@ -536,7 +539,7 @@ def det_combined(code, a, b, of, packed):
             r = a[i] * b[i]
         else:
             r = a[i] / b[i]
-        if not math.isfinite(r):
+        if not math.isfinite(r) or (code >= 2 and abs(r) < tiny and a[i] != 0 and b[i] != 0):
             return False
         computed[i] = r
     k, rp = _unpacked(packed)

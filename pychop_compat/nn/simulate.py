@@ -205,6 +205,14 @@ class Simulation(TorchFunctionMode):
     def _simulated_values(self, func: Any, simulated: Callable, args: Sequence, kwargs: dict) -> Any:
         args = [self._round(a) for a in args]
         kwargs = {name: self._round(value) for name, value in kwargs.items()}
+        if self.accumulator is not None or self.model is not None:
+            # these paths compute in double or through the model, which would take floating operands of
+            # two dtypes; torch's products refuse them (its meta kernels do not check dtypes)
+            dtypes = {str(a.dtype) for a in [*args, *kwargs.values()] if isinstance(a, torch.Tensor)
+                      and a.is_floating_point()}
+            if len(dtypes) > 1:
+                raise RuntimeError(f"{getattr(func, '__name__', func)}: expected the operands to have the same "
+                                   f"dtype, but got {' and '.join(sorted(dtypes))}")
         if self.accumulator is not None:
             wide = [a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
             out = func(*wide, **{name: value.double() if isinstance(value, torch.Tensor) and value.is_floating_point()
@@ -213,8 +221,8 @@ class Simulation(TorchFunctionMode):
             return apply_quantizer(out, self.accumulator, _STRAIGHT_THROUGH).to(dtype)
         if self.model is None:
             return func(*args, **kwargs)
-        # torch's own checks first, on meta tensors (no data, no computation): the products below would
-        # also compute what torch refuses (torch.mm of 3-D tensors, operands of different dtypes ...)
+        # torch's own checks of the shapes first, on meta tensors (no data, no computation): the products
+        # below would also compute what torch refuses (torch.mm of 3-D tensors, torch.dot of matrices ...)
         func(*[_meta(a) for a in args], **{name: _meta(value) for name, value in kwargs.items()})
         values = simulated(*[a.detach() if isinstance(a, torch.Tensor) else a for a in args],
                            **{name: value.detach() if isinstance(value, torch.Tensor) else value

@@ -88,15 +88,6 @@ def distinct_aligned_presets() -> dict:
     return distinct
 
 
-def test_kernel_constants_are_numbas():
-    """The caller builds both kernels' operands and parameters alike: the same codes."""
-    numba_blockfma = pytest.importorskip("pychop_compat.kernels.numba_blockfma")
-    from pychop_compat.kernels import triton_blockfma
-
-    assert triton_blockfma.ROUNDING_CODES == numba_blockfma.ROUNDING_CODES
-    assert triton_blockfma.ZERO_EXPONENT == numba_blockfma.ZERO_EXPONENT
-
-
 @pytest.mark.parametrize("late, grouped, normalised, rounding, output_subnormals",
                          [(False, False, False, 0, True), (True, True, False, 1, True),
                           (True, False, True, 2, False), (False, False, False, 3, True)],

@@ -1027,11 +1027,15 @@ _COMBINED_CODES = {np.add: 0, np.subtract: 1, np.multiply: 2, np.true_divide: 3}
 def _combined_plan(x: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> Optional[Callable[..., Any]]:
     """:func:`compiled.combined_call` for ``spec`` and ``x``'s dtype where the router rounds
     ``x`` with the compiled loops (see :func:`_plan`), else None."""
-    if spec.fmt.encoding == "e8m0" or spec.draws:
+    if spec.draws:  # (combined_call takes none; a drawing route depends on the sources)
         return None
-    call = _host_call(x, spec, sources)
-    chosen = next(kernel for kernel in REGISTRY if kernel.takes(call, spec, sources, x) is None)
+    chosen = _routed_kernel(_host_call(x, spec, sources), x, spec, sources)
     return compiled.combined_call(spec, x.dtype) if chosen.name == "numba" else None
+
+
+def _routed_kernel(call: Call, x: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> Any:
+    """The registry's first kernel that takes host array ``x`` (``call``) for ``spec`` and ``sources``."""
+    return next(kernel for kernel in REGISTRY if kernel.takes(call, spec, sources, x) is None)
 
 
 def _planned(x: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> Optional[Callable[[np.ndarray], Any]]:
@@ -1063,7 +1067,7 @@ def _plan(x: np.ndarray, spec: RoundingSpec, sources: RandomSources) -> Optional
     if spec.fmt.encoding == "e8m0":
         return None  # (float32 is rounded in float64: round_array's general path)
     call = _host_call(x, spec, sources)
-    chosen = next(kernel for kernel in REGISTRY if kernel.takes(call, spec, sources, x) is None)
+    chosen = _routed_kernel(call, x, spec, sources)
     if chosen.name == "numba":
         return compiled.small_call(spec, sources, x.dtype)
     if chosen.name == "numpy":

@@ -38,7 +38,7 @@ and the oracle the tests compare them with.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Dict, Optional, Tuple, Union
+from typing import Any, Callable, Optional, Tuple, Union
 
 import numpy as np
 
@@ -57,6 +57,12 @@ _DEVICE_LIBRARIES = ("torch", "cupy", "jax")
 #: Elements of one work array of the generic path (rows of the result at a time times N times
 #: fma_size): about 8 MB each, whatever the size of the product.
 _CHUNK_ELEMENTS = 1 << 20
+#: What the compiled kernels (``kernels.numba_blockfma``, ``kernels.triton_blockfma``) are handed:
+#: the exponent of a zero input, far below any real one (two of them sum below any real product
+#: exponent, which is at least -600, and below the int32 floor NumPy starts from), and the codes
+#: of the rounding modes in their parameters.
+ZERO_EXPONENT = -(1 << 40)
+ROUNDING_CODES = {"rz": 0, "rne": 1, "ru": 2, "rd": 3}
 _NUMPY = library_namespace("numpy")
 
 
@@ -396,27 +402,23 @@ def _kernels() -> Any:
     return numba_blockfma
 
 
-def _kernel_parameters(spec: BlockFMA, outformat: Format, rounding_codes: Optional[Dict[str, int]] = None
-                       ) -> np.ndarray:
-    """``spec`` as the compiled kernels' integer parameters (``rounding_codes``: Numba's by default;
-    the Triton kernel's are the same)."""
+def _kernel_parameters(spec: BlockFMA, outformat: Format) -> np.ndarray:
+    """``spec`` as the compiled kernels' integer parameters (Numba's and Triton's)."""
     result_fraction = min(outformat.t - 1, spec.accumulator_fraction_bits + spec.extra_alignment_bits)
-    codes = _kernels().ROUNDING_CODES if rounding_codes is None else rounding_codes
     return np.array([spec.fma_size, spec.accumulator_fraction_bits, spec.extra_alignment_bits,
                      spec.min_alignment_exponent, spec.accumulator_emin, result_fraction, outformat.emin,
-                     outformat.emax, codes[spec.rounding], spec.output_subnormals,
+                     outformat.emax, ROUNDING_CODES[spec.rounding], spec.output_subnormals,
                      spec.normalised_products, -1 if spec.late_addend_bits is None else spec.late_addend_bits,
                      spec.odd_even_groups],
                     dtype=np.int64)
 
 
-def _truncated(values: Any, spec: BlockFMA, informat: Format, ns: Namespace = _NUMPY,
-               zero_exponent: Optional[int] = None) -> Tuple[Any, Any]:
+def _truncated(values: Any, spec: BlockFMA, informat: Format, ns: Namespace = _NUMPY) -> Tuple[Any, Any]:
     """Finite inputs as the compiled kernels take them (``numba_blockfma``, and
     ``triton_blockfma`` on torch tensors, ``ns``): ``sign * I * 2**(e - f)`` with ``I``, ``e``
     as :func:`_block` computes them (inputs below the format's emin flushed without input
-    subnormals), and ``e``, or ``zero_exponent`` (Numba's ``ZERO_EXPONENT`` by default) where
-    ``I`` is 0; both contiguous (one compiled layout)."""
+    subnormals), and ``e``, or :data:`ZERO_EXPONENT` where ``I`` is 0; both contiguous (one
+    compiled layout)."""
     xp = ns.xp
     magnitude = xp.abs(values)
     if not spec.input_subnormals:
@@ -426,8 +428,7 @@ def _truncated(values: Any, spec: BlockFMA, informat: Format, ns: Namespace = _N
     # _ldexp is NumPy's ldexp here: the values and the halfway factors are normal float64
     truncated = _ldexp(ns, xp.astype(significand, xp.float64), exponent - (informat.t - 1))
     truncated = xp.where(xp.signbit(values), -truncated, truncated)
-    zero_exponent = _kernels().ZERO_EXPONENT if zero_exponent is None else zero_exponent
-    exponent = xp.where(significand != 0, exponent, zero_exponent)
+    exponent = xp.where(significand != 0, exponent, ZERO_EXPONENT)
     if ns.name == "numpy":
         return np.ascontiguousarray(truncated), np.ascontiguousarray(exponent)
     return truncated.contiguous(), exponent.contiguous()  # torch's
@@ -500,10 +501,10 @@ def _triton_matmul(ns: Namespace, A: Any, B: Any, C: Any, spec: BlockFMA) -> Any
     informat, outformat = _formats(spec)
     A_padded = _padded(torch_ns, torch.where(torch.isfinite(A), A, 0.0), spec.fma_size)
     B_padded = _padded(torch_ns, torch.where(torch.isfinite(B), B, 0.0).T, spec.fma_size).T
-    QA, EA = _truncated(A_padded, spec, informat, torch_ns, triton_blockfma.ZERO_EXPONENT)
-    QB, EB = _truncated(B_padded, spec, informat, torch_ns, triton_blockfma.ZERO_EXPONENT)
+    QA, EA = _truncated(A_padded, spec, informat, torch_ns)
+    QB, EB = _truncated(B_padded, spec, informat, torch_ns)
     D = torch.where(torch.isfinite(C), C, 0.0).contiguous()
-    parameters = _kernel_parameters(spec, outformat, triton_blockfma.ROUNDING_CODES)
+    parameters = _kernel_parameters(spec, outformat)
     triton_blockfma.block_matmul(QA, EA, QB, EB, D, parameters)
     rows, columns = torch.nonzero(_suspect(torch_ns, A, B, C), as_tuple=True)
     step = max(1, _CHUNK_ELEMENTS // (A.shape[1] + 1))

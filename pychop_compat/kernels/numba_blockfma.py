@@ -4,7 +4,7 @@ The same integer arithmetic as ``hardware.blockfma``'s NumPy implementation, in 
 different form: the caller hands over each input as its *truncated value*
 ``q = sign * I * 2**(e - f)`` (``I`` its integer significand, ``e`` its clamped
 exponent, ``f`` the input format's fraction bits) and its exponent ``e`` (a value
-far below any real one, ``ZERO_EXPONENT``, for a zero), so that
+far below any real one, ``hardware.blockfma.ZERO_EXPONENT``, for a zero), so that
 
 * the largest product exponent of a block is ``max(ea + eb)`` over the block: a zero
   product's sum is below every real one, so no test for zero is needed;
@@ -51,14 +51,9 @@ from numba import prange
 
 from .numba_kernels import INLINE_OPTIONS, JIT_OPTIONS, bits_of_double, double_of_bits, lock_kernel_caches
 
-__all__ = ["ZERO_EXPONENT", "ROUNDING_CODES", "TILE", "ROWS", "exact_sums", "block_matmul", "block_rows",
+__all__ = ["TILE", "ROWS", "exact_sums", "block_matmul", "block_rows",
            "special_values", "unaligned_matmul", "unaligned_rows"]
 
-#: The exponent handed over for a zero input: two of them sum below any real
-#: product exponent (which is at least -600) and the int32 floor NumPy starts from.
-ZERO_EXPONENT = -(1 << 40)
-#: The codes of the rounding modes in the kernels' arguments.
-ROUNDING_CODES = {"rz": 0, "rne": 1, "ru": 2, "rd": 3}
 #: Columns of the result per task (the work arrays of one task stay in the L1 cache).
 TILE = 64
 #: Rows of the result per task (they share each block of B, read once from memory).

@@ -7,7 +7,7 @@ blocks of its inner products in order, as the compiled CPU kernel does.
 
 Which rule: ``numba_blockfma.block_matmul`` (its ``_tile`` and ``_add_late``), aligned blocks
 only, on the same operands: each input as its truncated value ``q = sign * I * 2**(e - f)``
-and its exponent ``e`` (``ZERO_EXPONENT`` for a zero), as the caller's ``_truncated`` builds
+and its exponent ``e`` (``hardware.blockfma.ZERO_EXPONENT`` for a zero), as the caller's ``_truncated`` builds
 them, and the addends ``C`` finite.  A product aligned to ``2**scale`` and truncated toward
 zero is ``trunc(qa * qb * 2**-scale)`` (exact: see ``numba_blockfma``'s description), here
 converted to int64 at once, so that a block's sum is an exact int64 sum for every model that
@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any, Iterable
 
-__all__ = ["BLOCK_M", "BLOCK_N", "ENABLED", "ROUNDING_CODES", "ZERO_EXPONENT", "available", "block_matmul",
+__all__ = ["BLOCK_M", "BLOCK_N", "ENABLED", "available", "block_matmul",
            "build_kernel", "wanted"]
 
 if TYPE_CHECKING:  # the kernel's annotations name ``tl.constexpr``
@@ -45,10 +45,6 @@ BLOCK_N = 32
 ENABLED = True
 #: Route CPU tensors as if CUDA (Triton's interpreter; set by the tests only).
 CPU_TENSORS_AS_CUDA = False
-#: ``numba_blockfma``'s rounding codes and zero exponent (the same values, so that the caller
-#: builds the operands and parameters of both kernels alike; not imported: that imports Numba).
-ROUNDING_CODES = {"rz": 0, "rne": 1, "ru": 2, "rd": 3}
-ZERO_EXPONENT = -(1 << 40)
 
 
 def available() -> bool:
@@ -245,7 +241,7 @@ def block_matmul(QA: Any, EA: Any, QB: Any, EB: Any, D: Any, params: Iterable[in
     ----------
     QA, EA : torch.Tensor
         ``(M, K)`` contiguous: truncated inputs (float64) and their exponents (int64,
-        :data:`ZERO_EXPONENT` for zeros); ``K`` a multiple of the block size.
+        ``hardware.blockfma.ZERO_EXPONENT`` for zeros); ``K`` a multiple of the block size.
     QB, EB : torch.Tensor
         ``(K, N)`` contiguous, the same for B.
     D : torch.Tensor
@@ -253,7 +249,7 @@ def block_matmul(QA: Any, EA: Any, QB: Any, EB: Any, D: Any, params: Iterable[in
     params : iterable of int
         ``numba_blockfma.block_matmul``'s: fma_size, F, x, min_alignment_exponent,
         accumulator_emin, result fraction bits, output emin, emax, rounding code
-        (:data:`ROUNDING_CODES`), output subnormals, normalised products, late addend bits
+        (``hardware.blockfma.ROUNDING_CODES``), output subnormals, normalised products, late addend bits
         (-1: the addend aligned with the products), odd/even groups.
     """
     from . import triton_kernel

@@ -137,27 +137,32 @@ def _tensor_core_tiles(engines: Sequence[str]) -> tuple[Optional[bool], list]:
     if not script.exists():
         return False, [f"no benchmarks/tensor_core_tiles.py next to the package ({script}): run from a source "
                        "checkout, or pass --skip-tiles"]
-    command = [sys.executable, str(script), "--strict", "--seconds", "90"]
-    print("$", " ".join(command), flush=True)
-    done = subprocess.run(command, cwd=_ROOT, capture_output=True, text=True)
+    done = _run_script(script, "--strict", "--seconds", "90")
     print(done.stdout, end="", flush=True)
     table = [line for line in done.stdout.splitlines() if line.startswith(("| ", "|---", "tiles:"))]
+    return _outcome(done, table, "tensor-core tiles")
+
+
+def _run_script(script: Path, *args: str) -> subprocess.CompletedProcess:
+    """``python script args`` from the checkout's root, the command shown first."""
+    command = [sys.executable, str(script), *args]
+    print("$", " ".join(command), flush=True)
+    return subprocess.run(command, cwd=_ROOT, capture_output=True, text=True)
+
+
+def _outcome(done: subprocess.CompletedProcess, lines: list, what: str) -> tuple[bool, list]:
+    """(passed, the lines to show): a failure adds its exit status and the end of its stderr."""
     if done.returncode != 0:
-        return False, table + [f"tensor-core tiles failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}"]
-    return True, table
+        return False, lines + [f"{what} failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}"]
+    return True, lines
 
 
 def _benchmark(extra_args) -> tuple[bool, list]:
     script = _ROOT / "benchmarks" / "bench_gpu.py"
     if not script.exists():
         return False, [f"no benchmarks/bench_gpu.py next to the package ({script}): run from a source checkout"]
-    command = [sys.executable, str(script), "--quick", *extra_args]
-    print("$", " ".join(command), flush=True)
-    done = subprocess.run(command, cwd=_ROOT, capture_output=True, text=True)
-    lines = [line for line in done.stdout.splitlines() if line.strip()]
-    if done.returncode != 0:
-        return False, lines + [f"benchmark failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}"]
-    return True, lines
+    done = _run_script(script, "--quick", *extra_args)
+    return _outcome(done, [line for line in done.stdout.splitlines() if line.strip()], "benchmark")
 
 
 def format_summary(device: str, reports: dict, test_note: str, bench_ok: Optional[bool],

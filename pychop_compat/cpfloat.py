@@ -27,7 +27,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from .engines import dispatch, numpy_engine
-from .libraries import array_library
+from .libraries import array_library, unsupported_type_error
 from .formats import Format, catalogue_format
 from .matlab.history import as_date, rules_in_force
 from .matlab.options import atomic_values, isempty, items_snapshot
@@ -448,9 +448,7 @@ def _round(x, rounding: dispatch.PreparedRounding, rules: Optional[CpfloatRules]
     """``x`` rounded, given back as chop gives it back (``rules``: those of a date, else today's)."""
     if type(x) is not np.ndarray:
         if array_library(x) not in ("numpy", "torch", "cupy", "jax", "dask"):
-            raise TypeError(f"cpfloat does not support {type(x).__module__}.{type(x).__qualname__} input: it "
-                            "takes NumPy arrays, NumPy scalars, Python real numbers, lists and tuples, torch "
-                            "tensors, CuPy, JAX and Dask arrays. Pass numpy.asarray(x) to round a NumPy copy.")
+            raise unsupported_type_error(x, "cpfloat", takes="")
         if isinstance(x, np.ndarray):  # masked arrays (only unmasked elements rounded), np.matrix: as chop
             return numpy_engine.on_array_kind(x, lambda plain: _round(plain, rounding, rules))
     out = rounding(x)

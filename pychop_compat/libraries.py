@@ -7,16 +7,23 @@ one of its arrays.
 
 from __future__ import annotations
 
+import abc
 import numbers
 import sys
 from typing import Any
 
 import numpy as np
 
-__all__ = ["array_library", "unsupported_type_error", "ARRAY_LIKES"]
+__all__ = ["array_library", "unsupported_type_error", "ARRAY_LIKES", "ChoppedValue"]
 
 #: Types :func:`pychop_compat.chop` converts with NumPy (documented array-likes).
 ARRAY_LIKES = "NumPy arrays (and subclasses), NumPy scalars, Python real numbers, lists and tuples"
+
+
+class ChoppedValue(abc.ABC):
+    """A value of a per-operation simulation: :mod:`pychop_compat.arithmetic` registers its chopped
+    types (arrays, scalars, tensors, JAX arrays) here, so that the rooms below it can refuse them
+    by name without importing it."""
 
 
 def _instance_of(x: Any, module: str, *names: str) -> bool:
@@ -52,14 +59,19 @@ def array_library(x: Any) -> str:
     return "unsupported"
 
 
-def unsupported_type_error(x: Any) -> TypeError:
-    """The error for an input of no supported library (never converted silently)."""
+def unsupported_type_error(x: Any, function: str = "chop", takes: str = "pandas Series/DataFrames and xarray "
+                           "DataArrays") -> TypeError:
+    """The error of ``function`` for an input of no supported library (never converted silently);
+    ``takes``: the inputs it accepts beyond the array likes, tensors and CuPy, JAX and Dask arrays."""
     kind = f"{type(x).__module__}.{type(x).__qualname__}"
     hint = ""
-    if hasattr(x, "__dlpack__"):
+    if isinstance(x, ChoppedValue):
+        hint = (" It is a chopped value, whose operations round to its own arithmetic; pass its values "
+                "(x.values, or x.value for a chopped scalar) to round them.")
+    elif hasattr(x, "__dlpack__"):
         hint = (" It supports DLPack: pass numpy.from_dlpack(x) (host memory) or torch.from_dlpack(x) "
                 "to choose where the result lives.")
     elif hasattr(x, "__array__"):
         hint = " Pass numpy.asarray(x) to round a NumPy copy of it."
-    return TypeError(f"chop does not support {kind} input: it takes {ARRAY_LIKES}, torch tensors, CuPy, JAX "
-                     f"and Dask arrays, pandas Series/DataFrames and xarray DataArrays.{hint}")
+    return TypeError(f"{function} does not support {kind} input: it takes {ARRAY_LIKES}, torch tensors, CuPy, "
+                     f"JAX and Dask arrays{', ' + takes if takes else ''}.{hint}")

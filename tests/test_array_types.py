@@ -56,6 +56,17 @@ def test_refusals_say_how_to_convert():
     np.testing.assert_array_equal(chop(np.from_dlpack(WithDLPack()), {"format": "h"}), HALF)
 
 
+def test_chopped_values_are_refused_naming_their_values():
+    from pychop_compat import chopped, cpfloat
+
+    for value in (chopped(VALUES, "s"), chopped(0.1, "s")):
+        for call in (lambda: chop(value, {"format": "h"}), lambda: Chop(format="h")(value),
+                     lambda: cpfloat(value, "binary16")):
+            with pytest.raises(TypeError, match=r"does not support .* chopped value.*x\.values"):
+                call()
+    np.testing.assert_array_equal(chop(chopped(VALUES, "d").values, {"format": "h"}), HALF)  # the way out
+
+
 def test_documented_array_likes():
     np.testing.assert_array_equal(chop(VALUES.tolist(), {"format": "h"}), HALF)
     np.testing.assert_array_equal(chop(tuple(VALUES[0]), {"format": "h"}), HALF[0])

@@ -503,3 +503,21 @@ def test_a_seeded_rounder_keeps_its_seed_when_a_mode_is_given_with_it():
     seeded = Rounder("h", rng=5)
     assert Quantizer(seeded, forward_round="stochastic").forward_rounder.rng == 5  # 0.6.0: 'torch'
     assert QuantizedLinear(3, 2, weight=(seeded, "stochastic")).weight_quantizer.forward_rounder.rng == 5
+
+
+@pytest.mark.parametrize("format", ["h", "b", "float8_e4m3fn", "q43"])
+def test_chopped_tensors_are_refused_with_a_clear_error(format):
+    # a chopped tensor rounds each operation to its own arithmetic; rounding it again here would
+    # mix two simulations, so nn names the way out instead of failing inside torch or chop
+    from pychop_compat import chopped
+    from pychop_compat.nn import simulate
+
+    t = chopped(torch.tensor([0.1, -0.2], dtype=torch.float64), "h")
+    for call in (lambda: quantize(t, format), lambda: Rounder(format)(t), lambda: Quantizer(format)(t)):
+        with pytest.raises(TypeError, match=r"not a chopped tensor .*x\.values"):
+            call()
+    layer = torch.nn.Linear(2, 2).double()
+    with pytest.raises(TypeError, match=r"not a chopped tensor .*x\.values"):
+        with simulate(format):
+            layer(t)
+    assert quantize(t.values, format).dtype == torch.float64  # the way out works

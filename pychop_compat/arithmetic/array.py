@@ -24,6 +24,7 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from .. import linalg
+from ..libraries import ChoppedValue
 from . import reductions
 from .context import Arithmetic, NotChoppedError, refuse_counter_in_linalg
 from .libraries import device_namespace, from_host, is_device_array, to_host
@@ -210,6 +211,7 @@ def _scalar_comparison(op: Callable[[Any, Any], Any]) -> Callable[[Any, Any], An
     return scalar_comparison
 
 
+@ChoppedValue.register
 class ChoppedScalar:
     """A real number in a format; every operation on it rounds (create with :func:`chopped`).
 
@@ -853,6 +855,7 @@ def _stored_array_method(name: str, values: bool) -> Callable[..., Any]:
     return method
 
 
+@ChoppedValue.register
 class ChoppedOperators:
     """What the chopped array types share (:class:`ChoppedArray`, :class:`~.jax_array.ChoppedJax`).
 

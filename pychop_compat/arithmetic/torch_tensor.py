@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any, Callable, Dict, Optional
 
+from ..libraries import ChoppedValue
 from .array import wrap
 from .context import Arithmetic, NotChoppedError
 
@@ -121,6 +122,7 @@ def _tensor_base() -> Any:
                 return _dispatch(cls, func, types, args, kwargs or {})
 
         _ChoppedTensor.__name__ = _ChoppedTensor.__qualname__ = "ChoppedTensor"
+        ChoppedValue.register(_ChoppedTensor)
         ChoppedTensor = _ChoppedTensor
     return ChoppedTensor
 

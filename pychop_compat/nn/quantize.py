@@ -17,6 +17,7 @@ from ..kernels.device_plan import at_most, elementwise_covers
 from ..kernels.elementwise import ElementDraws, chop_elementwise, plan_for
 from ..kernels.elementwise_cpfloat import constants_for, round_cpfloat_elementwise
 from ..kernels.xp import library_namespace
+from ..libraries import ChoppedValue
 from ..random.counter import CounterRng, uniform
 from ..random.sources import RandomSources, counter_sources, given_sources
 from ..spec import ROUND_NAMES, round_mode
@@ -182,10 +183,14 @@ class Rounder:
         Raises
         ------
         TypeError
-            For a tensor that is not floating point.
+            For a tensor that is not floating point, and for a chopped tensor
+            (:func:`pychop_compat.chopped`: the two simulations do not compose).
         ValueError
             For ``uniforms`` with a rounder that rounds through chop.
         """
+        if type(x) is not torch.Tensor and isinstance(x, ChoppedValue):
+            raise TypeError("quantize takes plain tensors, not a chopped tensor (whose operations round to its "
+                            "own arithmetic); pass x.values to round its values.")
         if not x.is_floating_point():
             raise TypeError(f"quantize needs a floating-point tensor, not {x.dtype}.")
         give_back = None

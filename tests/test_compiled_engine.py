@@ -21,7 +21,8 @@ import pytest
 from engine_matrix import assert_bits_equal, make_input
 from pychop_compat import Chop, chop, rand, rng
 from pychop_compat.kernels import compiled, numpy_fast
-from pychop_compat.random.counter import FLIP_BIT, FLIP_CHOICE, GOLDEN, ROUND, counter_uniform, mix64
+from pychop_compat.random.counter import (FLIP_BIT, FLIP_CHOICE, GOLDEN, MIX1, MIX2, ROUND, counter_uniform,
+                                          mix64)
 from pychop_compat.formats import custom_format, lookup_format
 from pychop_compat.matlab.options import resolve
 from pychop_compat.random.sources import RandomSources, counter_sources
@@ -56,6 +57,39 @@ def _expected_counter(x: np.ndarray, options: dict, seed: int, offset: int) -> n
         if spec.round >= 5 and value == 0:
             out[i] = 0.0  # each element draws its own number: a zero's block drew, so +0 (chop.m's mysign)
     return out.reshape(x.shape)
+
+
+def _counter_for_word(key: int, word: int) -> int:
+    """The counter j with mix(key + j G) == word: SplitMix64's finaliser inverted step by step (an
+    xor-shift by s >= 22 is its own inverse after two more shifts; odd multipliers invert mod 2**64)."""
+    mask = (1 << 64) - 1
+
+    def unshift(z, s):
+        return z ^ (z >> s) ^ (z >> 2 * s) ^ (z >> 3 * s)
+
+    z = unshift(word, 31)
+    z = unshift(z * pow(MIX2, -1, 1 << 64) & mask, 27)
+    z = unshift(z * pow(MIX1, -1, 1 << 64) & mask, 30)
+    return (z - key) * pow(GOLDEN, -1, 1 << 64) & mask
+
+
+@needs_numba
+def test_compiled_counter_numbers_at_their_extremes():
+    """The compiled kernels make u = ((w >> 12) + 1/2) 2^-52 from the hash's word w through a double's
+    fraction bits; at the words that give the smallest and largest u, and around powers of two, it is
+    still the definition's number (exact rationals)."""
+    from fractions import Fraction
+
+    from pychop_compat.kernels import numba_kernels
+
+    key = mix64(7)
+    words = [0, (1 << 12) - 1, 1 << 12, (1 << 64) - 1, ((1 << 52) - 1) << 12, 1 << 63, (1 << 63) - 1, 3 << 60]
+    for word in words:
+        j = _counter_for_word(key, word)
+        assert mix64(key + j * GOLDEN) == word
+        want = Fraction(2 * (word >> 12) + 1, 1 << 53)
+        assert Fraction(counter_uniform(key, j)) == want
+        assert Fraction(numba_kernels.counter_uniform(np.uint64(key), np.uint64(j))) == want, hex(word)
 
 
 @pytest.mark.parametrize("engine", CPU_ENGINES)

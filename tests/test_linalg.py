@@ -624,3 +624,16 @@ def test_option_objects_are_read_as_chop_reads_them():
     with pytest.raises(ValueError, match=r"Unknown chop option\(s\) \['note'\]"):
         linalg.matmul(A, A, SimpleNamespace(format="b", round=2, note="not an option"))
     assert np.array_equal(linalg.matmul(A, A, "b"), linalg.matmul(A, A, {"format": "b"}))
+
+
+def test_negative_iteration_counts_are_refused():
+    # max_iter = -1 gave status 'maxiter' with no iterate measured, gmres_maxit = -1 NumPy's
+    # "negative dimensions"; 0 means no step (one backward error, of x_0)
+    A, b = np.array([[4.0, 1.0], [1.0, 3.0]]), np.array([1.0, 2.0])
+    for solver in (linalg.lu_ir, linalg.gmres_ir):
+        with pytest.raises(ValueError, match="max_iter must be a nonnegative integer"):
+            solver(A, b, max_iter=-1)
+        assert len(solver(A, b, max_iter=0).backward_error) == 1
+    with pytest.raises(ValueError, match="gmres_maxit must be a nonnegative integer"):
+        linalg.gmres_ir(A, b, gmres_maxit=-1)
+    assert all(k == 0 for k in linalg.gmres_ir(A, b, gmres_maxit=0).gmres_iterations)

@@ -215,3 +215,17 @@ def test_sir3_refines_the_fp16_rounded_matrix():
         res = linalg.lu_ir(A, b, "h", "d", "d")
         assert res.converged and _relative_difference(res.x, x) > 1e3 * _accuracy(A)
         assert _relative_difference(res.x, np.linalg.solve(A, b)) <= _accuracy(A)
+
+
+def test_factors_are_those_of_a_stored_in_the_working_precision():
+    """gmresir3 and sir3 set ``A = single(A)`` (precw = 1) before they factorize ``chop(A)``; the
+    package factorized the double ``A``.  ``1 + 2^-11 + 2^-40`` is 1 + 2^-11 in single, a tie that
+    fp16 rounds to 1 (NumPy's casts), where the double rounds up to 1 + 2^-10."""
+    A = np.diag([1 + 2.0**-11 + 2.0**-40, 2.0, 3.0])
+    b = np.ones(3)
+    U = np.float16(np.float32(A)).astype(np.float64)  # diagonal: U is A rounded, L = I
+    assert U[0, 0] == 1.0
+    for res in (linalg.lu_ir(A, b, "h", "s", "d"), linalg.gmres_ir(A, b, "h", "s", "d")):
+        assert np.array_equal(res.factors.U, U)
+    # in double, A is stored as it is: the factor is A rounded to fp16 once
+    assert linalg.lu_ir(A, b, "h", "d", "d").factors.U[0, 0] == float(np.float16(A[0, 0])) == 1 + 2.0**-10

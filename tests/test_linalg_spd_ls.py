@@ -11,15 +11,17 @@ iteration counts are compared exactly.  No Octave is needed here.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import warnings
 from pathlib import Path
 
+import mpmath
 import numpy as np
 import pytest
 
-from pychop_compat import linalg
+from pychop_compat import chop, linalg
 
 ORACLE = json.loads((Path(__file__).parent / "data" / "research_spd_ls" / "oracle.json").read_text())
 U_D = 2.0**-53
@@ -231,3 +233,121 @@ def test_ls_ir_refuses_shapes_it_cannot_solve(A, b):
     reduction's message before)."""
     with pytest.raises(ValueError, match="m >= n >= 1"):
         linalg.ls_ir(A, b)
+
+
+def _chol_by_chop(A: np.ndarray, o: dict) -> np.ndarray:
+    """chol_lp's documented steps, each result rounded by ``chop(., o)``: the oracle of the factor."""
+    a = chop(np.array(A, dtype=float), o)
+    n = len(a)
+    for k in range(n):
+        assert a[k, k] > 0
+        a[k, k] = chop(np.sqrt(a[k, k:k + 1]), o)[0]
+        j = slice(k + 1, n)
+        a[k, j] = chop(a[k, j] / a[k, k], o)
+        a[j, j] = chop(a[j, j] - chop(np.outer(a[k, j], a[k, j]), o), o)
+    return np.triu(a)
+
+
+def _house_qr_by_chop(A: np.ndarray, o: dict) -> np.ndarray:
+    """house_qr_lp's documented steps (economy R), each result rounded by ``chop(., o)``."""
+    c = functools.partial(chop, options=o)
+    R = np.array(A, dtype=float)
+    m, n = R.shape
+    for j in range(n):
+        x = R[j:, j].copy()
+        nx = np.max(np.abs(x))
+        x1, square = c(x / nx), np.zeros(1)
+        for xi in x1:
+            square = c(square + c(np.array([xi * xi])))
+        nu = c(nx * c(np.sqrt(square)))[0]
+        u = c(x / nu)
+        u[0] = c(np.array([u[0] + (1.0 if u[0] >= 0 else -1.0)]))[0]  # sign(0) taken as 1
+        u = c(u / np.sqrt(abs(u[0])))
+        X = R[j:, j:]
+        uc, Xc, row = c(u), c(X), np.zeros(X.shape[1])
+        for i in range(len(u)):
+            row = c(row + c(uc[i] * Xc[i]))
+        R[j:, j:] = c(X - c(np.outer(u, row)))
+        R[j + 1:, j] = 0.0
+    return R[:n, :n]
+
+
+@pytest.mark.parametrize("options", [{"format": "h", "round": 2}, {"format": "h", "round": 3},
+                                     {"format": "b", "round": 4, "subnormal": 1}])
+def test_cholesky_factor_rounds_with_all_of_ufs_options(options):
+    """The factor rounded to nearest whatever uf's rounding mode (chol_lp's 'h'/'b' only) while the
+    x_0 solve honoured the mode: the factor is now chol_lp's steps rounded with all the options."""
+    i = np.arange(6.0)
+    A, b = 0.5 ** abs(i[:, None] - i) + np.pi * np.eye(6), np.cos(i + 1)
+    R = _chol_by_chop(A, options)
+    for res in (linalg.cg_ir(A, b, options, max_iter=0),
+                linalg.gmres_ir(A, b, options, factorization="cholesky", max_iter=0)):
+        assert np.array_equal(res.factors.U, np.diag(R)[:, None] * R)
+
+
+def test_ls_ir_factor_rounds_with_all_of_ufs_options():
+    """fp16 QR factors rounded to nearest whatever uf's options; single and double ones (LAPACK)
+    cannot honour other options: refused, not ignored."""
+    A, b = ls_problem()
+    o = {"format": "h", "round": 2}
+    d = 1.0 / np.linalg.norm(A, axis=0)
+    mu = 0.1 * 65504.0
+    R = ((1.0 / mu) * _house_qr_by_chop(chop(mu * A * d, o), o)) * (1.0 / d)
+    assert np.array_equal(linalg.ls_ir(A, b, o, max_iter=0).R, R)
+    for uf in ({"format": "s", "round": 3}, {"format": "d", "subnormal": 0}, {"format": "s", "flip": 1}):
+        with pytest.raises(ValueError, match="would be ignored"):
+            linalg.ls_ir(A, b, uf)
+
+
+@pytest.mark.parametrize("theta", [0.0, float("nan"), 2.0, -0.1])
+def test_ls_ir_refuses_theta_outside_0_1(theta):
+    """theta = 0 raised a ZeroDivisionError and nan, 2, -0.1 were taken: ls_ir checks it as cg_ir does."""
+    with pytest.raises(ValueError, match=r"theta must be in \(0, 1\]"):
+        linalg.ls_ir(*ls_problem(), theta=theta)
+
+
+@pytest.mark.parametrize("scale", [1e-170, 1e160])
+def test_ls_ir_column_scaling_of_tiny_and_huge_columns(scale):
+    """Column norms whose squares underflow or overflow double: the fp16 scaling used to divide by a
+    norm of 0 or Inf and report 'singular'.  R's first entry is -+||a_1||_2 (mpmath) and R is s times
+    the R of A (LAPACK's, up to the signs of its rows), both to fp16's accuracy."""
+    A, b = ls_problem()
+    res = linalg.ls_ir(A * scale, b)
+    assert res.status == "converged"
+    norm = mpmath.sqrt(mpmath.fsum(mpmath.mpf(v) ** 2 for v in A[:, 0] * scale))
+    assert abs(abs(mpmath.mpf(res.R[0, 0])) / norm - 1) <= 2.0**-8
+    R = np.abs(np.linalg.qr(A)[1])
+    assert np.max(np.abs(np.abs(res.R) / scale - R)) <= 2.0**-6 * np.max(R)
+
+
+def test_cholesky_route_reports_singular_whatever_the_options():
+    """Documented: pivots <= 0 and Inf or NaN entries give status 'singular'.  With scaling, a
+    diagonal entry <= 0 raised spd_diag_scale's ValueError, and an Inf entry chol_lp's 'not
+    symmetric' (Inf - Inf is NaN), where the LU route says 'singular'."""
+    b = np.ones(2)
+    indefinite = np.array([[-1.0, 0.0], [0.0, 1.0]])
+    for A in (indefinite, np.array([[np.inf, 1.0], [1.0, 2.0]]), np.array([[2.0, np.nan], [np.nan, 2.0]])):
+        for scaling in (None, "positive"):
+            for res in (linalg.cg_ir(A, b, scaling=scaling),
+                        linalg.gmres_ir(A, b, factorization="cholesky", scaling=scaling)):
+                assert res.status == "singular" and np.all(np.isnan(res.x))
+
+
+def test_negative_iteration_counts_are_refused_by_cg_ir_and_ls_ir():
+    """A negative max_iter gave status 'maxiter' with no iterate measured; 0 means no step."""
+    A, b = spd_matrix(4)
+    with pytest.raises(ValueError, match="max_iter"):
+        linalg.cg_ir(A, b, scaling="p", max_iter=-1)
+    with pytest.raises(ValueError, match="cg_maxit"):
+        linalg.cg_ir(A, b, scaling="p", cg_maxit=-1)
+    with pytest.raises(ValueError, match="max_iter"):
+        linalg.ls_ir(*ls_problem(), max_iter=-1)
+    with pytest.raises(ValueError, match="gmres_maxit"):
+        linalg.ls_ir(*ls_problem(), gmres_maxit=-1)
+    assert len(linalg.cg_ir(A, b, scaling="p", max_iter=0).backward_error) == 1
+
+
+def test_spd_diag_scale_of_an_empty_matrix():
+    """NumPy's empty-reduction error before: the empty result, nothing to squeeze (mu = 1)."""
+    B, d, mu = linalg.spd_diag_scale(np.zeros((0, 0)), 1, 0.1)
+    assert B.shape == (0, 0) and d.shape == (0,) and mu == 1.0

@@ -65,8 +65,26 @@ def chol_lp(A: ArrayLike, format: str = "h") -> Tuple[np.ndarray, int]:
             raise ValueError("Input matrix is not symmetric")
     if format not in ("h", "b"):
         raise ValueError("unsupported low precision format")
-    rounded = Rounder({"format": format, "round": 1}, HOST)
-    a = rounded(a)
+    return cholesky_rounded(a, Rounder({"format": format, "round": 1}, HOST))
+
+
+def cholesky_rounded(A: np.ndarray, rounded: Rounder) -> Tuple[np.ndarray, int]:
+    """The steps of :func:`chol_lp` with every result rounded by ``rounded`` (any chop options):
+    the factorization of the refinements, whose ``uf`` may round otherwise than to nearest.
+
+    Parameters
+    ----------
+    A : ndarray
+        Real symmetric double matrix, not checked (:func:`chol_lp` checks it).
+    rounded : Rounder
+        The rounding of ``A`` and of each operation's result.
+
+    Returns
+    -------
+    R, flag
+        As :func:`chol_lp`'s.
+    """
+    a = rounded(A)
     n = a.shape[0]
     from ..kernels import compiled
 

@@ -97,10 +97,32 @@ def house_qr_lp(A: ArrayLike, flag: int = 1, format: str = "h") -> Tuple[np.ndar
         raise ValueError("house_qr_lp runs in fp16 only ('h'), as the code's helpers do")
     if flag not in (0, 1):
         raise ValueError(f"flag must be 0 or 1, got {flag!r}")
-    m, n = R.shape
-    if m < n:
+    if R.shape[0] < R.shape[1]:
         raise ValueError("Matrix must have more rows than columns")
-    rounded = Rounder({"format": "h"}, HOST)
+    return house_qr_rounded(R, flag, Rounder({"format": "h"}, HOST))
+
+
+def house_qr_rounded(R: np.ndarray, flag: int, rounded: Rounder) -> Tuple[np.ndarray, np.ndarray]:
+    """The steps of :func:`house_qr_lp` with every result rounded by ``rounded`` (any chop
+    options): the factorization of :func:`~pychop_compat.linalg.ls_ir`, whose ``uf`` may round
+    otherwise than to nearest.
+
+    Parameters
+    ----------
+    R : ndarray
+        Real float64 C-ordered ``m x n`` matrix, ``m >= n``, overwritten by the factor (not checked:
+        :func:`house_qr_lp` checks and copies its input).
+    flag : {1, 0}
+        As :func:`house_qr_lp`'s.
+    rounded : Rounder
+        The rounding of each operation's result.
+
+    Returns
+    -------
+    Q, R
+        As :func:`house_qr_lp`'s.
+    """
+    m, n = R.shape
     from ..kernels import compiled
 
     spec = rounded.kernel_spec("float64")

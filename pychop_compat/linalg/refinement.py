@@ -22,13 +22,13 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .arrays import HOST, Arrays, arrays_for, host_computed, ieee, on_host
-from .cholesky import chol_lp
+from .cholesky import cholesky_rounded
 from .errors import SingularMatrixWarning
-from .common import OptionsLike, Rounder, chop_object, extended_kind, float_operands, unit_roundoff
+from .common import OptionsLike, Rounder, extended_kind, float_operands, unit_roundoff
 from .extended import arithmetic, ext_lu_solve, ext_matvec, quick_two_sum, residual_dd, two_sum
 from .lu import LUResult, factorize, needs_host, solve_on
 from .products import HardwareLike, matmul_on
-from .qr import house_qr_lp
+from .qr import house_qr_rounded
 from .scaling import Scaling, checked_theta, spd_diag_scale
 
 __all__ = ["IRResult", "LSIRResult", "lu_ir", "gmres_ir", "cg_ir", "ls_ir", "extended_solution", "STATUSES",
@@ -194,6 +194,14 @@ def _solve_precision(F: LUResult, uf: OptionsLike, u: OptionsLike) -> OptionsLik
     return u if F.scaling is not None else uf
 
 
+def _checked_count(value: Any, name: str) -> int:
+    """An iteration count as an int, refused when negative (0 is allowed: no step)."""
+    count = int(value)
+    if count < 0:
+        raise ValueError(f"{name} must be a nonnegative integer, got {value!r}")
+    return count
+
+
 def _host_only(up: OptionsLike, ur: OptionsLike, x_true: Any, scaling: Any, theta: Any, lu_method: str,
                stop: str, hardware: HardwareLike = None) -> bool:
     """Whether a refinement needs the host: LAPACK, scaled or ``hardware=`` factors, binary128
@@ -213,7 +221,7 @@ def _refine(arrays: Arrays, A: Any, b: Any, uf: OptionsLike, u: OptionsLike, ur:
         raise ValueError("need a square A and a vector b of matching size")
     if stop not in STOPS:
         raise ValueError(f"stop must be one of {STOPS}, got {stop!r}")
-    max_iter = int(max_iter)
+    max_iter = _checked_count(max_iter, "max_iter")
     n = A.shape[0]
     ru = Rounder(u, arrays)
     uw = unit_roundoff(u)
@@ -228,7 +236,7 @@ def _refine(arrays: Arrays, A: Any, b: Any, uf: OptionsLike, u: OptionsLike, ur:
     xt = None if x_true is None else arrays.float_copy(x_true, False)
     if xt is not None and tuple(xt.shape) != (n,):  # it would broadcast against x, or not compare at all
         raise ValueError(f"x_true must be a vector of {n} entries (as b), got shape {tuple(xt.shape)}")
-    F = factor(A)
+    F = factor(Au)  # the codes factorize A stored in the working precision (gmresir3: A = single(A))
     if xt is None and stop == "all" and not F.singular:
         if n and arrays.all_finite(Au) and arrays.all_finite(bu):
             xt = arrays.asarray(extended_solution(arrays.to_host(Au), arrays.to_host(bu)))
@@ -316,7 +324,7 @@ def lu_ir(
     x_true : array_like, optional
         Exact solution, for the forward errors.
     max_iter : int, optional
-        Maximum number of refinement steps (default 10).
+        Maximum number of refinement steps, ``>= 0`` (default 10; a negative count is refused).
     tol : float, optional
         Tolerance of the stopping rule (default ``n u`` for ``stop='backward'``,
         else ``u``, the unit roundoff of the working precision).
@@ -579,12 +587,12 @@ def gmres_ir(
     gmres_tol : float, optional
         GMRES stops at a relative preconditioned residual norm ``<= gmres_tol`` (default 1e-6).
     gmres_maxit : int, optional
-        Maximum GMRES iterations per refinement step (default ``n``).
+        Maximum GMRES iterations per refinement step, ``>= 0`` (default ``n``).
     factorization : {'lu', 'cholesky'}, optional
         ``'cholesky'``: the preconditioner is a Cholesky factorization in ``uf`` (``'h'`` or
-        ``'b'``), computed as :func:`cg_ir` computes it (gmresir3's ``scale.type = 'p'``; Higham
-        & Pranesh 2021); ``scaling`` is then None or ``'positive'`` (``'p'``), and ``theta`` and
-        ``perturbation`` are those of :func:`cg_ir`.
+        ``'b'``, with all of ``uf``'s chop options), computed as :func:`cg_ir` computes it
+        (gmresir3's ``scale.type = 'p'``; Higham & Pranesh 2021); ``scaling`` is then None or
+        ``'positive'`` (``'p'``), and ``theta`` and ``perturbation`` are those of :func:`cg_ir`.
     perturbation : float, optional
         That of :func:`cg_ir` (``factorization='cholesky'`` only, else refused if not 0; default 0).
 
@@ -615,6 +623,8 @@ def gmres_ir(
     if factorization not in ("lu", "cholesky"):
         raise ValueError(f"factorization must be 'lu' or 'cholesky', got {factorization!r}")
     cholesky = factorization == "cholesky"
+    if gmres_maxit is not None:
+        _checked_count(gmres_maxit, "gmres_maxit")
     if perturbation != 0 and not cholesky:  # the LU factorization has no perturbation: refuse, not ignore
         raise ValueError(f"perturbation is for factorization='cholesky' only, got perturbation={perturbation!r} "
                          f"with factorization={factorization!r}")
@@ -641,14 +651,17 @@ def _cholesky_factors(A: np.ndarray, uf: OptionsLike, scaling: Optional[str], th
     """The Cholesky preconditioner of gmresir3.m and cgir3.m (``scale.type = 'p'``) as LU factors.
 
     ``scaling='positive'``: ``A_s = mu (D A D + c u_f I)`` (:func:`spd_diag_scale`, ``mu = theta
-    xmax``); else ``A_s = A + c u_f diag(A)``; then ``R = chol_lp(A_s, uf)``.  ``R^T R`` is stored
+    xmax``); else ``A_s = A + c u_f diag(A)``; then ``R = chol_lp(A_s, uf)``, every operation
+    rounded with all of ``uf``'s options.  ``R^T R`` is stored
     as ``L = R^T diag(R)^{-1}`` (unit lower, one double rounding per entry) and ``U = diag(R) R``
     (exact), with the scaling ``(d, d, mu)`` undone by the solves; ``info = 1`` when ``chol_lp``
-    met a pivot ``<= 0``."""
+    met a pivot ``<= 0``, and (``R = 0``, as chol_lp's failed factor) for Inf or NaN entries of ``A``
+    and, with scaling, a diagonal entry ``<= 0``."""
     if scaling not in (None, "none", "positive", "p"):
         raise ValueError(f"the Cholesky factorization's scaling must be None or 'positive' ('p'), "
                          f"got {scaling!r}")
-    params = tuple(chop_object(uf).options.params or ())
+    rounded = Rounder(uf, HOST)
+    params = tuple(rounded.options.params or ())
     fmt = "h" if params == (11, 15) else "b" if params == (8, 127) else None
     if fmt is None:
         raise ValueError(f"the Cholesky factorization runs in fp16 or bfloat16 (chol_lp), got uf={uf!r}")
@@ -656,18 +669,27 @@ def _cholesky_factors(A: np.ndarray, uf: OptionsLike, scaling: Optional[str], th
         theta = checked_theta(theta)  # as lu's squeeze checks it
     a = np.array(A, dtype=np.float64)
     n = a.shape[0]
+    finite = bool(np.all(np.isfinite(a)))
+    if finite and np.any(a != a.T):
+        raise ValueError("Input matrix is not symmetric")
     shift = float(perturbation) * unit_roundoff(fmt)
     scale = None
-    if scaling in ("positive", "p"):
-        from ..formats import lookup_format
-
-        a, d, _ = spd_diag_scale(a)
-        mu = (0.1 if theta is None else float(theta)) * lookup_format(fmt).xmax
-        a = mu * (a + shift * np.eye(n))
-        scale = Scaling(d, d.copy(), mu)
+    positive = scaling in ("positive", "p")
+    # Inf or NaN entries (chol_lp's symmetry test, Inf - Inf, would call them not symmetric) and, for
+    # spd_diag_scale, which raises on them, diagonal entries <= 0: status 'singular', as with LU factors
+    if not finite or (positive and n and np.min(np.diag(a)) <= 0):
+        R, flag = np.zeros((n, n)), 1
     else:
-        a = a + shift * np.diag(np.diag(a))
-    R, flag = chol_lp(a, fmt)
+        if positive:
+            from ..formats import lookup_format
+
+            a, d, _ = spd_diag_scale(a)
+            mu = (0.1 if theta is None else float(theta)) * lookup_format(fmt).xmax
+            a = mu * (a + shift * np.eye(n))
+            scale = Scaling(d, d.copy(), mu)
+        else:
+            a = a + shift * np.diag(np.diag(a))
+        R, flag = cholesky_rounded(a, rounded)
     pivots = np.diag(R)
     return LUResult(R.T / pivots[None, :], pivots[:, None] * R, np.arange(n), int(flag), scale)
 
@@ -745,13 +767,15 @@ def cg_ir(
     A, b : array_like
         Symmetric positive definite system ``A x = b`` (``A`` exactly symmetric).
     uf, u, ur, up, x_true, max_iter, tol, stop
-        As for :func:`gmres_ir`; ``uf`` is fp16 (``'h'``, default) or bfloat16 (``'b'``);
+        As for :func:`gmres_ir`; ``uf`` is fp16 (``'h'``, default) or bfloat16 (``'b'``), or a
+        custom format of the same ``params``, and the factorization rounds with all of its chop
+        options (rounding mode, subnormals, ...), as ``chol_lp`` does with the defaults;
         ``up`` (default ``ur``, as cgir3 chooses ``pcg_dd`` or ``pcg_dq``) is the precision of
         the products ``A p`` and of the solves with ``R^T R`` inside CG.
     cg_tol : float, optional
         CG stops when ``||r_k||_2 / ||r_0||_2 < cg_tol`` (default 1e-6).
     cg_maxit : int, optional
-        Maximum CG iterations per refinement step (default ``n``, the codes').
+        Maximum CG iterations per refinement step, ``>= 0`` (default ``n``, the codes').
     scaling : {None, 'positive', 'p'}, optional
         ``'positive'``: factorize ``mu (D A D + c u_f I)``, ``D = diag(a_ii)^{-1/2}``
         (:func:`spd_diag_scale`), ``mu = theta xmax`` (the codes' ``scale.flag = 1``); default:
@@ -767,7 +791,8 @@ def cg_ir(
         ``gmres_iterations`` holds the CG iterations of each step (``inner_solver = 'CG'``);
         ``factors`` the LU form
         ``L = R^T diag(R)^{-1}``, ``U = diag(R) R`` of the Cholesky factor (scaling in
-        ``factors.scaling``); ``status`` is ``'singular'`` when ``chol_lp`` met a pivot ``<= 0``.
+        ``factors.scaling``); ``status`` is ``'singular'`` when ``chol_lp`` met a pivot ``<= 0``, and
+        for ``A`` with Inf or NaN entries or, with scaling, a diagonal entry ``<= 0`` (``R = 0``).
 
     Notes
     -----
@@ -786,6 +811,8 @@ def cg_ir(
     A258-A277, 2021.
     """
     upp = ur if up is None else up
+    if cg_maxit is not None:
+        _checked_count(cg_maxit, "cg_maxit")
 
     def inner(F: LUResult, Au: Any, v: Any) -> tuple:
         ru, ops = Rounder(u, HOST), _operations(upp, HOST)
@@ -812,17 +839,42 @@ class _QRFactors:
                     and math.isfinite(self.alpha) and self.alpha > 0)
 
 
+def _column_norms(A: np.ndarray) -> np.ndarray:
+    """``||a_j||_2`` of each column, as ``np.linalg.norm(A, axis=0)`` where that is finite and nonzero
+    (or the column is zero or not finite); else, where its squares overflow or underflow, as MATLAB's
+    ``vecnorm`` gives it without overflow, ``max|a_j| ||a_j / max|a_j|| ||_2``."""
+    norms = np.linalg.norm(A, axis=0)
+    largest = np.max(np.abs(A), axis=0)
+    redo = ((norms == 0) | np.isinf(norms)) & (largest > 0) & np.isfinite(largest)
+    if np.any(redo):
+        norms[redo] = largest[redo] * np.linalg.norm(A[:, redo] / largest[redo], axis=0)
+    return norms
+
+
+def _lapack_rounding(options: Any, uf: OptionsLike) -> None:
+    """Refuse ``uf`` options that LAPACK's single or double QR would ignore: it rounds to nearest,
+    keeps subnormals and the exponent range, and flips no bits."""
+    if int(options.round or 1) != 1 or options.subnormal == 0 or options.flip or options.explim == 0:
+        raise ValueError(f"ls_ir's single and double QR factors are LAPACK's (round to nearest, with "
+                         f"subnormals and the format's range, no bit flips): uf={uf!r} would be ignored; "
+                         "use fp16 for other rounding options")
+
+
 def _qr_factors(A: np.ndarray, uf: OptionsLike, theta: float) -> _QRFactors:
     """gmreslsir3.m's QR factors: fp16 by :func:`house_qr_lp` of ``chop(mu A D)``, ``D =
-    diag(1 ./ ||a_j||_2)``, ``mu = theta xmax``, unscaled ``R = (1/mu) R_s diag(1 ./ d)``; single
-    or double by LAPACK; ``alpha = 2^(-1/2) sigma_min(R)``."""
-    params = tuple(chop_object(uf).options.params or ())
+    diag(1 ./ ||a_j||_2)``, ``mu = theta xmax``, unscaled ``R = (1/mu) R_s diag(1 ./ d)``, every
+    operation rounded with all of ``uf``'s options; single or double by LAPACK (options it would
+    ignore refused); ``alpha = 2^(-1/2) sigma_min(R)``."""
+    rounded = Rounder(uf, HOST)
+    params = tuple(rounded.options.params or ())
     if params == (11, 15):
-        column_scale = 1.0 / np.linalg.norm(A, axis=0)
+        column_scale = 1.0 / _column_norms(A)
         mu = float(theta) * 65504.0
-        Q, R = house_qr_lp(Rounder("h", HOST)((mu * A) * column_scale[None, :]), 0)
+        As = np.array(rounded((mu * A) * column_scale[None, :]), dtype=np.float64, order="C")
+        Q, R = house_qr_rounded(As, 0, rounded)
         R = ((1.0 / mu) * R) * (1.0 / column_scale)[None, :]
     elif params in ((24, 127), (53, 1023)):
+        _lapack_rounding(rounded.options, uf)
         Q, R = (v.astype(np.float64) for v in np.linalg.qr(A.astype(np.float32 if params[0] == 24 else np.float64)))
     else:
         raise ValueError(f"ls_ir's QR factorization runs in fp16, single or double, got uf={uf!r}")
@@ -927,7 +979,9 @@ def ls_ir(
         ``m x n`` matrix (``m >= n``, full rank) and a vector of ``m`` entries (double data).
     uf : chop options or str, optional
         The QR factorization's precision: fp16 (``'h'``, default: :func:`house_qr_lp` of the
-        scaled and squeezed matrix), single or double (LAPACK).
+        scaled and squeezed matrix, rounding with all of ``uf``'s chop options), single or double
+        (LAPACK: options it would ignore -- a rounding mode other than 1, ``subnormal=0``, ``flip``,
+        ``explim=0`` -- are refused with a ValueError).
     u, ur : chop options or str, optional
         Working and residual precisions, as for :func:`lu_ir`.
     up : chop options or str, optional
@@ -940,7 +994,7 @@ def ls_ir(
         extended-precision solution; gmreslsir3 stops when the forward errors of ``x`` and
         ``r`` are both at most ``u``).
     theta : float, optional
-        The squeeze ``mu = theta xmax`` of the fp16 factorization (default 0.1, the code's).
+        The squeeze ``mu = theta xmax`` of the fp16 factorization, in (0, 1] (default 0.1, the code's).
 
     Returns
     -------
@@ -956,7 +1010,8 @@ def ls_ir(
 
     Notes
     -----
-    As gmreslsir3 (``ptype = 1``): ``x_0 = R^{-1} (Q^T b)`` and ``r_0 = b - A x_0`` in ``u``
+    As gmreslsir3 (``ptype = 1``): ``A`` and ``b`` are stored in ``u`` (and ``A`` is factorized so);
+    ``x_0 = R^{-1} (Q^T b)`` and ``r_0 = b - A x_0`` in ``u``
     (``x_0 = 0``, ``r_0 = b`` when not finite); step ``i``: ``f = b - r_i - A x_i`` and
     ``g = -A^T r_i`` in ``ur``, stored in ``u``; GMRES from 0 on ``[alpha f; g] / s``, ``s``
     its infinity norm; the correction ``d`` scaled back, ``r_{i+1} = r_i + d_r`` and
@@ -971,6 +1026,9 @@ def ls_ir(
     a, rhs = (np.array(v, dtype=np.float64) for v in float_operands(HOST, A, b))
     if a.ndim != 2 or a.shape[0] < a.shape[1] or a.shape[1] == 0 or rhs.shape != (a.shape[0],):
         raise ValueError("need an m x n matrix A with m >= n >= 1 and a vector b of m entries")
+    theta = checked_theta(theta)  # as cg_ir's and squeeze's
+    if gmres_maxit is not None:
+        _checked_count(gmres_maxit, "gmres_maxit")
     upp = ur if up is None else up
     m, n = a.shape
     singular_values = np.linalg.svd(a, compute_uv=False) if np.all(np.isfinite(a)) else None
@@ -1000,7 +1058,7 @@ def ls_ir(
         return np.concatenate([d[:m], ru(ru(np.array(1.0 / F.alpha)) * d[m:])]), its
 
     out = _refine(HOST, augmented, np.concatenate([rhs, np.zeros(n)]), uf, u, ur, correction, None, max_iter,
-                  tol, stop, lambda _: _qr_factors(a, uf, theta), initial)
+                  tol, stop, lambda _: _qr_factors(Au, uf, theta), initial)
     F: Any = out.factors
     fields = {f.name: getattr(out, f.name) for f in dataclasses.fields(IRResult)}
     fields.update(x=out.x[m:], factors=None)

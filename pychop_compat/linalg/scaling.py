@@ -248,7 +248,7 @@ def spd_diag_scale(A: ArrayLike, flag: int = 0, theta: Optional[float] = None
     d : ndarray
         The diagonal of the code's ``D`` (``1 ./ sqrt(diag(A))``).
     mu : float
-        The squeeze factor (1 when ``flag = 0``).
+        The squeeze factor (1 when ``flag = 0``, and for an empty ``A``, where the code's ``mu`` is empty).
 
     Raises
     ------
@@ -274,8 +274,9 @@ def spd_diag_scale(A: ArrayLike, flag: int = 0, theta: Optional[float] = None
         if flag == 1:
             if theta is None:
                 raise ValueError("spd_diag_scale needs theta with flag = 1")
-            mu = float(theta) * 65504.0 / float(np.max(np.abs(B)))
-            B = mu * B
+            if B.size:  # an empty A has nothing to squeeze (the code's mu is then empty): mu stays 1
+                mu = float(theta) * 65504.0 / float(np.max(np.abs(B)))
+                B = mu * B
     return B, d, mu
 
 

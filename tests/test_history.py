@@ -260,6 +260,16 @@ def test_complex_and_default_today():
             assert same(today(x, o), chop(x, o))
 
 
+def test_a_format_name_alone_is_shorthand_for_a_format_field():
+    # chop_at has chop's signature, and chop takes a bare format name (docs/options.rst); 0.6.x refused it.
+    f = chop_at("2024-01-01")
+    assert f(0.1, "h") == float(np.float16(0.1)) and f.options().format == "h"  # NumPy's cast
+    assert f(1 / 3) == float(np.float16(1 / 3))  # stored, as a dict's would be
+    assert chop_at("2020-06-01")(3e-8, "h") == 0.0  # below xmins = 2**-24: flushed before 2020-06-16
+    with pytest.raises(ValueError, match="2022-04-15"):  # the dated error, as for {'format': 'q43'}
+        chop_at("2020-01-01")(0.1, "q43")
+
+
 def test_exported():
     assert pychop_compat.chop_at is chop_at
     assert rules_at("2020-05-14").exponent == "frexp"

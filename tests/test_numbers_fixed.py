@@ -153,3 +153,11 @@ def test_wrap_of_values_far_beyond_the_word_is_their_residue(wl, signed):
     assert [int(c) for c in codes] == [(round(Fraction(v)) - low) % (1 << wl) + low for v in x]
     beyond = fixed_point(np.array([1.0, -3.0, 0.75]), wl, 1100, signed=signed, overflow="wrap", return_codes=True)
     assert beyond.tolist() == [0, 0, 0]
+
+
+def test_codes_of_infinities_under_wrap_name_the_infinity():
+    # 'wrap' turns +-Inf into NaN (documented); the error must not blame a NaN the input does not have.
+    for x in ([np.inf], [1.0, -np.inf]):
+        with pytest.raises(ValueError, match="Inf") as raised:
+            fixed_point(np.array(x), 8, 2, overflow="wrap", return_codes=True)
+        assert "NaN" not in str(raised.value)

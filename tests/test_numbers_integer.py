@@ -148,3 +148,35 @@ def test_affine_scale_of_a_range_beyond_the_doubles():
         assert np.isfinite(scale).all() and np.array_equal(scale, small_scale * 4)
         assert np.array_equal(codes, small_codes) and np.array_equal(zero, small_zero)
         assert np.array_equal(int_quantize(x, 8, symmetric=False), int_quantize(x / 4, 8, symmetric=False) * 4)
+
+
+def test_axis_takes_any_integer_and_refuses_other_types():
+    # axis is documented as an int or a tuple of ints: NumPy integers too (as for mx/block_quantize,
+    # 0.6.x: "'numpy.int64' object is not iterable"); a float is a clear TypeError naming axis.
+    x = np.array([[0.3, -1.7, 2.2], [10.0, 5.5, -2.0]])
+    for axis in (np.int64(1), np.int32(-1), (np.int64(1),)):
+        codes, scale, _ = int_quantize(x, 4, axis=axis, return_codes=True)
+        for j in range(3):
+            want, want_scale, _ = oracle(list(x[:, j]), 4, True, True, 1)
+            assert codes[:, j].tolist() == want and scale.ravel()[j] == want_scale
+    for axis in (1.0, "1", np.float64(1.0), (1.0,)):
+        with pytest.raises(TypeError, match="axis"):
+            int_quantize(x, 4, axis=axis)
+
+
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_a_range_whose_scale_underflows_gets_the_smallest_double(symmetric):
+    # max|x| / 127 (or (hi - lo) / 255) rounds to 0 for a non-zero range below 127 * 2^-1075 (255 * 2^-1075):
+    # the documented scale is then 2^-1074, of which each x is an exact multiple within the codes
+    # (0.6.x: scale 1, every code the zero point, every value 0).
+    tiny = Fraction(1, 2 ** 1074)
+    x = np.array([1e-322, -5e-323, 3e-323, 0.0])  # 20, -10, 6 and 0 times 2^-1074
+    codes, scale, zp = int_quantize(x, 8, symmetric=symmetric, return_codes=True)
+    want_zp = 0 if symmetric else -128 + 10  # qmin - lo / scale
+    assert scale.tolist() == [float(tiny)] and zp.tolist() == [want_zp]
+    assert codes.tolist() == [int(Fraction(v) / tiny) + want_zp for v in x]
+    np.testing.assert_array_equal(int_quantize(x, 8, symmetric=symmetric), x)
+    # per channel: a zero channel keeps scale 1
+    scale = int_quantize(np.array([[0.0, 0.0], [1e-322, 3e-323]]), 8, axis=0, symmetric=symmetric,
+                         return_codes=True)[1]
+    assert scale.ravel().tolist() == [1.0, float(tiny)]

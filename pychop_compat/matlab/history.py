@@ -244,12 +244,15 @@ _FP8_NAMES = ("q43", "fp8-e4m3", "q52", "fp8-e5m2")
 
 
 def _fields(options) -> Optional[dict]:
-    """The non-empty fields given, or None for MATLAB's ``[]`` (reuse the stored options)."""
+    """The non-empty fields given, or None for MATLAB's ``[]`` (reuse the stored options); a string
+    is a format name."""
     if options_are_empty(options):  # None, [], (), '', an empty array
         return None
     if isinstance(options, Mapping):
         items = dict(options)
-    elif isinstance(options, (str, bytes, int, float, complex, list, tuple, set, np.ndarray)):
+    elif isinstance(options, str):  # a format name: shorthand for {'format': name}, as for chop
+        items = {"format": options}
+    elif isinstance(options, (bytes, int, float, complex, list, tuple, set, np.ndarray)):
         raise TypeError(f"options must be a mapping or an object with attributes, not {type(options).__name__}.")
     else:
         items = {name: getattr(options, name, None) for name in OPTION_NAMES}

@@ -62,6 +62,23 @@ def fixed_point(x: Any, wl: int, fl: int, *, signed: bool = True, overflow: str 
         Values (dtype kept; integer input gives float64) or int64 codes, with
         the shape and device of ``x``.  Torch results are detached.
 
+    Raises
+    ------
+    ValueError
+        With ``return_codes=True``, for NaN input, and for +-Inf input under
+        ``overflow='wrap'`` (no integer code).
+
+    Notes
+    -----
+    The codes are exact; the values ``k * 2^-fl`` are exact in float64 and then
+    cast to the dtype of ``x``, which rounds them where that dtype cannot hold
+    them: a finite input can give +-Inf, or a value outside the word's range.
+    ``fixed_point(np.float16([65504]), 8, -10)`` gives ``[inf]`` (the code 64
+    times ``2^10`` is 65536, beyond float16), and
+    ``fixed_point(np.float32([3e9]), 32, 0)`` gives 2147483648.0 although the
+    code is ``2^31 - 1`` = 2147483647.  Pass float64 input (or ask for the codes)
+    where this matters.
+
     Examples
     --------
     >>> fixed_point([0.3, -0.3, 1.0, 2.5], wl=4, fl=2)
@@ -77,6 +94,9 @@ def fixed_point(x: Any, wl: int, fl: int, *, signed: bool = True, overflow: str 
     host = HostArray(x)
     codes = fixed_point_codes(host.values, wl, fl, bool(signed), overflow, mode, random_sources(rng, randfunc))
     if return_codes:
+        if overflow == "wrap" and np.isinf(host.values).any():  # (wrapped to NaN above: not a NaN input)
+            raise ValueError("+-Inf input has no integer code under overflow='wrap'; remove +-Inf, use "
+                             "overflow='saturate' or ask for values.")
         return host.give_back_codes(codes)
     return host.give_back(np.ldexp(codes, -fl))
 

@@ -5,6 +5,7 @@ The quotient ``x / scale`` is rounded as exact rational arithmetic would (``exac
 
 from __future__ import annotations
 
+import operator
 from typing import Any, Callable, Optional, Union
 
 import numpy as np
@@ -33,8 +34,14 @@ def _reduce(values: np.ndarray, axis: Optional[Union[int, tuple]], function) -> 
     over: Optional[tuple] = None
     if axis is not None:
         ndim = values.ndim
-        kept = {check_int(a, "axis", -ndim, ndim - 1) % ndim  # 0-d: no axis, [0, -1] is empty
-                for a in ((axis,) if isinstance(axis, int) else axis)}
+        if isinstance(axis, (tuple, list)):
+            axes = tuple(axis)
+        else:  # any integer (np.int64 too, as check_int takes it)
+            try:
+                axes = (operator.index(axis),)
+            except TypeError:
+                raise TypeError(f"axis must be an integer or a tuple of integers, got {axis!r}.") from None
+        kept = {check_int(a, "axis", -ndim, ndim - 1) % ndim for a in axes}  # 0-d: no axis, [0, -1] is empty
         over = tuple(a for a in range(ndim) if a not in kept)
     return function(values, axis=over, keepdims=True, initial=0.0)
 
@@ -99,7 +106,10 @@ def int_quantize(x: Any, bits: int, *, signed: bool = True, symmetric: bool = Tr
         ``2^(bits-1)`` (unsigned).  False (affine): ``[min(x, 0), max(x, 0)]``
         maps onto ``[qmin, qmax]``, ``scale = (hi - lo) / (qmax - qmin)``,
         ``zero_point = qmin - rint(lo / scale)`` clipped to the codes.  A zero
-        range gives scale 1.
+        range gives scale 1; a non-zero range whose formula rounds to 0 (``max|x| <
+        (2^(bits-1) - 1) * 2^-1075``, affine: ``hi - lo < (qmax - qmin) * 2^-1075``)
+        gives the smallest double ``2^-1074``, with which every such ``x`` is
+        an exact multiple within the codes (``|q - zero_point| <= 2^(bits-1) - 1``).
     axis : int or tuple of int, optional
         Per-channel: one scale (and zero point) per index along these axes,
         computed over the others.  None (default): one for the whole tensor.
@@ -138,15 +148,20 @@ def int_quantize(x: Any, bits: int, *, signed: bool = True, symmetric: bool = Tr
     finite = np.where(np.isfinite(values), values, 0.0)
     if scale is None:
         if symmetric:
-            s = _reduce(np.abs(finite), axis, np.max) / float((1 << (bits - 1)) - 1)
+            spread = _reduce(np.abs(finite), axis, np.max)
+            s = spread / float((1 << (bits - 1)) - 1)
         else:
             lo = np.minimum(_reduce(finite, axis, np.min), 0.0)
             hi = np.maximum(_reduce(finite, axis, np.max), 0.0)
             with np.errstate(over="ignore"):
-                s = (hi - lo) / float(qmax - qmin)
+                spread = hi - lo
+                s = spread / float(qmax - qmin)
             # hi - lo beyond the doubles: the same rounded quotient from the halves (exact scalings).
             s = np.where(np.isinf(s), 2.0 * ((hi / 2 - lo / 2) / float(qmax - qmin)), s)
-        s = np.where(s > 0, s, 1.0)
+        # A non-zero range whose scale underflows to 0 is below (2^(bits-1) - 1) * 2^-1075 (symmetric) or
+        # (qmax - qmin) * 2^-1075: its values are multiples m * 2^-1074 with |m| at most half the codes'
+        # span, so the smallest double as scale represents each exactly, within the codes.
+        s = np.where(s > 0, s, np.where(spread > 0, 2.0 ** -1074, 1.0))
     else:
         s = np.asarray(scale, dtype=np.float64)
         if not (np.isfinite(s).all() and (s > 0).all()):

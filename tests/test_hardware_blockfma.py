@@ -296,8 +296,9 @@ def test_mi250_rounds_every_product_and_every_sum_of_a_pairwise_tree():
     assert np.isnan(dot([2.0**127, 0.0, 0.0, 0.0, 2.0**127], [-4.0, 0.0, 0.0, 0.0, 4.0], 0.0, bf16))
 
 
-def _fp32_rounded(exact, rounding):
-    """An exact rational rounded to binary32 with subnormals (``rounding``: the BlockFMA modes);
+def _fp32_rounded(exact, rounding, fraction_bits=23):
+    """An exact rational rounded to binary32 with subnormals (``rounding``: the BlockFMA modes),
+    keeping ``fraction_bits`` bits after the leading one (the quantum at least 2**(-126 - that));
     2**128 or more in magnitude is an infinity in every mode (as the models)."""
     from fractions import Fraction
 
@@ -306,7 +307,7 @@ def _fp32_rounded(exact, rounding):
     magnitude = abs(exact)
     exponent = magnitude.numerator.bit_length() - magnitude.denominator.bit_length()
     exponent -= magnitude < Fraction(2) ** exponent  # floor(log2(magnitude))
-    quantum = Fraction(2) ** (max(exponent, -126) - 23)
+    quantum = Fraction(2) ** (max(exponent, -126) - fraction_bits)
     units = magnitude / quantum
     kept, rest = units.numerator // units.denominator, units - units.numerator // units.denominator
     up = {"rz": False, "rne": rest > Fraction(1, 2) or (rest == Fraction(1, 2) and kept % 2 == 1),
@@ -395,3 +396,109 @@ def test_models_whose_block_sums_would_overflow_int64_are_refused():
                 {"input_subnormals": "no"}):
         with pytest.raises(ValueError):
             hw.BlockFMA(**bad)
+
+
+def _binade(value, floor):
+    """floor(log2(|value|)) of a nonzero rational, at least ``floor``."""
+    from fractions import Fraction
+
+    magnitude = abs(Fraction(value))
+    exponent = magnitude.numerator.bit_length() - magnitude.denominator.bit_length()
+    return max(exponent - (magnitude < Fraction(2) ** exponent), floor)
+
+
+def _aligned_block(a, b, c, spec):
+    """The module's rule for one block of fp16 inputs, fp32 output, in rational arithmetic: E the
+    largest exponent of the nonzero products (factors' exponents clamped at -14) and of the
+    addend (clamped at accumulator_emin), at least min_alignment_exponent; every term truncated
+    toward zero to a multiple of 2**(E - f - x); the exact sum rounded keeping min(23, f + x)
+    fraction bits."""
+    from fractions import Fraction
+
+    terms = [(Fraction(x) * Fraction(y), _binade(x, -14) + _binade(y, -14)) for x, y in zip(a, b) if x * y != 0]
+    if c != 0:
+        terms.append((Fraction(c), _binade(c, spec.accumulator_emin)))
+    largest = max([exponent for _, exponent in terms] + [spec.min_alignment_exponent])
+    kept = spec.accumulator_fraction_bits + spec.extra_alignment_bits
+    unit = Fraction(2) ** (largest - kept)
+    total = sum((int(term / unit) * unit for term, _ in terms), Fraction(0))  # int(): toward zero
+    return _fp32_rounded(total, spec.rounding, min(23, kept))
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("rounding", hardware.ROUNDING_MODES)
+def test_the_addend_is_truncated_with_the_products_not_at_its_own_exponent(engine, rounding):
+    # With fewer accumulator fraction bits than fp32 has, the addend is aligned as a product is:
+    # 0.8.0 truncated it to 10 bits at its own exponent first, so that a zero appended to the
+    # inputs (a second block, the first's result its addend) lost 1 + 2**-12's last bit.
+    from pychop_compat.kernels.compiled import cpu_engine
+
+    spec = hardware.BlockFMA("fp16", "fp32", fma_size=4, extra_alignment_bits=3, accumulator_fraction_bits=10,
+                             rounding=rounding)
+    a, b = np.array([1.0, 2.0**-12, 0.0, 0.0]), np.ones(4)
+    rng = np.random.default_rng(11)
+    rows_a, rows_b = _format_values(rng, (150, 4), "fp16"), _format_values(rng, (150, 4), "fp16")
+    addends = (rng.standard_normal(150) * 2.0 ** rng.integers(-12, 12, 150)).astype(np.float32).astype(np.float64)
+    with cpu_engine(engine):
+        assert hardware.block_dot(a, b, 0.0, spec) == 1 + 2.0**-12
+        assert hardware.block_dot(np.r_[a, 0.0], np.r_[b, 0.0], 0.0, spec) == 1 + 2.0**-12
+        assert hardware.block_dot(np.zeros(4), np.zeros(4), 1 + 2.0**-12, spec) == 1 + 2.0**-12
+        assert hardware.matmul(np.zeros((1, 4)), np.zeros((4, 1)), [[1 + 2.0**-12]], beta=1.0,
+                               model=spec)[0, 0] == 1 + 2.0**-12
+        got = hardware.block_dot(rows_a, rows_b, addends, spec)
+    for i in range(150):
+        expected = _aligned_block(rows_a[i], rows_b[i], addends[i], spec)
+        assert np.float64(got[i]).tobytes() == np.float64(expected).tobytes(), (i, got[i], expected)
+
+
+@pytest.mark.parametrize("rounding", hardware.ROUNDING_MODES)
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_a_sum_far_below_the_smallest_subnormal_rounds_as_its_mode_says(rounding, sign):
+    # 16 products (1.9921875 * 2**-100)**2, exact after alignment (each a multiple of 2**-214, the
+    # terms truncated to multiples of 2**(-200 - 23 - 32)): their sum, about 2**-194, is far below
+    # fp32's 2**-149.  0.8.0 capped the bits dropped in rounding at 60 and kept a subnormal.
+    from fractions import Fraction
+
+    spec = hardware.BlockFMA("bf16", "fp32", fma_size=16, extra_alignment_bits=32, rounding=rounding)
+    a = np.full(16, 1.9921875 * 2.0**-100)
+    got = hardware.block_dot(a, sign * a, 0.0, spec)
+    expected = _fp32_rounded(16 * Fraction(a[0]) ** 2 * Fraction(sign), rounding)
+    assert np.float64(got).tobytes() == np.float64(expected).tobytes()
+
+
+def test_a_given_c_is_added_without_beta_and_zero_beta_keeps_nan():
+    # D = A @ B + C for small integers (exact in every step); GEMM.m's beta * C with beta = 0 and an
+    # infinite C is NaN; 0.8.0 dropped a C given without beta.
+    A, B = np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([[5.0, 6.0], [7.0, 8.0]])
+    C = np.array([[1.0, -2.0], [3.0, 4.0]])
+    np.testing.assert_array_equal(hardware.matmul(A, B, C), np.array([[20.0, 20.0], [46.0, 54.0]]))
+    np.testing.assert_array_equal(hardware.matmul(A, B, C[0], 2.0, model="A100"), np.array([[39.0, 42.0],
+                                                                                          [87.0, 98.0]]))
+    np.testing.assert_array_equal(hardware.matmul(A, B), np.array([[19.0, 22.0], [43.0, 50.0]]))
+    with np.errstate(invalid="ignore"):  # (0 * Inf)
+        assert np.isnan(hardware.matmul(A, B, [[np.inf, 0.0], [0.0, 0.0]], beta=0.0)[0, 0])
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: hardware.matmul(np.eye(2), np.eye(2), model=None), TypeError, "model must be a GPU name .* NoneType"),
+    (lambda: hardware.matmul(np.eye(2), np.eye(2), model=3), TypeError, "model must be a GPU name .* int"),
+    (lambda: hardware.block_dot(np.ones(2), np.ones(2), 0.0, None), TypeError, "spec must be a GPU name"),
+    (lambda: hardware.block_dot(1.0, 2.0, 0.0, H100), ValueError, "a and b must have at least one axis"),
+    (lambda: hardware.model(None), TypeError, "gpu must be a string"),
+    (lambda: hardware.model("H100", 16), TypeError, "inputs must be a string"),
+    (lambda: hardware.BlockFMA(accumulator_fraction_bits=10**6), ValueError, "accumulator_fraction_bits"),
+    (lambda: hardware.BlockFMA(accumulator_fraction_bits=-5), ValueError, "accumulator_fraction_bits must be at"),
+    (lambda: hardware.BlockFMA(accumulator_fraction_bits=8, extra_alignment_bits=-9), ValueError,
+     r"accumulator_fraction_bits \+ extra_alignment_bits must be at least 0"),
+])
+def test_bad_models_and_operands_are_refused_by_name(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
+def test_block_dot_takes_a_gpu_name_and_every_preset_stays_valid():
+    # a GPU name is its fp16 -> fp32 model, as matmul's: 1 + 3 * 2**-24 kept by H100's two extra bits
+    assert hardware.block_dot([1.0, 2.0**-12, 2.0**-12, 2.0**-12], [1.0, 2.0**-12, 2.0**-12, 2.0**-12], 0.0,
+                              "H100") == 1 + 2.0**-23
+    for preset in hardware.PRESETS.values():  # (fp8 on Ada and Hopper: 23 - 10 bits)
+        assert hardware.BlockFMA(**{f: getattr(preset, f) for f in preset.__dataclass_fields__}) == preset

@@ -328,3 +328,17 @@ def test_products_refuse_operands_of_two_dtypes_as_torch_does(context):
             call()
     with simulate("h", **context):  # one dtype: computed
         assert torch.mm(a64, a64.T).shape == (4, 4)
+
+
+def test_linear_with_a_vector_weight_or_input_has_torchs_shape():
+    # torch's linear takes a 1-D weight (one output feature, no axis for it) and a 1-D input; 0.8.0
+    # handed the 1-D weight.T to hardware.matmul and raised.  Small integers: every sum exact, so
+    # the model gives torch's own values.
+    x, w, weights = torch.arange(24.0).reshape(3, 8) - 9, torch.arange(8.0) - 3, torch.arange(16.0).reshape(2, 8) - 5
+    cases = [(x, w, None), (x[0], w, None), (x[0], weights, torch.tensor([1.0, -2.0])), (x[0], w, torch.tensor(4.0)),
+             (x.reshape(3, 1, 8), w, None)]
+    for input, weight, bias in cases:
+        with simulate("h", hardware="H100"):
+            got = F.linear(input, weight, bias)
+        expected = F.linear(input.double(), weight.double(), None if bias is None else bias.double())
+        assert got.shape == expected.shape and torch.equal(got.double(), expected)

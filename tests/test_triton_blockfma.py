@@ -98,7 +98,7 @@ def test_blockfma_ptx_has_no_ftz_fma_or_calls(late, grouped, normalised, roundin
     signature = {"qa_ptr": "*fp64", "ea_ptr": "*i64", "qb_ptr": "*fp64", "eb_ptr": "*i64", "d_ptr": "*fp64"}
     signature.update({name: "i32" for name in ("M", "N", "K", "fraction", "extra", "min_alignment",
                                                "accumulator_emin", "result_fraction", "out_emin", "out_emax",
-                                               "late_bits")})
+                                               "late_bits", "addend_fraction")})
     constexprs = {"FMA": 16, "ROUNDING": rounding, "OUTPUT_SUBNORMALS": int(output_subnormals),
                   "NORMALISED": int(normalised), "LATE": int(late), "GROUPED": int(grouped),
                   "BLOCK_M": triton_blockfma.BLOCK_M, "BLOCK_N": triton_blockfma.BLOCK_N}

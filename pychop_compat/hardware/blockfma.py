@@ -115,7 +115,9 @@ def _round_scaled(ns: Namespace, total: Any, scale: Any, fraction_bits: int, out
     bit_length = xp.where(magnitude == 0, 0, _binary_exponents(ns, xp.astype(magnitude, xp.float64)) + 1)
     exponent = scale + bit_length - 1
     quantum = xp.clip(exponent, min=out.emin) - fraction_bits
-    dropped = xp.clip(quantum - scale, min=0, max=60)
+    # past 63 every bit of |total| (below 2**62) is dropped just as at 63: kept 0, remainder
+    # |total|, below the half of 2**63 (a cap any lower would keep some of a sum of 2**60 or more)
+    dropped = xp.clip(quantum - scale, min=0, max=63)
     kept = magnitude >> dropped
     remainder = magnitude - (kept << dropped)
     negative = total < 0
@@ -165,7 +167,10 @@ def _block(ns: Namespace, a: Any, b: Any, c: Any, spec: BlockFMA, informat: Form
     acc_fraction = spec.accumulator_fraction_bits
     magnitude_c = xp.abs(c)
     exp_c = _exponents(ns, magnitude_c, spec.accumulator_emin)
-    addend = _significands(ns, magnitude_c, exp_c, acc_fraction)
+    # aligned with the products, the addend keeps its output-format bits until it is truncated
+    # with them (step 3), not to accumulator_fraction_bits at its own exponent first
+    addend_fraction = _addend_fraction(spec, outformat) if spec.late_addend_bits is None else acc_fraction
+    addend = _significands(ns, magnitude_c, exp_c, addend_fraction)
     lowest = -(1 << 31)  # below every exponent: the largest of no terms
 
     def largest_of(group: slice) -> Any:
@@ -191,7 +196,7 @@ def _block(ns: Namespace, a: Any, b: Any, c: Any, spec: BlockFMA, informat: Form
         total = aligned_sum(slice(None), largest)
     scale = largest - acc_fraction - spec.extra_alignment_bits
     if spec.late_addend_bits is None:
-        aligned_c = _floor_shift(ns, addend, exp_c - acc_fraction - scale)
+        aligned_c = _floor_shift(ns, addend, exp_c - addend_fraction - scale)
         total = total + xp.where(xp.signbit(c), -aligned_c, aligned_c)
     else:
         total, scale = _late_addend(ns, total, largest, xp.where(xp.signbit(c), -addend, addend), exp_c, spec)
@@ -199,6 +204,13 @@ def _block(ns: Namespace, a: Any, b: Any, c: Any, spec: BlockFMA, informat: Form
     # with negative extra bits: fp8 on Ada and Hopper).
     result_fraction = min(outformat.t - 1, acc_fraction + spec.extra_alignment_bits)
     return _round_scaled(ns, total, scale, result_fraction, outformat, spec.rounding, spec.output_subnormals)
+
+
+def _addend_fraction(spec: BlockFMA, outformat: Format) -> int:
+    """Fraction bits of the addend's significand before it is aligned with the products: all of a
+    value of the output format, and at least ``accumulator_fraction_bits`` (as many as before the
+    alignment could keep: its left shift stays within ``extra_alignment_bits``)."""
+    return max(spec.accumulator_fraction_bits, outformat.t - 1)
 
 
 def _two_sum(a: Any, b: Any) -> Tuple[Any, Any]:
@@ -409,7 +421,7 @@ def _kernel_parameters(spec: BlockFMA, outformat: Format) -> np.ndarray:
                      spec.min_alignment_exponent, spec.accumulator_emin, result_fraction, outformat.emin,
                      outformat.emax, ROUNDING_CODES[spec.rounding], spec.output_subnormals,
                      spec.normalised_products, -1 if spec.late_addend_bits is None else spec.late_addend_bits,
-                     spec.odd_even_groups],
+                     spec.odd_even_groups, _addend_fraction(spec, outformat)],
                     dtype=np.int64)
 
 
@@ -622,18 +634,30 @@ def block_dot(a: Any, b: Any, c: Any, spec: BlockFMA) -> Any:
         (computed on their device; JAX with ``jax_enable_x64``).
     c : array_like
         Addends, values of ``spec.output_format``, broadcastable to ``a.shape[:-1]``.
-    spec : BlockFMA
-        The model.
+    spec : BlockFMA or str
+        The model, or a GPU name for :func:`pychop_compat.hardware.model` (its model for
+        fp16 inputs and fp32 output, as :func:`matmul`'s default).
 
     Returns
     -------
     array
         float64 array of shape ``a.shape[:-1]`` holding values of the output format: a
         NumPy array, or one of the inputs' library on their device.
+
+    Raises
+    ------
+    TypeError
+        For a ``spec`` that is neither a :class:`BlockFMA` nor a GPU name, and for data
+        :func:`matmul` refuses.
+    ValueError
+        For ``a`` or ``b`` without an axis (no inner dimension), or shapes that do not broadcast.
     """
+    spec = _model_of(spec, "spec")
     ns, device = _computing_namespace(a, b, c)
     xp = ns.xp
     a, b = xp.broadcast_arrays(_real_operand(ns, device, "a", a), _real_operand(ns, device, "b", b))
+    if a.ndim == 0:
+        raise ValueError("a and b must have at least one axis (the last is the inner dimension), got scalars.")
     c = xp.broadcast_to(_real_operand(ns, device, "c", c), a.shape[:-1])
     if ns.name == "numpy" and _compiled(spec):
         return _compiled_block_dot(a, b, c, spec)
@@ -652,7 +676,19 @@ def _outer_products(ns: Namespace, A: Any, B: Any, C: Any, spec: BlockFMA) -> An
     return parts[0] if len(parts) == 1 else xp.concat(parts, axis=0)
 
 
-def matmul(A: Any, B: Any, C: Any = None, alpha: float = 1.0, beta: float = 0.0, *,
+def _model_of(model: Any, name: str, inputs: Optional[str] = None, output: Optional[str] = None) -> BlockFMA:
+    """``model`` (the argument ``name``) as a :class:`BlockFMA`: a GPU name through
+    :func:`~pychop_compat.hardware.model` with the formats ``inputs`` and ``output`` (default fp16
+    and fp32), a model as it is, anything else refused."""
+    if isinstance(model, str):
+        return preset_model(model, inputs or "fp16", output or "fp32")
+    if not isinstance(model, BlockFMA):
+        raise TypeError(f"{name} must be a GPU name such as 'H100' or a hardware.BlockFMA, "
+                        f"not {type(model).__name__}.")
+    return model
+
+
+def matmul(A: Any, B: Any, C: Any = None, alpha: float = 1.0, beta: float = 1.0, *,
            model: Union[BlockFMA, str] = "H100", inputs: Optional[str] = None,
            output: Optional[str] = None) -> Any:
     """``D = alpha * A @ B + beta * C`` as the matrix units of a GPU compute it.
@@ -671,9 +707,11 @@ def matmul(A: Any, B: Any, C: Any = None, alpha: float = 1.0, beta: float = 0.0,
         other operands joining it.
     B : array_like, shape (K, N)
     C : array_like, optional
-        Broadcastable to (M, N); default zero.
+        Broadcastable to (M, N); default zero (None: no addend, ``beta`` unused).
     alpha, beta : float
-        Scale factors.
+        Scale factors (``beta`` defaults to 1: a given ``C`` is added, as ``torch.addmm``
+        adds it; ``beta = 0`` still computes ``0 * C``, NaN where ``C`` is infinite or NaN,
+        as ``GEMM.m`` does).
     model : BlockFMA or str
         A model, or a GPU name for :func:`pychop_compat.hardware.model`.
     inputs, output : str, optional
@@ -690,7 +728,8 @@ def matmul(A: Any, B: Any, C: Any = None, alpha: float = 1.0, beta: float = 0.0,
     ------
     TypeError
         For a string or complex, object or text data in ``A``, ``B`` or ``C`` (a GPU name
-        goes to ``model=``), or arrays of two of torch, CuPy and JAX.
+        goes to ``model=``), arrays of two of torch, CuPy and JAX, or a ``model`` that is
+        neither a :class:`BlockFMA` nor a string.
     ValueError
         For shapes that do not multiply, or a GPU or format pair the anchor does not model.
 
@@ -705,10 +744,8 @@ def matmul(A: Any, B: Any, C: Any = None, alpha: float = 1.0, beta: float = 0.0,
     >>> hardware.matmul(a, b, model='H100')  # two extra bits keep them: 1 + 3 * 2**-24, truncated
     array([[1.0000001]], dtype=float32)
     """
-    if isinstance(model, str):
-        spec = preset_model(model, inputs or "fp16", output or "fp32")
-    else:
-        spec = model
+    spec = _model_of(model, "model", inputs, output)
+    if not isinstance(model, str):
         if (inputs or spec.input_format, output or spec.output_format) != (spec.input_format, spec.output_format):
             raise ValueError("inputs and output must be the model's formats when a BlockFMA is given.")
     ns, device = _computing_namespace(A, B, C, narrow_jax=True)

@@ -149,6 +149,13 @@ class BlockFMA:
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}.")
         if self.fma_size < 1:
             raise ValueError(f"fma_size must be a positive integer, got {self.fma_size}.")
+        # negative extra bits are real (fp8 on Ada and Hopper keep 23 - 10), fewer than no bits at all are not
+        if self.accumulator_fraction_bits < 0:
+            raise ValueError(f"accumulator_fraction_bits must be at least 0, got {self.accumulator_fraction_bits}.")
+        if self.accumulator_fraction_bits + self.extra_alignment_bits < 0:
+            raise ValueError("accumulator_fraction_bits + extra_alignment_bits must be at least 0 (the bits kept "
+                             f"after the largest exponent), got {self.accumulator_fraction_bits} + "
+                             f"{self.extra_alignment_bits}.")
         if self.block_sum != "aligned" and self.late_addend_bits is not None:
             raise ValueError(f"late_addend_bits needs block_sum='aligned', got block_sum={self.block_sum!r}.")
         if self.block_sum == "pairwise" and self.fma_size & (self.fma_size - 1):
@@ -162,7 +169,8 @@ class BlockFMA:
         # The aligned block sums are int64: fma_size + 1 terms below 2^(f + x + 2) (shifted left by the late
         # addend's bits) must stay below 2^62, or the sums wrap round silently.
         kept = self.accumulator_fraction_bits + self.extra_alignment_bits + (self.late_addend_bits or 0)
-        if self.block_sum == "aligned" and (self.fma_size + 1) * 2.0 ** (kept + 2) > 2.0 ** 62:
+        # (integers: any size is compared, none overflows a float)
+        if self.block_sum == "aligned" and (self.fma_size + 1) << (kept + 2) > 1 << 62:
             raise ValueError(f"accumulator_fraction_bits + extra_alignment_bits (+ late_addend_bits) = {kept} "
                              f"with fma_size {self.fma_size} makes the block sums overflow int64.")
 
@@ -259,6 +267,13 @@ def model(gpu: str, inputs: str = "fp16", output: str = "fp32") -> BlockFMA:
     -------
     BlockFMA
 
+    Raises
+    ------
+    TypeError
+        For a ``gpu``, ``inputs`` or ``output`` that is not a string.
+    ValueError
+        For a GPU or format pair without a model.
+
     Examples
     --------
     >>> from pychop_compat import hardware
@@ -266,6 +281,9 @@ def model(gpu: str, inputs: str = "fp16", output: str = "fp32") -> BlockFMA:
     >>> m.fma_size, m.extra_alignment_bits, m.rounding
     (16, 2, 'rz')
     """
+    for name, value in (("gpu", gpu), ("inputs", inputs), ("output", output)):
+        if not isinstance(value, str):
+            raise TypeError(f"{name} must be a string such as 'H100', 'fp16' or 'fp32', got {value!r}.")
     gpus = {key[0].lower(): key[0] for key in PRESETS}
     key = (gpus.get(gpu.lower(), gpu), inputs.lower(), output.lower())
     if key not in PRESETS:

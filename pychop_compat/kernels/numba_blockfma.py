@@ -125,6 +125,7 @@ def _tile(QA, EA, first_row, QB, EB, first, width, out, params):
     rounding, output_subnormals, normalised = params[8], params[9] != 0, params[10] != 0
     late, late_bits = params[11] >= 0, params[11]  # the addend added after the products (-1: with them)
     grouped = params[12] != 0  # the products at odd positions of a block in a group of their own
+    addend_fraction = params[13]  # the addend's bits before it is aligned with the products (NumPy's)
     inner = QA.shape[1]
     largest = np.empty(width, np.int64)
     total = np.empty(width, np.float64)
@@ -169,8 +170,8 @@ def _tile(QA, EA, first_row, QB, EB, first, width, out, params):
                 factor[j] = _power_of_two(-scale)
                 c = addends[j]
                 exponent_c = max(_exponent_of(abs(c)), accumulator_emin)
-                addend = np.trunc(abs(c) * _power_of_two(fraction - exponent_c))
-                aligned = np.trunc(addend * _power_of_two(exponent_c - fraction - scale))
+                addend = np.trunc(abs(c) * _power_of_two(addend_fraction - exponent_c))
+                aligned = np.trunc(addend * _power_of_two(exponent_c - addend_fraction - scale))
                 total[j] = 0.0 if late else (-aligned if c < 0 else aligned)
             if grouped:
                 for j in range(width):
@@ -217,7 +218,8 @@ def block_matmul(QA, EA, QB, EB, C, params):
     to ``C`` (M, N, float64, overwritten with the results); ``K`` a multiple of the block size.
     ``params``: int64 fma_size, F, x, min_alignment_exponent, accumulator_emin, result fraction
     bits, output emin, emax, rounding code, output subnormals, normalised products, late addend
-    bits (-1: the addend aligned with the products), odd/even groups."""
+    bits (-1: the addend aligned with the products), odd/even groups, the addend's fraction bits
+    before it is aligned with the products (``hardware.blockfma``'s ``_addend_fraction``)."""
     rows, columns = C.shape
     tiles, groups = -(-columns // TILE), -(-rows // ROWS)
     for task in prange(tiles * groups):

@@ -90,7 +90,7 @@ def build_kernel() -> Any:
     -------
     triton.JITFunction
         ``blockfma_kernel(qa_ptr, ea_ptr, qb_ptr, eb_ptr, d_ptr, M, N, K, fraction, extra,
-        min_alignment, accumulator_emin, result_fraction, out_emin, out_emax, late_bits, FMA,
+        min_alignment, accumulator_emin, result_fraction, out_emin, out_emax, late_bits, addend_fraction, FMA,
         ROUNDING, OUTPUT_SUBNORMALS, NORMALISED, LATE, GROUPED, BLOCK_M, BLOCK_N)``.
     """
     # Module globals, not locals: Triton's interpreter patches the ``tl`` its kernel's globals name.
@@ -110,9 +110,9 @@ def build_kernel() -> Any:
                         values >> tl.minimum(tl.maximum(-left, 0), 63))
 
     @triton.jit(do_not_specialize=["M", "N", "K", "fraction", "extra", "min_alignment", "accumulator_emin",
-                                   "result_fraction", "out_emin", "out_emax", "late_bits"])
+                                   "result_fraction", "out_emin", "out_emax", "late_bits", "addend_fraction"])
     def blockfma_kernel(qa_ptr, ea_ptr, qb_ptr, eb_ptr, d_ptr, M, N, K, fraction, extra, min_alignment,
-                        accumulator_emin, result_fraction, out_emin, out_emax, late_bits,
+                        accumulator_emin, result_fraction, out_emin, out_emax, late_bits, addend_fraction,
                         FMA: tl.constexpr, ROUNDING: tl.constexpr, OUTPUT_SUBNORMALS: tl.constexpr,
                         NORMALISED: tl.constexpr, LATE: tl.constexpr, GROUPED: tl.constexpr,
                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
@@ -161,12 +161,14 @@ def build_kernel() -> Any:
                     largest = tl.maximum(largest, exponent)
             scale = tl.maximum(largest, min_alignment) - fraction - extra
             factor = power_of_two(-scale)
-            # The addend's integer significand, truncated to F fraction bits, aligned to 2**scale
-            addend = (tl.abs(c) * power_of_two(fraction - exponent_c)).to(tl.int64)
+            # The addend's integer significand (F fraction bits with a late addend, else
+            # addend_fraction: all its bits, truncated only when aligned to 2**scale)
             if LATE:
+                addend = (tl.abs(c) * power_of_two(fraction - exponent_c)).to(tl.int64)
                 total = zero
             else:
-                aligned = floor_shift(addend, exponent_c - fraction - scale)
+                addend = (tl.abs(c) * power_of_two(addend_fraction - exponent_c)).to(tl.int64)
+                aligned = floor_shift(addend, exponent_c - addend_fraction - scale)
                 total = tl.where(c < 0, -aligned, aligned)
             scale_odd = tl.maximum(largest_odd, min_alignment) - fraction - extra
             factor_odd = power_of_two(-scale_odd)
@@ -204,7 +206,7 @@ def build_kernel() -> Any:
             unrounded = magnitude.to(tl.float64)
             bit_length = tl.where(magnitude == 0, 0, (unrounded.to(tl.int64, bitcast=True) >> 52) - 1022)
             quantum = tl.maximum(scale + bit_length - 1, out_emin) - result_fraction
-            dropped = tl.minimum(tl.maximum(quantum - scale, 0), 60)
+            dropped = tl.minimum(tl.maximum(quantum - scale, 0), 63)  # (see _round_scaled)
             kept = magnitude >> dropped
             remainder = magnitude - (kept << dropped)
             negative = total < 0
@@ -250,16 +252,17 @@ def block_matmul(QA: Any, EA: Any, QB: Any, EB: Any, D: Any, params: Iterable[in
         ``numba_blockfma.block_matmul``'s: fma_size, F, x, min_alignment_exponent,
         accumulator_emin, result fraction bits, output emin, emax, rounding code
         (``hardware.blockfma.ROUNDING_CODES``), output subnormals, normalised products, late addend bits
-        (-1: the addend aligned with the products), odd/even groups.
+        (-1: the addend aligned with the products), odd/even groups, the addend's fraction bits.
     """
     from . import triton_kernel
 
     (fma_size, fraction, extra, min_alignment, accumulator_emin, result_fraction, out_emin, out_emax, rounding,
-     output_subnormals, normalised, late_bits, grouped) = (int(value) for value in params)
+     output_subnormals, normalised, late_bits, grouped, addend_fraction) = (int(value) for value in params)
     M, N = D.shape
     grid = (-(-M // BLOCK_M), -(-N // BLOCK_N))
     build_kernel()[grid](QA, EA, QB, EB, D, M, N, QA.shape[1], fraction, extra, min_alignment, accumulator_emin,
-                         result_fraction, out_emin, out_emax, max(late_bits, 0), FMA=fma_size, ROUNDING=rounding,
+                         result_fraction, out_emin, out_emax, max(late_bits, 0), addend_fraction, FMA=fma_size,
+                         ROUNDING=rounding,
                          OUTPUT_SUBNORMALS=bool(output_subnormals), NORMALISED=bool(normalised),
                          LATE=late_bits >= 0, GROUPED=bool(grouped), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
                          **triton_kernel.LAUNCH_OPTIONS)

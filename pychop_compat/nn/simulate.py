@@ -64,10 +64,11 @@ def _baddbmm(input: torch.Tensor, batch1: torch.Tensor, batch2: torch.Tensor, *,
 
 def _linear(input: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None, *,
             product: Product) -> torch.Tensor:
-    """``input @ weight.T + bias``, the bias the addend of the first block."""
+    """``input @ weight.T + bias``, the bias the addend of the first block; a 1-D ``input`` or
+    ``weight`` (one row, one output feature) has no axis in the result, as torch's."""
     rows = input.reshape(-1, input.shape[-1])
-    out = product(rows, weight.T, bias)
-    return out.reshape(*input.shape[:-1], weight.shape[0])
+    out = product(rows, weight.reshape(-1, weight.shape[-1]).T, bias)
+    return out.reshape(input.shape[:-1] + weight.shape[:-1])
 
 
 def _paddings(padding: Any, kernel: Sequence[int], dilation: Sequence[int]) -> list:

@@ -29,6 +29,7 @@ import numpy as np
 from .engines import dispatch, numpy_engine
 from .libraries import array_library, unsupported_type_error
 from .formats import Format, catalogue_format
+from .matlab.api import PersistentOptions
 from .matlab.history import as_date, rules_in_force
 from .matlab.options import atomic_values, isempty, items_snapshot
 from .random.sources import MATLAB_STREAM
@@ -221,7 +222,8 @@ class _State:
     roundings: dict = field(default_factory=dict, compare=False, repr=False)
 
 
-_state: Optional[_State] = None
+#: The MEX's persistent ``fpopts``, per thread as chop's (``docs/reliability.rst``).
+_persistent: PersistentOptions[_State] = PersistentOptions()
 
 
 def _default_state() -> _State:
@@ -509,26 +511,34 @@ def cpfloat(x: Any = None, fpopts: Any = None) -> Any:
     >>> cpfloat().round  # the persistent options
     1
     """
-    global _state
-    state = _updated(_state or _default_state(), fpopts)
+    stored, owned = _persistent.state()
+    current = stored or _default_state()
+    state = _updated(current, fpopts)
+    # As chop: a thread that has stored nothing reads the main thread's options until it passes some.
+    store = owned or state is not current or not isempty(fpopts)
     if x is None:
-        _state = state
-        return cpfloat_options()
+        if store:
+            _persistent.write(state)
+        return _options_copy(state)
     x_class = _storage_class(x)
-    _state = state  # the MEX stores the options before it checks them against x
+    if store:
+        _persistent.write(state)  # the MEX stores the options before it checks them against x
     return _round(x, _rounding_for(state, x_class))
 
 
-def cpfloat_options() -> CpfloatOptions:
-    """The persistent options (a copy), as the MEX's second output returns them."""
-    o = (_state or _default_state()).options
+def _options_copy(state: _State) -> CpfloatOptions:
+    o = state.options
     return replace(o, params=list(o.params))
 
 
+def cpfloat_options() -> CpfloatOptions:
+    """This thread's persistent options (a copy), as the MEX's second output returns them."""
+    return _options_copy(_persistent.state()[0] or _default_state())
+
+
 def clear_cpfloat() -> None:
-    """Forget the persistent options (MATLAB ``clear cpfloat``)."""
-    global _state
-    _state = None
+    """Forget this thread's persistent options (MATLAB ``clear cpfloat``)."""
+    _persistent.write(None)
 
 
 class CpfloatAt:

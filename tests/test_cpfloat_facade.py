@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 import pytest
 
@@ -212,3 +214,15 @@ def test_byte_swapped_arrays_are_accepted_with_a_native_result(dtype):
     assert y.dtype == native and y.dtype.isnative
     assert np.array_equal(y, x.astype(np.float16).astype(native))  # NumPy's cast to fp16, round to nearest
     assert np.array_equal(x, before) and x.dtype == np.dtype(dtype)
+
+
+def test_bf16_subnormals_cpfloat_flushes_chop_keeps():
+    # CPFloat's MEX (mex/cpfloat.c) sets subnormal = 0 for 'b', 'bfloat16' and 'bf16' alike; chop's
+    # 'bf16' is a catalogue name beyond chop.m (bfloat16 as hardware has it: subnormals kept).
+    # 1e-39 is below bfloat16's xmin = 2^-126: on the subnormal grid 2^-133 it is 10.89 steps, so 11.
+    spacing = Fraction(1, 2**133)
+    assert round(Fraction(1e-39) / spacing) == 11
+    assert cpfloat(1e-39, "bf16") == 0.0
+    assert cpfloat_options().subnormal == 0
+    assert chop(1e-39, "bf16") == float(11 * spacing)
+    assert chop(1e-39, "bfloat16") == 0.0

@@ -199,3 +199,29 @@ def test_chop_struct_drops_rules_which_chop_m_does_not_read():
     assert vars(opts) == {"format": "fp8-e4m3"}
     x = np.linspace(-3, 3, 101)
     np.testing.assert_array_equal(chop(x, opts), chop(x, {"format": "fp8-e4m3"}))
+
+
+_SIGNED_SPECS = ["%.3d", "%2.2d", "%5.3i", "%-6.3d|", "%+.4d", "% .2d", "%.0d"]
+_UNSIGNED_SPECS = ["%.3u", "%8.5x", "%.4X", "%.4o", "%#.4x", "%-4.2x|"]
+
+
+@pytest.mark.parametrize("spec, value", [(s, v) for s in _SIGNED_SPECS for v in (5, 1, -5, -123456, 123456, 0)]
+                         + [(s, v) for s in _UNSIGNED_SPECS for v in (5, 1, 255, 123456, 0)])
+def test_sprintf_integer_precision_pads_with_zeros_as_c_does(spec, value):
+    # MATLAB's integer conversions follow C's printf: the precision is the least number of digits.
+    # Python's % operator is C's here (C's %.0d of 0 is '', Python's '0': left out; negative
+    # numbers only for the signed conversions, which C prints with a sign).
+    if spec == "%.0d" and value == 0:
+        return
+    want = spec % value
+    assert sprintf(spec, value) == want
+    assert sprintf(spec, float(value)) == want  # a double holding an integer prints as that integer
+    assert sprintf(spec, np.int64(value)) == want
+
+
+def test_sprintf_integer_precision_ignores_the_zero_flag():
+    # C: "For d, i, o, u, x and X conversions, if a precision is specified, the 0 flag is ignored"
+    # (Python's % keeps it: '%05.3d' % 5 is '00005'); without a precision 0 pads as usual.
+    assert sprintf("%05.3d", 5) == "%5.3d" % 5 == "  005"
+    assert sprintf("%-05.3d|", -5) == "%-5.3d|" % -5
+    assert sprintf("%05d", 5) == "%05d" % 5 == "00005"

@@ -150,3 +150,24 @@ def test_size_arguments_as_matlab_reads_them():
     assert rand([2]).shape == (2, 2) and randi(10, [2]).shape == (2, 2)
     assert rand(2, 3, 1).shape == (2, 3) and rand(2, 1, 3).shape == (2, 1, 3)
     assert np.ndim(rand(1, 1, 1)) == 0
+
+
+@pytest.mark.parametrize("draw", [lambda: rand([]), lambda: rand(np.array([]), "single"), lambda: randi(10, []),
+                                  lambda: randi([-3, 3], np.zeros(0))],
+                         ids=["rand", "rand-single", "randi", "randi-lo"])
+def test_an_empty_size_vector_is_a_0x0_array_and_draws_nothing(draw):
+    # MATLAB: rand([]) and randi(10, []) are 0-by-0, as zeros([]) is; the stream does not move
+    # (the next draw after rng(0) is still MATLAB's first, 0.8147236863931789).
+    rng(0)
+    out = draw()
+    assert isinstance(out, np.ndarray) and out.shape == (0, 0)
+    assert rand() == 0.8147236863931789
+
+
+@pytest.mark.parametrize("bounds", [np.inf, [0, np.inf], [-np.inf, 0], [-np.inf, np.inf], np.nan])
+def test_randi_refuses_bounds_that_are_not_finite(bounds):
+    # MATLAB errors for a non-finite imax or imin; nothing is drawn first.
+    rng(0)
+    with pytest.raises(ValueError, match="randi"):
+        randi(bounds, 1, 2)
+    assert rand() == 0.8147236863931789

@@ -311,3 +311,43 @@ def test_an_unknown_format_name_is_a_clear_error():
         chop(THIRD, "fp7")
     with pytest.raises(ValueError, match="fp7"):
         Chop("fp7")
+
+
+@pytest.mark.parametrize("params", [[5, 5], np.array([5, 5])], ids=["list", "array"])
+def test_chop_object_copies_params_at_construction(params):
+    # Fixed options: changing the caller's params afterwards reaches no dtype.  1/3 to t = 5 bits
+    # is 1.0101b * 2^-2 = 0.328125 (nearest); t = 2 would give 1.1b * 2^-2 = 0.375.
+    o = {"format": "c", "params": params}
+    ch = Chop(o)
+    o["params"][0] = 2
+    assert ch(THIRD) == 0.328125
+    assert ch(np.float32(THIRD)) == np.float32(0.328125)
+
+
+def test_stored_options_do_not_follow_a_later_change_of_the_callers_params():
+    # MATLAB copies the struct chop stores; a dict changed in place and passed again is resolved again.
+    o = {"format": "c", "params": [5, 5]}
+    chop(None, o)
+    o["params"][0] = 2
+    assert chop(THIRD) == 0.328125 and chop_options().params == [5, 5]
+    assert chop(THIRD, o) == 0.375
+
+
+@pytest.mark.parametrize("emax", [2**62 + 1, 2**63, 10**20])
+def test_a_custom_emax_beyond_int64_exponents_is_a_value_error(emax):
+    # docs/options.rst: emax at most 2**62 (exponents such as emin - t + 1 are int64).
+    with pytest.raises(ValueError, match=r"options\.params .*emax <= 2\*\*62"):
+        chop(THIRD, {"format": "c", "params": [11, emax]})
+    # Any emax above double's 1023 leaves every double unchanged by the range: only t = 11 rounds.
+    assert chop(THIRD, {"format": "c", "params": [11, 5000]}) == THIRD_FP16
+    assert chop(THIRD, {"format": "c", "params": [11, 2**62]}) == THIRD_FP16
+
+
+@pytest.mark.parametrize("seed", [-1, 2**64, -(2**64)])
+def test_an_int_seed_outside_uint64_is_refused(seed):
+    # A seed taken modulo 2**64 would give two seeds one stream; numpy.random.default_rng refuses -1.
+    with pytest.raises(ValueError):
+        np.random.default_rng(-1)
+    with pytest.raises(ValueError, match=r"rng: .*\[0, 2\*\*64\)"):
+        Chop(format="h", round=5, rng=seed)
+    assert repr(Chop(format="h", round=5, rng=2**64 - 1)).endswith(f"rng={2**64 - 1})")

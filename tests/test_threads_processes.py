@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pychop_compat import Chop, chop, chop_options, clear_chop, rand, rng
+from pychop_compat import Chop, chop, chop_options, clear_chop, clear_cpfloat, cpfloat, cpfloat_options, rand, rng
 from pychop_compat.engines.dispatch import round_array
 from pychop_compat.matlab.options import resolve
 from pychop_compat.random.sources import ForkedStreamError, RandomSources
@@ -134,6 +134,32 @@ def test_custom_params_inherit_within_the_thread():
     assert _in_thread(work) == [4, 7]
     chop(None, {"format": "c"})
     assert chop_options().params == [5, 3]
+
+
+def test_cpfloat_options_are_per_thread_like_chops():
+    # docs/reliability.rst: persistent options are per thread, cpfloat's too.  1/3 in fp16 is
+    # 1.0101010101b * 2^-2; in bfloat16 (CPFloat's 'b') 1.0101011b * 2^-2.
+    clear_cpfloat()
+    try:
+        cpfloat(None, {"format": "h"})
+
+        def work():
+            seen = cpfloat_options().format  # nothing stored here yet: the main thread's
+            cpfloat(None, {"format": "b"})
+            return seen, cpfloat(THIRD), cpfloat_options().format
+
+        assert _in_thread(work) == ("h", THIRD_BF16, "b")
+        assert cpfloat(THIRD) == THIRD_FP16 and cpfloat_options().format == "h"
+
+        def cleared():
+            clear_cpfloat()  # this thread's options only
+            return cpfloat_options().format
+
+        cpfloat(None, {"format": "s"})
+        assert _in_thread(cleared) == "h"  # the MEX's defaults: fp16
+        assert cpfloat_options().format == "s"
+    finally:
+        clear_cpfloat()
 
 
 def test_results_do_not_depend_on_the_thread():

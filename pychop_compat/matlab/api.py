@@ -12,7 +12,7 @@ import numbers
 import os
 import sys
 import threading
-from typing import Any, Optional
+from typing import Any, Generic, Optional, TypeVar
 
 import numpy as np
 
@@ -46,8 +46,11 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forked_child_main_thread)
 
 
-class PersistentOptions:
-    """chop.m's persistent ``fpopts``, one per thread.
+_Stored = TypeVar("_Stored")
+
+
+class PersistentOptions(Generic[_Stored]):
+    """chop.m's persistent ``fpopts``, one per thread (also cpfloat's).
 
     A thread that has stored nothing reads what the main thread has stored (so
     ``chop(None, options)`` in the main thread serves a thread pool), and a call
@@ -55,7 +58,7 @@ class PersistentOptions:
     """
 
     def __init__(self) -> None:
-        self.main: Optional[ChopSpec] = None  # the main thread's (read by chop directly)
+        self.main: Optional[_Stored] = None  # the main thread's (read by chop directly)
         self._local = threading.local()
 
     def state(self) -> tuple:
@@ -67,7 +70,7 @@ class PersistentOptions:
             return self._local.spec, True
         return self.main, False
 
-    def write(self, spec: Optional[ChopSpec]) -> None:
+    def write(self, spec: Optional[_Stored]) -> None:
         """Store ``spec`` (``None`` clears) for this thread."""
         if threading.get_ident() == _main_thread_ident:
             self.main = spec
@@ -76,7 +79,7 @@ class PersistentOptions:
             self._local.spec = spec
 
 
-_persistent = PersistentOptions()
+_persistent: PersistentOptions[ChopSpec] = PersistentOptions()
 
 
 _SINGLE_DTYPE_NAMES = ("float32", "float16", "bfloat16")
@@ -317,7 +320,7 @@ class Chop:
     options : Mapping, Options or object with attributes, optional
         The options; keyword arguments are merged over them.
     rng : int, numpy.random.Generator or numpy.random.SeedSequence, optional
-        An int seed: the counter-based generator of
+        An int seed in ``[0, 2**64)`` (``ValueError`` otherwise): the counter-based generator of
         :mod:`pychop_compat.random.counter`; element ``i`` of the ``k``-th array
         (row-major) gets counter ``offset_k + i``, ``offset_k`` the total size of
         the arrays chopped before, so the results do not depend on the engine,
@@ -346,6 +349,10 @@ class Chop:
 
     def __init__(self, options: Any = None, /, *, rng: Any = None, **kwargs: Any) -> None:
         given = {**(given_fields(options) or {}), **kwargs}
+        if isinstance(given.get("params"), (list, np.ndarray)):
+            # Fixed options: a later change to the caller's list or array must not reach the
+            # classes resolved on first use (MATLAB copies a struct; float32 calls resolve later).
+            given["params"] = given["params"].copy()
         self._specs = {"double": resolve(given, None, "double")}
         self._given = given
         self._flips = _flip_sources(rng, "Chop's ")

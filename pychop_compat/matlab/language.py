@@ -279,9 +279,11 @@ def _format_one(spec: re.Match, value: Any) -> str:
         with np.errstate(over="ignore"):  # single(1e300) is Inf, as in MATLAB
             bits = np.float64(value).view(np.uint64) if spec["subtype"] == "b" else np.float32(value).view(np.uint32)
         return (head + dot + ("d" if conversion == "u" else conversion)) % int(bits)
+    # C (and MATLAB): an integer conversion pads with zeros to its precision and then ignores the 0 flag
+    int_head = head if precision is None else "%" + flags.replace("0", "") + width + dot
     if isinstance(value, (int, np.integer)) and conversion in "diouxX":
         # an integer prints its own digits: a double has only 53 bits of int64's and uint64's
-        return (head + ("d" if conversion in "iu" else conversion)) % int(value)
+        return (int_head + ("d" if conversion in "iu" else conversion)) % int(value)
     number = float(value)
     if math.isinf(number) or math.isnan(number):
         text = _shortest(number)
@@ -292,7 +294,7 @@ def _format_one(spec: re.Match, value: Any) -> str:
         if number != int(number):  # not an integer: MATLAB switches to %e
             return (head + dot + "e") % number
         conversion = "d" if conversion in "iu" else conversion
-        return (head + conversion) % int(number)
+        return (int_head + conversion) % int(number)
     return (head + dot + conversion) % number
 
 

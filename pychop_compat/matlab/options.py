@@ -30,7 +30,7 @@ from ..spec import RoundingSpec
 __all__ = ["Options", "ChopSpec", "resolve", "remembered", "OPTION_NAMES", "CHOP_M_OPTION_NAMES", "CHOP_RULES",
            "default_rules", "options_are_empty", "round_mode", "probability", "given_fields", "params_pair",
            "custom_params_format", "as_switch", "isempty", "precision_limit", "DEFAULT_SPEC", "items_snapshot",
-           "atomic_values"]
+           "atomic_values", "PARAMS_EMAX_MAX"]
 
 
 @dataclass
@@ -297,6 +297,10 @@ def precision_limit(mode: int, x_class: str) -> int:
     return 23 if x_class == "single" else 52
 
 
+#: The largest ``emax`` of a custom format: exponents such as ``emin - t + 1`` must fit in an int64.
+PARAMS_EMAX_MAX = 2**62
+
+
 def custom_params_format(given: dict, stored: Optional[ChopSpec], limit: Optional[int], x_class: str,
                          when: str = "") -> Format:
     """The custom format (``format = 'c'``) of the fields ``given``: ``params`` checked (precision at
@@ -306,6 +310,8 @@ def custom_params_format(given: dict, stored: Optional[ChopSpec], limit: Optiona
         t, emax = params_pair(given["params"])
         if t < 1 or emax < 1:
             raise ValueError(f"options.params = [t, emax] needs t >= 1 and emax >= 1, got [{t}, {emax}].")
+        if emax > PARAMS_EMAX_MAX:  # the kernels compute exponents such as emin - t + 1 in int64
+            raise ValueError(f"options.params = [t, emax] needs emax <= 2**62, got [{t}, {emax}].")
         if limit is not None and t > limit:
             raise ValueError(f"Precision of the custom format must be at most {limit} if working in {x_class}{when}.")
         return custom_format(t, emax)

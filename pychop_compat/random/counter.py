@@ -170,7 +170,8 @@ class CounterRng:
     Parameters
     ----------
     seed : int
-        Any integer (taken modulo 2**64).
+        An integer in ``[0, 2**64)`` (``ValueError`` otherwise: a seed taken modulo 2**64 would
+        give two seeds the same numbers; NumPy's generators refuse negative seeds too).
     offset : int
         The counter of the next call's first element (default 0).
     """
@@ -179,7 +180,10 @@ class CounterRng:
     offset: int = 0
 
     def __post_init__(self) -> None:
-        self.seed = int(self.seed) & _MASK
+        seed = int(self.seed)
+        if not 0 <= seed <= _MASK:
+            raise ValueError(f"rng: an integer seed must be in [0, 2**64), got {seed}.")
+        self.seed = seed
         self.keys = stream_keys(self.seed)
         self._lock = threading.Lock()
 

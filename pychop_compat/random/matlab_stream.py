@@ -305,7 +305,8 @@ def _shape_and_class(args, name):
             raise ValueError(f"{name}: the class must be 'double' or 'single', got {cls!r}.")
     if len(args) == 1:  # rand(n) is n-by-n, and so is rand([n]): MATLAB's [n] is the scalar n
         size = list(np.ravel(args[0])) if np.ndim(args[0]) else [args[0]]
-        shape = tuple(size) if len(size) != 1 else (size[0], size[0])
+        # rand([]) is MATLAB's 0-by-0 empty array (as zeros([]) is): no number drawn
+        shape = (0, 0) if not size else tuple(size) if len(size) != 1 else (size[0], size[0])
     else:
         shape = tuple(args) or (1, 1)
     dims = [_whole_number(d) for d in shape]
@@ -326,7 +327,8 @@ def rand(*args: Any) -> Union[float, np.ndarray]:
 
     ``rand()`` is a scalar, ``rand(n)`` is n-by-n, ``rand(m, n, ...)`` and
     ``rand([m, n])`` have that shape, filled in column-major order as in
-    MATLAB; a trailing ``'single'`` or ``'double'`` picks the class.
+    MATLAB; ``rand([])`` is a 0-by-0 array (nothing drawn); a trailing
+    ``'single'`` or ``'double'`` picks the class.
 
     Notes
     -----
@@ -354,6 +356,7 @@ def randi(imax: Any, *args: Any) -> Union[float, np.ndarray]:
     ``randi(imax, ...)`` draws from ``1..imax`` and ``randi([imin, imax], ...)``
     from ``imin..imax``, one uniform ``u`` per integer:
     ``imin + floor((imax - imin + 1) * u)``.  Size arguments are as for :func:`rand`.
+    The bounds must be finite integers with ``imin <= imax`` (``ValueError`` otherwise).
 
     Returns
     -------
@@ -370,6 +373,8 @@ def randi(imax: Any, *args: Any) -> Union[float, np.ndarray]:
     if bounds.size not in (1, 2):
         raise ValueError("randi: the first argument must be imax or [imin, imax].")
     lo, hi = (1, bounds[0]) if bounds.size == 1 else bounds
+    if not (np.isfinite(lo) and np.isfinite(hi)):  # MATLAB refuses them too (it would return Inf or NaN)
+        raise ValueError(f"randi: imin and imax must be finite integers, got [{lo}, {hi}].")
     if lo != np.floor(lo) or hi != np.floor(hi) or hi < lo:
         raise ValueError(f"randi: need integers imin <= imax, got [{lo}, {hi}].")
     shape, cls = _shape_and_class(args, "randi")

@@ -247,5 +247,8 @@ def test_chop_jax_checks_seed_and_offset():
     for bad in ({"seed": 3.0}, {"seed": True}, {"seed": jnp.int32(3)}, {"seed": 1, "offset": 1.5}):
         with pytest.raises(TypeError):
             chop_jax(x, options, **bad)
+    for bad_seed in (-1, 2**64):  # as Chop(rng=<int>): one stream per seed, so no wrap modulo 2**64
+        with pytest.raises(ValueError, match=r"\[0, 2\*\*64\)"):
+            chop_jax(x, options, seed=bad_seed)
     assert_bits_equal(np.asarray(chop_jax(x, options, seed=np.int64(1), offset=np.int64(0))),
                       np.asarray(Chop(options, rng=1)(np.asarray(x))), "NumPy integers as seed and offset")

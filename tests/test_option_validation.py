@@ -350,4 +350,8 @@ def test_an_int_seed_outside_uint64_is_refused(seed):
         np.random.default_rng(-1)
     with pytest.raises(ValueError, match=r"rng: .*\[0, 2\*\*64\)"):
         Chop(format="h", round=5, rng=seed)
+    from pychop_compat.random.counter import seed_device
+
+    with pytest.raises(ValueError, match=r"rng: .*\[0, 2\*\*64\)"):
+        seed_device(seed)  # the GPUs' counter: the same range
     assert repr(Chop(format="h", round=5, rng=2**64 - 1)).endswith(f"rng={2**64 - 1})")

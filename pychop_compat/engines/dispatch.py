@@ -1214,7 +1214,8 @@ def round_jax(x: Any, spec: RoundingSpec, *, key: Any = None, seed: Optional[int
             if not jax_engine.x64_enabled():
                 raise TypeError("the counter-based generator on JAX arrays needs 64-bit integers: "
                                 "jax.config.update('jax_enable_x64', True).")
-            stream = device_counter.CounterStream(device_counter.stream_keys(seed), offset)
+            stream = device_counter.CounterStream(device_counter.stream_keys(device_counter.checked_seed(seed)),
+                                                  offset)
             index = jax.numpy.arange(work.size, dtype=jax.numpy.int64).reshape(work.shape)
             numbers = _counter_numbers(jax.numpy, spec, stream, index)
         else:

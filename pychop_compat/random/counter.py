@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["seed_device", "take", "CounterStream", "CounterRng", "mix64", "counter_uniform", "uniform",
+__all__ = ["checked_seed", "seed_device", "take", "CounterStream", "CounterRng", "mix64", "counter_uniform", "uniform",
            "stream_keys", "GOLDEN", "MIX1", "MIX2", "ROUND", "FLIP_CHOICE", "FLIP_BIT", "STREAMS"]
 
 GOLDEN = 0x9E3779B97F4A7C15
@@ -135,14 +135,23 @@ _seed_keys = stream_keys(0)
 _offsets: dict = {}
 
 
+def checked_seed(seed: Any) -> int:
+    """``seed`` as an int in ``[0, 2**64)``, else a ValueError: a seed taken modulo 2**64 would give
+    two seeds the same numbers (NumPy's generators refuse negative seeds too)."""
+    value = int(seed)
+    if not 0 <= value <= _MASK:
+        raise ValueError(f"rng: an integer seed must be in [0, 2**64), got {value}.")
+    return value
+
+
 def seed_device(seed: int) -> None:
     """Seed chop's random numbers for arrays on GPUs (torch tensors and CuPy arrays).
 
-    Sets the seed (modulo 2**64) and every device's counter back to 0; arrays on
-    the CPU use MATLAB's stream instead (:func:`pychop_compat.rng`).
+    Sets the seed (an integer in ``[0, 2**64)``) and every device's counter back to 0;
+    arrays on the CPU use MATLAB's stream instead (:func:`pychop_compat.rng`).
     """
     global _seed_keys
-    keys = stream_keys(int(seed) & _MASK)
+    keys = stream_keys(checked_seed(seed))
     with _lock:
         _seed_keys = keys
         _offsets.clear()
@@ -180,10 +189,7 @@ class CounterRng:
     offset: int = 0
 
     def __post_init__(self) -> None:
-        seed = int(self.seed)
-        if not 0 <= seed <= _MASK:
-            raise ValueError(f"rng: an integer seed must be in [0, 2**64), got {seed}.")
-        self.seed = seed
+        self.seed = checked_seed(self.seed)
         self.keys = stream_keys(self.seed)
         self._lock = threading.Lock()
 

@@ -341,6 +341,17 @@ def test_byte_swapped_float32_data_stays_single():
     assert x.dtype == np.dtype(">f4")  # the caller's array as it was
 
 
+def test_byte_swapped_float32_operands_keep_single_storage():
+    # As a native float32 operand: float32 storage, fl(a + b) computed in float32 (NumPy's float32
+    # add, then fp16 by NumPy's cast); a '>f4' operand gave float64 storage.
+    c = chopped(np.array([1.0, 2.0], np.float32), "h")
+    b = np.array([0.1, 0.3], dtype=">f4")
+    want = (np.array([1.0, 2.0], np.float32) + b.astype(np.float32)).astype(np.float16).astype(np.float32)
+    for got in (c + b, b + c):
+        assert got.dtype == np.float32 and got.values.tolist() == want.tolist()
+    assert b.dtype == np.dtype(">f4")
+
+
 def test_plain_values_spread_by_data_movement_functions_are_rounded():
     # broadcast_arrays and meshgrid give back every argument, np.max may give back initial=:
     # plain float values come back chopped, so they are rounded as they enter (0.6.0: 0.1 stayed)
@@ -348,6 +359,43 @@ def test_plain_values_spread_by_data_movement_functions_are_rounded():
     assert np.broadcast_arrays(c, np.array([0.1]))[1].values.tolist() == [tenth]
     assert np.meshgrid(c, np.array([0.1]))[1].values.tolist() == [[tenth]]
     assert np.max(c - 2, initial=0.1).value == tenth and np.max(c, initial=0.1).value == 1.0
+    for atleast in (np.atleast_1d, np.atleast_2d, np.atleast_3d):  # (several arguments: each comes back)
+        for got in (atleast(c, np.array([0.1]))[1], atleast(np.array([0.1]), c)[0]):
+            assert isinstance(got, ChoppedArray) and got.values.ravel().tolist() == [tenth]
+
+
+def test_masked_arrays_are_refused():
+    # chopped arithmetic has no masks: np.asarray dropped the mask (the sum below was 1001.0)
+    m = np.ma.array([1.0, 1000.0], mask=[0, 1])
+    c = chopped(np.ones(2), "h")
+    for func in (lambda: chopped(m, "h"), lambda: c + m, lambda: np.add(c, m), lambda: c @ m,
+                 lambda: np.concatenate([c, m]), lambda: np.where(c > 0, c, m)):
+        with pytest.raises(TypeError, match="masks"):
+            func()
+    assert m.mask.tolist() == [False, True] and m.data.tolist() == [1.0, 1000.0]
+
+
+def test_zero_dimensional_reductions_take_numpys_axes():
+    # NumPy: np.array(1.5).sum(axis=0) == 1.5 (axis 0 and -1 of a 0-d array), axis=(0,) and 1 are AxisErrors
+    c = chopped(np.array(1.5), "h")
+    for axis in (0, -1, None, ()):
+        assert c.sum(axis=axis).value == 1.5 and c.prod(axis=axis).value == 1.5
+    for axis in ((0,), 1):
+        with pytest.raises(np.exceptions.AxisError):
+            c.sum(axis=axis)
+
+
+def test_divmod_of_chopped_arrays_rounds_both_results():
+    # Python's divmod of a chopped array as np.divmod: floor(1 / fp16(0.3)) = 3 and
+    # fl(1 - 3 * 0.3 exactly) = fp16(0.0997...) (fractions: the remainder of the stored values is exact).
+    c = chopped(np.array([1.0]), "h")
+    point3 = float(np.float16(0.3))
+    rem = Fraction(1) - 3 * Fraction(point3)
+    assert rem == Fraction(np.fmod(1.0, point3))  # (exact)
+    for (q, r), (wq, wr) in ((divmod(c, point3), (3.0, float(np.float16(float(rem))))),
+                             (divmod(point3, c), (0.0, point3))):
+        assert isinstance(q, ChoppedArray) and isinstance(r, ChoppedArray)
+        assert q.values.tolist() == [wq] and r.values.tolist() == [wr]
 
 
 def test_bad_arguments():
@@ -625,6 +673,38 @@ def test_numpy_functions_of_chopped_scalars():
     assert np.shape(one) == ()
     with pytest.raises(NotChoppedError):
         np.linalg.eig(one)
+
+
+#: Formats whose range rules chop.m does not have (no Inf, saturation, E8M0, rules='correct').
+ENCODED_FORMATS = ["float4_e2m1fn", "float6_e2m3fn", "float8_e4m3fn", "float8_e5m2fnuz", "float8_e8m0fnu",
+                   "float8_e5m2", {"format": "h", "rules": "correct"}]
+
+
+@pytest.mark.parametrize("fmt", ENCODED_FORMATS, ids=str)
+@pytest.mark.parametrize("mode", MODES)
+def test_scalars_and_vector_reductions_of_encoded_formats_round_as_chop(fmt, mode):
+    """Overflow, underflow, saturation, NaN of the encoding: chopped scalars and the scalar loop of
+    1-D float64 reductions round as Chop(fmt) by hand (they took chop.m's rules: Inf, 0)."""
+    o = options(fmt, mode)
+    ch = Chop(o)
+    f = Arithmetic(o).spec.fmt
+    stored = ch(np.array([f.xmax, -f.xmax, f.xmin, 2 * f.xmin, 1.0, 1.5, -3.0, 0.3, 1e-3, 0.0]))
+    stored = [float(v) for v in stored]
+    for a in stored:
+        for b in stored + [1e-60, math.inf, -3.0]:  # (plain operands too: -3 is NaN in E8M0)
+            with np.errstate(all="ignore"):
+                exact = (np.float64(a) + b, np.float64(a) * b, np.float64(b) / a)
+            for got, want in zip((chopped(a, o) + b, chopped(a, o) * b, b / chopped(a, o)), exact):
+                same(got.value, ch(want))
+    x = np.array(stored[:-1] + stored[:3])
+    for name, op in (("sum", np.add), ("prod", np.multiply), ("cumsum", np.add)):
+        s, acc = x[0], [x[0]]
+        with np.errstate(all="ignore"):
+            for v in x[1:]:
+                s = ch(op(s, v))
+                acc.append(s)
+        got = getattr(chopped(x, o), name)()
+        same(got.values if name == "cumsum" else got.value, np.array(acc) if name == "cumsum" else s)
 
 
 # --- fma ---------------------------------------------------------------------------------------------

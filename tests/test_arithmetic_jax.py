@@ -41,3 +41,32 @@ def test_jax_checks(checks, flags):
                          text=True, timeout=900, env=env, cwd=TESTS.parent)
     passed = [line.split()[0] for line in out.stdout.splitlines() if line.endswith(" ok")]
     assert out.returncode == 0 and passed == list(checks), out.stdout[-3000:] + out.stderr[-3000:]
+
+
+JAX_CPU_CHECKS = r"""
+import numpy as np, jax, jax.numpy as jnp
+from pychop_compat import Chop, chopped
+# docs/differences.rst: JAX's float32 arithmetic on the CPU flushes subnormals (NumPy's float32 keeps them)
+v = np.array([7e-39], np.float32)
+assert (chopped(v * 4, 's') / 4).values.tolist() == (v * 4 / np.float32(4)).tolist() != [0.0]
+if jax.devices()[0].platform == "cpu":
+    assert (chopped(jnp.asarray(v * 4), 's') / 4).values.tolist() == [0.0]
+# float64 JAX arrays (x64 on) keep them: chop('s') of the exact quotient, by hand
+jax.config.update("jax_enable_x64", True)
+w = np.array([2.0 ** -125 * 1.25])  # / 4: a float32 subnormal
+assert np.asarray((chopped(jnp.asarray(w), 's') / 4).values).tolist() == Chop(format='s')(w / 4).tolist()
+# a chopped scalar operand (as the chopped NumPy array takes it): fp16(1 + fp16(0.1)) = 1.099609375
+c = chopped(jnp.asarray([1.0]), 'h')
+h = float(np.float16(0.1))
+assert float(h) == chopped(0.1, 'h').value
+for got in (c + chopped(0.1, 'h'), chopped(0.1, 'h') + c):
+    assert np.asarray(got.values).tolist() == [float(np.float16(1.0 + h))]
+print("jax cpu checks ok")
+"""
+
+
+def test_jax_float32_flush_to_zero_is_documented_and_chopped_scalars_are_operands():
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS.parent), os.environ.get("PYTHONPATH", "")]))
+    out = subprocess.run([sys.executable, "-c", JAX_CPU_CHECKS], capture_output=True, text=True, timeout=300,
+                         env=env, cwd=TESTS.parent)
+    assert out.returncode == 0 and "jax cpu checks ok" in out.stdout, out.stdout[-3000:] + out.stderr[-3000:]

@@ -216,3 +216,36 @@ def test_fma_says_that_it_does_not_take_chopped_tensors():
     t = chopped(torch.tensor([1.5], dtype=torch.float64), "h")
     with pytest.raises(TypeError, match="torch"):
         fma(t, t, t)
+
+
+def test_out_holds_the_rounded_result_and_a_plain_out_is_refused():
+    # As the chopped NumPy array's out=: fp16(1.1) = 1.099609375, fp16(2.1) = 2.099609375 (NumPy's cast).
+    t = chopped(torch.tensor([1.0, 2.0], dtype=torch.float64), "h")
+    want = torch.tensor([float(np.float16(1.1)), float(np.float16(2.1))], dtype=torch.float64)
+    o = chopped(torch.zeros(2, dtype=torch.float64), "h")
+    assert torch.add(t, 0.1, out=o) is o
+    same(o, want)
+    joined = chopped(torch.zeros(3, dtype=torch.float64), "h")
+    torch.cat([t, torch.tensor([0.1], dtype=torch.float64)], out=joined)
+    same(joined, torch.tensor([1.0, 2.0, float(np.float16(0.1))], dtype=torch.float64))
+    plain = torch.zeros(2, dtype=torch.float64)
+    with pytest.raises(NotChoppedError, match="out="):
+        torch.add(t, 0.1, out=plain)
+    assert torch.equal(plain, torch.zeros(2, dtype=torch.float64))  # nothing written
+
+
+@pytest.mark.parametrize("dtype,fmt", [(torch.float32, "h"), (torch.float32, "s"), (torch.float64, "d")])
+def test_square_roots_are_correctly_rounded(dtype, fmt):
+    # torch's CPU sqrt is not correctly rounded (float32: 0.24987793 in fp16 gives 0.5; float64 too, checked
+    # with mpmath); NumPy's IEEE sqrt of the stored values, chopped by hand, is:
+    # sqrt(fp16(0.24987793)) = 0.49987...,  fp16 of it 0.499755859375.
+    ch = Chop(format=fmt)
+    x = ch(torch.from_numpy(np.random.default_rng(7).random(3000) * 10.0 ** np.arange(-4, 4).repeat(375)).to(dtype))
+    x = torch.cat([x, ch(torch.tensor([0.24987793, 0.0, -0.0, float("inf"), -1.0], dtype=dtype))])
+    with np.errstate(invalid="ignore"):
+        want = ch(torch.from_numpy(np.sqrt(x.numpy())))
+    c = chopped(x, fmt)
+    for got in (c.sqrt(), torch.sqrt(c), c ** 0.5, torch.pow(c, 0.5)):
+        same(got, want)
+    if fmt == "h":
+        assert c.sqrt()[3000].item() == 0.499755859375

@@ -26,7 +26,7 @@ from numpy.typing import ArrayLike, DTypeLike
 from .. import linalg
 from ..libraries import ChoppedValue
 from . import reductions
-from .context import Arithmetic, NotChoppedError, refuse_counter_in_linalg
+from .context import Arithmetic, NotChoppedError, refuse_counter_in_linalg, refuse_masked
 from .libraries import device_namespace, from_host, is_device_array, to_host
 from .reductions import Axis
 
@@ -504,7 +504,7 @@ def _product_operands(a, b, name: str):
     if arith is None:
         raise NotChoppedError(f"{name} needs a chopped operand")
     A, B = (v._data if isinstance(v, ChoppedArray) else
-            v if is_device_array(v) else np.asarray(plain_values(v), dtype=float) for v in (a, b))
+            v if is_device_array(v) else np.asarray(plain_values(refuse_masked(v)), dtype=float) for v in (a, b))
     return A, B, arith
 
 
@@ -689,7 +689,8 @@ def _solve(a, b):
     """``np.linalg.solve``: :func:`pychop_compat.linalg.solve` (chopped LU, substitutions)."""
     arith = arithmetic_of((a, b))
     refuse_counter_in_linalg(arith, "np.linalg.solve")
-    return wrap(linalg.solve(np.asarray(plain_values(a)), np.asarray(plain_values(b)), arith.given), arith)
+    a, b = (np.asarray(plain_values(refuse_masked(v))) for v in (a, b))
+    return wrap(linalg.solve(a, b, arith.given), arith)
 
 
 def _norm(x, ord=None, axis=None, keepdims=False):
@@ -787,7 +788,7 @@ _ON_DEVICE = {np.sum, np.prod, np.cumsum, np.cumprod, np.mean, np.var, np.std, n
 
 # Values move, nothing is computed: the result holds values of the operands.
 #: Functions of :data:`_MOVES` that give back every argument's values (rounded as they enter).
-_SPREADS = {np.broadcast_arrays, np.meshgrid}
+_SPREADS = {np.broadcast_arrays, np.meshgrid, np.atleast_1d, np.atleast_2d, np.atleast_3d}
 
 
 def _entered(value: Any, arith: Arithmetic) -> Any:
@@ -1043,6 +1044,12 @@ class ChoppedArray(ChoppedOperators):
         result._data = arith.round(ufunc(a, b)) if rounded is None else rounded
         result._arith = arith
         return result
+
+    def __divmod__(self, other):
+        return np.divmod(self, other)  # (floor quotient and remainder, each rounded, as for ChoppedScalar)
+
+    def __rdivmod__(self, other):
+        return np.divmod(other, self)
 
     def __pos__(self):
         return wrap(self._data.copy(), self._arith)

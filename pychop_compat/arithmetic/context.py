@@ -315,16 +315,18 @@ class Arithmetic:
 
     def enter(self, x: ArrayLike) -> np.ndarray:
         """A plain operand as it enters an operation: exactly, or rounded when ``strict``."""
-        arr: Any = x if is_device_array(x) else np.asarray(x)  # a NumPy or a device array
+        arr: Any = x if is_device_array(x) else np.asarray(refuse_masked(x))  # a NumPy or a device array
         if arr.dtype.kind not in "fbiu":
             raise TypeError(f"chopped arithmetic takes real numbers, not {arr.dtype}.")
-        if arr.dtype != np.float64 and arr.dtype != np.float32:  # float16 to float32, the rest float64
-            arr = arr.astype(np.float32 if arr.dtype == np.float16 else np.float64)
+        if arr.dtype != np.float64 and arr.dtype != np.float32:
+            # float16 and a byte-swapped float32 to float32, the rest float64
+            single = arr.dtype.kind == "f" and arr.dtype.itemsize <= 4
+            arr = arr.astype(np.float32 if single else np.float64)
         return self.round(arr) if self.strict else arr
 
     def store(self, x: ArrayLike) -> np.ndarray:
         """Values stored in the format: float32 data stays float32, everything else float64."""
-        arr: Any = x if is_device_array(x) else np.asarray(x)  # a NumPy or a device array
+        arr: Any = x if is_device_array(x) else np.asarray(refuse_masked(x))  # a NumPy or a device array
         if arr.dtype.kind == "c":
             raise ValueError("Chop requires a real input array.")
         if arr.dtype != np.float32:
@@ -336,6 +338,21 @@ class Arithmetic:
 
 
 _SHARED: dict = {}
+
+
+def refuse_masked(value: Any) -> Any:
+    """``value``, unless it is a NumPy masked array.
+
+    Raises
+    ------
+    TypeError
+        For a masked array: chopped arithmetic has no masks (``np.asarray`` would drop the mask
+        and compute with the masked elements' values).
+    """
+    if type(value) is not np.ndarray and isinstance(value, np.ma.MaskedArray):
+        raise TypeError("chopped arithmetic has no masks: fill the masked array first (x.filled(value), "
+                        "or x.compressed() for the unmasked elements).")
+    return value
 
 
 def refuse_counter_in_linalg(arith: Arithmetic, name: str) -> None:
@@ -426,7 +443,10 @@ def _scalar_rounder(spec: RoundingSpec, sources: RandomSources) -> Callable[[flo
     The stochastic modes draw the array path's uniform (MATLAB's stream or ``Chop(rng=<int>)``'s
     counter), none for an integer ``y`` (a counter still advances).  Everything else (zeros, Inf,
     NaN, subnormals, ``explim = 0``, ``t > 50``, a user's ``randfunc`` or a Generator) takes the
-    kernel's path; bit flips round an array of one.
+    kernel's path; bit flips round an array of one.  A spec beyond chop.m's semantics
+    (``spec.extended``: encodings without Inf, saturation, E8M0, ``rules='correct'``) rounds those
+    on chop's own path for a Python float instead (the kernel's range rules are chop.m's), and every
+    value of an unsigned format (E8M0: negative values are NaN).
     """
     if spec.flips:
         def round_flipping(v: float) -> float:
@@ -434,12 +454,20 @@ def _scalar_rounder(spec: RoundingSpec, sources: RandomSources) -> Callable[[flo
 
         return round_flipping
 
-    def kernel(v: float) -> float:
-        return numpy_fast.chop_scalar(v, spec, sources)
+    if spec.extended:
+        # chop rounds a Python float of such a spec on its array path (ChopSpec.scalar_path): the kernels'
+        # scalar path knows chop.m's formats and rules only, not encodings, saturation or rules='correct'.
+        def kernel(v: float) -> float:
+            return float(round_array(v, spec, sources))
+    else:
+        def kernel(v: float) -> float:
+            return numpy_fast.chop_scalar(v, spec, sources)
 
     fmt, mode = spec.fmt, spec.round
     t = fmt.t
     if not spec.explim or t > 50 or not -1000 < fmt.emin - t < fmt.emax + 52 - t < 1000:
+        return kernel
+    if not fmt.is_signed or fmt.xmax < math.ldexp(1.0, fmt.emax):  # (E8M0: negative values are NaN)
         return kernel
     counter = getattr(sources, "counter", None)
     draw: Callable[[], float] = stream_uniform_one
@@ -472,7 +500,16 @@ def _scalar_rounder(spec: RoundingSpec, sources: RandomSources) -> Callable[[flo
                     return r
             return kernel(v)
 
-        return round_nearest
+        def round_nearest_finite(v: float) -> float:
+            e = frexp(v)[1]
+            if low <= e <= high and v and v - v == 0.0:  # regular, finite and nonzero
+                s = shifters[e - low]
+                return (v + s) - s
+            return kernel(v)
+
+        # Inf passes round_nearest's test (as a zero exponent; Inf + S - S is Inf): right only where
+        # Inf rounds to itself, a test of the mode's closure, not of every call.
+        return round_nearest if spec.infinity and not spec.saturation else round_nearest_finite
     scales = [math.ldexp(1.0, t - e) for e in range(low, high + 1)]
     quanta = [math.ldexp(1.0, e - t) for e in range(low, high + 1)]
     if mode <= 4:

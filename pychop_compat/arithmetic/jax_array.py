@@ -27,7 +27,7 @@ from numpy.typing import ArrayLike
 from .. import linalg
 from ..engines import dispatch
 from ..random.counter import CounterRng
-from .array import OPERATORS, ChoppedOperators, arithmetic_of, wrap
+from .array import OPERATORS, ChoppedOperators, ChoppedScalar, arithmetic_of, wrap
 from .context import Arithmetic, refuse_counter_in_linalg
 from .libraries import round_array
 
@@ -287,9 +287,9 @@ class ChoppedJax(ChoppedOperators):
     def _binary(self, ufunc: np.ufunc, other: Any, reflected: bool = False) -> "ChoppedJax":
         op = OPERATORS[ufunc]  # (JAX's operators: the jax.numpy functions of these ufuncs)
         arith = self._arith
-        if isinstance(other, ChoppedJax):
+        if isinstance(other, (ChoppedJax, ChoppedScalar)):
             arith = arith.combine(other._arith) if not reflected else other._arith.combine(arith)
-            o = other._data
+            o = other._data if isinstance(other, ChoppedJax) else other.value  # (a Python float: weak, as NumPy's)
         else:
             o = other
             if arith.strict and isinstance(o, (float, int)) and not isinstance(o, bool) and not arith.spec.draws:

@@ -57,10 +57,12 @@ def _to_front(x: np.ndarray, axis: Axis, xp=np):
         axes = tuple(range(x.ndim))
     elif isinstance(axis, (tuple, list)):
         axes = tuple(int(a) for a in axis)
+    elif x.ndim == 0 and int(axis) in (0, -1):  # (NumPy's sum and prod of a 0-d array take axis 0 and -1)
+        axes = ()
     else:
         axes = (int(axis),)
     for a in axes:
-        if not -x.ndim <= a < max(x.ndim, 1):
+        if not -x.ndim <= a < x.ndim:
             raise getattr(np, "exceptions", np).AxisError(a, x.ndim)  # (np.AxisError before NumPy 1.25)
     # (a set of axes, as NumPy reads it: the terms in row-major order whatever the order given)
     axes = tuple(sorted(a % max(x.ndim, 1) for a in axes))

@@ -18,6 +18,8 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any, Callable, Dict, Optional
 
+import numpy as np
+
 from ..libraries import ChoppedValue
 from .array import wrap
 from .context import Arithmetic, NotChoppedError
@@ -238,6 +240,12 @@ def _dispatch(cls, func, types, args, kwargs):
         with torch._C.DisableTorchFunctionSubclass():
             torch.Tensor.copy_(target, _plain(result))
         return target
+    if arith is not None and kwargs.get("out") is not None:
+        # Computed (and rounded) without out=, then stored there, as the chopped array's out= does:
+        # torch would write its unrounded result into out and hand back another tensor.
+        out = kwargs["out"]
+        result = _dispatch(cls, func, types, args, {k: v for k, v in kwargs.items() if k != "out"})
+        return _write_out(result, out, arith)
     if arith is not None and name in REDUCTIONS:
         return _reduction(name, _class_for(arith), args, kwargs)
     if arith is not None and arith.strict and name in ROUNDED:
@@ -250,6 +258,11 @@ def _dispatch(cls, func, types, args, kwargs):
             args = (_stored_operands(args[0], arith),) + tuple(args[1:])
         elif isinstance(kwargs.get("tensors"), (list, tuple)):
             kwargs = {**kwargs, "tensors": _stored_operands(kwargs["tensors"], arith)}
+    if arith is not None and _host_square_root(name, args, kwargs):
+        # torch's CPU square roots are not correctly rounded (float32 and float64): NumPy's are.
+        with torch._C.DisableTorchFunctionSubclass():
+            root = _via_numpy().apply(_numpy_sqrt, torch.sqrt, _plain(args[0]))
+        return _as_chopped_tensor(root, _class_for(arith), True)
     with torch._C.DisableTorchFunctionSubclass():
         result = func(*args, **kwargs)
     if arith is None:  # only the base class involved
@@ -272,6 +285,50 @@ def _dispatch(cls, func, types, args, kwargs):
             f"torch function {name!r} is not implemented for chopped tensors with per-operation "
             "rounding; call .values to leave the simulation explicitly.")
     return result
+
+
+def _host_square_root(name: str, args, kwargs) -> bool:
+    """Whether the call is the square root of a float CPU tensor: ``sqrt(t)``, ``pow(t, 0.5)``, ``t ** 0.5``
+    (NumPy's power computes ``x ** 0.5`` as ``sqrt(x)``, signed zeros and Inf included)."""
+    import torch
+
+    if kwargs or not args or not isinstance(args[0], torch.Tensor):
+        return False
+    if name == "sqrt":
+        root = len(args) == 1
+    else:
+        root = name in ("pow", "__pow__") and len(args) == 2 and type(args[1]) is float and args[1] == 0.5
+    return root and args[0].is_floating_point() and args[0].device.type == "cpu"
+
+
+def _numpy_sqrt(x: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore"):  # (NaN for negative x, silently, as torch's sqrt)
+        return np.sqrt(x)
+
+
+def _write_out(result, out, arith: Arithmetic):
+    """``result`` (rounded in ``arith``) stored into ``out`` (a tensor or a tuple of them), which is
+    returned: a float result into a chopped tensor only (rounded again in its format where that
+    differs), as the chopped NumPy array's ``out=``."""
+    import torch
+
+    outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+    results = tuple(result) if isinstance(result, (tuple, list)) else (result,)
+    if len(outs) != len(results):
+        raise ValueError(f"out= needs {len(results)} tensors, got {len(outs)}.")
+    for target, value in zip(outs, results):
+        if _has_float_tensor(value) and not isinstance(target, _tensor_base()):
+            raise NotChoppedError("out= must be a chopped tensor for a chopped result "
+                                  "(a plain out tensor would leave the simulation silently).")
+    for target, value in zip(outs, results):
+        value = _plain(value)
+        if isinstance(target, _tensor_base()) and not type(target).arithmetic.same_rounding(arith):
+            value = _ste().apply(value, type(target).arithmetic)  # (met under a mismatch rule)
+        with torch._C.DisableTorchFunctionSubclass():
+            if target.shape != value.shape:
+                torch.Tensor.resize_(target, value.shape)  # (as torch's out= resizes)
+            torch.Tensor.copy_(target, value)
+    return out
 
 
 @functools.cache

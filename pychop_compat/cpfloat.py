@@ -515,7 +515,8 @@ def cpfloat(x: Any = None, fpopts: Any = None) -> Any:
     current = stored or _default_state()
     state = _updated(current, fpopts)
     # As chop: a thread that has stored nothing reads the main thread's options until it passes some.
-    store = owned or state is not current or not isempty(fpopts)
+    # (Storing what this thread already holds is skipped: the loop of a port calls with the same options.)
+    store = state is not stored if owned else state is not current or not isempty(fpopts)
     if x is None:
         if store:
             _persistent.write(state)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import math
+import pickle
 
 import pytest
 
@@ -201,3 +202,85 @@ def test_optimizers_that_call_the_closure_again_within_a_step_are_refused():
     model = torch.nn.Linear(4, 1)
     with pytest.raises(TypeError, match="closure"):
         OptimLP(torch.optim.LBFGS(model.parameters()), weight="b")
+
+
+@pytest.mark.parametrize("how", ["deepcopy", "pickle"])
+def test_copies_and_pickles_train_on_as_the_original_would(how):
+    x, y, w0 = _problem(3)
+    lr, mu = 0.05, 0.9
+    # The hand-written loop (momentum SGD on a q52 accumulator, 'b' weights, q52 state), as a list
+    # of the weights after each step.
+    acc, w, m, weights = chop(w0, {"format": "q52"}), w0.clone(), None, []
+    for _ in range(2):
+        g = _grad(w, x, y)
+        m = g.clone() if m is None else m * mu + g
+        acc = chop(acc.add(m, alpha=-lr), {"format": "q52"})
+        w = chop(acc, {"format": "b"})
+        m = chop(m, {"format": "q52"})
+        weights.append(w)
+
+    def step(model, opt):
+        opt.zero_grad()
+        ((model(x) - y) ** 2).mean().backward()
+        opt.step()
+
+    model = torch.nn.Linear(5, 1, bias=False)
+    with torch.no_grad():
+        model.weight.copy_(w0)
+    opt = OptimLP(torch.optim.SGD(model.parameters(), lr=lr, momentum=mu, foreach=False),
+                  weight="b", state="q52", accumulator="q52")
+    calls = []
+    opt.register_step_pre_hook(lambda *args: calls.append("original"))
+    torch.optim.lr_scheduler.StepLR(opt, step_size=1)  # (it wraps opt.step, which a copy must not keep)
+    step(model, opt)
+    twin_opt = copy.deepcopy(opt) if how == "deepcopy" else pickle.loads(pickle.dumps(opt))
+    (twin,) = twin_opt.param_groups[0]["params"]
+    assert twin is not model.weight
+    twin_model = torch.nn.Linear(5, 1, bias=False)
+    twin_model.weight = twin
+    step(twin_model, twin_opt)
+    assert torch.equal(twin.detach(), weights[1])
+    assert torch.equal(model.weight.detach(), weights[0])  # the original untouched
+    # Hooks are not copied (as SGD's), and nothing is patched class-wide: another OptimLP's hook runs once.
+    other = OptimLP(torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=0.1))
+    other.register_step_pre_hook(lambda *args: calls.append("other"))
+    other.step()
+    assert calls == ["original", "other"]
+
+
+def test_hooks_run_where_torch_runs_them_for_a_plain_optimizer():
+    def events_of(wrap):
+        p = torch.nn.Parameter(torch.ones(2))
+        opt = wrap(torch.optim.SGD([p], lr=0.5))
+        events = []
+
+        def note(name):
+            return lambda o, *args: events.append((name, o is opt, *args[:1]))
+
+        def drop_closure(o, args, kwargs):
+            events.append(("step_pre", o is opt, len(args), sorted(kwargs)))
+            return (args, {})
+
+        def add_entry(o, state_dict):
+            events.append(("state_dict_post", o is opt))
+            return {**state_dict, "note": 1}
+
+        def remove_entry(o, state_dict):
+            events.append(("load_state_dict_pre", o is opt, state_dict.pop("note")))
+
+        opt.register_step_pre_hook(drop_closure)
+        opt.register_step_post_hook(lambda o, args, kwargs: events.append(("step_post", o is opt, len(args),
+                                                                           sorted(kwargs))))
+        opt.register_state_dict_pre_hook(note("state_dict_pre"))
+        opt.register_state_dict_post_hook(add_entry)
+        opt.register_load_state_dict_pre_hook(remove_entry)
+        opt.register_load_state_dict_post_hook(note("load_state_dict_post"), prepend=True)
+        p.grad = torch.ones(2)
+        loss = opt.step(closure=lambda: 3.0)  # dropped by the pre-hook: no loss
+        state_dict = opt.state_dict()
+        opt.load_state_dict(state_dict)
+        return events, loss, state_dict["note"], p.tolist()
+
+    expected = events_of(lambda sgd: sgd)
+    assert expected[1:] == (None, 1, [0.5, 0.5])
+    assert events_of(OptimLP) == expected

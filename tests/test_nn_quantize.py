@@ -193,7 +193,7 @@ def test_input_is_not_modified_and_flips_go_through_chop():
     rng(1)
     want = chop(x, {"format": "h", "flip": 1, "p": 0.3})
     rng(1)
-    got = quantize(x, {"format": "h", "flip": 1, "p": 0.3})
+    got = quantize(x, {"format": "h", "flip": 1, "p": 0.3}, rng="chop")  # chop's numbers (not torch's)
     assert torch.equal(x, before)
     assert_bits_equal(got, want)
 
@@ -521,3 +521,33 @@ def test_chopped_tensors_are_refused_with_a_clear_error(format):
         with simulate(format):
             layer(t)
     assert quantize(t.values, format).dtype == torch.float64  # the way out works
+
+
+def test_torch_generators_give_every_number_of_formats_rounded_through_chop():
+    # rng='torch' (the default) and a torch.Generator were ignored for E8M0 and options with bit flips:
+    # MATLAB's stream drew the numbers (two calls with one seed differed; the stream moved).
+    x = torch.rand(1000, dtype=torch.float64, generator=torch.Generator().manual_seed(3)) * 3 + 0.1
+
+    def numbers(seed):
+        """chop's randfunc: float64 torch.rand numbers of a generator with this seed, in chop's order."""
+        g = torch.Generator().manual_seed(seed)
+        return lambda n: torch.rand(n, dtype=torch.float64, generator=g).numpy()
+
+    def seeded(seed, make):
+        torch.manual_seed(seed)
+        return make()
+
+    rng(1)
+    stream = rng().State
+    e8m0 = [Rounder("float8_e8m0fnu", "stochastic", rng=torch.Generator().manual_seed(42))(x) for _ in range(2)]
+    assert_bits_equal(e8m0[0], e8m0[1])
+    assert_bits_equal(e8m0[0], chop(x.numpy(), {"format": "float8_e8m0fnu", "round": 5, "randfunc": numbers(42)}))
+    # With p = 0 nothing flips: the stochastic numbers come first, as randfunc's in chop.
+    no_flip = [seeded(0, lambda: quantize(x, {"format": "h", "flip": 1, "p": 0.0}, "stochastic")) for _ in range(2)]
+    assert_bits_equal(no_flip[0], no_flip[1])
+    flipped = [seeded(seed, lambda: quantize(x, {"format": "h", "flip": 1, "p": 1.0})) for seed in (0, 0, 1)]
+    assert np.array_equal(rng().State, stream)  # MATLAB's stream untouched
+    assert_bits_equal(no_flip[0], chop(x.numpy(), {"format": "h", "flip": 1, "p": 0.0, "round": 5,
+                                                   "randfunc": numbers(0)}))
+    assert_bits_equal(flipped[0], flipped[1])
+    assert not torch.equal(flipped[0], flipped[2]) and not torch.equal(flipped[0], quantize(x, "h"))

@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
-from pychop_compat import hardware  # noqa: E402
+from pychop_compat import chop, hardware  # noqa: E402
 from pychop_compat.nn import Rounder, quantize, simulate  # noqa: E402
 
 
@@ -342,3 +342,59 @@ def test_linear_with_a_vector_weight_or_input_has_torchs_shape():
             got = F.linear(input, weight, bias)
         expected = F.linear(input.double(), weight.double(), None if bias is None else bias.double())
         assert got.shape == expected.shape and torch.equal(got.double(), expected)
+
+
+def chopped(t, fmt):
+    """chop on a NumPy copy (the oracle), back as a tensor."""
+    return torch.from_numpy(np.asarray(chop(t.detach().numpy().copy(), {"format": fmt})))
+
+
+def test_round_outputs_leaves_the_values_of_methods_that_change_none():
+    # requires_grad_ and share_memory_ ended in '_' and were rounded in place as arithmetic (0.34375, 0.1015625)
+    w = torch.tensor([1 / 3, 0.1])
+    original = w.clone()
+    with simulate("q43", round_outputs=True):
+        w.requires_grad_()
+        v = w.detach()
+        v.share_memory_().t_().unsqueeze_(0).squeeze_(0)
+        v.detach_()
+    assert same(w.detach(), original) and same(v, original) and w.requires_grad
+
+
+def test_round_outputs_rounds_out_and_assigned_elements_in_place():
+    # out= was left unrounded while the same result returned was rounded; so were elements set by indexing
+    a, b = torch.tensor([1 / 3, 0.1]), torch.tensor([0.1, 1 / 7])
+    m = torch.tensor([[1 / 3, 0.1], [0.3, 1 / 7]])
+    c, values, indices = torch.empty(2), torch.empty(2), torch.empty(2, dtype=torch.long)
+    x, n = torch.full((4,), 1 / 3), torch.zeros(2, dtype=torch.long)
+    with simulate("q43", round_outputs=True):
+        returned = torch.add(a, b, out=c)
+        torch.max(m, 0, out=(values, indices))
+        x[1:3] = a
+        x[torch.tensor([0])] = 1 / 7
+        n[0] = 5
+    assert returned is c and same(c, chopped(a + b, "q43"))
+    assert same(values, chopped(m.max(0).values, "q43")) and indices.tolist() == [0, 1]
+    # the elements written rounded, the one not written (1/3, set before the context) kept
+    assert same(x, torch.cat([chopped(torch.tensor([1 / 7]), "q43"), chopped(a, "q43"), torch.tensor([1 / 3])]))
+    assert n.tolist() == [5, 0]
+
+
+@pytest.mark.parametrize("settings", [{}, {"hardware": "H100"}])
+def test_addmm_and_baddbmm_in_place_are_simulated(settings):
+    # Tensor.addmm_ and baddbmm_ ran as torch computes them, unrounded
+    torch.manual_seed(4)
+    a, b, c = torch.randn(3, 20), torch.randn(20, 2), torch.randn(3, 2)
+    a3, b3, c3 = torch.randn(2, 3, 20), torch.randn(2, 20, 2), torch.randn(2, 3, 2)
+    d, d3 = c.clone(), c3.clone()
+    with simulate("h", **settings):
+        returned = d.addmm_(a, b, beta=0.5, alpha=2.0)
+        d3.baddbmm_(a3, b3)
+    h = [[chopped(t, "h") for t in ts] for ts in ((a, b, c), *zip(a3, b3, c3))]
+    if settings:  # the hardware model called by hand
+        want = [torch.from_numpy(hardware.matmul(*(t.double().numpy() for t in ts), alpha, beta, model="H100"))
+                for ts, alpha, beta in zip(h, (2.0, 1.0, 1.0), (0.5, 1.0, 1.0))]
+    else:  # torch's product on the chopped operands
+        want = [torch.addmm(ts[2], ts[0], ts[1], beta=beta, alpha=alpha)
+                for ts, alpha, beta in zip(h, (2.0, 1.0, 1.0), (0.5, 1.0, 1.0))]
+    assert returned is d and same(d, want[0]) and same(d3, torch.stack(want[1:]))

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 from collections import OrderedDict
-from typing import Any, Callable, Dict, Iterable, Optional, TypeVar, Union, overload
+from typing import Any, Callable, Dict, Iterable, Optional, TypeVar, Union, cast, overload
 
 import torch
 
@@ -14,6 +15,30 @@ from .quantize import Rounder, as_rounder
 __all__ = ["OptimLP"]
 
 _Loss = TypeVar("_Loss")  # what a step's closure returns (the loss), given back by step
+_Step = TypeVar("_Step", bound=Callable[..., Any])
+_HOOKS = ("step_pre", "step_post", "state_dict_pre", "state_dict_post", "load_state_dict_pre", "load_state_dict_post")
+
+
+def _with_step_hooks(step: _Step) -> _Step:
+    """``step`` between the optimizer's step pre- and post-hooks, called as torch.optim.Optimizer
+    calls them (``hook(optimizer, args, kwargs)``, ``args`` with the optimizer first; a pre-hook may
+    return new ``(args, kwargs)``).  Not Optimizer's own wrapper, which torch installs on the whole
+    class and which also runs the global hooks (already run by the wrapped optimizer's step)."""
+    @functools.wraps(step)
+    def hooked(*args: Any, **kwargs: Any) -> Any:
+        self = args[0]
+        for pre_hook in list(self._optimizer_step_pre_hooks.values()):
+            result = pre_hook(self, args, kwargs)
+            if result is not None:
+                if not (isinstance(result, tuple) and len(result) == 2):
+                    raise RuntimeError(f"A step pre-hook must return None or a tuple (new_args, new_kwargs), "
+                                       f"not {result!r}.")
+                args, kwargs = result
+        out = step(*args, **kwargs)
+        for post_hook in list(self._optimizer_step_post_hooks.values()):
+            post_hook(self, args, kwargs)
+        return out
+    return cast(_Step, hooked)
 
 
 def _shared(name: str) -> Any:
@@ -53,6 +78,20 @@ class OptimLP(torch.optim.Optimizer):
         Skip steps whose (rounded) gradients are not all finite, halving
         ``loss_scale``; double it after ``growth_interval`` good steps in a row.
     growth_interval : int, default 1000
+
+    Notes
+    -----
+    The accumulators (``accumulator=``) are copies of the weights taken when the wrapper is built
+    (and by :meth:`add_param_group` and :meth:`load_state_dict`), as in QPyTorch:
+    a change of the weights made outside :meth:`step` (the model's
+    ``load_state_dict``, a re-initialisation, ``.double()`` or ``.to()``) is
+    overwritten at the next step by the accumulator, in its dtype and device.
+    Make such changes before building the OptimLP, or build it again after them
+    (``OptimLP(opt.optimizer, ...)`` keeps the wrapped optimizer's state).
+    Step, state-dict and load-state-dict hooks registered on the wrapper run
+    as torch.optim.Optimizer runs them (the global step hooks run in the
+    wrapped optimizer's step); a copy (``copy.deepcopy``, pickle) has no hooks,
+    as a plain optimizer's.
     """
 
     def __init__(self, optimizer: torch.optim.Optimizer, weight: Any = None, grad: Any = None,
@@ -85,10 +124,23 @@ class OptimLP(torch.optim.Optimizer):
         self.skipped_steps = 0
         self.accumulators: Dict[torch.Tensor, torch.Tensor] = {}
         self._add_accumulators(self._params())
+        self._new_hooks()
+
+    def _new_hooks(self) -> None:
         # Ordered, as Optimizer.__init__ makes them: registering a hook with prepend=True moves it first.
-        for hooks in ("step_pre", "step_post", "state_dict_pre", "state_dict_post", "load_state_dict_pre",
-                      "load_state_dict_post"):
+        for hooks in _HOOKS:
             setattr(self, f"_optimizer_{hooks}_hooks", OrderedDict())
+
+    # Copies and pickles hold everything but the hooks and a learning-rate scheduler's wrapper of
+    # step (which would step the original), as a plain optimizer's.  Not Optimizer's __setstate__:
+    # it expects Optimizer.__init__'s attributes and wraps step for the whole class.
+    def __getstate__(self) -> dict:
+        dropped = {"step", *(f"_optimizer_{name}_hooks" for name in _HOOKS)}
+        return {name: value for name, value in self.__dict__.items() if name not in dropped}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._new_hooks()
 
     # The wrapped optimizer's groups, state and defaults.
     param_groups = _shared("param_groups")
@@ -128,9 +180,11 @@ class OptimLP(torch.optim.Optimizer):
     @overload
     def step(self, closure: Callable[[], _Loss]) -> _Loss: ...
 
+    @_with_step_hooks
     @torch.no_grad()
     def step(self, closure: Optional[Callable[[], _Loss]] = None) -> Optional[_Loss]:
-        """One optimization step (see the class notes); returns the closure's loss, if any."""
+        """One optimization step (see the class notes), between the step hooks registered on this
+        wrapper; returns the closure's loss, if any."""
         loss = None
         if closure is not None:
             with torch.enable_grad():
@@ -181,18 +235,32 @@ class OptimLP(torch.optim.Optimizer):
 
     # --- persistence --------------------------------------------------------------------------
     def state_dict(self) -> dict:
-        """The wrapped optimizer's state dict, the accumulators (in parameter order) and the loss scale."""
+        """The wrapped optimizer's state dict, the accumulators (in parameter order) and the loss scale
+        (after this wrapper's state-dict pre-hooks, through its post-hooks, as in torch.optim.Optimizer)."""
+        for pre_hook in list(self._optimizer_state_dict_pre_hooks.values()):
+            pre_hook(self)
         params = list(self._params())
-        return {
+        state_dict = {
             "optimizer": self.optimizer.state_dict(),
             "accumulators": [self.accumulators[p].clone() for p in params] if self.accumulators else None,
             "loss_scale": self.loss_scale,
             "good_steps": self.good_steps,
             "skipped_steps": self.skipped_steps,
         }
+        for post_hook in list(self._optimizer_state_dict_post_hooks.values()):
+            result = post_hook(self, state_dict)
+            if result is not None:
+                state_dict = result
+        return state_dict
 
     def load_state_dict(self, state_dict: dict) -> None:
-        """Restore what :meth:`state_dict` saved (the same parameters in the same order)."""
+        """Restore what :meth:`state_dict` saved (the same parameters in the same order), between this
+        wrapper's load-state-dict pre- and post-hooks, as in torch.optim.Optimizer."""
+        state_dict = state_dict.copy()  # (shallow, as torch's: a pre-hook may change its entries)
+        for pre_hook in list(self._optimizer_load_state_dict_pre_hooks.values()):
+            result = pre_hook(self, state_dict)
+            if result is not None:
+                state_dict = result
         missing = {"optimizer", "accumulators", "loss_scale"} - set(state_dict)
         if missing:
             raise ValueError(f"Not an OptimLP state dict: missing {sorted(missing)}.")
@@ -208,3 +276,5 @@ class OptimLP(torch.optim.Optimizer):
         self.loss_scale = float(state_dict["loss_scale"])
         self.good_steps = int(state_dict.get("good_steps", 0))
         self.skipped_steps = int(state_dict.get("skipped_steps", 0))
+        for post_hook in list(self._optimizer_load_state_dict_post_hooks.values()):
+            post_hook(self)

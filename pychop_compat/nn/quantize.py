@@ -84,7 +84,10 @@ class Rounder:
         Where stochastic rounding gets its random numbers.  ``'torch'``:
         torch's default generator (``torch.rand``; seed it with
         ``torch.manual_seed``), one number per element; a
-        ``torch.Generator``: that generator.
+        ``torch.Generator``: that generator.  A rounder that rounds through
+        chop (bit flips, ``'float8_e8m0fnu'``) draws every number chop draws,
+        in chop's order (float64 ``torch.rand``, and ``torch.randint`` for the
+        flipped bits), from that generator.
         ``'chop'`` (or ``None``, as in :class:`pychop_compat.Chop`; before
         0.4 ``None`` meant ``'torch'``): chop's own numbers, so that the result is
         ``chop(x, options)``; an int or a NumPy ``Generator``: as
@@ -212,6 +215,10 @@ class Rounder:
                 out = self._elementwise(work, plan, self._counter_numbers(work) if self.stochastic else None)
             elif plan is not None and self.stochastic:
                 out = self._chop_from_counter(work, carrier)
+            elif not self._host_random and self._specs[carrier].draws:
+                # rng 'torch' or a torch.Generator through chop's engines (bit flips, E8M0, ...): every
+                # number chop draws, in chop's order, comes from that generator (not MATLAB's stream).
+                out = round_array(work, self._specs[carrier], _TorchDraws(self.rng, work.device).sources())
             else:
                 out = self._chop(work)
         elif self._cast is not None and carrier == "float32" and not torch.compiler.is_compiling():
@@ -275,6 +282,26 @@ class Rounder:
 
     def __repr__(self) -> str:
         return f"Rounder({self._given!r}, rng={self.rng!r})"
+
+
+class _TorchDraws:
+    """chop's three draws from torch's generator: ``rng`` a ``torch.Generator``, or ``'torch'`` for
+    torch's default generator of ``device`` (seeded by ``torch.manual_seed``)."""
+
+    def __init__(self, rng: Any, device: torch.device):
+        self.generator = rng if isinstance(rng, torch.Generator) else None
+        self.device = rng.device if isinstance(rng, torch.Generator) else device
+
+    def uniform(self, n: int) -> np.ndarray:
+        """``n`` float64 numbers in [0, 1): ``torch.rand``."""
+        return torch.rand(n, dtype=torch.float64, device=self.device, generator=self.generator).cpu().numpy()
+
+    def integers(self, imax: int, n: int) -> np.ndarray:
+        """``n`` integers in ``1..imax``: ``torch.randint``."""
+        return torch.randint(1, imax + 1, (n,), device=self.device, generator=self.generator).cpu().numpy()
+
+    def sources(self) -> RandomSources:
+        return RandomSources(self.uniform, self.uniform, self.integers)
 
 
 #: (t, emax) of the formats whose float32 cast in torch is chop's round to nearest (full range).

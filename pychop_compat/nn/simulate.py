@@ -134,7 +134,18 @@ _SIMULATED: dict = {
     torch.mv: _matmul, torch.Tensor.mv: _matmul, torch.dot: _matmul, torch.Tensor.dot: _matmul,
     torch.addmm: _addmm, torch.Tensor.addmm: _addmm, torch.baddbmm: _baddbmm, torch.Tensor.baddbmm: _baddbmm,
     F.linear: _linear, torch.conv1d: _conv1d, torch.conv2d: _conv2d, torch.linalg.matmul: _matmul,
+    torch.Tensor.addmm_: _addmm, torch.Tensor.baddbmm_: _baddbmm,
 }
+
+#: In-place methods whose result is written into their first operand (as out= is).
+_WRITE_INTO_SELF = (torch.Tensor.addmm_, torch.Tensor.baddbmm_)
+
+#: Tensor methods ending in ``_`` that change no value (flags, storage, shape or strides):
+#: round_outputs does not round their tensor.
+_KEEP_VALUES = frozenset({
+    "requires_grad_", "share_memory_", "detach_", "set_", "resize_", "resize_as_", "resize_as_sparse_",
+    "sparse_resize_", "sparse_resize_and_clear_", "as_strided_", "squeeze_", "unsqueeze_", "t_", "transpose_",
+    "swapaxes_", "swapdims_", "_coalesced_"})
 
 
 def _meta(value: Any) -> Any:
@@ -182,9 +193,17 @@ class Simulation(TorchFunctionMode):
         simulated = _SIMULATED.get(func)
         out = func(*args, **kwargs) if simulated is None else self._simulated(func, simulated, args, kwargs)
         name = getattr(func, "__name__", "")
-        if self.round_outputs and name != "__get__":  # attributes are no results
-            in_place = name.endswith("_") and not name.endswith("__") or name.startswith("__i") and name != "__index__"
-            out = self._rounded_results(out, [*args, *kwargs.values()], in_place)
+        if self.round_outputs and name == "__setitem__":  # x[key] = value: the elements written, in place
+            target, key = args[0], args[1]
+            if isinstance(target, torch.Tensor) and target.is_floating_point():
+                with torch.no_grad():
+                    target[key] = self.rounder(target[key])
+        elif self.round_outputs and name != "__get__":  # attributes are no results
+            written = kwargs.get("out")
+            in_place = (name.endswith("_") and not name.endswith("__") and name not in _KEEP_VALUES
+                        or name.startswith("__i") and name != "__index__" or written is not None)
+            inputs = [*args, *kwargs.values(), *(written if isinstance(written, (tuple, list)) else ())]
+            out = self._rounded_results(out, inputs, in_place)
         return out
 
     def _round(self, value: Any) -> Any:
@@ -196,11 +215,11 @@ class Simulation(TorchFunctionMode):
         if not any(isinstance(a, torch.Tensor) and a.is_floating_point() for a in [*args, *kwargs.values()]):
             return func(*args, **kwargs)  # integer products: exact, as torch computes them
         kwargs = dict(kwargs)
-        out = kwargs.pop("out", None)
+        out = args[0] if func in _WRITE_INTO_SELF else kwargs.pop("out", None)
         result = self._simulated_values(func, simulated, args, kwargs)
         if out is None:
             return result
-        out.copy_(result)  # (torch's out=: the result written into out, which is returned)
+        out.copy_(result)  # (torch's out= and addmm_: the result written into out, which is returned)
         return out
 
     def _simulated_values(self, func: Any, simulated: Callable, args: Sequence, kwargs: dict) -> Any:
@@ -244,7 +263,7 @@ class Simulation(TorchFunctionMode):
 
     def _rounded_results(self, out: Any, inputs: list, in_place: bool) -> Any:
         """Floating tensors ``out`` rounded: new ones by a quantizer; the operand of an in-place
-        operation (``add_``, ``+=``) in place (no autograd: its gradient passes straight through);
+        operation (``add_``, ``+=``, ``out=``) in place (no autograd: its gradient passes straight through);
         an operand itself (``x.float()`` of a float tensor) or a view of one kept."""
         if isinstance(out, (tuple, list)):
             return type(out)(self._rounded_results(o, inputs, in_place) for o in out)
@@ -292,8 +311,11 @@ def simulate(format: Any = "h", round: Union[str, int, None] = None, *,
         The format the float64 result is rounded to (to nearest).
     round_outputs : bool, default False
         Also round the floating-point result of every torch operation in the
-        context to ``format`` (an operand updated in place: in place; a view
-        of an operand: not rounded again).
+        context to ``format`` (an operand updated in place, a tensor given as
+        ``out=`` and the elements written by ``x[key] = value``: in place; a
+        view of an operand, and a tensor whose method changes no value
+        (``requires_grad_``, ``share_memory_``, ``detach_``, ``t_``, ...): not
+        rounded).
 
     Returns
     -------
@@ -310,7 +332,8 @@ def simulate(format: Any = "h", round: Union[str, int, None] = None, *,
     -----
     Simulated: ``torch.matmul``, the ``@`` operator, ``Tensor.matmul``,
     ``torch.mm``, ``torch.bmm``, ``torch.mv``, ``torch.dot``, ``torch.addmm``,
-    ``torch.baddbmm`` (and their ``Tensor`` methods),
+    ``torch.baddbmm`` (and their ``Tensor`` methods, ``addmm_`` and
+    ``baddbmm_`` included: the result written into the tensor),
     ``torch.nn.functional.linear`` (so ``nn.Linear``), and
     ``torch.conv1d``/``torch.conv2d`` (``torch.nn.functional.conv1d``/
     ``conv2d``, so ``nn.Conv1d``/``nn.Conv2d``). Every other operation runs as

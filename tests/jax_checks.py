@@ -243,6 +243,20 @@ def test_chopped_jax_key_draws_are_reproducible_and_unbiased():
     assert abs(up - 0.25) < 5 * np.sqrt(0.25 * 0.75 / values.size)  # 5 sigma of the binomial
 
 
+def test_chopped_jax_float32_flushes_on_the_cpu_and_takes_chopped_scalars():
+    """docs/differences.rst: JAX's float32 arithmetic on the CPU flushes subnormal results (NumPy's
+    float32 keeps them); float64 JAX arrays keep them.  A chopped scalar is an operand, as for NumPy."""
+    v = np.array([7e-39], np.float32)
+    assert (chopped(v * 4, "s") / 4).values.tolist() == (v * 4 / np.float32(4)).tolist() != [0.0]
+    if jax.devices()[0].platform == "cpu":
+        assert (chopped(jnp.asarray(v * 4), "s") / 4).values.tolist() == [0.0]
+    w = np.array([2.0**-125 * 1.25])  # / 4: a float32 subnormal, kept in float64 and chopped by hand
+    assert np.asarray((chopped(jnp.asarray(w), "s") / 4).values).tolist() == Chop(format="s")(w / 4).tolist()
+    c, h = chopped(jnp.asarray([1.0]), "h"), float(np.float16(0.1))  # fp16(1 + fp16(0.1)) = 1.099609375
+    for got in (c + chopped(0.1, "h"), chopped(0.1, "h") + c):
+        assert np.asarray(got.values).tolist() == [float(np.float16(1.0 + h))]
+
+
 if __name__ == "__main__":
     ALL_UNDER_JIT = "--all-under-jit" in sys.argv  # the slow profile: every product case under jit too
     for name in [arg for arg in sys.argv[1:] if not arg.startswith("--")]:  # JAX's start-up is paid once

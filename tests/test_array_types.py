@@ -89,6 +89,52 @@ def test_numpy_subclasses_keep_their_type():
     assert out.mask is not masked.mask  # a copy of the mask
 
 
+def test_e8m0_of_byte_swapped_and_lazy_float32_is_rounded_in_float64():
+    # E8M0's smallest number 2^-127 lies below float32's normal range: float32 input is rounded in
+    # float64 whatever its byte order or container (big-endian input and xarray over Dask gave
+    # 2^-126).  Oracle: ml_dtypes' cast; byte-swapped input gives a native result.
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    x = np.array([6.4e-40, 1e-42, 3e-39, 1.0, 0.3, -5.0], np.float32)
+    want = x.astype(ml_dtypes.float8_e8m0fnu).astype(np.float32)
+    assert want[0] == 2.0 ** -127
+    swapped = x.astype(">f4")
+    out = chop(swapped, {"format": "float8_e8m0fnu"})
+    assert out.dtype == np.float32 and out.dtype.isnative
+    np.testing.assert_array_equal(out.view(np.uint32), want.view(np.uint32))
+    np.testing.assert_array_equal(swapped, x)  # the caller's array is not modified
+    xr = pytest.importorskip("xarray")
+    pytest.importorskip("dask.array")
+    lazy = chop(xr.DataArray(x).chunk(2), {"format": "float8_e8m0fnu"})
+    np.testing.assert_array_equal(lazy.values.view(np.uint32), want.view(np.uint32))
+
+
+def test_masked_array_counter_numbers_follow_row_major_positions():
+    # Chop(rng=<int>) gives element i of the whole array (row-major, masked or not) counter offset + i
+    # and advances by the array's size, as on Dask (the unmasked elements were numbered 0..k-1 in
+    # column-major order).  Oracle: the counter's definition, and stochastic rounding to fp16 stated
+    # here: |v| rounds up from the fp16 number below it when u <= its fraction of the gap.
+    from pychop_compat.random.counter import GOLDEN, ROUND, counter_uniform, mix64
+
+    mask = np.array([[0, 1, 0], [1, 0, 0]], bool)
+    key = mix64(7 + ROUND * GOLDEN)
+    chopper = Chop({"format": "h", "round": 5}, rng=7)
+    for call in range(2):
+        masked = np.ma.array(VALUES, mask=mask)
+        out = chopper(masked)
+        assert isinstance(out, np.ma.MaskedArray) and out.mask.tolist() == mask.tolist()
+        for i, (v, hidden) in enumerate(zip(VALUES.flat, mask.flat)):
+            if hidden:
+                assert out.data.flat[i] == v
+                continue
+            near = np.float16(abs(v))
+            down = np.nextafter(near, np.float16(0)) if float(near) > abs(v) else near
+            up = np.nextafter(down, np.float16(np.inf))
+            frac = (abs(v) - float(down)) / (float(up) - float(down))  # exact: a gap is a power of two
+            u = counter_uniform(key, call * VALUES.size + i)
+            assert out.data.flat[i] == np.copysign(float(up if u <= frac else down), v), (call, i)
+        np.testing.assert_array_equal(masked.data, VALUES)  # the caller's array is not modified
+
+
 def test_memmap_gives_a_plain_array(tmp_path):
     mm = np.memmap(tmp_path / "x.bin", dtype=np.float64, mode="w+", shape=VALUES.shape)
     mm[:] = VALUES

@@ -59,7 +59,7 @@ def test_validate_numpy(validated_numpy):
     rows = {(r["group"], r["engine"]): r for r in document["results"]}
     expected_counts = {"chop": 744, "matlab_native": 32, "matlab_stream": 120, "roundit": 6, "float_params": 20}
     for group, count in expected_counts.items():
-        row = rows[(group, "numpy")]
+        row = rows[(group, "engine-independent" if group in ("roundit", "float_params") else "numpy")]
         assert row["cases"] == count and row["agreeing"] == count and row["ok"]
     assert "| chop | numpy | 744 | 744 |" in out.stdout
     assert rows[("cpfloat_corpus", "numpy")]["cases"] == 1925 and rows[("cpfloat_corpus", "numpy")]["ok"]
@@ -153,6 +153,45 @@ def test_validate_says_what_it_left_out(validated_numpy):
     assert json.loads(report.read_text())["not_run"] == printed
     closing = f"all cases agree (7 groups on 1 engine(s); {len(printed)} left out, listed above)"
     assert out.stdout.strip().splitlines()[-1] == closing
+
+
+def test_validate_summary_counts_the_requested_engines_only(capsys, monkeypatch, tmp_path):
+    """roundit and float_params compute with NumPy on any --engines: their rows are labelled
+    engine-independent, not numpy, which --engines numba did not run; the closing line counts the
+    one engine requested (it said 2; --engines jax,torch said 3).  Kept fast: one case a group, the
+    CPFloat corpus left out, and the numba rows on the NumPy engine (the labels are the point)."""
+    import contextlib
+
+    from pychop_compat.validation import corpora, validator
+
+    cases = corpora.Corpus.cases
+    monkeypatch.setattr(corpora.Corpus, "cases", lambda self, group: cases(self, group)[:1])
+    monkeypatch.setattr(validator, "corpus_path", lambda name: tmp_path / name)
+    monkeypatch.setattr(validator, "cpu_engine", lambda engine: contextlib.nullcontext())
+    status, out, _ = _in_process(capsys, "validate", "--engines", "numba", "--no-oracle", "--no-progress")
+    assert status == 0
+    rows = [line.split(" | ") for line in out.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    engines = {(row[0][2:], row[1]) for row in rows}
+    assert ("roundit", "engine-independent") in engines and ("float_params", "engine-independent") in engines
+    assert {engine for _, engine in engines} == {"numba", "engine-independent"}
+    assert "not run: engine numpy: not requested (--engines)" in out
+    assert out.strip().splitlines()[-1].startswith(f"all cases agree ({len(rows)} groups on 1 engine(s); ")
+
+
+def test_environment_records_every_engine_library_version():
+    """The certificate and `info` name the version of each engine's library (validation.rst): Numba's
+    for the numba engine even where this process has not imported it.  Oracle: importlib.metadata."""
+    from importlib import metadata
+
+    from pychop_compat.validation import environment
+
+    try:
+        numba_version = metadata.version("numba")
+    except metadata.PackageNotFoundError:
+        pytest.skip("numba not installed")
+    env = environment(["numpy", "numba"])
+    assert env["libraries"]["numba"] == numba_version
+    assert env["engines"] == {"numpy": "cpu", "numba": "cpu"}
 
 
 def test_not_run_names_the_reason_for_each_missing_engine():

@@ -180,6 +180,18 @@ def test_masked_dask_arrays_keep_their_mask():
     assert np.ma.getdata(out)[[0, 2]].tolist() == np.float16(x[[0, 2]]).astype(np.float64).tolist()
 
 
+def test_e8m0_of_float32_blocks_is_rounded_in_float64():
+    # E8M0's smallest number 2^-127 lies below float32's normal range, so float32 input is rounded
+    # in float64 on every path; Dask blocks skipped that step and gave 2^-126.  Oracle: ml_dtypes' cast.
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    x = np.array([6.4e-40, 1e-42, 3e-39, 1.0, 0.3, -5.0], np.float32)
+    want = x.astype(ml_dtypes.float8_e8m0fnu).astype(np.float32)
+    assert want[0] == 2.0 ** -127
+    got = chop(da.from_array(x, chunks=2), {"format": "float8_e8m0fnu"}).compute()
+    assert got.dtype == np.float32
+    assert_bits_equal(got, want, "float32 E8M0 on Dask")
+
+
 def test_cpu_engine_in_force_is_part_of_the_graph():
     # The engine setting in force at chop's call serves its blocks: two settings, two graphs
     # (0.6.0 named both the same, so a merged graph ran one engine for both).

@@ -251,6 +251,23 @@ def test_explain_a_dask_call_refuses_what_chop_refuses_and_speaks_of_a_block():
     assert "5 element(s) in a block" in str(explain(x, {"format": "h"}))
 
 
+def test_explain_a_dask_array_of_unknown_chunk_sizes():
+    # Boolean indexing leaves Dask's chunk sizes unknown (NaN): chop rounds such an array, and explain
+    # describes its route (it raised TypeError); where the call needs the sizes, both say so.
+    da = pytest.importorskip("dask.array")
+    x = da.from_array(np.arange(10.0) / 3, chunks=3)
+    unknown = x[x > 1]
+    assert any(np.isnan(c) for c in unknown.chunks[0])
+    e = explain(unknown, {"format": "h"})
+    known = explain(x, {"format": "h"})
+    assert (e.engine, e.kernel, e.source, e.call.library, e.call.dtype) == ("dask", known.kernel, None, "dask",
+                                                                              "float64")
+    options = {"format": "h", "round": 5}
+    for call in (lambda: explain(unknown, options, rng=1), lambda: Chop(options, rng=1)(unknown)):
+        with pytest.raises(ValueError, match="known chunk sizes"):
+            call()
+
+
 def test_explain_names_the_random_source_of_chop_and_chop_objects():
     x = np.ones(10)
     options = {"format": "b", "round": 5}

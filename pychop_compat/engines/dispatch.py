@@ -15,6 +15,7 @@ import contextvars
 import dataclasses
 import functools
 import importlib.util
+import math
 import os
 import sys
 import time
@@ -235,7 +236,8 @@ def route(x: Any, spec: RoundingSpec, sources: RandomSources, *, library: Option
     """The kernel that :func:`round_array` would run for ``x`` (pure: nothing is drawn or rounded).
 
     ``x`` is anything :func:`round_array` takes (``library`` as there); a Dask array or a
-    labelled array is described by one of its blocks or by the values it holds.
+    labelled array is described by its first block or by the values it holds (a block length
+    that Dask does not know yet, after boolean indexing, as 2).
 
     Raises
     ------
@@ -243,7 +245,7 @@ def route(x: Any, spec: RoundingSpec, sources: RandomSources, *, library: Option
         For unsupported input.
     ValueError
         For a call that :func:`round_array` refuses before routing it (a Dask array's
-        stochastic rounding without ``Chop(rng=<int>)``).
+        stochastic rounding without ``Chop(rng=<int>)``, or with unknown chunk sizes).
     RuntimeError
         When :func:`cuda_route` asks for a kernel that cannot run here.
     """
@@ -271,8 +273,12 @@ def _prepared(x: Any, spec: RoundingSpec, sources: RandomSources, library: Optio
         return work, _jax_call(work, spec, sources)
     if library == "dask":
         _check_dask_numbers(spec, sources)
+        if spec.draws:  # (as the call: numbers by global position need the chunk sizes)
+            dask_engine.check_chunks(x)
         dtype, _ = dask_engine.working_dtypes(x.dtype)
-        block = np.empty(tuple(c[0] if c else 0 for c in x.chunks), dtype)
+        # The first block; a length Dask does not know yet (NaN) is described as 2, a block of more
+        # than one element (each block is routed when it is computed)
+        block = np.empty(tuple((2 if math.isnan(c[0]) else c[0]) if c else 0 for c in x.chunks), dtype)
         call = _host_call(block, spec, sources, "dask")._replace(block=spec.draws)
         return block, call
     if library in ("pandas", "xarray"):
@@ -632,9 +638,9 @@ def _e8m0_in_float64(x: Any, spec: RoundingSpec, sources: RandomSources, kernel:
     if library == "jax" and str(x.dtype) == "bfloat16":  # (computed as float32, so widened as float32 is)
         wide = _e8m0_in_float64(x.astype("float32"), spec, sources, kernel, library)
         return None if wide is None else wide.astype(x.dtype)
-    if library in ("numpy", "cupy") and getattr(x, "dtype", None) == np.float32:
-        ns = namespace_of(x) if library == "cupy" else None  # (NumPy arrays: no lookup)
-        if ns is not None and ns.name == "cupy":  # (CuPy's conversions flush float32 subnormals, 2**-127 too)
+    if library == "cupy" and getattr(x, "dtype", None) == np.float32:  # (host arrays: _round_host widens them)
+        ns = namespace_of(x)
+        if ns.name == "cupy":  # (CuPy's conversions flush float32 subnormals, 2**-127 too)
             return exact_float32(ns, round_array(exact_float64(ns, x), spec, sources, kernel=kernel, library=library))
         return round_array(x.astype(np.float64), spec, sources, kernel=kernel, library=library).astype(np.float32)
     if library == "jax" and str(x.dtype) == "float32":
@@ -846,7 +852,10 @@ def _run(x: Any, call: Call, spec: RoundingSpec, sources: RandomSources, kernel:
 
 def _round_host(x: np.ndarray, spec: RoundingSpec, sources: RandomSources, kernel: Optional[str] = None,
                 library: str = "numpy") -> np.ndarray:
-    """A float32/float64 ndarray by the host kernels."""
+    """A float32/float64 ndarray (native byte order) by the host kernels."""
+    if spec.fmt.encoding == "e8m0" and x.dtype == np.float32 and _e8m0_widens(spec):
+        # Every host array passes here (NumPy's kinds, byte-swapped ones, Dask blocks, host copies)
+        return _round_host(x.astype(np.float64), spec, sources, kernel, library).astype(np.float32)
     return _run(x, _host_call(x, spec, sources, library), spec, sources, kernel)
 
 
@@ -896,7 +905,9 @@ def round_array(x: Any, spec: RoundingSpec, sources: RandomSources, *, kernel: O
         library = array_library(x)
     if library == "numpy":
         if isinstance(x, np.ndarray) and type(x) is not np.ndarray:
-            return numpy_engine.on_array_kind(x, lambda a: round_array(a, spec, sources, kernel=kernel))
+            # (Chop(rng=<int>): a masked array's numbers by position in the whole array, as on every engine)
+            return numpy_engine.on_array_kind(x, lambda a: round_array(a, spec, sources, kernel=kernel),
+                                              by_position=spec.draws and sources.counter is not None)
         arr, restore = numpy_engine.as_float_array(x)
         out = _round_host(arr, spec, sources, kernel) if arr.size else arr.copy()
         return restore(out) if restore else out
@@ -1149,10 +1160,9 @@ _SLICE = 1 << 16
 def _round_dask_block_counter(block: np.ndarray, spec: RoundingSpec, stream: Any, work: Any, give_back: Any,
                               block_info: Any = None) -> np.ndarray:
     if isinstance(block, np.ma.MaskedArray):  # each element's numbers by its position; masked ones kept
-        out = _round_dask_block_counter(np.ma.getdata(block), spec, stream, work, give_back, block_info)
-        result = block.astype(out.dtype)  # a copy with the block's mask and fill value
-        np.ma.getdata(result)[...] = np.where(np.ma.getmaskarray(block), np.ma.getdata(block), out)
-        return result
+        return numpy_engine.on_array_kind(block, functools.partial(
+            _round_dask_block_counter, spec=spec, stream=stream, work=work, give_back=give_back,
+            block_info=block_info), by_position=True)
     values = np.ascontiguousarray(block, dtype=work).reshape(-1)
     index = dask_engine.global_indices(block_info, block.shape).reshape(-1)
     out = np.empty(values.shape, dtype=give_back)

@@ -67,7 +67,7 @@ def _object_array_as_float(arr: np.ndarray) -> np.ndarray:
     return arr.astype(np.float64)
 
 
-def on_array_kind(x: np.ndarray, compute: Callable[[np.ndarray], np.ndarray]) -> Any:
+def on_array_kind(x: np.ndarray, compute: Callable[[np.ndarray], np.ndarray], by_position: bool = False) -> Any:
     """``compute`` (a function of a plain ndarray) applied to ``x``, given back as ``x``'s kind.
 
     A masked array comes back masked with the same mask: only its unmasked
@@ -75,6 +75,17 @@ def on_array_kind(x: np.ndarray, compute: Callable[[np.ndarray], np.ndarray]) ->
     ``c(~m) = chop(x(~m))``), and masked elements keep their values.  An
     ``np.matrix`` comes back as a matrix, a ``np.memmap`` as an ndarray (as
     from NumPy's own arithmetic).
+
+    Parameters
+    ----------
+    x : numpy.ndarray
+        A masked array, an ``np.matrix`` or an ``np.memmap``.
+    compute : callable
+        A function of a plain ndarray, giving a new ndarray of its shape.
+    by_position : bool
+        Compute a masked array's whole data instead, in its shape (each element's numbers
+        are then those of its position: ``Chop(rng=<int>)``), masked elements still keeping
+        their values.
 
     Raises
     ------
@@ -84,7 +95,10 @@ def on_array_kind(x: np.ndarray, compute: Callable[[np.ndarray], np.ndarray]) ->
     if isinstance(x, np.ma.MaskedArray):
         data = np.ma.getdata(x)
         mask = np.ma.getmaskarray(x)
-        if not mask.any():
+        if by_position and mask.any():
+            computed = compute(data)
+            out = np.where(mask, data.astype(computed.dtype), computed)
+        elif not mask.any():
             out = compute(data)
         else:
             keep = ~mask.reshape(-1, order="F")

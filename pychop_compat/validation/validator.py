@@ -37,10 +37,16 @@ from ..kernels.compiled import cpu_engine
 from ..rounding import round_to_format
 
 __all__ = ["GroupResult", "find_corpus", "validate", "matlab_equal", "environment", "format_table", "write_json",
-           "ENGINES", "not_run"]
+           "ENGINES", "ENGINE_INDEPENDENT", "not_run"]
 
 #: Every engine validate knows, in the order it runs them.
 ENGINES = ("numpy", "numba", "torch", "torch-cuda", "cupy", "jax")
+
+#: The engine column of the groups whose results no engine computes (``roundit``, ``float_params``).
+ENGINE_INDEPENDENT = "engine-independent"
+
+#: The library (import name) each engine runs on, whose version a run records.
+_ENGINE_LIBRARIES = {"numba": "numba", "torch": "torch", "torch-cuda": "torch", "cupy": "cupy", "jax": "jax"}
 
 # Engines whose default random draws are MATLAB's stream (GPU engines draw on the device).
 _MATLAB_STREAM_ENGINES = ("numpy", "numba", "torch", "jax")  # jax: on the host, outside jit
@@ -273,8 +279,9 @@ def _groups(corpus: Corpus, engines: Iterable[str], with_oracle: bool = True):
             yield "cpfloat_corpus", engine, _cpfloat_cases(cpfloat_folder, engine)
         if importlib.util.find_spec("ml_dtypes") is not None:
             yield "ocp_ml_dtypes", engine, _ocp_checks(engine)
-    yield "roundit", "numpy", checks("roundit", _roundit_case, "numpy")
-    yield "float_params", "numpy", checks("float_params", _float_params_case, "numpy")
+    # roundit and float_params compute with NumPy whatever the engines: once, under their own label
+    yield "roundit", ENGINE_INDEPENDENT, checks("roundit", _roundit_case, ENGINE_INDEPENDENT)
+    yield "float_params", ENGINE_INDEPENDENT, checks("float_params", _float_params_case, ENGINE_INDEPENDENT)
 
 
 def _why_unavailable(engine: str) -> str:
@@ -409,10 +416,12 @@ def environment(engines: Iterable[str] = (), corpus: Optional[Corpus] = None) ->
     from .. import __version__
 
     # scipy and mpmath are dependencies (always installed); the optional engines' libraries are
-    # recorded when this run imported them
+    # recorded when this run imported them or names their engines
+    engines = [engine for engine in engines if engine != ENGINE_INDEPENDENT]
     libraries = {"numpy": np.__version__, "scipy": metadata.version("scipy"), "mpmath": metadata.version("mpmath")}
-    libraries.update({name: getattr(sys.modules[name], "__version__", "unknown") for name in ("torch", "cupy", "jax")
-                      if name in sys.modules})
+    names: set[str] = {name for name in ("torch", "cupy", "jax") if name in sys.modules}
+    names.update(_ENGINE_LIBRARIES[engine] for engine in engines if engine in _ENGINE_LIBRARIES)
+    libraries.update({name: _library_version(name) for name in sorted(names)})
     devices = {}
     for engine in engines:
         if engine == "torch-cuda":
@@ -447,6 +456,20 @@ def environment(engines: Iterable[str] = (), corpus: Optional[Corpus] = None) ->
     return record
 
 
+def _library_version(name: str) -> str:
+    """The installed version of the library imported as ``name``, without importing it (CuPy's
+    distributions are named after their CUDA version: ``cupy-cuda12x``)."""
+    module = sys.modules.get(name)
+    if module is not None and isinstance(getattr(module, "__version__", None), str):
+        return module.__version__
+    for distribution in [name, *metadata.packages_distributions().get(name, ())]:
+        try:
+            return metadata.version(distribution)
+        except metadata.PackageNotFoundError:
+            continue
+    return "unknown"
+
+
 def write_json(results: list[GroupResult], path: Union[str, os.PathLike], env: Optional[dict] = None,
                left_out: Optional[list[str]] = None) -> None:
     """Write the results, their :func:`environment` and what the run left out (:func:`not_run`) as JSON.
@@ -454,7 +477,7 @@ def write_json(results: list[GroupResult], path: Union[str, os.PathLike], env: O
     The file holds ``{"all_agree", "environment", "results": [row, ...], "not_run": [line, ...]}``,
     a row per group and engine with the fields of :class:`GroupResult` and ``ok``.
     """
-    engines = sorted({r.engine for r in results})
+    engines = sorted({r.engine for r in results} - {ENGINE_INDEPENDENT})
     document = {
         "all_agree": all(r.ok for r in results),
         "environment": env if env is not None else environment(engines),

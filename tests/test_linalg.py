@@ -468,6 +468,43 @@ def test_lu_zero_pivot_info():
     assert np.all(F.L[1:, 0] == 0)
 
 
+def test_singular_warning_names_the_callers_line():
+    # The warning was attributed to a line of the package (the ieee decorator), so Python's
+    # default filter (once per line) showed only the first one of a session. Each call of each
+    # public entry, from its own line of this file, must warn (S and 2 S are exactly singular).
+    import warnings
+
+    S = np.array([[1.0, 2.0], [2.0, 4.0]])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        linalg.lu(S, "h")
+        linalg.lu(2 * S, "h")
+        linalg.solve(S, np.ones(2), "h")
+        linalg.solve(linalg.LUResult(np.eye(2), np.zeros((2, 2)), np.arange(2)), np.ones(2), "h")
+        linalg.lu_ir(S, np.ones(2))
+        linalg.lu(S, "s", method="lapack")
+    found = [w for w in caught if issubclass(w.category, linalg.SingularMatrixWarning)]
+    assert len(found) == 6
+    assert {w.filename for w in found} == {__file__}
+    assert len({w.lineno for w in found}) == 6
+
+
+def test_lapack_lu_refuses_options_it_would_ignore():
+    # LAPACK's getrf rounds to nearest with subnormals, the format's range and no flips: other
+    # options were accepted and silently ignored (lu, and lu_ir/gmres_ir with lu_method='lapack')
+    A = np.array([[4.0, 1.0], [1.0, 3.0]])
+    ignored = [{"format": "s", "round": 2}, {"format": "s", "round": 5}, {"format": "s", "subnormal": 0},
+               {"format": "s", "explim": 0}, {"format": "d", "flip": 1}]
+    for o in ignored:
+        with pytest.raises(ValueError, match="would be ignored"):
+            linalg.lu(A, o, method="lapack")
+        for solver in (linalg.lu_ir, linalg.gmres_ir):
+            with pytest.raises(ValueError, match="would be ignored"):
+                solver(A, np.ones(2), o, lu_method="lapack")
+    for o in ("s", {"format": "d", "round": 1}):  # what LAPACK does is accepted
+        assert linalg.lu(A, o, method="lapack").info == 0
+
+
 def test_solve_refuses_b_that_is_not_a_vector_or_matrix():
     """A 0-d b failed with an IndexError inside, a 3-D b with a broadcasting error."""
     A = np.array([[2.0, 1.0], [1.0, 3.0]])
@@ -610,6 +647,115 @@ def test_gmres_ir_single_working_precision():
     assert res.converged
     assert rel_err(res.x, xt) <= 1e3 * 2.0**-24
     assert "GMRES its" in res.table()
+
+
+def test_gmres_ir_converges_on_scaled_well_conditioned_systems():
+    # GMRES's ||z||_2 = sqrt(z . z) overflowed (s = 1e-160: z about 1e160) or underflowed (s = 1e200)
+    # and GMRES stopped at once: 'stagnated', no GMRES iteration. The system is s B x = s B 1 with
+    # B diagonally dominant (kappa small): MATLAB's norm does not overflow, and refinement converges
+    # to x = 1 (up to the rounding of b) as at s = 1.
+    B = np.random.default_rng(0).standard_normal((5, 5)) + 4 * np.eye(5)
+    for s in (1e-160, 1e200):
+        res = linalg.gmres_ir(s * B, s * B @ np.ones(5), "h", scaling="general", theta=0.1)
+        assert res.status == "converged" and all(k > 0 for k in res.gmres_iterations)
+        assert np.max(np.abs(res.x - 1)) <= 1e-14
+
+
+def test_double_double_residual_of_entries_near_realmax():
+    # Dekker's splitting of |a| >= 2**996 overflowed: NaN residuals, lu_ir/gmres_ir 'diverged' for
+    # finite systems with entries near 1e300. Oracle: the exact residual (fractions) rounded once.
+    from pychop_compat.linalg.extended import residual_dd
+
+    A = np.array([[1e300, -3e299 * (1 + 2.0**-40)], [2.0**-30, 7e299]])
+    x = np.array([1 + 2.0**-52, 3.0])
+    b = np.array([1e299, -2e300])
+    exact = [float(Fraction(b[i]) - sum(Fraction(A[i, j]) * Fraction(x[j]) for j in range(2))) for i in range(2)]
+    assert residual_dd(linalg.arrays.HOST, A, x, b).tolist() == exact
+    B = np.random.default_rng(0).standard_normal((5, 5)) + 4 * np.eye(5)
+    for solver in (linalg.lu_ir, linalg.gmres_ir):
+        res = solver(1e300 * B, 1e300 * B @ np.ones(5), "h", "d", "d", scaling="general", theta=0.1)
+        assert res.status == "converged" and np.max(np.abs(res.x - 1)) <= 1e-14
+
+
+def test_frobenius_norm_and_cond_do_not_overflow_in_double():
+    # sqrt(sum a_ij^2) overflowed (inf) or underflowed (0) although ||A||_F is a double; oracle:
+    # exact sums of squares (fractions) and a 200-bit square root, rounded once, as MATLAB's norm.
+    def exact_fro(M):
+        q = sum(Fraction(v) ** 2 for v in np.ravel(M))
+        with mpmath.workprec(200):
+            return float(mpmath.sqrt(mpmath.mpf(q.numerator) / q.denominator))
+
+    for M in (np.array([[1e200, 1e200]]), np.array([[1e-200, 1e-200]]), np.array([[3e160, 0.0], [4e160, 1e-300]])):
+        assert linalg.norm(M, "fro") == pytest.approx(exact_fro(M), rel=4 * 2.0**-53) and exact_fro(M) > 0
+    assert linalg.cond(np.diag([1e200, 1e200]), "fro") == pytest.approx(2.0, rel=1e-15)  # ||A||_F ||A^-1||_F
+    assert linalg.cond(np.diag([1e-200, 1e-200]), "fro") == pytest.approx(2.0, rel=1e-15)
+    A = np.array([[2.0, 1.0], [1.0, 3.0]])  # no overflow: NumPy's formula, as before
+    assert linalg.norm(A, "fro") == np.sqrt(15.0) and linalg.cond(A, "fro") == np.linalg.cond(A, "fro")
+
+
+def test_norm_of_a_row_is_its_vector_norm():
+    # MATLAB's norm treats a 1 x n matrix as a vector: norm([1 2 3], 1) = 6, norm([1 2 3], Inf) = 3
+    # (the matrix norms of the row, max column and max row sums, are 3 and 6), in every mode
+    r = np.array([[1.0, 2.0, 3.0]])
+    for precision in (None, "exact", "h"):
+        assert linalg.norm(r, 1, precision) == 6.0 and linalg.norm(r, np.inf, precision) == 3.0
+        assert linalg.norm(r.T, 1, precision) == 6.0 and linalg.norm(r.T, np.inf, precision) == 3.0
+    assert linalg.norm(np.array([[1.0, 2.0], [3.0, 4.0]]), 1) == 6.0  # a matrix keeps its matrix norm
+
+
+def test_cond_of_matrices_with_nan_or_inf_agrees_across_modes():
+    # NaN: SVD did not converge (LinAlgError, mpmath's RuntimeError) for p = 2 and inf for 'h' with
+    # p = 1. MATLAB: cond(A, 2) calls svd, which refuses NaN and Inf; for other p, norm(A, p) * ...
+    # is NaN when A has a NaN (and Inf when it has an Inf, no NaN).
+    N = np.array([[np.nan, 1.0], [2.0, 3.0]])
+    I = np.array([[np.inf, 1.0], [2.0, 3.0]])
+    for precision in (None, "exact", "h"):
+        for M in (N, I):
+            with pytest.raises(ValueError, match="NaN or Inf"):
+                linalg.cond(M, 2, precision)
+        for p in (1, np.inf, "fro"):
+            assert math.isnan(linalg.cond(N, p, precision))
+            assert linalg.cond(I, p, precision) == math.inf
+
+
+def test_exact_cond_is_the_product_of_correctly_rounded_norms():
+    # each entry of inv(A) was rounded to double before the norm's rational sum: 8.121568627450982;
+    # ||A||_1 = 19 and ||inv(A)||_1 = 109/255 exactly (inv(A) = adj(A) / det(A), det(A) = -255)
+    A = np.array([[7.0, 3.0, 0.0], [-4.0, -4.0, -9.0], [-8.0, -9.0, -6.0]])
+    inv = [[Fraction(int(v), -255) for v in row] for row in [[-57, 18, -27], [48, -42, 63], [4, 39, -16]]]
+    assert all(sum(Fraction(int(A[i, k])) * inv[k][j] for k in range(3)) == (i == j) for i in range(3)
+               for j in range(3))
+    norm1_inv = max(sum(abs(inv[i][j]) for i in range(3)) for j in range(3))
+    assert norm1_inv == Fraction(109, 255)
+    assert linalg.cond(A, 1, "exact") == 19.0 * float(norm1_inv) == 8.12156862745098
+    norminf_inv = max(sum(abs(v) for v in row) for row in inv)
+    assert linalg.cond(A, np.inf, "exact") == 23.0 * float(norminf_inv)  # ||A||_inf = 23
+
+
+def test_cond_2_of_a_rectangular_matrix():
+    # MATLAB's cond takes m x n matrices for p = 2: sigma_max / sigma_min of the min(m, n) values;
+    # singular values of [[1, 0, 0], [0, 2, 0]] are 2 and 1; a rank-deficient one gives Inf
+    R = np.array([[1.0, 0.0, 0.0], [0.0, 2.0, 0.0]])
+    for precision in (None, "exact", "h"):
+        assert linalg.cond(R, 2, precision) == linalg.cond(R.T, 2, precision) == 2.0
+    assert linalg.cond(np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0]]), 2, "exact") == math.inf
+    with pytest.raises(ValueError, match="square"):
+        linalg.cond(R, 1)
+
+
+def test_gallery_randsvd_full_bandwidth_and_method():
+    # MATLAB reduces the bandwidth only when kl < n-1 or ku < n-1: kl = ku = 10 >= 3 is a full
+    # matrix (was NotImplementedError); its singular values are mode 3's 10^(-i/3), i = 0..3.
+    # method is 0 or 1 in MATLAB: 7 was accepted silently.
+    A = linalg.gallery_randsvd(4, 10, 3, 10, 10, rng=0)
+    want = [10.0 ** (-i / 3) for i in range(4)]
+    np.testing.assert_allclose(np.linalg.svd(A, compute_uv=False), want, rtol=1e-13)
+    assert np.array_equal(A, linalg.gallery_randsvd(4, 10, 3, rng=0))
+    with pytest.raises(NotImplementedError, match="bandwidth"):
+        linalg.gallery_randsvd(4, 10, 3, 2, 3)
+    with pytest.raises(ValueError, match="method must be 0 or 1"):
+        linalg.gallery_randsvd(4, 10, 3, method=7)
+    assert linalg.gallery_randsvd(4, 10, 3, method=1, rng=0).shape == (4, 4)
 
 
 def test_option_objects_are_read_as_chop_reads_them():

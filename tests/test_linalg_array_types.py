@@ -98,3 +98,23 @@ def test_norm_and_cond_read_tensors_that_require_grad():
     torch = pytest.importorskip("torch")
     A = torch.tensor([[2.0, 1.0], [1.0, 3.0]], dtype=torch.float64, requires_grad=True)
     assert linalg.norm(A, 1) == 4.0 and linalg.cond(A, 1, "exact") == 4.0 * 0.8
+
+
+@pytest.mark.parametrize("fmt", ["s", "d"])
+def test_lapack_lu_keeps_float32(fmt):
+    # method='lapack' gave float64 factors for float32 input (NumPy and torch) while the chopped
+    # path keeps float32. float32 data is factorized in single (sgetrf), as the chopped path
+    # computes on it: the oracle is SciPy's LAPACK on the float32 matrix itself.
+    import scipy.linalg
+
+    A, _ = _problem(np.float32)
+    P, L, U = scipy.linalg.lu(A)
+    for data in (A, torch.from_numpy(A.copy())):
+        F = linalg.lu(data, fmt, method="lapack")
+        for got, want in ((F.L, L), (F.U, U)):
+            got = got.numpy() if isinstance(got, torch.Tensor) else got
+            assert got.dtype == np.float32
+            np.testing.assert_array_equal(got, want)
+        assert (F.U.dtype == torch.float32) if isinstance(data, torch.Tensor) else True
+    F64 = linalg.lu(A.astype(np.float64), "s", method="lapack")
+    assert F64.U.dtype == np.float64 and np.array_equal(F64.U, U)  # double input: as before

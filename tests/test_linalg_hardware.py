@@ -149,6 +149,17 @@ def test_hardware_refuses_options_the_model_cannot_take(options):
         linalg.lu(np.eye(3), options, hardware="H100")
 
 
+def test_hardware_refuses_an_unbounded_exponent():
+    # explim=0 was ignored: fp16 with an unbounded exponent keeps 1e6 (999936 = fl(1e6) with 11
+    # bits), but the model's fp16 inputs overflowed it to inf (and lu's factors to NaN)
+    o = {"format": "h", "explim": 0}
+    assert linalg.matmul(np.array([[1e6]]), np.array([[1.0]]), o)[0, 0] == 999936.0
+    with pytest.raises(ValueError, match="explim=0"):
+        linalg.matmul(np.array([[1e6]]), np.array([[1.0]]), o, hardware="H100")
+    with pytest.raises(ValueError, match="explim=0"):
+        linalg.lu(np.eye(3) * 1e5, o, hardware="H100", block_size=8)
+
+
 def test_block_size_needs_hardware():
     with pytest.raises(ValueError, match="give hardware="):
         linalg.lu(np.eye(3), "h", block_size=2)

@@ -191,8 +191,9 @@ def test_ls_ir_says_when_the_minimiser_is_not_unique():
     A, b = ls_problem()
     A[:, 1] = A[:, 0]
     assert np.linalg.matrix_rank(A) == A.shape[1] - 1
-    with pytest.warns(linalg.SingularMatrixWarning, match="not unique"):
+    with pytest.warns(linalg.SingularMatrixWarning, match="not unique") as caught:
         linalg.ls_ir(A, b)
+    assert caught[0].filename == __file__  # the caller's line, not the package's decorator
     with warnings.catch_warnings():
         warnings.simplefilter("error", linalg.SingularMatrixWarning)
         assert linalg.ls_ir(*ls_problem()).converged  # full rank: no warning

@@ -12,7 +12,7 @@ from ..spec import RoundingSpec
 from .arrays import Arrays
 
 __all__ = ["OptionsLike", "METHODS", "DOUBLE_NAMES", "DOUBLE_DOUBLE_NAMES", "BINARY128_NAMES", "chop_object",
-           "extended_kind", "unit_roundoff", "Rounder", "float_operands"]
+           "extended_kind", "unit_roundoff", "Rounder", "float_operands", "check_lapack_rounding"]
 
 #: What linalg accepts as precision options: chop's options, a format name, or None.
 OptionsLike = Union[None, str, Mapping[str, Any], Any]
@@ -87,6 +87,21 @@ class Rounder:
             return None
         spec = resolve(self.options, None, "single" if dtype_name == "float32" else "double").spec
         return None if spec.extended else spec
+
+
+def check_lapack_rounding(options: Options, what: str, given: str, advice: str = "") -> None:
+    """Refuse resolved ``options`` that LAPACK's single or double routines would ignore: they round
+    to nearest, keep subnormals and the format's exponent range, and flip no bits.
+
+    Raises
+    ------
+    ValueError
+        Naming ``what`` (the factors), ``given`` (the options as the caller passed them) and
+        ``advice`` (what to use instead, or nothing).
+    """
+    if int(options.round or 1) != 1 or options.subnormal == 0 or options.flip or options.explim == 0:
+        raise ValueError(f"{what} are LAPACK's (round to nearest, with subnormals and the format's range, "
+                         f"no bit flips): {given} would be ignored{advice}")
 
 
 def float_operands(arrays: Arrays, *values: Any) -> list:

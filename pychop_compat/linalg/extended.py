@@ -6,6 +6,7 @@ is the Dot2 residual of the backward errors."""
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any, Union
 
 import numpy as np
@@ -224,10 +225,26 @@ def ext_lu_solve(arith: Arithmetic, F: Any, c: Any) -> Any:
     return c
 
 
+def _split_shift(arrays: Arrays, v: Any) -> int:
+    """``k`` such that ``max |v| / 2**k < 2**996`` (Dekker's splitting does not overflow), 0 when
+    it holds already or ``max |v|`` is not finite."""
+    largest = arrays.max_abs(v)
+    return max(math.frexp(largest)[1] - 996, 0) if math.isfinite(largest) else 0
+
+
 def residual_dd(arrays: Arrays, A: Any, x: Any, b: Any) -> Any:
     """``b - A x`` in double-double (Ogita-Rump-Oishi Dot2), rounded to double: as accurate as
-    106 bits and one rounding (no overflow in the splitting, ``|a| < 2**996``); the products at
-    once, the columns added in order ``k = 0, 1, ...``."""
+    106 bits and one rounding; the products at once, the columns added in order ``k = 0, 1, ...``.
+
+    Dekker's splitting overflows for entries of ``A`` or ``x`` at or above ``2**996``: then ``A``,
+    ``x`` and ``b`` are scaled by powers of two first (``2**-k A``, ``2**-m x``, ``2**-(k+m) b``) and
+    the residual scaled back, the same bits as unscaled arithmetic without overflow except where a
+    scaled entry falls below double's normal range (below ``2**-1022`` after division by at most
+    ``2**56``)."""
+    ka, kx = _split_shift(arrays, A), _split_shift(arrays, x)
+    if ka or kx:
+        r = residual_dd(arrays, A * 2.0**-ka, x * 2.0**-kx, b * 2.0**-(ka + kx))
+        return r * 2.0**(ka + kx)
     s = b
     c = arrays.zeros(b.shape, b.dtype)
     P, E = two_prod(-A, x[None, :])

@@ -109,10 +109,13 @@ def gallery_randsvd(
     mode : int, optional
         Distribution of the singular values, ``+-1 .. +-5`` (default 3).
     kl, ku : int, optional
-        MATLAB's bandwidth reduction: only a full matrix (``None`` or
-        ``kl = ku = n - 1``) is supported.
-    method : int, optional
-        Accepted for MATLAB's argument order.
+        MATLAB's bandwidth reduction: only a full matrix is supported
+        (``None``, or ``kl >= m - 1`` and ``ku >= n - 1``, ``ku`` defaulting to
+        ``kl``: MATLAB reduces the bandwidth only when ``kl < m - 1`` or
+        ``ku < n - 1``); a band is refused (``NotImplementedError``).
+    method : {0, 1}, optional
+        Accepted for MATLAB's argument order (the orthogonal factors are
+        NumPy's for both); other values are refused (``ValueError``).
     classname : {'double', 'single'}, optional
         Class of the result.
     rng : int, numpy.random.Generator or None
@@ -138,8 +141,13 @@ def gallery_randsvd(
     if int(mode) != mode or not 1 <= abs(int(mode)) <= 5:
         raise ValueError(f"mode must be one of +-1, +-2, +-3, +-4, +-5, got {mode!r}")
     mode = int(mode)
-    if (kl, ku) != (None, None) and not (kl == m - 1 and (ku if ku is not None else kl) == nc - 1):
-        raise NotImplementedError("gallery_randsvd: bandwidth reduction (kl, ku) is not implemented")
+    if (kl, ku) != (None, None):
+        lower = m - 1 if kl is None else int(kl)
+        upper = lower if ku is None else int(ku)  # MATLAB's default ku = kl
+        if lower < m - 1 or upper < nc - 1:  # MATLAB reduces the bandwidth only then: else a full matrix
+            raise NotImplementedError("gallery_randsvd: bandwidth reduction (kl, ku) is not implemented")
+    if isinstance(method, bool) or method not in (0, 1):
+        raise ValueError(f"method must be 0 or 1 (MATLAB's two ways of computing the factors), got {method!r}")
     if classname not in ("double", "single"):
         raise ValueError(f"classname must be 'double' or 'single', got {classname!r}")
     if p == 1:  # a vector: randn normalised, as MATLAB

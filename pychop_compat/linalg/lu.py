@@ -7,7 +7,6 @@ arrays asking for them take the host route (:func:`~pychop_compat.linalg.arrays.
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from dataclasses import dataclass
 from typing import Any, Optional, Tuple
 
@@ -17,8 +16,8 @@ from numpy.typing import ArrayLike
 from .. import hardware as matrix_units
 from ..matlab.options import resolve
 from .arrays import HOST, Arrays, Window, arrays_for, host_computed, ieee, on_host
-from .common import DOUBLE_NAMES, OptionsLike, Rounder, chop_object, float_operands
-from .errors import SingularMatrixWarning
+from .common import DOUBLE_NAMES, OptionsLike, Rounder, check_lapack_rounding, chop_object, float_operands
+from .errors import warn_at_caller
 from .products import HardwareLike, unit_model
 from .scaling import Scaling, ruiz_equilibrate, ruiz_equilibrate_symmetric, squeeze
 
@@ -96,28 +95,31 @@ def warn_if_singular(F: LUResult, what: str) -> None:
     """Warn with :class:`~pychop_compat.linalg.SingularMatrixWarning` when ``F`` is singular
     (``what``: the caller's name)."""
     if F.singular:
-        warnings.warn(
-            f"{what}: matrix is singular to working precision (a zero or non-finite pivot "
-            "or factor entry); the result contains Inf or NaN.",
-            SingularMatrixWarning, stacklevel=4,
-        )
+        warn_at_caller(f"{what}: matrix is singular to working precision (a zero or non-finite pivot "
+                       "or factor entry); the result contains Inf or NaN.")
 
 
 def _lapack_lu(a: np.ndarray, options: OptionsLike) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """LAPACK's getrf in single or double (what MATLAB's ``lu(single(A))`` calls)."""
     import scipy.linalg
 
-    fmt = chop_object(options).options.format
+    resolved = chop_object(options).options
+    fmt = resolved.format
     if fmt not in ("s", "single", "fp32") + DOUBLE_NAMES:
         raise ValueError(f"method='lapack' needs format 's' or 'd' (LAPACK's sgetrf/dgetrf), got {fmt!r}")
-    lu_, piv = scipy.linalg.lu_factor(a.astype(np.float64 if fmt in DOUBLE_NAMES else np.float32), check_finite=False)
+    check_lapack_rounding(resolved, "method='lapack' factors", f"options {options!r}",
+                          "; use method='chopped' for other rounding options")
+    # single data is factorized in single whatever the format, as the chopped elimination computes
+    # on float32 data (and MATLAB's lu(single(A))); the factors keep the input's dtype
+    single = fmt not in DOUBLE_NAMES or a.dtype == np.float32
+    lu_, piv = scipy.linalg.lu_factor(a.astype(np.float32 if single else np.float64), check_finite=False)
     n = a.shape[0]
     perm = np.arange(n)
     for k, p in enumerate(piv):  # LAPACK's row interchanges, applied in order
         perm[[k, p]] = perm[[p, k]]
-    L = np.tril(lu_, -1).astype(np.float64)
+    L = np.tril(lu_, -1).astype(a.dtype)
     L[np.diag_indices(n)] = 1.0
-    U = np.triu(lu_).astype(np.float64)
+    U = np.triu(lu_).astype(a.dtype)
     zero = np.flatnonzero(np.diag(U) == 0)
     return L, U, perm, int(zero[0]) + 1 if zero.size else 0
 
@@ -157,7 +159,12 @@ def lu(A: ArrayLike, options: OptionsLike = None, *, scaling: Optional[str] = No
         so that its largest entry is ``theta * xmax`` of the format.
     method : {'chopped', 'lapack'}, optional
         The chopped elimination (default) or, for format ``'s'`` or ``'d'``
-        only, LAPACK's ``sgetrf``/``dgetrf`` (MATLAB's ``lu(single(A))``).
+        only, LAPACK's ``sgetrf``/``dgetrf`` (MATLAB's ``lu(single(A))``),
+        which round to nearest with subnormals, the format's range and no bit
+        flips: other options (``round``, ``subnormal=0``, ``explim=0``,
+        ``flip``) are refused, not ignored.
+        float32 input is factorized by ``sgetrf`` whatever the format (the
+        chopped elimination too computes in single on float32 data).
     hardware : str or hardware.BlockFMA, optional
         A GPU name (``'H100'``) or a block-FMA model, as
         :func:`~pychop_compat.linalg.matmul` takes it (the same checks:
@@ -182,7 +189,8 @@ def lu(A: ArrayLike, options: OptionsLike = None, *, scaling: Optional[str] = No
     ------
     ValueError
         ``hardware=`` with ``method='lapack'`` or with options the model cannot
-        take, ``block_size`` not a positive integer or given without ``hardware=``.
+        take, ``block_size`` not a positive integer or given without ``hardware=``,
+        ``method='lapack'`` with options LAPACK would ignore.
 
     Warns
     -----

@@ -47,20 +47,57 @@ def _nonfinite_norm(a: np.ndarray) -> float:
     return float(np.nan) if np.any(np.isnan(a)) else float(np.inf)
 
 
+def _frobenius(a: np.ndarray) -> float:
+    """``||a||_F`` in double: NumPy's ``sqrt(sum(a_ij^2))`` where that is finite and nonzero (or ``a``
+    is zero or not finite); else, where the squares overflow or underflow, as MATLAB's ``norm`` gives
+    it without overflow, ``s ||a / s||_F`` with ``s`` the power of two at or above ``max |a_ij|``."""
+    plain = float(np.linalg.norm(a, "fro"))
+    largest = float(np.max(np.abs(a))) if a.size else 0.0
+    if (plain != 0 and math.isfinite(plain)) or largest == 0 or not math.isfinite(largest):
+        return plain
+    scale = math.ldexp(1.0, math.frexp(largest)[1])
+    return scale * float(np.linalg.norm(a / scale, "fro"))
+
+
+def _exact_fraction_norm(rows: list, p) -> float:
+    """The norm ``p`` (1, inf or 'fro') of a matrix of Fractions (a list of rows), correctly rounded."""
+    if p in (1, np.inf):  # the largest column (1) or row (inf) sum
+        lines = list(zip(*rows)) if p == 1 else rows
+        return float(max(sum((abs(v) for v in line), Fraction(0)) for line in lines))
+    import mpmath
+
+    q = sum((v * v for row in rows for v in row), Fraction(0))
+    with mpmath.workprec(_EXACT_PREC):
+        return float(mpmath.sqrt(mpmath.mpf(q.numerator) / q.denominator))
+
+
 def _exact_norm(a: np.ndarray, p) -> float:
     if a.size == 0:
         return 0.0
     if not np.all(np.isfinite(a)):
         return _nonfinite_norm(a)
-    if p in (1, np.inf):  # the largest column (1) or row (inf) sum
-        return float(max(sum((abs(Fraction(v)) for v in line), Fraction(0)) for line in (a.T if p == 1 else a)))
+    if p in (1, np.inf, "fro"):
+        return _exact_fraction_norm([[Fraction(v) for v in row] for row in a.tolist()], p)
     import mpmath
 
     with mpmath.workprec(_EXACT_PREC):
-        if p == "fro":
-            q = sum((Fraction(v) ** 2 for v in a.ravel()), Fraction(0))
-            return float(mpmath.sqrt(mpmath.mpf(q.numerator) / q.denominator))
         return float(max(mpmath.svd_r(mpmath.matrix(a.tolist()), compute_uv=False)))
+
+
+def _exact_inverse(a: np.ndarray) -> list:
+    """The inverse of the nonsingular square matrix ``a`` of doubles, exactly (Gauss-Jordan elimination
+    in Fractions), as a list of rows."""
+    n = a.shape[0]
+    m = [[Fraction(v) for v in row] + [Fraction(int(i == j)) for j in range(n)] for i, row in enumerate(a.tolist())]
+    for k in range(n):
+        pivot = next(i for i in range(k, n) if m[i][k])
+        m[k], m[pivot] = m[pivot], m[k]
+        m[k] = [v / m[k][k] for v in m[k]]
+        for i in range(n):
+            if i != k and m[i][k]:
+                factor = m[i][k]
+                m[i] = [v - factor * w for v, w in zip(m[i], m[k])]
+    return [row[n:] for row in m]
 
 
 def _chopped_norm(a: np.ndarray, p, options: OptionsLike) -> float:
@@ -96,7 +133,9 @@ def norm(A: ArrayLike, p: NormOrder = 2, precision: OptionsLike = None) -> float
     Parameters
     ----------
     A : array_like
-        A matrix (a vector is treated as a column).
+        A matrix or a vector: a 1-D array, a ``1 x n`` row or an ``n x 1`` column
+        gets the vector norm, as MATLAB's ``norm`` (``norm([1 2 3], 1)`` is 6,
+        ``norm([1 2 3], Inf)`` is 3: the matrix norms of the row are 3 and 6).
     p : {1, 2, inf, 'fro'}, optional
         The norm (default 2, as MATLAB).
     precision : None, 'd', 'exact' or chop options, optional
@@ -106,7 +145,10 @@ def norm(A: ArrayLike, p: NormOrder = 2, precision: OptionsLike = None) -> float
     -------
     float
         NaN when ``A`` (chopped: the stored ``A``) has a NaN entry, else Inf when it has an
-        Inf entry, for every ``p``, as MATLAB's ``norm``.
+        Inf entry, for every ``p``, as MATLAB's ``norm``.  In double, ``'fro'`` is NumPy's
+        ``sqrt(sum(a_ij^2))`` unless that overflows or underflows (Inf or 0 for a finite nonzero
+        ``A``): then it is computed on ``A / s``, ``s`` a power of two, as MATLAB's does without
+        overflow.
 
     Examples
     --------
@@ -122,11 +164,15 @@ def norm(A: ArrayLike, p: NormOrder = 2, precision: OptionsLike = None) -> float
         a = a[:, None]  # a vector: MATLAB's vector norms agree with these on a column
     if a.ndim != 2:
         raise ValueError("norm needs a vector or a matrix")
+    if a.shape[0] == 1 and order in (1, np.inf):
+        a = a.T  # a row is a vector to MATLAB's norm (2 and 'fro': the same on the row)
     if precision is None or precision in DOUBLE_NAMES:
         if a.size == 0:
             return 0.0
         if order == 2 and not np.all(np.isfinite(a)):
             return _nonfinite_norm(a)
+        if order == "fro":
+            return _frobenius(a.astype(np.float64))
         return float(np.linalg.norm(a.astype(np.float64), order))
     if isinstance(precision, str) and precision == "exact":
         return _exact_norm(a.astype(np.float64), order)
@@ -134,13 +180,17 @@ def norm(A: ArrayLike, p: NormOrder = 2, precision: OptionsLike = None) -> float
 
 
 def _exactly_singular(a: np.ndarray) -> bool:
-    """Whether the square matrix ``a`` of finite doubles is singular, decided exactly on the integer
-    matrix ``2^k a``: nonsingular if it is modulo the prime ``2^31 - 1`` (NumPy, fast), else by
-    fraction-free (Bareiss) elimination with row exchanges."""
+    """Whether the matrix ``a`` of finite doubles is rank deficient (singular, if square), decided
+    exactly on the integer matrix ``2^k a`` (transposed if wide): of full column rank if it is modulo
+    the prime ``2^31 - 1`` (NumPy, fast), else by fraction-free (Bareiss) elimination with row
+    exchanges."""
+    if a.shape[0] < a.shape[1]:
+        a = a.T
     entries = [[Fraction(v) for v in row] for row in a.tolist()]
     scale = max(v.denominator for row in entries for v in row)  # powers of two: the largest is their lcm
     m = [[int(v * scale) for v in row] for row in entries]
-    n, prime = len(m), 2**31 - 1
+    n, prime = a.shape[1], 2**31 - 1
+    rows_m = a.shape[0]
     r = np.array([[v % prime for v in row] for row in m], dtype=np.int64)
     for k in range(n):  # products of residues < 2^31 fit in int64
         rows = np.flatnonzero(r[k:, k])
@@ -150,14 +200,14 @@ def _exactly_singular(a: np.ndarray) -> bool:
         r[k] = r[k] * pow(int(r[k, k]), -1, prime) % prime
         r[k + 1:] = (r[k + 1:] - np.outer(r[k + 1:, k], r[k]) % prime) % prime
     else:
-        return False  # det(2^k a) is nonzero modulo the prime, hence nonzero
+        return False  # full column rank modulo the prime (a nonzero minor), hence full rank
     previous = 1
     for k in range(n):
-        pivot = next((i for i in range(k, n) if m[i][k]), None)
+        pivot = next((i for i in range(k, rows_m) if m[i][k]), None)
         if pivot is None:
             return True
         m[k], m[pivot] = m[pivot], m[k]
-        for i in range(k + 1, n):
+        for i in range(k + 1, rows_m):
             for j in range(k + 1, n):  # exact: Bareiss's division leaves no remainder
                 m[i][j] = (m[i][j] * m[k][k] - m[i][k] * m[k][j]) // previous
         previous = m[k][k]
@@ -174,17 +224,30 @@ def cond(A: ArrayLike, p: NormOrder = 2, precision: OptionsLike = None) -> float
     Parameters
     ----------
     A : array_like
-        Square matrix.
+        Square matrix; for ``p = 2`` any ``m x n`` matrix (the ratio of its largest to its
+        smallest of ``min(m, n)`` singular values, as MATLAB's ``cond``).
     p : {1, 2, inf, 'fro'}, optional
         The norm (default 2).
     precision : None, 'd', 'exact' or chop options, optional
-        As for :func:`norm`; with ``'exact'`` only the last step (the product of
-        two rounded norms) is rounded again; chopped: the product rounded.
+        As for :func:`norm`; with ``'exact'`` the two norms are the exact ones (``inv(A)``
+        in rational arithmetic) correctly rounded, and their product rounded:
+        ``fl(fl(||A||) fl(||A^-1||))``; chopped: the product rounded.
 
     Returns
     -------
     float
-        ``inf`` for a singular matrix.
+        ``inf`` for a singular (for ``p = 2``: rank-deficient) matrix.  For ``p = 1, inf,
+        'fro'`` a matrix with a NaN entry (chopped: the stored ``A``) gives NaN, as MATLAB's
+        ``norm(A, p)`` is then NaN; one with Inf entries and no NaN gives Inf (MATLAB's
+        ``Inf * norm(inv(A), p)`` depends on what its ``inv`` makes of an Inf, and is NaN
+        where that inverse is zero or NaN; Inf here, as NumPy's ``cond``, in every mode).
+
+    Raises
+    ------
+    ValueError
+        For ``p = 2`` when ``A`` (chopped: the stored ``A``) has a NaN or Inf entry, in every
+        mode, as MATLAB's ``svd`` refuses it ("Input to SVD must not contain NaN or Inf");
+        for a non-square matrix with ``p`` other than 2.
 
     Examples
     --------
@@ -195,32 +258,41 @@ def cond(A: ArrayLike, p: NormOrder = 2, precision: OptionsLike = None) -> float
     """
     order = _order(p)
     (a,) = float_operands(HOST, _on_host(A))
-    if a.ndim != 2 or a.shape[0] != a.shape[1]:
-        raise ValueError("cond needs a square matrix")
+    if a.ndim != 2 or (order != 2 and a.shape[0] != a.shape[1]):
+        raise ValueError("cond needs a square matrix (or any matrix for p = 2)")
     if a.size == 0:
         return 0.0
-    if precision is None or precision in DOUBLE_NAMES:
-        return float(np.linalg.cond(a.astype(np.float64), order))
-    if isinstance(precision, str) and precision == "exact":
+    exact = isinstance(precision, str) and precision == "exact"
+    r = None if exact or precision is None or precision in DOUBLE_NAMES else Rounder(precision, HOST)
+    stored = a.astype(np.float64) if r is None else r(a)
+    if not np.all(np.isfinite(stored)):
+        if order == 2:
+            raise ValueError("cond(A, 2): A has a NaN or Inf entry (MATLAB's svd refuses it: "
+                             "'Input to SVD must not contain NaN or Inf').")
+        return _nonfinite_norm(stored)  # norm(A, p) is NaN or Inf, and so is the product
+    if exact:
         import mpmath
 
-        a64 = a.astype(np.float64)
-        if np.all(np.isfinite(a64)) and _exactly_singular(a64):
+        if _exactly_singular(stored):
             return math.inf  # 200 bits may leave a rounding-sized sigma_min or pivot where the exact one is 0
-        with mpmath.workprec(_EXACT_PREC):
-            if order == 2:
-                s = mpmath.svd_r(mpmath.matrix(a64.tolist()), compute_uv=False)
+        if order == 2:
+            with mpmath.workprec(_EXACT_PREC):
+                s = mpmath.svd_r(mpmath.matrix(stored.tolist()), compute_uv=False)
                 return float(max(s) / min(s)) if min(s) != 0 else math.inf
+        return _exact_norm(stored, order) * _exact_fraction_norm(_exact_inverse(stored), order)
+    if r is None:  # double
+        c = float(np.linalg.cond(stored, order))
+        if order == "fro" and (c == 0 or math.isinf(c)):  # the sum of squares may have overflowed
             try:
-                inv = np.array(mpmath.inverse(mpmath.matrix(a64.tolist())).tolist(), dtype=np.float64)
-            except ZeroDivisionError:
+                inv = np.linalg.inv(stored)
+            except np.linalg.LinAlgError:
                 return math.inf
-        return _exact_norm(a64, order) * _exact_norm(inv, order)
-    r = Rounder(precision, HOST)
-    stored = r(a)
+            c = _frobenius(stored) * _frobenius(inv)
+            return math.inf if math.isnan(c) else c  # NumPy's cond reads NaN as singular
+        return c
     if order == 2:
-        s = np.linalg.svd(stored.astype(np.float64), compute_uv=False)
-        return float(r(np.asarray(s[0] / s[-1]))) if s[-1] else math.inf
+        sv = np.linalg.svd(stored.astype(np.float64), compute_uv=False)
+        return float(r(np.asarray(sv[0] / sv[-1]))) if sv[-1] else math.inf
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SingularMatrixWarning)
         inv = solve(stored, np.eye(a.shape[0], dtype=stored.dtype), precision)

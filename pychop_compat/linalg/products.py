@@ -196,6 +196,9 @@ def unit_model(hardware: Union[str, matrix_units.BlockFMA], rin: Rounder) -> mat
         raise ValueError("hardware= rounds the inputs as the matrix units read them (to nearest; tf32 "
                          f"toward zero): options must round to nearest without bit flips, got round={o.round}"
                          f"{', flip=1' if o.flip else ''}.")
+    if o.explim == 0:  # the model's fp32 output has fp32's range: chop's unbounded exponent would be ignored
+        raise ValueError("hardware= computes with the model's exponent ranges (fp32 output): options with "
+                         "explim=0 (an unbounded exponent) cannot be honoured.")
     fmt = resolve(o, None, "double").spec.fmt
     return matrix_units.model_for_format(hardware, fmt.t, fmt.emax, f"options' format {o.format!r}",
                                          emin=fmt.emin, encoding=fmt.encoding)
@@ -298,7 +301,8 @@ def matmul(
         :class:`~pychop_compat.hardware.BlockFMA`, whose input format
         ``options`` must have.  ``A`` and ``B`` are rounded as the model reads
         them (to nearest; tf32 toward zero; the model's subnormal handling), so
-        ``options`` must round to nearest without bit flips, and ``method`` and
+        ``options`` must round to nearest without bit flips and keep the
+        format's exponent range (no ``explim=0``), and ``method`` and
         ``accumulate`` must be left out.  NumPy data is computed in place; torch,
         CuPy and JAX data through a copy on the host.
 

@@ -23,8 +23,8 @@ from numpy.typing import ArrayLike
 
 from .arrays import HOST, Arrays, arrays_for, host_computed, ieee, on_host
 from .cholesky import cholesky_rounded
-from .errors import SingularMatrixWarning
-from .common import OptionsLike, Rounder, extended_kind, float_operands, unit_roundoff
+from .errors import warn_at_caller
+from .common import OptionsLike, Rounder, check_lapack_rounding, extended_kind, float_operands, unit_roundoff
 from .extended import arithmetic, ext_lu_solve, ext_matvec, quick_two_sum, residual_dd, two_sum
 from .lu import LUResult, factorize, needs_host, solve_on
 from .products import HardwareLike, matmul_on
@@ -321,6 +321,10 @@ def lu_ir(
         Factorization, working and residual precisions (default half, double,
         and ``'q'``: double-double, 106 bits; also ``'quad'``, ``'dd'``,
         ``'binary128'``); a chop format ``ur`` is simulated with :func:`matvec`.
+        The double-double residuals (and backward errors) need ``A x`` in
+        double's range: entries of ``A`` up to ``realmax`` are scaled by powers
+        of two for Dekker's splitting, but a product ``a_ij x_j`` that
+        overflows gives a non-finite residual (status ``'diverged'``).
     x_true : array_like, optional
         Exact solution, for the forward errors.
     max_iter : int, optional
@@ -490,6 +494,23 @@ def _factor_preconditioner(arrays: Arrays, A: Any, F: LUResult, u: OptionsLike, 
             lambda r: ru(ops.lower(ops.solve(F, ops.lift(r)))))
 
 
+def _nrm2(arrays: Arrays, v: Any, u: OptionsLike, ru: Rounder) -> Any:
+    """``||v||_2`` in precision ``u`` (``ru``): ``fl(sqrt(fl(v . v)))`` (a 0-d array), or, where
+    ``v . v`` overflows or underflows (the plain result Inf or 0 for finite nonzero ``v``), as MATLAB's
+    ``norm`` gives it without overflow: ``fl(s fl(sqrt(w . w)))``, ``w = v / s`` with ``s`` the power of
+    two at or above ``max |v|`` (exact scalings).  Every other result is the plain formula's."""
+    plain = ru(arrays.xp.sqrt(matmul_on(arrays, v, v, u)))
+    value = float(plain)
+    if value != 0 and math.isfinite(value):
+        return plain
+    largest = arrays.max_abs(v)
+    if largest == 0 or not math.isfinite(largest):
+        return plain
+    s = math.ldexp(1.0, math.frexp(largest)[1])
+    w = arrays.divide(v, s)
+    return ru(ru(arrays.xp.sqrt(matmul_on(arrays, w, w, u))) * s)
+
+
 def _gmres(arrays: Arrays, r: Any, u: OptionsLike, tol: float, maxit: Optional[int],
            preconditioned: tuple) -> tuple:
     """Left-preconditioned GMRES for ``M^{-1} A d = M^{-1} r`` from ``d = 0``: ``(d, iterations)``;
@@ -503,7 +524,7 @@ def _gmres(arrays: Arrays, r: Any, u: OptionsLike, tol: float, maxit: Optional[i
     apply, precondition = preconditioned
 
     def nrm2(v: Any) -> Any:
-        return ru(arrays.xp.sqrt(matmul_on(arrays, v, v, u)))
+        return _nrm2(arrays, v, u, ru)
 
     z = precondition(r)
     beta_array = nrm2(z)
@@ -851,15 +872,6 @@ def _column_norms(A: np.ndarray) -> np.ndarray:
     return norms
 
 
-def _lapack_rounding(options: Any, uf: OptionsLike) -> None:
-    """Refuse ``uf`` options that LAPACK's single or double QR would ignore: it rounds to nearest,
-    keeps subnormals and the exponent range, and flips no bits."""
-    if int(options.round or 1) != 1 or options.subnormal == 0 or options.flip or options.explim == 0:
-        raise ValueError(f"ls_ir's single and double QR factors are LAPACK's (round to nearest, with "
-                         f"subnormals and the format's range, no bit flips): uf={uf!r} would be ignored; "
-                         "use fp16 for other rounding options")
-
-
 def _qr_factors(A: np.ndarray, uf: OptionsLike, theta: float) -> _QRFactors:
     """gmreslsir3.m's QR factors: fp16 by :func:`house_qr_lp` of ``chop(mu A D)``, ``D =
     diag(1 ./ ||a_j||_2)``, ``mu = theta xmax``, unscaled ``R = (1/mu) R_s diag(1 ./ d)``, every
@@ -874,7 +886,8 @@ def _qr_factors(A: np.ndarray, uf: OptionsLike, theta: float) -> _QRFactors:
         Q, R = house_qr_rounded(As, 0, rounded)
         R = ((1.0 / mu) * R) * (1.0 / column_scale)[None, :]
     elif params in ((24, 127), (53, 1023)):
-        _lapack_rounding(rounded.options, uf)
+        check_lapack_rounding(rounded.options, "ls_ir's single and double QR factors", f"uf={uf!r}",
+                              "; use fp16 for other rounding options")
         Q, R = (v.astype(np.float64) for v in np.linalg.qr(A.astype(np.float32 if params[0] == 24 else np.float64)))
     else:
         raise ValueError(f"ls_ir's QR factorization runs in fp16, single or double, got uf={uf!r}")
@@ -1035,9 +1048,9 @@ def ls_ir(
     if singular_values is not None and singular_values[-1] <= m * np.finfo(np.float64).eps * singular_values[0]:
         # gmreslsir3 assumes full rank and does not check; a converged status here speaks of the
         # backward error only, and x is one minimiser among many: say so rather than stay silent.
-        warnings.warn(f"ls_ir: A is rank deficient to double precision (sigma_min / sigma_max = "
-                      f"{singular_values[-1] / singular_values[0]:.1e}): the least-squares minimiser "
-                      "is not unique; x is one of them.", SingularMatrixWarning, stacklevel=2)
+        warn_at_caller(f"ls_ir: A is rank deficient to double precision (sigma_min / sigma_max = "
+                       f"{singular_values[-1] / singular_values[0]:.1e}): the least-squares minimiser "
+                       "is not unique; x is one of them.")
     ru = Rounder(u, HOST)
     Au = ru(a)
     augmented = np.block([[np.eye(m), a], [a.T, np.zeros((n, n))]])

@@ -551,3 +551,11 @@ def test_torch_generators_give_every_number_of_formats_rounded_through_chop():
                                                    "randfunc": numbers(0)}))
     assert_bits_equal(flipped[0], flipped[1])
     assert not torch.equal(flipped[0], flipped[2]) and not torch.equal(flipped[0], quantize(x, "h"))
+
+
+def test_flips_without_a_bit_below_the_leading_one_are_refused_alike_by_every_generator():
+    # E8M0 (t = 1) has no fraction bit to flip: chop's own refusal, whichever generator draws
+    x = torch.rand(10)
+    for rng in ("torch", "chop", 3, torch.Generator()):
+        with pytest.raises(ValueError, match=r"precision t >= 2"):
+            Rounder({"format": "float8_e8m0fnu", "flip": 1, "p": 0.5}, "stochastic", rng=rng)(x)

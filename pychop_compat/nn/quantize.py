@@ -20,7 +20,7 @@ from ..kernels.xp import library_namespace
 from ..libraries import ChoppedValue
 from ..random.counter import CounterRng, uniform
 from ..random.sources import RandomSources, counter_sources, given_sources
-from ..spec import ROUND_NAMES, round_mode
+from ..spec import FLIP_PRECISION_ERROR, ROUND_NAMES, round_mode
 
 __all__ = ["Rounder", "quantize", "rounder_for", "as_rounder", "ROUND_NAMES"]
 
@@ -218,7 +218,10 @@ class Rounder:
             elif not self._host_random and self._specs[carrier].draws:
                 # rng 'torch' or a torch.Generator through chop's engines (bit flips, E8M0, ...): every
                 # number chop draws, in chop's order, comes from that generator (not MATLAB's stream).
-                out = round_array(work, self._specs[carrier], _TorchDraws(self.rng, work.device).sources())
+                spec = self._specs[carrier]
+                if spec.flips and spec.fmt.t < 2:
+                    raise ValueError(FLIP_PRECISION_ERROR)  # chop's refusal, whatever the generator
+                out = round_array(work, spec, _TorchDraws(self.rng, work.device).sources())
             else:
                 out = self._chop(work)
         elif self._cast is not None and carrier == "float32" and not torch.compiler.is_compiling():

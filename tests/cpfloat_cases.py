@@ -34,6 +34,16 @@ FORMATS_AND_CARRIERS = [
     pytest.param(name, dtype, id=f"{name}-{np.dtype(dtype).name}",
                  marks=() if dtype is np.float64 or name in SINGLE_CARRIER_SAMPLE else pytest.mark.slow)
     for name in FORMATS for dtype in (np.float32, np.float64)]
+#: The drawn modes' share of the default run (each case checks hundreds of specs with four kinds of
+#: numbers): the float64 carrier of every encoding kind (fn, fnuz, finite, E8M0, IEEE, custom and
+#: t = 1) and one float32 carrier; every other pair under ``slow``.
+DRAWN_SAMPLE = ("float8_e4m3fn", "float8_e5m2fnuz", "float4_e2m1fn", "float8_e8m0fnu", "fp16", "[1, -3, 4]",
+                "[24, -130, 130]")
+DRAWN_FORMATS_AND_CARRIERS = [
+    pytest.param(name, dtype, id=f"{name}-{np.dtype(dtype).name}",
+                 marks=() if (name in DRAWN_SAMPLE and dtype is np.float64) or (name, dtype) == ("bf16", np.float32)
+                 else pytest.mark.slow)
+    for name in FORMATS for dtype in (np.float32, np.float64)]
 
 
 def same_bits(got: np.ndarray, want: np.ndarray) -> np.ndarray:

@@ -121,7 +121,7 @@ def test_sprintf_integers_print_their_own_digits():
     for value in (2**53 + 1, 2**60 + 1, 1 - 2**63, 2**64 - 1):
         assert float(value) != value
     assert sprintf("%d", np.int64(9007199254740993)) == str(2**53 + 1)
-    assert sprintf("%d", np.uint64(2**64 - 1)) == "18446744073709551615"
+    assert sprintf("%u", np.uint64(2**64 - 1)) == "18446744073709551615"
     assert sprintf("%d", 2**60 + 1) == "1152921504606846977"
     assert sprintf("%i|%u|%x", np.int64([1 - 2**63, 2**62 + 1, 2**62 + 1])) == (
         f"{1 - 2**63}|{2**62 + 1}|{2**62 + 1:x}")
@@ -209,11 +209,9 @@ _UNSIGNED_SPECS = ["%.3u", "%8.5x", "%.4X", "%.4o", "%#.4x", "%-4.2x|"]
                          + [(s, v) for s in _UNSIGNED_SPECS for v in (5, 1, 255, 123456, 0)])
 def test_sprintf_integer_precision_pads_with_zeros_as_c_does(spec, value):
     # MATLAB's integer conversions follow C's printf: the precision is the least number of digits.
-    # Python's % operator is C's here (C's %.0d of 0 is '', Python's '0': left out; negative
-    # numbers only for the signed conversions, which C prints with a sign).
-    if spec == "%.0d" and value == 0:
-        return
-    want = spec % value
+    # Python's % operator is C's here except for 0: C's %.0d prints no digit and %#x no 0x (Octave 7.3:
+    # sprintf('%.0d|%#.4x', 0, 0) is '|0000'); negative numbers only for the signed conversions.
+    want = spec % value if value else {"%.0d": "", "%#.4x": "0000"}.get(spec, spec % value)
     assert sprintf(spec, value) == want
     assert sprintf(spec, float(value)) == want  # a double holding an integer prints as that integer
     assert sprintf(spec, np.int64(value)) == want
@@ -225,3 +223,46 @@ def test_sprintf_integer_precision_ignores_the_zero_flag():
     assert sprintf("%05.3d", 5) == "%5.3d" % 5 == "  005"
     assert sprintf("%-05.3d|", -5) == "%-5.3d|" % -5
     assert sprintf("%05d", 5) == "%05d" % 5 == "00005"
+
+
+def test_sprintf_integer_flags_follow_c_not_python():
+    # C's printf, which MATLAB's and Octave's follow, where Python's % differs: precision 0 prints no digit
+    # for 0 ('%.d' is precision 0 too), '#' gives %o a leading 0 (Python: '0o') and 0 no prefix, and the + and
+    # space flags sign only %d and %i.  Octave 7.3:
+    #   sprintf('%.0d|%.0x|%5.0d|%.d|%+.0d|% .0d|%#.0o', 0, 0, 0, 0, 0, 0, 0)  ->  '||     ||+| |0'
+    #   sprintf('%#o|%#o|%#x|%#X|%#.3o|%-#8o|%#x', 8, 0, 0, 0, 8, 8, 255)       ->  '010|0|0|0|010|010     |0xff'
+    #   sprintf('%+x|%+u|% x|%+o|%+X', 255, 5, 5, 8, 255)                       ->  'ff|5|5|10|FF'
+    assert sprintf("%.0d|%.0x|%5.0d|%.d|%+.0d|% .0d|%#.0o", *[0] * 7) == "||     ||+| |0"
+    assert sprintf("%#o|%#o|%#x|%#X|%#.3o|%-#8o|%#x", 8, 0, 0, 0, 8, 8, 255) == "010|0|0|0|010|010     |0xff"
+    assert sprintf("%+x|%+u|% x|%+o|%+X", 255, 5, 5, 8, 255) == "ff|5|5|10|FF"
+    assert sprintf("%.0d|%#o|%+x", 0.0, 8.0, 255.0) == "|010|ff"  # doubles holding integers: the same
+    assert sprintf("%.0bx|%#to", 0.0, 0.5) == "|0" + format(struct.unpack(">I", struct.pack(">f", 0.5))[0], "o")
+    # the length modifiers of MATLAB's '%ld' (MathWorks Answers 9850) change nothing; Octave 7.3:
+    #   sprintf('%ld|%hd|%lx|%lu', 5, 5, 255, uint64(18446744073709551615))  ->  '5|5|ff|18446744073709551615'
+    assert sprintf("%ld|%hd|%lx|%lu", 5, 5, 255, np.uint64(2**64 - 1)) == "5|5|ff|18446744073709551615"
+
+
+def test_sprintf_integer_conversion_of_a_value_it_cannot_hold_uses_e():
+    # MATLAB's sprintf doc: a conversion that does not fit the data is overridden with %e.  MathWorks Answers
+    # 821305 shows it for negative values and %X: fprintf('%04X', int16(-10077)) prints '-1.007700e+04' and
+    # int16(3436) prints '0D6C'; comp.soft-sys.matlab (1995): fprintf('%x', -11) prints -1.1e+01 with %e.
+    # (Octave prints sprintf('%x', -1) as '-1' instead; this follows MATLAB.)
+    assert sprintf("%04X|%04X", np.int16(-10077), np.int16(3436)) == "-1.007700e+04|0D6C"
+    assert sprintf("%x|%o|%u|%X", -11, -8, -5.0, np.int64(-1)) == "|".join("%e" % v for v in (-11, -8, -5, -1))
+    assert sprintf("%.0x|%5.3u|", -1, -5) == "-1e+00|-5.000e+00|"  # flags, width and precision kept, as %e
+    assert sprintf("%d|%i", -5, np.int8(-5)) == "-5|-5"  # the signed conversions print negative integers
+    # MATLAB R2015b (Stack Overflow 22494124): sprintf('%d', uint64(2^63)) is '9.223372e+18', beyond int64,
+    # and sprintf('%u', uint64(2^63)) '9223372036854775808'; a double: sprintf('%u', (2^32-1)*(2^32-1)) is
+    # '18446744065119617024'.  (Octave: '9.22337e+18' and the same digits.)
+    assert sprintf("%d|%u", np.uint64(2**63), np.uint64(2**63)) == "9.223372e+18|9223372036854775808"
+    assert sprintf("%u", float((2**32 - 1) * (2**32 - 1))) == str(int(float((2**32 - 1) ** 2))) == (
+        "18446744065119617024")
+    assert sprintf("%i|%d", np.uint64(2**63 - 1), -(2**63)) == f"{2**63 - 1}|{-(2**63)}"  # int64's range: digits
+    assert sprintf("%d|%x", 2.0**63, 2.0**64) == f"{2.0**63:e}|{2.0**64:e}"  # beyond int64 / uint64
+
+
+def test_sprintf_plus_flag_signs_nan():
+    # Octave 7.3 (MATLAB's doc does not say): sprintf('%+f|%+5d|%-+6x|%+c', NaN, NaN, NaN, NaN)
+    #   ->  '+NaN| +NaN|+NaN  |+NaN'
+    assert sprintf("%+f|%+5d|%-+6x|%+c", *[np.nan] * 4) == "+NaN| +NaN|+NaN  |+NaN"
+    assert sprintf("%+d|%+f|% d", np.inf, -np.inf, np.nan) == "+Inf|-Inf|NaN"

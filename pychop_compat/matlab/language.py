@@ -147,8 +147,14 @@ def _rounded_quotient(p: Union[int, float], q: Union[int, float], info: np.iinfo
     return quotient if (p >= 0) == (q > 0) else -quotient
 
 
-_CONVERSION = re.compile(r"%(?P<flags>[-+ 0#]*)(?P<width>\d+|\*)?(?:\.(?P<precision>\d+|\*))?"
-                         r"(?:(?P<subtype>[bt])(?=[ouxX]))?(?P<conversion>[diouxXfFeEgGcs%])")
+# C's '%.d' is precision 0; the length modifiers l and h (MATLAB's '%ld' for 64-bit integers) change nothing here
+_CONVERSION = re.compile(r"%(?P<flags>[-+ 0#]*)(?P<width>\d+|\*)?(?:\.(?P<precision>\d*|\*))?"
+                         r"(?:(?P<subtype>[bt])(?=[ouxX])|[lh](?=[diouxX]))?(?P<conversion>[diouxXfFeEgGcs%])")
+# the values MATLAB prints with an integer conversion; others, negative ones for %o %u %x %X included, get %e
+# as MATLAB's doc says ("a conversion that does not fit the data") and MATLAB prints; Octave differs here:
+# sprintf('%x', -1) is '-1' there, and it saturates sprintf('%d', 2^63) to 9223372036854775807
+_INTEGER_RANGE = {"d": (-(2**63), 2**63 - 1), "i": (-(2**63), 2**63 - 1)}
+_UNSIGNED_RANGE = (0, 2**64 - 1)
 # \xN (hex, every digit that follows) and \N (octal, 1 to 3 digits), as MATLAB's formatSpec documents
 _ESCAPE = re.compile(r"\\(x[0-9a-fA-F]+|[0-7]{1,3}|.)")
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "a": "\a", "b": "\b", "f": "\f", "v": "\v"}
@@ -265,8 +271,32 @@ def _is_char_code(value: Any) -> bool:
         return False
 
 
+def _c_integer(flags: str, width: str, precision: Union[str, None], conversion: str, n: int) -> str:
+    """C's printf of the integer ``n`` where Python's ``%`` differs: ``%#o`` is ``010`` (not ``0o10``), ``%#x``
+    of 0 is ``0``, ``%.0d`` of 0 prints no digit, the 0 flag is ignored with a precision, + and space only sign
+    ``%d`` and ``%i``."""
+    digits = format(abs(n), "d" if conversion in "diu" else conversion)
+    if precision is not None:
+        digits = ("" if n == 0 and int(precision) == 0 else digits).rjust(int(precision), "0")
+    if "#" in flags and conversion == "o" and not digits.startswith("0"):
+        digits = "0" + digits
+    sign = ""
+    if conversion in "di":
+        sign = "-" if n < 0 else "+" if "+" in flags else " " if " " in flags else ""
+    elif "#" in flags and conversion in "xX" and n != 0:
+        sign = "0" + conversion
+    size = int(width or 0)
+    if "-" in flags:
+        return (sign + digits).ljust(size)
+    if "0" in flags and precision is None:
+        return sign + digits.rjust(size - len(sign), "0")
+    return (sign + digits).rjust(size)
+
+
 def _format_one(spec: re.Match, value: Any) -> str:
     flags, width, precision, conversion = spec["flags"], spec["width"] or "", spec["precision"], spec["conversion"]
+    if precision == "":
+        precision = "0"
     head, dot = f"%{flags}{width}", "" if precision is None else f".{precision}"
     if conversion in "sc":
         if isinstance(value, str):
@@ -278,23 +308,25 @@ def _format_one(spec: re.Match, value: Any) -> str:
     if spec["subtype"]:  # %bx, %tx, ...: the bits of the double (b) or single (t) value, as an integer
         with np.errstate(over="ignore"):  # single(1e300) is Inf, as in MATLAB
             bits = np.float64(value).view(np.uint64) if spec["subtype"] == "b" else np.float32(value).view(np.uint32)
-        return (head + dot + ("d" if conversion == "u" else conversion)) % int(bits)
-    # C (and MATLAB): an integer conversion pads with zeros to its precision and then ignores the 0 flag
-    int_head = head if precision is None else "%" + flags.replace("0", "") + width + dot
+        return _c_integer(flags, width, precision, conversion, int(bits))
     if isinstance(value, (int, np.integer)) and conversion in "diouxX":
         # an integer prints its own digits: a double has only 53 bits of int64's and uint64's
-        return (int_head + ("d" if conversion in "iu" else conversion)) % int(value)
+        low, high = _INTEGER_RANGE.get(conversion, _UNSIGNED_RANGE)
+        if low <= value <= high:
+            return _c_integer(flags, width, precision, conversion, int(value))
+        return (head + dot + "e") % float(value)
     number = float(value)
     if math.isinf(number) or math.isnan(number):
         text = _shortest(number)
-        if "+" in flags and number > 0:
+        if "+" in flags and not number < 0:  # +Inf and +NaN, as in Octave (NaN has no sign to print)
             text = "+" + text
         return ("%" + flags.replace("0", "").replace("+", "") + width + "s") % text
     if conversion in "diouxX":
-        if number != int(number):  # not an integer: MATLAB switches to %e
+        low, high = _INTEGER_RANGE.get(conversion, _UNSIGNED_RANGE)
+        # not an integer, or one the conversion cannot hold (a negative one for %o %u %x %X): MATLAB uses %e
+        if number != int(number) or not low <= int(number) <= high:
             return (head + dot + "e") % number
-        conversion = "d" if conversion in "iu" else conversion
-        return (int_head + conversion) % int(number)
+        return _c_integer(flags, width, precision, conversion, int(number))
     return (head + dot + conversion) % number
 
 
@@ -325,10 +357,15 @@ def sprintf(fmt: str, *args: Any) -> str:
     ``%tx %to %tu``, the bits of the value as a double or a single) behave as
     in MATLAB where Python's ``%`` differs: the format is recycled over the
     values (arrays column-major) and stops before the first conversion
-    without a value; integers print all their digits; Inf and NaN print as
-    ``Inf``, ``-Inf``, ``NaN``; a conversion that does not fit the value (an
-    integer conversion of a non-integer, ``%s`` or ``%c`` of a number that is
-    no character code) prints with ``%e``; backslash escapes in the format
+    without a value; integers print all their digits, with C's flags
+    (``%#o`` of 8 is ``010``, ``%.0d`` of 0 prints no digit, ``+`` and space
+    sign only ``%d`` and ``%i``); Inf and NaN print as ``Inf``, ``-Inf``,
+    ``NaN``; a conversion that does not fit the value (an integer conversion
+    of a non-integer, of a negative value for ``%o %u %x %X``, of a value
+    beyond int64 for ``%d %i`` or beyond uint64 for the others; ``%s`` or
+    ``%c`` of a number that is no character code) prints with ``%e``, as
+    MATLAB's does (GNU Octave prints these in a shorter form); the length
+    modifiers ``l`` and ``h`` (``%ld``) are accepted; backslash escapes in the format
     (``\\n``, ``\\xN`` hex, ``\\N`` octal, ...) are interpreted.  MATLAB's
     ``fprintf(fmt, ...)`` is ``print(sprintf(fmt, ...), end='')``.
 

@@ -22,10 +22,15 @@ def oracle(values, bits, signed, symmetric, mode, scale=None):
     lo, hi = min(min(finite), 0.0), max(max(finite), 0.0)
     if scale is None:
         if symmetric:
-            scale = float(Fraction(max(abs(v) for v in finite)) / (2 ** (bits - 1) - 1))
+            quotient = Fraction(max(abs(v) for v in finite)) / (2 ** (bits - 1) - 1)
         else:
-            scale = float(Fraction(float(Fraction(hi) - Fraction(lo))) / (qmax - qmin))
-        scale = scale if scale > 0 else 1.0
+            quotient = Fraction(float(Fraction(hi) - Fraction(lo))) / (qmax - qmin)
+        if quotient == 0:
+            scale = 1.0
+        elif quotient < Fraction(1, 2 ** 1022):  # documented: rounded up on the subnormals' grid
+            scale = float(math.ceil(quotient * 2 ** 1074) * Fraction(1, 2 ** 1074))
+        else:
+            scale = float(quotient)
     if symmetric:
         zp = 0 if signed else 2 ** (bits - 1)
     else:
@@ -180,3 +185,38 @@ def test_a_range_whose_scale_underflows_gets_the_smallest_double(symmetric):
     scale = int_quantize(np.array([[0.0, 0.0], [1e-322, 3e-323]]), 8, axis=0, symmetric=symmetric,
                          return_codes=True)[1]
     assert scale.ravel().tolist() == [1.0, float(tiny)]
+
+
+@pytest.mark.parametrize("bits", [2, 3, 4, 8, 16])
+@pytest.mark.parametrize("signed", [True, False])
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_a_subnormal_scale_is_rounded_up_so_no_value_clips(bits, signed, symmetric):
+    # Below 2^-1022 the nearest double to max|x| / (2^(bits-1) - 1) can be far below it (0.9.0: max|x| =
+    # 190 * 2^-1074 at 8 bits gave scale 2^-1074 and clipped code 190 to 127, value 127 * 2^-1074).  The
+    # documented scale is rounded up there: every code within the codes, as exact arithmetic keeps them.
+    tiny = Fraction(1, 2 ** 1074)
+    count = 2 ** (bits - 1) - 1 if symmetric else (2 ** bits - 1)
+    rng = np.random.default_rng(bits)
+    # max|x| = m * 2^-1074: small m, random ones, and around the normal boundary (quotient 2^-1022)
+    ms = list(range(1, 200)) + [int(m) for m in rng.integers(200, 2 ** 53, 40)]
+    ms += [count * 2 ** 52 + d for d in (-2 * count, -count, -1, 0, 1)]
+    for i, m in enumerate(ms):
+        mode = (1, 2, 3, 4, -1)[i % 5]
+        x = np.array([m, -(m // 3), m // 2, 1, 0], dtype=np.float64) * float(tiny)  # the doubles nearest
+        codes, scale, zp = int_quantize(x, bits, signed=signed, symmetric=symmetric, round=mode,
+                                        return_codes=True)
+        want, want_scale, want_zp = oracle(list(x), bits, signed, symmetric, mode)
+        assert scale.item() == want_scale and zp.item() == want_zp, m
+        assert codes.tolist() == want, (m, mode)
+        # a subnormal scale keeps max|x| / scale <= count (affine: (hi - lo) / scale) exactly: nothing clips
+        spread = Fraction(max(abs(v) for v in x)) if symmetric else Fraction(float(Fraction(x[0]) - Fraction(x[1])))
+        assert want_scale >= 2.0 ** -1022 or spread / Fraction(want_scale) <= count, m
+    # the reported case, by hand: scale 2 * 2^-1074, the largest value kept (-31.5 and 47.5: ties to even)
+    x = np.array([190, -63, 95, 0]) * float(tiny)
+    codes, scale, _ = int_quantize(x, 8, return_codes=True)
+    assert scale.tolist() == [float(2 * tiny)] and codes.tolist() == [95, -32, 48, 0]
+    np.testing.assert_array_equal(int_quantize(x, 8), np.array([190, -64, 96, 0]) * float(tiny))
+    # float32 subnormals are normal doubles, and so is their scale (computed in float64): no rounding up
+    x32 = np.array([190, -63, 95, 0], dtype=np.float32) * np.float32(2.0 ** -149)
+    codes, scale, _ = int_quantize(x32, 8, return_codes=True)
+    assert scale.item() == float(Fraction(x32[0].item()) / 127) and codes.tolist() == [127, -42, 63, 0]

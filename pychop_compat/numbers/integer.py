@@ -105,11 +105,14 @@ def int_quantize(x: Any, bits: int, *, signed: bool = True, symmetric: bool = Tr
         True: ``scale = max|x| / (2^(bits-1) - 1)``, zero point 0 (signed) or
         ``2^(bits-1)`` (unsigned).  False (affine): ``[min(x, 0), max(x, 0)]``
         maps onto ``[qmin, qmax]``, ``scale = (hi - lo) / (qmax - qmin)``,
-        ``zero_point = qmin - rint(lo / scale)`` clipped to the codes.  A zero
-        range gives scale 1; a non-zero range whose formula rounds to 0 (``max|x| <
-        (2^(bits-1) - 1) * 2^-1075``, affine: ``hi - lo < (qmax - qmin) * 2^-1075``)
-        gives the smallest double ``2^-1074``, with which every such ``x`` is
-        an exact multiple within the codes (``|q - zero_point| <= 2^(bits-1) - 1``).
+        ``zero_point = qmin - rint(lo / scale)`` clipped to the codes.  The scale
+        is the quotient rounded to nearest, except below ``2^-1022`` (subnormal),
+        where it is rounded up: the nearest double there can lie far below the
+        quotient (``190 * 2^-1074 / 127`` rounds to ``2^-1074``), and ``max|x| /
+        scale`` would pass the codes.  So a subnormal scale keeps ``max|x| /
+        scale <= 2^(bits-1) - 1`` (affine: ``(hi - lo) / scale <= qmax - qmin``),
+        and a non-zero range whose quotient is below ``2^-1074`` gets ``2^-1074``.
+        A zero range gives scale 1.
     axis : int or tuple of int, optional
         Per-channel: one scale (and zero point) per index along these axes,
         computed over the others.  None (default): one for the whole tensor.
@@ -147,21 +150,28 @@ def int_quantize(x: Any, bits: int, *, signed: bool = True, symmetric: bool = Tr
     values = host.values
     finite = np.where(np.isfinite(values), values, 0.0)
     if scale is None:
+        count = float((1 << (bits - 1)) - 1) if symmetric else float(qmax - qmin)  # the scale's divisor
         if symmetric:
             spread = _reduce(np.abs(finite), axis, np.max)
-            s = spread / float((1 << (bits - 1)) - 1)
+            s = spread / count
         else:
             lo = np.minimum(_reduce(finite, axis, np.min), 0.0)
             hi = np.maximum(_reduce(finite, axis, np.max), 0.0)
             with np.errstate(over="ignore"):
                 spread = hi - lo
-                s = spread / float(qmax - qmin)
+                s = spread / count
             # hi - lo beyond the doubles: the same rounded quotient from the halves (exact scalings).
-            s = np.where(np.isinf(s), 2.0 * ((hi / 2 - lo / 2) / float(qmax - qmin)), s)
-        # A non-zero range whose scale underflows to 0 is below (2^(bits-1) - 1) * 2^-1075 (symmetric) or
-        # (qmax - qmin) * 2^-1075: its values are multiples m * 2^-1074 with |m| at most half the codes'
-        # span, so the smallest double as scale represents each exactly, within the codes.
-        s = np.where(s > 0, s, np.where(spread > 0, 2.0 ** -1074, 1.0))
+            s = np.where(np.isinf(s), 2.0 * ((hi / 2 - lo / 2) / count), s)
+        # Below 2^-1022 the quotient is rounded on the subnormals' fixed grid (relative error up to 1/2,
+        # not 2^-53): rounded down, spread / scale could pass the codes by half their span, clipping the
+        # largest values (190 * 2^-1074 at 8 bits: scale 2^-1074, code 190 clipped to 127).  There the
+        # next double up (2^-1074 for 0) is taken, at or above the exact quotient; normal scales stay.
+        coarse = (s < 2.0 ** -1022) & (spread > 0)
+        if coarse.any():
+            s = np.where(coarse, np.maximum(s, 2.0 ** -1074), s)
+            ratio = exact_quotient(np.where(coarse, spread, 0.0), np.where(coarse, s, 1.0), count - 1, count + 1)
+            s = np.where(coarse & (ratio > count), np.nextafter(s, np.inf), s)
+        s = np.where(s > 0, s, 1.0)
     else:
         s = np.asarray(scale, dtype=np.float64)
         if not (np.isfinite(s).all() and (s > 0).all()):

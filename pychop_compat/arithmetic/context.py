@@ -102,7 +102,8 @@ class Arithmetic:
     rng : int, numpy.random.Generator or CounterRng, optional
         ``None`` (default): stochastic rounding and bit flips draw as
         :func:`pychop_compat.chop` does (MATLAB's stream on the host, or
-        ``options.randfunc``).  An integer seed: the counter-based generator of
+        ``options.randfunc``).  An integer seed in ``[0, 2**64)`` (``ValueError``
+        otherwise): the counter-based generator of
         ``Chop(options, rng=seed)`` (:mod:`pychop_compat.random.counter`):
         every rounding call of this arithmetic takes the next counters, element
         ``i`` of a call (row-major) getting ``u(offset + i)``, the same numbers on

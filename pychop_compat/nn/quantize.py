@@ -90,7 +90,8 @@ class Rounder:
         flipped bits), from that generator.
         ``'chop'`` (or ``None``, as in :class:`pychop_compat.Chop`; before
         0.4 ``None`` meant ``'torch'``): chop's own numbers, so that the result is
-        ``chop(x, options)``; an int or a NumPy ``Generator``: as
+        ``chop(x, options)``; an int (a seed in ``[0, 2**64)``, ``ValueError``
+        otherwise) or a NumPy ``Generator``: as
         ``Chop(options, rng=rng)``, call after call, eager and compiled
         mixed (an int seed: the fast choice on the CPU; see :doc:`/training`).
 

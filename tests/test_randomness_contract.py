@@ -206,3 +206,31 @@ def test_device_counter_chunks_in_row_major_order_reproduce_the_whole_call(devic
     rows = torch.stack([chop(x[i], options) for i in range(x.shape[0])])
     device_random.seed_device(0)
     assert torch.equal(rows, whole)
+
+
+def test_counter_offsets_at_and_beyond_2_63_on_the_compiled_small_path():
+    # The counter is defined modulo 2**64: an Arithmetic sharing a CounterRng at 2**63 + 5 rounds its
+    # call with the numbers u(2**63 + 5 + i), here stated through the definition on Python ints.  The
+    # compiled small path once passed the offset as a Python int, which Numba refused
+    # (OverflowError) after it had compiled the int64 case for an ordinary call.
+    from pychop_compat.arithmetic import Arithmetic, chopped
+
+    x = np.linspace(1, 2, 100) * (1 + 2**-30)
+    Chop({"format": "h", "round": 5}, rng=3)(x)  # an ordinary offset first (the int64 compilation)
+    for start in (2**63 + 5, 2**64 - 40):
+        got = np.asarray(chopped(x, Arithmetic({"format": "h", "round": 5}, rng=device_random.CounterRng(3, start))))
+        key = device_random.stream_keys(3)[0]
+        u = np.array([device_random.counter_uniform(key, (start + i) % 2**64) for i in range(x.size)])
+        assert np.array_equal(got, Chop({"format": "h", "round": 5, "randfunc": lambda n: u[:n]})(x))
+
+
+@pytest.mark.parametrize("options", [{"format": "float8_e4m3fn", "round": 5},
+                                     {"format": "h", "round": 5, "rules": "correct"}])
+def test_counter_numbers_of_a_0d_call_raise_no_overflow_warning(options, recwarn):
+    # The counter's arithmetic wraps modulo 2**64 by definition; a 0-d call on the host's path of
+    # formats beyond chop.m warned twice of an overflow (NumPy's scalar arithmetic) where a call on
+    # one element did not.  The value must be that of the one-element call.
+    for x in (1.3, np.array(1.3)):
+        got = Chop(options, rng=7)(x)
+        assert float(got) == float(Chop(options, rng=7)(np.array([1.3]))[0])
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]

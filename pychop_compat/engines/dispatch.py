@@ -662,7 +662,8 @@ def _per_element_numbers(call: Call, x: np.ndarray, spec: RoundingSpec,
         u = np.broadcast_to(np.asarray(sources.given, dtype=np.float64), x.shape)
     else:
         stream = cast(CounterRng, sources.counter).take(call.size)
-        u = device_counter.uniform(np, stream.keys[0], stream.offset, np.arange(call.size).reshape(x.shape))
+        # (a 1-D index: on a 0-d one NumPy's scalar arithmetic warns of the wrap the definition intends)
+        u = device_counter.uniform(np, stream.keys[0], stream.offset, np.arange(call.size)).reshape(x.shape)
     return np.asarray(u, dtype=np.float64).ravel(order="F")
 
 

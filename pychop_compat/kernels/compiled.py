@@ -568,6 +568,8 @@ def small_call(spec: RoundingSpec, sources: RandomSources, dtype: Any) -> Callab
 
         def call(x: np.ndarray) -> np.ndarray:
             offset = counter.advance(x.size)
+            if offset >> 63:  # as int64 (the kernel wraps it back): one compiled type for every offset
+                offset -= 1 << 64
             out = np.empty(x.shape, dtype)
             # row-major: the counters follow C order
             flat = x if x.ndim == 1 and x.flags.c_contiguous else np.ascontiguousarray(x).reshape(-1)

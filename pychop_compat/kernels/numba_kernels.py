@@ -635,7 +635,8 @@ def counter_parallel(xf, xu, of, ou, ip, up, fp, single, keys, offset, chunk, gi
 @numba.njit(**JIT_OPTIONS)
 def counter_small(xf, of, packed, keys, offset):
     """:func:`counter_serial` on a float64 or float32 vector with the counter's numbers, constants
-    packed (``offset``: a Python int, typed int64 below 2**63 and uint64 above)."""
+    packed (``offset``: a Python int in ``[-2**63, 2**63)``, the counter modulo 2**64: an int64 that
+    ``np.uint64`` wraps back; a uint64 argument would not match the int64 compilation Numba reuses)."""
     k, _ = _unpacked(packed)
     _counter_range(xf, bit_view(xf), of, bit_view(of), 0, xf.size, k, is_single(xf), keys[0], keys[1], keys[2],
                    np.uint64(offset), None)

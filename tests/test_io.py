@@ -299,6 +299,18 @@ def test_not_a_mat_file(tmp_path):
         loadmat(tmp_path / "empty.mat")
 
 
+def test_truncated_mat_file_is_a_value_error(tmp_path):
+    # A v5 file cut inside a variable: SciPy raises OSError ('could not read bytes') or ValueError
+    # depending on where the cut falls; the documented error is a ValueError either way.
+    scipy_io = pytest.importorskip("scipy.io")
+    scipy_io.savemat(tmp_path / "full.mat", {"A": np.ones((50, 50))})
+    whole = (tmp_path / "full.mat").read_bytes()
+    for cut in (300, 1000, len(whole) - 8):
+        (tmp_path / "cut.mat").write_bytes(whole[:cut])
+        with pytest.raises(ValueError, match="not a readable MAT-file"):
+            loadmat(tmp_path / "cut.mat")
+
+
 def test_hdf5_file_without_matlab_header_is_not_a_mat_file(tmp_path):
     h5py = pytest.importorskip("h5py")
     with h5py.File(tmp_path / "plain.h5", "w") as handle:

@@ -30,6 +30,8 @@ def test_randi_published_examples():
     assert randi([-5, 5], 10, 1).ravel().tolist() == [3, 4, -4, 5, 1, -4, -2, 1, 5, 5]
     rng("default")
     assert randi([10, 50], 1, 5).ravel().tolist() == [43, 47, 15, 47, 35]
+    rng("default")  # [10 50] as a MAT-file holds it: a 1 x 2 matrix
+    assert randi(np.array([[10.0, 50.0]]), 1, 5).ravel().tolist() == [43, 47, 15, 47, 35]
 
 
 def test_rng_1():

@@ -143,7 +143,7 @@ def _read_with_scipy(path: Path, wanted: Optional[list[str]]) -> dict[str, Any]:
             warnings.simplefilter("ignore")
             typed = scipy.io.loadmat(str(path), mat_dtype=True, **options)
         stored = scipy.io.loadmat(str(path), mat_dtype=False, **options)
-    except (ValueError, TypeError) as error:  # a corrupt file past its header
+    except (ValueError, TypeError, OSError) as error:  # a corrupt file past its header (OSError: truncated)
         raise ValueError(f"{path} is not a readable MAT-file ({error})") from None
     return {name: _from_scipy(typed[name], stored[name]) for name in typed if not name.startswith("__")}
 

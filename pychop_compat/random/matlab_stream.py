@@ -369,7 +369,7 @@ def randi(imax: Any, *args: Any) -> Union[float, np.ndarray]:
     >>> randi([-5, 5], 10, 1).ravel().astype(int).tolist()
     [3, 4, -4, 5, 1, -4, -2, 1, 5, 5]
     """
-    bounds = np.atleast_1d(np.asarray(imax))
+    bounds = np.asarray(imax).ravel()  # MATLAB's [imin imax] may come as a 1 x 2 matrix (from a MAT-file)
     if bounds.size not in (1, 2):
         raise ValueError("randi: the first argument must be imax or [imin, imax].")
     lo, hi = (1, bounds[0]) if bounds.size == 1 else bounds

@@ -3,10 +3,13 @@ test suite (2021), the anchor's exceptional cases, and the API of pychop_compat.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
 from pychop_compat import hardware
+from pychop_compat.formats import catalogue_format
 
 V100 = hardware.model("V100", "fp16", "fp32")
 H100 = hardware.model("H100", "fp16", "fp32")
@@ -449,6 +452,81 @@ def test_the_addend_is_truncated_with_the_products_not_at_its_own_exponent(engin
     for i in range(150):
         expected = _aligned_block(rows_a[i], rows_b[i], addends[i], spec)
         assert np.float64(got[i]).tobytes() == np.float64(expected).tobytes(), (i, got[i], expected)
+
+
+def _floored(value, unit):
+    """The rational ``value`` rounded toward minus infinity to a multiple of ``unit``."""
+    from fractions import Fraction
+
+    return math.floor(Fraction(value) / unit) * unit
+
+
+def _late_block(a, b, c, spec):
+    """The late addition of ``spec.late_addend_bits`` (L) for one block of fp32 output, in rational
+    arithmetic (BlockFMA's description): the nonzero products (factors' exponents clamped at the
+    input format's emin) truncated toward zero to multiples of 2**(E - f - x), E their largest
+    exponent and at least min_alignment_exponent (with odd_even_groups per group, each group sum
+    then floored to the larger E's unit); the addend c (its exponent clamped at accumulator_emin;
+    with groups 0 if more than f + x + 1 binades below E) and the products' sum each floored to
+    2**(E - f - x), or 2**(e_c - L - f - x) if c's exponent is the larger; the exact sum rounded
+    keeping min(23, f + x) fraction bits."""
+    from fractions import Fraction
+
+    emin = catalogue_format(hardware.INPUT_FORMATS[spec.input_format]).emin
+    kept = spec.accumulator_fraction_bits + spec.extra_alignment_bits
+    terms = [(k, Fraction(x) * Fraction(y), _binade(x, emin) + _binade(y, emin))
+             for k, (x, y) in enumerate(zip(a, b)) if x * y != 0]
+    groups = [[t for t in terms if t[0] % 2 == g] for g in (0, 1)] if spec.odd_even_groups else [terms]
+    sums = []
+    for group in groups:
+        largest = max([exponent for _, _, exponent in group] + [spec.min_alignment_exponent])
+        unit = Fraction(2) ** (largest - kept)
+        sums.append((largest, sum((int(term / unit) * unit for _, term, _ in group), Fraction(0))))
+    largest = max(exponent for exponent, _ in sums)
+    products = sum((_floored(total, Fraction(2) ** (largest - kept)) for _, total in sums), Fraction(0))
+    exponent_c = _binade(c, spec.accumulator_emin) if c != 0 else spec.accumulator_emin
+    if spec.odd_even_groups and exponent_c < largest - (kept + 1):
+        c = 0.0
+    unit = Fraction(2) ** ((exponent_c - spec.late_addend_bits if largest < exponent_c else largest) - kept)
+    return _fp32_rounded(_floored(products, unit) + _floored(c, unit), spec.rounding, min(23, kept))
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("rounding", hardware.ROUNDING_MODES)
+def test_the_late_addend_keeps_its_bits_with_fewer_accumulator_bits_than_fp32(engine, rounding):
+    # With late_addend_bits and fewer accumulator fraction bits (f) than fp32's 23, 0.8.0 truncated the
+    # addend toward zero to f bits at its own exponent before the late addition: a block result's
+    # extra bits were lost in the next block (zeros appended changed the result) and a negative
+    # addend's low bits were rounded up, not down.  The anchor (23 bits) never cuts an addend.
+    from pychop_compat.kernels.compiled import cpu_engine
+    from pychop_compat.rounding import round_to_format
+
+    spec = hardware.BlockFMA("fp16", "fp32", fma_size=4, extra_alignment_bits=1, rounding=rounding,
+                             accumulator_fraction_bits=16, late_addend_bits=7)
+    models = [spec, spec.replace(input_format="bf16", extra_alignment_bits=2, accumulator_fraction_bits=10,
+                                 late_addend_bits=3, min_alignment_exponent=-20),
+              spec.replace(input_format="e5m2fnuz", accumulator_fraction_bits=5, late_addend_bits=4,
+                           odd_even_groups=True)]
+    rng = np.random.default_rng([12, len(rounding)])
+    with cpu_engine(engine):
+        # 17 = f + x bits: the addend alone passes unchanged, also after a block whose result it is
+        assert hardware.block_dot(np.zeros(4), np.zeros(4), 1 + 2.0**-17, spec) == 1 + 2.0**-17
+        assert hardware.block_dot([1.0, 2.0**-9, 0.0, 0.0, 0.0], [1.0, 2.0**-8, 0.0, 0.0, 0.0], 0.0, spec) \
+            == 1 + 2.0**-17
+        assert hardware.matmul(np.zeros((1, 4)), np.zeros((4, 1)), [[1 + 2.0**-17]], model=spec)[0, 0] \
+            == np.float32(1 + 2.0**-17)
+        # products 2 larger: -(1 + 2**-20) floored to their last bit 2**-16, then 1 - 2**-16 is exact
+        assert hardware.block_dot([1.0, 0.0, 0.0, 0.0], [2.0, 0.0, 0.0, 0.0], -(1 + 2.0**-20), spec) == 1 - 2.0**-16
+        for model in models:
+            informat = hardware.INPUT_FORMATS[model.input_format]
+            a, b = (round_to_format(rng.standard_normal((150, 8)) * 2.0 ** rng.integers(-8, 4, (150, 8)), informat)
+                    for _ in range(2))
+            c = (rng.standard_normal(150) * 2.0 ** rng.integers(-20, 10, 150)).astype(np.float32).astype(np.float64)
+            c[::7] = 0.0
+            got = hardware.block_dot(a, b, c, model)
+            for i in range(150):
+                expected = _late_block(a[i, 4:], b[i, 4:], _late_block(a[i, :4], b[i, :4], c[i], model), model)
+                assert np.float64(got[i]).tobytes() == np.float64(expected).tobytes(), (model, i, got[i], expected)
 
 
 @pytest.mark.parametrize("rounding", hardware.ROUNDING_MODES)

@@ -18,7 +18,11 @@ Each block of ``fma_size`` products of one inner product is computed so:
 
 (AMD's variants: the addend added after the products, ``late_addend_bits``; the products in two
 interleaved groups, ``odd_even_groups``; exact and pairwise sums, ``block_sum``: see
-:class:`~pychop_compat.hardware.BlockFMA`.)
+:class:`~pychop_compat.hardware.BlockFMA`.  In the late addition the addend keeps every bit of
+its output-format value until it is aligned, as in step 3: with fewer accumulator than output
+fraction bits, its bits below the sum's last bit are rounded toward minus infinity as those of
+the smaller operand are, even where it is the larger one.  The anchor's CDNA3 model always has
+fp32's 23 and never drops any.)
 
 An inner product with a NaN, or with infinite products or addend of both signs,
 is NaN; otherwise one with an infinite one is that infinity (checked over the whole
@@ -167,9 +171,10 @@ def _block(ns: Namespace, a: Any, b: Any, c: Any, spec: BlockFMA, informat: Form
     acc_fraction = spec.accumulator_fraction_bits
     magnitude_c = xp.abs(c)
     exp_c = _exponents(ns, magnitude_c, spec.accumulator_emin)
-    # aligned with the products, the addend keeps its output-format bits until it is truncated
-    # with them (step 3), not to accumulator_fraction_bits at its own exponent first
-    addend_fraction = _addend_fraction(spec, outformat) if spec.late_addend_bits is None else acc_fraction
+    # the addend keeps its output-format bits until it is aligned: truncated with the products
+    # (step 3), or rounded down in the late addition; not cut to accumulator_fraction_bits at
+    # its own exponent first
+    addend_fraction = _addend_fraction(spec, outformat)
     addend = _significands(ns, magnitude_c, exp_c, addend_fraction)
     lowest = -(1 << 31)  # below every exponent: the largest of no terms
 
@@ -199,7 +204,8 @@ def _block(ns: Namespace, a: Any, b: Any, c: Any, spec: BlockFMA, informat: Form
         aligned_c = _floor_shift(ns, addend, exp_c - addend_fraction - scale)
         total = total + xp.where(xp.signbit(c), -aligned_c, aligned_c)
     else:
-        total, scale = _late_addend(ns, total, largest, xp.where(xp.signbit(c), -addend, addend), exp_c, spec)
+        total, scale = _late_addend(ns, total, largest, xp.where(xp.signbit(c), -addend, addend), exp_c,
+                                    addend_fraction, spec)
     # The result keeps no more fraction bits than the aligned terms had (fewer than fp32's
     # with negative extra bits: fp8 on Ada and Hopper).
     result_fraction = min(outformat.t - 1, acc_fraction + spec.extra_alignment_bits)
@@ -207,9 +213,10 @@ def _block(ns: Namespace, a: Any, b: Any, c: Any, spec: BlockFMA, informat: Form
 
 
 def _addend_fraction(spec: BlockFMA, outformat: Format) -> int:
-    """Fraction bits of the addend's significand before it is aligned with the products: all of a
-    value of the output format, and at least ``accumulator_fraction_bits`` (as many as before the
-    alignment could keep: its left shift stays within ``extra_alignment_bits``)."""
+    """Fraction bits of the addend's significand before it is aligned with the products (or, with
+    ``late_addend_bits``, with their sum): all of a value of the output format, and at least
+    ``accumulator_fraction_bits`` (as many as before the alignment could keep: its left shift
+    stays within ``extra_alignment_bits``, and ``late_addend_bits`` more in the late addition)."""
     return max(spec.accumulator_fraction_bits, outformat.t - 1)
 
 
@@ -301,15 +308,18 @@ def _pairwise_block(ns: Namespace, a: Any, b: Any, c: Any, spec: BlockFMA, infor
     return added(c, terms[0])
 
 
-def _late_addend(ns: Namespace, products: Any, largest: Any, addend: Any, exp_c: Any,
+def _late_addend(ns: Namespace, products: Any, largest: Any, addend: Any, exp_c: Any, addend_fraction: int,
                  spec: BlockFMA) -> Tuple[Any, Any]:
     """The sum of a block's aligned ``products`` (an integer times ``2**(largest - f - x)``) and the
-    signed ``addend`` significand (times ``2**(exp_c - f)``) as the late addition of
-    ``spec.late_addend_bits`` makes it: the operand of the smaller exponent rounded toward minus
-    infinity to the other's last bit, ``late_addend_bits`` more when the products are that one
-    (with ``odd_even_groups`` an addend more than ``f + x + 1`` binades below adds nothing).
-    Returns the integer sum and its scale (f: ``accumulator_fraction_bits``, x:
-    ``extra_alignment_bits``)."""
+    signed ``addend`` significand (times ``2**(exp_c - addend_fraction)``: every bit of the
+    output-format value) as the late addition of ``spec.late_addend_bits`` makes it: the operand
+    of the smaller exponent rounded toward minus infinity to the other's last bit,
+    ``late_addend_bits`` more when the products are that one (with ``odd_even_groups`` an addend
+    more than ``f + x + 1`` binades below adds nothing).  The sum's last bit is ``f + x`` bits
+    below the larger exponent (``f + x + late_addend_bits`` when that is the addend's); an addend
+    with bits below it (fewer accumulator than output fraction bits) is rounded toward minus
+    infinity there too, whichever operand is the larger.  Returns the integer sum and its scale
+    (f: ``accumulator_fraction_bits``, x: ``extra_alignment_bits``)."""
     xp = ns.xp
     assert spec.late_addend_bits is not None
     extra = spec.extra_alignment_bits
@@ -317,11 +327,12 @@ def _late_addend(ns: Namespace, products: Any, largest: Any, addend: Any, exp_c:
     if spec.odd_even_groups:  # every bit of the addend below the products' last: dropped, not floored
         addend = xp.where(exp_c < largest - (spec.accumulator_fraction_bits + extra + 1), 0, addend)
     scale = xp.where(products_smaller, exp_c - spec.late_addend_bits, largest) - spec.accumulator_fraction_bits - extra
-    # the products' sum has fewer than fma_size * 2**(f + x + 2) units, the addend fewer than
-    # 2**(f + x + 1): shifted left by at most late_addend_bits they stay below 2**62 (BlockFMA
-    # refuses larger late_addend_bits)
+    # the products' sum has fewer than fma_size * 2**(f + x + 2) units of 2**(largest - f - x), the
+    # addend fewer than 2**(f + x + 1) of 2**(exp_c - f - x) (its left shift, at most x +
+    # late_addend_bits, as addend_fraction is at least f): at the sum's scale they stay below
+    # 2**62 (BlockFMA refuses larger late_addend_bits)
     products = _floor_shift(ns, products, largest - spec.accumulator_fraction_bits - extra - scale)
-    addend = _floor_shift(ns, addend << extra, exp_c - spec.accumulator_fraction_bits - extra - scale)
+    addend = _floor_shift(ns, addend, exp_c - addend_fraction - scale)
     return products + addend, scale
 
 

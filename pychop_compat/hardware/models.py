@@ -92,7 +92,9 @@ class BlockFMA:
         exponent; the addend's exponent is ``accumulator_emin`` when it is 0), then
         the addend joins in a two-operand alignment where the operand of the smaller
         exponent is rounded toward minus infinity to the larger one's last bit, with
-        this many more bits when the products' sum is that operand (AMD CDNA3: 7).
+        this many more bits when the products' sum is that operand (AMD CDNA3: 7).  With
+        fewer ``accumulator_fraction_bits`` than the output format, the addend keeps its bits
+        until then, and those below the sum's last bit are rounded toward minus infinity too.
     block_sum : str
         How a block adds its products and addend, one of :data:`BLOCK_SUMS`.
         ``'aligned'`` (every preset but the MI100's, MI210's and MI250's): as described

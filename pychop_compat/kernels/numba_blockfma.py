@@ -82,16 +82,18 @@ def _exponent_of(magnitude):
 
 
 @numba.njit(**INLINE_OPTIONS)
-def _add_late(total, scales, addends, j, fraction, extra, accumulator_emin, late_bits, grouped):
+def _add_late(total, scales, addends, j, fraction, extra, accumulator_emin, late_bits, grouped, addend_fraction):
     """NumPy's ``_late_addend`` on column ``j``: ``total[j]``, the products' integer sum at
-    ``2**scales[j]``, becomes their sum with ``addends[j]``, the operand of the smaller exponent
-    floored (toward minus infinity) to the other's last bit, ``late_bits`` further for the
-    products (``grouped``: an addend more than ``fraction + extra + 1`` binades below them adds
-    nothing); ``scales[j]`` the scale of the result.  Every step is exact: the integers stay below
-    ``2**53`` (:func:`exact_sums`), the scalings by powers of two are far from float64's limits."""
+    ``2**scales[j]``, becomes their sum with ``addends[j]`` (every bit of it: ``addend_fraction``
+    bits after its exponent), the operand of the smaller exponent floored (toward minus infinity)
+    to the other's last bit, ``late_bits`` further for the products (``grouped``: an addend more
+    than ``fraction + extra + 1`` binades below them adds nothing), and an addend's bits below
+    the sum's last bit floored as well; ``scales[j]`` the scale of the result.  Every step is
+    exact: the integers stay below ``2**53`` (:func:`exact_sums`), the scalings by powers of two
+    are far from float64's limits (or floor a value below 1 in magnitude to 0 or -1)."""
     c = addends[j]
     exponent_c = max(_exponent_of(abs(c)), accumulator_emin)
-    addend = np.trunc(abs(c) * _power_of_two(fraction - exponent_c)) * _power_of_two(extra)
+    addend = np.trunc(abs(c) * _power_of_two(addend_fraction - exponent_c))
     addend = -addend if c < 0 else addend
     largest = scales[j] + fraction + extra
     if grouped and exponent_c < largest - (fraction + extra + 1):
@@ -99,12 +101,10 @@ def _add_late(total, scales, addends, j, fraction, extra, accumulator_emin, late
     if largest < exponent_c:
         scale = exponent_c - late_bits - fraction - extra
         products = np.floor(total[j] * _power_of_two(scales[j] - scale))
-        addend = addend * _power_of_two(late_bits)
     else:
         scale = scales[j]
         products = total[j]
-        addend = np.floor(addend * _power_of_two(exponent_c - largest))
-    total[j] = products + addend
+    total[j] = products + np.floor(addend * _power_of_two(exponent_c - addend_fraction - scale))
     scales[j] = scale
 
 
@@ -125,7 +125,7 @@ def _tile(QA, EA, first_row, QB, EB, first, width, out, params):
     rounding, output_subnormals, normalised = params[8], params[9] != 0, params[10] != 0
     late, late_bits = params[11] >= 0, params[11]  # the addend added after the products (-1: with them)
     grouped = params[12] != 0  # the products at odd positions of a block in a group of their own
-    addend_fraction = params[13]  # the addend's bits before it is aligned with the products (NumPy's)
+    addend_fraction = params[13]  # the addend's bits before it is aligned (NumPy's)
     inner = QA.shape[1]
     largest = np.empty(width, np.int64)
     total = np.empty(width, np.float64)
@@ -192,7 +192,8 @@ def _tile(QA, EA, first_row, QB, EB, first, width, out, params):
                     largest[j] = top
             if late:
                 for j in range(width):
-                    _add_late(total, largest, addends, j, fraction, extra, accumulator_emin, late_bits, grouped)
+                    _add_late(total, largest, addends, j, fraction, extra, accumulator_emin, late_bits, grouped,
+                              addend_fraction)
             for j in range(width):
                 scale = largest[j]
                 magnitude = abs(total[j])

@@ -161,13 +161,12 @@ def build_kernel() -> Any:
                     largest = tl.maximum(largest, exponent)
             scale = tl.maximum(largest, min_alignment) - fraction - extra
             factor = power_of_two(-scale)
-            # The addend's integer significand (F fraction bits with a late addend, else
-            # addend_fraction: all its bits, truncated only when aligned to 2**scale)
+            # The addend's integer significand (addend_fraction bits: all its bits, cut only when
+            # aligned, to 2**scale here or in the late addition)
+            addend = (tl.abs(c) * power_of_two(addend_fraction - exponent_c)).to(tl.int64)
             if LATE:
-                addend = (tl.abs(c) * power_of_two(fraction - exponent_c)).to(tl.int64)
                 total = zero
             else:
-                addend = (tl.abs(c) * power_of_two(addend_fraction - exponent_c)).to(tl.int64)
                 aligned = floor_shift(addend, exponent_c - addend_fraction - scale)
                 total = tl.where(c < 0, -aligned, aligned)
             scale_odd = tl.maximum(largest_odd, min_alignment) - fraction - extra
@@ -191,14 +190,14 @@ def build_kernel() -> Any:
                 total = floor_shift(total, scale - top) + floor_shift(total_odd, scale_odd - top)
                 scale = top
             if LATE:  # the namespace's _late_addend
-                addend = tl.where(c < 0, -(addend << extra), addend << extra)
+                addend = tl.where(c < 0, -addend, addend)
                 largest = scale + fraction + extra
                 if GROUPED:  # an addend below the products' last bit adds nothing
                     addend = tl.where(exponent_c < largest - (fraction + extra + 1), 0, addend)
                 smaller = largest < exponent_c
                 new_scale = tl.where(smaller, exponent_c - late_bits - fraction - extra, scale)
-                total = floor_shift(total, scale - new_scale) + tl.where(
-                    smaller, addend << late_bits, floor_shift(addend, exponent_c - largest))
+                addend = floor_shift(addend, exponent_c - addend_fraction - new_scale)
+                total = floor_shift(total, scale - new_scale) + addend
                 scale = new_scale
             # The namespace's _round_scaled: total * 2**scale to result_fraction bits after its
             # leading one, exponent floor out_emin

@@ -693,6 +693,17 @@ def test_frobenius_norm_and_cond_do_not_overflow_in_double():
     assert linalg.norm(A, "fro") == np.sqrt(15.0) and linalg.cond(A, "fro") == np.linalg.cond(A, "fro")
 
 
+def test_frobenius_norm_of_entries_at_or_above_2_to_the_1023():
+    # the scaling 2**k at or above max|a_ij| was 2**1024 here, past double (math.ldexp raised
+    # OverflowError); 2**1023 is as exact.  Oracle: 200-bit mpmath, rounded; a norm past the
+    # largest double is Inf, as MATLAB's norm([1.7e308 1.7e308], 'fro').
+    with mpmath.workprec(200):
+        exact = float(mpmath.sqrt(2) * mpmath.mpf(1e308))
+    assert linalg.norm(np.array([[1e308, 1e308]]), "fro") == pytest.approx(exact, rel=4 * 2.0**-53)
+    assert linalg.norm(np.array([[1.7e308], [1.7e308]]), "fro") == np.inf
+    assert linalg.cond(np.diag([1e308, 1e308]), "fro") == pytest.approx(2.0, rel=1e-15)  # ||A||_F ||A^-1||_F
+
+
 def test_norm_of_a_row_is_its_vector_norm():
     # MATLAB's norm treats a 1 x n matrix as a vector: norm([1 2 3], 1) = 6, norm([1 2 3], Inf) = 3
     # (the matrix norms of the row, max column and max row sums, are 3 and 6), in every mode

@@ -22,6 +22,9 @@ import numpy as np
 import pytest
 
 from pychop_compat import chop, linalg
+from pychop_compat.linalg import refinement
+from pychop_compat.linalg.arrays import HOST
+from pychop_compat.linalg.common import Rounder, safe_two_norm
 
 ORACLE = json.loads((Path(__file__).parent / "data" / "research_spd_ls" / "oracle.json").read_text())
 U_D = 2.0**-53
@@ -96,6 +99,30 @@ def test_cg_ir_converges_with_the_code_precisions():
         assert len(res.gmres_iterations) == res.iterations >= 1
     scaling = res.factors.scaling
     assert np.array_equal(scaling.row, 1 / np.sqrt(np.diag(A))) and scaling.mu == 0.1 * 65504
+
+
+def test_cg_stop_test_norm_does_not_underflow_in_fp16():
+    """CG's ||r_k||_2 was fl(sqrt(fl(r_k . r_k))) in u: in fp16 the squares of r_1 ~ -2**-13 below
+    underflow to 0, so CG stopped after one step although ||r_1|| / ||rhs|| ~ 1e-4 > cg_tol = 1e-6.
+    MATLAB's norm (pcg_*.m) does not underflow, as GMRES's norm here: CG takes its second step.
+    A = diag(1, 3), M^-1 = 64 I (scaling, so that r' z does not underflow), every operation in fp16;
+    exact solution (mathematics): [1, 2**-14 / 3], here to one fp16 subnormal spacing 2**-24."""
+    def h(v):
+        return np.asarray(chop(np.asarray(v, dtype=np.float64), {"format": "h"}))
+
+    rhs = np.array([1.0, 2.0**-14])
+    d, its = refinement._pcg(HOST, rhs, "h", 1e-6, None, lambda p: h(np.array([1.0, 3.0]) * p),
+                             lambda r: h(64.0 * r))
+    assert its == 2 and d[0] == 1.0 and abs(d[1] - 2.0**-14 / 3) <= 2.0**-24
+
+
+def test_gmres_and_cg_norm_of_entries_at_or_above_2_to_the_1023():
+    """The scaling 2**k at or above max|v| of GMRES's and CG's overflow-safe norm was 2**1024 here,
+    past double (math.ldexp raised OverflowError); 2**1023 is as exact.  Oracle: 200-bit mpmath."""
+    with mpmath.workprec(200):
+        exact = float(mpmath.sqrt(2) * mpmath.mpf(1e308))
+    got = float(refinement._nrm2(HOST, np.array([1e308, -1e308]), "d", Rounder("d", HOST)))
+    assert got == pytest.approx(exact, rel=4 * U_D)
 
 
 def test_cg_ir_stop_all_and_binary128():
@@ -319,6 +346,23 @@ def test_ls_ir_column_scaling_of_tiny_and_huge_columns(scale):
     assert abs(abs(mpmath.mpf(res.R[0, 0])) / norm - 1) <= 2.0**-8
     R = np.abs(np.linalg.qr(A)[1])
     assert np.max(np.abs(np.abs(res.R) / scale - R)) <= 2.0**-6 * np.max(R)
+
+
+def test_column_norms_of_huge_and_tiny_columns_scale_by_a_power_of_two():
+    """ls_ir's column norms are linalg.norm's 'fro' rule (linalg.common.safe_two_norm).  Where the
+    squares overflow or underflow, a column is scaled by 2**k at or above its largest entry (it was
+    divided by max|a_j|, not exact: another last bit for this matrix): an exact scaling, so the norm
+    is 2**k times NumPy's norm of a_j / 2**k, finite, within 4 eps of the exact norm (mpmath)."""
+    A = np.random.default_rng(4).standard_normal((6, 3)) * np.array([1e200, 1e-200, 1.0])
+    norms = safe_two_norm(A, axis=0)
+    k = np.frexp(np.max(np.abs(A), axis=0))[1]
+    scaled = np.ldexp(1.0, k) * np.linalg.norm(A / np.ldexp(1.0, k), axis=0)
+    assert np.array_equal(norms[:2], scaled[:2]) and np.all(np.isfinite(norms))
+    assert norms[2] == np.linalg.norm(A, axis=0)[2]  # no overflow: NumPy's norm, bit for bit
+    for j in range(3):
+        with mpmath.workprec(200):
+            exact = mpmath.sqrt(mpmath.fsum(mpmath.mpf(v) ** 2 for v in A[:, j]))
+        assert abs(mpmath.mpf(norms[j]) / exact - 1) < 4 * 2.0**-52
 
 
 def test_cholesky_route_reports_singular_whatever_the_options():

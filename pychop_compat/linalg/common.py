@@ -12,7 +12,8 @@ from ..spec import RoundingSpec
 from .arrays import Arrays
 
 __all__ = ["OptionsLike", "METHODS", "DOUBLE_NAMES", "DOUBLE_DOUBLE_NAMES", "BINARY128_NAMES", "chop_object",
-           "extended_kind", "unit_roundoff", "Rounder", "float_operands", "check_lapack_rounding"]
+           "extended_kind", "unit_roundoff", "Rounder", "float_operands", "check_lapack_rounding",
+           "safe_two_norm"]
 
 #: What linalg accepts as precision options: chop's options, a format name, or None.
 OptionsLike = Union[None, str, Mapping[str, Any], Any]
@@ -118,3 +119,33 @@ def float_operands(arrays: Arrays, *values: Any) -> list:
             raise ValueError("Chop requires a real input array.")
     single = all(v.dtype == arrays.xp.float32 for v in found)
     return [arrays.float_copy(v, single) for v in found]
+
+
+def safe_two_norm(a: np.ndarray, axis: Optional[int] = None) -> Any:
+    """The 2-norm of a float NumPy array in its precision: over all entries (a float; the Frobenius
+    norm of a matrix) when ``axis`` is None, or of each column of a matrix (an array) when ``axis=0``.
+
+    NumPy's ``sqrt(sum(a_ij^2))`` (``np.linalg.norm(a, axis=axis)``) where that is finite and nonzero,
+    or the entries are all zero or one is Inf or NaN; else, where the squares overflow or underflow,
+    as MATLAB's ``norm`` and ``vecnorm`` give it without overflow: ``s ||a / s||_2`` with ``s`` the
+    power of two at or above ``max |a_ij|`` (at most the format's largest power of two), so both
+    scalings are exact (but for quotients below the normal range, whose squares do not count).
+
+    Raises
+    ------
+    ValueError
+        For an ``axis`` other than None and 0, or ``axis=0`` with ``a`` not a matrix.
+    """
+    if axis is not None and (axis != 0 or a.ndim != 2):
+        raise ValueError(f"axis must be None, or 0 for a matrix, got axis={axis!r} for {a.ndim} dimensions")
+    plain: Any = np.linalg.norm(a, axis=axis)
+    largest = np.max(np.abs(a), axis=axis) if a.size else np.zeros_like(plain)
+    redo = ((plain == 0) | np.isinf(plain)) & (largest > 0) & np.isfinite(largest)
+    if not np.any(redo):
+        return float(plain) if axis is None else plain
+    # the power of two at or above max|a_ij|; 2**maxexp itself is not a number of the format
+    scale = np.ldexp(np.ones_like(largest), np.minimum(np.frexp(largest)[1], np.finfo(a.dtype).maxexp - 1))
+    if axis is None:
+        return float(scale * np.linalg.norm(a / scale))
+    plain[redo] = scale[redo] * np.linalg.norm(a[:, redo] / scale[redo], axis=0)
+    return plain

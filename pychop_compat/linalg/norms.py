@@ -21,7 +21,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .arrays import HOST, arrays_for, ieee
-from .common import DOUBLE_NAMES, OptionsLike, Rounder, float_operands
+from .common import DOUBLE_NAMES, OptionsLike, Rounder, float_operands, safe_two_norm
 from .errors import SingularMatrixWarning
 from .lu import solve
 from .products import dot, matvec
@@ -45,18 +45,6 @@ def _nonfinite_norm(a: np.ndarray) -> float:
     """The norm of a matrix with an Inf or NaN entry: NaN if one is NaN, else Inf (MATLAB's ``norm``;
     LAPACK's SVD fails on NaN and gives NaN for Inf, so the 2-norm cannot be left to it)."""
     return float(np.nan) if np.any(np.isnan(a)) else float(np.inf)
-
-
-def _frobenius(a: np.ndarray) -> float:
-    """``||a||_F`` in double: NumPy's ``sqrt(sum(a_ij^2))`` where that is finite and nonzero (or ``a``
-    is zero or not finite); else, where the squares overflow or underflow, as MATLAB's ``norm`` gives
-    it without overflow, ``s ||a / s||_F`` with ``s`` the power of two at or above ``max |a_ij|``."""
-    plain = float(np.linalg.norm(a, "fro"))
-    largest = float(np.max(np.abs(a))) if a.size else 0.0
-    if (plain != 0 and math.isfinite(plain)) or largest == 0 or not math.isfinite(largest):
-        return plain
-    scale = math.ldexp(1.0, math.frexp(largest)[1])
-    return scale * float(np.linalg.norm(a / scale, "fro"))
 
 
 def _exact_fraction_norm(rows: list, p) -> float:
@@ -172,7 +160,7 @@ def norm(A: ArrayLike, p: NormOrder = 2, precision: OptionsLike = None) -> float
         if order == 2 and not np.all(np.isfinite(a)):
             return _nonfinite_norm(a)
         if order == "fro":
-            return _frobenius(a.astype(np.float64))
+            return safe_two_norm(a.astype(np.float64))
         return float(np.linalg.norm(a.astype(np.float64), order))
     if isinstance(precision, str) and precision == "exact":
         return _exact_norm(a.astype(np.float64), order)
@@ -287,7 +275,7 @@ def cond(A: ArrayLike, p: NormOrder = 2, precision: OptionsLike = None) -> float
                 inv = np.linalg.inv(stored)
             except np.linalg.LinAlgError:
                 return math.inf
-            c = _frobenius(stored) * _frobenius(inv)
+            c = safe_two_norm(stored) * safe_two_norm(inv)
             return math.inf if math.isnan(c) else c  # NumPy's cond reads NaN as singular
         return c
     if order == 2:

@@ -24,7 +24,8 @@ from numpy.typing import ArrayLike
 from .arrays import HOST, Arrays, arrays_for, host_computed, ieee, on_host
 from .cholesky import cholesky_rounded
 from .errors import warn_at_caller
-from .common import OptionsLike, Rounder, check_lapack_rounding, extended_kind, float_operands, unit_roundoff
+from .common import (OptionsLike, Rounder, check_lapack_rounding, extended_kind, float_operands, safe_two_norm,
+                     unit_roundoff)
 from .extended import arithmetic, ext_lu_solve, ext_matvec, quick_two_sum, residual_dd, two_sum
 from .lu import LUResult, factorize, needs_host, solve_on
 from .products import HardwareLike, matmul_on
@@ -506,7 +507,7 @@ def _nrm2(arrays: Arrays, v: Any, u: OptionsLike, ru: Rounder) -> Any:
     largest = arrays.max_abs(v)
     if largest == 0 or not math.isfinite(largest):
         return plain
-    s = math.ldexp(1.0, math.frexp(largest)[1])
+    s = math.ldexp(1.0, min(math.frexp(largest)[1], 1023))  # 2**1024 is past double
     w = arrays.divide(v, s)
     return ru(ru(arrays.xp.sqrt(matmul_on(arrays, w, w, u))) * s)
 
@@ -722,7 +723,8 @@ def _pcg(arrays: Arrays, rhs: Any, u: OptionsLike, tol: float, maxit: Optional[i
     The loop of ``pcg_dd.m``, ``pcg_sd.m`` and ``pcg_dq.m`` (Saad, Algorithm 9.2): every
     operation rounded to ``u`` but ``multiply(v) = A v`` and ``precondition(r) = M^{-1} r``; it
     stops after the iteration at which ``||r_k||_2 / ||rhs||_2 < tol`` (the codes' ``nbe``, whose
-    ``||A|| ||x_0||`` term is 0) or after ``maxit`` (default ``n``) iterations."""
+    ``||A|| ||x_0||`` term is 0; the norms :func:`_nrm2`'s, as MATLAB's ``norm`` without overflow or
+    underflow) or after ``maxit`` (default ``n``) iterations."""
     ru = Rounder(u, arrays)
     n = rhs.shape[0]
     maxit = n if maxit is None else int(maxit)
@@ -730,8 +732,8 @@ def _pcg(arrays: Arrays, rhs: Any, u: OptionsLike, tol: float, maxit: Optional[i
     def dot(v: Any, w: Any) -> Any:
         return matmul_on(arrays, v, w, u)
 
-    def nrm2(v: Any) -> Any:
-        return ru(arrays.xp.sqrt(dot(v, v)))
+    def nrm2(v: Any) -> Any:  # MATLAB's norm does not overflow or underflow: neither may the stop test
+        return _nrm2(arrays, v, u, ru)
 
     d = arrays.zeros(rhs.shape, rhs.dtype)
     denom = nrm2(rhs)
@@ -860,18 +862,6 @@ class _QRFactors:
                     and math.isfinite(self.alpha) and self.alpha > 0)
 
 
-def _column_norms(A: np.ndarray) -> np.ndarray:
-    """``||a_j||_2`` of each column, as ``np.linalg.norm(A, axis=0)`` where that is finite and nonzero
-    (or the column is zero or not finite); else, where its squares overflow or underflow, as MATLAB's
-    ``vecnorm`` gives it without overflow, ``max|a_j| ||a_j / max|a_j|| ||_2``."""
-    norms = np.linalg.norm(A, axis=0)
-    largest = np.max(np.abs(A), axis=0)
-    redo = ((norms == 0) | np.isinf(norms)) & (largest > 0) & np.isfinite(largest)
-    if np.any(redo):
-        norms[redo] = largest[redo] * np.linalg.norm(A[:, redo] / largest[redo], axis=0)
-    return norms
-
-
 def _qr_factors(A: np.ndarray, uf: OptionsLike, theta: float) -> _QRFactors:
     """gmreslsir3.m's QR factors: fp16 by :func:`house_qr_lp` of ``chop(mu A D)``, ``D =
     diag(1 ./ ||a_j||_2)``, ``mu = theta xmax``, unscaled ``R = (1/mu) R_s diag(1 ./ d)``, every
@@ -880,7 +870,7 @@ def _qr_factors(A: np.ndarray, uf: OptionsLike, theta: float) -> _QRFactors:
     rounded = Rounder(uf, HOST)
     params = tuple(rounded.options.params or ())
     if params == (11, 15):
-        column_scale = 1.0 / _column_norms(A)
+        column_scale = 1.0 / safe_two_norm(A, axis=0)
         mu = float(theta) * 65504.0
         As = np.array(rounded((mu * A) * column_scale[None, :]), dtype=np.float64, order="C")
         Q, R = house_qr_rounded(As, 0, rounded)

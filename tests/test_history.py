@@ -464,3 +464,82 @@ def test_stored_options_and_empty_values_as_chop_m_reads_them():
     assert f(1 / 3, {"format": "c", "params": []}) == float(chop(1 / 3, {"format": "c", "params": [5, 7]}))
     with pytest.raises(ValueError, match="rules"):
         f(1 / 3, {"format": "h", "rules": "correct"})
+
+
+# --- Review of 2019-07-11 .. 2020-05-30 bit flips, empty formats and big integers ---
+
+# GNU Octave, the dated chop.m/roundit.m of each date, with a rand.m that replays MATLAB's stream after
+# rng(42) (the reviewer's /tmp/review_history/oct.py driver): chop(FLIP_X, struct('format', 'h', 'flip', 1,
+# 'p', p, 'round', mode)) gave these values (None: "structure has no member 't'") after drawing this many numbers;
+# single(FLIP_X) gave the same numbers in single (and drew as many).
+FLIP_X = np.array([1 + 2**-11, 1 + 3 * 2**-11, -(2 + 2**-10), 3e-6, -(1 + 2**-11), -5e-7])
+_NEAREST = [1.0, 1.001953125, -2.0, 2.9802322387695312e-06, -1.0, -4.76837158203125e-07]
+_STOCHASTIC = [1.0009765625, 1.0009765625, -2.0, 2.9802322387695312e-06, -1.0, -4.76837158203125e-07]
+BROKEN_FLIPS = [  # (date, round, p, values or None, numbers drawn)
+    ("2019-07-11", 1, 0.0, _NEAREST, 6),
+    ("2019-07-11", 5, 0.0, _STOCHASTIC, 12),
+    ("2019-07-11", 5, 0.01, _STOCHASTIC, 12),
+    ("2019-07-11", 5, 0.5, None, 8),  # fails in the normal block: its 4 + 4 draws, none for the subnormal one
+    ("2019-07-11", 4, 0.01, [1.0009765625, 1.001953125, -2.0, 3.039836883544922e-06, -1.0, -4.76837158203125e-07],
+     6),  # (mode 4 by blocks: ceil for the normal block, which holds negative numbers)
+    ("2019-10-14", 1, 0.01, _NEAREST, 6),
+    ("2019-10-14", 1, 0.16, None, 6),  # the normal block's 4 draws > 0.16, the subnormal block's 2 are not
+    ("2019-10-14", 6, 0.01, _STOCHASTIC, 12),
+    ("2020-05-30", 4, 0.0, [1.0, 1.0009765625, -2.0, 2.9802322387695312e-06, -1.0, -4.76837158203125e-07], 6),
+    ("2020-05-30", 4, 0.5, None, 4),
+    ("2020-05-30", 1, 0.01, _NEAREST, 6),
+]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("date, mode, p, expected, drawn", BROKEN_FLIPS)
+def test_broken_bit_flips_fail_only_once_an_element_is_chosen(engine, dtype, date, mode, p, expected, drawn):
+    # roundit.m of those dates draws rand(size(y)) and reads the missing options.t only if some draw <= p
+    rng(42)
+    following = pychop_compat.rand(drawn + 1, 1)[drawn, 0]  # the number after the call's draws
+    f = chop_at(date)
+    f(None, {"format": "b"})
+    x = FLIP_X.astype(dtype)
+    rng(42)
+    with cpu_engine(engine):
+        if expected is None:
+            with pytest.raises(ValueError, match="once an element is chosen"):
+                f(x, {"format": "h", "flip": 1, "p": p, "round": mode})
+            assert f.options().format == "b"  # nothing stored
+        else:
+            y = f(x, {"format": "h", "flip": 1, "p": p, "round": mode})
+            assert y.dtype == dtype and np.array_equal(y, np.array(expected, dtype))
+    assert pychop_compat.rand() == following
+
+
+# Octave, chop.m of 2019-03-07 and 2019-03-08: chop([1/3; 2; -0.1; 3e-6], struct('format', F, 'round', 3))
+# gives these values for F = [] and F = '' ('h' rounded down), and "structure has no member 'format'" without
+# the field; with 'round', 2, 'subnormal', 0 and F = '': [0.33349609375, 2, -0.0999755859375, 0].
+@pytest.mark.parametrize("date", ["2019-03-07", "2019-03-13"])
+def test_empty_format_before_2019_03_14_means_half(date):
+    from types import SimpleNamespace
+
+    x = np.array([1 / 3, 2.0, -0.1, 3e-6])
+    down = [0.333251953125, 2.0, -0.10003662109375, 2.9802322387695312e-06]
+    f = chop_at(date)
+    for o in ({"format": None, "round": 3}, {"format": "", "round": 3}, {"format": [], "round": 3},
+              SimpleNamespace(format=None, round=3), SimpleNamespace(format="", round=3)):
+        assert np.array_equal(f(x, o), down), o
+    assert np.array_equal(f(x, {"format": "", "round": 2, "subnormal": 0}), [0.33349609375, 2.0, -0.0999755859375, 0])
+    for missing in ({"round": 3}, SimpleNamespace(round=3)):
+        with pytest.raises(ValueError, match="needs options.format"):
+            f(x, missing)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("date", ["2019-03-07", "2020-06-01", "2024-01-01"])
+def test_python_ints_beyond_int64_are_taken_as_chop_takes_them(engine, date):
+    # 2**70 and 2**64 lie far beyond fp16's xmax = 65504 (round to nearest: +-Inf), as for chop
+    f = chop_at(date)
+    with cpu_engine(engine):
+        y = f(2**70, {"format": "h"})
+        assert type(y) is float and y == np.inf
+        assert f(-(2**64)) == -np.inf
+        z = f([2**70, 1, -(2**64)])
+        assert type(z) is np.ndarray and z.dtype == np.float64 and np.array_equal(z, [np.inf, 1.0, -np.inf])

@@ -46,7 +46,8 @@ HISTORY = (
      "custom precision limited to t <= 11 for single and t <= 25 for double input, every rounding mode."),
     ("2019-03-20", "f29e260", "Explicit 'Unrecognized format.' error (before: an undefined-variable error)."),
     ("2019-07-11", "8bc14e8", "options.explim added (before: the exponent range was always applied); "
-     "complex input refused; bit flips break (roundit reads options.t, no longer set) until 2020-05-31; "
+     "complex input refused; bit flips fail once an element is chosen (roundit reads options.t, no longer set) "
+     "until 2020-05-31; "
      "with explim = 0 only the first max(size(x)) elements of a matrix are rounded."),
     ("2019-10-14", "7ebabda", "Format parameters kept between calls (persistent t and emax): "
      "recomputed only when options are given."),
@@ -268,7 +269,12 @@ def _resolve_at(options, stored: Optional[ChopSpec], x_class: str, rules: Rules)
         return resolve(None, stored, x_class)
     # An empty mapping or an object with no option fields is MATLAB's struct():
     # not empty for chop.m, so every field takes its default.
-    if rules.requires_format and "format" not in given:
+    # (chop.m set an empty options.format to 'h'; only a missing field failed)
+    if isinstance(options, Mapping):
+        has_format = "format" in options
+    else:
+        has_format = isinstance(options, str) or hasattr(options, "format")
+    if rules.requires_format and not has_format:
         raise ValueError("Before 2019-03-14 chop needs options.format (Reference to non-existent field 'format').")
     if not rules.explim_option:
         given.pop("explim", None)  # not read: the range always applied (ChopAt needs no other check)
@@ -344,13 +350,18 @@ def _truncate(y: np.ndarray, rules: Rules) -> np.ndarray:
 
 
 def _roundit(y: np.ndarray, spec: RoundingSpec, rules: Rules, sources) -> np.ndarray:
-    if spec.flips and rules.flips_broken:
-        raise ValueError("Bit flips fail in chop.m from 2019-07-11 to 2020-05-30 "
-                         "(roundit reads options.t, which chop no longer sets).")
     mode = spec.round
     if mode == 4:
         # truncate as at the time, then let the reference apply the flips (mode 1 on integers is exact)
         y, mode = _truncate(y, rules), 1
+    if spec.flips and rules.flips_broken:
+        # roundit.m of those dates draws temp = rand(size(y)) and reads the missing options.t only
+        # when some temp <= p chose an element to flip: the rounded values, else an error after the draws.
+        rounded = roundit_vector(y, mode, sources)
+        if np.any(sources.flip_uniform(rounded.size) <= spec.p):
+            raise ValueError("Bit flips fail in chop.m from 2019-07-11 to 2020-05-30 once an element is chosen "
+                             "for flipping (roundit reads options.t, which chop no longer sets).")
+        return rounded
     return roundit_vector(y, mode, sources, spec.flips, spec.p, spec.fmt.t)
 
 
@@ -603,23 +614,12 @@ class ChopAt:
         spec = settings.spec
         if type(x) is np.ndarray and (x.dtype is _FLOAT64 or x.dtype is _FLOAT32) and route in ("today", "flush tiny"):
             return _on_engines_at(x, settings, route, fused)
-        if isinstance(x, numbers.Real) and not isinstance(x, (np.generic, int, float)):
-            x = float(x)  # a Fraction, a Decimal: its double, as chop takes it
         _check_type(x)
         if isinstance(x, np.ndarray) and type(x) is not np.ndarray:  # masked arrays, np.matrix: as chop
             return numpy_engine.on_array_kind(x, lambda plain: self._chop(plain, settings, route, fused))
-        scalar = np.ndim(x) == 0 and not isinstance(x, np.ndarray)
-        arr = np.asarray(x)
-        if arr.dtype.kind == "f" and not arr.dtype.isnative:  # byte-swapped: a native result, as chop gives
-            arr = arr.astype(arr.dtype.newbyteorder("="))
-        if arr.dtype == np.float16:
-            work = arr.astype(np.float32)
-        elif arr.dtype in (np.float32, np.float64):
-            work = arr
-        elif arr.dtype.kind in "biu":
-            work = arr.astype(np.float64)
-        else:
-            raise TypeError(f"chop supports float64, float32 and float16 arrays (and integers), not {arr.dtype}.")
+        # As chop converts its input (Python ints beyond int64 and lists of them included); restore
+        # gives the result back as x's kind (a float for a Python number, float16 for float16).
+        work, restore = numpy_engine.as_float_array(x)
         loops = self._old_rules_loops(work.dtype, work, spec, fused) if route == "old rules" else None
         out = None if loops is None else loops(work)  # (None also where the loops decline a call)
         if out is None and route in ("step by step", "old rules"):
@@ -635,10 +635,8 @@ class ChopAt:
             out = out.reshape(work.shape, order=order)
         elif out is None:
             out = _on_engines_at(work, settings, route, fused)
-        out = out.astype(arr.dtype if arr.dtype == np.float16 else work.dtype, copy=False)
-        if scalar:  # (a Python number gives a float, a NumPy scalar one of its type, as chop)
-            return float(out) if isinstance(x, (int, float)) and not isinstance(x, np.generic) else out[()]
-        return out
+        out = out.astype(work.dtype, copy=False)
+        return out if restore is None else restore(out)
 
     def options(self) -> Options:
         """The stored options (``[~, options] = chop`` of that time), or the defaults."""

@@ -66,8 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("info", help="print the package, Python, library and engine versions and the machine, as JSON")
     v = sub.add_parser("validate", help="rerun the MATLAB corpus and the mpmath oracle on every available engine")
     v.add_argument("--corpus", help="corpus folder in pychop_compat.validation.corpora's layout "
-                   "(default: the copy installed with the package)")
-    v.add_argument("--engines", help="comma-separated engines (default: all available)")
+                   "(default: the folder named by $PYCHOP_COMPAT_CORPUS when it is set, else the copy installed "
+                   "with the package); exit status 2 when it is not found or cannot be read")
+    v.add_argument("--engines", help="comma-separated engines, no empty name (default: all available)")
     v.add_argument("--json", metavar="FILE", help="also write the results as JSON, with the versions "
                    "of the package, Python, NumPy and the engines, the machine and the corpus's checksums")
     v.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -98,18 +99,24 @@ def main(argv: list[str] | None = None) -> int:
 
         print(json.dumps(environment(known), indent=2))
         return 0
-    engines = args.engines.split(",") if args.engines else None
+    # (--engines "" or "numpy,": an empty name is refused, not read as "all engines")
+    engines = args.engines.split(",") if args.engines is not None else None
+    if engines is not None and not all(engines):
+        parser.error(f"--engines: an empty engine name in {args.engines!r}; give comma-separated names, "
+                     f"available: {', '.join(known)}")
     unknown = [e for e in engines or () if e not in known]
     if unknown:
         parser.error(f"--engines: {', '.join(unknown)} not available here; available: {', '.join(known)}")
     if args.json:  # (checked before the run, which takes minutes, not after it)
         folder = os.path.dirname(os.path.abspath(args.json))
-        if not (os.path.isdir(folder) and os.access(folder, os.W_OK)) or os.path.isdir(args.json):
+        if os.path.isdir(args.json):
+            parser.error(f"--json: {args.json} is a directory; give the path of a file to write")
+        if not (os.path.isdir(folder) and os.access(folder, os.W_OK)):
             parser.error(f"--json: cannot write {args.json} (its folder does not exist or is not writable)")
     try:
         corpus = find_corpus(args.corpus)
-    except FileNotFoundError as exc:
-        print(exc, file=sys.stderr)
+    except (FileNotFoundError, ValueError) as exc:  # a corpus problem: exit 2, as docs/validation.rst says
+        print(f"validate: {exc}", file=sys.stderr)
         return 2
     results = validate(corpus, engines, progress=not args.no_progress, oracle=not args.no_oracle)
     print(format_table(results))

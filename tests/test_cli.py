@@ -91,6 +91,9 @@ def test_validate_json_is_a_certificate(validated_numpy):
     assert env["corpus"]["name"] == "matlab_reference"
     for name in ("manifest.json", "arrays.npz"):
         assert env["corpus"]["sha256"][name] == hashlib.sha256((folder / name).read_bytes()).hexdigest()
+    cpfloat_folder = corpus_path("cpfloat_reference")  # the cpfloat_corpus group's data, hashed too
+    assert env["data"]["cpfloat_reference"]["sha256"]["cases.npz"] == hashlib.sha256(
+        (cpfloat_folder / "cases.npz").read_bytes()).hexdigest()
 
 
 @pytest.mark.slow  # five new processes, each importing the package: CI's slow step
@@ -208,3 +211,121 @@ def test_not_run_names_the_reason_for_each_missing_engine():
         if not torch.cuda.is_available():
             assert "engine torch-cuda: torch sees no CUDA GPU" in lines
     assert not any("mpmath_oracle" in line for line in lines)
+
+
+def _tiny_run(monkeypatch, tmp_path):
+    """validate kept fast: one case a group, the CPFloat corpus left out."""
+    from pychop_compat.validation import corpora, validator
+
+    cases = corpora.Corpus.cases
+    monkeypatch.setattr(corpora.Corpus, "cases", lambda self, group: cases(self, group)[:1])
+    monkeypatch.setattr(validator, "corpus_path", lambda name: tmp_path / name)
+
+
+@pytest.mark.parametrize("problem", ["format_version", "not json", "no group", "no arrays"])
+def test_validate_bad_corpus_exits_2_with_the_reason(capsys, tmp_path, problem):
+    """A corpus that cannot be read is a corpus problem, exit 2 as docs/validation.rst says, found
+    before the run (it gave a traceback and exit 1, or 2,000 disagreements)."""
+    from pychop_compat.validation.corpora import corpus_path
+
+    shipped = corpus_path("matlab_reference")
+    manifest = json.loads((shipped / "manifest.json").read_text())
+    if problem == "format_version":
+        manifest["format_version"] = 2
+    elif problem == "no group":
+        del manifest["groups"]["roundit"]
+    text = "not json" if problem == "not json" else json.dumps(manifest)
+    (tmp_path / "manifest.json").write_text(text)
+    if problem != "no arrays":
+        (tmp_path / "arrays.npz").symlink_to(shipped / "arrays.npz")
+    status, out, err = _in_process(capsys, "validate", "--corpus", str(tmp_path), "--engines", "numpy",
+                                   "--no-oracle", "--no-progress")
+    assert status == 2 and "Traceback" not in err and out == ""
+    expected = {"format_version": "format_version 2", "not json": "not valid JSON",
+                "no group": "no group roundit", "no arrays": "no arrays.npz"}[problem]
+    assert expected in err and str(tmp_path) in err
+
+
+def test_validate_keeps_the_callers_persistent_options(monkeypatch, tmp_path):
+    """validate() from Python puts back the caller's persistent chop and cpfloat options (it cleared
+    them).  Oracle: the options the test stored; bfloat16 is [t, emax] = [8, 127] (chop's docs)."""
+    from pychop_compat import chop, chop_options, clear_chop, clear_cpfloat, cpfloat, cpfloat_options
+    from pychop_compat import validation
+
+    _tiny_run(monkeypatch, tmp_path)
+    try:
+        chop(None, {"format": "b", "round": 2})
+        cpfloat(None, {"format": "c", "params": [5, -14, 15], "round": 7})
+        validation.validate(None, ["numpy"], progress=False, oracle=False)
+        o = chop_options()
+        assert (o.format, o.round, o.params) == ("b", 2, [8, 127])
+        c = cpfloat_options()
+        assert (c.format, c.params, c.round) == ("c", [5, -14, 15], 7)
+    finally:
+        clear_chop()
+        clear_cpfloat()
+
+
+@pytest.mark.heavy
+@pytest.mark.slow  # validate on JAX, one case a group: about 20 s (JAX's compilations)
+def test_validate_restores_jax_x64(monkeypatch, tmp_path):
+    """validate on JAX turns on jax_enable_x64 for the run only (it stayed on for the process)."""
+    jax = pytest.importorskip("jax")
+    from pychop_compat import validation
+    from pychop_compat.engines import available_engines
+
+    if "jax" not in available_engines():
+        pytest.skip("the jax engine is not available")
+    _tiny_run(monkeypatch, tmp_path)
+    before = bool(jax.config.jax_enable_x64)
+    try:
+        jax.config.update("jax_enable_x64", False)
+        results = validation.validate(None, ["jax"], progress=False, oracle=False)
+        assert all(r.ok for r in results)
+        assert jax.config.jax_enable_x64 is False
+        assert jax.numpy.zeros(2).dtype == jax.numpy.float32  # JAX's default without x64
+    finally:
+        jax.config.update("jax_enable_x64", before)
+
+
+def test_validate_refuses_unknown_and_empty_engines(capsys):
+    """An engine that is not available here is refused up front, named with those that are (it was
+    reported as thousands of disagreements); so is an empty name or list (read as 'all engines')."""
+    from pychop_compat import validation
+    from pychop_compat.engines import available_engines
+
+    with pytest.raises(ValueError, match=r"'bogus' not available here; available: numpy"):
+        validation.validate(None, ["bogus"], progress=False, oracle=False)
+    with pytest.raises(ValueError, match="engines: none given"):
+        validation.validate(None, [], progress=False, oracle=False)
+    with pytest.raises(TypeError, match="engines"):
+        validation.validate(None, "numpy", progress=False, oracle=False)
+    for value in ("", "numpy,", ",numpy"):
+        status, out, err = _in_process(capsys, "validate", "--engines", value, "--no-oracle", "--no-progress")
+        assert status == 2 and "--engines" in err and "empty engine name" in err and out == ""
+    assert "numpy" in available_engines()
+
+
+def test_validate_json_directory_and_help(capsys, tmp_path):
+    """--json naming a folder says so; --help names $PYCHOP_COMPAT_CORPUS, which the default reads."""
+    status, _, err = _in_process(capsys, "validate", "--engines", "numpy", "--json", str(tmp_path))
+    assert status == 2 and f"{tmp_path} is a directory" in err
+    status, out, _ = _in_process(capsys, "validate", "--help")
+    assert status == 0 and "$PYCHOP_COMPAT_CORPUS" in " ".join(out.split())
+
+
+def test_certificate_hashes_the_cpfloat_data():
+    """The certificate's checksums cover every data file a group reads: the cpfloat_corpus group's
+    data/cpfloat_reference too, under "data" (only the MATLAB corpus was hashed).  Oracle: hashlib."""
+    import hashlib
+
+    from pychop_compat.validation import environment, find_corpus
+    from pychop_compat.validation.corpora import corpus_path
+
+    folder = corpus_path("cpfloat_reference")
+    if not (folder / "manifest.json.gz").is_file():
+        pytest.skip("the CPFloat corpus is not installed")
+    data = environment(["numpy"], find_corpus())["data"]
+    assert data["cpfloat_reference"]["folder"] == str(folder)
+    for name in ("manifest.json.gz", "cases.npz"):
+        assert data["cpfloat_reference"]["sha256"][name] == hashlib.sha256((folder / name).read_bytes()).hexdigest()

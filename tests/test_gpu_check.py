@@ -122,3 +122,65 @@ def test_each_validate_route_is_reported_as_it_finishes(monkeypatch, capsys):
     gpu_check._validate(reports, [("torch-cuda", "torch-cuda", None)])
     assert "validate torch-cuda: 9/10 agree" in capsys.readouterr().out
     assert reports["torch-cuda"].validate_groups_failed == ["cpfloat 2/3"]
+
+
+def _gpu_without_tests(monkeypatch):
+    """A pretended GPU whose validate agrees everywhere; tiles and benchmark skipped by the caller."""
+    def validate(reports, routes):
+        for label, _engine, _route in routes:
+            report = reports.setdefault(label, gpu_check.EngineReport(label))
+            report.validated, report.validate_cases, report.validate_agreeing = True, 100, 100
+
+    monkeypatch.setattr("pychop_compat.engines.available_engines", lambda: ["numpy", "torch-cuda"])
+    monkeypatch.setattr(gpu_check, "_validate", validate)
+    monkeypatch.setattr(gpu_check, "_device_line", lambda engines: "Fake GPU")
+
+
+def test_a_test_stage_that_did_not_run_fails_the_check(monkeypatch, capsys):
+    """pytest that wrote no report (here a usage error) is a FAIL with the reason, exit 1: it gave
+    a blank row, 0 passed 0 failed, and PASS with exit 0."""
+    _gpu_without_tests(monkeypatch)
+    assert gpu_check.main(["--skip-tiles", "--skip-bench", "--pytest-args=--no-such-pytest-option"]) == 1
+    out = capsys.readouterr().out
+    assert "| torch-cuda | 0 passed, 0 failed, 0 skipped (not run) | 100/100 agree | FAIL |" in out
+    assert "pytest: not run: pytest wrote no report (exit 4)" in out
+    assert out.rstrip().endswith("GPU check: FAIL")
+
+
+def test_no_tests_folder_fails_the_check(monkeypatch, capsys, tmp_path):
+    """An installed wheel has no tests/ folder: the check says so and fails (it passed)."""
+    _gpu_without_tests(monkeypatch)
+    monkeypatch.setattr(gpu_check, "_ROOT", tmp_path)
+    assert gpu_check.main(["--skip-tiles", "--skip-bench"]) == 1
+    out = capsys.readouterr().out
+    assert "no tests/ folder next to the package" in out and out.rstrip().endswith("GPU check: FAIL")
+
+
+def test_an_engine_with_no_test_run_fails(monkeypatch, capsys):
+    """A report that counts no test of an engine (all deselected or skipped) fails that engine's row."""
+    _gpu_without_tests(monkeypatch)
+    junit = ('<testsuites><testsuite name="pytest" tests="1"><testcase classname="t" name="test_a[torch-cuda-1]">'
+             '<skipped message="x"/></testcase></testsuite></testsuites>')
+    monkeypatch.setattr(gpu_check, "_run_tests", lambda engines, extra: (gpu_check.classify_junit(junit, engines), ""))
+    assert gpu_check.main(["--skip-tiles", "--skip-bench"]) == 1
+    out = capsys.readouterr().out
+    assert "| torch-cuda | 0 passed, 0 failed, 1 skipped (no GPU test of this engine ran) |" in out
+    # --skip-tests asks for no test: the row passes on validate alone
+    assert gpu_check.main(["--skip-tiles", "--skip-bench", "--skip-tests"]) == 0
+
+
+@pytest.mark.parametrize("argv, expected", [(["--pytest-args", "-x"], ["-x"]), (["--pytest-args=-x"], ["-x"]),
+                                            (["--pytest-args", "-n 8 -k 'cupy and not slow'"],
+                                             ["-n", "8", "-k", "cupy and not slow"])])
+def test_pytest_args_may_start_with_a_dash(monkeypatch, capsys, argv, expected):
+    """--pytest-args -x was refused by argparse ("expected one argument"); the string is split as a shell would."""
+    _gpu_without_tests(monkeypatch)
+    seen = []
+
+    def run_tests(engines, extra):
+        seen.append(extra)
+        return {name: gpu_check.EngineReport(name, passed=1) for name in engines}, "1 passed"
+
+    monkeypatch.setattr(gpu_check, "_run_tests", run_tests)
+    assert gpu_check.main(["--skip-tiles", "--skip-bench", *argv]) == 0
+    assert seen == [expected]

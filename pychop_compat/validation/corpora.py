@@ -103,9 +103,10 @@ class Corpus:
     Raises
     ------
     FileNotFoundError
-        When the folder has no ``manifest.json``.
+        When the folder has no ``manifest.json``, or not the arrays file it names.
     ValueError
-        When the manifest's ``format_version`` is not one this module reads.
+        When the manifest is not valid JSON, lacks ``name``, ``arrays`` or ``groups`` (each
+        with a list of ``cases``), or its ``format_version`` is not one this module reads.
     """
 
     def __init__(self, folder: Union[str, Path]):
@@ -113,12 +114,26 @@ class Corpus:
         manifest_path = self.folder / "manifest.json"
         if not manifest_path.is_file():
             raise FileNotFoundError(f"reference corpus not found: no manifest.json in {self.folder}")
-        self.manifest: dict = json.loads(manifest_path.read_text(encoding="utf-8"))
+        try:
+            self.manifest: dict = json.loads(manifest_path.read_text(encoding="utf-8"))
+        except ValueError as exc:  # (JSONDecodeError, UnicodeDecodeError)
+            raise ValueError(f"corpus {self.folder}: manifest.json is not valid JSON ({exc})") from None
+        if not isinstance(self.manifest, dict):
+            raise ValueError(f"corpus {self.folder}: manifest.json holds no JSON object")
         version = self.manifest.get("format_version")
         if version != FORMAT_VERSION:
             raise ValueError(f"corpus {self.folder}: format_version {version!r}, this reader knows {FORMAT_VERSION}")
+        # checked here, not case by case in a run of thousands of cases
+        missing = [key for key in ("name", "arrays", "groups") if key not in self.manifest]
+        groups = self.manifest.get("groups")
+        if missing or not isinstance(groups, dict) or not all(
+                isinstance(group, dict) and isinstance(group.get("cases"), list) for group in groups.values()):
+            raise ValueError(f"corpus {self.folder}: manifest.json lacks "
+                             + (", ".join(missing) if missing else "a list of cases in each group"))
         self.name: str = self.manifest["name"]
         self._arrays_path = self.folder / self.manifest["arrays"]
+        if not self._arrays_path.is_file():
+            raise FileNotFoundError(f"corpus {self.folder}: no {self.manifest['arrays']}, which its manifest names")
         self._cache: dict[str, np.ndarray] = {}
         self._npz: Optional[np.lib.npyio.NpzFile] = None
 

@@ -6,7 +6,8 @@ CUDA route, single MMA tiles on the GPU's tensor cores against the GPU's
 :mod:`pychop_compat.hardware` preset (``benchmarks/tensor_core_tiles.py --strict``:
 every output bit for bit) and the quick GPU benchmark, then prints one summary
 (``docs/validation.rst``, "The GPU check").  Exit status: 0 when everything
-passed, 1 when something failed, :data:`NO_GPU` (3) when no CUDA GPU is visible.
+passed, 1 when something failed (a test stage that did not run, or ran no test of an
+engine, is a failure), :data:`NO_GPU` (3) when no CUDA GPU is visible.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import argparse
 import contextlib
 import importlib.util
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -46,11 +48,21 @@ class EngineReport:
     validate_groups_failed: list = field(default_factory=list)
     validated: bool = False
     validate_requested: bool = True
+    #: Whether this row must show GPU tests run (an engine's row, when the test stage runs).
+    tests_expected: bool = False
+    #: Why the test stage gave no trustworthy count (no report, pytest's exit status), or "".
+    tests_problem: str = ""
+
+    @property
+    def tests_ok(self) -> bool:
+        """No test failed, the test stage ran, and it ran tests of this engine where they were expected."""
+        ran = self.passed + self.failed > 0 or not self.tests_expected
+        return self.failed == 0 and not self.tests_problem and ran
 
     @property
     def ok(self) -> bool:
         validated = self.validated and not self.validate_groups_failed and self.validate_cases > 0
-        return self.failed == 0 and (validated or not self.validate_requested)
+        return self.tests_ok and (validated or not self.validate_requested)
 
 
 def _engine_of(test_name: str) -> Optional[str]:
@@ -75,10 +87,16 @@ def classify_junit(xml_text: str, engines: Sequence[str]) -> dict:
     return reports
 
 
+def _not_run(engines, why: str) -> tuple[dict[str, EngineReport], str]:
+    """Each engine's report of a test stage that did not run (so the check fails), and the note."""
+    return {name: EngineReport(name, tests_problem="not run") for name in engines}, why
+
+
 def _run_tests(engines, extra_args) -> tuple[dict[str, EngineReport], str]:
     tests = _ROOT / "tests"
     if not tests.is_dir():
-        return {}, f"no tests/ folder next to the package ({tests}): run from a source checkout"
+        return _not_run(engines, f"not run: no tests/ folder next to the package ({tests}): run from a source "
+                                 "checkout, or pass --skip-tests")
     with tempfile.TemporaryDirectory() as folder:
         junit = Path(folder) / "gpu.xml"
         command = [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider",
@@ -93,9 +111,17 @@ def _run_tests(engines, extra_args) -> tuple[dict[str, EngineReport], str]:
             for line in process.stdout:
                 print(line, end="", flush=True)
                 last = line.strip() or last
-        if not junit.exists():
-            return {}, f"pytest wrote no report (exit {process.returncode}); its last line: {last}"
-        return classify_junit(junit.read_text(), engines), last
+        if not junit.exists():  # a usage error, a crash
+            return _not_run(engines, f"not run: pytest wrote no report (exit {process.returncode}); "
+                                     f"its last line: {last}")
+        reports = classify_junit(junit.read_text(), engines)
+        # exit 1 is failed tests (counted); any other non-zero exit (interrupted, internal error,
+        # no test collected) or an exit 1 with no failure counted leaves the counts unproven
+        if process.returncode != 0 and not (process.returncode == 1 and any(r.failed for r in reports.values())):
+            for report in reports.values():
+                report.tests_problem = f"pytest exit {process.returncode}"
+            last = f"pytest exited with status {process.returncode}; its last line: {last}"
+        return reports, last
 
 
 def _validate(reports: dict, routes) -> None:
@@ -173,6 +199,10 @@ def format_summary(device: str, reports: dict, test_note: str, bench_ok: Optiona
              "| engine | pytest -m gpu | validate (corpus + oracle) | verdict |", "|---|---|---|---|"]
     for report in reports.values():
         tests = f"{report.passed} passed, {report.failed} failed, {report.skipped} skipped"
+        if report.tests_problem:
+            tests += f" ({report.tests_problem})"
+        elif not report.tests_ok and report.failed == 0:
+            tests += " (no GPU test of this engine ran)"
         if not report.validated:
             checked = "not run"
         else:
@@ -219,7 +249,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--skip-tiles", action="store_true",
                         help="do not compare the tensor cores' tiles with the hardware model")
     parser.add_argument("--skip-bench", action="store_true", help="do not run the quick benchmark")
-    parser.add_argument("--pytest-args", default="", help="extra arguments for pytest (one string)")
+    parser.add_argument("--pytest-args", default="",
+                        help='extra arguments for pytest, as one string split as a shell would: --pytest-args -x, '
+                             '--pytest-args "-n 8 -k cupy" or --pytest-args=-x')
+    # argparse refuses a value that starts with '-' (--pytest-args -x): join it to its option first
+    argv = list(sys.argv[1:] if argv is None else argv)
+    i = 0
+    while i < len(argv) - 1:
+        if argv[i] == "--pytest-args":
+            argv[i:i + 2] = [f"--pytest-args={argv[i + 1]}"]
+        i += 1
     args = parser.parse_args(argv)
 
     from ..engines import available_engines
@@ -233,9 +272,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     reports: dict[str, EngineReport] = {}
     note = "not run"
     if not args.skip_tests:
-        reports, note = _run_tests(engines, args.pytest_args.split())
+        reports, note = _run_tests(engines, shlex.split(args.pytest_args))
     for name in engines:
-        reports.setdefault(name, EngineReport(name))
+        # an engine's row with no test counted fails when the tests were to run
+        reports.setdefault(name, EngineReport(name)).tests_expected = not args.skip_tests
     if args.skip_validate:
         for report in reports.values():
             report.validate_requested = False

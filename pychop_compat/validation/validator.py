@@ -20,6 +20,7 @@ import json
 import os
 import platform
 import sys
+import warnings
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -31,7 +32,7 @@ from ..matlab import api
 from ..random import matlab_stream
 from .corpora import Corpus, CorpusCase, corpus_path, load_corpus
 from ..engines import available_engines, from_numpy, to_numpy
-from ..cpfloat import CpfloatError, clear_cpfloat, cpfloat
+from ..cpfloat import CpfloatError, clear_cpfloat, cpfloat, cpfloat_options
 from ..formats import catalogue_format, float_params
 from ..kernels.compiled import cpu_engine
 from ..rounding import round_to_format
@@ -47,6 +48,9 @@ ENGINE_INDEPENDENT = "engine-independent"
 
 #: The library (import name) each engine runs on, whose version a run records.
 _ENGINE_LIBRARIES = {"numba": "numba", "torch": "torch", "torch-cuda": "torch", "cupy": "cupy", "jax": "jax"}
+
+# The MATLAB corpus's groups that validate reads.
+_MATLAB_GROUPS = ("chop", "matlab_native", "matlab_stream", "roundit", "float_params")
 
 # Engines whose default random draws are MATLAB's stream (GPU engines draw on the device).
 _MATLAB_STREAM_ENGINES = ("numpy", "numba", "torch", "jax")  # jax: on the host, outside jit
@@ -79,20 +83,33 @@ def find_corpus(path: Union[str, os.PathLike, Corpus, None] = None) -> Corpus:
     """The MATLAB corpus: the folder ``path`` or ``$PYCHOP_COMPAT_CORPUS`` if given, else the shipped copy.
 
     A folder must have the layout of :mod:`pychop_compat.validation.corpora`.
+
+    Raises
+    ------
+    FileNotFoundError
+        When the folder has no ``manifest.json`` or not its arrays file.
+    ValueError
+        When the manifest cannot be read (see :class:`~pychop_compat.validation.corpora.Corpus`)
+        or lacks one of the groups validate runs (``chop``, ``matlab_native``, ``matlab_stream``,
+        ``roundit``, ``float_params``).
     """
     if isinstance(path, Corpus):
-        return path
-    explicit = path or os.environ.get("PYCHOP_COMPAT_CORPUS")
-    if not explicit:
-        return load_corpus("matlab_reference")
-    try:
-        return load_corpus(Path(explicit))
-    except FileNotFoundError:
-        raise FileNotFoundError(
-            f"MATLAB reference corpus not found in {explicit}: pass --corpus PATH, a folder holding "
-            "manifest.json and arrays.npz (see pychop_compat.validation.corpora), or leave it out to use the "
-            "corpus installed with the package."
-        ) from None
+        corpus = path
+    else:
+        explicit = path or os.environ.get("PYCHOP_COMPAT_CORPUS")
+        try:
+            corpus = load_corpus(Path(explicit)) if explicit else load_corpus("matlab_reference")
+        except FileNotFoundError as exc:
+            raise FileNotFoundError(
+                f"MATLAB reference corpus not found in {explicit} ({exc}): pass --corpus PATH, a folder holding "
+                "manifest.json and arrays.npz (see pychop_compat.validation.corpora), or leave it out to use the "
+                "corpus installed with the package."
+            ) from None
+    missing = [group for group in _MATLAB_GROUPS if group not in corpus.groups]
+    if missing:
+        raise ValueError(f"corpus {corpus.folder}: no group {', '.join(missing)} in its manifest "
+                         f"(validate runs {', '.join(_MATLAB_GROUPS)})")
+    return corpus
 
 
 class _Stream:
@@ -352,23 +369,48 @@ def validate(corpus: Union[str, os.PathLike, Corpus, None] = None, engines: Opti
     corpus : path-like or Corpus, optional
         The corpus (see :func:`find_corpus`; default: the copy installed with the package).
     engines : list of str, optional
-        Engines to run (default: :func:`pychop_compat.engines.available_engines`).
+        Engines to run, each one of :func:`pychop_compat.engines.available_engines` (the default).
     progress : bool
         Draw a progress bar on standard error.
     oracle : bool
         Also compare with the exact mpmath oracle (about 200,000 inputs per format and
         dtype, each under explim 0/1, subnormal 0/1 and rounding modes 1-4).
+
+    Raises
+    ------
+    ValueError
+        When ``engines`` is empty, or names an engine that is not available here (the message
+        names it and those that are), or when the corpus cannot be read (see :func:`find_corpus`).
+    FileNotFoundError
+        When the corpus is not found.
+
+    Notes
+    -----
+    The caller's persistent chop and cpfloat options, MATLAB's random stream and JAX's
+    ``jax_enable_x64`` (turned on for the run: the corpus holds doubles) are as they were afterwards.
     """
     corpus = find_corpus(corpus)
-    engines = list(engines or available_engines())
+    if isinstance(engines, str):
+        raise TypeError(f"engines: a list of engine names, not the string {engines!r}")
+    known = available_engines()
+    engines = list(known if engines is None else engines)
+    unknown = [repr(engine) for engine in engines if engine not in known]
+    if not engines or unknown:
+        raise ValueError(f"engines: {', '.join(unknown) + ' not available here' if unknown else 'none given'}; "
+                         f"available: {', '.join(known)}")
+    groups = list(_groups(corpus, engines, oracle))
+    bar = _Progress(sum(len(cases) for _, _, cases in groups), progress)
+    # The run clears both persistent options case by case; the caller's are put back afterwards
+    # through the public options (chop_options() stores the defaults where nothing was stored: chop
+    # gives the same bits either way; cpfloat's drcheck is not among its options and comes back as 1).
+    saved_state, saved_chop, saved_cpfloat = matlab_stream.rng(), api.chop_options(), cpfloat_options()
+    saved_x64 = None
     if "jax" in engines:
         import jax
 
         # The corpus holds doubles; JAX has float64 only with x64 on (its default is 32-bit).
+        saved_x64 = bool(jax.config.read("jax_enable_x64"))
         jax.config.update("jax_enable_x64", True)
-    groups = list(_groups(corpus, engines, oracle))
-    bar = _Progress(sum(len(cases) for _, _, cases in groups), progress)
-    saved_state = matlab_stream.rng()
     results = []
     try:
         for group, engine, cases in groups:
@@ -391,8 +433,14 @@ def validate(corpus: Union[str, os.PathLike, Corpus, None] = None, engines: Opti
     finally:
         bar.close()
         api.clear_chop()
+        api.chop(None, saved_chop)
         clear_cpfloat()
+        with warnings.catch_warnings():  # (a named format's params, filled in: ignored, as the MEX does)
+            warnings.filterwarnings("ignore", message="cpfloat:ignoredparams")
+            cpfloat(None, saved_cpfloat)
         matlab_stream.rng(saved_state)
+        if saved_x64 is not None:
+            jax.config.update("jax_enable_x64", saved_x64)
     return results
 
 
@@ -411,7 +459,9 @@ def environment(engines: Iterable[str] = (), corpus: Optional[Corpus] = None) ->
     engines : iterable of str
         The engines that ran (their libraries' versions and devices are recorded).
     corpus : Corpus, optional
-        The corpus that was read (its name, folder and the SHA-256 of its files).
+        The corpus that was read (its name, folder and the SHA-256 of its files), and with it, under
+        ``data``, the folder and SHA-256 of the files of the other data validate's groups read
+        (``cpfloat_reference``, read by the ``cpfloat_corpus`` group, where it is installed).
     """
     from .. import __version__
 
@@ -450,10 +500,18 @@ def environment(engines: Iterable[str] = (), corpus: Optional[Corpus] = None) ->
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
     if corpus is not None:
-        files = sorted(p for p in corpus.folder.iterdir() if p.is_file())
-        record["corpus"] = {"name": corpus.name, "folder": str(corpus.folder),
-                            "sha256": {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in files}}
+        record["corpus"] = {"name": corpus.name, "folder": str(corpus.folder), "sha256": _checksums(corpus.folder)}
+        cpfloat_folder = corpus_path("cpfloat_reference")
+        if (cpfloat_folder / "manifest.json.gz").is_file():  # (the cpfloat_corpus group ran: see _groups)
+            record["data"] = {"cpfloat_reference": {"folder": str(cpfloat_folder),
+                                                    "sha256": _checksums(cpfloat_folder)}}
     return record
+
+
+def _checksums(folder: Path) -> dict[str, str]:
+    """The SHA-256 of every file in ``folder``, by name."""
+    files = sorted(p for p in folder.iterdir() if p.is_file())
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
 
 
 def _library_version(name: str) -> str:

@@ -252,3 +252,28 @@ def test_chop_jax_checks_seed_and_offset():
             chop_jax(x, options, seed=bad_seed)
     assert_bits_equal(np.asarray(chop_jax(x, options, seed=np.int64(1), offset=np.int64(0))),
                       np.asarray(Chop(options, rng=1)(np.asarray(x))), "NumPy integers as seed and offset")
+
+
+@pytest.mark.parametrize("options", [{"format": "bf16"}, {"format": "float8_e4m3fn"}, {"format": "binary16"},
+                                     {"format": "h", "rules": "correct"}])
+def test_stochastic_rounding_of_float64_subnormals_without_exponent_limit(options):
+    """explim=0, subnormal=0: a float64 subnormal x rounds to sign(x) xmin (2^-1022) when the number
+    u <= |x| / xmin, else to a signed 0 (mathematics; |x| 2^1022 is exact).  JAX rounded them all to
+    0 before (XLA flushed the subnormal in the fraction |x| / xmin), and equals the NumPy engine's
+    Chop(rng=seed) bit for bit."""
+    from pychop_compat.engines.dispatch import round_array
+    from pychop_compat.matlab.options import resolve
+    from pychop_compat.random.sources import given_sources
+
+    options = dict(options, round=5, explim=0, subnormal=0)
+    rng = np.random.default_rng(3)
+    tiny = np.finfo(np.float64).tiny
+    x = rng.random(2000) * tiny * np.where(rng.random(2000) < 0.5, -1.0, 1.0)
+    x[:3] = [1.5e-308, -5e-324, 0.0]
+    u = rng.random(x.size)
+    want = np.copysign(np.where(u <= np.abs(x) * 2.0**1022, tiny, 0.0), x)
+    spec = resolve(options, None).spec
+    got = np.asarray(round_array(jnp.asarray(x), spec, given_sources(jnp.asarray(u))))
+    assert_bits_equal(got, want, f"given numbers {options}")
+    assert 0 < np.count_nonzero(got) < x.size
+    assert_bits_equal(np.asarray(Chop(options, rng=0)(jnp.asarray(x))), Chop(options, rng=0)(x), f"rng=0 {options}")

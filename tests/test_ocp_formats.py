@@ -180,3 +180,23 @@ def test_e8m0_of_bfloat16_reaches_its_smallest_number():
     x = torch.tensor([2.0**-127, 2.0**-130, 3.0], dtype=torch.bfloat16)
     got = chop(x, {"format": "float8_e8m0fnu"})
     assert got.dtype == torch.bfloat16 and got.double().tolist() == [2.0**-127, 2.0**-127, 4.0]
+
+
+def test_round_to_format_takes_labelled_arrays_as_chop_does():
+    # Its docstring: what chop takes, so xarray DataArrays (over NumPy) and pandas Series too,
+    # labels kept (0.6.x raised "does not support xarray ..."); oracle: ml_dtypes' cast.
+    xarray = pytest.importorskip("xarray")
+    pandas = pytest.importorskip("pandas")
+    x = np.array([300.0, 500.0, 0.001, -0.3])
+    want = x.astype(ml_dtypes.float8_e4m3fn).astype(np.float64)
+    labelled = xarray.DataArray(x, dims="i", coords={"i": [1, 2, 3, 4]}, attrs={"units": "m"})
+    got = round_to_format(labelled, "float8_e4m3fn")
+    assert isinstance(got, xarray.DataArray) and got.attrs == {"units": "m"}
+    assert got["i"].values.tolist() == [1, 2, 3, 4]
+    np.testing.assert_array_equal(got.values, want)
+    assert labelled.values.tolist() == x.tolist()  # the caller's array is not modified
+    series = round_to_format(pandas.Series(x, name="s"), "float8_e4m3fn")
+    assert isinstance(series, pandas.Series) and series.name == "s"
+    np.testing.assert_array_equal(series.to_numpy(), want)
+    with pytest.raises(TypeError, match="round_to_format does not support builtins.object"):
+        round_to_format(object(), "float8_e4m3fn")

@@ -19,8 +19,11 @@ __all__ = ["working_dtypes", "map_blocks", "global_indices", "check_chunks"]
 
 
 def working_dtypes(dtype: Any) -> tuple:
-    """``(dtype to compute in, dtype to give back)`` for a Dask array's dtype."""
+    """``(dtype to compute in, dtype to give back)`` for a Dask array's dtype: native byte order
+    (a byte-swapped float array gives a native result, as on NumPy)."""
     dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        dtype = dtype.newbyteorder("=")
     if dtype in (np.float64, np.float32):
         return dtype, dtype
     if dtype == np.float16:

@@ -158,22 +158,24 @@ def _split(ns: Namespace, v: Any, spec: RoundingSpec, k: "Optional[CpfloatConsta
 
 def _fraction(ns: Namespace, parts: _Split) -> Any:
     """The dropped fraction in [0, 1) of every finite element, in float64, as the reference
-    computes it: the dropped bits over ``2^s``, or ``|v| / tiny_lo`` for tiny magnitudes (built
-    from integers for float32, so that no float32 subnormal enters a float operation)."""
+    computes it: the dropped bits over ``2^s``, or ``|v| / tiny_lo`` for tiny magnitudes.  The
+    latter is built from integers, ``M 2^(E0 - T)`` with both power-of-two factors normal and the
+    partial product exact, so that no subnormal enters a float operation (XLA on the CPU flushes
+    float64 and float32 subnormal operands to zero); only the last product rounds, as ldexp."""
     xp, c, k = ns.xp, parts.carrier, parts.k
     kept_off = _cast(parts.m & parts.low, xp.float64) / _cast(parts.low + 1, xp.float64)  # exact
-    if c.mant == 52:
-        a = ns.bitcast(parts.m, xp.float64)
-    else:  # |v| = M 2^E0 exactly in float64, M and 2^E0 built from the bits
-        field = parts.m >> c.mant
-        significand = xp.where(field == 0, parts.m, (parts.m & ((1 << c.mant) - 1)) | (1 << c.mant))
-        e0 = _cast(xp.where(field == 0, 1, field), xp.int64) - (c.bias + c.mant)
-        wide = CARRIERS["float64"]
-        a = _cast(significand, xp.float64) * ns.bitcast((e0 + wide.bias) << wide.mant, xp.float64)
-    # |v| 2^-T in two exact steps (2^-T alone may overflow); the second rounds once, as ldexp.
-    first = min(-k.tiny_exponent, 1000)
-    a = xp.where(parts.tiny, a, 0.0)  # (the others might overflow: they take kept_off)
-    tiny_fraction = a * math.ldexp(1.0, first) * math.ldexp(1.0, -k.tiny_exponent - first)
+    field = parts.m >> c.mant  # |v| = M 2^E0 exactly, M < 2^53 and E0 from the bits
+    significand = xp.where(field == 0, parts.m, (parts.m & ((1 << c.mant) - 1)) | (1 << c.mant))
+    e0 = _cast(xp.where(field == 0, 1, field), xp.int64) - (c.bias + c.mant)
+    wide = CARRIERS["float64"]
+    # d = E0 - T < 0 for tiny magnitudes (the others might overflow: they take kept_off); the
+    # first factor keeps M 2^d1 >= 2^-1022 exact, the second is 2^d2 >= 2^(-52 - T), normal unless
+    # T > 970; then, d2 < -1022 (raised to -1022 here), the product rounds to 0 either way.
+    d = xp.where(parts.tiny, e0 - k.tiny_exponent, 0)
+    d1 = xp.where(d < 1 - wide.bias, 1 - wide.bias, d)
+    d2 = xp.where(d - d1 < 1 - wide.bias, 1 - wide.bias, d - d1)
+    scaled = _cast(significand, xp.float64) * ns.bitcast((d1 + wide.bias) << wide.mant, xp.float64)
+    tiny_fraction = scaled * ns.bitcast((d2 + wide.bias) << wide.mant, xp.float64)
     return xp.where(parts.tiny, tiny_fraction, kept_off)
 
 

@@ -75,8 +75,9 @@ def round_to_format(x: Any, fmt: Union[Format, str, RoundingSpec], round: int = 
     """Round ``x`` to ``fmt`` (see :func:`make_spec` for the keywords), keeping its type.
 
     ``x``: what :func:`~pychop_compat.chop` takes (a Python number, a NumPy array or
-    scalar, anything NumPy converts, a torch tensor, a CuPy, JAX or Dask array); a new
-    object of its type, dtype and device is returned, as from ``chop``.
+    scalar, anything NumPy converts, a torch tensor, a CuPy, JAX or Dask array, a pandas
+    Series/DataFrame or an xarray DataArray); a new object of its type, dtype and device
+    (with its labels) is returned, as from ``chop``; other types raise ``TypeError``.
     ``randfunc(n)``: n uniforms in [0, 1) (default MATLAB's stream).
 
     Examples
@@ -92,6 +93,6 @@ def round_to_format(x: Any, fmt: Union[Format, str, RoundingSpec], round: int = 
     from ..engines import dispatch
     from ..libraries import array_library, unsupported_type_error
 
-    if array_library(x) not in ("numpy", "torch", "cupy", "jax", "dask"):
-        raise unsupported_type_error(x)
+    if array_library(x) == "unsupported":
+        raise unsupported_type_error(x, "round_to_format")
     return dispatch.round_array(x, spec, sources)  # (x's type kept, as chop keeps it)

@@ -277,3 +277,17 @@ def test_stochastic_rounding_of_float64_subnormals_without_exponent_limit(option
     assert_bits_equal(got, want, f"given numbers {options}")
     assert 0 < np.count_nonzero(got) < x.size
     assert_bits_equal(np.asarray(Chop(options, rng=0)(jnp.asarray(x))), Chop(options, rng=0)(x), f"rng=0 {options}")
+
+
+@pytest.mark.parametrize("options", [{"format": "float8_e4m3fn", "round": 5}, {"format": "bf16", "round": 6},
+                                     {"format": "h", "round": 5, "rules": "correct"}])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_chop_jax_rounds_correct_rounding_stochastically_as_chop_with_a_seed(options, dtype):
+    # Names beyond chop.m's round correctly; their random modes take each element's counter numbers,
+    # which chop_jax(seed=) states as Chop(options, rng=seed) on NumPy (it refused them before).
+    x = (np.random.default_rng(0).standard_normal((37, 5)) * np.logspace(-12, 3, 5)).astype(dtype)
+    first, second = Chop(options, rng=5), np.asarray(chop_jax(jnp.asarray(x), options, seed=5, offset=x.size))
+    assert_bits_equal(np.asarray(chop_jax(jnp.asarray(x), options, seed=5)), first(x))
+    assert_bits_equal(second, first(x))  # the object's second call: counters from x.size
+    jitted = jax.jit(lambda v: chop_jax(v, options, seed=5))
+    assert_bits_equal(np.asarray(jitted(jnp.asarray(x))), Chop(options, rng=5)(x))

@@ -1211,10 +1211,13 @@ def round_jax(x: Any, spec: RoundingSpec, *, key: Any = None, seed: Optional[int
         if not jax_engine.x64_enabled():
             raise TypeError(_E8M0_JAX_FLOAT32)
         work = jax_engine.widen_float32(work)
-    if not (elementwise_covers(spec) or cpfloat_covers(spec)) or (spec.flips and spec.extended):
+    # correct rounding's random modes take each element's own numbers (key's or the counter's), as the
+    # router's namespace route does for Chop(rng=<int>) on a JAX array (_element_kernel)
+    correct_stochastic = spec.range_rules == "correct" and spec.stochastic and not spec.flips
+    if not (elementwise_covers(spec) or cpfloat_covers(spec) or correct_stochastic) or (spec.flips and spec.extended):
         raise ValueError("chop_jax: this format or option is only supported by the NumPy engine "
                          "(pychop_compat.chop outside jit).")
-    if not (jax_engine.x64_enabled() or spec.fmt.t <= 24 or cpfloat_covers(spec)):
+    if not (jax_engine.x64_enabled() or spec.fmt.t <= 24 or cpfloat_covers(spec) or correct_stochastic):
         raise TypeError("chop_jax: a precision t > 24 needs 64-bit integers: "
                         "jax.config.update('jax_enable_x64', True).")
     numbers: tuple = (None, None, None)

@@ -502,7 +502,9 @@ def chop_jax(x: Any, options: Any = None, *, key: Any = None, seed: Optional[int
     ------
     ValueError
         Stochastic rounding or flips without ``key`` or ``seed``; both given;
-        ``options.randfunc`` (host code; use :func:`chop` outside jit).
+        ``options.randfunc`` (host code; use :func:`chop` outside jit); options only the
+        host computes, such as bit flips on formats beyond chop.m's (``docs/engines.rst``,
+        "What chop_jax refuses"; ``Chop(options, rng=seed)`` rounds them outside jit).
     TypeError
         ``x`` is not a JAX array, or needs 64-bit types that are off.
 

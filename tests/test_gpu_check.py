@@ -136,6 +136,7 @@ def _gpu_without_tests(monkeypatch):
     monkeypatch.setattr(gpu_check, "_device_line", lambda engines: "Fake GPU")
 
 
+@pytest.mark.slow  # (a real pytest run: 4 to 5 s)
 def test_a_test_stage_that_did_not_run_fails_the_check(monkeypatch, capsys):
     """pytest that wrote no report (here a usage error) is a FAIL with the reason, exit 1: it gave
     a blank row, 0 passed 0 failed, and PASS with exit 0."""

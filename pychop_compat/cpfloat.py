@@ -31,7 +31,7 @@ from .libraries import array_library, unsupported_type_error
 from .formats import Format, catalogue_format
 from .matlab.api import PersistentOptions
 from .matlab.history import as_date, rules_in_force
-from .matlab.options import atomic_values, isempty, items_snapshot
+from .matlab.options import atomic_values, isempty, items_snapshot, options_are_empty
 from .random.sources import MATLAB_STREAM
 from .spec import RoundingSpec
 
@@ -237,10 +237,14 @@ def _refuse_unknown(names: set) -> None:
 
 
 def _given(fpopts) -> Optional[dict]:
-    """The fields of ``fpopts`` that are present (None for an empty struct)."""
+    """The fields of ``fpopts`` that are present (None for MATLAB's ``[]``: nothing is read).
+
+    An empty dict or Mapping is MATLAB's ``struct()`` (``{}``: no field given), not ``[]``: the MEX
+    reads a struct without fields like any other (``mxIsEmpty(struct())`` is false).
+    """
     if type(fpopts) is not dict and isinstance(fpopts, collections.abc.Mapping):  # (the usual dict first)
         fpopts = dict(fpopts)  # any Mapping is read as a dict (a MappingProxyType, ...)
-    if isempty(fpopts):
+    if options_are_empty(fpopts):
         return None
     if isinstance(fpopts, dict):
         _refuse_unknown(set(fpopts))
@@ -348,6 +352,11 @@ def _update(state: _State, given: dict) -> _State:
     drcheck = state.drcheck
     if "drcheck" in given and rules.drcheck:
         drcheck = 1 if isempty(given["drcheck"]) else _number(given["drcheck"], "drcheck")
+    # The C library turns each of these on only when it is exactly 1 (subnormal 2 flushes, saturation 2
+    # overflows to Inf): a value other than 0 and 1 is refused, not misread as the MEX misreads it.
+    for name in ("subnormal", "explim", "saturation", "infinity"):
+        if getattr(o, name) not in (0, 1):
+            raise ValueError(f"fpopts.{name} must be 0, 1, False or True, got {given.get(name, getattr(o, name))!r}.")
     if o.flip not in (0, 1, 2):
         raise ValueError(f"fpopts.flip must be 0 (no flips), 1 (a fraction bit) or 2 (any bit), got {o.flip}.")
     if o.flip and not 0 <= o.p <= 1:
@@ -468,15 +477,21 @@ def cpfloat(x: Any = None, fpopts: Any = None) -> Any:
         masked array comes back masked (only its unmasked elements rounded),
         an ``np.matrix`` as a matrix, and a byte-swapped array gives a native
         result.  ``None``: only set (and return) the options, like MATLAB's
-        ``[~, options] = cpfloat([], fpopts)``.
+        ``[~, options] = cpfloat([], fpopts)``, whose checks for a double
+        input it runs after storing them; ``cpfloat()`` (``fpopts`` None too)
+        is ``[~, options] = cpfloat``, which checks nothing.
     fpopts : dict (or any Mapping), CpfloatOptions, object with attributes, or None
         CPFloat's fields ``format``, ``params`` (``[t, emin, emax]``),
         ``explim``, ``infinity``, ``round``, ``saturation``, ``subnormal``,
         ``flip``, ``p`` and ``drcheck`` (0 turns off the double-rounding check).
         Fields left out keep their previous values (``subnormal`` and
         ``infinity`` return to the format's defaults); empty fields take the
-        defaults.  An object's attributes set to None other than these fields
-        are ignored, and ``params = None`` is left out (chop's ``Options``).
+        defaults.  ``explim``, ``infinity``, ``saturation`` and ``subnormal``
+        are 0 or 1 (``False``/``True``).  An empty dict or Mapping is MATLAB's
+        ``struct()`` (every field left out); None, ``[]``, ``()`` and ``''``
+        are MATLAB's ``[]`` (nothing changes).  An object's attributes set to
+        None other than these fields are ignored, and ``params = None`` is
+        left out (chop's ``Options``).
 
     Returns
     -------
@@ -516,10 +531,12 @@ def cpfloat(x: Any = None, fpopts: Any = None) -> Any:
     state = _updated(current, fpopts)
     # As chop: a thread that has stored nothing reads the main thread's options until it passes some.
     # (Storing what this thread already holds is skipped: the loop of a port calls with the same options.)
-    store = state is not stored if owned else state is not current or not isempty(fpopts)
+    store = state is not stored if owned else state is not current or not options_are_empty(fpopts)
     if x is None:
         if store:
             _persistent.write(state)
+        if fpopts is not None:  # cpfloat([], fpopts): [] is a double, checked as any double input
+            _rounding_for(state, "double")
         return _options_copy(state)
     x_class = _storage_class(x)
     if store:
@@ -565,6 +582,8 @@ class CpfloatAt:
             state = _updated(self._state, fpopts)
             if x is None:
                 self._state = state
+                if fpopts is not None:  # cpfloat([], fpopts): [] is a double, checked as any double input
+                    _rounding_for(state, "double")
                 return self.options()
             x_class = _storage_class(x)
             self._state = state  # the MEX stores the options before it checks them against x

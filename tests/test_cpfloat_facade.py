@@ -226,3 +226,67 @@ def test_bf16_subnormals_cpfloat_flushes_chop_keeps():
     assert cpfloat_options().subnormal == 0
     assert chop(1e-39, "bf16") == float(11 * spacing)
     assert chop(1e-39, "bfloat16") == 0.0
+
+
+@pytest.mark.parametrize("name", ["subnormal", "explim", "saturation", "infinity"])
+@pytest.mark.parametrize("value", [2, -1, 2.0, np.int64(2)])
+def test_switches_other_than_0_and_1_are_refused(name, value):
+    """mex/cpfloat.c passes the double on and the C library turns each switch on only when it equals 1:
+    CPFloat's C results (reviewer, 3583976) for 'h' with value 2: subnormal 3e-8 -> 0.0, explim 1e5 -> 99968,
+    saturation 1e5 -> Inf, infinity 1e5 -> NaN; the facade read 2 as 1 (5.96e-8, Inf, 65504, Inf)."""
+    cpfloat(None, {"format": "h", "round": 2})
+    before = cpfloat_options()
+    with pytest.raises(ValueError, match=rf"fpopts\.{name} must be 0, 1, False or True"):
+        cpfloat(3e-8, {"format": "h", name: value})
+    assert cpfloat_options() == before  # nothing stored
+
+
+@pytest.mark.parametrize("value, stored", [(0, 0), (1, 1), (False, 0), (True, 1), (0.0, 0), (1.0, 1),
+                                           (np.float64(1.0), 1), (np.bool_(False), 0)])
+def test_switches_0_and_1_are_accepted(value, stored):
+    o = cpfloat(None, {"format": "h", "subnormal": value, "explim": value, "saturation": value,
+                       "infinity": value})
+    assert (o.subnormal, o.explim, o.saturation, o.infinity) == (stored,) * 4
+
+
+def test_an_empty_mapping_is_matlabs_struct():
+    """The MEX parses struct() like any struct (mxIsEmpty(struct()) is false): format and round kept,
+    subnormal and infinity back to the format's defaults (bfloat16: 0 and 1), params from the format;
+    a stored custom format without params is 'cpfloat:invalidparams'.  {} was read as [] (no change)."""
+    import types
+
+    cpfloat(None, {"format": "b", "round": 2, "subnormal": 1, "infinity": 0})
+    o = cpfloat(None, {})
+    assert (o.format, o.params, o.round, o.subnormal, o.infinity) == ("b", [8, -126, 127], 2, 0, 1)
+    cpfloat(None, {"format": "b", "round": 2, "infinity": 0})
+    # bfloat16's largest is (2 - 2**-7) * 2**127 < 1e39: round up overflows, to Inf with infinity back at 1
+    assert float(Fraction(2**8 - 1, 2**7) * 2**127) < 1e39
+    assert cpfloat(1e39, {}) == np.inf
+    for empty in ({}, types.MappingProxyType({})):
+        cpfloat(None, {"format": "c", "params": [5, -10, 10]})
+        with pytest.raises(CpfloatError, match="cpfloat:invalidparams"):
+            cpfloat(None, empty)
+        with pytest.raises(CpfloatError, match="cpfloat:invalidparams"):
+            cpfloat(1.0, empty)
+    assert cpfloat(None, None).params == [5, -10, 10]  # [] changes nothing, checks a valid format
+
+
+def test_none_as_x_runs_the_checks_for_a_double_as_the_mex_does_for_an_empty_matrix():
+    """cpfloat([], fpopts): [] is a 0x0 double, and mex/cpfloat.c runs its checks for every first argument
+    (limits for doubles: emin >= -1022, emax <= 1023, precision <= 25 for round <= 1), after storing the
+    options; cpfloat() (no arguments) checks nothing.  The facade skipped the checks for None."""
+    from pychop_compat import cpfloat_at
+
+    with pytest.raises(CpfloatError, match="cpfloat:invalidexponent: Selected precision may cause double rounding"):
+        cpfloat(None, {"format": "c", "params": [30, -14, 15]})
+    assert cpfloat().params == [30, -14, 15]  # stored before the check, as the MEX stores them
+    with pytest.raises(CpfloatError, match="cpfloat:invalidexponent: Invalid exponent range selected"):
+        cpfloat(None, {"format": "c", "params": [11, -2000, 4]})
+    with pytest.raises(CpfloatError, match="Invalid exponent range"):
+        cpfloat(None, [])  # cpfloat([], []): the stored options, checked
+    assert cpfloat(None, {"format": "c", "params": [30, -14, 15], "round": 2}).params == [30, -14, 15]  # <= 52
+    assert cpfloat(None, {"format": "c", "params": [30, -14, 15], "drcheck": 0}).params == [30, -14, 15]
+    old = cpfloat_at("2023-01-01")  # then params = [t, emax] and one error, 'invalidparams'
+    with pytest.raises(CpfloatError, match="cpfloat:invalidparams"):
+        old(None, {"format": "c", "params": [30, 15]})
+    assert old().params == [30, 15]

@@ -311,6 +311,40 @@ def test_values_of_another_format_are_rounded_where_they_are_stored():
     assert joined.values.tolist() == [0.0, np.inf]  # 1e10 overflows fp16
 
 
+def test_ldexp_takes_integer_exponents():
+    # ldexp has no float-exponent loop: integer exponents (arrays, NumPy ints) enter as integers.
+    # Oracle: np.ldexp of the plain values, chopped by hand (fp16 overflows past 65504).
+    ch = Chop("h")
+    x, n = np.array([1.5, 3.0, 1.5]), np.array([1, 2, 20])
+    assert np.ldexp(chopped(x, "h"), n).values.tolist() == ch(np.ldexp(x, n)).tolist() == [3.0, 12.0, np.inf]
+    assert np.ldexp(chopped(x, "h", strict=True), n).values.tolist() == [3.0, 12.0, np.inf]
+    s = np.ldexp(chopped(1.5, "h"), np.int64(3))
+    assert type(s) is ChoppedScalar and s.value == float(ch(np.ldexp(1.5, np.int64(3)))) == 12.0
+
+
+def test_functions_of_a_chopped_scalar_give_a_chopped_scalar():
+    # As np.sqrt(s) and np.maximum(s, 0.1): a 0-d result of chopped scalars and numbers is a chopped scalar.
+    # fp16(0.3) = 0.300048828125, fp16(0.1) = 0.0999755859375 (NumPy's casts); round(0.30005, 1) = 0.3.
+    s = chopped(0.3, "h")
+    for got, want in ((np.round(s, 1), float(np.float16(0.3))), (np.around(s), 0.0), (np.clip(s, 0, 1), 0.300048828125),
+                      (np.clip(s, 0, 0.1), float(np.float16(0.1))), (np.where(True, s, 0.1), 0.300048828125)):
+        assert type(got) is ChoppedScalar and got.value == want
+    assert type(np.where([True, False], s, 0.1)) is ChoppedArray  # (not 0-d: an array)
+
+
+def test_max_and_min_round_values_of_another_format():
+    # Under mismatch='left' an fp16 result holds fp16 values: np.maximum of fp16(1/3) and fp32(1/3)
+    # is fp32(1/3) = 0.3333333432674408 rounded to fp16 = 0.333251953125 (NumPy's casts), as A + B,
+    # np.clip and np.concatenate round it (0.7.x kept the fp32 value in the fp16 array).
+    h, s = chopped(np.array([1 / 3]), "h", mismatch="left"), chopped(np.array([1 / 3]), "s")
+    want = [float(np.float16(np.float32(1 / 3)))]
+    assert want == [0.333251953125]
+    for f in (np.maximum, np.fmax, np.minimum, np.fmin):
+        assert f(h, s).values.tolist() == want
+    hs, ss = chopped(1 / 3, "h", mismatch="left"), chopped(1 / 3, "s")
+    assert np.maximum(hs, ss).value == want[0] and np.fmax(hs, ss).value == want[0]
+
+
 def test_strict_python_numbers_stay_weak_and_outer_rounds_them():
     # strict rounds a plain operand as it enters; a Python number stays NumPy's "weak" scalar, so
     # float32 data stays float32 (0.6.0 made it float64); np.outer rounds it as c * v does.

@@ -194,6 +194,77 @@ def test_int_bounds_entering_a_chopped_tensor_are_rounded_as_float_bounds():
     same(ct, torch.tensor([0.0, 5000.0], dtype=torch.float64))  # the operand is not modified
 
 
+def test_values_of_another_format_are_rounded_by_max_min_clamp_and_cat():
+    # Under mismatch='left' an fp16 result holds fp16 values: fp32(1/3) = 0.3333333432674408 enters
+    # rounded to fp16 = 0.333251953125 (NumPy's casts), as in the chopped NumPy array's np.maximum.
+    ta = chopped(torch.tensor([1 / 3], dtype=torch.float64), "h", mismatch="left")
+    tb = chopped(torch.tensor([1 / 3], dtype=torch.float64), "s")
+    h = float(np.float16(np.float32(1 / 3)))
+    assert h == 0.333251953125
+    want = torch.tensor([h], dtype=torch.float64)
+    for got in (torch.maximum(ta, tb), torch.fmax(ta, tb), torch.clamp(ta, min=tb), ta.clamp_min(tb)):
+        same(got, want)
+    same(torch.cat([ta, tb]), torch.tensor([h, h], dtype=torch.float64))
+    same(torch.stack([ta, tb]), torch.tensor([[h], [h]], dtype=torch.float64))
+    same(tb, torch.tensor([float(np.float32(1 / 3))], dtype=torch.float64))  # the operand is not modified
+
+
+def test_refused_in_place_functions_write_nothing():
+    # An in-place function outside the module's lists raises before it runs: the tensor keeps its values
+    # (0.7.x had written 1/3, 0.1 ... unrounded before raising).  clamp_min_/clamp_max_ round their bound as
+    # clamp_min does: fp16(2049) = 2048, fp16(4097) = 4096 (ties to even; NumPy's cast).
+    start = torch.tensor([1.0, 3.0], dtype=torch.float64)
+    for func in (lambda u: u.fill_(1 / 3), lambda u: u.copy_(torch.tensor([1 / 3, 0.1], dtype=torch.float64)),
+                 lambda u: u.masked_fill_(u > 0, 0.1), lambda u: u.zero_()):
+        u = chopped(start.clone(), "h")
+        with pytest.raises(NotChoppedError):
+            func(u)
+        same(u, start)
+    u = chopped(start.clone(), "h")
+    assert u.clamp_min_(2049) is u
+    same(u, torch.tensor([float(np.float16(2049))] * 2, dtype=torch.float64))
+    assert u.clamp_max_(torch.tensor(2047.5)) is u and u.tolist() == [float(np.float16(2047.5))] * 2
+
+
+def test_reflected_division_and_rsub_round_once():
+    # 1.0 / t and torch.rsub(t, v) = v - t are rounded once, as 2 - t: oracle chop of the plain operation.
+    x = torch.tensor([1.0, 3.0, 7.0], dtype=torch.float64)
+    ch, t = Chop(format="h"), chopped(x, "h")
+    same(1.0 / t, ch(1.0 / x))
+    same(torch.rsub(t, 0.1), ch(0.1 - x))
+    same(torch.rsub(t, 0.1, alpha=3), ch(0.1 - 3 * x))
+    assert (1.0 / t)[1].item() == float(np.float16(1 / 3))
+
+
+def test_pickle_and_deepcopy_round_trip():
+    # As chopped NumPy arrays pickle: values (fp16(0.1) = 0.0999755859375, NumPy's cast), dtype, format,
+    # settings and requires_grad come back, and the copy still rounds (0.1 * 3 in fp16 by hand).
+    import copy
+    import pickle
+
+    t = chopped(torch.tensor([0.1, 3.0], dtype=torch.float32), "h", mismatch="left").requires_grad_()
+    for u in (pickle.loads(pickle.dumps(t)), copy.deepcopy(t)):
+        same(u, torch.tensor([float(np.float16(0.1)), 3.0], dtype=torch.float32))
+        assert u.requires_grad and u.is_leaf and u.arithmetic.mismatch == "left"
+        assert u.arithmetic.same_rounding(t.arithmetic)
+        same(u * 3, Chop(format="h")(torch.tensor([float(np.float16(0.1)) * 3, 9.0], dtype=torch.float32)))
+
+
+def test_chopped_scalars_with_chopped_tensors():
+    # As with chopped NumPy and JAX arrays: a chopped scalar enters as its value (fp16(0.3) = 0.300048828125,
+    # NumPy's cast), the result rounded once (oracle: chop of the plain operation), in the tensor's dtype.
+    x = torch.tensor([1.0, 3.0], dtype=torch.float32)
+    ch, t, s = Chop(format="h"), chopped(x, "h"), chopped(0.3, "h")
+    v = float(np.float16(0.3))
+    same(s * t, ch(v * x))
+    same(t + s, ch(x + v))
+    same(s - t, ch(v - x))
+    same(s / t, ch(v / x))
+    same(torch.clamp(t, max=s), ch(torch.clamp(x, max=v)))
+    with pytest.raises(FormatMismatchError):
+        t * chopped(0.3, "s")
+
+
 def test_strict_rounds_python_ints_and_keyword_operands():
     # strict: chop(1 + chop(2049)) = chop(1 + 2048) = 2048 (fp16 has 11 significand bits), as NumPy's
     s = chopped(torch.tensor([1.0], dtype=torch.float64), "h", strict=True)

@@ -335,7 +335,17 @@ class ChoppedScalar:
         return _apply_ufunc(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
-        return wrap(np.array(self._v), self._arith).__array_function__(func, types, args, kwargs)
+        result = wrap(np.array(self._v), self._arith).__array_function__(func, types, args, kwargs)
+        if type(result) is ChoppedArray and not any(isinstance(v, ChoppedArray) or _is_array(v) for v in args):
+            # a 0-d result of chopped scalars and numbers is a chopped scalar, as a ufunc's (np.round, np.clip ...)
+            return chopped_result(np.asarray(result._data), result._arith, True)  # (np.clip gives a NumPy scalar)
+        return result
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        # Makes torch hand an operation with a chopped tensor (s * t, t + s) to the tensor's __torch_function__,
+        # which takes chopped scalars; torch refuses objects without one before any dispatch.
+        return NotImplemented
 
 
 # -- ufuncs ---------------------------------------------------------------------------------
@@ -356,10 +366,17 @@ def _apply_ufunc(ufunc, method, inputs, kwargs):
     elif method in ("__call__", "outer"):
         if kwargs:
             raise NotChoppedError(f"np.{ufunc.__name__}: unsupported arguments {sorted(kwargs)}.")
-        exact = ufunc in _EXACT and all(isinstance(v, (ChoppedArray, ChoppedScalar)) for v in inputs)
+        # exact only when every operand holds values of the result's format: one of another format (met
+        # under a mismatch rule) is rounded as it would be by any other operation
+        exact = ufunc in _EXACT and all(isinstance(v, (ChoppedArray, ChoppedScalar)) and v._arith.same_rounding(arith)
+                                        for v in inputs)
+        # ldexp's integer exponents stay integers (it has no float exponent loop; they are no values to round)
+        exponent = (ufunc is np.ldexp and len(inputs) == 2 and not isinstance(inputs[1], (ChoppedArray, ChoppedScalar))
+                    and np.asarray(inputs[1]).dtype.kind in "iu")
         if scalars:  # NumPy scalars with a chopped scalar: in double, as its operators compute
-            inputs = tuple(float(v) if isinstance(v, (np.floating, np.integer)) else v for v in inputs)
-        args = [_operand(v, arith) for v in inputs]
+            inputs = tuple(float(v) if isinstance(v, (np.floating, np.integer)) and not (exponent and i == 1) else v
+                           for i, v in enumerate(inputs))
+        args = [inputs[1] if exponent and i == 1 else _operand(v, arith) for i, v in enumerate(inputs)]
         raw = getattr(ufunc, method)(*args)
         outputs = raw if ufunc.nout > 1 else (raw,)
         results = [chopped_result(_data(value) if exact else arith.round(_data(value)), arith, scalars)

@@ -7,7 +7,8 @@ included, knows its format).  ``__torch_function__`` rounds the functions of
 :data:`ROUNDED` once (chop's torch engine, on the tensor's device), keeps the
 values of :data:`EXACT` and :data:`MOVES`, computes :data:`REDUCTIONS` by the
 chopped NumPy array's code (on the host) and refuses every other function
-with a float result (:class:`~pychop_compat.arithmetic.NotChoppedError`).
+with a float result (:class:`~pychop_compat.arithmetic.NotChoppedError`; an
+in-place one before it runs).
 Autograd passes gradients straight through each rounding.  See the
 documentation page "Chopped arithmetic" (torch, CuPy and JAX); torch is
 imported only when a tensor is chopped.
@@ -15,13 +16,14 @@ imported only when a tensor is chopped.
 
 from __future__ import annotations
 
+import copy
 import functools
 from typing import TYPE_CHECKING, Any, Callable, Dict, Optional
 
 import numpy as np
 
 from ..libraries import ChoppedValue
-from .array import wrap
+from .array import ChoppedScalar, wrap
 from .context import Arithmetic, NotChoppedError
 
 if TYPE_CHECKING:
@@ -41,7 +43,7 @@ exp exp2 expm1 log log2 log10 log1p sin cos tan asin acos atan atan2 arctan2 sin
 asinh acosh atanh sigmoid erf erfc hypot fmod remainder lerp addcmul addcdiv outer ger xlogy
 softplus gelu silu elu selu mish logit floor_divide cbrt
 __add__ __radd__ __iadd__ __sub__ __rsub__ __isub__ __mul__ __rmul__ __imul__ __truediv__
-__rtruediv__ __itruediv__ __pow__ __rpow__ __ipow__ __floordiv__ __rfloordiv__ __mod__ __rmod__
+__rtruediv__ __rdiv__ rsub __itruediv__ __pow__ __rpow__ __ipow__ __floordiv__ __rfloordiv__ __mod__ __rmod__
 add_ sub_ mul_ div_ pow_ sqrt_ exp_ log_ tanh_ sigmoid_
 """.split())
 #: In-place arithmetic: computed out of place by the function named, rounded, copied back (recording
@@ -49,7 +51,7 @@ add_ sub_ mul_ div_ pow_ sqrt_ exp_ log_ tanh_ sigmoid_
 INPLACE = {"add_": "add", "sub_": "sub", "mul_": "mul", "div_": "div", "pow_": "pow",
            "sqrt_": "sqrt", "exp_": "exp", "log_": "log", "tanh_": "tanh", "sigmoid_": "sigmoid",
            "__iadd__": "add", "__isub__": "sub", "__imul__": "mul", "__itruediv__": "div",
-           "__ipow__": "pow", "clamp_": "clamp"}
+           "__ipow__": "pow", "clamp_": "clamp", "clamp_min_": "clamp_min", "clamp_max_": "clamp_max"}
 #: Elementwise functions whose result is one of the operands (or its negation): nothing to round.
 EXACT = frozenset("""
 neg negative abs absolute relu maximum minimum fmax fmin clamp clip clamp_min clamp_max copysign
@@ -79,6 +81,9 @@ CONCATENATIONS = frozenset("cat concat concatenate stack hstack vstack".split())
 REDUCTIONS = frozenset("""
 sum mean prod cumsum cumprod matmul mm mv dot inner __matmul__ __rmatmul__
 """.split())
+
+#: Everything handled: an in-place function (``name_``) not among these is refused before it runs.
+_KNOWN = ROUNDED | EXACT | MOVES | REDUCTIONS | frozenset(INPLACE)
 
 _CLASSES: Dict[Arithmetic, type] = {}
 
@@ -119,6 +124,17 @@ def _tensor_base() -> Any:
                 """A plain, detached copy."""
                 return _plain(self).detach().clone()
 
+            def __reduce_ex__(self, protocol):
+                # The class is made at run time (one per arithmetic): pickle the plain values and the arithmetic
+                return _rebuild_chopped_tensor, (_plain(self).detach(), type(self).arithmetic, self.requires_grad)
+
+            def __deepcopy__(self, memo):
+                if id(self) not in memo:  # (torch's own needs new_empty to give the subclass)
+                    memo[id(self)] = _rebuild_chopped_tensor(_plain(self).detach().clone(),
+                                                             copy.deepcopy(type(self).arithmetic, memo),
+                                                             self.requires_grad)
+                return memo[id(self)]
+
             @classmethod
             def __torch_function__(cls, func, types, args=(), kwargs=None):
                 return _dispatch(cls, func, types, args, kwargs or {})
@@ -139,6 +155,15 @@ def _class_for(arith: Arithmetic) -> type:
         cls = _CLASSES[arith] = type("ChoppedTensor", (base,), {"arithmetic": arith,
                                                                  "__module__": __name__})
     return cls
+
+
+def _rebuild_chopped_tensor(plain, arith: Arithmetic, requires_grad: bool):
+    """An unpickled (or deep-copied) chopped tensor: ``plain`` holds values of ``arith``'s format, not rounded
+    again (a stochastic rounding would draw)."""
+    import torch
+
+    with torch._C.DisableTorchFunctionSubclass():
+        return torch.Tensor.as_subclass(plain, _class_for(arith)).requires_grad_(requires_grad)
 
 
 def _arith_of(types) -> Optional[Arithmetic]:
@@ -175,6 +200,12 @@ def _strict_operand(value, arith: Arithmetic):
     return value
 
 
+def _other_rounding(value, arith: Arithmetic) -> bool:
+    """Whether ``value`` is a chopped tensor of another rounding than ``arith`` (met under a mismatch rule)."""
+    other = getattr(type(value), "arithmetic", None) if isinstance(value, _tensor_base()) else None
+    return other is not None and not other.same_rounding(arith)
+
+
 def _stored_value(value, arith: Arithmetic):
     """A plain value assigned into a chopped tensor, rounded as the chopped array's ``c[i] = v`` stores it."""
     import numbers
@@ -182,7 +213,9 @@ def _stored_value(value, arith: Arithmetic):
     import torch
 
     if isinstance(value, _tensor_base()):
-        return value
+        if not _other_rounding(value, arith):
+            return value
+        value = _plain(value)  # values of another format (met under a mismatch rule): rounded as plain ones
     if isinstance(value, torch.Tensor):
         return _ste().apply(value if value.is_floating_point() else value.to(torch.float64), arith)
     if isinstance(value, numbers.Real):
@@ -192,12 +225,13 @@ def _stored_value(value, arith: Arithmetic):
 
 def _stored_operands(tensors, arith: Arithmetic):
     """Tensors to join with the plain ones rounded (in the float dtype torch joins them in), as
-    ``np.concatenate`` stores plain values; chopped ones as they are (nothing drawn for them)."""
+    ``np.concatenate`` stores plain values; chopped ones of ``arith``'s rounding as they are (nothing drawn)."""
     import torch
 
     floats = [t.dtype for t in tensors if t.is_floating_point()]
     dtype = functools.reduce(torch.promote_types, floats) if floats else torch.float64
-    return type(tensors)(t if isinstance(t, _tensor_base()) else _stored_value(t, arith).to(dtype) for t in tensors)
+    return type(tensors)(t if isinstance(t, _tensor_base()) and not _other_rounding(t, arith)
+                         else _stored_value(t, arith).to(dtype) for t in tensors)
 
 
 def _as_chopped_tensor(value, cls, rounded: bool):
@@ -226,6 +260,8 @@ def _dispatch(cls, func, types, args, kwargs):
 
     name = getattr(func, "__name__", "")
     arith = _arith_of(types)
+    if arith is not None and any(type(v) is ChoppedScalar for v in (*args, *kwargs.values())):
+        args, kwargs, arith = _scalar_operands(name, args, kwargs, arith)
     if arith is not None and name in INPLACE:
         # In-place arithmetic: compute out of place, round, copy the values back.  copy_ with autograd on
         # records the graph as torch's own in-place operations do (the rounding's straight-through function
@@ -240,6 +276,10 @@ def _dispatch(cls, func, types, args, kwargs):
         with torch._C.DisableTorchFunctionSubclass():
             torch.Tensor.copy_(target, _plain(result))
         return target
+    if arith is not None and name.endswith("_") and not name.startswith("_") and name not in _KNOWN:
+        # refused before it runs: an in-place function (fill_, copy_, masked_fill_ ...) would have written
+        # its unrounded values into the tensor by the time its float result is refused below
+        raise _not_chopped(f"torch function {name!r} (in place)")
     if arith is not None and kwargs.get("out") is not None:
         # Computed (and rounded) without out=, then stored there, as the chopped array's out= does:
         # torch would write its unrounded result into out and hand back another tensor.
@@ -277,6 +317,8 @@ def _dispatch(cls, func, types, args, kwargs):
                    or any(isinstance(a, scalars) and not isinstance(a, bool) for a in operands[1:]))
         # round(decimals=d) is not exact: the chopped array's np.round rounds its result to the format
         rounded = rounded or (name == "round" and kwargs.get("decimals", 0) != 0)
+        # a chopped operand of another format (met under a mismatch rule) brings values to round too
+        rounded = rounded or any(_other_rounding(a, arith) for a in operands)
         return _as_chopped_tensor(result, _class_for(arith), rounded)
     if name in ROUNDED or name in MOVES:
         return _as_chopped_tensor(result, _class_for(arith), name in ROUNDED)
@@ -285,6 +327,17 @@ def _dispatch(cls, func, types, args, kwargs):
             f"torch function {name!r} is not implemented for chopped tensors with per-operation "
             "rounding; call .values to leave the simulation explicitly.")
     return result
+
+
+def _scalar_operands(name: str, args, kwargs, arith: Arithmetic):
+    """Chopped scalars among the operands as their values (Python floats, entering as a plain float does) and
+    their arithmetic combined with the tensors' (first in a reflected operator, where the scalar is on the left),
+    as chopped NumPy and JAX arrays take them."""
+    for v in (*args, *kwargs.values()):
+        if type(v) is ChoppedScalar:
+            arith = v.arithmetic.combine(arith) if name.startswith("__r") else arith.combine(v.arithmetic)
+    args = tuple(v.value if type(v) is ChoppedScalar else v for v in args)
+    return args, {k: v.value if type(v) is ChoppedScalar else v for k, v in kwargs.items()}, arith
 
 
 def _host_square_root(name: str, args, kwargs) -> bool:

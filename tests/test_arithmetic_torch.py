@@ -320,3 +320,17 @@ def test_square_roots_are_correctly_rounded(dtype, fmt):
         same(got, want)
     if fmt == "h":
         assert c.sqrt()[3000].item() == 0.499755859375
+
+
+@pytest.mark.parametrize("mismatch", ["wider", "left"])
+def test_in_place_arithmetic_stores_a_result_of_another_format_in_the_targets(mismatch):
+    # Under 'wider' the sum of an 'h' and an 's' tensor is an 's' value; written into the 'h' target in
+    # place it must be an 'h' value, as NumPy's += stores it (under 'left' the sum is rounded to 'h' once).
+    a = chopped(torch.tensor([1 / 3], dtype=torch.float64), "h", mismatch=mismatch)
+    b = chopped(torch.tensor([1 / 7], dtype=torch.float64), "s", mismatch=mismatch)
+    exact_sum = float(np.float16(1 / 3)) + float(np.float32(1 / 7))  # (exact in double)
+    expected = float(np.float16(np.float32(exact_sum) if mismatch == "wider" else exact_sum))
+    a.add_(b)
+    numpy_target = chopped(np.array([1 / 3]), "h", mismatch=mismatch)
+    numpy_target += chopped(np.array([1 / 7]), "s", mismatch=mismatch)
+    assert float(a.as_subclass(torch.Tensor)[0]) == expected == float(numpy_target.values[0])

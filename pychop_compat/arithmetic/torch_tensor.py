@@ -273,6 +273,10 @@ def _dispatch(cls, func, types, args, kwargs):
                 kind = type(target) if isinstance(target, _tensor_base()) else torch.Tensor
                 operands = (torch.Tensor.as_subclass(_plain(target).clone(), kind),) + tuple(args[1:])
         result = _dispatch(cls, getattr(torch, INPLACE[name]), types, operands, kwargs)
+        target_arith = getattr(type(target), "arithmetic", None) if isinstance(target, _tensor_base()) else None
+        if target_arith is not None and _other_rounding(result, target_arith):
+            # a result in another format (a mismatch rule chose it): stored in the target's, as NumPy's += does
+            result = _stored_value(result, target_arith)
         with torch._C.DisableTorchFunctionSubclass():
             torch.Tensor.copy_(target, _plain(result))
         return target

@@ -12,6 +12,9 @@ torch device path, which must never call the NumPy engine.
 
 from __future__ import annotations
 
+import importlib.util
+import math
+
 import numpy as np
 import pytest
 
@@ -131,7 +134,9 @@ def test_stochastic_comparison_can_fail():
     spec = spec_of(fmt, 5, 1, 1, 0, 1)
     assert same_bits(stochastic_elementwise(library_namespace("numpy"), x, spec, numbers), want).all()
     assert not same_bits(stochastic_elementwise(library_namespace("numpy"), x, spec, numbers[::-1].copy()), want).all()
-    assert not same_bits(stochastic_elementwise(library_namespace("numpy"), x, spec_of(fmt, 6, 1, 1, 0, 1), numbers),
+    # (with saturation: mode 6 then draws for the same elements as mode 5, beyond xmax too)
+    want, numbers = stochastic_reference(x, fmt, 5, (1, 1, 1, 1), seed=5)
+    assert not same_bits(stochastic_elementwise(library_namespace("numpy"), x, spec_of(fmt, 6, 1, 1, 1, 1), numbers),
                          want).all()
 
 
@@ -154,6 +159,137 @@ def test_tiny_inputs_below_a_grid_above_one(subnormal):
         assert same_bits(numpy_cpfloat.round_array(x, spec), want).all()
     assert same_bits(round_cpfloat(-x, fmt, 3, bool(subnormal), True, False, True, MATLAB_STREAM),
                      np.full(x.shape, -2.0**51)).all()  # round down of a negative one
+
+
+# --- stochastic rounding beyond xmax: CPFloat's rule ----------------------------------------------
+#
+# CPFloat's C source, src/cpfloat_template.h at commit 3583976 (github.com/north-numerical-computing/
+# cpfloat), without saturation (its overflow value ofvalue is Inf, or NaN with infinity off):
+# * RS_PROP_SCALAR (mode 5): for xmax < |x| < xbnd = 2^emax (2 - 2^-t) it adds the random integer
+#   R of the W = p - t dropped bits, shifted right by one, and keeps t + 1 bits: the sum carries to
+#   xbnd exactly when R >> 1 >= 2^(W-1) - d, d = (|x| - xmax) / 2^(e-p+1), probability d / 2^(W-1)
+#   = (|x| - xmax) / (xbnd - xmax); then "ABS(x) >= xbnd" overflows, as every |x| >= xbnd does.
+# * RS_EQUI_SCALAR (mode 6): "ABS(y) > xmax && ABS(y) != ofvalue" takes a random bit: ofvalue or
+#   xmax, with y's sign; +-Inf too when ofvalue is NaN (infinity off).
+# Here the number u in [0, 1) decides: mode 5 overflows when u <= (|x| - xmax) / (xbnd - xmax) (as
+# u <= r rounds up elsewhere: probability (|x| - xmax) / (xbnd - xmax)), mode 6 when u <= 1/2.
+
+FP16_XMAX, FP16_XBND = 65504.0, 65520.0  # fp16 (t = 11, emax = 15): 2^15 (2 - 2^-10), 2^15 (2 - 2^-11)
+
+
+def _beyond_xmax_implementations(x: np.ndarray, spec, u: np.ndarray) -> dict:
+    """The reference, the NumPy namespace kernel and (when Numba is installed) the compiled kernel
+    on the 1-D ``x`` with the number ``u[i]`` for element ``i``."""
+    got = {"reference": round_cpfloat(x, spec.fmt, spec.round, spec.keeps_subnormals, spec.limits_exponent,
+                                      spec.saturation, spec.infinity, MATLAB_STREAM, u),
+           "namespace": round_cpfloat_elementwise(library_namespace("numpy"), x, spec, u)}
+    try:
+        from pychop_compat.kernels import numba_cpfloat
+    except ImportError:
+        return got
+    got["numba"] = numba_cpfloat.round_stochastic(x, spec, u)
+    return got
+
+
+@pytest.mark.parametrize("infinity", [1, 0])
+def test_stochastic_rounding_beyond_xmax_follows_cpfloats_c_rule(infinity):
+    """The thresholds of CPFloat's rule (notes above) with given numbers, both signs, every
+    implementation: mode 5 at 65519 overflows for u <= 15/16 only, xbnd = 65520 and 2^16 always;
+    mode 6 at 1e6 and 2^16 (exact: it still takes a number) for u <= 1/2; +-Inf with infinity off
+    is NaN for u <= 1/2, else +-xmax.  We used to overflow 65519 with probability 15/32, xbnd
+    with 1/2, and 1e6 and 2^16 always in mode 6, +-Inf always to NaN."""
+    over = np.inf if infinity else np.nan
+    p = (65519.0 - FP16_XMAX) / (FP16_XBND - FP16_XMAX)  # 15/16
+    above = np.nextafter(p, 1.0)
+    half_above = np.nextafter(0.5, 1.0)
+    cases = {  # mode: (x, u, expected magnitude)
+        5: [(65519.0, p, over), (65519.0, above, FP16_XMAX), (65519.0, 0.0, over),
+            (FP16_XBND, 0.999, over), (2.0**16, 0.999, over), (np.nextafter(FP16_XBND, 0.0), 0.999, over),
+            (65505.0, 1 / 16, over), (65505.0, np.nextafter(1 / 16, 1.0), FP16_XMAX)],
+        6: [(1e6, 0.5, over), (1e6, half_above, FP16_XMAX), (2.0**16, 0.5, over), (2.0**16, half_above, FP16_XMAX),
+            (65519.0, 0.5, over), (65519.0, half_above, FP16_XMAX), (np.inf, 0.5, np.nan if not infinity else np.inf),
+            (np.inf, half_above, FP16_XMAX if not infinity else np.inf)],
+    }
+    for mode, rows in cases.items():
+        x = np.array([row[0] for row in rows])
+        u = np.array([row[1] for row in rows])
+        want = np.array([row[2] for row in rows])
+        spec = make_spec("fp16", mode, infinity=bool(infinity))
+        for signed_x, signed_want in ((x, want), (-x, -want)):  # (-: the sign bit, NaN's too, as in CPFloat)
+            for name, got in _beyond_xmax_implementations(signed_x, spec, u).items():
+                assert same_bits(got, signed_want).all(), (name, mode, signed_x, got, signed_want)
+
+
+def test_stochastic_rounding_beyond_xmax_with_explim_off():
+    """explim = 0: CPFloat's xmax and xbnd are those of the storage's exponent range with the
+    target's precision (DEFEMAX in COMPUTE_GLOBAL_PARAMS), 2^1023 (2 - 2^-10) and 2^1023 (2 - 2^-11)
+    for fp16 in float64; halfway between them mode 5 overflows for u <= 1/2; xbnd and the largest
+    double always."""
+    xmax, xbnd = math.ldexp(2 - 2.0**-10, 1023), math.ldexp(2 - 2.0**-11, 1023)
+    x = np.array([xmax + (xbnd - xmax) / 2] * 2 + [xbnd, np.finfo(np.float64).max])
+    u = np.array([0.5, np.nextafter(0.5, 1.0), 0.999, 0.999])
+    spec = make_spec("fp16", 5, explim=False)
+    for name, got in _beyond_xmax_implementations(x, spec, u).items():
+        assert same_bits(got, np.array([np.inf, xmax, np.inf, np.inf])).all(), (name, got)
+
+
+def test_correct_rounding_beyond_xmax_keeps_chops_rule():
+    """rules='correct' (chop's options) decides overflow on the rounded value, as chop.m: 65520 is
+    halfway between 65504 and 2^16 (which overflows), so it overflows for u <= 1/2 only, in both
+    modes; the exact 2^16 rounds to itself (Inf) whatever u."""
+    x = np.array([FP16_XBND, FP16_XBND, 2.0**16])
+    u = np.array([0.5, 0.75, 0.75])
+    fmt = lookup_format("fp16")
+    for mode in (5, 6):
+        want = np.array([np.inf, FP16_XMAX, np.inf])
+        got = round_cpfloat(x, fmt, mode, True, True, False, True, MATLAB_STREAM, u, rules="correct")
+        assert same_bits(got, want).all(), (mode, got)
+    with pytest.raises(ValueError, match="rules"):
+        round_cpfloat(x, fmt, 5, True, True, False, True, MATLAB_STREAM, u, rules="chop")
+
+
+def test_mode_6_draws_beyond_xmax_and_for_inf_without_infinity():
+    """Mode 6 takes a number for every |x| > xmax (2^16, exact in fp16's top-but-one grid, too)
+    and, with infinity off, for +-Inf, in column-major order with the inexact elements; 1.0 and
+    NaN take none; with saturation or in mode 5, 2^16 and Inf take none (their result is fixed)."""
+    x = np.array([1.0, 2.0**16, -np.inf, 1 + 2.0**-12, np.nan, 1e6])
+    ns = library_namespace("numpy")
+    expected = {(6, True, False): [0, 1, 0, 1, 0, 1], (6, False, False): [0, 1, 1, 1, 0, 1],
+                (6, False, True): [0, 0, 0, 1, 0, 1], (5, False, False): [0, 0, 0, 1, 0, 1]}
+    for (mode, infinity, saturation), takes in expected.items():
+        drawn = []
+
+        def stochastic(n):
+            drawn.append(n)
+            return np.full(n, 0.25)
+
+        spec = make_spec("fp16", mode, infinity=infinity, saturation=saturation)
+        round_cpfloat(x, spec.fmt, mode, True, True, saturation, infinity, RandomSources(stochastic, None, None))
+        assert drawn == [sum(takes)], (mode, infinity, saturation, drawn)
+        assert cpfloat_inexact(ns, x, spec).astype(int).tolist() == takes
+
+
+def test_stochastic_rounding_beyond_xmax_has_cpfloats_probabilities():
+    """Statistics against the C rule's probabilities (notes above): fp16, 20000 draws each through
+    round_to_format on both CPU engines, within 5 standard deviations: 65519 overflows with
+    probability 15/16 in mode 5 and xbnd always; in mode 6 1e6 gives 65504 or Inf, and Inf with
+    infinity off NaN or 65504, each with probability 1/2 (CPFloat's C library: 0.937, 1.000,
+    0.499 and 0.502 with PCG)."""
+    from pychop_compat.kernels.compiled import cpu_engine
+    from pychop_compat.rounding import round_to_format
+
+    n = 20000
+    gen = np.random.default_rng(11)
+    checks = [(5, True, 65519.0, np.isinf, 15 / 16), (5, True, FP16_XBND, np.isinf, 1.0),
+              (6, True, 1e6, np.isinf, 0.5), (6, False, np.inf, np.isnan, 0.5), (6, False, -1e6, np.isnan, 0.5)]
+    engines = ["numpy"] + (["numba"] if importlib.util.find_spec("numba") else [])
+    for engine in engines:
+        for mode, infinity, value, event, p in checks:
+            with cpu_engine(engine):
+                got = round_to_format(np.full(n, value), "fp16", mode, infinity=infinity, randfunc=gen.random)
+            assert np.all(event(got) | (np.abs(got) == FP16_XMAX))
+            share = event(got).mean()
+            assert abs(share - p) <= 5 * math.sqrt(p * (1 - p) / n) + 1e-12, (engine, mode, value, share, p)
 
 
 # --- torch tensors off the CPU (the device path, run on CPU tensors) ------------------------------

@@ -230,7 +230,10 @@ def test_chop_flips_on_ocp_e4m3_never_give_values_beyond_448():
 
 def test_stochastic_modes_with_cpfloats_rules_against_exact_rules():
     """Modes 5 and 6 with CPFloat's rules: one draw per inexact finite element, in order; mode 5
-    rounds the magnitude up iff u <= f (the dropped fraction), mode 6 iff u <= 1/2; overflow to Inf."""
+    rounds the magnitude up iff u <= f (the dropped fraction), mode 6 iff u <= 1/2.  Beyond xmax,
+    CPFloat's rule (src/cpfloat_template.h at commit 3583976, RS_PROP_SCALAR and RS_EQUI_SCALAR):
+    mode 5 overflows to Inf from xbnd = xmax + ulp/2 on, and below it iff u <= (|x| - xmax) / (xbnd -
+    xmax), else gives xmax; mode 6 takes a draw for every finite |x| > xmax, Inf iff u <= 1/2."""
     fmt = Format(4, 3, emin=-2)
     gen = np.random.default_rng(9)
     x = np.concatenate([gen.uniform(-20, 20, 500), [0.0, 2.0, np.inf, -np.inf, np.nan, 15.9]])
@@ -256,12 +259,17 @@ def test_stochastic_modes_with_cpfloats_rules_against_exact_rules():
             low = n.numerator // n.denominator
             frac = n - low
             up = False
-            if frac:
+            xmax, xbnd = Fraction(fmt.xmax), Fraction(fmt.xboundary)
+            if frac or (a > xmax and mode == 6):
                 u = draws[k]
                 k += 1
                 up = u <= (frac if mode == 5 else 0.5)
-            value = (low + up) * unit
-            value = math.inf if value > Fraction(fmt.xmax) else float(value)
+            value = float((low + up) * unit)
+            if a >= xbnd and mode == 5:
+                value = math.inf
+            elif a > xmax:
+                over = u <= (a - xmax) / (xbnd - xmax) if mode == 5 else up
+                value = math.inf if over else fmt.xmax
             want.append(math.copysign(value, v))
         assert taken == [k]
         assert np.array_equal(got, np.array(want), equal_nan=True)

@@ -53,13 +53,17 @@ class CpfloatConstants:
     zero_plus: bool     # zero results are +0 (CPFloat's directed modes off its fast path; fnuz)
     e8m0: bool          # no sign and no zero: only positive inputs give numbers
     xmin: int           # 2^emin (E8M0's smallest number)
+    xbnd: int           # xmax plus half its ulp (the format's xboundary; xmax when no bit is dropped)
+    beyond_rule: int    # 5 or 6: CPFloat's stochastic rounding beyond xmax (rules.cpfloat.round_cpfloat's
+                        # notes on ``rules``) in that mode; 0: the rounded value decides
 
 
 @lru_cache(maxsize=512)
 def cpfloat_constants(fmt: Format, mode: int, subnormal: bool, explim: bool, saturation: bool,
-                      infinity: bool, char: str) -> CpfloatConstants:
+                      infinity: bool, char: str, rules: str = "cpfloat") -> CpfloatConstants:
     """The :class:`CpfloatConstants` of ``fmt`` in mode ``mode`` with CPFloat's switches, for
-    storage ``char`` (``'f'``: float32, ``'d'``: float64)."""
+    storage ``char`` (``'f'``: float32, ``'d'``: float64), under ``rules`` (``'cpfloat'``, or
+    ``'correct'``: see :func:`pychop_compat.rules.cpfloat.round_cpfloat`)."""
     carrier = CARRIERS["float32" if char == "f" else "float64"]
     p, bias, bits = carrier.mant + 1, carrier.bias, carrier.bits  # (the bias is the largest exponent)
     width = 8 * carrier.np_float.itemsize
@@ -84,12 +88,16 @@ def cpfloat_constants(fmt: Format, mode: int, subnormal: bool, explim: bool, sat
     # Regular patterns b: lo <= (b & mask) < lo + span, the magnitudes below the top binade; for
     # E8M0 only the positive ones from tiny_lo up (no sign, no zero).
     special = ((1 << width) - 1, tiny_lo, top_lo - tiny_lo) if e8m0 else ((1 << (width - 1)) - 1, 0, top_lo)
+    xmax = bits(eff.xmax)
+    # xbnd = xmax + ulp(xmax) / 2: xmax lies in a storage-normal binade, where p - t bits are dropped
+    xbnd = xmax + (1 << (p - t - 1)) if p > t else xmax
+    beyond_rule = mode if mode in (5, 6) and rules == "cpfloat" and not saturation else 0
     return CpfloatConstants(
         width=width, dropped=p - t, dropped_top=p - t + emin + bias, dropped_max=p - 1, hidden=1 << (p - 1),
         tiny_lo=tiny_lo, tiny_half=tiny_half, tiny_exponent=tiny_exponent,
-        special_mask=special[0], special_lo=special[1], special_span=special[2], xmax=bits(eff.xmax),
+        special_mask=special[0], special_lo=special[1], special_span=special[2], xmax=xmax,
         inf=bits(math.inf), nan=bits(math.nan), saturation=bool(saturation), infinity=bool(infinity),
-        zero_plus=zero_plus, e8m0=e8m0, xmin=xmin)
+        zero_plus=zero_plus, e8m0=e8m0, xmin=xmin, xbnd=xbnd, beyond_rule=beyond_rule)
 
 
 def cpfloat_covers(spec: RoundingSpec, stochastic: bool = False) -> bool:
@@ -136,7 +144,8 @@ def constants_for(spec: RoundingSpec, carrier_name: str) -> "CpfloatConstants":
     """:func:`cpfloat_constants` of ``spec`` in the carrier ``'float32'`` or ``'float64'`` (for
     callers that compute it outside traced code)."""
     return cpfloat_constants(spec.fmt, int(spec.round), bool(spec.keeps_subnormals), bool(spec.limits_exponent),
-                             bool(spec.saturation), bool(spec.infinity), "d" if carrier_name == "float64" else "f")
+                             bool(spec.saturation), bool(spec.infinity), "d" if carrier_name == "float64" else "f",
+                             "correct" if spec.range_rules == "correct" else "cpfloat")
 
 
 def _split(ns: Namespace, v: Any, spec: RoundingSpec, k: "Optional[CpfloatConstants]" = None) -> _Split:
@@ -181,10 +190,18 @@ def _fraction(ns: Namespace, parts: _Split) -> Any:
 
 def cpfloat_inexact(ns: Namespace, v: Any, spec: RoundingSpec) -> Any:
     """Which elements of ``v`` take a random number in CPFloat's stochastic rounding (finite, off
-    the grid); the caller gives them one draw's numbers in column-major order, as the reference."""
+    the grid; in mode 6 without saturation also beyond xmax, and +-Inf without ``infinity``: see
+    :func:`pychop_compat.rules.cpfloat.round_cpfloat`); the caller gives them one draw's numbers in
+    column-major order, as the reference."""
     if not cpfloat_covers(spec, stochastic=True):
         raise ValueError("cpfloat_inexact: CPFloat's rules in stochastic rounding (round = 5 or 6) only.")
-    return _inexact(ns, _split(ns, v, spec))
+    parts = _split(ns, v, spec)
+    takes = _inexact(ns, parts)
+    if parts.k.beyond_rule == 6:  # CPFloat's random bit beyond xmax (and for +-Inf unless Inf is the overflow)
+        takes = takes | (parts.m > parts.k.xmax)
+        if not parts.k.infinity:
+            takes = takes | parts.is_inf
+    return takes
 
 
 def _inexact(ns: Namespace, parts: _Split) -> Any:
@@ -247,10 +264,17 @@ def round_cpfloat_elementwise(ns: Namespace, v: Any, spec: RoundingSpec, u_round
     k, m, s, low, negative = parts.k, parts.m, parts.s, parts.low, parts.negative
     keep = ~low
     # (where(condition, constant, array) throughout: the array keeps the storage's integer type)
+    beyond = None
     if stochastic:
         fraction = _fraction(ns, parts)
         up = _inexact(ns, parts) & (u_round <= (fraction if mode == 5 else 0.5))
         r = xp.where(up, (m & keep) + (low + 1), m & keep)
+        if k.beyond_rule:  # CPFloat's rule beyond xmax: overflow (Inf's pattern here) or xmax
+            beyond = u_round <= 0.5  # mode 6; mode 5: |x| >= xbnd, or u <= 2 r = (|x| - xmax) / (xbnd - xmax)
+            if mode == 5:
+                beyond = (m >= k.xbnd) | (u_round <= 2 * fraction)
+            r = xp.where((m > k.xmax) & beyond, k.inf, r)
+            r = xp.where((m > k.xmax) & ~beyond, k.xmax, r)
     else:
         if mode == 1:
             odd = ((m | k.hidden) >> s) & low & 1  # the last kept bit; 0 when nothing is dropped
@@ -300,6 +324,8 @@ def round_cpfloat_elementwise(ns: Namespace, v: Any, spec: RoundingSpec, u_round
         else:
             r = xp.where(is_inf & toward_zero, k.xmax, r)
             r = xp.where(is_inf & ~toward_zero, k.nan, r)
+            if beyond is not None and mode == 6:  # CPFloat's random bit 0 (u > 1/2): xmax
+                r = xp.where(is_inf & ~beyond, k.xmax, r)
     signed = (negative & (r != 0)) if k.zero_plus else negative
     out = xp.where(signed, r | parts.carrier.sign_bit, r)
     out = xp.where(parts.is_nan, k.nan, out)  # NaN in: the quiet NaN

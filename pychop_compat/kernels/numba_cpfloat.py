@@ -35,7 +35,7 @@ _U1 = np.uint64(1)
 
 # Indices into the tuple of constants (all uint64), in _constants' order.
 (D, DTOP, DMAX, HIDDEN, MAG, TOPBIT, TINY_LO, TINY_HALF, SPECIAL_MASK, SPECIAL_LO,
- SPECIAL_SPAN, XMAX, INF, NAN, SATURATION, INFINITY, ZERO_PLUS, E8M0, XMIN) = range(19)
+ SPECIAL_SPAN, XMAX, INF, NAN, SATURATION, INFINITY, ZERO_PLUS, E8M0, XMIN, XBND, BEYOND) = range(21)
 
 # The unsigned views of the storage formats.
 _UNSIGNED = {"f": np.uint32, "d": np.uint64}
@@ -45,19 +45,21 @@ _UNSIGNED = {"f": np.uint32, "d": np.uint64}
 
 @lru_cache(maxsize=256)
 def _constants(fmt, mode: int, subnormal: bool, explim: bool, saturation: bool, infinity: bool,
-               char: str) -> np.ndarray:
+               char: str, rules: str = "cpfloat") -> np.ndarray:
     """The constants of :func:`.elementwise_cpfloat.cpfloat_constants` as the kernel's array."""
-    c = cpfloat_constants(fmt, mode, subnormal, explim, saturation, infinity, char)
+    c = cpfloat_constants(fmt, mode, subnormal, explim, saturation, infinity, char, rules)
     k = np.array([c.dropped, c.dropped_top, c.dropped_max, c.hidden, (1 << (c.width - 1)) - 1, c.width - 1,
                   c.tiny_lo, c.tiny_half, c.special_mask, c.special_lo, c.special_span, c.xmax, c.inf, c.nan,
-                  int(c.saturation), int(c.infinity), int(c.zero_plus), int(c.e8m0), c.xmin], np.uint64)
+                  int(c.saturation), int(c.infinity), int(c.zero_plus), int(c.e8m0), c.xmin, c.xbnd,
+                  c.beyond_rule], np.uint64)
     k.setflags(write=False)
     return k
 
 
 def _spec_constants(spec: RoundingSpec, char: str) -> np.ndarray:
     return _constants(spec.fmt, int(spec.round), bool(spec.keeps_subnormals), bool(spec.limits_exponent),
-                      bool(spec.saturation), bool(spec.infinity), char)
+                      bool(spec.saturation), bool(spec.infinity), char,
+                      "correct" if spec.range_rules == "correct" else "cpfloat")
 
 
 # --- one element ------------------------------------------------------------------------------------
@@ -205,7 +207,7 @@ def _range(xu, ou, start, stop, k, mode):
 @numba.njit(**JIT_OPTIONS)
 def _tuple(k):
     return (k[0], k[1], k[2], k[3], k[4], k[5], k[6], k[7], k[8], k[9], k[10], k[11], k[12], k[13],
-            k[14], k[15], k[16], k[17], k[18])
+            k[14], k[15], k[16], k[17], k[18], k[19], k[20])
 
 
 @numba.njit(**JIT_OPTIONS)
@@ -235,13 +237,16 @@ def round_parallel(xu, ou, karray, mode, chunk):
 def _round_stochastic(b, a, u, k, mode, scale_1, scale_2):
     """CPFloat's stochastic rounding of the pattern ``b`` (magnitude ``a`` in float64) with the
     number ``u``: up when the element is off the grid and ``u <= fraction`` (mode 5) or
-    ``u <= 1/2`` (mode 6); elementwise_cpfloat's arithmetic, one element at a time."""
+    ``u <= 1/2`` (mode 6), CPFloat's rule beyond xmax under BEYOND (see round_cpfloat's notes on
+    ``rules``); elementwise_cpfloat's arithmetic, one element at a time."""
     m = b & k[MAG]
     neg = b >> k[TOPBIT]
     if m > k[INF]:
         return k[NAN]  # NaN in: the quiet NaN
     if m == k[INF]:
         r = k[XMAX] if k[SATURATION] != _U0 else (k[INF] if k[INFINITY] != _U0 else k[NAN])
+        if k[BEYOND] == np.uint64(6) and k[INFINITY] == _U0 and u > 0.5:
+            r = k[XMAX]  # CPFloat's random bit 0
     else:
         s = _dropped(m, k)
         low = (_U1 << s) - _U1
@@ -256,6 +261,9 @@ def _round_stochastic(b, a, u, k, mode, scale_1, scale_2):
             r = k[TINY_LO] if up else _U0
         else:
             r = (m & ~low) + (low + _U1) if up else m & ~low
+        if k[BEYOND] != _U0 and m > k[XMAX]:  # mode 5: |x| >= xbnd, or u <= 2 r = (|x| - xmax) / (xbnd - xmax)
+            over = (m >= k[XBND] or u <= 2.0 * fraction) if k[BEYOND] == np.uint64(5) else u <= 0.5
+            r = k[INF] if over else k[XMAX]
         if r > k[XMAX]:
             r = k[XMAX] if k[SATURATION] != _U0 else (k[INF] if k[INFINITY] != _U0 else k[NAN])
     return _finish(r, neg, m, k)
@@ -290,8 +298,11 @@ def stochastic_parallel(xf, xu, ou, u, karray, mode, scale_1, scale_2, chunk):
 
 @numba.njit(**INLINE_OPTIONS)
 def _draws(b, k):
-    """Whether the pattern ``b`` takes a number: finite and off the grid (as in :func:`_round_stochastic`)."""
+    """Whether the pattern ``b`` takes a number: finite and off the grid; in CPFloat's mode 6 without
+    saturation also beyond xmax and, without INFINITY, +-Inf (as in :func:`_round_stochastic`)."""
     m = b & k[MAG]
+    if k[BEYOND] == np.uint64(6) and m > k[XMAX]:
+        return m < k[INF] or (m == k[INF] and k[INFINITY] == _U0)
     if m >= k[INF]:
         return False
     if m < k[TINY_LO]:

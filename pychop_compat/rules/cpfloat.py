@@ -117,7 +117,7 @@ def effective_format(fmt: Format, dtype: Any, explim: bool) -> Format:
 
 def round_cpfloat(x: np.ndarray, fmt: Format, mode: int, subnormal: bool, explim: bool,
                   saturation: bool, infinity: bool, sources: RandomSources,
-                  u: Optional[np.ndarray] = None) -> np.ndarray:
+                  u: Optional[np.ndarray] = None, rules: str = "cpfloat") -> np.ndarray:
     """CPFloat's rounding of the 1-D float32/float64 array ``x`` (a new array).
 
     Parameters
@@ -132,10 +132,29 @@ def round_cpfloat(x: np.ndarray, fmt: Format, mode: int, subnormal: bool, explim
         CPFloat's switches (see the module notes and ``docs/formats.rst``).
     sources : RandomSources
         ``stochastic(k)`` is called once, for the ``k`` inexact finite elements
-        in order (modes 5 and 6 only), unless ``u`` is given.
+        in order (modes 5 and 6 only), unless ``u`` is given; in mode 6 without
+        saturation (CPFloat's rules) also for the exact finite elements beyond
+        ``xmax`` and, without ``infinity``, for +-Inf.
     u : numpy.ndarray, optional
         Modes 5 and 6: a number in [0, 1) for each element of ``x`` instead.
+    rules : {'cpfloat', 'correct'}
+        Stochastic rounding beyond ``xmax`` without saturation: CPFloat's rule
+        (``'cpfloat'``), or the rounded value decides (``'correct'``, chop's
+        options: :func:`round_correct`).  CPFloat's rule (``cpfloat_template.h``,
+        ``RS_PROP_SCALAR`` and ``RS_EQUI_SCALAR``): mode 5 overflows when
+        ``|x| >= xbnd`` (``xboundary``, ``xmax`` plus half its ulp) and for
+        ``xmax < |x| < xbnd`` when ``u <= (|x| - xmax) / (xbnd - xmax)``, else
+        gives ``xmax``; mode 6 overflows when ``u <= 1/2``, else gives ``xmax``,
+        for every finite ``|x| > xmax`` and, without ``infinity``, for +-Inf
+        (+-Inf or NaN, with the input's sign).
+
+    Raises
+    ------
+    ValueError
+        ``rules`` is neither ``'cpfloat'`` nor ``'correct'``.
     """
+    if rules not in ("cpfloat", "correct"):
+        raise ValueError(f"rules must be 'cpfloat' or 'correct', got {rules!r}.")
     if mode not in ROUND_MODES:
         return x.copy()  # "no rounding": the input bit for bit, whatever the switches
     storage_emax = _STORAGE[x.dtype][2]
@@ -164,6 +183,13 @@ def round_cpfloat(x: np.ndarray, fmt: Format, mode: int, subnormal: bool, explim
         r = np.ldexp(dropped.astype(np.float64), -np.maximum(shift, 0))  # the dropped fraction, in [0, 1)
         f = f_int.astype(np.float64)
         odd = (f_int & 1) == 1
+        # CPFloat's overflow rule (see the notes on ``rules``), source: src/cpfloat_template.h of
+        # CPFloat at commit 3583976: mode 5 keeps one more bit beyond xmax, so that only |x| >= xbnd,
+        # or a carry from xmax < |x| < xbnd with probability (|x| - xmax) / (xbnd - xmax), overflows;
+        # mode 6 takes one random bit for every |x| > xmax (+-Inf too unless Inf is the overflow value).
+        beyond_rule = mode in (5, 6) and rules == "cpfloat" and not saturation
+        beyond = finite & (a > xmax)
+        overflows = np.zeros(a.shape, bool)  # (CPFloat's rule: which |x| > xmax, and +-Inf in mode 6, overflow)
         if mode == -1:
             up = r >= 0.5
         elif mode == 0:
@@ -180,13 +206,23 @@ def round_cpfloat(x: np.ndarray, fmt: Format, mode: int, subnormal: bool, explim
             up = inexact & ~odd  # truncate, then make the last bit 1
         else:
             if u is None:
-                need = np.flatnonzero(inexact & finite)
+                takes = inexact & finite
+                if beyond_rule and mode == 6:
+                    takes |= beyond | (np.isinf(v) & (not infinity))
+                need = np.flatnonzero(takes)
                 u = np.full(a.shape, 2.0)
                 if need.size:
                     u[need] = np.asarray(sources.stochastic(need.size), np.float64).ravel()
             up = inexact & (u <= (r if mode == 5 else 0.5))
+            if beyond_rule and mode == 5:  # (|x| - xmax) / (xbnd - xmax) is exact (an exact difference
+                # over a power of two): twice the dropped fraction r where xmax < |x| < xbnd
+                overflows = (a >= eff.xboundary) | (u <= (a - xmax) / (eff.xboundary - xmax))
+            elif beyond_rule:
+                overflows = u <= 0.5
         m = f + up
         c = np.ldexp(m, q)
+        if beyond_rule:
+            c[beyond] = np.where(overflows[beyond], np.inf, xmax)
 
         # Overflow: the rounded magnitude beyond xmax; Inf where the mode rounds away from zero,
         # else xmax (RZ and round to odd both signs, RU negative values, RD positive ones).
@@ -204,8 +240,10 @@ def round_cpfloat(x: np.ndarray, fmt: Format, mode: int, subnormal: bool, explim
             c[infinite_in] = np.inf
             if not infinity:
                 # What would be +-Inf is NaN, except +-Inf inputs that the mode maps toward zero:
-                # those give +-xmax.
+                # those give +-xmax; so does CPFloat's mode 6 with its random bit 0 (u > 1/2).
                 c[infinite_in & toward_zero] = xmax
+                if mode == 6 and beyond_rule:
+                    c[infinite_in & ~overflows] = xmax
                 c[np.isinf(c)] = np.nan
         c = np.where(negative, -c, c)
         c[np.isnan(v)] = np.nan
@@ -314,7 +352,7 @@ def round_correct(x: np.ndarray, spec: Any, sources: RandomSources, u: Optional[
     """
     def round_block(values: np.ndarray, numbers: Optional[np.ndarray]) -> np.ndarray:
         return round_cpfloat(values, spec.fmt, spec.round, spec.keeps_subnormals, spec.limits_exponent,
-                             spec.saturation, spec.infinity, sources, numbers)
+                             spec.saturation, spec.infinity, sources, numbers, rules="correct")
 
     if u is not None:
         u = u.astype(x.dtype).astype(np.float64)  # chop.m compares in the input's class

@@ -284,3 +284,21 @@ def test_hooks_run_where_torch_runs_them_for_a_plain_optimizer():
     expected = events_of(lambda sgd: sgd)
     assert expected[1:] == (None, 1, [0.5, 0.5])
     assert events_of(OptimLP) == expected
+
+
+@pytest.mark.parametrize("fmt", ["h", "q43"])
+def test_sparse_gradients_are_rounded_as_their_dense_nonzeros(fmt):
+    # a sparse gradient (nn.Embedding(sparse=True)) crashed the rounding (NotImplementedError for 'h', a
+    # numpy conversion for 'q43'). Oracle: the same gradient computed dense by plain torch, rounded by
+    # a Rounder by hand, and the SGD update w - lr * g written out (duplicate indices summed first)
+    weight = torch.linspace(-1, 1, 30).reshape(10, 3)
+    ids = torch.tensor([1, 2, 1, 7])
+    emb = torch.nn.Embedding(10, 3, sparse=True, _weight=weight.clone())
+    opt = OptimLP(torch.optim.SGD(emb.parameters(), lr=0.5), grad=fmt)
+    (emb(ids).sum(0) @ torch.tensor([0.37, -1.1, 3.3])).backward()
+    opt.step()
+    dense = weight.clone().requires_grad_()
+    (torch.nn.functional.embedding(ids, dense).sum(0) @ torch.tensor([0.37, -1.1, 3.3])).backward()
+    assert emb.weight.grad.is_sparse
+    assert torch.equal(emb.weight.grad.to_dense(), Rounder(fmt)(dense.grad))
+    assert torch.equal(emb.weight.detach(), weight - 0.5 * Rounder(fmt)(dense.grad))

@@ -559,3 +559,32 @@ def test_flips_without_a_bit_below_the_leading_one_are_refused_alike_by_every_ge
     for rng in ("torch", "chop", 3, torch.Generator()):
         with pytest.raises(ValueError, match=r"precision t >= 2"):
             Rounder({"format": "float8_e8m0fnu", "flip": 1, "p": 0.5}, "stochastic", rng=rng)(x)
+
+
+def test_a_randfunc_or_a_seeded_chop_is_honoured_by_rng_chop_and_refused_otherwise():
+    # Rounder ignored the options' randfunc (and a seeded Chop's rng) and rounded with torch's numbers, so
+    # Rounder(opts) != Chop(opts). Oracle: mathematics: 1 + 2**-12 lies a quarter of the way from 1 to the
+    # next fp16 number 1 + 2**-10: with every number 0.999 stochastic rounding never rounds it up
+    options = {"format": "h", "round": 5, "randfunc": lambda n: np.full(n, 0.999)}
+    x = torch.full((1000,), 1 + 2.0**-12)
+    assert torch.equal(Rounder(options, rng="chop")(x), torch.ones(1000))
+    assert torch.equal(Rounder(Chop(options, rng=1), rng="chop")(x), torch.ones(1000))
+    for source in ("torch", 1, torch.Generator()):
+        with pytest.raises(ValueError, match="randfunc"):
+            Rounder(options, rng=source)
+        with pytest.raises(ValueError, match="randfunc"):
+            quantize(x, options, rng=source)
+    with pytest.raises(ValueError, match="own rng"):
+        Rounder(Chop({"format": "h", "round": 5}, rng=3))
+    Rounder(dict(options, round=1))  # nearest draws no numbers: nothing ignored
+
+
+def test_grad_format_keeps_the_graph_for_a_second_derivative():
+    # the rounding of the gradient (grad_format) dropped the graph: the second derivative was refused
+    # ("does not require grad"). Oracle: mathematics, straight-through: d/dx sum(q(x w)^2) = 2 q(x w) w (the
+    # factor 2 q(x w) rounded to the gradient's format), and its derivative 2 w^2
+    x, w = torch.tensor([0.25, 0.5], requires_grad=True), torch.tensor([2.0, 3.0])
+    for grad_format in ("d", "h"):
+        g, = torch.autograd.grad((quantize(x * w, "h", grad_format=grad_format) ** 2).sum(), x, create_graph=True)
+        assert torch.equal(g, torch.tensor([2.0, 9.0]))
+        assert torch.equal(torch.autograd.grad(g.sum(), x)[0], 2 * w ** 2)

@@ -398,3 +398,64 @@ def test_addmm_and_baddbmm_in_place_are_simulated(settings):
         want = [torch.addmm(ts[2], ts[0], ts[1], beta=beta, alpha=alpha)
                 for ts, alpha, beta in zip(h, (2.0, 1.0, 1.0), (0.5, 1.0, 1.0))]
     assert returned is d and same(d, want[0]) and same(d3, torch.stack(want[1:]))
+
+
+@pytest.mark.parametrize("method", ["sigmoid_", "relu_", "exp_", "tanh_", "sqrt_", "mul_"])
+def test_round_outputs_in_place_operations_keep_their_backward(method):
+    # the in-place rounding bumped the version of a tensor the operation saved for backward (RuntimeError
+    # "modified by an inplace operation"). Oracle: plain torch (no simulate) out of place on the operand
+    # rounded by hand, its gradient w.r.t. that operand: straight-through, it is x's gradient
+    r = Rounder("h")
+    x = torch.tensor([0.3, 1.7, 2.9], requires_grad=True)
+    with simulate("h", round_outputs=True):
+        y = x * 1.0
+        getattr(y, method)(*([3.0] if method == "mul_" else []))
+    y.sum().backward()
+    operand = r(x.detach()).requires_grad_()
+    expected = getattr(torch, method[:-1])(operand, *([3.0] if method == "mul_" else []))
+    expected.sum().backward()
+    assert same(y, r(expected)) and same(x.grad, operand.grad)
+
+
+@pytest.mark.parametrize("call", [lambda x: F.silu(x, inplace=True), lambda x: nn.SiLU(inplace=True)(x),
+                                  lambda x: F.elu(x, inplace=True), lambda x: F.leaky_relu(x, 0.1, True),
+                                  lambda x: F.hardswish(x, inplace=True)])
+def test_round_outputs_rounds_functional_in_place_forms(call):
+    # F.silu(x, inplace=True) (name 'silu', its result the operand) was taken for an operand returned as
+    # is and left unrounded. Oracle: the same function out of place in plain torch, Rounder applied by hand
+    r = Rounder("h")
+    x = torch.tensor([0.1, 0.3, 1.7, -0.4])
+    with simulate("h", round_outputs=True):
+        operand = x.clone()
+        got = call(operand)
+    assert got is operand and same(got, r(call(r(x).clone())))
+
+
+@pytest.mark.parametrize("grad", [True, False])
+def test_hardware_and_accumulate_give_autocasts_dtype(grad):
+    # under torch.autocast the hardware= and accumulate= paths returned float32 (torch: autocast's bfloat16).
+    # Oracle: the hardware model called by hand, float64 accumulation rounded to single by hand, each cast
+    # to the dtype plain torch's linear has under the same autocast
+    torch.manual_seed(0)
+    layer, x = nn.Linear(8, 4), torch.randn(3, 8)
+    with torch.autocast("cpu", dtype=torch.bfloat16), torch.set_grad_enabled(grad):
+        dtype = layer(x).dtype
+        with simulate("h", hardware="H100"):
+            by_hardware = layer(x)
+        with simulate("h", accumulate="s"):
+            accumulated = layer(x)
+    w, b = q(layer.weight).detach(), q(layer.bias).detach()
+    assert dtype == by_hardware.dtype == accumulated.dtype == torch.bfloat16
+    # (bfloat16 to float32 is exact; NumPy has no bfloat16 for same())
+    assert same(by_hardware.float(), unit_matmul(q(x), w.T, b.expand(3, 4)).to(dtype).float())
+    assert same(accumulated.float(), Rounder("s")(F.linear(q(x).double(), w.double(), b.double())).to(dtype).float())
+
+
+def test_hardware_linear_without_input_features_gives_the_bias():
+    # F.linear with zero input features crashed (reshape of 0 elements into [-1, 0]). Oracle: mathematics:
+    # an empty sum is 0, so each output is the bias (an operand, rounded to the format by hand), broadcast
+    weight, bias = torch.zeros(3, 0), torch.tensor([0.1, -2.0, 3.3])
+    for shape in [(2, 0), (0,), (4, 2, 0)]:
+        with simulate("h", hardware="H100"):
+            got = F.linear(torch.ones(shape), weight, bias)
+        assert same(got, Rounder("h")(bias).expand(*shape[:-1], 3))

@@ -385,6 +385,11 @@ class Chop:
         """The resolved options (as :func:`chop_options` would report them)."""
         return self._specs["double"].to_options()
 
+    @property
+    def owns_rng(self) -> bool:
+        """Whether this object draws from its own ``rng=`` (a seed or a generator), not chop's sources."""
+        return self._fork_generation is not None
+
     def __call__(self, x):
         x_class = "double" if type(x) is np.ndarray and x.dtype is _FLOAT64 else _checked_class(x)
         settings, prepared = self._calls.get(x_class) or self._call_for(x_class)

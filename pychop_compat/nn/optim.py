@@ -41,6 +41,18 @@ def _with_step_hooks(step: _Step) -> _Step:
     return cast(_Step, hooked)
 
 
+def _rounded_gradient(rounder: Rounder, grad: torch.Tensor) -> torch.Tensor:
+    """``grad`` rounded; a sparse COO gradient (``nn.Embedding(sparse=True)``) by its summed values, as
+    the nonzeros of the same gradient stored dense are rounded (a rounded zero is zero)."""
+    if grad.layout == torch.strided:
+        return rounder(grad)
+    if not grad.is_sparse:
+        raise TypeError(f"OptimLP rounds dense and sparse COO gradients, not a gradient of layout {grad.layout}.")
+    grad = grad.coalesce()
+    return torch.sparse_coo_tensor(grad.indices(), rounder(grad.values()), grad.shape, is_coalesced=True,
+                                   check_invariants=True)
+
+
 def _shared(name: str) -> Any:
     """A property that reads and writes the wrapped optimizer's attribute ``name``."""
     return property(lambda self: getattr(self.optimizer, name),
@@ -66,7 +78,9 @@ class OptimLP(torch.optim.Optimizer):
     weight, grad, accumulator : format, Rounder or (format, rounding), optional
         How to round weights, gradients and the accumulator, a master copy of the
         weights (None: not rounded; no accumulator: the optimizer updates the
-        weights themselves).  E.g. ``weight=('b', 'stochastic')``.
+        weights themselves).  E.g. ``weight=('b', 'stochastic')``.  A sparse COO
+        gradient (``nn.Embedding(sparse=True)``) is rounded by its values, as
+        its nonzeros stored dense would be (other sparse layouts: ``TypeError``).
     state : format, Rounder, (format, rounding) or dict, optional
         How to round the optimizer's floating-point state tensors (not ``step``):
         one rule for all, or a dict from state names (``'momentum_buffer'``,
@@ -193,12 +207,12 @@ class OptimLP(torch.optim.Optimizer):
         params = [p for p, _ in with_grad]
         finite = True
         for p, grad in with_grad:
-            g = grad if self.grad_rounder is None else self.grad_rounder(grad)
+            g = grad if self.grad_rounder is None else _rounded_gradient(self.grad_rounder, grad)
             if self.loss_scale != 1.0:
                 g = g / self.loss_scale
             grad.copy_(g)
             if self.dynamic_loss_scale and finite:
-                finite = bool(torch.isfinite(g).all())
+                finite = bool(torch.isfinite(g.coalesce().values() if g.is_sparse else g).all())
         if not finite:
             self.loss_scale /= 2.0
             self.good_steps = 0

@@ -19,6 +19,7 @@ from ..kernels.elementwise_cpfloat import constants_for, round_cpfloat_elementwi
 from ..kernels.xp import library_namespace
 from ..libraries import ChoppedValue
 from ..random.counter import CounterRng, uniform
+from ..random.matlab_stream import default_randfunc
 from ..random.sources import RandomSources, counter_sources, given_sources
 from ..spec import FLIP_PRECISION_ERROR, ROUND_NAMES, round_mode
 
@@ -94,6 +95,10 @@ class Rounder:
         otherwise) or a NumPy ``Generator``: as
         ``Chop(options, rng=rng)``, call after call, eager and compiled
         mixed (an int seed: the fast choice on the CPU; see :doc:`/training`).
+        Options with a ``randfunc`` and stochastic rounding need ``'chop'``
+        (which calls it, as chop does), and so does a ``Chop`` made with its own
+        ``rng`` given as ``format`` (``'chop'``: that ``Chop`` rounds, its
+        ``rng`` and ``randfunc`` honoured); other ``rng`` raise ``ValueError``.
 
     Notes
     -----
@@ -137,9 +142,21 @@ class Rounder:
         if not (isinstance(rng, str) and rng == "torch" or self._host_random or isinstance(rng, torch.Generator)):
             raise TypeError(f"rng must be None, 'torch', a torch.Generator, 'chop', an int or a "
                             f"numpy.random.Generator, not {rng!r}.")
-        # chop's own machinery: for bit flips, extended formats and chop's random numbers.
-        self._chop = Chop(given, rng=rng) if chop_seed else Chop(given)
+        # chop's own machinery: for bit flips, extended formats and chop's random numbers; rng 'chop'
+        # with a Chop given as the format: that Chop itself (its own rng and randfunc).
+        own_chop = isinstance(format, Chop) and isinstance(rng, str) and rng == "chop"
+        self._chop = format if own_chop else Chop(given, rng=rng) if chop_seed else Chop(given)
         self.spec = resolve(given, None, "double").spec  # raises here for bad options
+        # Only chop's own sources ('chop') honour a randfunc or a Chop's own rng: refused with any other
+        # rng rather than silently replaced by other numbers. (A Chop made with rng= records when.)
+        if not own_chop and isinstance(format, Chop) and format.owns_rng:
+            raise ValueError("format is a Chop with its own rng, which only rng='chop' takes (its numbers); "
+                             "pass rng='chop', or the options and rng=seed.")
+        randfunc = given.get("randfunc")
+        if (self.spec.round >= 5 and randfunc is not None and randfunc is not default_randfunc
+                and not (isinstance(rng, str) and rng == "chop")):
+            raise ValueError(f"the options' randfunc is only honoured with rng='chop' (chop's own numbers), "
+                             f"not with rng={rng!r}; pass rng='chop' or drop randfunc.")
         # Resolved once, so that a call does no option parsing (torch.compile traces calls).
         self._plans = {}
         self._errors = {}
@@ -361,8 +378,14 @@ class _Quantize(torch.autograd.Function):
             (x,) = ctx.saved_tensors
             grad = torch.where(x.abs() <= rule.clip_limit, grad, torch.zeros_like(grad))
         if rule.rounder is not None:
-            grad = rule.rounder(grad)
+            # a rounding with autograd itself (straight-through): under create_graph the rounded
+            # gradient keeps its graph, for a second derivative
+            grad = _Quantize.apply(grad, None, rule.rounder, _PLAIN_RULE)
         return grad, None, None, None
+
+
+#: Straight-through, nothing clipped, the gradient not rounded.
+_PLAIN_RULE = GradientRule()
 
 
 def apply_quantizer(x: torch.Tensor, rounder: Optional[Rounder], rule: GradientRule,

@@ -5,6 +5,8 @@ rounding, or as torch computes them."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 from typing import Any, Callable, Optional, Sequence, Tuple, Union
 
@@ -66,8 +68,9 @@ def _linear(input: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tens
             product: Product) -> torch.Tensor:
     """``input @ weight.T + bias``, the bias the addend of the first block; a 1-D ``input`` or
     ``weight`` (one row, one output feature) has no axis in the result, as torch's."""
-    rows = input.reshape(-1, input.shape[-1])
-    out = product(rows, weight.reshape(-1, weight.shape[-1]).T, bias)
+    # (explicit row counts: reshape(-1, 0) is ambiguous for no input features)
+    rows = input.reshape(math.prod(input.shape[:-1]), input.shape[-1])
+    out = product(rows, weight.reshape(math.prod(weight.shape[:-1]), weight.shape[-1]).T, bias)
     return out.reshape(input.shape[:-1] + weight.shape[:-1])
 
 
@@ -148,6 +151,40 @@ _KEEP_VALUES = frozenset({
     "swapaxes_", "swapdims_", "_coalesced_"})
 
 
+@functools.lru_cache(maxsize=None)
+def _inplace_position(func: Any) -> Optional[int]:
+    """The position of ``func``'s ``inplace`` parameter (``torch.nn.functional.silu`` ...), or None."""
+    try:
+        names = list(inspect.signature(func).parameters)
+    except (TypeError, ValueError):  # builtins without a signature have no inplace parameter
+        return None
+    return names.index("inplace") if "inplace" in names else None
+
+
+def _inplace_flag(func: Any, args: Sequence, kwargs: dict) -> bool:
+    """Whether a call such as ``F.silu(x, inplace=True)`` writes its result into its operand."""
+    if "inplace" in kwargs:
+        return bool(kwargs["inplace"])
+    try:
+        position = _inplace_position(func)
+    except TypeError:  # an unhashable callable
+        return False
+    return position is not None and position < len(args) and bool(args[position])
+
+
+def _autocast_dtype(func: Any, args: Sequence, kwargs: dict) -> Optional[torch.dtype]:
+    """Under ``torch.autocast`` (for an operand's device), the dtype of torch's own result, which only
+    computing it tells (meta tensors are not autocast); otherwise None."""
+    tensors = [a for a in [*args, *kwargs.values()] if isinstance(a, torch.Tensor)]
+    if not any(t.device.type in ("cpu", "cuda", "xpu", "mps") and torch.is_autocast_enabled(t.device.type)
+               for t in tensors):
+        return None
+    with torch.no_grad():
+        return func(*[a.detach() if isinstance(a, torch.Tensor) else a for a in args],
+                    **{name: value.detach() if isinstance(value, torch.Tensor) else value
+                       for name, value in kwargs.items()}).dtype
+
+
 def _meta(value: Any) -> Any:
     """A tensor's shape and dtype on the meta device (other values as they are)."""
     return torch.empty(value.shape, dtype=value.dtype, device="meta") if isinstance(value, torch.Tensor) else value
@@ -190,21 +227,41 @@ class Simulation(TorchFunctionMode):
 
     def __torch_function__(self, func: Any, types: Any, args: Sequence = (), kwargs: Optional[dict] = None) -> Any:
         kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        written = kwargs.get("out")
+        in_place = self.round_outputs and (
+            name.endswith("_") and not name.endswith("__") and name not in _KEEP_VALUES
+            or name.startswith("__i") and name != "__index__" or _inplace_flag(func, args, kwargs))
+        target = args[0] if args else None
+        if (in_place and written is None and isinstance(target, torch.Tensor)
+                and target.is_floating_point() and torch.is_grad_enabled()
+                and any(isinstance(t, torch.Tensor) and t.requires_grad for t in [*args, *kwargs.values()])):
+            return self._rounded_in_place(func, target, args, kwargs)
         simulated = _SIMULATED.get(func)
         out = func(*args, **kwargs) if simulated is None else self._simulated(func, simulated, args, kwargs)
-        name = getattr(func, "__name__", "")
         if self.round_outputs and name == "__setitem__":  # x[key] = value: the elements written, in place
             target, key = args[0], args[1]
             if isinstance(target, torch.Tensor) and target.is_floating_point():
                 with torch.no_grad():
                     target[key] = self.rounder(target[key])
         elif self.round_outputs and name != "__get__":  # attributes are no results
-            written = kwargs.get("out")
-            in_place = (name.endswith("_") and not name.endswith("__") and name not in _KEEP_VALUES
-                        or name.startswith("__i") and name != "__index__" or written is not None)
+            in_place = in_place or written is not None
             inputs = [*args, *kwargs.values(), *(written if isinstance(written, (tuple, list)) else ())]
             out = self._rounded_results(out, inputs, in_place)
         return out
+
+    def _rounded_in_place(self, func: Any, target: torch.Tensor, args: Sequence, kwargs: dict) -> Any:
+        """An in-place operation on a tensor in an autograd graph, its result rounded: the operation
+        runs on a copy, so the tensors it saves for backward keep its unrounded values (as the same
+        operation out of place would save them); the rounded result is then copied into ``target``
+        with autograd (straight-through), one version bump as the operation itself makes."""
+        copy = target.clone()
+        simulated = _SIMULATED.get(func)
+        args = [copy, *args[1:]]
+        result = func(*args, **kwargs) if simulated is None else self._simulated(func, simulated, args, kwargs)
+        if result is not copy:  # not written into the operand after all: a new result
+            return self._rounded_results(result, [target, *args, *kwargs.values()], False)
+        return target.copy_(apply_quantizer(copy, self.rounder, _STRAIGHT_THROUGH))
 
     def _round(self, value: Any) -> Any:
         if isinstance(value, torch.Tensor) and value.is_floating_point():
@@ -237,7 +294,8 @@ class Simulation(TorchFunctionMode):
             wide = [a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
             out = func(*wide, **{name: value.double() if isinstance(value, torch.Tensor) and value.is_floating_point()
                                  else value for name, value in kwargs.items()})
-            dtype = next(a.dtype for a in [*args, *kwargs.values()] if isinstance(a, torch.Tensor))
+            dtype = _autocast_dtype(func, args, kwargs) or next(
+                a.dtype for a in [*args, *kwargs.values()] if isinstance(a, torch.Tensor))
             return apply_quantizer(out, self.accumulator, _STRAIGHT_THROUGH).to(dtype)
         if self.model is None:
             return func(*args, **kwargs)
@@ -249,8 +307,10 @@ class Simulation(TorchFunctionMode):
                               for name, value in kwargs.items()}, product=self._product)
         tensors = [a for a in [*args, *kwargs.values()] if isinstance(a, torch.Tensor)]
         if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
-            return _SimulatedValues.apply(func(*args, **kwargs), values)
-        return values
+            reference = func(*args, **kwargs)
+            return _SimulatedValues.apply(reference, values.to(reference.dtype))
+        autocast = _autocast_dtype(func, args, kwargs)
+        return values if autocast is None else values.to(autocast)
 
     def _product(self, A: torch.Tensor, B: torch.Tensor, C: Optional[torch.Tensor] = None, alpha: float = 1.0,
                  beta: float = 1.0) -> torch.Tensor:
@@ -311,8 +371,11 @@ def simulate(format: Any = "h", round: Union[str, int, None] = None, *,
         The format the float64 result is rounded to (to nearest).
     round_outputs : bool, default False
         Also round the floating-point result of every torch operation in the
-        context to ``format`` (an operand updated in place, a tensor given as
-        ``out=`` and the elements written by ``x[key] = value``: in place; a
+        context to ``format`` (an operand updated in place, by a method such as
+        ``sigmoid_`` or a function such as ``F.silu(x, inplace=True)``, a tensor
+        given as ``out=`` and the elements written by ``x[key] = value``: in
+        place, the gradient of an in-place operation that of the same operation
+        out of place, straight through the rounding; a
         view of an operand, and a tensor whose method changes no value
         (``requires_grad_``, ``share_memory_``, ``detach_``, ``t_``, ...): not
         rounded).
@@ -346,7 +409,8 @@ def simulate(format: Any = "h", round: Union[str, int, None] = None, *,
     and the unfolded input (its inner dimension in
     ``torch.nn.functional.unfold``'s order: input channel, kernel row, kernel
     column); the result, fp32 values, is returned in the operands' dtype and
-    device (computed on a host copy). Its gradient is that of the operation
+    device (computed on a host copy; under ``torch.autocast``, in the dtype
+    torch's own result has there, as with ``accumulate=``). Its gradient is that of the operation
     computed by torch on the same rounded operands (the straight-through
     estimator: a simulated product has no derivative of its own). Eager only:
     under ``torch.compile`` the hardware path breaks the graph.

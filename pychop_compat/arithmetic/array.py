@@ -373,10 +373,12 @@ def _apply_ufunc(ufunc, method, inputs, kwargs):
         # ldexp's integer exponents stay integers (it has no float exponent loop; they are no values to round)
         exponent = (ufunc is np.ldexp and len(inputs) == 2 and not isinstance(inputs[1], (ChoppedArray, ChoppedScalar))
                     and np.asarray(inputs[1]).dtype.kind in "iu")
+        given = inputs
         if scalars:  # NumPy scalars with a chopped scalar: in double, as its operators compute
-            inputs = tuple(float(v) if isinstance(v, (np.floating, np.integer)) and not (exponent and i == 1) else v
-                           for i, v in enumerate(inputs))
-        args = [inputs[1] if exponent and i == 1 else _operand(v, arith) for i, v in enumerate(inputs)]
+            inputs = tuple(float(v) if isinstance(v, (np.floating, np.integer)) else v for v in inputs)
+        args = [_operand(v, arith) for v in inputs]
+        if exponent:
+            args[1] = given[1]
         raw = getattr(ufunc, method)(*args)
         outputs = raw if ufunc.nout > 1 else (raw,)
         results = [chopped_result(_data(value) if exact else arith.round(_data(value)), arith, scalars)

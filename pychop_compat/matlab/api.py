@@ -359,7 +359,7 @@ class Chop:
         # An own generator inherited by fork would repeat its numbers in every child (see __call__).
         self._fork_generation = None if rng is None else fork_generation()
         self._draw_lock = threading.RLock()  # one call's draws from the generator are contiguous
-        self._calls: dict = {}  # x_class -> (settings, PreparedRounding), made on first use
+        self._calls: dict = {}  # x_class -> (settings, PreparedRounding, per_element), made on first use
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
@@ -376,8 +376,11 @@ class Chop:
     def _call_for(self, x_class: str) -> tuple:
         """``(settings, prepared rounding)`` of a call on an input of class ``x_class`` (found once)."""
         settings = self._specs.get(x_class) or self._specs.setdefault(x_class, resolve(self._given, None, x_class))
-        found = self._calls[x_class] = (settings, dispatch.PreparedRounding(settings.spec,
-                                                                           sources_for(settings.randfunc, self._flips)))
+        prepared = dispatch.PreparedRounding(settings.spec, sources_for(settings.randfunc, self._flips))
+        # Stochastic rounding with each element's counter number and no flips: one advance of the
+        # counter, nothing to hold around the call (its fork check is the only thing left to do).
+        per_element = prepared.sources is self._flips and self._flips.counter is not None and not settings.spec.flips
+        found = self._calls[x_class] = (settings, prepared, per_element)
         return found
 
     @property
@@ -392,7 +395,7 @@ class Chop:
 
     def __call__(self, x):
         x_class = "double" if type(x) is np.ndarray and x.dtype is _FLOAT64 else _checked_class(x)
-        settings, prepared = self._calls.get(x_class) or self._call_for(x_class)
+        settings, prepared, per_element = self._calls.get(x_class) or self._call_for(x_class)
         spec = settings.spec
         if not spec.draws:  # no random numbers: nothing to check or hold
             return prepared(x)
@@ -405,8 +408,8 @@ class Chop:
                 "would repeat the parent's (and every other child's). Create the Chop in this process "
                 "(e.g. with a seed from numpy.random.SeedSequence(seed).spawn) or send it here pickled."
             )
-        if prepared.sources is self._flips and self._flips.counter is not None and not spec.flips:
-            return prepared(x)  # numbers per element, from one advance of the counter: nothing to hold
+        if per_element:
+            return prepared(x)
         with self._draw_lock:
             return _chop_checked(x, prepared)
 

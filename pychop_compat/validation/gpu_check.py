@@ -157,38 +157,32 @@ def validation_routes(engines: Sequence[str], has_triton: bool) -> list[tuple[st
 
 def _tensor_core_tiles(engines: Sequence[str]) -> tuple[Optional[bool], list]:
     """benchmarks/tensor_core_tiles.py --strict: (None, why) where it cannot run, else (passed, its table)."""
-    script = _ROOT / "benchmarks" / "tensor_core_tiles.py"
     if "torch-cuda" not in engines or importlib.util.find_spec("triton") is None:
         return None, ["tensor-core tiles: skipped (they need torch with CUDA and Triton)"]
-    if not script.exists():
-        return False, [f"no benchmarks/tensor_core_tiles.py next to the package ({script}): run from a source "
-                       "checkout, or pass --skip-tiles"]
-    done = _run_script(script, "--strict", "--seconds", "90")
-    print(done.stdout, end="", flush=True)
-    table = [line for line in done.stdout.splitlines() if line.startswith(("| ", "|---", "tiles:"))]
-    return _outcome(done, table, "tensor-core tiles")
-
-
-def _run_script(script: Path, *args: str) -> subprocess.CompletedProcess:
-    """``python script args`` from the checkout's root, the command shown first."""
-    command = [sys.executable, str(script), *args]
-    print("$", " ".join(command), flush=True)
-    return subprocess.run(command, cwd=_ROOT, capture_output=True, text=True)
-
-
-def _outcome(done: subprocess.CompletedProcess, lines: list, what: str) -> tuple[bool, list]:
-    """(passed, the lines to show): a failure adds its exit status and the end of its stderr."""
-    if done.returncode != 0:
-        return False, lines + [f"{what} failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}"]
-    return True, lines
+    return _run_script("tensor_core_tiles.py", ["--strict", "--seconds", "90"], "tensor-core tiles",
+                       lambda line: line.startswith(("| ", "|---", "tiles:")), echo=True, hint=", or pass --skip-tiles")
 
 
 def _benchmark(extra_args) -> tuple[bool, list]:
-    script = _ROOT / "benchmarks" / "bench_gpu.py"
+    return _run_script("bench_gpu.py", ["--quick", *extra_args], "benchmark", str.strip)
+
+
+def _run_script(name: str, args: list, what: str, keep, echo: bool = False, hint: str = "") -> tuple[bool, list]:
+    """``python benchmarks/<name> args`` from the checkout's root, the command shown first (and its output
+    where ``echo``): (passed, the lines of its output that ``keep`` selects; a failure adds its exit
+    status and the end of its stderr)."""
+    script = _ROOT / "benchmarks" / name
     if not script.exists():
-        return False, [f"no benchmarks/bench_gpu.py next to the package ({script}): run from a source checkout"]
-    done = _run_script(script, "--quick", *extra_args)
-    return _outcome(done, [line for line in done.stdout.splitlines() if line.strip()], "benchmark")
+        return False, [f"no benchmarks/{name} next to the package ({script}): run from a source checkout{hint}"]
+    command = [sys.executable, str(script), *args]
+    print("$", " ".join(command), flush=True)
+    done = subprocess.run(command, cwd=_ROOT, capture_output=True, text=True)
+    if echo:
+        print(done.stdout, end="", flush=True)
+    lines = [line for line in done.stdout.splitlines() if keep(line)]
+    if done.returncode != 0:
+        lines.append(f"{what} failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}")
+    return done.returncode == 0, lines
 
 
 def format_summary(device: str, reports: dict, test_note: str, bench_ok: Optional[bool],
@@ -284,7 +278,5 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     tiles_ok, tiles_lines = (None, []) if args.skip_tiles else _tensor_core_tiles(engines)
     bench_ok, bench_lines = (None, []) if args.skip_bench else _benchmark([])
     summary = format_summary(_device_line(engines), reports, note, bench_ok, bench_lines, tiles_ok, tiles_lines)
-    print()
-    print(summary)
-    failed = not all(r.ok for r in reports.values()) or bench_ok is False or tiles_ok is False
-    return 1 if failed else 0
+    print(f"\n{summary}")
+    return 0 if summary.endswith("GPU check: PASS") else 1  # (the summary's verdict)

@@ -179,9 +179,7 @@ class ExactValues:
         self.neg = np.signbit(self.x)
         self.finite = np.isfinite(self.x)
         self.nonzero = self.finite & (self.x != 0)
-        self.man = np.zeros(self.x.size, np.int64)
-        self.exp = np.zeros(self.x.size, np.int64)
-        self.e = np.zeros(self.x.size, np.int64)
+        self.man, self.exp, self.e = (np.zeros(self.x.size, np.int64) for _ in range(3))
         idx = np.flatnonzero(self.nonzero)
         if idx.size:
             parts = [libmp.from_float(v) for v in self.x[idx].tolist()]
@@ -280,15 +278,8 @@ def _grid_exponent(ev: ExactValues, spec: FormatSpec, kind: str) -> np.ndarray:
     subnormal grid for ``emins <= e < emin``, own exponent above.
     """
     own = ev.e + 1 - spec.t
-    if kind == "own":
-        return own
-    if kind == "ieee1":
-        return np.maximum(own, spec.emins)
-    if kind == "ieee0":
-        return np.where(ev.e < spec.emin, spec.emin, own)
-    if kind == "chop":
-        return np.where(ev.e < spec.emins, own, np.maximum(own, spec.emins))
-    raise ValueError(kind)
+    return {"own": own, "ieee1": np.maximum(own, spec.emins), "ieee0": np.where(ev.e < spec.emin, spec.emin, own),
+            "chop": np.where(ev.e < spec.emins, own, np.maximum(own, spec.emins))}[kind]
 
 
 def _finish(ev: ExactValues, c: np.ndarray, dtype) -> np.ndarray:
@@ -332,8 +323,7 @@ def ieee_round(values: Any, t: int, emax: int, subnormal: int = 1, mode: int = 1
     """
     ev = _as_exact(values)
     spec = FormatSpec(t, emax)
-    kind = "ieee1" if subnormal else "ieee0"
-    c = _select(ev, grid_neighbours(ev, _grid_exponent(ev, spec, kind)), mode)
+    c = _select(ev, grid_neighbours(ev, _grid_exponent(ev, spec, "ieee1" if subnormal else "ieee0")), mode)
     if overflow:
         xmax = spec.xmax
         over = ev.finite & (np.abs(c) > xmax)
@@ -401,15 +391,13 @@ def chop_rule_round(values: Any, t: int, emax: int, subnormal: int = 1, mode: in
     if not explim:
         return _finish(ev, _select(ev, grid_neighbours(ev, _grid_exponent(ev, spec, "own")), mode), dtype)
     c = _select(ev, grid_neighbours(ev, _grid_exponent(ev, spec, "chop")), mode)
-    x = ev.x
     # 2. overflow, exact comparisons with the thresholds (see double_bound)
     xb = double_bound(spec.xboundary_mpf, "ceil")      # x >= xboundary  <=>  x >= xb
     xm = double_bound(spec.xmax_mpf, "floor")          # x > xmax        <=>  x > xm
-    xmax = spec.xmax
     # beyond: +-inf to nearest and towards that side, else +-xmax; an infinite x keeps its value (c holds it)
     for sign, to_inf in ((1.0, mode in (1, 2)), (-1.0, mode in (1, 3))):
-        beyond = (sign * x >= xb) if mode == 1 else (sign * x > xm) & ev.finite
-        c[beyond] = sign * (np.inf if to_inf else xmax)
+        beyond = (sign * ev.x >= xb) if mode == 1 else (sign * ev.x > xm) & ev.finite
+        c[beyond] = sign * (np.inf if to_inf else spec.xmax)
     # 3. underflow of the rounded value
     min_rep_mpf = spec.xmins_mpf if subnormal else spec.xmin_mpf
     min_rep = double_bound(min_rep_mpf, "nearest")
@@ -579,14 +567,6 @@ def oracle_inputs(case: str, dtype_name: str) -> np.ndarray:
     def signs(n):
         return rng.choice(np.array([-1.0, 1.0]), n)
 
-    def add(values64):
-        """Keep the values that are exactly representable in dtype."""
-        v = np.asarray(values64, np.float64)
-        with np.errstate(over="ignore"):
-            d = v.astype(dtype)
-        keep = (d.astype(np.float64) == v) & np.isfinite(d)
-        parts.append(d[keep])
-
     # random values over the whole range (more of them when ties are not inputs, e.g. 'd')
     n = 50000 if t + 1 <= prec else 100000
     E = rng.integers(max(emins - 3, lsb_min), min(emax + 3, e_max) + 1, n)
@@ -611,7 +591,9 @@ def oracle_inputs(case: str, dtype_name: str) -> np.ndarray:
             parts += _walk(ties, 1)
     # random subnormal-range values, multiples of xmins, and the band below xmins
     parts.append((signs(8000) * spec.xmin * rng.random(8000)).astype(dtype))
-    add(signs(4000) * spec.xmins * rng.integers(0, 2**(t - 1), 4000))
+    v = signs(4000) * spec.xmins * rng.integers(0, 2**(t - 1), 4000)
+    d = v.astype(dtype)
+    parts.append(d[d == v])  # (those exactly representable in dtype)
     if emins - 2 >= lsb_min:
         parts.append((signs(8000) * np.ldexp(1.0 + 3.0 * rng.random(8000), emins - 2)).astype(dtype))
     # around both double-rounding bands: xmins/2 * (1 + [0, 2) * 2**-t) and
@@ -620,11 +602,8 @@ def oracle_inputs(case: str, dtype_name: str) -> np.ndarray:
     band0 = spec.xmin / 2 + (rng.random(3000) * 1.5 - 1.0) * spec.xmins
     parts.append((signs(6000) * np.concatenate([band1, band0])).astype(dtype))
     # critical points and their neighbourhoods (both signs, both roundings to double)
-    bounds: list[float] = []
-    for p in _exact_points(spec):
-        for direction in ("floor", "ceil"):
-            v = double_bound(p, direction)
-            bounds += [v, -v]
+    bounds = [sign * double_bound(p, direction) for p in _exact_points(spec)
+              for direction in ("floor", "ceil") for sign in (1.0, -1.0)]
     with np.errstate(over="ignore"):
         crit = np.array(bounds).astype(dtype)
     parts += _walk(crit[np.isfinite(crit)], 4)
@@ -632,5 +611,4 @@ def oracle_inputs(case: str, dtype_name: str) -> np.ndarray:
     special = [0.0, -0.0, np.inf, -np.inf, np.nan, info.smallest_subnormal, info.tiny, info.max]
     parts.append(np.array(special + [-s for s in special[5:]], dtype=dtype))
     x = np.concatenate(parts).astype(dtype)
-    x = x[rng.permutation(x.size)]
-    return x
+    return x[rng.permutation(x.size)]

@@ -322,22 +322,16 @@ def not_run(engines: Iterable[str], with_oracle: bool = True, requested: bool = 
         Whether ``engines`` was chosen by the caller (``--engines``) rather than all those available.
     """
     engines = list(engines)
-    lines = []
-    for engine in ENGINES:
-        if engine not in engines:
-            lines.append(f"engine {engine}: " + ("not requested (--engines)" if requested
-                                                  else _why_unavailable(engine)))
+    lines = [f"engine {engine}: " + ("not requested (--engines)" if requested else _why_unavailable(engine))
+             for engine in ENGINES if engine not in engines]
     if not with_oracle:
         lines.append("group mpmath_oracle: not requested (--no-oracle)")
     if not (corpus_path("cpfloat_reference") / "manifest.json.gz").is_file():
         lines.append("group cpfloat_corpus: the CPFloat corpus is not installed")
     if importlib.util.find_spec("ml_dtypes") is None:
         lines.append("group ocp_ml_dtypes: ml_dtypes is not installed (pip install ml_dtypes)")
-    for engine in engines:
-        if engine not in _MATLAB_STREAM_ENGINES:
-            lines.append(f"group matlab_stream on {engine}: this engine draws its numbers on the device, "
-                         "not from MATLAB's stream")
-    return lines
+    return lines + [f"group matlab_stream on {engine}: this engine draws its numbers on the device, not from "
+                    "MATLAB's stream" for engine in engines if engine not in _MATLAB_STREAM_ENGINES]
 
 
 class _Progress:
@@ -490,7 +484,8 @@ def environment(engines: Iterable[str] = (), corpus: Optional[Corpus] = None) ->
         else:
             devices[engine] = "cpu"
     record = {
-        "package": {"name": "pychop_compat", "version": __version__, "location": str(Path(__file__).resolve().parents[1])},
+        "package": {"name": "pychop_compat", "version": __version__,
+                    "location": str(Path(__file__).resolve().parents[1])},
         "python": {"version": platform.python_version(), "implementation": platform.python_implementation(),
                    "executable": sys.executable},
         "libraries": libraries,

@@ -161,3 +161,32 @@ def test_codes_of_infinities_under_wrap_name_the_infinity():
         with pytest.raises(ValueError, match="Inf") as raised:
             fixed_point(np.array(x), 8, 2, overflow="wrap", return_codes=True)
         assert "NaN" not in str(raised.value)
+
+
+def test_fraction_lengths_whose_values_are_not_doubles_are_refused():
+    # The values k * 2^-fl are doubles iff 2^-fl >= 2^-1074 (the smallest double; |k| < 2^53) and
+    # |k| * 2^-fl < 2^1024 for |k| up to 2^(wl-1) (signed) or 2^wl - 1 (unsigned): wl - 1024 <= fl <= 1074.
+    # 0.9.x gave fixed_point([1.0], 8, 1100) = [0.] (code 127) and numpy's OverflowError for fl = 2^31.
+    for wl, fl in [(8, 1075), (8, 1100), (8, 2 ** 31), (8, -1017), (53, -972), (1, -1024), (8, -2 ** 31)]:
+        with pytest.raises(ValueError, match="fl"):
+            fixed_point([1.0], wl, fl)
+    # the ends of the range are exact (Fraction)
+    for wl, fl, signed, x in [(8, 1074, True, [3 * 2.0 ** -1074, 1e-320, -1e-321, 1.0, -1.0]),
+                              (8, -1016, True, [1e308, -1e308, 5e305]), (53, -971, False, [1.7e308, 1e300]),
+                              (1, -1023, True, [-1e308, 1e308, -1e307])]:
+        got = fixed_point(np.array(x), wl, fl, signed=signed)
+        assert got.tolist() == [exact_fixed(v, wl, fl, signed, "saturate", 1) for v in x], (wl, fl)
+
+
+@pytest.mark.parametrize("mode", [1, 2, 3, 4, -1])
+def test_codes_for_any_fraction_length(mode):
+    # Codes are exact for any integer fl (0.9.x: OverflowError from ldexp for |fl| >= 2^31).  For
+    # fl = 2^31, |x| 2^fl is beyond every code and a multiple of 2^wl: the ends, or 0 wrapped; for
+    # fl = -2^31, x 2^fl lies strictly between -1 and 1 (not 0): 0, or +-1 where the mode rounds away.
+    x = np.array([1.0, -3.0, 1e-300, -1e300])
+    for fl in (2 ** 31, 2 ** 40):
+        assert fixed_point(x, 8, fl, round=mode, return_codes=True).tolist() == [127, -128, 127, -128]
+        assert fixed_point(x, 8, fl, round=mode, overflow="wrap", return_codes=True).tolist() == [0] * 4
+    up = {2: [1, 0, 1, 0], 3: [0, -1, 0, -1]}.get(mode, [0] * 4)
+    for fl in (-2 ** 31, -2 ** 40):
+        assert fixed_point(x, 8, fl, round=mode, return_codes=True).tolist() == up

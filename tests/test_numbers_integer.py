@@ -8,6 +8,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+import pychop_compat
 from pychop_compat import int_quantize
 from pychop_compat.numbers import int_range
 
@@ -220,3 +221,35 @@ def test_a_subnormal_scale_is_rounded_up_so_no_value_clips(bits, signed, symmetr
     x32 = np.array([190, -63, 95, 0], dtype=np.float32) * np.float32(2.0 ** -149)
     codes, scale, _ = int_quantize(x32, 8, return_codes=True)
     assert scale.item() == float(Fraction(x32[0].item()) / 127) and codes.tolist() == [127, -42, 63, 0]
+
+
+@pytest.mark.parametrize("mode", [5, 6])
+@pytest.mark.parametrize("scale", [0.5, 0.1])
+def test_stochastic_draws_also_where_the_code_clips(mode, scale):
+    """One number per element whose quotient x / scale is not an integer, +-Inf included (chop's
+    roundit draws for them), in column-major order, also where the code clips (docs/numbers.rst).
+    0.9.x drew none for quotients beyond the codes by more than two, shifting every later draw."""
+    x = np.array([[1000.3, 0.3, np.inf], [0.6, -1e300, 2.3], [-np.inf, np.ldexp(0.1, 10), 1e6],
+                  [0.55, 24.0, -np.ldexp(0.1, 60)]])
+    codes = int_quantize(x, 4, scale=scale, round=mode, rng=np.random.default_rng(3), return_codes=True)[0]
+    u = iter(np.random.default_rng(3).random(x.size))
+    want = np.empty(x.shape, dtype=np.int64)
+    for j in range(x.shape[1]):
+        for i in range(x.shape[0]):
+            v = x[i, j]
+            if math.isinf(v):
+                next(u)  # Inf - floor(Inf) is NaN: a draw, and the code clips to an end
+                want[i, j] = 7 if v > 0 else -8
+                continue
+            y = Fraction(v) / Fraction(scale)
+            whole, frac = math.floor(abs(y)), abs(y) - math.floor(abs(y))
+            if frac:
+                whole += bool(next(u) <= (float(frac) if mode == 5 else 0.5))
+            want[i, j] = min(max(-whole if v < 0 else whole, -8), 7)
+    assert codes.tolist() == want.tolist()
+    # the reported case, on MATLAB's stream: chop's roundit, then the codes' range
+    v = np.array([1000.3, 0.3, 0.6, 2.3, -np.inf, 0.7])
+    pychop_compat.rng(1)
+    got = int_quantize(v, 4, scale=1.0, round=mode, return_codes=True)[0]
+    pychop_compat.rng(1)
+    assert got.tolist() == np.clip(pychop_compat.roundit(v, {"round": mode}), -8, 7).tolist()

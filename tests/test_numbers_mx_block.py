@@ -280,3 +280,70 @@ def test_ndarray_subclasses_are_refused_not_flattened(name, call):
         call(np.ma.masked_array([1.0, 2.0], mask=[False, True]))
     with pytest.raises(TypeError, match="ndarray subclass"):
         call(np.asmatrix([[1.0, 2.0]]))
+
+
+def test_a_block_longer_than_the_axis_is_the_whole_row():
+    """block_size may exceed the axis (the last block is shorter): one block per row, as with
+    block_size equal to the axis.  0.9.x allocated block_size numbers per row (MemoryError)."""
+    x = np.array([[1.0, 0.3, -5.0, 100.0], [2.5, -0.7, 0.1, 3.0]])
+    convert = lambda v: float(np.float64(np.clip(v, -6.0, 6.0)).astype(ml_dtypes.float4_e2m1fn))  # noqa: E731
+    for size in (5, 2 ** 50):
+        want = np.array([spec_mx(list(row), 2, convert, block=4) for row in x])
+        np.testing.assert_array_equal(mx_quantize(x, "e2m1", block_size=size), want)
+        np.testing.assert_array_equal(mx_quantize(x.T, "e2m1", block_size=size, axis=0), want.T)
+        scales, _ = mx_quantize(x, "e2m1", block_size=size, return_scales=True)
+        assert scales.shape == (2, 1)
+        want = np.array([spec_bfp(list(row), 3, 4, 1) for row in x])
+        np.testing.assert_array_equal(block_quantize(x, 3, block_size=size), want)
+        assert mx_quantize(np.zeros((0, 3)), "e2m1", block_size=size).shape == (0, 3)
+
+
+@pytest.mark.parametrize("name, call", CALLS)
+def test_wider_floats_are_refused_not_rounded_twice(name, call):
+    """np.longdouble input was read as float64 (one rounding) and quantized (another), labelled
+    float128: fixed_point(0.25 + 2^-60, 8, 1) gave 0 for 0.5.  Refused, as chop refuses it."""
+    swapped = np.array([0.3, -2.5, 7.0], dtype=">f8")  # float64 in either byte order is not wider
+    np.testing.assert_array_equal(call(swapped), call(swapped.astype(np.float64)))
+    if np.finfo(np.longdouble).nmant <= np.finfo(np.float64).nmant:
+        pytest.skip("np.longdouble is float64 on this platform")
+    x = np.array([0.25, 1.0], dtype=np.longdouble) + np.longdouble(2) ** -60
+    before = x.copy()
+    for value in (x, x[0]):
+        with pytest.raises(TypeError, match=str(x.dtype)):
+            call(value)
+    assert np.array_equal(x, before)
+
+
+FLOAT8 = ["float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz"]
+
+
+def _nearest(values, v):
+    """The nearest of the sorted non-negative ``values`` to ``|v|`` (exact; a tie goes to the even
+    index, which is the even code), with the sign of ``v``."""
+    a = Fraction(abs(v))
+    best = min(range(len(values)), key=lambda i: (abs(Fraction(values[i]) - a), i % 2))
+    return math.copysign(values[best], v)
+
+
+@pytest.mark.parametrize("dtype_name", FLOAT8)
+def test_torch_float8_results_are_rounded_once(dtype_name):
+    """torch casts float64 to float8 through float32 (two roundings): a float64 result just above a
+    midpoint of the format came back rounded down (1.0625 + 2^-40 in E4M3: 1.0, not 1.125)."""
+    torch = pytest.importorskip("torch")
+    dtype = getattr(torch, dtype_name)
+    with np.errstate(invalid="ignore"):  # (fnuz's NaN pattern)
+        codes = torch.arange(256, dtype=torch.uint8).view(dtype).float().numpy().astype(np.float64)  # exact
+    values = np.unique(np.abs(codes[np.isfinite(codes)]))
+    inside = values[(values >= 0.75) & (values < 2.0)]
+    mids = (inside[:-1] + inside[1:]) / 2
+    scale = np.concatenate([mids * (1 + 2.0 ** -40), mids * (1 - 2.0 ** -40)])
+    # 1 / scale rounds to the code 1, so each result is its scale, exactly, before the cast
+    got = int_quantize(torch.ones(scale.size).to(dtype), 4, scale=scale)
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(got.float().numpy(), [_nearest(values, s) for s in scale])
+    # the other functions share the cast back
+    x = (torch.randn(64, generator=torch.Generator().manual_seed(2)) * 3).to(dtype)
+    for _, call in CALLS:
+        got = call(x)
+        assert got.dtype == dtype and got.shape == x.shape
+        np.testing.assert_array_equal(got.float().numpy(), [_nearest(values, v) for v in call(x.double().numpy())])

@@ -19,6 +19,12 @@ from ..rules.chop import roundit_vector
 #: equal probabilities), and -1 (nearest, ties away from zero; CPFloat's code).
 MODES = (-1, 1, 2, 3, 4, 5, 6)
 
+# torch's dtypes that it casts float64 to through float32, and their formats (rounding to nearest, ties
+# to even, as torch's cast).  float8_e8m0fnu is not among them: torch's cast to it rounds otherwise.
+_ROUNDED_ONCE = {"float16": "half", "bfloat16": "bfloat16", "float8_e4m3fn": "float8_e4m3fn",
+                 "float8_e5m2": "float8_e5m2", "float8_e4m3fnuz": "float8_e4m3fnuz",
+                 "float8_e5m2fnuz": "float8_e5m2fnuz"}
+
 # Below this magnitude a scaled value is replaced by a stand-in of the same sign: every mode
 # rounds both to the same integer (stochastic draws are multiples of 2^-53, never this small).
 _TINY = 2.0 ** -1000
@@ -58,7 +64,8 @@ def random_sources(rng: Any, randfunc: Optional[Callable]) -> RandomSources:
 class HostArray:
     """The input as a float64 NumPy array, and how to give results back in its own type: NumPy
     arrays, scalars and sequences, torch tensors (any device, results detached) and CuPy arrays.
-    Float dtypes are kept; integer and bool input gives float64."""
+    Float dtypes are kept (NumPy and CuPy: float16, float32 and float64; wider floats raise TypeError);
+    integer and bool input gives float64."""
 
     def __init__(self, x: Any):
         self.library = array_library(x)
@@ -91,6 +98,10 @@ class HostArray:
             raise TypeError("Complex input is not supported: the number formats are real.")
         if arr.dtype.kind not in "biuf":
             raise TypeError(f"Expected real numbers, got an array of dtype {arr.dtype}.")
+        if arr.dtype.kind == "f" and arr.dtype.type not in (np.float16, np.float32, np.float64):  # any byte order
+            # A wider float (np.longdouble) would be rounded to float64 first: two roundings.
+            raise TypeError(f"The number formats support float64, float32 and float16 arrays (and integers), not "
+                            f"{arr.dtype}; convert it explicitly (e.g. x.astype(numpy.float64)), which rounds it.")
         self.dtype = arr.dtype if arr.dtype.kind == "f" else np.dtype(np.float64)
         self.values = arr.astype(np.float64)  # always a copy: the caller's array is never written
 
@@ -100,12 +111,16 @@ class HostArray:
         if self.library == "torch":
             import torch
 
-            if self.dtype in (torch.float16, torch.bfloat16):
+            name = _ROUNDED_ONCE.get(str(self.dtype).replace("torch.", ""))
+            if name is not None:
                 # torch casts float64 to these through float32 (two roundings): round once here
-                # (the same rounding as NumPy's float64 -> float16 cast), then the cast is exact.
+                # (to nearest, ties to even, as torch rounds float32 to them), then the cast is exact.
                 from ..rounding import round_to_format
 
-                values = round_to_format(values, "half" if self.dtype == torch.float16 else "bfloat16")
+                rounded = round_to_format(values, name)
+                # Past the largest finite value the format's own rule gives NaN (e4m3fn, fnuz); there
+                # torch's rule (e4m3fn saturates) decides, from a value past the threshold either way.
+                values = np.where(np.isnan(rounded) & ~np.isnan(values), values, rounded)
             return self._in_library(values, self.dtype or torch.float64)
         return self._in_library(values.astype(self.dtype))
 
@@ -173,6 +188,9 @@ class Blocks:
         axis = check_int(axis, "axis", -ndim, ndim - 1)
         self.axis = axis % ndim
         self.length = shape[self.axis] if shape else 1
+        # A block longer than the axis holds the whole row, as one of the axis' length does: the
+        # arrays below are sized by it.
+        self.size = size = min(size, max(self.length, 1))
         self.count = -(-self.length // size) if self.length else 0
 
     def block_max(self, magnitude: np.ndarray) -> np.ndarray:

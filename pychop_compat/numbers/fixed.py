@@ -41,7 +41,9 @@ def fixed_point(x: Any, wl: int, fl: int, *, signed: bool = True, overflow: str 
     wl : int
         Word length in bits, sign bit included (1..53).
     fl : int
-        Fraction length: bits after the binary point (any integer).
+        Fraction length: bits after the binary point.  Any integer with ``return_codes=True``;
+        for values, ``wl - 1024 <= fl <= 1074``, where every ``k * 2^-fl`` is a double (beyond,
+        they would underflow or overflow: ValueError).
     signed : bool
         Two's complement (default) or unsigned words.
     overflow : {'saturate', 'wrap'}
@@ -66,7 +68,8 @@ def fixed_point(x: Any, wl: int, fl: int, *, signed: bool = True, overflow: str 
     ------
     ValueError
         With ``return_codes=True``, for NaN input, and for +-Inf input under
-        ``overflow='wrap'`` (no integer code).
+        ``overflow='wrap'`` (no integer code); for values, ``fl`` outside
+        ``[wl - 1024, 1074]``.
 
     Notes
     -----
@@ -91,6 +94,10 @@ def fixed_point(x: Any, wl: int, fl: int, *, signed: bool = True, overflow: str 
     mode = check_mode(round)
     if overflow not in OVERFLOW_RULES:
         raise ValueError(f"overflow must be one of {OVERFLOW_RULES}, got {overflow!r}.")
+    if not return_codes and not wl - 1024 <= fl <= 1074:
+        # 2^-fl below 2^-1074 loses the codes' low bits, 2^(wl-1-fl) at 2^1024 overflows: not k * 2^-fl.
+        raise ValueError(f"fl must be an integer in [{wl - 1024}, 1074] for wl={wl} (the values k * 2^-fl are "
+                         f"doubles there), got {fl}; pass return_codes=True for the codes.")
     host = HostArray(x)
     codes = fixed_point_codes(host.values, wl, fl, bool(signed), overflow, mode, random_sources(rng, randfunc))
     if return_codes:
@@ -105,7 +112,9 @@ def fixed_point_codes(values: np.ndarray, wl: int, fl: int, signed: bool, overfl
                       sources: Any) -> np.ndarray:
     """The integer codes (float64, exact) of float64 ``values``; the computation of :func:`fixed_point`."""
     low, high = fixed_point_range(wl, signed)
-    k = round_integers(shift(values, fl), mode, sources)
+    # Beyond +-2200, x * 2^fl is +-Inf or below 2^-1000 for every finite non-zero x, as at +-2200: the
+    # same codes, and ldexp's exponent stays a C int.
+    k = round_integers(shift(values, min(max(fl, -2200), 2200)), mode, sources)
     if overflow == "saturate":
         return np.clip(k, low, high)  # NaN stays NaN; +-Inf go to the ends
     with np.errstate(invalid="ignore"):

@@ -135,6 +135,15 @@ def int_quantize(x: Any, bits: int, *, signed: bool = True, symmetric: bool = Tr
         to the end codes.  ``(q - zero_point) * scale`` is rounded to double, so a
         directed mode can move a code by one when re-quantizing the result.
 
+    Notes
+    -----
+    The dequantized values are computed in float64 and then cast to the dtype of ``x``,
+    which rounds them where that dtype cannot hold them: a finite input can give +-Inf.
+    ``int_quantize(np.float16([65504, -65504]), 8, symmetric=False)`` gives
+    ``[65248, -inf]``: the scale is 131008 / 255 and the zero point 0, so the code
+    -128 reads -65760.88, beyond float16.  Pass float64 input (or ask for the codes)
+    where this matters.
+
     Examples
     --------
     >>> int_quantize([-1.0, 0.1, 0.5, 1.0], bits=4)
@@ -191,7 +200,15 @@ def int_quantize(x: Any, bits: int, *, signed: bool = True, symmetric: bool = Tr
     s_full = np.broadcast_to(s, values.shape)
     zp_full = np.broadcast_to(zp, values.shape)
     # Quotients beyond the codes by more than one are clipped first: they clip in the end anyway.
-    y = exact_quotient(values, s_full, float(qmin) - zp_full - 2, float(qmax) - zp_full + 2)
+    low, high = float(qmin) - zp_full - 2, float(qmax) - zp_full + 2
+    y = exact_quotient(values, s_full, low, high)
+    if mode in (5, 6):
+        # chop draws a number for each quotient that is not an integer (and for +-Inf), in column-major
+        # order, also where the code clips: a clipped one gets a fraction beyond the window (either
+        # rounding still clips).  fmod is exact, so x is a multiple of the scale iff it gives 0.
+        with np.errstate(invalid="ignore"):
+            drawing = ((y <= low) | (y >= high)) & (np.fmod(values, s_full) != 0)  # Inf: fmod is NaN
+        y = np.where(drawing, y + np.where(y <= low, -0.5, 0.5), y)
     codes = np.clip(round_integers(y, mode, random_sources(rng, randfunc)) + zp_full, qmin, qmax)
     if return_codes:
         return host.give_back_codes(codes), host.give_back_float64(np.array(s)), \

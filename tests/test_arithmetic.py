@@ -939,3 +939,35 @@ def test_fma_refuses_formats_whose_products_leave_double():
     wide = {"format": "c", "params": [11, 1023], "round": 4}  # (2^600)^2 overflows double
     with pytest.raises(ValueError, match="emax"):
         fma(chopped(2.0**600, wide), chopped(2.0**600, wide), chopped(-1.0, wide))
+
+
+@pytest.mark.skipif(np.finfo(np.longdouble).nmant <= 52, reason="np.longdouble is float64 here")
+def test_longdouble_is_refused_as_chop_refuses_it():
+    # x = 1 + 2^-11 + 2^-60 lies just above the fp16 tie between 1 and 1 + 2^-10, so fp16 round to
+    # nearest gives 1 + 2^-10; through float64 first (x becomes the tie 1 + 2^-11) it gave 1: two
+    # roundings.  chop refuses np.longdouble with a TypeError; chopped does the same.
+    L = np.longdouble
+    x = L(1) + L(2) ** -11 + L(2) ** -60
+    data = np.array([x, L(3)])
+    with pytest.raises(TypeError, match="not float128"):
+        pychop_compat.chop(data, {"format": "h"})
+    for value in (data, x, data[::-1], data.reshape(2, 1)):
+        with pytest.raises(TypeError, match=r"not float128.*astype\(numpy\.float64\)"):
+            chopped(value, "h")
+    assert data[0] == x and data.dtype == np.longdouble  # the caller's array is untouched
+    c = chopped(np.zeros(2), "h")
+    with pytest.raises(TypeError, match="not float128"):
+        c[0] = x  # storing into a chopped array rounds the same way
+    with pytest.raises(TypeError, match="not float128"):
+        chopped(np.array([1.0]), "h") * data[:1]  # so would an operand: (1 * x) to fp16 is 1 + 2^-10
+
+
+def test_chopped_gives_the_documented_kind_for_each_scalar():
+    # the documented rule: a ChoppedScalar (a Python float, float64 arithmetic) for Python numbers
+    # and NumPy integer, float16 and float64 scalars; a 0-d ChoppedArray for a float32 scalar (its
+    # float32 arithmetic kept) and for bools (data, as np.asarray takes them)
+    for value in (0.1, 3, np.float64(0.1), np.float16(0.1), np.int32(3)):
+        assert type(chopped(value, "h")) is ChoppedScalar
+    for value, dtype in ((np.float32(0.1), np.float32), (True, np.float64), (np.bool_(True), np.float64)):
+        result = chopped(value, "h")
+        assert type(result) is ChoppedArray and result.shape == () and result.dtype == dtype

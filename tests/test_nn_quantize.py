@@ -187,6 +187,18 @@ def test_errors_are_clear():
         quantize(torch.ones(2), "h", grad_round="stochastic")
 
 
+def test_non_tensor_input_is_refused_with_a_clear_type_error():
+    # nn rounds torch tensors only: NumPy arrays, lists and numbers got an AttributeError from inside
+    # the rounding; the error names the type and the way out (chop rounds arrays)
+    a = np.array([0.1, 0.2])
+    calls = [(lambda v: quantize(v, "h")), Rounder("h"), Quantizer("h"), Quantizer(None, "h")]
+    for value, kind in ((a, "numpy.ndarray"), ([0.1], "list"), (0.1, "float")):
+        for call in calls:
+            with pytest.raises(TypeError, match=rf"needs a torch\.Tensor, got {kind}\b.*pychop_compat\.chop"):
+                call(value)
+    assert a.tolist() == [0.1, 0.2]
+
+
 def test_input_is_not_modified_and_flips_go_through_chop():
     x = torch.linspace(-2, 2, 101, dtype=torch.float64)
     before = x.clone()

@@ -64,6 +64,14 @@ def _given_options(options, kwargs) -> dict:
     return given
 
 
+def _refuse_wide(arr: Any) -> None:
+    """A TypeError for np.longdouble data: float64 first, then the format, would be two roundings
+    (chop refuses it too)."""
+    if arr.dtype.kind == "f" and arr.dtype.itemsize > 8:
+        raise TypeError(f"chopped arrays take float64, float32 and float16 data (and integers), not "
+                        f"{arr.dtype}; convert it explicitly (e.g. x.astype(numpy.float64)), which rounds it.")
+
+
 class Arithmetic:
     """How a chopped array computes: a format and rounding, and the rules around them.
 
@@ -320,19 +328,30 @@ class Arithmetic:
         if arr.dtype.kind not in "fbiu":
             raise TypeError(f"chopped arithmetic takes real numbers, not {arr.dtype}.")
         if arr.dtype != np.float64 and arr.dtype != np.float32:
+            _refuse_wide(arr)
             # float16 and a byte-swapped float32 to float32, the rest float64
             single = arr.dtype.kind == "f" and arr.dtype.itemsize <= 4
             arr = arr.astype(np.float32 if single else np.float64)
         return self.round(arr) if self.strict else arr
 
     def store(self, x: ArrayLike) -> np.ndarray:
-        """Values stored in the format: float32 data stays float32, everything else float64."""
+        """Values stored in the format: float32 data stays float32, everything else float64.
+
+        Raises
+        ------
+        ValueError
+            For complex data.
+        TypeError
+            For data that is not real numbers, ``np.longdouble`` data (float64
+            first would round twice) and masked arrays.
+        """
         arr: Any = x if is_device_array(x) else np.asarray(refuse_masked(x))  # a NumPy or a device array
         if arr.dtype.kind == "c":
             raise ValueError("Chop requires a real input array.")
         if arr.dtype != np.float32:
             if arr.dtype.kind not in "fbiu":
                 raise TypeError(f"chopped arrays hold real numbers, not {arr.dtype}.")
+            _refuse_wide(arr)
             single = arr.dtype.kind == "f" and arr.dtype.itemsize == 4  # (a byte-swapped float32)
             arr = arr.astype(np.float32 if single else np.float64)
         return self.round(arr)

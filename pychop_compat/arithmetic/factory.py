@@ -33,8 +33,15 @@ def chopped(x: Union[ChoppedOperand, torch.Tensor, jax.Array],
     ----------
     x : array_like, float, ChoppedArray or ChoppedScalar
         The values; they are rounded to the format (one chop call).  A Python
-        number or NumPy scalar gives a :class:`ChoppedScalar`, anything else a
-        :class:`ChoppedArray` (float32 data stays float32, the rest float64).
+        number (not a bool) or a NumPy integer, float16 or float64 scalar gives
+        a :class:`ChoppedScalar`, anything else a :class:`ChoppedArray`
+        (float32 data stays float32, the rest float64).  So a NumPy float32
+        scalar gives a 0-d ChoppedArray: a ChoppedScalar holds a Python float
+        and computes in float64, the 0-d array keeps float32 storage and
+        arithmetic, as ``chop`` keeps float32.  A bool (Python or NumPy) is
+        taken as data, as ``np.asarray`` takes it, not as a number: a 0-d
+        float64 ChoppedArray.  ``np.longdouble`` data is refused, as ``chop``
+        refuses it (converting it to float64 first would round twice).
     options : chop options, str, Arithmetic or None, optional
         Anything :class:`pychop_compat.Chop` accepts, or a format name
         (``'h'``, ``'bfloat16'``, ``'q43'``, ...), or an :class:`Arithmetic`.
@@ -52,6 +59,12 @@ def chopped(x: Union[ChoppedOperand, torch.Tensor, jax.Array],
         their device), a chopped tensor for torch
         (:mod:`~pychop_compat.arithmetic.torch_tensor`), a
         :class:`~pychop_compat.arithmetic.jax_array.ChoppedJax` for JAX.
+
+    Raises
+    ------
+    TypeError
+        For data that is not real numbers, ``np.longdouble`` data (arrays and
+        scalars) and NumPy masked arrays.
 
     Examples
     --------
@@ -88,5 +101,6 @@ def chopped(x: Union[ChoppedOperand, torch.Tensor, jax.Array],
         return chopped_jax(x, arith)
     if isinstance(x, (numbers.Real, np.floating, np.integer)) and not isinstance(x, (bool, np.bool_)) \
             and not (isinstance(x, np.generic) and x.dtype == np.float32):
-        return chopped_result(arith.store(float(x)), arith, True)
+        # A NumPy scalar goes in as it is (store refuses np.longdouble, which float() would round first).
+        return chopped_result(arith.store(x if isinstance(x, np.generic) else float(x)), arith, True)
     return wrap(arith.store(x), arith)

@@ -52,6 +52,18 @@ def torch_rng(rng: Any) -> Any:
     return "chop" if rng is None else rng
 
 
+def _require_tensor(x: Any) -> None:
+    """Refuse anything but a torch tensor with a TypeError that names the way out, rather than an
+    AttributeError from inside the rounding (autograd passes a NumPy array or a list through)."""
+    if not isinstance(x, torch.Tensor):
+        kind = type(x).__qualname__
+        if type(x).__module__ != "builtins":
+            kind = f"{type(x).__module__}.{kind}"
+        raise TypeError(f"quantize needs a torch.Tensor, got {kind}; round NumPy arrays and other data with "
+                        "pychop_compat.chop or pychop_compat.rounding.round_to_format, or convert with "
+                        "torch.as_tensor(x).")
+
+
 def _given_options(format) -> dict:
     """chop options (a dict of the fields given) for a format name or an options object."""
     if isinstance(format, str):
@@ -204,14 +216,17 @@ class Rounder:
         Raises
         ------
         TypeError
-            For a tensor that is not floating point, and for a chopped tensor
+            For input that is not a torch tensor (NumPy arrays and other data:
+            :func:`pychop_compat.chop`), a tensor that is not floating point, and a chopped tensor
             (:func:`pychop_compat.chopped`: the two simulations do not compose).
         ValueError
             For ``uniforms`` with a rounder that rounds through chop.
         """
-        if type(x) is not torch.Tensor and isinstance(x, ChoppedValue):
-            raise TypeError("quantize takes plain tensors, not a chopped tensor (whose operations round to its "
-                            "own arithmetic); pass x.values to round its values.")
+        if type(x) is not torch.Tensor:  # (a plain tensor, the usual input, skips both checks)
+            if isinstance(x, ChoppedValue):
+                raise TypeError("quantize takes plain tensors, not a chopped tensor (whose operations round to "
+                                "its own arithmetic); pass x.values to round its values.")
+            _require_tensor(x)
         if not x.is_floating_point():
             raise TypeError(f"quantize needs a floating-point tensor, not {x.dtype}.")
         give_back = None
@@ -362,7 +377,10 @@ class _Quantize(torch.autograd.Function):
 
     @staticmethod
     def forward(x, uniforms, rounder, rule):
-        return x.clone() if rounder is None else rounder(x, uniforms)
+        if rounder is None:
+            _require_tensor(x)  # (a rounder checks its input itself)
+            return x.clone()
+        return rounder(x, uniforms)
 
     @staticmethod
     def setup_context(ctx, inputs, output):

@@ -18,6 +18,8 @@ import pytest
 
 import pychop_compat
 import pychop_compat.linalg as linalg
+from pychop_compat.linalg import refinement
+from pychop_compat.linalg.arrays import HOST
 
 SOLVERS = [linalg.lu_ir, linalg.gmres_ir]
 U_D = 2.0**-53
@@ -31,6 +33,18 @@ def exact_backward_error(A, x, b):
     normA = max(sum(abs(Fraction(v)) for v in row) for row in A)
     denom = normA * max(abs(Fraction(v)) for v in x) + max(abs(Fraction(v)) for v in b)
     return float(max(r) / denom) if denom else (0.0 if max(r) == 0 else math.inf)
+
+
+def exact_componentwise_error(A, x, b):
+    """max_i |b - A x|_i / (|A||x| + |b|)_i with exact rational arithmetic (0/0 read as 0)."""
+    n = len(b)
+    worst = Fraction(0)
+    for i in range(n):
+        r = abs(Fraction(b[i]) - sum(Fraction(A[i, j]) * Fraction(x[j]) for j in range(n)))
+        if r:
+            denominator = sum(abs(Fraction(A[i, j]) * Fraction(x[j])) for j in range(n)) + abs(Fraction(b[i]))
+            worst = max(worst, r / denominator)
+    return float(worst)
 
 
 def quiet(func, *args, **kwargs):
@@ -270,3 +284,43 @@ def test_solve_warns_on_singular_and_non_finite_factors():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a regular matrix warns nothing
         linalg.solve(np.array([[2.0, 1.0], [1.0, 3.0]]), np.ones(2), "h")
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_infinity_norm_of_a_past_realmax_does_not_hide_the_backward_error(solver):
+    """Every entry finite, ||A||_inf = 2.3e308 past realmax: it was summed to Inf, every iterate had
+    backward error ||r|| / Inf = 0, and x_0 'converged' with no step.  Now the backward errors are the
+    exact ones (fractions) to rounding; x_0's is about 3.5e-9 > n u, so it cannot stop there."""
+    A = np.array([[1e308, 1e308, 0.3e308], [1.0, -1.0, 0.7], [0.2, 0.5, 3.0]])
+    b = A @ np.array([0.3, 0.2, 0.1])
+    first = quiet(solver, A, b, "h", scaling="general", max_iter=0)
+    assert first.backward_error[0] == pytest.approx(exact_backward_error(A, first.x, b), rel=1e-12)
+    assert first.backward_error[0] > 3 * U_D and not first.converged
+    res = quiet(solver, A, b, "h", scaling="general")
+    assert res.backward_error[-1] == pytest.approx(exact_backward_error(A, res.x, b), rel=1e-12)
+    assert res.converged == (exact_backward_error(A, res.x, b) <= 3 * U_D)
+    if solver is linalg.lu_ir:
+        assert res.converged and res.iterations >= 1
+
+
+def test_zero_iterate_with_an_overflowing_norm_of_a_is_measured():
+    """x_0 overflows (a_12 x_2 = -2e308 in the solve), so the refinement starts from x = 0, whose
+    backward error ||b|| / (||A|| 0 + ||b||) is 1: 0 Inf made it NaN and the status 'diverged' on a
+    problem whose solution [1, -4/3] has a finite residual.  Now it converges (exact residual)."""
+    A = np.array([[1.5e308, 1.5e308], [1.0, 2.0]])
+    b = np.array([-0.5e308, 1.0 - 8 / 3])
+    res = linalg.lu_ir(A, b, "d", "d", "q")
+    assert res.backward_error[0] == 1.0
+    assert res.converged and exact_backward_error(A, res.x, b) <= 2 * U_D
+
+
+def test_componentwise_error_of_a_row_whose_abs_a_abs_x_overflows():
+    """(|A||x|)_1 = 2.1625e308 is past realmax with each product finite: that row's ratio was
+    |r_1| / Inf = 0, and the componentwise backward error 0 where it is about 0.016 (fractions);
+    rows 2 and 3 have zero residuals.  The normwise error, with ||A||_inf = 2.3e308, too."""
+    A = np.array([[1.2e308, -1.1e308, 0.0], [1.0, 1.0, 1.0], [0.0, 1.0, 3.0]])
+    x, b = np.array([1.0, 0.875, 0.25]), np.array([0.2e308, 2.125, 1.625])
+    normA, shift = refinement._inf_norm(np.abs(A))
+    nbe, cbe = refinement._errors(HOST, A, b, x, normA, float(np.max(np.abs(b))), np.abs(A), None, shift)
+    assert cbe == pytest.approx(exact_componentwise_error(A, x, b), rel=1e-14) and cbe > 0.01
+    assert nbe == pytest.approx(exact_backward_error(A, x, b), rel=1e-14)

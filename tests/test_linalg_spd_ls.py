@@ -15,6 +15,7 @@ import functools
 import json
 import re
 import warnings
+from fractions import Fraction
 from pathlib import Path
 
 import mpmath
@@ -341,11 +342,46 @@ def test_ls_ir_column_scaling_of_tiny_and_huge_columns(scale):
     the R of A (LAPACK's, up to the signs of its rows), both to fp16's accuracy."""
     A, b = ls_problem()
     res = linalg.ls_ir(A * scale, b)
-    assert res.status == "converged"
+    error = _relative_difference(res.x, np.linalg.lstsq(A * scale, b, rcond=None)[0])
+    if scale > 1:
+        assert res.status == "converged" and error <= 10 * np.linalg.cond(A) * U_D
+    else:
+        # sigma_min(R)^-2 ~ 1e341: the preconditioner's R \ (R' \ s) overflows and GMRES takes no step.
+        # x_0 is 5e-2 from lstsq's x; the stop rule measured on [I, A; A^T, 0] called it 'converged'.
+        assert not res.converged and error > 1e-2
     norm = mpmath.sqrt(mpmath.fsum(mpmath.mpf(v) ** 2 for v in A[:, 0] * scale))
     assert abs(abs(mpmath.mpf(res.R[0, 0])) / norm - 1) <= 2.0**-8
     R = np.abs(np.linalg.qr(A)[1])
     assert np.max(np.abs(np.abs(res.R) / scale - R)) <= 2.0**-6 * np.max(R)
+
+
+def _scaled_augmented_backward_error(A, b, r, x, alpha):
+    """Normwise backward error (infinity norm) of ``[alpha I, A; A^T, 0] [r / alpha; x] = [b; 0]``
+    with exact rational residuals ``b - r - A x`` and ``-A^T r / alpha`` (fractions)."""
+    m, n = A.shape
+    F = np.vectorize(Fraction, otypes=[object])
+    Af, bf, rf, xf, a = F(A), F(b), F(r), F(x), Fraction(alpha)
+    res = [abs(v) for v in bf - rf - Af.dot(xf)] + [abs(v) / a for v in Af.T.dot(rf)]
+    norm_k = max(max(a + sum(abs(v) for v in row) for row in Af), max(sum(abs(v) for v in col) for col in Af.T))
+    norm_y = max(max(abs(v) for v in rf) / a, max(abs(v) for v in xf))
+    return float(max(res) / (norm_k * norm_y + max(abs(v) for v in bf)))
+
+
+def test_ls_ir_stop_rule_is_invariant_under_scaling_a_by_a_power_of_two():
+    """2^e A has the fp16 QR factors of A times 2^e (exact): the same problem, x / 2^e its solution.
+    The backward error of [I, A; A^T, 0] [r; x] = [b; 0] is not invariant: for ||A|| << 1 the identity
+    block dominates, and 2^-27 A 'converged' at x_0, 5e-2 from lstsq's x (2^-20 A after one step, 1.5e-10).
+    ls_ir measures [alpha I, A; A^T, 0] [r / alpha; x] = [b; 0], GMRES's system (alpha scales with A)."""
+    A, b = ls_problem()
+    runs = {e: linalg.ls_ir(2.0**e * A, b) for e in (0, -20, -27, 20)}
+    for e, res in runs.items():
+        x = np.linalg.lstsq(2.0**e * A, b, rcond=None)[0]
+        assert res.converged and _relative_difference(res.x, x) <= 10 * np.linalg.cond(A) * U_D
+        assert res.iterations == runs[0].iterations == 2
+        first = linalg.ls_ir(2.0**e * A, b, max_iter=0)
+        exact = _scaled_augmented_backward_error(2.0**e * A, b, first.r, first.x, first.alpha)
+        assert first.backward_error[0] == pytest.approx(exact, rel=1e-12) and exact > 1e-4
+        assert _scaled_augmented_backward_error(2.0**e * A, b, res.r, res.x, res.alpha) <= (12 + 5) * U_D
 
 
 def test_column_norms_of_huge_and_tiny_columns_scale_by_a_power_of_two():

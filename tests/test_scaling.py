@@ -124,3 +124,13 @@ def test_spd_diag_scale_refuses_undocumented_flags():
     # D = diag(1/2, 1/3) (exact square roots): D S D = [[1, 1/6], [1/6, 1]], mu = 0.1 * xmax / 1
     B, d, mu = linalg.spd_diag_scale(S, 1, 0.1)
     assert d.tolist() == [0.5, 1.0 / 3.0] and mu == 0.1 * XMAX_H
+
+
+def test_research_scalings_of_an_empty_matrix():
+    """NumPy's 'zero-size array to reduction operation fmax' before.  The code under GNU Octave
+    returns empty B, D1, D2, and scale_diag_2side_symm its = 1: its first sweep's test
+    norm([row_max' col_max] - 1, inf) < tol reads the norm of an empty vector, 0."""
+    B, d1, d2 = linalg.scale_diag_2side(np.zeros((0, 0)))
+    assert B.shape == (0, 0) and d1.shape == (0,) and d2.shape == (0,)
+    B, d1, d2, its = linalg.scale_diag_2side_symm(np.zeros((0, 0)))
+    assert B.shape == (0, 0) and d1.shape == (0,) and d2.shape == (0,) and its == 1

@@ -106,22 +106,69 @@ class IRResult:
         return "\n".join(lines)
 
 
-def _errors(arrays: Arrays, Au: Any, bu: Any, x: Any, normA: float, normb: float, absA: Any) -> tuple:
+def _inf_norm(abs_a: np.ndarray) -> tuple:
+    """``||A||_inf`` of a host matrix of absolute values as ``(m, k)``, the norm ``m 2^k``: NumPy's
+    row sums (pairwise order) with ``k = 0`` where they are finite or an entry is not; else, for
+    finite entries whose row sums overflow, the row sums of ``2^-k |A|`` with ``2^k >= 2n`` (exact
+    but for entries below ``2^(k - 1022)``, far below the norm's last bit)."""
+    if not abs_a.size:
+        return 0.0, 0
+    plain = float(np.max(np.sum(abs_a, axis=1)))
+    if math.isfinite(plain) or not np.all(np.isfinite(abs_a)):
+        return plain, 0
+    k = (2 * abs_a.shape[1] - 1).bit_length()
+    return float(np.max(np.sum(abs_a * 2.0**-k, axis=1))), k
+
+
+def _overflow_shift(m: float, k: int, xn: float) -> int:
+    """The ``s >= 1`` with ``2^-s ||A|| ||x|| < 2^1022`` (``||A|| = m 2^k`` as :func:`_inf_norm`
+    gives it, ``m`` and ``xn`` finite): in the problem scaled by ``2^-s`` nothing overflows."""
+    return max(k + max(0, math.frexp(m)[1] + math.frexp(xn)[1] - 1022), 1)
+
+
+def _normwise(rn: float, m: float, k: int, xn: float, normb: float) -> float:
+    """``rn / (||A|| xn + normb)`` (0 for ``rn = 0``, Inf for a zero denominator), ``||A|| = m 2^k``
+    as :func:`_inf_norm` gives it.  Where the denominator overflows although its terms are finite,
+    the same ratio for ``A``, ``b`` and the residual scaled by ``2^-s`` (:func:`_overflow_shift`):
+    exact scalings, so it is the value of that scaled problem, where nothing overflows (an
+    overflowed denominator read as Inf gave 0, and ``0 Inf`` for ``x = 0`` NaN)."""
+    if rn == 0:
+        return 0.0
+    if k == 0:
+        denom = m * xn + normb
+        if math.isfinite(denom) or not all(math.isfinite(v) for v in (m, xn, normb, rn)):
+            return rn / denom if denom else math.inf
+    s = _overflow_shift(m, k, xn)
+    denom = math.ldexp(m, k - s) * xn + math.ldexp(normb, -s)
+    return math.ldexp(rn, -s) / denom if denom else math.inf
+
+
+def _errors(arrays: Arrays, Au: Any, bu: Any, x: Any, normA: float, normb: float, absA: Any,
+            balance: Optional[tuple] = None, shift: int = 0) -> tuple:
     """Normwise and componentwise backward errors of ``x`` (residual in double-double; the
-    componentwise denominator ``|A||x|`` is the library's matrix-vector product)."""
+    componentwise denominator ``|A||x|`` is the library's matrix-vector product).  ``||A||_inf`` is
+    ``normA 2^shift`` (:func:`_inf_norm`).  ``balance``: ``(row, col)``, the normwise error is that of
+    ``diag(row)^{-1} A diag(col)`` at ``x / col`` (``normA``, ``shift`` and ``normb`` are then of that system)."""
     n = Au.shape[0]
     r = residual_dd(arrays, Au, x, bu) if n else arrays.zeros((0,), Au.dtype)
-    rn = arrays.max_abs(r)
-    denom = normA * arrays.max_abs(x) + normb
-    nbe = 0.0 if rn == 0 else (rn / denom if denom else math.inf)
+    if balance is None:
+        rn, xn = arrays.max_abs(r), arrays.max_abs(x)
+    else:
+        rn, xn = arrays.max_abs(r / balance[0]), arrays.max_abs(x / balance[1])
+    nbe = _normwise(rn, normA, shift, xn, normb)
     if not arrays.all_finite(x):
         nbe = math.nan
     if not n:
         return nbe, 0.0
     xp = arrays.xp
-    cden = absA @ xp.abs(x) + xp.abs(bu)
-    ar = xp.abs(r)
+    ax, ab, ar = xp.abs(x), xp.abs(bu), xp.abs(r)
+    cden = absA @ ax + ab
     ratio = xp.where(ar == 0, xp.zeros_like(ar), ar / cden)  # equal shapes: IEEE division
+    if not arrays.all_finite(cden) and all(map(arrays.all_finite, (absA, x, bu, r))):
+        # rows of |A||x| that overflowed (ar / Inf gave 0): the ratio of those rows scaled by 2^-k, exact, with
+        # 2^k >= 2n (a finite residual has finite products a_ij x_j, so the scaled sums are at most realmax / 2)
+        scale = 2.0 ** -(2 * n - 1).bit_length()
+        ratio = xp.where(xp.isfinite(cden), ratio, (ar * scale) / ((absA * scale) @ ax + ab * scale))
     return nbe, float(xp.max(ratio))
 
 
@@ -213,10 +260,13 @@ def _host_only(up: OptionsLike, ur: OptionsLike, x_true: Any, scaling: Any, thet
 
 def _refine(arrays: Arrays, A: Any, b: Any, uf: OptionsLike, u: OptionsLike, ur: OptionsLike,
             correction: Callable, x_true: Any, max_iter: int, tol: Optional[float], stop: str,
-            factor: Callable, initial: Optional[Callable] = None) -> IRResult:
+            factor: Callable, initial: Optional[Callable] = None,
+            balance: Optional[Callable] = None) -> IRResult:
     """The loop of every refinement here: ``factor(A)`` gives the factors ``F`` (``F.singular``),
     ``initial(F, b)`` the first iterate (default: solved with ``F`` as LU factors) and
-    ``correction(F, Au, r)`` ``(d, inner iterations or None)``."""
+    ``correction(F, Au, r)`` ``(d, inner iterations or None)``; ``balance(F)``, when given,
+    ``(K, row, col)`` with ``K = diag(row)^{-1} Au diag(col)`` (host arrays): the normwise backward
+    errors are those of ``K y = diag(row)^{-1} b`` at ``y = x / col``."""
     A, b = (arrays.float_copy(v, False) for v in float_operands(arrays, A, b))
     if A.ndim != 2 or A.shape[0] != A.shape[1] or tuple(b.shape) != (A.shape[0],):
         raise ValueError("need a square A and a vector b of matching size")
@@ -231,8 +281,8 @@ def _refine(arrays: Arrays, A: Any, b: Any, uf: OptionsLike, u: OptionsLike, ur:
     tol = float(tol)
     Au, bu = ru(A), ru(b)  # the problem stored in the working precision
     absA = arrays.xp.abs(Au)
-    # ||A||_inf as NumPy sums it (np.sum's pairwise order): on the host, once.
-    normA = float(np.max(np.sum(np.abs(arrays.to_host(Au)), axis=1))) if n else 0.0
+    # ||A||_inf as NumPy sums it (np.sum's pairwise order): on the host, once; scaled where it overflows.
+    normA, shift = _inf_norm(np.abs(arrays.to_host(Au)))
     normb = arrays.max_abs(bu)
     xt = None if x_true is None else arrays.float_copy(x_true, False)
     if xt is not None and tuple(xt.shape) != (n,):  # it would broadcast against x, or not compare at all
@@ -246,6 +296,11 @@ def _refine(arrays: Arrays, A: Any, b: Any, uf: OptionsLike, u: OptionsLike, ur:
     if F.singular:
         out.status = "singular"
         return out
+    weights: Optional[tuple] = None
+    if balance is not None:
+        K, row, col = balance(F)
+        weights = (row, col)
+        (normA, shift), normb = _inf_norm(np.abs(K)), arrays.max_abs(bu / row)
     x = solve_on(arrays, F, bu, _solve_precision(F, uf, u)) if initial is None else initial(F, bu)
     if not arrays.all_finite(x):
         x = arrays.zeros(bu.shape, bu.dtype)  # as gmresir3: start from 0 when x_0 overflowed
@@ -261,7 +316,7 @@ def _refine(arrays: Arrays, A: Any, b: Any, uf: OptionsLike, u: OptionsLike, ur:
     measures: list = []
     status = None
     for it in range(max_iter + 1):
-        nbe, cbe = _errors(arrays, Au, bu, x, normA, normb, absA)
+        nbe, cbe = _errors(arrays, Au, bu, x, normA, normb, absA, weights, shift)
         out.backward_error.append(nbe)
         out.componentwise_error.append(cbe)
         fe = forward(x)
@@ -928,8 +983,9 @@ def _augmented_preconditioner(A: np.ndarray, F: _QRFactors, u: OptionsLike, up: 
 @dataclass(eq=False)
 class LSIRResult(IRResult):
     """Outcome of :func:`ls_ir`: an :class:`IRResult` of the augmented system
-    ``[I, A; A^T, 0] [r; x] = [b; 0]`` (its errors, changes and GMRES iterations are of the
-    stacked iterates ``[r_i; x_i]``), with ``x`` the least-squares solution and these fields.
+    ``[I, A; A^T, 0] [r; x] = [b; 0]`` (its changes, forward and componentwise errors and GMRES
+    iterations are of the stacked iterates ``[r_i; x_i]``; the normwise backward errors of
+    ``[alpha I, A; A^T, 0] [r_i / alpha; x_i] = [b; 0]``), with ``x`` the least-squares solution and these fields.
 
     Attributes
     ----------
@@ -995,7 +1051,10 @@ def ls_ir(
         As for :func:`gmres_ir`, on the augmented system of size ``m + n`` (default
         ``tol = (m + n) u``; ``stop='all'`` measures the forward error against its
         extended-precision solution; gmreslsir3 stops when the forward errors of ``x`` and
-        ``r`` are both at most ``u``).
+        ``r`` are both at most ``u``).  The normwise backward error is that of the scaled system
+        ``[alpha I, A; A^T, 0] [r / alpha; x] = [b; 0]`` (GMRES's), invariant, as the factors are,
+        under scaling ``A`` by a power of two; that of ``[I, A; A^T, 0]`` is not (for ``||A|| << 1``
+        its identity block dominates, and it called inaccurate iterates converged).
     theta : float, optional
         The squeeze ``mu = theta xmax`` of the fp16 factorization, in (0, 1] (default 0.1, the code's).
 
@@ -1060,8 +1119,15 @@ def ls_ir(
         d, its = unit_correction(F, Ku, np.concatenate([ru(F.alpha * res[:m]), res[m:]]))
         return np.concatenate([d[:m], ru(ru(np.array(1.0 / F.alpha)) * d[m:])]), its
 
+    def balance(F: _QRFactors) -> tuple:
+        # [alpha I, A; A^T, 0] [r / alpha; x] = [b; 0], the system GMRES solves: its normwise backward error is
+        # invariant under A -> 2^e A (alpha, x scale with A), where that of [I, A; A^T, 0] is not
+        scaled = np.block([[F.alpha * np.eye(m), Au], [Au.T, np.zeros((n, n))]])
+        return scaled, np.concatenate([np.ones(m), np.full(n, F.alpha)]), np.concatenate([np.full(m, F.alpha),
+                                                                                          np.ones(n)])
+
     out = _refine(HOST, augmented, np.concatenate([rhs, np.zeros(n)]), uf, u, ur, correction, None, max_iter,
-                  tol, stop, lambda _: _qr_factors(Au, uf, theta), initial)
+                  tol, stop, lambda _: _qr_factors(Au, uf, theta), initial, balance)
     F: Any = out.factors
     fields = {f.name: getattr(out, f.name) for f in dataclasses.fields(IRResult)}
     fields.update(x=out.x[m:], factors=None)

@@ -121,7 +121,10 @@ def _ruiz(A: ArrayLike, tol: float, max_iter: int, symmetric: bool) -> Scaling:
 
 
 def _max_abs_ignoring_nan(a: np.ndarray, axis: int) -> np.ndarray:
-    """MATLAB's ``max(abs(a), [], dim)``: NaN only where a whole row or column is NaN."""
+    """MATLAB's ``max(abs(a), [], dim)``: NaN only where a whole row or column is NaN; empty for an
+    empty ``a`` (``fmax`` has no identity to reduce over no entries)."""
+    if not a.size:
+        return np.zeros(a.shape[1 - axis])
     return np.fmax.reduce(np.abs(a), axis=axis)
 
 
@@ -140,7 +143,7 @@ def scale_diag_2side(A: ArrayLike) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     ----------
     A : array_like
         Real square matrix with finite entries.  A zero row or column gives an infinite
-        factor and NaN entries, as in the research code.
+        factor and NaN entries, as in the research code; a 0 x 0 one, empty results (as Octave).
 
     Returns
     -------
@@ -182,7 +185,8 @@ def scale_diag_2side_symm(A: ArrayLike, tol: float = 1e-4) -> Tuple[np.ndarray, 
     Parameters
     ----------
     A : array_like
-        Real square matrix with finite entries (a zero row or column gives NaN, as in the code).
+        Real square matrix with finite entries (a zero row or column gives NaN, as in the code; a
+        0 x 0 one, empty results and ``its = 1``, as Octave runs the code).
     tol : float, optional
         Convergence tolerance (default ``1e-4``, the code's).  The code's third argument,
         printing, is not provided.

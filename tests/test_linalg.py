@@ -794,3 +794,23 @@ def test_negative_iteration_counts_are_refused():
     with pytest.raises(ValueError, match="gmres_maxit must be a nonnegative integer"):
         linalg.gmres_ir(A, b, gmres_maxit=-1)
     assert all(k == 0 for k in linalg.gmres_ir(A, b, gmres_maxit=0).gmres_iterations)
+
+
+def test_masked_and_longdouble_operands_are_refused_as_chop_refuses_them():
+    # A masked array's mask would be dropped (np.asarray) and the hidden 1e6 computed with: Inf in
+    # fp16, then NaN from Inf * 0.  np.longdouble data would be rounded to double first, then to the
+    # format: x = 1 + 2^-11 + 2^-60 lies above the fp16 tie between 1 and 1 + 2^-10 (one rounding
+    # gives 1 + 2^-10), but its double is the tie itself (which goes to 1).  chop refuses both kinds.
+    masked = np.ma.array([[1.0, 1e6], [2.0, 3.0]], mask=[[0, 1], [0, 0]])
+    long = np.array([[np.longdouble(1) + np.longdouble(2) ** -11 + np.longdouble(2) ** -60]])
+    with pytest.raises(TypeError, match="not float128"):
+        chop(long, {"format": "h"})
+    calls = [lambda: linalg.matmul(masked, np.eye(2), "h"), lambda: linalg.lu(masked, "h"),
+             lambda: linalg.solve(masked, np.ones(2), "h"), lambda: linalg.lu_ir(masked, np.ones(2))]
+    for call in calls:
+        with pytest.raises(TypeError, match="no masks"):
+            call()
+    if np.finfo(np.longdouble).nmant > 52:  # (where longdouble is wider than double)
+        with pytest.raises(TypeError, match="not float128"):
+            linalg.matmul(long, np.eye(1), "h")
+    assert masked.mask[0, 1] and masked.data[0, 1] == 1e6  # the caller's array untouched

@@ -112,11 +112,21 @@ def float_operands(arrays: Arrays, *values: Any) -> list:
     ------
     ValueError
         For complex input, with chop's message (simulated arithmetic is real).
+    TypeError
+        For a masked array (its mask would be dropped and the hidden values computed with) and for
+        ``np.longdouble`` data (rounded to double first, then to the format: two roundings), as
+        ``chop`` and chopped arrays refuse them.
     """
+    for v in values:
+        if isinstance(v, np.ma.MaskedArray):
+            raise TypeError("linalg has no masks: fill the masked array first (x.filled(value)).")
     found = [arrays.asarray(v) for v in values]
     for v in found:
         if "complex" in str(v.dtype):
             raise ValueError("Chop requires a real input array.")
+        if isinstance(v, np.ndarray) and v.dtype.kind == "f" and v.dtype.itemsize > 8:
+            raise TypeError(f"linalg takes float64, float32 and float16 data (and integers), not {v.dtype}; "
+                            "convert it explicitly (e.g. x.astype(numpy.float64)), which rounds it.")
     single = all(v.dtype == arrays.xp.float32 for v in found)
     return [arrays.float_copy(v, single) for v in found]
 

@@ -89,10 +89,10 @@ def _contenders(x: np.ndarray) -> dict:
     except ImportError:
         pass
     try:
-        from pychop import LightChop  # PyPI pychop, never a dependency
+        from pychop import Chop as PychopChop  # PyPI pychop (0.6.2: Chop(exp_bits, sig_bits)), never a dependency
 
         for label, (exp_bits, sig_bits) in (("fp16", (5, 10)), ("bf16", (8, 7))):
-            chopper = LightChop(exp_bits=exp_bits, sig_bits=sig_bits, rmode=1)
+            chopper = PychopChop(exp_bits=exp_bits, sig_bits=sig_bits, rmode=1)
             out[f"pychop {label}"] = lambda c=chopper: c(x)
     except ImportError:
         pass

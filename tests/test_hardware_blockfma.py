@@ -580,3 +580,93 @@ def test_block_dot_takes_a_gpu_name_and_every_preset_stays_valid():
                               "H100") == 1 + 2.0**-23
     for preset in hardware.PRESETS.values():  # (fp8 on Ada and Hopper: 23 - 10 bits)
         assert hardware.BlockFMA(**{f: getattr(preset, f) for f in preset.__dataclass_fields__}) == preset
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("rounding", ["rz", "ru", "rd"])
+def test_block_sums_past_2_to_the_53_round_from_their_exact_bit_length(engine, rounding):
+    # 1024 - 2**-44 (a sum of 54 bits and more at 2**(10 - 23 - 31)): 0.9 read its bit length from
+    # its float64 conversion, which rounds it up to 2**64 units: one binade too many, one bit lost
+    # (RZ gave 1024 - 2**-13, not 1024 - 2**-14).  Models of f + x from 52 to 59 are accepted.
+    # (To nearest such a sum, just below a power of two, rounds to that power either way.)
+    from pychop_compat.kernels.compiled import cpu_engine
+
+    models = [hardware.BlockFMA("fp16", "fp32", fma_size=16, extra_alignment_bits=31, rounding=rounding),
+              hardware.BlockFMA("fp16", "fp32", fma_size=1, extra_alignment_bits=35, rounding=rounding),
+              hardware.BlockFMA("fp16", "fp32", fma_size=4, extra_alignment_bits=34, rounding=rounding)]
+    rng = np.random.default_rng([13, len(rounding)])
+    with cpu_engine(engine):
+        for spec in models:
+            k = spec.fma_size
+            a, b = np.zeros(k), np.zeros(k)
+            a[0], b[0] = -2.0**-22, 2.0**-22
+            for sign in (1.0, -1.0):
+                expected = _aligned_block(sign * a, b, sign * 1024.0, spec)
+                got = hardware.block_dot(sign * a, b, sign * 1024.0, spec)
+                assert np.float64(got).tobytes() == np.float64(expected).tobytes(), (spec, sign, got, expected)
+            rows_a, rows_b = (_format_values(rng, (100, max(k, 2)), "fp16")[:, :k] for _ in range(2))
+            addends = (rng.standard_normal(100) * 2.0 ** rng.integers(-20, 12, 100)).astype(np.float32)
+            addends = addends.astype(np.float64)
+            got = hardware.block_dot(rows_a, rows_b, addends, spec)
+            for i in range(100):
+                expected = _aligned_block(rows_a[i], rows_b[i], addends[i], spec)
+                assert np.float64(got[i]).tobytes() == np.float64(expected).tobytes(), (spec, i, got[i], expected)
+
+
+def test_numpy_integer_parameters_are_checked_and_stored_as_python_ints():
+    # 0.9 computed the int64 overflow check in np.int64 for np.int64 fields: (16 + 1) << 62 wrapped
+    # round, 60 accumulator bits were accepted and 16 * 1.5 * 1.5 came out 4, not 36.
+    with pytest.raises(ValueError, match="overflow int64"):
+        hardware.BlockFMA(fma_size=16, accumulator_fraction_bits=np.int64(60))
+    spec = hardware.BlockFMA(fma_size=np.int32(16), accumulator_fraction_bits=np.int64(30),
+                             extra_alignment_bits=np.int16(2), min_alignment_exponent=np.int64(-133),
+                             accumulator_emin=np.int64(-126), late_addend_bits=np.int64(1))
+    for name in ("fma_size", "accumulator_fraction_bits", "extra_alignment_bits", "min_alignment_exponent",
+                 "accumulator_emin", "late_addend_bits"):
+        assert type(getattr(spec, name)) is int, name
+    a = np.full(16, 1.5)
+    assert dot(a, a, 0.0, spec) == 16 * 1.5 * 1.5  # exact: 36 needs 4 bits
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("rounding", hardware.ROUNDING_MODES)
+def test_accumulator_emin_places_the_addend_without_cutting_its_bits(engine, rounding):
+    # accumulator_emin above the output format's emin: the addend's exponent counts as at least -14
+    # in the alignment, but its bits are cut only with the products, at 2**(E - f - x).  0.9 cut
+    # them at 2**(-14 - 23) first: 2**-38 (a multiple of 2**(-14 - 25)) became 0, and with a late
+    # addend a tiny negative addend was truncated to 0 instead of rounded down to minus one unit.
+    from pychop_compat.kernels.compiled import cpu_engine
+
+    spec = hardware.BlockFMA("fp16", "fp32", fma_size=1, extra_alignment_bits=2, rounding=rounding,
+                             accumulator_emin=-14)
+    late = hardware.BlockFMA("fp16", "fp32", fma_size=2, extra_alignment_bits=1, rounding=rounding,
+                             accumulator_emin=-20, late_addend_bits=3)
+    rng = np.random.default_rng([14, len(rounding)])
+    rows = _format_values(rng, (150, 2), "fp16"), _format_values(rng, (150, 2), "fp16")
+    addends = (rng.standard_normal(150) * 2.0 ** rng.integers(-60, 0, 150)).astype(np.float32).astype(np.float64)
+    addends[::5] = -2.0 ** rng.integers(-149, -30, 30)
+    with cpu_engine(engine):
+        assert hardware.block_dot(np.zeros(1), np.zeros(1), 2.0**-38, spec) == 2.0**-38
+        assert hardware.block_dot([2.0**-24], [2.0**-24], 2.0**-38, spec) == 2.0**-38  # the product: cut
+        got = hardware.block_dot(rows[0][:, :1], rows[1][:, :1], addends, spec)
+        got_late = hardware.block_dot(rows[0], rows[1], addends, late)
+    for i in range(150):
+        expected = _aligned_block(rows[0][i, :1], rows[1][i, :1], addends[i], spec)
+        assert np.float64(got[i]).tobytes() == np.float64(expected).tobytes(), (i, got[i], expected)
+        expected = _late_block(rows[0][i], rows[1][i], addends[i], late)
+        assert np.float64(got_late[i]).tobytes() == np.float64(expected).tobytes(), (i, got_late[i], expected)
+
+
+def test_alpha_and_beta_must_be_real_numbers():
+    # 0.9 let a 0-d torch tensor take over the NumPy path's arithmetic: "max() got an unexpected
+    # keyword argument 'axis'"
+    torch = pytest.importorskip("torch")
+    A = np.ones((2, 3))
+    for kwargs in ({"alpha": torch.tensor(2.0)}, {"beta": torch.tensor(2.0)}, {"alpha": "2"}, {"beta": 1j}):
+        name = next(iter(kwargs))
+        with pytest.raises(TypeError, match=f"{name} must be a real number"):
+            hardware.matmul(A, A.T, A @ A.T, **kwargs)
+    for alpha in (2, 2.0, np.float32(2.0), np.int64(2), np.array(2.0)):  # 2 * 3 + 3, exact
+        np.testing.assert_array_equal(hardware.matmul(A, A.T, A @ A.T, alpha=alpha), np.full((2, 2), 9.0))
+    At = torch.ones(2, 3, dtype=torch.float64)
+    assert torch.equal(hardware.matmul(At, At.T, alpha=torch.tensor(2.0)), torch.full((2, 2), 6.0))

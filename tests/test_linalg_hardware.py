@@ -163,3 +163,42 @@ def test_hardware_refuses_an_unbounded_exponent():
 def test_block_size_needs_hardware():
     with pytest.raises(ValueError, match="give hardware="):
         linalg.lu(np.eye(3), "h", block_size=2)
+
+
+def test_a_model_with_fp16_output_keeps_the_operands_dtype():
+    # fp16 output values are exact in float32: float32 operands give float32, float64 ones float64
+    # (0.9 returned the model's float16 for float32 NumPy and torch data, and failed on JAX float64
+    # arrays, widening float16 bits as float32).  1 + 2**-12 + 4.5 rounds to fp16's 5.5 (its
+    # spacing in [4, 8) is 2**-8); the ones give 3.
+    from pychop_compat.arithmetic import chopped
+
+    m16 = hardware.model("H100", "fp16", "fp16")
+    A, B = np.array([[1.0, 2.0**-12, 3.0]]), np.array([[1.0], [1.0], [1.5]])
+    ones_a, ones_b = np.ones((2, 3), np.float32), np.ones((3, 2), np.float32)
+    got = linalg.matmul(ones_a, ones_b, "h", hardware=m16)
+    assert got.dtype == np.float32 and np.array_equal(got, np.full((2, 2), 3.0))
+    got = (chopped(ones_a, "h", hardware=m16) @ chopped(ones_b, "h", hardware=m16))
+    assert np.asarray(got).dtype == np.float32 and np.array_equal(np.asarray(got), np.full((2, 2), 3.0))
+    got = linalg.matmul(A, B, "h", hardware=m16)
+    assert got.dtype == np.float64 and got[0, 0] == 5.5
+    assert linalg.matmul(A.astype(np.float32), B.astype(np.float32), "h", hardware=m16).dtype == np.float32
+    torch = pytest.importorskip("torch")
+    got = linalg.matmul(torch.tensor(ones_a), torch.tensor(ones_b), "h", hardware=m16)
+    assert got.dtype == torch.float32 and torch.equal(got, torch.full((2, 2), 3.0))
+    got = linalg.matmul(torch.tensor(A), torch.tensor(B), "h", hardware=m16)
+    assert got.dtype == torch.float64 and got.item() == 5.5
+
+
+def test_a_model_with_fp16_output_on_jax_float64_arrays():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)  # float64 JAX arrays (as conftest's engines do)
+    from pychop_compat.arithmetic import chopped
+
+    m16 = hardware.model("H100", "fp16", "fp16")
+    A, B = jax.numpy.asarray([[1.0, 2.0**-12, 3.0]]), jax.numpy.asarray([[1.0], [1.0], [1.5]])
+    got = linalg.matmul(A, B, "h", hardware=m16)  # 1 + 2**-12 + 4.5 to fp16: 5.5
+    assert got.dtype == jax.numpy.float64 and float(got[0, 0]) == 5.5
+    got = linalg.matmul(A.astype(jax.numpy.float32), B.astype(jax.numpy.float32), "h", hardware=m16)
+    assert got.dtype == jax.numpy.float32 and float(got[0, 0]) == 5.5
+    got = (chopped(A, "h", hardware=m16) @ chopped(B, "h", hardware=m16)).values
+    assert got.dtype == jax.numpy.float64 and float(got[0, 0]) == 5.5

@@ -110,3 +110,22 @@ def test_several_programs_and_ragged_edges(launches, monkeypatch):
     monkeypatch.setattr(triton_blockfma, "BLOCK_M", 4)
     monkeypatch.setattr(triton_blockfma, "BLOCK_N", 4)
     _check(launches, PRESETS["MI300X", "e4m3fnuz", "fp32"], 7, 21, 6, 8, True, "MI300X e4m3fnuz 7x21x6")
+
+
+@pytest.mark.parametrize("rounding", ["rz", "rd"])
+def test_exact_bit_length_and_uncut_addend(launches, rounding):
+    """Against stated values, not the namespace: 1024 - 2**-44 (a block sum of 54 bits and more
+    with 31 extra bits) rounds toward zero, or down, to 1024 - 2**-14 (0.9 read its bit length from
+    the float64 conversion, rounded up to 2**64 units: 1024 - 2**-13); and an addend 2**-38 with
+    accumulator_emin -14 is kept whole (a multiple of 2**(-14 - 23 - 2); 0.9 cut it at 2**-37)."""
+    wide = BlockFMA("fp16", "fp32", fma_size=16, extra_alignment_bits=31, rounding=rounding)
+    A, B = np.zeros((1, 16)), np.zeros((16, 1))
+    A[0, 0], B[0, 0] = -2.0**-22, 2.0**-22
+    got = hardware.matmul(torch.from_numpy(A), torch.from_numpy(B), torch.tensor([[1024.0]], dtype=torch.float64),
+                          model=wide)
+    assert got.dtype == torch.float32 and got.item() == 1024 - 2.0**-14
+    emin = BlockFMA("fp16", "fp32", fma_size=1, extra_alignment_bits=2, rounding=rounding, accumulator_emin=-14)
+    got = hardware.matmul(torch.zeros((1, 1), dtype=torch.float64), torch.zeros((1, 1), dtype=torch.float64),
+                          torch.tensor([[2.0**-38]], dtype=torch.float64), model=emin)
+    assert got.item() == 2.0**-38
+    assert launches == [(1, 1), (1, 1)], "the kernel ran"

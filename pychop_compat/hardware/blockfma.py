@@ -42,6 +42,7 @@ and the oracle the tests compare them with.
 from __future__ import annotations
 
 import functools
+import numbers
 from typing import Any, Callable, Optional, Tuple, Union
 
 import numpy as np
@@ -115,8 +116,12 @@ def _round_scaled(ns: Namespace, total: Any, scale: Any, fraction_bits: int, out
     leading one, exponent floor ``out.emin``, overflow to infinity: as float64."""
     xp = ns.xp
     magnitude = xp.abs(total)
-    # exact: |total| < 2**53; frexp's bit length, 0 for 0
-    bit_length = xp.where(magnitude == 0, 0, _binary_exponents(ns, xp.astype(magnitude, xp.float64)) + 1)
+    # frexp's bit length, 0 for 0: the float64 conversion rounds a sum of 54 bits or more to
+    # nearest, perhaps up to the next power of two (one too many), never down past one; the
+    # integer comparison takes that back (BlockFMA accepts sums up to 2**62)
+    estimate = xp.where(magnitude == 0, 0, _binary_exponents(ns, xp.astype(magnitude, xp.float64)) + 1)
+    rounded_up = (magnitude != 0) & (magnitude < (xp.ones_like(magnitude) << xp.clip(estimate - 1, min=0, max=62)))
+    bit_length = estimate - xp.astype(rounded_up, xp.int64)
     exponent = scale + bit_length - 1
     quantum = xp.clip(exponent, min=out.emin) - fraction_bits
     # past 63 every bit of |total| (below 2**62) is dropped just as at 63: kept 0, remainder
@@ -173,9 +178,12 @@ def _block(ns: Namespace, a: Any, b: Any, c: Any, spec: BlockFMA, informat: Form
     exp_c = _exponents(ns, magnitude_c, spec.accumulator_emin)
     # the addend keeps its output-format bits until it is aligned: truncated with the products
     # (step 3), or rounded down in the late addition; not cut to accumulator_fraction_bits at
-    # its own exponent first
+    # its own exponent first, nor at accumulator_emin (which only places it in the alignment):
+    # its significand is read at its exponent floored at the output format's emin at most, where
+    # every value of that format is an integer of addend_fraction bits
+    value_exp = _exponents(ns, magnitude_c, min(spec.accumulator_emin, outformat.emin))
     addend_fraction = _addend_fraction(spec, outformat)
-    addend = _significands(ns, magnitude_c, exp_c, addend_fraction)
+    addend = _significands(ns, magnitude_c, value_exp, addend_fraction)
     lowest = -(1 << 31)  # below every exponent: the largest of no terms
 
     def largest_of(group: slice) -> Any:
@@ -201,11 +209,11 @@ def _block(ns: Namespace, a: Any, b: Any, c: Any, spec: BlockFMA, informat: Form
         total = aligned_sum(slice(None), largest)
     scale = largest - acc_fraction - spec.extra_alignment_bits
     if spec.late_addend_bits is None:
-        aligned_c = _floor_shift(ns, addend, exp_c - addend_fraction - scale)
+        aligned_c = _floor_shift(ns, addend, value_exp - addend_fraction - scale)
         total = total + xp.where(xp.signbit(c), -aligned_c, aligned_c)
     else:
         total, scale = _late_addend(ns, total, largest, xp.where(xp.signbit(c), -addend, addend), exp_c,
-                                    addend_fraction, spec)
+                                    value_exp, addend_fraction, spec)
     # The result keeps no more fraction bits than the aligned terms had (fewer than fp32's
     # with negative extra bits: fp8 on Ada and Hopper).
     result_fraction = min(outformat.t - 1, acc_fraction + spec.extra_alignment_bits)
@@ -308,17 +316,18 @@ def _pairwise_block(ns: Namespace, a: Any, b: Any, c: Any, spec: BlockFMA, infor
     return added(c, terms[0])
 
 
-def _late_addend(ns: Namespace, products: Any, largest: Any, addend: Any, exp_c: Any, addend_fraction: int,
-                 spec: BlockFMA) -> Tuple[Any, Any]:
+def _late_addend(ns: Namespace, products: Any, largest: Any, addend: Any, exp_c: Any, value_exp: Any,
+                 addend_fraction: int, spec: BlockFMA) -> Tuple[Any, Any]:
     """The sum of a block's aligned ``products`` (an integer times ``2**(largest - f - x)``) and the
-    signed ``addend`` significand (times ``2**(exp_c - addend_fraction)``: every bit of the
-    output-format value) as the late addition of ``spec.late_addend_bits`` makes it: the operand
-    of the smaller exponent rounded toward minus infinity to the other's last bit,
-    ``late_addend_bits`` more when the products are that one (with ``odd_even_groups`` an addend
-    more than ``f + x + 1`` binades below adds nothing).  The sum's last bit is ``f + x`` bits
-    below the larger exponent (``f + x + late_addend_bits`` when that is the addend's); an addend
-    with bits below it (fewer accumulator than output fraction bits) is rounded toward minus
-    infinity there too, whichever operand is the larger.  Returns the integer sum and its scale
+    signed ``addend`` significand (times ``2**(value_exp - addend_fraction)``: every bit of the
+    output-format value; ``exp_c`` its exponent in the alignment, at least accumulator_emin) as
+    the late addition of ``spec.late_addend_bits`` makes it: the operand of the smaller exponent
+    rounded toward minus infinity to the other's last bit, ``late_addend_bits`` more when the
+    products are that one (with ``odd_even_groups`` an addend more than ``f + x + 1`` binades
+    below adds nothing).  The sum's last bit is ``f + x`` bits below the larger exponent
+    (``f + x + late_addend_bits`` when that is the addend's); an addend with bits below it (fewer
+    accumulator than output fraction bits) is rounded toward minus infinity there too, whichever
+    operand is the larger.  Returns the integer sum and its scale
     (f: ``accumulator_fraction_bits``, x: ``extra_alignment_bits``)."""
     xp = ns.xp
     assert spec.late_addend_bits is not None
@@ -332,7 +341,7 @@ def _late_addend(ns: Namespace, products: Any, largest: Any, addend: Any, exp_c:
     # late_addend_bits, as addend_fraction is at least f): at the sum's scale they stay below
     # 2**62 (BlockFMA refuses larger late_addend_bits)
     products = _floor_shift(ns, products, largest - spec.accumulator_fraction_bits - extra - scale)
-    addend = _floor_shift(ns, addend, exp_c - addend_fraction - scale)
+    addend = _floor_shift(ns, addend, value_exp - addend_fraction - scale)
     return products + addend, scale
 
 
@@ -610,6 +619,20 @@ def _real_operand(ns: Namespace, device: Any, name: str, value: Any) -> Any:
     return array if ns.name == "numpy" else xp.asarray(array, device=device)
 
 
+def _check_scale_factor(ns: Namespace, name: str, value: Any) -> None:
+    """Refuse an ``alpha`` or ``beta`` (``name``) that is no real number: a Python or NumPy real
+    scalar, or a 0-d array of NumPy or of ``ns``'s library (another library's array would take
+    over the arithmetic on the operands, or mix devices)."""
+    if isinstance(value, numbers.Real):
+        return
+    library = array_library(value)
+    if (isinstance(value, np.ndarray) or library in _DEVICE_LIBRARIES and library == ns.name) and value.ndim == 0:
+        return
+    shape = f" of shape {tuple(value.shape)}" if hasattr(value, "shape") else ""
+    raise TypeError(f"{name} must be a real number (a Python or NumPy scalar, or a 0-d array of NumPy or of the "
+                    f"operands' library), got {type(value).__module__}.{type(value).__qualname__}{shape}.")
+
+
 def _jax_float64(value: Any) -> Any:
     """A JAX array as float64, exactly: XLA's conversions flush float32 and bfloat16 subnormals."""
     import jax
@@ -720,9 +743,10 @@ def matmul(A: Any, B: Any, C: Any = None, alpha: float = 1.0, beta: float = 1.0,
     C : array_like, optional
         Broadcastable to (M, N); default zero (None: no addend, ``beta`` unused).
     alpha, beta : float
-        Scale factors (``beta`` defaults to 1: a given ``C`` is added, as ``torch.addmm``
+        Scale factors: real numbers (Python or NumPy scalars, or 0-d arrays of NumPy or of the
+        operands' library); ``beta`` defaults to 1: a given ``C`` is added, as ``torch.addmm``
         adds it; ``beta = 0`` still computes ``0 * C``, NaN where ``C`` is infinite or NaN,
-        as ``GEMM.m`` does).
+        as ``GEMM.m`` does.
     model : BlockFMA or str
         A model, or a GPU name for :func:`pychop_compat.hardware.model`.
     inputs, output : str, optional
@@ -739,8 +763,9 @@ def matmul(A: Any, B: Any, C: Any = None, alpha: float = 1.0, beta: float = 1.0,
     ------
     TypeError
         For a string or complex, object or text data in ``A``, ``B`` or ``C`` (a GPU name
-        goes to ``model=``), arrays of two of torch, CuPy and JAX, or a ``model`` that is
-        neither a :class:`BlockFMA` nor a string.
+        goes to ``model=``), arrays of two of torch, CuPy and JAX, a ``model`` that is
+        neither a :class:`BlockFMA` nor a string, or an ``alpha`` or ``beta`` that is no real
+        number of those kinds.
     ValueError
         For shapes that do not multiply, or a GPU or format pair the anchor does not model.
 
@@ -760,10 +785,13 @@ def matmul(A: Any, B: Any, C: Any = None, alpha: float = 1.0, beta: float = 1.0,
         if (inputs or spec.input_format, output or spec.output_format) != (spec.input_format, spec.output_format):
             raise ValueError("inputs and output must be the model's formats when a BlockFMA is given.")
     ns, device = _computing_namespace(A, B, C, narrow_jax=True)
+    for name, factor in (("alpha", alpha), ("beta", beta)):
+        _check_scale_factor(ns, name, factor)
     if not ns.wide:  # JAX without int64 and float64: NumPy computes on host copies (exact)
         import jax
 
         host = [np.asarray(x) if array_library(x) == "jax" else x for x in (A, B, C)]
+        alpha, beta = (float(x) if array_library(x) == "jax" else x for x in (alpha, beta))  # (0-d, not traced)
         return jax.device_put(matmul(host[0], host[1], host[2], alpha, beta, model=spec), device)
     xp = ns.xp
     A, B = _real_operand(ns, device, "A", A), _real_operand(ns, device, "B", B)

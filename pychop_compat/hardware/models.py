@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
+import operator
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
@@ -83,7 +84,11 @@ class BlockFMA:
     accumulator_fraction_bits : int
         Fraction bits of the aligned terms before the extra bits (fp32's 23).
     accumulator_emin : int
-        Smallest exponent of the addend when it is aligned (fp32's -126).
+        Smallest exponent of the addend when it is aligned (fp32's -126): the addend's exponent
+        counts as at least this for the alignment exponent (and, with ``late_addend_bits``, in
+        the late addition), but none of its bits is dropped there; they are truncated (or
+        rounded toward minus infinity) only with the other terms, as above.  Every preset has
+        -126, at most the output format's emin.
     name : str
         A label, such as ``'H100'``.
     late_addend_bits : int or None
@@ -146,6 +151,10 @@ class BlockFMA:
             if not (isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
                     or (value is None and name == "late_addend_bits")):
                 raise ValueError(f"{name} must be an integer, got {value!r}.")
+            if value is not None:
+                # a Python int, so that every check below and the kernels see the same value (the
+                # overflow check in np.int64 wrapped round and let sums past 2**62 through)
+                object.__setattr__(self, name, operator.index(value))
         for name in ("normalised_products", "input_subnormals", "output_subnormals", "odd_even_groups"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}.")

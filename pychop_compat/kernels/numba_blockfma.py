@@ -82,10 +82,12 @@ def _exponent_of(magnitude):
 
 
 @numba.njit(**INLINE_OPTIONS)
-def _add_late(total, scales, addends, j, fraction, extra, accumulator_emin, late_bits, grouped, addend_fraction):
+def _add_late(total, scales, addends, j, fraction, extra, accumulator_emin, late_bits, grouped, addend_fraction,
+              value_emin):
     """NumPy's ``_late_addend`` on column ``j``: ``total[j]``, the products' integer sum at
     ``2**scales[j]``, becomes their sum with ``addends[j]`` (every bit of it: ``addend_fraction``
-    bits after its exponent), the operand of the smaller exponent floored (toward minus infinity)
+    bits after its exponent floored at ``value_emin``, its exponent in the alignment floored at
+    ``accumulator_emin``), the operand of the smaller exponent floored (toward minus infinity)
     to the other's last bit, ``late_bits`` further for the products (``grouped``: an addend more
     than ``fraction + extra + 1`` binades below them adds nothing), and an addend's bits below
     the sum's last bit floored as well; ``scales[j]`` the scale of the result.  Every step is
@@ -93,7 +95,8 @@ def _add_late(total, scales, addends, j, fraction, extra, accumulator_emin, late
     are far from float64's limits (or floor a value below 1 in magnitude to 0 or -1)."""
     c = addends[j]
     exponent_c = max(_exponent_of(abs(c)), accumulator_emin)
-    addend = np.trunc(abs(c) * _power_of_two(addend_fraction - exponent_c))
+    value_exponent = max(_exponent_of(abs(c)), value_emin)
+    addend = np.trunc(abs(c) * _power_of_two(addend_fraction - value_exponent))
     addend = -addend if c < 0 else addend
     largest = scales[j] + fraction + extra
     if grouped and exponent_c < largest - (fraction + extra + 1):
@@ -104,7 +107,7 @@ def _add_late(total, scales, addends, j, fraction, extra, accumulator_emin, late
     else:
         scale = scales[j]
         products = total[j]
-    total[j] = products + np.floor(addend * _power_of_two(exponent_c - addend_fraction - scale))
+    total[j] = products + np.floor(addend * _power_of_two(value_exponent - addend_fraction - scale))
     scales[j] = scale
 
 
@@ -126,6 +129,8 @@ def _tile(QA, EA, first_row, QB, EB, first, width, out, params):
     late, late_bits = params[11] >= 0, params[11]  # the addend added after the products (-1: with them)
     grouped = params[12] != 0  # the products at odd positions of a block in a group of their own
     addend_fraction = params[13]  # the addend's bits before it is aligned (NumPy's)
+    # the addend's significand is read at its exponent floored here (NumPy's value_exp): all its bits
+    value_emin = min(accumulator_emin, out_emin)
     inner = QA.shape[1]
     largest = np.empty(width, np.int64)
     total = np.empty(width, np.float64)
@@ -169,9 +174,9 @@ def _tile(QA, EA, first_row, QB, EB, first, width, out, params):
                 largest[j] = scale
                 factor[j] = _power_of_two(-scale)
                 c = addends[j]
-                exponent_c = max(_exponent_of(abs(c)), accumulator_emin)
-                addend = np.trunc(abs(c) * _power_of_two(addend_fraction - exponent_c))
-                aligned = np.trunc(addend * _power_of_two(exponent_c - addend_fraction - scale))
+                value_exponent = max(_exponent_of(abs(c)), value_emin)
+                addend = np.trunc(abs(c) * _power_of_two(addend_fraction - value_exponent))
+                aligned = np.trunc(addend * _power_of_two(value_exponent - addend_fraction - scale))
                 total[j] = 0.0 if late else (-aligned if c < 0 else aligned)
             if grouped:
                 for j in range(width):
@@ -193,7 +198,7 @@ def _tile(QA, EA, first_row, QB, EB, first, width, out, params):
             if late:
                 for j in range(width):
                     _add_late(total, largest, addends, j, fraction, extra, accumulator_emin, late_bits, grouped,
-                              addend_fraction)
+                              addend_fraction, value_emin)
             for j in range(width):
                 scale = largest[j]
                 magnitude = abs(total[j])

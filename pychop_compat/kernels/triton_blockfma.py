@@ -15,10 +15,10 @@ converted to int64 at once, so that a block's sum is an exact int64 sum for ever
 ``exact_sums``).  The alignment of the addend, the odd/even groups (the MI300X's fp8), the late
 addend and the rounding of a block's sum are int64 shifts, as the namespace implementation's
 ``_floor_shift``, ``_late_addend`` and ``_round_scaled`` in ``hardware.blockfma`` do, with the
-bit length of the sum read from its float64 conversion as there.  NaN and infinite inner
-products are the caller's (the kernel sees zeros for non-finite inputs); a block result that
-overflowed to an infinity stays as it is.  Float64 and int64 operations only: no libdevice,
-no fp fusion (``triton_kernel.LAUNCH_OPTIONS``).  Triton is imported on first use.
+bit length of the sum read from its float64 conversion and corrected in int64 as there.  NaN
+and infinite inner products are the caller's (the kernel sees zeros for non-finite inputs); a
+block result that overflowed to an infinity stays as it is.  Float64 and int64 operations
+only: no libdevice, no fp fusion (``triton_kernel.LAUNCH_OPTIONS``).  Triton is imported on first use.
 """
 
 from __future__ import annotations
@@ -136,6 +136,8 @@ def build_kernel() -> Any:
             c = tl.where(flushed, 0.0, result)
             magnitude_bits = tl.where(flushed, 0, magnitude_bits)
             exponent_c = tl.maximum((magnitude_bits >> 52) - 1023, accumulator_emin)
+            # its significand read at its exponent floored at min(accumulator_emin, out_emin): all its bits
+            value_exponent = tl.maximum((magnitude_bits >> 52) - 1023, tl.minimum(accumulator_emin, out_emin))
             if LATE:
                 largest = lowest
             else:
@@ -163,11 +165,11 @@ def build_kernel() -> Any:
             factor = power_of_two(-scale)
             # The addend's integer significand (addend_fraction bits: all its bits, cut only when
             # aligned, to 2**scale here or in the late addition)
-            addend = (tl.abs(c) * power_of_two(addend_fraction - exponent_c)).to(tl.int64)
+            addend = (tl.abs(c) * power_of_two(addend_fraction - value_exponent)).to(tl.int64)
             if LATE:
                 total = zero
             else:
-                aligned = floor_shift(addend, exponent_c - addend_fraction - scale)
+                aligned = floor_shift(addend, value_exponent - addend_fraction - scale)
                 total = tl.where(c < 0, -aligned, aligned)
             scale_odd = tl.maximum(largest_odd, min_alignment) - fraction - extra
             factor_odd = power_of_two(-scale_odd)
@@ -196,14 +198,18 @@ def build_kernel() -> Any:
                     addend = tl.where(exponent_c < largest - (fraction + extra + 1), 0, addend)
                 smaller = largest < exponent_c
                 new_scale = tl.where(smaller, exponent_c - late_bits - fraction - extra, scale)
-                addend = floor_shift(addend, exponent_c - addend_fraction - new_scale)
+                addend = floor_shift(addend, value_exponent - addend_fraction - new_scale)
                 total = floor_shift(total, scale - new_scale) + addend
                 scale = new_scale
             # The namespace's _round_scaled: total * 2**scale to result_fraction bits after its
             # leading one, exponent floor out_emin
             magnitude = tl.abs(total)
             unrounded = magnitude.to(tl.float64)
-            bit_length = tl.where(magnitude == 0, 0, (unrounded.to(tl.int64, bitcast=True) >> 52) - 1022)
+            estimate = tl.where(magnitude == 0, 0, (unrounded.to(tl.int64, bitcast=True) >> 52) - 1022)
+            # one less where the conversion rounded a sum of 54 bits or more up to a power of two
+            power = (zero + 1) << tl.minimum(tl.maximum(estimate - 1, 0), 62)
+            rounded_up = (magnitude != 0) & (magnitude < power)
+            bit_length = estimate - rounded_up.to(tl.int64)
             quantum = tl.maximum(scale + bit_length - 1, out_emin) - result_fraction
             dropped = tl.minimum(tl.maximum(quantum - scale, 0), 63)  # (see _round_scaled)
             kept = magnitude >> dropped

@@ -207,7 +207,9 @@ def unit_model(hardware: Union[str, matrix_units.BlockFMA], rin: Rounder) -> mat
 def _unit_product(arrays: Arrays, A: Any, B: Any, spec: matrix_units.BlockFMA) -> Any:
     """``A @ B`` (2-D, in the operands' dtype and library, on their device) by the block-FMA model
     ``spec`` (:func:`pychop_compat.hardware.matmul`: inputs rounded as the model does)."""
-    D = matrix_units.matmul(A, B, model=spec)  # float32 (fp32 output), computed where A and B are
+    D = matrix_units.matmul(A, B, model=spec)  # float32 or float16 (the model's output), computed where A and B are
+    if str(D.dtype).endswith("float16"):  # exactly: fp16's subnormals are normal float32 numbers
+        D = arrays.xp.astype(D, arrays.xp.float32)
     if str(A.dtype).endswith("float32"):  # float_operands' rule: single for single operands
         return D
     if arrays.name == "jax":

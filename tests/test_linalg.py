@@ -814,3 +814,15 @@ def test_masked_and_longdouble_operands_are_refused_as_chop_refuses_them():
         with pytest.raises(TypeError, match="not float128"):
             linalg.matmul(long, np.eye(1), "h")
     assert masked.mask[0, 1] and masked.data[0, 1] == 1e6  # the caller's array untouched
+
+
+def test_block_size_must_be_a_positive_integer_not_truncated():
+    # int(2.5) is 2: a fractional block size was run as another one without a word
+    x, y = np.arange(1, 11.0) / 3, np.ones(10)
+    for bad in (2.5, 2.9, 0, -1, True, "2"):
+        with pytest.raises(ValueError, match="block_size must be a positive integer"):
+            linalg.dot(x, y, "h", method="blocked", block_size=bad)
+        with pytest.raises(ValueError, match="block_size must be a positive integer"):
+            linalg.matmul(x[None, :], y[:, None], "h", method="blocked", block_size=bad)
+    assert linalg.dot(x, y, "h", method="blocked", block_size=np.int64(2)) == \
+        linalg.dot(x, y, "h", method="blocked", block_size=2)

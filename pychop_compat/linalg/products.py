@@ -229,8 +229,9 @@ def matmul_on(arrays: Arrays, A: Any, B: Any, options: OptionsLike = None, *, me
                          "(other than 'recursive') and no accumulate= with it.")
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, not {method!r}")
-    if method == "blocked" and int(block_size) < 1:
-        raise ValueError("block_size must be a positive integer")
+    if isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer)) or block_size < 1:
+        # (int() would truncate 2.5 to 2 without a word)
+        raise ValueError(f"block_size must be a positive integer, got {block_size!r}.")
     a_vec, b_vec = A2.ndim == 1, B2.ndim == 1
     if a_vec:
         A2 = A2[None, :]

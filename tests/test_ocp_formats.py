@@ -124,6 +124,43 @@ def test_e8m0_has_no_zero_and_no_sign():
     assert round_to_format(tiny, "float8_e8m0fnu").tolist() == [2.0 ** -127, 2.0 ** -126, 2.0 ** -126]
 
 
+@pytest.mark.parametrize("engine", ["numpy", "numba", "reference", "torch"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("mode", [1, 2, 3, 4])
+def test_e8m0_with_explim_0_keeps_its_encoding(mode, dtype, engine):
+    """docs/formats.rst: with explim = 0 correct rounding widens the format to the input class's
+    exponent range keeping its encoding; E8M0 has no sign and no zero, so zero, negative and NaN
+    inputs (-Inf too) give NaN, and results flushed to zero its smallest number, 2^emin of the
+    class (0.6.x returned -1, -4, 0 for -1, -3, 0: the IEEE encoding).  The rule written out:
+    t = 1, so positive values round to a power of two, ties (1.5 * 2^e) up in mode 1."""
+    from pychop_compat import Chop
+    from pychop_compat.engines.dispatch import round_array
+    from pychop_compat.kernels.compiled import cpu_engine
+    from pychop_compat.matlab.options import resolve
+    from pychop_compat.random.sources import MATLAB_STREAM
+
+    emin, tiny = (-126, 2.0 ** -130) if dtype == np.float32 else (-1022, 1e-310)
+    x = np.array([-1.0, -3.0, 0.0, -0.0, np.nan, -np.inf, 2.0, 3.0, 5.0, tiny, 2.0 ** (emin - 1)], dtype)
+    # 3 (a tie: to the even multiple of 2) rounds to 4 in modes 1 and 2; 5 to 8 in mode 2 only
+    want = [np.nan] * 6 + [2.0, 4.0 if mode in (1, 2) else 2.0, 8.0 if mode == 2 else 4.0] + [2.0 ** emin] * 2
+    options = {"format": "float8_e8m0fnu", "explim": 0, "round": mode}
+    if engine == "reference":
+        spec = resolve(options, None, "single" if dtype == np.float32 else "double").spec
+        got = round_array(x, spec, MATLAB_STREAM, kernel="reference")
+    elif engine == "torch":
+        torch = pytest.importorskip("torch")
+        got = chop(torch.from_numpy(x), options).numpy()
+    else:
+        if engine == "numba":
+            pytest.importorskip("numba")
+        with cpu_engine(engine):
+            got = chop(np.tile(x, 500), options)[:x.size]  # (a large array: the bulk kernels)
+    assert got.dtype == dtype
+    assert same(got.astype(np.float64), np.array(want)).all(), got.tolist()
+    assert same(Chop(options)(x).astype(np.float64), np.array(want)).all()
+    assert same(chop(x, options).astype(np.float64), np.array(want)).all()
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("name", [n for n in NAMES if n != "float8_e8m0fnu"])
 def test_chop_on_ocp_formats_equals_ml_dtypes_except_chops_underflow_rule(name, dtype):

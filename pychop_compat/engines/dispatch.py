@@ -37,8 +37,8 @@ from ..random.counter import CounterRng
 from ..random.matlab_stream import exclusive_stream, stream_uniform
 from ..random.sources import (CheckedRandfunc, RandomSources, Source, draws_on_device, given_sources)
 from ..rules.chop import chop_vector
-from ..rules.cpfloat import (ROUND_MODES, apply_encoding, block_numbers, chop_blocks, effective_format, flip_bits,
-                             limited_bit_sources, round_correct, round_cpfloat)
+from ..rules.cpfloat import (ROUND_MODES, apply_encoding, block_numbers, chop_blocks, correct_spec, effective_format,
+                             flip_bits, limited_bit_sources, round_correct, round_cpfloat)
 from ..spec import FLIP_PRECISION_ERROR, RoundingSpec
 from . import cupy_engine, dask_engine, jax_engine, labelled, numpy_engine, torch_engine
 
@@ -305,6 +305,7 @@ def route_call(call: Call, spec: RoundingSpec, sources: RandomSources, x: Any = 
     RuntimeError
         When :func:`cuda_route` asks for a kernel that cannot run the call.
     """
+    spec = _e8m0_spec(spec, call)
     _check_cuda_route(call, spec)
     passed: list[tuple[str, str]] = []
     for kernel in REGISTRY:
@@ -621,6 +622,13 @@ def _e8m0_widens(spec: RoundingSpec) -> bool:
     return spec.fmt.encoding == "e8m0" and spec.range_rules != "chop" and spec.limits_exponent
 
 
+def _e8m0_spec(spec: RoundingSpec, call: Call) -> RoundingSpec:
+    """The spec every kernel rounds ``call``'s working array by: E8M0 under correct rounding with
+    ``explim = 0`` as E8M0 widened to the array's exponent range (see
+    :func:`~pychop_compat.rules.cpfloat.correct_spec`), so that each kernel applies its encoding."""
+    return correct_spec(spec, call.dtype) if spec.fmt.encoding == "e8m0" else spec
+
+
 _E8M0_JAX_FLOAT32 = ("E8M0 of a float32 JAX array is rounded in float64 (its smallest number 2^-127 is "
                      "below float32's normal range), which JAX has only with "
                      "jax.config.update('jax_enable_x64', True); or call chop outside jax.jit.")
@@ -822,6 +830,7 @@ def _adapter(call: Call) -> Any:
 
 def _run(x: Any, call: Call, spec: RoundingSpec, sources: RandomSources, kernel: Optional[str] = None) -> Any:
     waiting = False  # a compiled kernel passed the call over to load later
+    spec = _e8m0_spec(spec, call)
     if kernel is not None:
         chosen = _BY_NAME[kernel]
     else:  # route_call's choice, without collecting the reasons (the hot path)
@@ -1168,6 +1177,7 @@ def _round_dask_block_counter(block: np.ndarray, spec: RoundingSpec, stream: Any
     index = dask_engine.global_indices(block_info, block.shape).reshape(-1)
     out = np.empty(values.shape, dtype=give_back)
     call = Call("dask", "cpu", True, values.dtype.name, values.size, "counter", block=True)
+    spec = _e8m0_spec(spec, call)
     with np.errstate(over="ignore", invalid="ignore"):
         for start in range(0, values.size, _SLICE):
             piece = slice(start, start + _SLICE)
@@ -1207,6 +1217,8 @@ def round_jax(x: Any, spec: RoundingSpec, *, key: Any = None, seed: Optional[int
         raise TypeError(f"chop_jax: offset must be an integer (a JAX integer array under jit), got {offset!r}.")
     work, give_back = jax_engine.working_array(x)
     widened = _e8m0_widens(spec) and str(work.dtype) == "float32"
+    if spec.fmt.encoding == "e8m0":  # (after: E8M0 widened to float32's range needs no float64)
+        spec = correct_spec(spec, str(work.dtype))
     if widened:
         if not jax_engine.x64_enabled():
             raise TypeError(_E8M0_JAX_FLOAT32)

@@ -8,6 +8,7 @@ The three ``range_rules`` (docs/formats.rst, "Rounding"): ``'chop'``, chop.m's a
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any, Optional
 
@@ -17,7 +18,7 @@ from ..formats import Format
 from ..random.sources import RandomSources
 
 __all__ = ["ROUND_MODES", "NO_ROUNDING", "limited_bit_sources", "apply_encoding", "round_cpfloat", "round_correct",
-           "chop_blocks", "block_numbers", "effective_format", "flip_bits"]
+           "chop_blocks", "block_numbers", "effective_format", "correct_spec", "flip_bits"]
 
 #: Rounding modes, CPFloat's codes (1..6 are chop's): -1 nearest ties away, 0 nearest ties
 #: to zero, 1 nearest ties to even, 2 up, 3 down, 4 toward zero, 5 stochastic (probability
@@ -113,6 +114,27 @@ def effective_format(fmt: Format, dtype: Any, explim: bool) -> Format:
         return Format(t, min(fmt.emax, emax_s), fmt.names, emin=max(fmt.emin, emin_s),
                       subnormals=fmt.subnormals, encoding=fmt.encoding, overflow=fmt.overflow)
     return Format(t, emax_s, fmt.names, emin=emin_s)
+
+
+def correct_spec(spec: Any, dtype: Any) -> Any:
+    """The spec by which correct rounding (``range_rules = 'correct'``) rounds storage ``dtype``
+    (float32, float64, or their names; other names: float32, whose range a narrower carrier is
+    computed in): ``spec`` itself, except E8M0 with ``explim = 0``.
+
+    docs/formats.rst widens the format to the storage's exponent range keeping its encoding;
+    for E8M0 (no sign, no zero) that is E8M0 with the storage's ``emin`` and ``emax`` (negative,
+    zero and NaN inputs give NaN, results flushed to zero its smallest number ``2^emin``),
+    rounded as a format with ``explim = 1``.  :func:`effective_format` without ``explim``
+    drops the encoding, as CPFloat's rules do (only the precision is reduced).
+    """
+    if spec.fmt.encoding != "e8m0" or spec.range_rules != "correct" or spec.limits_exponent:
+        return spec
+    name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
+    _, emin_s, emax_s = _STORAGE[np.dtype(np.float64 if name == "float64" else np.float32)]
+    fmt = spec.fmt
+    wide = Format(fmt.t, emax_s, fmt.names, emin=emin_s, subnormals=fmt.subnormals, encoding=fmt.encoding,
+                  overflow=fmt.overflow)
+    return dataclasses.replace(spec, fmt=wide, explim=1)
 
 
 def round_cpfloat(x: np.ndarray, fmt: Format, mode: int, subnormal: bool, explim: bool,
@@ -329,8 +351,9 @@ def block_numbers(values: np.ndarray, truncated: np.ndarray, sources: RandomSour
 def round_correct(x: np.ndarray, spec: Any, sources: RandomSources, u: Optional[np.ndarray] = None) -> np.ndarray:
     """One correct rounding under chop's options (``spec.range_rules = 'correct'``), a new array.
 
-    The rounding is :func:`round_cpfloat`'s in chop's modes 1-6; the random numbers
-    are drawn as chop.m draws them.  chop.m rounds two blocks in turn, the elements
+    The rounding is :func:`round_cpfloat`'s in chop's modes 1-6, by :func:`correct_spec`'s
+    spec (E8M0 with ``explim = 0`` keeps its encoding); the random numbers are drawn as
+    chop.m draws them.  chop.m rounds two blocks in turn, the elements
     outside its subnormal block (``emins <= e < emin``, ``x = 2^e * 1.f``) and those
     inside it (one block with ``explim = 0``); for each, stochastic rounding draws one
     number per element of the block when some element of it needs one (inexact or not
@@ -350,6 +373,8 @@ def round_correct(x: np.ndarray, spec: Any, sources: RandomSources, u: Optional[
         Stochastic rounding with a number given for each element instead (numbers
         made per element; bit flips still draw from ``sources``).
     """
+    spec = correct_spec(spec, x.dtype)
+
     def round_block(values: np.ndarray, numbers: Optional[np.ndarray]) -> np.ndarray:
         return round_cpfloat(values, spec.fmt, spec.round, spec.keeps_subnormals, spec.limits_exponent,
                              spec.saturation, spec.infinity, sources, numbers, rules="correct")

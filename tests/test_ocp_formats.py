@@ -125,6 +125,36 @@ def test_e8m0_has_no_zero_and_no_sign():
 
 
 @pytest.mark.parametrize("engine", ["numpy", "numba", "reference", "torch"])
+@pytest.mark.parametrize("mode", [1, 2, 3, 4, 5, 6])
+@pytest.mark.parametrize("name", [n for n in NAMES if n not in ("float8_e5m2", "float8_e4m3", "float8_e3m4")])
+def test_infinite_inputs_take_the_encoding_under_correct_rounding(name, mode, engine):
+    """docs/formats.rst: correct rounding decides overflow on the rounded value; an Inf input is
+    no overflow of a finite value: +-Inf, then the format's encoding: NaN where the format has a
+    NaN ('fn', 'fnuz', E8M0; ml_dtypes' cast agrees), +-xmax in the 'finite' formats, in every
+    mode (0.6.x gave +-xmax where a directed mode rounds toward zero, CPFloat's infinity = 0
+    rule, which cpfloat keeps)."""
+    from pychop_compat.engines.dispatch import round_array
+    from pychop_compat.kernels.compiled import cpu_engine
+    from pychop_compat.matlab.options import resolve
+    from pychop_compat.random.sources import MATLAB_STREAM
+
+    x = np.array([np.inf, -np.inf] * 3000)
+    want = x.astype(ml_type(name)).astype(np.float64)  # NaN, or +-xmax without NaN
+    options = {"format": name, "round": mode}
+    if engine == "reference":
+        got = round_array(x, resolve(options, None, "double").spec, MATLAB_STREAM, kernel="reference")
+    elif engine == "torch":
+        torch = pytest.importorskip("torch")
+        got = chop(torch.from_numpy(x), options).numpy()
+    else:
+        if engine == "numba":
+            pytest.importorskip("numba")
+        with cpu_engine(engine):
+            got = chop(x, options)
+    assert same(got, want).all(), got[:2].tolist()
+
+
+@pytest.mark.parametrize("engine", ["numpy", "numba", "reference", "torch"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("mode", [1, 2, 3, 4])
 def test_e8m0_with_explim_0_keeps_its_encoding(mode, dtype, engine):

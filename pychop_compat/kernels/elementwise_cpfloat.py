@@ -56,6 +56,8 @@ class CpfloatConstants:
     xbnd: int           # xmax plus half its ulp (the format's xboundary; xmax when no bit is dropped)
     beyond_rule: int    # 5 or 6: CPFloat's stochastic rounding beyond xmax (rules.cpfloat.round_cpfloat's
                         # notes on ``rules``) in that mode; 0: the rounded value decides
+    inf_to_xmax: bool   # CPFloat's rules without infinity: an Inf input the mode rounds toward zero gives xmax
+                        # (correct rounding: Inf, then the encoding)
 
 
 @lru_cache(maxsize=512)
@@ -97,7 +99,7 @@ def cpfloat_constants(fmt: Format, mode: int, subnormal: bool, explim: bool, sat
         tiny_lo=tiny_lo, tiny_half=tiny_half, tiny_exponent=tiny_exponent,
         special_mask=special[0], special_lo=special[1], special_span=special[2], xmax=xmax,
         inf=bits(math.inf), nan=bits(math.nan), saturation=bool(saturation), infinity=bool(infinity),
-        zero_plus=zero_plus, e8m0=e8m0, xmin=xmin, xbnd=xbnd, beyond_rule=beyond_rule)
+        zero_plus=zero_plus, e8m0=e8m0, xmin=xmin, xbnd=xbnd, beyond_rule=beyond_rule, inf_to_xmax=rules == "cpfloat")
 
 
 def cpfloat_covers(spec: RoundingSpec, stochastic: bool = False) -> bool:
@@ -322,8 +324,11 @@ def round_cpfloat_elementwise(ns: Namespace, v: Any, spec: RoundingSpec, u_round
         if k.infinity:
             r = xp.where(is_inf, k.inf, r)
         else:
-            r = xp.where(is_inf & toward_zero, k.xmax, r)
-            r = xp.where(is_inf & ~toward_zero, k.nan, r)
+            if k.inf_to_xmax:
+                r = xp.where(is_inf & toward_zero, k.xmax, r)
+                r = xp.where(is_inf & ~toward_zero, k.nan, r)
+            else:
+                r = xp.where(is_inf, k.nan, r)
             if beyond is not None and mode == 6:  # CPFloat's random bit 0 (u > 1/2): xmax
                 r = xp.where(is_inf & ~beyond, k.xmax, r)
     signed = (negative & (r != 0)) if k.zero_plus else negative

@@ -35,7 +35,7 @@ _U1 = np.uint64(1)
 
 # Indices into the tuple of constants (all uint64), in _constants' order.
 (D, DTOP, DMAX, HIDDEN, MAG, TOPBIT, TINY_LO, TINY_HALF, SPECIAL_MASK, SPECIAL_LO,
- SPECIAL_SPAN, XMAX, INF, NAN, SATURATION, INFINITY, ZERO_PLUS, E8M0, XMIN, XBND, BEYOND) = range(21)
+ SPECIAL_SPAN, XMAX, INF, NAN, SATURATION, INFINITY, ZERO_PLUS, E8M0, XMIN, XBND, BEYOND, INF_TO_XMAX) = range(22)
 
 # The unsigned views of the storage formats.
 _UNSIGNED = {"f": np.uint32, "d": np.uint64}
@@ -51,7 +51,7 @@ def _constants(fmt, mode: int, subnormal: bool, explim: bool, saturation: bool, 
     k = np.array([c.dropped, c.dropped_top, c.dropped_max, c.hidden, (1 << (c.width - 1)) - 1, c.width - 1,
                   c.tiny_lo, c.tiny_half, c.special_mask, c.special_lo, c.special_span, c.xmax, c.inf, c.nan,
                   int(c.saturation), int(c.infinity), int(c.zero_plus), int(c.e8m0), c.xmin, c.xbnd,
-                  c.beyond_rule], np.uint64)
+                  c.beyond_rule, int(c.inf_to_xmax)], np.uint64)
     k.setflags(write=False)
     return k
 
@@ -131,10 +131,11 @@ def _finish(r, neg, m, k):
 @numba.njit(**INLINE_OPTIONS)
 def _beyond_xmax(m, neg, k, mode):
     """The result's magnitude for an Inf input ``m``, or for ``m`` rounded past xmax: xmax with
-    saturation, or where the mode rounds toward zero (except an Inf input under INFINITY);
-    else Inf under INFINITY, else NaN."""
+    saturation, or where the mode rounds toward zero (an Inf input only without INFINITY, under
+    INF_TO_XMAX: CPFloat's rules); else Inf under INFINITY, else NaN."""
     toward_zero = mode == 4 or mode == 7 or (mode == 2 and neg != _U0) or (mode == 3 and neg == _U0)
-    if k[SATURATION] != _U0 or (toward_zero and not (m == k[INF] and k[INFINITY] != _U0)):
+    inf_kept = m == k[INF] and (k[INFINITY] != _U0 or k[INF_TO_XMAX] == _U0)
+    if k[SATURATION] != _U0 or (toward_zero and not inf_kept):
         return k[XMAX]
     return k[INF] if k[INFINITY] != _U0 else k[NAN]
 
@@ -207,7 +208,7 @@ def _range(xu, ou, start, stop, k, mode):
 @numba.njit(**JIT_OPTIONS)
 def _tuple(k):
     return (k[0], k[1], k[2], k[3], k[4], k[5], k[6], k[7], k[8], k[9], k[10], k[11], k[12], k[13],
-            k[14], k[15], k[16], k[17], k[18], k[19], k[20])
+            k[14], k[15], k[16], k[17], k[18], k[19], k[20], k[21])
 
 
 @numba.njit(**JIT_OPTIONS)

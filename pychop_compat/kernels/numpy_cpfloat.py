@@ -54,7 +54,8 @@ def round_array(x: np.ndarray, spec: RoundingSpec) -> np.ndarray:
         idx = np.concatenate(parts) if parts else None
     if idx is not None and idx.size:
         out[idx] = round_cpfloat(flat[idx], spec.fmt, mode, spec.keeps_subnormals, spec.limits_exponent,
-                                 spec.saturation, spec.infinity, MATLAB_STREAM)
+                                 spec.saturation, spec.infinity, MATLAB_STREAM,
+                                 rules="correct" if spec.range_rules == "correct" else "cpfloat")
     return out.reshape(x.shape)
 
 

@@ -261,9 +261,11 @@ def round_cpfloat(x: np.ndarray, fmt: Format, mode: int, subnormal: bool, explim
             infinite_in = np.isinf(v)
             c[infinite_in] = np.inf
             if not infinity:
-                # What would be +-Inf is NaN, except +-Inf inputs that the mode maps toward zero:
-                # those give +-xmax; so does CPFloat's mode 6 with its random bit 0 (u > 1/2).
-                c[infinite_in & toward_zero] = xmax
+                # What would be +-Inf is NaN, except (CPFloat's rules) +-Inf inputs that the mode maps
+                # toward zero: those give +-xmax; so does CPFloat's mode 6 with its random bit 0 (u > 1/2).
+                # Correct rounding keeps an Inf input Inf, then the format's encoding: NaN.
+                if rules == "cpfloat":
+                    c[infinite_in & toward_zero] = xmax
                 if mode == 6 and beyond_rule:
                     c[infinite_in & ~overflows] = xmax
                 c[np.isinf(c)] = np.nan

@@ -9,7 +9,12 @@ a few results confirm that the route taken is the route stated.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,7 +23,7 @@ import pychop_compat
 from pychop_compat import Chop, chop, explain
 from pychop_compat.engines import dispatch
 from pychop_compat.engines.dispatch import Call, cuda_route, device_paths_on_cpu, route, route_call
-from pychop_compat.kernels import compiled
+from pychop_compat.kernels import compiled, numpy_fast
 from pychop_compat.matlab.options import resolve
 from pychop_compat.random.sources import (MATLAB_STREAM, Source, counter_sources, generator_sources,
                                           matlab_stream_on_device, sources_for)
@@ -319,3 +324,146 @@ def test_explain_is_exported_and_documented():
     assert explain.__doc__ and "passed over" in explain.__doc__
     sources = sources_for(lambda n: np.full(n, 0.25))
     assert dispatch.explain(np.ones(3), _spec({"format": "h", "round": 5}), sources).source is Source.RANDFUNC
+
+
+# --- explain's reasons and refusals match what runs ---------------------------------------------------
+
+def test_flips_drawn_from_a_chops_seeded_counter_are_named_so():
+    # docs/randomness.rst: with a randfunc, Chop(rng=<int>) draws "the flip numbers from the same
+    # generator [the counter], taken call by call" -- not MATLAB's stream, not a NumPy Generator
+    x = np.linspace(-3, 3, 100)
+    options = {"format": "h", "flip": 1, "p": 0.5, "randfunc": lambda n: np.full(n, 0.5)}
+    found = explain(x, options, rng=7)
+    assert found.source is Source.SEEDED_COUNTER and found.order == "column-major"
+    pychop_compat.rng(1)
+    before = pychop_compat.rand()
+    pychop_compat.rng(1)
+    seven, eight = Chop(options, rng=7)(x), Chop(options, rng=8)(x)
+    assert pychop_compat.rand() == before  # MATLAB's stream untouched
+    assert not np.array_equal(seven, eight) and np.array_equal(seven, Chop(options, rng=7)(x))  # the seed's
+
+
+def test_the_compiled_engines_reason_for_one_element_is_its_own():
+    # compiled.chop_array rounds arrays of "more than one element"; a float with flips was refused by
+    # the scalar path, so "the scalar path is faster" was no reason
+    found = route(1 / 3, _spec({"format": "h", "flip": 1}), MATLAB_STREAM)
+    assert found.kernel.name == "numpy"
+    assert dict(found.passed_over)["numba"] == "one element (the compiled engine takes arrays of more than one)"
+
+
+@pytest.mark.parametrize("library", ["numpy", "torch"])
+def test_an_empty_array_runs_no_kernel_and_explain_says_so(library, monkeypatch):
+    x = np.zeros(0) if library == "numpy" else pytest.importorskip("torch").zeros(0, dtype=float)
+    ran = []
+    for module in (numpy_fast, compiled):  # spies on the host kernels: round_array copies an empty array
+        original = module.chop_array
+        monkeypatch.setattr(module, "chop_array", lambda *a, _original=original, **k: ran.append(1) or _original(
+            *a, **k))
+    chop(x, {"format": "h"})
+    found = explain(x, {"format": "h"})
+    assert ran == [] and found.kernel == "none" and found.passed_over == () and "nothing is rounded" in found.where
+
+
+def test_a_triton_failure_is_given_as_the_reason(monkeypatch):
+    # _run_triton: "where Triton cannot run, a warning and the namespace kernel from then on"; the reason
+    # is that failure, not a missing installation
+    monkeypatch.setattr(dispatch, "_TRITON_FAILED", [RuntimeError("ptxas failed")])
+    spec = _spec({"format": "h"}, "single")
+    found = route_call(_cuda_call(None), spec, MATLAB_STREAM)
+    reason = dict(found.passed_over)["triton"]
+    assert found.kernel.name in ("cuda", "namespace") and "ptxas failed" in reason and "not installed" not in reason
+    with cuda_route("triton"), pytest.raises(RuntimeError, match="failed in this process earlier"):
+        route_call(_cuda_call(None), spec, MATLAB_STREAM)
+
+
+def test_a_cpu_tensor_on_the_device_paths_has_no_cupy_route(monkeypatch):
+    # cuda_route: "'cupy' ... insist[s] on that kernel (an error when it is missing)"; CuPy reads CUDA
+    # memory only, so with CuPy present the reason is the tensor's place, not CuPy's absence
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(dispatch, "_cupy_module", lambda: object())  # CuPy installed, seeing a GPU
+    t = torch.ones(100, dtype=torch.float64)
+    with device_paths_on_cpu():
+        assert "on the CPU" in dict(explain(t, {"format": "h"}).passed_over)["cuda"]
+        with cuda_route("cupy"), pytest.raises(RuntimeError, match="on the CPU"):
+            chop(t, {"format": "h"})
+        with cuda_route("cupy"), pytest.raises(RuntimeError, match="on the CPU"):
+            explain(t, {"format": "h"})
+
+
+def test_device_paths_on_cpu_takes_a_bool():
+    with pytest.raises(TypeError, match="must be a bool"):
+        with device_paths_on_cpu("no"):  # (bool('no') is True)
+            pass
+    with device_paths_on_cpu(False), device_paths_on_cpu(np.True_):  # (NumPy's bool too)
+        pass
+
+
+def test_explain_raises_what_chop_raises():
+    # explain's docstring: "A call that round_array refuses raises its error here"
+    x = np.linspace(-3, 3, 100)
+    options = {"format": "float8_e8m0fnu", "flip": 1}  # t = 1
+    with pytest.raises(ValueError, match="precision t >= 2") as refused:
+        chop(x, options)
+    with pytest.raises(ValueError, match="precision t >= 2") as explained:
+        explain(x, options)
+    assert str(explained.value) == str(refused.value)
+
+
+@needs_numba
+def test_e8m0_of_float32_is_explained_in_float64_where_it_runs(monkeypatch):
+    # _e8m0_widens: E8M0 under correct rounding "is rounded in float64 when the input is float32"
+    from pychop_compat.kernels import numba_cpfloat
+
+    seen = []
+    original = numba_cpfloat.round_array
+    monkeypatch.setattr(numba_cpfloat, "round_array", lambda a, spec: seen.append(a.dtype.name) or original(a, spec))
+    x = np.linspace(1, 3, 100, dtype=np.float32)
+    chop(x, {"format": "float8_e8m0fnu"})
+    found = explain(x, {"format": "float8_e8m0fnu"})
+    assert seen == ["float64"] and found.kernel == "numba-cpfloat" and found.call.dtype == "float64"
+
+
+def test_e8m0_of_float32_in_jit_without_x64_is_refused_by_explain_as_by_chop():
+    jax = pytest.importorskip("jax")
+    from pychop_compat.engines import jax_engine
+
+    if jax_engine.x64_enabled():
+        pytest.skip("JAX's 64-bit types are on in this process")
+    errors = {}
+
+    def both(v):
+        for name, call in (("chop", chop), ("explain", explain)):
+            try:
+                call(v, {"format": "float8_e8m0fnu"})
+            except TypeError as exc:
+                errors[name] = str(exc)
+        return v
+
+    jax.jit(both)(jax.numpy.ones(8, jax.numpy.float32))
+    assert errors.get("explain") == errors.get("chop") and "jax_enable_x64" in errors["chop"]
+
+
+def test_the_environments_numba_setting_without_numba_fails_clearly():
+    # set_cpu_engine('numba') without Numba: an ImportError with the install command; the environment
+    # variable gives the same at the first call that would use the engine (docs/engines.rst)
+    code = """
+import sys
+sys.modules['numba'] = None  # an installation without Numba
+import json
+import numpy as np
+import pychop_compat as pc
+out = {}
+for name in ('explain', 'chop'):
+    try:
+        getattr(pc, name)(np.linspace(-3, 3, 100), {'format': 'h'})
+        out[name] = 'ran'
+    except ImportError as exc:
+        out[name] = str(exc)
+print(json.dumps(out))
+"""
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=root,
+                          env={**os.environ, "PYTHONPATH": str(root), "PYCHOP_COMPAT_CPU_ENGINE": "numba"})
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert all("python -m pip install numba" in out[name] for name in ("explain", "chop")), out

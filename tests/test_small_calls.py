@@ -8,11 +8,16 @@ options, under another engine setting, on every layout.
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import operator
+import os
 import pickle
+import subprocess
+import sys
 import threading
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -272,6 +277,48 @@ def test_stochastic_plans_keep_the_streams_order():
     for _ in range(3):
         assert_bits_equal(dispatch.round_array(x, spec, sources),
                           dispatch.round_array(x, spec, again, kernel="numpy"), "counter")
+
+
+# A new process: the plans below are made before the compiled kernels load (the session has loaded them).
+_PLANNED_BEFORE_THE_LOAD = """
+import json, sys
+import numpy as np
+import pychop_compat as pc
+from pychop_compat.engines import dispatch
+from pychop_compat.kernels import compiled, numpy_fast
+x = np.linspace(-3, 3, 100)
+opts = {'format': 'h'}
+f = pc.Chop(format='h')
+f(x), pc.chop(x, opts)  # planned while the kernels wait to load: the NumPy engine
+LOAD
+ran = []
+original = numpy_fast.chop_array
+numpy_fast.chop_array = lambda *a, **k: ran.append(1) or original(*a, **k)  # the NumPy engine, spied on
+for _ in range(50):
+    f(x), pc.chop(x, opts)
+state = (dispatch._load_due, dispatch._spent_waiting, dispatch._plans_forgotten)
+pc.explain(x, opts)
+print(json.dumps({'loaded': compiled.loaded(), 'numpy calls': len(ran),
+                  'explain changed the routing state': state != (dispatch._load_due, dispatch._spent_waiting,
+                                                                 dispatch._plans_forgotten)}))
+"""
+
+
+@pytest.mark.skipif(not compiled.available(), reason="numba not installed")
+@pytest.mark.parametrize("load", ["compiled.warm_up()", "with compiled.cpu_engine('numba'):\n    pc.chop(x, opts)"],
+                         ids=["warm_up", "cpu_engine"])
+def test_plans_made_before_an_explicit_load_give_way_to_the_compiled_kernels(load):
+    # docs/engines.rst: "cpu_engine('numba'), PYCHOP_COMPAT_CPU_ENGINE=numba and warm_up() load them at once,
+    # and 'auto' then uses them too" -- the small calls planned before the load included; and explain() is
+    # pure (route()'s docstring): it changes nothing the router reads.
+    root = Path(__file__).resolve().parents[1]
+    environment = {key: value for key, value in os.environ.items() if key != "PYCHOP_COMPAT_CPU_ENGINE"}
+    done = subprocess.run([sys.executable, "-c", _PLANNED_BEFORE_THE_LOAD.replace("LOAD", load)],
+                          capture_output=True, text=True, env={**environment, "PYTHONPATH": str(root)},
+                          timeout=600, cwd=root)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {
+        "loaded": True, "numpy calls": 0, "explain changed the routing state": False}
 
 
 def test_a_chop_pickles_after_its_calls():

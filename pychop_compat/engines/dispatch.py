@@ -66,7 +66,9 @@ def cuda_route(route: str) -> Iterator[None]:
         Triton's where it applies, else the namespace kernel.  ``'cupy'`` and
         ``'triton'`` insist on that kernel (an error when it is missing; Triton
         leaves what it does not cover to the namespace kernel); ``'torch'``:
-        the namespace kernel.  Every route gives the same bits.
+        the namespace kernel.  Every route gives the same bits.  Under
+        :func:`device_paths_on_cpu` a CPU tensor takes a CUDA tensor's routes but has no
+        CuPy kernel (CuPy reads CUDA memory only): ``'cupy'`` is an error there too.
 
     Raises
     ------
@@ -93,7 +95,14 @@ def device_paths_on_cpu(enabled: bool = True) -> Iterator[None]:
 
     Their numbers are then made on the device (the counter of ``'cpu:0'``)
     where a GPU tensor's are: the tests check those routes without a GPU.
+
+    Raises
+    ------
+    TypeError
+        For an ``enabled`` that is not a bool (``'no'`` would be true).
     """
+    if not isinstance(enabled, (bool, np.bool_)):
+        raise TypeError(f"device_paths_on_cpu: enabled must be a bool, not {enabled!r}.")
     token = _DEVICE_PATHS.set(bool(enabled))
     try:
         yield
@@ -237,20 +246,39 @@ def route(x: Any, spec: RoundingSpec, sources: RandomSources, *, library: Option
 
     ``x`` is anything :func:`round_array` takes (``library`` as there); a Dask array or a
     labelled array is described by its first block or by the values it holds (a block length
-    that Dask does not know yet, after boolean indexing, as 2).
+    that Dask does not know yet, after boolean indexing, as 2).  E8M0 that
+    :func:`round_array` rounds in float64 for float32 input (see :func:`_e8m0_widens`) is
+    described in float64 (``call.dtype``), where it runs.
 
     Raises
     ------
     TypeError
-        For unsupported input.
+        For unsupported input, and for E8M0 of a float32 JAX array inside ``jax.jit`` without
+        64-bit types (as :func:`round_array`).
     ValueError
-        For a call that :func:`round_array` refuses before routing it (a Dask array's
-        stochastic rounding without ``Chop(rng=<int>)``, or with unknown chunk sizes).
+        For a call that :func:`round_array` refuses (a Dask array's stochastic rounding
+        without ``Chop(rng=<int>)``, or with unknown chunk sizes; bit flips with a precision
+        ``t < 2`` under chop's rules or correct rounding).
     RuntimeError
         When :func:`cuda_route` asks for a kernel that cannot run here.
     """
+    if spec.flips and spec.fmt.t < 2 and spec.range_rules != "cpfloat":
+        raise ValueError(FLIP_PRECISION_ERROR)  # (every kernel refuses it, some only once they run)
     work, call = _prepared(x, spec, sources, library)
+    if _e8m0_widens(spec) and call.dtype == "float32":
+        work, call = _widened(work, call, spec, sources)
     return route_call(call, spec, sources, work)
+
+
+def _widened(work: Any, call: Call, spec: RoundingSpec, sources: RandomSources) -> tuple:
+    """``(working array, Call)`` of float32 E8M0 that :func:`round_array` rounds in float64
+    (:func:`_e8m0_in_float64`, :func:`_round_host`); only host kernels read the array."""
+    if call.library == "jax" and not jax_engine.x64_enabled():
+        if call.traced:
+            raise TypeError(_E8M0_JAX_FLOAT32)
+        host = np.asarray(work, dtype=np.float64)  # (a concrete array: rounded on the host)
+        return host, _host_call(host, spec, sources, "jax")
+    return (np.asarray(work, dtype=np.float64) if call.host else work), call._replace(dtype="float64")
 
 
 def _prepared(x: Any, spec: RoundingSpec, sources: RandomSources, library: Optional[str] = None) -> tuple:
@@ -287,13 +315,16 @@ def _prepared(x: Any, spec: RoundingSpec, sources: RandomSources, library: Optio
 
 
 def _check_cuda_route(call: Call, spec: RoundingSpec) -> None:
-    """The errors of a :func:`cuda_route` that cannot run a CUDA tensor's call here."""
-    if call.library == "torch" and call.device.startswith("cuda") and not spec.extended:
+    """The errors of a :func:`cuda_route` that cannot run a CUDA tensor's call here (or a CPU
+    tensor's on a CUDA tensor's routes, :func:`device_paths_on_cpu`)."""
+    if call.library == "torch" and not call.host and not spec.extended:
         setting = _CUDA_ROUTE.get()
         if setting == "cupy" and cupy_for(call) is None:
-            raise RuntimeError("cuda_route('cupy'): CuPy is not installed or cannot use this GPU.")
-        if setting == "triton" and _triton_applies(call, spec) and triton_for(call) is None:
-            raise RuntimeError("cuda_route('triton'): Triton is not installed.")
+            reason = "CuPy is not installed or cannot use this GPU" if call.device.startswith("cuda") else _CPU_TENSOR
+            raise RuntimeError(f"cuda_route('cupy'): {reason}.")
+        if setting == "triton" and call.device.startswith("cuda") and _triton_applies(call, spec) \
+                and triton_for(call) is None:
+            raise RuntimeError(f"cuda_route('triton'): {_no_triton(call)}.")
 
 
 def route_call(call: Call, spec: RoundingSpec, sources: RandomSources, x: Any = None) -> Route:
@@ -368,20 +399,24 @@ _LOADING_LATER = ("the compiled kernels are not loaded yet: under 'auto' calls r
 
 def _compiled_ready(size: int, gain_per_element: float) -> bool:
     """Whether a call that a compiled kernel takes runs there now (loading it if need be): under
-    ``'numba'``, once loaded, or when the time so far and this call's gain pay for the load."""
+    ``'numba'``, once loaded, or when the time so far and this call's gain pay for the load.
+    It only reads (route() and explain() are pure): a load sets ``_load_due`` (:func:`_loaded`)."""
+    return _load_due or get_cpu_engine() == "numba" or _spent_waiting + size * gain_per_element >= _LOAD_SECONDS
+
+
+def _loaded() -> None:
+    """The compiled kernels have loaded, however it happened (warm_up(), cpu_engine('numba'), a
+    small call's plan, 'auto''s own load): no call waits from now on, and the plans made while
+    waiting are forgotten, so that the next small call is planned with the compiled kernel."""
     global _load_due
-    if _load_due:
-        return True
-    if compiled.loaded() or _numba_cpfloat.cache_info().currsize > 0:
-        _load_due = True  # (loaded by an explicit request, warm_up() or the other kernel module)
-        return True
-    return get_cpu_engine() == "numba" or _spent_waiting + size * gain_per_element >= _LOAD_SECONDS
+    _load_due = True
+    _forget_plans()
 
 
 def _while_loading(run: Callable[..., Any], *args: Any) -> Any:
     """``run(*args)``, a call run elsewhere while the compiled engine waits to load, timed; once
     the load is due the small calls' plans are made again (a load elsewhere, by an explicit
-    request, is seen when a plan is made: until then these calls count on)."""
+    request, forgets them at once: :func:`_loaded`)."""
     global _spent_waiting, _load_due
     if _load_due:
         _forget_plans()
@@ -414,7 +449,7 @@ def _takes_numba(call: Call, spec: RoundingSpec, sources: RandomSources, x: Any)
     if spec.range_rules != "chop":
         return _NOT_CHOP_RULES[spec.range_rules]
     if not isinstance(x, np.ndarray) or not compiled.handles(x, spec):
-        return ("one element (the scalar path is faster)" if call.size <= 1
+        return ("one element (the compiled engine takes arrays of more than one)" if call.size <= 1
                 else "a spec it does not cover (modes outside 1..6, flips of any bit, a format wider than "
                      "the carrier) or bit flips with t < 2")
     # Under 'auto' the NumPy engine draws a Generator's numbers block by block while it rounds; the
@@ -468,7 +503,7 @@ def _takes_cuda(call: Call, spec: RoundingSpec, sources: RandomSources, x: Any) 
     if call.library == "torch" and _CUDA_ROUTE.get() not in ("auto", "cupy"):
         return f"cuda_route({_CUDA_ROUTE.get()!r}) is in force"
     if cupy_for(call) is None:
-        return "CuPy is not installed or sees no GPU"
+        return "CuPy is not installed or sees no GPU" if call.device.startswith("cuda") else _CPU_TENSOR
     if spec.extended:
         return "a spec beyond chop.m's semantics"
     if call.numbers == "given":
@@ -492,10 +527,22 @@ def _takes_triton(call: Call, spec: RoundingSpec, sources: RandomSources, x: Any
     if not _triton_applies(call, spec):
         return "stochastic rounding with numbers from the host or given per element"
     if triton_for(call) is None:
-        if importlib.util.find_spec("triton") is None or call.device.startswith("cuda"):
-            return "Triton is not installed"
-        return "Triton runs a CPU tensor only in its interpreter (TRITON_INTERPRET=1)"
+        return _no_triton(call)
     return None
+
+
+#: Why CuPy's kernel passes a CPU tensor on a CUDA tensor's routes (:func:`device_paths_on_cpu`).
+_CPU_TENSOR = "the tensor is on the CPU (device_paths_on_cpu()), and CuPy's kernel reads CUDA memory only"
+
+
+def _no_triton(call: Call) -> str:
+    """Why :func:`triton_for` gives no kernel for ``call`` (a torch tensor off the host)."""
+    if _TRITON_FAILED:  # (installed, but it failed here: _run_triton warned and recorded why)
+        failure = _TRITON_FAILED[0]
+        return f"Triton failed in this process earlier ({type(failure).__name__}: {failure}), so it is not tried again"
+    if importlib.util.find_spec("triton") is None or call.device.startswith("cuda"):
+        return "Triton is not installed"
+    return "Triton runs a CPU tensor only in its interpreter (TRITON_INTERPRET=1)"
 
 
 def _takes_namespace(call: Call, spec: RoundingSpec, sources: RandomSources, x: Any) -> Optional[str]:
@@ -587,6 +634,7 @@ def _numba_cpfloat() -> Any:
     """:mod:`pychop_compat.kernels.numba_cpfloat`, imported (with Numba) on first use."""
     from ..kernels import numba_cpfloat
 
+    _loaded()  # (Numba's import paid: 'auto' takes the compiled kernels from now on)
     return numba_cpfloat
 
 
@@ -962,6 +1010,9 @@ def _forget_plans() -> None:
     _plans_forgotten += 1
 
 
+compiled.when_loaded(_loaded)  # (at once where the kernels loaded before this module)
+
+
 class PreparedRounding:
     """:func:`round_array` for one spec and source of numbers, ``prepared(x)``: the kernel call of
     small NumPy arrays found once per dtype and CPU engine setting (and kept until the compiled
@@ -1318,15 +1369,34 @@ def _source(call: Call, sources: RandomSources) -> tuple:
 
 
 def explain(x: Any, spec: RoundingSpec, sources: RandomSources) -> Explanation:
-    """How :func:`round_array` would round ``x`` (see :class:`Explanation`); nothing is drawn."""
+    """How :func:`round_array` would round ``x`` (see :class:`Explanation`); nothing is drawn.
+
+    A call that :func:`round_array` refuses raises its error here (see :func:`route`).  An
+    empty array (NumPy's kinds, torch, CuPy, pandas, xarray) is copied without a kernel: its
+    ``kernel`` is ``'none'``.  E8M0 rounded in float64 for float32 input says so in
+    ``call.dtype``.
+    """
     library = array_library(x)
     found = route(x, spec, sources)
+    engine = "float" if type(x) is float else library
+    if found.call.size == 0 and library not in ("jax", "dask"):  # (JAX runs its kernel; Dask routes each block)
+        return Explanation(engine, "none", "round_array copies an empty array: nothing is rounded", None, None,
+                           (), found.call)
     call = found.call
     if found.kernel.name == "host":  # (a copy rounded on the host draws as the host does)
         call = call._replace(numbers=_numbers(spec, sources, True, "numpy"))
     source, order = _source(call, sources)
     if found.call.numbers == "host" and sources.stochastic is not stream_uniform and spec.flips \
             and not spec.stochastic:
-        source = Source.GENERATOR if sources.flip_uniform is not stream_uniform else Source.MATLAB_STREAM
-    return Explanation("float" if type(x) is float else library, found.kernel.name, found.kernel.where, source,
-                       order, found.passed_over, found.call)
+        source = _flip_source(sources)
+    return Explanation(engine, found.kernel.name, found.kernel.where, source, order, found.passed_over, found.call)
+
+
+def _flip_source(sources: RandomSources) -> Source:
+    """The source of bit flips drawn call by call in chop.m's order (without stochastic rounding)."""
+    if sources.flip_uniform is stream_uniform:
+        return Source.MATLAB_STREAM
+    # Chop(flip=1, randfunc=..., rng=<int>): the seeded counter's numbers, call by call (docs/randomness.rst)
+    if isinstance(getattr(sources.flip_uniform, "__self__", None), CounterRng):
+        return Source.SEEDED_COUNTER
+    return Source.GENERATOR

@@ -27,7 +27,7 @@ from .numpy_fast import LAYOUTS, in_memory_order
 
 __all__ = ["available", "combined_call", "set_cpu_engine", "cpu_engine", "get_cpu_engine", "chop_array", "warm_up",
            "wanted", "handles", "rounding_constants", "packed_constants", "kernels", "loaded", "small_call",
-           "SERIAL_BELOW", "CHUNK", "flush_tiny_constants", "round_deterministic", "history_kernels",
+           "when_loaded", "SERIAL_BELOW", "CHUNK", "flush_tiny_constants", "round_deterministic", "history_kernels",
            "log2_thresholds", "round_old_rules", "round_old_rules_stochastic"]
 
 #: Below this many elements one thread does everything (a parallel launch costs up to a time slice).
@@ -58,12 +58,15 @@ def get_cpu_engine() -> str:
     return _default if scoped is None else scoped
 
 
+_NO_NUMBA = ("the compiled CPU engine needs numba, which is not installed: python -m pip install "
+             "numba, or from the root of a pychop_compat checkout python -m pip install -e \".[fast]\"")
+
+
 def _checked(name: str) -> str:
     if name not in _ENGINES:
         raise ValueError(f"cpu engine must be one of {_ENGINES}, not {name!r}")
     if name == "numba" and not available():
-        raise ImportError("the compiled CPU engine needs numba, which is not installed: python -m pip install "
-                          "numba, or from the root of a pychop_compat checkout python -m pip install -e \".[fast]\"")
+        raise ImportError(_NO_NUMBA)
     return name
 
 
@@ -89,9 +92,24 @@ def cpu_engine(name: str) -> Iterator[None]:
 
 
 def wanted() -> bool:
-    """Whether NumPy arrays go to this engine under the setting in force."""
+    """Whether NumPy arrays go to this engine under the setting in force.
+
+    Raises
+    ------
+    ImportError
+        Under ``PYCHOP_COMPAT_CPU_ENGINE=numba`` without Numba (the variable is read at import,
+        unchecked so that the import works; the first call that would use the engine says why).
+    """
     choice = get_cpu_engine()
-    return choice == "numba" or (choice == "auto" and available())
+    if choice == "numba":
+        if not available():  # (only the environment's default gets here: set_cpu_engine, cpu_engine check)
+            raise ImportError("PYCHOP_COMPAT_CPU_ENGINE=numba: " + _NO_NUMBA)
+        return True
+    return choice == "auto" and available()
+
+
+#: Called once the kernels load, however it happens (see :func:`when_loaded`).
+_on_load: list = []
 
 
 @functools.cache
@@ -100,7 +118,20 @@ def kernels() -> ModuleType:
     costs about a microsecond per call, much of a small array's chop)."""
     from . import numba_kernels
 
+    # Here, where every load passes (warm_up(), cpu_engine('numba'), small_call, 'auto''s own load),
+    # and once: the router forgets the plans it made while the kernels waited, without a check per call.
+    for callback in _on_load:
+        callback()
     return numba_kernels
+
+
+def when_loaded(callback: Callable[[], None]) -> None:
+    """Call ``callback()`` when :func:`kernels` loads the compiled kernels (at once if they are
+    loaded): the router (:mod:`pychop_compat.engines.dispatch`) then routes to them under ``'auto'``."""
+    if loaded():
+        callback()
+    else:
+        _on_load.append(callback)
 
 
 def loaded() -> bool:

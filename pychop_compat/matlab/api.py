@@ -457,7 +457,7 @@ def explain(x: Any, options: Any = None, *, rng: Any = None) -> "dispatch.Explan
     options : Mapping, Options or object with attributes, optional
         chop's options; ``None``: the options :func:`chop` would use now (this thread's
         stored ones, or the defaults).
-    rng : int or numpy.random.Generator, optional
+    rng : int, numpy.random.Generator or numpy.random.SeedSequence, optional
         ``Chop``'s ``rng``.
 
     Returns
@@ -479,7 +479,7 @@ def explain(x: Any, options: Any = None, *, rng: Any = None) -> "dispatch.Explan
         settings = resolve(options, _persistent.state()[0], x_class)
     else:  # Chop(options, rng=rng)(x)
         settings = resolve(dict(given_fields(options) or {}), None, x_class)
-    return dispatch.explain(x, settings.spec, sources_for(settings.randfunc, _flip_sources(rng)))
+    return dispatch.explain(x, settings.spec, sources_for(settings.randfunc, _flip_sources(rng, "explain's ")))
 
 
 def chop_jax(x: Any, options: Any = None, *, key: Any = None, seed: Optional[int] = None, offset: Any = 0) -> Any:

@@ -334,3 +334,84 @@ def test_in_place_arithmetic_stores_a_result_of_another_format_in_the_targets(mi
     numpy_target = chopped(np.array([1 / 3]), "h", mismatch=mismatch)
     numpy_target += chopped(np.array([1 / 7]), "s", mismatch=mismatch)
     assert float(a.as_subclass(torch.Tensor)[0]) == expected == float(numpy_target.values[0])
+
+
+def test_requires_grad_and_parameter_give_leaves_whose_grad_is_filled():
+    # torch's rules: t.requires_grad_() returns t itself, a leaf; nn.Parameter(t) is a leaf.  Gradients
+    # pass straight through: d/dw sum(2w) = 2; an SGD step (lr 0.1, d/dp sum(3p) = 3) stores fp16(1 - 0.3)
+    # = fp16(0.7) (NumPy's cast).  (A re-wrapped alias, grad_fn AliasBackward0, had lost its .grad.)
+    c = chopped(torch.zeros(3, dtype=torch.float64), "h")
+    w = c.requires_grad_()
+    assert w is c and w.is_leaf and w.grad_fn is None
+    (w * 2).sum().backward()
+    same(w.grad, torch.full((3,), 2.0, dtype=torch.float64))
+    p = torch.nn.Parameter(chopped(torch.ones(3, dtype=torch.float64), "h"))
+    assert p.is_leaf and p.requires_grad and isinstance(p, torch.nn.Parameter) and type(p) is type(c)
+    (p * 3).sum().backward()
+    same(p.grad, torch.full((3,), 3.0, dtype=torch.float64))
+    torch.optim.SGD([p], lr=0.1).step()
+    same(p, torch.full((3,), float(np.float16(0.7)), dtype=torch.float64))
+    lin = torch.nn.Linear(3, 1)
+    lin.weight = weight = torch.nn.Parameter(chopped(torch.ones(1, 3), "h"))
+    assert lin.weight is weight
+
+
+def test_chopped_scalar_on_the_left_brings_its_mismatch_rule():
+    # The first chopped operand's rule applies, as with chopped NumPy arrays (the oracle): s * t and s + t
+    # under s's mismatch='left' compute in 'h'; under s's 'error' they raise.  (torch hands t.__rmul__(s) to
+    # __torch_function__ as mul(t, s), which had applied t's rule.)
+    v = [0.3, 0.7]
+    x, a = torch.tensor(v, dtype=torch.float64), np.array(v)
+    s = chopped(0.1, "h", mismatch="left")
+    same(s * chopped(x, "b"), torch.from_numpy((s * chopped(a, "b")).values))
+    same(s + chopped(x, "b"), torch.from_numpy((s + chopped(a, "b")).values))
+    s2 = chopped(0.1, "h")
+    for op in (lambda u, w: u + w, lambda u, w: u * w):
+        with pytest.raises(FormatMismatchError):
+            op(s2, chopped(a, "b", mismatch="left"))
+        with pytest.raises(FormatMismatchError):
+            op(s2, chopped(x, "b", mismatch="left"))
+
+
+def test_strict_rounds_integer_tensors():
+    # strict: chop(0.5 + chop(2049)) = chop(0.5 + 2048) = 2048 (fp16 has 11 significand bits; unrounded,
+    # 2049.5 gives 2050), as NumPy's strict does with an integer array; the result keeps the tensor's dtype.
+    assert (chopped(np.array([0.5]), "h", strict=True) + np.array([2049])).tolist() == [2048.0]
+    for dtype in (torch.float32, torch.float64):
+        s = chopped(torch.tensor([0.5], dtype=dtype), "h", strict=True)
+        same(s + torch.tensor([2049]), torch.tensor([2048.0], dtype=dtype))
+        same(torch.add(s, other=torch.tensor([2049], dtype=torch.int32)), torch.tensor([2048.0], dtype=dtype))
+
+
+def test_classes_of_arithmetics_no_longer_used_are_freed():
+    # Each deep copy, unpickling and chopped(t) with the persistent options makes another arithmetic and its
+    # class: gone with its last tensor (2000 deep copies had kept 2000 classes, 12 MB), while a live
+    # tensor's class keeps rounding (fp16(0.1) * 3 by hand).
+    import copy
+    import gc
+    import pickle
+    import weakref
+
+    t = chopped(torch.tensor([0.1], dtype=torch.float64), "h")
+    refs = [weakref.ref(type(u)) for u in (copy.deepcopy(t), pickle.loads(pickle.dumps(t)),
+                                           chopped(torch.ones(2)), copy.deepcopy(t) * 2)]
+    kept = copy.deepcopy(t)
+    gc.collect()
+    assert [r() for r in refs] == [None] * 4
+    assert type(kept * 3) is type(kept)
+    same(kept * 3, Chop(format="h")(torch.tensor([float(np.float16(0.1)) * 3], dtype=torch.float64)))
+
+
+def test_in_place_arithmetic_on_a_plain_target_is_refused():
+    # As NumPy's a += chopped_array: a plain target would leave the simulation silently; nothing is written.
+    with pytest.raises(NotChoppedError):
+        a = np.ones(3)
+        a += chopped(np.array([0.1, 0.2, 0.3]), "h")
+    ct = chopped(torch.tensor([0.1, 0.2, 0.3], dtype=torch.float64), "h")
+    t = torch.ones(3, dtype=torch.float64)
+    for func in (lambda u: u.__iadd__(ct), lambda u: u.add_(ct), lambda u: u.mul_(ct)):
+        with pytest.raises(NotChoppedError):
+            func(t)
+        assert type(t) is torch.Tensor and torch.equal(t, torch.ones(3, dtype=torch.float64))
+    with pytest.raises(NotChoppedError):
+        t += ct

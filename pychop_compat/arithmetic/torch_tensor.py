@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import weakref
 from typing import TYPE_CHECKING, Any, Callable, Dict, Optional
 
 import numpy as np
@@ -85,7 +86,9 @@ sum mean prod cumsum cumprod matmul mm mv dot inner __matmul__ __rmatmul__
 #: Everything handled: an in-place function (``name_``) not among these is refused before it runs.
 _KNOWN = ROUNDED | EXACT | MOVES | REDUCTIONS | frozenset(INPLACE)
 
-_CLASSES: Dict[Arithmetic, type] = {}
+#: The class made for each arithmetic, by ``id``: held weakly (a class, holding its arithmetic, goes with the
+#: last tensor of it), as every deep copy, unpickling and ``chopped(t)`` makes another arithmetic object.
+_CLASSES: "weakref.WeakValueDictionary[int, type]" = weakref.WeakValueDictionary()
 
 
 @functools.cache
@@ -139,6 +142,14 @@ def _tensor_base() -> Any:
             def __torch_function__(cls, func, types, args=(), kwargs=None):
                 return _dispatch(cls, func, types, args, kwargs or {})
 
+            # torch hands s + t and s * t (t.__radd__(s)) to __torch_function__ as add(t, s): a chopped
+            # scalar s would lose its place (its mismatch rule applies, as the first chopped operand's)
+            def __radd__(self, other):
+                return _reflected(self, other, torch.Tensor.__radd__)
+
+            def __rmul__(self, other):
+                return _reflected(self, other, torch.Tensor.__rmul__)
+
         _ChoppedTensor.__name__ = _ChoppedTensor.__qualname__ = "ChoppedTensor"
         ChoppedValue.register(_ChoppedTensor)
         ChoppedTensor = _ChoppedTensor
@@ -149,12 +160,21 @@ ChoppedTensor: Any = None  # the base class, made when torch is first used
 
 
 def _class_for(arith: Arithmetic) -> type:
-    cls = _CLASSES.get(arith)
+    cls = _CLASSES.get(id(arith))  # (a live class holds its arithmetic: the id is not another's)
     if cls is None:
         base = _tensor_base()
-        cls = _CLASSES[arith] = type("ChoppedTensor", (base,), {"arithmetic": arith,
-                                                                 "__module__": __name__})
+        cls = _CLASSES[id(arith)] = type("ChoppedTensor", (base,), {"arithmetic": arith,
+                                                                     "__module__": __name__})
     return cls
+
+
+def _reflected(tensor, other, func):
+    """``func(tensor, other)`` (``other + tensor`` or ``other * tensor``), dispatched under the reflected name
+    when ``other`` is a chopped scalar, so that its arithmetic is combined first."""
+    if type(other) is ChoppedScalar:
+        cls = type(tensor)
+        return _dispatch(cls, func, (cls,), (tensor, other), {})
+    return func(tensor, other)
 
 
 def _rebuild_chopped_tensor(plain, arith: Arithmetic, requires_grad: bool):
@@ -187,11 +207,16 @@ def _plain(value):
     return value
 
 
-def _strict_operand(value, arith: Arithmetic):
+def _strict_operand(value, arith: Arithmetic, dtype):
+    """A plain operand rounded as it enters under ``strict``; an integer tensor rounded as float64 (as NumPy's
+    and a Python int) and held in ``dtype``, the float dtype of the operation's tensors (keeping the result's)."""
     import torch
 
-    if isinstance(value, torch.Tensor) and not isinstance(value, _tensor_base()) and value.is_floating_point():
-        return arith.chop(value)
+    if isinstance(value, torch.Tensor) and not isinstance(value, _tensor_base()) and value.dtype != torch.bool:
+        if value.is_floating_point():
+            return arith.chop(value)
+        if not value.is_complex():
+            return arith.chop(value.to(torch.float64)).to(dtype)
     if isinstance(value, float):
         return float(arith.chop(value))
     if isinstance(value, int) and not isinstance(value, bool):
@@ -238,6 +263,10 @@ def _as_chopped_tensor(value, cls, rounded: bool):
     import torch
 
     if isinstance(value, torch.Tensor):
+        if type(value) is cls and not rounded:
+            # the operand itself (requires_grad_, relu_, to() of its own dtype return self, as torch's do):
+            # a new object would be an autograd alias of it, not a leaf, and its .grad would stay None
+            return value
         if not value.is_floating_point():
             return _plain(value)
         with torch._C.DisableTorchFunctionSubclass():
@@ -268,12 +297,14 @@ def _dispatch(cls, func, types, args, kwargs):
         # is in the result); the operation reads a copy of the target, so what its backward saves is not
         # the tensor copy_ overwrites.
         target, operands = args[0], args
+        if not isinstance(target, _tensor_base()):  # (before it runs: nothing is written)
+            raise NotChoppedError(f"in-place {name!r} needs a chopped target for a chopped result "
+                                  "(a plain target would leave the simulation silently).")
         if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
             with torch._C.DisableTorchFunctionSubclass():
-                kind = type(target) if isinstance(target, _tensor_base()) else torch.Tensor
-                operands = (torch.Tensor.as_subclass(_plain(target).clone(), kind),) + tuple(args[1:])
+                operands = (torch.Tensor.as_subclass(_plain(target).clone(), type(target)),) + tuple(args[1:])
         result = _dispatch(cls, getattr(torch, INPLACE[name]), types, operands, kwargs)
-        target_arith = getattr(type(target), "arithmetic", None) if isinstance(target, _tensor_base()) else None
+        target_arith = type(target).arithmetic
         if target_arith is not None and _other_rounding(result, target_arith):
             # a result in another format (a mismatch rule chose it): stored in the target's, as NumPy's += does
             result = _stored_value(result, target_arith)
@@ -293,8 +324,10 @@ def _dispatch(cls, func, types, args, kwargs):
     if arith is not None and name in REDUCTIONS:
         return _reduction(name, _class_for(arith), args, kwargs)
     if arith is not None and arith.strict and name in ROUNDED:
-        args = tuple(_strict_operand(a, arith) for a in args)
-        kwargs = {k: v if k == "out" else _strict_operand(v, arith) for k, v in kwargs.items()}
+        floats = [v.dtype for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor) and v.is_floating_point()]
+        dtype = functools.reduce(torch.promote_types, floats) if floats else torch.float64
+        args = tuple(_strict_operand(a, arith, dtype) for a in args)
+        kwargs = {k: v if k == "out" else _strict_operand(v, arith, dtype) for k, v in kwargs.items()}
     if arith is not None and name == "__setitem__" and len(args) == 3:
         args = (args[0], args[1], _stored_value(args[2], arith))
     if arith is not None and name in CONCATENATIONS:

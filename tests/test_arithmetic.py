@@ -143,6 +143,20 @@ def test_float32_data_stays_float32_and_computes_in_single():
     same((A * A + 0.1).values, ch(ch(a * a) + 0.1))  # 0.1 is a weak Python scalar: single
 
 
+def test_float32_products_with_plain_float32_operands_stay_float32():
+    # A plain float32 operand of @, np.matmul, np.dot stays float32 (it was taken as float64): the product is
+    # float32, as chopped @ chopped.  Values: those of the float64 chopped arrays, since in 'h' (t = 11) with
+    # round to nearest single evaluation is innocuous (24 >= 2t + 2; linalg rounds the operands first).
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((5, 30)).astype(np.float32), rng.standard_normal((30, 4)).astype(np.float32)
+    want = (chopped(a.astype(np.float64), "h") @ b.astype(np.float64)).values.astype(np.float32)
+    A, B = chopped(a, "h"), chopped(b, "h")
+    for got in [A @ b, a @ B, np.matmul(A, b), np.matmul(a, B), np.dot(A, b), np.dot(a, B), A @ B]:
+        same(got.values, want)
+    same((A[0] @ b).values, want[0])
+    same((a @ B[:, 0]).values, want[:, 0])
+
+
 
 @pytest.mark.parametrize("opts", [
     {"format": "h"}, {"format": "b", "round": 3}, {"format": "h", "subnormal": 0}, {"format": "q43", "round": 5},

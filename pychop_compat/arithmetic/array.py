@@ -523,8 +523,14 @@ def _product_operands(a, b, name: str):
     if arith is None:
         raise NotChoppedError(f"{name} needs a chopped operand")
     A, B = (v._data if isinstance(v, ChoppedArray) else
-            v if is_device_array(v) else np.asarray(plain_values(refuse_masked(v)), dtype=float) for v in (a, b))
+            v if is_device_array(v) else _product_operand(np.asarray(plain_values(refuse_masked(v)))) for v in (a, b))
     return A, B, arith
+
+
+def _product_operand(v: np.ndarray) -> np.ndarray:
+    """A plain operand of a matrix product: float32 stays float32 (single arithmetic, as for chopped float32
+    data, and NumPy's float32 result), the rest float64."""
+    return v if v.dtype == np.float32 else np.asarray(v, dtype=float)
 
 
 def _kernel(A: np.ndarray, B: np.ndarray, arith: Arithmetic) -> np.ndarray:

@@ -91,6 +91,8 @@ def chopped(x: Union[ChoppedOperand, torch.Tensor, jax.Array],
                               block_size=block_size, rng=rng, hardware=hardware, **kwargs)
     if isinstance(x, (ChoppedArray, ChoppedScalar)):
         x = plain_values(x)
+    elif isinstance(x, ChoppedJax):
+        x = x.values  # (rounded again to the new format, as a chopped NumPy array's values are)
     if array_api_compat.is_torch_array(x):
         if arith.rng is not None:
             raise NotImplementedError("chopped torch tensors draw as chop does; rng= (a counter or a "

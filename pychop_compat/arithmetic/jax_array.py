@@ -25,7 +25,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .. import linalg
-from ..engines import dispatch
+from ..engines import dispatch, jax_engine
 from ..random.counter import CounterRng
 from .array import OPERATORS, ChoppedOperators, ChoppedScalar, arithmetic_of, wrap
 from .context import Arithmetic, refuse_counter_in_linalg
@@ -41,8 +41,35 @@ __all__ = ["ChoppedJax", "chopped_jax", "random_draws", "RandomDraws", "einsum"]
 def _register() -> None:
     import jax
 
-    jax.tree_util.register_pytree_node(
-        ChoppedJax, lambda c: ((c._data,), c._arith), lambda arith, children: ChoppedJax(children[0], arith))
+    jax.tree_util.register_pytree_node(ChoppedJax, lambda c: ((c._data,), _Static(c._arith)),
+                                       lambda static, children: ChoppedJax(children[0], static.arith))
+
+
+class _Static:
+    """A chopped JAX array's static pytree data: its arithmetic, equal by value.
+
+    ``jax.jit`` reuses a trace when the static data compare equal: an :class:`Arithmetic` compares by
+    identity, so every ``chopped(a)`` or ``Arithmetic('h')`` retraced.  Equal options and settings round
+    alike; an ``rng`` (a counter or generator with its own state, drawn from when a value is rounded at
+    trace time) must be the same object.
+    """
+
+    __slots__ = ("arith",)
+
+    def __init__(self, arith: Arithmetic) -> None:
+        self.arith = arith
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, _Static):
+            return NotImplemented
+        a, b = self.arith, other.arith
+        settings = ("strict", "mismatch", "method", "block_size", "hardware")
+        return a is b or (a.given == b.given and a.rng is b.rng
+                          and all(getattr(a, name) == getattr(b, name) for name in settings))
+
+    def __hash__(self) -> int:
+        a = self.arith  # (equal given options resolve to equal specs)
+        return hash((a.spec, a.strict, a.mismatch, a.method, a.block_size))
 
 
 def _is_traced(x) -> bool:
@@ -254,6 +281,34 @@ def _product(name: str, a, b) -> "ChoppedJax":
     return _on_host(name, (a, b), arith)
 
 
+def _entering(o: Any, arith: Arithmetic, data: Any) -> Any:
+    """A plain operand of a strict arithmetic as it enters an operation on ``data``: rounded in its own
+    dtype, as :meth:`Arithmetic.enter` rounds NumPy's (cast to ``data``'s dtype first, it was rounded twice).
+
+    Raises
+    ------
+    TypeError
+        Without ``jax_enable_x64``: integer and bool operands (chop rounds them as float64), and Python
+        numbers with random rounding inside a ``random_draws`` block or ``jit`` (rounded from their
+        double value).
+    """
+    scalar = isinstance(o, (float, int)) and not isinstance(o, bool)
+    if scalar and not arith.draws:
+        return float(arith.chop(float(o)))  # (rounded from its double value, as NumPy's strict does)
+    if scalar and _active() is None and not _is_traced(data):
+        return float(arith.enter(o))  # NumPy's call, drawing from the same sources
+    import jax.numpy as jnp
+
+    if not scalar:
+        work, _ = jax_engine.working_array(jnp.asarray(o))  # (float16 as float32, integers as float64: NumPy's)
+        return _round_jax(work, arith)
+    if not jax_engine.x64_enabled():
+        raise TypeError("a strict chopped JAX array rounds a Python number from its double value, which JAX "
+                        "has only with jax.config.update('jax_enable_x64', True); or pass a float32 array.")
+    # NumPy keeps a Python number "weak": its rounded value enters in data's dtype
+    return _round_jax(jnp.asarray(float(o), dtype=jnp.float64), arith).astype(data.dtype)
+
+
 class ChoppedJax(ChoppedOperators):
     """A JAX array in a format; every operation rounds (create with :func:`~pychop_compat.arithmetic.chopped`)."""
 
@@ -291,13 +346,7 @@ class ChoppedJax(ChoppedOperators):
             arith = arith.combine(other._arith) if not reflected else other._arith.combine(arith)
             o = other._data if isinstance(other, ChoppedJax) else other.value  # (a Python float: weak, as NumPy's)
         else:
-            o = other
-            if arith.strict and isinstance(o, (float, int)) and not isinstance(o, bool) and not arith.spec.draws:
-                o = float(arith.chop(float(o)))  # (rounded from its double value, as NumPy's strict does)
-            elif arith.strict:
-                import jax.numpy as jnp
-
-                o = _round_jax(jnp.asarray(o, dtype=self._data.dtype), arith)
+            o = _entering(other, arith, self._data) if arith.strict else other
         return ChoppedJax(_round_jax(op(o, self._data) if reflected else op(self._data, o), arith), arith)
 
     def _compare(self, ufunc: np.ufunc, other: Any) -> Any:
@@ -381,11 +430,18 @@ def einsum(subscripts: str, *operands: Union[ChoppedJax, ArrayLike]) -> ChoppedJ
 
 
 def chopped_jax(x: Union[jax.Array, ArrayLike], arith: Arithmetic) -> ChoppedJax:
-    """``x`` rounded to ``arith``'s format (one rounding call) as a :class:`ChoppedJax`."""
+    """``x`` rounded to ``arith``'s format (one rounding call) as a :class:`ChoppedJax`.
+
+    Raises
+    ------
+    TypeError
+        Integer and bool data without ``jax_enable_x64`` (chop rounds them as float64), and non-real data.
+    """
     _register()
     import jax.numpy as jnp
 
     data = jnp.asarray(x)
     if data.dtype not in (jnp.float32, jnp.float64):  # integers, float16, bfloat16
+        jax_engine.working_array(data)  # (refuses integers without x64, as chop does: float32 would round them)
         data = data.astype(jnp.result_type(float))
     return ChoppedJax(_round_jax(data, arith), arith)

@@ -173,3 +173,62 @@ def test_randi_refuses_bounds_that_are_not_finite(bounds):
     with pytest.raises(ValueError, match="randi"):
         randi(bounds, 1, 2)
     assert rand() == 0.8147236863931789
+
+
+def test_rng_with_a_generator_name_alone_is_seed_zero():
+    # MathWorks, rng (https://uk.mathworks.com/help/matlab/ref/rng.html): "rng(generator) ... with a
+    # seed of 0. This syntax is equivalent to rng(0,generator). (since R2023b)"
+    rng(5)
+    rng("twister")
+    np.testing.assert_allclose(rand(1, 5).ravel(), DEFAULT_RAND_1x5, rtol=0, atol=5e-16)
+    assert rng().Seed == 0 and rng().Type == "twister"
+    with pytest.raises(ValueError, match="twister"):  # MATLAB's other generators stay refused, by name
+        rng("philox")
+
+
+@pytest.mark.parametrize("bounds", [2**53 + 1, 2**60, np.uint64(2**53 + 1), 2.0**60, [-2**52, 2**52],
+                                    [2**60, 2**60 + 1], [-2**53 - 1, 0]])
+def test_randi_refuses_ranges_beyond_flintmax(bounds):
+    # Octave's randi doc: randi uses class double, "This limits the maximum integer (imax) and range
+    # (imax - imin) to the value returned by the flintmax function"; MATLAB's randi errors for a too
+    # large imax too (MATLAB Answers 550083).  Beyond 2^53 doubles skip integers: randi(2^60) gave
+    # only multiples of 128.  Nothing is drawn first.
+    rng(0)
+    with pytest.raises(ValueError, match="randi.*flintmax"):
+        randi(bounds, 1, 20)
+    assert rand() == 0.8147236863931789
+
+
+def test_randi_reaches_flintmax():
+    # 2^53 integers are the most one double u = k / 2^53 reaches: randi(2^53) is 1 + k, every one reachable.
+    rng(0)
+    u = rand(1, 4)
+    rng(0)
+    assert np.array_equal(randi(2**53, 1, 4), 1 + u * 2.0**53)
+    rng(0)
+    assert np.array_equal(randi([-2**53, -1], 1, 4), -(2.0**53) + u * 2.0**53)
+
+
+def test_rng_refuses_settings_that_are_not_a_twister_state():
+    # MathWorks, rng: "rng(s) restores the settings of the random number generator ... [to] the values
+    # contained in s" and s.Type names the generator: as rng(1, 'philox') is refused, so is a philox s.
+    # s.State is MATLAB's "625x1 uint32" twister state; an all-zero Mersenne Twister key is not a state
+    # (it yields 0 forever, outside rand's (0, 1)).
+    from pychop_compat import RngSettings
+
+    rng(7)
+    rand(5, 1)
+    saved = rng()
+    zeros = np.zeros(625, np.uint32)
+    past_the_key = saved.State.copy()
+    past_the_key[624] = 625
+    for bad in [RngSettings("philox", 3, saved.State), RngSettings("twister", 3, zeros),
+                RngSettings("twister", 3, zeros[:10]), RngSettings("twister", 3, saved.State.astype(np.int64)),
+                RngSettings("twister", 3, past_the_key), RngSettings("twister", -1, saved.State)]:
+        with pytest.raises(ValueError, match=r"rng\(s\)"):
+            rng(bad)
+        assert rng() == saved  # the stream is untouched
+    # every state rng() returns still restores, mid-stream too; a 625x1 State (as a MAT-file holds it) as well
+    expected = rand(3, 1)
+    rng(RngSettings("twister", 7, saved.State.reshape(625, 1)))
+    assert np.array_equal(rand(3, 1), expected)

@@ -439,6 +439,48 @@ def test_spawned_children_must_seed_too():
     assert seeded == [chop(np.linspace(0.1, 0.9, 9), {"format": "h", "round": 5, "flip": 1}).tolist()]
 
 
+# A main script that imports the package at its top: spawn and forkserver import it again in each child
+# during the child's bootstrap, before multiprocessing.parent_process() is set.
+TOP_LEVEL_IMPORT_SCRIPT = """
+import json, multiprocessing, sys
+import numpy as np
+import pychop_compat as pc
+
+def draw(seed):
+    if seed is not None:
+        pc.rng(seed)
+    try:
+        return [float(pc.rand()), float(pc.chop(np.array([0.1]), {"format": "h", "round": 5})[0])]
+    except pc.ForkedStreamError:
+        return "refused"
+
+if __name__ == "__main__":
+    pc.rng(1)
+    with multiprocessing.get_context(sys.argv[1]).Pool(1) as pool:
+        print(json.dumps(pool.map(draw, [None, 7])))
+"""
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_children_of_a_script_that_imports_the_package_at_the_top_must_seed(method, tmp_path):
+    # docs/randomness.rst: "A forked child, and any child started by multiprocessing (spawn, forkserver),
+    # must seed the stream before drawing: its first draw otherwise raises ForkedStreamError".
+    if method not in multiprocessing.get_all_start_methods():
+        pytest.skip(f"no {method} here")
+    import json
+    import subprocess
+
+    script = tmp_path / "study.py"
+    script.write_text(TOP_LEVEL_IMPORT_SCRIPT)
+    run = subprocess.run([sys.executable, str(script), method], capture_output=True, text=True, cwd=tmp_path,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr
+    unseeded, seeded = json.loads(run.stdout)
+    assert unseeded == "refused"
+    rng(7)  # seeded in the child, the child draws MATLAB's rng(7) numbers
+    assert seeded == [float(rand()), float(chop(np.array([0.1]), {"format": "h", "round": 5})[0])]
+
+
 # --- the example ---------------------------------------------------------------------------------------
 
 def _load_example():

@@ -47,10 +47,22 @@ _generation = 0
 _seeded_generation = 0
 
 
-# A child started by multiprocessing (whose bootstrap imports it before any user code) starts at
-# rng('default'), like all its siblings: not seeded for this process.
-_multiprocessing = sys.modules.get("multiprocessing")
-if _multiprocessing is not None and _multiprocessing.parent_process() is not None:
+
+def _in_multiprocessing_child() -> bool:
+    """Whether this process is a child started by ``multiprocessing`` (any start method)."""
+    mp = sys.modules.get("multiprocessing")  # a child's bootstrap imports it before any user code
+    if mp is None:
+        return False
+    # parent_process() is set only once the child's bootstrap is done.  Spawn and forkserver import the
+    # main module (and with it, often, this package) earlier, in spawn.prepare() or the server's preload,
+    # while current_process() is marked "_inheriting": the flag CPython's own spawn module reads to
+    # tell that import from the parent's (spawn._check_not_importing_main).
+    return mp.parent_process() is not None or bool(getattr(mp.current_process(), "_inheriting", False))
+
+
+# A child started by multiprocessing starts at rng('default'), like all its siblings: not seeded for this
+# process.  (A forkserver's children are forks of the server: _generation counts those forks.)
+if _in_multiprocessing_child():
     _seeded_generation = -1
 
 
@@ -148,6 +160,33 @@ def _whole_number(value: Any) -> Optional[int]:
         return int(value) if isinstance(value, float) and value.is_integer() else None
 
 
+# MATLAB's other generators (the rng page's "generator" argument): refused by name, not as unknown options.
+_OTHER_GENERATORS = ("simdTwister", "combRecursive", "multFibonacci", "philox", "threefry", "v4", "v5uniform",
+                     "v5normal")
+
+
+def _checked_settings(settings: RngSettings) -> RngSettings:
+    """``settings`` for ``rng(settings)``, the State as 625 flat words; ``ValueError`` if they are not
+    a twister state that ``rng()`` could have returned."""
+    if settings.Type != "twister":  # MATLAB's rng(s) switches to the generator s.Type names
+        raise ValueError(f"rng(s): only the 'twister' generator is supported, got s.Type = {settings.Type!r}.")
+    seed = _whole_number(settings.Seed)
+    if seed is None or not 0 <= seed < 2**32:
+        raise ValueError(f"rng(s): s.Seed must be a nonnegative integer less than 2^32, got {settings.Seed!r}.")
+    state = np.asarray(settings.State)
+    if state.dtype != np.uint32 or state.size != 625:
+        raise ValueError(f"rng(s): s.State must be 625 uint32 words (as rng() returns), got {state.size} "
+                         f"of dtype {state.dtype}.")
+    state = state.ravel()
+    # MT19937's recurrence uses the top bit of key[0] and all of key[1:]: if those are zero, the state
+    # is its fixed point and every later word is 0.  A position beyond 624 would read past the key.
+    if not (state[0] & 0x80000000 or state[1:624].any()):
+        raise ValueError("rng(s): s.State is the all-zero Mersenne Twister key, which is not a valid state.")
+    if state[624] > 624:
+        raise ValueError(f"rng(s): the position s.State[624] must be at most 624, got {int(state[624])}.")
+    return RngSettings("twister", seed, state)
+
+
 def rng(*args: Any) -> RngSettings:
     """Control MATLAB's global random stream (MATLAB ``rng``).
 
@@ -156,6 +195,7 @@ def rng(*args: Any) -> RngSettings:
         rng(seed)             # Mersenne Twister seeded with init_genrand(seed); rng(0) = rng('default')
         rng(seed, 'twister')
         rng('default')        # the state MATLAB starts with (also the state at import)
+        rng('twister')        # rng(0, 'twister'), as MATLAB's rng(generator) is rng(0, generator)
         rng('shuffle')        # seed from the clock
         s = rng()             # current settings
         rng(s)                # restore settings returned earlier
@@ -163,7 +203,10 @@ def rng(*args: Any) -> RngSettings:
     Parameters
     ----------
     *args
-        As above.  Only the ``'twister'`` generator exists.
+        As above.  Only the ``'twister'`` generator exists: another generator name,
+        or settings ``s`` whose ``Type`` is not ``'twister'``, raises ``ValueError``,
+        as do settings whose ``State`` is not 625 ``uint32`` words (the 624-word key,
+        not all zero, then a position at most 624) or whose ``Seed`` is not a seed.
 
     Returns
     -------
@@ -189,7 +232,7 @@ def rng(*args: Any) -> RngSettings:
             raise ValueError(f"Only the 'twister' generator is supported, got {args[1]!r}.")
         arg = args[0]
         if isinstance(arg, RngSettings):
-            restore_stream(arg)
+            restore_stream(_checked_settings(arg))
             _seeded_generation = _generation
             return previous
         if isinstance(arg, str):
@@ -197,6 +240,10 @@ def rng(*args: Any) -> RngSettings:
                 arg = 0
             elif arg == "shuffle":
                 arg = int(time.time_ns() % 2**32)
+            elif arg == "twister" and len(args) == 1:  # MATLAB's rng(generator) is rng(0, generator) (R2023b)
+                arg = 0
+            elif arg in _OTHER_GENERATORS:
+                raise ValueError(f"Only the 'twister' generator is supported, got {arg!r}.")
             else:
                 raise ValueError(f"Unknown rng option {arg!r}; use a seed, 'default', 'shuffle' or settings.")
         word = _whole_number(arg)
@@ -356,7 +403,10 @@ def randi(imax: Any, *args: Any) -> Union[float, np.ndarray]:
     ``randi(imax, ...)`` draws from ``1..imax`` and ``randi([imin, imax], ...)``
     from ``imin..imax``, one uniform ``u`` per integer:
     ``imin + floor((imax - imin + 1) * u)``.  Size arguments are as for :func:`rand`.
-    The bounds must be finite integers with ``imin <= imax`` (``ValueError`` otherwise).
+    The bounds must be finite integers with ``imin <= imax``, at most flintmax
+    (``2**53``) in magnitude, and the range holds at most ``2**53`` integers, the
+    most that one double ``u`` can reach (MATLAB refuses larger ranges too);
+    ``ValueError`` otherwise.
 
     Returns
     -------
@@ -373,13 +423,19 @@ def randi(imax: Any, *args: Any) -> Union[float, np.ndarray]:
     if bounds.size not in (1, 2):
         raise ValueError("randi: the first argument must be imax or [imin, imax].")
     lo, hi = (1, bounds[0]) if bounds.size == 1 else bounds
-    if not (np.isfinite(lo) and np.isfinite(hi)):  # MATLAB refuses them too (it would return Inf or NaN)
+    # Compared as exact Python ints: a uint64 or a huge int (an object array) must not round to flintmax.
+    ilo, ihi = (_whole_number(b.item() if isinstance(b, np.generic) else b) for b in (lo, hi))
+    if ilo is None or ihi is None:  # MATLAB refuses Inf and NaN too (it would return Inf or NaN)
         raise ValueError(f"randi: imin and imax must be finite integers, got [{lo}, {hi}].")
-    if lo != np.floor(lo) or hi != np.floor(hi) or hi < lo:
+    if ihi < ilo:
         raise ValueError(f"randi: need integers imin <= imax, got [{lo}, {hi}].")
+    # Beyond flintmax the doubles skip integers, and 2^53 uniforms u = k/2^53 reach at most 2^53 of them.
+    if max(abs(ilo), abs(ihi)) > 2**53 or ihi - ilo + 1 > 2**53:
+        raise ValueError(f"randi: imin and imax must be at most flintmax (2^53) in magnitude and span at most "
+                         f"2^53 integers, got [{lo}, {hi}].")
     shape, cls = _shape_and_class(args, "randi")
     u = stream_uniform(math.prod(shape))
-    return _fill(float(lo) + np.floor((float(hi) - float(lo) + 1.0) * u), shape, cls)
+    return _fill(float(ilo) + np.floor((float(ihi) - float(ilo) + 1.0) * u), shape, cls)
 
 
 def default_randfunc(n: int) -> np.ndarray:

@@ -133,25 +133,29 @@ def test_infinite_inputs_take_the_encoding_under_correct_rounding(name, mode, en
     NaN ('fn', 'fnuz', E8M0; ml_dtypes' cast agrees), +-xmax in the 'finite' formats, in every
     mode (0.6.x gave +-xmax where a directed mode rounds toward zero, CPFloat's infinity = 0
     rule, which cpfloat keeps)."""
+    x = np.array([np.inf, -np.inf] * 3000)
+    want = x.astype(ml_type(name)).astype(np.float64)  # NaN, or +-xmax without NaN
+    got = _chop_on(engine, x, {"format": name, "round": mode})
+    assert same(got, want).all(), got[:2].tolist()
+
+
+def _chop_on(engine: str, x: np.ndarray, options: dict) -> np.ndarray:
+    """``chop(x, options)`` by the rules' reference kernel, on a torch tensor, or on a CPU engine."""
     from pychop_compat.engines.dispatch import round_array
     from pychop_compat.kernels.compiled import cpu_engine
     from pychop_compat.matlab.options import resolve
     from pychop_compat.random.sources import MATLAB_STREAM
 
-    x = np.array([np.inf, -np.inf] * 3000)
-    want = x.astype(ml_type(name)).astype(np.float64)  # NaN, or +-xmax without NaN
-    options = {"format": name, "round": mode}
     if engine == "reference":
-        got = round_array(x, resolve(options, None, "double").spec, MATLAB_STREAM, kernel="reference")
-    elif engine == "torch":
+        spec = resolve(options, None, "single" if x.dtype == np.float32 else "double").spec
+        return round_array(x, spec, MATLAB_STREAM, kernel="reference")
+    if engine == "torch":
         torch = pytest.importorskip("torch")
-        got = chop(torch.from_numpy(x), options).numpy()
-    else:
-        if engine == "numba":
-            pytest.importorskip("numba")
-        with cpu_engine(engine):
-            got = chop(x, options)
-    assert same(got, want).all(), got[:2].tolist()
+        return chop(torch.from_numpy(x), options).numpy()
+    if engine == "numba":
+        pytest.importorskip("numba")
+    with cpu_engine(engine):
+        return chop(x, options)
 
 
 @pytest.mark.parametrize("engine", ["numpy", "numba", "reference", "torch"])
@@ -164,27 +168,13 @@ def test_e8m0_with_explim_0_keeps_its_encoding(mode, dtype, engine):
     class (0.6.x returned -1, -4, 0 for -1, -3, 0: the IEEE encoding).  The rule written out:
     t = 1, so positive values round to a power of two, ties (1.5 * 2^e) up in mode 1."""
     from pychop_compat import Chop
-    from pychop_compat.engines.dispatch import round_array
-    from pychop_compat.kernels.compiled import cpu_engine
-    from pychop_compat.matlab.options import resolve
-    from pychop_compat.random.sources import MATLAB_STREAM
 
     emin, tiny = (-126, 2.0 ** -130) if dtype == np.float32 else (-1022, 1e-310)
     x = np.array([-1.0, -3.0, 0.0, -0.0, np.nan, -np.inf, 2.0, 3.0, 5.0, tiny, 2.0 ** (emin - 1)], dtype)
     # 3 (a tie: to the even multiple of 2) rounds to 4 in modes 1 and 2; 5 to 8 in mode 2 only
     want = [np.nan] * 6 + [2.0, 4.0 if mode in (1, 2) else 2.0, 8.0 if mode == 2 else 4.0] + [2.0 ** emin] * 2
     options = {"format": "float8_e8m0fnu", "explim": 0, "round": mode}
-    if engine == "reference":
-        spec = resolve(options, None, "single" if dtype == np.float32 else "double").spec
-        got = round_array(x, spec, MATLAB_STREAM, kernel="reference")
-    elif engine == "torch":
-        torch = pytest.importorskip("torch")
-        got = chop(torch.from_numpy(x), options).numpy()
-    else:
-        if engine == "numba":
-            pytest.importorskip("numba")
-        with cpu_engine(engine):
-            got = chop(np.tile(x, 500), options)[:x.size]  # (a large array: the bulk kernels)
+    got = _chop_on(engine, np.tile(x, 500), options)[:x.size]  # (a large array: the bulk kernels)
     assert got.dtype == dtype
     assert same(got.astype(np.float64), np.array(want)).all(), got.tolist()
     assert same(Chop(options)(x).astype(np.float64), np.array(want)).all()

@@ -140,6 +140,19 @@ def test_norms_of_a_small_matrix():
         linalg.norm(A2, 3)
 
 
+def test_exact_cond_2_is_the_ratio_of_singular_values_rounded_once():
+    # the docstring promised fl(fl(||A||_2) fl(||A^-1||_2)) = fl(10 fl(1/3)) = 3.333333333333333 for
+    # diag(10, 3); p = 2 is MATLAB's s(1)/s(end), rounded once: fl(10/3) (fractions). [[1, 1], [0, 1]]
+    # has singular values phi and 1/phi: the ratio phi^2 = (3 + sqrt(5)) / 2 (mpmath, 300 bits).
+    import mpmath
+
+    D = np.diag([10.0, 3.0])
+    assert linalg.cond(D, 2, "exact") == float(Fraction(10, 3)) != float(10 * Fraction(1 / 3))
+    assert linalg.cond(D, 1, "exact") == float(10 * Fraction(1 / 3))  # p = 1: the product of the norms
+    with mpmath.workprec(300):
+        assert linalg.cond(np.array([[1.0, 1.0], [0.0, 1.0]]), 2, "exact") == float((3 + mpmath.sqrt(5)) / 2)
+
+
 def test_exact_norms_are_correctly_rounded():
     r = np.random.default_rng(0)
     A = r.standard_normal((7, 5)) * 2.0 ** r.integers(-20, 20, (7, 5))

@@ -217,6 +217,45 @@ def test_binary128_rounding_is_exact():
         assert abs(third - one / 3) <= two**-115  # half an ulp of 1/3 (ulp 2**-114)
 
 
+def test_binary128_to_double_rounds_once_in_the_subnormal_range():
+    # mpmath's to_float rounded to 53 bits (2**-1075 + 2**-1180 became the tie 2**-1075), then ldexp
+    # rounded the tie to even: 0. Oracle: Python's float(Fraction), correctly rounded.
+    two = mpmath.mpf(2)
+    cases = [(mpmath.fadd, two**-1075, two**-1180), (mpmath.fsub, 3 * two**-1076, two**-1180),
+             (mpmath.fsub, -(two**-1075), two**-1180), (mpmath.fadd, two**-1075, 0),
+             (mpmath.fadd, 3 * two**-1075, 0), (mpmath.fadd, two**-1030, two**-1140)]
+    values = np.empty(len(cases), dtype=object)
+    values[:] = [binary128_op(f, a, b) for f, a, b in cases]
+    exact = [int(mpmath.sign(v)) * Fraction(int(v.man)) * Fraction(2) ** int(v.exp) for v in values]
+    want = [float(v) for v in exact]
+    got = Binary128().to_double(values)
+    assert got.tolist() == want and [math.copysign(1, g) for g in got] == [math.copysign(1, w) for w in want]
+    assert want[:5] == [2.0**-1074, 2.0**-1074, -(2.0**-1074), 0.0, 2.0**-1073]  # ties 2**-1075: to even
+
+
+def test_double_double_is_exact_up_to_double_range():
+    # Dekker's splitting (2**27 + 1) a overflowed from |a| = 2**996 on, and ah bh when p neared the
+    # largest double: NaN. Oracle: exact products (fractions); a double times a double is a
+    # double-double exactly, and so is the quotient by 0.5.
+    dd = DoubleDouble()
+
+    def exact(pair):
+        return [Fraction(h) + Fraction(l) for h, l in zip(*pair)]
+
+    big = np.array([2.0**1000, 1e300, np.finfo(float).max, 2.0**996 - 2.0**943, 2.0**995])
+    c = np.array([0.5, 1 / 3, 1 / 3, 2.0**28 - 2.0**-25, 3.0])
+    got = dd.mul_double((big, np.zeros(5)), c)
+    assert exact(got) == [Fraction(a) * Fraction(b) for a, b in zip(big, c)]
+    divisors = np.array([0.5, 0.5, 2.0])
+    assert exact(dd.div_double((big[:3], np.zeros(3)), divisors)) == [Fraction(a) / Fraction(d)
+                                                                       for a, d in zip(big, divisors)]
+    from pychop_compat.linalg.extended import ext_matvec
+
+    A = np.array([[2.0**1000, 1.0], [3.0, 2.0**1000]])
+    v = np.array([1.0, 2.0**-1000])
+    assert exact(ext_matvec(dd, A, v)) == [Fraction(2) ** 1000 + Fraction(2) ** -1000, Fraction(4)]
+
+
 @pytest.mark.parametrize("arith", [DoubleDouble(), Binary128()], ids=["dd", "binary128"])
 def test_extended_lu_solve_is_accurate(arith):
     A, b = make_matrix(8, 1e3, 3, 8)

@@ -460,6 +460,19 @@ def test_solve_double_matches_scipy():
     assert np.linalg.norm(x - xs, np.inf) <= 100 * kappa * 2.0**-53 * np.linalg.norm(xs, np.inf)
 
 
+def test_solve_of_a_single_matrix_and_a_double_b_is_double():
+    # every operation is in single only when all array inputs are single: the LU of a float32 A ran in
+    # single when b was float64 (errors 7e-8, not 1e-15). Oracle: NumPy's LU in double.
+    rng = np.random.default_rng(0)
+    A32, b = rng.standard_normal((6, 6)).astype(np.float32), rng.standard_normal(6)
+    ref = np.linalg.solve(A32.astype(np.float64), b)
+    kappa = np.linalg.cond(A32.astype(np.float64), np.inf)
+    for rhs in (b, b[:, None]):
+        x = linalg.solve(A32, rhs, "d")
+        assert x.dtype == np.float64
+        assert np.max(np.abs(x.ravel() - ref)) <= 100 * kappa * 2.0**-53 * np.max(np.abs(ref))
+
+
 def test_lu_zero_pivot_info():
     A = np.array([[0.0, 1.0, 2.0], [0.0, 3.0, 4.0], [0.0, 5.0, 7.0]])
     with pytest.warns(linalg.SingularMatrixWarning):
@@ -675,6 +688,17 @@ def test_double_double_residual_of_entries_near_realmax():
     for solver in (linalg.lu_ir, linalg.gmres_ir):
         res = solver(1e300 * B, 1e300 * B @ np.ones(5), "h", "d", "d", scaling="general", theta=0.1)
         assert res.status == "converged" and np.max(np.abs(res.x - 1)) <= 1e-14
+
+
+def test_gmres_ir_with_double_double_at_entries_near_realmax():
+    # Dekker's splitting in double-double (up='q') overflowed for entries from 2**996 on: NaN
+    # preconditioned residuals, 'stagnated' with no GMRES iteration for B * 2**1000. Scaling by a power
+    # of two is exact: x = 1 solves the system up to the rounding of b (kappa 1e3: ~1e-13).
+    B = linalg.randsvd(8, 1e3, rng=0)
+    A = B * 2.0**1000
+    res = linalg.gmres_ir(A, A @ np.ones(8), "h", "d", "q", scaling="general")
+    assert res.status == "converged" and all(k > 0 for k in res.gmres_iterations)
+    assert np.max(np.abs(res.x - 1)) <= 1e3 * 8 * 2.0**-53
 
 
 def test_frobenius_norm_and_cond_do_not_overflow_in_double():

@@ -17,6 +17,9 @@ __all__ = ["two_sum", "quick_two_sum", "two_prod", "DoubleDouble", "Binary128", 
            "ext_matvec", "ext_lu_solve", "residual_dd"]
 
 _SPLITTER = 134217729.0  # 2**27 + 1 (Dekker's splitting of a double)
+_SPLIT_LIMIT = 2.0**996  # _SPLITTER * a overflows from about 2**997 on
+_PRODUCT_LIMIT = 2.0**1023  # ah * bh may round past the largest double
+_SPLIT_DOWN, _SPLIT_UP = 2.0**-28, 2.0**28
 
 
 def two_sum(a: Any, b: Any) -> tuple:
@@ -32,20 +35,34 @@ def quick_two_sum(a: Any, b: Any) -> tuple:
     return s, b - (s - a)
 
 
-def two_prod(a: Any, b: Any) -> tuple:
-    """Dekker's TwoProduct: ``(p, e)`` with ``p = fl(a*b)`` and ``p + e = a*b`` exactly (doubles,
-    no fma, no overflow in the splitting)."""
+def two_prod(a: Any, b: Any, arrays: Arrays = HOST) -> tuple:
+    """Dekker's TwoProduct: ``(p, e)`` with ``p = fl(a*b)`` and ``p + e = a*b`` exactly for doubles
+    (no fma), unless ``p`` overflows or the partial products underflow; ``arrays``: the library of
+    ``a`` and ``b``.
+
+    The splitting ``(2**27 + 1) a`` overflows from ``|a| = 2**996`` on, and ``ah bh`` may when
+    ``|p| >= 2**1023``: there ``e`` is computed for ``2**-28 a`` (or ``2**-28 b``) and scaled back,
+    exact; elsewhere every operation is Dekker's, bit for bit (before, ``e`` was NaN or Inf there)."""
     p = a * b
+    # a scaled operand keeps at least 2**968 (or p at least 2**995): the scaled error stays normal
+    big_b = abs(b) >= _SPLIT_LIMIT
+    big_a = (abs(a) >= _SPLIT_LIMIT) | ((abs(p) >= _PRODUCT_LIMIT) & ~big_b)
+    a = arrays.where(big_a, a * _SPLIT_DOWN, a)
+    b = arrays.where(big_b, b * _SPLIT_DOWN, b)
+    ps = a * b
     ca, cb = _SPLITTER * a, _SPLITTER * b
     ah = ca - (ca - a)
     bh = cb - (cb - b)
     al, bl = a - ah, b - bh
-    return p, al * bl - (((p - ah * bh) - al * bh) - ah * bl)
+    e = al * bl - (((ps - ah * bh) - al * bh) - ah * bl)
+    e = arrays.where(big_a, e * _SPLIT_UP, e)
+    return p, arrays.where(big_b, e * _SPLIT_UP, e)
 
 
 class DoubleDouble:
     """Double-double vectors ``(hi, lo)`` of one array library (default NumPy): about 106 bits
-    (Dekker; Hida, Li & Bailey's QD)."""
+    (Dekker; Hida, Li & Bailey's QD), over double's whole range (:func:`two_prod` scales large
+    operands)."""
 
     def __init__(self, arrays: Arrays = HOST) -> None:
         self.arrays = arrays
@@ -67,19 +84,19 @@ class DoubleDouble:
         return self.add(a, (-b[0], -b[1]))
 
     def mul_double(self, a: Any, c: Any) -> Any:
-        p, e = two_prod(a[0], c)
+        p, e = two_prod(a[0], c, self.arrays)
         return quick_two_sum(p, e + a[1] * c)
 
     def div_double(self, a: Any, c: Any) -> Any:
         q1 = self.arrays.divide(a[0], c)
-        p, pe = two_prod(q1, c)
+        p, pe = two_prod(q1, c, self.arrays)
         s, e = two_sum(a[0], -p)
         q2 = self.arrays.divide(s + (e + a[1] - pe), c)
         return quick_two_sum(q1, q2)
 
     def exact_products(self, A: Any, v: Any) -> Any:
         """``A * v[None, :]`` exactly, elementwise."""
-        return quick_two_sum(*two_prod(A, v[None, :]))
+        return quick_two_sum(*two_prod(A, v[None, :], self.arrays))
 
     def take(self, a: Any, index: Any) -> Any:
         return (a[0][index], a[1][index])
@@ -128,6 +145,25 @@ def binary128_op(func: Any, a: Any, b: Any) -> Any:
     return smallest if probe > 0 else -smallest
 
 
+def _mpf_to_double(value: tuple) -> float:
+    """mpmath's ``(sign, man, exp, bc)`` (``man 2**exp``) rounded once to the nearest double.
+
+    mpmath's ``to_float`` rounds to 53 bits, then ``ldexp`` again to the subnormal grid ``2**-1074``:
+    a value just above a midpoint of that grid became the midpoint, then rounded to even.  Below
+    ``2**-1022`` the integer ``man 2**(exp + 1074)`` is rounded instead, exactly."""
+    from mpmath.libmp import to_float
+
+    sign, man, exp, bc = value
+    if not man or exp + bc - 1 >= -1022:  # zero, Inf, NaN or normal: one rounding to 53 bits
+        return float(to_float(value, rnd="n"))
+    shift = -1074 - exp
+    q = man >> shift if shift > 0 else man << -shift
+    if shift > 0:
+        rest, half = man & ((1 << shift) - 1), 1 << (shift - 1)
+        q += rest > half or (rest == half and q & 1)
+    return math.copysign(math.ldexp(q, -1074), -1.0 if sign else 1.0)
+
+
 class Binary128:
     """IEEE binary128 vectors (NumPy object arrays of mpmath numbers, on the host), each operation
     rounded exactly to nearest-even binary128 (113 bits, exponent range and subnormals); slow."""
@@ -143,9 +179,8 @@ class Binary128:
         return out
 
     def to_double(self, a: Any) -> Any:
-        from mpmath.libmp import to_float
-
-        flat = [to_float(v._mpf_, rnd="n") for v in np.asarray(a).ravel()]
+        """The nearest doubles (ties to even), each rounded once, also in double's subnormal range."""
+        flat = [_mpf_to_double(v._mpf_) for v in np.asarray(a).ravel()]
         return np.array(flat, dtype=np.float64).reshape(np.shape(a))
 
     def _binary(self, name: str, a: Any, b: Any) -> np.ndarray:
@@ -236,18 +271,18 @@ def residual_dd(arrays: Arrays, A: Any, x: Any, b: Any) -> Any:
     """``b - A x`` in double-double (Ogita-Rump-Oishi Dot2), rounded to double: as accurate as
     106 bits and one rounding; the products at once, the columns added in order ``k = 0, 1, ...``.
 
-    Dekker's splitting overflows for entries of ``A`` or ``x`` at or above ``2**996``: then ``A``,
-    ``x`` and ``b`` are scaled by powers of two first (``2**-k A``, ``2**-m x``, ``2**-(k+m) b``) and
-    the residual scaled back, the same bits as unscaled arithmetic without overflow except where a
-    scaled entry falls below double's normal range (below ``2**-1022`` after division by at most
-    ``2**56``)."""
+    Where an entry of ``A`` or ``x`` reaches ``2**996``, ``A``, ``x`` and ``b`` are scaled by powers
+    of two first (``2**-k A``, ``2**-m x``, ``2**-(k+m) b``; the products and sums of such entries
+    stay further from overflow) and the residual scaled back, the same bits as unscaled arithmetic
+    without overflow except where a scaled entry falls below double's normal range (below
+    ``2**-1022`` after division by at most ``2**56``)."""
     ka, kx = _split_shift(arrays, A), _split_shift(arrays, x)
     if ka or kx:
         r = residual_dd(arrays, A * 2.0**-ka, x * 2.0**-kx, b * 2.0**-(ka + kx))
         return r * 2.0**(ka + kx)
     s = b
     c = arrays.zeros(b.shape, b.dtype)
-    P, E = two_prod(-A, x[None, :])
+    P, E = two_prod(-A, x[None, :], arrays)
     for k in range(A.shape[1]):
         s, e2 = two_sum(s, P[:, k])
         c = c + (E[:, k] + e2)

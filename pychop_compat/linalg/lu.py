@@ -472,7 +472,9 @@ def solve(A: Any, b: ArrayLike, options: OptionsLike = None) -> np.ndarray:
     Returns
     -------
     ndarray
-        The solution, shaped like ``b``.
+        The solution, shaped like ``b``: computed in single (factorization
+        included) when ``A`` (or its factors) and ``b`` are all float32, else
+        in double.
 
     Warns
     -----
@@ -505,7 +507,9 @@ def solve_on(arrays: Arrays, A: Any, b: Any, options: OptionsLike = None) -> Any
         zero = np.flatnonzero(arrays.to_host(arrays.xp.diagonal(F.U)) == 0)  # info, as LAPACK's
         warn_if_singular(LUResult(F.L, F.U, F.perm, int(zero[0]) + 1 if zero.size else 0), "solve")
     else:
-        F = factorize(arrays, A, options)  # warns if singular
+        # in single only when b is single too, as every operation: a double b factorizes in double
+        a, _ = float_operands(arrays, A, b)
+        F = factorize(arrays, a, options)  # warns if singular
     (bb,) = float_operands(arrays, b)
     if bb.ndim not in (1, 2):
         raise ValueError(f"b must have shape (n,) or (n, k), got shape {tuple(bb.shape)}")

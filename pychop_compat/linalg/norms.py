@@ -219,7 +219,10 @@ def cond(A: ArrayLike, p: NormOrder = 2, precision: OptionsLike = None) -> float
     precision : None, 'd', 'exact' or chop options, optional
         As for :func:`norm`; with ``'exact'`` the two norms are the exact ones (``inv(A)``
         in rational arithmetic) correctly rounded, and their product rounded:
-        ``fl(fl(||A||) fl(||A^-1||))``; chopped: the product rounded.
+        ``fl(fl(||A||) fl(||A^-1||))``; chopped: the product rounded.  For ``p = 2`` the
+        ratio is MATLAB's ``s(1)/s(end)`` in every mode, rounded once: ``'exact'`` rounds
+        the ratio of the 200-bit singular values (``cond(diag([10, 3]), 2, 'exact')`` is
+        ``fl(10/3)``, not ``fl(10 fl(1/3))``), chopped rounds the double ratio.
 
     Returns
     -------

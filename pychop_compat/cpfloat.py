@@ -314,9 +314,11 @@ def _update(state: _State, given: dict) -> _State:
         # [t, emin, emax] from params as the interface of the date lists them (emin: 1 - emax before 2024)
         layout = rules.params_layout.split(",")
         values = np.asarray(given.get("params", ()), dtype=object).ravel()  # (None: one value)
-        if values.size != len(layout):
+        # The MEX reads the first elements and never counts them: more are ignored; fewer would be
+        # read past the array's end (undefined), refused here.
+        if values.size < len(layout):
             raise CpfloatError("cpfloat:invalidparams", "Invalid floating-point parameters specified.")
-        listed = dict(zip(layout, [_number(v, "params") for v in values]))
+        listed = dict(zip(layout, [_number(v, "params") for v in values[:len(layout)]]))
         o.params = [listed["t"], listed.get("emin", 1 - listed["emax"]), listed["emax"]]
         if rules.emin != "format":
             o.params[1] = state.options.params[1]
@@ -427,7 +429,8 @@ def _storage_class(x) -> str:
 def _checked_spec(state: _State, x_class: str) -> RoundingSpec:
     """The MEX's checks for an input of class ``x_class``, then the rounding spec."""
     o = state.options
-    if x_class == "single" and o.format in _DOUBLE_NAMES:
+    wide = state.catalogue is not None and (state.catalogue.t > 24 or state.catalogue.emax > 127)
+    if x_class == "single" and (o.format in _DOUBLE_NAMES or wide):  # (the MEX knows 'd' and its aliases)
         raise CpfloatError("cpfloat:invalidformat", "Target format is too large.")
     maxfbits = (11 if o.round <= 1 else 23) if x_class == "single" else (25 if o.round <= 1 else 52)
     minexp, maxexp = (-126, 127) if x_class == "single" else (-1022, 1023)
@@ -443,6 +446,8 @@ def _checked_spec(state: _State, x_class: str) -> RoundingSpec:
     if t < 1:
         raise ValueError(f"The precision (params[0]) must be at least 1, got {t}.")
     unset = rules.emin == "kept, 0 = 1 - emax" and emin == 0
+    if not unset and emin > emax:  # (CPFloat's C code then gives values beyond its own xmax)
+        raise ValueError(f"The exponent range is empty: emin = {emin} > emax = {emax}.")
     fmt = state.catalogue or Format(t, emax, (o.format,), emin=1 - emax if unset else emin)
     explim = o.explim
     if not explim and not o.subnormal and rules.explim0_emin == "format":

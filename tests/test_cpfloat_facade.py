@@ -290,3 +290,32 @@ def test_none_as_x_runs_the_checks_for_a_double_as_the_mex_does_for_an_empty_mat
     with pytest.raises(CpfloatError, match="cpfloat:invalidparams"):
         old(None, {"format": "c", "params": [30, 15]})
     assert old().params == [30, 15]
+
+
+@pytest.mark.parametrize("name", ["float64", "binary128", "q"])
+def test_every_target_wider_than_single_is_too_large_for_single_input(name):
+    # The MEX refuses 'd' (and its aliases) on single input: "Target format is too large."  The
+    # catalogue's names for double and wider formats are the same target: refused the same way.
+    clear_cpfloat()
+    with pytest.raises(CpfloatError, match="Target format is too large"):
+        cpfloat(np.float32([1 / 3]), name)
+    clear_cpfloat()
+    assert cpfloat(np.float32([1 / 3]), "float32")[0] == np.float32(1 / 3)  # single itself is not
+
+
+def test_params_beyond_the_third_are_ignored_as_the_mex_ignores_them():
+    # mex/cpfloat.c (3583976) reads params[0], [1] and [2] and never counts the elements: [5, -3, 4, 0]
+    # is [5, -3, 4].  1/3 with 5 bits: 0.0101010101... rounds to 0.010101 = 21/64 = 0.328125.
+    clear_cpfloat()
+    assert cpfloat(1 / 3, {"format": "c", "params": [5, -3, 4, 0]}) == Fraction(21, 64)
+    clear_cpfloat()
+    with pytest.raises(CpfloatError, match="invalidparams"):  # fewer: read past the array's end
+        cpfloat(1 / 3, {"format": "c", "params": [5, -3]})
+
+
+def test_an_empty_exponent_range_is_refused():
+    # emin > emax has no numbers: CPFloat's C code gives values past its own xmax (64 for [5, 10, 2]).
+    clear_cpfloat()
+    with pytest.raises(ValueError, match="exponent range is empty"):
+        cpfloat(np.array([512.0, 3.0]), {"format": "c", "params": [5, 10, 2]})
+    clear_cpfloat()

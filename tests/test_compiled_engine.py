@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from engine_matrix import assert_bits_equal, make_input
-from pychop_compat import Chop, chop, rand, rng
+from pychop_compat import Chop, chop, chop_at, rand, rng
 from pychop_compat.kernels import compiled, numpy_fast
 from pychop_compat.random.counter import (FLIP_BIT, FLIP_CHOICE, GOLDEN, MIX1, MIX2, ROUND, counter_uniform,
                                           mix64)
@@ -323,6 +323,35 @@ def test_deterministic_large_and_strided_arrays():
             assert_bits_equal(actual, expected, str(options))
             assert actual.flags.c_contiguous == expected.flags.c_contiguous
 
+
+
+@needs_numba
+@pytest.mark.parametrize("mode", [1, 2, 3, 4, 5, 6])
+@pytest.mark.parametrize("emax", [5, 100])
+def test_single_input_with_a_stored_precision_above_24(mode, emax):
+    # A double call stores t up to 25 (mode 1) or 30, which a single call then uses: chop.m's
+    # subnormal block has the grid 2^(emin + 1 - t) with that t, not with t capped at float32's 24
+    # (Octave, chop.m 906c31e: chop(1.0, struct('format','c','params',[25 5])) then
+    # chop(single([1e-5 3e-8 0.00441033])) gives 0.0044103302 for the third).
+    gen = np.random.default_rng(emax + mode)
+    x = np.float32(np.exp2(gen.uniform(-150, 8, 4096)) * gen.choice([-1.0, 1.0], 4096))
+    x[:3] = [1e-5, 3e-8, 0.00441033]
+    for t in range(24, 31 if mode > 1 else 26):
+        options = {"format": "c", "params": [t, emax], "round": mode}
+        outs = []
+        for engine in ("numpy", "numba"):
+            with compiled.cpu_engine(engine):
+                chop(1.0, options)
+                rng(5)
+                today = chop(x)
+                dated = chop_at("2022-06-14")
+                dated(1.0, options)
+                rng(5)
+                outs.append((today, dated(x)))
+        for expected, actual in zip(outs[0], outs[1]):
+            assert_bits_equal(actual, expected, f"t = {t} {options}")
+        if (t, emax, mode) == (25, 5, 1):
+            assert outs[1][0][2] == np.float32(0.0044103302)
 
 def test_engine_setting_and_fallbacks(monkeypatch):
     with pytest.raises(ValueError, match="cpu engine must be one of"):

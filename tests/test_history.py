@@ -543,3 +543,57 @@ def test_python_ints_beyond_int64_are_taken_as_chop_takes_them(engine, date):
         assert f(-(2**64)) == -np.inf
         z = f([2**70, 1, -(2**64)])
         assert type(z) is np.ndarray and z.dtype == np.float64 and np.array_equal(z, [np.inf, 1.0, -np.inf])
+
+
+# GNU Octave, chop.m of 2019-03-20 (f29e260) with its roundit.m and a rand.m replaying MATLAB's stream after rng(0)
+# (randi(imax, ...) as 1 + floor(imax * rand(...))): with struct('format', 'h', 'flip', 1, 'p', p),
+# chop([1/3 2/3 0.1 0.7]) with p = 1 fails in bitxor ("size of X and Y must match") after 8 numbers; with p = 0.3
+# it gives ROW_ONE_FLIP (5 numbers); chop([1/3 2/3 0.1 0.7]') and chop([1/3 0.1; 2/3 0.7]) with p = 1 give
+# FLIPPED (column-major; 8 numbers).
+FLIP_ROW = np.array([[1 / 3, 2 / 3, 0.1, 0.7]])
+ROW_ONE_FLIP = [0.333251953125, 0.66650390625, 0.0960693359375, 0.7001953125]
+FLIPPED = [0.317626953125, 0.666015625, 0.0997314453125, 0.7158203125]
+
+
+@pytest.mark.parametrize("date", ["2019-03-07", "2019-03-20", "2019-07-10"])
+def test_bit_flips_on_a_row_fail_before_2019_07_11_once_two_elements_are_chosen(date):
+    def following(drawn):
+        rng(0)
+        return pychop_compat.rand(drawn + 1, 1)[drawn, 0]
+
+    opts = {"format": "h", "flip": 1, "p": 1}
+    after = following(8)
+    rng(0)
+    with pytest.raises(ValueError, match="row vector"):
+        chop_at(date)(FLIP_ROW, opts)
+    assert pychop_compat.rand() == after  # roundit's rand(size(y)) and randi drew before bitxor failed
+    for x in (FLIP_ROW.T, FLIP_ROW.reshape(2, 2, order="F"), FLIP_ROW.ravel()):  # columns for chop.m
+        rng(0)
+        assert np.array_equal(chop_at(date)(x, opts).ravel(order="F"), FLIPPED), x.shape
+        assert pychop_compat.rand() == after
+    after = following(5)
+    rng(0)
+    assert np.array_equal(chop_at(date)(FLIP_ROW, dict(opts, p=0.3)), [ROW_ONE_FLIP])  # one chosen: no failure
+    assert pychop_compat.rand() == after
+
+
+# Octave, chop.m of 2019-03-14 (dc590c4): chop([], struct('format', 'zz')) returned [] (its
+# "if nargin == 0 || isempty(x)" return comes before the format is read) and stored the format; then
+# chop([0.1 0.2]) failed ("'emax' undefined"), chop([]) still returned [], and new options worked again.
+@pytest.mark.parametrize("date", ["2019-03-07", "2019-03-14", "2019-03-19"])
+def test_empty_input_with_an_unknown_format_before_2019_03_20(date):
+    f = chop_at(date)
+    f(None, {"format": "b"})
+    for empty in ([], np.zeros((0, 3), np.float32), None):
+        y = f(empty, {"format": "zz"})
+        assert y is None if empty is None else (y.size == 0 and y.shape == np.shape(empty))
+    assert f.options().format == "zz"
+    with pytest.raises(ValueError, match="'emax' undefined"):
+        f(np.array([0.1, 0.2]))
+    assert f([]).size == 0
+    assert np.array_equal(f(np.array([0.1, 0.2]), {"format": "h"}), [0.0999755859375, 0.199951171875])
+    assert f(0.1) == 0.0999755859375
+    with pytest.raises(ValueError, match="Unrecognized format"):
+        f(np.array([0.1]), {"format": "zz"})  # a nonempty input fails at once
+    with pytest.raises(ValueError, match="Unrecognized format"):
+        chop_at("2019-03-20")([], {"format": "zz"})  # the explicit check comes first from 2019-03-20

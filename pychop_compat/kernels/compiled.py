@@ -179,11 +179,12 @@ def _constants(fmt, mode: int, keep_subnormals: bool, explim: bool, char: str, p
             rp[4] = low0
     # rp[5:]: the deterministic loops' constants (numba_kernels.det_serial): D0, DTOP, DMAX, LO,
     # HIDDEN, FULL, MAG, the exponent's shift, the sign's shift, SMALL_LO, SPAN, THRESHOLD, MIN_REP.
-    # With subnormals kept and explim, their range takes in chop.m's subnormal block (d0 + emin - e
+    # With subnormals kept and explim, their range takes in chop.m's subnormal block (p - t + emin - e
     # bits dropped there) where it is normal in the carrier.
     if explim and keep_subnormals and fmt.emin > carrier_emin:
         lo_det = pow2_bits(max(fmt.emins, carrier_emin))
-        dtop = d0 + fmt.emin + (1 - carrier_emin)  # d0 + the biased exponent of emin
+        # p - t, not d0: the block's grid is 2^emins with the format's own t, also for t > p (d0 = 0)
+        dtop = p - t + fmt.emin + (1 - carrier_emin)  # p - t + the biased exponent of emin
     else:
         lo_det, dtop = lo, 0
     small = _small_rule(fmt, mode, keep_subnormals, char) if explim else None

@@ -308,7 +308,7 @@ def _regular_stochastic(b, k, rnd):
 @numba.njit(**INLINE_OPTIONS)
 def _small_shift(b, k):
     """``(d, sub)`` for a carrier-normal element below xmin (explim = 1): ``d0`` bits dropped on
-    its own binade's grid, or ``d0 + emin - e`` in chop.m's subnormal block (``sub``); ``d = -1``
+    its own binade's grid, or ``p - t + emin - e`` (at least 0) in chop.m's subnormal block (``sub``); ``d = -1``
     for every other element (or a min_rep not normal in the carrier): the general path's."""
     bias = (np.int64(1) << (k[WIDTH] - k[P] - 1)) - 1
     e_field = np.int64((b & k[MAG]) >> np.uint64(k[P] - 1))
@@ -317,7 +317,8 @@ def _small_shift(b, k):
     if k[EXPLIM] == 0 or e_field < 1 or e_field >= e_min or e_rep < 1:
         return -1, False
     if e_field >= k[EMINS] + bias:
-        d = k[D0] + e_min - e_field
+        # the block's grid is 2^emins: p - t (not d0, which is 0 for t > p) + emin - e bits, none if < 0
+        d = max(k[P] - k[T] + e_min - e_field, 0)
         return (d, True) if d <= k[P] - 1 else (-1, False)
     return k[D0], False
 

@@ -107,9 +107,11 @@ class Rules:
     date: _dt.date
     commit: str
     requires_format: bool  # before 2019-03-14: options.format must be given
+    format_checked: bool  # 2019-03-20: an unknown format fails before chop.m returns [] for empty input
     precision_limit: str  # 'none' | 'all modes' | 'round to nearest'
     explim_option: bool  # 2019-07-11
     flips_broken: bool  # 2019-07-11 .. 2020-05-30
+    flip_bits_column: bool  # before 2020-05-31: roundit draws the bits as a column, randi(t - 1, length(k), 1)
     explim0_first_elements_only: bool  # 2019-07-11 .. 2020-04-30
     truncation: str  # 'block' | 'mask' | 'elementwise'
     overflow: str  # 'infinity' | 'by mode'
@@ -137,9 +139,11 @@ def rules_at(date: Union[str, _dt.date]) -> Rules:
 #: When each rule of :class:`Rules` changed: (its value at the first release, (date, new value), ...).
 _CHANGES: dict[str, tuple] = {
     "requires_format": (True, ("2019-03-14", False)),
+    "format_checked": (False, ("2019-03-20", True)),
     "precision_limit": ("none", ("2019-03-14", "all modes"), ("2020-10-03", "round to nearest")),
     "explim_option": (False, ("2019-07-11", True)),
     "flips_broken": (False, ("2019-07-11", True), ("2020-05-31", False)),
+    "flip_bits_column": (True, ("2020-05-31", False)),
     "explim0_first_elements_only": (False, ("2019-07-11", True), ("2020-05-01", False)),
     "truncation": ("block", ("2020-05-01", "mask"), ("2020-05-13", "elementwise")),
     "overflow": ("infinity", ("2020-05-13", "by mode")),
@@ -349,7 +353,7 @@ def _truncate(y: np.ndarray, rules: Rules) -> np.ndarray:
     return np.floor(y) if y.size and np.all(y >= 0) else np.ceil(y)
 
 
-def _roundit(y: np.ndarray, spec: RoundingSpec, rules: Rules, sources) -> np.ndarray:
+def _roundit(y: np.ndarray, spec: RoundingSpec, rules: Rules, sources, row: bool = False) -> np.ndarray:
     mode = spec.round
     if mode == 4:
         # truncate as at the time, then let the reference apply the flips (mode 1 on integers is exact)
@@ -362,15 +366,30 @@ def _roundit(y: np.ndarray, spec: RoundingSpec, rules: Rules, sources) -> np.nda
             raise ValueError("Bit flips fail in chop.m from 2019-07-11 to 2020-05-30 once an element is chosen "
                              "for flipping (roundit reads options.t, which chop no longer sets).")
         return rounded
+    if spec.flips and row and rules.flip_bits_column:
+        # roundit.m's u = abs(y(k)) of a row block is a row, its bits b = randi(t - 1, length(k), 1) a
+        # column: bitxor(u, 2.^(b-1)) fails (sizes differ) once two elements are chosen, after both draws.
+        rounded = roundit_vector(y, mode, sources)
+        temp = sources.flip_uniform(rounded.size)
+        chosen = np.count_nonzero(temp <= spec.p)
+        if chosen >= 2:
+            sources.flip_randi(spec.fmt.t - 1, chosen)
+            raise ValueError("Bit flips on a row vector fail in chop.m before 2019-07-11 once two elements of a "
+                             "block are chosen (roundit's bitxor of a row and a column of bits).")
+        # at most one chosen: the flip as usual, on the numbers drawn (mode 1 on integers is exact)
+        drawn = dataclasses.replace(sources, flip_uniform=lambda n: temp)
+        return roundit_vector(rounded, 1, drawn, spec.flips, spec.p, spec.fmt.t)
     return roundit_vector(y, mode, sources, spec.flips, spec.p, spec.fmt.t)
 
 
 def chop_vector_at(x: np.ndarray, spec: RoundingSpec, rules: Rules, sources,
-                   n_first: Optional[int] = None) -> np.ndarray:
+                   n_first: Optional[int] = None, row: bool = False) -> np.ndarray:
     """chop.m of ``rules.date`` on a vector in column-major order.
 
     ``n_first``: for the 2019-07-11 .. 2020-04-30 bug with ``explim = 0``, only
-    the first ``n_first`` elements are rounded (``max(size(x))``).
+    the first ``n_first`` elements are rounded (``max(size(x))``).  ``row``: the input was a
+    ``1 x n`` matrix, n >= 2 (chop.m's blocks ``x(find(...))`` are rows, which bit flips of
+    roundit before 2020-05-31 cannot take; a matrix's, a column's and a 1-D array's: columns).
     """
     with np.errstate(all="ignore"):
         fmt = spec.fmt
@@ -394,7 +413,7 @@ def chop_vector_at(x: np.ndarray, spec: RoundingSpec, rules: Rules, sources,
 
         def round_block(index, precision):
             scaled = _pow2(x[index], precision - 1 - e[index])
-            return _pow2(_roundit(scaled, spec, rules, sources), e[index] - (precision - 1))
+            return _pow2(_roundit(scaled, spec, rules, sources, row), e[index] - (precision - 1))
 
         if isinstance(normal, slice) and normal == slice(None):
             c = round_block(normal, t)  # (a new array)
@@ -477,6 +496,9 @@ class ChopAt:
         self.rules = rules_at(date)
         self._lock = threading.Lock()
         self._stored: Optional[ChopSpec] = None
+        # Before 2019-03-20: the unknown format name that an empty call stored (chop.m returned []
+        # before reading it; the next call that rounds fails), else None.
+        self._unknown_format: Optional[str] = None
         # Small calls in loops: id(settings) -> (settings, route_at's route, the loops of the
         # route by dtype character (the compiled loops with the old tiny-number rule, or of the
         # old rules; the NumPy engine's old rules by 'numpy ' + character, filled on first use;
@@ -491,7 +513,12 @@ class ChopAt:
         double = kind is float or x is None or (kind is np.ndarray and x.dtype is _FLOAT64)
         x_class = "double" if double else _x_class(x)
         with self._lock:
-            settings = self._settings(options, x_class)
+            try:
+                settings = self._settings(options, x_class)
+            except ValueError:
+                if not self._empty_with_unknown_format(x, options):
+                    raise
+                return None if x is None else self._chop(x, DEFAULT_SPEC, "step by step", {})
             found = self._routes.get(id(settings))
             if found is None or found[0] is not settings:
                 if len(self._routes) >= 64:
@@ -523,23 +550,42 @@ class ChopAt:
                   and (loops := self._old_rules_loops(x.dtype, x, settings.spec, found[2])) is not None):
                 out = loops(x)
             elif x is None or (isinstance(x, (list, tuple)) and len(x) == 0):
-                self._stored = settings
+                self._stored, self._unknown_format = settings, None
                 return None if x is None else np.zeros(0)
             else:
                 out = self._chop(x, settings, found[1], found[2])
             if out is None:  # (the compiled loops declined the call: round_old_rules_stochastic)
                 out = self._chop(x, settings, "step by step", found[2])
-            self._stored = settings  # stored only when the call succeeded
+            self._stored, self._unknown_format = settings, None  # stored only when the call succeeded
             return out
 
     def _settings(self, options, x_class: str) -> ChopSpec:
         """``_resolve_at``; for a dict, remembered by its content and the rules' date, as chop does."""
+        if options is None and self._unknown_format is not None:
+            raise ValueError(f"chop.m before 2019-03-20 stored the unknown format {self._unknown_format!r} "
+                             "(on an empty input) and fails on it now ('emax' undefined).")
         if options is None:  # MATLAB's []: the stored settings
             return DEFAULT_SPEC if self._stored is None else self._stored
         if type(options) is dict:
             return remembered(options, x_class, self.rules.date, _resolve_at, options, self._stored, x_class,
                               self.rules)
         return _resolve_at(options, self._stored, x_class, self.rules)
+
+    def _empty_with_unknown_format(self, x, options) -> bool:
+        """Whether chop.m before 2019-03-20 returned [] for the empty ``x`` (``None``: ``chop([],
+        options)``) where ``options`` failed: it returned before reading an unknown format, which it
+        stored (here :attr:`_unknown_format`, as the last stored one when ``options`` is None)."""
+        if self.rules.format_checked or (x is not None and np.size(x) != 0):
+            return False
+        if options is None:
+            return self._unknown_format is not None
+        if options_are_empty(options):
+            return False
+        name = options.get("format") if isinstance(options, Mapping) else getattr(options, "format", None)
+        if not isinstance(name, str) or (name in CHOP_FORMAT_NAMES and (name not in _FP8_NAMES or self.rules.fp8)):
+            return False
+        self._unknown_format = name
+        return True
 
     def _first_elements_only(self, work, spec: RoundingSpec) -> bool:
         """Whether the explim = 0 bug of 2019-07-11 .. 2020-04-30 leaves elements of the matrix
@@ -631,7 +677,8 @@ class ChopAt:
                 order = "C"
             flat = np.ravel(work, order=order)  # (read only by chop_vector_at)
             n_first = max(work.shape) if work.ndim else 1
-            out = chop_vector_at(flat, spec, self.rules, sources_for(settings.randfunc), n_first)
+            row = work.ndim == 2 and work.shape[0] == 1 and work.shape[1] >= 2
+            out = chop_vector_at(flat, spec, self.rules, sources_for(settings.randfunc), n_first, row)
             out = out.reshape(work.shape, order=order)
         elif out is None:
             out = _on_engines_at(work, settings, route, fused)
@@ -640,12 +687,13 @@ class ChopAt:
 
     def options(self) -> Options:
         """The stored options (``[~, options] = chop`` of that time), or the defaults."""
-        return resolve(None, self._stored).to_options()
+        stored = resolve(None, self._stored).to_options()
+        return stored if self._unknown_format is None else dataclasses.replace(stored, format=self._unknown_format)
 
     def clear(self) -> None:
         """``clear chop``: forget the stored options."""
         with self._lock:
-            self._stored = None
+            self._stored, self._unknown_format = None, None
 
     def __repr__(self) -> str:
         return f"chop_at({self.rules.date.isoformat()!r})  # chop.m at commit {self.rules.commit}"
